@@ -1,0 +1,202 @@
+/* PID-1 boot: kernel filesystems, virtio modules, the root disk (grown online to the
+ * device size), then a switch into it. The agent keeps running from the initramfs copy in
+ * memory; nothing from the image is executed for init. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <net/if.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/reboot.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+#ifndef EXT4_IOC_RESIZE_FS
+#define EXT4_IOC_RESIZE_FS _IOW('f', 16, unsigned long long) /* not in the uapi headers */
+#endif
+
+char g_kernel_release[65];
+uint64_t g_boot_ms;
+
+static void sleep_ms(long ms) {
+  struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&t, NULL);
+}
+
+static void do_mount(const char *src, const char *dst, const char *type, unsigned long fl,
+                     const char *data) {
+  mkdir(dst, 0755);
+  if (mount(src, dst, type, fl, data) < 0)
+    agent_log("mount %s on %s: %s", src, dst, strerror(errno));
+}
+
+/* The value of key=VALUE on the kernel command line, or def. */
+static void cmdline_get(const char *key, char *out, size_t n, const char *def) {
+  char buf[4096] = {0};
+  snprintf(out, n, "%s", def);
+  int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t r = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (r <= 0) return;
+  size_t kl = strlen(key);
+  for (char *t = strtok(buf, " \n"); t; t = strtok(NULL, " \n"))
+    if (strncmp(t, key, kl) == 0 && t[kl] == '=') snprintf(out, n, "%s", t + kl + 1);
+}
+
+/* Loads /lib/modules/<name> for each line of /etc/modules.order (already dependency
+ * ordered by build-guest.sh), then deletes the files: the initramfs is RAM. */
+static void load_modules(void) {
+  FILE *f = fopen("/etc/modules.order", "re");
+  if (!f) return;
+  char line[256], path[300];
+  while (fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\r\n")] = 0;
+    if (!line[0] || line[0] == '#') continue;
+    snprintf(path, sizeof path, "/lib/modules/%s", line);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) { agent_log("module %s: %s", line, strerror(errno)); continue; }
+    if (syscall(SYS_finit_module, fd, "", 0) < 0 && errno != EEXIST)
+      agent_log("finit_module %s: %s", line, strerror(errno));
+    close(fd);
+    unlink(path);
+  }
+  fclose(f);
+}
+
+static int wait_for(const char *path, int ms) {
+  for (int t = 0; t < ms; t += 5) {
+    if (access(path, F_OK) == 0) return 0;
+    sleep_ms(5);
+  }
+  return -1;
+}
+
+/* Grows the mounted ext4 to the size of its block device (the host may hand out an
+ * overlay with a larger virtual size than the image). */
+static void grow_fs(const char *dev, const char *mnt) {
+  unsigned long long bytes = 0, blocks;
+  struct statfs sf;
+  int fd = open(dev, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ioctl(fd, BLKGETSIZE64, &bytes) < 0) {
+    agent_log("BLKGETSIZE64 %s: %s", dev, strerror(errno));
+    if (fd >= 0) close(fd);
+    return;
+  }
+  close(fd);
+  if (statfs(mnt, &sf) < 0 || sf.f_bsize <= 0) return;
+  blocks = bytes / (unsigned long long)sf.f_bsize;
+  fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  if (ioctl(fd, EXT4_IOC_RESIZE_FS, &blocks) < 0)
+    agent_log("resize %s to %llu blocks: %s", mnt, blocks, strerror(errno));
+  close(fd);
+}
+
+static void late_mounts(const char *root) {
+  char p[64];
+  snprintf(p, sizeof p, "%s/dev/pts", root);
+  do_mount("devpts", p, "devpts", MS_NOSUID | MS_NOEXEC, "ptmxmode=666,mode=620");
+  snprintf(p, sizeof p, "%s/dev/shm", root);
+  do_mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+  snprintf(p, sizeof p, "%s/run", root);
+  do_mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755");
+}
+
+static int switch_root(const char *dev) {
+  if (wait_for(dev, 10000) < 0) { agent_log("%s did not appear", dev); return -1; }
+  mkdir("/newroot", 0755);
+  if (mount(dev, "/newroot", "ext4", 0, NULL) < 0) {
+    agent_log("mount %s: %s", dev, strerror(errno));
+    return -1;
+  }
+  grow_fs(dev, "/newroot");
+  const char *moves[] = {"/dev", "/proc", "/sys"};
+  for (int i = 0; i < 3; i++) {
+    char dst[64];
+    snprintf(dst, sizeof dst, "/newroot%s", moves[i]);
+    mkdir(dst, 0755);
+    if (mount(moves[i], dst, NULL, MS_MOVE, NULL) < 0)
+      agent_log("move %s: %s", moves[i], strerror(errno));
+  }
+  late_mounts("/newroot");
+  if (chdir("/newroot") < 0 || mount(".", "/", NULL, MS_MOVE, NULL) < 0 || chroot(".") < 0 ||
+      chdir("/") < 0) {
+    agent_log("switch root: %s", strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+static void loopback_up(void) {
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  struct ifreq ifr;
+  memset(&ifr, 0, sizeof ifr);
+  snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+  if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0) { agent_log("lo: %s", strerror(errno)); }
+  else {
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0) agent_log("lo up: %s", strerror(errno));
+  }
+  if (s >= 0) close(s);
+}
+
+int init_boot(void) {
+  struct utsname u;
+  if (uname(&u) == 0) snprintf(g_kernel_release, sizeof g_kernel_release, "%s", u.release);
+  do_mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
+  /* Kernel messages and our log go to the console; children never inherit it. */
+  int c = open("/dev/console", O_RDWR | O_NOCTTY);
+  if (c >= 0) { dup2(c, 0); dup2(c, 1); dup2(c, 2); if (c > 2) close(c); }
+  do_mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+  do_mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+  load_modules();
+  char root[64];
+  cmdline_get("sandtree.root", root, sizeof root, "/dev/vda");
+  int rc = 0;
+  if (strcmp(root, "none") == 0) late_mounts("");
+  else rc = switch_root(root);
+  loopback_up();
+  if (sethostname("sandbox", 7) < 0) agent_log("sethostname: %s", strerror(errno));
+  return rc;
+}
+
+/* Reaps until no child is left or ms elapsed. */
+static void reap_all(int ms) {
+  for (int t = 0; t <= ms; t += 10) {
+    while (waitpid(-1, NULL, WNOHANG) > 0) {}
+    if (waitpid(-1, NULL, WNOHANG) < 0 && errno == ECHILD) return;
+    sleep_ms(10);
+  }
+}
+
+void init_poweroff(void) {
+  sync();
+  kill(-1, SIGTERM);
+  reap_all(2000);
+  kill(-1, SIGKILL);
+  reap_all(1000);
+  sync();
+  const char *um[] = {"/dev/shm", "/dev/pts", "/run"};
+  for (int i = 0; i < 3; i++) umount2(um[i], MNT_DETACH);
+  if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY, NULL) < 0)
+    agent_log("remount / ro: %s", strerror(errno));
+  sync();
+  reboot(RB_POWER_OFF);
+  /* Without a power-off method the kernel halts; QEMU runs with -no-reboot, so a reboot
+   * request makes it exit instead. */
+  reboot(RB_AUTOBOOT);
+  for (;;) pause();
+}

@@ -1,0 +1,493 @@
+import { randomBytes } from "node:crypto";
+import { EventEmitter } from "node:events";
+import net from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
+import { Flag, FrameType, STREAM_WINDOW_BYTES, Tag } from "@sandtree/protocol";
+import { CreditQueue } from "./credit-queue.js";
+import { encodeFrame, encodeTlv, type Frame, FrameDecoder, type TlvValue } from "./frame-codec.js";
+import { GuestError } from "./guest-error.js";
+
+export interface AgentInfo {
+  version: number;
+  kernel: string;
+  boot_ms?: number;
+}
+
+export interface ExecSpec {
+  argv?: string[];
+  shell?: string;
+  env?: Record<string, string>;
+  cwd?: string;
+  user?: string;
+  timeoutMs?: number;
+  stdin?: boolean;
+}
+
+export interface ExitInfo {
+  exit_code: number;
+  signal: number | null;
+  timed_out: boolean;
+}
+
+export type AgentExecEvent =
+  | { type: "started"; pid: number }
+  | { type: "stdout"; data: Buffer }
+  | { type: "stderr"; data: Buffer }
+  | { type: "exit"; info: ExitInfo };
+
+export interface StatInfo {
+  name?: string;
+  type: "file" | "dir" | "symlink" | "other";
+  size: number;
+  mode: number;
+  uid: number;
+  gid: number;
+  mtime_ms: number;
+  target?: string;
+}
+
+interface StreamHandler {
+  onFrame(frame: Frame): void;
+  onClose(err: Error): void;
+}
+
+const FILE_CHUNK = 64 * 1024;
+
+function parseJson<T>(payload: Buffer): T {
+  return JSON.parse(payload.toString("utf8")) as T;
+}
+
+function guestError(payload: Buffer): GuestError {
+  try {
+    const e = parseJson<{ errno?: number; code?: string; message?: string }>(payload);
+    return new GuestError(e.code ?? "EIO", e.errno ?? 5, e.message ?? "guest error");
+  } catch {
+    return new GuestError("EIO", 5, payload.toString("utf8") || "guest error");
+  }
+}
+
+/** One running process in the guest: events as an async iterable, stdin, signals. */
+export class AgentExec {
+  readonly events: CreditQueue<AgentExecEvent>;
+  private stdinCredit = STREAM_WINDOW_BYTES;
+  private creditWaiter: (() => void) | null = null;
+  readonly exited: Promise<ExitInfo>;
+  private resolveExit!: (info: ExitInfo) => void;
+  private rejectExit!: (err: Error) => void;
+
+  constructor(
+    private readonly client: AgentClient,
+    readonly stream: number,
+  ) {
+    this.events = new CreditQueue<AgentExecEvent>((n) => client.sendWindow(stream, n));
+    this.exited = new Promise<ExitInfo>((resolve, reject) => {
+      this.resolveExit = resolve;
+      this.rejectExit = reject;
+    });
+    this.exited.catch(() => {});
+  }
+
+  /** @internal */
+  handle(frame: Frame): boolean {
+    switch (frame.type) {
+      case FrameType.STARTED:
+        this.events.push({ type: "started", pid: parseJson<{ pid: number }>(frame.payload).pid });
+        return false;
+      case FrameType.STDOUT:
+        this.events.push({ type: "stdout", data: frame.payload }, frame.payload.length);
+        return false;
+      case FrameType.STDERR:
+        this.events.push({ type: "stderr", data: frame.payload }, frame.payload.length);
+        return false;
+      case FrameType.WINDOW:
+        this.stdinCredit += frame.payload.readUInt32LE(0);
+        this.creditWaiter?.();
+        this.creditWaiter = null;
+        return false;
+      case FrameType.EXIT: {
+        const info = parseJson<ExitInfo>(frame.payload);
+        this.events.push({ type: "exit", info });
+        this.events.end();
+        this.resolveExit(info);
+        return true;
+      }
+      case FrameType.ERROR: {
+        const err = guestError(frame.payload);
+        this.events.fail(err);
+        this.rejectExit(err);
+        return true;
+      }
+      default:
+        return false;
+    }
+  }
+
+  /** @internal */
+  close(err: Error): void {
+    this.events.fail(err);
+    this.rejectExit(err);
+    this.creditWaiter?.();
+  }
+
+  async writeStdin(data: Buffer): Promise<void> {
+    let off = 0;
+    while (off < data.length) {
+      while (this.stdinCredit <= 0) {
+        if (this.events.isEnded) return;
+        await new Promise<void>((r) => {
+          this.creditWaiter = r;
+        });
+      }
+      const n = Math.min(this.stdinCredit, FILE_CHUNK, data.length - off);
+      this.stdinCredit -= n;
+      await this.client.sendData(FrameType.STDIN, this.stream, data.subarray(off, off + n));
+      off += n;
+    }
+  }
+
+  closeStdin(): void {
+    this.client.sendRaw(FrameType.STDIN_CLOSE, this.stream);
+  }
+
+  signal(signum: number): void {
+    this.client.sendRaw(FrameType.SIGNAL, this.stream, encodeTlv([[Tag.SIGNUM, { u32: signum }]]));
+  }
+}
+
+/**
+ * Host side of the guest protocol (docs/protocol.md) over the Unix socket QEMU serves for the
+ * sandbox's virtio-serial port. Multiplexes execs and file transfers as streams.
+ */
+export class AgentClient extends EventEmitter {
+  private readonly decoder = new FrameDecoder();
+  private readonly streams = new Map<number, StreamHandler>();
+  private nextStream = 1;
+  private closedError: Error | null = null;
+  private helloNonce: Buffer | null = null;
+  private onHelloAck: ((info: AgentInfo) => void) | null = null;
+  private pings = new Map<string, () => void>();
+  info: AgentInfo | null = null;
+
+  private constructor(private readonly sock: net.Socket) {
+    super();
+    sock.on("data", (chunk: Buffer) => {
+      for (const frame of this.decoder.push(chunk)) this.dispatch(frame);
+    });
+    sock.on("error", () => {});
+    sock.on("close", () => this.fail(new Error("agent connection closed")));
+  }
+
+  /** Connects (retrying until QEMU serves the socket) and handshakes with a fresh nonce. */
+  static async connect(socketPath: string, opts: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<AgentClient> {
+    const signal = AbortSignal.any([AbortSignal.timeout(opts.timeoutMs ?? 120_000), ...(opts.signal ? [opts.signal] : [])]);
+    let sock: net.Socket | null = null;
+    while (!sock) {
+      signal.throwIfAborted();
+      sock = await new Promise<net.Socket | null>((resolve) => {
+        const s = net.connect(socketPath);
+        s.once("connect", () => resolve(s));
+        s.once("error", () => {
+          s.destroy();
+          resolve(null);
+        });
+      });
+      if (!sock) await sleep(10, undefined, { signal }).catch(() => {});
+    }
+    const client = new AgentClient(sock);
+    try {
+      await client.handshake(signal);
+    } catch (err) {
+      client.close();
+      throw err;
+    }
+    return client;
+  }
+
+  private async handshake(signal: AbortSignal): Promise<void> {
+    // Resend with a new nonce until answered: a HELLO written before the guest opened its
+    // port may be lost, and the byte stream is ordered so older nonces cannot arrive later.
+    for (;;) {
+      signal.throwIfAborted();
+      if (this.closedError) throw this.closedError;
+      const nonce = randomBytes(16);
+      this.helloNonce = nonce;
+      const tlv = encodeTlv([
+        [Tag.TIME_NS, { u64: BigInt(Date.now()) * 1_000_000n }],
+        [Tag.ENTROPY, randomBytes(64)],
+      ]);
+      const acked = new Promise<AgentInfo>((resolve) => {
+        this.onHelloAck = resolve;
+      });
+      this.sendRaw(FrameType.HELLO, 0, Buffer.concat([nonce, tlv]));
+      const info = await Promise.race([acked, sleep(2000, null, { signal }).catch(() => null)]);
+      if (info) {
+        this.info = info;
+        return;
+      }
+    }
+  }
+
+  private dispatch(frame: Frame): void {
+    if (frame.stream === 0) {
+      if (frame.type === FrameType.HELLO_ACK && this.helloNonce && frame.payload.length >= 16) {
+        if (frame.payload.subarray(0, 16).equals(this.helloNonce)) {
+          const info = parseJson<AgentInfo>(frame.payload.subarray(16));
+          this.helloNonce = null;
+          const cb = this.onHelloAck;
+          this.onHelloAck = null;
+          cb?.(info);
+        }
+      } else if (frame.type === FrameType.PONG) {
+        const key = frame.payload.toString("hex");
+        const cb = this.pings.get(key);
+        this.pings.delete(key);
+        cb?.();
+      }
+      return;
+    }
+    if (this.helloNonce) return; // not synchronised yet: everything before the ACK is stale
+    this.streams.get(frame.stream)?.onFrame(frame);
+  }
+
+  private fail(err: Error): void {
+    if (this.closedError) return;
+    this.closedError = err;
+    for (const s of this.streams.values()) s.onClose(err);
+    this.streams.clear();
+    for (const cb of this.pings.values()) cb();
+    this.pings.clear();
+    this.emit("close", err);
+  }
+
+  get isClosed(): boolean {
+    return this.closedError !== null;
+  }
+
+  close(): void {
+    this.sock.destroy();
+    this.fail(new Error("agent connection closed"));
+  }
+
+  /** @internal */
+  sendRaw(type: number, stream: number, payload?: Buffer): boolean {
+    if (this.closedError) return false;
+    return this.sock.write(encodeFrame(type, stream, payload));
+  }
+
+  /** @internal Writes a frame and waits for the socket to drain when its buffer is full. */
+  async sendData(type: number, stream: number, payload: Buffer): Promise<void> {
+    if (this.closedError) throw this.closedError;
+    if (!this.sock.write(encodeFrame(type, stream, payload))) {
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          this.sock.off("drain", done);
+          this.sock.off("close", done);
+          resolve();
+        };
+        this.sock.on("drain", done);
+        this.sock.on("close", done);
+      });
+    }
+  }
+
+  /** @internal */
+  sendWindow(stream: number, bytes: number): void {
+    if (!this.streams.has(stream)) return;
+    const b = Buffer.allocUnsafe(4);
+    b.writeUInt32LE(bytes, 0);
+    this.sendRaw(FrameType.WINDOW, stream, b);
+  }
+
+  private openStream(handler: StreamHandler): number {
+    if (this.closedError) throw this.closedError;
+    const id = this.nextStream;
+    this.nextStream = this.nextStream >= 0x7fffffff ? 1 : this.nextStream + 1;
+    this.streams.set(id, handler);
+    return id;
+  }
+
+  private endStream(id: number): void {
+    this.streams.delete(id);
+  }
+
+  async ping(data: Buffer = randomBytes(8)): Promise<void> {
+    if (this.closedError) throw this.closedError;
+    const key = data.toString("hex");
+    const p = new Promise<void>((resolve) => this.pings.set(key, resolve));
+    this.sendRaw(FrameType.PING, 0, data);
+    await p;
+    if (this.closedError) throw this.closedError;
+  }
+
+  exec(spec: ExecSpec): AgentExec {
+    const entries: Array<[number, TlvValue]> = [];
+    if (spec.shell !== undefined) entries.push([Tag.SHELL, spec.shell]);
+    for (const a of spec.argv ?? []) entries.push([Tag.ARG, a]);
+    for (const [k, v] of Object.entries(spec.env ?? {})) entries.push([Tag.ENV, `${k}=${v}`]);
+    if (spec.cwd !== undefined) entries.push([Tag.CWD, spec.cwd]);
+    if (spec.user !== undefined) entries.push([Tag.USER, spec.user]);
+    if (spec.timeoutMs !== undefined) entries.push([Tag.TIMEOUT_MS, { u64: Math.ceil(spec.timeoutMs) }]);
+    if (spec.stdin) entries.push([Tag.FLAGS, { u32: Flag.STDIN_OPEN }]);
+    const payload = encodeTlv(entries);
+    let exec: AgentExec | null = null;
+    const id = this.openStream({
+      onFrame: (f) => {
+        if (exec?.handle(f)) this.endStream(id);
+      },
+      onClose: (err) => exec?.close(err),
+    });
+    exec = new AgentExec(this, id);
+    this.sendRaw(FrameType.EXEC, id, payload);
+    return exec;
+  }
+
+  /** A request answered by one RESULT or ERROR frame. */
+  private request<T>(type: number, entries: Array<[number, TlvValue]>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const id = this.openStream({
+        onFrame: (f) => {
+          if (f.type === FrameType.RESULT) {
+            this.endStream(id);
+            resolve(parseJson<T>(f.payload));
+          } else if (f.type === FrameType.ERROR) {
+            this.endStream(id);
+            reject(guestError(f.payload));
+          }
+        },
+        onClose: reject,
+      });
+      this.sendRaw(type, id, encodeTlv(entries));
+    });
+  }
+
+  stat(path: string): Promise<StatInfo> {
+    return this.request<StatInfo>(FrameType.STAT, [[Tag.PATH, path]]);
+  }
+
+  mkdir(path: string, opts: { parents?: boolean; mode?: number } = {}): Promise<void> {
+    return this.request<void>(FrameType.MKDIR, [
+      [Tag.PATH, path],
+      [Tag.MODE, { u32: opts.mode ?? 0o755 }],
+      [Tag.FLAGS, { u32: opts.parents === false ? 0 : Flag.RECURSIVE }],
+    ]);
+  }
+
+  remove(path: string, opts: { recursive?: boolean } = {}): Promise<void> {
+    return this.request<void>(FrameType.REMOVE, [
+      [Tag.PATH, path],
+      [Tag.FLAGS, { u32: opts.recursive ? Flag.RECURSIVE : 0 }],
+    ]);
+  }
+
+  /** A request answered by DATA frames then END (or ERROR), delivered with flow control. */
+  private dataStream(type: number, entries: Array<[number, TlvValue]>, signal?: AbortSignal): AsyncIterable<Buffer> {
+    const queue = new CreditQueue<Buffer>((n) => this.sendWindow(id, n));
+    const id = this.openStream({
+      onFrame: (f) => {
+        if (f.type === FrameType.DATA) queue.push(f.payload, f.payload.length);
+        else if (f.type === FrameType.END) {
+          this.endStream(id);
+          queue.end();
+        } else if (f.type === FrameType.ERROR) {
+          this.endStream(id);
+          queue.fail(guestError(f.payload));
+        }
+      },
+      onClose: (err) => queue.fail(err),
+    });
+    this.sendRaw(type, id, encodeTlv(entries));
+    const cancel = () => {
+      if (this.streams.has(id)) this.sendRaw(FrameType.CANCEL, id);
+    };
+    signal?.addEventListener("abort", cancel, { once: true });
+    const self = this;
+    return {
+      async *[Symbol.asyncIterator]() {
+        try {
+          for await (const chunk of queue) yield chunk;
+        } finally {
+          signal?.removeEventListener("abort", cancel);
+          if (self.streams.has(id)) {
+            cancel();
+          }
+        }
+      },
+    };
+  }
+
+  readFile(path: string, opts: { offset?: number; length?: number; signal?: AbortSignal } = {}): AsyncIterable<Buffer> {
+    const entries: Array<[number, TlvValue]> = [[Tag.PATH, path]];
+    if (opts.offset !== undefined) entries.push([Tag.OFFSET, { u64: opts.offset }]);
+    if (opts.length !== undefined) entries.push([Tag.LENGTH, { u64: opts.length }]);
+    return this.dataStream(FrameType.FILE_READ, entries, opts.signal);
+  }
+
+  async list(path: string): Promise<StatInfo[]> {
+    let text = "";
+    for await (const chunk of this.dataStream(FrameType.LIST, [[Tag.PATH, path]])) text += chunk.toString("utf8");
+    return text
+      .split("\n")
+      .filter((l) => l.length > 0)
+      .map((l) => JSON.parse(l) as StatInfo);
+  }
+
+  /** Streams `source` into a file in the guest; resolves with the bytes written. */
+  async writeFile(
+    path: string,
+    source: AsyncIterable<Uint8Array>,
+    opts: { mode?: number; append?: boolean; signal?: AbortSignal } = {},
+  ): Promise<{ bytes: number }> {
+    let failed: Error | null = null;
+    let streamId = 0;
+    const result = new Promise<{ bytes: number }>((resolve, reject) => {
+      const id = this.openStream({
+        onFrame: (f) => {
+          if (f.type === FrameType.RESULT) {
+            this.endStream(id);
+            resolve(parseJson<{ bytes: number }>(f.payload));
+          } else if (f.type === FrameType.ERROR) {
+            this.endStream(id);
+            failed = guestError(f.payload);
+            reject(failed);
+          }
+        },
+        onClose: (err) => {
+          failed = err;
+          reject(err);
+        },
+      });
+      streamId = id;
+    });
+    result.catch(() => {});
+    this.sendRaw(
+      FrameType.FILE_WRITE,
+      streamId,
+      encodeTlv([
+        [Tag.PATH, path],
+        [Tag.MODE, { u32: opts.mode ?? 0o644 }],
+        [Tag.FLAGS, { u32: opts.append ? Flag.APPEND : 0 }],
+      ]),
+    );
+    try {
+      for await (const chunk of source) {
+        opts.signal?.throwIfAborted();
+        if (failed) break;
+        const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+        for (let off = 0; off < buf.length && !failed; off += FILE_CHUNK) {
+          await this.sendData(FrameType.DATA, streamId, buf.subarray(off, off + FILE_CHUNK));
+        }
+      }
+    } catch (err) {
+      // Tell the guest to stop; it answers with an error or result we no longer need.
+      this.sendRaw(FrameType.CANCEL, streamId);
+      throw err;
+    }
+    if (!failed) this.sendRaw(FrameType.END, streamId);
+    return result;
+  }
+
+  /** Asks the guest to sync, stop its processes and power off. */
+  shutdown(): void {
+    this.sendRaw(FrameType.SHUTDOWN, 0);
+  }
+}

@@ -1,0 +1,17 @@
+export type { ImageSource, ResolvedManifest, ResolveManifestOptions } from "./image-source.js";
+export type { ImageInfo, ImageStoreOptions, ResolvedImage, ResolveOptions } from "./image-store.js";
+export { defaultImageRoot, ImageStore } from "./image-store.js";
+export { applyLayer, applyLayers } from "./layers.js";
+export { OciLayoutSource } from "./oci-layout.js";
+export type { ImageSpec, LayerCompression, LayerSpec, WriteLayoutOptions } from "./oci-layout-writer.js";
+export { writeOciLayout, writeRootfsLayout } from "./oci-layout-writer.js";
+export type { Descriptor, ImageIndex, ImageManifest, ImageRuntimeConfig, Platform } from "./oci-types.js";
+export { DEFAULT_PLATFORM, MediaType } from "./oci-types.js";
+export type { ImageReference } from "./reference.js";
+export { DOCKER_HUB, parseReference, registryBaseUrl, remoteRepository } from "./reference.js";
+export type { AuthChallenge, RegistryCredentials } from "./registry-auth.js";
+export { parseWwwAuthenticate } from "./registry-auth.js";
+export type { RegistryClientOptions } from "./registry-client.js";
+export { RegistryClient } from "./registry-client.js";
+export type { BuiltBase, RootfsUsage } from "./rootfs-image.js";
+export { buildBaseImage, ext4SizeFor, measureRootfs } from "./rootfs-image.js";

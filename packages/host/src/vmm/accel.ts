@@ -1,0 +1,54 @@
+import { accessSync, constants, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { cacheDir, guestArtifacts } from "../paths.js";
+import type { Accel } from "./qemu-args.js";
+import { QemuVm } from "./qemu-vm.js";
+
+export type AccelChoice = Accel | "auto";
+
+/**
+ * Picks the accelerator by trial: KVM only when a test boot actually reaches the agent
+ * (a nested or paravirtual KVM can exist and still crash guests), TCG otherwise.
+ * The verdict is cached per kernel release.
+ */
+export async function detectAccel(choice: AccelChoice = "auto", opts: { signal?: AbortSignal } = {}): Promise<Accel> {
+  if (choice !== "auto") return choice;
+  try {
+    accessSync("/dev/kvm", constants.R_OK | constants.W_OK);
+  } catch {
+    return "tcg";
+  }
+  const guest = guestArtifacts();
+  const cacheFile = path.join(cacheDir(), "accel.json");
+  const key = `${guest.kernelRelease}`;
+  if (existsSync(cacheFile)) {
+    try {
+      const c = JSON.parse(readFileSync(cacheFile, "utf8")) as { key?: string; accel?: Accel };
+      if (c.key === key && (c.accel === "kvm" || c.accel === "tcg")) return c.accel;
+    } catch {}
+  }
+  let accel: Accel = "tcg";
+  const dir = path.join(tmpdir(), `sandtree-accel-${process.pid}`);
+  try {
+    const vm = await QemuVm.start({
+      name: "sandtree-accel-probe",
+      accel: "kvm",
+      cpuCores: 1,
+      memoryMb: 256,
+      kernel: guest.kernel,
+      initramfs: guest.initramfs,
+      runDir: path.join(dir, "run"),
+      logDir: path.join(dir, "log"),
+      bootTimeoutMs: 5000,
+      ...(opts.signal ? { signal: opts.signal } : {}),
+    });
+    await vm.stop({ graceMs: 0 });
+    accel = "kvm";
+  } catch {
+    accel = "tcg";
+  }
+  mkdirSync(cacheDir(), { recursive: true });
+  writeFileSync(cacheFile, JSON.stringify({ key, accel }));
+  return accel;
+}

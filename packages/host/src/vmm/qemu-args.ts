@@ -1,0 +1,100 @@
+import { readFileSync } from "node:fs";
+
+export type Accel = "kvm" | "tcg";
+
+export interface QemuVmSpec {
+  name: string;
+  accel: Accel;
+  cpuCores: number;
+  memoryMb: number;
+  kernel: string;
+  initramfs: string;
+  /** qcow2 root disk; absent boots the initramfs alone (`sandtree.root=none`). */
+  rootDisk?: string;
+  agentSocket: string;
+  qmpSocket: string;
+  consoleLog: string;
+  pidFile: string;
+  extraKernelArgs?: string[];
+}
+
+let tscKhzCache: number | null | undefined;
+
+/**
+ * The host TSC frequency in kHz from /proc/cpuinfo. Under TCG a guest that must calibrate
+ * its TSC against the PIT stalls when many boot at once (FACTS.md), so we pass it in.
+ */
+export function hostTscKhz(): number | null {
+  if (tscKhzCache !== undefined) return tscKhzCache;
+  try {
+    const m = /^cpu MHz\s*:\s*([\d.]+)/m.exec(readFileSync("/proc/cpuinfo", "utf8"));
+    tscKhzCache = m?.[1] ? Math.round(Number.parseFloat(m[1]) * 1000) : null;
+  } catch {
+    tscKhzCache = null;
+  }
+  return tscKhzCache;
+}
+
+export function kernelCmdline(spec: Pick<QemuVmSpec, "accel" | "rootDisk" | "extraKernelArgs">): string {
+  const args = ["console=ttyS0", "quiet", "panic=-1", "reboot=t"];
+  if (spec.accel === "tcg") {
+    const khz = hostTscKhz();
+    if (khz) args.push(`tsc_early_khz=${khz}`, `lpj=${khz * 4}`);
+  }
+  if (!spec.rootDisk) args.push("sandtree.root=none");
+  args.push(...(spec.extraKernelArgs ?? []));
+  return args.join(" ");
+}
+
+/** The argv for one microVM; the only place that knows QEMU's flags. */
+export function buildQemuArgs(spec: QemuVmSpec): string[] {
+  const args = [
+    "-name",
+    spec.name,
+    "-M",
+    "microvm",
+    "-accel",
+    spec.accel,
+    "-m",
+    `${spec.memoryMb}M`,
+    "-smp",
+    String(spec.cpuCores),
+    "-nodefaults",
+    "-no-user-config",
+    "-display",
+    "none",
+    "-no-reboot",
+    "-kernel",
+    spec.kernel,
+    "-initrd",
+    spec.initramfs,
+    "-append",
+    kernelCmdline(spec),
+    "-chardev",
+    `file,id=console,path=${spec.consoleLog}`,
+    "-serial",
+    "chardev:console",
+    "-qmp",
+    `unix:${spec.qmpSocket},server=on,wait=off`,
+    "-pidfile",
+    spec.pidFile,
+  ];
+  if (spec.accel === "kvm") args.push("-cpu", "host");
+  if (spec.rootDisk) {
+    args.push(
+      "-drive",
+      `id=root,file=${spec.rootDisk},format=qcow2,if=none,discard=unmap`,
+      "-device",
+      "virtio-blk-device,drive=root",
+    );
+  }
+  args.push(
+    "-device",
+    "virtio-serial-device",
+    "-chardev",
+    `socket,id=agent,path=${spec.agentSocket},server=on,wait=off`,
+    "-device",
+    "virtserialport,chardev=agent,name=agent",
+  );
+  return args;
+}

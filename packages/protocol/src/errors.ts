@@ -1,0 +1,53 @@
+// One registry of error codes: each stable code maps to one HTTP status.
+export const ERROR_STATUS = {
+  BAD_REQUEST: 400,
+  VALIDATION_FAILED: 400,
+  INVALID_PATH: 400,
+  UNAUTHORIZED: 401,
+  FORBIDDEN: 403,
+  NOT_FOUND: 404,
+  SANDBOX_NOT_FOUND: 404,
+  IMAGE_NOT_FOUND: 404,
+  FILE_NOT_FOUND: 404,
+  JOB_NOT_FOUND: 404,
+  ROUTE_NOT_FOUND: 404,
+  METHOD_NOT_ALLOWED: 405,
+  CONFLICT: 409,
+  SANDBOX_NOT_RUNNING: 409,
+  IS_A_DIRECTORY: 409,
+  NOT_A_DIRECTORY: 409,
+  ALREADY_EXISTS: 409,
+  DIRECTORY_NOT_EMPTY: 409,
+  PAYLOAD_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  RATE_LIMITED: 429,
+  INTERNAL: 500,
+  IMAGE_PULL_FAILED: 502,
+  REGISTRY_UNAUTHORIZED: 502,
+  IMAGE_INVALID: 422,
+  GUEST_ERROR: 502,
+  VM_START_FAILED: 500,
+  UNAVAILABLE: 503,
+  TIMEOUT: 504,
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_STATUS;
+
+export function statusForCode(code: string): number {
+  return (ERROR_STATUS as Record<string, number>)[code] ?? 500;
+}
+
+/** An error with a stable code; rendered by the server as {code, message, details, requestId}. */
+export class SandtreeError extends Error {
+  readonly code: ErrorCode;
+  readonly details: Record<string, unknown> | undefined;
+  constructor(code: ErrorCode, message: string, details?: Record<string, unknown>) {
+    super(message);
+    this.name = "SandtreeError";
+    this.code = code;
+    this.details = details;
+  }
+  get status(): number {
+    return ERROR_STATUS[this.code];
+  }
+}

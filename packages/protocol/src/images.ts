@@ -1,0 +1,28 @@
+import { z } from "zod";
+import { RegistryCredentials } from "./sandbox.js";
+
+export const Image = z.object({
+  ref: z.string(),
+  digest: z.string(),
+  source: z.enum(["local", "registry"]),
+  virtual_size_bytes: z.number(),
+  created_at: z.string().nullable(),
+});
+export type Image = z.infer<typeof Image>;
+
+export const ImageList = z.object({ images: z.array(Image) });
+export type ImageList = z.infer<typeof ImageList>;
+
+export const PullImageRequest = z.strictObject({
+  image: z.string().min(1).max(512),
+  registry_credentials: RegistryCredentials.optional(),
+});
+export type PullImageRequest = z.input<typeof PullImageRequest>;
+
+export const ErrorBody = z.object({
+  code: z.string(),
+  message: z.string(),
+  details: z.record(z.string(), z.unknown()).optional(),
+  request_id: z.string().optional(),
+});
+export type ErrorBody = z.infer<typeof ErrorBody>;

@@ -1,0 +1,83 @@
+import { z } from "zod";
+
+export const SANDBOX_STATUSES = ["PENDING", "PROVISIONING", "RUNNING", "TERMINATED", "ERROR", "TIMEOUT"] as const;
+export const SandboxStatus = z.enum(SANDBOX_STATUSES);
+export type SandboxStatus = z.infer<typeof SandboxStatus>;
+/** Statuses a sandbox never leaves. */
+export const TERMINAL_STATUSES: readonly SandboxStatus[] = ["TERMINATED", "ERROR", "TIMEOUT"];
+
+const labelKey = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._\-/]{0,62}$/, "label keys are 1-63 letters, digits, '.', '_', '-', '/'");
+const envKey = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,255}$/, "environment variable names are letters, digits and '_'");
+const envValue = z
+  .string()
+  .max(32_768)
+  .refine((v) => !v.includes("\0"), "must not contain NUL");
+
+export const RegistryCredentials = z.strictObject({
+  username: z.string().min(1).max(256),
+  password: z.string().min(1).max(4096),
+});
+export type RegistryCredentials = z.infer<typeof RegistryCredentials>;
+
+export const CreateSandboxRequest = z.strictObject({
+  image: z.string().min(1).max(512),
+  name: z
+    .string()
+    .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, "names are 1-63 letters, digits, '.', '_', '-'")
+    .optional(),
+  cpu_cores: z.number().int().min(1).max(64).default(1),
+  memory_gb: z.number().min(0.125).max(256).default(0.5),
+  disk_size_gb: z.number().int().min(1).max(2048).default(4),
+  environment_vars: z.record(envKey, envValue).default({}),
+  labels: z.record(labelKey, z.string().max(256)).default({}),
+  start_command: z.string().min(1).max(65_536).optional(),
+  registry_credentials: RegistryCredentials.optional(),
+});
+export type CreateSandboxRequest = z.input<typeof CreateSandboxRequest>;
+export type CreateSandboxParams = z.output<typeof CreateSandboxRequest>;
+
+export const Sandbox = z.object({
+  id: z.string(),
+  name: z.string().nullable(),
+  team_id: z.string(),
+  image: z.string(),
+  image_digest: z.string().nullable(),
+  status: SandboxStatus,
+  cpu_cores: z.number().int(),
+  memory_gb: z.number(),
+  disk_size_gb: z.number().int(),
+  environment_vars: z.record(z.string(), z.string()),
+  labels: z.record(z.string(), z.string()),
+  start_command: z.string().nullable(),
+  accel: z.string().nullable(),
+  error_reason: z.string().nullable(),
+  created_at: z.string(),
+  updated_at: z.string(),
+  started_at: z.string().nullable(),
+  terminated_at: z.string().nullable(),
+});
+export type Sandbox = z.infer<typeof Sandbox>;
+
+export const ListSandboxesQuery = z.strictObject({
+  status: SandboxStatus.optional(),
+  label: z.union([z.string(), z.array(z.string())]).optional(),
+  limit: z.coerce.number().int().min(1).max(1000).default(100),
+  cursor: z.string().max(200).optional(),
+});
+export type ListSandboxesQuery = z.input<typeof ListSandboxesQuery>;
+
+export const SandboxList = z.object({
+  sandboxes: z.array(Sandbox),
+  next_cursor: z.string().nullable(),
+});
+export type SandboxList = z.infer<typeof SandboxList>;
+
+export const SandboxLogs = z.object({
+  sandbox_id: z.string(),
+  console: z.string(),
+  console_truncated: z.boolean(),
+  events: z.array(z.object({ at: z.string(), message: z.string() })),
+});
+export type SandboxLogs = z.infer<typeof SandboxLogs>;

@@ -1,0 +1,53 @@
+import { SandtreeError } from "@sandtree/protocol";
+import Fastify, { type FastifyInstance } from "fastify";
+import { errorHandler } from "./errors.js";
+import { openApiDocument } from "./openapi.js";
+import { execRoutes } from "./routes/exec-routes.js";
+import { fileRoutes } from "./routes/file-routes.js";
+import { imageRoutes } from "./routes/image-routes.js";
+import { sandboxRoutes } from "./routes/sandbox-routes.js";
+import type { Principal } from "./services/auth-service.js";
+import type { Services } from "./services/services.js";
+
+declare module "fastify" {
+  interface FastifyRequest {
+    principal: Principal;
+  }
+}
+
+export const VERSION = "0.1.0";
+
+/** The HTTP app over the services; tests drive it with `app.inject()` or a real listener. */
+export function buildApp(services: Services, opts: { logger?: boolean | object } = {}): FastifyInstance {
+  const app = Fastify({
+    logger: opts.logger ?? false,
+    bodyLimit: 1024 * 1024,
+    genReqId: () => `req_${Math.random().toString(36).slice(2, 12)}`,
+  });
+  app.decorateRequest("principal", null as unknown as Principal);
+  // File uploads and stdin are streamed through, never buffered.
+  app.addContentTypeParser("application/octet-stream", (_req, payload, done) => done(null, payload));
+  app.addContentTypeParser("*", (_req, payload, done) => done(null, payload));
+  app.setErrorHandler(errorHandler);
+  app.setNotFoundHandler((req, reply) => {
+    reply
+      .status(404)
+      .send({ code: "ROUTE_NOT_FOUND", message: `no route ${req.method} ${req.url.split("?")[0]}`, request_id: String(req.id) });
+  });
+
+  app.get("/healthz", async () => ({ ok: true, version: VERSION }));
+  app.get("/v1/openapi.json", async () => openApiDocument());
+  app.addHook("onRequest", async (req) => {
+    const url = req.url.split("?")[0] ?? "";
+    if (!url.startsWith("/v1/") || url === "/v1/openapi.json") return;
+    req.principal = services.auth.authenticate(req.headers.authorization);
+  });
+
+  sandboxRoutes(app, services);
+  execRoutes(app, services);
+  fileRoutes(app, services);
+  imageRoutes(app, services);
+  return app;
+}
+
+export { SandtreeError };

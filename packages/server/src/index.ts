@@ -1,0 +1,5 @@
+export { buildApp, VERSION } from "./app.js";
+export { type RunningServer, runServer, ServerConfig, type ServerConfigInput, startServer } from "./server.js";
+export type { ImageResolver, ImageSummary, ResolvedImage } from "./services/image-resolver.js";
+export { SqliteStore } from "./store/sqlite-store.js";
+export type { Store } from "./store/store.js";

@@ -1,0 +1,63 @@
+import { CreateSandboxRequest, ListSandboxesQuery, SandtreeError } from "@sandtree/protocol";
+import type { FastifyInstance } from "fastify";
+import { z } from "zod";
+import { parse } from "../errors.js";
+import type { Services } from "../services/services.js";
+
+const IdParams = z.object({ id: z.string().min(1).max(64) });
+
+function parseLabels(raw: string | string[] | undefined): Record<string, string> | undefined {
+  if (raw === undefined) return undefined;
+  const out: Record<string, string> = {};
+  for (const item of Array.isArray(raw) ? raw : [raw]) {
+    const eq = item.indexOf("=");
+    if (eq <= 0) throw new SandtreeError("VALIDATION_FAILED", "label filters look like key=value", { field: "label" });
+    out[item.slice(0, eq)] = item.slice(eq + 1);
+  }
+  return out;
+}
+
+export function sandboxRoutes(app: FastifyInstance, s: Services): void {
+  app.post("/v1/sandboxes", async (req, reply) => {
+    const body = parse(CreateSandboxRequest, req.body);
+    const sb = await s.sandboxes.create(req.principal.teamId, body);
+    return reply.status(201).send(sb);
+  });
+
+  app.get("/v1/sandboxes", async (req) => {
+    const q = parse(ListSandboxesQuery, req.query);
+    const labels = parseLabels(q.label);
+    return s.sandboxes.list(req.principal.teamId, {
+      limit: q.limit,
+      ...(q.status ? { status: q.status } : {}),
+      ...(labels ? { labels } : {}),
+      ...(q.cursor ? { cursor: q.cursor } : {}),
+    });
+  });
+
+  app.get("/v1/sandboxes/:id", async (req) => {
+    const { id } = parse(IdParams, req.params);
+    return s.sandboxes.get(req.principal.teamId, id);
+  });
+
+  app.delete("/v1/sandboxes/:id", async (req) => {
+    const { id } = parse(IdParams, req.params);
+    return s.sandboxes.delete(req.principal.teamId, id);
+  });
+
+  app.get("/v1/sandboxes/:id/logs", async (req) => {
+    const { id } = parse(IdParams, req.params);
+    const { tail_bytes } = parse(
+      z.object({
+        tail_bytes: z.coerce
+          .number()
+          .int()
+          .min(1)
+          .max(16 * 1024 * 1024)
+          .default(65_536),
+      }),
+      req.query,
+    );
+    return s.sandboxes.logs(req.principal.teamId, id, tail_bytes);
+  });
+}

@@ -1,0 +1,126 @@
+import { createHash } from "node:crypto";
+import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { type AccelChoice, defaultDataDir, detectAccel, guestArtifacts } from "@sandtree/host";
+import type { FastifyInstance } from "fastify";
+import { z } from "zod";
+import { buildApp } from "./app.js";
+import { AuthService } from "./services/auth-service.js";
+import { ExecService } from "./services/exec-service.js";
+import { FileService } from "./services/file-service.js";
+import { HostImageResolver } from "./services/host-images.js";
+import type { ImageResolver } from "./services/image-resolver.js";
+import type { Logger } from "./services/logger.js";
+import { SandboxService } from "./services/sandbox-service.js";
+import type { Services } from "./services/services.js";
+import { SqliteStore } from "./store/sqlite-store.js";
+
+export const ServerConfig = z.object({
+  dataDir: z.string().min(1).default(defaultDataDir()),
+  host: z
+    .string()
+    .min(1)
+    .default(process.env.SANDTREE_HOST ?? "127.0.0.1"),
+  port: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(65535)
+    .default(Number(process.env.SANDTREE_PORT ?? 7070)),
+  accel: z.enum(["auto", "kvm", "tcg"]).default((process.env.SANDTREE_ACCEL as AccelChoice | undefined) ?? "auto"),
+  logger: z.boolean().default(true),
+});
+export type ServerConfigInput = z.input<typeof ServerConfig>;
+
+export interface RunningServer {
+  app: FastifyInstance;
+  services: Services;
+  url: string;
+  /** Set on the first start only: the admin key of the default team. */
+  firstKey: string | null;
+  close(): Promise<void>;
+}
+
+const silentLogger: Logger = { info() {}, warn() {}, error() {} };
+
+/** Short per-data-dir directory for Unix sockets (paths are limited to 108 bytes). */
+function runRootFor(dataDir: string): string {
+  const h = createHash("sha256").update(path.resolve(dataDir)).digest("hex").slice(0, 10);
+  return path.join(tmpdir(), `sandtree-${h}`);
+}
+
+/** Builds everything and listens. Resolves once the server accepts connections. */
+export async function startServer(input: ServerConfigInput = {}, opts: { images?: ImageResolver } = {}): Promise<RunningServer> {
+  const cfg = ServerConfig.parse(input);
+  mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
+  const store = new SqliteStore(path.join(cfg.dataDir, "sandtree.db"));
+  const guest = guestArtifacts();
+  const accel = await detectAccel(cfg.accel);
+  const auth = new AuthService(store);
+  const firstKey = auth.bootstrap();
+  const images = opts.images ?? new HostImageResolver();
+  let app: FastifyInstance | null = null;
+  const log: Logger = {
+    info: (o, m) => app?.log.info(o, m),
+    warn: (o, m) => app?.log.warn(o, m),
+    error: (o, m) => app?.log.error(o, m),
+  };
+  const sandboxes = new SandboxService({
+    store,
+    images,
+    dataDir: cfg.dataDir,
+    runRoot: runRootFor(cfg.dataDir),
+    accel,
+    guest,
+    log: cfg.logger ? log : silentLogger,
+  });
+  sandboxes.reconcile();
+  const services: Services = { auth, sandboxes, exec: new ExecService(sandboxes), files: new FileService(sandboxes), images };
+  app = buildApp(services, { logger: cfg.logger ? { level: process.env.SANDTREE_LOG_LEVEL ?? "info" } : false });
+  await app.listen({ host: cfg.host, port: cfg.port });
+  const addr = app.server.address();
+  const port = typeof addr === "object" && addr ? addr.port : cfg.port;
+  const url = `http://${cfg.host.includes(":") ? `[${cfg.host}]` : cfg.host}:${port}`;
+  let closing: Promise<void> | null = null;
+  return {
+    app,
+    services,
+    url,
+    firstKey,
+    close() {
+      closing ??= (async () => {
+        // Ordered and idempotent: stop accepting, stop VMs, then close the database.
+        await app?.close().catch(() => {});
+        await sandboxes.close().catch(() => {});
+        store.close();
+      })();
+      return closing;
+    },
+  };
+}
+
+/** `sandtree serve`: starts, prints the credentials on first start, stops cleanly on signals. */
+export async function runServer(input: ServerConfigInput = {}): Promise<RunningServer> {
+  const server = await startServer(input);
+  const cfg = ServerConfig.parse(input);
+  const credFile = path.join(cfg.dataDir, "credentials.env");
+  if (server.firstKey) {
+    const text = `export SANDTREE_API_URL=${server.url}\nexport SANDTREE_API_KEY=${server.firstKey}\n`;
+    writeFileSync(credFile, text, { mode: 0o600 });
+    chmodSync(credFile, 0o600);
+    process.stdout.write(`\nsandtree is ready. Credentials of the default team (also in ${credFile}):\n\n${text}\n`);
+  } else {
+    process.stdout.write(`sandtree listening on ${server.url} (credentials in ${credFile})\n`);
+  }
+  const stop = (sig: string) => {
+    process.stdout.write(`received ${sig}, stopping sandboxes...\n`);
+    server.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.once("SIGINT", () => stop("SIGINT"));
+  process.once("SIGTERM", () => stop("SIGTERM"));
+  return server;
+}

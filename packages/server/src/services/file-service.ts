@@ -1,0 +1,83 @@
+import path from "node:path";
+import { toSandtreeError } from "@sandtree/host";
+import { type FileStat, SandtreeError } from "@sandtree/protocol";
+import type { SandboxService } from "./sandbox-service.js";
+
+/** Normalises a user path to an absolute guest path; refuses NUL and empty paths. */
+export function guestPath(p: string): string {
+  if (p.length === 0 || p.includes("\0"))
+    throw new SandtreeError("INVALID_PATH", "path must be non-empty without NUL", { field: "path" });
+  // The guest resolves inside its own root; normalising keeps `..` from climbing above "/".
+  return path.posix.normalize(path.posix.join("/", p));
+}
+
+async function mapErrors<T>(p: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw toSandtreeError(err, p);
+  }
+}
+
+export class FileService {
+  constructor(private readonly sandboxes: SandboxService) {}
+
+  async upload(teamId: string, id: string, p: string, body: AsyncIterable<Uint8Array>, mode?: number) {
+    const gp = guestPath(p);
+    const vm = this.sandboxes.running(teamId, id);
+    const res = await mapErrors(gp, () => vm.agent.writeFile(gp, body, mode !== undefined ? { mode } : {}));
+    return { path: gp, bytes: res.bytes };
+  }
+
+  /** Checks the file is readable first, so a missing file is a 404 before any byte is sent. */
+  async download(teamId: string, id: string, p: string, opts: { offset?: number; length?: number; signal?: AbortSignal }) {
+    const gp = guestPath(p);
+    const vm = this.sandboxes.running(teamId, id);
+    const st = await mapErrors(gp, () => vm.agent.stat(gp));
+    if (st.type === "dir") throw new SandtreeError("IS_A_DIRECTORY", `${gp} is a directory`, { path: gp });
+    const stream = vm.agent.readFile(gp, opts);
+    const offset = opts.offset ?? 0;
+    const size = Math.max(0, Math.min(st.size - offset, opts.length ?? Number.POSITIVE_INFINITY));
+    return {
+      size,
+      chunks: (async function* () {
+        try {
+          yield* stream;
+        } catch (err) {
+          throw toSandtreeError(err, gp);
+        }
+      })(),
+    };
+  }
+
+  async stat(teamId: string, id: string, p: string): Promise<FileStat> {
+    const gp = guestPath(p);
+    const vm = this.sandboxes.running(teamId, id);
+    const st = await mapErrors(gp, () => vm.agent.stat(gp));
+    return { path: gp, ...st };
+  }
+
+  async list(teamId: string, id: string, p: string) {
+    const gp = guestPath(p);
+    const vm = this.sandboxes.running(teamId, id);
+    const entries = await mapErrors(gp, () => vm.agent.list(gp));
+    return {
+      path: gp,
+      entries: entries.map((e) => ({ ...e, path: path.posix.join(gp, e.name ?? "") })),
+    };
+  }
+
+  async mkdir(teamId: string, id: string, p: string, parents: boolean, mode: number): Promise<FileStat> {
+    const gp = guestPath(p);
+    const vm = this.sandboxes.running(teamId, id);
+    await mapErrors(gp, () => vm.agent.mkdir(gp, { parents, mode }));
+    return { path: gp, ...(await mapErrors(gp, () => vm.agent.stat(gp))) };
+  }
+
+  async remove(teamId: string, id: string, p: string, recursive: boolean): Promise<void> {
+    const gp = guestPath(p);
+    if (gp === "/") throw new SandtreeError("INVALID_PATH", "refusing to remove /", { path: gp });
+    const vm = this.sandboxes.running(teamId, id);
+    await mapErrors(gp, () => vm.agent.remove(gp, { recursive }));
+  }
+}

@@ -1,0 +1,20 @@
+import { ImageStore } from "@sandtree/host";
+import type { RegistryCredentials } from "@sandtree/protocol";
+import type { ImageResolver, ImageSummary, ResolvedImage } from "./image-resolver.js";
+
+/** The server's images come from the host's image store (local images and registry pulls). */
+export class HostImageResolver implements ImageResolver {
+  constructor(private readonly store: ImageStore = new ImageStore()) {}
+
+  resolve(ref: string, opts: { credentials?: RegistryCredentials; signal?: AbortSignal }): Promise<ResolvedImage> {
+    return this.store.resolve(ref, opts);
+  }
+
+  check(ref: string, opts: { credentials?: RegistryCredentials; signal?: AbortSignal }): Promise<void> {
+    return this.store.check(ref, opts);
+  }
+
+  async list(): Promise<ImageSummary[]> {
+    return this.store.list();
+  }
+}

@@ -1,0 +1,25 @@
+import type { RegistryCredentials } from "@sandtree/protocol";
+
+export interface ResolvedImage {
+  ref: string;
+  digest: string;
+  basePath: string;
+  virtualSizeBytes: number;
+  source: "local" | "registry";
+}
+
+export interface ImageSummary {
+  ref: string;
+  digest: string;
+  source: "local" | "registry";
+  virtualSizeBytes: number;
+  createdAt?: string | null;
+}
+
+/** The seam between the server and the host's image store (and tests). */
+export interface ImageResolver {
+  resolve(ref: string, opts: { credentials?: RegistryCredentials; signal?: AbortSignal }): Promise<ResolvedImage>;
+  /** Throws IMAGE_NOT_FOUND quickly when the image is neither local nor in its registry. */
+  check(ref: string, opts: { credentials?: RegistryCredentials; signal?: AbortSignal }): Promise<void>;
+  list(): Promise<ImageSummary[]>;
+}

@@ -1,0 +1,327 @@
+import { randomBytes } from "node:crypto";
+import { createWriteStream, existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import path from "node:path";
+import { type Accel, createOverlay, type GuestArtifacts, QemuVm, tailOfFile } from "@sandtree/host";
+import { type CreateSandboxParams, type Sandbox, type SandboxStatus, SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
+import type { Store } from "../store/store.js";
+import type { ImageResolver } from "./image-resolver.js";
+import type { Logger } from "./logger.js";
+
+const ACTIVE: readonly SandboxStatus[] = ["PENDING", "PROVISIONING", "RUNNING"];
+const GiB = 1024 ** 3;
+
+export interface SandboxServiceDeps {
+  store: Store;
+  images: ImageResolver;
+  dataDir: string;
+  /** Short directory for Unix sockets (path length limit). */
+  runRoot: string;
+  accel: Accel;
+  guest: GuestArtifacts;
+  log: Logger;
+}
+
+function newId(): string {
+  // 16 base32 characters: short enough for socket paths, 80 bits of randomness.
+  const alphabet = "abcdefghijklmnopqrstuvwxyz234567";
+  const bytes = randomBytes(16);
+  let id = "sb-";
+  for (const b of bytes) id += alphabet[b & 31];
+  return id;
+}
+
+/**
+ * Sandbox lifecycle as a state machine in the store: PENDING -> PROVISIONING -> RUNNING ->
+ * TERMINATED, or ERROR/TIMEOUT. Every transition is conditional on the current status, so a
+ * delete racing a create wins and the provisioner cleans up what it started.
+ */
+export class SandboxService {
+  private readonly vms = new Map<string, QemuVm>();
+  private readonly provisioning = new Map<string, { abort: AbortController; done: Promise<void> }>();
+  private closing = false;
+
+  constructor(private readonly deps: SandboxServiceDeps) {}
+
+  private sandboxDir(id: string): string {
+    return path.join(this.deps.dataDir, "sandboxes", id);
+  }
+  private diskDir(id: string): string {
+    return path.join(this.sandboxDir(id), "disk");
+  }
+  private logDir(id: string): string {
+    return path.join(this.sandboxDir(id), "logs");
+  }
+  private runDir(id: string): string {
+    return path.join(this.deps.runRoot, id);
+  }
+
+  async create(teamId: string, params: CreateSandboxParams): Promise<Sandbox> {
+    if (this.closing) throw new SandtreeError("UNAVAILABLE", "the server is shutting down");
+    const credentials = params.registry_credentials;
+    await this.deps.images.check(params.image, credentials ? { credentials } : {});
+    const now = new Date().toISOString();
+    const sandbox: Sandbox = {
+      id: newId(),
+      name: params.name ?? null,
+      team_id: teamId,
+      image: params.image,
+      image_digest: null,
+      status: "PENDING",
+      cpu_cores: params.cpu_cores,
+      memory_gb: params.memory_gb,
+      disk_size_gb: params.disk_size_gb,
+      environment_vars: params.environment_vars,
+      labels: params.labels,
+      start_command: params.start_command ?? null,
+      accel: this.deps.accel,
+      error_reason: null,
+      created_at: now,
+      updated_at: now,
+      started_at: null,
+      terminated_at: null,
+    };
+    this.deps.store.insertSandbox(sandbox);
+    this.deps.store.addEvent(sandbox.id, `created from ${params.image}`);
+    const abort = new AbortController();
+    const done = this.provision(sandbox, credentials, abort.signal).finally(() => this.provisioning.delete(sandbox.id));
+    this.provisioning.set(sandbox.id, { abort, done });
+    return sandbox;
+  }
+
+  private async provision(
+    sb: Sandbox,
+    credentials: CreateSandboxParams["registry_credentials"],
+    signal: AbortSignal,
+  ): Promise<void> {
+    const { store, log } = this.deps;
+    if (!store.updateSandbox(sb.id, { status: "PROVISIONING" }, ["PENDING"])) return;
+    let vm: QemuVm | null = null;
+    try {
+      const image = await this.deps.images.resolve(sb.image, { ...(credentials ? { credentials } : {}), signal });
+      store.updateSandbox(sb.id, { image_digest: image.digest });
+      const diskBytes = sb.disk_size_gb * GiB;
+      if (diskBytes < image.virtualSizeBytes) {
+        throw new SandtreeError(
+          "VALIDATION_FAILED",
+          `disk_size_gb ${sb.disk_size_gb} is smaller than the image (${(image.virtualSizeBytes / GiB).toFixed(2)} GiB)`,
+          { field: "disk_size_gb" },
+        );
+      }
+      mkdirSync(this.diskDir(sb.id), { recursive: true });
+      const overlay = path.join(this.diskDir(sb.id), "overlay.qcow2");
+      await createOverlay(image.basePath, overlay, diskBytes, { signal });
+      signal.throwIfAborted();
+      vm = await QemuVm.start({
+        name: `sandtree-${sb.id}`,
+        accel: this.deps.accel,
+        cpuCores: sb.cpu_cores,
+        memoryMb: Math.max(128, Math.round(sb.memory_gb * 1024)),
+        kernel: this.deps.guest.kernel,
+        initramfs: this.deps.guest.initramfs,
+        rootDisk: overlay,
+        runDir: this.runDir(sb.id),
+        logDir: this.logDir(sb.id),
+        signal,
+      });
+      const started = vm;
+      this.vms.set(sb.id, started);
+      started.on("exit", (exit: { expected: boolean; reason: string }) => {
+        this.vms.delete(sb.id);
+        if (exit.expected) return;
+        log.warn({ sandbox: sb.id, reason: exit.reason }, "sandbox VM died");
+        if (
+          store.updateSandbox(
+            sb.id,
+            { status: "ERROR", error_reason: exit.reason, terminated_at: new Date().toISOString() },
+            ACTIVE,
+          )
+        ) {
+          store.addEvent(sb.id, `error: ${exit.reason}`);
+        }
+        this.cleanupDisk(sb.id);
+      });
+      if (sb.start_command) this.runStartCommand(sb, started);
+      if (!store.updateSandbox(sb.id, { status: "RUNNING", started_at: new Date().toISOString() }, ["PROVISIONING"])) {
+        throw new Error("sandbox was deleted while provisioning");
+      }
+      store.addEvent(sb.id, `running (${this.deps.accel}, pid ${started.pid})`);
+    } catch (err) {
+      const reason = err instanceof Error ? err.message : String(err);
+      if (vm) {
+        this.vms.delete(sb.id);
+        await vm.stop({ graceMs: 0 }).catch(() => {});
+      }
+      this.cleanupDisk(sb.id);
+      rmSync(this.runDir(sb.id), { recursive: true, force: true });
+      if (
+        store.updateSandbox(sb.id, { status: "ERROR", error_reason: reason, terminated_at: new Date().toISOString() }, [
+          "PENDING",
+          "PROVISIONING",
+        ])
+      ) {
+        store.addEvent(sb.id, `error: ${reason}`);
+        log.warn({ sandbox: sb.id, reason }, "provisioning failed");
+      }
+    }
+  }
+
+  private runStartCommand(sb: Sandbox, vm: QemuVm): void {
+    const out = createWriteStream(path.join(this.logDir(sb.id), "start-command.log"));
+    const exec = vm.agent.exec({ shell: sb.start_command ?? "", env: sb.environment_vars });
+    this.deps.store.addEvent(sb.id, "start command launched");
+    (async () => {
+      for await (const ev of exec.events) {
+        if (ev.type === "stdout" || ev.type === "stderr") {
+          if (!out.write(ev.data)) await new Promise<void>((r) => out.once("drain", () => r()));
+        } else if (ev.type === "exit") {
+          this.deps.store.addEvent(sb.id, `start command exited with ${ev.info.exit_code}`);
+        }
+      }
+    })()
+      .catch(() => {})
+      .finally(() => out.end());
+  }
+
+  private cleanupDisk(id: string): void {
+    rmSync(this.diskDir(id), { recursive: true, force: true });
+  }
+
+  get(teamId: string, id: string): Sandbox {
+    const sb = this.deps.store.getSandbox(id, teamId);
+    if (!sb) throw new SandtreeError("SANDBOX_NOT_FOUND", `sandbox ${id} not found`, { id });
+    return sb;
+  }
+
+  list(teamId: string, q: { status?: SandboxStatus; labels?: Record<string, string>; limit: number; cursor?: string }) {
+    let beforeSeq: number | undefined;
+    if (q.cursor !== undefined) {
+      beforeSeq = Number.parseInt(Buffer.from(q.cursor, "base64url").toString("utf8"), 10);
+      if (!Number.isSafeInteger(beforeSeq)) throw new SandtreeError("VALIDATION_FAILED", "invalid cursor", { field: "cursor" });
+    }
+    const { sandboxes, lastSeq } = this.deps.store.listSandboxes(teamId, {
+      ...(q.status ? { status: q.status } : {}),
+      ...(q.labels ? { labels: q.labels } : {}),
+      limit: q.limit,
+      ...(beforeSeq !== undefined ? { beforeSeq } : {}),
+    });
+    return {
+      sandboxes,
+      next_cursor: lastSeq === null ? null : Buffer.from(String(lastSeq)).toString("base64url"),
+    };
+  }
+
+  /** The running VM of a sandbox, or 404 / 409 SANDBOX_NOT_RUNNING. */
+  running(teamId: string, id: string): QemuVm {
+    const sb = this.get(teamId, id);
+    const vm = this.vms.get(id);
+    if (sb.status !== "RUNNING" || !vm || vm.exit) {
+      throw new SandtreeError("SANDBOX_NOT_RUNNING", `sandbox ${id} is ${sb.status}, not RUNNING`, { id, status: sb.status });
+    }
+    return vm;
+  }
+
+  async delete(teamId: string, id: string): Promise<Sandbox> {
+    const sb = this.get(teamId, id);
+    if (!TERMINAL_STATUSES.includes(sb.status)) {
+      this.deps.store.updateSandbox(id, { status: "TERMINATED", terminated_at: new Date().toISOString() }, ACTIVE);
+      this.deps.store.addEvent(id, "deleted");
+    }
+    await this.teardown(id);
+    return this.get(teamId, id);
+  }
+
+  /** Stops whatever runs for a sandbox and removes its disk and sockets. Idempotent. */
+  private async teardown(id: string): Promise<void> {
+    const p = this.provisioning.get(id);
+    if (p) {
+      p.abort.abort(new Error("sandbox deleted"));
+      await p.done;
+    }
+    const vm = this.vms.get(id);
+    if (vm) {
+      this.vms.delete(id);
+      await vm.stop();
+    }
+    this.cleanupDisk(id);
+    rmSync(this.runDir(id), { recursive: true, force: true });
+  }
+
+  logs(teamId: string, id: string, tailBytes: number) {
+    this.get(teamId, id);
+    const file = path.join(this.logDir(id), "console.log");
+    const text = tailOfFile(file, tailBytes);
+    let size = 0;
+    try {
+      size = readFileSync(file).length;
+    } catch {}
+    return {
+      sandbox_id: id,
+      console: text,
+      console_truncated: size > tailBytes,
+      events: this.deps.store.listEvents(id, 500),
+    };
+  }
+
+  /**
+   * After a restart: no VM survives from the previous process (they are not adopted yet),
+   * so active sandboxes become ERROR, leftover QEMU processes are killed, and every disk and
+   * socket directory without a running sandbox is removed.
+   */
+  reconcile(): void {
+    const { store } = this.deps;
+    for (const sb of store.listSandboxesByStatus(ACTIVE)) {
+      if (this.vms.has(sb.id) || this.provisioning.has(sb.id)) continue;
+      killLeftoverQemu(path.join(this.runDir(sb.id), "qemu.pid"), sb.id);
+      store.updateSandbox(
+        sb.id,
+        {
+          status: "ERROR",
+          error_reason: `the server restarted while the sandbox was ${sb.status}`,
+          terminated_at: new Date().toISOString(),
+        },
+        ACTIVE,
+      );
+      store.addEvent(sb.id, "error: server restarted");
+    }
+    for (const root of [path.join(this.deps.dataDir, "sandboxes"), this.deps.runRoot]) {
+      if (!existsSync(root)) continue;
+      for (const id of readdirSync(root)) {
+        if (this.vms.has(id) || this.provisioning.has(id)) continue;
+        killLeftoverQemu(path.join(this.runDir(id), "qemu.pid"), id);
+        if (root === this.deps.runRoot) rmSync(path.join(root, id), { recursive: true, force: true });
+        else this.cleanupDisk(id);
+      }
+    }
+  }
+
+  /** Ordered, idempotent shutdown: stop taking work, stop every VM, mark them TERMINATED. */
+  async close(): Promise<void> {
+    this.closing = true;
+    const ids = new Set([...this.vms.keys(), ...this.provisioning.keys()]);
+    await Promise.allSettled(
+      [...ids].map(async (id) => {
+        this.deps.store.updateSandbox(
+          id,
+          { status: "TERMINATED", error_reason: "the server shut down", terminated_at: new Date().toISOString() },
+          ACTIVE,
+        );
+        await this.teardown(id);
+      }),
+    );
+  }
+}
+
+function killLeftoverQemu(pidFile: string, id: string): void {
+  let pid: number;
+  try {
+    pid = Number.parseInt(readFileSync(pidFile, "utf8").trim(), 10);
+  } catch {
+    return;
+  }
+  if (!Number.isInteger(pid) || pid <= 1) return;
+  try {
+    // Only a QEMU started for this sandbox: the pid may have been reused since.
+    const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+    if (cmdline.includes("qemu-system") && cmdline.includes(`sandtree-${id}`)) process.kill(pid, "SIGKILL");
+  } catch {}
+}

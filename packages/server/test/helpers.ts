@@ -1,0 +1,70 @@
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { type RunningServer, startServer } from "../src/index.js";
+
+export interface TestServer {
+  server: RunningServer;
+  url: string;
+  key: string;
+  dataDir: string;
+  api(method: string, p: string, body?: unknown, headers?: Record<string, string>): Promise<{ status: number; body: any }>;
+  waitRunning(id: string, timeoutMs?: number): Promise<any>;
+  close(): Promise<void>;
+}
+
+/** A real server on a random loopback port over a fresh data dir. */
+export async function startTestServer(): Promise<TestServer> {
+  const dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-test-"));
+  const server = await startServer({ dataDir, host: "127.0.0.1", port: 0, logger: false });
+  const key = server.firstKey ?? "";
+  const api: TestServer["api"] = async (method, p, body, headers = {}) => {
+    const res = await fetch(server.url + p, {
+      method,
+      headers: {
+        authorization: `Bearer ${key}`,
+        ...(body !== undefined && !(body instanceof Uint8Array) ? { "content-type": "application/json" } : {}),
+        ...headers,
+      },
+      ...(body !== undefined ? { body: body instanceof Uint8Array ? body : JSON.stringify(body) } : {}),
+    });
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = JSON.parse(text);
+    } catch {}
+    return { status: res.status, body: parsed };
+  };
+  return {
+    server,
+    url: server.url,
+    key,
+    dataDir,
+    api,
+    async waitRunning(id, timeoutMs = 240_000) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const r = await api("GET", `/v1/sandboxes/${id}`);
+        if (r.body.status === "RUNNING") return r.body;
+        if (["ERROR", "TERMINATED", "TIMEOUT"].includes(r.body.status)) {
+          throw new Error(`sandbox ${id} ended ${r.body.status}: ${r.body.error_reason}`);
+        }
+        if (Date.now() > deadline) throw new Error(`sandbox ${id} still ${r.body.status}`);
+        await new Promise((res) => setTimeout(res, 100));
+      }
+    },
+    async close() {
+      await server.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export function qemuPidsFor(ids: string[]): string[] {
+  let out = "";
+  try {
+    out = execFileSync("pgrep", ["-af", "qemu-system"], { encoding: "utf8" });
+  } catch {}
+  return out.split("\n").filter((l) => ids.some((id) => l.includes(`sandtree-${id}`)));
+}

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Builds the guest agent and the shared initramfs into $SANDTREE_CACHE_DIR/guest:
+#   sandtree-agent        static PID-1 agent (packages/guest)
+#   initramfs.cpio.gz     /init (the agent), /lib/modules/*.ko, /etc/modules.order
+# Idempotent: rebuilds only when the agent sources, this script or the kernel changed.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+source "$here/lib/common.sh"
+root="$(dirname "$here")"
+guest="$root/packages/guest"
+kdir="$SANDTREE_CACHE_DIR/kernel"
+out="$SANDTREE_CACHE_DIR/guest"
+# Drivers the VM needs; their dependencies are added from each module's depends= line.
+WANT=(virtio_ring virtio virtio_mmio virtio_blk virtio_console virtio_net)
+
+[ -f "$kdir/release" ] || "$here/setup-kernel.sh"
+release="$(cat "$kdir/release")"
+moddir="$kdir/modules/$release"
+
+stamp_now="$( { cat "$kdir/release"; sha256sum "$0" "$guest/Makefile" "$guest"/src/*; } | sha256sum | cut -d' ' -f1)"
+if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$stamp_now" ] \
+   && [ -f "$out/initramfs.cpio.gz" ] && [ -x "$out/sandtree-agent" ]; then
+  log "guest up to date ($out)"; exit 0
+fi
+
+work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
+make -s -C "$guest" OUT="$work/bin" >&2
+
+modpath() { find "$moddir/kernel" -name "$1.ko" -o -name "$1.ko.xz" -o -name "$1.ko.zst" | head -1; }
+modcat() {
+  case "$1" in *.ko.xz) xz -dc "$1" ;; *.ko.zst) zstd -qdc "$1" ;; *) cat "$1" ;; esac
+}
+moddeps() { modcat "$(modpath "$1")" | strings | sed -n 's/^depends=//p' | tr ',' ' '; }
+# Depth-first: every module after its dependencies.
+order=()
+visit() {
+  local m="$1" d
+  for d in "${order[@]:-}"; do [ "$d" = "$m" ] && return 0; done
+  [ -n "$(modpath "$m")" ] || { echo "module $m not found in $moddir" >&2; exit 1; }
+  for d in $(moddeps "$m"); do visit "$d"; done
+  order+=("$m")
+}
+mkdir -p "$work/root"/{dev,proc,sys,newroot,run,etc,lib/modules}
+for m in "${WANT[@]}"; do visit "$m"; done
+: > "$work/root/etc/modules.order"
+for m in "${order[@]}"; do
+  # Stored uncompressed: plain finit_module needs no in-kernel decompressor.
+  modcat "$(modpath "$m")" > "$work/root/lib/modules/$m.ko"
+  echo "$m.ko" >> "$work/root/etc/modules.order"
+done
+install -m 0755 "$work/bin/sandtree-agent" "$work/root/init"
+
+(cd "$work/root" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) \
+  | gzip -9n > "$work/initramfs.cpio.gz"
+mkdir -p "$out"
+install -m 0755 "$work/bin/sandtree-agent" "$out/sandtree-agent.tmp"
+mv -f "$out/sandtree-agent.tmp" "$out/sandtree-agent"
+mv -f "$work/initramfs.cpio.gz" "$out/initramfs.cpio.gz"
+echo "$stamp_now" > "$out/stamp"
+log "guest built: $out (modules: ${order[*]})"

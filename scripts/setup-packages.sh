@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs the Debian packages sandtree needs (only those missing, so a rerun takes seconds).
+source "$(dirname "$0")/lib/common.sh"
+pkgs=(qemu-system-x86 qemu-utils busybox-static cpio e2fsprogs debootstrap docker-registry skopeo
+      umoci zstd gcc libc6-dev make clang libclang-rt-14-dev tar gzip iproute2 ca-certificates python3)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then log "Debian packages present"; exit 0; fi
+log "installing: ${missing[*]}"
+SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
