@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export SANDTREE_DATA_DIR="${SANDTREE_DATA_DIR:-${XDG_DATA_HOME:-$HOME/.local/share}/sandtree}"
 sandtree() { node packages/cli/dist/main.js "$@"; }
+# Shows each demo command before running it.
+step() { printf '\n$ sandtree %s\n' "$*" >&2; sandtree "$@"; }
 log="$(mktemp -t sandtree-serve.XXXXXX.log)"
 sandtree serve --data-dir "$SANDTREE_DATA_DIR" >"$log" 2>&1 &
 server=$!
@@ -17,16 +19,15 @@ done
 # shellcheck disable=SC1091
 source "$SANDTREE_DATA_DIR/credentials.env"
 echo "server: $SANDTREE_API_URL (log: $log)"
-set -x
-id=$(sandtree sandbox create sandtree/debian --name demo --memory-gb 0.5 --wait)
-sandtree sandbox run "$id" -- uname -a
-sandtree sandbox run "$id" -- python3 -c 'import sys; print("hello from python", sys.version.split()[0])'
+id=$(step sandbox create sandtree/debian --name demo --memory-gb 0.5 --wait)
+echo "$id"
+step sandbox run "$id" -- uname -a
+step sandbox run "$id" -- python3 -c 'import sys; print("hello from python", sys.version.split()[0])'
 echo "some data $(date)" > /tmp/sandtree-demo.txt
-sandtree sandbox upload "$id" /tmp/sandtree-demo.txt /root/demo.txt
-sandtree sandbox run "$id" -- sh -c 'wc -c /root/demo.txt && sha256sum /root/demo.txt'
-sandtree sandbox download "$id" /root/demo.txt /tmp/sandtree-demo.back.txt
-cmp /tmp/sandtree-demo.txt /tmp/sandtree-demo.back.txt && echo "round trip ok"
-sandtree sandbox get "$id"
-sandtree sandbox delete "$id" -y
-set +x
+step sandbox upload "$id" /tmp/sandtree-demo.txt /root/demo.txt
+step sandbox run "$id" -- sh -c 'wc -c /root/demo.txt && sha256sum /root/demo.txt'
+step sandbox download "$id" /root/demo.txt /tmp/sandtree-demo.back.txt
+cmp /tmp/sandtree-demo.txt /tmp/sandtree-demo.back.txt && echo "downloaded file matches the upload"
+step sandbox get "$id"
+step sandbox delete "$id" -y
 echo "demo complete"

@@ -8,7 +8,7 @@ bash scripts/setup-packages.sh
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   log "installing npm packages"; npm ci --no-audit --no-fund >/dev/null
 fi
-log "building TypeScript"; npx tsc -b
+log "building TypeScript"; npm run --silent build
 bash scripts/setup-kernel.sh
 bash scripts/build-guest.sh
 bash scripts/build-images.sh

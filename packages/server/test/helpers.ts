@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { type RunningServer, startServer } from "../src/index.js";
+import { type ImageResolver, type RunningServer, startServer } from "../src/index.js";
 
 export interface TestServer {
   server: RunningServer;
@@ -15,9 +15,9 @@ export interface TestServer {
 }
 
 /** A real server on a random loopback port over a fresh data dir. */
-export async function startTestServer(): Promise<TestServer> {
+export async function startTestServer(opts: { images?: ImageResolver } = {}): Promise<TestServer> {
   const dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-test-"));
-  const server = await startServer({ dataDir, host: "127.0.0.1", port: 0, logger: false });
+  const server = await startServer({ dataDir, host: "127.0.0.1", port: 0, logger: false }, opts);
   const key = server.firstKey ?? "";
   const api: TestServer["api"] = async (method, p, body, headers = {}) => {
     const res = await fetch(server.url + p, {

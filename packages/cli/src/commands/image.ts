@@ -1,0 +1,75 @@
+import type { Image, RegistryCredentials } from "@sandtree/protocol";
+import type { Command } from "commander";
+import type { CliContext, In } from "../context.js";
+import { UsageError } from "../errors.js";
+import { formatAge, formatBytes, type OutputFormat, printJson, renderTable } from "../output.js";
+import { spinner } from "../progress.js";
+import { globalFlags, outputOption } from "./shared.js";
+
+export function registerImageCommands(program: Command, ctx: CliContext): void {
+  const image = program.command("image").description("list and pull images");
+
+  image
+    .command("list")
+    .alias("ls")
+    .description("list images available on the server")
+    .addOption(outputOption())
+    .action(async (o: { output: OutputFormat }, cmd: Command) => {
+      const images = await (await ctx.client(globalFlags(cmd))).images.list();
+      if (o.output === "json") return printJson(ctx.stdout, images);
+      ctx.stdout.write(imageTable(images));
+    });
+
+  image
+    .command("pull")
+    .description("pull an image from its registry")
+    .argument("<ref>", "image reference, e.g. docker.io/library/alpine:3.20")
+    .option("--username <user>", "registry user name (with --password-stdin)")
+    .option("--password-stdin", "read the registry password from stdin")
+    .addOption(outputOption())
+    .action(async (ref: string, o: { username?: string; passwordStdin?: boolean; output: OutputFormat }, cmd: Command) => {
+      const credentials = await readCredentials(o, ctx.stdin);
+      const client = await ctx.client(globalFlags(cmd));
+      const spin = spinner(ctx.stderr, `pulling ${ref}`);
+      let pulled: Image;
+      try {
+        pulled = await client.images.pull(ref, credentials ? { credentials } : {});
+      } finally {
+        spin.stop();
+      }
+      if (o.output === "json") printJson(ctx.stdout, pulled);
+      else ctx.stdout.write(`${pulled.ref} ${pulled.digest}\n`);
+    });
+}
+
+async function readCredentials(
+  o: { username?: string; passwordStdin?: boolean },
+  stdin: In,
+): Promise<RegistryCredentials | undefined> {
+  if (o.username === undefined && !o.passwordStdin) return undefined;
+  if (o.username === undefined || !o.passwordStdin) {
+    throw new UsageError(
+      '--username and --password-stdin go together (e.g. echo "$TOKEN" | sandtree image pull REF --username me --password-stdin)',
+    );
+  }
+  if (stdin.isTTY) throw new UsageError('--password-stdin reads a pipe, e.g. echo "$TOKEN" | sandtree image pull ...');
+  const chunks: Buffer[] = [];
+  for await (const chunk of stdin) chunks.push(Buffer.from(chunk as Uint8Array));
+  const password = Buffer.concat(chunks)
+    .toString("utf8")
+    .replace(/\r?\n$/, "");
+  if (password === "") throw new UsageError("--password-stdin: stdin was empty");
+  return { username: o.username, password };
+}
+
+export function imageTable(images: readonly Image[], now = Date.now()): string {
+  return renderTable(
+    ["REF", "DIGEST", "SOURCE", "SIZE", "AGE"],
+    images.map((i) => [i.ref, shortDigest(i.digest), i.source, formatBytes(i.virtual_size_bytes), formatAge(i.created_at, now)]),
+  );
+}
+
+function shortDigest(digest: string): string {
+  const [algo, hex] = digest.split(":");
+  return hex ? `${algo}:${hex.slice(0, 12)}` : digest;
+}

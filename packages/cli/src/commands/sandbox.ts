@@ -1,0 +1,188 @@
+import { createInterface } from "node:readline/promises";
+import { type CreateSandboxRequest, SANDBOX_STATUSES, type Sandbox, type SandboxStatus } from "@sandtree/protocol";
+import type { Command } from "commander";
+import type { CliContext } from "../context.js";
+import { describeError, UsageError } from "../errors.js";
+import { collectKeyValue, parseIntArg, parseNumberArg } from "../kv.js";
+import { formatAge, formatLabels, type OutputFormat, printJson, renderFields, renderTable } from "../output.js";
+import { spinner } from "../progress.js";
+import { registerTransferCommands } from "./sandbox-files.js";
+import { registerRunCommand } from "./sandbox-run.js";
+import { choice, globalFlags, outputOption } from "./shared.js";
+
+interface CreateFlags {
+  name?: string;
+  cpuCores?: number;
+  memoryGb?: number;
+  diskSizeGb?: number;
+  env?: Record<string, string>;
+  label?: Record<string, string>;
+  startCommand?: string;
+  wait?: boolean;
+  waitTimeout: number;
+  output: OutputFormat;
+}
+
+export function registerSandboxCommands(program: Command, ctx: CliContext): void {
+  const sandbox = program.command("sandbox").description("create, inspect, use and delete sandboxes");
+
+  sandbox
+    .command("create")
+    .description("create a sandbox from an image; prints its id")
+    .argument("<image>", "image reference, e.g. alpine:3.20")
+    .option("--name <name>", "a name (1-63 letters, digits, '.', '_', '-')")
+    .option("--cpu-cores <n>", "virtual CPUs", parseIntArg("--cpu-cores"))
+    .option("--memory-gb <gb>", "memory in GiB (fractions allowed)", parseNumberArg("--memory-gb"))
+    .option("--disk-size-gb <gb>", "root disk size in GiB", parseIntArg("--disk-size-gb"))
+    .option("--env <K=V>", "environment variable (repeatable)", collectKeyValue)
+    .option("--label <K=V>", "label (repeatable)", collectKeyValue)
+    .option("--start-command <cmd>", "command started when the sandbox boots")
+    .option("--wait", "wait until the sandbox is RUNNING (progress on stderr)")
+    .option("--wait-timeout <seconds>", "give up waiting after this long", parseIntArg("--wait-timeout"), 300)
+    .addOption(outputOption())
+    .action(async (image: string, o: CreateFlags, cmd: Command) => {
+      const client = await ctx.client(globalFlags(cmd));
+      const request: CreateSandboxRequest = {
+        image,
+        ...(o.name !== undefined ? { name: o.name } : {}),
+        ...(o.cpuCores !== undefined ? { cpu_cores: o.cpuCores } : {}),
+        ...(o.memoryGb !== undefined ? { memory_gb: o.memoryGb } : {}),
+        ...(o.diskSizeGb !== undefined ? { disk_size_gb: o.diskSizeGb } : {}),
+        ...(o.env !== undefined ? { environment_vars: o.env } : {}),
+        ...(o.label !== undefined ? { labels: o.label } : {}),
+        ...(o.startCommand !== undefined ? { start_command: o.startCommand } : {}),
+      };
+      let sb = await client.sandboxes.create(request);
+      if (o.wait) {
+        const spin = spinner(ctx.stderr, `waiting for ${sb.id}`);
+        try {
+          sb = await client.sandboxes.waitForCreation(sb.id, {
+            timeoutMs: o.waitTimeout * 1000,
+            onProgress: (s) => spin.update(s.status),
+          });
+        } finally {
+          spin.stop();
+        }
+      }
+      if (o.output === "json") printJson(ctx.stdout, sb);
+      else ctx.stdout.write(`${sb.id}\n`);
+    });
+
+  sandbox
+    .command("list")
+    .alias("ls")
+    .description("list sandboxes")
+    .option("--status <status>", `only this status (${SANDBOX_STATUSES.join(", ")})`, choice("--status", SANDBOX_STATUSES))
+    .option("--label <K=V>", "only sandboxes with this label (repeatable)", collectKeyValue)
+    .addOption(outputOption())
+    .action(async (o: { status?: SandboxStatus; label?: Record<string, string>; output: OutputFormat }, cmd: Command) => {
+      const client = await ctx.client(globalFlags(cmd));
+      const all: Sandbox[] = [];
+      for await (const sb of client.sandboxes.listAll({
+        ...(o.status ? { status: o.status } : {}),
+        ...(o.label ? { labels: o.label } : {}),
+      })) {
+        all.push(sb);
+      }
+      if (o.output === "json") return printJson(ctx.stdout, all);
+      ctx.stdout.write(sandboxTable(all));
+    });
+
+  sandbox
+    .command("get")
+    .description("show one sandbox")
+    .argument("<id>")
+    .addOption(outputOption())
+    .action(async (id: string, o: { output: OutputFormat }, cmd: Command) => {
+      const sb = await (await ctx.client(globalFlags(cmd))).sandboxes.get(id);
+      if (o.output === "json") return printJson(ctx.stdout, sb);
+      ctx.stdout.write(sandboxFields(sb));
+    });
+
+  sandbox
+    .command("delete")
+    .alias("rm")
+    .description("terminate sandboxes (asks first on a terminal; -y to skip)")
+    .argument("<ids...>")
+    .option("-y, --yes", "do not ask")
+    .action(async (ids: string[], o: { yes?: boolean }, cmd: Command) => {
+      if (!o.yes) {
+        if (!ctx.stdin.isTTY || !ctx.stderr.isTTY) throw new UsageError("refusing to delete without -y (no terminal to ask on)");
+        const rl = createInterface({ input: ctx.stdin, output: ctx.stderr });
+        const answer = await rl.question(`delete ${ids.length} sandbox(es): ${ids.join(", ")}? [y/N] `);
+        rl.close();
+        if (!/^y(es)?$/i.test(answer.trim())) {
+          ctx.stderr.write("not deleted\n");
+          ctx.exitCode = 1;
+          return;
+        }
+      }
+      const client = await ctx.client(globalFlags(cmd));
+      for (const id of ids) {
+        try {
+          await client.sandboxes.delete(id);
+          ctx.stdout.write(`${id}\n`);
+        } catch (err) {
+          ctx.stderr.write(`${describeError(err).line}\n`);
+          ctx.exitCode = 1;
+        }
+      }
+    });
+
+  sandbox
+    .command("logs")
+    .description("print a sandbox's console output (--events: its lifecycle events)")
+    .argument("<id>")
+    .option("--tail-bytes <n>", "how much of the console to fetch", parseIntArg("--tail-bytes"))
+    .option("--events", "print lifecycle events instead of the console")
+    .action(async (id: string, o: { tailBytes?: number; events?: boolean }, cmd: Command) => {
+      const client = await ctx.client(globalFlags(cmd));
+      const logs = await client.sandboxes.logs(id, o.tailBytes !== undefined ? { tailBytes: o.tailBytes } : {});
+      if (o.events) {
+        for (const e of logs.events) ctx.stdout.write(`${e.at}  ${e.message}\n`);
+        return;
+      }
+      if (logs.console_truncated) ctx.stderr.write("(console truncated: showing its end)\n");
+      ctx.stdout.write(logs.console);
+      if (logs.console !== "" && !logs.console.endsWith("\n")) ctx.stdout.write("\n");
+    });
+
+  registerRunCommand(sandbox, ctx);
+  registerTransferCommands(sandbox, ctx);
+}
+
+export function sandboxTable(sandboxes: readonly Sandbox[], now = Date.now()): string {
+  return renderTable(
+    ["ID", "NAME", "IMAGE", "STATUS", "CPU", "MEM", "DISK", "AGE", "LABELS"],
+    sandboxes.map((s) => [
+      s.id,
+      s.name ?? "-",
+      s.image,
+      s.status,
+      String(s.cpu_cores),
+      `${s.memory_gb}G`,
+      `${s.disk_size_gb}G`,
+      formatAge(s.created_at, now),
+      formatLabels(s.labels),
+    ]),
+  );
+}
+
+function sandboxFields(s: Sandbox): string {
+  const env = Object.entries(s.environment_vars).map(([k, v]) => `${k}=${v}`);
+  return renderFields([
+    ["id", s.id],
+    ["name", s.name ?? "-"],
+    ["status", s.status],
+    ...(s.error_reason ? [["error", s.error_reason] as const] : []),
+    ["image", s.image_digest ? `${s.image} (${s.image_digest})` : s.image],
+    ["resources", `${s.cpu_cores} cpu, ${s.memory_gb} GiB memory, ${s.disk_size_gb} GiB disk`],
+    ["accel", s.accel ?? "-"],
+    ["labels", formatLabels(s.labels)],
+    ["env", env.length > 0 ? env.join(" ") : "-"],
+    ["start command", s.start_command ?? "-"],
+    ["created", s.created_at],
+    ["started", s.started_at ?? "-"],
+    ["terminated", s.terminated_at ?? "-"],
+  ]);
+}

@@ -1,0 +1,80 @@
+import { spawn } from "node:child_process";
+import { join } from "node:path";
+import { type Command, Option } from "commander";
+import type { CliContext } from "../context.js";
+import { parseIntArg } from "../kv.js";
+import { repoRoot } from "../paths.js";
+
+export type Accel = "auto" | "kvm" | "tcg";
+
+interface ServeFlags {
+  dataDir?: string;
+  host?: string;
+  port?: number;
+  accel?: Accel;
+}
+
+type ServerModule = typeof import("@sandtree/server");
+
+// A variable specifier keeps the CLI compiling (and its other commands working) when the
+// server package is not built; `serve` reports that instead.
+const SERVER_MODULE = "@sandtree/server";
+
+export function registerServeCommands(program: Command, ctx: CliContext): void {
+  program
+    .command("serve")
+    .description("run the sandtree server in the foreground")
+    .option("--data-dir <dir>", "state directory (default: $SANDTREE_DATA_DIR, then ${XDG_DATA_HOME:-~/.local/share}/sandtree)")
+    .option("--host <host>", "address to listen on (default: $SANDTREE_HOST, then 127.0.0.1)")
+    .option("--port <port>", "port to listen on (default: $SANDTREE_PORT, then 7070)", parseIntArg("--port", 0))
+    .addOption(
+      new Option("--accel <mode>", "VM acceleration (default: $SANDTREE_ACCEL, then auto)").choices(["auto", "kvm", "tcg"]),
+    )
+    .action(async (o: ServeFlags) => {
+      let mod: ServerModule;
+      try {
+        mod = (await import(SERVER_MODULE)) as ServerModule;
+      } catch (err) {
+        throw Object.assign(
+          new Error(`could not load ${SERVER_MODULE} (build it with \`npm run build\`): ${(err as Error).message}`),
+          {
+            code: "SERVER_NOT_AVAILABLE",
+          },
+        );
+      }
+      if (typeof mod.runServer !== "function") {
+        throw Object.assign(new Error(`${SERVER_MODULE} does not export runServer`), { code: "SERVER_NOT_AVAILABLE" });
+      }
+      // Only flags given are passed: the server applies SANDTREE_* variables, then its defaults.
+      // Resolves once listening; the server keeps the process alive and handles its own signals.
+      await mod.runServer({
+        ...(o.dataDir !== undefined ? { dataDir: o.dataDir } : {}),
+        ...(o.host !== undefined ? { host: o.host } : {}),
+        ...(o.port !== undefined ? { port: o.port } : {}),
+        ...(o.accel !== undefined ? { accel: o.accel } : {}),
+      });
+    });
+
+  program
+    .command("setup")
+    .description("prepare this machine: kernel, guest image, checks (runs scripts/setup.sh)")
+    .argument("[args...]", "passed to setup.sh")
+    .action(async (args: string[]) => {
+      ctx.exitCode = await runInherited("bash", [join(repoRoot(), "scripts", "setup.sh"), ...args]);
+    });
+}
+
+/** Runs a child with our stdio; resolves with its exit status (128+N if killed by signal N). */
+function runInherited(command: string, args: string[]): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { stdio: "inherit" });
+    child.on("error", reject);
+    child.on("exit", (code, signal) => {
+      if (code !== null) return resolve(code);
+      const n = signal ? (OS_SIGNALS[signal] ?? 1) : 1;
+      resolve(128 + n);
+    });
+  });
+}
+
+const OS_SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGKILL: 9, SIGTERM: 15 };

@@ -1,0 +1,68 @@
+import { ConfigurationError } from "./errors.js";
+import { Files } from "./files.js";
+import { HttpClient } from "./http.js";
+import { Images } from "./images.js";
+import { Sandboxes } from "./sandboxes.js";
+
+export const DEFAULT_API_URL = "http://127.0.0.1:7070";
+export const DEFAULT_TIMEOUT_MS = 60_000;
+
+export interface SandtreeClientOptions {
+  /** Default: SANDTREE_API_URL, then http://127.0.0.1:7070. */
+  apiUrl?: string;
+  /** Default: SANDTREE_API_KEY. Required. */
+  apiKey?: string;
+  /** Deadline of ordinary requests (default 60 s; 0 disables). Long transfers and exec streams only bound the wait for headers. */
+  timeoutMs?: number;
+  /** A fetch implementation (default: Node's global fetch). */
+  fetch?: typeof globalThis.fetch;
+  /** Where SANDTREE_* variables are read from (default process.env). */
+  env?: Record<string, string | undefined>;
+}
+
+export interface ResolvedConfig {
+  apiUrl: string;
+  apiKey: string;
+  timeoutMs: number;
+}
+
+/** Precedence: explicit option, then SANDTREE_* environment variable, then the default. */
+export function resolveConfig(options: SandtreeClientOptions = {}): ResolvedConfig {
+  const env = options.env ?? process.env;
+  const apiUrl = options.apiUrl || env.SANDTREE_API_URL || DEFAULT_API_URL;
+  const apiKey = options.apiKey || env.SANDTREE_API_KEY;
+  if (!apiKey) {
+    throw new ConfigurationError(
+      "MISSING_API_KEY",
+      "no API key: pass { apiKey } or set SANDTREE_API_KEY (`sandtree serve` writes it to <data-dir>/credentials.env; `source` that file)",
+    );
+  }
+  try {
+    const url = new URL(apiUrl);
+    if (url.protocol !== "http:" && url.protocol !== "https:") throw new Error("not http(s)");
+  } catch {
+    throw new ConfigurationError(
+      "INVALID_API_URL",
+      `API URL ${JSON.stringify(apiUrl)} is not an http(s) URL; fix SANDTREE_API_URL or apiUrl`,
+    );
+  }
+  const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  if (!(timeoutMs >= 0)) throw new ConfigurationError("INVALID_TIMEOUT", "timeoutMs must be a number >= 0");
+  return { apiUrl, apiKey, timeoutMs };
+}
+
+export class SandtreeClient {
+  readonly sandboxes: Sandboxes;
+  readonly files: Files;
+  readonly images: Images;
+  readonly apiUrl: string;
+
+  constructor(options: SandtreeClientOptions = {}) {
+    const config = resolveConfig(options);
+    const http = new HttpClient({ ...config, fetch: options.fetch ?? globalThis.fetch });
+    this.apiUrl = http.apiUrl;
+    this.sandboxes = new Sandboxes(http);
+    this.files = new Files(http);
+    this.images = new Images(http);
+  }
+}

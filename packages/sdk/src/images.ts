@@ -1,0 +1,29 @@
+import { Image, ImageList, type RegistryCredentials } from "@sandtree/protocol";
+import type { HttpClient, RequestOptions } from "./http.js";
+
+export interface PullImageOptions extends RequestOptions {
+  /** For private registries. */
+  credentials?: RegistryCredentials;
+}
+
+export class Images {
+  constructor(private readonly http: HttpClient) {}
+
+  /** Images the server has locally. */
+  async list(options: RequestOptions = {}): Promise<Image[]> {
+    const page = await this.http.json(ImageList, { ...options, method: "GET", path: "/v1/images" });
+    return page.images;
+  }
+
+  /** Pulls an image from its registry (can take minutes: no deadline unless `timeoutMs` is given). */
+  pull(ref: string, options: PullImageOptions = {}): Promise<Image> {
+    const { credentials, ...request } = options;
+    return this.http.json(Image, {
+      timeoutMs: 0,
+      ...request,
+      method: "POST",
+      path: "/v1/images/pull",
+      json: { image: ref, ...(credentials ? { registry_credentials: credentials } : {}) },
+    });
+  }
+}

@@ -1,0 +1,32 @@
+export type {
+  CreateSandboxRequest,
+  ExecResult,
+  FileList,
+  FileStat,
+  Image,
+  Sandbox,
+  SandboxList,
+  SandboxLogs,
+  SandboxStatus,
+  UploadResult,
+} from "@sandtree/protocol";
+export type { ResolvedConfig, SandtreeClientOptions } from "./client.js";
+export { DEFAULT_API_URL, DEFAULT_TIMEOUT_MS, resolveConfig, SandtreeClient } from "./client.js";
+export * from "./errors.js";
+export type { ExecExit, ExecOutputEvent, ExecSignal } from "./exec-handle.js";
+export { DEFAULT_MAX_BUFFERED_BYTES, ExecHandle } from "./exec-handle.js";
+export type { MkdirOptions, ReadOptions, RemoveOptions, TransferOptions, UploadOptions, WriteOptions } from "./files.js";
+export { Files } from "./files.js";
+export type { RequestOptions } from "./http.js";
+export type { PullImageOptions } from "./images.js";
+export { Images } from "./images.js";
+export { NdjsonDecoder } from "./ndjson.js";
+export type {
+  ExecCommand,
+  ExecOptions,
+  ListSandboxesOptions,
+  LogsOptions,
+  StreamExecOptions,
+  WaitForCreationOptions,
+} from "./sandboxes.js";
+export { Sandboxes } from "./sandboxes.js";

@@ -1,0 +1,215 @@
+import {
+  type CreateSandboxRequest,
+  type ExecRequest,
+  ExecResult,
+  Sandbox,
+  SandboxList,
+  SandboxLogs,
+  type SandboxStatus,
+  TERMINAL_STATUSES,
+} from "@sandtree/protocol";
+import { InvalidResponseError, SandboxFailedError, TimeoutError } from "./errors.js";
+import { ExecHandle } from "./exec-handle.js";
+import type { HttpClient, RequestOptions } from "./http.js";
+
+export interface ListSandboxesOptions extends RequestOptions {
+  status?: SandboxStatus;
+  /** Only sandboxes carrying all of these labels. */
+  labels?: Record<string, string>;
+  limit?: number;
+  cursor?: string;
+}
+
+export interface WaitForCreationOptions {
+  /** Give up after this long (default 5 minutes) with a TimeoutError. */
+  timeoutMs?: number;
+  /** Time between polls (default 500 ms). */
+  intervalMs?: number;
+  signal?: AbortSignal;
+  /** Called with every polled state of the sandbox. */
+  onProgress?: (sandbox: Sandbox, elapsedMs: number) => void;
+}
+
+export interface ExecOptions extends RequestOptions {
+  cwd?: string;
+  env?: Record<string, string>;
+  user?: string;
+  /** The server kills the command after this long (exit code 124, timed_out true). */
+  timeoutSeconds?: number;
+  /** Text written to the command's stdin, which is then closed. */
+  stdin?: string;
+}
+
+export interface StreamExecOptions extends ExecOptions {
+  /** Keep the command's stdin open for writeStdin()/closeStdin() (default false: it reads end-of-file). */
+  stdinOpen?: boolean;
+  /** Output kept per stream nobody is iterating yet (default 16 MiB); the rest is dropped and counted. */
+  maxBufferedBytes?: number;
+}
+
+export interface LogsOptions extends RequestOptions {
+  tailBytes?: number;
+}
+
+export type ExecCommand = ExecRequest["command"];
+
+export class Sandboxes {
+  constructor(private readonly http: HttpClient) {}
+
+  /** Creates a sandbox; it is PENDING until provisioned (see waitForCreation). */
+  create(request: CreateSandboxRequest, options: RequestOptions = {}): Promise<Sandbox> {
+    return this.http.json(Sandbox, { ...options, method: "POST", path: "/v1/sandboxes", json: request });
+  }
+
+  get(id: string, options: RequestOptions = {}): Promise<Sandbox> {
+    return this.http.json(Sandbox, { ...options, method: "GET", path: sandboxPath(id) });
+  }
+
+  /** One page of sandboxes; pass `next_cursor` back as `cursor` for the next one. */
+  list(options: ListSandboxesOptions = {}): Promise<SandboxList> {
+    const { status, labels, limit, cursor, ...rest } = options;
+    return this.http.json(SandboxList, {
+      ...rest,
+      method: "GET",
+      path: "/v1/sandboxes",
+      query: {
+        status,
+        label: Object.entries(labels ?? {}).map(([k, v]) => `${k}=${v}`),
+        limit,
+        cursor,
+      },
+    });
+  }
+
+  /** Every sandbox matching the filters, fetching pages as the iteration goes. */
+  async *listAll(options: Omit<ListSandboxesOptions, "cursor"> = {}): AsyncGenerator<Sandbox, void, undefined> {
+    let cursor: string | undefined;
+    do {
+      const page: SandboxList = await this.list(cursor === undefined ? options : { ...options, cursor });
+      yield* page.sandboxes;
+      cursor = page.next_cursor ?? undefined;
+    } while (cursor !== undefined);
+  }
+
+  /** Terminates a sandbox and frees its resources; deleting twice is fine. */
+  delete(id: string, options: RequestOptions = {}): Promise<Sandbox> {
+    return this.http.json(Sandbox, { ...options, method: "DELETE", path: sandboxPath(id) });
+  }
+
+  logs(id: string, options: LogsOptions = {}): Promise<SandboxLogs> {
+    const { tailBytes, ...rest } = options;
+    return this.http.json(SandboxLogs, {
+      ...rest,
+      method: "GET",
+      path: `${sandboxPath(id)}/logs`,
+      query: { tail_bytes: tailBytes },
+    });
+  }
+
+  /**
+   * Polls until the sandbox is RUNNING. Throws SandboxFailedError when it reaches ERROR,
+   * TIMEOUT or TERMINATED, and TimeoutError when `timeoutMs` runs out first.
+   */
+  async waitForCreation(id: string, options: WaitForCreationOptions = {}): Promise<Sandbox> {
+    const timeoutMs = options.timeoutMs ?? 5 * 60_000;
+    const intervalMs = options.intervalMs ?? 500;
+    const started = Date.now();
+    const deadline = started + timeoutMs;
+    let lastStatus: SandboxStatus | undefined;
+    for (;;) {
+      options.signal?.throwIfAborted();
+      const remaining = deadline - Date.now();
+      const sandbox = await this.get(id, {
+        ...(options.signal ? { signal: options.signal } : {}),
+        timeoutMs: Math.max(1, Math.min(30_000, remaining)),
+      }).catch((err: unknown) => {
+        if (err instanceof TimeoutError && Date.now() >= deadline) return undefined;
+        throw err;
+      });
+      if (sandbox) {
+        lastStatus = sandbox.status;
+        options.onProgress?.(sandbox, Date.now() - started);
+        if (sandbox.status === "RUNNING") return sandbox;
+        if (TERMINAL_STATUSES.includes(sandbox.status)) {
+          throw new SandboxFailedError(sandbox.id, sandbox.status, sandbox.error_reason);
+        }
+      }
+      if (Date.now() + intervalMs > deadline) {
+        const status = lastStatus ? ` (still ${lastStatus})` : "";
+        throw new TimeoutError(
+          `sandbox ${id} was not RUNNING after ${timeoutMs} ms${status}; wait longer (timeoutMs) or inspect \`sandtree sandbox logs ${id}\``,
+          timeoutMs,
+        );
+      }
+      await sleep(intervalMs, options.signal);
+    }
+  }
+
+  /** Runs a command and buffers its output (each stream capped at 16 MiB by the server). */
+  run(id: string, command: ExecCommand, options: ExecOptions = {}): Promise<ExecResult> {
+    const { signal, timeoutMs } = options;
+    // The answer only comes when the command ends: no client deadline unless asked for.
+    const defaultTimeout = options.timeoutSeconds !== undefined ? options.timeoutSeconds * 1000 + 30_000 : 0;
+    return this.http.json(ExecResult, {
+      ...(signal ? { signal } : {}),
+      timeoutMs: timeoutMs ?? defaultTimeout,
+      method: "POST",
+      path: `${sandboxPath(id)}/exec`,
+      accept: "application/json",
+      json: execBody(command, options),
+    });
+  }
+
+  /** Starts a command and streams its output; resolves once it started (pid and execId set). */
+  async exec(id: string, command: ExecCommand, options: StreamExecOptions = {}): Promise<ExecHandle> {
+    const { signal, timeoutMs, maxBufferedBytes } = options;
+    const { response, mapError } = await this.http.open({
+      ...(signal ? { signal } : {}),
+      ...(timeoutMs !== undefined ? { timeoutMs } : {}),
+      timeoutScope: "headers",
+      method: "POST",
+      path: `${sandboxPath(id)}/exec`,
+      accept: "application/x-ndjson",
+      json: { ...execBody(command, options), ...(options.stdinOpen ? { stdin_open: true } : {}) },
+    });
+    if (!response.body) throw new InvalidResponseError("the exec answer had no body");
+    const handle = new ExecHandle({ http: this.http, sandboxId: id, body: response.body, mapError, maxBufferedBytes });
+    try {
+      await handle.started();
+    } catch (err) {
+      await handle.close();
+      throw err;
+    }
+    return handle;
+  }
+}
+
+export function sandboxPath(id: string): string {
+  return `/v1/sandboxes/${encodeURIComponent(id)}`;
+}
+
+function execBody(command: ExecCommand, o: ExecOptions): ExecRequest {
+  return {
+    command,
+    ...(o.cwd !== undefined ? { cwd: o.cwd } : {}),
+    ...(o.env !== undefined ? { env: o.env } : {}),
+    ...(o.user !== undefined ? { user: o.user } : {}),
+    ...(o.timeoutSeconds !== undefined ? { timeout_seconds: o.timeoutSeconds } : {}),
+    ...(o.stdin !== undefined ? { stdin: o.stdin } : {}),
+  };
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}

@@ -1,0 +1,73 @@
+import { mkdtemp, readdir, readFile, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { NotFoundError, SandtreeClient } from "../src/index.js";
+import { type FakeServer, fakeServer, sendJson, sleep } from "./fake-server.js";
+
+let server: FakeServer | undefined;
+afterEach(async () => {
+  await server?.close();
+  server = undefined;
+});
+
+describe("files", () => {
+  it("upload streams the file as the raw body and reports progress", async () => {
+    server = await fakeServer((req, res) =>
+      sendJson(res, 200, { path: req.url.searchParams.get("path"), bytes: req.body.length }),
+    );
+    const dir = await mkdtemp(join(tmpdir(), "sdk-files-"));
+    const local = join(dir, "in.bin");
+    const content = Buffer.alloc(3 * 1024 * 1024 + 7, 1);
+    await writeFile(local, content);
+    const client = new SandtreeClient({ apiUrl: server.url, apiKey: "k" });
+    let last = 0;
+    const result = await client.files.upload("sb_1", local, "/work/in.bin", { mode: 0o755, onProgress: (b) => (last = b) });
+    expect(result).toEqual({ path: "/work/in.bin", bytes: content.length });
+    expect(last).toBe(content.length);
+    const req = server.requests[0];
+    expect(req?.method).toBe("PUT");
+    expect(req?.url.searchParams.get("mode")).toBe("755");
+    expect(req?.headers["transfer-encoding"]).toBe("chunked");
+    expect(req?.body.equals(content)).toBe(true);
+  });
+
+  it("download writes the file whole, and leaves nothing behind on failure", async () => {
+    const content = Buffer.alloc(2 * 1024 * 1024, 2);
+    server = await fakeServer(async (req, res) => {
+      if (req.url.searchParams.get("path") === "/missing")
+        return sendJson(res, 404, { code: "FILE_NOT_FOUND", message: "no such file" });
+      res.writeHead(200, { "content-type": "application/octet-stream", "content-length": String(content.length) });
+      res.write(content.subarray(0, 1000));
+      await sleep(5);
+      if (req.url.searchParams.get("path") === "/cut") return res.destroy();
+      res.end(content.subarray(1000));
+    });
+    const dir = await mkdtemp(join(tmpdir(), "sdk-files-"));
+    const client = new SandtreeClient({ apiUrl: server.url, apiKey: "k" });
+    const totals: Array<number | undefined> = [];
+    await expect(client.files.download("sb", "/f", join(dir, "out"), { onProgress: (_b, t) => totals.push(t) })).resolves.toEqual(
+      { bytes: content.length },
+    );
+    expect((await readFile(join(dir, "out"))).equals(content)).toBe(true);
+    expect(totals.at(-1)).toBe(content.length);
+    await expect(client.files.download("sb", "/missing", join(dir, "m"))).rejects.toBeInstanceOf(NotFoundError);
+    await expect(client.files.download("sb", "/cut", join(dir, "c"))).rejects.toMatchObject({ code: "CONNECTION_FAILED" });
+    expect(await readdir(dir)).toEqual(["out"]);
+  });
+
+  it("read returns bytes or text and passes offset/length; write sends the data", async () => {
+    server = await fakeServer((req, res) => {
+      if (req.method === "PUT") return sendJson(res, 200, { path: "/a", bytes: req.body.length });
+      res.writeHead(200, { "content-type": "application/octet-stream" });
+      res.end("héllo");
+    });
+    const client = new SandtreeClient({ apiUrl: server.url, apiKey: "k" });
+    expect(await client.files.read("sb", "/a", { encoding: "utf8" })).toBe("héllo");
+    const bytes = await client.files.read("sb", "/a", { offset: 1, length: 2 });
+    expect(bytes).toBeInstanceOf(Uint8Array);
+    expect(server.requests[1]?.url.search).toBe("?path=%2Fa&offset=1&length=2");
+    expect(await client.files.write("sb", "/a", "xyz")).toEqual({ path: "/a", bytes: 3 });
+    expect(await client.files.write("sb", "/a", new Uint8Array([1, 2]))).toEqual({ path: "/a", bytes: 2 });
+  });
+});

@@ -1,0 +1,104 @@
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestServer, type TestServer } from "./helpers.js";
+
+const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../cli/dist/main.js");
+let t: TestServer;
+let work: string;
+
+/** Runs the CLI as a child process; async, since the server under test shares this event loop. */
+function sandtree(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, ...args], {
+      env: { ...process.env, SANDTREE_API_URL: t.url, SANDTREE_API_KEY: t.key },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
+    child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+beforeAll(async () => {
+  t = await startTestServer();
+  work = mkdtempSync(path.join(tmpdir(), "sandtree-cli-"));
+});
+afterAll(async () => {
+  await t?.close();
+  rmSync(work, { recursive: true, force: true });
+});
+
+describe("the sandtree CLI against a real server", () => {
+  it("creates, runs with exit codes and separate streams, moves files, lists and deletes", { timeout: 300_000 }, async () => {
+    const created = await sandtree([
+      "sandbox",
+      "create",
+      "sandtree/busybox",
+      "--memory-gb",
+      "0.25",
+      "--disk-size-gb",
+      "1",
+      "--label",
+      "cli=yes",
+      "--env",
+      "FOO=bar",
+      "--wait",
+      "-o",
+      "json",
+    ]);
+    expect(created.code, created.stderr).toBe(0);
+    const sb = JSON.parse(created.stdout);
+    expect(sb.status).toBe("RUNNING");
+
+    const run = await sandtree([
+      "sandbox",
+      "run",
+      sb.id,
+      "-e",
+      "X=1",
+      "-w",
+      "/tmp",
+      "--",
+      "sh",
+      "-c",
+      'echo "$FOO$X $(pwd)"; echo oops >&2; exit 3',
+    ]);
+    expect(run.code).toBe(3);
+    expect(run.stdout).toBe("bar1 /tmp\n");
+    expect(run.stderr).toBe("oops\n");
+
+    writeFileSync(path.join(work, "up.txt"), "payload\n");
+    expect((await sandtree(["sandbox", "upload", sb.id, path.join(work, "up.txt"), "/root/up.txt"])).code).toBe(0);
+    expect((await sandtree(["sandbox", "download", sb.id, "/root/up.txt", path.join(work, "down.txt")])).code).toBe(0);
+    expect(readFileSync(path.join(work, "down.txt"), "utf8")).toBe("payload\n");
+
+    const list = await sandtree(["sandbox", "list", "--label", "cli=yes", "-o", "json"]);
+    expect(JSON.parse(list.stdout).map((s: { id: string }) => s.id)).toEqual([sb.id]);
+    expect((await sandtree(["sandbox", "logs", sb.id])).code).toBe(0);
+
+    const missing = await sandtree(["sandbox", "get", "sb-nope"]);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain("SANDBOX_NOT_FOUND");
+
+    expect((await sandtree(["sandbox", "delete", sb.id, "-y"])).code).toBe(0);
+    const after = await sandtree(["sandbox", "run", sb.id, "--", "true"]);
+    expect(after.code).toBe(1);
+    expect(after.stderr).toContain("SANDBOX_NOT_RUNNING");
+  });
+
+  it("lists images as a table and as JSON", async () => {
+    const json = await sandtree(["image", "list", "-o", "json"]);
+    expect(json.code).toBe(0);
+    const refs = JSON.parse(json.stdout).map((i: { ref: string }) => i.ref);
+    expect(refs.some((r: string) => r.startsWith("sandtree/busybox"))).toBe(true);
+    const unknown = await sandtree(["sandbox", "create", "sandtree/nope"]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain("IMAGE_NOT_FOUND");
+  });
+});

@@ -1,0 +1,43 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { qemuPidsFor, startTestServer, type TestServer } from "./helpers.js";
+
+let t: TestServer;
+beforeAll(async () => {
+  t = await startTestServer();
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+describe("supervision", () => {
+  it("marks a sandbox ERROR with the reason when its QEMU dies, keeps its console log, spares others", {
+    timeout: 300_000,
+  }, async () => {
+    const [a, b] = await Promise.all(
+      [0, 1].map(() => t.api("POST", "/v1/sandboxes", { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 })),
+    );
+    await Promise.all([t.waitRunning(a!.body.id), t.waitRunning(b!.body.id)]);
+    const victim = a!.body.id as string;
+    const line = qemuPidsFor([victim])[0] ?? "";
+    const pid = Number.parseInt(line, 10);
+    expect(pid).toBeGreaterThan(1);
+    process.kill(pid, "SIGKILL");
+    let sb: any;
+    for (let i = 0; i < 100; i++) {
+      sb = (await t.api("GET", `/v1/sandboxes/${victim}`)).body;
+      if (sb.status !== "RUNNING") break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(sb.status).toBe("ERROR");
+    expect(sb.error_reason).toContain("SIGKILL");
+    const logs = await t.api("GET", `/v1/sandboxes/${victim}/logs`);
+    expect(logs.body.console.length).toBeGreaterThan(0);
+    expect(logs.body.events.map((e: { message: string }) => e.message).join("\n")).toContain("error");
+    const exec = await t.api("POST", `/v1/sandboxes/${victim}/exec`, { command: "true" });
+    expect(exec.body.code).toBe("SANDBOX_NOT_RUNNING");
+    const other = await t.api("POST", `/v1/sandboxes/${b!.body.id}/exec`, { command: ["echo", "alive"] });
+    expect(other.body.stdout).toBe("alive\n");
+    await t.api("DELETE", `/v1/sandboxes/${b!.body.id}`);
+    expect(qemuPidsFor([victim, b!.body.id])).toEqual([]);
+  });
+});
