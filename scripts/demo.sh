@@ -8,7 +8,7 @@ sandtree() { node packages/cli/dist/main.js "$@"; }
 # Shows each demo command before running it.
 step() { printf '\n$ sandtree %s\n' "$*" >&2; sandtree "$@"; }
 log="$(mktemp -t sandtree-serve.XXXXXX.log)"
-sandtree serve --data-dir "$SANDTREE_DATA_DIR" >"$log" 2>&1 &
+node packages/cli/dist/main.js serve --data-dir "$SANDTREE_DATA_DIR" >"$log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null || true' EXIT
 for _ in $(seq 1 300); do

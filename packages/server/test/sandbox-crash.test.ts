@@ -13,9 +13,10 @@ describe("supervision", () => {
   it("marks a sandbox ERROR with the reason when its QEMU dies, keeps its console log, spares others", {
     timeout: 300_000,
   }, async () => {
-    const [a, b] = await Promise.all(
-      [0, 1].map(() => t.api("POST", "/v1/sandboxes", { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 })),
-    );
+    const [a, b] = await Promise.all([
+      t.api("POST", "/v1/sandboxes", { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 }),
+      t.api("POST", "/v1/sandboxes", { image: "sandtree/busybox", cpu_cores: 2, memory_gb: 0.375, disk_size_gb: 1 }),
+    ]);
     await Promise.all([t.waitRunning(a!.body.id), t.waitRunning(b!.body.id)]);
     const victim = a!.body.id as string;
     const line = qemuPidsFor([victim])[0] ?? "";
@@ -35,8 +36,13 @@ describe("supervision", () => {
     expect(logs.body.events.map((e: { message: string }) => e.message).join("\n")).toContain("error");
     const exec = await t.api("POST", `/v1/sandboxes/${victim}/exec`, { command: "true" });
     expect(exec.body.code).toBe("SANDBOX_NOT_RUNNING");
-    const other = await t.api("POST", `/v1/sandboxes/${b!.body.id}/exec`, { command: ["echo", "alive"] });
-    expect(other.body.stdout).toBe("alive\n");
+    // The survivor answers, with the CPUs and memory it asked for.
+    const other = await t.api("POST", `/v1/sandboxes/${b!.body.id}/exec`, { command: "nproc; grep MemTotal /proc/meminfo" });
+    const [nproc, mem] = other.body.stdout.split("\n");
+    expect(nproc).toBe("2");
+    const memKb = Number(/(\d+)/.exec(mem)?.[1]);
+    expect(memKb).toBeGreaterThan(300 * 1024);
+    expect(memKb).toBeLessThanOrEqual(384 * 1024);
     await t.api("DELETE", `/v1/sandboxes/${b!.body.id}`);
     expect(qemuPidsFor([victim, b!.body.id])).toEqual([]);
   });

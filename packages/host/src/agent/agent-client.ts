@@ -218,8 +218,11 @@ export class AgentClient extends EventEmitter {
       const acked = new Promise<AgentInfo>((resolve) => {
         this.onHelloAck = resolve;
       });
+      // READY means the agent just opened its port: any HELLO sent before was lost, resend now.
+      const ready = new Promise<null>((resolve) => this.once("guest-ready", () => resolve(null)));
       this.sendRaw(FrameType.HELLO, 0, Buffer.concat([nonce, tlv]));
-      const info = await Promise.race([acked, sleep(2000, null, { signal }).catch(() => null)]);
+      const info = await Promise.race([acked, ready, sleep(1000, null, { signal }).catch(() => null)]);
+      this.removeAllListeners("guest-ready");
       if (info) {
         this.info = info;
         return;
@@ -237,6 +240,8 @@ export class AgentClient extends EventEmitter {
           this.onHelloAck = null;
           cb?.(info);
         }
+      } else if (frame.type === FrameType.READY) {
+        if (this.helloNonce) this.emit("guest-ready");
       } else if (frame.type === FrameType.PONG) {
         const key = frame.payload.toString("hex");
         const cb = this.pings.get(key);
