@@ -19,6 +19,15 @@ export const PullImageRequest = z.strictObject({
 });
 export type PullImageRequest = z.input<typeof PullImageRequest>;
 
+/** Imports an OCI image layout directory on the server's host (admin keys only). */
+export const ImportImageRequest = z.strictObject({
+  path: z.string().min(1).max(4096),
+  name: z.string().min(1).max(512),
+  /** Which image of the layout (its ref name annotation or a digest); optional when it holds one. */
+  layout_ref: z.string().min(1).max(512).optional(),
+});
+export type ImportImageRequest = z.input<typeof ImportImageRequest>;
+
 export const ErrorBody = z.object({
   code: z.string(),
   message: z.string(),

@@ -26,4 +26,16 @@ export class Images {
       json: { image: ref, ...(credentials ? { registry_credentials: credentials } : {}) },
     });
   }
+
+  /** Imports an OCI image layout directory that lies on the server's host (admin keys only). */
+  import(path: string, name: string, options: RequestOptions & { layoutRef?: string } = {}): Promise<Image> {
+    const { layoutRef, ...request } = options;
+    return this.http.json(Image, {
+      timeoutMs: 0,
+      ...request,
+      method: "POST",
+      path: "/v1/images/import",
+      json: { path, name, ...(layoutRef ? { layout_ref: layoutRef } : {}) },
+    });
+  }
 }

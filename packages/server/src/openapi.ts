@@ -8,6 +8,7 @@ import {
   FileStat,
   Image,
   ImageList,
+  ImportImageRequest,
   MkdirRequest,
   PullImageRequest,
   Sandbox,
@@ -34,6 +35,7 @@ const schemas = {
   Image,
   ImageList,
   PullImageRequest,
+  ImportImageRequest,
   ErrorBody,
 };
 
@@ -127,6 +129,9 @@ export function openApiDocument(): object {
         post: { parameters: [idParam], requestBody: json("MkdirRequest"), responses: { 201: json("FileStat"), ...errors } },
       },
       "/v1/images": { get: { responses: { 200: json("ImageList"), ...errors } } },
+      "/v1/images/import": {
+        post: { requestBody: json("ImportImageRequest"), responses: { 200: json("Image"), ...errors } },
+      },
       "/v1/images/pull": { post: { requestBody: json("PullImageRequest"), responses: { 200: json("Image"), ...errors } } },
     },
   };

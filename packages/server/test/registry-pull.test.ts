@@ -74,3 +74,23 @@ describe("sandboxes from a registry image", () => {
     expect(r.body).toMatchObject({ source: "registry" });
   });
 });
+
+describe("importing a local OCI layout", () => {
+  it("imports with an admin key and boots the image", { timeout: 300_000 }, async () => {
+    const r = await t.api("POST", "/v1/images/import", {
+      path: path.join(work, "layout"),
+      name: "local/imported:1",
+      layout_ref: "1.0",
+    });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body.source).toBe("local");
+    const sb = await t.api("POST", "/v1/sandboxes", { image: "local/imported:1", memory_gb: 0.25, disk_size_gb: 1 });
+    await t.waitRunning(sb.body.id);
+    const out = await t.api("POST", `/v1/sandboxes/${sb.body.id}/exec`, { command: ["cat", "/etc/pulled-from"] });
+    expect(out.body.stdout).toBe("registry\n");
+    await t.api("DELETE", `/v1/sandboxes/${sb.body.id}`);
+    const missing = await t.api("POST", "/v1/images/import", { path: path.join(work, "nope"), name: "local/x:1" });
+    expect(missing.status).toBeGreaterThanOrEqual(400);
+    expect(missing.status).toBeLessThan(500);
+  });
+});

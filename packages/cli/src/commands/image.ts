@@ -1,3 +1,4 @@
+import path from "node:path";
 import type { Image, RegistryCredentials } from "@sandtree/protocol";
 import type { Command } from "commander";
 import type { CliContext, In } from "../context.js";
@@ -39,6 +40,26 @@ export function registerImageCommands(program: Command, ctx: CliContext): void {
       }
       if (o.output === "json") printJson(ctx.stdout, pulled);
       else ctx.stdout.write(`${pulled.ref} ${pulled.digest}\n`);
+    });
+
+  image
+    .command("import")
+    .description("import an OCI image layout directory on the server's machine (admin key)")
+    .argument("<dir>", "OCI layout directory (with index.json), e.g. from `skopeo copy ... oci:DIR:TAG`")
+    .argument("<name>", "name to give the image, e.g. team/tool:1.0")
+    .option("--layout-ref <ref>", "which image of the layout (ref name or digest)")
+    .addOption(outputOption())
+    .action(async (dir: string, name: string, o: { layoutRef?: string; output: OutputFormat }, cmd: Command) => {
+      const client = await ctx.client(globalFlags(cmd));
+      const spin = spinner(ctx.stderr, `importing ${dir}`);
+      let imported: Image;
+      try {
+        imported = await client.images.import(path.resolve(dir), name, o.layoutRef ? { layoutRef: o.layoutRef } : {});
+      } finally {
+        spin.stop();
+      }
+      if (o.output === "json") printJson(ctx.stdout, imported);
+      else ctx.stdout.write(`${imported.ref} ${imported.digest}\n`);
     });
 }
 

@@ -14,6 +14,10 @@ export class HostImageResolver implements ImageResolver {
     return this.store.check(ref, opts);
   }
 
+  importLayout(dir: string, name: string, opts: { layoutRef?: string; signal?: AbortSignal }): Promise<ResolvedImage> {
+    return this.store.importLayout(dir, name, opts);
+  }
+
   async list(): Promise<ImageSummary[]> {
     return this.store.list();
   }

@@ -22,4 +22,5 @@ export interface ImageResolver {
   /** Throws IMAGE_NOT_FOUND quickly when the image is neither local nor in its registry. */
   check(ref: string, opts: { credentials?: RegistryCredentials; signal?: AbortSignal }): Promise<void>;
   list(): Promise<ImageSummary[]>;
+  importLayout(dir: string, name: string, opts: { layoutRef?: string; signal?: AbortSignal }): Promise<ResolvedImage>;
 }
