@@ -3,8 +3,15 @@ import type { Sandbox, SandboxStatus } from "@sandtree/protocol";
 import Database from "better-sqlite3";
 import type { ApiKeyRow, SandboxFilter, SandboxPatch, Store, TeamRow } from "./store.js";
 
-const MIGRATIONS = [
-  `CREATE TABLE teams (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, created_at TEXT NOT NULL);
+/**
+ * Schema migrations, applied once each by name (recorded in `schema_migrations`), so features
+ * developed side by side can each add their own without fighting over a version number.
+ * Never edit an applied migration: add a new one.
+ */
+const MIGRATIONS: Array<[name: string, sql: string]> = [
+  [
+    "0001-core",
+    `CREATE TABLE teams (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, created_at TEXT NOT NULL);
    CREATE TABLE api_keys (id TEXT PRIMARY KEY, team_id TEXT NOT NULL REFERENCES teams(id),
      key_hash TEXT NOT NULL UNIQUE, prefix TEXT NOT NULL, is_admin INTEGER NOT NULL DEFAULT 0,
      created_at TEXT NOT NULL, revoked_at TEXT);
@@ -17,6 +24,7 @@ const MIGRATIONS = [
    CREATE TABLE sandbox_events (id INTEGER PRIMARY KEY AUTOINCREMENT, sandbox_id TEXT NOT NULL,
      at TEXT NOT NULL, message TEXT NOT NULL);
    CREATE INDEX sandbox_events_sandbox ON sandbox_events(sandbox_id, id);`,
+  ],
 ];
 
 type SandboxRow = Omit<Sandbox, "environment_vars" | "labels"> & { seq: number; environment_vars: string; labels: string };
@@ -41,11 +49,15 @@ export class SqliteStore implements Store {
   }
 
   private migrate(): void {
-    const version = this.db.pragma("user_version", { simple: true }) as number;
-    for (let v = version; v < MIGRATIONS.length; v++) {
+    this.db.exec("CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)");
+    const applied = new Set(
+      (this.db.prepare("SELECT name FROM schema_migrations").all() as Array<{ name: string }>).map((r) => r.name),
+    );
+    for (const [name, sql] of MIGRATIONS) {
+      if (applied.has(name)) continue;
       this.db.transaction(() => {
-        this.db.exec(MIGRATIONS[v] as string);
-        this.db.pragma(`user_version = ${v + 1}`);
+        this.db.exec(sql);
+        this.db.prepare("INSERT INTO schema_migrations (name, applied_at) VALUES (?, ?)").run(name, now());
       })();
     }
   }
