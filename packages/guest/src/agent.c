@@ -192,13 +192,14 @@ static void on_frame(const struct frame *f) {
   }
   switch (f->type) {
     case T_EXEC: case T_FILE_WRITE: case T_FILE_READ: case T_STAT: case T_LIST:
-    case T_MKDIR: case T_REMOVE: break;
+    case T_MKDIR: case T_REMOVE: case T_FSFREEZE: case T_FSTHAW: break;
     default: return; /* a frame for an unknown stream is dropped */
   }
   struct req r;
   int err = req_decode(f->payload, f->len, &r);
   if (err) { send_error(f->stream, err, "malformed request"); return; }
   if (f->type == T_EXEC) exec_start(f->stream, &r);
+  else if (f->type == T_FSFREEZE || f->type == T_FSTHAW) fs_request(f->type, f->stream, &r);
   else files_request(f->type, f->stream, &r);
   req_free(&r);
 }

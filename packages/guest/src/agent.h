@@ -62,6 +62,9 @@ void files_request(uint8_t type, uint32_t id, struct req *r);
 void files_frame(struct stream *s, uint8_t type, const uint8_t *p, size_t n);
 void files_pump(struct stream *s); /* FILE_READ / LIST: produce within credit */
 
+/* fsfreeze.c */
+void fs_request(uint8_t type, uint32_t id, struct req *r); /* FSFREEZE / FSTHAW */
+
 /* users.c */
 struct user_info {
   uid_t uid;

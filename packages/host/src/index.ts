@@ -9,3 +9,6 @@ export * from "./vmm/accel.js";
 export * from "./vmm/qemu-args.js";
 export * from "./vmm/qemu-vm.js";
 export * from "./vmm/qmp-client.js";
+export * from "./disks/layers.js";
+export * from "./blobs/blob-store.js";
+export * from "./blobs/local-dir-blob-store.js";

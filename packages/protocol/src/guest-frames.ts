@@ -25,6 +25,8 @@ export const FrameType = {
   MKDIR: 0x26,
   REMOVE: 0x27,
   CANCEL: 0x28,
+  FSFREEZE: 0x29,
+  FSTHAW: 0x2a,
   RESULT: 0x30,
   ERROR: 0x31,
   STDOUT: 0x40,

@@ -491,6 +491,15 @@ export class AgentClient extends EventEmitter {
     return result;
   }
 
+  /** Syncs and freezes a filesystem (default `/`); the guest thaws by itself after 10 s. */
+  fsfreeze(path = "/"): Promise<void> {
+    return this.request<void>(FrameType.FSFREEZE, [[Tag.PATH, path]]);
+  }
+
+  fsthaw(path = "/"): Promise<void> {
+    return this.request<void>(FrameType.FSTHAW, [[Tag.PATH, path]]);
+  }
+
   /** Asks the guest to sync, stop its processes and power off. */
   shutdown(): void {
     this.sendRaw(FrameType.SHUTDOWN, 0);

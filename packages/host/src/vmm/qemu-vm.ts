@@ -46,6 +46,7 @@ export class QemuVm extends EventEmitter {
   qmp: QmpClient | null = null;
   exit: VmExit | null = null;
   private stopping = false;
+  private currentDisk: string | undefined;
   private readonly exited: Promise<VmExit>;
 
   private constructor(
@@ -154,6 +155,29 @@ export class QemuVm extends EventEmitter {
     const exit = await this.exited;
     rmSync(this.opts.runDir, { recursive: true, force: true });
     return exit;
+  }
+
+  /** The qcow2 file the guest writes to now (changes with every disk snapshot). */
+  get activeDisk(): string | undefined {
+    return this.currentDisk ?? this.opts.rootDisk;
+  }
+
+  /**
+   * Turns the active overlay read-only and gives the guest a new active overlay on top of it
+   * (QMP blockdev-snapshot-sync, milliseconds). Returns the now-frozen file. Freeze the guest
+   * filesystem around this call for a consistent image.
+   */
+  async snapshotRootDisk(newOverlay: string): Promise<string> {
+    const frozen = this.activeDisk;
+    if (!frozen || !this.qmp) throw new Error("this VM has no root disk to snapshot");
+    await this.qmp.execute("blockdev-snapshot-sync", {
+      device: "root",
+      "snapshot-file": newOverlay,
+      format: "qcow2",
+      mode: "absolute-paths",
+    });
+    this.currentDisk = newOverlay;
+    return frozen;
   }
 
   /** Resolves when QEMU has exited. */

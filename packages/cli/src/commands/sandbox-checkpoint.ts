@@ -1,0 +1,167 @@
+import { createInterface } from "node:readline/promises";
+import type { Checkpoint } from "@sandtree/protocol";
+import type { Command } from "commander";
+import type { CliContext } from "../context.js";
+import { UsageError } from "../errors.js";
+import { parseIntArg, parseNumberArg } from "../kv.js";
+import { formatAge, formatBytes, type OutputFormat, printJson, renderFields, renderTable } from "../output.js";
+import { spinner } from "../progress.js";
+import { globalFlags, outputOption } from "./shared.js";
+
+interface ChildFlags {
+  name?: string;
+  cpuCores?: number;
+  memoryGb?: number;
+  timeoutMinutes?: number;
+  yes?: boolean;
+  output: OutputFormat;
+}
+
+/** Refuses to act without -y when there is no terminal to ask on; asks when there is. */
+async function confirm(ctx: CliContext, question: string, yes: boolean | undefined): Promise<boolean> {
+  if (yes) return true;
+  if (!ctx.stdin.isTTY || !ctx.stderr.isTTY) throw new UsageError("refusing without -y (no terminal to ask on)");
+  const rl = createInterface({ input: ctx.stdin, output: ctx.stderr });
+  const answer = await rl.question(`${question} [y/N] `);
+  rl.close();
+  return /^y(es)?$/i.test(answer.trim());
+}
+
+function checkpointFields(c: Checkpoint): Array<[string, string]> {
+  return [
+    ["id:", c.id],
+    ["state:", c.state + (c.error ? ` (${c.error})` : "")],
+    ["sandbox:", c.sandbox_id],
+    ["parent:", c.parent_id ?? "-"],
+    ["depth:", String(c.depth)],
+    ["image:", c.image],
+    ["disk:", formatBytes(c.disk_size_bytes)],
+    ["stored:", formatBytes(c.stored_bytes)],
+    ["created:", c.created_at],
+    ["expires:", c.expires_at ?? "-"],
+  ];
+}
+
+const childOptions = (cmd: Command) =>
+  cmd
+    .option("--name <name>", "name of the new sandbox")
+    .option("--cpu-cores <n>", "virtual CPUs (default: the source's)", parseIntArg("--cpu-cores"))
+    .option("--memory-gb <gb>", "memory in GiB (default: the source's)", parseNumberArg("--memory-gb"))
+    .option("--timeout-minutes <m>", "lifetime of the new sandbox (default: the source's)", parseNumberArg("--timeout-minutes"))
+    .option("-y, --yes", "do not ask");
+
+export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): void {
+  const checkpoint = sandbox.command("checkpoint").description("save a sandbox's files and restore or fork from them");
+
+  checkpoint
+    .command("create")
+    .description("checkpoint a sandbox's filesystem; prints the checkpoint id")
+    .argument("<id>", "sandbox id")
+    .option("--ttl-seconds <s>", "delete the checkpoint this long after creation", parseIntArg("--ttl-seconds"))
+    .option("--wait", "wait until it is DURABLE")
+    .addOption(outputOption())
+    .action(async (id: string, o: { ttlSeconds?: number; wait?: boolean; output: OutputFormat }, cmd: Command) => {
+      const client = await ctx.client(globalFlags(cmd));
+      let c = await client.checkpoints.create(id, o.ttlSeconds !== undefined ? { ttlSeconds: o.ttlSeconds } : {});
+      if (o.wait) {
+        const spin = spinner(ctx.stderr, `waiting for ${c.id}`);
+        try {
+          c = await client.checkpoints.waitForCheckpoint(c.id);
+        } finally {
+          spin.stop();
+        }
+      }
+      if (o.output === "json") printJson(ctx.stdout, c);
+      else ctx.stdout.write(`${c.id}\n`);
+    });
+
+  checkpoint
+    .command("list")
+    .alias("ls")
+    .description("list a sandbox's checkpoints (or the team's, without an id)")
+    .argument("[id]", "sandbox id")
+    .addOption(outputOption())
+    .action(async (id: string | undefined, o: { output: OutputFormat }, cmd: Command) => {
+      const client = await ctx.client(globalFlags(cmd));
+      const list = await client.checkpoints.list(id);
+      if (o.output === "json") return printJson(ctx.stdout, list);
+      ctx.stdout.write(
+        renderTable(
+          ["ID", "STATE", "SANDBOX", "PARENT", "DEPTH", "STORED", "AGE"],
+          list.map((c) => [
+            c.id,
+            c.state,
+            c.sandbox_id,
+            c.parent_id ?? "-",
+            String(c.depth),
+            formatBytes(c.stored_bytes),
+            formatAge(c.created_at),
+          ]),
+        ),
+      );
+    });
+
+  checkpoint
+    .command("get")
+    .argument("<cid>", "checkpoint id")
+    .addOption(outputOption())
+    .action(async (cid: string, o: { output: OutputFormat }, cmd: Command) => {
+      const c = await (await ctx.client(globalFlags(cmd))).checkpoints.get(cid);
+      if (o.output === "json") printJson(ctx.stdout, c);
+      else ctx.stdout.write(renderFields(checkpointFields(c)));
+    });
+
+  childOptions(checkpoint.command("restore").description("start a new sandbox from a checkpoint; prints its id"))
+    .argument("<cid>", "checkpoint id")
+    .option("--wait", "wait until the new sandbox is RUNNING")
+    .addOption(outputOption())
+    .action(async (cid: string, o: ChildFlags & { wait?: boolean }, cmd: Command) => {
+      if (!(await confirm(ctx, `start a sandbox from ${cid}?`, o.yes))) return;
+      const client = await ctx.client(globalFlags(cmd));
+      let sb = await client.sandboxes.create({
+        checkpoint_id: cid,
+        ...(o.name !== undefined ? { name: o.name } : {}),
+        ...(o.cpuCores !== undefined ? { cpu_cores: o.cpuCores } : {}),
+        ...(o.memoryGb !== undefined ? { memory_gb: o.memoryGb } : {}),
+        ...(o.timeoutMinutes !== undefined ? { timeout_minutes: o.timeoutMinutes } : {}),
+      });
+      if (o.wait) sb = await client.sandboxes.waitForCreation(sb.id);
+      if (o.output === "json") printJson(ctx.stdout, sb);
+      else ctx.stdout.write(`${sb.id}\n`);
+    });
+
+  checkpoint
+    .command("delete")
+    .alias("rm")
+    .argument("<cid>", "checkpoint id")
+    .option("-y, --yes", "do not ask")
+    .action(async (cid: string, o: { yes?: boolean }, cmd: Command) => {
+      if (!(await confirm(ctx, `delete checkpoint ${cid}?`, o.yes))) return;
+      const c = await (await ctx.client(globalFlags(cmd))).checkpoints.delete(cid);
+      ctx.stdout.write(`${c.id}\n`);
+    });
+
+  childOptions(sandbox.command("fork").description("checkpoint a sandbox, wait for DURABLE, start a child; prints its id"))
+    .argument("<id>", "sandbox id")
+    .option("--wait-timeout <s>", "how long to wait for the checkpoint (default 300)", parseIntArg("--wait-timeout"), 300)
+    .addOption(outputOption())
+    .action(async (id: string, o: ChildFlags & { waitTimeout: number }, cmd: Command) => {
+      if (!(await confirm(ctx, `fork ${id}?`, o.yes))) return;
+      const client = await ctx.client(globalFlags(cmd));
+      const spin = spinner(ctx.stderr, `forking ${id}`);
+      let child: Awaited<ReturnType<typeof client.sandboxes.fork>>;
+      try {
+        child = await client.sandboxes.fork(id, {
+          ...(o.name !== undefined ? { name: o.name } : {}),
+          ...(o.cpuCores !== undefined ? { cpuCores: o.cpuCores } : {}),
+          ...(o.memoryGb !== undefined ? { memoryGb: o.memoryGb } : {}),
+          ...(o.timeoutMinutes !== undefined ? { timeoutMinutes: o.timeoutMinutes } : {}),
+          waitTimeoutMs: o.waitTimeout * 1000,
+        });
+      } finally {
+        spin.stop();
+      }
+      if (o.output === "json") printJson(ctx.stdout, child);
+      else ctx.stdout.write(`${child.id}\n`);
+    });
+}

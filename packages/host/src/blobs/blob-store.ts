@@ -1,0 +1,46 @@
+/**
+ * Durable storage of checkpoint layers. A local directory today, an S3-compatible store later;
+ * every implementation passes the conformance suite in packages/host/test/blob-store-conformance.ts.
+ *
+ * Layers reference their parent by a name relative to their own directory, so `localDir` is
+ * where materialized layers live side by side (for a remote store: a local cache).
+ */
+export interface BlobStore {
+  readonly localDir: string;
+  /** Moves `file` (on the same filesystem as localDir) into the store as `key`, atomically. */
+  put(key: string, file: string, meta: { sha256: string; size: number }): Promise<void>;
+  /**
+   * A local path of the blob after checking its sha256 against `expectedSha256`;
+   * throws BlobCorruptError on mismatch and BlobMissingError when absent.
+   */
+  materialize(key: string, expectedSha256: string, opts?: { signal?: AbortSignal }): Promise<string>;
+  /** Removes the blob; succeeds when it is already gone. */
+  delete(key: string): Promise<void>;
+  stat(key: string): Promise<{ size: number } | null>;
+  list(): Promise<string[]>;
+}
+
+export class BlobCorruptError extends Error {
+  constructor(
+    readonly key: string,
+    readonly expected: string,
+    readonly actual: string,
+  ) {
+    super(`blob ${key} is corrupt: sha256 ${actual.slice(0, 12)}... != recorded ${expected.slice(0, 12)}...`);
+    this.name = "BlobCorruptError";
+  }
+}
+
+export class BlobMissingError extends Error {
+  constructor(readonly key: string) {
+    super(`blob ${key} is missing from the store`);
+    this.name = "BlobMissingError";
+  }
+}
+
+/** Keys are flat file names: letters, digits, '.', '_', '-'. */
+export function assertBlobKey(key: string): void {
+  if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$/.test(key) || key.includes("..")) {
+    throw new Error(`invalid blob key ${JSON.stringify(key)}`);
+  }
+}

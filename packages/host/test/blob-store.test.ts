@@ -1,0 +1,10 @@
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { LocalDirBlobStore } from "../src/index.js";
+import { blobStoreConformance } from "./blob-store-conformance.js";
+
+blobStoreConformance("local directory", async () => {
+  const root = mkdtempSync(path.join(tmpdir(), "sandtree-blobs-"));
+  return { store: new LocalDirBlobStore(path.join(root, "layers")), scratch: path.join(root, "layers") };
+});

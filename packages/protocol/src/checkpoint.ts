@@ -1,0 +1,49 @@
+import { z } from "zod";
+
+export const CHECKPOINT_STATES = ["PENDING", "FROZEN", "DURABLE", "FAILED", "DELETING"] as const;
+export const CheckpointState = z.enum(CHECKPOINT_STATES);
+export type CheckpointState = z.infer<typeof CheckpointState>;
+
+export const Checkpoint = z.object({
+  id: z.string(),
+  sandbox_id: z.string(),
+  parent_id: z.string().nullable(),
+  team_id: z.string(),
+  state: CheckpointState,
+  depth: z.number().int(),
+  image: z.string(),
+  disk_size_bytes: z.number(),
+  stored_bytes: z.number(),
+  error: z.string().nullable(),
+  created_at: z.string(),
+  updated_at: z.string(),
+  expires_at: z.string().nullable(),
+});
+export type Checkpoint = z.infer<typeof Checkpoint>;
+
+export const CreateCheckpointRequest = z.strictObject({
+  /** Deleted automatically this long after creation. */
+  ttl_seconds: z
+    .number()
+    .int()
+    .min(1)
+    .max(365 * 24 * 3600)
+    .optional(),
+});
+export type CreateCheckpointRequest = z.input<typeof CreateCheckpointRequest>;
+
+export const CheckpointList = z.object({ checkpoints: z.array(Checkpoint) });
+export type CheckpointList = z.infer<typeof CheckpointList>;
+
+export const ForkRequest = z.strictObject({
+  name: z
+    .string()
+    .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, "names are 1-63 letters, digits, '.', '_', '-'")
+    .optional(),
+  cpu_cores: z.number().int().min(1).max(64).optional(),
+  memory_gb: z.number().min(0.125).max(256).optional(),
+  timeout_minutes: z.number().optional(),
+  /** How long to wait for the checkpoint to become DURABLE before giving up. */
+  wait_timeout_seconds: z.number().positive().max(3600).default(300),
+});
+export type ForkRequest = z.input<typeof ForkRequest>;

@@ -1,0 +1,92 @@
+import { Checkpoint, CheckpointList, type ForkRequest, Sandbox } from "@sandtree/protocol";
+import { SandtreeSdkError, TimeoutError } from "./errors.js";
+import type { HttpClient, RequestOptions } from "./http.js";
+
+/** A checkpoint reached FAILED (or was deleted) while it was awaited. */
+export class CheckpointFailedError extends SandtreeSdkError {
+  constructor(
+    readonly checkpointId: string,
+    readonly state: string,
+    readonly reason: string | null,
+  ) {
+    super("CHECKPOINT_FAILED", `checkpoint ${checkpointId} is ${state}${reason ? `: ${reason}` : ""}`);
+    this.name = "CheckpointFailedError";
+  }
+}
+
+export interface WaitForCheckpointOptions {
+  /** Give up after this long (default 5 minutes) with a TimeoutError: a timeout is not a failure. */
+  timeoutMs?: number;
+  intervalMs?: number;
+  signal?: AbortSignal;
+}
+
+export interface ForkOptions extends RequestOptions {
+  name?: string;
+  cpuCores?: number;
+  memoryGb?: number;
+  timeoutMinutes?: number;
+  /** How long the server waits for the checkpoint to become DURABLE (default 300 s). */
+  waitTimeoutMs?: number;
+}
+
+const enc = encodeURIComponent;
+
+/** Filesystem checkpoints: create, inspect, wait for DURABLE, delete. */
+export class Checkpoints {
+  constructor(private readonly http: HttpClient) {}
+
+  create(sandboxId: string, options: RequestOptions & { ttlSeconds?: number } = {}): Promise<Checkpoint> {
+    const { ttlSeconds, ...rest } = options;
+    return this.http.json(Checkpoint, {
+      ...rest,
+      method: "POST",
+      path: `/v1/sandboxes/${enc(sandboxId)}/checkpoints`,
+      json: ttlSeconds !== undefined ? { ttl_seconds: ttlSeconds } : {},
+    });
+  }
+
+  get(id: string, options: RequestOptions = {}): Promise<Checkpoint> {
+    return this.http.json(Checkpoint, { ...options, method: "GET", path: `/v1/checkpoints/${enc(id)}` });
+  }
+
+  /** The team's checkpoints, or those of one sandbox. */
+  async list(sandboxId?: string, options: RequestOptions = {}): Promise<Checkpoint[]> {
+    const path = sandboxId === undefined ? "/v1/checkpoints" : `/v1/sandboxes/${enc(sandboxId)}/checkpoints`;
+    return (await this.http.json(CheckpointList, { ...options, method: "GET", path })).checkpoints;
+  }
+
+  delete(id: string, options: RequestOptions = {}): Promise<Checkpoint> {
+    return this.http.json(Checkpoint, { ...options, method: "DELETE", path: `/v1/checkpoints/${enc(id)}` });
+  }
+
+  /** Polls until DURABLE; CheckpointFailedError on FAILED/DELETING, TimeoutError when time runs out. */
+  async waitForCheckpoint(id: string, options: WaitForCheckpointOptions = {}): Promise<Checkpoint> {
+    const timeoutMs = options.timeoutMs ?? 5 * 60_000;
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      options.signal?.throwIfAborted();
+      const c = await this.get(id, options.signal ? { signal: options.signal } : {});
+      if (c.state === "DURABLE") return c;
+      if (c.state === "FAILED" || c.state === "DELETING") throw new CheckpointFailedError(c.id, c.state, c.error);
+      if (Date.now() >= deadline) {
+        throw new TimeoutError(`checkpoint ${id} was still ${c.state} after ${timeoutMs} ms; wait longer (timeoutMs)`, timeoutMs);
+      }
+      await new Promise((r) => setTimeout(r, Math.min(options.intervalMs ?? 200, Math.max(1, deadline - Date.now()))));
+    }
+  }
+}
+
+/** Checkpoints the sandbox, waits until DURABLE and starts a child from it (server side). */
+export function forkSandbox(http: HttpClient, id: string, options: ForkOptions = {}): Promise<Sandbox> {
+  const { name, cpuCores, memoryGb, timeoutMinutes, waitTimeoutMs, ...rest } = options;
+  const json: ForkRequest = {
+    ...(name !== undefined ? { name } : {}),
+    ...(cpuCores !== undefined ? { cpu_cores: cpuCores } : {}),
+    ...(memoryGb !== undefined ? { memory_gb: memoryGb } : {}),
+    ...(timeoutMinutes !== undefined ? { timeout_minutes: timeoutMinutes } : {}),
+    ...(waitTimeoutMs !== undefined ? { wait_timeout_seconds: waitTimeoutMs / 1000 } : {}),
+  };
+  const wait = waitTimeoutMs ?? 300_000;
+  return http.json(Sandbox, { timeoutMs: wait + 60_000, ...rest, method: "POST", path: `/v1/sandboxes/${enc(id)}/fork`, json });
+}

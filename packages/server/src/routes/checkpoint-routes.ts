@@ -1,0 +1,83 @@
+import { CreateCheckpointRequest, CreateSandboxRequest, ForkRequest, SandtreeError } from "@sandtree/protocol";
+import type { FastifyInstance } from "fastify";
+import { z } from "zod";
+import { parse } from "../errors.js";
+import { publicCheckpoint } from "../services/checkpoint-service.js";
+import type { Services } from "../services/services.js";
+
+const GiB = 1024 ** 3;
+const SandboxParams = z.object({ id: z.string().min(1).max(64) });
+const CheckpointParams = z.object({ cid: z.string().min(1).max(64) });
+
+/**
+ * The body of a create: with `checkpoint_id`, image and disk size come from the checkpoint,
+ * whose layers are verified here so a corrupt one fails the call with CHECKPOINT_CORRUPT.
+ */
+export async function createParams(s: Services, teamId: string, raw: unknown) {
+  if (raw === null || typeof raw !== "object" || Array.isArray(raw) || !("checkpoint_id" in raw)) {
+    return parse(CreateSandboxRequest, raw);
+  }
+  const r = raw as Record<string, unknown>;
+  for (const field of ["image", "disk_size_gb"]) {
+    if (field in r) {
+      throw new SandtreeError("VALIDATION_FAILED", `${field}: omit it when restoring: it comes from the checkpoint`, { field });
+    }
+  }
+  const { checkpoint_id } = parse(z.object({ checkpoint_id: z.string().min(1).max(64) }), r);
+  const { row } = await s.checkpoints.restorePath(teamId, checkpoint_id);
+  return parse(CreateSandboxRequest, { ...r, image: row.image, disk_size_gb: Math.round(row.disk_size_bytes / GiB) });
+}
+
+export function checkpointRoutes(app: FastifyInstance, s: Services): void {
+  app.post("/v1/sandboxes/:id/checkpoints", async (req, reply) => {
+    const { id } = parse(SandboxParams, req.params);
+    const body = parse(CreateCheckpointRequest, req.body ?? {});
+    const c = await s.checkpoints.create(req.principal.teamId, id, body.ttl_seconds ? { ttlSeconds: body.ttl_seconds } : {});
+    return reply.status(201).send(publicCheckpoint(c));
+  });
+
+  app.get("/v1/sandboxes/:id/checkpoints", async (req) => {
+    const { id } = parse(SandboxParams, req.params);
+    return { checkpoints: s.checkpoints.list(req.principal.teamId, id).map(publicCheckpoint) };
+  });
+
+  app.get("/v1/checkpoints", async (req) => ({
+    checkpoints: s.checkpoints.list(req.principal.teamId).map(publicCheckpoint),
+  }));
+
+  app.get("/v1/checkpoints/:cid", async (req) => {
+    const { cid } = parse(CheckpointParams, req.params);
+    return publicCheckpoint(s.checkpoints.get(req.principal.teamId, cid));
+  });
+
+  app.delete("/v1/checkpoints/:cid", async (req) => {
+    const { cid } = parse(CheckpointParams, req.params);
+    return publicCheckpoint(await s.checkpoints.delete(req.principal.teamId, cid));
+  });
+
+  // Checkpoint, wait until DURABLE, start a child from it; the child inherits CPU, memory,
+  // timeout, environment, secrets and labels unless overridden.
+  app.post("/v1/sandboxes/:id/fork", async (req, reply) => {
+    const { id } = parse(SandboxParams, req.params);
+    const body = parse(ForkRequest, req.body ?? {});
+    const team = req.principal.teamId;
+    const src = s.sandboxes.get(team, id);
+    const ck = await s.checkpoints.create(team, id);
+    await s.checkpoints.waitDurable(team, ck.id, body.wait_timeout_seconds * 1000);
+    const secrets = s.admission.secretsOf(src.id);
+    const params = parse(CreateSandboxRequest, {
+      image: src.image,
+      checkpoint_id: ck.id,
+      disk_size_gb: src.disk_size_gb,
+      cpu_cores: body.cpu_cores ?? src.cpu_cores,
+      memory_gb: body.memory_gb ?? src.memory_gb,
+      timeout_minutes: body.timeout_minutes ?? src.timeout_minutes ?? -1,
+      environment_vars: src.environment_vars,
+      labels: src.labels,
+      ...(Object.keys(secrets).length > 0 ? { secrets } : {}),
+      ...(body.name ? { name: body.name } : {}),
+    });
+    const { sandbox } = await s.sandboxes.createOrReplay(team, params);
+    return reply.status(201).send(sandbox);
+  });
+}

@@ -1,0 +1,305 @@
+import { randomBytes } from "node:crypto";
+import { existsSync, readdirSync, readlinkSync, rmSync, symlinkSync, unlinkSync } from "node:fs";
+import path from "node:path";
+import { BlobCorruptError, BlobMissingError, type BlobStore, exportLayer } from "@sandtree/host";
+import { type Checkpoint, type CheckpointState, SandtreeError } from "@sandtree/protocol";
+import type { CheckpointRow } from "../store/sqlite-checkpoints.js";
+import type { Store } from "../store/store.js";
+import type { Logger } from "./logger.js";
+import type { SandboxService } from "./sandbox-service.js";
+
+const LIVE: readonly CheckpointState[] = ["PENDING", "FROZEN", "DURABLE"];
+
+export interface CheckpointServiceDeps {
+  store: Store;
+  sandboxes: SandboxService;
+  blobs: BlobStore;
+  log: Logger;
+}
+
+function newId(): string {
+  return `ck-${randomBytes(10).toString("hex")}`;
+}
+
+/** What the public API shows of a checkpoint row. */
+export function publicCheckpoint(r: CheckpointRow): Checkpoint {
+  const { image_digest: _d, base_path: _b, sha256: _s, blob_key: _k, ...pub } = r;
+  return pub;
+}
+
+/**
+ * Filesystem checkpoints as layers: freeze the guest filesystem, turn the active qcow2 overlay
+ * read-only with a new overlay on top (FROZEN, milliseconds), then store the frozen layer with its
+ * sha256 (DURABLE). A checkpoint is its image base plus the chain of its ancestors' layers; a
+ * layer names its parent relative to the store's directory, so stored layers do not depend on
+ * where the sandbox lived. Layers are kept while any live checkpoint or running sandbox needs them.
+ */
+export class CheckpointService {
+  private readonly sandboxLocks = new Map<string, Promise<unknown>>();
+  private readonly uploads = new Map<string, { sandboxId: string; abort: AbortController; done: Promise<void> }>();
+  private readonly durableWaiters = new Map<string, Array<() => void>>();
+  private reaper: NodeJS.Timeout | null = null;
+
+  constructor(private readonly deps: CheckpointServiceDeps) {}
+
+  get(teamId: string, id: string): CheckpointRow {
+    const c = this.deps.store.getCheckpoint(id, teamId);
+    if (!c) throw new SandtreeError("CHECKPOINT_NOT_FOUND", `checkpoint ${id} not found`, { id });
+    return c;
+  }
+
+  list(teamId: string, sandboxId?: string): CheckpointRow[] {
+    if (sandboxId !== undefined) this.deps.sandboxes.get(teamId, sandboxId);
+    return this.deps.store.listCheckpoints({ teamId, ...(sandboxId !== undefined ? { sandboxId } : {}) });
+  }
+
+  /** Runs `fn` after every earlier freeze of the same sandbox finished (freezes never overlap). */
+  private serialized<T>(sandboxId: string, fn: () => Promise<T>): Promise<T> {
+    const prev = this.sandboxLocks.get(sandboxId) ?? Promise.resolve();
+    const next = prev.then(fn, fn);
+    const tail = next.catch(() => {});
+    this.sandboxLocks.set(sandboxId, tail);
+    tail.then(() => {
+      if (this.sandboxLocks.get(sandboxId) === tail) this.sandboxLocks.delete(sandboxId);
+    });
+    return next;
+  }
+
+  async create(teamId: string, sandboxId: string, opts: { ttlSeconds?: number } = {}): Promise<CheckpointRow> {
+    const { store } = this.deps;
+    this.deps.sandboxes.running(teamId, sandboxId);
+    return this.serialized(sandboxId, async () => {
+      const vm = this.deps.sandboxes.running(teamId, sandboxId);
+      const sb = this.deps.sandboxes.get(teamId, sandboxId);
+      const parent = sb.head_checkpoint_id ? store.getCheckpoint(sb.head_checkpoint_id) : undefined;
+      const frozenDisk = vm.activeDisk;
+      if (!frozenDisk) throw new SandtreeError("CONFLICT", "this sandbox has no disk to checkpoint");
+      const now = new Date().toISOString();
+      const row: CheckpointRow = {
+        id: newId(),
+        sandbox_id: sandboxId,
+        parent_id: parent?.id ?? null,
+        team_id: teamId,
+        state: "PENDING",
+        depth: (parent?.depth ?? 0) + 1,
+        image: sb.image,
+        image_digest: sb.image_digest,
+        base_path: parent?.base_path ?? (await this.deps.sandboxes.basePathOf(sb)),
+        disk_size_bytes: sb.disk_size_gb * 1024 ** 3,
+        stored_bytes: 0,
+        sha256: null,
+        blob_key: null,
+        error: null,
+        created_at: now,
+        updated_at: now,
+        expires_at: opts.ttlSeconds ? new Date(Date.now() + opts.ttlSeconds * 1000).toISOString() : null,
+      };
+      store.insertCheckpoint(row);
+      // Freeze so the layer holds a filesystem that mounts clean, snapshot, thaw at once.
+      try {
+        await vm.agent.fsfreeze("/");
+        try {
+          await vm.snapshotRootDisk(path.join(path.dirname(frozenDisk), `overlay-${row.id}.qcow2`));
+        } finally {
+          await vm.agent.fsthaw("/").catch(() => {});
+        }
+      } catch (err) {
+        const reason = `could not freeze the sandbox disk: ${(err as Error).message}`;
+        store.updateCheckpoint(row.id, { state: "FAILED", error: reason });
+        throw new SandtreeError("CHECKPOINT_FAILED", reason, { checkpoint_id: row.id });
+      }
+      store.updateCheckpoint(row.id, { state: "FROZEN" }, ["PENDING"]);
+      store.updateSandbox(sandboxId, { head_checkpoint_id: row.id });
+      this.startUpload(row, frozenDisk);
+      return this.deps.store.getCheckpoint(row.id) as CheckpointRow;
+    });
+  }
+
+  /** The layer's backing name: its parent's layer, or a link to the image base, beside it. */
+  private backingName(row: CheckpointRow): string {
+    if (row.parent_id) return `${row.parent_id}.qcow2`;
+    const name = `base-${path.basename(path.dirname(row.base_path))}-${path.basename(row.base_path)}`;
+    const link = path.join(this.deps.blobs.localDir, name);
+    let current: string | null = null;
+    try {
+      current = readlinkSync(link);
+    } catch {}
+    if (current !== row.base_path) {
+      if (current !== null) unlinkSync(link);
+      symlinkSync(row.base_path, link);
+    }
+    return name;
+  }
+
+  private startUpload(row: CheckpointRow, frozenDisk: string): void {
+    const abort = new AbortController();
+    const key = `${row.id}.qcow2`;
+    const tmp = path.join(this.deps.blobs.localDir, `.tmp-${row.id}`);
+    const done = (async () => {
+      try {
+        const { sha256, size } = await exportLayer(frozenDisk, tmp, this.backingName(row), { signal: abort.signal });
+        abort.signal.throwIfAborted();
+        await this.deps.blobs.put(key, tmp, { sha256, size });
+        if (
+          this.deps.store.updateCheckpoint(row.id, { state: "DURABLE", sha256, blob_key: key, stored_bytes: size }, ["FROZEN"])
+        ) {
+          this.deps.log.info({ checkpoint: row.id, bytes: size }, "checkpoint durable");
+        } else {
+          // Deleted while uploading: the collector decides whether the layer can go.
+          this.deps.store.updateCheckpoint(row.id, { sha256, blob_key: key, stored_bytes: size });
+          await this.collect();
+        }
+      } catch (err) {
+        rmSync(tmp, { force: true });
+        const reason = abort.signal.aborted
+          ? String((abort.signal.reason as Error | undefined)?.message ?? "aborted")
+          : `storing the layer failed: ${(err as Error).message}`;
+        this.deps.store.updateCheckpoint(row.id, { state: "FAILED", error: reason }, ["PENDING", "FROZEN"]);
+      } finally {
+        this.uploads.delete(row.id);
+        for (const w of this.durableWaiters.get(row.id) ?? []) w();
+        this.durableWaiters.delete(row.id);
+      }
+    })();
+    this.uploads.set(row.id, { sandboxId: row.sandbox_id, abort, done });
+  }
+
+  /** Waits until the checkpoint is DURABLE; throws CHECKPOINT_FAILED, or TIMEOUT (not a failure). */
+  async waitDurable(teamId: string, id: string, timeoutMs: number): Promise<CheckpointRow> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const c = this.get(teamId, id);
+      if (c.state === "DURABLE") return c;
+      if (c.state === "FAILED" || c.state === "DELETING") {
+        throw new SandtreeError("CHECKPOINT_FAILED", `checkpoint ${id} is ${c.state}${c.error ? `: ${c.error}` : ""}`, {
+          checkpoint_id: id,
+        });
+      }
+      const left = deadline - Date.now();
+      if (left <= 0) throw new SandtreeError("TIMEOUT", `checkpoint ${id} is still ${c.state}`, { checkpoint_id: id });
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, Math.min(left, 1000));
+        const list = this.durableWaiters.get(id) ?? [];
+        list.push(() => {
+          clearTimeout(t);
+          resolve();
+        });
+        this.durableWaiters.set(id, list);
+      });
+    }
+  }
+
+  /**
+   * Verifies every layer of the checkpoint's chain (sha256 against what was recorded) and returns
+   * the top layer's path, to back a new sandbox's overlay. A corrupt or missing layer is
+   * CHECKPOINT_CORRUPT: such a checkpoint never boots.
+   */
+  async restorePath(teamId: string | undefined, id: string, signal?: AbortSignal): Promise<{ path: string; row: CheckpointRow }> {
+    const top = teamId === undefined ? this.deps.store.getCheckpoint(id) : this.get(teamId, id);
+    if (!top) throw new SandtreeError("CHECKPOINT_NOT_FOUND", `checkpoint ${id} not found`, { id });
+    if (top.state !== "DURABLE") {
+      const code = top.state === "FAILED" ? "CHECKPOINT_FAILED" : "CHECKPOINT_NOT_READY";
+      throw new SandtreeError(code, `checkpoint ${id} is ${top.state}, not DURABLE`, { checkpoint_id: id, state: top.state });
+    }
+    let topPath = "";
+    for (let c: CheckpointRow | undefined = top; c; c = c.parent_id ? this.deps.store.getCheckpoint(c.parent_id) : undefined) {
+      if (!c.blob_key || !c.sha256)
+        throw new SandtreeError("CHECKPOINT_CORRUPT", `layer of ${c.id} was never stored`, { checkpoint_id: id });
+      try {
+        const p = await this.deps.blobs.materialize(c.blob_key, c.sha256, signal ? { signal } : {});
+        if (c === top) topPath = p;
+      } catch (err) {
+        if (err instanceof BlobCorruptError || err instanceof BlobMissingError) {
+          throw new SandtreeError("CHECKPOINT_CORRUPT", `checkpoint ${id} cannot be restored: ${err.message}`, {
+            checkpoint_id: id,
+            layer: c.id,
+          });
+        }
+        throw err;
+      }
+    }
+    if (!existsSync(top.base_path)) {
+      throw new SandtreeError("CHECKPOINT_CORRUPT", `the image base of checkpoint ${id} is gone`, { checkpoint_id: id });
+    }
+    return { path: topPath, row: top };
+  }
+
+  /** Deleting stops the checkpoint's bill at once; its layer stays while descendants need it. */
+  async delete(teamId: string, id: string): Promise<CheckpointRow> {
+    const c = this.get(teamId, id);
+    if (c.state !== "DELETING") {
+      this.deps.store.updateCheckpoint(id, { state: "DELETING", stored_bytes: 0 });
+      this.uploads.get(id)?.abort.abort(new Error("checkpoint deleted before it was durable"));
+    }
+    await this.collect();
+    return this.deps.store.getCheckpoint(id) ?? { ...c, state: "DELETING", stored_bytes: 0 };
+  }
+
+  /**
+   * Removes every layer that nothing needs: a layer is needed by its own live checkpoint, by the
+   * live checkpoints descending from it, and by active sandboxes restored from it or a descendant.
+   */
+  async collect(): Promise<void> {
+    const { store } = this.deps;
+    const all = store.listCheckpoints({});
+    const byId = new Map(all.map((c) => [c.id, c]));
+    const needed = new Set<string>();
+    const markChain = (id: string | null) => {
+      for (let c = id ? byId.get(id) : undefined; c && !needed.has(c.id); c = c.parent_id ? byId.get(c.parent_id) : undefined) {
+        needed.add(c.id);
+      }
+    };
+    for (const c of all) if (LIVE.includes(c.state)) markChain(c.id);
+    for (const id of store.checkpointsInUse()) markChain(id);
+    for (const c of all) {
+      if (needed.has(c.id) || this.uploads.has(c.id)) continue;
+      if (c.blob_key) {
+        await this.deps.blobs.delete(c.blob_key);
+        store.updateCheckpoint(c.id, { blob_key: null, stored_bytes: 0 });
+      }
+      // FAILED rows stay visible with their error; deleted ones go.
+      if (c.state === "DELETING") store.deleteCheckpointRow(c.id);
+    }
+  }
+
+  /** A sandbox is going away: checkpoints not yet durable fail with a clear reason. */
+  async onSandboxTeardown(sandboxId: string): Promise<void> {
+    const pending = [...this.uploads.values()].filter((u) => u.sandboxId === sandboxId);
+    for (const u of pending) u.abort.abort(new Error("the source sandbox ended before the checkpoint was durable"));
+    await Promise.allSettled(pending.map((u) => u.done));
+    await this.sandboxLocks.get(sandboxId);
+    await this.collect().catch(() => {});
+  }
+
+  /** After a restart: uploads in flight are lost (their sandbox's disk is gone too). */
+  async reconcile(): Promise<void> {
+    for (const c of this.deps.store.listCheckpoints({ states: ["PENDING", "FROZEN"] })) {
+      this.deps.store.updateCheckpoint(
+        c.id,
+        { state: "FAILED", error: "the server restarted before the checkpoint was durable" },
+        ["PENDING", "FROZEN"],
+      );
+    }
+    for (const f of readdirSync(this.deps.blobs.localDir)) {
+      if (f.startsWith(".tmp-")) rmSync(path.join(this.deps.blobs.localDir, f), { force: true });
+    }
+    await this.collect();
+  }
+
+  /** Deletes checkpoints whose ttl ran out. */
+  startReaper(intervalMs = 5000): void {
+    this.reaper = setInterval(() => {
+      const now = new Date().toISOString();
+      for (const c of this.deps.store.listCheckpoints({ states: LIVE })) {
+        if (c.expires_at && c.expires_at <= now) this.delete(c.team_id, c.id).catch(() => {});
+      }
+    }, intervalMs);
+    this.reaper.unref();
+  }
+
+  async close(): Promise<void> {
+    if (this.reaper) clearInterval(this.reaper);
+    for (const u of this.uploads.values()) u.abort.abort(new Error("the server shut down before the checkpoint was durable"));
+    await Promise.allSettled([...this.uploads.values()].map((u) => u.done));
+  }
+}

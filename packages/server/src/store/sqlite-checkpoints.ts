@@ -1,0 +1,100 @@
+import type { Checkpoint, CheckpointState } from "@sandtree/protocol";
+import type Database from "better-sqlite3";
+
+// The SQL behind SqliteStore's checkpoint methods.
+
+export const CHECKPOINT_MIGRATION = `
+  CREATE TABLE checkpoints (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,
+    team_id TEXT NOT NULL, sandbox_id TEXT NOT NULL, parent_id TEXT, state TEXT NOT NULL,
+    depth INTEGER NOT NULL, image TEXT NOT NULL, image_digest TEXT, base_path TEXT NOT NULL,
+    disk_size_bytes INTEGER NOT NULL, stored_bytes INTEGER NOT NULL DEFAULT 0, sha256 TEXT,
+    blob_key TEXT, error TEXT, created_at TEXT NOT NULL, updated_at TEXT NOT NULL, expires_at TEXT);
+  CREATE INDEX checkpoints_team ON checkpoints(team_id, seq);
+  CREATE INDEX checkpoints_sandbox ON checkpoints(sandbox_id, seq);
+  CREATE INDEX checkpoints_parent ON checkpoints(parent_id);
+  ALTER TABLE sandboxes ADD COLUMN source_checkpoint_id TEXT;
+  ALTER TABLE sandboxes ADD COLUMN head_checkpoint_id TEXT;`;
+
+/** A checkpoint with the fields only the server sees (where its layer and base live). */
+export interface CheckpointRow extends Checkpoint {
+  image_digest: string | null;
+  base_path: string;
+  sha256: string | null;
+  blob_key: string | null;
+}
+
+export type CheckpointPatch = Partial<Omit<CheckpointRow, "id" | "team_id" | "sandbox_id" | "created_at">>;
+
+const COLUMNS = `id, team_id, sandbox_id, parent_id, state, depth, image, image_digest, base_path, disk_size_bytes,
+  stored_bytes, sha256, blob_key, error, created_at, updated_at, expires_at`;
+
+export function insertCheckpoint(db: Database.Database, c: CheckpointRow): void {
+  db.prepare(
+    `INSERT INTO checkpoints (${COLUMNS}) VALUES (@id, @team_id, @sandbox_id, @parent_id, @state, @depth, @image,
+      @image_digest, @base_path, @disk_size_bytes, @stored_bytes, @sha256, @blob_key, @error, @created_at, @updated_at, @expires_at)`,
+  ).run(c);
+}
+
+export function getCheckpoint(db: Database.Database, id: string, teamId?: string): CheckpointRow | undefined {
+  return (
+    teamId === undefined
+      ? db.prepare(`SELECT ${COLUMNS} FROM checkpoints WHERE id = ?`).get(id)
+      : db.prepare(`SELECT ${COLUMNS} FROM checkpoints WHERE id = ? AND team_id = ?`).get(id, teamId)
+  ) as CheckpointRow | undefined;
+}
+
+export function listCheckpoints(
+  db: Database.Database,
+  filter: { teamId?: string; sandboxId?: string; states?: readonly CheckpointState[] },
+): CheckpointRow[] {
+  const where: string[] = [];
+  const params: unknown[] = [];
+  if (filter.teamId !== undefined) {
+    where.push("team_id = ?");
+    params.push(filter.teamId);
+  }
+  if (filter.sandboxId !== undefined) {
+    where.push("sandbox_id = ?");
+    params.push(filter.sandboxId);
+  }
+  if (filter.states) {
+    where.push(`state IN (${filter.states.map(() => "?").join(",")})`);
+    params.push(...filter.states);
+  }
+  const sql = `SELECT ${COLUMNS} FROM checkpoints ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY seq`;
+  return db.prepare(sql).all(...params) as CheckpointRow[];
+}
+
+export function updateCheckpoint(
+  db: Database.Database,
+  id: string,
+  patch: CheckpointPatch,
+  from?: readonly CheckpointState[],
+): boolean {
+  const fields: Record<string, unknown> = { ...patch, updated_at: new Date().toISOString() };
+  const sets = Object.keys(fields).map((k) => `${k} = @${k}`);
+  let sql = `UPDATE checkpoints SET ${sets.join(", ")} WHERE id = @__id`;
+  const params: Record<string, unknown> = { ...fields, __id: id };
+  if (from && from.length > 0) {
+    sql += ` AND state IN (${from.map((_, i) => `@__from${i}`).join(",")})`;
+    from.forEach((s, i) => {
+      params[`__from${i}`] = s;
+    });
+  }
+  return db.prepare(sql).run(params).changes > 0;
+}
+
+export function deleteCheckpointRow(db: Database.Database, id: string): void {
+  db.prepare("DELETE FROM checkpoints WHERE id = ?").run(id);
+}
+
+/** Checkpoints that active sandboxes were restored from (their disks still read those layers). */
+export function checkpointsInUse(db: Database.Database): string[] {
+  return (
+    db
+      .prepare(
+        "SELECT DISTINCT source_checkpoint_id AS id FROM sandboxes WHERE source_checkpoint_id IS NOT NULL AND status IN ('PENDING', 'PROVISIONING', 'RUNNING')",
+      )
+      .all() as Array<{ id: string }>
+  ).map((r) => r.id);
+}
