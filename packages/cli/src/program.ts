@@ -2,6 +2,7 @@ import { Command, CommanderError } from "commander";
 import { registerImageCommands } from "./commands/image.js";
 import { registerSandboxCommands } from "./commands/sandbox.js";
 import { registerServeCommands } from "./commands/serve.js";
+import { registerTeamCommands } from "./commands/team.js";
 import type { CliContext } from "./context.js";
 import { commanderExitCode, describeError } from "./errors.js";
 
@@ -23,6 +24,7 @@ export function buildProgram(ctx: CliContext): Command {
   registerSandboxCommands(program, ctx);
   registerImageCommands(program, ctx);
   registerServeCommands(program, ctx);
+  registerTeamCommands(program, ctx);
   return program;
 }
 

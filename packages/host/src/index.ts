@@ -1,6 +1,9 @@
 export * from "./agent/agent-client.js";
 export * from "./agent/frame-codec.js";
 export * from "./agent/guest-error.js";
+export * from "./blobs/blob-store.js";
+export * from "./blobs/local-dir-blob-store.js";
+export * from "./disks/layers.js";
 export * from "./disks/overlay.js";
 export * from "./images/index.js";
 export * from "./paths.js";
@@ -9,6 +12,3 @@ export * from "./vmm/accel.js";
 export * from "./vmm/qemu-args.js";
 export * from "./vmm/qemu-vm.js";
 export * from "./vmm/qmp-client.js";
-export * from "./disks/layers.js";
-export * from "./blobs/blob-store.js";
-export * from "./blobs/local-dir-blob-store.js";

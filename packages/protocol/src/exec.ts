@@ -42,6 +42,13 @@ export const ExecResult = z.object({
   stdout_truncated: z.boolean(),
   stderr_truncated: z.boolean(),
   duration_ms: z.number(),
+  /** The whole output is kept on the server: GET /execs/{exec_id}/output (until the sandbox is deleted). */
+  exec_id: z.string().optional(),
+  stdout_bytes: z.number().int().optional(),
+  stderr_bytes: z.number().int().optional(),
+  /** Even the kept copy lost bytes: the stream passed the server's spill cap (4 GiB). */
+  stdout_spill_truncated: z.boolean().optional(),
+  stderr_spill_truncated: z.boolean().optional(),
 });
 export type ExecResult = z.infer<typeof ExecResult>;
 

@@ -4,3 +4,7 @@ export * from "./files.js";
 export * from "./guest-frames.js";
 export * from "./images.js";
 export * from "./sandbox.js";
+export * from "./teams.js";
+export * from "./checkpoint.js";
+export * from "./jobs.js";
+export * from "./bulk.js";

@@ -34,6 +34,23 @@ export const CreateSandboxRequest = z.strictObject({
   labels: z.record(labelKey, z.string().max(256)).default({}),
   start_command: z.string().min(1).max(65_536).optional(),
   registry_credentials: RegistryCredentials.optional(),
+  /** Lifetime from creation; negative means no limit; 0 is invalid. Fractions allowed (0.05 = 3 s). */
+  timeout_minutes: z
+    .number()
+    .max(7 * 24 * 60)
+    .refine((v) => v !== 0, "0 is not a timeout: use a negative number for no limit")
+    .default(60),
+  /** Ends the sandbox after this long without commands, transfers or file reads (min 0.05 = 3 s, for tests). */
+  idle_timeout_minutes: z.number().min(0.05).max(1440).optional(),
+  /** Encrypted at rest, injected into every exec and the start command, shown as "***". */
+  secrets: z
+    .record(envKey, envValue)
+    .refine((r) => Object.keys(r).length <= 64, "at most 64 secrets")
+    .optional(),
+  /** The same key (per team, for 24 hours) returns the sandbox it created instead of a new one. */
+  idempotency_key: z.string().min(1).max(128).optional(),
+  /** Restore from this checkpoint: the image and disk size come from it. */
+  checkpoint_id: z.string().min(1).max(64).optional(),
 });
 export type CreateSandboxRequest = z.input<typeof CreateSandboxRequest>;
 export type CreateSandboxParams = z.output<typeof CreateSandboxRequest>;
@@ -51,12 +68,25 @@ export const Sandbox = z.object({
   environment_vars: z.record(z.string(), z.string()),
   labels: z.record(z.string(), z.string()),
   start_command: z.string().nullable(),
+  /** Secret names, each value masked as "***". */
+  secrets: z.record(z.string(), z.string()).optional(),
   accel: z.string().nullable(),
   error_reason: z.string().nullable(),
   created_at: z.string(),
   updated_at: z.string(),
   started_at: z.string().nullable(),
   terminated_at: z.string().nullable(),
+  /** Lifetime limit (null: none); optional so older servers and other producers still parse. */
+  timeout_minutes: z.number().nullable().optional(),
+  idle_timeout_minutes: z.number().nullable().optional(),
+  /** When the sandbox moves to TIMEOUT (null: no lifetime limit). */
+  expires_at: z.string().nullable().optional(),
+  /** Last command, transfer or file read (status reads do not count). */
+  last_activity_at: z.string().nullable().optional(),
+  /** The checkpoint this sandbox was restored or forked from. */
+  source_checkpoint_id: z.string().nullable().optional(),
+  /** The newest checkpoint in this sandbox's chain (the parent of its next checkpoint). */
+  head_checkpoint_id: z.string().nullable().optional(),
 });
 export type Sandbox = z.infer<typeof Sandbox>;
 

@@ -1,8 +1,12 @@
+import { Checkpoints } from "./checkpoints.js";
 import { ConfigurationError } from "./errors.js";
 import { Files } from "./files.js";
 import { HttpClient } from "./http.js";
 import { Images } from "./images.js";
+import { Keys } from "./keys.js";
+import { DEFAULT_RETRY, type ResolvedRetry, type RetryOptions } from "./retry.js";
 import { Sandboxes } from "./sandboxes.js";
+import { Teams } from "./teams.js";
 
 export const DEFAULT_API_URL = "http://127.0.0.1:7070";
 export const DEFAULT_TIMEOUT_MS = 60_000;
@@ -16,6 +20,8 @@ export interface SandtreeClientOptions {
   timeoutMs?: number;
   /** A fetch implementation (default: Node's global fetch). */
   fetch?: typeof globalThis.fetch;
+  /** Retries of 429, 5xx and connection errors (default 5 attempts; SANDTREE_MAX_ATTEMPTS). */
+  retry?: RetryOptions;
   /** Where SANDTREE_* variables are read from (default process.env). */
   env?: Record<string, string | undefined>;
 }
@@ -24,6 +30,7 @@ export interface ResolvedConfig {
   apiUrl: string;
   apiKey: string;
   timeoutMs: number;
+  retry: ResolvedRetry;
 }
 
 /** Precedence: explicit option, then SANDTREE_* environment variable, then the default. */
@@ -48,13 +55,28 @@ export function resolveConfig(options: SandtreeClientOptions = {}): ResolvedConf
   }
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   if (!(timeoutMs >= 0)) throw new ConfigurationError("INVALID_TIMEOUT", "timeoutMs must be a number >= 0");
-  return { apiUrl, apiKey, timeoutMs };
+  const envAttempts = env.SANDTREE_MAX_ATTEMPTS ? Number(env.SANDTREE_MAX_ATTEMPTS) : undefined;
+  const retry: ResolvedRetry = {
+    ...DEFAULT_RETRY,
+    ...(envAttempts !== undefined ? { maxAttempts: envAttempts } : {}),
+    ...Object.fromEntries(Object.entries(options.retry ?? {}).filter(([, v]) => v !== undefined)),
+  };
+  if (!(Number.isInteger(retry.maxAttempts) && retry.maxAttempts >= 1)) {
+    throw new ConfigurationError("INVALID_RETRY", "retry.maxAttempts (or SANDTREE_MAX_ATTEMPTS) must be an integer >= 1");
+  }
+  return { apiUrl, apiKey, timeoutMs, retry };
 }
 
 export class SandtreeClient {
   readonly sandboxes: Sandboxes;
   readonly files: Files;
   readonly images: Images;
+  /** Filesystem checkpoints. */
+  readonly checkpoints: Checkpoints;
+  /** Teams and their limits (admin keys). */
+  readonly teams: Teams;
+  /** API keys (admin keys). */
+  readonly keys: Keys;
   readonly apiUrl: string;
 
   constructor(options: SandtreeClientOptions = {}) {
@@ -64,5 +86,8 @@ export class SandtreeClient {
     this.sandboxes = new Sandboxes(http);
     this.files = new Files(http);
     this.images = new Images(http);
+    this.checkpoints = new Checkpoints(http);
+    this.teams = new Teams(http);
+    this.keys = new Keys(http);
   }
 }

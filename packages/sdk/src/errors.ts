@@ -33,6 +33,8 @@ export class SandtreeApiError extends SandtreeSdkError {
 
 /** 401: the API key is missing, wrong or revoked. */
 export class AuthenticationError extends SandtreeApiError {}
+/** 403: the key may not do this (e.g. admin endpoints with a team key). */
+export class PermissionError extends SandtreeApiError {}
 /** 404: the sandbox, image, file or route does not exist. */
 export class NotFoundError extends SandtreeApiError {}
 /** 409: the resource is in the wrong state (e.g. SANDBOX_NOT_RUNNING) or already exists. */
@@ -99,6 +101,7 @@ function hintFor(status: number, code: string): string {
   if (code === "SANDBOX_NOT_RUNNING") return " (wait for it with waitForCreation() or create a new sandbox)";
   if (code === "SANDBOX_NOT_FOUND") return " (list sandboxes with `sandtree sandbox list`)";
   if (code === "IMAGE_NOT_FOUND") return " (pull it first, or check `sandtree image list`)";
+  if (status === 403) return " (ask for an admin key: `sandtree key create --team NAME --admin`)";
   if (status === 429) return " (slow down and retry later)";
   if (status >= 500) return " (retry; if it persists, check the server logs)";
   return "";
@@ -118,6 +121,7 @@ export function apiErrorFrom(
     details: body.details,
   };
   if (status === 401) return new AuthenticationError(init);
+  if (status === 403) return new PermissionError(init);
   if (status === 404) return new NotFoundError(init);
   if (status === 409) return new ConflictError(init);
   if (status === 400 || status === 422) return new ValidationError(init);

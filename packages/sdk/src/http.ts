@@ -7,6 +7,7 @@ import {
   SandtreeSdkError,
   TimeoutError,
 } from "./errors.js";
+import { DEFAULT_RETRY, type ResolvedRetry, retryable, retryDelay, sleep } from "./retry.js";
 
 /** Options every SDK call accepts. */
 export interface RequestOptions {
@@ -35,6 +36,8 @@ export interface HttpRequest extends RequestOptions {
    * "headers": it stops once the answer's headers arrive (streams, long transfers).
    */
   timeoutScope?: "full" | "headers";
+  /** Resending cannot do the work twice (default: true for GET, PUT and DELETE); see retry.ts. */
+  idempotent?: boolean;
 }
 
 export interface HttpConfig {
@@ -42,6 +45,7 @@ export interface HttpConfig {
   apiKey: string;
   timeoutMs: number;
   fetch: typeof globalThis.fetch;
+  retry?: ResolvedRetry;
 }
 
 /** A started request: the response plus the bookkeeping to turn failures into typed errors. */
@@ -72,8 +76,27 @@ export class HttpClient {
     return url.toString();
   }
 
-  /** Sends a request and throws the typed error for any non-2xx answer. */
+  /**
+   * Sends a request and throws the typed error for any non-2xx answer. 429, 5xx and connection
+   * failures are retried with backoff when that is safe (see retry.ts); streamed bodies never are.
+   */
   async open(req: HttpRequest): Promise<OpenResponse> {
+    const policy = this.config.retry ?? DEFAULT_RETRY;
+    const replayable = !(req.body instanceof ReadableStream);
+    const idempotent = req.idempotent ?? req.method !== "POST";
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.openOnce(req);
+      } catch (err) {
+        if (attempt >= policy.maxAttempts || !replayable || !retryable(err, idempotent)) throw err;
+        const wait = retryDelay(err, attempt, policy);
+        if (wait === undefined) throw err;
+        await sleep(wait, req.signal);
+      }
+    }
+  }
+
+  private async openOnce(req: HttpRequest): Promise<OpenResponse> {
     const timeoutMs = req.timeoutMs ?? this.config.timeoutMs;
     const deadline = new AbortController();
     const timer =

@@ -1,13 +1,19 @@
 export type {
+  ApiKey,
+  CreatedApiKey,
   CreateSandboxRequest,
   ExecResult,
   FileList,
   FileStat,
+  Checkpoint,
   Image,
   Sandbox,
   SandboxList,
   SandboxLogs,
   SandboxStatus,
+  Team,
+  TeamLimits,
+  TeamLimitsResponse,
   UploadResult,
 } from "@sandtree/protocol";
 export type { ResolvedConfig, SandtreeClientOptions } from "./client.js";
@@ -20,7 +26,10 @@ export { Files } from "./files.js";
 export type { RequestOptions } from "./http.js";
 export type { PullImageOptions } from "./images.js";
 export { Images } from "./images.js";
+export { Keys } from "./keys.js";
 export { NdjsonDecoder } from "./ndjson.js";
+export type { RetryOptions } from "./retry.js";
+export { DEFAULT_RETRY } from "./retry.js";
 export type {
   ExecCommand,
   ExecOptions,
@@ -30,3 +39,10 @@ export type {
   WaitForCreationOptions,
 } from "./sandboxes.js";
 export { Sandboxes } from "./sandboxes.js";
+export { Teams } from "./teams.js";
+export type { ForkOptions, WaitForCheckpointOptions } from "./checkpoints.js";
+export { CheckpointFailedError, Checkpoints } from "./checkpoints.js";
+export type { CreateSandboxInput } from "./sandboxes.js";
+export type { BatchStatusResult, BulkDeleteRequest, BulkDeleteResult, Job, JobList, JobStatus } from "@sandtree/protocol";
+export type { FollowOptions, OutputOptions, StartJobOptions } from "./jobs.js";
+export { Jobs } from "./jobs.js";

@@ -1,4 +1,8 @@
+import { randomUUID } from "node:crypto";
 import {
+  BatchStatusResult,
+  type BulkDeleteRequest,
+  BulkDeleteResult,
   type CreateSandboxRequest,
   type ExecRequest,
   ExecResult,
@@ -9,8 +13,10 @@ import {
   TERMINAL_STATUSES,
 } from "@sandtree/protocol";
 import { InvalidResponseError, SandboxFailedError, TimeoutError } from "./errors.js";
+import { type ForkOptions, forkSandbox } from "./checkpoints.js";
 import { ExecHandle } from "./exec-handle.js";
 import type { HttpClient, RequestOptions } from "./http.js";
+import { Jobs, type OutputOptions, readOutput } from "./jobs.js";
 
 export interface ListSandboxesOptions extends RequestOptions {
   status?: SandboxStatus;
@@ -53,12 +59,54 @@ export interface LogsOptions extends RequestOptions {
 
 export type ExecCommand = ExecRequest["command"];
 
-export class Sandboxes {
-  constructor(private readonly http: HttpClient) {}
+type RestoreFields = Omit<CreateSandboxRequest, "image" | "disk_size_gb" | "checkpoint_id">;
+/** A create from an image, or a restore of a checkpoint (`checkpoint_id` or `checkpointId`). */
+export type CreateSandboxInput =
+  | CreateSandboxRequest
+  | (RestoreFields & { checkpoint_id: string })
+  | (RestoreFields & { checkpointId: string });
 
-  /** Creates a sandbox; it is PENDING until provisioned (see waitForCreation). */
-  create(request: CreateSandboxRequest, options: RequestOptions = {}): Promise<Sandbox> {
-    return this.http.json(Sandbox, { ...options, method: "POST", path: "/v1/sandboxes", json: request });
+export class Sandboxes {
+  /** Background jobs of a sandbox (start, list, get, output, follow, kill). */
+  readonly jobs: Jobs;
+
+  constructor(private readonly http: HttpClient) {
+    this.jobs = new Jobs(http);
+  }
+
+  /** Deletes the given sandboxes, or every not yet ended one carrying all of `labels` (exactly one of them). */
+  bulkDelete(selector: BulkDeleteRequest, options: RequestOptions = {}): Promise<BulkDeleteResult> {
+    return this.http.json(BulkDeleteResult, { ...options, method: "POST", path: "/v1/sandboxes/bulk-delete", json: selector });
+  }
+
+  /** Status of up to 100 sandboxes in one call; unknown ids come back in `not_found`. */
+  batchStatus(ids: string[], options: RequestOptions = {}): Promise<BatchStatusResult> {
+    return this.http.json(BatchStatusResult, { ...options, method: "POST", path: "/v1/sandboxes/batch-status", json: { ids } });
+  }
+
+  /** Bytes of a buffered exec's whole output (kept on the server by `exec_id` until the sandbox is deleted). */
+  execOutput(id: string, execId: string, options: OutputOptions = {}): Promise<Uint8Array> {
+    return readOutput(this.http, `${sandboxPath(id)}/execs/${encodeURIComponent(execId)}/output`, options);
+  }
+
+  /**
+   * Creates a sandbox; it is PENDING until provisioned (see waitForCreation). Without an
+   * `idempotency_key` one is generated and reused across retries, so a retry never creates a second sandbox.
+   */
+  create(request: CreateSandboxInput, options: RequestOptions = {}): Promise<Sandbox> {
+    // `checkpointId` restores a checkpoint: image and disk size then come from it.
+    const { checkpointId, ...wire } = request as CreateSandboxRequest & { checkpointId?: string };
+    const json = {
+      ...wire,
+      ...(checkpointId !== undefined ? { checkpoint_id: checkpointId } : {}),
+      idempotency_key: request.idempotency_key ?? `sdk-${randomUUID()}`,
+    };
+    return this.http.json(Sandbox, { ...options, method: "POST", path: "/v1/sandboxes", json, idempotent: true });
+  }
+
+  /** Checkpoints the sandbox, waits for DURABLE and starts a child with its files (see ForkOptions). */
+  fork(id: string, options: ForkOptions = {}): Promise<Sandbox> {
+    return forkSandbox(this.http, id, options);
   }
 
   get(id: string, options: RequestOptions = {}): Promise<Sandbox> {

@@ -30,7 +30,8 @@ async function clientAnswering(status: number, body: unknown, headers: Record<st
       res.end(body);
     } else sendJson(res, status, body, headers);
   });
-  return new SandtreeClient({ apiUrl: server.url, apiKey: "k" });
+  // Error mapping, not retries (retry.test.ts): one attempt.
+  return new SandtreeClient({ apiUrl: server.url, apiKey: "k", retry: { maxAttempts: 1 } });
 }
 
 describe("error mapping", () => {
@@ -82,7 +83,7 @@ describe("error mapping", () => {
   });
 
   it("an unreachable server is a ConnectionError that says what to do", async () => {
-    const client = new SandtreeClient({ apiUrl: "http://127.0.0.1:9", apiKey: "k" });
+    const client = new SandtreeClient({ apiUrl: "http://127.0.0.1:9", apiKey: "k", retry: { maxAttempts: 1 } });
     const err = await client.sandboxes.get("x").catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ConnectionError);
     expect((err as ConnectionError).code).toBe("CONNECTION_FAILED");

@@ -2,10 +2,16 @@ import { SandtreeError } from "@sandtree/protocol";
 import Fastify, { type FastifyInstance } from "fastify";
 import { errorHandler } from "./errors.js";
 import { openApiDocument } from "./openapi.js";
+import { activityHook } from "./routes/activity-hook.js";
+import { bulkRoutes } from "./routes/bulk-routes.js";
+import { checkpointRoutes } from "./routes/checkpoint-routes.js";
+import { execOutputRoutes } from "./routes/exec-output-routes.js";
 import { execRoutes } from "./routes/exec-routes.js";
 import { fileRoutes } from "./routes/file-routes.js";
 import { imageRoutes } from "./routes/image-routes.js";
+import { jobRoutes } from "./routes/job-routes.js";
 import { sandboxRoutes } from "./routes/sandbox-routes.js";
+import { teamRoutes } from "./routes/team-routes.js";
 import type { Principal } from "./services/auth-service.js";
 import type { Services } from "./services/services.js";
 
@@ -43,10 +49,16 @@ export function buildApp(services: Services, opts: { logger?: boolean | object }
     req.principal = services.auth.authenticate(req.headers.authorization);
   });
 
+  activityHook(app, services);
   sandboxRoutes(app, services);
+  bulkRoutes(app, services);
+  checkpointRoutes(app, services);
   execRoutes(app, services);
+  execOutputRoutes(app, services);
+  jobRoutes(app, services);
   fileRoutes(app, services);
   imageRoutes(app, services);
+  teamRoutes(app, services);
   return app;
 }
 

@@ -51,5 +51,7 @@ export function errorHandler(err: FastifyError | Error, req: FastifyRequest, rep
     reply.raw.destroy();
     return;
   }
+  const retryAfter = details?.retry_after_seconds;
+  if (typeof retryAfter === "number") reply.header("retry-after", String(retryAfter));
   reply.status(status).send({ code, message, ...(details ? { details } : {}), request_id: String(req.id) });
 }

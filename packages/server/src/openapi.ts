@@ -1,5 +1,10 @@
 import {
+  ApiKey,
+  ApiKeyList,
+  CreateApiKeyRequest,
+  CreatedApiKey,
   CreateSandboxRequest,
+  CreateTeamRequest,
   ErrorBody,
   ExecEvent,
   ExecRequest,
@@ -15,6 +20,10 @@ import {
   SandboxList,
   SandboxLogs,
   SignalRequest,
+  Team,
+  TeamLimitsResponse,
+  TeamList,
+  UpdateTeamLimitsRequest,
   UploadResult,
 } from "@sandtree/protocol";
 import { z } from "zod";
@@ -37,12 +46,22 @@ const schemas = {
   PullImageRequest,
   ImportImageRequest,
   ErrorBody,
+  CreateTeamRequest,
+  Team,
+  TeamList,
+  CreateApiKeyRequest,
+  ApiKey,
+  CreatedApiKey,
+  ApiKeyList,
+  UpdateTeamLimitsRequest,
+  TeamLimitsResponse,
 };
 
 const ref = (name: keyof typeof schemas) => ({ $ref: `#/components/schemas/${name}` });
 const json = (name: keyof typeof schemas) => ({ content: { "application/json": { schema: ref(name) } } });
 const errors = { default: { description: "error", ...json("ErrorBody") } };
 const idParam = { name: "id", in: "path", required: true, schema: { type: "string" } };
+const teamParam = { name: "name", in: "path", required: true, schema: { type: "string" } };
 const pathQuery = { name: "path", in: "query", required: true, schema: { type: "string" } };
 
 let cached: object | null = null;
@@ -63,7 +82,7 @@ export function openApiDocument(): object {
         post: {
           summary: "Create a sandbox",
           requestBody: json("CreateSandboxRequest"),
-          responses: { 201: json("Sandbox"), ...errors },
+          responses: { 201: json("Sandbox"), 200: { description: "idempotency_key replay", ...json("Sandbox") }, ...errors },
         },
         get: {
           summary: "List sandboxes",
@@ -127,6 +146,34 @@ export function openApiDocument(): object {
       },
       "/v1/sandboxes/{id}/files/mkdir": {
         post: { parameters: [idParam], requestBody: json("MkdirRequest"), responses: { 201: json("FileStat"), ...errors } },
+      },
+      "/v1/teams": {
+        post: {
+          summary: "Create a team (admin)",
+          requestBody: json("CreateTeamRequest"),
+          responses: { 201: json("Team"), ...errors },
+        },
+        get: { summary: "List teams (admin)", responses: { 200: json("TeamList"), ...errors } },
+      },
+      "/v1/teams/{name}/limits": {
+        get: { parameters: [teamParam], responses: { 200: json("TeamLimitsResponse"), ...errors } },
+        put: {
+          summary: "Change a team's limits (admin); null restores a default",
+          parameters: [teamParam],
+          requestBody: json("UpdateTeamLimitsRequest"),
+          responses: { 200: json("TeamLimitsResponse"), ...errors },
+        },
+      },
+      "/v1/keys": {
+        post: {
+          summary: "Create an API key (admin); the answer is the only time the key is shown",
+          requestBody: json("CreateApiKeyRequest"),
+          responses: { 201: json("CreatedApiKey"), ...errors },
+        },
+        get: { summary: "List API keys (admin)", responses: { 200: json("ApiKeyList"), ...errors } },
+      },
+      "/v1/keys/{id}": {
+        delete: { summary: "Revoke an API key (admin)", parameters: [idParam], responses: { 200: json("ApiKey"), ...errors } },
       },
       "/v1/images": { get: { responses: { 200: json("ImageList"), ...errors } } },
       "/v1/images/import": {

@@ -2,18 +2,25 @@ import { createHash } from "node:crypto";
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { type AccelChoice, defaultDataDir, detectAccel, guestArtifacts } from "@sandtree/host";
+import { type AccelChoice, defaultDataDir, detectAccel, guestArtifacts, LocalDirBlobStore } from "@sandtree/host";
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { buildApp } from "./app.js";
+import { AdmissionService } from "./services/admission-service.js";
 import { AuthService } from "./services/auth-service.js";
+import { BulkService } from "./services/bulk-service.js";
+import { CheckpointService } from "./services/checkpoint-service.js";
 import { ExecService } from "./services/exec-service.js";
 import { FileService } from "./services/file-service.js";
 import { HostImageResolver } from "./services/host-images.js";
 import type { ImageResolver } from "./services/image-resolver.js";
+import { JobService } from "./services/job-service.js";
 import type { Logger } from "./services/logger.js";
 import { SandboxService } from "./services/sandbox-service.js";
+import { loadOrCreateServerKey, SecretBox } from "./services/secret-box.js";
 import type { Services } from "./services/services.js";
+import { TeamService } from "./services/team-service.js";
+import { TimeoutService } from "./services/timeout-service.js";
 import { SqliteStore } from "./store/sqlite-store.js";
 
 export const ServerConfig = z.object({
@@ -30,6 +37,8 @@ export const ServerConfig = z.object({
     .default(Number(process.env.SANDTREE_PORT ?? 7070)),
   accel: z.enum(["auto", "kvm", "tcg"]).default((process.env.SANDTREE_ACCEL as AccelChoice | undefined) ?? "auto"),
   logger: z.boolean().default(true),
+  /** How often expired sandboxes (timeout_minutes, idle_timeout_minutes) are looked for. */
+  reaperIntervalMs: z.coerce.number().int().min(100).max(60_000).default(2000),
 });
 export type ServerConfigInput = z.input<typeof ServerConfig>;
 
@@ -51,7 +60,13 @@ function runRootFor(dataDir: string): string {
 }
 
 /** Builds everything and listens. Resolves once the server accepts connections. */
-export async function startServer(input: ServerConfigInput = {}, opts: { images?: ImageResolver } = {}): Promise<RunningServer> {
+export interface StartServerOptions {
+  images?: ImageResolver;
+  /** Where the pino log lines go (default stdout); tests capture them. */
+  logStream?: { write(line: string): unknown };
+}
+
+export async function startServer(input: ServerConfigInput = {}, opts: StartServerOptions = {}): Promise<RunningServer> {
   const cfg = ServerConfig.parse(input);
   mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
   const store = new SqliteStore(path.join(cfg.dataDir, "sandtree.db"));
@@ -59,6 +74,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: { images?
   const accel = await detectAccel(cfg.accel);
   const auth = new AuthService(store);
   const firstKey = auth.bootstrap();
+  const admission = new AdmissionService(store, new SecretBox(loadOrCreateServerKey(cfg.dataDir)));
   const images = opts.images ?? new HostImageResolver();
   let app: FastifyInstance | null = null;
   const log: Logger = {
@@ -74,10 +90,48 @@ export async function startServer(input: ServerConfigInput = {}, opts: { images?
     accel,
     guest,
     log: cfg.logger ? log : silentLogger,
+    admission,
   });
   sandboxes.reconcile();
-  const services: Services = { auth, sandboxes, exec: new ExecService(sandboxes), files: new FileService(sandboxes), images };
-  app = buildApp(services, { logger: cfg.logger ? { level: process.env.SANDTREE_LOG_LEVEL ?? "info" } : false });
+  const checkpoints = new CheckpointService({
+    store,
+    sandboxes,
+    blobs: new LocalDirBlobStore(path.join(cfg.dataDir, "layers")),
+    log: cfg.logger ? log : silentLogger,
+  });
+  sandboxes.setCheckpointHooks({
+    backing: async (cid, signal) => {
+      const { path: top, row } = await checkpoints.restorePath(undefined, cid, signal);
+      return { digest: row.image_digest, layerName: path.basename(top) };
+    },
+    onTeardown: (id) => checkpoints.onSandboxTeardown(id),
+  });
+  await checkpoints.reconcile();
+  checkpoints.startReaper();
+  const timeouts = new TimeoutService({
+    store,
+    sandboxes,
+    log: cfg.logger ? log : silentLogger,
+    intervalMs: cfg.reaperIntervalMs,
+  });
+  timeouts.start();
+  const services: Services = {
+    auth,
+    sandboxes,
+    checkpoints,
+    exec: new ExecService(sandboxes),
+    files: new FileService(sandboxes),
+    images,
+    teams: new TeamService(store, auth, admission),
+    admission,
+    timeouts,
+    jobs: new JobService(store, sandboxes),
+    bulk: new BulkService(store, sandboxes, cfg.logger ? log : silentLogger),
+  };
+  const level = process.env.SANDTREE_LOG_LEVEL ?? "info";
+  app = buildApp(services, {
+    logger: cfg.logger ? { level, ...(opts.logStream ? { stream: opts.logStream } : {}) } : false,
+  });
   await app.listen({ host: cfg.host, port: cfg.port });
   const addr = app.server.address();
   const port = typeof addr === "object" && addr ? addr.port : cfg.port;
@@ -92,6 +146,8 @@ export async function startServer(input: ServerConfigInput = {}, opts: { images?
       closing ??= (async () => {
         // Ordered and idempotent: stop accepting, stop VMs, then close the database.
         await app?.close().catch(() => {});
+        await timeouts.stop().catch(() => {});
+        await checkpoints.close().catch(() => {});
         await sandboxes.close().catch(() => {});
         store.close();
       })();

@@ -3,7 +3,7 @@ import { appendFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestServer, type TestServer } from "./helpers.js";
+import { layerFile, startTestServer, type TestServer } from "./helpers.js";
 
 let t: TestServer;
 let id: string;
@@ -62,7 +62,7 @@ describe("checkpoint faults", () => {
     const work = mkdtempSync(path.join(tmpdir(), "sandtree-fsck-"));
     try {
       const raw = path.join(work, "disk.raw");
-      execFileSync("qemu-img", ["convert", "-O", "raw", path.join(t.dataDir, "layers", `${c.body.id}.qcow2`), raw]);
+      execFileSync("qemu-img", ["convert", "-O", "raw", layerFile(t.dataDir, c.body.id), raw]);
       const out = execFileSync("e2fsck", ["-fn", raw], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
       expect(out).toMatch(/files/);
     } finally {
@@ -74,7 +74,7 @@ describe("checkpoint faults", () => {
     await run(id, "echo precious > /root/precious");
     const c = await t.api("POST", `/v1/sandboxes/${id}/checkpoints`, {});
     expect((await settle(c.body.id)).state).toBe("DURABLE");
-    appendFileSync(path.join(t.dataDir, "layers", `${c.body.id}.qcow2`), Buffer.from("bit rot"));
+    appendFileSync(layerFile(t.dataDir, c.body.id), Buffer.from("bit rot"));
     const before = (await t.api("GET", "/v1/sandboxes?limit=1000")).body.sandboxes.length;
     const r = await t.api("POST", "/v1/sandboxes", { checkpoint_id: c.body.id, memory_gb: 0.25 });
     expect(r.status).toBe(422);

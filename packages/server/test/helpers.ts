@@ -2,6 +2,7 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import Database from "better-sqlite3";
 import { type ImageResolver, type RunningServer, startServer } from "../src/index.js";
 
 export interface TestServer {
@@ -15,9 +16,11 @@ export interface TestServer {
 }
 
 /** A real server on a random loopback port over a fresh data dir. */
-export async function startTestServer(opts: { images?: ImageResolver } = {}): Promise<TestServer> {
+export async function startTestServer(
+  opts: { images?: ImageResolver; logStream?: { write(line: string): unknown } } = {},
+): Promise<TestServer> {
   const dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-test-"));
-  const server = await startServer({ dataDir, host: "127.0.0.1", port: 0, logger: false }, opts);
+  const server = await startServer({ dataDir, host: "127.0.0.1", port: 0, logger: opts.logStream !== undefined }, opts);
   const key = server.firstKey ?? "";
   const api: TestServer["api"] = async (method, p, body, headers = {}) => {
     const res = await fetch(server.url + p, {
@@ -59,6 +62,18 @@ export async function startTestServer(opts: { images?: ImageResolver } = {}): Pr
       rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/** The file of a checkpoint's layer (what the blob store holds), read from the server's database. */
+export function layerFile(dataDir: string, checkpointId: string): string {
+  const db = new Database(path.join(dataDir, "sandtree.db"), { readonly: true, fileMustExist: true });
+  try {
+    const row = db.prepare("SELECT blob_key FROM checkpoints WHERE id = ?").get(checkpointId) as { blob_key: string } | undefined;
+    if (!row?.blob_key) throw new Error(`checkpoint ${checkpointId} has no layer`);
+    return path.join(dataDir, "layers", row.blob_key);
+  } finally {
+    db.close();
+  }
 }
 
 export function qemuPidsFor(ids: string[]): string[] {

@@ -38,6 +38,9 @@ describe("20 sandboxes at once", () => {
     for (const id of ids) {
       expect(existsSync(path.join(t.dataDir, "sandboxes", id, "disk"))).toBe(false);
     }
+    // Disk overlays live among the checkpoint layers: none of these sandboxes' may remain.
+    const layers = readdirSync(path.join(t.dataDir, "layers"));
+    expect(layers.filter((f) => ids.some((id) => f.includes(id)))).toEqual([]);
     const runRoots = readdirSync(tmpdir()).filter((d) => d.startsWith("sandtree-") && !d.startsWith("sandtree-test-"));
     for (const r of runRoots) {
       for (const id of ids) expect(existsSync(path.join(tmpdir(), r, id))).toBe(false);

@@ -175,6 +175,7 @@ describe("a busybox sandbox on a real microVM", () => {
     expect(r.body.code).toBe("SANDBOX_NOT_RUNNING");
     expect(qemuPidsFor([id])).toEqual([]);
     expect(existsSync(path.join(t.dataDir, "sandboxes", id, "disk"))).toBe(false);
+    expect(readdirSync(path.join(t.dataDir, "layers")).filter((f) => f.includes(id))).toEqual([]);
     expect(readdirSync(path.join(t.dataDir, "sandboxes", id, "logs"))).toContain("console.log");
   });
 });

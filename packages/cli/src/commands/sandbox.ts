@@ -6,7 +6,9 @@ import { describeError, UsageError } from "../errors.js";
 import { collectKeyValue, parseIntArg, parseNumberArg } from "../kv.js";
 import { formatAge, formatLabels, type OutputFormat, printJson, renderFields, renderTable } from "../output.js";
 import { spinner } from "../progress.js";
+import { registerCheckpointCommands } from "./sandbox-checkpoint.js";
 import { registerTransferCommands } from "./sandbox-files.js";
+import { registerJobCommands } from "./sandbox-jobs.js";
 import { registerRunCommand } from "./sandbox-run.js";
 import { choice, globalFlags, outputOption } from "./shared.js";
 
@@ -102,14 +104,17 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
   sandbox
     .command("delete")
     .alias("rm")
-    .description("terminate sandboxes (asks first on a terminal; -y to skip)")
-    .argument("<ids...>")
+    .description("terminate sandboxes by id, or every one with the given labels (asks first on a terminal; -y to skip)")
+    .argument("[ids...]")
+    .option("--label <K=V>", "delete every running sandbox with this label instead (repeatable: all must match)", collectKeyValue)
     .option("-y, --yes", "do not ask")
-    .action(async (ids: string[], o: { yes?: boolean }, cmd: Command) => {
+    .action(async (ids: string[], o: { yes?: boolean; label?: Record<string, string> }, cmd: Command) => {
+      if (ids.length > 0 === (o.label !== undefined)) throw new UsageError("give sandbox ids or --label K=V (not both)");
+      const what = o.label ? `every sandbox labelled ${formatLabels(o.label)}` : `${ids.length} sandbox(es): ${ids.join(", ")}`;
       if (!o.yes) {
         if (!ctx.stdin.isTTY || !ctx.stderr.isTTY) throw new UsageError("refusing to delete without -y (no terminal to ask on)");
         const rl = createInterface({ input: ctx.stdin, output: ctx.stderr });
-        const answer = await rl.question(`delete ${ids.length} sandbox(es): ${ids.join(", ")}? [y/N] `);
+        const answer = await rl.question(`delete ${what}? [y/N] `);
         rl.close();
         if (!/^y(es)?$/i.test(answer.trim())) {
           ctx.stderr.write("not deleted\n");
@@ -118,6 +123,12 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
         }
       }
       const client = await ctx.client(globalFlags(cmd));
+      if (o.label) {
+        const r = await client.sandboxes.bulkDelete({ labels: o.label });
+        for (const id of r.deleted) ctx.stdout.write(`${id}\n`);
+        if (r.deleted.length === 0) ctx.stderr.write(`no running sandbox is labelled ${formatLabels(o.label)}\n`);
+        return;
+      }
       for (const id of ids) {
         try {
           await client.sandboxes.delete(id);
@@ -148,7 +159,9 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
     });
 
   registerRunCommand(sandbox, ctx);
+  registerJobCommands(sandbox, ctx);
   registerTransferCommands(sandbox, ctx);
+  registerCheckpointCommands(sandbox, ctx);
 }
 
 export function sandboxTable(sandboxes: readonly Sandbox[], now = Date.now()): string {

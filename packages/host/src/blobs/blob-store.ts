@@ -7,7 +7,10 @@
  */
 export interface BlobStore {
   readonly localDir: string;
-  /** Moves `file` (on the same filesystem as localDir) into the store as `key`, atomically. */
+  /**
+   * Stores `file` as `key`: moved atomically when it lies elsewhere on the same filesystem,
+   * adopted in place when it already is the key's local file.
+   */
   put(key: string, file: string, meta: { sha256: string; size: number }): Promise<void>;
   /**
    * A local path of the blob after checking its sha256 against `expectedSha256`;

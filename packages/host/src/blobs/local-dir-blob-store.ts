@@ -22,7 +22,7 @@ export class LocalDirBlobStore implements BlobStore {
 
   async put(key: string, file: string, meta: { sha256: string; size: number }): Promise<void> {
     const dest = this.file(key);
-    await rename(file, dest);
+    if (path.resolve(file) !== dest) await rename(file, dest);
     const dir = await open(this.localDir, "r");
     try {
       await dir.sync();

@@ -1,8 +1,7 @@
 import { createHash } from "node:crypto";
-import { createReadStream, createWriteStream } from "node:fs";
+import { createReadStream } from "node:fs";
 import { open, stat } from "node:fs/promises";
 import { pipeline } from "node:stream/promises";
-import { runCommand } from "../util/run-command.js";
 
 /** sha256 of a file, streamed. */
 export async function sha256File(file: string, opts: { signal?: AbortSignal } = {}): Promise<string> {
@@ -21,22 +20,13 @@ async function fsyncFile(file: string): Promise<void> {
 }
 
 /**
- * Copies a frozen qcow2 layer out of a sandbox's chain and points its backing file at
- * `backingName` (a name relative to the layer's own directory), so the stored layer does not
- * depend on where the sandbox lived. Only the header changes (`rebase -u`); the data is the
- * layer's own clusters, i.e. what changed since its parent. Returns sha256 and size.
+ * Makes a frozen qcow2 layer durable where it lies: fsync, then sha256 and size. The layer's
+ * header already names its parent relatively (overlays are created that way), so it does not
+ * depend on where the sandbox lived.
  */
-export async function exportLayer(
-  frozen: string,
-  dest: string,
-  backingName: string,
-  opts: { signal?: AbortSignal } = {},
-): Promise<{ sha256: string; size: number }> {
-  const signalOpt = opts.signal ? { signal: opts.signal } : {};
-  await pipeline(createReadStream(frozen, { highWaterMark: 4 * 1024 * 1024 }), createWriteStream(dest), signalOpt);
-  await runCommand(["qemu-img", "rebase", "-u", "-f", "qcow2", "-F", "qcow2", "-b", backingName, dest], signalOpt);
-  await fsyncFile(dest);
-  const { size } = await stat(dest);
-  const sha256 = await sha256File(dest, signalOpt);
+export async function sealLayer(file: string, opts: { signal?: AbortSignal } = {}): Promise<{ sha256: string; size: number }> {
+  await fsyncFile(file);
+  const { size } = await stat(file);
+  const sha256 = await sha256File(file, opts.signal ? { signal: opts.signal } : {});
   return { sha256, size };
 }

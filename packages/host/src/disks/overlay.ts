@@ -1,11 +1,41 @@
+import { readlinkSync, symlinkSync, unlinkSync } from "node:fs";
+import path from "node:path";
 import { runCommand } from "../util/run-command.js";
 
-/** A copy-on-write qcow2 overlay over an image's base; the base is never written. */
+/**
+ * A copy-on-write qcow2 overlay. `backing` may be a name relative to the overlay's directory
+ * (how layers refer to each other, so stored layers do not depend on absolute paths).
+ */
 export async function createOverlay(
-  base: string,
+  backing: string,
   overlay: string,
   sizeBytes: number,
-  opts: { signal?: AbortSignal } = {},
+  opts: { signal?: AbortSignal; unsafe?: boolean } = {},
 ): Promise<void> {
-  await runCommand(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", base, overlay, String(sizeBytes)], opts);
+  // `unsafe` skips opening the backing file: needed when a running VM holds its lock.
+  const argv = ["qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", backing, ...(opts.unsafe ? ["-u"] : [])];
+  await runCommand([...argv, overlay, String(sizeBytes)], opts.signal ? { signal: opts.signal } : {});
+}
+
+/**
+ * A symlink in `dir` to an image base, named after the base's directory (its digest), so layers in
+ * `dir` can name the base relatively. Returns the link's name. Idempotent.
+ */
+export function ensureBaseLink(dir: string, basePath: string): string {
+  const name = `base-${path.basename(path.dirname(basePath))}-${path.basename(basePath)}`;
+  const link = path.join(dir, name);
+  let current: string | null = null;
+  try {
+    current = readlinkSync(link);
+  } catch {}
+  if (current !== basePath) {
+    if (current !== null) unlinkSync(link);
+    try {
+      symlinkSync(basePath, link);
+    } catch (err) {
+      // Another create made it at the same moment.
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    }
+  }
+  return name;
 }

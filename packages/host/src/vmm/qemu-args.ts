@@ -2,6 +2,9 @@ import { readFileSync } from "node:fs";
 
 export type Accel = "kvm" | "tcg";
 
+/** Block node name of the root disk as QEMU is started. */
+export const ROOT_NODE = "disk0";
+
 export interface QemuVmSpec {
   name: string;
   accel: Accel;
@@ -81,11 +84,13 @@ export function buildQemuArgs(spec: QemuVmSpec): string[] {
   ];
   if (spec.accel === "kvm") args.push("-cpu", "host");
   if (spec.rootDisk) {
+    // -blockdev with a node name, so disk snapshots can stack overlays we create ourselves;
+    // the backing chain is read from each qcow2 header (relative names resolve beside the file).
     args.push(
-      "-drive",
-      `id=root,file=${spec.rootDisk},format=qcow2,if=none,discard=unmap`,
+      "-blockdev",
+      `driver=qcow2,node-name=${ROOT_NODE},discard=unmap,file.driver=file,file.filename=${spec.rootDisk}`,
       "-device",
-      "virtio-blk-device,drive=root",
+      `virtio-blk-device,drive=${ROOT_NODE}`,
     );
   }
   args.push(

@@ -3,7 +3,7 @@ import { EventEmitter } from "node:events";
 import { closeSync, mkdirSync, openSync, readFileSync, rmSync, statSync } from "node:fs";
 import path from "node:path";
 import { AgentClient } from "../agent/agent-client.js";
-import { type Accel, buildQemuArgs } from "./qemu-args.js";
+import { type Accel, buildQemuArgs, ROOT_NODE } from "./qemu-args.js";
 import { QmpClient } from "./qmp-client.js";
 
 export interface VmOptions {
@@ -47,6 +47,8 @@ export class QemuVm extends EventEmitter {
   exit: VmExit | null = null;
   private stopping = false;
   private currentDisk: string | undefined;
+  private currentNode = ROOT_NODE;
+  private diskGeneration = 0;
   private readonly exited: Promise<VmExit>;
 
   private constructor(
@@ -163,19 +165,24 @@ export class QemuVm extends EventEmitter {
   }
 
   /**
-   * Turns the active overlay read-only and gives the guest a new active overlay on top of it
-   * (QMP blockdev-snapshot-sync, milliseconds). Returns the now-frozen file. Freeze the guest
-   * filesystem around this call for a consistent image.
+   * Puts `newOverlay` (an existing qcow2 whose header names the current disk as its backing)
+   * on top of the active disk (QMP blockdev-add + blockdev-snapshot, milliseconds). The old
+   * disk becomes read-only and is returned. QEMU does not rewrite headers here, so relative
+   * backing names stay as created. Freeze the guest filesystem around this call.
    */
   async snapshotRootDisk(newOverlay: string): Promise<string> {
     const frozen = this.activeDisk;
     if (!frozen || !this.qmp) throw new Error("this VM has no root disk to snapshot");
-    await this.qmp.execute("blockdev-snapshot-sync", {
-      device: "root",
-      "snapshot-file": newOverlay,
-      format: "qcow2",
-      mode: "absolute-paths",
+    const node = `disk${++this.diskGeneration}`;
+    await this.qmp.execute("blockdev-add", {
+      driver: "qcow2",
+      "node-name": node,
+      discard: "unmap",
+      file: { driver: "file", filename: newOverlay },
+      backing: null,
     });
+    await this.qmp.execute("blockdev-snapshot", { node: this.currentNode, overlay: node });
+    this.currentNode = node;
     this.currentDisk = newOverlay;
     return frozen;
   }

@@ -2,6 +2,7 @@ import { CreateSandboxRequest, ListSandboxesQuery, SandtreeError } from "@sandtr
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { parse } from "../errors.js";
+import { createParams } from "./checkpoint-routes.js";
 import type { Services } from "../services/services.js";
 
 const IdParams = z.object({ id: z.string().min(1).max(64) });
@@ -12,6 +13,9 @@ function parseLabels(raw: string | string[] | undefined): Record<string, string>
   for (const item of Array.isArray(raw) ? raw : [raw]) {
     const eq = item.indexOf("=");
     if (eq <= 0) throw new SandtreeError("VALIDATION_FAILED", "label filters look like key=value", { field: "label" });
+    if (!/^[A-Za-z0-9][A-Za-z0-9._\-/]{0,62}$/.test(item.slice(0, eq))) {
+      throw new SandtreeError("VALIDATION_FAILED", `label filter ${JSON.stringify(item)}: invalid label key`, { field: "label" });
+    }
     out[item.slice(0, eq)] = item.slice(eq + 1);
   }
   return out;
@@ -19,9 +23,10 @@ function parseLabels(raw: string | string[] | undefined): Record<string, string>
 
 export function sandboxRoutes(app: FastifyInstance, s: Services): void {
   app.post("/v1/sandboxes", async (req, reply) => {
-    const body = parse(CreateSandboxRequest, req.body);
-    const sb = await s.sandboxes.create(req.principal.teamId, body);
-    return reply.status(201).send(sb);
+    const body = await createParams(s, req.principal.teamId, req.body);
+    const { sandbox, created } = await s.sandboxes.createOrReplay(req.principal.teamId, body);
+    // 200: an idempotency_key replay answers the sandbox it created before.
+    return reply.status(created ? 201 : 200).send(sandbox);
   });
 
   app.get("/v1/sandboxes", async (req) => {

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import { SandtreeError } from "@sandtree/protocol";
-import type { Store } from "../store/store.js";
+import type { ApiKeyRow, Store } from "../store/store.js";
 
 export interface Principal {
   teamId: string;
@@ -24,9 +24,14 @@ export class AuthService {
   }
 
   createKey(teamId: string, isAdmin: boolean): string {
+    return this.issueKey(teamId, isAdmin).key;
+  }
+
+  /** A new key: the plaintext (shown once) and the stored row. */
+  issueKey(teamId: string, isAdmin: boolean): { key: string; row: ApiKeyRow } {
     const key = `st_${randomBytes(24).toString("base64url")}`;
-    this.store.createApiKey(teamId, hashKey(key), key.slice(0, 7), isAdmin);
-    return key;
+    const row = this.store.createApiKey(teamId, hashKey(key), key.slice(0, 7), isAdmin);
+    return { key, row };
   }
 
   authenticate(header: string | undefined): Principal {

@@ -1,12 +1,12 @@
 import { randomBytes } from "node:crypto";
-import { existsSync, readdirSync, readlinkSync, rmSync, symlinkSync, unlinkSync } from "node:fs";
+import { existsSync, readdirSync, rmSync } from "node:fs";
 import path from "node:path";
-import { BlobCorruptError, BlobMissingError, type BlobStore, exportLayer } from "@sandtree/host";
+import { BlobCorruptError, BlobMissingError, type BlobStore, createOverlay, sealLayer } from "@sandtree/host";
 import { type Checkpoint, type CheckpointState, SandtreeError } from "@sandtree/protocol";
 import type { CheckpointRow } from "../store/sqlite-checkpoints.js";
 import type { Store } from "../store/store.js";
 import type { Logger } from "./logger.js";
-import type { SandboxService } from "./sandbox-service.js";
+import { liveDiskName, type SandboxService } from "./sandbox-service.js";
 
 const LIVE: readonly CheckpointState[] = ["PENDING", "FROZEN", "DURABLE"];
 
@@ -95,73 +95,60 @@ export class CheckpointService {
         expires_at: opts.ttlSeconds ? new Date(Date.now() + opts.ttlSeconds * 1000).toISOString() : null,
       };
       store.insertCheckpoint(row);
-      // Freeze so the layer holds a filesystem that mounts clean, snapshot, thaw at once.
+      // The next overlay is made first (names the current disk relatively), so the guest is
+      // frozen only for the snapshot itself: milliseconds.
+      const next = path.join(path.dirname(frozenDisk), liveDiskName(sandboxId, row.id));
       try {
+        await createOverlay(path.basename(frozenDisk), next, row.disk_size_bytes, { unsafe: true });
         await vm.agent.fsfreeze("/");
         try {
-          await vm.snapshotRootDisk(path.join(path.dirname(frozenDisk), `overlay-${row.id}.qcow2`));
+          await vm.snapshotRootDisk(next);
         } finally {
           await vm.agent.fsthaw("/").catch(() => {});
         }
       } catch (err) {
-        const reason = `could not freeze the sandbox disk: ${(err as Error).message}`;
+        rmSync(next, { force: true });
+        const reason = `could not snapshot the sandbox disk: ${(err as Error).message}`;
         store.updateCheckpoint(row.id, { state: "FAILED", error: reason });
         throw new SandtreeError("CHECKPOINT_FAILED", reason, { checkpoint_id: row.id });
       }
-      store.updateCheckpoint(row.id, { state: "FROZEN" }, ["PENDING"]);
+      // The frozen overlay is the checkpoint's layer, in place: it holds what changed since the parent.
+      store.updateCheckpoint(row.id, { state: "FROZEN", blob_key: path.basename(frozenDisk) }, ["PENDING"]);
       store.updateSandbox(sandboxId, { head_checkpoint_id: row.id });
-      this.startUpload(row, frozenDisk);
+      this.startUpload(row.id, path.basename(frozenDisk));
       return this.deps.store.getCheckpoint(row.id) as CheckpointRow;
     });
   }
 
-  /** The layer's backing name: its parent's layer, or a link to the image base, beside it. */
-  private backingName(row: CheckpointRow): string {
-    if (row.parent_id) return `${row.parent_id}.qcow2`;
-    const name = `base-${path.basename(path.dirname(row.base_path))}-${path.basename(row.base_path)}`;
-    const link = path.join(this.deps.blobs.localDir, name);
-    let current: string | null = null;
-    try {
-      current = readlinkSync(link);
-    } catch {}
-    if (current !== row.base_path) {
-      if (current !== null) unlinkSync(link);
-      symlinkSync(row.base_path, link);
-    }
-    return name;
-  }
-
-  private startUpload(row: CheckpointRow, frozenDisk: string): void {
+  /** Makes the frozen layer durable: fsync, sha256, into the blob store (in place for a local one). */
+  private startUpload(id: string, key: string): void {
+    const row = this.deps.store.getCheckpoint(id) as CheckpointRow;
     const abort = new AbortController();
-    const key = `${row.id}.qcow2`;
-    const tmp = path.join(this.deps.blobs.localDir, `.tmp-${row.id}`);
     const done = (async () => {
       try {
-        const { sha256, size } = await exportLayer(frozenDisk, tmp, this.backingName(row), { signal: abort.signal });
+        const file = path.join(this.deps.blobs.localDir, key);
+        const { sha256, size } = await sealLayer(file, { signal: abort.signal });
         abort.signal.throwIfAborted();
-        await this.deps.blobs.put(key, tmp, { sha256, size });
-        if (
-          this.deps.store.updateCheckpoint(row.id, { state: "DURABLE", sha256, blob_key: key, stored_bytes: size }, ["FROZEN"])
-        ) {
-          this.deps.log.info({ checkpoint: row.id, bytes: size }, "checkpoint durable");
+        await this.deps.blobs.put(key, file, { sha256, size });
+        if (this.deps.store.updateCheckpoint(id, { state: "DURABLE", sha256, stored_bytes: size }, ["FROZEN"])) {
+          this.deps.log.info({ checkpoint: id, bytes: size }, "checkpoint durable");
         } else {
-          // Deleted while uploading: the collector decides whether the layer can go.
-          this.deps.store.updateCheckpoint(row.id, { sha256, blob_key: key, stored_bytes: size });
-          await this.collect();
+          // Deleted while sealing: the collector decides whether the layer can go.
+          this.deps.store.updateCheckpoint(id, { sha256 });
+          queueMicrotask(() => this.collect().catch(() => {}));
         }
       } catch (err) {
-        rmSync(tmp, { force: true });
         const reason = abort.signal.aborted
           ? String((abort.signal.reason as Error | undefined)?.message ?? "aborted")
           : `storing the layer failed: ${(err as Error).message}`;
-        this.deps.store.updateCheckpoint(row.id, { state: "FAILED", error: reason }, ["PENDING", "FROZEN"]);
+        this.deps.store.updateCheckpoint(id, { state: "FAILED", error: reason }, ["PENDING", "FROZEN"]);
       } finally {
-        this.uploads.delete(row.id);
-        for (const w of this.durableWaiters.get(row.id) ?? []) w();
-        this.durableWaiters.delete(row.id);
+        this.uploads.delete(id);
+        for (const w of this.durableWaiters.get(id) ?? []) w();
+        this.durableWaiters.delete(id);
       }
     })();
-    this.uploads.set(row.id, { sandboxId: row.sandbox_id, abort, done });
+    this.uploads.set(id, { sandboxId: row.sandbox_id, abort, done });
   }
 
   /** Waits until the checkpoint is DURABLE; throws CHECKPOINT_FAILED, or TIMEOUT (not a failure). */

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { AgentExec, ExecSpec } from "@sandtree/host";
 import { type ExecEvent, type ExecParams, type ExecResult, SandtreeError } from "@sandtree/protocol";
+import { DEFAULT_SPILL_CAP_BYTES, HeadBuffer, OutputSpill, type OutputStream, readSpilled } from "./output-spill.js";
 import type { SandboxService } from "./sandbox-service.js";
 
 /** What the buffered call returns of each stream; the rest is dropped and flagged `truncated`. */
@@ -26,6 +27,8 @@ const SIGNALS: Record<string, number> = {
 
 export class ExecService {
   private readonly live = new Map<string, LiveExec>();
+  /** Per stream of a buffered exec; bytes past it are dropped and flagged `*_spill_truncated`. */
+  spillCapBytes = DEFAULT_SPILL_CAP_BYTES;
 
   constructor(private readonly sandboxes: SandboxService) {}
 
@@ -33,7 +36,7 @@ export class ExecService {
     const vm = this.sandboxes.running(teamId, sandboxId);
     const sb = this.sandboxes.get(teamId, sandboxId);
     const spec: ExecSpec = {
-      env: { ...sb.environment_vars, ...p.env },
+      env: { ...this.sandboxes.environmentOf(sb), ...p.env },
       stdin: p.stdin !== undefined || keepStdinOpen,
     };
     if (typeof p.command === "string") spec.shell = p.command;
@@ -62,39 +65,46 @@ export class ExecService {
 
   async runBuffered(teamId: string, sandboxId: string, p: ExecParams): Promise<ExecResult> {
     const started = performance.now();
-    const { exec } = this.start(teamId, sandboxId, p, false);
-    const out = { stdout: [] as Buffer[], stderr: [] as Buffer[] };
-    const size = { stdout: 0, stderr: 0 };
-    const truncated = { stdout: false, stderr: false };
+    const { execId, exec } = this.start(teamId, sandboxId, p, false);
+    // Everything is also spilled to disk, so what passes the cap stays readable by exec_id.
+    const spill = new OutputSpill(this.sandboxes.outputDir(sandboxId), execId, this.spillCapBytes);
+    const head = { stdout: new HeadBuffer(BUFFERED_OUTPUT_CAP), stderr: new HeadBuffer(BUFFERED_OUTPUT_CAP) };
     try {
       for await (const ev of exec.events) {
         if (ev.type === "stdout" || ev.type === "stderr") {
-          const room = BUFFERED_OUTPUT_CAP - size[ev.type];
-          if (room <= 0) {
-            truncated[ev.type] = true;
-            continue;
-          }
-          const chunk = ev.data.length > room ? ev.data.subarray(0, room) : ev.data;
-          if (chunk.length < ev.data.length) truncated[ev.type] = true;
-          out[ev.type].push(chunk);
-          size[ev.type] += chunk.length;
+          await spill.write(ev.type, ev.data);
+          head[ev.type].push(ev.data);
         } else if (ev.type === "exit") {
+          await spill.close();
           return {
-            stdout: Buffer.concat(out.stdout).toString("utf8"),
-            stderr: Buffer.concat(out.stderr).toString("utf8"),
+            stdout: head.stdout.take(),
+            stderr: head.stderr.take(),
             exit_code: ev.info.exit_code,
             signal: ev.info.signal,
             timed_out: ev.info.timed_out,
-            stdout_truncated: truncated.stdout,
-            stderr_truncated: truncated.stderr,
+            stdout_truncated: head.stdout.truncated,
+            stderr_truncated: head.stderr.truncated,
             duration_ms: Math.round(performance.now() - started),
+            exec_id: execId,
+            stdout_bytes: spill.bytes.stdout,
+            stderr_bytes: spill.bytes.stderr,
+            stdout_spill_truncated: spill.truncated.stdout,
+            stderr_spill_truncated: spill.truncated.stderr,
           };
         }
       }
     } catch (err) {
       throw new SandtreeError("GUEST_ERROR", `exec failed: ${(err as Error).message}`);
+    } finally {
+      await spill.close();
     }
     throw new SandtreeError("GUEST_ERROR", "exec ended without an exit status");
+  }
+
+  /** A byte range of a buffered exec's kept stdout or stderr. */
+  output(teamId: string, sandboxId: string, execId: string, q: { stream: OutputStream; offset: number; length?: number }) {
+    this.sandboxes.get(teamId, sandboxId);
+    return readSpilled(this.sandboxes.outputDir(sandboxId), execId, q.stream, q.offset, q.length);
   }
 
   /** Streams events; if the consumer stops early (client gone), the process group is killed. */

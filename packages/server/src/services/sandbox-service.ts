@@ -1,11 +1,25 @@
 import { randomBytes } from "node:crypto";
 import { createWriteStream, existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
-import { type Accel, createOverlay, type GuestArtifacts, QemuVm, tailOfFile } from "@sandtree/host";
+import { type Accel, createOverlay, ensureBaseLink, type GuestArtifacts, QemuVm, tailOfFile } from "@sandtree/host";
 import { type CreateSandboxParams, type Sandbox, type SandboxStatus, SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
 import type { Store } from "../store/store.js";
+import type { AdmissionService } from "./admission-service.js";
 import type { ImageResolver } from "./image-resolver.js";
+import { lifetimeFields } from "./lifetime.js";
 import type { Logger } from "./logger.js";
+
+/** How sandboxes restore from checkpoints and tell the checkpoint service they are going away. */
+export interface CheckpointHooks {
+  /** Verifies the checkpoint's chain; `layerName` is its top layer's file name in the layers directory. */
+  backing(checkpointId: string, signal: AbortSignal): Promise<{ digest: string | null; layerName: string }>;
+  onTeardown(sandboxId: string): Promise<void>;
+}
+
+/** File name of one of a sandbox's disk layers (the active one, or frozen ones that became checkpoints). */
+export function liveDiskName(sandboxId: string, generation: string): string {
+  return `live-${sandboxId}-${generation}${generation ? ".qcow2" : ""}`;
+}
 
 const ACTIVE: readonly SandboxStatus[] = ["PENDING", "PROVISIONING", "RUNNING"];
 const GiB = 1024 ** 3;
@@ -19,6 +33,7 @@ export interface SandboxServiceDeps {
   accel: Accel;
   guest: GuestArtifacts;
   log: Logger;
+  admission: AdmissionService;
 }
 
 function newId(): string {
@@ -40,7 +55,20 @@ export class SandboxService {
   private readonly provisioning = new Map<string, { abort: AbortController; done: Promise<void> }>();
   private closing = false;
 
+  private checkpointHooks: CheckpointHooks | null = null;
+  private readonly imageBases = new Map<string, string>();
+
   constructor(private readonly deps: SandboxServiceDeps) {}
+
+  /** Wired by the checkpoint service (it needs this service too, so it is set after both exist). */
+  setCheckpointHooks(hooks: CheckpointHooks): void {
+    this.checkpointHooks = hooks;
+  }
+
+  /** The image base under a sandbox's disk chain. */
+  async basePathOf(sb: Sandbox): Promise<string> {
+    return this.imageBases.get(sb.id) ?? (await this.deps.images.resolve(sb.image, {})).basePath;
+  }
 
   private sandboxDir(id: string): string {
     return path.join(this.deps.dataDir, "sandboxes", id);
@@ -56,9 +84,17 @@ export class SandboxService {
   }
 
   async create(teamId: string, params: CreateSandboxParams): Promise<Sandbox> {
+    return (await this.createOrReplay(teamId, params)).sandbox;
+  }
+
+  /** Creates a sandbox, or answers the one an unexpired idempotency key already created (`created: false`). */
+  async createOrReplay(teamId: string, params: CreateSandboxParams): Promise<{ sandbox: Sandbox; created: boolean }> {
     if (this.closing) throw new SandtreeError("UNAVAILABLE", "the server is shutting down");
+    const replayed = this.deps.admission.replay(teamId, params);
+    if (replayed) return { sandbox: replayed, created: false };
     const credentials = params.registry_credentials;
-    await this.deps.images.check(params.image, credentials ? { credentials } : {});
+    // A restore's image comes from its checkpoint, which the route has verified.
+    if (!params.checkpoint_id) await this.deps.images.check(params.image, credentials ? { credentials } : {});
     const now = new Date().toISOString();
     const sandbox: Sandbox = {
       id: newId(),
@@ -79,13 +115,28 @@ export class SandboxService {
       updated_at: now,
       started_at: null,
       terminated_at: null,
+      ...lifetimeFields(params, now),
     };
-    this.deps.store.insertSandbox(sandbox);
+    // Quotas, rate limits and idempotency are checked in the insert's transaction.
+    const admitted = this.deps.admission.admit(sandbox, params);
+    if (!admitted.created) return admitted;
+    sandbox.secrets = admitted.sandbox.secrets ?? {};
+    this.deps.store.updateSandbox(sandbox.id, lifetimeFields(params, now));
+    if (params.checkpoint_id) {
+      const lineage = { source_checkpoint_id: params.checkpoint_id, head_checkpoint_id: params.checkpoint_id };
+      this.deps.store.updateSandbox(sandbox.id, lineage);
+      Object.assign(sandbox, lineage);
+    }
     this.deps.store.addEvent(sandbox.id, `created from ${params.image}`);
     const abort = new AbortController();
     const done = this.provision(sandbox, credentials, abort.signal).finally(() => this.provisioning.delete(sandbox.id));
     this.provisioning.set(sandbox.id, { abort, done });
-    return sandbox;
+    return { sandbox, created: true };
+  }
+
+  /** What every exec and the start command get: environment_vars, then the decrypted secrets. */
+  environmentOf(sb: Sandbox): Record<string, string> {
+    return { ...sb.environment_vars, ...this.deps.admission.secretsOf(sb.id) };
   }
 
   private async provision(
@@ -97,7 +148,21 @@ export class SandboxService {
     if (!store.updateSandbox(sb.id, { status: "PROVISIONING" }, ["PENDING"])) return;
     let vm: QemuVm | null = null;
     try {
-      const image = await this.deps.images.resolve(sb.image, { ...(credentials ? { credentials } : {}), signal });
+      // The overlay lives among the checkpoint layers and names its backing relatively: the
+      // checkpoint's layer, or a link to the image base. A later checkpoint keeps it in place.
+      mkdirSync(this.layersDir, { recursive: true });
+      let backing: string;
+      let image: { digest: string | null; virtualSizeBytes: number };
+      if (sb.source_checkpoint_id && this.checkpointHooks) {
+        const layer = await this.checkpointHooks.backing(sb.source_checkpoint_id, signal);
+        backing = layer.layerName;
+        image = { digest: layer.digest, virtualSizeBytes: 0 };
+      } else {
+        const resolved = await this.deps.images.resolve(sb.image, { ...(credentials ? { credentials } : {}), signal });
+        this.imageBases.set(sb.id, resolved.basePath);
+        backing = ensureBaseLink(this.layersDir, resolved.basePath);
+        image = resolved;
+      }
       store.updateSandbox(sb.id, { image_digest: image.digest });
       const diskBytes = sb.disk_size_gb * GiB;
       if (diskBytes < image.virtualSizeBytes) {
@@ -107,9 +172,8 @@ export class SandboxService {
           { field: "disk_size_gb" },
         );
       }
-      mkdirSync(this.diskDir(sb.id), { recursive: true });
-      const overlay = path.join(this.diskDir(sb.id), "overlay.qcow2");
-      await createOverlay(image.basePath, overlay, diskBytes, { signal });
+      const overlay = path.join(this.layersDir, liveDiskName(sb.id, "0"));
+      await createOverlay(backing, overlay, diskBytes, { signal });
       signal.throwIfAborted();
       vm = await QemuVm.start({
         name: `sandtree-${sb.id}`,
@@ -167,7 +231,7 @@ export class SandboxService {
 
   private runStartCommand(sb: Sandbox, vm: QemuVm): void {
     const out = createWriteStream(path.join(this.logDir(sb.id), "start-command.log"));
-    const exec = vm.agent.exec({ shell: sb.start_command ?? "", env: sb.environment_vars });
+    const exec = vm.agent.exec({ shell: sb.start_command ?? "", env: this.environmentOf(sb) });
     this.deps.store.addEvent(sb.id, "start command launched");
     (async () => {
       for await (const ev of exec.events) {
@@ -182,8 +246,20 @@ export class SandboxService {
       .finally(() => out.end());
   }
 
+  /** Where sandbox disks and checkpoint layers live side by side. */
+  get layersDir(): string {
+    return path.join(this.deps.dataDir, "layers");
+  }
+
+  /** Removes the sandbox's disk files except layers that checkpoints still own. Idempotent. */
   private cleanupDisk(id: string): void {
     rmSync(this.diskDir(id), { recursive: true, force: true });
+    if (!existsSync(this.layersDir)) return;
+    const owned = new Set(this.deps.store.listCheckpoints({ sandboxId: id }).map((c) => c.blob_key));
+    const prefix = liveDiskName(id, "");
+    for (const f of readdirSync(this.layersDir)) {
+      if (f.startsWith(prefix) && !owned.has(f)) rmSync(path.join(this.layersDir, f), { force: true });
+    }
   }
 
   get(teamId: string, id: string): Sandbox {
@@ -232,6 +308,7 @@ export class SandboxService {
 
   /** Stops whatever runs for a sandbox and removes its disk and sockets. Idempotent. */
   private async teardown(id: string): Promise<void> {
+    await this.checkpointHooks?.onTeardown(id).catch(() => {});
     const p = this.provisioning.get(id);
     if (p) {
       p.abort.abort(new Error("sandbox deleted"));
@@ -244,6 +321,24 @@ export class SandboxService {
     }
     this.cleanupDisk(id);
     rmSync(this.runDir(id), { recursive: true, force: true });
+    rmSync(this.outputDir(id), { recursive: true, force: true });
+  }
+
+  /** Spilled output of buffered execs (deleted with the sandbox). */
+  outputDir(id: string): string {
+    return path.join(this.sandboxDir(id), "outputs");
+  }
+
+  /** Moves an active sandbox to TIMEOUT and tears it down; false when it had already ended. */
+  async expire(id: string, reason: string): Promise<boolean> {
+    const changed = this.deps.store.updateSandbox(
+      id,
+      { status: "TIMEOUT", error_reason: reason, terminated_at: new Date().toISOString() },
+      ACTIVE,
+    );
+    if (changed) this.deps.store.addEvent(id, `timeout: ${reason}`);
+    await this.teardown(id);
+    return changed;
   }
 
   logs(teamId: string, id: string, tailBytes: number) {

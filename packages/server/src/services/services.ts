@@ -1,13 +1,25 @@
+import type { AdmissionService } from "./admission-service.js";
 import type { AuthService } from "./auth-service.js";
+import type { BulkService } from "./bulk-service.js";
+import type { CheckpointService } from "./checkpoint-service.js";
 import type { ExecService } from "./exec-service.js";
 import type { FileService } from "./file-service.js";
 import type { ImageResolver } from "./image-resolver.js";
+import type { JobService } from "./job-service.js";
 import type { SandboxService } from "./sandbox-service.js";
+import type { TeamService } from "./team-service.js";
+import type { TimeoutService } from "./timeout-service.js";
 
 export interface Services {
   auth: AuthService;
   sandboxes: SandboxService;
+  checkpoints: CheckpointService;
   exec: ExecService;
   files: FileService;
   images: ImageResolver;
+  teams: TeamService;
+  admission: AdmissionService;
+  timeouts: TimeoutService;
+  jobs: JobService;
+  bulk: BulkService;
 }

@@ -88,12 +88,12 @@ export function deleteCheckpointRow(db: Database.Database, id: string): void {
   db.prepare("DELETE FROM checkpoints WHERE id = ?").run(id);
 }
 
-/** Checkpoints that active sandboxes were restored from (their disks still read those layers). */
+/** Head checkpoints of active sandboxes: their running disks read every layer of those chains. */
 export function checkpointsInUse(db: Database.Database): string[] {
   return (
     db
       .prepare(
-        "SELECT DISTINCT source_checkpoint_id AS id FROM sandboxes WHERE source_checkpoint_id IS NOT NULL AND status IN ('PENDING', 'PROVISIONING', 'RUNNING')",
+        "SELECT DISTINCT head_checkpoint_id AS id FROM sandboxes WHERE head_checkpoint_id IS NOT NULL AND status IN ('PENDING', 'PROVISIONING', 'RUNNING')",
       )
       .all() as Array<{ id: string }>
   ).map((r) => r.id);

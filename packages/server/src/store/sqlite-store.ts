@@ -1,7 +1,10 @@
 import { randomUUID } from "node:crypto";
-import type { Sandbox, SandboxStatus } from "@sandtree/protocol";
+import type { CheckpointState, Sandbox, SandboxStatus, TeamLimits, TeamUsage } from "@sandtree/protocol";
 import Database from "better-sqlite3";
-import type { ApiKeyRow, SandboxFilter, SandboxPatch, Store, TeamRow } from "./store.js";
+import type { AdmissionResult, ApiKeyRow, SandboxAdmission, SandboxFilter, SandboxPatch, Store, TeamRow } from "./store.js";
+import { type JobPatch, type JobRow, jobFromRow } from "./job-row.js";
+import * as ck from "./sqlite-checkpoints.js";
+import * as tenancy from "./sqlite-tenancy.js";
 
 /**
  * Schema migrations, applied once each by name (recorded in `schema_migrations`), so features
@@ -25,13 +28,38 @@ const MIGRATIONS: Array<[name: string, sql: string]> = [
      at TEXT NOT NULL, message TEXT NOT NULL);
    CREATE INDEX sandbox_events_sandbox ON sandbox_events(sandbox_id, id);`,
   ],
+  ["0002-teams-secrets-quotas", tenancy.TENANCY_MIGRATION],
+  [
+    "0003-timeouts-jobs",
+    `ALTER TABLE sandboxes ADD COLUMN timeout_minutes REAL;
+   ALTER TABLE sandboxes ADD COLUMN idle_timeout_minutes REAL;
+   ALTER TABLE sandboxes ADD COLUMN expires_at TEXT;
+   ALTER TABLE sandboxes ADD COLUMN last_activity_at TEXT;
+   CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,
+     team_id TEXT NOT NULL, sandbox_id TEXT NOT NULL, command TEXT NOT NULL, status TEXT NOT NULL,
+     exit_code INTEGER, stdout_bytes INTEGER NOT NULL DEFAULT 0, stderr_bytes INTEGER NOT NULL DEFAULT 0,
+     wrapper_pid INTEGER, kill_requested INTEGER NOT NULL DEFAULT 0, error_reason TEXT,
+     started_at TEXT NOT NULL, ended_at TEXT);
+   CREATE INDEX jobs_sandbox ON jobs(sandbox_id, seq);`,
+  ],
+  ["0004-checkpoints", ck.CHECKPOINT_MIGRATION],
 ];
 
-type SandboxRow = Omit<Sandbox, "environment_vars" | "labels"> & { seq: number; environment_vars: string; labels: string };
+type SandboxRow = Omit<Sandbox, "environment_vars" | "labels" | "secrets"> & {
+  seq: number;
+  environment_vars: string;
+  labels: string;
+  secrets?: string;
+};
 
 function fromRow(r: SandboxRow): Sandbox {
   const { seq: _seq, ...rest } = r;
-  return { ...rest, environment_vars: JSON.parse(r.environment_vars), labels: JSON.parse(r.labels) };
+  return {
+    ...rest,
+    environment_vars: JSON.parse(r.environment_vars),
+    labels: JSON.parse(r.labels),
+    secrets: JSON.parse(r.secrets ?? "{}"),
+  };
 }
 
 const now = () => new Date().toISOString();
@@ -166,6 +194,102 @@ export class SqliteStore implements Store {
       .prepare("SELECT at, message FROM sandbox_events WHERE sandbox_id = ? ORDER BY id DESC LIMIT ?")
       .all(sandboxId, limit) as Array<{ at: string; message: string }>;
     return rows.reverse();
+  }
+
+  listTeams(): TeamRow[] {
+    return tenancy.listTeams(this.db);
+  }
+  getTeam(id: string): TeamRow | undefined {
+    return tenancy.getTeam(this.db, id);
+  }
+  getApiKey(id: string): ApiKeyRow | undefined {
+    return tenancy.getApiKey(this.db, id);
+  }
+  listApiKeys(): ApiKeyRow[] {
+    return tenancy.listApiKeys(this.db);
+  }
+  revokeApiKey(id: string): boolean {
+    return tenancy.revokeApiKey(this.db, id);
+  }
+  countActiveAdminKeys(): number {
+    return tenancy.countActiveAdminKeys(this.db);
+  }
+  getTeamLimitOverrides(teamId: string): Partial<TeamLimits> {
+    return tenancy.getTeamLimitOverrides(this.db, teamId);
+  }
+  setTeamLimitOverrides(teamId: string, overrides: Partial<TeamLimits>): void {
+    tenancy.setTeamLimitOverrides(this.db, teamId, overrides);
+  }
+  teamUsage(teamId: string, nowMs: number): TeamUsage {
+    return tenancy.teamUsage(this.db, teamId, nowMs);
+  }
+  nthCreationSince(teamId: string, sinceIso: string, n: number): string | undefined {
+    return tenancy.nthCreationSince(this.db, teamId, sinceIso, n);
+  }
+  admitSandbox(a: SandboxAdmission): AdmissionResult {
+    return tenancy.admitSandbox(this.db, a, { insert: (s) => this.insertSandbox(s), get: (id) => this.getSandbox(id) });
+  }
+  getSealedSecrets(sandboxId: string): string | undefined {
+    return tenancy.getSealedSecrets(this.db, sandboxId);
+  }
+  findIdempotent(teamId: string, key: string, notBeforeIso: string): { sandbox: Sandbox; requestMac: string } | undefined {
+    return tenancy.findIdempotent(this.db, teamId, key, notBeforeIso, (id) => this.getSandbox(id));
+  }
+
+  insertJob(j: JobRow): void {
+    this.db
+      .prepare(
+        `INSERT INTO jobs (id, team_id, sandbox_id, command, status, exit_code, stdout_bytes, stderr_bytes, wrapper_pid,
+          kill_requested, error_reason, started_at, ended_at)
+         VALUES (@id, @team_id, @sandbox_id, @command, @status, @exit_code, @stdout_bytes, @stderr_bytes, @wrapper_pid,
+          @kill_requested, @error_reason, @started_at, @ended_at)`,
+      )
+      .run({ ...j, kill_requested: j.kill_requested ? 1 : 0 });
+  }
+
+  getJob(teamId: string, sandboxId: string, jobId: string): JobRow | undefined {
+    const r = this.db.prepare("SELECT * FROM jobs WHERE id = ? AND team_id = ? AND sandbox_id = ?").get(jobId, teamId, sandboxId);
+    return r ? jobFromRow(r as Record<string, unknown>) : undefined;
+  }
+
+  listJobs(teamId: string, sandboxId: string, limit: number): JobRow[] {
+    const rows = this.db
+      .prepare("SELECT * FROM jobs WHERE team_id = ? AND sandbox_id = ? ORDER BY seq DESC LIMIT ?")
+      .all(teamId, sandboxId, limit) as Array<Record<string, unknown>>;
+    return rows.map(jobFromRow);
+  }
+
+  updateJob(id: string, patch: JobPatch): void {
+    const fields: Record<string, unknown> = { ...patch };
+    if (patch.kill_requested !== undefined) fields.kill_requested = patch.kill_requested ? 1 : 0;
+    const keys = Object.keys(fields);
+    if (keys.length === 0) return;
+    this.db
+      .prepare(`UPDATE jobs SET ${keys.map((k) => `${k} = @${k}`).join(", ")} WHERE id = @__id`)
+      .run({ ...fields, __id: id });
+  }
+
+  touchSandbox(id: string, at: string): void {
+    this.db.prepare("UPDATE sandboxes SET last_activity_at = ? WHERE id = ?").run(at, id);
+  }
+
+  insertCheckpoint(c: ck.CheckpointRow): void {
+    ck.insertCheckpoint(this.db, c);
+  }
+  getCheckpoint(id: string, teamId?: string): ck.CheckpointRow | undefined {
+    return ck.getCheckpoint(this.db, id, teamId);
+  }
+  listCheckpoints(filter: { teamId?: string; sandboxId?: string; states?: readonly CheckpointState[] }): ck.CheckpointRow[] {
+    return ck.listCheckpoints(this.db, filter);
+  }
+  updateCheckpoint(id: string, patch: ck.CheckpointPatch, from?: readonly CheckpointState[]): boolean {
+    return ck.updateCheckpoint(this.db, id, patch, from);
+  }
+  deleteCheckpointRow(id: string): void {
+    ck.deleteCheckpointRow(this.db, id);
+  }
+  checkpointsInUse(): string[] {
+    return ck.checkpointsInUse(this.db);
   }
 
   close(): void {

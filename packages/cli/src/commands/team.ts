@@ -1,0 +1,147 @@
+import type { ApiKey, Team, TeamLimits, UpdateTeamLimitsRequest } from "@sandtree/protocol";
+import { type Command, InvalidArgumentError } from "commander";
+import type { CliContext } from "../context.js";
+import { formatAge, type OutputFormat, printJson, renderFields, renderTable } from "../output.js";
+import { globalFlags, outputOption } from "./shared.js";
+
+const LIMIT_NAMES = [
+  "max_active_sandboxes",
+  "max_vcpus",
+  "max_memory_gb",
+  "max_storage_gb",
+  "max_creations_per_hour",
+  "max_creations_per_10s",
+] as const satisfies ReadonlyArray<keyof TeamLimits>;
+
+/** `--set NAME=VALUE` (repeatable); VALUE `default` restores the default. */
+function collectLimit(input: string, prev: UpdateTeamLimitsRequest = {}): UpdateTeamLimitsRequest {
+  const eq = input.indexOf("=");
+  const name = input.slice(0, eq) as (typeof LIMIT_NAMES)[number];
+  const raw = input.slice(eq + 1);
+  if (eq <= 0 || !LIMIT_NAMES.includes(name)) {
+    throw new InvalidArgumentError(`--set takes NAME=VALUE with NAME one of ${LIMIT_NAMES.join(", ")}`);
+  }
+  const value = raw === "default" ? null : Number(raw);
+  if (value !== null && !(Number.isFinite(value) && value >= 0)) {
+    throw new InvalidArgumentError(`--set ${name}: ${raw} is not a number >= 0 (or "default")`);
+  }
+  return { ...prev, [name]: value };
+}
+
+/** `sandtree team ...` and `sandtree key ...`: admin commands over teams, limits and API keys. */
+export function registerTeamCommands(program: Command, ctx: CliContext): void {
+  const team = program.command("team").description("teams and their limits (admin key)");
+
+  team
+    .command("create")
+    .description("create a team")
+    .argument("<name>", "team name (1-63 letters, digits, '.', '_', '-')")
+    .addOption(outputOption())
+    .action(async (name: string, o: { output: OutputFormat }, cmd: Command) => {
+      const created = await (await ctx.client(globalFlags(cmd))).teams.create(name);
+      if (o.output === "json") printJson(ctx.stdout, created);
+      else ctx.stdout.write(`${created.name} ${created.id}\n`);
+    });
+
+  team
+    .command("list")
+    .alias("ls")
+    .description("list teams")
+    .addOption(outputOption())
+    .action(async (o: { output: OutputFormat }, cmd: Command) => {
+      const teams = await (await ctx.client(globalFlags(cmd))).teams.list();
+      if (o.output === "json") return printJson(ctx.stdout, teams);
+      ctx.stdout.write(teamTable(teams));
+    });
+
+  team
+    .command("limits")
+    .description("show a team's limits and usage; --set changes them")
+    .argument("<name>", "team name")
+    .option("--set <NAME=VALUE>", `change a limit (repeatable; VALUE "default" restores it)`, collectLimit)
+    .addOption(outputOption())
+    .action(async (name: string, o: { set?: UpdateTeamLimitsRequest; output: OutputFormat }, cmd: Command) => {
+      const client = await ctx.client(globalFlags(cmd));
+      const r = o.set ? await client.teams.setLimits(name, o.set) : await client.teams.getLimits(name);
+      if (o.output === "json") return printJson(ctx.stdout, r);
+      const usage: Record<(typeof LIMIT_NAMES)[number], number> = {
+        max_active_sandboxes: r.usage.active_sandboxes,
+        max_vcpus: r.usage.vcpus,
+        max_memory_gb: r.usage.memory_gb,
+        max_storage_gb: r.usage.storage_gb,
+        max_creations_per_hour: r.usage.creations_last_hour,
+        max_creations_per_10s: r.usage.creations_last_10s,
+      };
+      ctx.stdout.write(
+        renderTable(
+          ["LIMIT", "USED", "MAX"],
+          LIMIT_NAMES.map((n) => [n, String(usage[n]), String(r.limits[n])]),
+        ),
+      );
+    });
+
+  const key = program.command("key").description("API keys (admin key)");
+
+  key
+    .command("create")
+    .description("create an API key; prints it once")
+    .requiredOption("--team <name>", "the team the key acts for")
+    .option("--admin", "an admin key (manages teams and keys)")
+    .addOption(outputOption())
+    .action(async (o: { team: string; admin?: boolean; output: OutputFormat }, cmd: Command) => {
+      const created = await (await ctx.client(globalFlags(cmd))).keys.create(o.team, { admin: o.admin ?? false });
+      if (o.output === "json") return printJson(ctx.stdout, created);
+      ctx.stdout.write(
+        renderFields([
+          ["id", created.id],
+          ["team", created.team],
+          ["admin", String(created.admin)],
+          ["key", created.key],
+        ]),
+      );
+      ctx.stderr.write("store the key now: it is not shown again\n");
+    });
+
+  key
+    .command("list")
+    .alias("ls")
+    .description("list API keys (prefixes only)")
+    .addOption(outputOption())
+    .action(async (o: { output: OutputFormat }, cmd: Command) => {
+      const keys = await (await ctx.client(globalFlags(cmd))).keys.list();
+      if (o.output === "json") return printJson(ctx.stdout, keys);
+      ctx.stdout.write(keyTable(keys));
+    });
+
+  key
+    .command("revoke")
+    .description("revoke an API key (refused from its next request on)")
+    .argument("<id>", "key id (see `sandtree key list`)")
+    .addOption(outputOption())
+    .action(async (id: string, o: { output: OutputFormat }, cmd: Command) => {
+      const revoked = await (await ctx.client(globalFlags(cmd))).keys.revoke(id);
+      if (o.output === "json") printJson(ctx.stdout, revoked);
+      else ctx.stdout.write(`${revoked.id} revoked\n`);
+    });
+}
+
+export function teamTable(teams: readonly Team[], now = Date.now()): string {
+  return renderTable(
+    ["NAME", "ID", "AGE"],
+    teams.map((t) => [t.name, t.id, formatAge(t.created_at, now)]),
+  );
+}
+
+export function keyTable(keys: readonly ApiKey[], now = Date.now()): string {
+  return renderTable(
+    ["ID", "TEAM", "PREFIX", "ADMIN", "AGE", "REVOKED"],
+    keys.map((k) => [
+      k.id,
+      k.team,
+      `${k.prefix}...`,
+      k.admin ? "yes" : "no",
+      formatAge(k.created_at, now),
+      k.revoked_at ? formatAge(k.revoked_at, now) : "-",
+    ]),
+  );
+}

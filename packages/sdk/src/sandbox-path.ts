@@ -1,0 +1,3 @@
+export function sandboxPath(id: string): string {
+  return `/v1/sandboxes/${encodeURIComponent(id)}`;
+}

@@ -1,0 +1,112 @@
+import type { SandboxStatus } from "@sandtree/protocol";
+import type { Store } from "../store/store.js";
+import { expiryReason } from "./lifetime.js";
+import type { Logger } from "./logger.js";
+import type { SandboxService } from "./sandbox-service.js";
+
+const ACTIVE: readonly SandboxStatus[] = ["PENDING", "PROVISIONING", "RUNNING"];
+/** Activity is written to the store at most this often per sandbox (it is tracked in memory). */
+const PERSIST_EVERY_MS = 5_000;
+
+export interface TimeoutServiceDeps {
+  store: Store;
+  sandboxes: SandboxService;
+  log: Logger;
+  /** How often the reaper looks for expired sandboxes. */
+  intervalMs: number;
+}
+
+/**
+ * Lifetime and idle timeouts: a reaper moves expired sandboxes to TIMEOUT and tears them down.
+ * Requests that use a sandbox (commands, transfers, file reads, jobs' output) mark it active;
+ * while one is in flight the sandbox is never idle.
+ */
+export class TimeoutService {
+  private readonly lastActivity = new Map<string, number>();
+  private readonly persistedAt = new Map<string, number>();
+  private readonly inflight = new Map<string, number>();
+  private readonly expiring = new Map<string, Promise<void>>();
+  private timer: NodeJS.Timeout | null = null;
+  private sweeping: Promise<void> | null = null;
+
+  constructor(private readonly deps: TimeoutServiceDeps) {}
+
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => {
+      this.sweeping ??= this.sweep()
+        .then(() => {})
+        .catch((err) => this.deps.log.error({ err }, "timeout sweep failed"))
+        .finally(() => {
+          this.sweeping = null;
+        });
+    }, this.deps.intervalMs);
+    this.timer.unref();
+  }
+
+  /** Stops the reaper and waits for teardowns it started. Idempotent. */
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.sweeping;
+    await Promise.allSettled([...this.expiring.values()]);
+  }
+
+  /** Marks the sandbox active now. Only for a sandbox of the team (other ids are ignored). */
+  touch(teamId: string, id: string): void {
+    const sb = this.deps.store.getSandbox(id, teamId);
+    if (!sb) return;
+    const now = Date.now();
+    this.lastActivity.set(id, now);
+    if (now - (this.persistedAt.get(id) ?? 0) >= PERSIST_EVERY_MS) {
+      this.persistedAt.set(id, now);
+      this.deps.store.touchSandbox(id, new Date(now).toISOString());
+    }
+  }
+
+  /** An operation on the sandbox begins; call the returned function when it ends. */
+  begin(teamId: string, id: string): () => void {
+    this.touch(teamId, id);
+    if (!this.lastActivity.has(id)) return () => {};
+    this.inflight.set(id, (this.inflight.get(id) ?? 0) + 1);
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      const n = (this.inflight.get(id) ?? 1) - 1;
+      if (n <= 0) this.inflight.delete(id);
+      else this.inflight.set(id, n);
+      this.touch(teamId, id);
+    };
+  }
+
+  /** One pass of the reaper: starts tearing down expired sandboxes (without waiting) and names them. */
+  async sweep(nowMs = Date.now()): Promise<string[]> {
+    const expired: string[] = [];
+    for (const sb of this.deps.store.listSandboxesByStatus(ACTIVE)) {
+      if (this.expiring.has(sb.id)) continue;
+      const busy = (this.inflight.get(sb.id) ?? 0) > 0;
+      const reason = expiryReason(busy ? { ...sb, idle_timeout_minutes: null } : sb, this.lastActivity.get(sb.id), nowMs);
+      if (!reason) continue;
+      expired.push(sb.id);
+      const done = this.deps.sandboxes
+        .expire(sb.id, reason)
+        .then((changed) => {
+          if (changed) this.deps.log.info({ sandbox: sb.id, reason }, "sandbox timed out");
+        })
+        .catch((err) => this.deps.log.error({ err, sandbox: sb.id }, "timeout teardown failed"))
+        .finally(() => {
+          this.expiring.delete(sb.id);
+          this.forget(sb.id);
+        });
+      this.expiring.set(sb.id, done);
+    }
+    return expired;
+  }
+
+  private forget(id: string): void {
+    this.lastActivity.delete(id);
+    this.persistedAt.delete(id);
+    this.inflight.delete(id);
+  }
+}

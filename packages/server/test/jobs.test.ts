@@ -1,0 +1,135 @@
+import path from "node:path";
+import { AgentClient } from "@sandtree/host";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestServer, type TestServer } from "./helpers.js";
+
+let t: TestServer;
+let id: string;
+let teamId: string;
+
+beforeAll(async () => {
+  t = await startTestServer();
+  const r = await t.api("POST", "/v1/sandboxes", { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 });
+  expect(r.status).toBe(201);
+  id = r.body.id;
+  teamId = r.body.team_id;
+  await t.waitRunning(id);
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+const start = async (body: Record<string, unknown>) => {
+  const r = await t.api("POST", `/v1/sandboxes/${id}/jobs`, body);
+  expect(r.status, JSON.stringify(r.body)).toBe(201);
+  expect(r.body.status).toBe("RUNNING");
+  return r.body.job_id as string;
+};
+
+async function waitEnded(jobId: string, timeoutMs = 60_000): Promise<any> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const r = await t.api("GET", `/v1/sandboxes/${id}/jobs/${jobId}`);
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    if (r.body.status !== "RUNNING") return r.body;
+    if (Date.now() > deadline) throw new Error(`job ${jobId} still running`);
+    await new Promise((res) => setTimeout(res, 200));
+  }
+}
+
+describe("background jobs on a real microVM", () => {
+  it("runs a job detached and reports its output tails and exit status", async () => {
+    const jobId = await start({ command: "echo out; echo err >&2; sleep 1; exit 3" });
+    const job = await waitEnded(jobId);
+    expect(job).toMatchObject({
+      job_id: jobId,
+      status: "EXITED",
+      exit_code: 3,
+      stdout_tail: "out\n",
+      stderr_tail: "err\n",
+      stdout_bytes: 4,
+      stderr_bytes: 4,
+      stdout_truncated: false,
+    });
+    expect(Date.parse(job.ended_at)).toBeGreaterThanOrEqual(Date.parse(job.started_at) - 1000);
+    const list = await t.api("GET", `/v1/sandboxes/${id}/jobs`);
+    expect(list.body.jobs.map((j: { job_id: string }) => j.job_id)).toContain(jobId);
+  });
+
+  it("passes argv words quoted, env, cwd and user", async () => {
+    const jobId = await start({
+      command: ["sh", "-c", 'echo "$1 $FOO"; pwd; id -u', "x", "it's $HOME"],
+      env: { FOO: "bar" },
+      cwd: "/tmp",
+      user: "user",
+    });
+    const job = await waitEnded(jobId);
+    expect(job.exit_code).toBe(0);
+    expect(job.stdout_tail).toBe("it's $HOME bar\n/tmp\n1000\n");
+  });
+
+  it("serves output from any offset while tails stay short", async () => {
+    const jobId = await start({ command: "i=0; while [ $i -lt 3000 ]; do echo line-$i; i=$((i+1)); done" });
+    const job = await waitEnded(jobId);
+    const expected = Array.from({ length: 3000 }, (_, i) => `line-${i}\n`).join("");
+    expect(job.stdout_bytes).toBe(expected.length);
+    expect(job.stdout_truncated).toBe(true);
+    expect(expected.endsWith(job.stdout_tail)).toBe(true);
+    expect(job.stdout_tail.length).toBeLessThanOrEqual(16 * 1024);
+    const all = await fetch(`${t.url}/v1/sandboxes/${id}/jobs/${jobId}/output?stream=stdout`, {
+      headers: { authorization: `Bearer ${t.key}` },
+    });
+    expect(await all.text()).toBe(expected);
+    const part = await t.api("GET", `/v1/sandboxes/${id}/jobs/${jobId}/output?offset=7&length=6`);
+    expect(part.body).toBe(expected.slice(7, 13));
+    const past = await t.api("GET", `/v1/sandboxes/${id}/jobs/${jobId}/output?stream=stderr&offset=100`);
+    expect(past).toMatchObject({ status: 200, body: "" });
+  });
+
+  it("kills the job's whole process group and reports KILLED", async () => {
+    const jobId = await start({ command: "sleep 1000 & sleep 1001; echo never" });
+    await new Promise((r) => setTimeout(r, 500));
+    const killed = await t.api("POST", `/v1/sandboxes/${id}/jobs/${jobId}/kill`, { signal: "SIGTERM" });
+    expect(killed.status, JSON.stringify(killed.body)).toBe(200);
+    const job = await waitEnded(jobId);
+    expect(job).toMatchObject({ status: "KILLED", exit_code: 143, stdout_tail: "" });
+    const ps = await t.api("POST", `/v1/sandboxes/${id}/exec`, { command: "ps | grep -c 'sleep 100[01]' || true" });
+    expect(ps.body.stdout.trim()).toBe("0");
+    const again = await t.api("POST", `/v1/sandboxes/${id}/jobs/${jobId}/kill`, {});
+    expect(again.body.status).toBe("KILLED");
+  });
+
+  it("keeps running across a re-established agent connection", async () => {
+    const jobId = await start({ command: "sleep 2; echo done" });
+    const vm = t.server.services.sandboxes.running(teamId, id);
+    vm.agent.close();
+    vm.agent = await AgentClient.connect(path.join(vm.opts.runDir, "agent.sock"), { timeoutMs: 30_000 });
+    const job = await waitEnded(jobId);
+    expect(job).toMatchObject({ status: "EXITED", exit_code: 0, stdout_tail: "done\n" });
+  });
+
+  it("answers 404 for unknown jobs and jobs of another sandbox, 400 for bad requests", async () => {
+    const jobId = await start({ command: "true" });
+    const other = await t.api("POST", "/v1/sandboxes", { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 });
+    try {
+      const r = await t.api("GET", `/v1/sandboxes/${other.body.id}/jobs/${jobId}`);
+      expect(r).toMatchObject({ status: 404, body: { code: "JOB_NOT_FOUND" } });
+    } finally {
+      await t.api("DELETE", `/v1/sandboxes/${other.body.id}`);
+    }
+    expect((await t.api("GET", `/v1/sandboxes/${id}/jobs/job-0000000000000000`)).status).toBe(404);
+    expect((await t.api("GET", `/v1/sandboxes/${id}/jobs/../../x`)).status).toBe(404);
+    expect((await t.api("POST", `/v1/sandboxes/${id}/jobs`, { command: "" })).status).toBe(400);
+    expect((await t.api("POST", `/v1/sandboxes/${id}/jobs/${jobId}/kill`, { signal: "SIGNOPE" })).status).toBe(400);
+    expect((await t.api("GET", `/v1/sandboxes/${id}/jobs/${jobId}/output?stream=both`)).status).toBe(400);
+  });
+
+  it("ends a running job as KILLED when its sandbox ends", async () => {
+    const jobId = await start({ command: "sleep 1000" });
+    await t.api("DELETE", `/v1/sandboxes/${id}`);
+    const r = await t.api("GET", `/v1/sandboxes/${id}/jobs/${jobId}`);
+    expect(r.body).toMatchObject({ status: "KILLED", exit_code: null });
+    expect(r.body.error_reason).toContain("TERMINATED");
+    expect((await t.api("GET", `/v1/sandboxes/${id}/jobs/${jobId}/output`)).body.code).toBe("SANDBOX_NOT_RUNNING");
+  });
+});
