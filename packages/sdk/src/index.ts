@@ -1,5 +1,8 @@
 export type {
   ApiKey,
+  BatchStatusResult,
+  BulkDeleteRequest,
+  BulkDeleteResult,
   CreatedApiKey,
   CreateSandboxRequest,
   ExecResult,
@@ -7,6 +10,9 @@ export type {
   FileStat,
   Checkpoint,
   Image,
+  Job,
+  JobList,
+  JobStatus,
   Sandbox,
   SandboxList,
   SandboxLogs,
@@ -43,6 +49,5 @@ export { Teams } from "./teams.js";
 export type { ForkOptions, WaitForCheckpointOptions } from "./checkpoints.js";
 export { CheckpointFailedError, Checkpoints } from "./checkpoints.js";
 export type { CreateSandboxInput } from "./sandboxes.js";
-export type { BatchStatusResult, BulkDeleteRequest, BulkDeleteResult, Job, JobList, JobStatus } from "@sandtree/protocol";
 export type { FollowOptions, OutputOptions, StartJobOptions } from "./jobs.js";
 export { Jobs } from "./jobs.js";

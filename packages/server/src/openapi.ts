@@ -1,6 +1,10 @@
 import {
   ApiKey,
   ApiKeyList,
+  BatchStatusRequest,
+  BatchStatusResult,
+  BulkDeleteRequest,
+  BulkDeleteResult,
   CreateApiKeyRequest,
   CreatedApiKey,
   CreateSandboxRequest,
@@ -14,12 +18,16 @@ import {
   Image,
   ImageList,
   ImportImageRequest,
+  Job,
+  JobList,
+  KillJobRequest,
   MkdirRequest,
   PullImageRequest,
   Sandbox,
   SandboxList,
   SandboxLogs,
   SignalRequest,
+  StartJobRequest,
   Team,
   TeamLimitsResponse,
   TeamList,
@@ -29,6 +37,14 @@ import {
 import { z } from "zod";
 
 const schemas = {
+  BulkDeleteRequest,
+  BulkDeleteResult,
+  BatchStatusRequest,
+  BatchStatusResult,
+  StartJobRequest,
+  Job,
+  JobList,
+  KillJobRequest,
   CreateSandboxRequest,
   Sandbox,
   SandboxList,
@@ -62,6 +78,8 @@ const json = (name: keyof typeof schemas) => ({ content: { "application/json": {
 const errors = { default: { description: "error", ...json("ErrorBody") } };
 const idParam = { name: "id", in: "path", required: true, schema: { type: "string" } };
 const teamParam = { name: "name", in: "path", required: true, schema: { type: "string" } };
+const jobParam = { name: "jobId", in: "path", required: true, schema: { type: "string" } };
+const outputQuery = ["stream", "offset", "length"].map((n) => ({ name: n, in: "query", schema: { type: "string" } }));
 const pathQuery = { name: "path", in: "query", required: true, schema: { type: "string" } };
 
 let cached: object | null = null;
@@ -174,6 +192,39 @@ export function openApiDocument(): object {
       },
       "/v1/keys/{id}": {
         delete: { summary: "Revoke an API key (admin)", parameters: [idParam], responses: { 200: json("ApiKey"), ...errors } },
+      },
+      "/v1/sandboxes/bulk-delete": {
+        post: { requestBody: json("BulkDeleteRequest"), responses: { 200: json("BulkDeleteResult"), ...errors } },
+      },
+      "/v1/sandboxes/batch-status": {
+        post: { requestBody: json("BatchStatusRequest"), responses: { 200: json("BatchStatusResult"), ...errors } },
+      },
+      "/v1/sandboxes/{id}/execs/{execId}/output": {
+        get: {
+          summary: "A byte range of a buffered exec's whole stdout or stderr",
+          parameters: [idParam, { name: "execId", in: "path", required: true, schema: { type: "string" } }, ...outputQuery],
+          responses: { 200: { description: "bytes", content: { "application/octet-stream": {} } }, ...errors },
+        },
+      },
+      "/v1/sandboxes/{id}/jobs": {
+        post: { parameters: [idParam], requestBody: json("StartJobRequest"), responses: { 201: json("Job"), ...errors } },
+        get: { parameters: [idParam], responses: { 200: json("JobList"), ...errors } },
+      },
+      "/v1/sandboxes/{id}/jobs/{jobId}": {
+        get: { parameters: [idParam, jobParam], responses: { 200: json("Job"), ...errors } },
+      },
+      "/v1/sandboxes/{id}/jobs/{jobId}/output": {
+        get: {
+          parameters: [idParam, jobParam, ...outputQuery],
+          responses: { 200: { description: "bytes", content: { "application/octet-stream": {} } }, ...errors },
+        },
+      },
+      "/v1/sandboxes/{id}/jobs/{jobId}/kill": {
+        post: {
+          parameters: [idParam, jobParam],
+          requestBody: json("KillJobRequest"),
+          responses: { 200: json("Job"), ...errors },
+        },
       },
       "/v1/images": { get: { responses: { 200: json("ImageList"), ...errors } } },
       "/v1/images/import": {

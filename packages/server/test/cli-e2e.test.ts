@@ -86,6 +86,24 @@ describe("the sandtree CLI against a real server", () => {
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain("SANDBOX_NOT_FOUND");
 
+    const ck = await sandtree(["sandbox", "checkpoint", "create", sb.id, "--wait"]);
+    expect(ck.code, ck.stderr).toBe(0);
+    const cid = ck.stdout.trim();
+    const listed = await sandtree(["sandbox", "checkpoint", "list", sb.id, "-o", "json"]);
+    expect(JSON.parse(listed.stdout)[0]).toMatchObject({ id: cid, state: "DURABLE" });
+    const forked = await sandtree(["sandbox", "fork", sb.id, "--memory-gb", "0.25", "-y"]);
+    expect(forked.code, forked.stderr).toBe(0);
+    const childId = forked.stdout.trim();
+    const restored = await sandtree(["sandbox", "checkpoint", "restore", cid, "--memory-gb", "0.25", "--wait", "-y"]);
+    expect(restored.code, restored.stderr).toBe(0);
+    const fromCk = restored.stdout.trim();
+    await t.waitRunning(childId);
+    for (const child of [childId, fromCk]) {
+      const cat = await sandtree(["sandbox", "run", child, "--", "cat", "/root/up.txt"]);
+      expect(cat.stdout).toBe("payload\n");
+    }
+    expect((await sandtree(["sandbox", "delete", childId, fromCk, "-y"])).code).toBe(0);
+    expect((await sandtree(["sandbox", "checkpoint", "delete", cid])).code).toBe(2);
     expect((await sandtree(["sandbox", "delete", sb.id, "-y"])).code).toBe(0);
     const after = await sandtree(["sandbox", "run", sb.id, "--", "true"]);
     expect(after.code).toBe(1);

@@ -1,5 +1,6 @@
 import path from "node:path";
 import { AgentClient } from "@sandtree/host";
+import { SandtreeClient } from "@sandtree/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "./helpers.js";
 
@@ -122,6 +123,33 @@ describe("background jobs on a real microVM", () => {
     expect((await t.api("POST", `/v1/sandboxes/${id}/jobs`, { command: "" })).status).toBe(400);
     expect((await t.api("POST", `/v1/sandboxes/${id}/jobs/${jobId}/kill`, { signal: "SIGNOPE" })).status).toBe(400);
     expect((await t.api("GET", `/v1/sandboxes/${id}/jobs/${jobId}/output?stream=both`)).status).toBe(400);
+  });
+
+  it("works through the SDK: start, follow, output, kill, batch status", async () => {
+    const client = new SandtreeClient({ apiUrl: t.url, apiKey: t.key });
+    const job = await client.sandboxes.jobs.start(id, "for i in 1 2 3; do echo tick-$i; sleep 0.3; done", { env: { A: "b" } });
+    let text = "";
+    const it = client.sandboxes.jobs.follow(id, job.job_id, { intervalMs: 100 });
+    for (;;) {
+      const next = await it.next();
+      if (next.done) {
+        expect(next.value).toMatchObject({ status: "EXITED", exit_code: 0 });
+        break;
+      }
+      text += Buffer.from(next.value).toString("utf8");
+    }
+    expect(text).toBe("tick-1\ntick-2\ntick-3\n");
+    expect(Buffer.from(await client.sandboxes.jobs.output(id, job.job_id, { offset: 7 })).toString()).toBe("tick-2\ntick-3\n");
+    const sleeper = await client.sandboxes.jobs.start(id, ["sleep", "1000"]);
+    await client.sandboxes.jobs.kill(id, sleeper.job_id, "SIGKILL");
+    await expect(waitEnded(sleeper.job_id)).resolves.toMatchObject({ status: "KILLED", exit_code: 137 });
+    expect((await client.sandboxes.jobs.list(id)).jobs.length).toBeGreaterThanOrEqual(2);
+    const buffered = await client.sandboxes.run(id, "printf abcdef");
+    expect(Buffer.from(await client.sandboxes.execOutput(id, buffered.exec_id ?? "", { offset: 2, length: 3 })).toString()).toBe(
+      "cde",
+    );
+    const st = await client.sandboxes.batchStatus([id, "sb-missing"]);
+    expect(st).toEqual({ sandboxes: [{ id, status: "RUNNING", error_reason: null }], not_found: ["sb-missing"] });
   });
 
   it("ends a running job as KILLED when its sandbox ends", async () => {

@@ -82,13 +82,36 @@ describe("the SDK against a real server and VM", () => {
     await expect(client.files.stat(id, "/root/in.bin")).rejects.toBeInstanceOf(NotFoundError);
   });
 
+  it("checkpoints, waits for DURABLE, restores with checkpointId and forks", { timeout: 300_000 }, async () => {
+    await client.files.write(id, "/root/state.txt", "before");
+    const ck = await client.checkpoints.create(id);
+    const durable = await client.checkpoints.waitForCheckpoint(ck.id, { timeoutMs: 120_000 });
+    expect(durable.state).toBe("DURABLE");
+    expect((await client.checkpoints.list(id)).map((c) => c.id)).toContain(ck.id);
+    await client.files.write(id, "/root/state.txt", "after");
+    const restored = await client.sandboxes.create({ checkpointId: ck.id, memory_gb: 0.25 });
+    await client.sandboxes.waitForCreation(restored.id, { timeoutMs: 240_000 });
+    expect(await client.files.read(restored.id, "/root/state.txt", { encoding: "utf8" })).toBe("before");
+    const child = await client.sandboxes.fork(id, { name: "child", memoryGb: 0.25 });
+    expect(child.source_checkpoint_id).toBeTruthy();
+    expect(child.cpu_cores).toBe(1);
+    await client.sandboxes.waitForCreation(child.id, { timeoutMs: 240_000 });
+    expect(await client.files.read(child.id, "/root/state.txt", { encoding: "utf8" })).toBe("after");
+    await Promise.all([client.sandboxes.delete(restored.id), client.sandboxes.delete(child.id)]);
+    await expect(client.checkpoints.waitForCheckpoint("ck-missing", { timeoutMs: 1000 })).rejects.toMatchObject({
+      code: "CHECKPOINT_NOT_FOUND",
+    });
+    const gone = await client.checkpoints.delete(ck.id);
+    expect(gone.stored_bytes).toBe(0);
+  });
+
   it("raises typed errors carrying the server's code", async () => {
     await expect(client.sandboxes.get("sb-nope")).rejects.toMatchObject({ code: "SANDBOX_NOT_FOUND" });
     await expect(client.sandboxes.create({ image: "sandtree/busybox", cpu_cores: 0 })).rejects.toBeInstanceOf(ValidationError);
     await expect(client.sandboxes.create({ image: "sandtree/nope" })).rejects.toMatchObject({ code: "IMAGE_NOT_FOUND" });
     const bad = new SandtreeClient({ apiUrl: t.url, apiKey: "st_wrong" });
     await expect(bad.sandboxes.list()).rejects.toBeInstanceOf(AuthenticationError);
-    const listed = await client.sandboxes.list({ labels: { via: "sdk" } });
+    const listed = await client.sandboxes.list({ labels: { via: "sdk" }, status: "RUNNING" });
     expect(listed.sandboxes.map((s) => s.id)).toEqual([id]);
     await client.sandboxes.delete(id);
     await expect(client.sandboxes.run(id, "true")).rejects.toBeInstanceOf(ConflictError);

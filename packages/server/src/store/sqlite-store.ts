@@ -1,8 +1,8 @@
 import { randomUUID } from "node:crypto";
 import type { CheckpointState, Sandbox, SandboxStatus, TeamLimits, TeamUsage } from "@sandtree/protocol";
 import Database from "better-sqlite3";
-import type { AdmissionResult, ApiKeyRow, SandboxAdmission, SandboxFilter, SandboxPatch, Store, TeamRow } from "./store.js";
 import { type JobPatch, type JobRow, jobFromRow } from "./job-row.js";
+import type { AdmissionResult, ApiKeyRow, SandboxAdmission, SandboxFilter, SandboxPatch, Store, TeamRow } from "./store.js";
 import * as ck from "./sqlite-checkpoints.js";
 import * as tenancy from "./sqlite-tenancy.js";
 
