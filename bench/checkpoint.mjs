@@ -53,7 +53,15 @@ try {
     const d = await client.checkpoints.waitForCheckpoint(c.id, { intervalMs: 10, timeoutMs: 600_000 });
     const durableMs = ms(t0);
     const copyMs = rawCopyMs(mb);
-    out.durable.push({ changed_mb: mb, frozen_ms: frozenMs, durable_ms: durableMs, raw_copy_ms: copyMs, ratio: +(durableMs / copyMs).toFixed(3), stored_bytes: d.stored_bytes, aim: 1.5 });
+    out.durable.push({
+      changed_mb: mb,
+      frozen_ms: frozenMs,
+      durable_ms: durableMs,
+      raw_copy_ms: copyMs,
+      ratio: +(durableMs / copyMs).toFixed(3),
+      stored_bytes: d.stored_bytes,
+      aim: 1.5,
+    });
   }
   await client.sandboxes.delete(big);
 
@@ -76,7 +84,15 @@ try {
     await client.sandboxes.delete(fresh);
   }
   const p50 = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-  out.fork = { changed_mb: 100, fork_p50_ms: p50(forks), create_p50_ms: p50(creates), ratio: +(p50(forks) / p50(creates)).toFixed(3), forks_ms: forks, creates_ms: creates, aim: "< 2x warm create (warm templates not built yet: compared with cold create)" };
+  out.fork = {
+    changed_mb: 100,
+    fork_p50_ms: p50(forks),
+    create_p50_ms: p50(creates),
+    ratio: +(p50(forks) / p50(creates)).toFixed(3),
+    forks_ms: forks,
+    creates_ms: creates,
+    aim: "< 2x warm create (warm templates not built yet: compared with cold create)",
+  };
 
   // Ten near-identical checkpoints (a few KB differ each time) vs ten full copies of the disk.
   const ids = [];
@@ -86,10 +102,23 @@ try {
   }
   const disk = path.join(work, "flat.qcow2");
   const layer = (await client.checkpoints.list(src)).at(-1);
-  execFileSync("qemu-img", ["convert", "-U", "-O", "qcow2", path.join(work, "data", "layers", `live-${src}-${layer.id}.qcow2`), disk]);
+  execFileSync("qemu-img", [
+    "convert",
+    "-U",
+    "-O",
+    "qcow2",
+    path.join(work, "data", "layers", `live-${src}-${layer.id}.qcow2`),
+    disk,
+  ]);
   const full = statSync(disk).size;
   const stored = ids.reduce((a, b) => a + b, 0);
-  out.storage = { checkpoints: 10, stored_bytes_total: stored, full_copy_bytes_each: full, ten_full_copies_bytes: full * 10, ratio: +(stored / (full * 10)).toFixed(4) };
+  out.storage = {
+    checkpoints: 10,
+    stored_bytes_total: stored,
+    full_copy_bytes_each: full,
+    ten_full_copies_bytes: full * 10,
+    ratio: +(stored / (full * 10)).toFixed(4),
+  };
   await client.sandboxes.delete(src);
   console.log(JSON.stringify(out, null, 2));
 } finally {

@@ -3,12 +3,12 @@ export type {
   BatchStatusResult,
   BulkDeleteRequest,
   BulkDeleteResult,
+  Checkpoint,
   CreatedApiKey,
   CreateSandboxRequest,
   ExecResult,
   FileList,
   FileStat,
-  Checkpoint,
   Image,
   Job,
   JobList,
@@ -22,6 +22,8 @@ export type {
   TeamLimitsResponse,
   UploadResult,
 } from "@sandtree/protocol";
+export type { ForkOptions, WaitForCheckpointOptions } from "./checkpoints.js";
+export { CheckpointFailedError, Checkpoints } from "./checkpoints.js";
 export type { ResolvedConfig, SandtreeClientOptions } from "./client.js";
 export { DEFAULT_API_URL, DEFAULT_TIMEOUT_MS, resolveConfig, SandtreeClient } from "./client.js";
 export * from "./errors.js";
@@ -32,11 +34,14 @@ export { Files } from "./files.js";
 export type { RequestOptions } from "./http.js";
 export type { PullImageOptions } from "./images.js";
 export { Images } from "./images.js";
+export type { FollowOptions, OutputOptions, StartJobOptions } from "./jobs.js";
+export { Jobs } from "./jobs.js";
 export { Keys } from "./keys.js";
 export { NdjsonDecoder } from "./ndjson.js";
 export type { RetryOptions } from "./retry.js";
 export { DEFAULT_RETRY } from "./retry.js";
 export type {
+  CreateSandboxInput,
   ExecCommand,
   ExecOptions,
   ListSandboxesOptions,
@@ -46,8 +51,3 @@ export type {
 } from "./sandboxes.js";
 export { Sandboxes } from "./sandboxes.js";
 export { Teams } from "./teams.js";
-export type { ForkOptions, WaitForCheckpointOptions } from "./checkpoints.js";
-export { CheckpointFailedError, Checkpoints } from "./checkpoints.js";
-export type { CreateSandboxInput } from "./sandboxes.js";
-export type { FollowOptions, OutputOptions, StartJobOptions } from "./jobs.js";
-export { Jobs } from "./jobs.js";

@@ -12,8 +12,8 @@ import {
   type SandboxStatus,
   TERMINAL_STATUSES,
 } from "@sandtree/protocol";
-import { InvalidResponseError, SandboxFailedError, TimeoutError } from "./errors.js";
 import { type ForkOptions, forkSandbox } from "./checkpoints.js";
+import { InvalidResponseError, SandboxFailedError, TimeoutError } from "./errors.js";
 import { ExecHandle } from "./exec-handle.js";
 import type { HttpClient, RequestOptions } from "./http.js";
 import { Jobs, type OutputOptions, readOutput } from "./jobs.js";

@@ -1,9 +1,9 @@
-import { CreateSandboxRequest, ListSandboxesQuery, SandtreeError } from "@sandtree/protocol";
+import { ListSandboxesQuery, SandtreeError } from "@sandtree/protocol";
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { parse } from "../errors.js";
-import { createParams } from "./checkpoint-routes.js";
 import type { Services } from "../services/services.js";
+import { createParams } from "./checkpoint-routes.js";
 
 const IdParams = z.object({ id: z.string().min(1).max(64) });
 

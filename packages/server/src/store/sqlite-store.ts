@@ -2,9 +2,9 @@ import { randomUUID } from "node:crypto";
 import type { CheckpointState, Sandbox, SandboxStatus, TeamLimits, TeamUsage } from "@sandtree/protocol";
 import Database from "better-sqlite3";
 import { type JobPatch, type JobRow, jobFromRow } from "./job-row.js";
-import type { AdmissionResult, ApiKeyRow, SandboxAdmission, SandboxFilter, SandboxPatch, Store, TeamRow } from "./store.js";
 import * as ck from "./sqlite-checkpoints.js";
 import * as tenancy from "./sqlite-tenancy.js";
+import type { AdmissionResult, ApiKeyRow, SandboxAdmission, SandboxFilter, SandboxPatch, Store, TeamRow } from "./store.js";
 
 /**
  * Schema migrations, applied once each by name (recorded in `schema_migrations`), so features

@@ -1,6 +1,6 @@
-import type { CheckpointPatch, CheckpointRow } from "./sqlite-checkpoints.js";
 import type { CheckpointState, Sandbox, SandboxStatus, TeamLimits, TeamUsage } from "@sandtree/protocol";
 import type { JobStore } from "./job-row.js";
+import type { CheckpointPatch, CheckpointRow } from "./sqlite-checkpoints.js";
 
 export interface TeamRow {
   id: string;
