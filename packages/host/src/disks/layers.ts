@@ -1,7 +1,9 @@
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
 import { open, stat } from "node:fs/promises";
+import path from "node:path";
 import { pipeline } from "node:stream/promises";
+import { runCommand } from "../util/run-command.js";
 
 /** sha256 of a file, streamed. */
 export async function sha256File(file: string, opts: { signal?: AbortSignal } = {}): Promise<string> {
@@ -29,4 +31,23 @@ export async function sealLayer(file: string, opts: { signal?: AbortSignal } = {
   const { size } = await stat(file);
   const sha256 = await sha256File(file, opts.signal ? { signal: opts.signal } : {});
   return { sha256, size };
+}
+
+/**
+ * Writes `dest` as a copy of the whole chain under `layer` down to (not including) `backing`,
+ * whose name it records: one layer holding everything its ancestors held, so reads stop
+ * walking a long chain. Names are relative to `dir`, where all three live.
+ */
+export async function flattenLayer(
+  dir: string,
+  layer: string,
+  backing: string,
+  dest: string,
+  opts: { signal?: AbortSignal } = {},
+): Promise<{ sha256: string; size: number }> {
+  await runCommand(["qemu-img", "convert", "-q", "-O", "qcow2", "-F", "qcow2", "-B", backing, layer, dest], {
+    cwd: dir,
+    ...(opts.signal ? { signal: opts.signal } : {}),
+  });
+  return sealLayer(path.join(dir, dest), opts);
 }

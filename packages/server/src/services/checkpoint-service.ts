@@ -1,7 +1,16 @@
 import { randomBytes } from "node:crypto";
-import { existsSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, readdirSync, renameSync, rmSync } from "node:fs";
 import path from "node:path";
-import { BlobCorruptError, BlobMissingError, type BlobStore, createOverlay, sealLayer } from "@sandtree/host";
+import {
+  BlobCorruptError,
+  BlobMissingError,
+  type BlobStore,
+  createOverlay,
+  ensureBaseLink,
+  flattenLayer,
+  sealLayer,
+  sha256File,
+} from "@sandtree/host";
 import { type Checkpoint, type CheckpointState, SandtreeError } from "@sandtree/protocol";
 import type { CheckpointRow } from "../store/sqlite-checkpoints.js";
 import type { Store } from "../store/store.js";
@@ -39,6 +48,9 @@ export class CheckpointService {
   private readonly uploads = new Map<string, { sandboxId: string; abort: AbortController; done: Promise<void> }>();
   private readonly durableWaiters = new Map<string, Array<() => void>>();
   private reaper: NodeJS.Timeout | null = null;
+  private readonly flattens = new Map<string, Promise<void>>();
+  /** Chains at least this deep get their top layer flattened in the background. */
+  private readonly flattenDepth = Number(process.env.SANDTREE_FLATTEN_DEPTH ?? 16);
 
   constructor(private readonly deps: CheckpointServiceDeps) {}
 
@@ -132,6 +144,7 @@ export class CheckpointService {
         await this.deps.blobs.put(key, file, { sha256, size });
         if (this.deps.store.updateCheckpoint(id, { state: "DURABLE", sha256, stored_bytes: size }, ["FROZEN"])) {
           this.deps.log.info({ checkpoint: id, bytes: size }, "checkpoint durable");
+          if (row.depth >= this.flattenDepth) this.flattenInBackground(id);
         } else {
           // Deleted while sealing: the collector decides whether the layer can go.
           this.deps.store.updateCheckpoint(id, { sha256 });
@@ -149,6 +162,41 @@ export class CheckpointService {
       }
     })();
     this.uploads.set(id, { sandboxId: row.sandbox_id, abort, done });
+  }
+
+  /**
+   * Rewrites a deep checkpoint's layer as one layer over the image base, so restores of it (and
+   * of its descendants, whose headers name it) stop reading through a long chain. The guest-visible
+   * bytes are identical. Running VMs keep the old inode open; new opens get the flat file. The
+   * new hash is recorded before the rename, and reconcile() finishes or drops a swap a crash
+   * interrupted, by comparing the temp file's hash with the database.
+   */
+  private flattenInBackground(id: string): void {
+    const run = async () => {
+      const row = this.deps.store.getCheckpoint(id);
+      if (!row?.blob_key || row.state !== "DURABLE") return;
+      const dir = this.deps.blobs.localDir;
+      const tmp = `.tmp-flat-${id}`;
+      try {
+        const { sha256, size } = await flattenLayer(dir, row.blob_key, ensureBaseLink(dir, row.base_path), tmp);
+        if (!this.deps.store.updateCheckpoint(id, { sha256, stored_bytes: size }, ["DURABLE"])) {
+          rmSync(path.join(dir, tmp), { force: true });
+          return;
+        }
+        renameSync(path.join(dir, tmp), path.join(dir, row.blob_key));
+        this.deps.log.info({ checkpoint: id, depth: row.depth, bytes: size }, "checkpoint layer flattened");
+      } catch (err) {
+        rmSync(path.join(dir, tmp), { force: true });
+        this.deps.log.warn({ checkpoint: id, err: (err as Error).message }, "flattening failed; the chain stays as it was");
+      }
+    };
+    const p = run().finally(() => this.flattens.delete(id));
+    this.flattens.set(id, p);
+  }
+
+  /** Resolves when background flattening (if any) of these checkpoints is done. */
+  async flattened(ids: string[]): Promise<void> {
+    await Promise.all(ids.map((id) => this.flattens.get(id)));
   }
 
   /** Waits until the checkpoint is DURABLE; throws CHECKPOINT_FAILED, or TIMEOUT (not a failure). */
@@ -193,7 +241,15 @@ export class CheckpointService {
       if (!c.blob_key || !c.sha256)
         throw new SandtreeError("CHECKPOINT_CORRUPT", `layer of ${c.id} was never stored`, { checkpoint_id: id });
       try {
-        const p = await this.deps.blobs.materialize(c.blob_key, c.sha256, signal ? { signal } : {});
+        let p: string;
+        try {
+          p = await this.deps.blobs.materialize(c.blob_key, c.sha256, signal ? { signal } : {});
+        } catch (err) {
+          // A flattening may have swapped the layer (and its hash) while we read it: once more.
+          const now = this.deps.store.getCheckpoint(c.id);
+          if (!(err instanceof BlobCorruptError) || !now?.sha256 || now.sha256 === c.sha256) throw err;
+          p = await this.deps.blobs.materialize(c.blob_key, now.sha256, signal ? { signal } : {});
+        }
         if (c === top) topPath = p;
       } catch (err) {
         if (err instanceof BlobCorruptError || err instanceof BlobMissingError) {
@@ -267,8 +323,14 @@ export class CheckpointService {
         ["PENDING", "FROZEN"],
       );
     }
-    for (const f of readdirSync(this.deps.blobs.localDir)) {
-      if (f.startsWith(".tmp-")) rmSync(path.join(this.deps.blobs.localDir, f), { force: true });
+    const dir = this.deps.blobs.localDir;
+    for (const f of readdirSync(dir)) {
+      const flat = /^\.tmp-flat-(ck-[0-9a-f]+)$/.exec(f);
+      const row = flat?.[1] ? this.deps.store.getCheckpoint(flat[1]) : undefined;
+      // A flattened layer whose hash the database already records: finish the interrupted swap.
+      if (row?.blob_key && row.sha256 && (await sha256File(path.join(dir, f))) === row.sha256) {
+        renameSync(path.join(dir, f), path.join(dir, row.blob_key));
+      } else if (f.startsWith(".tmp-")) rmSync(path.join(dir, f), { force: true });
     }
     await this.collect();
   }
@@ -288,5 +350,6 @@ export class CheckpointService {
     if (this.reaper) clearInterval(this.reaper);
     for (const u of this.uploads.values()) u.abort.abort(new Error("the server shut down before the checkpoint was durable"));
     await Promise.allSettled([...this.uploads.values()].map((u) => u.done));
+    await Promise.allSettled([...this.flattens.values()]);
   }
 }
