@@ -157,6 +157,10 @@ static void on_hello(const uint8_t *p, size_t n) {
       int fd = open("/dev/urandom", O_WRONLY | O_CLOEXEC);
       if (fd < 0 || ioctl(fd, RNDADDENTROPY, &e) < 0)
         agent_log("RNDADDENTROPY: %s", strerror(errno));
+      /* Added entropy only reaches /dev/urandom at the next CRNG reseed: force it now, so
+       * clones of one snapshot never hand out the same bytes. */
+      else if (ioctl(fd, RNDRESEEDCRNG, 0) < 0)
+        agent_log("RNDRESEEDCRNG: %s", strerror(errno));
       if (fd >= 0) close(fd);
     }
     req_free(&r);
@@ -328,7 +332,7 @@ int main(int argc, char **argv) {
       if (s->kind == S_EXEC) {
         int fds[2] = {s->out_fd, s->err_fd};
         for (int i = 0; i < 2; i++)
-          if (fds[i] >= 0 && may && !s->exited) {
+          if (fds[i] >= 0 && may && (!s->exited || s->pty)) {
             pfd[nf] = (struct pollfd){fds[i], POLLIN, 0}; slots[nf++] = (struct slot){s, fds[i]};
           }
         if (s->in_fd >= 0 && (s->in_len || s->in_close)) {
@@ -338,7 +342,10 @@ int main(int argc, char **argv) {
           int left = s->deadline_ms > now ? (int)(s->deadline_ms - now) : 0;
           if (timeout < 0 || left < timeout) timeout = left;
         }
-        if (s->exited && may) timeout = 0; /* drain what is left, then EXIT */
+        if (s->exited && may) { /* drain what is left, then EXIT; a pty until EIO or drain_ms */
+          int left = s->pty && s->out_fd >= 0 && s->drain_ms > now ? (int)(s->drain_ms - now) : 0;
+          if (timeout < 0 || left < timeout) timeout = left;
+        }
       } else if ((s->kind == S_FREAD || s->kind == S_LIST) && may) {
         timeout = 0;
       }

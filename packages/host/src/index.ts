@@ -12,3 +12,5 @@ export * from "./vmm/accel.js";
 export * from "./vmm/qemu-args.js";
 export * from "./vmm/qemu-vm.js";
 export * from "./vmm/qmp-client.js";
+export * from "./snapshots/migration.js";
+export * from "./snapshots/template-store.js";

@@ -19,6 +19,13 @@ export interface QemuVmSpec {
   consoleLog: string;
   pidFile: string;
   extraKernelArgs?: string[];
+  /**
+   * Guest RAM in a file: `share: true` for a template (its RAM is saved by being the file),
+   * `share: false` for a clone (a private copy-on-write mapping of the template's file).
+   */
+  memoryFile?: { path: string; share: boolean };
+  /** Start paused, waiting for `migrate-incoming` (restoring a saved state). */
+  incoming?: boolean;
 }
 
 let tscKhzCache: number | null | undefined;
@@ -55,7 +62,7 @@ export function buildQemuArgs(spec: QemuVmSpec): string[] {
     "-name",
     spec.name,
     "-M",
-    "microvm",
+    spec.memoryFile ? "microvm,memory-backend=mem" : "microvm",
     "-accel",
     spec.accel,
     "-m",
@@ -83,6 +90,11 @@ export function buildQemuArgs(spec: QemuVmSpec): string[] {
     spec.pidFile,
   ];
   if (spec.accel === "kvm") args.push("-cpu", "host");
+  if (spec.memoryFile) {
+    const { path, share } = spec.memoryFile;
+    args.push("-object", `memory-backend-file,id=mem,size=${spec.memoryMb}M,mem-path=${path},share=${share ? "on" : "off"}`);
+  }
+  if (spec.incoming) args.push("-incoming", "defer");
   if (spec.rootDisk) {
     // -blockdev with a node name, so disk snapshots can stack overlays we create ourselves;
     // the backing chain is read from each qcow2 header (relative names resolve beside the file).

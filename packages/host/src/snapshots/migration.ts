@@ -1,0 +1,53 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import type { QmpClient } from "../vmm/qmp-client.js";
+
+// Saving and loading VM state with QEMU's migration (7.2 has no `file:` URI: use `exec:`).
+
+const quote = (p: string) => `'${p.replaceAll("'", "'\\''")}'`;
+
+async function waitMigration(qmp: QmpClient, signal?: AbortSignal): Promise<void> {
+  for (;;) {
+    signal?.throwIfAborted();
+    const st = await qmp.execute<{ status?: string; "error-desc"?: string }>("query-migrate");
+    if (st.status === "completed") return;
+    if (st.status === "failed" || st.status === "cancelled") {
+      throw new Error(`migration ${st.status}${st["error-desc"] ? `: ${st["error-desc"]}` : ""}`);
+    }
+    await sleep(5);
+  }
+}
+
+async function setCapabilities(qmp: QmpClient, ignoreShared: boolean): Promise<void> {
+  await qmp.execute("migrate-set-capabilities", {
+    capabilities: [{ capability: "x-ignore-shared", state: ignoreShared }],
+  });
+}
+
+/**
+ * Stops the VM and writes its state to `file`. With `ignoreShared` (RAM in a shared file) only
+ * device state is written: milliseconds, kilobytes.
+ */
+export async function saveVmState(
+  qmp: QmpClient,
+  file: string,
+  opts: { ignoreShared: boolean; signal?: AbortSignal },
+): Promise<void> {
+  await setCapabilities(qmp, opts.ignoreShared);
+  // The default 128 MiB/s throttles local saves (FACTS.md).
+  await qmp.execute("migrate-set-parameters", { "max-bandwidth": 17179869184 });
+  await qmp.execute("stop");
+  await qmp.execute("migrate", { uri: `exec:cat > ${quote(file)}` });
+  await waitMigration(qmp, opts.signal);
+}
+
+/** Loads state saved by saveVmState into a QEMU started with `-incoming defer`, then runs it. */
+export async function loadVmState(
+  qmp: QmpClient,
+  file: string,
+  opts: { ignoreShared: boolean; signal?: AbortSignal },
+): Promise<void> {
+  await setCapabilities(qmp, opts.ignoreShared);
+  await qmp.execute("migrate-incoming", { uri: `exec:cat ${quote(file)}` });
+  await waitMigration(qmp, opts.signal);
+  await qmp.execute("cont");
+}
