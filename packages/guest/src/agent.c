@@ -140,11 +140,10 @@ static void send_hello_json(uint8_t type, const uint8_t *nonce) {
   send_json(type, 0, &j);
 }
 
-/* HELLO: set the clock, mix in entropy, forget every stream, then acknowledge. */
-static void on_hello(const uint8_t *p, size_t n) {
-  if (n < HELLO_NONCE) return;
+/* TIME_NS sets the clock; ENTROPY is mixed in and the CRNG reseeded. */
+static void apply_sync(const uint8_t *p, size_t n) {
   struct req r;
-  if (req_decode(p + HELLO_NONCE, n - HELLO_NONCE, &r) == 0) {
+  if (req_decode(p, n, &r) == 0) {
     if (r.has_time) {
       struct timespec t = {(time_t)(r.time_ns / 1000000000u), (long)(r.time_ns % 1000000000u)};
       if (clock_settime(CLOCK_REALTIME, &t)) agent_log("clock_settime: %s", strerror(errno));
@@ -165,6 +164,12 @@ static void on_hello(const uint8_t *p, size_t n) {
     }
     req_free(&r);
   }
+}
+
+/* HELLO: set the clock, mix in entropy, forget every stream, then acknowledge. */
+static void on_hello(const uint8_t *p, size_t n) {
+  if (n < HELLO_NONCE) return;
+  apply_sync(p + HELLO_NONCE, n - HELLO_NONCE);
   for (struct stream *s = g_streams; s; s = s->next) {
     if (s->dead || s->detached) continue;
     if (s->kind == S_EXEC) exec_detach(s);
@@ -178,6 +183,8 @@ static void on_frame(const struct frame *f) {
   if (f->stream == 0) {
     switch (f->type) {
       case T_HELLO: on_hello(f->payload, f->len); break;
+      /* SYNC: the clock and RNG after a resume, without touching streams (no answer). */
+      case T_SYNC: apply_sync(f->payload, f->len); break;
       case T_PING: if (f->len <= 65536) send_frame(T_PONG, 0, f->payload, f->len); break;
       case T_SHUTDOWN:
         outq_flush(serial_fd);

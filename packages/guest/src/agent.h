@@ -26,6 +26,8 @@ struct stream {
   uint8_t *inbuf;       /* STDIN bytes not yet written to the child */
   size_t in_len, in_cap;
   int in_close; /* STDIN_CLOSE seen: close the pipe once inbuf is written */
+  int pty;      /* out_fd is a pty master (in_fd a dup of it); err_fd unused */
+  uint64_t drain_ms; /* pty: after exit, wait for EIO on the master until then */
   /* files */
   int fd;
   DIR *dir;

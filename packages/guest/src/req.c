@@ -54,6 +54,8 @@ static int one(struct req *r, const struct tlv *t) {
     case TAG_MODE: r->has_mode = 1; return tlv_u32(t, &r->mode) ? EINVAL : 0;
     case TAG_FLAGS: return tlv_u32(t, &r->flags) ? EINVAL : 0;
     case TAG_SIGNUM: r->has_signum = 1; return tlv_u32(t, &r->signum) ? EINVAL : 0;
+    case TAG_ROWS: r->has_rows = 1; return tlv_u32(t, &r->rows) ? EINVAL : 0;
+    case TAG_COLS: r->has_cols = 1; return tlv_u32(t, &r->cols) ? EINVAL : 0;
     case TAG_ENTROPY: r->entropy = t->val; r->entropy_len = t->len; return 0;
     default: return 0; /* unknown tags are ignored */
   }

@@ -11,11 +11,13 @@ export const FrameType = {
   PING: 0x04,
   PONG: 0x05,
   SHUTDOWN: 0x06,
+  SYNC: 0x07,
   EXEC: 0x10,
   STDIN: 0x11,
   STDIN_CLOSE: 0x12,
   SIGNAL: 0x13,
   WINDOW: 0x14,
+  RESIZE: 0x15,
   FILE_WRITE: 0x20,
   DATA: 0x21,
   END: 0x22,
@@ -50,10 +52,13 @@ export const Tag = {
   SIGNUM: 12,
   TIME_NS: 13,
   ENTROPY: 14,
+  ROWS: 15,
+  COLS: 16,
 } as const;
 
 export const Flag = {
   APPEND: 1 << 0,
   RECURSIVE: 1 << 1,
   STDIN_OPEN: 1 << 2,
+  PTY: 1 << 3,
 } as const;

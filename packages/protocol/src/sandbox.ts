@@ -1,6 +1,6 @@
 import { z } from "zod";
 
-export const SANDBOX_STATUSES = ["PENDING", "PROVISIONING", "RUNNING", "TERMINATED", "ERROR", "TIMEOUT"] as const;
+export const SANDBOX_STATUSES = ["PENDING", "PROVISIONING", "RUNNING", "PAUSED", "TERMINATED", "ERROR", "TIMEOUT"] as const;
 export const SandboxStatus = z.enum(SANDBOX_STATUSES);
 export type SandboxStatus = z.infer<typeof SandboxStatus>;
 /** Statuses a sandbox never leaves. */
@@ -83,6 +83,8 @@ export const Sandbox = z.object({
   expires_at: z.string().nullable().optional(),
   /** Last command, transfer or file read (status reads do not count). */
   last_activity_at: z.string().nullable().optional(),
+  /** How it started: "warm" (a clone of a saved template VM) or "cold" (a full boot). */
+  start_path: z.enum(["warm", "cold"]).nullable().optional(),
   /** The checkpoint this sandbox was restored or forked from. */
   source_checkpoint_id: z.string().nullable().optional(),
   /** The newest checkpoint in this sandbox's chain (the parent of its next checkpoint). */

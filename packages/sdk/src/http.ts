@@ -66,6 +66,11 @@ export class HttpClient {
     this.apiUrl = config.apiUrl.replace(/\/+$/, "");
   }
 
+  /** The credentials every request carries (pty() sends them on its WebSocket upgrade). */
+  authHeaders(): Record<string, string> {
+    return { authorization: `Bearer ${this.config.apiKey}` };
+  }
+
   url(path: string, query?: Record<string, QueryValue>): string {
     const url = new URL(this.apiUrl + path);
     for (const [key, value] of Object.entries(query ?? {})) {

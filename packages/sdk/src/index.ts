@@ -38,6 +38,8 @@ export type { FollowOptions, OutputOptions, StartJobOptions } from "./jobs.js";
 export { Jobs } from "./jobs.js";
 export { Keys } from "./keys.js";
 export { NdjsonDecoder } from "./ndjson.js";
+export type { PtyExit, PtyOptions, PtySignal } from "./pty-handle.js";
+export { PtyHandle } from "./pty-handle.js";
 export type { RetryOptions } from "./retry.js";
 export { DEFAULT_RETRY } from "./retry.js";
 export type {

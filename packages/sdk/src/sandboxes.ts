@@ -17,6 +17,7 @@ import { InvalidResponseError, SandboxFailedError, TimeoutError } from "./errors
 import { ExecHandle } from "./exec-handle.js";
 import type { HttpClient, RequestOptions } from "./http.js";
 import { Jobs, type OutputOptions, readOutput } from "./jobs.js";
+import { openPty, type PtyHandle, type PtyOptions } from "./pty-handle.js";
 
 export interface ListSandboxesOptions extends RequestOptions {
   status?: SandboxStatus;
@@ -102,6 +103,16 @@ export class Sandboxes {
       idempotency_key: request.idempotency_key ?? `sdk-${randomUUID()}`,
     };
     return this.http.json(Sandbox, { ...options, method: "POST", path: "/v1/sandboxes", json, idempotent: true });
+  }
+
+  /** Stops the sandbox's CPUs; memory and disk stay and it counts toward no active quota. */
+  pause(id: string, options: RequestOptions = {}): Promise<Sandbox> {
+    return this.http.json(Sandbox, { ...options, method: "POST", path: `${sandboxPath(id)}/pause` });
+  }
+
+  /** Continues a paused sandbox with every process as it was. */
+  resume(id: string, options: RequestOptions = {}): Promise<Sandbox> {
+    return this.http.json(Sandbox, { ...options, method: "POST", path: `${sandboxPath(id)}/resume` });
   }
 
   /** Checkpoints the sandbox, waits for DURABLE and starts a child with its files (see ForkOptions). */
@@ -229,6 +240,14 @@ export class Sandboxes {
       throw err;
     }
     return handle;
+  }
+
+  /**
+   * An interactive process on a pseudo-terminal, over a WebSocket (Node: uses `ws`). Default
+   * command: the image's shell. Resolves once it runs; refusals throw the usual typed errors.
+   */
+  pty(id: string, options: PtyOptions = {}): Promise<PtyHandle> {
+    return openPty(this.http, sandboxPath(id), options);
   }
 }
 

@@ -16,6 +16,7 @@ import { HostImageResolver } from "./services/host-images.js";
 import type { ImageResolver } from "./services/image-resolver.js";
 import { JobService } from "./services/job-service.js";
 import type { Logger } from "./services/logger.js";
+import { PtyService } from "./services/pty-service.js";
 import { SandboxService } from "./services/sandbox-service.js";
 import { loadOrCreateServerKey, SecretBox } from "./services/secret-box.js";
 import type { Services } from "./services/services.js";
@@ -92,7 +93,8 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     log: cfg.logger ? log : silentLogger,
     admission,
   });
-  sandboxes.reconcile();
+  // Adopts surviving VMs (or marks their sandboxes ERROR) before any request is taken.
+  await sandboxes.reconcile();
   const checkpoints = new CheckpointService({
     store,
     sandboxes,
@@ -126,6 +128,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     admission,
     timeouts,
     jobs: new JobService(store, sandboxes),
+    pty: new PtyService(sandboxes),
     bulk: new BulkService(store, sandboxes, cfg.logger ? log : silentLogger),
   };
   const level = process.env.SANDTREE_LOG_LEVEL ?? "info";

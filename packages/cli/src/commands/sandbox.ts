@@ -10,6 +10,7 @@ import { registerCheckpointCommands } from "./sandbox-checkpoint.js";
 import { registerTransferCommands } from "./sandbox-files.js";
 import { registerJobCommands } from "./sandbox-jobs.js";
 import { registerRunCommand } from "./sandbox-run.js";
+import { registerSshCommand } from "./sandbox-ssh.js";
 import { choice, globalFlags, outputOption } from "./shared.js";
 
 interface CreateFlags {
@@ -140,6 +141,18 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
       }
     });
 
+  for (const verb of ["pause", "resume"] as const) {
+    sandbox
+      .command(verb)
+      .description(verb === "pause" ? "stop a sandbox's CPUs, keeping memory and disk" : "continue a paused sandbox")
+      .argument("<id>")
+      .action(async (id: string, _o: unknown, cmd: Command) => {
+        const client = await ctx.client(globalFlags(cmd));
+        const sb = verb === "pause" ? await client.sandboxes.pause(id) : await client.sandboxes.resume(id);
+        ctx.stdout.write(`${sb.id} ${sb.status}\n`);
+      });
+  }
+
   sandbox
     .command("logs")
     .description("print a sandbox's console output (--events: its lifecycle events)")
@@ -159,6 +172,7 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
     });
 
   registerRunCommand(sandbox, ctx);
+  registerSshCommand(sandbox, ctx);
   registerJobCommands(sandbox, ctx);
   registerTransferCommands(sandbox, ctx);
   registerCheckpointCommands(sandbox, ctx);

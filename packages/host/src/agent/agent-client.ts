@@ -21,6 +21,8 @@ export interface ExecSpec {
   user?: string;
   timeoutMs?: number;
   stdin?: boolean;
+  /** Run on a new pseudo-terminal of this size (stdin is then always open; output is STDOUT only). */
+  pty?: { rows: number; cols: number };
 }
 
 export interface ExitInfo {
@@ -151,6 +153,18 @@ export class AgentExec {
 
   signal(signum: number): void {
     this.client.sendRaw(FrameType.SIGNAL, this.stream, encodeTlv([[Tag.SIGNUM, { u32: signum }]]));
+  }
+
+  /** Sets the window size of a pty exec (its foreground process group gets SIGWINCH). */
+  resize(rows: number, cols: number): void {
+    this.client.sendRaw(
+      FrameType.RESIZE,
+      this.stream,
+      encodeTlv([
+        [Tag.ROWS, { u32: rows }],
+        [Tag.COLS, { u32: cols }],
+      ]),
+    );
   }
 }
 
@@ -332,7 +346,10 @@ export class AgentClient extends EventEmitter {
     if (spec.cwd !== undefined) entries.push([Tag.CWD, spec.cwd]);
     if (spec.user !== undefined) entries.push([Tag.USER, spec.user]);
     if (spec.timeoutMs !== undefined) entries.push([Tag.TIMEOUT_MS, { u64: Math.ceil(spec.timeoutMs) }]);
-    if (spec.stdin) entries.push([Tag.FLAGS, { u32: Flag.STDIN_OPEN }]);
+    if (spec.pty) {
+      entries.push([Tag.FLAGS, { u32: Flag.PTY | Flag.STDIN_OPEN }]);
+      entries.push([Tag.ROWS, { u32: spec.pty.rows }], [Tag.COLS, { u32: spec.pty.cols }]);
+    } else if (spec.stdin) entries.push([Tag.FLAGS, { u32: Flag.STDIN_OPEN }]);
     const payload = encodeTlv(entries);
     let exec: AgentExec | null = null;
     const id = this.openStream({
@@ -498,6 +515,18 @@ export class AgentClient extends EventEmitter {
 
   fsthaw(path = "/"): Promise<void> {
     return this.request<void>(FrameType.FSTHAW, [[Tag.PATH, path]]);
+  }
+
+  /** Sets the guest clock to the host's and reseeds its RNG (after a resume), keeping streams. */
+  syncClock(): void {
+    this.sendRaw(
+      FrameType.SYNC,
+      0,
+      encodeTlv([
+        [Tag.TIME_NS, { u64: BigInt(Date.now()) * 1_000_000n }],
+        [Tag.ENTROPY, randomBytes(64)],
+      ]),
+    );
   }
 
   /** Asks the guest to sync, stop its processes and power off. */

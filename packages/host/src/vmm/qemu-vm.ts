@@ -1,8 +1,9 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { EventEmitter } from "node:events";
-import { closeSync, mkdirSync, openSync, readFileSync, rmSync, statSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import path from "node:path";
 import { AgentClient } from "../agent/agent-client.js";
+import { loadVmState } from "../snapshots/migration.js";
 import { type Accel, buildQemuArgs, ROOT_NODE } from "./qemu-args.js";
 import { QmpClient } from "./qmp-client.js";
 
@@ -21,6 +22,75 @@ export interface VmOptions {
   bootTimeoutMs?: number;
   signal?: AbortSignal;
   qemuBinary?: string;
+  /** Guest RAM in a file (templates share it; clones map it copy-on-write). */
+  memoryFile?: { path: string; share: boolean };
+  /** Resume from a state saved by saveVmState (RAM from `memoryFile`) instead of booting. */
+  restoreFrom?: string;
+}
+
+/** A QEMU that outlived the server which started it (found by its pid and `-name`). */
+export interface AdoptOptions {
+  /** QEMU's `-name`: its command line must carry it, since pids are reused. */
+  name: string;
+  pid: number;
+  /** The run directory it was started with (QMP and agent sockets). */
+  runDir: string;
+  logDir: string;
+  /** How long reconnecting QMP and the agent may take (default 10 s). */
+  connectTimeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+type VmPaths = Pick<VmOptions, "name" | "runDir" | "logDir" | "rootDisk">;
+
+/** Whether `pid` is still the QEMU named `name` (not gone, not a zombie, not a reused pid). */
+export function qemuAlive(pid: number, name: string): boolean {
+  try {
+    process.kill(pid, 0);
+    const argv = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+    return (argv[0] ?? "").includes("qemu-system") && argv.includes(name);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * QEMU processes whose command line names a path under `runRoot` (one server's socket
+ * directory), with their `-name`: what a server finds of its VMs after a restart.
+ */
+export function findQemuProcesses(runRoot: string): Array<{ pid: number; name: string }> {
+  const found: Array<{ pid: number; name: string }> = [];
+  let entries: string[] = [];
+  try {
+    entries = readdirSync("/proc");
+  } catch {
+    return found;
+  }
+  const prefix = `${path.resolve(runRoot)}/`;
+  for (const e of entries) {
+    if (!/^\d+$/.test(e)) continue;
+    let argv: string[];
+    try {
+      argv = readFileSync(`/proc/${e}/cmdline`, "utf8").split("\0");
+    } catch {
+      continue;
+    }
+    if (!(argv[0] ?? "").includes("qemu-system") || !argv.some((a) => a.includes(prefix))) continue;
+    const name = argv[argv.indexOf("-name") + 1];
+    if (argv.includes("-name") && name) found.push({ pid: Number(e), name });
+  }
+  return found;
+}
+
+/** The image file of a block node; QEMU reports a `json:{...}` name for nodes we stacked. */
+function nodeFileName(file: string): string {
+  if (!file.startsWith("json:")) return file;
+  try {
+    const spec = JSON.parse(file.slice(5)) as { file?: string | { filename?: string } };
+    return (typeof spec.file === "string" ? spec.file : spec.file?.filename) ?? file;
+  } catch {
+    return file;
+  }
 }
 
 export interface VmExit {
@@ -50,29 +120,46 @@ export class QemuVm extends EventEmitter {
   private currentNode = ROOT_NODE;
   private diskGeneration = 0;
   private readonly exited: Promise<VmExit>;
+  private pollTimer: NodeJS.Timeout | null = null;
 
+  /** `child` is null for an adopted QEMU (not our child): its exit is found by polling its pid. */
   private constructor(
-    readonly opts: VmOptions,
-    readonly child: ChildProcess,
+    readonly opts: VmPaths,
+    readonly child: ChildProcess | null,
+    private readonly qemuPid: number,
   ) {
     super();
     this.exited = new Promise<VmExit>((resolve) => {
-      child.on("exit", (code, signal) => {
+      const finish = (code: number | null, signal: string | null) => {
+        if (this.exit) return;
+        if (this.pollTimer) clearInterval(this.pollTimer);
         const stderr = tailOfFile(this.qemuLog, 2000).trim();
+        const status = child
+          ? signal
+            ? `signal ${signal}`
+            : `exit code ${code}`
+          : "exit status unknown: adopted after a server restart";
         const reason = this.stopping
           ? "stopped"
-          : `qemu exited unexpectedly (${signal ? `signal ${signal}` : `exit code ${code}`})${stderr ? `: ${stderr.split("\n").slice(-3).join(" | ")}` : ""}`;
+          : `qemu exited unexpectedly (${status})${stderr ? `: ${stderr.split("\n").slice(-3).join(" | ")}` : ""}`;
         this.exit = { code, signal, expected: this.stopping, reason };
         this.agent?.close();
         this.qmp?.close();
         this.emit("exit", this.exit);
         resolve(this.exit);
-      });
+      };
+      if (child) child.on("exit", finish);
+      else {
+        // Not our child, so no exit event: poll (kept referenced, like a child process would be).
+        this.pollTimer = setInterval(() => {
+          if (!qemuAlive(qemuPid, opts.name)) finish(null, null);
+        }, 200);
+      }
     });
   }
 
   get pid(): number {
-    return this.child.pid ?? -1;
+    return this.child ? (this.child.pid ?? -1) : this.qemuPid;
   }
   get consoleLog(): string {
     return path.join(this.opts.logDir, "console.log");
@@ -99,6 +186,8 @@ export class QemuVm extends EventEmitter {
       qmpSocket,
       consoleLog: path.join(opts.logDir, "console.log"),
       pidFile: path.join(opts.runDir, "qemu.pid"),
+      ...(opts.memoryFile ? { memoryFile: opts.memoryFile } : {}),
+      ...(opts.restoreFrom ? { incoming: true } : {}),
     });
     const logFd = openSync(path.join(opts.logDir, "qemu.log"), "a");
     let child: ChildProcess;
@@ -108,7 +197,7 @@ export class QemuVm extends EventEmitter {
     } finally {
       closeSync(logFd);
     }
-    const vm = new QemuVm(opts, child);
+    const vm = new QemuVm(opts, child, child.pid ?? -1);
     child.on("error", () => {});
     const abort = AbortSignal.any([AbortSignal.timeout(opts.bootTimeoutMs ?? 180_000), ...(opts.signal ? [opts.signal] : [])]);
     const died = vm.exited.then((e) => {
@@ -116,7 +205,13 @@ export class QemuVm extends EventEmitter {
     });
     try {
       const [qmp, agent] = await Promise.race([
-        Promise.all([QmpClient.connect(qmpSocket, { signal: abort }), AgentClient.connect(agentSocket, { signal: abort })]),
+        Promise.all([
+          QmpClient.connect(qmpSocket, { signal: abort }).then(async (qmp) => {
+            if (opts.restoreFrom) await loadVmState(qmp, opts.restoreFrom, { ignoreShared: true, signal: abort });
+            return qmp;
+          }),
+          AgentClient.connect(agentSocket, { signal: abort }),
+        ]),
         died,
       ]);
       vm.qmp = qmp;
@@ -130,6 +225,60 @@ export class QemuVm extends EventEmitter {
       throw new Error(`VM start failed: ${why}${console ? `; console: ${console.split("\n").slice(-5).join(" | ")}` : ""}`, {
         cause: err,
       });
+    }
+  }
+
+  /**
+   * Takes over a QEMU started by an earlier server process: reconnects QMP and the agent (a
+   * fresh HELLO resynchronises the guest, which drops the old streams) and learns the active
+   * root disk from QMP. Stops the VM and throws when it does not answer within the timeout.
+   */
+  static async adopt(opts: AdoptOptions): Promise<QemuVm> {
+    if (!qemuAlive(opts.pid, opts.name)) throw new Error(`QEMU ${opts.name} (pid ${opts.pid}) is not running`);
+    const vm = new QemuVm({ name: opts.name, runDir: opts.runDir, logDir: opts.logDir }, null, opts.pid);
+    const abort = AbortSignal.any([AbortSignal.timeout(opts.connectTimeoutMs ?? 10_000), ...(opts.signal ? [opts.signal] : [])]);
+    const died = vm.exited.then((e) => {
+      throw new Error(e.reason);
+    });
+    try {
+      const [qmp, agent] = await Promise.race([
+        Promise.all([
+          QmpClient.connect(path.join(opts.runDir, "qmp.sock"), { signal: abort }),
+          AgentClient.connect(path.join(opts.runDir, "agent.sock"), { signal: abort }),
+        ]),
+        died,
+      ]);
+      vm.qmp = qmp;
+      vm.agent = agent;
+      await Promise.race([vm.learnRootDisk(), died]);
+      return vm;
+    } catch (err) {
+      await vm.stop({ graceMs: 0 });
+      const why =
+        abort.aborted && !(opts.signal?.aborted ?? false)
+          ? "QMP or the guest agent did not answer in time"
+          : (err as Error).message;
+      throw new Error(`could not reconnect to the VM: ${why}`, { cause: err });
+    }
+  }
+
+  /** Reads the root disk's top node and file (disk snapshots may have moved them) from QMP. */
+  private async learnRootDisk(): Promise<void> {
+    if (!this.qmp) return;
+    const blocks = await this.qmp.execute<Array<{ inserted?: { "node-name"?: string; file?: string } }>>("query-block");
+    for (const b of blocks) {
+      const node = b.inserted?.["node-name"];
+      const m = node ? /^disk(\d+)$/.exec(node) : null;
+      if (!node || !m || !b.inserted?.file) continue;
+      this.currentNode = node;
+      this.currentDisk = nodeFileName(b.inserted.file);
+      this.diskGeneration = Number(m[1]);
+    }
+    // A crash between blockdev-add and blockdev-snapshot leaves a node outside the chain: skip its name.
+    const nodes = await this.qmp.execute<Array<{ "node-name"?: string }>>("query-named-block-nodes");
+    for (const n of nodes) {
+      const m = /^disk(\d+)$/.exec(n["node-name"] ?? "");
+      if (m) this.diskGeneration = Math.max(this.diskGeneration, Number(m[1]));
     }
   }
 
@@ -150,7 +299,8 @@ export class QemuVm extends EventEmitter {
       }
       if (!this.exit) {
         try {
-          this.child.kill("SIGKILL");
+          if (this.child) this.child.kill("SIGKILL");
+          else if (qemuAlive(this.qemuPid, this.opts.name)) process.kill(this.qemuPid, "SIGKILL");
         } catch {}
       }
     }

@@ -7,6 +7,7 @@ const ACTIVITY = new Set([
   "POST /v1/sandboxes/:id/exec",
   "POST /v1/sandboxes/:id/execs/:execId/signal",
   "POST /v1/sandboxes/:id/execs/:execId/stdin",
+  "GET /v1/sandboxes/:id/pty",
   "GET /v1/sandboxes/:id/execs/:execId/output",
   "GET /v1/sandboxes/:id/files",
   "PUT /v1/sandboxes/:id/files",

@@ -1,7 +1,18 @@
 import { randomBytes } from "node:crypto";
 import { createWriteStream, existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
-import { type Accel, createOverlay, ensureBaseLink, type GuestArtifacts, QemuVm, tailOfFile } from "@sandtree/host";
+import {
+  type Accel,
+  createOverlay,
+  ensureBaseLink,
+  findQemuProcesses,
+  type GuestArtifacts,
+  QemuVm,
+  qemuAlive,
+  type TemplateInputs,
+  TemplateStore,
+  tailOfFile,
+} from "@sandtree/host";
 import { type CreateSandboxParams, type Sandbox, type SandboxStatus, SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
 import type { Store } from "../store/store.js";
 import type { AdmissionService } from "./admission-service.js";
@@ -21,7 +32,8 @@ export function liveDiskName(sandboxId: string, generation: string): string {
   return `live-${sandboxId}-${generation}${generation ? ".qcow2" : ""}`;
 }
 
-const ACTIVE: readonly SandboxStatus[] = ["PENDING", "PROVISIONING", "RUNNING"];
+/** Statuses with a VM (or one on its way). PAUSED keeps its VM but counts toward no quota. */
+const ACTIVE: readonly SandboxStatus[] = ["PENDING", "PROVISIONING", "RUNNING", "PAUSED"];
 const GiB = 1024 ** 3;
 
 export interface SandboxServiceDeps {
@@ -56,9 +68,16 @@ export class SandboxService {
   private closing = false;
 
   private checkpointHooks: CheckpointHooks | null = null;
+  /** Warm templates; null turns warm starts off (SANDTREE_WARM_TEMPLATES=0). */
+  private readonly templates: TemplateStore | null;
   private readonly imageBases = new Map<string, string>();
 
-  constructor(private readonly deps: SandboxServiceDeps) {}
+  constructor(private readonly deps: SandboxServiceDeps) {
+    this.templates =
+      process.env.SANDTREE_WARM_TEMPLATES === "0"
+        ? null
+        : new TemplateStore(this.layersDir, path.join(deps.dataDir, "templates"), deps.runRoot);
+  }
 
   /** Wired by the checkpoint service (it needs this service too, so it is set after both exist). */
   setCheckpointHooks(hooks: CheckpointHooks): void {
@@ -172,38 +191,44 @@ export class SandboxService {
           { field: "disk_size_gb" },
         );
       }
+      const memoryMb = Math.max(128, Math.round(sb.memory_gb * 1024));
+      // Warm start: a copy-on-write clone of a saved, booted VM of the same image and sizes.
+      // Restores boot cold (their disk is a checkpoint's, not the template's).
+      const warmInputs: TemplateInputs | null =
+        this.templates && !sb.source_checkpoint_id && image.digest
+          ? {
+              imageDigest: image.digest,
+              backing,
+              kernel: this.deps.guest.kernel,
+              initramfs: this.deps.guest.initramfs,
+              accel: this.deps.accel,
+              cpuCores: sb.cpu_cores,
+              memoryMb,
+              diskBytes,
+            }
+          : null;
+      const template = warmInputs ? this.templates?.get(warmInputs) : null;
       const overlay = path.join(this.layersDir, liveDiskName(sb.id, "0"));
-      await createOverlay(backing, overlay, diskBytes, { signal });
+      await createOverlay(template ? template.diskName : backing, overlay, diskBytes, { signal });
       signal.throwIfAborted();
       vm = await QemuVm.start({
         name: `sandtree-${sb.id}`,
         accel: this.deps.accel,
         cpuCores: sb.cpu_cores,
-        memoryMb: Math.max(128, Math.round(sb.memory_gb * 1024)),
+        memoryMb,
         kernel: this.deps.guest.kernel,
         initramfs: this.deps.guest.initramfs,
         rootDisk: overlay,
         runDir: this.runDir(sb.id),
         logDir: this.logDir(sb.id),
         signal,
+        ...(template ? { memoryFile: { path: template.ramFile, share: false }, restoreFrom: template.stateFile } : {}),
       });
+      store.updateSandbox(sb.id, { start_path: template ? "warm" : "cold" });
+      // The first create of a kind boots cold; the template for the next ones builds afterwards.
+      if (warmInputs && !template) setImmediate(() => void this.templates?.ensure(warmInputs));
       const started = vm;
-      this.vms.set(sb.id, started);
-      started.on("exit", (exit: { expected: boolean; reason: string }) => {
-        this.vms.delete(sb.id);
-        if (exit.expected) return;
-        log.warn({ sandbox: sb.id, reason: exit.reason }, "sandbox VM died");
-        if (
-          store.updateSandbox(
-            sb.id,
-            { status: "ERROR", error_reason: exit.reason, terminated_at: new Date().toISOString() },
-            ACTIVE,
-          )
-        ) {
-          store.addEvent(sb.id, `error: ${exit.reason}`);
-        }
-        this.cleanupDisk(sb.id);
-      });
+      this.supervise(sb.id, started);
       if (sb.start_command) this.runStartCommand(sb, started);
       if (!store.updateSandbox(sb.id, { status: "RUNNING", started_at: new Date().toISOString() }, ["PROVISIONING"])) {
         throw new Error("sandbox was deleted while provisioning");
@@ -227,6 +252,24 @@ export class SandboxService {
         log.warn({ sandbox: sb.id, reason }, "provisioning failed");
       }
     }
+  }
+
+  /** Tracks a sandbox's VM; if QEMU dies on its own the sandbox becomes ERROR with the reason. */
+  private supervise(id: string, vm: QemuVm): void {
+    const { store, log } = this.deps;
+    this.vms.set(id, vm);
+    vm.on("exit", (exit: { expected: boolean; reason: string }) => {
+      if (this.vms.get(id) === vm) this.vms.delete(id);
+      if (exit.expected) return;
+      log.warn({ sandbox: id, reason: exit.reason }, "sandbox VM died");
+      if (
+        store.updateSandbox(id, { status: "ERROR", error_reason: exit.reason, terminated_at: new Date().toISOString() }, ACTIVE)
+      ) {
+        store.addEvent(id, `error: ${exit.reason}`);
+      }
+      this.cleanupDisk(id);
+      rmSync(this.runDir(id), { recursive: true, force: true });
+    });
   }
 
   private runStartCommand(sb: Sandbox, vm: QemuVm): void {
@@ -296,7 +339,39 @@ export class SandboxService {
     return vm;
   }
 
+  /** Stops the VM's CPUs (QMP stop): memory and disk stay, no CPU is used, quotas do not count it. */
+  async pause(teamId: string, id: string): Promise<Sandbox> {
+    const vm = this.running(teamId, id);
+    await vm.qmp?.execute("stop");
+    if (!this.deps.store.updateSandbox(id, { status: "PAUSED" }, ["RUNNING"])) {
+      await vm.qmp?.execute("cont").catch(() => {});
+      throw new SandtreeError("SANDBOX_NOT_RUNNING", `sandbox ${id} changed state while pausing`, { id });
+    }
+    this.deps.store.addEvent(id, "paused");
+    return this.get(teamId, id);
+  }
+
+  /** Continues a PAUSED sandbox with every process as it was; the guest clock is set right. */
+  async resume(teamId: string, id: string): Promise<Sandbox> {
+    const sb = this.get(teamId, id);
+    const vm = this.vms.get(id);
+    if (sb.status !== "PAUSED" || !vm || vm.exit) {
+      throw new SandtreeError("CONFLICT", `sandbox ${id} is ${sb.status}, not PAUSED`, { id, status: sb.status });
+    }
+    await vm.qmp?.execute("cont");
+    vm.agent.syncClock();
+    this.deps.store.updateSandbox(id, { status: "RUNNING" }, ["PAUSED"]);
+    this.deps.store.addEvent(id, "resumed");
+    return this.get(teamId, id);
+  }
+
   async delete(teamId: string, id: string): Promise<Sandbox> {
+    // A paused guest cannot shut down cleanly: let it run for its shutdown.
+    if (this.deps.store.getSandbox(id, teamId)?.status === "PAUSED")
+      await this.vms
+        .get(id)
+        ?.qmp?.execute("cont")
+        .catch(() => {});
     const sb = this.get(teamId, id);
     if (!TERMINAL_STATUSES.includes(sb.status)) {
       this.deps.store.updateSandbox(id, { status: "TERMINATED", terminated_at: new Date().toISOString() }, ACTIVE);
@@ -358,40 +433,77 @@ export class SandboxService {
   }
 
   /**
-   * After a restart: no VM survives from the previous process (they are not adopted yet),
-   * so active sandboxes become ERROR, leftover QEMU processes are killed, and every disk and
-   * socket directory without a running sandbox is removed.
+   * After a restart, before requests are taken: a RUNNING sandbox whose QEMU survived (QEMU runs
+   * in its own process group) is adopted, its QMP and agent reconnected; if it does not answer
+   * within 10 s it is stopped. Every other active sandbox becomes ERROR with the reason, every
+   * QEMU of this data dir that no sandbox adopted is killed, and disks and socket directories
+   * of sandboxes without a VM are removed.
    */
-  reconcile(): void {
-    const { store } = this.deps;
-    for (const sb of store.listSandboxesByStatus(ACTIVE)) {
-      if (this.vms.has(sb.id) || this.provisioning.has(sb.id)) continue;
-      killLeftoverQemu(path.join(this.runDir(sb.id), "qemu.pid"), sb.id);
-      store.updateSandbox(
-        sb.id,
-        {
-          status: "ERROR",
-          error_reason: `the server restarted while the sandbox was ${sb.status}`,
-          terminated_at: new Date().toISOString(),
-        },
-        ACTIVE,
-      );
-      store.addEvent(sb.id, "error: server restarted");
-    }
-    for (const root of [path.join(this.deps.dataDir, "sandboxes"), this.deps.runRoot]) {
-      if (!existsSync(root)) continue;
-      for (const id of readdirSync(root)) {
-        if (this.vms.has(id) || this.provisioning.has(id)) continue;
-        killLeftoverQemu(path.join(this.runDir(id), "qemu.pid"), id);
-        if (root === this.deps.runRoot) rmSync(path.join(root, id), { recursive: true, force: true });
-        else this.cleanupDisk(id);
+  async reconcile(): Promise<void> {
+    const { store, log } = this.deps;
+    const found = new Map(findQemuProcesses(this.deps.runRoot).map((p) => [p.name, p.pid]));
+    const adopt = async (sb: Sandbox): Promise<string | null> => {
+      const pid = found.get(`sandtree-${sb.id}`);
+      // A paused guest cannot answer the agent's HELLO: not adopted (yet).
+      if (sb.status === "PAUSED") return "the server restarted while the sandbox was PAUSED";
+      if (sb.status !== "RUNNING") return `the server restarted while provisioning the sandbox (${sb.status})`;
+      if (pid === undefined) return "the server restarted and the sandbox's VM was gone";
+      try {
+        const vm = await QemuVm.adopt({ name: `sandtree-${sb.id}`, pid, runDir: this.runDir(sb.id), logDir: this.logDir(sb.id) });
+        this.supervise(sb.id, vm);
+        store.addEvent(sb.id, `adopted after a server restart (pid ${pid})`);
+        log.info({ sandbox: sb.id, pid }, "sandbox VM adopted");
+        return null;
+      } catch (err) {
+        return `the server restarted and the sandbox's VM did not answer: ${(err as Error).message}`;
       }
+    };
+    const active = store.listSandboxesByStatus(ACTIVE).filter((sb) => !this.vms.has(sb.id) && !this.provisioning.has(sb.id));
+    await Promise.all(
+      active.map(async (sb) => {
+        const reason = await adopt(sb);
+        if (reason === null) return;
+        if (
+          store.updateSandbox(sb.id, { status: "ERROR", error_reason: reason, terminated_at: new Date().toISOString() }, ACTIVE)
+        ) {
+          store.addEvent(sb.id, `error: ${reason}`);
+          log.warn({ sandbox: sb.id, reason }, "sandbox lost in a restart");
+        }
+      }),
+    );
+    // QEMUs nobody adopted: of ERROR sandboxes, of deletes or provisionings a crash interrupted.
+    const orphans = [...found].filter(([name]) => !this.vms.has(name.replace(/^sandtree-/, "")));
+    for (const [name, pid] of orphans) {
+      try {
+        if (qemuAlive(pid, name)) process.kill(pid, "SIGKILL");
+      } catch {}
+    }
+    for (let i = 0; i < 100 && orphans.some(([name, pid]) => qemuAlive(pid, name)); i++) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    // Every sandbox that left something behind; a crash between creating the overlay and
+    // starting QEMU leaves only a layer file.
+    const ids = new Set<string>();
+    for (const root of [path.join(this.deps.dataDir, "sandboxes"), this.deps.runRoot]) {
+      if (existsSync(root)) for (const id of readdirSync(root)) ids.add(id);
+    }
+    if (existsSync(this.layersDir)) {
+      for (const f of readdirSync(this.layersDir)) {
+        const m = /^live-(sb-[a-z2-7]+)-/.exec(f);
+        if (m?.[1]) ids.add(m[1]);
+      }
+    }
+    for (const id of ids) {
+      if (this.vms.has(id) || this.provisioning.has(id)) continue;
+      this.cleanupDisk(id);
+      rmSync(this.runDir(id), { recursive: true, force: true });
     }
   }
 
   /** Ordered, idempotent shutdown: stop taking work, stop every VM, mark them TERMINATED. */
   async close(): Promise<void> {
     this.closing = true;
+    await this.templates?.close();
     const ids = new Set([...this.vms.keys(), ...this.provisioning.keys()]);
     await Promise.allSettled(
       [...ids].map(async (id) => {
@@ -404,19 +516,4 @@ export class SandboxService {
       }),
     );
   }
-}
-
-function killLeftoverQemu(pidFile: string, id: string): void {
-  let pid: number;
-  try {
-    pid = Number.parseInt(readFileSync(pidFile, "utf8").trim(), 10);
-  } catch {
-    return;
-  }
-  if (!Number.isInteger(pid) || pid <= 1) return;
-  try {
-    // Only a QEMU started for this sandbox: the pid may have been reused since.
-    const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
-    if (cmdline.includes("qemu-system") && cmdline.includes(`sandtree-${id}`)) process.kill(pid, "SIGKILL");
-  } catch {}
 }

@@ -6,6 +6,7 @@ import type { ExecService } from "./exec-service.js";
 import type { FileService } from "./file-service.js";
 import type { ImageResolver } from "./image-resolver.js";
 import type { JobService } from "./job-service.js";
+import type { PtyService } from "./pty-service.js";
 import type { SandboxService } from "./sandbox-service.js";
 import type { TeamService } from "./team-service.js";
 import type { TimeoutService } from "./timeout-service.js";
@@ -21,5 +22,6 @@ export interface Services {
   admission: AdmissionService;
   timeouts: TimeoutService;
   jobs: JobService;
+  pty: PtyService;
   bulk: BulkService;
 }

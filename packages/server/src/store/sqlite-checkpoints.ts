@@ -93,7 +93,7 @@ export function checkpointsInUse(db: Database.Database): string[] {
   return (
     db
       .prepare(
-        "SELECT DISTINCT head_checkpoint_id AS id FROM sandboxes WHERE head_checkpoint_id IS NOT NULL AND status IN ('PENDING', 'PROVISIONING', 'RUNNING')",
+        "SELECT DISTINCT head_checkpoint_id AS id FROM sandboxes WHERE head_checkpoint_id IS NOT NULL AND status IN ('PENDING', 'PROVISIONING', 'RUNNING', 'PAUSED')",
       )
       .all() as Array<{ id: string }>
   ).map((r) => r.id);

@@ -43,6 +43,7 @@ const MIGRATIONS: Array<[name: string, sql: string]> = [
    CREATE INDEX jobs_sandbox ON jobs(sandbox_id, seq);`,
   ],
   ["0004-checkpoints", ck.CHECKPOINT_MIGRATION],
+  ["0005-start-path", "ALTER TABLE sandboxes ADD COLUMN start_path TEXT;"],
 ];
 
 type SandboxRow = Omit<Sandbox, "environment_vars" | "labels" | "secrets"> & {

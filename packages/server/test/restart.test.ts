@@ -1,0 +1,295 @@
+// Restart safety: the server runs as a child process (the built CLI's `serve`) so it can be
+// killed with SIGKILL at any moment; after a restart every sandbox is RUNNING and usable or
+// ERROR with a reason, and nothing of a lost sandbox (QEMU, disk layers, sockets) is left.
+// Needs `npm run build` (scripts/test.sh runs `tsc -b` first).
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import Database from "better-sqlite3";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { qemuPidsFor } from "./helpers.js";
+
+const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../cli/dist/main.js");
+const BODY = { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+let dataDir: string;
+let runRoot: string;
+let child: ChildProcess | null = null;
+let output = "";
+let url = "";
+let key = "";
+const created: string[] = [];
+
+/** Starts `sandtree serve` on a free port; resolves with its URL once it listens. */
+async function startChild(): Promise<void> {
+  output = "";
+  const proc = spawn(process.execPath, [CLI, "serve", "--data-dir", dataDir, "--host", "127.0.0.1", "--port", "0"], {
+    env: { ...process.env, SANDTREE_LOG_LEVEL: "warn" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  child = proc;
+  proc.stdout?.setEncoding("utf8").on("data", (d: string) => (output += d));
+  proc.stderr?.setEncoding("utf8").on("data", (d: string) => (output += d));
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const m = /(?:SANDTREE_API_URL=|listening on )(http:\/\/[\d.:]+)/.exec(output);
+    if (m?.[1]) {
+      url = m[1];
+      break;
+    }
+    if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`server did not start:\n${output}`);
+    await sleep(50);
+  }
+  key ||= /SANDTREE_API_KEY=(\S+)/.exec(readFileSync(path.join(dataDir, "credentials.env"), "utf8"))?.[1] ?? "";
+}
+
+async function killChild(): Promise<void> {
+  const proc = child;
+  child = null;
+  if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+  const exited = new Promise((r) => proc.once("exit", r));
+  proc.kill("SIGKILL");
+  await exited;
+}
+
+async function api(method: string, p: string, body?: unknown): Promise<{ status: number; body: any }> {
+  const res = await fetch(url + p, {
+    method,
+    headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { "content-type": "application/json" } : {}) },
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+  });
+  const text = await res.text();
+  try {
+    return { status: res.status, body: JSON.parse(text) };
+  } catch {
+    return { status: res.status, body: text };
+  }
+}
+
+async function create(): Promise<string> {
+  const r = await api("POST", "/v1/sandboxes", BODY);
+  expect(r.status, JSON.stringify(r.body)).toBe(201);
+  created.push(r.body.id);
+  return r.body.id as string;
+}
+
+async function waitFor<T>(what: string, fn: () => Promise<T | undefined> | T | undefined, timeoutMs = 240_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+async function waitRunning(id: string): Promise<void> {
+  await waitFor(`${id} RUNNING`, async () => {
+    const sb = (await api("GET", `/v1/sandboxes/${id}`)).body;
+    if (["ERROR", "TERMINATED", "TIMEOUT"].includes(sb.status)) throw new Error(`${id} ended ${sb.status}: ${sb.error_reason}`);
+    return sb.status === "RUNNING" ? true : undefined;
+  });
+}
+
+/** The sandbox's status straight from the database (readable while the server is dead or busy). */
+function dbStatus(id: string): string | undefined {
+  const db = new Database(path.join(dataDir, "sandtree.db"), { readonly: true, fileMustExist: true });
+  try {
+    return (db.prepare("SELECT status FROM sandboxes WHERE id = ?").get(id) as { status: string } | undefined)?.status;
+  } finally {
+    db.close();
+  }
+}
+
+async function exec(id: string, command: string): Promise<any> {
+  const r = await api("POST", `/v1/sandboxes/${id}/exec`, { command });
+  expect(r.status, JSON.stringify(r.body)).toBe(200);
+  return r.body;
+}
+
+/** Nothing of the sandbox is left: no QEMU, no disk layer, no socket directory. */
+async function expectGone(id: string): Promise<void> {
+  // SIGKILL is delivered at once, but the process disappears only when reaped.
+  await waitFor(`QEMU of ${id} gone`, () => (qemuPidsFor([id]).length === 0 ? true : undefined), 5000).catch(() => {});
+  expect(qemuPidsFor([id])).toEqual([]);
+  const layers = path.join(dataDir, "layers");
+  expect(existsSync(layers) ? readdirSync(layers).filter((f) => f.startsWith(`live-${id}-`)) : []).toEqual([]);
+  expect(existsSync(path.join(runRoot, id))).toBe(false);
+}
+
+beforeAll(async () => {
+  dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-restart-"));
+  // Mirrors the server's runRootFor(): the short socket directory of this data dir.
+  runRoot = path.join(tmpdir(), `sandtree-${createHash("sha256").update(path.resolve(dataDir)).digest("hex").slice(0, 10)}`);
+  await startChild();
+});
+
+afterAll(async () => {
+  await killChild();
+  // Whatever happened, no QEMU of this test survives it.
+  let lines = "";
+  try {
+    lines = execFileSync("pgrep", ["-af", "qemu-system"], { encoding: "utf8" });
+  } catch {}
+  for (const line of lines.split("\n")) {
+    if (!line.includes(`${runRoot}/`) && !created.some((id) => line.includes(`sandtree-${id}`))) continue;
+    try {
+      process.kill(Number.parseInt(line, 10), "SIGKILL");
+    } catch {}
+  }
+  rmSync(dataDir, { recursive: true, force: true });
+  rmSync(runRoot, { recursive: true, force: true });
+});
+
+describe("kill -9 of the server and a restart", () => {
+  let a = "";
+  const checkpoints: string[] = [];
+
+  it("adopts an idle RUNNING sandbox: files, exec and disk snapshots keep working", { timeout: 400_000 }, async () => {
+    a = await create();
+    await waitRunning(a);
+    expect((await exec(a, "echo before > /root/one")).exit_code).toBe(0);
+    // A checkpoint before the crash moves the active disk to a new node; the adopted VM must know it.
+    const ck = await api("POST", `/v1/sandboxes/${a}/checkpoints`, {});
+    expect(ck.status, JSON.stringify(ck.body)).toBe(201);
+    checkpoints.push(ck.body.id);
+    await waitFor("checkpoint DURABLE", async () =>
+      (await api("GET", `/v1/checkpoints/${ck.body.id}`)).body.state === "DURABLE" ? true : undefined,
+    );
+    expect((await exec(a, "echo after > /root/two")).exit_code).toBe(0);
+    const pidBefore = qemuPidsFor([a])[0]?.split(" ")[0];
+
+    await killChild();
+    expect(qemuPidsFor([a]).length).toBe(1); // QEMU outlives the server
+    await startChild();
+
+    const sb = (await api("GET", `/v1/sandboxes/${a}`)).body;
+    expect(sb.status).toBe("RUNNING");
+    expect(qemuPidsFor([a])[0]?.split(" ")[0]).toBe(pidBefore);
+    expect((await exec(a, "cat /root/one /root/two")).stdout).toBe("before\nafter\n");
+    const ck2 = await api("POST", `/v1/sandboxes/${a}/checkpoints`, {});
+    expect(ck2.status, JSON.stringify(ck2.body)).toBe(201);
+    checkpoints.push(ck2.body.id);
+    await waitFor("second checkpoint DURABLE", async () =>
+      (await api("GET", `/v1/checkpoints/${ck2.body.id}`)).body.state === "DURABLE" ? true : undefined,
+    );
+    expect((await exec(a, "echo third > /root/three && cat /root/three")).stdout).toBe("third\n");
+    const logs = (await api("GET", `/v1/sandboxes/${a}/logs`)).body;
+    expect(logs.events.map((e: { message: string }) => e.message).join("\n")).toContain("adopted after a server restart");
+  });
+
+  it("keeps a sandbox usable when the server dies during a long exec", { timeout: 300_000 }, async () => {
+    const long = api("POST", `/v1/sandboxes/${a}/exec`, { command: "sleep 30; echo late" }).catch((e: Error) => e);
+    await sleep(1500);
+    await killChild();
+    expect(await long).toBeInstanceOf(Error); // the client saw the connection drop
+    await startChild();
+    expect((await api("GET", `/v1/sandboxes/${a}`)).body.status).toBe("RUNNING");
+    const r = await exec(a, "echo ok; cat /root/one");
+    expect(r.stdout).toBe("ok\nbefore\n");
+    expect(r.exit_code).toBe(0);
+  });
+
+  it("marks sandboxes caught provisioning ERROR and removes their QEMU, layers and sockets", { timeout: 300_000 }, async () => {
+    const booting = await create();
+    // Its QEMU is started but the guest has not answered yet.
+    await waitFor(`QEMU of ${booting}`, () => (qemuPidsFor([booting]).length > 0 ? true : undefined), 60_000);
+    expect(dbStatus(booting)).toBe("PROVISIONING");
+    const fresh = await create();
+    await killChild();
+    await startChild();
+
+    for (const id of [booting, fresh]) {
+      const sb = (await api("GET", `/v1/sandboxes/${id}`)).body;
+      expect(sb.status).toBe("ERROR");
+      expect(sb.error_reason).toContain("the server restarted while provisioning");
+      await expectGone(id);
+    }
+    expect((await api("GET", `/v1/sandboxes/${a}`)).body.status).toBe("RUNNING");
+  });
+
+  it("finishes a delete the crash interrupted: TERMINATED, no QEMU left", { timeout: 300_000 }, async () => {
+    const d = await create();
+    await waitRunning(d);
+    const del = api("DELETE", `/v1/sandboxes/${d}`).catch((e: Error) => e);
+    // Kill as soon as the delete is recorded, while the VM is being stopped.
+    await waitFor("TERMINATED in the database", () => (dbStatus(d) === "TERMINATED" ? true : undefined), 30_000);
+    await killChild();
+    await del;
+    await startChild();
+    expect(["TERMINATED", "ERROR"]).toContain((await api("GET", `/v1/sandboxes/${d}`)).body.status);
+    await expectGone(d);
+  });
+
+  it("never leaves a VM running when deletes race creates", { timeout: 400_000 }, async () => {
+    const ids: string[] = [];
+    for (const delayMs of [0, 300, 1500]) {
+      const round = await Promise.all(
+        Array.from({ length: 5 }, async () => {
+          const id = await create();
+          if (delayMs) await sleep(delayMs);
+          const r = await api("DELETE", `/v1/sandboxes/${id}`);
+          expect(r.status).toBe(200);
+          expect(r.body.status).toBe("TERMINATED");
+          return id;
+        }),
+      );
+      ids.push(...round);
+    }
+    expect(qemuPidsFor(ids)).toEqual([]);
+    // Nothing starts late either.
+    await sleep(3000);
+    expect(qemuPidsFor(ids)).toEqual([]);
+    for (const id of ids) {
+      expect((await api("GET", `/v1/sandboxes/${id}`)).body.status).toBe("TERMINATED");
+      await expectGone(id);
+    }
+  });
+
+  it("marks ERROR what cannot be adopted, and supervises what was", { timeout: 400_000 }, async () => {
+    const [hung, dead, adopted] = [await create(), await create(), await create()];
+    await Promise.all([waitRunning(hung), waitRunning(dead), waitRunning(adopted)]);
+    const pidOf = (id: string) => Number.parseInt(qemuPidsFor([id])[0] ?? "", 10);
+    await killChild();
+    // While the server is down: one guest stops answering, one QEMU dies.
+    process.kill(pidOf(hung), "SIGSTOP");
+    process.kill(pidOf(dead), "SIGKILL");
+    const t0 = Date.now();
+    await startChild();
+    expect(Date.now() - t0).toBeLessThan(60_000);
+    const hungSb = (await api("GET", `/v1/sandboxes/${hung}`)).body;
+    expect(hungSb.status).toBe("ERROR");
+    expect(hungSb.error_reason).toContain("did not answer");
+    const deadSb = (await api("GET", `/v1/sandboxes/${dead}`)).body;
+    expect(deadSb.status).toBe("ERROR");
+    expect(deadSb.error_reason).toContain("VM was gone");
+    await expectGone(hung);
+    await expectGone(dead);
+    // The adopted VM is supervised like one this process started.
+    expect((await api("GET", `/v1/sandboxes/${adopted}`)).body.status).toBe("RUNNING");
+    process.kill(pidOf(adopted), "SIGKILL");
+    const sb = await waitFor(
+      "ERROR after QEMU died",
+      async () => {
+        const b = (await api("GET", `/v1/sandboxes/${adopted}`)).body;
+        return b.status === "ERROR" ? b : undefined;
+      },
+      10_000,
+    );
+    expect(sb.error_reason).toContain("qemu exited unexpectedly");
+    await expectGone(adopted);
+    expect((await api("GET", `/v1/sandboxes/${a}`)).body.status).toBe("RUNNING");
+  });
+
+  it("stops cleanly at the end", { timeout: 120_000 }, async () => {
+    expect((await api("DELETE", `/v1/sandboxes/${a}`)).body.status).toBe("TERMINATED");
+    // The checkpoints' layers outlive the sandbox until the checkpoints are deleted.
+    for (const id of checkpoints) expect((await api("DELETE", `/v1/checkpoints/${id}`)).status).toBe(200);
+    await expectGone(a);
+    expect(qemuPidsFor(created)).toEqual([]);
+  });
+});
