@@ -62,7 +62,7 @@ export function buildQemuArgs(spec: QemuVmSpec): string[] {
     "-name",
     spec.name,
     "-M",
-    spec.memoryFile ? "microvm,memory-backend=mem" : "microvm",
+    "microvm,memory-backend=mem",
     "-accel",
     spec.accel,
     "-m",
@@ -90,9 +90,13 @@ export function buildQemuArgs(spec: QemuVmSpec): string[] {
     spec.pidFile,
   ];
   if (spec.accel === "kvm") args.push("-cpu", "host");
+  // RAM is always the backend object `mem`, so a state saved from any VM (plain RAM, template,
+  // clone) names the same RAM block and restores into any other.
   if (spec.memoryFile) {
     const { path, share } = spec.memoryFile;
     args.push("-object", `memory-backend-file,id=mem,size=${spec.memoryMb}M,mem-path=${path},share=${share ? "on" : "off"}`);
+  } else {
+    args.push("-object", `memory-backend-ram,id=mem,size=${spec.memoryMb}M`);
   }
   if (spec.incoming) args.push("-incoming", "defer");
   if (spec.rootDisk) {

@@ -207,7 +207,10 @@ export class QemuVm extends EventEmitter {
       const [qmp, agent] = await Promise.race([
         Promise.all([
           QmpClient.connect(qmpSocket, { signal: abort }).then(async (qmp) => {
-            if (opts.restoreFrom) await loadVmState(qmp, opts.restoreFrom, { ignoreShared: true, signal: abort });
+            // A template clone gets its RAM from the shared file; a memory checkpoint carries it all.
+            if (opts.restoreFrom) {
+              await loadVmState(qmp, opts.restoreFrom, { ignoreShared: opts.memoryFile !== undefined, signal: abort });
+            }
             return qmp;
           }),
           AgentClient.connect(agentSocket, { signal: abort }),
