@@ -18,10 +18,14 @@ export const Checkpoint = z.object({
   created_at: z.string(),
   updated_at: z.string(),
   expires_at: z.string().nullable(),
+  /** Carries RAM and device state too: restores resume with processes running. */
+  has_memory: z.boolean(),
 });
 export type Checkpoint = z.infer<typeof Checkpoint>;
 
 export const CreateCheckpointRequest = z.strictObject({
+  /** Save memory and device state too (the sandbox pauses for the save). */
+  include_memory: z.boolean().default(false),
   /** Deleted automatically this long after creation. */
   ttl_seconds: z
     .number()
@@ -43,7 +47,14 @@ export const ForkRequest = z.strictObject({
   cpu_cores: z.number().int().min(1).max(64).optional(),
   memory_gb: z.number().min(0.125).max(256).optional(),
   timeout_minutes: z.number().optional(),
+  /** Fork with memory: children resume with the parent's processes running. */
+  memory: z.boolean().default(false),
+  /** Start this many children from one checkpoint; the answer is then `{sandboxes, checkpoint_id}`. */
+  count: z.number().int().min(1).max(64).optional(),
   /** How long to wait for the checkpoint to become DURABLE before giving up. */
   wait_timeout_seconds: z.number().positive().max(3600).default(300),
 });
 export type ForkRequest = z.input<typeof ForkRequest>;
+
+export const ResetRequest = z.strictObject({ checkpoint_id: z.string().min(1).max(64) });
+export type ResetRequest = z.input<typeof ResetRequest>;

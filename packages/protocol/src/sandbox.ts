@@ -51,6 +51,8 @@ export const CreateSandboxRequest = z.strictObject({
   idempotency_key: z.string().min(1).max(128).optional(),
   /** Restore from this checkpoint: the image and disk size come from it. */
   checkpoint_id: z.string().min(1).max(64).optional(),
+  /** With a memory checkpoint: resume with its processes running (409 if it has no memory). */
+  restore_memory: z.boolean().default(false),
 });
 export type CreateSandboxRequest = z.input<typeof CreateSandboxRequest>;
 export type CreateSandboxParams = z.output<typeof CreateSandboxRequest>;
@@ -84,7 +86,7 @@ export const Sandbox = z.object({
   /** Last command, transfer or file read (status reads do not count). */
   last_activity_at: z.string().nullable().optional(),
   /** How it started: "warm" (a clone of a saved template VM) or "cold" (a full boot). */
-  start_path: z.enum(["warm", "cold"]).nullable().optional(),
+  start_path: z.enum(["warm", "cold", "memory"]).nullable().optional(),
   /** The checkpoint this sandbox was restored or forked from. */
   source_checkpoint_id: z.string().nullable().optional(),
   /** The newest checkpoint in this sandbox's chain (the parent of its next checkpoint). */

@@ -102,9 +102,9 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     log: cfg.logger ? log : silentLogger,
   });
   sandboxes.setCheckpointHooks({
-    backing: async (cid, signal) => {
-      const { path: top, row } = await checkpoints.restorePath(undefined, cid, signal);
-      return { digest: row.image_digest, layerName: path.basename(top) };
+    backing: async (cid, signal, opts) => {
+      const { path: top, row, memPath } = await checkpoints.restorePath(undefined, cid, signal, opts ?? {});
+      return { digest: row.image_digest, layerName: path.basename(top), memPath };
     },
     onTeardown: (id) => checkpoints.onSandboxTeardown(id),
   });

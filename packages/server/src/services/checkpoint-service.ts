@@ -8,6 +8,7 @@ import {
   createOverlay,
   ensureBaseLink,
   flattenLayer,
+  saveVmState,
   sealLayer,
   sha256File,
 } from "@sandtree/host";
@@ -15,7 +16,7 @@ import { type Checkpoint, type CheckpointState, SandtreeError } from "@sandtree/
 import type { CheckpointRow } from "../store/sqlite-checkpoints.js";
 import type { Store } from "../store/store.js";
 import type { Logger } from "./logger.js";
-import { liveDiskName, type SandboxService } from "./sandbox-service.js";
+import { liveDiskName, memoryMbFor, type SandboxService } from "./sandbox-service.js";
 
 const LIVE: readonly CheckpointState[] = ["PENDING", "FROZEN", "DURABLE"];
 
@@ -32,8 +33,18 @@ function newId(): string {
 
 /** What the public API shows of a checkpoint row. */
 export function publicCheckpoint(r: CheckpointRow): Checkpoint {
-  const { image_digest: _d, base_path: _b, sha256: _s, blob_key: _k, ...pub } = r;
-  return pub;
+  const {
+    image_digest: _d,
+    base_path: _b,
+    sha256: _s,
+    blob_key: _k,
+    mem_key: _m,
+    mem_sha256: _ms,
+    cpu_cores: _c,
+    memory_mb,
+    ...pub
+  } = r;
+  return { ...pub, has_memory: memory_mb !== null };
 }
 
 /**
@@ -77,7 +88,11 @@ export class CheckpointService {
     return next;
   }
 
-  async create(teamId: string, sandboxId: string, opts: { ttlSeconds?: number } = {}): Promise<CheckpointRow> {
+  async create(
+    teamId: string,
+    sandboxId: string,
+    opts: { ttlSeconds?: number; includeMemory?: boolean } = {},
+  ): Promise<CheckpointRow> {
     const { store } = this.deps;
     this.deps.sandboxes.running(teamId, sandboxId);
     return this.serialized(sandboxId, async () => {
@@ -105,6 +120,10 @@ export class CheckpointService {
         created_at: now,
         updated_at: now,
         expires_at: opts.ttlSeconds ? new Date(Date.now() + opts.ttlSeconds * 1000).toISOString() : null,
+        mem_key: null,
+        mem_sha256: null,
+        cpu_cores: opts.includeMemory ? sb.cpu_cores : null,
+        memory_mb: opts.includeMemory ? memoryMbFor(sb.memory_gb) : null,
       };
       store.insertCheckpoint(row);
       // The next overlay is made first (names the current disk relatively), so the guest is
@@ -112,11 +131,28 @@ export class CheckpointService {
       const next = path.join(path.dirname(frozenDisk), liveDiskName(sandboxId, row.id));
       try {
         await createOverlay(path.basename(frozenDisk), next, row.disk_size_bytes, { unsafe: true });
-        await vm.agent.fsfreeze("/");
-        try {
-          await vm.snapshotRootDisk(next);
-        } finally {
-          await vm.agent.fsthaw("/").catch(() => {});
+        if (opts.includeMemory) {
+          // Stopped, disk and memory are consistent without a freeze: snapshot the disk, save
+          // RAM and devices, run again and set the clock the pause put behind.
+          const qmp = vm.qmp;
+          if (!qmp) throw new Error("no QMP connection");
+          await qmp.execute("stop");
+          try {
+            await vm.snapshotRootDisk(next);
+            await saveVmState(qmp, path.join(this.deps.blobs.localDir, `mem-${row.id}`), { ignoreShared: false });
+          } finally {
+            await qmp.execute("cont").catch(() => {});
+            vm.agent.syncClock();
+          }
+          row.mem_key = `mem-${row.id}`;
+          store.updateCheckpoint(row.id, { mem_key: row.mem_key });
+        } else {
+          await vm.agent.fsfreeze("/");
+          try {
+            await vm.snapshotRootDisk(next);
+          } finally {
+            await vm.agent.fsthaw("/").catch(() => {});
+          }
         }
       } catch (err) {
         rmSync(next, { force: true });
@@ -142,7 +178,20 @@ export class CheckpointService {
         const { sha256, size } = await sealLayer(file, { signal: abort.signal });
         abort.signal.throwIfAborted();
         await this.deps.blobs.put(key, file, { sha256, size });
-        if (this.deps.store.updateCheckpoint(id, { state: "DURABLE", sha256, stored_bytes: size }, ["FROZEN"])) {
+        let memBytes = 0;
+        let mem_sha256: string | null = null;
+        if (row.mem_key) {
+          const memFile = path.join(this.deps.blobs.localDir, row.mem_key);
+          const m = await sealLayer(memFile, { signal: abort.signal });
+          await this.deps.blobs.put(row.mem_key, memFile, m);
+          memBytes = m.size;
+          mem_sha256 = m.sha256;
+        }
+        if (
+          this.deps.store.updateCheckpoint(id, { state: "DURABLE", sha256, mem_sha256, stored_bytes: size + memBytes }, [
+            "FROZEN",
+          ])
+        ) {
           this.deps.log.info({ checkpoint: id, bytes: size }, "checkpoint durable");
           if (row.depth >= this.flattenDepth) this.flattenInBackground(id);
         } else {
@@ -229,7 +278,13 @@ export class CheckpointService {
    * the top layer's path, to back a new sandbox's overlay. A corrupt or missing layer is
    * CHECKPOINT_CORRUPT: such a checkpoint never boots.
    */
-  async restorePath(teamId: string | undefined, id: string, signal?: AbortSignal): Promise<{ path: string; row: CheckpointRow }> {
+  async restorePath(
+    teamId: string | undefined,
+    id: string,
+    signal?: AbortSignal,
+    opts: { memory?: boolean } = {},
+  ): Promise<{ path: string; row: CheckpointRow; memPath: string | null }> {
+    let memPath: string | null = null;
     const top = teamId === undefined ? this.deps.store.getCheckpoint(id) : this.get(teamId, id);
     if (!top) throw new SandtreeError("CHECKPOINT_NOT_FOUND", `checkpoint ${id} not found`, { id });
     if (top.state !== "DURABLE") {
@@ -261,10 +316,25 @@ export class CheckpointService {
         throw err;
       }
     }
+    if (opts.memory) {
+      if (!top.mem_key || !top.mem_sha256) {
+        throw new SandtreeError("CHECKPOINT_HAS_NO_MEMORY", `checkpoint ${id} has no memory to restore`, { checkpoint_id: id });
+      }
+      try {
+        memPath = await this.deps.blobs.materialize(top.mem_key, top.mem_sha256, signal ? { signal } : {});
+      } catch (err) {
+        if (err instanceof BlobCorruptError || err instanceof BlobMissingError) {
+          throw new SandtreeError("CHECKPOINT_CORRUPT", `checkpoint ${id} cannot be restored: ${err.message}`, {
+            checkpoint_id: id,
+          });
+        }
+        throw err;
+      }
+    }
     if (!existsSync(top.base_path)) {
       throw new SandtreeError("CHECKPOINT_CORRUPT", `the image base of checkpoint ${id} is gone`, { checkpoint_id: id });
     }
-    return { path: topPath, row: top };
+    return { path: topPath, row: top, memPath };
   }
 
   /** Deleting stops the checkpoint's bill at once; its layer stays while descendants need it. */
@@ -296,9 +366,10 @@ export class CheckpointService {
     for (const id of store.checkpointsInUse()) markChain(id);
     for (const c of all) {
       if (needed.has(c.id) || this.uploads.has(c.id)) continue;
-      if (c.blob_key) {
-        await this.deps.blobs.delete(c.blob_key);
-        store.updateCheckpoint(c.id, { blob_key: null, stored_bytes: 0 });
+      if (c.blob_key || c.mem_key) {
+        if (c.blob_key) await this.deps.blobs.delete(c.blob_key);
+        if (c.mem_key) await this.deps.blobs.delete(c.mem_key);
+        store.updateCheckpoint(c.id, { blob_key: null, mem_key: null, stored_bytes: 0 });
       }
       // FAILED rows stay visible with their error; deleted ones go.
       if (c.state === "DELETING") store.deleteCheckpointRow(c.id);

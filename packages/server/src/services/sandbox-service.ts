@@ -23,8 +23,17 @@ import type { Logger } from "./logger.js";
 /** How sandboxes restore from checkpoints and tell the checkpoint service they are going away. */
 export interface CheckpointHooks {
   /** Verifies the checkpoint's chain; `layerName` is its top layer's file name in the layers directory. */
-  backing(checkpointId: string, signal: AbortSignal): Promise<{ digest: string | null; layerName: string }>;
+  backing(
+    checkpointId: string,
+    signal: AbortSignal,
+    opts?: { memory?: boolean },
+  ): Promise<{ digest: string | null; layerName: string; memPath: string | null }>;
   onTeardown(sandboxId: string): Promise<void>;
+}
+
+/** The VM's RAM for a sandbox's memory_gb (a memory checkpoint records it: restores must match). */
+export function memoryMbFor(memoryGb: number): number {
+  return Math.max(128, Math.round(memoryGb * 1024));
 }
 
 /** File name of one of a sandbox's disk layers (the active one, or frozen ones that became checkpoints). */
@@ -71,6 +80,9 @@ export class SandboxService {
   /** Warm templates; null turns warm starts off (SANDTREE_WARM_TEMPLATES=0). */
   private readonly templates: TemplateStore | null;
   private readonly imageBases = new Map<string, string>();
+  /** Sandboxes to restore with their checkpoint's memory (processes running) instead of booting. */
+  private readonly memoryRestores = new Set<string>();
+  private readonly resetting = new Set<string>();
 
   constructor(private readonly deps: SandboxServiceDeps) {
     this.templates =
@@ -142,13 +154,17 @@ export class SandboxService {
     sandbox.secrets = admitted.sandbox.secrets ?? {};
     this.deps.store.updateSandbox(sandbox.id, lifetimeFields(params, now));
     if (params.checkpoint_id) {
+      if (params.restore_memory) this.memoryRestores.add(sandbox.id);
       const lineage = { source_checkpoint_id: params.checkpoint_id, head_checkpoint_id: params.checkpoint_id };
       this.deps.store.updateSandbox(sandbox.id, lineage);
       Object.assign(sandbox, lineage);
     }
     this.deps.store.addEvent(sandbox.id, `created from ${params.image}`);
     const abort = new AbortController();
-    const done = this.provision(sandbox, credentials, abort.signal).finally(() => this.provisioning.delete(sandbox.id));
+    const done = this.provision(sandbox, credentials, abort.signal).finally(() => {
+      this.provisioning.delete(sandbox.id);
+      this.memoryRestores.delete(sandbox.id);
+    });
     this.provisioning.set(sandbox.id, { abort, done });
     return { sandbox, created: true };
   }
@@ -171,10 +187,14 @@ export class SandboxService {
       // checkpoint's layer, or a link to the image base. A later checkpoint keeps it in place.
       mkdirSync(this.layersDir, { recursive: true });
       let backing: string;
+      let memState: string | null = null;
       let image: { digest: string | null; virtualSizeBytes: number };
       if (sb.source_checkpoint_id && this.checkpointHooks) {
-        const layer = await this.checkpointHooks.backing(sb.source_checkpoint_id, signal);
+        const layer = await this.checkpointHooks.backing(sb.source_checkpoint_id, signal, {
+          memory: this.memoryRestores.has(sb.id),
+        });
         backing = layer.layerName;
+        memState = layer.memPath;
         image = { digest: layer.digest, virtualSizeBytes: 0 };
       } else {
         const resolved = await this.deps.images.resolve(sb.image, { ...(credentials ? { credentials } : {}), signal });
@@ -191,7 +211,7 @@ export class SandboxService {
           { field: "disk_size_gb" },
         );
       }
-      const memoryMb = Math.max(128, Math.round(sb.memory_gb * 1024));
+      const memoryMb = memoryMbFor(sb.memory_gb);
       // Warm start: a copy-on-write clone of a saved, booted VM of the same image and sizes.
       // Restores boot cold (their disk is a checkpoint's, not the template's).
       const warmInputs: TemplateInputs | null =
@@ -223,8 +243,9 @@ export class SandboxService {
         logDir: this.logDir(sb.id),
         signal,
         ...(template ? { memoryFile: { path: template.ramFile, share: false }, restoreFrom: template.stateFile } : {}),
+        ...(memState ? { restoreFrom: memState } : {}),
       });
-      store.updateSandbox(sb.id, { start_path: template ? "warm" : "cold" });
+      store.updateSandbox(sb.id, { start_path: memState ? "memory" : template ? "warm" : "cold" });
       // The first create of a kind boots cold; the template for the next ones builds afterwards.
       if (warmInputs && !template) setImmediate(() => void this.templates?.ensure(warmInputs));
       const started = vm;
@@ -255,6 +276,66 @@ export class SandboxService {
   }
 
   /** Tracks a sandbox's VM; if QEMU dies on its own the sandbox becomes ERROR with the reason. */
+  /**
+   * Episode reset in place: the sandbox's VM is replaced by one resumed from a memory checkpoint
+   * (its disk on the checkpoint's layer), keeping the sandbox's id. The guest gets the host clock
+   * and fresh entropy on reconnect, as after every restore.
+   */
+  async reset(
+    teamId: string,
+    id: string,
+    r: { checkpointId: string; layerName: string; memPath: string; memoryMb: number | null; cpuCores: number | null },
+  ): Promise<Sandbox> {
+    const sb = this.get(teamId, id);
+    const old = this.running(teamId, id);
+    if (r.memoryMb !== memoryMbFor(sb.memory_gb) || r.cpuCores !== sb.cpu_cores) {
+      throw new SandtreeError("CONFLICT", `checkpoint ${r.checkpointId} was taken from a VM of another size than sandbox ${id}`, {
+        checkpoint_id: r.checkpointId,
+      });
+    }
+    if (this.resetting.has(id)) throw new SandtreeError("CONFLICT", `sandbox ${id} is already being reset`, { id });
+    this.resetting.add(id);
+    try {
+      // Out of the map first: calls during the swap get 409 instead of a dying VM.
+      this.vms.delete(id);
+      await old.stop({ graceMs: 0 });
+      this.cleanupDisk(id);
+      const overlay = path.join(this.layersDir, liveDiskName(id, `r${Date.now().toString(36)}`));
+      await createOverlay(r.layerName, overlay, sb.disk_size_gb * GiB);
+      const vm = await QemuVm.start({
+        name: `sandtree-${id}`,
+        accel: this.deps.accel,
+        cpuCores: sb.cpu_cores,
+        memoryMb: memoryMbFor(sb.memory_gb),
+        kernel: this.deps.guest.kernel,
+        initramfs: this.deps.guest.initramfs,
+        rootDisk: overlay,
+        runDir: this.runDir(id),
+        logDir: this.logDir(id),
+        restoreFrom: r.memPath,
+      });
+      this.supervise(id, vm);
+      this.deps.store.updateSandbox(id, { head_checkpoint_id: r.checkpointId });
+      this.deps.store.addEvent(id, `reset to checkpoint ${r.checkpointId}`);
+    } catch (err) {
+      const reason = `reset failed: ${(err as Error).message}`;
+      if (
+        this.deps.store.updateSandbox(
+          id,
+          { status: "ERROR", error_reason: reason, terminated_at: new Date().toISOString() },
+          ACTIVE,
+        )
+      ) {
+        this.deps.store.addEvent(id, `error: ${reason}`);
+      }
+      this.cleanupDisk(id);
+      throw new SandtreeError("VM_START_FAILED", reason, { id });
+    } finally {
+      this.resetting.delete(id);
+    }
+    return this.get(teamId, id);
+  }
+
   private supervise(id: string, vm: QemuVm): void {
     const { store, log } = this.deps;
     this.vms.set(id, vm);

@@ -16,7 +16,12 @@ export const CHECKPOINT_MIGRATION = `
   ALTER TABLE sandboxes ADD COLUMN head_checkpoint_id TEXT;`;
 
 /** A checkpoint with the fields only the server sees (where its layer and base live). */
-export interface CheckpointRow extends Checkpoint {
+export interface CheckpointRow extends Omit<Checkpoint, "has_memory"> {
+  /** Memory checkpoints: the saved RAM + device state, and the VM shape it needs. */
+  mem_key: string | null;
+  mem_sha256: string | null;
+  cpu_cores: number | null;
+  memory_mb: number | null;
   image_digest: string | null;
   base_path: string;
   sha256: string | null;
@@ -26,12 +31,19 @@ export interface CheckpointRow extends Checkpoint {
 export type CheckpointPatch = Partial<Omit<CheckpointRow, "id" | "team_id" | "sandbox_id" | "created_at">>;
 
 const COLUMNS = `id, team_id, sandbox_id, parent_id, state, depth, image, image_digest, base_path, disk_size_bytes,
-  stored_bytes, sha256, blob_key, error, created_at, updated_at, expires_at`;
+  stored_bytes, sha256, blob_key, error, created_at, updated_at, expires_at, mem_key, mem_sha256, cpu_cores, memory_mb`;
+
+export const CHECKPOINT_MEMORY_MIGRATION = `
+  ALTER TABLE checkpoints ADD COLUMN mem_key TEXT;
+  ALTER TABLE checkpoints ADD COLUMN mem_sha256 TEXT;
+  ALTER TABLE checkpoints ADD COLUMN cpu_cores INTEGER;
+  ALTER TABLE checkpoints ADD COLUMN memory_mb INTEGER;`;
 
 export function insertCheckpoint(db: Database.Database, c: CheckpointRow): void {
   db.prepare(
     `INSERT INTO checkpoints (${COLUMNS}) VALUES (@id, @team_id, @sandbox_id, @parent_id, @state, @depth, @image,
-      @image_digest, @base_path, @disk_size_bytes, @stored_bytes, @sha256, @blob_key, @error, @created_at, @updated_at, @expires_at)`,
+      @image_digest, @base_path, @disk_size_bytes, @stored_bytes, @sha256, @blob_key, @error, @created_at, @updated_at, @expires_at,
+      @mem_key, @mem_sha256, @cpu_cores, @memory_mb)`,
   ).run(c);
 }
 

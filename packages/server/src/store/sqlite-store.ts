@@ -44,6 +44,7 @@ const MIGRATIONS: Array<[name: string, sql: string]> = [
   ],
   ["0004-checkpoints", ck.CHECKPOINT_MIGRATION],
   ["0005-start-path", "ALTER TABLE sandboxes ADD COLUMN start_path TEXT;"],
+  ["0006-memory-checkpoints", ck.CHECKPOINT_MEMORY_MIGRATION],
 ];
 
 type SandboxRow = Omit<Sandbox, "environment_vars" | "labels" | "secrets"> & {

@@ -1,0 +1,130 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestServer, type TestServer } from "./helpers.js";
+
+let t: TestServer;
+beforeAll(async () => {
+  t = await startTestServer();
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+const run = async (id: string, command: string) => {
+  const r = await t.api("POST", `/v1/sandboxes/${id}/exec`, { command });
+  expect(r.status, JSON.stringify(r.body)).toBe(200);
+  return r.body as { stdout: string; stderr: string; exit_code: number };
+};
+
+describe("memory forks", () => {
+  it("starts N children that continue the parent's in-memory count, each with its own RNG and the host clock", {
+    timeout: 400_000,
+  }, async () => {
+    const p = await t.api("POST", "/v1/sandboxes", { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 });
+    const parent = p.body.id as string;
+    await t.waitRunning(parent);
+    // The count lives in the shell's memory; the file only reports it.
+    await t.api("POST", `/v1/sandboxes/${parent}/jobs`, {
+      command: "i=0; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done",
+    });
+    await new Promise((r) => setTimeout(r, 2000));
+    const atFork = Number((await run(parent, "cat /tmp/count")).stdout);
+    const forked = await t.api("POST", `/v1/sandboxes/${parent}/fork`, { memory: true, count: 3 });
+    expect(forked.status, JSON.stringify(forked.body)).toBe(201);
+    expect(forked.body.sandboxes).toHaveLength(3);
+    const ck = await t.api("GET", `/v1/checkpoints/${forked.body.checkpoint_id}`);
+    expect(ck.body.has_memory).toBe(true);
+    const children = await Promise.all(forked.body.sandboxes.map((s: { id: string }) => t.waitRunning(s.id)));
+    const randoms = new Set<string>();
+    for (const child of children) {
+      expect(child.start_path).toBe("memory");
+      const c1 = Number((await run(child.id, "cat /tmp/count")).stdout);
+      await new Promise((r) => setTimeout(r, 700));
+      const c2 = Number((await run(child.id, "cat /tmp/count")).stdout);
+      // It continues from the fork point: never restarted from 1, and still counting.
+      expect(c1).toBeGreaterThanOrEqual(atFork);
+      expect(c2).toBeGreaterThan(c1);
+      randoms.add((await run(child.id, "head -c 16 /dev/urandom | od -An -tx1")).stdout);
+      const now = Number((await run(child.id, "date +%s")).stdout.trim());
+      expect(Math.abs(now - Date.now() / 1000)).toBeLessThan(2);
+    }
+    expect(randoms.size).toBe(3);
+    // The parent went on too.
+    expect(Number((await run(parent, "cat /tmp/count")).stdout)).toBeGreaterThan(atFork);
+
+    const noMem = await t.api("POST", `/v1/sandboxes/${parent}/checkpoints`, {});
+    await t.server.services.checkpoints.waitDurable(p.body.team_id, noMem.body.id, 60_000);
+    const refused = await t.api("POST", "/v1/sandboxes", { checkpoint_id: noMem.body.id, restore_memory: true });
+    expect(refused.status).toBe(409);
+    expect(refused.body.code).toBe("CHECKPOINT_HAS_NO_MEMORY");
+    for (const s of [parent, ...children.map((c) => c.id)]) await t.api("DELETE", `/v1/sandboxes/${s}`);
+  });
+});
+
+// A seeded SQLite service (python3's sqlite3 behind a small HTTP server) that episodes mutate.
+const SERVICE = `
+import hashlib, http.server, os, random, sqlite3, time
+db = sqlite3.connect("/root/ledger.db", check_same_thread=False)
+db.execute("CREATE TABLE IF NOT EXISTS ledger (id INTEGER PRIMARY KEY, who TEXT, amount INTEGER)")
+if db.execute("SELECT COUNT(*) FROM ledger").fetchone()[0] == 0:
+    rng = random.Random(42)
+    db.executemany("INSERT INTO ledger (who, amount) VALUES (?, ?)", [(f"user{i}", rng.randint(1, 1000)) for i in range(200)])
+    db.commit()
+class H(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *a): pass
+    def do_GET(self):
+        if self.path == "/dump":
+            body = hashlib.sha256("\\n".join(db.iterdump()).encode()).hexdigest()
+        elif self.path == "/mutate":
+            db.execute("INSERT INTO ledger (who, amount) VALUES (?, ?)", ("episode", random.randint(1, 10**9)))
+            db.execute("UPDATE ledger SET amount = amount + 1 WHERE id = ?", (random.randint(1, 200),))
+            db.commit()
+            body = "ok"
+        else:
+            body = str(os.getpid())
+        self.send_response(200); self.end_headers(); self.wfile.write(body.encode())
+http.server.HTTPServer(("127.0.0.1", 8080), H).serve_forever()
+`;
+
+describe("episode reset in place", () => {
+  it("puts a Debian sandbox with a live SQLite service back to the same state 20 times", { timeout: 900_000 }, async () => {
+    const r = await t.api("POST", "/v1/sandboxes", { image: "sandtree/debian", memory_gb: 0.375, disk_size_gb: 2 });
+    const id = r.body.id as string;
+    await t.waitRunning(id);
+    await t.api("PUT", `/v1/sandboxes/${id}/files?path=/root/service.py`, new TextEncoder().encode(SERVICE), {
+      "content-type": "application/octet-stream",
+    });
+    await t.api("POST", `/v1/sandboxes/${id}/jobs`, { command: "exec python3 /root/service.py" });
+    const get = async (p: string) =>
+      (
+        await run(
+          id,
+          `python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:8080${p}').read().decode())"`,
+        )
+      ).stdout;
+    let pid = "";
+    for (let i = 0; i < 100 && !/^\d+$/.test(pid); i++) {
+      pid = await get("/pid").catch(() => "");
+      if (!/^\d+$/.test(pid)) await new Promise((res) => setTimeout(res, 300));
+    }
+    expect(pid).toMatch(/^\d+$/);
+    const startTime = async () => (await run(id, `cut -d' ' -f22 /proc/${pid}/stat`)).stdout.trim();
+    const seededHash = await get("/dump");
+    const seededStart = await startTime();
+    const ck = await t.api("POST", `/v1/sandboxes/${id}/checkpoints`, { include_memory: true });
+    expect(ck.status, JSON.stringify(ck.body)).toBe(201);
+    await t.server.services.checkpoints.waitDurable(r.body.team_id, ck.body.id, 120_000);
+
+    for (let episode = 0; episode < 20; episode++) {
+      expect(await get("/dump"), `episode ${episode} starts from the seeded state`).toBe(seededHash);
+      expect(await get("/pid")).toBe(pid);
+      expect(await startTime()).toBe(seededStart);
+      await get("/mutate");
+      expect(await get("/dump")).not.toBe(seededHash);
+      const reset = await t.api("POST", `/v1/sandboxes/${id}/reset`, { checkpoint_id: ck.body.id });
+      expect(reset.status, JSON.stringify(reset.body)).toBe(200);
+      expect(reset.body.id).toBe(id);
+      expect(reset.body.status).toBe("RUNNING");
+    }
+    await t.api("DELETE", `/v1/sandboxes/${id}`);
+  });
+});
