@@ -1,4 +1,5 @@
 import { Checkpoint, CheckpointList, type ForkRequest, Sandbox } from "@sandtree/protocol";
+import { z } from "zod";
 import { SandtreeSdkError, TimeoutError } from "./errors.js";
 import type { HttpClient, RequestOptions } from "./http.js";
 
@@ -28,7 +29,11 @@ export interface ForkOptions extends RequestOptions {
   timeoutMinutes?: number;
   /** How long the server waits for the checkpoint to become DURABLE (default 300 s). */
   waitTimeoutMs?: number;
+  /** Fork with memory: the child resumes with the parent's processes running. */
+  memory?: boolean;
 }
+
+const ForkMany = z.object({ sandboxes: z.array(Sandbox), checkpoint_id: z.string() });
 
 const enc = encodeURIComponent;
 
@@ -36,13 +41,20 @@ const enc = encodeURIComponent;
 export class Checkpoints {
   constructor(private readonly http: HttpClient) {}
 
-  create(sandboxId: string, options: RequestOptions & { ttlSeconds?: number } = {}): Promise<Checkpoint> {
-    const { ttlSeconds, ...rest } = options;
+  /** `includeMemory` saves RAM and device state too: restores resume with processes running. */
+  create(
+    sandboxId: string,
+    options: RequestOptions & { ttlSeconds?: number; includeMemory?: boolean } = {},
+  ): Promise<Checkpoint> {
+    const { ttlSeconds, includeMemory, ...rest } = options;
     return this.http.json(Checkpoint, {
       ...rest,
       method: "POST",
       path: `/v1/sandboxes/${enc(sandboxId)}/checkpoints`,
-      json: ttlSeconds !== undefined ? { ttl_seconds: ttlSeconds } : {},
+      json: {
+        ...(ttlSeconds !== undefined ? { ttl_seconds: ttlSeconds } : {}),
+        ...(includeMemory ? { include_memory: true } : {}),
+      },
     });
   }
 
@@ -79,14 +91,36 @@ export class Checkpoints {
 
 /** Checkpoints the sandbox, waits until DURABLE and starts a child from it (server side). */
 export function forkSandbox(http: HttpClient, id: string, options: ForkOptions = {}): Promise<Sandbox> {
-  const { name, cpuCores, memoryGb, timeoutMinutes, waitTimeoutMs, ...rest } = options;
+  const { json, rest, wait } = forkBody(options);
+  return http.json(Sandbox, { timeoutMs: wait + 60_000, ...rest, method: "POST", path: `/v1/sandboxes/${enc(id)}/fork`, json });
+}
+
+/** Starts `count` children from one checkpoint of the sandbox (with `memory`, all running its processes). */
+export function forkMany(
+  http: HttpClient,
+  id: string,
+  count: number,
+  options: ForkOptions = {},
+): Promise<{ sandboxes: Sandbox[]; checkpoint_id: string }> {
+  const { json, rest, wait } = forkBody(options);
+  return http.json(ForkMany, {
+    timeoutMs: wait + 60_000,
+    ...rest,
+    method: "POST",
+    path: `/v1/sandboxes/${enc(id)}/fork`,
+    json: { ...json, count },
+  });
+}
+
+function forkBody(options: ForkOptions) {
+  const { name, cpuCores, memoryGb, timeoutMinutes, waitTimeoutMs, memory, ...rest } = options;
   const json: ForkRequest = {
+    ...(memory ? { memory: true } : {}),
     ...(name !== undefined ? { name } : {}),
     ...(cpuCores !== undefined ? { cpu_cores: cpuCores } : {}),
     ...(memoryGb !== undefined ? { memory_gb: memoryGb } : {}),
     ...(timeoutMinutes !== undefined ? { timeout_minutes: timeoutMinutes } : {}),
     ...(waitTimeoutMs !== undefined ? { wait_timeout_seconds: waitTimeoutMs / 1000 } : {}),
   };
-  const wait = waitTimeoutMs ?? 300_000;
-  return http.json(Sandbox, { timeoutMs: wait + 60_000, ...rest, method: "POST", path: `/v1/sandboxes/${enc(id)}/fork`, json });
+  return { json, rest, wait: waitTimeoutMs ?? 300_000 };
 }

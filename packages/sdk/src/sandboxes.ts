@@ -12,7 +12,7 @@ import {
   type SandboxStatus,
   TERMINAL_STATUSES,
 } from "@sandtree/protocol";
-import { type ForkOptions, forkSandbox } from "./checkpoints.js";
+import { type ForkOptions, forkMany, forkSandbox } from "./checkpoints.js";
 import { InvalidResponseError, SandboxFailedError, TimeoutError } from "./errors.js";
 import { ExecHandle } from "./exec-handle.js";
 import type { HttpClient, RequestOptions } from "./http.js";
@@ -118,6 +118,22 @@ export class Sandboxes {
   /** Checkpoints the sandbox, waits for DURABLE and starts a child with its files (see ForkOptions). */
   fork(id: string, options: ForkOptions = {}): Promise<Sandbox> {
     return forkSandbox(this.http, id, options);
+  }
+
+  /** Starts `count` children from one checkpoint; with `memory: true` each resumes the parent's processes. */
+  forkMany(id: string, count: number, options: ForkOptions = {}): Promise<{ sandboxes: Sandbox[]; checkpoint_id: string }> {
+    return forkMany(this.http, id, count, options);
+  }
+
+  /** Puts a running sandbox back to a memory checkpoint's state, keeping its id (an RL episode reset). */
+  reset(id: string, checkpointId: string, options: RequestOptions = {}): Promise<Sandbox> {
+    return this.http.json(Sandbox, {
+      timeoutMs: 300_000,
+      ...options,
+      method: "POST",
+      path: `${sandboxPath(id)}/reset`,
+      json: { checkpoint_id: checkpointId },
+    });
   }
 
   get(id: string, options: RequestOptions = {}): Promise<Sandbox> {

@@ -103,6 +103,21 @@ describe("the sandtree CLI against a real server", () => {
       expect(cat.stdout).toBe("payload\n");
     }
     expect((await sandtree(["sandbox", "delete", childId, fromCk, "-y"])).code).toBe(0);
+
+    // Pause and resume, memory checkpoints, memory forks of several children, reset in place.
+    expect((await sandtree(["sandbox", "pause", sb.id])).stdout).toBe(`${sb.id} PAUSED\n`);
+    expect((await sandtree(["sandbox", "resume", sb.id])).stdout).toBe(`${sb.id} RUNNING\n`);
+    const memCk = await sandtree(["sandbox", "checkpoint", "create", sb.id, "--memory", "--wait", "-o", "json"]);
+    expect(JSON.parse(memCk.stdout)).toMatchObject({ state: "DURABLE", has_memory: true });
+    const kids = await sandtree(["sandbox", "fork", sb.id, "--memory", "--count", "2", "-y"]);
+    expect(kids.code, kids.stderr).toBe(0);
+    const kidIds = kids.stdout.trim().split("\n");
+    expect(kidIds).toHaveLength(2);
+    const reset = await sandtree(["sandbox", "reset", sb.id, "--checkpoint", JSON.parse(memCk.stdout).id]);
+    expect(reset.code, reset.stderr).toBe(0);
+    expect(reset.stdout.trim()).toBe(sb.id);
+    expect((await sandtree(["sandbox", "run", sb.id, "--", "cat", "/root/up.txt"])).stdout).toBe("payload\n");
+    expect((await sandtree(["sandbox", "delete", ...kidIds, "-y"])).code).toBe(0);
     expect((await sandtree(["sandbox", "checkpoint", "delete", cid])).code).toBe(2);
     expect((await sandtree(["sandbox", "delete", sb.id, "-y"])).code).toBe(0);
     const after = await sandtree(["sandbox", "run", sb.id, "--", "true"]);

@@ -58,22 +58,28 @@ export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): v
     .description("checkpoint a sandbox's filesystem; prints the checkpoint id")
     .argument("<id>", "sandbox id")
     .option("--ttl-seconds <s>", "delete the checkpoint this long after creation", parseIntArg("--ttl-seconds"))
+    .option("--memory", "save memory and processes too (restores resume them running)")
     .option("--wait", "wait until it is DURABLE")
     .addOption(outputOption())
-    .action(async (id: string, o: { ttlSeconds?: number; wait?: boolean; output: OutputFormat }, cmd: Command) => {
-      const client = await ctx.client(globalFlags(cmd));
-      let c = await client.checkpoints.create(id, o.ttlSeconds !== undefined ? { ttlSeconds: o.ttlSeconds } : {});
-      if (o.wait) {
-        const spin = spinner(ctx.stderr, `waiting for ${c.id}`);
-        try {
-          c = await client.checkpoints.waitForCheckpoint(c.id);
-        } finally {
-          spin.stop();
+    .action(
+      async (id: string, o: { ttlSeconds?: number; memory?: boolean; wait?: boolean; output: OutputFormat }, cmd: Command) => {
+        const client = await ctx.client(globalFlags(cmd));
+        let c = await client.checkpoints.create(id, {
+          ...(o.ttlSeconds !== undefined ? { ttlSeconds: o.ttlSeconds } : {}),
+          ...(o.memory ? { includeMemory: true } : {}),
+        });
+        if (o.wait) {
+          const spin = spinner(ctx.stderr, `waiting for ${c.id}`);
+          try {
+            c = await client.checkpoints.waitForCheckpoint(c.id);
+          } finally {
+            spin.stop();
+          }
         }
-      }
-      if (o.output === "json") printJson(ctx.stdout, c);
-      else ctx.stdout.write(`${c.id}\n`);
-    });
+        if (o.output === "json") printJson(ctx.stdout, c);
+        else ctx.stdout.write(`${c.id}\n`);
+      },
+    );
 
   checkpoint
     .command("list")
@@ -144,24 +150,43 @@ export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): v
   childOptions(sandbox.command("fork").description("checkpoint a sandbox, wait for DURABLE, start a child; prints its id"))
     .argument("<id>", "sandbox id")
     .option("--wait-timeout <s>", "how long to wait for the checkpoint (default 300)", parseIntArg("--wait-timeout"), 300)
+    .option("--memory", "fork with memory: children resume the parent's running processes")
+    .option("--count <n>", "start this many children from one checkpoint", parseIntArg("--count"))
     .addOption(outputOption())
-    .action(async (id: string, o: ChildFlags & { waitTimeout: number }, cmd: Command) => {
+    .action(async (id: string, o: ChildFlags & { waitTimeout: number; memory?: boolean; count?: number }, cmd: Command) => {
       if (!(await confirm(ctx, `fork ${id}?`, o.yes))) return;
       const client = await ctx.client(globalFlags(cmd));
       const spin = spinner(ctx.stderr, `forking ${id}`);
-      let child: Awaited<ReturnType<typeof client.sandboxes.fork>>;
+      const opts = {
+        ...(o.name !== undefined ? { name: o.name } : {}),
+        ...(o.cpuCores !== undefined ? { cpuCores: o.cpuCores } : {}),
+        ...(o.memoryGb !== undefined ? { memoryGb: o.memoryGb } : {}),
+        ...(o.timeoutMinutes !== undefined ? { timeoutMinutes: o.timeoutMinutes } : {}),
+        ...(o.memory ? { memory: true } : {}),
+        waitTimeoutMs: o.waitTimeout * 1000,
+      };
+      let children: Array<{ id: string }>;
       try {
-        child = await client.sandboxes.fork(id, {
-          ...(o.name !== undefined ? { name: o.name } : {}),
-          ...(o.cpuCores !== undefined ? { cpuCores: o.cpuCores } : {}),
-          ...(o.memoryGb !== undefined ? { memoryGb: o.memoryGb } : {}),
-          ...(o.timeoutMinutes !== undefined ? { timeoutMinutes: o.timeoutMinutes } : {}),
-          waitTimeoutMs: o.waitTimeout * 1000,
-        });
+        children =
+          o.count === undefined
+            ? [await client.sandboxes.fork(id, opts)]
+            : (await client.sandboxes.forkMany(id, o.count, opts)).sandboxes;
       } finally {
         spin.stop();
       }
-      if (o.output === "json") printJson(ctx.stdout, child);
-      else ctx.stdout.write(`${child.id}\n`);
+      if (o.output === "json") printJson(ctx.stdout, o.count === undefined ? children[0] : children);
+      else ctx.stdout.write(children.map((c) => `${c.id}\n`).join(""));
+    });
+
+  sandbox
+    .command("reset")
+    .description("put a running sandbox back to a memory checkpoint's state, keeping its id")
+    .argument("<id>", "sandbox id")
+    .requiredOption("--checkpoint <cid>", "a memory checkpoint (made with --memory)")
+    .addOption(outputOption())
+    .action(async (id: string, o: { checkpoint: string; output: OutputFormat }, cmd: Command) => {
+      const sb = await (await ctx.client(globalFlags(cmd))).sandboxes.reset(id, o.checkpoint);
+      if (o.output === "json") printJson(ctx.stdout, sb);
+      else ctx.stdout.write(`${sb.id}\n`);
     });
 }
