@@ -166,10 +166,27 @@ static void apply_sync(const uint8_t *p, size_t n) {
   }
 }
 
+/* Every HELLO after the first means this guest was restored from a snapshot (or its host
+ * reconnected): /run/sandtree/generation counts them so programs inside can notice (inotify or
+ * poll) and reseed their own generators. Written atomically (temp file + rename). */
+static void announce_generation(void) {
+  static unsigned hellos;
+  if (++hellos < 2) return;
+  mkdir("/run/sandtree", 0755);
+  int fd = open("/run/sandtree/.generation", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  char buf[32];
+  int len = snprintf(buf, sizeof buf, "%u\n", hellos - 1);
+  if (write(fd, buf, (size_t)len) < 0) {}
+  close(fd);
+  rename("/run/sandtree/.generation", "/run/sandtree/generation");
+}
+
 /* HELLO: set the clock, mix in entropy, forget every stream, then acknowledge. */
 static void on_hello(const uint8_t *p, size_t n) {
   if (n < HELLO_NONCE) return;
   apply_sync(p + HELLO_NONCE, n - HELLO_NONCE);
+  announce_generation();
   for (struct stream *s = g_streams; s; s = s->next) {
     if (s->dead || s->detached) continue;
     if (s->kind == S_EXEC) exec_detach(s);

@@ -44,6 +44,8 @@ describe("memory forks", () => {
       expect(c1).toBeGreaterThanOrEqual(atFork);
       expect(c2).toBeGreaterThan(c1);
       randoms.add((await run(child.id, "head -c 16 /dev/urandom | od -An -tx1")).stdout);
+      // Programs inside can tell they were restored (and reseed their own generators).
+      expect(Number((await run(child.id, "cat /run/sandtree/generation")).stdout)).toBeGreaterThanOrEqual(1);
       const now = Number((await run(child.id, "date +%s")).stdout.trim());
       expect(Math.abs(now - Date.now() / 1000)).toBeLessThan(2);
     }

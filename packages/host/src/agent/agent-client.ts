@@ -220,6 +220,9 @@ export class AgentClient extends EventEmitter {
   private async handshake(signal: AbortSignal): Promise<void> {
     // Resend with a new nonce until answered: a HELLO written before the guest opened its
     // port may be lost, and the byte stream is ordered so older nonces cannot arrive later.
+    // A lost HELLO is resent soon (then less often): newer nonces supersede older ones in the
+    // ordered byte stream, and no stream exists yet, so resending is harmless.
+    let retryMs = 50;
     for (;;) {
       signal.throwIfAborted();
       if (this.closedError) throw this.closedError;
@@ -235,7 +238,8 @@ export class AgentClient extends EventEmitter {
       // READY means the agent just opened its port: any HELLO sent before was lost, resend now.
       const ready = new Promise<null>((resolve) => this.once("guest-ready", () => resolve(null)));
       this.sendRaw(FrameType.HELLO, 0, Buffer.concat([nonce, tlv]));
-      const info = await Promise.race([acked, ready, sleep(1000, null, { signal }).catch(() => null)]);
+      const info = await Promise.race([acked, ready, sleep(retryMs, null, { signal }).catch(() => null)]);
+      retryMs = Math.min(1000, retryMs * 2);
       this.removeAllListeners("guest-ready");
       if (info) {
         this.info = info;

@@ -205,16 +205,15 @@ export class QemuVm extends EventEmitter {
     });
     try {
       const [qmp, agent] = await Promise.race([
-        Promise.all([
-          QmpClient.connect(qmpSocket, { signal: abort }).then(async (qmp) => {
-            // A template clone gets its RAM from the shared file; a memory checkpoint carries it all.
-            if (opts.restoreFrom) {
-              await loadVmState(qmp, opts.restoreFrom, { ignoreShared: opts.memoryFile !== undefined, signal: abort });
-            }
-            return qmp;
-          }),
-          AgentClient.connect(agentSocket, { signal: abort }),
-        ]),
+        opts.restoreFrom
+          ? // A restored guest's port is closed until its state is loaded (bytes sent earlier are
+            // dropped): load and run it first, then shake hands.
+            QmpClient.connect(qmpSocket, { signal: abort }).then(async (qmp) => {
+              // A template clone gets its RAM from the shared file; a memory checkpoint carries it all.
+              await loadVmState(qmp, opts.restoreFrom as string, { ignoreShared: opts.memoryFile !== undefined, signal: abort });
+              return [qmp, await AgentClient.connect(agentSocket, { signal: abort })] as const;
+            })
+          : Promise.all([QmpClient.connect(qmpSocket, { signal: abort }), AgentClient.connect(agentSocket, { signal: abort })]),
         died,
       ]);
       vm.qmp = qmp;
