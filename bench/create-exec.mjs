@@ -52,13 +52,15 @@ async function rawBoot(work, image, accel, i) {
   return { vm, ms };
 }
 
+// Cold creates: this bench measures the boot path (bench/warm.mjs measures warm clones).
+process.env.SANDTREE_WARM_TEMPLATES = "0";
 const work = mkdtempSync(path.join(tmpdir(), "sandtree-bench-"));
 const server = await startServer({ dataDir: path.join(work, "data"), port: 0, logger: false });
 try {
   const accel = await detectAccel("auto");
   const store = new ImageStore();
   const image = await store.resolve(IMAGE);
-  const client = new SandtreeClient({ apiUrl: server.url, apiKey: server.firstKey });
+  const client = new SandtreeClient({ apiUrl: server.url, apiKey: server.firstKey ?? "" });
 
   const raw = [];
   const api = [];

@@ -69,6 +69,8 @@ describe("timeouts", () => {
     const sb = await waitStatus(r.body.id, "TIMEOUT", 60_000);
     expect(sb.error_reason).toContain("timeout_minutes");
     expect(Date.now() - Date.parse(sb.expires_at)).toBeLessThan(30_000);
+    // The status flips first; stopping the VM follows within moments.
+    for (let i = 0; i < 100 && qemuPidsFor([sb.id]).length > 0; i++) await sleep(100);
     expect(qemuPidsFor([sb.id])).toEqual([]);
     expect((await t.api("POST", `/v1/sandboxes/${sb.id}/exec`, { command: "true" })).status).toBe(409);
   });
