@@ -53,6 +53,14 @@ describe("memory forks", () => {
     // The parent went on too.
     expect(Number((await run(parent, "cat /tmp/count")).stdout)).toBeGreaterThan(atFork);
 
+    // A second memory checkpoint of the same VM works (the first left it running, not postmigrate).
+    const again = await t.api("POST", `/v1/sandboxes/${parent}/checkpoints`, { include_memory: true });
+    expect(again.status, JSON.stringify(again.body)).toBe(201);
+    await t.server.services.checkpoints.waitDurable(p.body.team_id, again.body.id, 60_000);
+    const c3 = Number((await run(parent, "cat /tmp/count")).stdout);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(Number((await run(parent, "cat /tmp/count")).stdout)).toBeGreaterThan(c3);
+
     const noMem = await t.api("POST", `/v1/sandboxes/${parent}/checkpoints`, {});
     await t.server.services.checkpoints.waitDurable(p.body.team_id, noMem.body.id, 60_000);
     const refused = await t.api("POST", "/v1/sandboxes", { checkpoint_id: noMem.body.id, restore_memory: true });

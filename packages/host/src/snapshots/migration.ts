@@ -40,6 +40,22 @@ export async function saveVmState(
   await waitMigration(qmp, opts.signal);
 }
 
+/**
+ * Runs a VM again after saveVmState. QEMU reports the migration `completed` slightly before it
+ * moves the VM to `postmigrate`; a `cont` in between is undone by that move, leaving the VM
+ * paused (and refusing the next migration). So wait for the settled state, continue, and check.
+ */
+export async function resumeAfterSave(qmp: QmpClient, opts: { signal?: AbortSignal } = {}): Promise<void> {
+  for (let i = 0; i < 400; i++) {
+    opts.signal?.throwIfAborted();
+    const { status } = await qmp.execute<{ status: string }>("query-status");
+    if (status === "running") return;
+    if (status === "postmigrate" || status === "paused") await qmp.execute("cont");
+    await sleep(5);
+  }
+  throw new Error("the VM did not run again after saving its state");
+}
+
 /** Loads state saved by saveVmState into a QEMU started with `-incoming defer`, then runs it. */
 export async function loadVmState(
   qmp: QmpClient,

@@ -8,6 +8,7 @@ import {
   createOverlay,
   ensureBaseLink,
   flattenLayer,
+  resumeAfterSave,
   saveVmState,
   sealLayer,
   sha256File,
@@ -141,7 +142,7 @@ export class CheckpointService {
             await vm.snapshotRootDisk(next);
             await saveVmState(qmp, path.join(this.deps.blobs.localDir, `mem-${row.id}`), { ignoreShared: false });
           } finally {
-            await qmp.execute("cont").catch(() => {});
+            await resumeAfterSave(qmp);
             vm.agent.syncClock();
           }
           row.mem_key = `mem-${row.id}`;
