@@ -7,6 +7,9 @@ results=$(mktemp -d)
 failed_steps=0
 echo "== lint (biome)"; npx biome check . || failed_steps=$((failed_steps + 1))
 echo "== types (tsc -b)"; npx tsc -b || failed_steps=$((failed_steps + 1))
+# Many test servers run at once in this network namespace: they give sandboxes no network
+# unless a test asks (the network tests run theirs in namespaces they create).
+export SANDTREE_NETWORK="${SANDTREE_NETWORK:-off}"
 echo "== tests (vitest)"
 npx vitest run --reporter=default --reporter=json --outputFile="$results/vitest.json" "$@"
 node -e '

@@ -162,6 +162,7 @@ static void apply_sync(const uint8_t *p, size_t n) {
         agent_log("RNDRESEEDCRNG: %s", strerror(errno));
       if (fd >= 0) close(fd);
     }
+    if (r.net) net_apply(r.net);
     req_free(&r);
   }
 }

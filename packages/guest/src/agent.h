@@ -80,6 +80,9 @@ int user_lookup(const char *spec, struct user_info *u); /* 0 or errno */
 /* init.c */
 int init_boot(void);        /* PID-1 setup up to the switched root; 0 or -1 */
 void init_poweroff(void);   /* SHUTDOWN: never returns */
+
+/* net.c */
+void net_apply(const char *spec); /* TAG_NET: configure eth0, the default route, resolv.conf */
 extern char g_kernel_release[65];
 extern uint64_t g_boot_ms;
 

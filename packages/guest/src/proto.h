@@ -26,6 +26,7 @@ enum tlv_tag {
   TAG_ARG = 1, TAG_ENV = 2, TAG_CWD = 3, TAG_USER = 4, TAG_TIMEOUT_MS = 5, TAG_SHELL = 6,
   TAG_PATH = 7, TAG_OFFSET = 8, TAG_LENGTH = 9, TAG_MODE = 10, TAG_FLAGS = 11, TAG_SIGNUM = 12,
   TAG_TIME_NS = 13, TAG_ENTROPY = 14, TAG_ROWS = 15, TAG_COLS = 16,
+  TAG_NET = 17, /* HELLO/SYNC: "ADDR/PREFIX GATEWAY" for eth0, or "-" for no network */
 };
 
 #define FLAG_APPEND 0x1u

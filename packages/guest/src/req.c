@@ -37,6 +37,7 @@ static int set(char **dst, const struct tlv *t) {
 static int one(struct req *r, const struct tlv *t) {
   switch (t->tag) {
     case TAG_ARG: case TAG_ENV: case TAG_CWD: case TAG_USER: case TAG_SHELL: case TAG_PATH:
+    case TAG_NET:
       if (!tlv_str_ok(t)) return EINVAL;
       break;
   }
@@ -47,6 +48,7 @@ static int one(struct req *r, const struct tlv *t) {
     case TAG_USER: return set(&r->user, t);
     case TAG_SHELL: return set(&r->shell, t);
     case TAG_PATH: return set(&r->path, t);
+    case TAG_NET: return set(&r->net, t);
     case TAG_TIMEOUT_MS: r->has_timeout = 1; return tlv_u64(t, &r->timeout_ms) ? EINVAL : 0;
     case TAG_OFFSET: r->has_offset = 1; return tlv_u64(t, &r->offset) ? EINVAL : 0;
     case TAG_LENGTH: r->has_length = 1; return tlv_u64(t, &r->length) ? EINVAL : 0;
@@ -82,6 +84,6 @@ static void freev(char **v) {
 void req_free(struct req *r) {
   freev(r->argv);
   freev(r->env);
-  free(r->cwd); free(r->user); free(r->shell); free(r->path);
+  free(r->cwd); free(r->user); free(r->shell); free(r->path); free(r->net);
   memset(r, 0, sizeof *r);
 }

@@ -7,7 +7,7 @@
 struct req {
   char **argv; size_t argc;  /* NULL-terminated; strings are NUL-terminated copies */
   char **env; size_t envc;
-  char *cwd, *user, *shell, *path;
+  char *cwd, *user, *shell, *path, *net;
   const uint8_t *entropy; uint32_t entropy_len; /* points into the payload */
   uint64_t timeout_ms, offset, length, time_ns;
   uint32_t mode, flags, signum, rows, cols;

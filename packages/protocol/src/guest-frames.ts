@@ -54,6 +54,8 @@ export const Tag = {
   ENTROPY: 14,
   ROWS: 15,
   COLS: 16,
+  /** HELLO/SYNC: eth0 as "ADDR/PREFIX GATEWAY", or "-" for no network. */
+  NET: 17,
 } as const;
 
 export const Flag = {

@@ -6,6 +6,7 @@ export * from "./files.js";
 export * from "./guest-frames.js";
 export * from "./images.js";
 export * from "./jobs.js";
+export * from "./network.js";
 export * from "./pty.js";
 export * from "./sandbox.js";
 export * from "./teams.js";

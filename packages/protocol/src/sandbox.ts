@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { NetworkRuleList, Tunnels } from "./network.js";
 
 export const SANDBOX_STATUSES = ["PENDING", "PROVISIONING", "RUNNING", "PAUSED", "TERMINATED", "ERROR", "TIMEOUT"] as const;
 export const SandboxStatus = z.enum(SANDBOX_STATUSES);
@@ -53,6 +54,14 @@ export const CreateSandboxRequest = z.strictObject({
   checkpoint_id: z.string().min(1).max(64).optional(),
   /** With a memory checkpoint: resume with its processes running (409 if it has no memory). */
   restore_memory: z.boolean().default(false),
+  /** false: no network interface at all. */
+  network: z.boolean().default(true),
+  /** Only these destinations (and tunnels) are reachable; exclusive with network_denylist. */
+  network_allowlist: NetworkRuleList.optional(),
+  /** Everything but these destinations is reachable. */
+  network_denylist: NetworkRuleList.optional(),
+  /** NAME -> HOST:PORT: the host's service at NAME.sandtree.internal:PORT, even under deny-all. */
+  tunnels: Tunnels.optional(),
 });
 export type CreateSandboxRequest = z.input<typeof CreateSandboxRequest>;
 export type CreateSandboxParams = z.output<typeof CreateSandboxRequest>;

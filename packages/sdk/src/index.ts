@@ -7,6 +7,7 @@ export type {
   CreatedApiKey,
   CreateSandboxRequest,
   ExecResult,
+  ExposedPort,
   FileList,
   FileStat,
   Image,
@@ -16,10 +17,12 @@ export type {
   Sandbox,
   SandboxList,
   SandboxLogs,
+  SandboxNetwork,
   SandboxStatus,
   Team,
   TeamLimits,
   TeamLimitsResponse,
+  UpdateNetworkRequest,
   UploadResult,
 } from "@sandtree/protocol";
 export type { ForkOptions, WaitForCheckpointOptions } from "./checkpoints.js";
@@ -38,6 +41,8 @@ export type { FollowOptions, OutputOptions, StartJobOptions } from "./jobs.js";
 export { Jobs } from "./jobs.js";
 export { Keys } from "./keys.js";
 export { NdjsonDecoder } from "./ndjson.js";
+export type { PortForwardOptions } from "./ports.js";
+export { PortForward } from "./ports.js";
 export type { PtyExit, PtyOptions, PtySignal } from "./pty-handle.js";
 export { PtyHandle } from "./pty-handle.js";
 export type { RetryOptions } from "./retry.js";

@@ -6,17 +6,22 @@ import {
   type CreateSandboxRequest,
   type ExecRequest,
   ExecResult,
+  type ExposedPort,
   Sandbox,
   SandboxList,
   SandboxLogs,
+  type SandboxNetwork,
   type SandboxStatus,
   TERMINAL_STATUSES,
+  type UpdateNetworkRequest,
 } from "@sandtree/protocol";
 import { type ForkOptions, forkMany, forkSandbox } from "./checkpoints.js";
 import { InvalidResponseError, SandboxFailedError, TimeoutError } from "./errors.js";
 import { ExecHandle } from "./exec-handle.js";
 import type { HttpClient, RequestOptions } from "./http.js";
 import { Jobs, type OutputOptions, readOutput } from "./jobs.js";
+import { getNetwork, setNetwork } from "./network.js";
+import { exposePort, listPorts, type PortForward, type PortForwardOptions, portForward, unexposePort } from "./ports.js";
 import { openPty, type PtyHandle, type PtyOptions } from "./pty-handle.js";
 
 export interface ListSandboxesOptions extends RequestOptions {
@@ -264,6 +269,45 @@ export class Sandboxes {
    */
   pty(id: string, options: PtyOptions = {}): Promise<PtyHandle> {
     return openPty(this.http, sandboxPath(id), options);
+  }
+
+  /** The sandbox's address, egress policy, tunnels and whether the policy is applied. */
+  network(id: string, options: RequestOptions = {}): Promise<SandboxNetwork> {
+    return getNetwork(this.http, id, options);
+  }
+
+  /**
+   * Replaces the egress policy of a running sandbox: `{network_allowlist}`, `{network_denylist}`,
+   * or `{}` for the server's default. Live connections are re-checked at their next packet.
+   */
+  setNetwork(id: string, policy: UpdateNetworkRequest, options: RequestOptions = {}): Promise<SandboxNetwork> {
+    return setNetwork(this.http, id, policy, options);
+  }
+
+  /**
+   * Makes a port of the sandbox reachable through the server: HTTP and WebSockets at `url`,
+   * raw TCP at `tcp_url`, with `token` (shown only now). Exposing it again rotates the token.
+   */
+  expose(id: string, port: number, options: RequestOptions = {}): Promise<ExposedPort> {
+    return exposePort(this.http, id, port, options);
+  }
+
+  /** Stops exposing a port; its token stops working at once. */
+  unexpose(id: string, port: number, options: RequestOptions = {}): Promise<void> {
+    return unexposePort(this.http, id, port, options);
+  }
+
+  /** The sandbox's exposed ports (without tokens). */
+  listPorts(id: string, options: RequestOptions = {}): Promise<ExposedPort[]> {
+    return listPorts(this.http, id, options);
+  }
+
+  /**
+   * Listens locally (default 127.0.0.1, any free port) and carries every connection to the
+   * sandbox's port over a WebSocket. Uses the API key: the port need not be exposed. `close()` stops it.
+   */
+  portForward(id: string, port: number, options: PortForwardOptions = {}): Promise<PortForward> {
+    return portForward(this.http, id, port, options);
   }
 }
 

@@ -1,5 +1,5 @@
 import { SandtreeError } from "@sandtree/protocol";
-import Fastify, { type FastifyInstance } from "fastify";
+import Fastify, { type FastifyInstance, type FastifyRequest } from "fastify";
 import { errorHandler } from "./errors.js";
 import { openApiDocument } from "./openapi.js";
 import { activityHook } from "./routes/activity-hook.js";
@@ -10,7 +10,9 @@ import { execRoutes } from "./routes/exec-routes.js";
 import { fileRoutes } from "./routes/file-routes.js";
 import { imageRoutes } from "./routes/image-routes.js";
 import { jobRoutes } from "./routes/job-routes.js";
+import { networkRoutes } from "./routes/network-routes.js";
 import { pauseRoutes } from "./routes/pause-routes.js";
+import { portRoutes, withoutToken } from "./routes/port-routes.js";
 import { ptyRoutes } from "./routes/pty-routes.js";
 import { sandboxRoutes } from "./routes/sandbox-routes.js";
 import { teamRoutes } from "./routes/team-routes.js";
@@ -25,10 +27,27 @@ declare module "fastify" {
 
 export const VERSION = "0.1.0";
 
+/** Fastify's request log fields, with port tokens (`?sandtree_token=`) kept out of the URL. */
+function serializeRequest(req: FastifyRequest) {
+  return {
+    method: req.method,
+    url: withoutToken(req.url),
+    host: req.host,
+    remoteAddress: req.ip,
+    remotePort: req.socket ? req.socket.remotePort : undefined,
+  };
+}
+
+function loggerOptions(logger: boolean | object | undefined): false | object {
+  if (!logger) return false;
+  const base = logger === true ? {} : (logger as { serializers?: object });
+  return { ...base, serializers: { ...base.serializers, req: serializeRequest } };
+}
+
 /** The HTTP app over the services; tests drive it with `app.inject()` or a real listener. */
 export function buildApp(services: Services, opts: { logger?: boolean | object } = {}): FastifyInstance {
   const app = Fastify({
-    logger: opts.logger ?? false,
+    logger: loggerOptions(opts.logger),
     bodyLimit: 1024 * 1024,
     genReqId: () => `req_${Math.random().toString(36).slice(2, 12)}`,
   });
@@ -56,10 +75,12 @@ export function buildApp(services: Services, opts: { logger?: boolean | object }
   bulkRoutes(app, services);
   checkpointRoutes(app, services);
   pauseRoutes(app, services);
+  networkRoutes(app, services);
   execRoutes(app, services);
   execOutputRoutes(app, services);
   jobRoutes(app, services);
   ptyRoutes(app, services);
+  portRoutes(app, services);
   fileRoutes(app, services);
   imageRoutes(app, services);
   teamRoutes(app, services);

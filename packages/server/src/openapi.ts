@@ -13,6 +13,9 @@ import {
   ExecEvent,
   ExecRequest,
   ExecResult,
+  ExposedPort,
+  ExposedPortList,
+  ExposePortRequest,
   FileList,
   FileStat,
   Image,
@@ -71,6 +74,9 @@ const schemas = {
   ApiKeyList,
   UpdateTeamLimitsRequest,
   TeamLimitsResponse,
+  ExposePortRequest,
+  ExposedPort,
+  ExposedPortList,
 };
 
 const ref = (name: keyof typeof schemas) => ({ $ref: `#/components/schemas/${name}` });
@@ -231,6 +237,25 @@ export function openApiDocument(): object {
         post: { requestBody: json("ImportImageRequest"), responses: { 200: json("Image"), ...errors } },
       },
       "/v1/images/pull": { post: { requestBody: json("PullImageRequest"), responses: { 200: json("Image"), ...errors } } },
+      "/v1/sandboxes/{id}/ports": {
+        post: {
+          summary: "Expose a port (again: rotate its token); the answer is the only time the token is shown",
+          parameters: [idParam],
+          requestBody: json("ExposePortRequest"),
+          responses: { 201: json("ExposedPort"), ...errors },
+        },
+        get: {
+          summary: "Exposed ports (no tokens)",
+          parameters: [idParam],
+          responses: { 200: json("ExposedPortList"), ...errors },
+        },
+      },
+      "/v1/sandboxes/{id}/ports/{port}": {
+        delete: {
+          parameters: [idParam, { name: "port", in: "path", required: true, schema: { type: "integer" } }],
+          responses: { 204: { description: "no longer exposed" }, ...errors },
+        },
+      },
     },
   };
   return cached;

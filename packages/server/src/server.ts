@@ -16,6 +16,8 @@ import { HostImageResolver } from "./services/host-images.js";
 import type { ImageResolver } from "./services/image-resolver.js";
 import { JobService } from "./services/job-service.js";
 import type { Logger } from "./services/logger.js";
+import { NetworkService } from "./services/network-service.js";
+import { PortService } from "./services/port-service.js";
 import { PtyService } from "./services/pty-service.js";
 import { SandboxService } from "./services/sandbox-service.js";
 import { loadOrCreateServerKey, SecretBox } from "./services/secret-box.js";
@@ -40,6 +42,24 @@ export const ServerConfig = z.object({
   logger: z.boolean().default(true),
   /** How often expired sandboxes (timeout_minutes, idle_timeout_minutes) are looked for. */
   reaperIntervalMs: z.coerce.number().int().min(100).max(60_000).default(2000),
+  /** Sandbox networks: "auto" turns them on when the host allows it (root, nftables, /dev/net/tun). */
+  network: z.enum(["auto", "on", "off"]).default((process.env.SANDTREE_NETWORK as "auto" | "on" | "off" | undefined) ?? "auto"),
+  /** The sandbox address pool (a /30 each); two servers on one host need different pools. */
+  networkSubnet: z
+    .string()
+    .regex(/^\d+\.\d+\.\d+\.\d+\/(1[0-9]|2[0-8])$/, "an IPv4 CIDR from /10 to /28")
+    .default(process.env.SANDTREE_NETWORK_SUBNET ?? "10.201.0.0/16"),
+  /** Egress of a sandbox created without network_allowlist or network_denylist. */
+  networkDefault: z
+    .enum(["allow", "deny"])
+    .default((process.env.SANDTREE_NETWORK_DEFAULT as "allow" | "deny" | undefined) ?? "allow"),
+  /** Upstream DNS servers for sandboxes ("HOST" or "HOST:PORT"); default /etc/resolv.conf's. */
+  dnsUpstreams: z.array(z.string().regex(/^\d+\.\d+\.\d+\.\d+(:\d+)?$/)).default(
+    (process.env.SANDTREE_DNS_UPSTREAM ?? "")
+      .split(",")
+      .map((x) => x.trim())
+      .filter(Boolean),
+  ),
 });
 export type ServerConfigInput = z.input<typeof ServerConfig>;
 
@@ -83,7 +103,21 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     warn: (o, m) => app?.log.warn(o, m),
     error: (o, m) => app?.log.error(o, m),
   };
+  const network = new NetworkService({
+    store,
+    log: cfg.logger ? log : silentLogger,
+    dataDir: cfg.dataDir,
+    config: {
+      enabled: cfg.network,
+      subnet: cfg.networkSubnet,
+      defaultPolicy: cfg.networkDefault,
+      dnsUpstreams: cfg.dnsUpstreams,
+    },
+  });
+  // Before adoption: rules and tunnels for the sandboxes still active.
+  await network.start();
   const sandboxes = new SandboxService({
+    network,
     store,
     images,
     dataDir: cfg.dataDir,
@@ -130,7 +164,11 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     jobs: new JobService(store, sandboxes),
     pty: new PtyService(sandboxes),
     bulk: new BulkService(store, sandboxes, cfg.logger ? log : silentLogger),
+    network,
+    ports: new PortService(store, sandboxes, (id) => sandboxes.guestAddressOf(id)),
   };
+  // Exposed ports end with their sandbox.
+  sandboxes.onTeardown((id) => services.ports.forget(id));
   const level = process.env.SANDTREE_LOG_LEVEL ?? "info";
   app = buildApp(services, {
     logger: cfg.logger ? { level, ...(opts.logStream ? { stream: opts.logStream } : {}) } : false,
@@ -152,6 +190,8 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
         await timeouts.stop().catch(() => {});
         await checkpoints.close().catch(() => {});
         await sandboxes.close().catch(() => {});
+        // Every VM is gone: the rules, taps and resolver go too.
+        await network.close({ destroy: true }).catch(() => {});
         store.close();
       })();
       return closing;

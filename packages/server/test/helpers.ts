@@ -20,7 +20,12 @@ export async function startTestServer(
   opts: { images?: ImageResolver; logStream?: { write(line: string): unknown } } = {},
 ): Promise<TestServer> {
   const dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-test-"));
-  const server = await startServer({ dataDir, host: "127.0.0.1", port: 0, logger: opts.logStream !== undefined }, opts);
+  // Many of these servers run at once in one network namespace: no sandbox networks here
+  // (network.test.ts runs its server in namespaces of its own).
+  const server = await startServer(
+    { dataDir, host: "127.0.0.1", port: 0, logger: opts.logStream !== undefined, network: "off" },
+    opts,
+  );
   const key = server.firstKey ?? "";
   const api: TestServer["api"] = async (method, p, body, headers = {}) => {
     const res = await fetch(server.url + p, {

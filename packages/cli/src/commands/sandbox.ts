@@ -9,6 +9,8 @@ import { spinner } from "../progress.js";
 import { registerCheckpointCommands } from "./sandbox-checkpoint.js";
 import { registerTransferCommands } from "./sandbox-files.js";
 import { registerJobCommands } from "./sandbox-jobs.js";
+import { collectList, collectTunnel, registerNetworkCommand } from "./sandbox-network.js";
+import { registerPortCommands } from "./sandbox-ports.js";
 import { registerRunCommand } from "./sandbox-run.js";
 import { registerSshCommand } from "./sandbox-ssh.js";
 import { choice, globalFlags, outputOption } from "./shared.js";
@@ -21,6 +23,10 @@ interface CreateFlags {
   env?: Record<string, string>;
   label?: Record<string, string>;
   startCommand?: string;
+  allow?: string[];
+  deny?: string[];
+  tunnel?: Record<string, string>;
+  network: boolean;
   wait?: boolean;
   waitTimeout: number;
   output: OutputFormat;
@@ -40,6 +46,14 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
     .option("--env <K=V>", "environment variable (repeatable)", collectKeyValue)
     .option("--label <K=V>", "label (repeatable)", collectKeyValue)
     .option("--start-command <cmd>", "command started when the sandbox boots")
+    .option("--allow <rules>", "egress only to these hostnames, *.domains, IPs, CIDRs (comma-separated, repeatable)", collectList)
+    .option("--deny <rules>", "egress anywhere but these (comma-separated, repeatable)", collectList)
+    .option(
+      "--tunnel <NAME=HOST:PORT>",
+      "reach HOST:PORT (from the server) at NAME.sandtree.internal:PORT (repeatable)",
+      collectTunnel,
+    )
+    .option("--no-network", "no network interface at all")
     .option("--wait", "wait until the sandbox is RUNNING (progress on stderr)")
     .option("--wait-timeout <seconds>", "give up waiting after this long", parseIntArg("--wait-timeout"), 300)
     .addOption(outputOption())
@@ -54,6 +68,10 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
         ...(o.env !== undefined ? { environment_vars: o.env } : {}),
         ...(o.label !== undefined ? { labels: o.label } : {}),
         ...(o.startCommand !== undefined ? { start_command: o.startCommand } : {}),
+        ...(o.allow !== undefined ? { network_allowlist: o.allow } : {}),
+        ...(o.deny !== undefined ? { network_denylist: o.deny } : {}),
+        ...(o.tunnel !== undefined ? { tunnels: o.tunnel } : {}),
+        ...(o.network ? {} : { network: false }),
       };
       let sb = await client.sandboxes.create(request);
       if (o.wait) {
@@ -176,6 +194,8 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
   registerJobCommands(sandbox, ctx);
   registerTransferCommands(sandbox, ctx);
   registerCheckpointCommands(sandbox, ctx);
+  registerPortCommands(sandbox, ctx);
+  registerNetworkCommand(sandbox, ctx);
 }
 
 export function sandboxTable(sandboxes: readonly Sandbox[], now = Date.now()): string {

@@ -181,6 +181,8 @@ export class AgentClient extends EventEmitter {
   private onHelloAck: ((info: AgentInfo) => void) | null = null;
   private pings = new Map<string, () => void>();
   info: AgentInfo | null = null;
+  /** eth0's configuration ("ADDR/PREFIX GATEWAY" or "-"), applied by the guest at every HELLO. */
+  private net: string | null = null;
 
   private constructor(private readonly sock: net.Socket) {
     super();
@@ -192,7 +194,10 @@ export class AgentClient extends EventEmitter {
   }
 
   /** Connects (retrying until QEMU serves the socket) and handshakes with a fresh nonce. */
-  static async connect(socketPath: string, opts: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<AgentClient> {
+  static async connect(
+    socketPath: string,
+    opts: { signal?: AbortSignal; timeoutMs?: number; net?: string } = {},
+  ): Promise<AgentClient> {
     const signal = AbortSignal.any([AbortSignal.timeout(opts.timeoutMs ?? 120_000), ...(opts.signal ? [opts.signal] : [])]);
     let sock: net.Socket | null = null;
     while (!sock) {
@@ -208,6 +213,7 @@ export class AgentClient extends EventEmitter {
       if (!sock) await sleep(10, undefined, { signal }).catch(() => {});
     }
     const client = new AgentClient(sock);
+    client.net = opts.net ?? null;
     try {
       await client.handshake(signal);
     } catch (err) {
@@ -231,6 +237,7 @@ export class AgentClient extends EventEmitter {
       const tlv = encodeTlv([
         [Tag.TIME_NS, { u64: BigInt(Date.now()) * 1_000_000n }],
         [Tag.ENTROPY, randomBytes(64)],
+        ...(this.net ? [[Tag.NET, this.net] as [number, TlvValue]] : []),
       ]);
       const acked = new Promise<AgentInfo>((resolve) => {
         this.onHelloAck = resolve;

@@ -17,6 +17,14 @@ export interface TemplateInputs {
   cpuCores: number;
   memoryMb: number;
   diskBytes: number;
+  /** Whether the VM has a NIC (clones must have the template's devices). */
+  nic?: boolean;
+}
+
+/** Lends a template VM a tap device for its NIC (a tap without rules: all its traffic dropped). */
+export interface TemplateTaps {
+  acquire(): Promise<string>;
+  release(tap: string): Promise<void>;
 }
 
 export interface Template {
@@ -53,6 +61,7 @@ export class TemplateStore {
     readonly layersDir: string,
     readonly root: string,
     readonly runRoot: string,
+    private readonly taps: TemplateTaps | null = null,
   ) {
     mkdirSync(root, { recursive: true });
   }
@@ -104,7 +113,10 @@ export class TemplateStore {
     rmSync(disk, { force: true });
     rmSync(ramFile, { force: true });
     await createOverlay(inputs.backing, disk, inputs.diskBytes);
+    if (inputs.nic && !this.taps) throw new Error("a template with a NIC needs taps");
+    const tap = inputs.nic && this.taps ? await this.taps.acquire() : null;
     const vm = await QemuVm.start({
+      ...(tap ? { tap } : {}),
       name: `sandtree-tmpl-${key}`,
       accel: inputs.accel,
       cpuCores: inputs.cpuCores,
@@ -116,6 +128,9 @@ export class TemplateStore {
       logDir: path.join(dir, "logs"),
       memoryFile: { path: ramFile, share: true },
       signal: this.abort.signal,
+    }).catch(async (err) => {
+      if (tap) await this.taps?.release(tap);
+      throw err;
     });
     try {
       // Let the guest finish booting work (module probes, resize) so clones start idle.
@@ -125,6 +140,7 @@ export class TemplateStore {
     } finally {
       // The saved RAM file and disk must never change again: no guest runs on them any more.
       await vm.stop({ graceMs: 0 });
+      if (tap) await this.taps?.release(tap);
     }
     const t: Template = { key, diskName, ramFile, stateFile, inputs };
     writeFileSync(path.join(dir, "template.json.tmp"), JSON.stringify(t));

@@ -26,7 +26,15 @@ export interface QemuVmSpec {
   memoryFile?: { path: string; share: boolean };
   /** Start paused, waiting for `migrate-incoming` (restoring a saved state). */
   incoming?: boolean;
+  /** A virtio-net NIC on this (already created) tap device. */
+  tap?: string;
 }
+
+/**
+ * Every guest NIC has this MAC: each tap is its own link, and templates and memory snapshots
+ * carry the device's state, so clones must see the same hardware as their source.
+ */
+export const GUEST_MAC = "52:54:00:5a:4e:01";
 
 let tscKhzCache: number | null | undefined;
 
@@ -107,6 +115,14 @@ export function buildQemuArgs(spec: QemuVmSpec): string[] {
       `driver=qcow2,node-name=${ROOT_NODE},discard=unmap,file.driver=file,file.filename=${spec.rootDisk}`,
       "-device",
       `virtio-blk-device,drive=${ROOT_NODE}`,
+    );
+  }
+  if (spec.tap) {
+    args.push(
+      "-netdev",
+      `tap,id=net0,ifname=${spec.tap},script=no,downscript=no`,
+      "-device",
+      `virtio-net-device,netdev=net0,mac=${GUEST_MAC}`,
     );
   }
   args.push(

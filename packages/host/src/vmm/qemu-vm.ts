@@ -26,6 +26,10 @@ export interface VmOptions {
   memoryFile?: { path: string; share: boolean };
   /** Resume from a state saved by saveVmState (RAM from `memoryFile`) instead of booting. */
   restoreFrom?: string;
+  /** A NIC on this tap device (created beforehand by the network manager). */
+  tap?: string;
+  /** eth0's configuration, sent with every handshake: "ADDR/PREFIX GATEWAY", or "-" for none. */
+  guestNet?: string;
 }
 
 /** A QEMU that outlived the server which started it (found by its pid and `-name`). */
@@ -38,6 +42,8 @@ export interface AdoptOptions {
   logDir: string;
   /** How long reconnecting QMP and the agent may take (default 10 s). */
   connectTimeoutMs?: number;
+  /** eth0's configuration, re-sent with the handshake (see VmOptions.guestNet). */
+  guestNet?: string;
   signal?: AbortSignal;
 }
 
@@ -188,7 +194,9 @@ export class QemuVm extends EventEmitter {
       pidFile: path.join(opts.runDir, "qemu.pid"),
       ...(opts.memoryFile ? { memoryFile: opts.memoryFile } : {}),
       ...(opts.restoreFrom ? { incoming: true } : {}),
+      ...(opts.tap ? { tap: opts.tap } : {}),
     });
+    const agentOpts = opts.guestNet ? { net: opts.guestNet } : {};
     const logFd = openSync(path.join(opts.logDir, "qemu.log"), "a");
     let child: ChildProcess;
     try {
@@ -211,9 +219,12 @@ export class QemuVm extends EventEmitter {
             QmpClient.connect(qmpSocket, { signal: abort }).then(async (qmp) => {
               // A template clone gets its RAM from the shared file; a memory checkpoint carries it all.
               await loadVmState(qmp, opts.restoreFrom as string, { ignoreShared: opts.memoryFile !== undefined, signal: abort });
-              return [qmp, await AgentClient.connect(agentSocket, { signal: abort })] as const;
+              return [qmp, await AgentClient.connect(agentSocket, { signal: abort, ...agentOpts })] as const;
             })
-          : Promise.all([QmpClient.connect(qmpSocket, { signal: abort }), AgentClient.connect(agentSocket, { signal: abort })]),
+          : Promise.all([
+              QmpClient.connect(qmpSocket, { signal: abort }),
+              AgentClient.connect(agentSocket, { signal: abort, ...agentOpts }),
+            ]),
         died,
       ]);
       vm.qmp = qmp;
@@ -246,7 +257,10 @@ export class QemuVm extends EventEmitter {
       const [qmp, agent] = await Promise.race([
         Promise.all([
           QmpClient.connect(path.join(opts.runDir, "qmp.sock"), { signal: abort }),
-          AgentClient.connect(path.join(opts.runDir, "agent.sock"), { signal: abort }),
+          AgentClient.connect(path.join(opts.runDir, "agent.sock"), {
+            signal: abort,
+            ...(opts.guestNet ? { net: opts.guestNet } : {}),
+          }),
         ]),
         died,
       ]);

@@ -103,6 +103,7 @@ export function checkpointRoutes(app: FastifyInstance, s: Services): void {
       timeout_minutes: body.timeout_minutes ?? src.timeout_minutes ?? -1,
       environment_vars: src.environment_vars,
       labels: src.labels,
+      ...s.network.inheritedParams(src.id),
       ...(Object.keys(secrets).length > 0 ? { secrets } : {}),
       ...(body.name ? { name: body.name } : {}),
     });

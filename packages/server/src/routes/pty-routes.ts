@@ -1,5 +1,3 @@
-import { type IncomingMessage, ServerResponse } from "node:http";
-import type { Duplex } from "node:stream";
 import { PTY_SUBPROTOCOL, PtyClientMessage, PtyQuery, type PtyServerMessage, SandtreeError } from "@sandtree/protocol";
 import type { FastifyInstance } from "fastify";
 import { type RawData, WebSocket, WebSocketServer } from "ws";
@@ -7,23 +5,19 @@ import { z } from "zod";
 import { parse } from "../errors.js";
 import type { PtySession } from "../services/pty-service.js";
 import type { Services } from "../services/services.js";
+import { upgrades } from "./upgrades.js";
 
 const Params = z.object({ id: z.string().min(1).max(64) });
 /** Above this many unsent bytes we stop taking output (the guest then runs out of credit). */
 const HIGH_WATER = 1024 * 1024;
 
-interface Upgrade {
-  socket: Duplex;
-  head: Buffer;
-}
-
 /**
  * `GET /v1/sandboxes/{id}/pty`: an interactive process over a WebSocket. Upgrade requests go
- * through fastify's router like any request (auth hook, validation, JSON errors), and the
- * route's handler upgrades only once the process started.
+ * through fastify's router like any request (auth hook, validation, JSON errors; see
+ * upgrades.ts), and the route's handler upgrades only once the process started.
  */
 export function ptyRoutes(app: FastifyInstance, s: Services): void {
-  const upgrades = new WeakMap<IncomingMessage, Upgrade>();
+  const pending = upgrades(app);
   const open = new Set<WebSocket>();
   const wss = new WebSocketServer({
     noServer: true,
@@ -32,32 +26,6 @@ export function ptyRoutes(app: FastifyInstance, s: Services): void {
     handleProtocols: (protocols) => (protocols.has(PTY_SUBPROTOCOL) ? PTY_SUBPROTOCOL : false),
   });
 
-  app.server.on("upgrade", (raw: IncomingMessage, socket: Duplex, head: Buffer) => {
-    socket.on("error", () => socket.destroy());
-    // With this listener Node hands us every Upgrade request (h2c too), its body left unparsed:
-    // routing works only for bodiless ones, so a body-carrying non-WebSocket upgrade is refused.
-    const body = Number(raw.headers["content-length"] ?? 0) > 0 || raw.headers["transfer-encoding"] !== undefined;
-    if (body && String(raw.headers.upgrade).toLowerCase() !== "websocket") {
-      const msg = JSON.stringify({ code: "BAD_REQUEST", message: "send this request without an Upgrade header" });
-      socket.end(
-        `HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${msg.length}\r\nconnection: close\r\n\r\n${msg}`,
-      );
-      return;
-    }
-    if (!raw.headers.authorization) {
-      const offered = String(raw.headers["sec-websocket-protocol"] ?? "").split(",");
-      const bearer = offered.map((p) => p.trim()).find((p) => p.startsWith("bearer."));
-      if (bearer) raw.headers.authorization = `Bearer ${bearer.slice("bearer.".length)}`;
-    }
-    upgrades.set(raw, { socket, head });
-    const res = new ServerResponse(raw);
-    res.assignSocket(socket as never);
-    // An answer without an upgrade (401, 404, ...) ends the connection once written.
-    res.on("finish", () => {
-      if (upgrades.has(raw)) socket.end();
-    });
-    app.routing(raw, res);
-  });
   // Upgraded sockets still count for server.close(): end them first, or close would wait forever.
   app.addHook("preClose", async () => {
     for (const ws of open) ws.terminate();
@@ -66,12 +34,12 @@ export function ptyRoutes(app: FastifyInstance, s: Services): void {
   app.get("/v1/sandboxes/:id/pty", async (req, reply) => {
     const { id } = parse(Params, req.params);
     const query = parse(PtyQuery, req.query);
-    const up = upgrades.get(req.raw);
+    const up = pending.get(req.raw);
     if (!up || String(req.headers.upgrade).toLowerCase() !== "websocket") {
       throw new SandtreeError("BAD_REQUEST", "this endpoint is a WebSocket: send `Upgrade: websocket`");
     }
     const pty = await s.pty.open(req.principal.teamId, id, query);
-    upgrades.delete(req.raw);
+    pending.take(req.raw);
     reply.hijack();
     if (up.socket.destroyed) {
       pty.kill(); // the client left while the process started

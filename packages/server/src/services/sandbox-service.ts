@@ -19,6 +19,7 @@ import type { AdmissionService } from "./admission-service.js";
 import type { ImageResolver } from "./image-resolver.js";
 import { lifetimeFields } from "./lifetime.js";
 import type { Logger } from "./logger.js";
+import type { NetworkService } from "./network-service.js";
 
 /** How sandboxes restore from checkpoints and tell the checkpoint service they are going away. */
 export interface CheckpointHooks {
@@ -55,6 +56,8 @@ export interface SandboxServiceDeps {
   guest: GuestArtifacts;
   log: Logger;
   admission: AdmissionService;
+  /** Sandbox networks (absent: no sandbox gets a NIC). */
+  network?: NetworkService;
 }
 
 function newId(): string {
@@ -88,7 +91,12 @@ export class SandboxService {
     this.templates =
       process.env.SANDTREE_WARM_TEMPLATES === "0"
         ? null
-        : new TemplateStore(this.layersDir, path.join(deps.dataDir, "templates"), deps.runRoot);
+        : new TemplateStore(
+            this.layersDir,
+            path.join(deps.dataDir, "templates"),
+            deps.runRoot,
+            deps.network ? deps.network.taps : null,
+          );
   }
 
   /** Wired by the checkpoint service (it needs this service too, so it is set after both exist). */
@@ -126,6 +134,7 @@ export class SandboxService {
     const credentials = params.registry_credentials;
     // A restore's image comes from its checkpoint, which the route has verified.
     if (!params.checkpoint_id) await this.deps.images.check(params.image, credentials ? { credentials } : {});
+    this.deps.network?.validate(params);
     const now = new Date().toISOString();
     const sandbox: Sandbox = {
       id: newId(),
@@ -151,6 +160,7 @@ export class SandboxService {
     // Quotas, rate limits and idempotency are checked in the insert's transaction.
     const admitted = this.deps.admission.admit(sandbox, params);
     if (!admitted.created) return admitted;
+    this.deps.network?.register(sandbox.id, params);
     sandbox.secrets = admitted.sandbox.secrets ?? {};
     this.deps.store.updateSandbox(sandbox.id, lifetimeFields(params, now));
     if (params.checkpoint_id) {
@@ -225,13 +235,17 @@ export class SandboxService {
               cpuCores: sb.cpu_cores,
               memoryMb,
               diskBytes,
+              nic: this.deps.network?.enabled ?? false,
             }
           : null;
       const template = warmInputs ? this.templates?.get(warmInputs) : null;
       const overlay = path.join(this.layersDir, liveDiskName(sb.id, "0"));
       await createOverlay(template ? template.diskName : backing, overlay, diskBytes, { signal });
       signal.throwIfAborted();
+      const nic = await this.deps.network?.attach(sb.id);
+      signal.throwIfAborted();
       vm = await QemuVm.start({
+        ...(nic ? { tap: nic.tap, guestNet: nic.guestNet } : {}),
         name: `sandtree-${sb.id}`,
         accel: this.deps.accel,
         cpuCores: sb.cpu_cores,
@@ -263,6 +277,7 @@ export class SandboxService {
       }
       this.cleanupDisk(sb.id);
       rmSync(this.runDir(sb.id), { recursive: true, force: true });
+      await this.deps.network?.detach(sb.id).catch(() => {});
       if (
         store.updateSandbox(sb.id, { status: "ERROR", error_reason: reason, terminated_at: new Date().toISOString() }, [
           "PENDING",
@@ -302,7 +317,10 @@ export class SandboxService {
       this.cleanupDisk(id);
       const overlay = path.join(this.layersDir, liveDiskName(id, `r${Date.now().toString(36)}`));
       await createOverlay(r.layerName, overlay, sb.disk_size_gb * GiB);
+      const tap = this.deps.network?.tapOf(id);
+      const guestNet = this.deps.network?.guestNetOf(id);
       const vm = await QemuVm.start({
+        ...(tap && guestNet ? { tap, guestNet } : {}),
         name: `sandtree-${id}`,
         accel: this.deps.accel,
         cpuCores: sb.cpu_cores,
@@ -350,6 +368,8 @@ export class SandboxService {
       }
       this.cleanupDisk(id);
       rmSync(this.runDir(id), { recursive: true, force: true });
+      // A reset replaces the VM and keeps the network; a VM that died on its own gives it back.
+      if (!this.resetting.has(id)) void this.deps.network?.detach(id).catch(() => {});
     });
   }
 
@@ -462,8 +482,20 @@ export class SandboxService {
     return this.get(teamId, id);
   }
 
+  private readonly teardownHooks: Array<(id: string) => void> = [];
+
+  /** Called (synchronously, errors ignored) whenever a sandbox is torn down: other services forget it. */
+  onTeardown(hook: (id: string) => void): void {
+    this.teardownHooks.push(hook);
+  }
+
   /** Stops whatever runs for a sandbox and removes its disk and sockets. Idempotent. */
   private async teardown(id: string): Promise<void> {
+    for (const hook of this.teardownHooks) {
+      try {
+        hook(id);
+      } catch {}
+    }
     await this.checkpointHooks?.onTeardown(id).catch(() => {});
     const p = this.provisioning.get(id);
     if (p) {
@@ -478,6 +510,7 @@ export class SandboxService {
     this.cleanupDisk(id);
     rmSync(this.runDir(id), { recursive: true, force: true });
     rmSync(this.outputDir(id), { recursive: true, force: true });
+    await this.deps.network?.detach(id);
   }
 
   /** Spilled output of buffered execs (deleted with the sandbox). */
@@ -530,7 +563,14 @@ export class SandboxService {
       if (sb.status !== "RUNNING") return `the server restarted while provisioning the sandbox (${sb.status})`;
       if (pid === undefined) return "the server restarted and the sandbox's VM was gone";
       try {
-        const vm = await QemuVm.adopt({ name: `sandtree-${sb.id}`, pid, runDir: this.runDir(sb.id), logDir: this.logDir(sb.id) });
+        const guestNet = this.deps.network?.guestNetOf(sb.id);
+        const vm = await QemuVm.adopt({
+          name: `sandtree-${sb.id}`,
+          pid,
+          runDir: this.runDir(sb.id),
+          logDir: this.logDir(sb.id),
+          ...(guestNet ? { guestNet } : {}),
+        });
         this.supervise(sb.id, vm);
         store.addEvent(sb.id, `adopted after a server restart (pid ${pid})`);
         log.info({ sandbox: sb.id, pid }, "sandbox VM adopted");
@@ -550,6 +590,7 @@ export class SandboxService {
           store.addEvent(sb.id, `error: ${reason}`);
           log.warn({ sandbox: sb.id, reason }, "sandbox lost in a restart");
         }
+        await this.deps.network?.detach(sb.id).catch(() => {});
       }),
     );
     // QEMUs nobody adopted: of ERROR sandboxes, of deletes or provisionings a crash interrupted.
@@ -596,5 +637,10 @@ export class SandboxService {
         await this.teardown(id);
       }),
     );
+  }
+
+  /** The sandbox's guest IPv4 (the port proxy connects to it); null without a network. */
+  guestAddressOf(id: string): string | null {
+    return this.deps.network?.addressOf(id) ?? null;
   }
 }

@@ -6,6 +6,8 @@ import type { ExecService } from "./exec-service.js";
 import type { FileService } from "./file-service.js";
 import type { ImageResolver } from "./image-resolver.js";
 import type { JobService } from "./job-service.js";
+import type { NetworkService } from "./network-service.js";
+import type { PortService } from "./port-service.js";
 import type { PtyService } from "./pty-service.js";
 import type { SandboxService } from "./sandbox-service.js";
 import type { TeamService } from "./team-service.js";
@@ -24,4 +26,6 @@ export interface Services {
   jobs: JobService;
   pty: PtyService;
   bulk: BulkService;
+  network: NetworkService;
+  ports: PortService;
 }

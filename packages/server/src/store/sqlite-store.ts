@@ -3,6 +3,8 @@ import type { CheckpointState, Sandbox, SandboxStatus, TeamLimits, TeamUsage } f
 import Database from "better-sqlite3";
 import { type JobPatch, type JobRow, jobFromRow } from "./job-row.js";
 import * as ck from "./sqlite-checkpoints.js";
+import * as netw from "./sqlite-network.js";
+import * as ports from "./sqlite-ports.js";
 import * as tenancy from "./sqlite-tenancy.js";
 import type { AdmissionResult, ApiKeyRow, SandboxAdmission, SandboxFilter, SandboxPatch, Store, TeamRow } from "./store.js";
 
@@ -45,6 +47,8 @@ const MIGRATIONS: Array<[name: string, sql: string]> = [
   ["0004-checkpoints", ck.CHECKPOINT_MIGRATION],
   ["0005-start-path", "ALTER TABLE sandboxes ADD COLUMN start_path TEXT;"],
   ["0006-memory-checkpoints", ck.CHECKPOINT_MEMORY_MIGRATION],
+  ["0007-exposed-ports", ports.EXPOSED_PORTS_MIGRATION],
+  ["0008-sandbox-networks", netw.NETWORK_MIGRATION],
 ];
 
 type SandboxRow = Omit<Sandbox, "environment_vars" | "labels" | "secrets"> & {
@@ -292,6 +296,37 @@ export class SqliteStore implements Store {
   }
   checkpointsInUse(): string[] {
     return ck.checkpointsInUse(this.db);
+  }
+
+  getNetwork(sandboxId: string): netw.NetworkRow | undefined {
+    return netw.getNetwork(this.db, sandboxId);
+  }
+  putNetwork(row: netw.NetworkRow): void {
+    netw.putNetwork(this.db, row);
+  }
+  allocateNetworkSlot(sandboxId: string, slots: number): number | null {
+    return netw.allocateSlot(this.db, sandboxId, slots);
+  }
+  releaseNetworkSlot(sandboxId: string): void {
+    netw.releaseSlot(this.db, sandboxId);
+  }
+  listSlottedNetworks(): netw.NetworkRow[] {
+    return netw.listSlotted(this.db);
+  }
+  upsertExposedPort(row: ports.ExposedPortRow): ports.ExposedPortRow {
+    return ports.upsertExposedPort(this.db, row);
+  }
+  getExposedPort(sandboxId: string, port: number): ports.ExposedPortRow | undefined {
+    return ports.getExposedPort(this.db, sandboxId, port);
+  }
+  listExposedPorts(sandboxId: string): ports.ExposedPortRow[] {
+    return ports.listExposedPorts(this.db, sandboxId);
+  }
+  deleteExposedPort(sandboxId: string, port: number): boolean {
+    return ports.deleteExposedPort(this.db, sandboxId, port);
+  }
+  deleteExposedPorts(sandboxId: string): number {
+    return ports.deleteExposedPorts(this.db, sandboxId);
   }
 
   close(): void {

@@ -1,6 +1,8 @@
 import type { CheckpointState, Sandbox, SandboxStatus, TeamLimits, TeamUsage } from "@sandtree/protocol";
 import type { JobStore } from "./job-row.js";
 import type { CheckpointPatch, CheckpointRow } from "./sqlite-checkpoints.js";
+import type { NetworkRow } from "./sqlite-network.js";
+import type { ExposedPortRow } from "./sqlite-ports.js";
 
 export interface TeamRow {
   id: string;
@@ -88,5 +90,19 @@ export interface Store extends JobStore {
   deleteCheckpointRow(id: string): void;
   /** Checkpoints that active sandboxes were restored from. */
   checkpointsInUse(): string[];
+  /** Exposes a port, or replaces the token hash of an exposed one (created_at stays). */
+  getNetwork(sandboxId: string): NetworkRow | undefined;
+  putNetwork(row: NetworkRow): void;
+  /** The sandbox's pool slot (the lowest free one, allocated atomically); null when the pool is full. */
+  allocateNetworkSlot(sandboxId: string, slots: number): number | null;
+  releaseNetworkSlot(sandboxId: string): void;
+  listSlottedNetworks(): NetworkRow[];
+  upsertExposedPort(row: ExposedPortRow): ExposedPortRow;
+  getExposedPort(sandboxId: string, port: number): ExposedPortRow | undefined;
+  listExposedPorts(sandboxId: string): ExposedPortRow[];
+  /** False when the port was not exposed. */
+  deleteExposedPort(sandboxId: string, port: number): boolean;
+  /** Every exposed port of the sandbox; how many there were. */
+  deleteExposedPorts(sandboxId: string): number;
   close(): void;
 }

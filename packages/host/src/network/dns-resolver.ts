@@ -1,0 +1,724 @@
+/**
+ * The one DNS resolver every sandbox talks to. nftables redirects all of a sandbox's DNS
+ * (UDP and TCP port 53, any destination) here; the source IPv4 address (unique per sandbox,
+ * anti-spoofed) says which sandbox asks. The resolver enforces the sandbox's egress policy on
+ * names and reports which addresses allowed names resolved to, so hostname rules follow what
+ * the sandbox was told, and denied names never reach upstream (no tunnelling through them).
+ *
+ * Decisions (security-relevant ones first):
+ * - Denied names get NXDOMAIN without any upstream query, whatever the type.
+ * - Query names must be made of letters, digits, '-' and '_' (REFUSED otherwise), so what the
+ *   policy sees is exactly what upstream sees (a label with a dot in it cannot pass for two).
+ * - The upstream query is rebuilt from the parsed question (fresh random ID, fresh socket per
+ *   query, RD set, the client's CD bit, an OPT record only when the client sent one, with no
+ *   options): nothing else the guest sent travels upstream. Case is kept (0x20 clients check it).
+ * - CNAME chains: only the queried name is checked against the policy; a CNAME from an allowed
+ *   name to a name the policy does not list is followed (the rule is on the name the sandbox
+ *   asked for; CDNs CNAME allowed names into their own domains, which an allowlist would
+ *   otherwise have to list). The chain's A addresses are learned for the queried name.
+ * - `learned()` gets every A address owned by the queried name or a name in its CNAME chain
+ *   (answer section only), with the smallest TTL among those records and the chain's CNAMEs
+ *   (possibly 0: the firewall decides any grace period). The reply waits for it; if it
+ *   rejects (or takes longer than the timeout) the client gets SERVFAIL.
+ * - AAAA for allowed names: NOERROR with no records, not forwarded (sandboxes have no IPv6
+ *   route). Forwarded types: A, CNAME, NS, SOA, PTR, MX, TXT, SRV. Other ordinary types get
+ *   NOERROR with no records (HTTPS/SVCB address hints would bypass learning); ANY, zone
+ *   transfers and other meta types get REFUSED; classes other than IN get REFUSED.
+ * - `<name>.sandtree.internal`: answered from `local()` (A, TTL 5, authoritative), never
+ *   forwarded and not reported to `learned()`; other types NOERROR-empty; unknown NXDOMAIN.
+ * - Malformed queries: dropped when the header does not parse or QR is set (never answer an
+ *   answer: no reflection loops); FORMERR otherwise. QDCOUNT != 1, answer/authority records,
+ *   or additional records other than one OPT are FORMERR. Non-QUERY opcodes are NOTIMP.
+ * - Per-source token bucket (default 200/s, burst 400): REFUSED beyond it. Upstream queries
+ *   in flight are capped globally (256) and per source (64): SERVFAIL beyond that.
+ * - UDP replies never exceed 512 octets, or the client's EDNS0 size clamped to 512..1232;
+ *   a longer answer is cut to header + question (+ OPT) with TC set, and the client retries
+ *   over TCP.
+ * - Upstream: the first server, then one retry on the next (timeout each). UDP, or TCP when
+ *   the client came over TCP or the UDP answer was truncated. Only answers from the server's
+ *   address and port (connected socket) with our ID, QR set and the same question are taken.
+ * - TCP: 2-octet length prefix, pipelined queries answered as they complete (RFC 7766), at most
+ *   16 in progress per connection (reading pauses beyond that), 10 s idle timeout, at most 16
+ *   connections per source and 1024 in all.
+ */
+
+import { randomInt } from "node:crypto";
+import dgram from "node:dgram";
+import { readFileSync } from "node:fs";
+import net from "node:net";
+import { classifyNetworkRule } from "@sandtree/protocol";
+import {
+  DNS_HEADER_BYTES,
+  DnsClass,
+  type DnsEdns,
+  DnsFormatError,
+  type DnsHeader,
+  type DnsMessage,
+  type DnsQuestion,
+  DnsRcode,
+  type DnsRecordInput,
+  DnsType,
+  encodeMessage,
+  isHostnameLabels,
+  parseHeader,
+  parseMessage,
+} from "./dns-message.js";
+
+export interface ResolverClient {
+  /** "allow": forward and learn; "deny": answer NXDOMAIN (never forwarded upstream). */
+  decide(name: string): "allow" | "deny";
+  /** A-record addresses an allowed name resolved to (after following CNAMEs), with the TTL in seconds. */
+  learned(name: string, addresses: string[], ttlSeconds: number): void | Promise<void>;
+  /** Local names: `<tunnel>.sandtree.internal` -> IPv4 answered directly (TTL 5), never forwarded. */
+  local(name: string): string | null;
+}
+
+export interface DnsUpstream {
+  host: string;
+  port: number;
+}
+
+export interface DnsResolverOptions {
+  upstream: DnsUpstream[];
+  /** The client for a source IPv4 address, or null for an unknown one (REFUSED). */
+  clientFor: (srcAddress: string) => ResolverClient | null;
+  log?: { warn(o: object, m: string): void };
+  /** Per upstream attempt; default 2000 ms. Also bounds how long `learned()` may take. */
+  timeoutMs?: number;
+  /** Per source address; default 200 queries/s with bursts of 400. */
+  rateLimit?: { perSecond: number; burst: number };
+  /** Default 256 in all, 64 per source. */
+  maxUpstreamInFlight?: number;
+  maxUpstreamInFlightPerSource?: number;
+  /** TCP idle timeout; default 10 s. */
+  tcpIdleMs?: number;
+}
+
+export const LOCAL_DNS_SUFFIX = "sandtree.internal";
+const LOCAL_TTL = 5;
+const FORWARDED_TYPES: ReadonlySet<number> = new Set([
+  DnsType.A,
+  DnsType.CNAME,
+  DnsType.NS,
+  DnsType.SOA,
+  DnsType.PTR,
+  DnsType.MX,
+  DnsType.TXT,
+  DnsType.SRV,
+]);
+const MAX_UDP_PAYLOAD = 1232;
+const MIN_UDP_PAYLOAD = 512;
+const TCP_MAX_PIPELINE = 16;
+const TCP_MAX_PER_SOURCE = 16;
+const TCP_MAX_CONNECTIONS = 1024;
+const MAX_BUCKETS = 4096;
+
+/**
+ * True when `name` matches one of the hostname rules: a "host" rule is the exact name, a
+ * "wildcard" rule `*.example.com` any name strictly below example.com. IP and CIDR rules never
+ * match a name. Case-insensitive; a trailing dot on the name or rule is ignored.
+ */
+export function nameMatches(name: string, rules: readonly string[]): boolean {
+  const n = normaliseName(name);
+  if (n === "") return false;
+  for (const raw of rules) {
+    const rule = normaliseName(raw);
+    const kind = classifyNetworkRule(rule);
+    if (kind === "host") {
+      if (n === rule) return true;
+    } else if (kind === "wildcard") {
+      const suffix = rule.slice(1); // ".example.com"
+      if (n.length > suffix.length && n.endsWith(suffix)) return true;
+    }
+  }
+  return false;
+}
+
+function normaliseName(name: string): string {
+  const lower = name.trim().toLowerCase();
+  return lower.endsWith(".") ? lower.slice(0, -1) : lower;
+}
+
+/**
+ * The `nameserver` lines of resolv.conf that are IPv4 addresses, port 53. Loopback stubs
+ * (127.0.0.53 and the like) are only returned when there is nothing else. A missing file
+ * gives [].
+ */
+export function systemUpstreams(resolvConf = "/etc/resolv.conf"): DnsUpstream[] {
+  let text: string;
+  try {
+    text = readFileSync(resolvConf, "utf8");
+  } catch {
+    return [];
+  }
+  const found: string[] = [];
+  for (const line of text.split("\n")) {
+    const m = /^\s*nameserver\s+(\S+)/.exec(line);
+    const addr = m?.[1];
+    if (addr && net.isIPv4(addr) && !found.includes(addr)) found.push(addr);
+  }
+  const real = found.filter((a) => !a.startsWith("127."));
+  return (real.length > 0 ? real : found).map((host) => ({ host, port: 53 }));
+}
+
+interface Bucket {
+  tokens: number;
+  at: number;
+}
+
+type Transport = "udp" | "tcp";
+
+class UpstreamError extends Error {}
+
+/** A parsed query that passed the checks that make it answerable. */
+interface Query {
+  header: DnsHeader;
+  question: DnsQuestion;
+  edns: DnsEdns | null;
+}
+
+export class DnsResolver {
+  private readonly upstream: DnsUpstream[];
+  private readonly clientFor: (srcAddress: string) => ResolverClient | null;
+  private readonly log: { warn(o: object, m: string): void } | undefined;
+  private readonly timeoutMs: number;
+  private readonly perSecond: number;
+  private readonly burst: number;
+  private readonly maxInFlight: number;
+  private readonly maxInFlightPerSource: number;
+  private readonly tcpIdleMs: number;
+
+  private udp: dgram.Socket | null = null;
+  private tcp: net.Server | null = null;
+  private closed = false;
+  private readonly buckets = new Map<string, Bucket>();
+  private inFlight = 0;
+  private readonly inFlightBySource = new Map<string, number>();
+  private readonly tcpBySource = new Map<string, number>();
+  private readonly sockets = new Set<net.Socket>();
+  /** Cancels every upstream exchange in progress (used by close()). */
+  private readonly cancels = new Set<() => void>();
+  private readonly lastWarn = new Map<string, number>();
+
+  constructor(opts: DnsResolverOptions) {
+    this.upstream = opts.upstream.slice();
+    this.clientFor = opts.clientFor;
+    this.log = opts.log;
+    this.timeoutMs = opts.timeoutMs ?? 2000;
+    this.perSecond = opts.rateLimit?.perSecond ?? 200;
+    this.burst = opts.rateLimit?.burst ?? 400;
+    this.maxInFlight = opts.maxUpstreamInFlight ?? 256;
+    this.maxInFlightPerSource = opts.maxUpstreamInFlightPerSource ?? 64;
+    this.tcpIdleMs = opts.tcpIdleMs ?? 10_000;
+  }
+
+  /** Listens on UDP and TCP; port 0 picks a free port, the same one for both when possible. */
+  async listen(host: string, port = 0): Promise<{ udpPort: number; tcpPort: number }> {
+    if (this.udp || this.tcp) throw new Error("DnsResolver is already listening");
+    if (this.closed) throw new Error("DnsResolver is closed");
+    const tries = port === 0 ? 8 : 1;
+    for (let i = 0; ; i++) {
+      const udp = await this.bindUdp(host, port);
+      const udpPort = udp.address().port;
+      try {
+        const tcp = await this.bindTcp(host, udpPort);
+        this.udp = udp;
+        this.tcp = tcp;
+        return { udpPort, tcpPort: (tcp.address() as net.AddressInfo).port };
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== "EADDRINUSE" || port !== 0) {
+          udp.close();
+          throw err;
+        }
+        if (i + 1 < tries) {
+          udp.close();
+          continue;
+        }
+        // Could not get the same number: take any TCP port.
+        const tcp = await this.bindTcp(host, 0);
+        this.udp = udp;
+        this.tcp = tcp;
+        return { udpPort, tcpPort: (tcp.address() as net.AddressInfo).port };
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const cancel of [...this.cancels]) cancel();
+    for (const s of this.sockets) s.destroy();
+    const udp = this.udp;
+    const tcp = this.tcp;
+    this.udp = null;
+    this.tcp = null;
+    await Promise.all([
+      udp ? new Promise<void>((resolve) => udp.close(() => resolve())) : undefined,
+      tcp ? new Promise<void>((resolve) => tcp.close(() => resolve())) : undefined,
+    ]);
+  }
+
+  private bindUdp(host: string, port: number): Promise<dgram.Socket> {
+    return new Promise((resolve, reject) => {
+      const sock = dgram.createSocket({ type: net.isIPv6(host) ? "udp6" : "udp4" });
+      const onError = (err: Error) => {
+        sock.close();
+        reject(err);
+      };
+      sock.once("error", onError);
+      sock.bind(port, host, () => {
+        sock.off("error", onError);
+        sock.on("error", (err) => this.warn("udp", { err: String(err) }, "dns resolver: UDP socket error"));
+        sock.on("message", (msg, rinfo) => this.onUdpMessage(sock, msg, rinfo));
+        resolve(sock);
+      });
+    });
+  }
+
+  private bindTcp(host: string, port: number): Promise<net.Server> {
+    return new Promise((resolve, reject) => {
+      const server = net.createServer((socket) => this.onTcpConnection(socket));
+      const onError = (err: Error) => {
+        server.close();
+        reject(err);
+      };
+      server.once("error", onError);
+      server.listen({ host, port, exclusive: true }, () => {
+        server.off("error", onError);
+        server.on("error", (err) => this.warn("tcp", { err: String(err) }, "dns resolver: TCP server error"));
+        resolve(server);
+      });
+    });
+  }
+
+  private onUdpMessage(sock: dgram.Socket, msg: Buffer, rinfo: dgram.RemoteInfo): void {
+    const src = plainAddress(rinfo.address);
+    this.handle(msg, src, "udp").then(
+      (reply) => {
+        if (!reply || this.closed || this.udp !== sock) return;
+        try {
+          sock.send(reply, rinfo.port, rinfo.address);
+        } catch {
+          // Socket closed underneath us.
+        }
+      },
+      (err: unknown) => this.warn("handler", { err: String(err) }, "dns resolver: query failed"),
+    );
+  }
+
+  private onTcpConnection(socket: net.Socket): void {
+    const src = plainAddress(socket.remoteAddress ?? "");
+    const perSource = this.tcpBySource.get(src) ?? 0;
+    if (this.closed || this.sockets.size >= TCP_MAX_CONNECTIONS || perSource >= TCP_MAX_PER_SOURCE) {
+      socket.destroy();
+      return;
+    }
+    this.sockets.add(socket);
+    this.tcpBySource.set(src, perSource + 1);
+    socket.setNoDelay(true);
+    socket.setTimeout(this.tcpIdleMs, () => socket.destroy());
+    let pending: Buffer = Buffer.alloc(0);
+    let active = 0;
+    const pump = () => {
+      while (active < TCP_MAX_PIPELINE && pending.length >= 2 && !socket.destroyed) {
+        const len = pending.readUInt16BE(0);
+        if (pending.length < 2 + len) break;
+        const msg = Buffer.from(pending.subarray(2, 2 + len));
+        pending = pending.subarray(2 + len);
+        active++;
+        this.handle(msg, src, "tcp")
+          .then(
+            (reply) => {
+              if (!reply || socket.destroyed) return;
+              const frame = Buffer.allocUnsafe(2 + reply.length);
+              frame.writeUInt16BE(reply.length, 0);
+              reply.copy(frame, 2);
+              socket.write(frame);
+            },
+            (err: unknown) => this.warn("handler", { err: String(err) }, "dns resolver: query failed"),
+          )
+          .finally(() => {
+            active--;
+            pump();
+          });
+      }
+      if (active >= TCP_MAX_PIPELINE) socket.pause();
+      else if (socket.isPaused() && !socket.destroyed) socket.resume();
+    };
+    socket.on("data", (chunk: Buffer) => {
+      pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+      // A full pipeline plus one maximal message is the most a well-behaved client buffers.
+      if (pending.length > 2 * 65537) {
+        socket.destroy();
+        return;
+      }
+      pump();
+    });
+    socket.on("error", () => {});
+    socket.on("close", () => {
+      this.sockets.delete(socket);
+      const n = (this.tcpBySource.get(src) ?? 1) - 1;
+      if (n <= 0) this.tcpBySource.delete(src);
+      else this.tcpBySource.set(src, n);
+    });
+  }
+
+  /** One query in, the reply out (null: drop). Never throws. */
+  private async handle(msg: Buffer, src: string, transport: Transport): Promise<Buffer | null> {
+    try {
+      return await this.answer(msg, src, transport);
+    } catch (err) {
+      this.warn("internal", { err: String(err) }, "dns resolver: internal error answering a query");
+      try {
+        const header = parseHeader(msg);
+        return header.qr ? null : localReply(header, null, null, DnsRcode.SERVFAIL);
+      } catch {
+        return null;
+      }
+    }
+  }
+
+  private async answer(msg: Buffer, src: string, transport: Transport): Promise<Buffer | null> {
+    if (this.closed || msg.length < DNS_HEADER_BYTES) return null;
+    const header = parseHeader(msg);
+    if (header.qr) return null;
+    const token = this.takeToken(src);
+    if (token === null) return null;
+    const limited = !token;
+
+    let parsed: DnsMessage;
+    try {
+      parsed = parseMessage(msg);
+    } catch (err) {
+      if (err instanceof DnsFormatError) return localReply(header, null, null, DnsRcode.FORMERR);
+      throw err;
+    }
+    const question = parsed.header.qdcount === 1 ? (parsed.questions[0] ?? null) : null;
+    const edns = parsed.edns;
+    if (limited) return localReply(header, question, edns, DnsRcode.REFUSED);
+    if (header.opcode !== 0) return localReply(header, question, edns, DnsRcode.NOTIMP);
+    if (
+      !question ||
+      header.ancount !== 0 ||
+      header.nscount !== 0 ||
+      parsed.additionals.length !== 0 ||
+      (edns !== null && edns.version !== 0)
+    ) {
+      return localReply(header, question, edns, DnsRcode.FORMERR);
+    }
+    const client = this.clientFor(src);
+    if (!client) return localReply(header, question, edns, DnsRcode.REFUSED);
+    const q: Query = { header, question, edns };
+    const limit = transport === "tcp" ? 0xffff : udpLimit(edns);
+    const reply = await this.resolve(q, client, src, transport);
+    return fitReply(reply, q, limit);
+  }
+
+  private async resolve(q: Query, client: ResolverClient, src: string, transport: Transport): Promise<Buffer> {
+    const { question } = q;
+    if (question.class !== DnsClass.IN) return localReply(q.header, question, q.edns, DnsRcode.REFUSED);
+    if (question.type === 0 || question.type === DnsType.OPT || (question.type >= 128 && question.type <= 255)) {
+      return localReply(q.header, question, q.edns, DnsRcode.REFUSED);
+    }
+    if (!isHostnameLabels(question.labels)) return localReply(q.header, question, q.edns, DnsRcode.REFUSED);
+    const name = question.name.toLowerCase();
+
+    if (name === LOCAL_DNS_SUFFIX || name.endsWith("." + LOCAL_DNS_SUFFIX)) {
+      const address = client.local(name);
+      if (address === null || !net.isIPv4(address)) {
+        return localReply(q.header, question, q.edns, DnsRcode.NXDOMAIN, { aa: true });
+      }
+      const answers: DnsRecordInput[] =
+        question.type === DnsType.A ? [{ name: question.name, type: DnsType.A, ttl: LOCAL_TTL, data: address }] : [];
+      return localReply(q.header, question, q.edns, DnsRcode.NOERROR, { aa: true, answers });
+    }
+
+    if (client.decide(name) !== "allow") return localReply(q.header, question, q.edns, DnsRcode.NXDOMAIN);
+    if (!FORWARDED_TYPES.has(question.type)) return localReply(q.header, question, q.edns, DnsRcode.NOERROR);
+
+    if (this.inFlight >= this.maxInFlight || (this.inFlightBySource.get(src) ?? 0) >= this.maxInFlightPerSource) {
+      return localReply(q.header, question, q.edns, DnsRcode.SERVFAIL);
+    }
+    this.inFlight++;
+    this.inFlightBySource.set(src, (this.inFlightBySource.get(src) ?? 0) + 1);
+    let upstream: { raw: Buffer; msg: DnsMessage };
+    try {
+      upstream = await this.forward(q, transport);
+    } catch (err) {
+      this.warn("upstream", { err: String(err) }, "dns resolver: no upstream answer");
+      return localReply(q.header, question, q.edns, DnsRcode.SERVFAIL);
+    } finally {
+      this.inFlight--;
+      const n = (this.inFlightBySource.get(src) ?? 1) - 1;
+      if (n <= 0) this.inFlightBySource.delete(src);
+      else this.inFlightBySource.set(src, n);
+    }
+
+    if (upstream.msg.header.rcode === DnsRcode.NOERROR) {
+      const learnt = chainAddresses(name, upstream.msg);
+      if (learnt.addresses.length > 0) {
+        try {
+          await withTimeout(Promise.resolve(client.learned(name, learnt.addresses, learnt.ttl)), this.timeoutMs);
+        } catch (err) {
+          this.warn("learned", { err: String(err), name }, "dns resolver: learned() failed; answering SERVFAIL");
+          return localReply(q.header, question, q.edns, DnsRcode.SERVFAIL);
+        }
+      }
+    }
+    const out = Buffer.from(upstream.raw);
+    out.writeUInt16BE(q.header.id, 0);
+    return out;
+  }
+
+  /** Asks upstream: the first server, then one retry on the next. */
+  private async forward(q: Query, transport: Transport): Promise<{ raw: Buffer; msg: DnsMessage }> {
+    if (this.upstream.length === 0) throw new UpstreamError("no upstream servers configured");
+    const id = randomInt(0, 0x10000);
+    const query = encodeMessage({
+      header: { id, rd: true, cd: q.header.cd },
+      questions: [{ name: q.question.labels, type: q.question.type }],
+      edns: q.edns ? { udpSize: MAX_UDP_PAYLOAD, dnssecOk: q.edns.dnssecOk } : null,
+    });
+    let lastErr: unknown = null;
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const up = this.upstream[attempt % this.upstream.length]!;
+      try {
+        if (transport === "udp") {
+          const res = await this.exchangeUdp(up, query, id, q.question);
+          if (!res.msg.header.tc) return res;
+        }
+        return await this.exchangeTcp(up, query, id, q.question);
+      } catch (err) {
+        lastErr = err;
+        if (this.closed) break;
+      }
+    }
+    throw lastErr instanceof Error ? lastErr : new UpstreamError("upstream failed");
+  }
+
+  private exchangeUdp(up: DnsUpstream, query: Buffer, id: number, question: DnsQuestion) {
+    return new Promise<{ raw: Buffer; msg: DnsMessage }>((resolve, reject) => {
+      const sock = dgram.createSocket({ type: net.isIPv6(up.host) ? "udp6" : "udp4" });
+      let done = false;
+      const finish = (err: Error | null, res?: { raw: Buffer; msg: DnsMessage }) => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        this.cancels.delete(cancel);
+        try {
+          sock.close();
+        } catch {}
+        if (err || !res) reject(err ?? new UpstreamError("no answer"));
+        else resolve(res);
+      };
+      const cancel = () => finish(new UpstreamError("resolver closed"));
+      const timer = setTimeout(() => finish(new UpstreamError(`timeout from ${up.host}:${up.port}`)), this.timeoutMs);
+      this.cancels.add(cancel);
+      sock.on("error", (err) => finish(err));
+      sock.on("message", (msg) => {
+        const res = matchResponse(msg, id, question);
+        if (res) finish(null, { raw: msg, msg: res });
+      });
+      // On a failed connect (e.g. ENETUNREACH) Node calls this callback with the error and emits
+      // no 'error' event; sending then on the unconnected socket would throw out of a tick.
+      const onConnect = (err?: Error | null) => {
+        if (done) return;
+        if (err) return finish(err);
+        try {
+          sock.send(query, (e) => {
+            if (e) finish(e);
+          });
+        } catch (e) {
+          finish(e as Error);
+        }
+      };
+      sock.connect(up.port, up.host, onConnect as () => void);
+    });
+  }
+
+  private exchangeTcp(up: DnsUpstream, query: Buffer, id: number, question: DnsQuestion) {
+    return new Promise<{ raw: Buffer; msg: DnsMessage }>((resolve, reject) => {
+      let done = false;
+      let buf: Buffer = Buffer.alloc(0);
+      const sock = net.connect({ host: up.host, port: up.port });
+      const finish = (err: Error | null, res?: { raw: Buffer; msg: DnsMessage }) => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        this.cancels.delete(cancel);
+        sock.destroy();
+        if (err || !res) reject(err ?? new UpstreamError("no answer"));
+        else resolve(res);
+      };
+      const cancel = () => finish(new UpstreamError("resolver closed"));
+      const timer = setTimeout(() => finish(new UpstreamError(`TCP timeout from ${up.host}:${up.port}`)), this.timeoutMs);
+      this.cancels.add(cancel);
+      sock.on("error", (err) => finish(err));
+      sock.on("close", () => finish(new UpstreamError(`TCP connection to ${up.host}:${up.port} closed`)));
+      sock.on("connect", () => {
+        const frame = Buffer.allocUnsafe(2 + query.length);
+        frame.writeUInt16BE(query.length, 0);
+        query.copy(frame, 2);
+        sock.write(frame);
+      });
+      sock.on("data", (chunk: Buffer) => {
+        buf = Buffer.concat([buf, chunk]);
+        while (buf.length >= 2) {
+          const len = buf.readUInt16BE(0);
+          if (buf.length < 2 + len) return;
+          const msg = Buffer.from(buf.subarray(2, 2 + len));
+          buf = buf.subarray(2 + len);
+          const res = matchResponse(msg, id, question);
+          if (res) {
+            finish(null, { raw: msg, msg: res });
+            return;
+          }
+        }
+      });
+    });
+  }
+
+  /** False when over the rate limit, null when the source cannot even get a bucket. */
+  private takeToken(src: string): boolean | null {
+    const now = performance.now();
+    let b = this.buckets.get(src);
+    if (!b) {
+      if (this.buckets.size >= MAX_BUCKETS) {
+        // Forget sources whose bucket has refilled: they are indistinguishable from new ones.
+        for (const [k, v] of this.buckets) {
+          if (v.tokens + ((now - v.at) / 1000) * this.perSecond >= this.burst) this.buckets.delete(k);
+        }
+        if (this.buckets.size >= MAX_BUCKETS) return null;
+      }
+      b = { tokens: this.burst, at: now };
+      this.buckets.set(src, b);
+    }
+    b.tokens = Math.min(this.burst, b.tokens + ((now - b.at) / 1000) * this.perSecond);
+    b.at = now;
+    if (b.tokens < 1) return false;
+    b.tokens -= 1;
+    return true;
+  }
+
+  /** At most one warning per kind per 10 s: a hostile guest must not be able to flood the log. */
+  private warn(kind: string, o: object, m: string): void {
+    if (!this.log) return;
+    const now = Date.now();
+    if (now - (this.lastWarn.get(kind) ?? -Infinity) < 10_000) return;
+    this.lastWarn.set(kind, now);
+    try {
+      this.log.warn(o, m);
+    } catch {}
+  }
+}
+
+/** "::ffff:10.0.0.2" (dual-stack sockets) -> "10.0.0.2". */
+function plainAddress(addr: string): string {
+  return addr.startsWith("::ffff:") && net.isIPv4(addr.slice(7)) ? addr.slice(7) : addr;
+}
+
+function udpLimit(edns: DnsEdns | null): number {
+  if (!edns) return MIN_UDP_PAYLOAD;
+  return Math.min(MAX_UDP_PAYLOAD, Math.max(MIN_UDP_PAYLOAD, edns.udpSize));
+}
+
+/** A reply the resolver writes itself (errors, denials, local names): the client's ID and question, no records unless given. */
+function localReply(
+  header: DnsHeader,
+  question: DnsQuestion | null,
+  edns: DnsEdns | null,
+  rcode: number,
+  extra: { aa?: boolean; answers?: DnsRecordInput[]; tc?: boolean } = {},
+): Buffer {
+  return encodeMessage({
+    header: {
+      id: header.id,
+      qr: true,
+      opcode: header.opcode,
+      aa: extra.aa ?? false,
+      tc: extra.tc ?? false,
+      rd: header.rd,
+      ra: true,
+      cd: header.cd,
+      rcode,
+    },
+    questions: question ? [{ name: question.labels, type: question.type, class: question.class }] : [],
+    answers: extra.answers ?? [],
+    edns: edns ? { udpSize: MAX_UDP_PAYLOAD } : null,
+  });
+}
+
+/** The reply, or when longer than `limit`, its header and the question with TC set. */
+function fitReply(reply: Buffer, q: Query, limit: number): Buffer {
+  if (reply.length <= limit) return reply;
+  const h = parseHeader(reply);
+  return encodeMessage({
+    header: { ...h, id: q.header.id, tc: true },
+    questions: [{ name: q.question.labels, type: q.question.type, class: q.question.class }],
+    edns: q.edns ? { udpSize: MAX_UDP_PAYLOAD } : null,
+  });
+}
+
+/** The parsed upstream message when it answers our query, null otherwise. */
+function matchResponse(raw: Buffer, id: number, question: DnsQuestion): DnsMessage | null {
+  let msg: DnsMessage;
+  try {
+    msg = parseMessage(raw);
+  } catch {
+    return null;
+  }
+  const h = msg.header;
+  if (h.id !== id || !h.qr || h.opcode !== 0 || msg.questions.length !== 1) return null;
+  const q = msg.questions[0]!;
+  if (q.type !== question.type || q.class !== question.class) return null;
+  if (q.name.toLowerCase() !== question.name.toLowerCase()) return null;
+  return msg;
+}
+
+/** A addresses for `name` and its CNAME chain in the answer section, with the smallest TTL. */
+export function chainAddresses(name: string, msg: DnsMessage): { addresses: string[]; ttl: number } {
+  const chain = new Set([name.toLowerCase()]);
+  let ttl = Number.POSITIVE_INFINITY;
+  // Each pass adds at least one name or stops, so answers.length + 1 passes reach the fixpoint.
+  const used = new Set<number>();
+  for (let pass = 0; pass <= msg.answers.length; pass++) {
+    let grew = false;
+    msg.answers.forEach((r, i) => {
+      if (used.has(i) || r.type !== DnsType.CNAME || r.class !== DnsClass.IN || r.data === null) return;
+      if (!chain.has(r.name.toLowerCase())) return;
+      used.add(i);
+      ttl = Math.min(ttl, r.ttl);
+      const target = r.data.toLowerCase();
+      if (!chain.has(target)) {
+        chain.add(target);
+        grew = true;
+      }
+    });
+    if (!grew) break;
+  }
+  const addresses: string[] = [];
+  let aTtl = Number.POSITIVE_INFINITY;
+  for (const r of msg.answers) {
+    if (r.type !== DnsType.A || r.class !== DnsClass.IN || r.data === null) continue;
+    if (!chain.has(r.name.toLowerCase())) continue;
+    aTtl = Math.min(aTtl, r.ttl);
+    if (!addresses.includes(r.data)) addresses.push(r.data);
+  }
+  if (addresses.length === 0) return { addresses, ttl: 0 };
+  return { addresses, ttl: Math.min(ttl, aTtl) };
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
+    p.then(
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err);
+      },
+    );
+  });
+}

@@ -1,0 +1,456 @@
+import http, { type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders } from "node:http";
+import net from "node:net";
+import type { Duplex } from "node:stream";
+import { type ExposedPort, ExposePortRequest, SandtreeError } from "@sandtree/protocol";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { type RawData, WebSocket, WebSocketServer } from "ws";
+import { z } from "zod";
+import { parse } from "../errors.js";
+import type { ExposedPortInfo, PortTarget } from "../services/port-service.js";
+import type { Services } from "../services/services.js";
+import { type Upgrade, upgrades } from "./upgrades.js";
+
+const Params = z.object({ id: z.string().min(1).max(64) });
+const PortParams = z.object({ id: z.string().min(1).max(64), port: z.coerce.number().int().min(1).max(65535) });
+
+export const TOKEN_HEADER = "x-sandtree-token";
+export const TOKEN_QUERY = "sandtree_token";
+export const TOKEN_COOKIE_PREFIX = "sandtree_port_";
+/** Text frame a /tcp client sends when its side of the connection ended (half-close). */
+export const TCP_EOF_MESSAGE = '{"type":"eof"}';
+/** A tunnel stops reading the guest while this much waits unsent on its WebSocket. */
+const HIGH_WATER = 1024 * 1024;
+/** How long a connection to the guest may take. */
+const CONNECT_TIMEOUT_MS = 10_000;
+
+// Hop-by-hop headers (RFC 9110 7.6.1) and ours: never forwarded.
+const HOP_BY_HOP = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "proxy-authenticate",
+  "proxy-authorization",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+]);
+
+/**
+ * Exposed ports: management under /v1 (API key), and the ways in, guarded by each port's token
+ * instead of an API key (the auth hook only covers /v1):
+ * - `/ports/{id}/{port}/...`: HTTP (bodies streamed both ways) and WebSocket upgrades, proxied
+ *   to the sandbox's guest address;
+ * - `/tcp/{id}/{port}`: a WebSocket carrying a raw TCP connection (binary frames).
+ */
+export function portRoutes(app: FastifyInstance, s: Services): void {
+  const pending = upgrades(app);
+  // Connections to guests are reused between proxied requests.
+  const agent = new http.Agent({ keepAlive: true, maxFreeSockets: 16 });
+  const wss = new WebSocketServer({ noServer: true, maxPayload: 16 * 1024 * 1024 });
+  // Upgraded connections still count for server.close(): end them first, or close would wait forever.
+  const open = new Set<Duplex>();
+  const keep = (sock: Duplex) => {
+    open.add(sock);
+    sock.once("close", () => open.delete(sock));
+  };
+  app.addHook("preClose", async () => {
+    for (const sock of open) sock.destroy();
+    agent.destroy();
+  });
+
+  app.post("/v1/sandboxes/:id/ports", async (req, reply) => {
+    const { id } = parse(Params, req.params);
+    const { port } = parse(ExposePortRequest, req.body ?? {});
+    const exposed = s.ports.expose(req.principal.teamId, id, port);
+    return reply.status(201).send(render(req, exposed));
+  });
+
+  app.get("/v1/sandboxes/:id/ports", async (req) => {
+    const { id } = parse(Params, req.params);
+    return { ports: s.ports.list(req.principal.teamId, id).map((p) => render(req, p)) };
+  });
+
+  app.delete("/v1/sandboxes/:id/ports/:port", async (req, reply) => {
+    const { id, port } = parse(PortParams, req.params);
+    s.ports.unexpose(req.principal.teamId, id, port);
+    return reply.status(204).send();
+  });
+
+  // Proxied bodies are the guest's business: no parsing, no size limit, streamed through.
+  app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser("*", (_req, _payload, done) => done(null));
+
+    // Relative links in a proxied page need the trailing slash.
+    scope.all("/ports/:id/:port", async (req, reply) => {
+      const [pathname, query] = splitUrl(req.url);
+      return reply.redirect(`${pathname}/${query === null ? "" : `?${query}`}`, 308);
+    });
+
+    scope.all("/ports/:id/:port/*", async (req, reply) => {
+      const { id, port } = parse(PortParams, req.params);
+      const { token, from } = tokenOf(req, port);
+      const target = s.ports.authorize(id, port, token);
+      const up = pending.get(req.raw);
+      if (up) return proxyUpgrade(req, reply, up, target);
+      const end = s.timeouts.begin(target.sandbox.team_id, id);
+      reply.raw.once("close", end);
+      const upstream = await guestRequest(req, target, { agent });
+      reply.status(upstream.statusCode ?? 502);
+      reply.headers(responseHeaders(upstream.headers));
+      if (from === "query") {
+        const cookie = tokenCookie(req, id, port, token ?? "");
+        const set = reply.getHeader("set-cookie");
+        reply.header("set-cookie", set === undefined ? cookie : [...(Array.isArray(set) ? set : [String(set)]), cookie]);
+        // The token is in this page's address: keep it out of Referer headers to other sites.
+        if (reply.getHeader("referrer-policy") === undefined) reply.header("referrer-policy", "same-origin");
+      }
+      const status = upstream.statusCode ?? 502;
+      if (req.method === "HEAD" || status === 204 || status === 304) {
+        upstream.resume();
+        return reply.send();
+      }
+      // The guest's headers go on at once, before any body (a client may wait for them to send its own).
+      reply.raw.once("pipe", () => {
+        if (!reply.raw.headersSent) reply.raw.flushHeaders();
+      });
+      return reply.send(upstream);
+    });
+
+    scope.get("/tcp/:id/:port", async (req, reply) => {
+      const { id, port } = parse(PortParams, req.params);
+      const up = pending.get(req.raw);
+      if (!up || String(req.headers.upgrade).toLowerCase() !== "websocket") {
+        throw new SandtreeError("BAD_REQUEST", "this endpoint is a WebSocket: send `Upgrade: websocket`");
+      }
+      const { token } = tokenOf(req, port, false);
+      // With an API key of the sandbox's team instead of a token, the port need not be exposed.
+      const target =
+        token === undefined && req.headers.authorization !== undefined
+          ? s.ports.authorizeTeam(s.auth.authenticate(req.headers.authorization).teamId, id, port)
+          : s.ports.authorize(id, port, token);
+      const tcp = await connectGuest(target);
+      pending.take(req.raw);
+      reply.hijack();
+      if (up.socket.destroyed) {
+        tcp.destroy();
+        return;
+      }
+      keep(tcp);
+      let bridged = false;
+      up.socket.once("close", () => {
+        if (!bridged) tcp.destroy(); // the handshake failed
+      });
+      wss.handleUpgrade(req.raw, up.socket, up.head, (ws) => {
+        bridged = true;
+        keep(up.socket);
+        const end = s.timeouts.begin(target.sandbox.team_id, id);
+        ws.once("close", end);
+        bridgeTcp(ws, tcp);
+      });
+    });
+  });
+
+  /** A WebSocket (or other upgrade) to the guest: its 101 answer, then raw bytes both ways. */
+  async function proxyUpgrade(req: FastifyRequest, reply: FastifyReply, up: Upgrade, target: PortTarget) {
+    const out = http.request({
+      host: target.host,
+      port: target.port,
+      method: req.method,
+      path: guestPath(req.url),
+      headers: { ...forwardHeaders(req, target), connection: "Upgrade", upgrade: String(req.headers.upgrade) },
+      agent: false,
+    });
+    const answer = await new Promise<
+      { upgraded: true; res: IncomingMessage; socket: Duplex; head: Buffer } | { upgraded: false; res: IncomingMessage }
+    >((resolve, reject) => {
+      out.once("upgrade", (res, socket, head) => resolve({ upgraded: true, res, socket, head }));
+      out.once("response", (res) => resolve({ upgraded: false, res }));
+      onConnectFailure(out, target, reject);
+      out.end();
+    });
+    if (!answer.upgraded) {
+      // The guest refused the upgrade: its answer goes back as is, then the connection ends.
+      reply.status(answer.res.statusCode ?? 502).headers(responseHeaders(answer.res.headers));
+      return reply.send(answer.res);
+    }
+    const { res, socket: guest, head } = answer;
+    pending.take(req.raw);
+    reply.hijack();
+    const client = up.socket;
+    guest.on("error", () => guest.destroy());
+    if (client.destroyed) {
+      guest.destroy();
+      return;
+    }
+    keep(client);
+    keep(guest);
+    const end = s.timeouts.begin(target.sandbox.team_id, target.sandbox.id);
+    client.once("close", end);
+    const lines = [`HTTP/1.1 101 ${res.statusMessage || "Switching Protocols"}`];
+    for (let i = 0; i + 1 < res.rawHeaders.length; i += 2) lines.push(`${res.rawHeaders[i]}: ${res.rawHeaders[i + 1]}`);
+    client.write(`${lines.join("\r\n")}\r\n\r\n`);
+    if (head.length > 0) client.write(head);
+    if (up.head.length > 0) guest.write(up.head);
+    for (const sock of [client, guest]) {
+      (sock as net.Socket).setNoDelay?.(true);
+      (sock as net.Socket).setTimeout?.(0);
+    }
+    guest.pipe(client);
+    client.pipe(guest);
+    client.once("close", () => guest.destroy());
+    guest.once("close", () => client.destroy());
+  }
+}
+
+/** The ExposedPort answer: URLs on the address the client reached this server at. */
+function render(req: FastifyRequest, p: ExposedPortInfo): ExposedPort {
+  const base = `${req.protocol}://${req.host}`;
+  const path = `${encodeURIComponent(p.sandbox_id)}/${p.port}`;
+  return {
+    sandbox_id: p.sandbox_id,
+    port: p.port,
+    url: `${base}/ports/${path}/`,
+    tcp_url: `${base.replace(/^http/, "ws")}/tcp/${path}`,
+    ...(p.token !== undefined ? { token: p.token } : {}),
+    created_at: p.created_at,
+  };
+}
+
+/** Path and query (null when there is none) of a request URL, as sent. */
+function splitUrl(url: string): [string, string | null] {
+  const q = url.indexOf("?");
+  return q < 0 ? [url, null] : [url.slice(0, q), url.slice(q + 1)];
+}
+
+function queryKey(pair: string): string {
+  const key = pair.split("=", 1)[0] ?? "";
+  try {
+    return decodeURIComponent(key.replaceAll("+", " "));
+  } catch {
+    return key;
+  }
+}
+
+/** A URL with `sandtree_token` taken out of its query (for the guest, and for logs). */
+export function withoutToken(url: string): string {
+  const [pathname, query] = splitUrl(url);
+  if (query === null) return url;
+  const kept = query.split("&").filter((pair) => queryKey(pair) !== TOKEN_QUERY);
+  return kept.length > 0 ? `${pathname}?${kept.join("&")}` : pathname;
+}
+
+/** `/ports/{id}/{port}/rest?query` -> `/rest?query` (the query without the token), encoding kept. */
+function guestPath(url: string): string {
+  const plain = withoutToken(url);
+  // Segments: "", "ports", id, port, rest...
+  let at = -1;
+  for (let i = 0; i < 4; i++) {
+    at = plain.indexOf("/", at + 1);
+    if (at < 0) return "/";
+  }
+  return plain.slice(at);
+}
+
+function cookies(header: string | undefined): Array<[string, string]> {
+  if (!header) return [];
+  return header
+    .split(";")
+    .map((c) => c.trim())
+    .filter((c) => c !== "")
+    .map((c) => {
+      const eq = c.indexOf("=");
+      return eq < 0 ? [c, ""] : [c.slice(0, eq).trim(), c.slice(eq + 1).trim()];
+    });
+}
+
+/** The port's token: the header, else the query, else (for /ports) the cookie the proxy set. */
+function tokenOf(
+  req: FastifyRequest,
+  port: number,
+  cookie = true,
+): { token: string | undefined; from: "header" | "query" | "cookie" | null } {
+  const header = req.headers[TOKEN_HEADER];
+  if (typeof header === "string" && header !== "") return { token: header, from: "header" };
+  const [, query] = splitUrl(req.url);
+  for (const pair of query?.split("&") ?? []) {
+    if (queryKey(pair) !== TOKEN_QUERY) continue;
+    const eq = pair.indexOf("=");
+    const value = eq < 0 ? "" : pair.slice(eq + 1);
+    try {
+      return { token: decodeURIComponent(value.replaceAll("+", " ")), from: "query" };
+    } catch {
+      return { token: value, from: "query" };
+    }
+  }
+  if (cookie) {
+    const found = cookies(req.headers.cookie).find(([name]) => name === `${TOKEN_COOKIE_PREFIX}${port}`);
+    if (found) return { token: found[1], from: "cookie" };
+  }
+  return { token: undefined, from: null };
+}
+
+/** Lets a browser go on without the token in the address; only sent under this port's path. */
+function tokenCookie(req: FastifyRequest, id: string, port: number, token: string): string {
+  const secure = req.protocol === "https" ? "; Secure" : "";
+  return `${TOKEN_COOKIE_PREFIX}${port}=${token}; Path=/ports/${encodeURIComponent(id)}/${port}/; HttpOnly; SameSite=Lax${secure}`;
+}
+
+/** Header names the Connection header lists: hop-by-hop too. */
+function connectionListed(headers: IncomingHttpHeaders): Set<string> {
+  const c = headers.connection;
+  return new Set(
+    (Array.isArray(c) ? c.join(",") : (c ?? ""))
+      .split(",")
+      .map((h) => h.trim().toLowerCase())
+      .filter((h) => h !== ""),
+  );
+}
+
+/** What the guest gets: the client's end-to-end headers, minus the token, plus X-Forwarded-*. */
+function forwardHeaders(req: FastifyRequest, target: PortTarget): OutgoingHttpHeaders {
+  const incoming = req.raw.headers;
+  const listed = connectionListed(incoming);
+  const out: OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(incoming)) {
+    if (value === undefined || HOP_BY_HOP.has(name) || listed.has(name) || name === TOKEN_HEADER || name === "host") continue;
+    if (name.startsWith("x-forwarded-")) continue;
+    if (name === "cookie") {
+      const kept = cookies(String(value)).filter(([n]) => !n.startsWith(TOKEN_COOKIE_PREFIX));
+      if (kept.length > 0) out.cookie = kept.map(([n, v]) => `${n}=${v}`).join("; ");
+      continue;
+    }
+    out[name] = value;
+  }
+  // A chunked body stays chunked (Node would not chunk a GET's or DELETE's body by itself).
+  if (String(incoming["transfer-encoding"] ?? "").includes("chunked")) out["transfer-encoding"] = "chunked";
+  out.host = `${target.host}:${target.port}`;
+  const prior = incoming["x-forwarded-for"];
+  const client = req.raw.socket.remoteAddress ?? "";
+  out["x-forwarded-for"] = prior ? `${Array.isArray(prior) ? prior.join(", ") : prior}, ${client}` : client;
+  out["x-forwarded-host"] = incoming.host ?? "";
+  out["x-forwarded-proto"] = req.protocol;
+  return out;
+}
+
+/** The guest's answer headers minus hop-by-hop ones (Node frames the body itself). */
+function responseHeaders(headers: IncomingHttpHeaders): Record<string, string | string[]> {
+  const listed = connectionListed(headers);
+  const out: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined || HOP_BY_HOP.has(name) || listed.has(name)) continue;
+    out[name] = value;
+  }
+  return out;
+}
+
+function guestError(err: NodeJS.ErrnoException, target: PortTarget): SandtreeError {
+  const where = { id: target.sandbox.id, port: target.port };
+  if (err.code === "ECONNREFUSED") {
+    return new SandtreeError(
+      "GUEST_ERROR",
+      `nothing listens on port ${target.port} in sandbox ${target.sandbox.id} (connection refused)`,
+      where,
+    );
+  }
+  return new SandtreeError(
+    "GUEST_ERROR",
+    `could not reach port ${target.port} of sandbox ${target.sandbox.id}: ${err.code ?? err.message}`,
+    where,
+  );
+}
+
+/** Rejects with GUEST_ERROR when the connection to the guest fails or takes too long. */
+function onConnectFailure(out: http.ClientRequest, target: PortTarget, reject: (err: Error) => void): void {
+  // Kept after the answer too (a later error must not go unhandled); rejecting twice does nothing.
+  out.on("error", (err: NodeJS.ErrnoException) => reject(guestError(err, target)));
+  out.once("socket", (sock) => {
+    if (!sock.connecting) return;
+    const timer = setTimeout(
+      () => out.destroy(Object.assign(new Error("connect timed out"), { code: "ETIMEDOUT" })),
+      CONNECT_TIMEOUT_MS,
+    );
+    sock.once("connect", () => clearTimeout(timer));
+    sock.once("close", () => clearTimeout(timer));
+  });
+}
+
+/** Sends the request (its body streamed from the client) and resolves with the guest's answer. */
+function guestRequest(req: FastifyRequest, target: PortTarget, opts: { agent: http.Agent }): Promise<IncomingMessage> {
+  return new Promise((resolve, reject) => {
+    const out = http.request(
+      {
+        host: target.host,
+        port: target.port,
+        method: req.method,
+        path: guestPath(req.url),
+        headers: forwardHeaders(req, target),
+        agent: opts.agent,
+      },
+      resolve,
+    );
+    onConnectFailure(out, target, (err) => {
+      req.raw.unpipe(out);
+      reject(err);
+    });
+    // The client left: stop the guest's side too.
+    req.raw.once("close", () => {
+      if (!req.raw.complete || req.raw.socket?.destroyed) out.destroy();
+    });
+    // Headers go at once: a client may wait for the answer before sending its body (full duplex).
+    out.flushHeaders();
+    req.raw.pipe(out);
+  });
+}
+
+function connectGuest(target: PortTarget): Promise<net.Socket> {
+  return new Promise((resolve, reject) => {
+    const tcp = net.connect({ host: target.host, port: target.port });
+    const timer = setTimeout(
+      () => tcp.destroy(Object.assign(new Error("connect timed out"), { code: "ETIMEDOUT" })),
+      CONNECT_TIMEOUT_MS,
+    );
+    tcp.once("connect", () => {
+      clearTimeout(timer);
+      tcp.setNoDelay(true);
+      resolve(tcp);
+    });
+    // Stays until the bridge takes over: an error in between must not go unhandled.
+    tcp.on("error", (err: NodeJS.ErrnoException) => {
+      clearTimeout(timer);
+      reject(guestError(err, target));
+    });
+  });
+}
+
+/**
+ * Binary frames <-> the TCP connection, with backpressure both ways. A text frame `{"type":"eof"}`
+ * from the client half-closes the guest connection; the guest's end closes the WebSocket (1000)
+ * after what it sent, a failure with 1011.
+ */
+function bridgeTcp(ws: WebSocket, tcp: net.Socket): void {
+  tcp.on("error", () => {});
+  ws.on("error", () => tcp.destroy());
+  tcp.on("data", (chunk: Buffer) => {
+    ws.send(chunk, { binary: true }, () => {
+      if (tcp.isPaused() && ws.bufferedAmount < HIGH_WATER) tcp.resume();
+    });
+    if (ws.bufferedAmount >= HIGH_WATER) tcp.pause();
+  });
+  tcp.on("drain", () => {
+    if (ws.isPaused) ws.resume();
+  });
+  ws.on("message", (data: RawData, isBinary: boolean) => {
+    const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
+    if (!isBinary) {
+      if (buf.toString("utf8").trim() === TCP_EOF_MESSAGE) tcp.end();
+      return;
+    }
+    if (tcp.writable && !tcp.write(buf)) ws.pause();
+  });
+  tcp.once("close", (hadError) => {
+    if (ws.readyState === WebSocket.OPEN) ws.close(hadError ? 1011 : 1000, hadError ? "guest connection failed" : "closed");
+  });
+  ws.once("close", () => tcp.destroySoon());
+}

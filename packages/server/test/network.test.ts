@@ -1,0 +1,399 @@
+// Sandbox networking against a fake internet made of network namespaces this test creates
+// (fake-internet.ts): the server runs in the "host" namespace with networking on, and every
+// probe runs inside real sandboxes (python3 of sandtree/debian). Nothing here reaches a real
+// outside address.
+import { type ChildProcess, execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createFakeInternet, type FakeInternet, fakeInternetUnavailableReason } from "./network/fake-internet.js";
+
+const CLI = fileURLToPath(new URL("../../cli/dist/main.js", import.meta.url));
+const IMAGE = "sandtree/debian";
+const unavailable = fakeInternetUnavailableReason();
+
+/** Probes run in the guest; each prints one line: OK <detail> or ERR <reason>. */
+const PROBE = String.raw`
+import socket, struct, sys, os, random, urllib.request
+def out(s): print(s); sys.exit(0)
+cmd = sys.argv[1]
+try:
+    if cmd == "http":
+        body = urllib.request.urlopen(sys.argv[2], timeout=float(sys.argv[3]) if len(sys.argv) > 3 else 4).read().decode()
+        out("OK " + body)
+    if cmd == "tcp":
+        s = socket.create_connection((sys.argv[2], int(sys.argv[3])), timeout=3)
+        out("OK connected")
+    if cmd == "udp":
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3)
+        s.sendto(b"ping", (sys.argv[2], int(sys.argv[3])))
+        out("OK " + s.recvfrom(512)[0].decode())
+    if cmd == "icmp":
+        s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP); s.settimeout(3)
+        hdr = struct.pack("!BBHHH", 8, 0, 0, 7, 1); data = b"sandtree"
+        c = sum(struct.unpack("!%dH" % ((len(hdr + data)) // 2), hdr + data)); c = (c >> 16) + (c & 0xffff); c = ~(c + (c >> 16)) & 0xffff
+        s.sendto(struct.pack("!BBHHH", 8, 0, c, 7, 1) + data, (sys.argv[2], 0))
+        while True:
+            pkt, addr = s.recvfrom(1024)
+            if pkt[20] == 0: out("OK reply from " + addr[0])
+    if cmd == "dns":
+        server = sys.argv[3] if len(sys.argv) > 3 else open("/etc/resolv.conf").read().split("nameserver")[1].split()[0]
+        q = struct.pack("!HHHHHH", random.randint(0, 65535), 0x0100, 1, 0, 0, 0)
+        for label in sys.argv[2].split("."): q += bytes([len(label)]) + label.encode()
+        q += b"\0" + struct.pack("!HH", 1, 1)
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3); s.sendto(q, (server, 53))
+        r = s.recvfrom(2048)[0]
+        rcode = r[3] & 15; an = struct.unpack("!H", r[6:8])[0]
+        ips = [socket.inet_ntoa(r[i + 12:i + 16]) for i in range(len(q), len(r) - 15) if r[i:i + 2] == b"\xc0\x0c" and r[i + 2:i + 4] == b"\x00\x01"]
+        out(("OK " + ",".join(ips)) if rcode == 0 and an else "ERR rcode=%d" % rcode)
+except SystemExit: raise
+except Exception as e: out("ERR " + type(e).__name__ + " " + str(e)[:80])
+`;
+
+type Api = (
+  method: string,
+  p: string,
+  body?: unknown,
+  headers?: Record<string, string>,
+) => Promise<{ status: number; body: any }>;
+
+describe.skipIf(unavailable !== null)(`sandbox networking${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
+  let inet: FakeInternet;
+  let dataDir: string;
+  let base = "";
+  let key = "";
+  let api: Api;
+  let bridge: net.Server;
+  const ids: Record<string, string> = {};
+  let port = 0;
+  let serverProc: ChildProcess;
+
+  /** `sandtree serve` in the host namespace (networking on, default policy deny-all). */
+  function startApiServer(): void {
+    serverProc = inet.spawnInHost(
+      process.execPath,
+      [CLI, "serve", "--data-dir", dataDir, "--host", "127.0.0.1", "--port", String(port)],
+      {
+        env: {
+          ...process.env,
+          SANDTREE_NETWORK: "on",
+          SANDTREE_NETWORK_DEFAULT: "deny",
+          SANDTREE_NETWORK_SUBNET: "10.77.0.0/16",
+        },
+        stdio: "ignore",
+      },
+    );
+  }
+
+  async function waitApi(): Promise<void> {
+    for (let i = 0; i < 600; i++) {
+      try {
+        key = /SANDTREE_API_KEY=(\S+)/.exec(readFileSync(path.join(dataDir, "credentials.env"), "utf8"))?.[1] ?? "";
+        if (key && (await fetch(`${base}/healthz`)).ok) return;
+      } catch {}
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error("the server did not start");
+  }
+
+  function hostNs(cmd: string, ...argv: string[]): string {
+    return execFileSync("ip", ["netns", "exec", inet.hostNs, cmd, ...argv]).toString();
+  }
+
+  /** Runs the probe in a sandbox and returns its line. */
+  async function probe(id: string, ...args: string[]): Promise<string> {
+    const r = await api("POST", `/v1/sandboxes/${id}/exec`, { command: ["python3", "/tmp/probe.py", ...args] });
+    if (r.status !== 200) throw new Error(`exec failed: ${r.status} ${JSON.stringify(r.body)}`);
+    return String(r.body.stdout).trim();
+  }
+
+  async function create(body: Record<string, unknown>): Promise<string> {
+    const r = await api("POST", "/v1/sandboxes", { image: IMAGE, memory_gb: 0.375, ...body });
+    if (r.status !== 201) throw new Error(`create failed: ${r.status} ${JSON.stringify(r.body)}`);
+    return r.body.id as string;
+  }
+
+  async function waitRunning(id: string): Promise<void> {
+    for (let i = 0; i < 900; i++) {
+      const r = await api("GET", `/v1/sandboxes/${id}`);
+      if (r.body.status === "RUNNING") break;
+      if (["ERROR", "TERMINATED", "TIMEOUT"].includes(r.body.status)) throw new Error(`${id}: ${r.body.error_reason}`);
+      await new Promise((res) => setTimeout(res, 200));
+    }
+    const up = await api("PUT", `/v1/sandboxes/${id}/files?path=/tmp/probe.py`, new TextEncoder().encode(PROBE), {
+      "content-type": "application/octet-stream",
+    });
+    if (up.status >= 300) throw new Error(`upload failed: ${up.status} ${JSON.stringify(up.body)}`);
+  }
+
+  beforeAll(async () => {
+    inet = await createFakeInternet();
+    dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-net-"));
+    port = 20_000 + Math.floor(Math.random() * 20_000);
+    startApiServer();
+    // The API listens inside the host namespace: reach it through a Unix socket (visible from
+    // every namespace) bridged to its loopback port by a process in that namespace.
+    const sock = path.join(dataDir, "api.sock");
+    inet.spawnInHost(
+      process.execPath,
+      [
+        "-e",
+        `require("net").createServer((c) => { const u = require("net").connect(${port}, "127.0.0.1"); c.pipe(u).pipe(c); c.on("error", () => u.destroy()); u.on("error", () => c.destroy()); }).listen(process.argv[1])`,
+        sock,
+      ],
+      { stdio: "ignore" },
+    );
+    bridge = net.createServer((c) => {
+      const u = net.connect(sock);
+      c.pipe(u).pipe(c);
+      c.on("error", () => u.destroy());
+      u.on("error", () => c.destroy());
+    });
+    await new Promise<void>((r) => bridge.listen(0, "127.0.0.1", () => r()));
+    base = `http://127.0.0.1:${(bridge.address() as net.AddressInfo).port}`;
+    await waitApi();
+    api = async (method, p, body, headers = {}) => {
+      const res = await fetch(base + p, {
+        method,
+        headers: {
+          authorization: `Bearer ${key}`,
+          ...(body !== undefined && !(body instanceof Uint8Array) ? { "content-type": "application/json" } : {}),
+          ...headers,
+        },
+        ...(body !== undefined ? { body: body instanceof Uint8Array ? body : JSON.stringify(body) } : {}),
+      });
+      const text = await res.text();
+      let parsed: unknown = text;
+      try {
+        parsed = JSON.parse(text);
+      } catch {}
+      return { status: res.status, body: parsed };
+    };
+    const tunnelTarget = await inet.startHostService(0, "127.0.0.1");
+    // allow: an allowlist of names, a wildcard and a CIDR; deny: a denylist; closed: the server's
+    // default (deny all) with a tunnel to a service on the host's loopback.
+    ids.allow = await create({ network_allowlist: ["allowed.test", "*.wild.test", "203.0.113.20/32"] });
+    ids.deny = await create({ network_denylist: ["denied.test"] });
+    ids.closed = await create({ tunnels: { llm: `127.0.0.1:${tunnelTarget.port}` } });
+    await Promise.all(Object.values(ids).map(waitRunning));
+  }, 600_000);
+
+  afterAll(async () => {
+    bridge?.close();
+    // Stopping the server (SIGTERM) deletes its sandboxes, rules and taps; close() waits for it.
+    await inet?.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }, 120_000);
+
+  it("gives each sandbox its own address and reports the policy as applied", async () => {
+    const views = await Promise.all(Object.values(ids).map((id) => api("GET", `/v1/sandboxes/${id}/network`)));
+    const addrs = views.map((v) => v.body.address);
+    expect(new Set(addrs).size).toBe(3);
+    for (const v of views) {
+      expect(v.status).toBe(200);
+      expect(v.body.applied).toBe(true);
+      expect(v.body.address).toMatch(/^10\.77\./);
+    }
+    expect(views[0]?.body.mode).toBe("allowlist");
+    expect(views[1]?.body.mode).toBe("denylist");
+    expect(views[2]?.body.mode).toBe("deny_all");
+    expect(views[2]?.body.tunnels).toEqual([expect.objectContaining({ name: "llm", hostname: "llm.sandtree.internal" })]);
+  });
+
+  it("allowlist: allowed names, wildcards and CIDRs are reachable; everything else is blocked over TCP, UDP and ICMP", async () => {
+    await inet.clearLog();
+    expect(await probe(ids.allow as string, "http", "http://allowed.test/")).toBe("OK hello from 203.0.113.10");
+    expect(await probe(ids.allow as string, "http", "http://deep.api.wild.test/")).toBe("OK hello from 203.0.113.30");
+    expect(await probe(ids.allow as string, "http", "http://203.0.113.20/")).toBe("OK hello from 203.0.113.20");
+    expect(await probe(ids.allow as string, "udp", "203.0.113.20", "7")).toBe("OK echo:ping");
+    // The denied name is answered NXDOMAIN by our resolver and never asked upstream.
+    expect(await probe(ids.allow as string, "dns", "denied.test")).toBe("ERR rcode=3");
+    // Its address, directly: TCP, UDP and ICMP.
+    expect(await probe(ids.allow as string, "tcp", "203.0.113.40", "80")).toMatch(/^ERR/);
+    expect(await probe(ids.allow as string, "udp", "203.0.113.40", "7")).toMatch(/^ERR/);
+    expect(await probe(ids.allow as string, "icmp", "203.0.113.40")).toMatch(/^ERR/);
+    // Another DNS server, directly: port 53 anywhere is our resolver, which refuses the name.
+    expect(await probe(ids.allow as string, "dns", "denied.test", "198.51.100.53")).toBe("ERR rcode=3");
+    // other.test resolves (upstream) but is not allowed.
+    expect(await probe(ids.allow as string, "http", "http://other.test/", "3")).toMatch(/^ERR/);
+    const log = await inet.log();
+    expect(log.filter((e) => e.kind === "dns" && e.name === "denied.test")).toEqual([]);
+    expect(log.filter((e) => "local" in e && String(e.local).startsWith("203.0.113.40"))).toEqual([]);
+    expect(await probe(ids.allow as string, "icmp", "203.0.113.20")).toBe("OK reply from 203.0.113.20");
+  });
+
+  it("a wildcard-allowed name that moves to a new address stays reachable", async () => {
+    await inet.setDns("api.wild.test", ["203.0.113.40"]);
+    expect(await probe(ids.allow as string, "http", "http://api.wild.test/")).toBe("OK hello from 203.0.113.40");
+    await inet.setDns("api.wild.test", ["203.0.113.30"]);
+  });
+
+  it("denylist: denied names and their addresses are blocked, the rest is reachable", async () => {
+    await inet.clearLog();
+    expect(await probe(ids.deny as string, "http", "http://allowed.test/")).toBe("OK hello from 203.0.113.10");
+    expect(await probe(ids.deny as string, "dns", "denied.test")).toBe("ERR rcode=3");
+    expect(await probe(ids.deny as string, "http", "http://203.0.113.40/", "3")).toMatch(/^ERR/);
+    expect(await probe(ids.deny as string, "udp", "203.0.113.40", "7")).toMatch(/^ERR/);
+  });
+
+  it("sandboxes reach neither each other nor the host's services", async () => {
+    const host = await inet.startHostService(0, "0.0.0.0");
+    const allowView = (await api("GET", `/v1/sandboxes/${ids.allow}/network`)).body;
+    const denyView = (await api("GET", `/v1/sandboxes/${ids.deny}/network`)).body;
+    await api("POST", `/v1/sandboxes/${ids.allow}/exec`, {
+      command: "cd /tmp && (setsid python3 -m http.server 8080 >/dev/null 2>&1 &)",
+    });
+    await new Promise((r) => setTimeout(r, 1500));
+    // deny's policy allows almost everything: still not another sandbox, the host or its gateway.
+    expect(await probe(ids.deny as string, "tcp", allowView.address, "8080")).toMatch(/^ERR/);
+    expect(await probe(ids.deny as string, "tcp", "198.51.100.1", String(host.port))).toMatch(/^ERR/);
+    expect(await probe(ids.deny as string, "tcp", denyView.gateway, String(host.port))).toMatch(/^ERR/);
+    expect(await probe(ids.deny as string, "icmp", denyView.gateway)).toMatch(/^ERR/);
+    expect(await probe(ids.deny as string, "tcp", "169.254.169.254", "80")).toMatch(/^ERR/);
+    expect(host.hits).toEqual([]);
+    await host.close();
+  });
+
+  it("a tunnel reaches a host service under deny-all, and nothing else does", async () => {
+    expect(await probe(ids.closed as string, "dns", "llm.sandtree.internal")).toMatch(/^OK 169\.254\.170\.1/);
+    const port = (await api("GET", `/v1/sandboxes/${ids.closed}/network`)).body.tunnels[0].target.split(":")[1];
+    expect(await probe(ids.closed as string, "http", `http://llm.sandtree.internal:${port}/`)).toBe("OK host-secret");
+    expect(await probe(ids.closed as string, "http", "http://allowed.test/", "3")).toMatch(/^ERR/);
+    expect(await probe(ids.closed as string, "tcp", "203.0.113.10", "80")).toMatch(/^ERR/);
+  });
+
+  it("an exposed port serves HTTP through the server and refuses a wrong token", async () => {
+    const exp = await api("POST", `/v1/sandboxes/${ids.allow}/ports`, { port: 8080 });
+    expect(exp.status).toBe(201);
+    const p = new URL(exp.body.url).pathname;
+    const ok = await fetch(`${base}${p}`, { headers: { "x-sandtree-token": exp.body.token } });
+    expect(ok.status).toBe(200);
+    expect(await ok.text()).toContain("probe.py");
+    const bad = await fetch(`${base}${p}`, { headers: { "x-sandtree-token": "wrong" } });
+    expect(bad.status).toBe(401);
+    expect((await bad.json()).code).toBe("PORT_TOKEN_INVALID");
+  });
+
+  it("a runtime policy change applies to the next attempt, and a fork gets its own address", async () => {
+    const put = await api("PUT", `/v1/sandboxes/${ids.allow}/network`, { network_allowlist: ["other.test"] });
+    expect(put.status).toBe(200);
+    expect(put.body).toMatchObject({ mode: "allowlist", network_allowlist: ["other.test"], applied: true });
+    expect(await probe(ids.allow as string, "http", "http://allowed.test/", "3")).toMatch(/^ERR/);
+    expect(await probe(ids.allow as string, "http", "http://other.test/")).toBe("OK hello from 203.0.113.20");
+    const bad = await api("PUT", `/v1/sandboxes/${ids.allow}/network`, {
+      network_allowlist: ["a.test"],
+      network_denylist: ["b.test"],
+    });
+    expect(bad.status).toBe(400);
+    // A memory fork resumes the parent's processes with a new address and the parent's policy.
+    const fork = await api("POST", `/v1/sandboxes/${ids.allow}/fork`, { memory: true });
+    expect(fork.status).toBe(201);
+    const child = fork.body.id as string;
+    await waitRunning(child);
+    const childView = (await api("GET", `/v1/sandboxes/${child}/network`)).body;
+    const parentView = (await api("GET", `/v1/sandboxes/${ids.allow}/network`)).body;
+    expect(childView.address).not.toBe(parentView.address);
+    expect(childView.network_allowlist).toEqual(["other.test"]);
+    expect(await probe(child, "http", "http://other.test/")).toBe("OK hello from 203.0.113.20");
+    const del = await api("DELETE", `/v1/sandboxes/${child}`);
+    expect(del.status).toBe(200);
+    const taps = execFileSync("ip", ["netns", "exec", inet.hostNs, "ip", "-o", "link"]).toString();
+    // The child's tap went with it: the three sandboxes' taps are left (template taps end in -t<n>).
+    expect(taps.split("\n").filter((l) => /: st[0-9a-f]{4}-[0-9]+[:@]/.test(l))).toHaveLength(3);
+  });
+
+  it("a policy change cuts a live connection at its next packet", async () => {
+    // A TCP connection to an allowed echo server stays open across the policy change.
+    const live = String.raw`
+import socket, os, time
+s = socket.create_connection(("203.0.113.10", 7), timeout=3)
+s.sendall(b"one"); first = s.recv(16)
+open("/tmp/live.out", "w").write("first %s\n" % first.decode())
+while not os.path.exists("/tmp/go"): time.sleep(0.05)
+try:
+    s.sendall(b"two"); second = s.recv(16); res = "second %s" % second.decode()
+except Exception as e: res = "second ERR %s" % type(e).__name__
+open("/tmp/live.out", "a").write(res + "\n")
+`;
+    const id = ids.allow as string;
+    await api("PUT", `/v1/sandboxes/${id}/network`, { network_allowlist: ["203.0.113.10"] });
+    await api("PUT", `/v1/sandboxes/${id}/files?path=/tmp/live.py`, new TextEncoder().encode(live), {
+      "content-type": "application/octet-stream",
+    });
+    await api("POST", `/v1/sandboxes/${id}/exec`, {
+      command: "rm -f /tmp/go /tmp/live.out; (setsid python3 /tmp/live.py >/tmp/live.err 2>&1 &)",
+    });
+    const read = async () =>
+      String((await api("POST", `/v1/sandboxes/${id}/exec`, { command: "cat /tmp/live.out 2>/dev/null" })).body.stdout);
+    for (let i = 0; i < 100 && !(await read()).includes("first"); i++) await new Promise((r) => setTimeout(r, 200));
+    expect(await read()).toBe("first one\n");
+    await api("PUT", `/v1/sandboxes/${id}/network`, { network_allowlist: ["203.0.113.20"] });
+    await api("POST", `/v1/sandboxes/${id}/exec`, { command: "touch /tmp/go" });
+    for (let i = 0; i < 100 && !(await read()).includes("second"); i++) await new Promise((r) => setTimeout(r, 200));
+    expect(await read()).toMatch(/^first one\nsecond ERR /);
+  });
+
+  it("the CLI shows and changes a policy (through the SDK)", async () => {
+    const cli = (...argv: string[]) => {
+      try {
+        return {
+          code: 0,
+          out: execFileSync(process.execPath, [CLI, ...argv], {
+            env: { ...process.env, SANDTREE_API_URL: base, SANDTREE_API_KEY: key },
+            stdio: ["ignore", "pipe", "pipe"],
+          }).toString(),
+        };
+      } catch (err) {
+        const e = err as { status: number; stderr: Buffer };
+        return { code: e.status, out: String(e.stderr) };
+      }
+    };
+    const id = ids.allow as string;
+    const set = cli("sandbox", "network", id, "--allow", "allowed.test,*.wild.test", "--allow", "203.0.113.0/28", "-o", "json");
+    expect(set.code).toBe(0);
+    expect(JSON.parse(set.out)).toMatchObject({
+      mode: "allowlist",
+      network_allowlist: ["allowed.test", "*.wild.test", "203.0.113.0/28"],
+      applied: true,
+    });
+    expect(await probe(id, "http", "http://allowed.test/")).toBe("OK hello from 203.0.113.10");
+    const shown = cli("sandbox", "network", id);
+    expect(shown.out).toMatch(/mode\s+allowlist/);
+    expect(shown.out).toMatch(/applied\s+true/);
+    const both = cli("sandbox", "network", id, "--allow", "a.test", "--deny", "b.test");
+    expect(both.code).not.toBe(0);
+    const badRule = cli("sandbox", "network", id, "--deny", "not a rule!");
+    expect(badRule.code).not.toBe(0);
+    expect(badRule.out).toContain("VALIDATION_FAILED");
+  });
+
+  it("after a crash of the server and one VM, the survivor keeps its network and nothing of the dead one is left", async () => {
+    const dead = ids.deny as string;
+    const deadTap = (await api("GET", `/v1/sandboxes/${dead}/network`)).body;
+    const qemu = execFileSync("pgrep", ["-f", `sandtree-${dead}`])
+      .toString()
+      .trim()
+      .split("\n")[0] as string;
+    serverProc.kill("SIGKILL");
+    process.kill(Number(qemu), "SIGKILL");
+    await new Promise((r) => serverProc.once("exit", r));
+    startApiServer();
+    await waitApi();
+    const gone = (await api("GET", `/v1/sandboxes/${dead}`)).body;
+    expect(gone.status).toBe("ERROR");
+    const links = hostNs("ip", "-o", "addr");
+    expect(links).not.toContain(`${deadTap.gateway}/30`);
+    const rules = hostNs("nft", "list", "ruleset");
+    expect(rules).not.toContain(deadTap.address);
+    // The survivor was adopted: its tunnel (a new proxy port) and its deny-all policy still hold.
+    expect((await api("GET", `/v1/sandboxes/${ids.closed}`)).body.status).toBe("RUNNING");
+    const view = (await api("GET", `/v1/sandboxes/${ids.closed}/network`)).body;
+    expect(view.applied).toBe(true);
+    const tport = view.tunnels[0].target.split(":")[1];
+    expect(await probe(ids.closed as string, "http", `http://llm.sandtree.internal:${tport}/`)).toBe("OK host-secret");
+    expect(await probe(ids.closed as string, "tcp", "203.0.113.10", "80")).toMatch(/^ERR/);
+  });
+});
