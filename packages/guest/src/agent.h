@@ -83,6 +83,7 @@ void init_poweroff(void);   /* SHUTDOWN: never returns */
 
 /* net.c */
 void net_apply(const char *spec); /* TAG_NET: configure eth0, the default route, resolv.conf */
+void net_boot(void);              /* eth0 up, no address (when there is one) */
 extern char g_kernel_release[65];
 extern uint64_t g_boot_ms;
 

@@ -169,6 +169,7 @@ int init_boot(void) {
   if (strcmp(root, "none") == 0) late_mounts("");
   else rc = switch_root(root);
   loopback_up();
+  net_boot();
   if (sethostname("sandbox", 7) < 0) agent_log("sethostname: %s", strerror(errno));
   return rc;
 }

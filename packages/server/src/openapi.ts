@@ -29,11 +29,13 @@ import {
   Sandbox,
   SandboxList,
   SandboxLogs,
+  SandboxNetwork,
   SignalRequest,
   StartJobRequest,
   Team,
   TeamLimitsResponse,
   TeamList,
+  UpdateNetworkRequest,
   UpdateTeamLimitsRequest,
   UploadResult,
 } from "@sandtree/protocol";
@@ -77,6 +79,8 @@ const schemas = {
   ExposePortRequest,
   ExposedPort,
   ExposedPortList,
+  SandboxNetwork,
+  UpdateNetworkRequest,
 };
 
 const ref = (name: keyof typeof schemas) => ({ $ref: `#/components/schemas/${name}` });
@@ -237,6 +241,19 @@ export function openApiDocument(): object {
         post: { requestBody: json("ImportImageRequest"), responses: { 200: json("Image"), ...errors } },
       },
       "/v1/images/pull": { post: { requestBody: json("PullImageRequest"), responses: { 200: json("Image"), ...errors } } },
+      "/v1/sandboxes/{id}/network": {
+        get: {
+          summary: "The sandbox's address, egress policy, tunnels and whether the policy is applied",
+          parameters: [idParam],
+          responses: { 200: json("SandboxNetwork"), ...errors },
+        },
+        put: {
+          summary: "Replace the egress policy of a running sandbox (a list, or {} for the server's default)",
+          parameters: [idParam],
+          requestBody: json("UpdateNetworkRequest"),
+          responses: { 200: json("SandboxNetwork"), ...errors },
+        },
+      },
       "/v1/sandboxes/{id}/ports": {
         post: {
           summary: "Expose a port (again: rotate its token); the answer is the only time the token is shown",
