@@ -2,7 +2,7 @@
 // (fake-internet.ts): the server runs in the "host" namespace with networking on, and every
 // probe runs inside real sandboxes (python3 of sandtree/debian). Nothing here reaches a real
 // outside address.
-import { type ChildProcess, execFileSync } from "node:child_process";
+import { type ChildProcess, execFile, execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import net from "node:net";
 import { tmpdir } from "node:os";
@@ -219,8 +219,12 @@ describe.skipIf(unavailable !== null)(`sandbox networking${unavailable ? ` (skip
     expect(await probe(ids.allow as string, "dns", "denied.test", "198.51.100.53")).toBe("ERR rcode=3");
     // other.test resolves (upstream) but is not allowed.
     expect(await probe(ids.allow as string, "http", "http://other.test/", "3")).toMatch(/^ERR/);
+    // A name outside the allowlist is never asked upstream: no data can leave through DNS
+    // (the server itself does resolve denied.test, for the other sandbox's denylist).
+    expect(await probe(ids.allow as string, "dns", "c2VjcmV0.exfil.other.test")).toBe("ERR rcode=3");
+    expect(await probe(ids.allow as string, "dns", "c2VjcmV0.exfil.other.test", "198.51.100.53")).toBe("ERR rcode=3");
     const log = await inet.log();
-    expect(log.filter((e) => e.kind === "dns" && e.name === "denied.test")).toEqual([]);
+    expect(log.filter((e) => e.kind === "dns" && String(e.name).includes("exfil"))).toEqual([]);
     expect(log.filter((e) => "local" in e && String(e.local).startsWith("203.0.113.40"))).toEqual([]);
     expect(await probe(ids.allow as string, "icmp", "203.0.113.20")).toBe("OK reply from 203.0.113.20");
   });
@@ -337,22 +341,29 @@ open("/tmp/live.out", "a").write(res + "\n")
   });
 
   it("the CLI shows and changes a policy (through the SDK)", async () => {
-    const cli = (...argv: string[]) => {
-      try {
-        return {
-          code: 0,
-          out: execFileSync(process.execPath, [CLI, ...argv], {
-            env: { ...process.env, SANDTREE_API_URL: base, SANDTREE_API_KEY: key },
-            stdio: ["ignore", "pipe", "pipe"],
-          }).toString(),
-        };
-      } catch (err) {
-        const e = err as { status: number; stderr: Buffer };
-        return { code: e.status, out: String(e.stderr) };
-      }
-    };
+    // Asynchronous: the API bridge runs in this process's event loop.
+    const cli = (...argv: string[]) =>
+      new Promise<{ code: number; out: string }>((resolve) => {
+        execFile(
+          process.execPath,
+          [CLI, ...argv],
+          { env: { ...process.env, SANDTREE_API_URL: base, SANDTREE_API_KEY: key } },
+          (err, stdout, stderr) =>
+            resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out: err ? stderr : stdout }),
+        );
+      });
     const id = ids.allow as string;
-    const set = cli("sandbox", "network", id, "--allow", "allowed.test,*.wild.test", "--allow", "203.0.113.0/28", "-o", "json");
+    const set = await cli(
+      "sandbox",
+      "network",
+      id,
+      "--allow",
+      "allowed.test,*.wild.test",
+      "--allow",
+      "203.0.113.0/28",
+      "-o",
+      "json",
+    );
     expect(set.code).toBe(0);
     expect(JSON.parse(set.out)).toMatchObject({
       mode: "allowlist",
@@ -360,12 +371,12 @@ open("/tmp/live.out", "a").write(res + "\n")
       applied: true,
     });
     expect(await probe(id, "http", "http://allowed.test/")).toBe("OK hello from 203.0.113.10");
-    const shown = cli("sandbox", "network", id);
-    expect(shown.out).toMatch(/mode\s+allowlist/);
-    expect(shown.out).toMatch(/applied\s+true/);
-    const both = cli("sandbox", "network", id, "--allow", "a.test", "--deny", "b.test");
+    const shown = await cli("sandbox", "network", id);
+    expect(shown.out).toMatch(/mode:\s+allowlist/);
+    expect(shown.out).toMatch(/applied:\s+true/);
+    const both = await cli("sandbox", "network", id, "--allow", "a.test", "--deny", "b.test");
     expect(both.code).not.toBe(0);
-    const badRule = cli("sandbox", "network", id, "--deny", "not a rule!");
+    const badRule = await cli("sandbox", "network", id, "--deny", "not a rule!");
     expect(badRule.code).not.toBe(0);
     expect(badRule.out).toContain("VALIDATION_FAILED");
   });
@@ -395,5 +406,18 @@ open("/tmp/live.out", "a").write(res + "\n")
     const tport = view.tunnels[0].target.split(":")[1];
     expect(await probe(ids.closed as string, "http", `http://llm.sandtree.internal:${tport}/`)).toBe("OK host-secret");
     expect(await probe(ids.closed as string, "tcp", "203.0.113.10", "80")).toMatch(/^ERR/);
+  });
+
+  it("a stopped server leaves no tap, rule or forwarding behind", async () => {
+    const taps = () =>
+      hostNs("ip", "-o", "link")
+        .split("\n")
+        .filter((l) => /: st[0-9a-f]{4}-/.test(l));
+    expect(taps().length).toBeGreaterThan(0);
+    serverProc.kill("SIGTERM");
+    await new Promise((r) => serverProc.once("exit", r));
+    expect(taps()).toEqual([]);
+    expect(hostNs("nft", "list", "tables")).not.toContain("sandtree_");
+    expect(hostNs("cat", "/proc/sys/net/ipv4/ip_forward").trim()).toBe("0");
   });
 });

@@ -1,5 +1,5 @@
 import { execFile, spawn } from "node:child_process";
-import { accessSync, constants, existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { accessSync, constants, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { classifyNetworkRule, type NetworkMode } from "@sandtree/protocol";
 import { type SandboxSlot, slotOf } from "./addresses.js";
 
@@ -65,6 +65,8 @@ export interface NetworkManagerOptions {
   tag: string;
   subnet: string;
   resolverPort: number;
+  /** Where what the host looked like before us (ip_forward) is kept across crashes. */
+  stateFile?: string;
   log?: { warn(o: object, m: string): void };
 }
 
@@ -146,11 +148,18 @@ export class NetworkManager {
    * table (base chains and every live sandbox's chains) in one transaction.
    */
   async init(live: SandboxNetSpec[]): Promise<void> {
-    // Forwarding is turned on for sandboxes and back off at destroy() if it was off before.
-    if (readFileSync(IP_FORWARD, "utf8").trim() !== "1") {
-      writeFileSync(IP_FORWARD, "1");
-      this.enabledForwarding = true;
+    // Forwarding is turned on for sandboxes and back off at destroy() if it was off before we
+    // (or an earlier run of this server that crashed) turned it on: remembered in stateFile.
+    let before = readFileSync(IP_FORWARD, "utf8").trim();
+    if (this.opts.stateFile) {
+      try {
+        before = (JSON.parse(readFileSync(this.opts.stateFile, "utf8")) as { ipForwardBefore: string }).ipForwardBefore;
+      } catch {
+        writeFileSync(this.opts.stateFile, JSON.stringify({ ipForwardBefore: before }));
+      }
     }
+    this.enabledForwarding = before !== "1";
+    writeFileSync(IP_FORWARD, "1");
     const keep = new Set(live.map((s) => s.tap));
     for (const tap of this.ourTaps()) {
       if (!keep.has(tap)) await run("ip", ["link", "del", tap]).catch(() => {});
@@ -338,5 +347,6 @@ export class NetworkManager {
       if (!tables.includes("sandtree_")) writeFileSync(IP_FORWARD, "0");
       this.enabledForwarding = false;
     }
+    if (this.opts.stateFile) rmSync(this.opts.stateFile, { force: true });
   }
 }

@@ -115,7 +115,12 @@ export class NetworkService {
       log: { warn: (o, m) => log.warn(o, m) },
     });
     const { udpPort } = await this.resolver.listen("0.0.0.0", 0);
-    const manager = new NetworkManager({ tag, subnet: config.subnet, resolverPort: udpPort });
+    const manager = new NetworkManager({
+      tag,
+      subnet: config.subnet,
+      resolverPort: udpPort,
+      stateFile: path.join(this.deps.dataDir, "network-host-state.json"),
+    });
     // Sandboxes that ended while the server was down give their slots back.
     const specs: SandboxNetSpec[] = [];
     for (const row of store.listSlottedNetworks()) {

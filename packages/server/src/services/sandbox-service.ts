@@ -240,9 +240,15 @@ export class SandboxService {
           : null;
       const template = warmInputs ? this.templates?.get(warmInputs) : null;
       const overlay = path.join(this.layersDir, liveDiskName(sb.id, "0"));
-      await createOverlay(template ? template.diskName : backing, overlay, diskBytes, { signal });
-      signal.throwIfAborted();
-      const nic = await this.deps.network?.attach(sb.id);
+      // The disk and the network (tap, rules, tunnels) are set up side by side.
+      // Both settle before a failure is thrown, so the cleanup below sees everything they made.
+      const [disk, net] = await Promise.allSettled([
+        createOverlay(template ? template.diskName : backing, overlay, diskBytes, { signal }),
+        this.deps.network?.attach(sb.id),
+      ]);
+      if (disk.status === "rejected") throw disk.reason;
+      if (net.status === "rejected") throw net.reason;
+      const nic = net.value;
       signal.throwIfAborted();
       vm = await QemuVm.start({
         ...(nic ? { tap: nic.tap, guestNet: nic.guestNet } : {}),
