@@ -49,6 +49,31 @@ try:
         rcode = r[3] & 15; an = struct.unpack("!H", r[6:8])[0]
         ips = [socket.inet_ntoa(r[i + 12:i + 16]) for i in range(len(q), len(r) - 15) if r[i:i + 2] == b"\xc0\x0c" and r[i + 2:i + 4] == b"\x00\x01"]
         out(("OK " + ",".join(ips)) if rcode == 0 and an else "ERR rcode=%d" % rcode)
+    if cmd == "spoof":
+        # A UDP packet with another source address, built by hand (IP_HDRINCL).
+        src, dst, port = sys.argv[2], sys.argv[3], int(sys.argv[4]); data = b"spoofed"
+        udp = struct.pack("!HHHH", 4242, port, 8 + len(data), 0) + data
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 1, 0, 64, 17, 0, socket.inet_aton(src), socket.inet_aton(dst))
+        s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+        s.sendto(ip + udp, (dst, 0)); out("OK sent")
+    if cmd == "dnsflood":
+        # Many queries as fast as possible; counts what came back (answers vs REFUSED).
+        n = int(sys.argv[2]); s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.setsockopt(socket.SOL_SOCKET, 33, 16 << 20)  # SO_RCVBUFFORCE
+        server = open("/etc/resolv.conf").read().split("nameserver")[1].split()[0]
+        got = {}
+        def drain(wait):
+            s.settimeout(wait)
+            try:
+                while True:
+                    r = s.recvfrom(2048)[0]; rc = r[3] & 15; got[rc] = got.get(rc, 0) + 1; s.settimeout(wait)
+            except (socket.timeout, BlockingIOError): pass
+        for i in range(n):
+            q = struct.pack("!HHHHHH", i, 0x0100, 1, 0, 0, 0) + b"\x05flood\x04test\x00" + struct.pack("!HH", 1, 1)
+            s.sendto(q, (server, 53))
+            if i % 100 == 99: drain(0.001)
+        drain(2)
+        out("OK " + " ".join("rcode%d=%d" % kv for kv in sorted(got.items())))
 except SystemExit: raise
 except Exception as e: out("ERR " + type(e).__name__ + " " + str(e)[:80])
 `;
@@ -259,6 +284,20 @@ describe.skipIf(unavailable !== null)(`sandbox networking${unavailable ? ` (skip
     expect(await probe(ids.deny as string, "tcp", "169.254.169.254", "80")).toMatch(/^ERR/);
     expect(host.hits).toEqual([]);
     await host.close();
+  });
+
+  it("attacks: spoofed source addresses are dropped, a DNS flood hits only its own rate limit", async () => {
+    await inet.clearLog();
+    const allowView = (await api("GET", `/v1/sandboxes/${ids.allow}/network`)).body;
+    // deny (allow-most) pretends to be allow, and then to be an outside host.
+    expect(await probe(ids.deny as string, "spoof", allowView.address, "203.0.113.20", "7")).toBe("OK sent");
+    expect(await probe(ids.deny as string, "spoof", "203.0.113.10", "203.0.113.20", "7")).toBe("OK sent");
+    const flood = await probe(ids.deny as string, "dnsflood", "2000");
+    expect(flood).toMatch(/rcode5=\d+/); // REFUSED beyond the per-source budget
+    // Meanwhile another sandbox still resolves.
+    expect(await probe(ids.allow as string, "dns", "allowed.test")).toBe("OK 203.0.113.10");
+    const log = await inet.log();
+    expect(log.filter((e) => e.kind === "udp")).toEqual([]);
   });
 
   it("a tunnel reaches a host service under deny-all, and nothing else does", async () => {
