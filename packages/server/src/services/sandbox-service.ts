@@ -351,6 +351,63 @@ export class SandboxService {
       this.cleanupDisk(id);
       rmSync(this.runDir(id), { recursive: true, force: true });
     });
+    this.watchAgent(id, vm);
+  }
+
+  /**
+   * A guest that stops answering (QEMU stopped or hung, a host disk error pausing the VM) would
+   * leave every call waiting forever: its agent is pinged every few seconds, and after
+   * SANDTREE_AGENT_DEADLINE_MS (30 s) without an answer while RUNNING the sandbox becomes ERROR
+   * and its QEMU is killed, which fails the calls in flight with GUEST_ERROR.
+   */
+  private watchAgent(id: string, vm: QemuVm): void {
+    const deadlineMs = Number(process.env.SANDTREE_AGENT_DEADLINE_MS ?? 30_000);
+    if (!(deadlineMs > 0)) return;
+    let answeredAt = Date.now();
+    let pinging = false;
+    const timer = setInterval(
+      () => {
+        if (vm.exit || this.vms.get(id) !== vm) return clearInterval(timer);
+        // A paused sandbox is not expected to answer; its clock restarts on resume.
+        if (this.deps.store.getSandbox(id)?.status !== "RUNNING") answeredAt = Date.now();
+        else if (Date.now() - answeredAt > deadlineMs) {
+          clearInterval(timer);
+          void this.failUnresponsive(id, vm, deadlineMs);
+          return;
+        }
+        if (pinging || !vm.agent || vm.agent.isClosed) return;
+        pinging = true;
+        vm.agent.ping().then(
+          () => {
+            answeredAt = Date.now();
+            pinging = false;
+          },
+          () => {
+            pinging = false;
+          },
+        );
+      },
+      Math.min(5000, Math.max(200, deadlineMs / 4)),
+    );
+    timer.unref();
+    vm.once("exit", () => clearInterval(timer));
+  }
+
+  private async failUnresponsive(id: string, vm: QemuVm, deadlineMs: number): Promise<void> {
+    // QMP still answers when only the guest is stuck; its run state says why (e.g. io-error).
+    const state = await Promise.race([
+      vm.qmp?.execute<{ status?: string }>("query-status").then((s) => s.status),
+      new Promise<undefined>((r) => setTimeout(() => r(undefined), 1000).unref()),
+    ]).catch(() => undefined);
+    const reason = `guest agent stopped answering for ${Math.round(deadlineMs / 1000)} s (VM state: ${state ?? "no answer"}); the VM was stopped`;
+    const { store, log } = this.deps;
+    const now = new Date().toISOString();
+    if (!store.updateSandbox(id, { status: "ERROR", error_reason: reason, terminated_at: now }, ["RUNNING"])) return;
+    store.addEvent(id, `error: ${reason}`);
+    log.warn({ sandbox: id, reason }, "sandbox guest unresponsive");
+    try {
+      process.kill(vm.pid, "SIGKILL");
+    } catch {}
   }
 
   private runStartCommand(sb: Sandbox, vm: QemuVm): void {
