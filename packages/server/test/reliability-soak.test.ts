@@ -42,7 +42,8 @@ describe("soak", () => {
     const ids: string[] = [];
     const cycleMs: number[] = [];
     const rss: number[] = [];
-    const settleAt = Math.max(1, Math.ceil(CYCLES / 10));
+    // The bound: memory after the run within 10% of where it settled after the first 100 cycles.
+    const settleAt = CYCLES >= 200 ? 100 : Math.max(1, Math.ceil(CYCLES / 10));
     for (let i = 0; i < CYCLES; i++) {
       const started = performance.now();
       const memory_gb = i % 2 === 0 ? 0.25 : 0.125;

@@ -157,3 +157,36 @@ export function recordFigures(
   all[key] = entry;
   writeFileSync(file, `${JSON.stringify(all, null, 2)}\n`);
 }
+
+/**
+ * SIGKILLs every QEMU whose command line names one of `needles` (a data dir, a socket directory)
+ * and waits until they are gone; returns how many there were. For afterAll hooks: whatever a
+ * failed or timed-out test left, no VM of it outlives the file.
+ */
+export async function killQemusMatching(needles: string[], waitMs = 10_000): Promise<number> {
+  const pids = (): number[] => {
+    let out = "";
+    try {
+      out = execFileSync("pgrep", ["-af", "qemu-system"], { encoding: "utf8" });
+    } catch {}
+    return out
+      .split("\n")
+      .filter((l) => needles.some((n) => n && l.includes(n)))
+      .map((l) => Number.parseInt(l, 10))
+      .filter((p) => p > 1);
+  };
+  const found = pids();
+  for (const pid of found) {
+    try {
+      process.kill(pid, "SIGCONT");
+      process.kill(pid, "SIGKILL");
+    } catch {}
+  }
+  await eventually(() => pids().length === 0, waitMs, 100);
+  return found.length;
+}
+
+/** `p`, or `fallback` once `ms` passed (hooks must not hang on a stuck close). */
+export function within<T>(p: Promise<T>, ms: number, fallback: T): Promise<T> {
+  return Promise.race([p, sleep(ms).then(() => fallback)]);
+}
