@@ -158,11 +158,17 @@ describe("data disk full", () => {
     const paused = await t.api("POST", `/v1/sandboxes/${id}/checkpoints`, {});
     const pausedCheckpointMs = Math.round(performance.now() - t0);
     const pausedCid = paused.body.details?.checkpoint_id;
-    const pausedRow = pausedCid ? (await t.api("GET", `/v1/checkpoints/${pausedCid}`)).body : {};
     // Whatever the checkpoint hit first, a sync makes the guest write: the pause must be reported.
     const synced = await execAcross(id, "sync; ls -l /root/big | awk '{print $5}'", 20_000, () => unfill(mnt));
     unfill(mnt);
     await untilAnswering(id);
+    // The FAILED state may have had to wait for the database to take the write, too.
+    let pausedRow: any = {};
+    if (pausedCid)
+      await eventually(async () => {
+        pausedRow = (await t.api("GET", `/v1/checkpoints/${pausedCid}`)).body;
+        return pausedRow.state !== "PENDING";
+      }, 30_000);
     const ev = await events(id);
     const sbAfter = (await t.api("GET", `/v1/sandboxes/${id}`)).body;
 

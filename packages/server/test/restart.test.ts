@@ -196,11 +196,18 @@ describe("kill -9 of the server and a restart", () => {
     timeout: 400_000,
   }, async () => {
     // Some megabytes in the layer, so sealing (fsync + sha256) is still running when the server dies.
-    await exec(a, "dd if=/dev/urandom of=/root/blob bs=1M count=8 2>/dev/null; md5sum /root/blob > /root/blob.md5; sync");
+    await exec(a, "dd if=/dev/urandom of=/root/blob bs=1M count=32 2>/dev/null; md5sum /root/blob > /root/blob.md5; sync");
     const ck = await api("POST", `/v1/sandboxes/${a}/checkpoints`, {});
     expect(ck.status, JSON.stringify(ck.body)).toBe(201);
+    const stateAtKill = ck.body.state;
     await killChild();
     await startChild();
+    // A FROZEN layer is complete: the restart seals it again, and it becomes DURABLE.
+    const sealed = await waitFor("the interrupted checkpoint settles", async () => {
+      const c = (await api("GET", `/v1/checkpoints/${ck.body.id}`)).body;
+      return ["DURABLE", "FAILED"].includes(c.state) ? c : undefined;
+    });
+    expect(sealed.state, `${stateAtKill} at the kill: ${JSON.stringify(sealed)}`).toBe("DURABLE");
 
     // A fork: its checkpoint, its wait for DURABLE and the child's provisioning; killed once its
     // checkpoint row exists.
@@ -233,17 +240,21 @@ describe("kill -9 of the server and a restart", () => {
       await api("DELETE", `/v1/sandboxes/${sb.id}`);
       await expectGone(sb.id);
     }
-    // The newest DURABLE checkpoint restores, verifying every layer of its chain (the older ones too).
+    // The newest DURABLE checkpoint (the upload's, or the fork's on top of it) restores, verifying
+    // every layer of its chain, and holds the file written before both.
     const durable = cks.filter((c) => c.state === "DURABLE").sort((x, y) => y.created_at.localeCompare(x.created_at));
-    expect(durable.length).toBeGreaterThan(0);
-    const r = await api("POST", "/v1/sandboxes", { ...BODY, checkpoint_id: durable[0]?.id });
+    expect(durable.map((c) => c.id)).toContain(ck.body.id);
+    const r = await api("POST", "/v1/sandboxes", { checkpoint_id: durable[0]?.id, memory_gb: 0.25 });
     expect(r.status, JSON.stringify(r.body)).toBe(201);
     created.push(r.body.id);
-    await waitRunning(r.body.id);
-    expect((await exec(r.body.id, "cat /root/one; md5sum -c /root/blob.md5 >/dev/null && echo intact")).stdout).toBe(
-      "before\nintact\n",
-    );
-    await api("DELETE", `/v1/sandboxes/${r.body.id}`);
+    try {
+      await waitRunning(r.body.id);
+      expect((await exec(r.body.id, "cat /root/one; md5sum -c /root/blob.md5 >/dev/null && echo intact")).stdout).toBe(
+        "before\nintact\n",
+      );
+    } finally {
+      await api("DELETE", `/v1/sandboxes/${r.body.id}`);
+    }
     await expectGone(r.body.id);
     expect((await exec(a, "cat /root/one")).stdout).toBe("before\n");
   });

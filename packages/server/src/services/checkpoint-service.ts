@@ -67,6 +67,7 @@ export class CheckpointService {
   private readonly flattens = new Map<string, Promise<void>>();
   /** Thaws pending after a freeze that answered only after its checkpoint gave up. */
   private readonly lateThaws = new Map<string, Promise<void>>();
+  private readonly failRetries = new Set<NodeJS.Timeout>();
   /** Chains at least this deep get their top layer flattened in the background. */
   private readonly flattenDepth = Number(process.env.SANDTREE_FLATTEN_DEPTH ?? 16);
 
@@ -209,11 +210,7 @@ export class CheckpointService {
           : diskFull
             ? `the host's data disk is full: ${message}`
             : `could not snapshot the sandbox disk: ${message}`;
-        try {
-          store.updateCheckpoint(row.id, { state: "FAILED", error: reason });
-        } catch {
-          // A full disk may refuse this write too: the row stays PENDING until the restart's reconcile.
-        }
+        this.markFailed(row.id, reason);
         throw new SandtreeError(diskFull ? "HOST_DISK_FULL" : "CHECKPOINT_FAILED", reason, { checkpoint_id: row.id });
       } finally {
         release();
@@ -224,6 +221,27 @@ export class CheckpointService {
       this.startUpload(row.id, path.basename(frozenDisk));
       return this.deps.store.getCheckpoint(row.id) as CheckpointRow;
     });
+  }
+
+  /** FAILED with the reason; a full disk may refuse the write, so it is retried until it lands. */
+  private markFailed(id: string, reason: string): void {
+    const write = () => {
+      try {
+        this.deps.store.updateCheckpoint(id, { state: "FAILED", error: reason }, ["PENDING"]);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    if (write()) return;
+    const retry = setInterval(() => {
+      if (write()) {
+        clearInterval(retry);
+        this.failRetries.delete(retry);
+      }
+    }, 2000);
+    retry.unref();
+    this.failRetries.add(retry);
   }
 
   /**
@@ -471,14 +489,20 @@ export class CheckpointService {
     await this.collect().catch(() => {});
   }
 
-  /** After a restart: uploads in flight are lost (their sandbox's disk is gone too). */
+  /**
+   * After a restart: a PENDING checkpoint may or may not have been snapshotted, so it FAILs. A
+   * FROZEN one's layer is complete (QEMU writes to the overlay above it since the snapshot), so its
+   * sealing (fsync + sha256) starts again and it becomes DURABLE; without its file it FAILs.
+   */
   async reconcile(): Promise<void> {
+    const lost = "the server restarted before the checkpoint was durable";
     for (const c of this.deps.store.listCheckpoints({ states: ["PENDING", "FROZEN"] })) {
-      this.deps.store.updateCheckpoint(
-        c.id,
-        { state: "FAILED", error: "the server restarted before the checkpoint was durable" },
-        ["PENDING", "FROZEN"],
-      );
+      if (c.state === "FROZEN" && c.blob_key && existsSync(path.join(this.deps.blobs.localDir, c.blob_key))) {
+        this.deps.log.info({ checkpoint: c.id }, "sealing a checkpoint the restart interrupted");
+        this.startUpload(c.id, c.blob_key);
+        continue;
+      }
+      this.deps.store.updateCheckpoint(c.id, { state: "FAILED", error: lost }, ["PENDING", "FROZEN"]);
     }
     const dir = this.deps.blobs.localDir;
     for (const f of readdirSync(dir)) {
@@ -505,6 +529,7 @@ export class CheckpointService {
 
   async close(): Promise<void> {
     if (this.reaper) clearInterval(this.reaper);
+    for (const r of this.failRetries) clearInterval(r);
     for (const u of this.uploads.values()) u.abort.abort(new Error("the server shut down before the checkpoint was durable"));
     await Promise.allSettled([...this.uploads.values()].map((u) => u.done));
     await Promise.allSettled([...this.flattens.values()]);
