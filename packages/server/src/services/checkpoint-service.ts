@@ -184,12 +184,9 @@ export class CheckpointService {
           }
           try {
             snapshotting = true;
-            await this.guarded(
-              sandboxId,
-              vm.snapshotRootDisk(next, { timeoutMs: QMP_DEADLINE_MS }),
-              QMP_DEADLINE_MS + 1000,
-              "QEMU's disk snapshot",
-            );
+            // Not cut short on a disk-error pause: QMP answers while the VM is paused, and its
+            // answer says which disk the VM now writes to (its own deadline covers a hung QEMU).
+            await vm.snapshotRootDisk(next, { timeoutMs: QMP_DEADLINE_MS });
             snapshotting = false;
           } finally {
             await this.guarded(sandboxId, vm.agent.fsthaw("/"), QMP_DEADLINE_MS, "the guest's thaw").catch(() => {});

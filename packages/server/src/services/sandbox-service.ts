@@ -90,7 +90,7 @@ export class SandboxService {
   /** Sandboxes whose VM QEMU paused on a host disk error, with the reason. */
   private readonly ioErrors = new Map<string, string>();
   /** Emits ("io-error", sandboxId, reason) when QEMU pauses a VM on a disk error. */
-  readonly ioEvents = new EventEmitter();
+  readonly ioEvents = new EventEmitter().setMaxListeners(0);
 
   constructor(private readonly deps: SandboxServiceDeps) {
     this.templates =
@@ -475,7 +475,7 @@ export class SandboxService {
       this.eventSafely(id, "running again after the host disk error");
       this.deps.log.info({ sandbox: id }, "sandbox VM resumed after a host disk error");
     };
-    qmp.on("event", (ev: { event?: string; data?: Record<string, unknown> }) => {
+    const onEvent = (ev: { event?: string; data?: Record<string, unknown> }) => {
       if (this.vms.get(id) !== vm) return;
       if (ev.event === "BLOCK_IO_ERROR" && ev.data?.action === "stop") {
         const reason = `QEMU paused the VM on a disk ${String(ev.data.operation ?? "I/O")} error: ${String(ev.data.reason ?? "unknown")}${ev.data.nospace ? " (the host's data disk is full)" : ""}`;
@@ -500,7 +500,17 @@ export class SandboxService {
         }, 2000);
         retry.unref();
       } else if (ev.event === "RESUME" && this.ioErrors.has(id)) cleared();
-    });
+    };
+    qmp.on("event", onEvent);
+    // A VM adopted after a restart may already be paused on a disk error (its event is gone).
+    qmp
+      .execute<{ status?: string }>("query-status", undefined, { timeoutMs: 5000 })
+      .then((st) => {
+        if (st.status === "io-error" && !this.ioErrors.has(id)) {
+          onEvent({ event: "BLOCK_IO_ERROR", data: { action: "stop", operation: "I/O", reason: "found paused on it" } });
+        }
+      })
+      .catch(() => {});
     vm.once("exit", () => {
       stopRetry();
       this.ioErrors.delete(id);
