@@ -46,6 +46,7 @@ export const ERROR_STATUS = {
   GUEST_ERROR: 502,
   VM_START_FAILED: 500,
   UNAVAILABLE: 503,
+  HOST_DISK_FULL: 507,
   TIMEOUT: 504,
 } as const;
 

@@ -37,6 +37,12 @@ export function errorHandler(err: FastifyError | Error, req: FastifyRequest, rep
     if (mapped) {
       code = mapped;
       status = fe.statusCode ?? 400;
+    } else if ((fe.code as string | undefined) === "SQLITE_FULL" || fe.code === "ENOSPC") {
+      // The host's data disk is full: a clear, stable answer instead of a bare 500.
+      req.log.warn({ err }, "data disk full");
+      code = "HOST_DISK_FULL";
+      status = 507;
+      message = "the server's data disk is full; free space on the host and retry";
     } else if (fe.statusCode && fe.statusCode >= 400 && fe.statusCode < 500) {
       code = fe instanceof SyntaxError || fe.statusCode === 400 ? "BAD_REQUEST" : "BAD_REQUEST";
       status = fe.statusCode;

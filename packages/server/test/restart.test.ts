@@ -105,6 +105,16 @@ function dbStatus(id: string): string | undefined {
   }
 }
 
+/** Ids of a sandbox's checkpoint rows, straight from the database. */
+function checkpointIdsOf(id: string): string[] {
+  const db = new Database(path.join(dataDir, "sandtree.db"), { readonly: true, fileMustExist: true });
+  try {
+    return (db.prepare("SELECT id FROM checkpoints WHERE sandbox_id = ?").all(id) as Array<{ id: string }>).map((r) => r.id);
+  } finally {
+    db.close();
+  }
+}
+
 async function exec(id: string, command: string): Promise<any> {
   const r = await api("POST", `/v1/sandboxes/${id}/exec`, { command });
   expect(r.status, JSON.stringify(r.body)).toBe(200);
@@ -180,6 +190,73 @@ describe("kill -9 of the server and a restart", () => {
     expect((await exec(a, "echo third > /root/three && cat /root/three")).stdout).toBe("third\n");
     const logs = (await api("GET", `/v1/sandboxes/${a}/logs`)).body;
     expect(logs.events.map((e: { message: string }) => e.message).join("\n")).toContain("adopted after a server restart");
+  });
+
+  it("kill -9 during a checkpoint's upload and during a fork: every checkpoint ends DURABLE and restorable, or FAILED with a reason", {
+    timeout: 400_000,
+  }, async () => {
+    // Some megabytes in the layer, so sealing (fsync + sha256) is still running when the server dies.
+    await exec(a, "dd if=/dev/urandom of=/root/blob bs=1M count=32 2>/dev/null; md5sum /root/blob > /root/blob.md5; sync");
+    const ck = await api("POST", `/v1/sandboxes/${a}/checkpoints`, {});
+    expect(ck.status, JSON.stringify(ck.body)).toBe(201);
+    const stateAtKill = ck.body.state;
+    await killChild();
+    await startChild();
+    // A FROZEN layer is complete: the restart seals it again, and it becomes DURABLE.
+    const sealed = await waitFor("the interrupted checkpoint settles", async () => {
+      const c = (await api("GET", `/v1/checkpoints/${ck.body.id}`)).body;
+      return ["DURABLE", "FAILED"].includes(c.state) ? c : undefined;
+    });
+    expect(sealed.state, `${stateAtKill} at the kill: ${JSON.stringify(sealed)}`).toBe("DURABLE");
+
+    // A fork: its checkpoint, its wait for DURABLE and the child's provisioning; killed once its
+    // checkpoint row exists.
+    const before = checkpointIdsOf(a);
+    const fork = api("POST", `/v1/sandboxes/${a}/fork`, {}).catch((e: Error) => e);
+    await waitFor("the fork's checkpoint row", () => (checkpointIdsOf(a).length > before.length ? true : undefined), 60_000);
+    await killChild();
+    await fork;
+    await startChild();
+
+    const cks = (await api("GET", `/v1/sandboxes/${a}/checkpoints`)).body.checkpoints as Array<{
+      id: string;
+      state: string;
+      error: string | null;
+      created_at: string;
+    }>;
+    checkpoints.push(...cks.map((c) => c.id).filter((id) => !checkpoints.includes(id)));
+    for (const c of cks) {
+      expect(["DURABLE", "FAILED"], JSON.stringify(c)).toContain(c.state);
+      if (c.state === "FAILED") expect(c.error).toBeTruthy();
+    }
+    // Children the fork may have started: RUNNING, or ERROR with a reason; never left half-made.
+    const children = (
+      (await api("GET", "/v1/sandboxes")).body.sandboxes as Array<{ id: string; status: string; error_reason: string | null }>
+    ).filter((sb) => sb.id !== a && !created.includes(sb.id));
+    for (const sb of children) {
+      created.push(sb.id);
+      expect(["RUNNING", "ERROR", "TERMINATED"], JSON.stringify(sb)).toContain(sb.status);
+      if (sb.status === "ERROR") expect(sb.error_reason).toBeTruthy();
+      await api("DELETE", `/v1/sandboxes/${sb.id}`);
+      await expectGone(sb.id);
+    }
+    // The newest DURABLE checkpoint (the upload's, or the fork's on top of it) restores, verifying
+    // every layer of its chain, and holds the file written before both.
+    const durable = cks.filter((c) => c.state === "DURABLE").sort((x, y) => y.created_at.localeCompare(x.created_at));
+    expect(durable.map((c) => c.id)).toContain(ck.body.id);
+    const r = await api("POST", "/v1/sandboxes", { checkpoint_id: durable[0]?.id, memory_gb: 0.25 });
+    expect(r.status, JSON.stringify(r.body)).toBe(201);
+    created.push(r.body.id);
+    try {
+      await waitRunning(r.body.id);
+      expect((await exec(r.body.id, "cat /root/one; md5sum -c /root/blob.md5 >/dev/null && echo intact")).stdout).toBe(
+        "before\nintact\n",
+      );
+    } finally {
+      await api("DELETE", `/v1/sandboxes/${r.body.id}`);
+    }
+    await expectGone(r.body.id);
+    expect((await exec(a, "cat /root/one")).stdout).toBe("before\n");
   });
 
   it("keeps a sandbox usable when the server dies during a long exec", { timeout: 300_000 }, async () => {

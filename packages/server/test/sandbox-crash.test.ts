@@ -19,6 +19,9 @@ describe("supervision", () => {
     ]);
     await Promise.all([t.waitRunning(a!.body.id), t.waitRunning(b!.body.id)]);
     const victim = a!.body.id as string;
+    const team = (await t.api("GET", "/v1/teams")).body.teams[0].name as string;
+    const usage = async () => (await t.api("GET", `/v1/teams/${team}/limits`)).body.usage;
+    const before = await usage();
     const line = qemuPidsFor([victim])[0] ?? "";
     const pid = Number.parseInt(line, 10);
     expect(pid).toBeGreaterThan(1);
@@ -31,6 +34,10 @@ describe("supervision", () => {
     }
     expect(sb.status).toBe("ERROR");
     expect(sb.error_reason).toContain("SIGKILL");
+    // Its quota is released: one sandbox and its one vCPU fewer in use.
+    const after = await usage();
+    expect(after.active_sandboxes).toBe(before.active_sandboxes - 1);
+    expect(after.vcpus).toBe(before.vcpus - 1);
     const logs = await t.api("GET", `/v1/sandboxes/${victim}/logs`);
     expect(logs.body.console.length).toBeGreaterThan(0);
     expect(logs.body.events.map((e: { message: string }) => e.message).join("\n")).toContain("error");

@@ -5,7 +5,7 @@ import { sha256File } from "../disks/layers.js";
 import { assertBlobKey, BlobCorruptError, BlobMissingError, type BlobStore } from "./blob-store.js";
 
 /**
- * Blobs as files in one directory. Verified hashes are remembered per (inode, size, mtime), so
+ * Blobs as files in one directory. Verified hashes are remembered per (inode, size, mtime, ctime), so
  * a layer shared by many forks is hashed once, while any rewrite of the file is hashed again.
  */
 export class LocalDirBlobStore implements BlobStore {
@@ -30,7 +30,7 @@ export class LocalDirBlobStore implements BlobStore {
       await dir.close();
     }
     const st = await stat(dest);
-    this.verified.set(`${key}:${st.ino}:${st.size}:${st.mtimeMs}`, meta.sha256);
+    this.verified.set(`${key}:${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`, meta.sha256);
   }
 
   async materialize(key: string, expectedSha256: string, opts: { signal?: AbortSignal } = {}): Promise<string> {
@@ -41,7 +41,7 @@ export class LocalDirBlobStore implements BlobStore {
     } catch {
       throw new BlobMissingError(key);
     }
-    const cacheKey = `${key}:${st.ino}:${st.size}:${st.mtimeMs}`;
+    const cacheKey = `${key}:${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;
     if (this.verified.get(cacheKey) === expectedSha256) return file;
     const actual = await sha256File(file, opts);
     if (actual !== expectedSha256) throw new BlobCorruptError(key, expectedSha256, actual);

@@ -8,7 +8,7 @@ const quote = (p: string) => `'${p.replaceAll("'", "'\\''")}'`;
 async function waitMigration(qmp: QmpClient, signal?: AbortSignal): Promise<void> {
   for (;;) {
     signal?.throwIfAborted();
-    const st = await qmp.execute<{ status?: string; "error-desc"?: string }>("query-migrate");
+    const st = await qmp.execute<{ status?: string; "error-desc"?: string }>("query-migrate", undefined, { timeoutMs: 10_000 });
     if (st.status === "completed") return;
     if (st.status === "failed" || st.status === "cancelled") {
       throw new Error(`migration ${st.status}${st["error-desc"] ? `: ${st["error-desc"]}` : ""}`);
@@ -35,9 +35,15 @@ export async function saveVmState(
   await setCapabilities(qmp, opts.ignoreShared);
   // The default 128 MiB/s throttles local saves (FACTS.md).
   await qmp.execute("migrate-set-parameters", { "max-bandwidth": 17179869184 });
-  await qmp.execute("stop");
-  await qmp.execute("migrate", { uri: `exec:cat > ${quote(file)}` });
-  await waitMigration(qmp, opts.signal);
+  await qmp.execute("stop", undefined, { timeoutMs: 10_000 });
+  await qmp.execute("migrate", { uri: `exec:cat > ${quote(file)}` }, { timeoutMs: 10_000 });
+  try {
+    await waitMigration(qmp, opts.signal);
+  } catch (err) {
+    // A save cut short (deadline, full disk) must not keep running behind our back.
+    await qmp.execute("migrate_cancel", undefined, { timeoutMs: 5000 }).catch(() => {});
+    throw err;
+  }
 }
 
 /**
@@ -48,9 +54,9 @@ export async function saveVmState(
 export async function resumeAfterSave(qmp: QmpClient, opts: { signal?: AbortSignal } = {}): Promise<void> {
   for (let i = 0; i < 400; i++) {
     opts.signal?.throwIfAborted();
-    const { status } = await qmp.execute<{ status: string }>("query-status");
+    const { status } = await qmp.execute<{ status: string }>("query-status", undefined, { timeoutMs: 10_000 });
     if (status === "running") return;
-    if (status === "postmigrate" || status === "paused") await qmp.execute("cont");
+    if (status === "postmigrate" || status === "paused") await qmp.execute("cont", undefined, { timeoutMs: 10_000 });
     await sleep(5);
   }
   throw new Error("the VM did not run again after saving its state");

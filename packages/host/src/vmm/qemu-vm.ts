@@ -336,18 +336,23 @@ export class QemuVm extends EventEmitter {
    * disk becomes read-only and is returned. QEMU does not rewrite headers here, so relative
    * backing names stay as created. Freeze the guest filesystem around this call.
    */
-  async snapshotRootDisk(newOverlay: string): Promise<string> {
+  async snapshotRootDisk(newOverlay: string, opts: { timeoutMs?: number } = {}): Promise<string> {
     const frozen = this.activeDisk;
     if (!frozen || !this.qmp) throw new Error("this VM has no root disk to snapshot");
     const node = `disk${++this.diskGeneration}`;
-    await this.qmp.execute("blockdev-add", {
-      driver: "qcow2",
-      "node-name": node,
-      discard: "unmap",
-      file: { driver: "file", filename: newOverlay },
-      backing: null,
-    });
-    await this.qmp.execute("blockdev-snapshot", { node: this.currentNode, overlay: node });
+    const deadline = opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {};
+    await this.qmp.execute(
+      "blockdev-add",
+      {
+        driver: "qcow2",
+        "node-name": node,
+        discard: "unmap",
+        file: { driver: "file", filename: newOverlay },
+        backing: null,
+      },
+      deadline,
+    );
+    await this.qmp.execute("blockdev-snapshot", { node: this.currentNode, overlay: node }, deadline);
     this.currentNode = node;
     this.currentDisk = newOverlay;
     return frozen;

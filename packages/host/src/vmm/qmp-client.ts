@@ -77,11 +77,36 @@ export class QmpClient extends EventEmitter {
     }
   }
 
-  execute<T = unknown>(command: string, args?: Record<string, unknown>): Promise<T> {
+  /**
+   * Runs one command. With `timeoutMs`, a QEMU that does not answer in time (stopped, hung on
+   * I/O) rejects the call instead of leaving it pending forever; a late answer is dropped.
+   */
+  execute<T = unknown>(command: string, args?: Record<string, unknown>, opts: { timeoutMs?: number } = {}): Promise<T> {
     if (this.closed) return Promise.reject(new Error("QMP connection closed"));
     const id = `q${this.nextId++}`;
     return new Promise<T>((resolve, reject) => {
-      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      let timer: NodeJS.Timeout | undefined;
+      const settle = () => {
+        if (timer) clearTimeout(timer);
+        this.pending.delete(id);
+      };
+      this.pending.set(id, {
+        resolve: (v) => {
+          settle();
+          resolve(v as T);
+        },
+        reject: (e) => {
+          settle();
+          reject(e);
+        },
+      });
+      if (opts.timeoutMs !== undefined) {
+        timer = setTimeout(() => {
+          settle();
+          reject(new Error(`QMP ${command} did not answer within ${opts.timeoutMs} ms`));
+        }, opts.timeoutMs);
+        timer.unref();
+      }
       this.sock.write(`${JSON.stringify({ execute: command, ...(args ? { arguments: args } : {}), id })}\n`);
     });
   }

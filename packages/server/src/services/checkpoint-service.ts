@@ -20,6 +20,10 @@ import type { Logger } from "./logger.js";
 import { liveDiskName, memoryMbFor, type SandboxService } from "./sandbox-service.js";
 
 const LIVE: readonly CheckpointState[] = ["PENDING", "FROZEN", "DURABLE"];
+/** Deadlines of a checkpoint's calls into the guest and QEMU (a stuck VM fails the checkpoint). */
+const FREEZE_DEADLINE_MS = Number(process.env.SANDTREE_FREEZE_DEADLINE_MS ?? 30_000);
+const QMP_DEADLINE_MS = 15_000;
+const MEMORY_SAVE_DEADLINE_MS = 120_000;
 
 export interface CheckpointServiceDeps {
   store: Store;
@@ -61,6 +65,9 @@ export class CheckpointService {
   private readonly durableWaiters = new Map<string, Array<() => void>>();
   private reaper: NodeJS.Timeout | null = null;
   private readonly flattens = new Map<string, Promise<void>>();
+  /** Thaws pending after a freeze that answered only after its checkpoint gave up. */
+  private readonly lateThaws = new Map<string, Promise<void>>();
+  private readonly failRetries = new Set<NodeJS.Timeout>();
   /** Chains at least this deep get their top layer flattened in the background. */
   private readonly flattenDepth = Number(process.env.SANDTREE_FLATTEN_DEPTH ?? 16);
 
@@ -97,6 +104,9 @@ export class CheckpointService {
     const { store } = this.deps;
     this.deps.sandboxes.running(teamId, sandboxId);
     return this.serialized(sandboxId, async () => {
+      // A freeze an earlier checkpoint gave up on and that completed late is thawed first.
+      const lateThaw = this.lateThaws.get(sandboxId);
+      if (lateThaw) await Promise.race([lateThaw, new Promise((r) => setTimeout(r, QMP_DEADLINE_MS).unref())]);
       const vm = this.deps.sandboxes.running(teamId, sandboxId);
       const sb = this.deps.sandboxes.get(teamId, sandboxId);
       const parent = sb.head_checkpoint_id ? store.getCheckpoint(sb.head_checkpoint_id) : undefined;
@@ -128,8 +138,11 @@ export class CheckpointService {
       };
       store.insertCheckpoint(row);
       // The next overlay is made first (names the current disk relatively), so the guest is
-      // frozen only for the snapshot itself: milliseconds.
+      // frozen only for the snapshot itself: milliseconds. Every call into the guest or QEMU has
+      // a deadline and gives up at once when QEMU pauses the VM on a host disk error.
       const next = path.join(path.dirname(frozenDisk), liveDiskName(sandboxId, row.id));
+      const release = this.deps.sandboxes.holdWatchdog(sandboxId);
+      let snapshotting = false;
       try {
         await createOverlay(path.basename(frozenDisk), next, row.disk_size_bytes, { unsafe: true });
         if (opts.includeMemory) {
@@ -137,35 +150,122 @@ export class CheckpointService {
           // RAM and devices, run again and set the clock the pause put behind.
           const qmp = vm.qmp;
           if (!qmp) throw new Error("no QMP connection");
-          await qmp.execute("stop");
+          await qmp.execute("stop", undefined, { timeoutMs: QMP_DEADLINE_MS });
           try {
-            await vm.snapshotRootDisk(next);
-            await saveVmState(qmp, path.join(this.deps.blobs.localDir, `mem-${row.id}`), { ignoreShared: false });
+            snapshotting = true;
+            await vm.snapshotRootDisk(next, { timeoutMs: QMP_DEADLINE_MS });
+            snapshotting = false;
+            await saveVmState(qmp, path.join(this.deps.blobs.localDir, `mem-${row.id}`), {
+              ignoreShared: false,
+              signal: AbortSignal.timeout(MEMORY_SAVE_DEADLINE_MS),
+            });
           } finally {
-            await resumeAfterSave(qmp);
+            await resumeAfterSave(qmp).catch(() => {});
             vm.agent.syncClock();
           }
           row.mem_key = `mem-${row.id}`;
           store.updateCheckpoint(row.id, { mem_key: row.mem_key });
         } else {
-          await vm.agent.fsfreeze("/");
+          const freezing = vm.agent.fsfreeze("/");
           try {
-            await vm.snapshotRootDisk(next);
+            await this.guarded(sandboxId, freezing, FREEZE_DEADLINE_MS, "the guest's filesystem freeze");
+          } catch (err) {
+            // The freeze may still complete later (a VM paused on a host disk error runs on once
+            // space is back): thaw right then, and let the next checkpoint of this sandbox wait for it.
+            const late = freezing.then(
+              () => vm.agent.fsthaw("/").catch(() => {}),
+              () => {},
+            );
+            this.lateThaws.set(sandboxId, late);
+            void late.finally(() => {
+              if (this.lateThaws.get(sandboxId) === late) this.lateThaws.delete(sandboxId);
+            });
+            throw err;
+          }
+          try {
+            snapshotting = true;
+            // Not cut short on a disk-error pause: QMP answers while the VM is paused, and its
+            // answer says which disk the VM now writes to (its own deadline covers a hung QEMU).
+            await vm.snapshotRootDisk(next, { timeoutMs: QMP_DEADLINE_MS });
+            snapshotting = false;
           } finally {
-            await vm.agent.fsthaw("/").catch(() => {});
+            await this.guarded(sandboxId, vm.agent.fsthaw("/"), QMP_DEADLINE_MS, "the guest's thaw").catch(() => {});
           }
         }
       } catch (err) {
         rmSync(next, { force: true });
-        const reason = `could not snapshot the sandbox disk: ${(err as Error).message}`;
-        store.updateCheckpoint(row.id, { state: "FAILED", error: reason });
-        throw new SandtreeError("CHECKPOINT_FAILED", reason, { checkpoint_id: row.id });
+        const message = (err as Error).message;
+        const ioError = this.deps.sandboxes.ioErrorOf(sandboxId);
+        if (snapshotting && !/^QMP [A-Za-z]+:/.test(message)) {
+          // QEMU did not say whether the new overlay is in use: the VM's disk is unknown, so the
+          // VM goes rather than writing into a layer we removed.
+          this.deps.sandboxes.failVm(sandboxId, vm, `a checkpoint's disk snapshot got no answer from QEMU (${message})`);
+        }
+        const diskFull = ioError !== undefined || /ENOSPC|No space left/i.test(message);
+        const reason = ioError
+          ? `the host's data disk is full: ${ioError}; the sandbox runs on once space is freed`
+          : diskFull
+            ? `the host's data disk is full: ${message}`
+            : `could not snapshot the sandbox disk: ${message}`;
+        this.markFailed(row.id, reason);
+        throw new SandtreeError(diskFull ? "HOST_DISK_FULL" : "CHECKPOINT_FAILED", reason, { checkpoint_id: row.id });
+      } finally {
+        release();
       }
       // The frozen overlay is the checkpoint's layer, in place: it holds what changed since the parent.
       store.updateCheckpoint(row.id, { state: "FROZEN", blob_key: path.basename(frozenDisk) }, ["PENDING"]);
       store.updateSandbox(sandboxId, { head_checkpoint_id: row.id });
       this.startUpload(row.id, path.basename(frozenDisk));
       return this.deps.store.getCheckpoint(row.id) as CheckpointRow;
+    });
+  }
+
+  /** FAILED with the reason; a full disk may refuse the write, so it is retried until it lands. */
+  private markFailed(id: string, reason: string): void {
+    const write = () => {
+      try {
+        this.deps.store.updateCheckpoint(id, { state: "FAILED", error: reason }, ["PENDING"]);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    if (write()) return;
+    const retry = setInterval(() => {
+      if (write()) {
+        clearInterval(retry);
+        this.failRetries.delete(retry);
+      }
+    }, 2000);
+    retry.unref();
+    this.failRetries.add(retry);
+  }
+
+  /**
+   * `p` with a deadline; rejects at once when QEMU pauses the sandbox's VM on a host disk error
+   * (the guest cannot answer until space is freed).
+   */
+  private guarded<T>(sandboxId: string, p: Promise<T>, ms: number, what: string): Promise<T> {
+    const { sandboxes } = this.deps;
+    return new Promise<T>((resolve, reject) => {
+      const onIoError = (id: string, reason: string) => {
+        if (id === sandboxId) finish(new Error(reason));
+      };
+      const timer = setTimeout(() => finish(new Error(`${what} did not answer within ${Math.round(ms / 1000)} s`)), ms);
+      timer.unref();
+      function finish(err: Error | null, v?: T) {
+        clearTimeout(timer);
+        sandboxes.ioEvents.off("io-error", onIoError);
+        if (err) reject(err);
+        else resolve(v as T);
+      }
+      sandboxes.ioEvents.on("io-error", onIoError);
+      const held = sandboxes.ioErrorOf(sandboxId);
+      if (held) finish(new Error(held));
+      p.then(
+        (v) => finish(null, v),
+        (e: Error) => finish(e),
+      );
     });
   }
 
@@ -386,14 +486,20 @@ export class CheckpointService {
     await this.collect().catch(() => {});
   }
 
-  /** After a restart: uploads in flight are lost (their sandbox's disk is gone too). */
+  /**
+   * After a restart: a PENDING checkpoint may or may not have been snapshotted, so it FAILs. A
+   * FROZEN one's layer is complete (QEMU writes to the overlay above it since the snapshot), so its
+   * sealing (fsync + sha256) starts again and it becomes DURABLE; without its file it FAILs.
+   */
   async reconcile(): Promise<void> {
+    const lost = "the server restarted before the checkpoint was durable";
     for (const c of this.deps.store.listCheckpoints({ states: ["PENDING", "FROZEN"] })) {
-      this.deps.store.updateCheckpoint(
-        c.id,
-        { state: "FAILED", error: "the server restarted before the checkpoint was durable" },
-        ["PENDING", "FROZEN"],
-      );
+      if (c.state === "FROZEN" && c.blob_key && existsSync(path.join(this.deps.blobs.localDir, c.blob_key))) {
+        this.deps.log.info({ checkpoint: c.id }, "sealing a checkpoint the restart interrupted");
+        this.startUpload(c.id, c.blob_key);
+        continue;
+      }
+      this.deps.store.updateCheckpoint(c.id, { state: "FAILED", error: lost }, ["PENDING", "FROZEN"]);
     }
     const dir = this.deps.blobs.localDir;
     for (const f of readdirSync(dir)) {
@@ -420,6 +526,7 @@ export class CheckpointService {
 
   async close(): Promise<void> {
     if (this.reaper) clearInterval(this.reaper);
+    for (const r of this.failRetries) clearInterval(r);
     for (const u of this.uploads.values()) u.abort.abort(new Error("the server shut down before the checkpoint was durable"));
     await Promise.allSettled([...this.uploads.values()].map((u) => u.done));
     await Promise.allSettled([...this.flattens.values()]);

@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { EventEmitter } from "node:events";
 import { createWriteStream, existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import {
@@ -86,6 +87,13 @@ export class SandboxService {
   /** Sandboxes to restore with their checkpoint's memory (processes running) instead of booting. */
   private readonly memoryRestores = new Set<string>();
   private readonly resetting = new Set<string>();
+  /** Liveness watchdog: holds (freezes, saves) per sandbox, and an epoch bumped on every hold or pause. */
+  private readonly watchHolds = new Map<string, number>();
+  private readonly watchEpoch = new Map<string, number>();
+  /** Sandboxes whose VM QEMU paused on a host disk error, with the reason. */
+  private readonly ioErrors = new Map<string, string>();
+  /** Emits ("io-error", sandboxId, reason) when QEMU pauses a VM on a disk error. */
+  readonly ioEvents = new EventEmitter().setMaxListeners(0);
 
   constructor(private readonly deps: SandboxServiceDeps) {
     this.templates =
@@ -367,16 +375,214 @@ export class SandboxService {
       if (this.vms.get(id) === vm) this.vms.delete(id);
       if (exit.expected) return;
       log.warn({ sandbox: id, reason: exit.reason }, "sandbox VM died");
-      if (
-        store.updateSandbox(id, { status: "ERROR", error_reason: exit.reason, terminated_at: new Date().toISOString() }, ACTIVE)
-      ) {
-        store.addEvent(id, `error: ${exit.reason}`);
+      try {
+        if (
+          store.updateSandbox(id, { status: "ERROR", error_reason: exit.reason, terminated_at: new Date().toISOString() }, ACTIVE)
+        ) {
+          store.addEvent(id, `error: ${exit.reason}`);
+        }
+      } catch (err) {
+        // The database cannot write (host disk full): a restart's reconcile finds the VM gone.
+        log.error({ sandbox: id, err: (err as Error).message }, "could not record the VM's death");
       }
       this.cleanupDisk(id);
       rmSync(this.runDir(id), { recursive: true, force: true });
       // A reset replaces the VM and keeps the network; a VM that died on its own gives it back.
       if (!this.resetting.has(id)) void this.deps.network?.detach(id).catch(() => {});
     });
+    this.watchAgent(id, vm);
+    this.watchDiskErrors(id, vm);
+  }
+
+  /**
+   * A guest that stops answering (QEMU stopped or hung) would leave every call waiting forever:
+   * its agent is pinged every few seconds (one ping at a time), and a ping that stays unanswered
+   * for SANDTREE_AGENT_DEADLINE_MS (30 s) makes the sandbox ERROR and kills its QEMU, which fails
+   * the calls in flight with GUEST_ERROR. A ping counts as missed only if, for its whole life, the
+   * sandbox was RUNNING, the agent connected, and nothing held the guest still on purpose (a
+   * checkpoint's freeze or memory save, a pause, a reset, QEMU's own pause on a host disk error):
+   * a slow guest under heavy load answers late, but answers.
+   */
+  private watchAgent(id: string, vm: QemuVm): void {
+    const deadlineMs = Number(process.env.SANDTREE_AGENT_DEADLINE_MS ?? 30_000);
+    if (!(deadlineMs > 0)) return;
+    let inFlight = false;
+    const quiet = () =>
+      this.deps.store.getSandbox(id)?.status !== "RUNNING" ||
+      (this.watchHolds.get(id) ?? 0) > 0 ||
+      this.ioErrors.has(id) ||
+      !vm.agent ||
+      vm.agent.isClosed;
+    const timer = setInterval(
+      () => {
+        if (vm.exit || this.vms.get(id) !== vm) return clearInterval(timer);
+        if (inFlight || quiet()) return;
+        inFlight = true;
+        const agent = vm.agent;
+        const epoch = this.watchEpoch.get(id) ?? 0;
+        let settled = false;
+        const miss = setTimeout(() => {
+          settled = true;
+          inFlight = false;
+          const counted =
+            !vm.exit && this.vms.get(id) === vm && vm.agent === agent && !quiet() && (this.watchEpoch.get(id) ?? 0) === epoch;
+          if (!counted) return;
+          clearInterval(timer);
+          void this.failUnresponsive(id, vm, deadlineMs);
+        }, deadlineMs);
+        miss.unref();
+        // A closed connection is not a miss: the exit supervision or a reconnect deals with it.
+        agent
+          .ping()
+          .catch(() => {})
+          .finally(() => {
+            if (settled) return;
+            clearTimeout(miss);
+            inFlight = false;
+          });
+      },
+      Math.min(5000, Math.max(200, deadlineMs / 4)),
+    );
+    timer.unref();
+    vm.once("exit", () => clearInterval(timer));
+  }
+
+  /**
+   * Tells the liveness watchdog that the guest is held still on purpose (a freeze, a memory save)
+   * until the returned function is called; a ping in flight across a hold is never counted.
+   */
+  holdWatchdog(id: string): () => void {
+    this.watchHolds.set(id, (this.watchHolds.get(id) ?? 0) + 1);
+    this.bumpWatch(id);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const n = (this.watchHolds.get(id) ?? 1) - 1;
+      if (n > 0) this.watchHolds.set(id, n);
+      else this.watchHolds.delete(id);
+      this.bumpWatch(id);
+    };
+  }
+
+  private bumpWatch(id: string): void {
+    this.watchEpoch.set(id, (this.watchEpoch.get(id) ?? 0) + 1);
+  }
+
+  /** Why QEMU paused this sandbox's VM on a disk error (host disk full), or undefined. */
+  ioErrorOf(id: string): string | undefined {
+    return this.ioErrors.get(id);
+  }
+
+  /**
+   * QEMU pauses a VM whose disk write fails with ENOSPC (werror=enospc, its default and ours: the
+   * guest never sees an error and loses nothing) while our status still says RUNNING. Made
+   * visible: the sandbox's events say so, new calls get 507 HOST_DISK_FULL at once, waiting
+   * checkpoints fail (ioEvents), and the VM is continued every few seconds, which retries the
+   * failed write: once the host has space again it runs on by itself.
+   */
+  private watchDiskErrors(id: string, vm: QemuVm): void {
+    const qmp = vm.qmp;
+    if (!qmp) return;
+    let retry: NodeJS.Timeout | null = null;
+    const stopRetry = () => {
+      if (retry) clearInterval(retry);
+      retry = null;
+    };
+    let pausedAt = "";
+    let recorded = false;
+    const cleared = () => {
+      stopRetry();
+      const reason = this.ioErrors.get(id);
+      if (!reason || !this.ioErrors.delete(id)) return;
+      this.bumpWatch(id);
+      // The pause itself could not be recorded while the disk was full: say so now.
+      if (!recorded) this.eventSafely(id, `paused from ${pausedAt}: ${reason}`);
+      this.eventSafely(id, "running again after the host disk error");
+      this.deps.log.info({ sandbox: id }, "sandbox VM resumed after a host disk error");
+    };
+    const onEvent = (ev: { event?: string; data?: Record<string, unknown> }) => {
+      if (this.vms.get(id) !== vm) return;
+      if (ev.event === "BLOCK_IO_ERROR" && ev.data?.action === "stop") {
+        const reason = `QEMU paused the VM on a disk ${String(ev.data.operation ?? "I/O")} error: ${String(ev.data.reason ?? "unknown")}${ev.data.nospace ? " (the host's data disk is full)" : ""}`;
+        if (!this.ioErrors.has(id)) {
+          this.ioErrors.set(id, reason);
+          this.bumpWatch(id);
+          this.ioEvents.emit("io-error", id, reason);
+          this.deps.log.warn({ sandbox: id, reason }, "sandbox VM paused on a host disk error");
+          pausedAt = new Date().toISOString();
+          recorded = this.eventSafely(id, `paused: ${reason}; it runs on once the host has space`);
+        }
+        retry ??= setInterval(() => {
+          if (vm.exit || this.vms.get(id) !== vm) return stopRetry();
+          qmp
+            .execute<{ status?: string }>("query-status", undefined, { timeoutMs: 2000 })
+            .then((st) => {
+              if (st.status === "io-error") return qmp.execute("cont", undefined, { timeoutMs: 2000 });
+              if (st.status === "running") cleared();
+              return undefined;
+            })
+            .catch(() => {});
+        }, 2000);
+        retry.unref();
+      } else if (ev.event === "RESUME" && this.ioErrors.has(id)) cleared();
+    };
+    qmp.on("event", onEvent);
+    // A VM adopted after a restart may already be paused on a disk error (its event is gone).
+    qmp
+      .execute<{ status?: string }>("query-status", undefined, { timeoutMs: 5000 })
+      .then((st) => {
+        if (st.status === "io-error" && !this.ioErrors.has(id)) {
+          onEvent({ event: "BLOCK_IO_ERROR", data: { action: "stop", operation: "I/O", reason: "found paused on it" } });
+        }
+      })
+      .catch(() => {});
+    vm.once("exit", () => {
+      stopRetry();
+      this.ioErrors.delete(id);
+    });
+  }
+
+  private async failUnresponsive(id: string, vm: QemuVm, deadlineMs: number): Promise<void> {
+    // QMP still answers when only the guest is stuck; its run state says why.
+    const state = await vm.qmp
+      ?.execute<{ status?: string }>("query-status", undefined, { timeoutMs: 1000 })
+      .then((s) => s.status)
+      .catch(() => undefined);
+    this.failVm(
+      id,
+      vm,
+      `guest agent stopped answering for ${Math.round(deadlineMs / 1000)} s (VM state: ${state ?? "no answer"}); the VM was stopped`,
+    );
+  }
+
+  /** An event row, when the database can take one (the host disk may be full). */
+  private eventSafely(id: string, message: string): boolean {
+    try {
+      this.deps.store.addEvent(id, message);
+      return true;
+    } catch (err) {
+      this.deps.log.warn({ sandbox: id, event: message, err: (err as Error).message }, "could not record a sandbox event");
+      return false;
+    }
+  }
+
+  /** Marks a RUNNING sandbox ERROR with the reason and kills its QEMU (the exit handler cleans up). */
+  failVm(id: string, vm: QemuVm, reason: string): void {
+    const { store, log } = this.deps;
+    const now = new Date().toISOString();
+    try {
+      if (!store.updateSandbox(id, { status: "ERROR", error_reason: reason, terminated_at: now }, ["RUNNING"])) return;
+    } catch (err) {
+      // Not recorded (disk full?): leave the VM; the watchdog or a later call tries again.
+      log.error({ sandbox: id, reason, err: (err as Error).message }, "could not mark the sandbox ERROR");
+      return;
+    }
+    this.eventSafely(id, `error: ${reason}`);
+    log.warn({ sandbox: id, reason }, "sandbox VM failed");
+    try {
+      process.kill(vm.pid, "SIGKILL");
+    } catch {}
   }
 
   private runStartCommand(sb: Sandbox, vm: QemuVm): void {
@@ -443,12 +649,17 @@ export class SandboxService {
     if (sb.status !== "RUNNING" || !vm || vm.exit) {
       throw new SandtreeError("SANDBOX_NOT_RUNNING", `sandbox ${id} is ${sb.status}, not RUNNING`, { id, status: sb.status });
     }
+    const ioError = this.ioErrors.get(id);
+    if (ioError) {
+      throw new SandtreeError("HOST_DISK_FULL", `sandbox ${id} is held: ${ioError}; it runs on once space is freed`, { id });
+    }
     return vm;
   }
 
   /** Stops the VM's CPUs (QMP stop): memory and disk stay, no CPU is used, quotas do not count it. */
   async pause(teamId: string, id: string): Promise<Sandbox> {
     const vm = this.running(teamId, id);
+    this.bumpWatch(id);
     await vm.qmp?.execute("stop");
     if (!this.deps.store.updateSandbox(id, { status: "PAUSED" }, ["RUNNING"])) {
       await vm.qmp?.execute("cont").catch(() => {});
@@ -465,6 +676,7 @@ export class SandboxService {
     if (sb.status !== "PAUSED" || !vm || vm.exit) {
       throw new SandtreeError("CONFLICT", `sandbox ${id} is ${sb.status}, not PAUSED`, { id, status: sb.status });
     }
+    this.bumpWatch(id);
     await vm.qmp?.execute("cont");
     vm.agent.syncClock();
     this.deps.store.updateSandbox(id, { status: "RUNNING" }, ["PAUSED"]);
