@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// Runs the reliability suite (reliability-*.test.ts, plus the guest parser fuzzing and the
-// secrets/isolation tests it builds on) with vitest's JSON reporter, collects the figures the
+// Runs the reliability suite (reliability-*.test.ts, plus the guest parser fuzzing, the
+// secrets/isolation tests it builds on and the network attacks and isolation tests) with vitest's JSON reporter, collects the figures the
 // tests wrote, and regenerates docs/reliability.md. Environment variables pass through:
 //   SANDTREE_SOAK_CYCLES=1000 SANDTREE_FUZZ_REQUESTS=20000 SANDTREE_ATTACK_DISK_FULL=1 node scripts/reliability-report.mjs
 // `--render-only DIR` re-renders from an earlier run's directory without running anything.
@@ -19,6 +19,9 @@ const FILES = [
   "packages/server/test/tenancy-vm.test.ts",
   "packages/server/test/restart.test.ts",
   "packages/server/test/sandbox-crash.test.ts",
+  "packages/server/test/network.test.ts",
+  "packages/host/test/dns-resolver.test.ts",
+  "packages/server/test/ports.test.ts",
 ];
 
 let out;
