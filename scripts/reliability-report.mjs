@@ -35,7 +35,9 @@ else {
     {
       cwd: root,
       stdio: "inherit",
-      env: { ...process.env, SANDTREE_RELIABILITY_OUT: out },
+      // As in `npm test`: servers started by tests give sandboxes no network unless the test
+      // runs its own in network namespaces (network.test.ts).
+      env: { SANDTREE_NETWORK: "off", ...process.env, SANDTREE_RELIABILITY_OUT: out },
     },
   );
   if (r.status !== 0) process.exitCode = 1;

@@ -86,6 +86,8 @@ function run(cmd: string, args: string[], input?: string): Promise<string> {
       if (code === 0) resolve(out);
       else reject(new Error(`${cmd} ${args.join(" ")} failed (${code}): ${err.trim().slice(0, 2000)}`));
     });
+    // A command that exits before reading its input must not turn EPIPE into a crash.
+    child.stdin.on("error", () => {});
     child.stdin.end(input ?? "");
   });
 }

@@ -15,7 +15,12 @@ export async function startServerAt(
   opts: { dataDir?: string; keepDataDir?: boolean; logStream?: { write(line: string): unknown } } = {},
 ): Promise<TestServer> {
   const dataDir = opts.dataDir ?? mkdtempSync(path.join(tmpdir(), "sandtree-rel-"));
-  const server = await startServer({ dataDir, host: "127.0.0.1", port: 0, logger: opts.logStream !== undefined }, opts);
+  // No sandbox networks: many of these servers run at once in this network namespace
+  // (network.test.ts covers networking in namespaces of its own).
+  const server = await startServer(
+    { dataDir, host: "127.0.0.1", port: 0, logger: opts.logStream !== undefined, network: "off" },
+    opts,
+  );
   const key = server.firstKey ?? "";
   const api: TestServer["api"] = async (method, p, body, headers = {}) => {
     const res = await fetch(server.url + p, {
