@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { createOverlay } from "../disks/overlay.js";
-import type { Accel } from "../vmm/qemu-args.js";
+import { type Accel, DEVICE_MODEL } from "../vmm/qemu-args.js";
 import { QemuVm } from "../vmm/qemu-vm.js";
 import { saveVmState } from "./migration.js";
 
@@ -43,7 +43,12 @@ function fileStamp(file: string): string {
 }
 
 export function templateKey(i: TemplateInputs): string {
-  const stamp = JSON.stringify({ ...i, kernel: fileStamp(i.kernel), initramfs: fileStamp(i.initramfs) });
+  const stamp = JSON.stringify({
+    ...i,
+    kernel: fileStamp(i.kernel),
+    initramfs: fileStamp(i.initramfs),
+    devices: DEVICE_MODEL,
+  });
   return createHash("sha256").update(stamp).digest("hex").slice(0, 24);
 }
 
