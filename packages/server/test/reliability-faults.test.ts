@@ -211,7 +211,10 @@ describe("data disk full", () => {
     expect(health.status).toBe(200);
     if (alive.status === 200) expect(alive.body.stdout).toBe("before-full\n");
     else expect(alive.body.code, JSON.stringify(alive)).toBe("HOST_DISK_FULL");
-    expect(dirty.body.stdout).toBe("written\n");
+    // The write runs, or (the guest's background writeback hit the full disk first) the VM is
+    // already held and the exec is refused at once, like `alive` above.
+    if (dirty.status === 200) expect(dirty.body.stdout).toBe("written\n");
+    else expect(dirty.body.code, JSON.stringify(dirty)).toBe("HOST_DISK_FULL");
     if (dirty.answeredWhileFull) {
       expect(paused.status, JSON.stringify(paused.body)).toBe(507);
       expect(paused.body.code).toBe("HOST_DISK_FULL");
@@ -220,11 +223,12 @@ describe("data disk full", () => {
     // Recorded when it happened, or (the database could not write either) once it ran again.
     expect(ev).toMatch(/paused(?: from \S+)?: QEMU paused the VM on a disk write error: No space left/);
     expect(ev).toMatch(/running again after the host disk error/);
-    if (synced.status === 200) expect(synced.body.stdout).toBe(`${16 * 1024 * 1024}\n`);
-    else expect(synced.body.code, JSON.stringify(synced)).toBe("HOST_DISK_FULL");
+    if (synced.status === 200 && dirty.status === 200) expect(synced.body.stdout).toBe(`${16 * 1024 * 1024}\n`);
+    else if (synced.status !== 200) expect(synced.body.code, JSON.stringify(synced)).toBe("HOST_DISK_FULL");
     expect(sbAfter.status).toBe("RUNNING");
-    expect((await run(id, "cat /root/state; ls -l /root/big | awk '{print $5}'")).stdout).toBe(
-      `before-full\n${16 * 1024 * 1024}\n`,
+    // Nothing lost: the state file, and the 16 MiB when the write was let in.
+    expect((await run(id, "cat /root/state; ls -l /root/big 2>/dev/null | awk '{print $5}'")).stdout).toBe(
+      dirty.status === 200 ? `before-full\n${16 * 1024 * 1024}\n` : "before-full\n",
     );
     expect(afterState).toBe("DURABLE");
     expect(content.stdout).toBe("before-full\n");
