@@ -143,6 +143,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     onTeardown: (id) => checkpoints.onSandboxTeardown(id),
   });
   await checkpoints.reconcile();
+  sandboxes.pruneTemplates();
   checkpoints.startReaper();
   const timeouts = new TimeoutService({
     store,

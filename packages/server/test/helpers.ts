@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import Database from "better-sqlite3";
@@ -87,4 +87,10 @@ export function qemuPidsFor(ids: string[]): string[] {
     out = execFileSync("pgrep", ["-af", "qemu-system"], { encoding: "utf8" });
   } catch {}
   return out.split("\n").filter((l) => ids.some((id) => l.includes(`sandtree-${id}`)));
+}
+
+/** utime + stime of a process, in clock ticks. */
+export function cpuTicks(pid: number): number {
+  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return Number(f[11]) + Number(f[12]);
 }

@@ -1,6 +1,5 @@
-import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { qemuPidsFor, startTestServer, type TestServer } from "./helpers.js";
+import { cpuTicks, qemuPidsFor, startTestServer, type TestServer } from "./helpers.js";
 
 let t: TestServer;
 beforeAll(async () => {
@@ -11,11 +10,6 @@ afterAll(async () => {
 });
 
 const run = async (id: string, command: string) => (await t.api("POST", `/v1/sandboxes/${id}/exec`, { command })).body;
-/** utime + stime of a process, in clock ticks. */
-const cpuTicks = (pid: number) => {
-  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-  return Number(f[11]) + Number(f[12]);
-};
 
 describe("pause and resume", () => {
   it("keeps memory and processes, uses no CPU while paused, and fixes the clock on resume", { timeout: 300_000 }, async () => {

@@ -4,13 +4,14 @@
 // Needs `npm run build` (scripts/test.sh runs `tsc -b` first).
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { qemuPidsFor } from "./helpers.js";
+import { cpuTicks, qemuPidsFor } from "./helpers.js";
 
 const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../cli/dist/main.js");
 const BODY = { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 };
@@ -119,6 +120,29 @@ async function exec(id: string, command: string): Promise<any> {
   const r = await api("POST", `/v1/sandboxes/${id}/exec`, { command });
   expect(r.status, JSON.stringify(r.body)).toBe(200);
   return r.body;
+}
+
+/** While the server is down: stops a VM's CPUs over its QMP socket, as a crash mid-pause would leave it. */
+async function qmpStop(id: string): Promise<void> {
+  const sock = net.connect(path.join(runRoot, id, "qmp.sock"));
+  let buf = "";
+  const replies: any[] = [];
+  sock.setEncoding("utf8").on("data", (d: string) => {
+    buf += d;
+    for (let i = buf.indexOf("\n"); i >= 0; i = buf.indexOf("\n")) {
+      const line = buf.slice(0, i).trim();
+      buf = buf.slice(i + 1);
+      if (line) replies.push(JSON.parse(line));
+    }
+  });
+  const returns = (n: number) =>
+    waitFor("QMP reply", () => (replies.filter((r) => "return" in r).length >= n ? true : undefined), 10_000);
+  await waitFor("QMP greeting", () => (replies.some((r) => "QMP" in r) ? true : undefined), 10_000);
+  sock.write(`${JSON.stringify({ execute: "qmp_capabilities" })}\n`);
+  await returns(1);
+  sock.write(`${JSON.stringify({ execute: "stop" })}\n`);
+  await returns(2);
+  sock.destroy();
 }
 
 /** Nothing of the sandbox is left: no QEMU, no disk layer, no socket directory. */
@@ -271,6 +295,56 @@ describe("kill -9 of the server and a restart", () => {
     expect(r.exit_code).toBe(0);
   });
 
+  it("adopts a PAUSED sandbox still paused, and runs on a RUNNING one whose VM it found stopped", {
+    timeout: 300_000,
+  }, async () => {
+    const job = await api("POST", `/v1/sandboxes/${a}/jobs`, {
+      command: "i=0; while true; do i=$((i+1)); echo $i > /root/count; sleep 0.2; done",
+    });
+    expect(job.status, JSON.stringify(job.body)).toBe(201);
+    await waitFor(
+      "the counter",
+      async () => (Number((await exec(a, "cat /root/count 2>/dev/null || echo 0")).stdout) > 2 ? true : undefined),
+      60_000,
+    );
+    expect((await api("POST", `/v1/sandboxes/${a}/pause`)).body.status).toBe("PAUSED");
+    const pid = Number.parseInt(qemuPidsFor([a])[0] ?? "", 10);
+
+    await killChild();
+    await startChild();
+    const sb = (await api("GET", `/v1/sandboxes/${a}`)).body;
+    expect(sb.status, sb.error_reason).toBe("PAUSED");
+    expect(Number.parseInt(qemuPidsFor([a])[0] ?? "", 10)).toBe(pid);
+    const events = (await api("GET", `/v1/sandboxes/${a}/logs`)).body.events.map((e: { message: string }) => e.message);
+    expect(events.join("\n")).toContain("its VM was paused");
+    // Stopped again after the handshake: under TCG a stopped VM's QEMU does almost nothing.
+    const before = cpuTicks(pid);
+    await sleep(3000);
+    expect(cpuTicks(pid) - before).toBeLessThan(15);
+    expect((await api("POST", `/v1/sandboxes/${a}/exec`, { command: "true" })).status).toBe(409);
+    expect((await api("POST", `/v1/sandboxes/${a}/resume`)).body.status).toBe("RUNNING");
+    const c1 = Number((await exec(a, "cat /root/count")).stdout);
+    await waitFor(
+      "the counter going on",
+      async () => (Number((await exec(a, "cat /root/count")).stdout) > c1 ? true : undefined),
+      30_000,
+    );
+
+    // QEMU stopped behind the database's back (a crash between QMP stop and the PAUSED row, or
+    // during a memory save): the RUNNING sandbox is continued, not lost.
+    await killChild();
+    await qmpStop(a);
+    await startChild();
+    expect((await api("GET", `/v1/sandboxes/${a}`)).body.status).toBe("RUNNING");
+    const c2 = Number((await exec(a, "cat /root/count")).stdout);
+    await waitFor(
+      "the counter after adoption",
+      async () => (Number((await exec(a, "cat /root/count")).stdout) > c2 ? true : undefined),
+      30_000,
+    );
+    expect((await api("POST", `/v1/sandboxes/${a}/jobs/${job.body.job_id}/kill`, {})).status).toBe(200);
+  });
+
   it("marks sandboxes caught provisioning ERROR and removes their QEMU, layers and sockets", { timeout: 300_000 }, async () => {
     const booting = await create();
     // Its QEMU is started but the guest has not answered yet.
@@ -360,6 +434,49 @@ describe("kill -9 of the server and a restart", () => {
     expect(sb.error_reason).toContain("qemu exited unexpectedly");
     await expectGone(adopted);
     expect((await api("GET", `/v1/sandboxes/${a}`)).body.status).toBe("RUNNING");
+  });
+
+  it("prunes stale warm templates at start and keeps the current ones", { timeout: 300_000 }, async () => {
+    const templates = path.join(dataDir, "templates");
+    const built = () => readdirSync(templates).filter((k) => existsSync(path.join(templates, k, "template.json")));
+    // Kills above may have cut template builds short (those were pruned): a create starts one.
+    const w = await create();
+    await waitRunning(w);
+    await waitFor("a warm template", () => (built().length > 0 ? true : undefined), 120_000);
+    const current = built();
+    // A template an older guest agent left behind, as an upgrade would, and a build a crash cut short.
+    const meta = JSON.parse(readFileSync(path.join(templates, current[0]!, "template.json"), "utf8"));
+    const stale = "aaaaaaaaaaaaaaaaaaaaaaaa";
+    const half = "bbbbbbbbbbbbbbbbbbbbbbbb";
+    mkdirSync(path.join(templates, stale));
+    mkdirSync(path.join(templates, half));
+    writeFileSync(
+      path.join(templates, stale, "template.json"),
+      JSON.stringify({
+        ...meta,
+        key: stale,
+        diskName: `tmpl-${stale}.qcow2`,
+        inputs: { ...meta.inputs, initramfs: path.join(dataDir, "old-initramfs") },
+      }),
+    );
+    writeFileSync(path.join(templates, stale, "ram"), Buffer.alloc(1 << 20, 1));
+    for (const k of [stale, half])
+      execFileSync("qemu-img", ["create", "-q", "-f", "qcow2", path.join(dataDir, "layers", `tmpl-${k}.qcow2`), "16M"]);
+    await killChild();
+    await startChild();
+    for (const k of [stale, half]) {
+      expect(existsSync(path.join(templates, k))).toBe(false);
+      expect(existsSync(path.join(dataDir, "layers", `tmpl-${k}.qcow2`))).toBe(false);
+    }
+    for (const k of current) {
+      expect(existsSync(path.join(templates, k, "template.json"))).toBe(true);
+      expect(existsSync(path.join(dataDir, "layers", `tmpl-${k}.qcow2`))).toBe(true);
+    }
+    expect((await exec(a, "cat /root/one")).stdout).toBe("before\n");
+    const warm = await create();
+    await waitRunning(warm);
+    expect((await api("GET", `/v1/sandboxes/${warm}`)).body.start_path).toBe("warm");
+    for (const id of [w, warm]) expect((await api("DELETE", `/v1/sandboxes/${id}`)).status).toBe(200);
   });
 
   it("stops cleanly at the end", { timeout: 120_000 }, async () => {

@@ -1,4 +1,4 @@
-import { readlinkSync, symlinkSync, unlinkSync } from "node:fs";
+import { closeSync, openSync, readlinkSync, readSync, symlinkSync, unlinkSync } from "node:fs";
 import path from "node:path";
 import { runCommand } from "../util/run-command.js";
 
@@ -38,4 +38,31 @@ export function ensureBaseLink(dir: string, basePath: string): string {
     }
   }
   return name;
+}
+
+/**
+ * The backing file name a qcow2 image's header records (as written: usually relative to the
+ * image's directory), or null for an image without one or a file that is not qcow2. Reads the
+ * header directly: no qemu-img process, no image lock.
+ */
+export function qcow2BackingName(file: string): string | null {
+  let fd: number;
+  try {
+    fd = openSync(file, "r");
+  } catch {
+    return null;
+  }
+  try {
+    const header = Buffer.alloc(20);
+    if (readSync(fd, header, 0, 20, 0) < 20 || header.readUInt32BE(0) !== 0x514649fb) return null;
+    const offset = header.readBigUInt64BE(8);
+    const size = header.readUInt32BE(16);
+    // The spec caps the name at 1023 bytes; anything else is not a name we wrote.
+    if (offset === 0n || size === 0 || size > 1023) return null;
+    const name = Buffer.alloc(size);
+    if (readSync(fd, name, 0, size, Number(offset)) < size) return null;
+    return name.toString("utf8");
+  } finally {
+    closeSync(fd);
+  }
 }

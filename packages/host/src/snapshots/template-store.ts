@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { createOverlay } from "../disks/overlay.js";
+import { createOverlay, qcow2BackingName } from "../disks/overlay.js";
 import { type Accel, DEVICE_MODEL } from "../vmm/qemu-args.js";
 import { QemuVm } from "../vmm/qemu-vm.js";
 import { saveVmState } from "./migration.js";
@@ -105,6 +105,64 @@ export class TemplateStore {
       this.building.set(key, p);
     }
     return p;
+  }
+
+  /**
+   * Removes templates no create can use any more: built for another kernel, initramfs (guest
+   * agent) or device model than the ones there now, on an image base that is gone, or cut short
+   * by a crash mid-build. Their RAM and state files go at once (a running clone maps its RAM file
+   * privately, and the kernel keeps an unlinked file's pages for it). Their disk goes only when no
+   * file in `layersDir` names it as its backing: live sandboxes' overlays and checkpoint layers
+   * taken from a warm clone sit on it; such a disk stays until a later prune finds it unused.
+   * Call it when no template build or create is in flight (the server does, at start).
+   */
+  prune(): { removed: string[]; keptDisks: string[]; freedBytes: number } {
+    const removed: string[] = [];
+    const keptDisks: string[] = [];
+    let freedBytes = 0;
+    // Bytes on disk (RAM files are sparse).
+    const size = (f: string) => {
+      try {
+        return statSync(f).blocks * 512;
+      } catch {
+        return 0;
+      }
+    };
+    if (this.building.size > 0) return { removed, keptDisks, freedBytes };
+    const current = new Set<string>();
+    for (const key of readdirSync(this.root)) {
+      let live = false;
+      try {
+        const t = JSON.parse(readFileSync(path.join(this.dir(key), "template.json"), "utf8")) as Template;
+        // templateKey throws when the template's kernel or initramfs is gone: no create can match it.
+        live = templateKey(t.inputs) === key && existsSync(path.join(this.layersDir, t.inputs.backing));
+      } catch {}
+      if (live) {
+        current.add(key);
+        continue;
+      }
+      for (const f of ["ram", "state"]) freedBytes += size(path.join(this.dir(key), f));
+      rmSync(this.dir(key), { recursive: true, force: true });
+      removed.push(key);
+    }
+    const layers = existsSync(this.layersDir) ? readdirSync(this.layersDir) : [];
+    const backed = new Set<string>();
+    for (const f of layers) {
+      const b = qcow2BackingName(path.join(this.layersDir, f));
+      if (b) backed.add(path.basename(b));
+    }
+    for (const f of layers) {
+      const m = /^tmpl-([0-9a-f]+)\.qcow2$/.exec(f);
+      if (!m?.[1] || current.has(m[1])) continue;
+      if (backed.has(f)) {
+        keptDisks.push(f);
+        continue;
+      }
+      freedBytes += size(path.join(this.layersDir, f));
+      rmSync(path.join(this.layersDir, f), { force: true });
+      if (!removed.includes(m[1])) removed.push(m[1]);
+    }
+    return { removed, keptDisks, freedBytes };
   }
 
   private async build(key: string, inputs: TemplateInputs): Promise<Template> {

@@ -44,6 +44,12 @@ export interface AdoptOptions {
   connectTimeoutMs?: number;
   /** eth0's configuration, re-sent with the handshake (see VmOptions.guestNet). */
   guestNet?: string;
+  /**
+   * The sandbox was PAUSED: its CPUs are stopped again once the agent has answered. A stopped
+   * guest cannot answer the handshake, so whatever QEMU's run state (paused by us, by a crash
+   * mid-pause or mid-checkpoint), the VM is continued for the handshake first.
+   */
+  keepPaused?: boolean;
   signal?: AbortSignal;
 }
 
@@ -121,6 +127,8 @@ export class QemuVm extends EventEmitter {
   agent!: AgentClient;
   qmp: QmpClient | null = null;
   exit: VmExit | null = null;
+  /** For an adopted VM: QEMU's run state when it was found (`running`, `paused`, `postmigrate`...). */
+  adoptedRunState: string | undefined;
   private stopping = false;
   private currentDisk: string | undefined;
   private currentNode = ROOT_NODE;
@@ -254,19 +262,22 @@ export class QemuVm extends EventEmitter {
       throw new Error(e.reason);
     });
     try {
-      const [qmp, agent] = await Promise.race([
-        Promise.all([
-          QmpClient.connect(path.join(opts.runDir, "qmp.sock"), { signal: abort }),
-          AgentClient.connect(path.join(opts.runDir, "agent.sock"), {
-            signal: abort,
-            ...(opts.guestNet ? { net: opts.guestNet } : {}),
-          }),
-        ]),
+      const qmp = await Promise.race([QmpClient.connect(path.join(opts.runDir, "qmp.sock"), { signal: abort }), died]);
+      vm.qmp = qmp;
+      const st = await Promise.race([qmp.execute<{ status?: string }>("query-status", undefined, { timeoutMs: 5000 }), died]);
+      vm.adoptedRunState = st.status ?? "unknown";
+      // Stopped (a pause, or a crash while a pause or a memory save held it): the guest runs for the handshake.
+      if (st.status !== "running") await Promise.race([qmp.execute("cont", undefined, { timeoutMs: 5000 }), died]);
+      const agent = await Promise.race([
+        AgentClient.connect(path.join(opts.runDir, "agent.sock"), {
+          signal: abort,
+          ...(opts.guestNet ? { net: opts.guestNet } : {}),
+        }),
         died,
       ]);
-      vm.qmp = qmp;
       vm.agent = agent;
       await Promise.race([vm.learnRootDisk(), died]);
+      if (opts.keepPaused) await Promise.race([qmp.execute("stop", undefined, { timeoutMs: 5000 }), died]);
       return vm;
     } catch (err) {
       await vm.stop({ graceMs: 0 });

@@ -41,7 +41,23 @@ export class QmpClient extends EventEmitter {
       });
       if (sock) {
         const client = new QmpClient(sock);
-        await client.execute("qmp_capabilities");
+        // A QEMU that accepts but never greets (stopped, hung) must not hold the caller past its deadline.
+        let onAbort = () => {};
+        try {
+          await Promise.race([
+            client.execute("qmp_capabilities"),
+            new Promise<never>((_, reject) => {
+              onAbort = () => reject(new Error("QMP did not greet in time", { cause: signal.reason }));
+              if (signal.aborted) onAbort();
+              else signal.addEventListener("abort", onAbort, { once: true });
+            }),
+          ]);
+        } catch (err) {
+          client.close();
+          throw err;
+        } finally {
+          signal.removeEventListener("abort", onAbort);
+        }
         return client;
       }
       await sleep(10, undefined, { signal }).catch(() => {});

@@ -113,6 +113,25 @@ export class SandboxService {
   }
 
   /** The image base under a sandbox's disk chain. */
+  /**
+   * Removes warm templates no create can use any more (another kernel, agent or device model,
+   * a vanished image base, a build a crash cut short); disks that sandboxes or checkpoints still
+   * sit on stay until they are free. Run at start, before requests are taken.
+   */
+  pruneTemplates(): void {
+    if (!this.templates) return;
+    try {
+      const r = this.templates.prune();
+      if (r.removed.length > 0 || r.keptDisks.length > 0)
+        this.deps.log.info(
+          { removed: r.removed.length, freedMiB: Math.round(r.freedBytes / 1048576), disksStillInUse: r.keptDisks.length },
+          "stale warm templates pruned",
+        );
+    } catch (err) {
+      this.deps.log.warn({ err: (err as Error).message }, "could not prune warm templates");
+    }
+  }
+
   async basePathOf(sb: Sandbox): Promise<string> {
     return this.imageBases.get(sb.id) ?? (await this.deps.images.resolve(sb.image, {})).basePath;
   }
@@ -776,9 +795,8 @@ export class SandboxService {
     const found = new Map(findQemuProcesses(this.deps.runRoot).map((p) => [p.name, p.pid]));
     const adopt = async (sb: Sandbox): Promise<string | null> => {
       const pid = found.get(`sandtree-${sb.id}`);
-      // A paused guest cannot answer the agent's HELLO: not adopted (yet).
-      if (sb.status === "PAUSED") return "the server restarted while the sandbox was PAUSED";
-      if (sb.status !== "RUNNING") return `the server restarted while provisioning the sandbox (${sb.status})`;
+      if (sb.status !== "RUNNING" && sb.status !== "PAUSED")
+        return `the server restarted while provisioning the sandbox (${sb.status})`;
       if (pid === undefined) return "the server restarted and the sandbox's VM was gone";
       try {
         const guestNet = this.deps.network?.guestNetOf(sb.id);
@@ -788,10 +806,14 @@ export class SandboxService {
           runDir: this.runDir(sb.id),
           logDir: this.logDir(sb.id),
           ...(guestNet ? { guestNet } : {}),
+          // A PAUSED sandbox stays paused (its guest runs only for the handshake); a RUNNING one
+          // whose VM was found stopped (a crash mid-pause or mid-checkpoint) runs on.
+          keepPaused: sb.status === "PAUSED",
         });
         this.supervise(sb.id, vm);
-        store.addEvent(sb.id, `adopted after a server restart (pid ${pid})`);
-        log.info({ sandbox: sb.id, pid }, "sandbox VM adopted");
+        const state = vm.adoptedRunState === "running" ? "" : `; its VM was ${vm.adoptedRunState}`;
+        store.addEvent(sb.id, `adopted after a server restart (pid ${pid}${state})`);
+        log.info({ sandbox: sb.id, pid, runState: vm.adoptedRunState, status: sb.status }, "sandbox VM adopted");
         return null;
       } catch (err) {
         return `the server restarted and the sandbox's VM did not answer: ${(err as Error).message}`;
