@@ -12,6 +12,7 @@ import path from "node:path";
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), "..");
 const FILES = [
   "packages/server/test/reliability-soak.test.ts",
+  "packages/server/test/reliability-soak-network.test.ts",
   "packages/server/test/reliability-faults.test.ts",
   "packages/server/test/reliability-fuzz-api.test.ts",
   "packages/server/test/reliability-attacks.test.ts",
@@ -87,6 +88,7 @@ What the suite does and how to run the long versions:
 | part | CI (short) | long version |
 | ---- | ---------- | ------------ |
 | soak: create, exec, upload, checkpoint (DURABLE), delete sandbox and checkpoint; then no QEMU, layer, orphan blob, socket dir or spilled output left, DB and blob store agree, RSS bounded | 15 cycles, RSS bound 50% (too few cycles to settle) | \`npm run soak\` (1000 cycles, server RSS within 10% of where it settled after the first 100 cycles); \`SANDTREE_SOAK_CYCLES=N npm run soak\` |
+| networked soak (own network namespaces): create with an allowlist and a tunnel, reach the allowed name and the tunnel, fail on another name and a raw address, switch to a denylist at runtime, delete; then no tap, nftables chain/set/map entry, pool slot, tunnel listener or QEMU left, server RSS bounded | 10 cycles, RSS bound 50% | the same \`npm run soak\` (1000 cycles, 10% bound) |
 | faults: data disk full (loop-mounted 300 MiB ext4) at three levels, including guest writes QEMU pauses on ENOSPC; truncated and altered layers; a SIGSTOPped guest (watchdog at 6 s); a pause longer than the watchdog's deadline | all | same |
 | crashes: \`kill -9\` of the server during create (provisioning), exec, checkpoint sealing, fork and delete, then a restart (\`restart.test.ts\`); \`kill -9\` of one QEMU (\`sandbox-crash.test.ts\`) | all | same |
 | fuzzing: guest frame parser under libFuzzer | 20 s (\`guest-fuzz.test.ts\`) | \`make -C packages/guest fuzz-run SECONDS=3600\` |

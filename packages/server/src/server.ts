@@ -60,6 +60,11 @@ export const ServerConfig = z.object({
       .map((x) => x.trim())
       .filter(Boolean),
   ),
+  /** Each sandbox's DNS budget, "PER_SECOND/BURST" (default 200/400): REFUSED beyond it. */
+  dnsRateLimit: z
+    .string()
+    .regex(/^[1-9]\d{0,5}\/[1-9]\d{0,6}$/, "PER_SECOND/BURST, e.g. 200/400")
+    .default(process.env.SANDTREE_DNS_RATE ?? "200/400"),
 });
 export type ServerConfigInput = z.input<typeof ServerConfig>;
 
@@ -103,6 +108,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     warn: (o, m) => app?.log.warn(o, m),
     error: (o, m) => app?.log.error(o, m),
   };
+  const [dnsPerSecond = 200, dnsBurst = 400] = cfg.dnsRateLimit.split("/").map(Number);
   const network = new NetworkService({
     store,
     log: cfg.logger ? log : silentLogger,
@@ -112,6 +118,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
       subnet: cfg.networkSubnet,
       defaultPolicy: cfg.networkDefault,
       dnsUpstreams: cfg.dnsUpstreams,
+      dnsRateLimit: { perSecond: dnsPerSecond, burst: dnsBurst },
     },
   });
   // Before adoption: rules and tunnels for the sandboxes still active.

@@ -2,14 +2,11 @@
 // (fake-internet.ts): the server runs in the "host" namespace with networking on, and every
 // probe runs inside real sandboxes (python3 of sandtree/debian). Nothing here reaches a real
 // outside address.
-import { type ChildProcess, execFile, execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import net from "node:net";
-import { tmpdir } from "node:os";
-import path from "node:path";
+import { execFile, execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createFakeInternet, type FakeInternet, fakeInternetUnavailableReason } from "./network/fake-internet.js";
+import { type Api, type HostServer, startHostServer } from "./network/host-server.js";
 
 const CLI = fileURLToPath(new URL("../../cli/dist/main.js", import.meta.url));
 const IMAGE = "sandtree/debian";
@@ -27,6 +24,16 @@ try:
     if cmd == "tcp":
         s = socket.create_connection((sys.argv[2], int(sys.argv[3])), timeout=3)
         out("OK connected")
+    if cmd == "halfclose":
+        # An HTTP/1.0 request, then shutdown of the sending side before reading the answer.
+        s = socket.create_connection((sys.argv[2], int(sys.argv[3])), timeout=4)
+        s.sendall(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n"); s.shutdown(socket.SHUT_WR)
+        data = b""
+        while True:
+            chunk = s.recv(4096)
+            if not chunk: break
+            data += chunk
+        out("OK " + data.decode().split("\r\n\r\n", 1)[-1] if data else "ERR empty")
     if cmd == "udp":
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3)
         s.sendto(b"ping", (sys.argv[2], int(sys.argv[3])))
@@ -78,55 +85,13 @@ except SystemExit: raise
 except Exception as e: out("ERR " + type(e).__name__ + " " + str(e)[:80])
 `;
 
-type Api = (
-  method: string,
-  p: string,
-  body?: unknown,
-  headers?: Record<string, string>,
-) => Promise<{ status: number; body: any }>;
-
 describe.skipIf(unavailable !== null)(`sandbox networking${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
   let inet: FakeInternet;
-  let dataDir: string;
+  let server: HostServer;
   let base = "";
-  let key = "";
   let api: Api;
-  let bridge: net.Server;
   const ids: Record<string, string> = {};
-  let port = 0;
-  let serverProc: ChildProcess;
-
-  /** `sandtree serve` in the host namespace (networking on, default policy deny-all). */
-  function startApiServer(): void {
-    serverProc = inet.spawnInHost(
-      process.execPath,
-      [CLI, "serve", "--data-dir", dataDir, "--host", "127.0.0.1", "--port", String(port)],
-      {
-        env: {
-          ...process.env,
-          SANDTREE_NETWORK: "on",
-          SANDTREE_NETWORK_DEFAULT: "deny",
-          SANDTREE_NETWORK_SUBNET: "10.77.0.0/16",
-        },
-        stdio: "ignore",
-      },
-    );
-  }
-
-  async function waitApi(): Promise<void> {
-    for (let i = 0; i < 600; i++) {
-      try {
-        key = /SANDTREE_API_KEY=(\S+)/.exec(readFileSync(path.join(dataDir, "credentials.env"), "utf8"))?.[1] ?? "";
-        if (key && (await fetch(`${base}/healthz`)).ok) return;
-      } catch {}
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    throw new Error("the server did not start");
-  }
-
-  function hostNs(cmd: string, ...argv: string[]): string {
-    return execFileSync("ip", ["netns", "exec", inet.hostNs, cmd, ...argv]).toString();
-  }
+  const hostNs = (cmd: string, ...argv: string[]) => server.hostNs(cmd, ...argv);
 
   /** Runs the probe in a sandbox and returns its line. */
   async function probe(id: string, ...args: string[]): Promise<string> {
@@ -156,47 +121,15 @@ describe.skipIf(unavailable !== null)(`sandbox networking${unavailable ? ` (skip
 
   beforeAll(async () => {
     inet = await createFakeInternet();
-    dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-net-"));
-    port = 20_000 + Math.floor(Math.random() * 20_000);
-    startApiServer();
-    // The API listens inside the host namespace: reach it through a Unix socket (visible from
-    // every namespace) bridged to its loopback port by a process in that namespace.
-    const sock = path.join(dataDir, "api.sock");
-    inet.spawnInHost(
-      process.execPath,
-      [
-        "-e",
-        `require("net").createServer((c) => { const u = require("net").connect(${port}, "127.0.0.1"); c.pipe(u).pipe(c); c.on("error", () => u.destroy()); u.on("error", () => c.destroy()); }).listen(process.argv[1])`,
-        sock,
-      ],
-      { stdio: "ignore" },
-    );
-    bridge = net.createServer((c) => {
-      const u = net.connect(sock);
-      c.pipe(u).pipe(c);
-      c.on("error", () => u.destroy());
-      u.on("error", () => c.destroy());
+    // `sandtree serve` in the host namespace (networking on, default policy deny-all).
+    // A DNS budget of 50/s (burst 100): the flood below outruns it however slowly the guest sends.
+    server = await startHostServer(inet, {
+      SANDTREE_NETWORK_DEFAULT: "deny",
+      SANDTREE_NETWORK_SUBNET: "10.77.0.0/16",
+      SANDTREE_DNS_RATE: "50/100",
     });
-    await new Promise<void>((r) => bridge.listen(0, "127.0.0.1", () => r()));
-    base = `http://127.0.0.1:${(bridge.address() as net.AddressInfo).port}`;
-    await waitApi();
-    api = async (method, p, body, headers = {}) => {
-      const res = await fetch(base + p, {
-        method,
-        headers: {
-          authorization: `Bearer ${key}`,
-          ...(body !== undefined && !(body instanceof Uint8Array) ? { "content-type": "application/json" } : {}),
-          ...headers,
-        },
-        ...(body !== undefined ? { body: body instanceof Uint8Array ? body : JSON.stringify(body) } : {}),
-      });
-      const text = await res.text();
-      let parsed: unknown = text;
-      try {
-        parsed = JSON.parse(text);
-      } catch {}
-      return { status: res.status, body: parsed };
-    };
+    base = server.base;
+    api = server.api;
     const tunnelTarget = await inet.startHostService(0, "127.0.0.1");
     // allow: an allowlist of names, a wildcard and a CIDR; deny: a denylist; closed: the server's
     // default (deny all) with a tunnel to a service on the host's loopback.
@@ -207,10 +140,9 @@ describe.skipIf(unavailable !== null)(`sandbox networking${unavailable ? ` (skip
   }, 600_000);
 
   afterAll(async () => {
-    bridge?.close();
     // Stopping the server (SIGTERM) deletes its sandboxes, rules and taps; close() waits for it.
     await inet?.close();
-    rmSync(dataDir, { recursive: true, force: true });
+    server?.close();
   }, 120_000);
 
   it("gives each sandbox its own address and reports the policy as applied", async () => {
@@ -293,6 +225,7 @@ describe.skipIf(unavailable !== null)(`sandbox networking${unavailable ? ` (skip
     expect(await probe(ids.deny as string, "spoof", allowView.address, "203.0.113.20", "7")).toBe("OK sent");
     expect(await probe(ids.deny as string, "spoof", "203.0.113.10", "203.0.113.20", "7")).toBe("OK sent");
     const flood = await probe(ids.deny as string, "dnsflood", "2000");
+    console.log("dns flood:", flood);
     expect(flood).toMatch(/rcode5=\d+/); // REFUSED beyond the per-source budget
     // Meanwhile another sandbox still resolves.
     expect(await probe(ids.allow as string, "dns", "allowed.test")).toBe("OK 203.0.113.10");
@@ -304,6 +237,8 @@ describe.skipIf(unavailable !== null)(`sandbox networking${unavailable ? ` (skip
     expect(await probe(ids.closed as string, "dns", "llm.sandtree.internal")).toMatch(/^OK 169\.254\.170\.1/);
     const port = (await api("GET", `/v1/sandboxes/${ids.closed}/network`)).body.tunnels[0].target.split(":")[1];
     expect(await probe(ids.closed as string, "http", `http://llm.sandtree.internal:${port}/`)).toBe("OK host-secret");
+    // A client that half-closes after its request still gets the whole answer.
+    expect(await probe(ids.closed as string, "halfclose", "169.254.170.1", port)).toBe("OK host-secret");
     expect(await probe(ids.closed as string, "http", "http://allowed.test/", "3")).toMatch(/^ERR/);
     expect(await probe(ids.closed as string, "tcp", "203.0.113.10", "80")).toMatch(/^ERR/);
   });
@@ -386,7 +321,7 @@ open("/tmp/live.out", "a").write(res + "\n")
         execFile(
           process.execPath,
           [CLI, ...argv],
-          { env: { ...process.env, SANDTREE_API_URL: base, SANDTREE_API_KEY: key } },
+          { env: { ...process.env, SANDTREE_API_URL: base, SANDTREE_API_KEY: server.key() } },
           (err, stdout, stderr) =>
             resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out: err ? stderr : stdout }),
         );
@@ -427,11 +362,10 @@ open("/tmp/live.out", "a").write(res + "\n")
       .toString()
       .trim()
       .split("\n")[0] as string;
-    serverProc.kill("SIGKILL");
+    const serverGone = server.kill("SIGKILL");
     process.kill(Number(qemu), "SIGKILL");
-    await new Promise((r) => serverProc.once("exit", r));
-    startApiServer();
-    await waitApi();
+    await serverGone;
+    await server.restart();
     const gone = (await api("GET", `/v1/sandboxes/${dead}`)).body;
     expect(gone.status).toBe("ERROR");
     const links = hostNs("ip", "-o", "addr");
@@ -453,8 +387,7 @@ open("/tmp/live.out", "a").write(res + "\n")
         .split("\n")
         .filter((l) => /: st[0-9a-f]{4}-/.test(l));
     expect(taps().length).toBeGreaterThan(0);
-    serverProc.kill("SIGTERM");
-    await new Promise((r) => serverProc.once("exit", r));
+    await server.kill("SIGTERM");
     expect(taps()).toEqual([]);
     expect(hostNs("nft", "list", "tables")).not.toContain("sandtree_");
     expect(hostNs("cat", "/proc/sys/net/ipv4/ip_forward").trim()).toBe("0");

@@ -29,8 +29,9 @@
  * - Malformed queries: dropped when the header does not parse or QR is set (never answer an
  *   answer: no reflection loops); FORMERR otherwise. QDCOUNT != 1, answer/authority records,
  *   or additional records other than one OPT are FORMERR. Non-QUERY opcodes are NOTIMP.
- * - Per-source token bucket (default 200/s, burst 400): REFUSED beyond it. Upstream queries
- *   in flight are capped globally (256) and per source (64): SERVFAIL beyond that.
+ * - Per-source token bucket (default 200/s, burst 400; the server's `SANDTREE_DNS_RATE`):
+ *   REFUSED beyond it. Upstream queries in flight are capped globally (256) and per source
+ *   (64): SERVFAIL beyond that.
  * - UDP replies never exceed 512 octets, or the client's EDNS0 size clamped to 512..1232;
  *   a longer answer is cut to header + question (+ OPT) with TC set, and the client retries
  *   over TCP.
@@ -259,7 +260,9 @@ export class DnsResolver {
 
   private bindUdp(host: string, port: number): Promise<dgram.Socket> {
     return new Promise((resolve, reject) => {
-      const sock = dgram.createSocket({ type: net.isIPv6(host) ? "udp6" : "udp4" });
+      // A large receive buffer (the kernel caps it at net.core.rmem_max): one sandbox's burst
+      // must reach the rate limiter, not fill the queue the other sandboxes' queries wait in.
+      const sock = dgram.createSocket({ type: net.isIPv6(host) ? "udp6" : "udp4", recvBufferSize: 4 << 20 });
       const onError = (err: Error) => {
         sock.close();
         reject(err);

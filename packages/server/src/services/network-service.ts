@@ -38,6 +38,8 @@ export interface NetworkConfig {
   defaultPolicy: "allow" | "deny";
   /** Upstream DNS servers ("HOST" or "HOST:PORT"); default: /etc/resolv.conf's. */
   dnsUpstreams: string[];
+  /** Each sandbox's DNS budget (token bucket): queries per second and burst; REFUSED beyond. */
+  dnsRateLimit?: { perSecond: number; burst: number };
 }
 
 /** Addresses learned for hostname rules are kept at least this long (programs cache answers). */
@@ -112,6 +114,7 @@ export class NetworkService {
     this.resolver = new DnsResolver({
       upstream: this.upstreams,
       clientFor: (addr) => this.clientFor(addr),
+      ...(config.dnsRateLimit ? { rateLimit: config.dnsRateLimit } : {}),
       log: { warn: (o, m) => log.warn(o, m) },
     });
     const { udpPort } = await this.resolver.listen("0.0.0.0", 0);
@@ -448,12 +451,15 @@ export class NetworkService {
       const i = target.lastIndexOf(":");
       const host = target.slice(0, i);
       const port = Number(target.slice(i + 1));
-      const server = net.createServer((client) => {
+      // Half-open both ways: a client that shuts down its sending side after the request (nc,
+      // HTTP/1.0 clients, many RPC protocols) still gets the whole answer; each end is passed
+      // on, and both sockets go once either has fully closed.
+      const server = net.createServer({ allowHalfOpen: true }, (client) => {
         if (client.remoteAddress?.replace(/^::ffff:/, "") !== l.spec.slot.address) {
           client.destroy();
           return;
         }
-        const upstream = net.connect({ host, port });
+        const upstream = net.connect({ host, port, allowHalfOpen: true });
         client.pipe(upstream);
         upstream.pipe(client);
         const end = () => {

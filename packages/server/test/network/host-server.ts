@@ -1,0 +1,129 @@
+/**
+ * `sandtree serve` with sandbox networking on, run in a fake internet's host namespace
+ * (fake-internet.ts). Its API listens on that namespace's loopback; tests reach it through a
+ * Unix socket (visible from every namespace) bridged to that port by a process in the namespace,
+ * and a loopback listener in this process in front of the socket.
+ */
+import { type ChildProcess, execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import net from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import type { FakeInternet } from "./fake-internet.js";
+
+const CLI = fileURLToPath(new URL("../../../cli/dist/main.js", import.meta.url));
+
+export type Api = (
+  method: string,
+  p: string,
+  body?: unknown,
+  headers?: Record<string, string>,
+) => Promise<{ status: number; body: any }>;
+
+export interface HostServer {
+  dataDir: string;
+  /** The API's base URL as seen from this process. */
+  base: string;
+  /** The first API key (admin of the default team). */
+  key(): string;
+  api: Api;
+  /** The running server process (its pid is the server's: `ip netns exec` execs it). */
+  proc(): ChildProcess;
+  /** Starts the server again on the same data dir and port (after a kill) and waits for it. */
+  restart(): Promise<void>;
+  /** Sends the signal and waits for the process to exit. */
+  kill(signal: NodeJS.Signals): Promise<void>;
+  /** Runs a command in the host namespace and returns its stdout. */
+  hostNs(cmd: string, ...argv: string[]): string;
+  /** Closes the bridge and removes the data dir (the fake internet's close() kills the processes). */
+  close(): void;
+}
+
+export async function startHostServer(inet: FakeInternet, env: Record<string, string>): Promise<HostServer> {
+  const dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-net-"));
+  const port = 20_000 + Math.floor(Math.random() * 20_000);
+  let proc: ChildProcess;
+  let key = "";
+
+  const spawnServer = () => {
+    proc = inet.spawnInHost(
+      process.execPath,
+      [CLI, "serve", "--data-dir", dataDir, "--host", "127.0.0.1", "--port", String(port)],
+      { env: { ...process.env, SANDTREE_NETWORK: "on", ...env }, stdio: "ignore" },
+    );
+  };
+
+  const sock = path.join(dataDir, "api.sock");
+  inet.spawnInHost(
+    process.execPath,
+    [
+      "-e",
+      `require("net").createServer((c) => { const u = require("net").connect(${port}, "127.0.0.1"); c.pipe(u).pipe(c); c.on("error", () => u.destroy()); u.on("error", () => c.destroy()); }).listen(process.argv[1])`,
+      sock,
+    ],
+    { stdio: "ignore" },
+  );
+  const bridge = net.createServer((c) => {
+    const u = net.connect(sock);
+    c.pipe(u).pipe(c);
+    c.on("error", () => u.destroy());
+    u.on("error", () => c.destroy());
+  });
+  await new Promise<void>((r) => bridge.listen(0, "127.0.0.1", () => r()));
+  const base = `http://127.0.0.1:${(bridge.address() as net.AddressInfo).port}`;
+
+  const waitApi = async () => {
+    for (let i = 0; i < 600; i++) {
+      try {
+        key = /SANDTREE_API_KEY=(\S+)/.exec(readFileSync(path.join(dataDir, "credentials.env"), "utf8"))?.[1] ?? "";
+        if (key && (await fetch(`${base}/healthz`)).ok) return;
+      } catch {}
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error("the server did not start");
+  };
+
+  const api: Api = async (method, p, body, headers = {}) => {
+    const res = await fetch(base + p, {
+      method,
+      headers: {
+        authorization: `Bearer ${key}`,
+        ...(body !== undefined && !(body instanceof Uint8Array) ? { "content-type": "application/json" } : {}),
+        ...headers,
+      },
+      ...(body !== undefined ? { body: body instanceof Uint8Array ? body : JSON.stringify(body) } : {}),
+    });
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = JSON.parse(text);
+    } catch {}
+    return { status: res.status, body: parsed };
+  };
+
+  spawnServer();
+  await waitApi();
+  return {
+    dataDir,
+    base,
+    key: () => key,
+    api,
+    proc: () => proc,
+    async restart() {
+      spawnServer();
+      await waitApi();
+    },
+    async kill(signal) {
+      if (proc.exitCode !== null || proc.signalCode !== null) return;
+      const exited = new Promise((r) => proc.once("exit", r));
+      proc.kill(signal);
+      await exited;
+    },
+    hostNs: (cmd, ...argv) => execFileSync("ip", ["netns", "exec", inet.hostNs, cmd, ...argv]).toString(),
+    close() {
+      bridge.close();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
