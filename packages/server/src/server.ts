@@ -64,7 +64,11 @@ export const ServerConfig = z.object({
   dnsRateLimit: z
     .string()
     .regex(/^[1-9]\d{0,5}\/[1-9]\d{0,6}$/, "PER_SECOND/BURST, e.g. 200/400")
-    .default(process.env.SANDTREE_DNS_RATE ?? "200/400"),
+    .default(process.env.SANDTREE_DNS_RATE ?? "200/400")
+    .transform((v) => {
+      const [perSecond, burst] = v.split("/").map(Number) as [number, number];
+      return { perSecond, burst };
+    }),
 });
 export type ServerConfigInput = z.input<typeof ServerConfig>;
 
@@ -108,7 +112,6 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     warn: (o, m) => app?.log.warn(o, m),
     error: (o, m) => app?.log.error(o, m),
   };
-  const [dnsPerSecond = 200, dnsBurst = 400] = cfg.dnsRateLimit.split("/").map(Number);
   const network = new NetworkService({
     store,
     log: cfg.logger ? log : silentLogger,
@@ -118,7 +121,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
       subnet: cfg.networkSubnet,
       defaultPolicy: cfg.networkDefault,
       dnsUpstreams: cfg.dnsUpstreams,
-      dnsRateLimit: { perSecond: dnsPerSecond, burst: dnsBurst },
+      dnsRateLimit: cfg.dnsRateLimit,
     },
   });
   // Before adoption: rules and tunnels for the sandboxes still active.

@@ -15,23 +15,18 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
-/** A real server on a random loopback port over a fresh data dir. */
-export async function startTestServer(
-  opts: { images?: ImageResolver; logStream?: { write(line: string): unknown } } = {},
-): Promise<TestServer> {
-  const dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-test-"));
-  // Many of these servers run at once in one network namespace: no sandbox networks here
-  // (network.test.ts runs its server in namespaces of its own).
-  const server = await startServer(
-    { dataDir, host: "127.0.0.1", port: 0, logger: opts.logStream !== undefined, network: "off" },
-    opts,
-  );
-  const key = server.firstKey ?? "";
-  const api: TestServer["api"] = async (method, p, body, headers = {}) => {
-    const res = await fetch(server.url + p, {
+export type Api = TestServer["api"];
+
+/**
+ * A client of the JSON API at `baseUrl` with the key `key()` answers: a Uint8Array body goes as
+ * is, anything else as JSON; the answer's body is parsed JSON, or its text when it is not JSON.
+ */
+export function jsonApi(baseUrl: string, key: () => string): Api {
+  return async (method, p, body, headers = {}) => {
+    const res = await fetch(baseUrl + p, {
       method,
       headers: {
-        authorization: `Bearer ${key}`,
+        authorization: `Bearer ${key()}`,
         ...(body !== undefined && !(body instanceof Uint8Array) ? { "content-type": "application/json" } : {}),
         ...headers,
       },
@@ -44,6 +39,21 @@ export async function startTestServer(
     } catch {}
     return { status: res.status, body: parsed };
   };
+}
+
+/** A real server on a random loopback port over a fresh data dir. */
+export async function startTestServer(
+  opts: { images?: ImageResolver; logStream?: { write(line: string): unknown } } = {},
+): Promise<TestServer> {
+  const dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-test-"));
+  // Many of these servers run at once in one network namespace: no sandbox networks here
+  // (network.test.ts runs its server in namespaces of its own).
+  const server = await startServer(
+    { dataDir, host: "127.0.0.1", port: 0, logger: opts.logStream !== undefined, network: "off" },
+    opts,
+  );
+  const key = server.firstKey ?? "";
+  const api = jsonApi(server.url, () => key);
   return {
     server,
     url: server.url,

@@ -5,8 +5,9 @@
 import { execFile, execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Api } from "./helpers.js";
 import { createFakeInternet, type FakeInternet, fakeInternetUnavailableReason } from "./network/fake-internet.js";
-import { type Api, type HostServer, startHostServer } from "./network/host-server.js";
+import { type HostServer, startHostServer } from "./network/host-server.js";
 
 const CLI = fileURLToPath(new URL("../../cli/dist/main.js", import.meta.url));
 const IMAGE = "sandtree/debian";

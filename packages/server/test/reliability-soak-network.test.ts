@@ -18,16 +18,16 @@ const MiB = 1024 * 1024;
 const SUBNET_PREFIX = "10.78.";
 const unavailable = fakeInternetUnavailableReason();
 
-const LOOKUP = String.raw`lookup() { nslookup "$1" 2>/dev/null | awk '/^Name:/ { found = 1 } found && /^Address/ { a = $NF } END { print (a == "" ? "none" : a) }'; }`;
+const LOOKUP = `lookup() { nslookup "$1" 2>/dev/null | awk '/^Name:/ { found = 1 } found && /^Address/ { a = $NF } END { print (a == "" ? "none" : a) }'; }`;
 const GET = String.raw`get() { r=$(printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 "$1" "$2" 2>/dev/null | tail -n 1); [ -n "$r" ] && echo "$r" || echo blocked; }`;
 /** Prints "<label> <address or none> <body or blocked>" per target; $1 is the tunnel's port. */
-const PROBE = String.raw`${LOOKUP}; ${GET}
+const PROBE = `${LOOKUP}; ${GET}
 a=$(lookup allowed.test); echo "allowed $a $(get $a 80)"
 t=$(lookup llm.sandtree.internal); echo "tunnel $t $(get $t $1)"
 echo "other $(lookup other.test)"
 `;
 /** Direct addresses outside the policy: each waits out nc's timeout, so not every cycle. */
-const PROBE_RAW = String.raw`${GET}; echo "$1 $(get $1 80)"`;
+const PROBE_RAW = `${GET}; echo "$1 $(get $1 80)"`;
 
 /** The server's resident memory, from /proc (it is another process). */
 function rssOf(pid: number): number {

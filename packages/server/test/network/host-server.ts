@@ -10,16 +10,10 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { type Api, jsonApi } from "../helpers.js";
 import type { FakeInternet } from "./fake-internet.js";
 
 const CLI = fileURLToPath(new URL("../../../cli/dist/main.js", import.meta.url));
-
-export type Api = (
-  method: string,
-  p: string,
-  body?: unknown,
-  headers?: Record<string, string>,
-) => Promise<{ status: number; body: any }>;
 
 export interface HostServer {
   dataDir: string;
@@ -84,23 +78,7 @@ export async function startHostServer(inet: FakeInternet, env: Record<string, st
     throw new Error("the server did not start");
   };
 
-  const api: Api = async (method, p, body, headers = {}) => {
-    const res = await fetch(base + p, {
-      method,
-      headers: {
-        authorization: `Bearer ${key}`,
-        ...(body !== undefined && !(body instanceof Uint8Array) ? { "content-type": "application/json" } : {}),
-        ...headers,
-      },
-      ...(body !== undefined ? { body: body instanceof Uint8Array ? body : JSON.stringify(body) } : {}),
-    });
-    const text = await res.text();
-    let parsed: unknown = text;
-    try {
-      parsed = JSON.parse(text);
-    } catch {}
-    return { status: res.status, body: parsed };
-  };
+  const api = jsonApi(base, () => key);
 
   spawnServer();
   await waitApi();

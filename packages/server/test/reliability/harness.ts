@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import Database from "better-sqlite3";
 import { startServer } from "../../src/index.js";
-import type { TestServer } from "../helpers.js";
+import { jsonApi, type TestServer } from "../helpers.js";
 
 /** A real server on a random loopback port; `dataDir` defaults to a fresh temporary directory. */
 export async function startServerAt(
@@ -22,23 +22,7 @@ export async function startServerAt(
     opts,
   );
   const key = server.firstKey ?? "";
-  const api: TestServer["api"] = async (method, p, body, headers = {}) => {
-    const res = await fetch(server.url + p, {
-      method,
-      headers: {
-        authorization: `Bearer ${key}`,
-        ...(body !== undefined && !(body instanceof Uint8Array) ? { "content-type": "application/json" } : {}),
-        ...headers,
-      },
-      ...(body !== undefined ? { body: body instanceof Uint8Array ? body : JSON.stringify(body) } : {}),
-    });
-    const text = await res.text();
-    let parsed: unknown = text;
-    try {
-      parsed = JSON.parse(text);
-    } catch {}
-    return { status: res.status, body: parsed };
-  };
+  const api = jsonApi(server.url, () => key);
   return {
     server,
     url: server.url,
