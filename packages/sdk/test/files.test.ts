@@ -40,7 +40,10 @@ describe("files", () => {
       res.writeHead(200, { "content-type": "application/octet-stream", "content-length": String(content.length) });
       res.write(content.subarray(0, 1000));
       await sleep(5);
-      if (req.url.searchParams.get("path") === "/cut") return res.destroy();
+      if (req.url.searchParams.get("path") === "/cut") {
+        res.destroy();
+        return;
+      }
       res.end(content.subarray(1000));
     });
     const dir = await mkdtemp(join(tmpdir(), "sdk-files-"));

@@ -4,6 +4,7 @@
 // outside address.
 import { execFile, execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { ErrorBody } from "@sandtree/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Api } from "./helpers.js";
 import { createFakeInternet, type FakeInternet, fakeInternetUnavailableReason } from "./network/fake-internet.js";
@@ -253,7 +254,7 @@ describe.skipIf(unavailable !== null)(`sandbox networking${unavailable ? ` (skip
     expect(await ok.text()).toContain("probe.py");
     const bad = await fetch(`${base}${p}`, { headers: { "x-sandtree-token": "wrong" } });
     expect(bad.status).toBe(401);
-    expect((await bad.json()).code).toBe("PORT_TOKEN_INVALID");
+    expect(ErrorBody.parse(await bad.json()).code).toBe("PORT_TOKEN_INVALID");
   });
 
   it("a runtime policy change applies to the next attempt, and a fork gets its own address", async () => {

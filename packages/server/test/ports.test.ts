@@ -7,7 +7,7 @@ import http from "node:http";
 import net, { type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import type { Sandbox } from "@sandtree/protocol";
+import { ErrorBody, type Sandbox } from "@sandtree/protocol";
 import { SandtreeClient } from "@sandtree/sdk";
 import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -53,6 +53,10 @@ let tcpEcho: net.Server;
 let tcpPort: number;
 let closedPort: number;
 const seen: Array<{ method: string; url: string; headers: http.IncomingHttpHeaders }> = [];
+/** What the guest's HTTP echo answers (its JSON body, read back through the proxy). */
+type Echo = { method: string; url: string; headers: http.IncomingHttpHeaders; bytes: number; sha256: string };
+const echoOf = async (r: Response): Promise<Echo> => (await r.json()) as Echo;
+const errorOf = async (r: Response): Promise<ErrorBody> => ErrorBody.parse(await r.json());
 
 function sandboxRow(id: string, team: string, status: Sandbox["status"] = "RUNNING"): Sandbox {
   const now = new Date().toISOString();
@@ -218,7 +222,7 @@ describe("exposing ports", () => {
     expect(second.body.created_at).toBe(first.body.created_at);
     const old = await fetch(`${first.body.url}x`, { headers: { "x-sandtree-token": first.body.token } });
     expect(old.status).toBe(401);
-    expect((await old.json()).code).toBe("PORT_TOKEN_INVALID");
+    expect((await errorOf(old)).code).toBe("PORT_TOKEN_INVALID");
     const fresh = await fetch(`${second.body.url}x`, { headers: { "x-sandtree-token": second.body.token } });
     expect(fresh.status).toBe(200);
     await fresh.arrayBuffer();
@@ -263,7 +267,7 @@ describe("exposing ports", () => {
     expect((await api("DELETE", `/v1/sandboxes/${id}/ports/${guestPort}`)).status).toBe(204);
     const after = await fetch(`${p.url}`, { headers: { "x-sandtree-token": p.token } });
     expect(after.status).toBe(404);
-    expect((await after.json()).code).toBe("PORT_NOT_FOUND");
+    expect((await errorOf(after)).code).toBe("PORT_NOT_FOUND");
     const again = await api("DELETE", `/v1/sandboxes/${id}/ports/${guestPort}`);
     expect(again.status).toBe(404);
     expect(again.body.code).toBe("PORT_NOT_FOUND");
@@ -299,7 +303,7 @@ describe("the HTTP proxy", () => {
     });
     expect(r.status).toBe(200);
     expect(r.headers.get("x-guest")).toBe("yes");
-    const echo = await r.json();
+    const echo = await echoOf(r);
     expect(echo).toMatchObject({ method: "POST", url: "/a/b%20c?x=1&y=%2F", bytes: 5 });
     expect(echo.headers).toMatchObject({
       host: `127.0.0.1:${guestPort}`,
@@ -318,7 +322,7 @@ describe("the HTTP proxy", () => {
     const p = await expose(id, guestPort);
     const r = await fetch(`${p.url}page?a=1&sandtree_token=${encodeURIComponent(p.token)}&b=2`);
     expect(r.status).toBe(200);
-    const echo = await r.json();
+    const echo = await echoOf(r);
     expect(echo.url).toBe("/page?a=1&b=2");
     expect(JSON.stringify(echo)).not.toContain(p.token);
     const cookies = r.headers.getSetCookie();
@@ -327,7 +331,7 @@ describe("the HTTP proxy", () => {
     expect(cookies).toContain("app=1; Path=/");
     const next = await fetch(`${p.url}other`, { headers: { cookie: `sandtree_port_${guestPort}=${p.token}` } });
     expect(next.status).toBe(200);
-    expect((await next.json()).headers.cookie).toBeUndefined();
+    expect((await echoOf(next)).headers.cookie).toBeUndefined();
     const wrong = await fetch(`${p.url}other`, { headers: { cookie: `sandtree_port_${guestPort}=nope` } });
     expect(wrong.status).toBe(401);
   });
@@ -349,7 +353,7 @@ describe("the HTTP proxy", () => {
     }
     const un = await fetch(`${base}/ports/${id}/${guestPort + 1}/`, { headers: { "x-sandtree-token": p.token } });
     expect(un.status).toBe(404);
-    expect((await un.json()).code).toBe("PORT_NOT_FOUND");
+    expect((await errorOf(un)).code).toBe("PORT_NOT_FOUND");
     const other = newSandbox();
     const forOther = await fetch(`${base}/ports/${other}/${guestPort}/`, { headers: { "x-sandtree-token": p.token } });
     expect(forOther.status).toBe(404);
@@ -357,7 +361,7 @@ describe("the HTTP proxy", () => {
     const dead = await expose(id, closedPort);
     const r = await fetch(dead.url, { headers: { "x-sandtree-token": dead.token } });
     expect(r.status).toBe(502);
-    const body = await r.json();
+    const body = await errorOf(r);
     expect(body.code).toBe("GUEST_ERROR");
     expect(body.message).toContain(`nothing listens on port ${closedPort}`);
   });
@@ -432,7 +436,7 @@ describe("the HTTP proxy", () => {
       body,
     });
     expect(r.status).toBe(200);
-    expect((await r.json()).bytes).toBe(Buffer.byteLength(body));
+    expect((await echoOf(r)).bytes).toBe(Buffer.byteLength(body));
   });
 
   it("WebSockets through /ports: header token and query token", async () => {

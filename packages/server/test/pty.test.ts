@@ -27,9 +27,7 @@ afterAll(async () => {
 function reader(pty: PtyHandle) {
   const r = {
     text: "",
-    done: (async () => {
-      for await (const chunk of pty.output) r.text += Buffer.from(chunk).toString("utf8");
-    })(),
+    done: Promise.resolve(),
     async until(pattern: RegExp | string, from = 0, timeoutMs = 30_000): Promise<number> {
       const deadline = Date.now() + timeoutMs;
       for (;;) {
@@ -41,6 +39,9 @@ function reader(pty: PtyHandle) {
       }
     },
   };
+  r.done = (async () => {
+    for await (const chunk of pty.output) r.text += Buffer.from(chunk).toString("utf8");
+  })();
   return r;
 }
 
