@@ -1,10 +1,9 @@
 import { createHash } from "node:crypto";
 import { Resolver } from "node:dns/promises";
-import net from "node:net";
-import { networkInterfaces } from "node:os";
+import type net from "node:net";
 import path from "node:path";
 import {
-  cidrContains,
+  choosePool,
   DnsResolver,
   type DnsUpstream,
   LOCAL_DNS_SUFFIX,
@@ -28,12 +27,13 @@ import {
 import type { NetworkRow } from "../store/sqlite-network.js";
 import type { Store } from "../store/store.js";
 import type { Logger } from "./logger.js";
+import { listenTunnelProxy } from "./tunnel-proxy.js";
 
 export interface NetworkConfig {
   /** "auto": on when the host allows it (root, nft, /dev/net/tun); "off": no sandbox gets a NIC. */
   enabled: "auto" | "on" | "off";
-  /** The sandbox address pool; each sandbox takes a /30. */
-  subnet: string;
+  /** The sandbox address pool (each sandbox takes a /30); unset: the first free of `defaultPools()`. */
+  subnet?: string | undefined;
   /** Policy of a sandbox created without a list. */
   defaultPolicy: "allow" | "deny";
   /** Upstream DNS servers ("HOST" or "HOST:PORT"); default: /etc/resolv.conf's. */
@@ -41,6 +41,9 @@ export interface NetworkConfig {
   /** Each sandbox's DNS budget (token bucket): queries per second and burst; REFUSED beyond. */
   dnsRateLimit?: { perSecond: number; burst: number };
 }
+
+/** Where servers claim their address pools (one file per pool and network namespace). */
+const POOL_CLAIMS_DIR = "/run/sandtree/pools";
 
 /** Addresses learned for hostname rules are kept at least this long (programs cache answers). */
 const MIN_LEARNED_MS = 5 * 60_000;
@@ -69,6 +72,9 @@ export class NetworkService {
   private readonly byAddress = new Map<string, Live>();
   private templateTaps = 0;
   private sweeper: NodeJS.Timeout | null = null;
+  /** The address pool in use (once started with networks). */
+  subnet = "";
+  private releasePool: () => void = () => {};
   /** Why sandboxes get no network on this server (null: they do). */
   unavailable: string | null = "not started";
 
@@ -93,18 +99,24 @@ export class NetworkService {
       return;
     }
     const tag = createHash("sha256").update(path.resolve(this.deps.dataDir)).digest("hex").slice(0, 4);
-    // The pool must not overlap an address this host already has (another server's pool, a LAN).
-    for (const [name, addrs] of Object.entries(networkInterfaces())) {
-      for (const a of addrs ?? []) {
-        if (a.family === "IPv4" && cidrContains(config.subnet, a.address) && !name.startsWith(`st${tag}-`)) {
-          const why = `the sandbox address pool ${config.subnet} overlaps ${a.address} on ${name}: set SANDTREE_NETWORK_SUBNET`;
-          if (config.enabled === "on") throw new Error(why);
-          this.unavailable = why;
-          log.warn({ reason: why }, "sandboxes get no network");
-          return;
-        }
-      }
+    // Not an address of this host's (another server's taps, up or down; a LAN) nor another live server's pool.
+    const choice = await choosePool({
+      configured: config.subnet,
+      stateFile: path.join(this.deps.dataDir, "network-pool"),
+      ownPrefix: `st${tag}-`,
+      dataDir: this.deps.dataDir,
+      claimsDir: POOL_CLAIMS_DIR,
+    });
+    if (choice.subnet === null) {
+      if (config.enabled === "on") throw new Error(choice.reason);
+      this.unavailable = choice.reason;
+      log.warn({ reason: choice.reason }, "sandboxes get no network");
+      return;
     }
+    if (choice.skipped.length)
+      log.warn({ pool: choice.subnet, skipped: choice.skipped }, `sandbox address pool ${choice.subnet}`);
+    this.subnet = choice.subnet;
+    this.releasePool = () => choice.release();
     this.upstreams = config.dnsUpstreams.length
       ? config.dnsUpstreams.map((u) => {
           const [host, port] = u.split(":");
@@ -120,7 +132,7 @@ export class NetworkService {
     const { udpPort } = await this.resolver.listen("0.0.0.0", 0);
     const manager = new NetworkManager({
       tag,
-      subnet: config.subnet,
+      subnet: this.subnet,
       resolverPort: udpPort,
       stateFile: path.join(this.deps.dataDir, "network-host-state.json"),
     });
@@ -207,9 +219,25 @@ export class NetworkService {
     });
   }
 
-  /** Checks a create's network fields before anything is stored. */
-  validate(params: { network_allowlist?: string[] | undefined; network_denylist?: string[] | undefined }): void {
+  /** Checks a create's network fields before anything is stored; never drops an egress list or tunnel silently. */
+  validate(params: {
+    network_allowlist?: string[] | undefined;
+    network_denylist?: string[] | undefined;
+    tunnels?: Record<string, string> | undefined;
+  }): void {
     this.policyOf(params);
+    const asked = (["network_allowlist", "network_denylist", "tunnels"] as const).filter(
+      (f) => params[f] !== undefined && Object.keys(params[f] ?? {}).length > 0,
+    );
+    if (asked.length && !this.enabled) throw this.unavailableError(asked);
+  }
+
+  private unavailableError(fields: string[]): SandtreeError {
+    return new SandtreeError(
+      "NETWORK_UNAVAILABLE",
+      `this server gives sandboxes no network (${this.unavailable ?? "not started"}), so ${fields.join(" and ")} cannot be honoured`,
+      { field: fields[0], reason: this.unavailable },
+    );
   }
 
   /**
@@ -223,9 +251,9 @@ export class NetworkService {
     const { store } = this.deps;
     const row = store.getNetwork(sandboxId);
     if (!row) throw new SandtreeError("INTERNAL", `sandbox ${sandboxId} has no network record`);
-    const slot = store.allocateNetworkSlot(sandboxId, slotCount(this.deps.config.subnet));
+    const slot = store.allocateNetworkSlot(sandboxId, slotCount(this.subnet));
     if (slot === null) {
-      throw new SandtreeError("NETWORK_SETUP_FAILED", `the address pool ${this.deps.config.subnet} is exhausted`);
+      throw new SandtreeError("NETWORK_SETUP_FAILED", `the address pool ${this.subnet} is exhausted`);
     }
     row.slot = slot;
     const l = this.track(row, manager);
@@ -329,7 +357,8 @@ export class NetworkService {
   async update(sandboxId: string, body: UpdateNetworkRequest): Promise<SandboxNetwork> {
     const policy = this.policyOf(body);
     const row = this.deps.store.getNetwork(sandboxId);
-    if (!row?.enabled || !this.enabled) {
+    if (!this.enabled) throw this.unavailableError([body.network_denylist ? "network_denylist" : "network_allowlist"]);
+    if (!row?.enabled) {
       throw new SandtreeError("NETWORK_DISABLED", `sandbox ${sandboxId} has no network`, { id: sandboxId });
     }
     const l = this.live.get(sandboxId);
@@ -448,33 +477,8 @@ export class NetworkService {
     const entries = Object.entries(l.row.tunnels);
     l.spec.tunnels = [];
     for (const [k, [, target]] of entries.entries()) {
-      const i = target.lastIndexOf(":");
-      const host = target.slice(0, i);
-      const port = Number(target.slice(i + 1));
-      // Half-open both ways: a client that shuts down its sending side after the request (nc,
-      // HTTP/1.0 clients, many RPC protocols) still gets the whole answer; each end is passed
-      // on, and both sockets go once either has fully closed.
-      const server = net.createServer({ allowHalfOpen: true }, (client) => {
-        if (client.remoteAddress?.replace(/^::ffff:/, "") !== l.spec.slot.address) {
-          client.destroy();
-          return;
-        }
-        const upstream = net.connect({ host, port, allowHalfOpen: true });
-        client.pipe(upstream);
-        upstream.pipe(client);
-        const end = () => {
-          client.destroy();
-          upstream.destroy();
-        };
-        client.on("error", end);
-        upstream.on("error", end);
-        client.on("close", end);
-        upstream.on("close", end);
-      });
-      await new Promise<void>((resolve, reject) => {
-        server.once("error", reject);
-        server.listen(0, l.spec.slot.gateway, () => resolve());
-      });
+      const port = Number(target.slice(target.lastIndexOf(":") + 1));
+      const server = await listenTunnelProxy({ listenHost: l.spec.slot.gateway, allowFrom: l.spec.slot.address, target });
       l.proxies.push(server);
       const addr = server.address();
       const proxyPort = typeof addr === "object" && addr ? addr.port : 0;
@@ -489,5 +493,6 @@ export class NetworkService {
     await this.resolver?.close();
     if (opts.destroy) await this.manager?.destroy();
     this.manager = null;
+    this.releasePool();
   }
 }
