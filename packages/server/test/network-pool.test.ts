@@ -54,7 +54,9 @@ describe("address pool", () => {
     const dir = dataDir("a");
     const c = choose({ dataDir: dir });
     expect(c.subnet).toBe("10.202.0.0/16");
-    expect(c.skipped.join("\n")).toMatch(/10\.201\.0\.0\/16 overlaps 10\.201\.0\.1\/30 .* on stdead-0 \(down\).*ip link del stdead-0/);
+    expect(c.skipped.join("\n")).toMatch(
+      /10\.201\.0\.0\/16 overlaps 10\.201\.0\.1\/30 .* on stdead-0 \(down\).*ip link del stdead-0/,
+    );
     expect(readFileSync(path.join(dir, "network-pool"), "utf8").trim()).toBe("10.202.0.0/16");
   });
 
@@ -72,7 +74,9 @@ describe("address pool", () => {
   });
 
   it("skips the pool a live server claimed and takes over a dead server's claim", () => {
-    const nsInode = /\[(\d+)\]/.exec(execFileSync("ip", ["netns", "exec", ns, "readlink", "/proc/self/ns/net"], { encoding: "utf8" }))?.[1];
+    const nsInode = /\[(\d+)\]/.exec(
+      execFileSync("ip", ["netns", "exec", ns, "readlink", "/proc/self/ns/net"], { encoding: "utf8" }),
+    )?.[1];
     const dir = path.join(claims, `netns-${nsInode}`);
     // A live process of another data dir holds 10.203; a dead one held 10.204.
     writeFileSync(path.join(dir, "10.203.0.0_16.json"), JSON.stringify({ pid: process.pid, dataDir: "/elsewhere" }));
