@@ -170,15 +170,24 @@ describe("ImageStore with a real registry", () => {
     expect(blobGets).toHaveLength(new Set(blobGets).size);
   });
 
-  it("answers IMAGE_NOT_FOUND for a missing tag, repository, unreachable registry or unknown local name", async () => {
-    const store = await newStore();
+  it("answers IMAGE_NOT_FOUND for a missing tag, repository or unknown local name; REGISTRY_UNREACHABLE for a registry that does not answer", async () => {
+    const counter = countingFetch();
+    const store = await newStore({ fetch: counter.fetch });
     await expect(store.resolve(`${registry.host}/fixtures/app:nope`)).rejects.toMatchObject({ code: "IMAGE_NOT_FOUND" });
     await expect(store.resolve(`${registry.host}/no/such:1`)).rejects.toMatchObject({ code: "IMAGE_NOT_FOUND" });
-    await expect(store.resolve("127.0.0.1:1/x:1")).rejects.toMatchObject({ code: "IMAGE_NOT_FOUND" });
-    const started = Date.now();
-    await expect(store.resolve("nosuchimage")).rejects.toMatchObject({ code: "IMAGE_NOT_FOUND" });
-    await expect(store.resolve("sandtree/nosuch")).rejects.toMatchObject({ code: "IMAGE_NOT_FOUND" });
-    expect(Date.now() - started).toBeLessThan(500);
+    await expect(store.resolve("127.0.0.1:1/x:1")).rejects.toMatchObject({ code: "REGISTRY_UNREACHABLE" });
+    expect(counter.paths.length).toBeGreaterThan(0);
+    // A name without a registry is looked up in the store only: no request leaves the host.
+    const asked = counter.paths.length;
+    const local = { code: "IMAGE_NOT_FOUND", message: expect.stringContaining("not in the local store") };
+    await expect(store.resolve("nosuchimage")).rejects.toMatchObject(local);
+    await expect(store.resolve("sandtree/nosuch")).rejects.toMatchObject(local);
+    // The suggested reference keeps the tag that was asked for.
+    await expect(store.resolve("alpine:3.20")).rejects.toMatchObject({
+      code: "IMAGE_NOT_FOUND",
+      message: expect.stringContaining("e.g. localhost:5000/alpine:3.20)"),
+    });
+    expect(counter.paths.slice(asked)).toEqual([]);
     await expect(store.resolve("Not A Ref")).rejects.toMatchObject({ code: "VALIDATION_FAILED" });
   });
 
