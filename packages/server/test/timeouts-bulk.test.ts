@@ -68,7 +68,9 @@ describe("timeouts", () => {
     const r = await t.api("POST", "/v1/sandboxes", { ...small, timeout_minutes: 0.1 });
     const sb = await waitStatus(r.body.id, "TIMEOUT", 60_000);
     expect(sb.error_reason).toContain("timeout_minutes");
-    expect(Date.now() - Date.parse(sb.expires_at)).toBeLessThan(30_000);
+    // Ended by the lifetime, not before it: the server's own record says so.
+    expect(Date.parse(sb.expires_at) - Date.parse(sb.created_at)).toBe(6_000);
+    expect(Date.parse(sb.terminated_at)).toBeGreaterThanOrEqual(Date.parse(sb.expires_at));
     // The status flips first; stopping the VM follows within moments.
     for (let i = 0; i < 100 && qemuPidsFor([sb.id]).length > 0; i++) await sleep(100);
     expect(qemuPidsFor([sb.id])).toEqual([]);
@@ -78,6 +80,9 @@ describe("timeouts", () => {
   it("keeps a used sandbox alive past idle_timeout_minutes, then ends it once idle", async () => {
     const r = await t.api("POST", "/v1/sandboxes", { ...small, idle_timeout_minutes: 0.1 });
     const id = r.body.id;
+    // Booting is not idling: a reaper pass a minute after creation spares it while it boots.
+    expect((await t.api("GET", `/v1/sandboxes/${id}`)).body.status).toMatch(/^(PENDING|PROVISIONING)$/);
+    expect(await t.server.services.timeouts.sweep(Date.parse(r.body.created_at) + 60_000)).not.toContain(id);
     await t.waitRunning(id);
     const t0 = Date.now();
     // Commands every 2 s, then one running longer than the idle timeout: never idle.
@@ -89,12 +94,15 @@ describe("timeouts", () => {
     expect(long.body.stdout).toBe("awake\n");
     const running = await t.api("GET", `/v1/sandboxes/${id}`);
     expect(running.body.status).toBe("RUNNING");
-    expect(Date.parse(running.body.last_activity_at)).toBeGreaterThan(t0);
-    // Status reads are not activity.
-    const idleFrom = Date.now();
+    // The long command's end is the last activity (written through: 9 s since the last write).
+    const lastActivity = Date.parse(running.body.last_activity_at);
+    expect(lastActivity).toBeGreaterThan(t0 + 9_000);
+    // Status reads are not activity: it times out while the test only polls its status, and
+    // only once a whole idle timeout (0.1 min) has passed since that last use.
     const sb = await waitStatus(id, "TIMEOUT", 30_000);
-    expect(Date.now() - idleFrom).toBeGreaterThan(4_000);
     expect(sb.error_reason).toContain("idle");
+    expect(sb.last_activity_at).toBe(running.body.last_activity_at);
+    expect(Date.parse(sb.terminated_at) - lastActivity).toBeGreaterThanOrEqual(6_000);
   });
 });
 

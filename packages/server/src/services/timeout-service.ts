@@ -85,6 +85,8 @@ export class TimeoutService {
     const expired: string[] = [];
     for (const sb of this.deps.store.listSandboxesByStatus(ACTIVE)) {
       if (this.expiring.has(sb.id)) continue;
+      // The idle clock starts once the sandbox runs: a slow boot is not the user being idle.
+      if (sb.status !== "RUNNING") this.lastActivity.set(sb.id, nowMs);
       const busy = (this.inflight.get(sb.id) ?? 0) > 0;
       const reason = expiryReason(busy ? { ...sb, idle_timeout_minutes: null } : sb, this.lastActivity.get(sb.id), nowMs);
       if (!reason) continue;
