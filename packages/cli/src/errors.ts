@@ -14,7 +14,9 @@ export function describeError(err: unknown): { line: string; exitCode: number } 
   if (err instanceof Error) {
     const code = (err as { code?: unknown }).code;
     const label = typeof code === "string" && code !== "" ? code : err.name === "AbortError" ? "ABORTED" : "UNEXPECTED";
-    return { line: `error: ${label}: ${err.message}`, exitCode: EXIT_ERROR };
+    // Node's system errors already start with their code ("ENOENT: no such file ...").
+    const message = err.message.startsWith(`${label}: `) ? err.message.slice(label.length + 2) : err.message;
+    return { line: `error: ${label}: ${message}`, exitCode: EXIT_ERROR };
   }
   return { line: `error: UNEXPECTED: ${String(err)}`, exitCode: EXIT_ERROR };
 }

@@ -23,10 +23,12 @@ export function parseIntArg(name: string, min = 1): (input: string) => number {
   };
 }
 
-export function parseNumberArg(name: string): (input: string) => number {
+/** A number > 0, or >= `min` when given (the server's own lower bound, e.g. 0.125 for --memory-gb). */
+export function parseNumberArg(name: string, min?: number): (input: string) => number {
   return (input) => {
     const n = Number(input);
-    if (input.trim() === "" || !Number.isFinite(n) || n <= 0) throw new InvalidArgumentError(`${name} must be a number > 0`);
+    const ok = input.trim() !== "" && Number.isFinite(n) && (min === undefined ? n > 0 : n >= min);
+    if (!ok) throw new InvalidArgumentError(`${name} must be a number ${min === undefined ? "> 0" : `>= ${min}`}`);
     return n;
   };
 }

@@ -54,6 +54,7 @@ describe("port commands", () => {
     expect(JSON.parse(j.out.text)).toEqual({ ...exposed, token: "tok/en" });
     const u = cli(["sandbox", "unexpose", "sb-1", "8080"], { sandboxes });
     expect(await u.done).toBe(0);
+    expect(u.out.text).toBe("8080\n");
     expect(calls).toEqual([
       ["expose", "sb-1", 8080],
       ["expose", "sb-1", 8080],
@@ -82,8 +83,9 @@ describe("port commands", () => {
       },
     };
     const run = cli(["sandbox", "port-forward", "sb-1", "5432", "--local", "15432"], { sandboxes });
-    while (!run.out.text.includes("forwarding")) await new Promise((r) => setTimeout(r, 5));
-    expect(run.out.text).toBe("forwarding 127.0.0.1:15432 -> sb-1:5432 (Ctrl-C stops)\n");
+    while (!run.err.text.includes("forwarding")) await new Promise((r) => setTimeout(r, 5));
+    expect(run.out.text).toBe("127.0.0.1:15432\n");
+    expect(run.err.text).toBe("forwarding 127.0.0.1:15432 -> sb-1:5432 (Ctrl-C stops)\n");
     expect(options).toMatchObject({ localPort: 15432, host: "127.0.0.1" });
     expect(closed).toBe(false);
     process.emit("SIGINT");

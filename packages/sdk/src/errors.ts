@@ -95,12 +95,25 @@ export class SandboxFailedError extends SandtreeSdkError {
   }
 }
 
+/** What to do next for a sandbox that is not RUNNING, by the status the server reported. */
+function notRunningHint(status: unknown): string {
+  if (status === "PAUSED") return " (resume it: `sandtree sandbox resume ID` or sandboxes.resume())";
+  if (status === "PENDING" || status === "PROVISIONING") {
+    return " (it is still starting: wait with `sandtree sandbox create --wait` or sandboxes.waitForCreation())";
+  }
+  if (typeof status === "string") {
+    return " (it has ended and cannot run again: create a new sandbox, or restore one of its checkpoints)";
+  }
+  return " (see its status with `sandtree sandbox get ID`)";
+}
+
 /** What to do next, appended to the server's message per status. */
-function hintFor(status: number, code: string): string {
+function hintFor(status: number, code: string, details: Record<string, unknown> | undefined): string {
   if (status === 401) return " (check SANDTREE_API_KEY or --api-key; the server writes it to <data-dir>/credentials.env)";
-  if (code === "SANDBOX_NOT_RUNNING") return " (wait for it with waitForCreation() or create a new sandbox)";
+  if (code === "SANDBOX_NOT_RUNNING") return notRunningHint(details?.status);
   if (code === "SANDBOX_NOT_FOUND") return " (list sandboxes with `sandtree sandbox list`)";
-  if (code === "IMAGE_NOT_FOUND") return " (pull it first, or check `sandtree image list`)";
+  if (code === "IMAGE_NOT_FOUND") return " (check the name with `sandtree image list`, or pull it: `sandtree image pull REF`)";
+  if (code === "REGISTRY_UNREACHABLE") return " (check the registry's address and that it is running; then retry)";
   if (status === 403) return " (ask for an admin key: `sandtree key create --team NAME --admin`)";
   if (status === 429) return " (slow down and retry later)";
   if (status >= 500) return " (retry; if it persists, check the server logs)";
@@ -116,7 +129,7 @@ export function apiErrorFrom(
   const init: ApiErrorInit = {
     status,
     code: body.code,
-    message: body.message + hintFor(status, body.code),
+    message: body.message + hintFor(status, body.code, body.details),
     requestId: body.request_id ?? extra.requestId,
     details: body.details,
   };

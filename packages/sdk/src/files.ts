@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { createWriteStream } from "node:fs";
-import { open, rename, rm } from "node:fs/promises";
+import { open, rename, rm, stat } from "node:fs/promises";
 import { Readable, Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { FileList, FileStat, UploadResult } from "@sandtree/protocol";
@@ -79,6 +79,10 @@ export class Files {
   /** Streams a file out of the sandbox to `localPath` (written whole or not at all). */
   async download(id: string, remotePath: string, localPath: string, options: TransferOptions = {}): Promise<{ bytes: number }> {
     const { onProgress, ...request } = options;
+    // Renaming the finished file over a directory would fail late, with EBUSY or EISDIR.
+    if ((await stat(localPath).catch(() => null))?.isDirectory()) {
+      throw Object.assign(new Error(`${localPath} is a directory: name the file to write`), { code: "EISDIR" });
+    }
     const { response, mapError } = await this.http.open({
       ...request,
       timeoutScope: "headers",

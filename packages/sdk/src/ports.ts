@@ -99,7 +99,12 @@ export async function portForward(
     local.setNoDelay(true);
     const ws = new WebSocket(url, { headers, maxPayload: 16 * 1024 * 1024 });
     let opened = false;
+    let failed = false;
+    // One error per connection: a refused upgrade also closes the WebSocket, which must not
+    // be reported as a second, misleading connection failure.
     const fail = (err: Error) => {
+      if (failed) return;
+      failed = true;
       local.destroy();
       ws.terminate();
       options.onError?.(err);

@@ -1,7 +1,7 @@
 import { SandtreeError } from "@sandtree/protocol";
 import Fastify, { type FastifyInstance, type FastifyRequest } from "fastify";
 import { errorHandler } from "./errors.js";
-import { openApiDocument } from "./openapi.js";
+import { openApiDocument, type RegisteredRoute } from "./openapi.js";
 import { activityHook } from "./routes/activity-hook.js";
 import { bulkRoutes } from "./routes/bulk-routes.js";
 import { checkpointRoutes } from "./routes/checkpoint-routes.js";
@@ -62,8 +62,12 @@ export function buildApp(services: Services, opts: { logger?: boolean | object }
       .send({ code: "ROUTE_NOT_FOUND", message: `no route ${req.method} ${req.url.split("?")[0]}`, request_id: String(req.id) });
   });
 
+  // The OpenAPI document lists every route registered, as registered.
+  const routes: RegisteredRoute[] = [];
+  app.addHook("onRoute", (r) => void routes.push({ method: r.method, url: r.url }));
+  let openApi: object | null = null;
   app.get("/healthz", async () => ({ ok: true, version: VERSION }));
-  app.get("/v1/openapi.json", async () => openApiDocument());
+  app.get("/v1/openapi.json", async () => (openApi ??= openApiDocument(routes)));
   app.addHook("onRequest", async (req) => {
     const url = req.url.split("?")[0] ?? "";
     if (!url.startsWith("/v1/") || url === "/v1/openapi.json") return;

@@ -1,3 +1,5 @@
+// `sandtree serve` asks again (a cached verdict) to say which accelerator it runs on and why.
+export { detectAccel } from "@sandtree/host";
 export { buildApp, VERSION } from "./app.js";
 export { type RunningServer, runServer, ServerConfig, type ServerConfigInput, startServer } from "./server.js";
 export { HostImageResolver } from "./services/host-images.js";

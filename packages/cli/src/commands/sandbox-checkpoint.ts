@@ -1,19 +1,19 @@
 import { createInterface } from "node:readline/promises";
 import type { Checkpoint } from "@sandtree/protocol";
-import type { Command } from "commander";
+import { type Command, Option } from "commander";
 import type { CliContext } from "../context.js";
 import { UsageError } from "../errors.js";
 import { parseIntArg, parseNumberArg } from "../kv.js";
 import { formatAge, formatBytes, type OutputFormat, printJson, renderFields, renderTable } from "../output.js";
 import { spinner } from "../progress.js";
-import { globalFlags, outputOption } from "./shared.js";
+import { globalFlags, MIN_MEMORY_GB, outputOption } from "./shared.js";
 
 interface ChildFlags {
   name?: string;
   cpuCores?: number;
   memoryGb?: number;
   timeoutMinutes?: number;
-  yes?: boolean;
+  waitTimeout: number;
   output: OutputFormat;
 }
 
@@ -29,16 +29,16 @@ async function confirm(ctx: CliContext, question: string, yes: boolean | undefin
 
 function checkpointFields(c: Checkpoint): Array<[string, string]> {
   return [
-    ["id:", c.id],
-    ["state:", c.state + (c.error ? ` (${c.error})` : "")],
-    ["sandbox:", c.sandbox_id],
-    ["parent:", c.parent_id ?? "-"],
-    ["depth:", String(c.depth)],
-    ["image:", c.image],
-    ["disk:", formatBytes(c.disk_size_bytes)],
-    ["stored:", formatBytes(c.stored_bytes)],
-    ["created:", c.created_at],
-    ["expires:", c.expires_at ?? "-"],
+    ["id", c.id],
+    ["state", c.state + (c.error ? ` (${c.error})` : "")],
+    ["sandbox", c.sandbox_id],
+    ["parent", c.parent_id ?? "-"],
+    ["depth", String(c.depth)],
+    ["image", c.image],
+    ["disk", formatBytes(c.disk_size_bytes)],
+    ["stored", formatBytes(c.stored_bytes)],
+    ["created", c.created_at],
+    ["expires", c.expires_at ?? "-"],
   ];
 }
 
@@ -46,9 +46,11 @@ const childOptions = (cmd: Command) =>
   cmd
     .option("--name <name>", "name of the new sandbox")
     .option("--cpu-cores <n>", "virtual CPUs (default: the source's)", parseIntArg("--cpu-cores"))
-    .option("--memory-gb <gb>", "memory in GiB (default: the source's)", parseNumberArg("--memory-gb"))
+    .option("--memory-gb <gb>", "memory in GiB (default: the source's)", parseNumberArg("--memory-gb", MIN_MEMORY_GB))
     .option("--timeout-minutes <m>", "lifetime of the new sandbox (default: the source's)", parseNumberArg("--timeout-minutes"))
-    .option("-y, --yes", "do not ask");
+    .option("--wait-timeout <seconds>", "how long to wait", parseIntArg("--wait-timeout"), 300)
+    // Creating never needs confirming; -y is still accepted from older scripts.
+    .addOption(new Option("-y, --yes").hideHelp());
 
 export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): void {
   const checkpoint = sandbox.command("checkpoint").description("save a sandbox's files and restore or fork from them");
@@ -109,6 +111,7 @@ export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): v
 
   checkpoint
     .command("get")
+    .description("show one checkpoint")
     .argument("<cid>", "checkpoint id")
     .addOption(outputOption())
     .action(async (cid: string, o: { output: OutputFormat }, cmd: Command) => {
@@ -119,10 +122,9 @@ export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): v
 
   childOptions(checkpoint.command("restore").description("start a new sandbox from a checkpoint; prints its id"))
     .argument("<cid>", "checkpoint id")
-    .option("--wait", "wait until the new sandbox is RUNNING")
+    .option("--wait", "wait until the new sandbox is RUNNING (progress on stderr)")
     .addOption(outputOption())
     .action(async (cid: string, o: ChildFlags & { wait?: boolean }, cmd: Command) => {
-      if (!(await confirm(ctx, `start a sandbox from ${cid}?`, o.yes))) return;
       const client = await ctx.client(globalFlags(cmd));
       let sb = await client.sandboxes.create({
         checkpoint_id: cid,
@@ -131,7 +133,17 @@ export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): v
         ...(o.memoryGb !== undefined ? { memory_gb: o.memoryGb } : {}),
         ...(o.timeoutMinutes !== undefined ? { timeout_minutes: o.timeoutMinutes } : {}),
       });
-      if (o.wait) sb = await client.sandboxes.waitForCreation(sb.id);
+      if (o.wait) {
+        const spin = spinner(ctx.stderr, `waiting for ${sb.id}`);
+        try {
+          sb = await client.sandboxes.waitForCreation(sb.id, {
+            timeoutMs: o.waitTimeout * 1000,
+            onProgress: (s) => spin.update(s.status),
+          });
+        } finally {
+          spin.stop();
+        }
+      }
       if (o.output === "json") printJson(ctx.stdout, sb);
       else ctx.stdout.write(`${sb.id}\n`);
     });
@@ -139,22 +151,27 @@ export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): v
   checkpoint
     .command("delete")
     .alias("rm")
+    .description("delete a checkpoint (asks first on a terminal; -y to skip); prints its id")
     .argument("<cid>", "checkpoint id")
     .option("-y, --yes", "do not ask")
-    .action(async (cid: string, o: { yes?: boolean }, cmd: Command) => {
-      if (!(await confirm(ctx, `delete checkpoint ${cid}?`, o.yes))) return;
+    .addOption(outputOption())
+    .action(async (cid: string, o: { yes?: boolean; output: OutputFormat }, cmd: Command) => {
+      if (!(await confirm(ctx, `delete checkpoint ${cid}?`, o.yes))) {
+        ctx.stderr.write("not deleted\n");
+        ctx.exitCode = 1;
+        return;
+      }
       const c = await (await ctx.client(globalFlags(cmd))).checkpoints.delete(cid);
-      ctx.stdout.write(`${c.id}\n`);
+      if (o.output === "json") printJson(ctx.stdout, c);
+      else ctx.stdout.write(`${c.id}\n`);
     });
 
   childOptions(sandbox.command("fork").description("checkpoint a sandbox, wait for DURABLE, start a child; prints its id"))
     .argument("<id>", "sandbox id")
-    .option("--wait-timeout <s>", "how long to wait for the checkpoint (default 300)", parseIntArg("--wait-timeout"), 300)
     .option("--memory", "fork with memory: children resume the parent's running processes")
     .option("--count <n>", "start this many children from one checkpoint", parseIntArg("--count"))
     .addOption(outputOption())
-    .action(async (id: string, o: ChildFlags & { waitTimeout: number; memory?: boolean; count?: number }, cmd: Command) => {
-      if (!(await confirm(ctx, `fork ${id}?`, o.yes))) return;
+    .action(async (id: string, o: ChildFlags & { memory?: boolean; count?: number }, cmd: Command) => {
       const client = await ctx.client(globalFlags(cmd));
       const spin = spinner(ctx.stderr, `forking ${id}`);
       const opts = {

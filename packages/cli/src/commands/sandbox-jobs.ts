@@ -3,7 +3,7 @@ import type { Job } from "@sandtree/sdk";
 import type { Command } from "commander";
 import type { CliContext } from "../context.js";
 import { UsageError } from "../errors.js";
-import { collectKeyValue } from "../kv.js";
+import { collectKeyValue, parseIntArg } from "../kv.js";
 import { formatAge, type OutputFormat, printJson, renderFields, renderTable } from "../output.js";
 import { globalFlags, outputOption } from "./shared.js";
 
@@ -12,10 +12,10 @@ A job runs detached in the sandbox until it ends or the sandbox ends (no time li
 its output is kept in the sandbox and can be read from any offset.
 
 Examples:
-  sandtree sandbox job start sb_123 -- make -j4 test
-  sandtree sandbox job start sb_123 --shell 'npm run build > /tmp/build.log'
-  sandtree sandbox job logs sb_123 job-0123456789abcdef --follow
-  sandtree sandbox job kill sb_123 job-0123456789abcdef --signal SIGKILL`;
+  sandtree sandbox job start sb-hzs3n4xqkrgpkpys -- make -j4 test
+  sandtree sandbox job start sb-hzs3n4xqkrgpkpys --shell 'npm run build > /tmp/build.log'
+  sandtree sandbox job logs sb-hzs3n4xqkrgpkpys job-0123456789abcdef --follow
+  sandtree sandbox job kill sb-hzs3n4xqkrgpkpys job-0123456789abcdef --signal SIGKILL`;
 
 export function registerJobCommands(sandbox: Command, ctx: CliContext): void {
   const job = sandbox.command("job").description("background jobs: start, list, get, logs, kill").addHelpText("after", JOB_HELP);
@@ -80,7 +80,9 @@ export function registerJobCommands(sandbox: Command, ctx: CliContext): void {
 
   job
     .command("logs")
-    .description("print a job's stdout (or --stderr); --follow keeps printing until the job ends")
+    .description(
+      "print a job's stdout (or --stderr); --follow keeps printing until the job ends, then exits with the job's status",
+    )
     .argument("<id>", "sandbox id")
     .argument("<job>", "job id")
     .option("-f, --follow", "keep printing new output until the job ends")
@@ -96,7 +98,11 @@ export function registerJobCommands(sandbox: Command, ctx: CliContext): void {
       for (;;) {
         const next = await it.next();
         if (next.done) {
-          if (next.value.status === "KILLED" || (next.value.exit_code ?? 0) !== 0) ctx.exitCode = 1;
+          const status = jobExitStatus(next.value);
+          if (status !== 0) {
+            ctx.stderr.write(`${jobEnding(next.value)}\n`);
+            ctx.exitCode = status;
+          }
           return;
         }
         ctx.stdout.write(Buffer.from(next.value));
@@ -105,19 +111,47 @@ export function registerJobCommands(sandbox: Command, ctx: CliContext): void {
 
   job
     .command("kill")
-    .description("signal a job's process group (default SIGTERM)")
+    .description("signal a job's process group (default SIGTERM) and wait a few seconds for it to end; prints its id")
     .argument("<id>", "sandbox id")
     .argument("<job>", "job id")
     .option("-s, --signal <signal>", "signal name or number", "SIGTERM")
-    .action(async (id: string, jobId: string, o: { signal: string }, cmd: Command) => {
+    .option(
+      "--wait-timeout <seconds>",
+      "how long to wait for the job to end (0: do not wait)",
+      parseIntArg("--wait-timeout", 0),
+      10,
+    )
+    .addOption(outputOption())
+    .action(async (id: string, jobId: string, o: { signal: string; waitTimeout: number; output: OutputFormat }, cmd: Command) => {
       const sig = /^\d+$/.test(o.signal) ? Number(o.signal) : o.signal.toUpperCase();
-      const j = await (await ctx.client(globalFlags(cmd))).sandboxes.jobs.kill(
-        id,
-        jobId,
-        sig as NonNullable<KillJobRequest["signal"]>,
-      );
-      ctx.stdout.write(`${j.job_id} ${j.status}\n`);
+      const jobs = (await ctx.client(globalFlags(cmd))).sandboxes.jobs;
+      let j = await jobs.kill(id, jobId, sig as NonNullable<KillJobRequest["signal"]>);
+      // The signal is sent; the job ends a moment later (or never, if it handles the signal).
+      const deadline = Date.now() + o.waitTimeout * 1000;
+      while (j.status === "RUNNING" && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 200));
+        j = await jobs.get(id, jobId);
+      }
+      if (j.status === "RUNNING") ctx.stderr.write(`${j.job_id}: signal sent; the job is still RUNNING\n`);
+      else ctx.stderr.write(`${j.job_id}: ${jobEnding(j)}\n`);
+      if (o.output === "json") printJson(ctx.stdout, j);
+      else ctx.stdout.write(`${j.job_id}\n`);
     });
+}
+
+/** The exit status a shell would give for an ended job: its code, else 1 (killed without one). */
+export function jobExitStatus(j: Pick<Job, "status" | "exit_code">): number {
+  if (j.exit_code !== null) return Math.min(255, Math.max(0, j.exit_code));
+  return j.status === "EXITED" ? 0 : 1;
+}
+
+/** "job exited 3", "job killed by signal 15 (exit 143)", "job killed: the sandbox ended ...". */
+export function jobEnding(j: Pick<Job, "status" | "exit_code" | "error_reason">): string {
+  if (j.status === "KILLED" && j.exit_code !== null && j.exit_code > 128) {
+    return `job killed by signal ${j.exit_code - 128} (exit ${j.exit_code})`;
+  }
+  if (j.exit_code !== null) return `job exited ${j.exit_code}`;
+  return `job ${j.status.toLowerCase()}${j.error_reason ? `: ${j.error_reason}` : ""}`;
 }
 
 interface JobStartFlags {

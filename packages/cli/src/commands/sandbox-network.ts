@@ -1,6 +1,7 @@
 import type { SandboxNetwork, UpdateNetworkRequest } from "@sandtree/sdk";
 import { type Command, InvalidArgumentError } from "commander";
 import type { CliContext } from "../context.js";
+import { UsageError } from "../errors.js";
 import { type OutputFormat, printJson, renderFields } from "../output.js";
 import { globalFlags, outputOption } from "./shared.js";
 
@@ -27,10 +28,10 @@ addresses and CIDRs. Hostname rules follow what the sandbox's own resolver answe
 hold when a name moves to new addresses. Without a list the server's default applies.
 
 Examples:
-  sandtree sandbox network sb_123                       # show
-  sandtree sandbox network sb_123 --allow pypi.org,files.pythonhosted.org
-  sandtree sandbox network sb_123 --deny '*.example.com' --deny 203.0.113.0/24
-  sandtree sandbox network sb_123 --default`;
+  sandtree sandbox network sb-hzs3n4xqkrgpkpys                       # show
+  sandtree sandbox network sb-hzs3n4xqkrgpkpys --allow pypi.org,files.pythonhosted.org
+  sandtree sandbox network sb-hzs3n4xqkrgpkpys --deny '*.example.com' --deny 203.0.113.0/24
+  sandtree sandbox network sb-hzs3n4xqkrgpkpys --default`;
 
 export function printNetwork(ctx: CliContext, n: SandboxNetwork, output: OutputFormat): void {
   if (output === "json") {
@@ -65,7 +66,8 @@ export function registerNetworkCommand(sandbox: Command, ctx: CliContext): void 
     .action(
       async (id: string, o: { allow?: string[]; deny?: string[]; default?: boolean; output: OutputFormat }, cmd: Command) => {
         const changes = [o.allow, o.deny, o.default].filter((x) => x !== undefined).length;
-        if (changes > 1) throw new InvalidArgumentError("--allow, --deny and --default are mutually exclusive");
+        if (changes > 1)
+          throw new UsageError("give one of --allow, --deny or --default (a policy is an allowlist or a denylist)");
         const client = await ctx.client(globalFlags(cmd));
         if (changes === 0) return printNetwork(ctx, await client.sandboxes.network(id), o.output);
         const policy: UpdateNetworkRequest = o.allow

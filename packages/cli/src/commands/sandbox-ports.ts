@@ -1,5 +1,5 @@
 import type { ExposedPort } from "@sandtree/sdk";
-import { type Command, InvalidArgumentError } from "commander";
+import { type Command, InvalidArgumentError, Option } from "commander";
 import type { CliContext } from "../context.js";
 import { describeError } from "../errors.js";
 import { parseIntArg } from "../kv.js";
@@ -13,9 +13,9 @@ Send the token as the X-Sandtree-Token header, or ?sandtree_token=... (a browser
 cookie for that port). The token is shown only by expose; exposing again replaces it.
 
 Examples:
-  sandtree sandbox expose sb_123 8080
-  curl -H "X-Sandtree-Token: $TOKEN" http://127.0.0.1:7070/ports/sb_123/8080/
-  sandtree sandbox port-forward sb_123 5432 --local 15432`;
+  sandtree sandbox expose sb-hzs3n4xqkrgpkpys 8080
+  curl -H "X-Sandtree-Token: $TOKEN" http://127.0.0.1:7070/ports/sb-hzs3n4xqkrgpkpys/8080/
+  sandtree sandbox port-forward sb-hzs3n4xqkrgpkpys 5432 --local 15432`;
 
 const portArg = parseIntArg("PORT");
 
@@ -32,7 +32,7 @@ export function registerPortCommands(sandbox: Command, ctx: CliContext): void {
     .argument("<id>", "sandbox id")
     .argument("<port>", "port in the sandbox (1-65535)", port)
     .addOption(outputOption())
-    .option("--json", "same as -o json")
+    .addOption(new Option("--json", "same as -o json").hideHelp())
     .addHelpText("after", PORTS_HELP)
     .action(async (id: string, p: number, o: { output: OutputFormat; json?: boolean }, cmd: Command) => {
       const exposed = await (await ctx.client(globalFlags(cmd))).sandboxes.expose(id, p);
@@ -54,9 +54,11 @@ export function registerPortCommands(sandbox: Command, ctx: CliContext): void {
     .description("stop exposing a sandbox port (its token stops working)")
     .argument("<id>", "sandbox id")
     .argument("<port>", "port in the sandbox", port)
-    .action(async (id: string, p: number, _o: unknown, cmd: Command) => {
+    .addOption(outputOption())
+    .action(async (id: string, p: number, o: { output: OutputFormat }, cmd: Command) => {
       await (await ctx.client(globalFlags(cmd))).sandboxes.unexpose(id, p);
-      ctx.stdout.write(`${id} ${p} unexposed\n`);
+      if (o.output === "json") printJson(ctx.stdout, { sandbox_id: id, port: p, exposed: false });
+      else ctx.stdout.write(`${p}\n`);
     });
 
   sandbox
@@ -64,7 +66,7 @@ export function registerPortCommands(sandbox: Command, ctx: CliContext): void {
     .description("list a sandbox's exposed ports")
     .argument("<id>", "sandbox id")
     .addOption(outputOption())
-    .option("--json", "same as -o json")
+    .addOption(new Option("--json", "same as -o json").hideHelp())
     .action(async (id: string, o: { output: OutputFormat; json?: boolean }, cmd: Command) => {
       const ports = await (await ctx.client(globalFlags(cmd))).sandboxes.listPorts(id);
       if (o.json || o.output === "json") return printJson(ctx.stdout, ports);
@@ -87,7 +89,8 @@ export function registerPortCommands(sandbox: Command, ctx: CliContext): void {
         ...(o.token !== undefined ? { token: o.token } : {}),
         onError: (err) => ctx.stderr.write(`${describeError(err).line}\n`),
       });
-      ctx.stdout.write(`forwarding ${fwd.host}:${fwd.localPort} -> ${id}:${p} (Ctrl-C stops)\n`);
+      ctx.stdout.write(`${fwd.host}:${fwd.localPort}\n`);
+      ctx.stderr.write(`forwarding ${fwd.host}:${fwd.localPort} -> ${id}:${p} (Ctrl-C stops)\n`);
       await new Promise<void>((resolve) => {
         const stop = () => {
           process.off("SIGINT", stop);

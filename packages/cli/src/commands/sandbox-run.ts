@@ -25,10 +25,10 @@ stdin is forwarded when it is not a terminal (disable with --no-stdin). Ctrl-C s
 SIGINT to the command; a second Ctrl-C drops the connection, which kills it.
 
 Examples:
-  sandtree sandbox run sb_123 -- ls -la /
-  sandtree sandbox run sb_123 -e DEBUG=1 -w /work --timeout 60 -- make test
-  sandtree sandbox run sb_123 --shell 'cat /etc/os-release | head -n 2'
-  tar c src | sandtree sandbox run sb_123 -- tar x -C /work`;
+  sandtree sandbox run sb-hzs3n4xqkrgpkpys -- ls -la /
+  sandtree sandbox run sb-hzs3n4xqkrgpkpys -e DEBUG=1 -w /work --timeout 60 -- make test
+  sandtree sandbox run sb-hzs3n4xqkrgpkpys --shell 'cat /etc/os-release | head -n 2'
+  tar c src | sandtree sandbox run sb-hzs3n4xqkrgpkpys -- tar x -C /work`;
 
 export function registerRunCommand(sandbox: Command, ctx: CliContext): void {
   sandbox
@@ -73,9 +73,13 @@ export function buildCommand(argv: readonly string[], shell: string | undefined)
   return [...argv];
 }
 
-/** The CLI's exit status for a command's exit: its code, or 128+N when killed by signal N. */
-export function exitStatusOf(exit: ExecExit): number {
-  const code = exit.signal !== null && exit.exit_code < 128 ? 128 + exit.signal : exit.exit_code;
+/**
+ * The CLI's exit status for a command's (or a terminal's) exit, as a local shell gives it: the
+ * server's exit_code already says 124 for a --timeout kill and 128+N after signal N; only a
+ * code that does not (below 128 with a signal, not a timeout) is derived from the signal.
+ */
+export function exitStatusOf(exit: Pick<ExecExit, "exit_code" | "signal"> & { timed_out?: boolean }): number {
+  const code = exit.timed_out ? 124 : exit.signal !== null && exit.exit_code < 128 ? 128 + exit.signal : exit.exit_code;
   return Math.min(255, Math.max(0, code));
 }
 

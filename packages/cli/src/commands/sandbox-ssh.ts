@@ -2,6 +2,7 @@ import type { ReadStream } from "node:tty";
 import type { PtyExit, PtyHandle } from "@sandtree/sdk";
 import type { Command } from "commander";
 import type { CliContext, In, Out } from "../context.js";
+import { exitStatusOf } from "./sandbox-run.js";
 import { globalFlags } from "./shared.js";
 
 interface SshFlags {
@@ -18,9 +19,9 @@ and window size changes follow. When stdin is not a terminal it is typed into th
 terminal, then end-of-file (^D). Exits with the remote exit status (128+N after signal N).
 
 Examples:
-  sandtree sandbox ssh sb_123
-  sandtree sandbox ssh sb_123 --user app -w /srv --command 'top'
-  printf 'uname -a\\nexit\\n' | sandtree sandbox ssh sb_123`;
+  sandtree sandbox ssh sb-hzs3n4xqkrgpkpys
+  sandtree sandbox ssh sb-hzs3n4xqkrgpkpys --user app -w /srv --command 'top'
+  printf 'uname -a\\nexit\\n' | sandtree sandbox ssh sb-hzs3n4xqkrgpkpys`;
 
 export function registerSshCommand(sandbox: Command, ctx: CliContext): void {
   sandbox
@@ -40,13 +41,8 @@ export function registerSshCommand(sandbox: Command, ctx: CliContext): void {
         ...(o.cwd !== undefined ? { cwd: o.cwd } : {}),
         ...(out.isTTY && out.rows && out.columns ? { rows: out.rows, cols: out.columns } : {}),
       });
-      ctx.exitCode = statusOf(await attach(pty, ctx));
+      ctx.exitCode = exitStatusOf(await attach(pty, ctx));
     });
-}
-
-function statusOf(exit: PtyExit): number {
-  const code = exit.signal !== null && exit.exit_code < 128 ? 128 + exit.signal : exit.exit_code;
-  return Math.min(255, Math.max(0, code));
 }
 
 /** Connects the local terminal (or pipes) to the remote one until the process exits. */

@@ -13,7 +13,7 @@ import { collectList, collectTunnel, registerNetworkCommand } from "./sandbox-ne
 import { registerPortCommands } from "./sandbox-ports.js";
 import { registerRunCommand } from "./sandbox-run.js";
 import { registerSshCommand } from "./sandbox-ssh.js";
-import { choice, globalFlags, outputOption } from "./shared.js";
+import { choice, globalFlags, MIN_MEMORY_GB, outputOption } from "./shared.js";
 
 interface CreateFlags {
   name?: string;
@@ -38,12 +38,16 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
   sandbox
     .command("create")
     .description("create a sandbox from an image; prints its id")
-    .argument("<image>", "image reference, e.g. alpine:3.20")
+    .argument("<image>", "image reference, e.g. sandtree/debian or localhost:5000/team/tool:1.2")
     .option("--name <name>", "a name (1-63 letters, digits, '.', '_', '-')")
     .option("--cpu-cores <n>", "virtual CPUs", parseIntArg("--cpu-cores"))
-    .option("--memory-gb <gb>", "memory in GiB (fractions allowed)", parseNumberArg("--memory-gb"))
+    .option(
+      "--memory-gb <gb>",
+      `memory in GiB (fractions allowed, >= ${MIN_MEMORY_GB})`,
+      parseNumberArg("--memory-gb", MIN_MEMORY_GB),
+    )
     .option("--disk-size-gb <gb>", "root disk size in GiB", parseIntArg("--disk-size-gb"))
-    .option("--env <K=V>", "environment variable (repeatable)", collectKeyValue)
+    .option("-e, --env <K=V>", "environment variable (repeatable)", collectKeyValue)
     .option("--label <K=V>", "label (repeatable)", collectKeyValue)
     .option("--start-command <cmd>", "command started when the sandbox boots")
     .option("--allow <rules>", "egress only to these hostnames, *.domains, IPs, CIDRs (comma-separated, repeatable)", collectList)
@@ -127,7 +131,8 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
     .argument("[ids...]")
     .option("--label <K=V>", "delete every running sandbox with this label instead (repeatable: all must match)", collectKeyValue)
     .option("-y, --yes", "do not ask")
-    .action(async (ids: string[], o: { yes?: boolean; label?: Record<string, string> }, cmd: Command) => {
+    .addOption(outputOption())
+    .action(async (ids: string[], o: { yes?: boolean; label?: Record<string, string>; output: OutputFormat }, cmd: Command) => {
       if (ids.length > 0 === (o.label !== undefined)) throw new UsageError("give sandbox ids or --label K=V (not both)");
       const what = o.label ? `every sandbox labelled ${formatLabels(o.label)}` : `${ids.length} sandbox(es): ${ids.join(", ")}`;
       if (!o.yes) {
@@ -144,50 +149,65 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
       const client = await ctx.client(globalFlags(cmd));
       if (o.label) {
         const r = await client.sandboxes.bulkDelete({ labels: o.label });
-        for (const id of r.deleted) ctx.stdout.write(`${id}\n`);
+        if (o.output === "json") printJson(ctx.stdout, r.deleted);
+        else for (const id of r.deleted) ctx.stdout.write(`${id}\n`);
         if (r.deleted.length === 0) ctx.stderr.write(`no running sandbox is labelled ${formatLabels(o.label)}\n`);
         return;
       }
+      const deleted: string[] = [];
       for (const id of ids) {
         try {
           await client.sandboxes.delete(id);
-          ctx.stdout.write(`${id}\n`);
+          deleted.push(id);
+          if (o.output !== "json") ctx.stdout.write(`${id}\n`);
         } catch (err) {
           ctx.stderr.write(`${describeError(err).line}\n`);
           ctx.exitCode = 1;
         }
       }
+      if (o.output === "json") printJson(ctx.stdout, deleted);
     });
 
   for (const verb of ["pause", "resume"] as const) {
     sandbox
       .command(verb)
-      .description(verb === "pause" ? "stop a sandbox's CPUs, keeping memory and disk" : "continue a paused sandbox")
+      .description(
+        verb === "pause"
+          ? "stop a sandbox's CPUs, keeping memory and disk; prints its id"
+          : "continue a paused sandbox; prints its id",
+      )
       .argument("<id>")
-      .action(async (id: string, _o: unknown, cmd: Command) => {
+      .addOption(outputOption())
+      .action(async (id: string, o: { output: OutputFormat }, cmd: Command) => {
         const client = await ctx.client(globalFlags(cmd));
         const sb = verb === "pause" ? await client.sandboxes.pause(id) : await client.sandboxes.resume(id);
-        ctx.stdout.write(`${sb.id} ${sb.status}\n`);
+        if (o.output === "json") printJson(ctx.stdout, sb);
+        else ctx.stdout.write(`${sb.id}\n`);
       });
   }
 
   sandbox
     .command("logs")
-    .description("print a sandbox's console output (--events: its lifecycle events)")
+    .description("print a sandbox's lifecycle events (boot progress), then its console output")
     .argument("<id>")
     .option("--tail-bytes <n>", "how much of the console to fetch", parseIntArg("--tail-bytes"))
-    .option("--events", "print lifecycle events instead of the console")
-    .action(async (id: string, o: { tailBytes?: number; events?: boolean }, cmd: Command) => {
-      const client = await ctx.client(globalFlags(cmd));
-      const logs = await client.sandboxes.logs(id, o.tailBytes !== undefined ? { tailBytes: o.tailBytes } : {});
-      if (o.events) {
-        for (const e of logs.events) ctx.stdout.write(`${e.at}  ${e.message}\n`);
-        return;
-      }
-      if (logs.console_truncated) ctx.stderr.write("(console truncated: showing its end)\n");
-      ctx.stdout.write(logs.console);
-      if (logs.console !== "" && !logs.console.endsWith("\n")) ctx.stdout.write("\n");
-    });
+    .option("--events", "print only the lifecycle events")
+    .option("--console", "print only the console output")
+    .addOption(outputOption())
+    .action(
+      async (id: string, o: { tailBytes?: number; events?: boolean; console?: boolean; output: OutputFormat }, cmd: Command) => {
+        if (o.events && o.console) throw new UsageError("give --events or --console (without either: both)");
+        const client = await ctx.client(globalFlags(cmd));
+        const logs = await client.sandboxes.logs(id, o.tailBytes !== undefined ? { tailBytes: o.tailBytes } : {});
+        if (o.output === "json") return printJson(ctx.stdout, logs);
+        if (!o.console) for (const e of logs.events) ctx.stdout.write(`${e.at}  ${e.message}\n`);
+        if (o.events) return;
+        if (!o.console) ctx.stdout.write("--- console ---\n");
+        if (logs.console_truncated) ctx.stderr.write("(console truncated: showing its end)\n");
+        ctx.stdout.write(logs.console);
+        if (logs.console !== "" && !logs.console.endsWith("\n")) ctx.stdout.write("\n");
+      },
+    );
 
   registerRunCommand(sandbox, ctx);
   registerSshCommand(sandbox, ctx);

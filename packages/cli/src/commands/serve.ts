@@ -4,6 +4,7 @@ import { type Command, Option } from "commander";
 import type { CliContext } from "../context.js";
 import { parseIntArg } from "../kv.js";
 import { repoRoot } from "../paths.js";
+import { kvmDeviceUsable, serveInfoLines } from "../serve-info.js";
 
 export type Accel = "auto" | "kvm" | "tcg";
 
@@ -12,6 +13,7 @@ interface ServeFlags {
   host?: string;
   port?: number;
   accel?: Accel;
+  logFormat?: "auto" | "pretty" | "json";
 }
 
 type ServerModule = typeof import("@sandtree/server");
@@ -30,6 +32,12 @@ export function registerServeCommands(program: Command, ctx: CliContext): void {
     .addOption(
       new Option("--accel <mode>", "VM acceleration (default: $SANDTREE_ACCEL, then auto)").choices(["auto", "kvm", "tcg"]),
     )
+    .addOption(
+      new Option(
+        "--log-format <format>",
+        "log lines: pretty on a terminal, JSON otherwise (default: $SANDTREE_LOG_FORMAT, then auto)",
+      ).choices(["auto", "pretty", "json"]),
+    )
     .action(async (o: ServeFlags) => {
       let mod: ServerModule;
       try {
@@ -47,12 +55,25 @@ export function registerServeCommands(program: Command, ctx: CliContext): void {
       }
       // Only flags given are passed: the server applies SANDTREE_* variables, then its defaults.
       // Resolves once listening; the server keeps the process alive and handles its own signals.
-      await mod.runServer({
+      const server = await mod.runServer({
         ...(o.dataDir !== undefined ? { dataDir: o.dataDir } : {}),
         ...(o.host !== undefined ? { host: o.host } : {}),
         ...(o.port !== undefined ? { port: o.port } : {}),
         ...(o.accel !== undefined ? { accel: o.accel } : {}),
+        ...(o.logFormat !== undefined ? { logFormat: o.logFormat } : {}),
       });
+      const envAccel = ctx.env.SANDTREE_ACCEL as Accel | undefined;
+      const choice = o.accel ?? envAccel ?? "auto";
+      const lines = serveInfoLines({
+        choice,
+        choiceFrom: o.accel ? "--accel" : envAccel ? "SANDTREE_ACCEL" : "default",
+        // The server's own verdict, read back from its cache (or the explicit choice).
+        accel: await mod.detectAccel(choice),
+        kvmDevice: kvmDeviceUsable(),
+        networkEnabled: server.services.network.enabled,
+        networkUnavailable: server.services.network.unavailable,
+      });
+      ctx.stdout.write(lines.map((l) => `${l}\n`).join(""));
     });
 
   program

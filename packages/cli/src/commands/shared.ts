@@ -10,8 +10,13 @@ export function globalFlags(cmd: Command): GlobalFlags {
   };
 }
 
+/** The server's smallest memory_gb (CreateSandboxRequest). */
+export const MIN_MEMORY_GB = 0.125;
+
 export function outputOption(): Option {
-  return new Option("-o, --output <format>", "output format").choices(["table", "json"]).default("table");
+  return new Option("-o, --output <format>", "table (ids alone for what was created or changed) or json")
+    .choices(["table", "json"])
+    .default("table");
 }
 
 export function choice<T extends string>(name: string, values: readonly T[]): (input: string) => T {

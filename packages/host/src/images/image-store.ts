@@ -111,7 +111,7 @@ export class ImageStore {
     if (registry === undefined) {
       throw new SandtreeError(
         "IMAGE_NOT_FOUND",
-        `image ${ref.canonical} is not in the local store; name a registry (e.g. localhost:5000/${ref.repository}) to pull it`,
+        `image ${ref.canonical} is not in the local store; name a registry (e.g. localhost:5000/${ref.canonical}) to pull it`,
         { ref: ref.canonical },
       );
     }
@@ -205,9 +205,9 @@ export class ImageStore {
         signal,
       });
     } catch (e) {
-      // An unreachable registry cannot tell us the image exists: report it as not found.
-      if (e instanceof SandtreeError && e.code === "IMAGE_PULL_FAILED" && e.details?.status === undefined) {
-        throw new SandtreeError("IMAGE_NOT_FOUND", `image ${ref.canonical} not found: ${e.message}`, {
+      // An unreachable registry says nothing of the image: REGISTRY_UNREACHABLE, not IMAGE_NOT_FOUND.
+      if (e instanceof SandtreeError && e.code === "REGISTRY_UNREACHABLE") {
+        throw new SandtreeError("REGISTRY_UNREACHABLE", `cannot fetch ${ref.canonical}: ${e.message}`, {
           ...e.details,
           ref: ref.canonical,
         });

@@ -76,7 +76,7 @@ export async function fetchBearerToken(req: TokenRequest): Promise<string> {
     res = await req.fetch(url, req.signal ? { headers, signal: req.signal } : { headers });
   } catch (e) {
     if (req.signal?.aborted) throw e;
-    throw new SandtreeError("IMAGE_PULL_FAILED", `token service ${url.host} unreachable: ${errMessage(e)}`, {
+    throw new SandtreeError("REGISTRY_UNREACHABLE", `token service ${url.host} unreachable: ${errMessage(e)}`, {
       registry,
       cause: errMessage(e),
     });

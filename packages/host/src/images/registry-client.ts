@@ -166,7 +166,11 @@ export class RegistryClient implements ImageSource {
     const ctl = new AbortController();
     const timer = setTimeout(
       () =>
-        ctl.abort(new SandtreeError("IMAGE_PULL_FAILED", `registry ${this.opts.registry} timed out after ${this.timeoutMs} ms`)),
+        ctl.abort(
+          new SandtreeError("REGISTRY_UNREACHABLE", `registry ${this.opts.registry} timed out after ${this.timeoutMs} ms`, {
+            registry: this.opts.registry,
+          }),
+        ),
       this.timeoutMs,
     );
     timer.unref();
@@ -181,7 +185,7 @@ export class RegistryClient implements ImageSource {
     if (e instanceof SandtreeError) return e;
     const reason = (e as { cause?: unknown })?.cause;
     if (reason instanceof SandtreeError) return reason;
-    return new SandtreeError("IMAGE_PULL_FAILED", `registry ${this.opts.registry} unreachable: ${errMessage(e)}`, {
+    return new SandtreeError("REGISTRY_UNREACHABLE", `registry ${this.opts.registry} unreachable: ${errMessage(e)}`, {
       registry: this.opts.registry,
       cause: errMessage(e),
     });

@@ -11,8 +11,8 @@ const SandboxParams = z.object({ id: z.string().min(1).max(64) });
 const CheckpointParams = z.object({ cid: z.string().min(1).max(64) });
 
 /**
- * The body of a create: with `checkpoint_id`, image and disk size come from the checkpoint,
- * whose layers are verified here so a corrupt one fails the call with CHECKPOINT_CORRUPT.
+ * The body of a create: with `checkpoint_id`, image and disk size come from the checkpoint, and
+ * CPUs, memory and lifetime default to its source sandbox's; the checkpoint's layers are verified here so a corrupt one fails the call with CHECKPOINT_CORRUPT.
  */
 export async function createParams(s: Services, teamId: string, raw: unknown) {
   if (raw === null || typeof raw !== "object" || Array.isArray(raw) || !("checkpoint_id" in raw)) {
@@ -44,8 +44,24 @@ export async function createParams(s: Services, teamId: string, raw: unknown) {
       }
     }
     Object.assign(shape, { cpu_cores: row.cpu_cores, memory_gb });
+  } else {
+    // As a fork: CPUs, memory and lifetime not given are the source sandbox's (kept after it ended).
+    const src = sourceSandbox(s, teamId, row.sandbox_id);
+    if (src) {
+      if (!("cpu_cores" in r)) shape.cpu_cores = src.cpu_cores;
+      if (!("memory_gb" in r)) shape.memory_gb = src.memory_gb;
+      if (!("timeout_minutes" in r)) shape.timeout_minutes = src.timeout_minutes ?? -1;
+    }
   }
   return parse(CreateSandboxRequest, { ...r, ...shape, image: row.image, disk_size_gb: Math.round(row.disk_size_bytes / GiB) });
+}
+
+function sourceSandbox(s: Services, teamId: string, id: string) {
+  try {
+    return s.sandboxes.get(teamId, id);
+  } catch {
+    return undefined;
+  }
 }
 
 export function checkpointRoutes(app: FastifyInstance, s: Services): void {

@@ -11,11 +11,18 @@ export function guestPath(p: string): string {
   return path.posix.normalize(path.posix.join("/", p));
 }
 
+/** A guest error as the API's, its message naming the path ("/x: No such file or directory"). */
+function fileError(err: unknown, p: string): unknown {
+  const e = toSandtreeError(err, p);
+  if (!(e instanceof SandtreeError) || e.message.includes(p)) return e;
+  return new SandtreeError(e.code, `${p}: ${e.message}`, e.details);
+}
+
 async function mapErrors<T>(p: string, fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {
-    throw toSandtreeError(err, p);
+    throw fileError(err, p);
   }
 }
 
@@ -44,7 +51,7 @@ export class FileService {
         try {
           yield* stream;
         } catch (err) {
-          throw toSandtreeError(err, gp);
+          throw fileError(err, gp);
         }
       })(),
     };

@@ -146,7 +146,7 @@ export class JobService {
         const patch = {
           status: row.kill_requested && exit.code > 128 ? ("KILLED" as const) : ("EXITED" as const),
           exit_code: exit.code,
-          ended_at: exit.at,
+          ended_at: await endedAt(vm, dir, row.started_at, exit.atMs),
         };
         this.store.updateJob(row.id, patch);
         Object.assign(row, patch);
@@ -271,11 +271,23 @@ async function readAll(vm: QemuVm, p: string, offset: number, length: number): P
   return Buffer.concat(parts);
 }
 
-async function readExit(vm: QemuVm, dir: string): Promise<{ code: number; at: string } | null> {
+async function readExit(vm: QemuVm, dir: string): Promise<{ code: number; atMs: number } | null> {
   const st = await statOrNull(vm, `${dir}/exit`);
   if (!st) return null;
   const code = Number.parseInt((await readAll(vm, `${dir}/exit`, 0, 64)).toString("utf8").trim(), 10);
-  return { code: Number.isSafeInteger(code) ? code : 255, at: new Date(st.mtime_ms).toISOString() };
+  return { code: Number.isSafeInteger(code) ? code : 255, atMs: st.mtime_ms };
+}
+
+/**
+ * started_at is the host's clock; the guest's may be off by seconds (or minutes after a restore).
+ * So ended_at is started_at plus the run time the guest measured between its own two files
+ * (pid written at start, exit at the end), and never before started_at nor after now.
+ */
+async function endedAt(vm: QemuVm, dir: string, startedAt: string, exitMs: number): Promise<string> {
+  const start = Date.parse(startedAt);
+  const pid = await statOrNull(vm, `${dir}/pid`);
+  const ran = pid ? Math.max(0, exitMs - pid.mtime_ms) : 0;
+  return new Date(Math.min(Date.now(), Math.max(start, start + ran))).toISOString();
 }
 
 async function readTail(vm: QemuVm, p: string, known: number): Promise<{ size: number; tail: string }> {
