@@ -9,6 +9,10 @@ if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.j
   log "installing npm packages"; npm ci --no-audit --no-fund >/dev/null
 fi
 log "building TypeScript"; npm run --silent build
+# `sandtree` on PATH (npm links a workspace's bin only when its dist existed at install time).
+if ! command -v sandtree >/dev/null || [ "$(readlink -f "$(command -v sandtree)")" != "$PWD/packages/cli/dist/main.js" ]; then
+  log "linking the sandtree command"; npm link -w @sandtree/cli --no-audit --no-fund >/dev/null
+fi
 bash scripts/setup-kernel.sh
 bash scripts/build-guest.sh
 bash scripts/build-images.sh
