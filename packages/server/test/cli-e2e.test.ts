@@ -105,8 +105,8 @@ describe("the sandtree CLI against a real server", () => {
     expect((await sandtree(["sandbox", "delete", childId, fromCk, "-y"])).code).toBe(0);
 
     // Pause and resume, memory checkpoints, memory forks of several children, reset in place.
-    expect((await sandtree(["sandbox", "pause", sb.id])).stdout).toBe(`${sb.id} PAUSED\n`);
-    expect((await sandtree(["sandbox", "resume", sb.id])).stdout).toBe(`${sb.id} RUNNING\n`);
+    expect((await sandtree(["sandbox", "pause", sb.id])).stdout).toBe(`${sb.id}\n`);
+    expect(JSON.parse((await sandtree(["sandbox", "resume", sb.id, "-o", "json"])).stdout).status).toBe("RUNNING");
     const memCk = await sandtree(["sandbox", "checkpoint", "create", sb.id, "--memory", "--wait", "-o", "json"]);
     expect(JSON.parse(memCk.stdout)).toMatchObject({ state: "DURABLE", has_memory: true });
     const kids = await sandtree(["sandbox", "fork", sb.id, "--memory", "--count", "2", "-y"]);
