@@ -68,7 +68,6 @@ const env = [
   "SANDTREE_SOAK_CYCLES",
   "SANDTREE_FUZZ_REQUESTS",
   "SANDTREE_FUZZ_SEED",
-  "SANDTREE_NEIGHBOUR_BOUND",
   "SANDTREE_ATTACK_DISK_FULL",
 ]
   .map((k) => `${k}=${process.env[k] ?? "(default)"}`)

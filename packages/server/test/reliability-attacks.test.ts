@@ -1,14 +1,19 @@
 // Attacks from inside a sandbox (an attacker and a neighbour on the same host): host files, a
 // serial-channel flood, memory and disk exhaustion, a fork bomb. The host and the neighbour must
-// keep answering; the neighbour's `true` round trip is measured quiet and under each attack.
+// keep answering, every answer right, and the attacker's own limits (time, output, memory, disk)
+// hold. The neighbour's exec round trip is measured quiet and under each attack and reported in
+// docs/reliability.md, not asserted: on a shared 2-core host, latency is the host's, not ours.
 // Through the API: another team's key on the newer routes answers exactly like a missing id.
 // (Secrets never in answers, logs or files: tenancy-vm.test.ts; revoked keys: tenancy-vm.test.ts.)
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TestServer } from "./helpers.js";
-import { median, recordFigures, settleCheckpoint, sleep, startServerAt } from "./reliability/harness.js";
+import { median, qemuPidOf, recordFigures, settleCheckpoint, sleep, startServerAt } from "./reliability/harness.js";
 
-const BOUND = Number(process.env.SANDTREE_NEIGHBOUR_BOUND ?? 3);
+const MEMORY_MIB = 256;
+// What QEMU may hold beyond the guest's RAM (device state, TCG's translated code): the guest's
+// allocations must stay in its RAM; a runaway awk or a 400 MiB tmpfs would go past this.
+const QEMU_OVERHEAD_MIB = 384;
 let t: TestServer;
 let attacker: string;
 let neighbour: string;
@@ -17,7 +22,9 @@ const errorLogs: string[] = [];
 beforeAll(async () => {
   t = await startServerAt({ logStream: { write: (l: string) => (/"level":(50|60)/.test(l) ? errorLogs.push(l) : 0) } });
   const [a, n] = await Promise.all(
-    [0, 1].map(() => t.api("POST", "/v1/sandboxes", { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 })),
+    [0, 1].map(() =>
+      t.api("POST", "/v1/sandboxes", { image: "sandtree/busybox", memory_gb: MEMORY_MIB / 1024, disk_size_gb: 1 }),
+    ),
   );
   attacker = a?.body.id;
   neighbour = n?.body.id;
@@ -30,32 +37,49 @@ afterAll(async () => {
 const exec = (sb: string, command: string, timeout_seconds?: number) =>
   t.api("POST", `/v1/sandboxes/${sb}/exec`, { command, ...(timeout_seconds ? { timeout_seconds } : {}) });
 
-async function roundTrip(): Promise<number> {
+let asked = 0;
+/** One neighbour exec whose answer is known: its time, and what was wrong with the answer (if anything). */
+async function roundTrip(): Promise<{ ms: number; wrong?: string }> {
+  const n = ++asked;
   const s = performance.now();
-  const r = await exec(neighbour, "true");
-  if (r.status !== 200 || r.body.exit_code !== 0) throw new Error(`neighbour answered ${r.status} ${JSON.stringify(r.body)}`);
-  return performance.now() - s;
+  const r = await exec(neighbour, `echo n${n}`);
+  const ms = performance.now() - s;
+  const right = r.status === 200 && r.body.exit_code === 0 && r.body.stdout === `n${n}\n` && r.body.stderr === "";
+  return right ? { ms } : { ms, wrong: `${r.status} ${JSON.stringify(r.body).slice(0, 300)}` };
 }
 
-/** Runs the attack; while it runs, measures the neighbour's round trip. */
+/** The attacker's QEMU's peak resident memory, in MiB. */
+function attackerPeakMiB(): number {
+  const m = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${qemuPidOf(attacker)}/status`, "utf8"));
+  return Number(m?.[1]) / 1024;
+}
+
+/**
+ * Runs the attack; while it runs, the neighbour keeps answering and every answer must be right.
+ * Its round trip is recorded beside the quiet one for the report.
+ */
 async function underAttack(name: string, tried: string, command: string, seconds: number) {
   const started = performance.now();
   let done = false;
   const attack = exec(attacker, command, seconds).finally(() => (done = true));
   await sleep(1000); // let the attack get going
   const samples: number[] = [];
+  const wrong: string[] = [];
   while (!done || samples.length < 5) {
-    samples.push(await roundTrip());
+    const rt = await roundTrip();
+    samples.push(rt.ms);
+    if (rt.wrong) wrong.push(rt.wrong);
     if (samples.length >= 40) break;
   }
   const r = await attack;
   const health = await fetch(`${t.url}/healthz`);
   const att = (await t.api("GET", `/v1/sandboxes/${attacker}`)).body;
+  const peakMiB = att.status === "RUNNING" ? attackerPeakMiB() : Number.NaN;
   const p50 = median(samples);
   const ratio = p50 / quietMs;
   recordFigures("attacks", name, {
     tried,
-    result: `neighbour true p50 ${p50.toFixed(1)} ms under attack vs ${quietMs.toFixed(1)} ms quiet (${ratio.toFixed(2)}x, bound ${BOUND}x); attack exec ${r.status} exit ${r.body.exit_code ?? r.body.code}; attacker ${att.status}; /healthz ${health.status}`,
+    result: `neighbour answered ${samples.length - wrong.length}/${samples.length} right, p50 ${p50.toFixed(1)} ms under attack vs ${quietMs.toFixed(1)} ms quiet (${ratio.toFixed(2)}x); attack exec ${r.status} exit ${r.body.exit_code ?? r.body.code}; attacker ${att.status}, QEMU peak RSS ${peakMiB.toFixed(0)} MiB; /healthz ${health.status}`,
     figures: {
       neighbour_p50_ms: +p50.toFixed(1),
       neighbour_max_ms: +Math.max(...samples).toFixed(1),
@@ -66,25 +90,34 @@ async function underAttack(name: string, tried: string, command: string, seconds
       attack_status: r.status,
       attack_exit: r.body.exit_code ?? r.body.code,
       attacker_status: att.status,
+      attacker_peak_rss_mib: Math.round(peakMiB),
+      neighbour_wrong: wrong.length,
     },
   });
   expect(health.status).toBe(200);
-  expect(ratio, `${name}: neighbour p50 ${p50.toFixed(1)} ms vs quiet ${quietMs.toFixed(1)} ms`).toBeLessThan(BOUND);
+  expect(wrong, `${name}: the neighbour's answers under attack`).toEqual([]);
+  expect(samples.length).toBeGreaterThanOrEqual(5);
+  if (att.status === "RUNNING") expect(peakMiB, `${name}: attacker QEMU peak RSS`).toBeLessThan(MEMORY_MIB + QEMU_OVERHEAD_MIB);
   return { r, att };
 }
 
 describe("attacks from inside a sandbox", () => {
-  it("measures the neighbour's quiet round trip", { timeout: 120_000 }, async () => {
+  it("measures the neighbour's quiet round trip (every answer right)", { timeout: 120_000 }, async () => {
+    const wrong: string[] = [];
     for (let i = 0; i < 3; i++) await roundTrip();
     const xs: number[] = [];
-    for (let i = 0; i < 20; i++) xs.push(await roundTrip());
+    for (let i = 0; i < 20; i++) {
+      const rt = await roundTrip();
+      xs.push(rt.ms);
+      if (rt.wrong) wrong.push(rt.wrong);
+    }
     quietMs = median(xs);
     recordFigures("attacks", "quiet", {
-      tried: "neighbour `true` exec round trip, 20 runs, nothing else running",
+      tried: "neighbour `echo` exec round trip, 20 runs, nothing else running",
       result: `p50 ${quietMs.toFixed(1)} ms, max ${Math.max(...xs).toFixed(1)} ms`,
       figures: { p50_ms: +quietMs.toFixed(1), max_ms: +Math.max(...xs).toFixed(1) },
     });
-    expect(quietMs).toBeGreaterThan(0);
+    expect(wrong).toEqual([]);
   });
 
   it("sees only its own disk: no host paths, its own hostname, the agent as PID 1", { timeout: 60_000 }, async () => {
@@ -118,8 +151,11 @@ describe("attacks from inside a sandbox", () => {
       10,
     );
     const outs = await parallel;
-    expect(outs.every((o) => o.status === 200)).toBe(true);
+    expect(outs.map((o) => `${o.status} ${o.body.stdout}`)).toEqual(outs.map((_, i) => `200 p${i}\n`));
+    // Its limits held: stopped at its time limit, its answer cut at the output cap.
+    expect(r.status).toBe(200);
     expect(r.body.timed_out).toBe(true);
+    expect(r.body.stdout_truncated).toBe(true);
   });
 
   it("memory exhaustion: allocating more than the VM has", { timeout: 180_000 }, async () => {
@@ -157,6 +193,10 @@ describe("attacks from inside a sandbox", () => {
     });
     expect(r.status).toBe(200);
     expect(r.body.stdout).toMatch(fillFull ? /rc=1/ : /rc=0/);
+    // It wrote into its own 1 GB disk, which is all it sees (df: filesystem, 1K-blocks, ...).
+    const df = String(r.body.stdout).trim().split("\n").at(-1)?.split(/\s+/) ?? [];
+    expect(Number(df[1])).toBeGreaterThan(0);
+    expect(Number(df[1])).toBeLessThanOrEqual(1024 * 1024);
     if (fillFull) expect(r.body.stderr).toMatch(/No space left/);
     expect(cleaned.body.stdout).toBe("ok\n");
   });
