@@ -64,12 +64,7 @@ const measured = [];
 for (const [suite, entries] of Object.entries(figures).sort()) {
   for (const [key, e] of Object.entries(entries)) measured.push(`| ${suite} / ${key} | ${cell(e.tried)} | ${cell(e.result)} |`);
 }
-const env = [
-  "SANDTREE_SOAK_CYCLES",
-  "SANDTREE_FUZZ_REQUESTS",
-  "SANDTREE_FUZZ_SEED",
-  "SANDTREE_ATTACK_DISK_FULL",
-]
+const env = ["SANDTREE_SOAK_CYCLES", "SANDTREE_FUZZ_REQUESTS", "SANDTREE_FUZZ_SEED", "SANDTREE_ATTACK_DISK_FULL"]
   .map((k) => `${k}=${process.env[k] ?? "(default)"}`)
   .join(", ");
 const md = `# Reliability and security suite
