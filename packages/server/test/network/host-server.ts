@@ -34,7 +34,11 @@ export interface HostServer {
   close(): void;
 }
 
-export async function startHostServer(inet: FakeInternet, env: Record<string, string>): Promise<HostServer> {
+export async function startHostServer(
+  inet: FakeInternet,
+  env: Record<string, string>,
+  opts: { onStdout?: (text: string) => void } = {},
+): Promise<HostServer> {
   const dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-net-"));
   const port = 20_000 + Math.floor(Math.random() * 20_000);
   let proc: ChildProcess;
@@ -44,8 +48,12 @@ export async function startHostServer(inet: FakeInternet, env: Record<string, st
     proc = inet.spawnInHost(
       process.execPath,
       [CLI, "serve", "--data-dir", dataDir, "--host", "127.0.0.1", "--port", String(port)],
-      { env: { ...process.env, SANDTREE_NETWORK: "on", ...env }, stdio: "ignore" },
+      {
+        env: { ...process.env, SANDTREE_NETWORK: "on", ...env },
+        stdio: ["ignore", opts.onStdout ? "pipe" : "ignore", "ignore"],
+      },
     );
+    if (opts.onStdout) proc.stdout?.setEncoding("utf8").on("data", opts.onStdout);
   };
 
   const sock = path.join(dataDir, "api.sock");
