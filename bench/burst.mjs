@@ -10,6 +10,8 @@
 //                       are up (and, separately, the polls made while they were booting)
 //   baseline:           time to RUNNING of one sandbox alone on the idle machine, same run
 //                       (median of --alone runs, after one warm-up that also resolves the image)
+//   floor:              bare QEMU (../shared/bench/raw-floor.py, same run and accelerator): one
+//                       cold boot and one copy-on-write clone to first command
 // With --wait-running each burst must be RUNNING before the next is fired (for machines that
 // cannot boot them all at once).
 // Usage: node bench/burst.mjs [--count 64] [--burst 16] [--alone 3] [--wait-running]. Prints one JSON document;
@@ -19,8 +21,10 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { cpus, freemem, loadavg, tmpdir, totalmem } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
+import { detectAccel } from "@sandtree/host";
 import { SandtreeClient } from "@sandtree/sdk";
 import { startServer } from "@sandtree/server";
+import { measureFloor } from "./lib/floor.mjs";
 
 const { values } = parseArgs({
   options: {
@@ -64,6 +68,7 @@ function qemuCount(ids) {
 
 const work = mkdtempSync(path.join(tmpdir(), "sandtree-burst-"));
 const dataDir = path.join(work, "data");
+const floor = await measureFloor(await detectAccel("auto"));
 const server = await startServer({ dataDir, port: 0, logger: false });
 const client = new SandtreeClient({ apiUrl: server.url, apiKey: server.firstKey });
 const made = [];
@@ -179,6 +184,7 @@ try {
         bulk_deleted: del.deleted.length,
         load_avg_1m: { before: load0, after_boot: load1 },
         free_mem_gib_after_boot: +(freemem() / 1024 ** 3).toFixed(1),
+        floor,
       },
       null,
       2,

@@ -5,17 +5,23 @@
 //   fork:     POST fork (of a sandbox with 100 MB of changes) -> the child's first command output
 //             vs   POST create -> first command output (cold create: no warm templates yet)
 //   storage:  stored_bytes of ten near-identical checkpoints vs ten full copies of the disk
+//   floor:    bare QEMU (../shared/bench/raw-floor.py, same run and accelerator); a fork's floor
+//             is a copy-on-write clone to first command
 // Usage: node bench/checkpoint.mjs [--sizes 10,100,1000]. Prints one JSON document.
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
+import { detectAccel } from "@sandtree/host";
 import { SandtreeClient } from "@sandtree/sdk";
 import { startServer } from "@sandtree/server";
+import { measureFloor, ratio } from "./lib/floor.mjs";
 
 const { values } = parseArgs({ options: { sizes: { type: "string", default: "10,100,1000" } } });
 const SIZES = values.sizes.split(",").map(Number);
+const accel = await detectAccel("auto");
+const floor = await measureFloor(accel);
 const work = mkdtempSync(path.join(tmpdir(), "sandtree-bench-ck-"));
 const server = await startServer({ dataDir: path.join(work, "data"), port: 0, logger: false });
 const client = new SandtreeClient({ apiUrl: server.url, apiKey: server.firstKey });
@@ -89,6 +95,8 @@ try {
     fork_p50_ms: p50(forks),
     create_p50_ms: p50(creates),
     ratio: +(p50(forks) / p50(creates)).toFixed(3),
+    floor_cow_clone_ms: floor.raw_cow_clone_to_first_command_s * 1000 || null,
+    ratio_vs_floor_clone: ratio(p50(forks), floor.raw_cow_clone_to_first_command_s * 1000),
     forks_ms: forks,
     creates_ms: creates,
     aim: "< 2x warm create (warm templates not built yet: compared with cold create)",
@@ -120,6 +128,8 @@ try {
     ratio: +(stored / (full * 10)).toFixed(4),
   };
   await client.sandboxes.delete(src);
+  out.accel = accel;
+  out.floor = floor;
   console.log(JSON.stringify(out, null, 2));
 } finally {
   await server.close();

@@ -1,10 +1,11 @@
 #!/usr/bin/env node
-// Cold create and exec round trip through the API, each against a raw baseline measured in the
-// same run on the same machine:
-//   create: API call -> first command output   vs   raw QEMU boot (same kernel, initramfs and
-//           image base, no server) -> first command output
-//   exec:   `true` round trip through the API   vs   raw echo (PING/PONG) over the serial port,
-//           and a raw `true` exec over the serial port (no HTTP)
+// Cold create and exec round trip through the API, each against the floor (bare QEMU, no
+// sandtree code: ../shared/bench/raw-floor.py, same run, same accelerator) and the project's own
+// raw path (its QemuVm and guest agent without the server, labelled project_raw):
+//   create: API call -> first command output   vs   floor cold boot to first command, and
+//           project_raw: QemuVm.start (same kernel, initramfs, image base) -> first output
+//   exec:   `true` round trip through the API   vs   floor serial echo and `/bin/true` round
+//           trips, and project_raw: agent ping and agent exec of `true` (no HTTP)
 // Usage: node bench/create-exec.mjs [--runs 5] [--execs 200]. Prints one JSON document.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -13,6 +14,7 @@ import { parseArgs } from "node:util";
 import { createOverlay, detectAccel, guestArtifacts, ImageStore, QemuVm } from "@sandtree/host";
 import { SandtreeClient } from "@sandtree/sdk";
 import { startServer } from "@sandtree/server";
+import { measureFloor, ratio } from "./lib/floor.mjs";
 
 const { values } = parseArgs({ options: { runs: { type: "string", default: "5" }, execs: { type: "string", default: "200" } } });
 const RUNS = Number(values.runs);
@@ -54,10 +56,11 @@ async function rawBoot(work, image, accel, i) {
 
 // Cold creates: this bench measures the boot path (bench/warm.mjs measures warm clones).
 process.env.SANDTREE_WARM_TEMPLATES = "0";
+const accel = await detectAccel("auto");
+const floor = await measureFloor(accel);
 const work = mkdtempSync(path.join(tmpdir(), "sandtree-bench-"));
 const server = await startServer({ dataDir: path.join(work, "data"), port: 0, logger: false });
 try {
-  const accel = await detectAccel("auto");
   const store = new ImageStore();
   const image = await store.resolve(IMAGE);
   const client = new SandtreeClient({ apiUrl: server.url, apiKey: server.firstKey ?? "" });
@@ -103,15 +106,25 @@ try {
         accel,
         image: IMAGE,
         runs: RUNS,
-        cold_create: { api: stats(api), raw_qemu: stats(raw), ratio_p50: +(pct(api, 50) / pct(raw, 50)).toFixed(3), aim: 1.25 },
+        cold_create: {
+          api: stats(api),
+          floor_ms: floor.raw_cold_boot_to_first_command_s * 1000 || null,
+          project_raw_qemuvm: stats(raw),
+          ratio_p50_vs_floor: ratio(pct(api, 50), floor.raw_cold_boot_to_first_command_s * 1000),
+          ratio_p50_vs_project_raw: ratio(pct(api, 50), pct(raw, 50)),
+          aim: 1.25,
+        },
         exec_true: {
           api: stats(apiTrue),
-          raw_serial_echo: stats(ping),
-          raw_serial_exec_true: stats(rawTrue),
-          ratio_p50_vs_echo: +(pct(apiTrue, 50) / pct(ping, 50)).toFixed(3),
-          ratio_p50_vs_raw_exec: +(pct(apiTrue, 50) / pct(rawTrue, 50)).toFixed(3),
+          floor_serial_echo_ms: floor.raw_serial_echo_rtt_ms_p50 ?? null,
+          floor_exec_true_ms: floor.raw_exec_true_rtt_ms_p50 ?? null,
+          project_raw_agent_ping: stats(ping),
+          project_raw_agent_exec_true: stats(rawTrue),
+          ratio_p50_vs_floor_exec_true: ratio(pct(apiTrue, 50), floor.raw_exec_true_rtt_ms_p50),
+          ratio_p50_vs_project_raw_exec: ratio(pct(apiTrue, 50), pct(rawTrue, 50)),
           aim: 2,
         },
+        floor,
       };
       console.log(JSON.stringify(out, null, 2));
     }

@@ -7,6 +7,9 @@
 // Everything runs in a network namespace this bench creates (root needed), so the host's own
 // network configuration is not touched.
 //
+// The floor (bare QEMU, ../shared/bench/raw-floor.py, same run) is printed beside: a create's
+// floor is a copy-on-write clone to first command.
+//
 //   node bench/network.mjs [--seconds 10] [--runs 5] [--image sandtree/debian]
 import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -24,6 +27,9 @@ const opt = (name, dflt) => {
 const SECONDS = Number(opt("seconds", "10"));
 const RUNS = Number(opt("runs", "5"));
 const IMAGE = opt("image", "sandtree/debian");
+const { detectAccel } = await import("@sandtree/host");
+const { measureFloor } = await import("./lib/floor.mjs");
+const floor = await measureFloor(await detectAccel("auto"));
 const CLI = fileURLToPath(new URL("../packages/cli/dist/main.js", import.meta.url));
 const ns = `stbench-${randomBytes(3).toString("hex")}`;
 const children = [];
@@ -249,7 +255,9 @@ const result = {
     network_on: { p50: Math.round(pct(withNet, 50)), p99: Math.round(pct(withNet, 99)), runs: withNet.map(Math.round) },
     network_off: { p50: Math.round(pct(withoutNet, 50)), p99: Math.round(pct(withoutNet, 99)), runs: withoutNet.map(Math.round) },
     added_by_network_p50_ms: Math.round(pct(withNet, 50) - pct(withoutNet, 50)),
+    floor_cow_clone_ms: floor.raw_cow_clone_to_first_command_s * 1000 || null,
   },
+  floor,
 };
 console.log(JSON.stringify(result, null, 2));
 process.exit(0);

@@ -1,9 +1,13 @@
 #!/usr/bin/env node
-// Warm starts and memory snapshots, each against a raw baseline measured in the same run:
-//   warm create (API call -> first command output)     vs  raw clone: QemuVm.start restoring the
-//                                                          same template directly (no server)
-//   memory fork of 1, 2, 4, 8 children (call -> every child answered)
-//   episode reset (call -> first command output)        vs  raw restore of the same memory state
+import { execFileSync, spawnSync } from "node:child_process";
+// Warm starts and memory snapshots, each against the floor (bare QEMU, no sandtree code:
+// ../shared/bench/raw-floor.py, same run, same accelerator) and the project's own raw path
+// (QemuVm and the agent without the server, labelled project_raw):
+//   warm create (API call -> first command output)     vs  floor copy-on-write clone; project_raw:
+//                                                          QemuVm.start restoring the same template
+//   memory fork of 1, 2, 4, 8 children (call -> every child answered)  vs  N floor clones
+//   episode reset (call -> first command output)        vs  floor full restore; project_raw:
+//                                                          QemuVm.start restoring the same state
 //   density: idle 256 MiB sandboxes started until the host has 2 GiB left (or --density N),
 //            with PSS per sandbox
 // Usage: node bench/warm.mjs [--runs 10] [--density 40]. Prints one JSON document.
@@ -11,9 +15,10 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { createOverlay, guestArtifacts, QemuVm } from "@sandtree/host";
+import { createOverlay, detectAccel, guestArtifacts, QemuVm } from "@sandtree/host";
 import { SandtreeClient } from "@sandtree/sdk";
 import { startServer } from "@sandtree/server";
+import { measureFloor, ratio } from "./lib/floor.mjs";
 
 const { values } = parseArgs({
   options: { runs: { type: "string", default: "10" }, density: { type: "string", default: "40" } },
@@ -26,6 +31,8 @@ const stats = (xs) => ({ n: xs.length, p50_ms: +pct(xs, 50).toFixed(1), p99_ms: 
 const memAvailableKb = () => Number(/MemAvailable:\s+(\d+)/.exec(readFileSync("/proc/meminfo", "utf8"))?.[1]);
 const pssKb = (pid) => Number(/^Pss:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, "utf8"))?.[1] ?? 0);
 
+const accel = await detectAccel("auto");
+const floor = await measureFloor(accel);
 const work = mkdtempSync(path.join(tmpdir(), "sandtree-bench-warm-"));
 const dataDir = path.join(work, "data");
 const server = await startServer({ dataDir, port: 0, logger: false });
@@ -33,14 +40,27 @@ const client = new SandtreeClient({ apiUrl: server.url, apiKey: server.firstKey 
 const guest = guestArtifacts();
 const first = async (id) => (await client.sandboxes.run(id, ["echo", "ready"])).stdout;
 
+// The server's templates and memory states carry a NIC when it gives sandboxes networks; a
+// restore needs the same devices, so the raw path gets a tap of its own (no rules, no traffic).
+const RAW_TAP = "sbraw0";
+let rawTap = false;
+function ensureRawTap() {
+  if (rawTap) return;
+  spawnSync("ip", ["link", "del", RAW_TAP]); // a run killed before its cleanup
+  execFileSync("ip", ["tuntap", "add", "dev", RAW_TAP, "mode", "tap"]);
+  rawTap = true;
+}
+
 async function rawRestore(tag, opts) {
+  if (opts.nic) ensureRawTap();
   const layers = path.join(dataDir, "layers");
   const disk = path.join(layers, `bench-${tag}.qcow2`);
   await createOverlay(opts.backing, disk, 1024 ** 3);
   const t0 = performance.now();
   const vm = await QemuVm.start({
     name: `bench-${tag}`,
-    accel: "tcg",
+    accel,
+    ...(opts.nic ? { tap: RAW_TAP } : {}),
     cpuCores: 1,
     memoryMb: 256,
     kernel: guest.kernel,
@@ -77,7 +97,9 @@ try {
   const warm = [];
   const raw = [];
   for (let i = 0; i < RUNS; i++) {
-    raw.push(await rawRestore(`clone${i}`, { backing: tmpl.diskName, state: tmpl.stateFile, ram: tmpl.ramFile }));
+    raw.push(
+      await rawRestore(`clone${i}`, { backing: tmpl.diskName, state: tmpl.stateFile, ram: tmpl.ramFile, nic: tmpl.inputs?.nic }),
+    );
     const t0 = performance.now();
     const sb = await client.sandboxes.create(SPEC);
     await client.sandboxes.waitForCreation(sb.id, { intervalMs: 10 });
@@ -85,7 +107,15 @@ try {
     warm.push(performance.now() - t0);
     await client.sandboxes.delete(sb.id);
   }
-  out.warm_create = { api: stats(warm), raw_clone: stats(raw), ratio_p50: +(pct(warm, 50) / pct(raw, 50)).toFixed(3), aim: 1.3 };
+  const floorCloneMs = floor.raw_cow_clone_to_first_command_s * 1000 || null;
+  out.warm_create = {
+    api: stats(warm),
+    floor_cow_clone_ms: floorCloneMs,
+    project_raw_clone: stats(raw),
+    ratio_p50_vs_floor: ratio(pct(warm, 50), floorCloneMs),
+    ratio_p50_vs_project_raw: ratio(pct(warm, 50), pct(raw, 50)),
+    aim: 1.3,
+  };
 
   // Memory forks of a parent with a process running.
   const parent = await client.sandboxes.create(SPEC);
@@ -102,7 +132,13 @@ try {
         await first(s.id);
       }),
     );
-    out.memory_fork.push({ children: n, all_answered_ms: +(performance.now() - t0).toFixed(1) });
+    const allMs = +(performance.now() - t0).toFixed(1);
+    // The floor for n children: n copy-on-write clones one after another (2 cores: no parallel floor).
+    out.memory_fork.push({
+      children: n,
+      all_answered_ms: allMs,
+      floor_n_clones_ms: floorCloneMs && +(n * floorCloneMs).toFixed(1),
+    });
     await client.sandboxes.bulkDelete({ ids: sandboxes.map((s) => s.id) });
   }
 
@@ -111,19 +147,29 @@ try {
   const db = (await import("better-sqlite3")).default(path.join(dataDir, "sandtree.db"), { readonly: true });
   const row = db.prepare("SELECT blob_key, mem_key FROM checkpoints WHERE id = ?").get(ck.id);
   db.close();
+  const parentNic = server.services.network.enabled;
   const resets = [];
   const rawResets = [];
   for (let i = 0; i < RUNS; i++) {
-    rawResets.push(await rawRestore(`restore${i}`, { backing: row.blob_key, state: path.join(dataDir, "layers", row.mem_key) }));
+    rawResets.push(
+      await rawRestore(`restore${i}`, {
+        backing: row.blob_key,
+        state: path.join(dataDir, "layers", row.mem_key),
+        nic: parentNic,
+      }),
+    );
     const t0 = performance.now();
     await client.sandboxes.reset(parent.id, ck.id);
     await first(parent.id);
     resets.push(performance.now() - t0);
   }
+  const floorRestoreMs = floor.raw_full_restore_to_first_command_s * 1000 || null;
   out.reset = {
     api: stats(resets),
-    raw_restore: stats(rawResets),
-    ratio_p50: +(pct(resets, 50) / pct(rawResets, 50)).toFixed(3),
+    floor_full_restore_ms: floorRestoreMs,
+    project_raw_restore: stats(rawResets),
+    ratio_p50_vs_floor: ratio(pct(resets, 50), floorRestoreMs),
+    ratio_p50_vs_project_raw: ratio(pct(resets, 50), pct(rawResets, 50)),
     aim: 1.5,
   };
 
@@ -136,7 +182,6 @@ try {
     all.push(...batch.map((b) => b.id));
     await Promise.all(batch.map((b) => client.sandboxes.waitForCreation(b.id, { timeoutMs: 600_000 })));
   }
-  const { execFileSync } = await import("node:child_process");
   const lines = execFileSync("pgrep", ["-af", "qemu-system"], { encoding: "utf8" }).split("\n");
   const pids = lines.filter((l) => dense.some((id) => l.includes(`sandtree-${id}`))).map((l) => Number.parseInt(l, 10));
   const pss = pids.map(pssKb);
@@ -147,8 +192,11 @@ try {
     pss_mib_p50: +(pct(pss, 50) / 1024).toFixed(1),
     aim: ">= 100 on a 24 GiB machine",
   };
+  out.accel = accel;
+  out.floor = floor;
   console.log(JSON.stringify(out, null, 2));
 } finally {
+  if (rawTap) execFileSync("ip", ["link", "del", RAW_TAP]);
   for (let i = 0; i < all.length; i += 100) await client.sandboxes.bulkDelete({ ids: all.slice(i, i + 100) }).catch(() => {});
   await server.close();
   rmSync(work, { recursive: true, force: true });

@@ -1,0 +1,46 @@
+// The floor every benchmark prints beside its figures: bare QEMU with no sandtree code in the
+// path (the team's shared raw-floor.py: a busybox shell on the serial port stands in for the
+// agent), measured in the same run with the same accelerator. Figures a bench takes through the
+// project's own QemuVm/agent path without the server are labelled `project_raw`, never floor.
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..");
+
+/** raw-floor.py: $SANDTREE_FLOOR_SCRIPT, else `shared/bench/raw-floor.py` beside the project's root. */
+export function floorScript() {
+  return process.env.SANDTREE_FLOOR_SCRIPT ?? path.join(repo, "..", "shared", "bench", "raw-floor.py");
+}
+
+/**
+ * Runs the floor once (accel "kvm" or "tcg", as the server chose) and returns its figures with
+ * where they came from; `{ error }` when the script is missing or fails, so a bench still prints.
+ */
+export async function measureFloor(accel) {
+  const script = floorScript();
+  const source = "raw-floor.py: bare QEMU, no sandtree code, same run and accelerator";
+  if (!existsSync(script)) return { source, accel, error: `${script} not found (set SANDTREE_FLOOR_SCRIPT)` };
+  const out = await new Promise((resolve) => {
+    const child = spawn("python3", [script], { env: { ...process.env, RAW_ACCEL: accel }, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr = (stderr + d).slice(-2000)));
+    child.on("error", (err) => resolve({ error: err.message }));
+    child.on("close", (code) => resolve(code === 0 ? { stdout } : { error: `exit ${code}: ${stderr.trim()}` }));
+  });
+  if (out.error) return { source, accel, error: out.error };
+  try {
+    const lastLine = out.stdout.trim().split("\n").at(-1);
+    return { source, accel, ...JSON.parse(lastLine) };
+  } catch {
+    return { source, accel, error: `unreadable output: ${out.stdout.slice(-200)}` };
+  }
+}
+
+/** a / b rounded, or null when either is missing. */
+export function ratio(a, b) {
+  return typeof a === "number" && typeof b === "number" && b > 0 ? +(a / b).toFixed(3) : null;
+}
