@@ -27,6 +27,15 @@ declare module "fastify" {
 
 export const VERSION = "0.1.0";
 
+/** GET routes that read from the guest (every other method on a sandbox may touch its VM). */
+const READS_FROM_THE_VM = new Set([
+  "/v1/sandboxes/:id/files",
+  "/v1/sandboxes/:id/files/stat",
+  "/v1/sandboxes/:id/files/list",
+  "/v1/sandboxes/:id/pty",
+  "/v1/sandboxes/:id/jobs/:jobId/output",
+]);
+
 /** Fastify's request log fields, with port tokens (`?sandtree_token=`) kept out of the URL. */
 function serializeRequest(req: FastifyRequest) {
   return {
@@ -74,6 +83,16 @@ export function buildApp(services: Services, opts: { logger?: boolean | object }
     req.principal = services.auth.authenticate(req.headers.authorization);
   });
 
+  // After a restart, a call into a sandbox whose VM is still being reconnected waits for that
+  // (bounded by the adoption's deadline), then runs on what it found: the VM, or 409 when the
+  // sandbox became ERROR. Reads of records (the sandbox, its logs, checkpoints, jobs) never wait.
+  app.addHook("preHandler", async (req) => {
+    const id = (req.params as { id?: unknown } | undefined)?.id;
+    const route = req.routeOptions.url ?? "";
+    if (typeof id !== "string" || !route.startsWith("/v1/sandboxes/:id")) return;
+    if (req.method === "GET" && !READS_FROM_THE_VM.has(route)) return;
+    await services.sandboxes.whenAdopted(id);
+  });
   activityHook(app, services);
   sandboxRoutes(app, services);
   bulkRoutes(app, services);

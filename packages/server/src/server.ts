@@ -72,6 +72,38 @@ export const ServerConfig = z.object({
 });
 export type ServerConfigInput = z.input<typeof ServerConfig>;
 
+/**
+ * Deadlines of calls into VMs, in ms (unset in the config: SANDTREE_ADOPT_DEADLINE_MS,
+ * SANDTREE_QMP_DEADLINE_MS, SANDTREE_AGENT_DEADLINE_MS, SANDTREE_FREEZE_DEADLINE_MS, read when
+ * the server starts, else the defaults). A VM that misses one is failed and killed.
+ */
+export const VmDeadlines = z.object({
+  /** Reconnecting one VM after a restart, all steps together. */
+  adoptMs: z.coerce.number().int().min(100).max(600_000).default(10_000),
+  /** One QMP command (pause, resume, a checkpoint's disk snapshot...). */
+  qmpMs: z.coerce.number().int().min(100).max(600_000).default(15_000),
+  /** The liveness watchdog's ping (0 turns the watchdog off): bounds every exec, file and job call. */
+  agentMs: z.coerce.number().int().min(0).max(3_600_000).default(30_000),
+  /** A checkpoint's filesystem freeze. */
+  freezeMs: z.coerce.number().int().min(100).max(600_000).default(30_000),
+});
+export type VmDeadlines = z.infer<typeof VmDeadlines>;
+
+function vmDeadlines(input: Partial<Record<keyof VmDeadlines, number | string>> = {}): VmDeadlines {
+  const env = (name: string) => process.env[name] || undefined;
+  const r = VmDeadlines.safeParse({
+    adoptMs: input.adoptMs ?? env("SANDTREE_ADOPT_DEADLINE_MS"),
+    qmpMs: input.qmpMs ?? env("SANDTREE_QMP_DEADLINE_MS"),
+    agentMs: input.agentMs ?? env("SANDTREE_AGENT_DEADLINE_MS"),
+    freezeMs: input.freezeMs ?? env("SANDTREE_FREEZE_DEADLINE_MS"),
+  });
+  if (!r.success) {
+    const issue = r.error.issues[0];
+    throw new Error(`invalid VM deadline ${String(issue?.path.join(".") ?? "")}: ${issue?.message ?? "invalid"}`);
+  }
+  return r.data;
+}
+
 export interface RunningServer {
   app: FastifyInstance;
   services: Services;
@@ -92,12 +124,15 @@ function runRootFor(dataDir: string): string {
 /** Builds everything and listens. Resolves once the server accepts connections. */
 export interface StartServerOptions {
   images?: ImageResolver;
+  /** Deadlines of calls into VMs (default: the SANDTREE_*_DEADLINE_MS variables, see VmDeadlines). */
+  deadlines?: Partial<Record<keyof VmDeadlines, number>>;
   /** Where the pino log lines go (default stdout); tests capture them. */
   logStream?: { write(line: string): unknown };
 }
 
 export async function startServer(input: ServerConfigInput = {}, opts: StartServerOptions = {}): Promise<RunningServer> {
   const cfg = ServerConfig.parse(input);
+  const deadlines = vmDeadlines(opts.deadlines);
   mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
   const store = new SqliteStore(path.join(cfg.dataDir, "sandtree.db"));
   const guest = guestArtifacts();
@@ -107,10 +142,12 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   const admission = new AdmissionService(store, new SecretBox(loadOrCreateServerKey(cfg.dataDir)));
   const images = opts.images ?? new HostImageResolver();
   let app: FastifyInstance | null = null;
+  // Lines logged before the app (and its logger) exists, e.g. by adoption, are written once it does.
+  const early: Array<["info" | "warn" | "error", object, string | undefined]> = [];
   const log: Logger = {
-    info: (o, m) => app?.log.info(o, m),
-    warn: (o, m) => app?.log.warn(o, m),
-    error: (o, m) => app?.log.error(o, m),
+    info: (o, m) => (app ? app.log.info(o, m) : early.push(["info", o, m])),
+    warn: (o, m) => (app ? app.log.warn(o, m) : early.push(["warn", o, m])),
+    error: (o, m) => (app ? app.log.error(o, m) : early.push(["error", o, m])),
   };
   const network = new NetworkService({
     store,
@@ -136,14 +173,14 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     guest,
     log: cfg.logger ? log : silentLogger,
     admission,
+    deadlines,
   });
-  // Adopts surviving VMs (or marks their sandboxes ERROR) before any request is taken.
-  await sandboxes.reconcile();
   const checkpoints = new CheckpointService({
     store,
     sandboxes,
     blobs: new LocalDirBlobStore(path.join(cfg.dataDir, "layers")),
     log: cfg.logger ? log : silentLogger,
+    deadlines,
   });
   sandboxes.setCheckpointHooks({
     backing: async (cid, signal, opts) => {
@@ -152,6 +189,11 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     },
     onTeardown: (id) => checkpoints.onSandboxTeardown(id),
   });
+  // Surviving VMs are adopted in the background, each under its own deadline and in parallel:
+  // the API answers meanwhile (a sandbox being adopted shows its last status; calls into it wait
+  // for its adoption, see SandboxService.whenAdopted). What it decides about each sandbox is
+  // taken synchronously here, before any request can arrive.
+  void sandboxes.reconcile().catch((err: Error) => log.error({ err: err.message }, "reconciling sandboxes failed"));
   await checkpoints.reconcile();
   sandboxes.pruneTemplates();
   checkpoints.startReaper();
@@ -181,23 +223,26 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   // Exposed ports end with their sandbox.
   sandboxes.onTeardown((id) => services.ports.forget(id));
   const level = process.env.SANDTREE_LOG_LEVEL ?? "info";
-  app = buildApp(services, {
+  const built = buildApp(services, {
     logger: cfg.logger ? { level, ...(opts.logStream ? { stream: opts.logStream } : {}) } : false,
   });
-  await app.listen({ host: cfg.host, port: cfg.port });
-  const addr = app.server.address();
+  app = built;
+  for (const [lvl, o, m] of early.splice(0)) built.log[lvl](o, m);
+  await built.listen({ host: cfg.host, port: cfg.port });
+  const addr = built.server.address();
   const port = typeof addr === "object" && addr ? addr.port : cfg.port;
   const url = `http://${cfg.host.includes(":") ? `[${cfg.host}]` : cfg.host}:${port}`;
   let closing: Promise<void> | null = null;
   return {
-    app,
+    app: built,
     services,
     url,
     firstKey,
     close() {
       closing ??= (async () => {
-        // Ordered and idempotent: stop accepting, stop VMs, then close the database.
-        await app?.close().catch(() => {});
+        // Ordered and idempotent: stop accepting, stop VMs (adoptions still running are
+        // cancelled first), then close the database.
+        await built.close().catch(() => {});
         await timeouts.stop().catch(() => {});
         await checkpoints.close().catch(() => {});
         await sandboxes.close().catch(() => {});
@@ -210,9 +255,45 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   };
 }
 
-/** `sandtree serve`: starts, prints the credentials on first start, stops cleanly on signals. */
+/**
+ * `sandtree serve`: starts, prints the credentials on first start, stops cleanly on signals.
+ * The SIGINT/SIGTERM handlers are installed before anything starts: a signal that arrives while
+ * the server is still starting stops it in order once the start is done (adoptions still running
+ * are cancelled by close()), instead of killing the process and orphaning the VMs it adopted.
+ */
 export async function runServer(input: ServerConfigInput = {}): Promise<RunningServer> {
-  const server = await startServer(input);
+  let server: RunningServer | null = null;
+  let stopping = false;
+  const shutDown = (s: RunningServer) =>
+    s.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  const stop = (sig: string) => {
+    if (stopping) {
+      process.stdout.write(`received ${sig}, already stopping (SIGKILL forces)\n`);
+      return;
+    }
+    stopping = true;
+    process.stdout.write(`received ${sig}, stopping sandboxes...\n`);
+    if (server) void shutDown(server);
+    // Otherwise the start is still running: it is closed the moment it returns.
+  };
+  const onSigint = () => stop("SIGINT");
+  const onSigterm = () => stop("SIGTERM");
+  process.on("SIGINT", onSigint);
+  process.on("SIGTERM", onSigterm);
+  try {
+    server = await startServer(input);
+  } catch (err) {
+    process.off("SIGINT", onSigint);
+    process.off("SIGTERM", onSigterm);
+    throw err;
+  }
+  if (stopping) {
+    void shutDown(server);
+    return server;
+  }
   const cfg = ServerConfig.parse(input);
   const credFile = path.join(cfg.dataDir, "credentials.env");
   if (server.firstKey) {
@@ -223,14 +304,5 @@ export async function runServer(input: ServerConfigInput = {}): Promise<RunningS
   } else {
     process.stdout.write(`sandtree listening on ${server.url} (credentials in ${credFile})\n`);
   }
-  const stop = (sig: string) => {
-    process.stdout.write(`received ${sig}, stopping sandboxes...\n`);
-    server.close().then(
-      () => process.exit(0),
-      () => process.exit(1),
-    );
-  };
-  process.once("SIGINT", () => stop("SIGINT"));
-  process.once("SIGTERM", () => stop("SIGTERM"));
   return server;
 }

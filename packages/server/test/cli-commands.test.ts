@@ -153,6 +153,8 @@ describe("the CLI does what its help says (#21)", () => {
     expect(r.code).toBe(0);
     const [events = "", consoleText] = r.stdout.split("--- console ---\n");
     expect(events).toMatch(/created from sandtree\/busybox/);
+    expect(events).toMatch(/image ready \(sha256:/);
+    expect(events).toMatch(/starting the VM \((cold boot|warm start from a booted template), 1 cpu, 256 MiB\)/);
     expect(events).toMatch(/running \(/);
     expect(consoleText).toBeDefined();
     expect(readFileSync(path.join(work, "hostname"), "utf8").length).toBeGreaterThan(0);

@@ -25,11 +25,14 @@ let url = "";
 let key = "";
 const created: string[] = [];
 
-/** Starts `sandtree serve` on a free port; resolves with its URL once it listens. */
-async function startChild(): Promise<void> {
+/**
+ * Starts `sandtree serve` on a free port; resolves with its URL once it listens. The server
+ * listens before the VMs it finds are adopted: adoption goes on in the background.
+ */
+async function startChild(env: Record<string, string> = {}): Promise<void> {
   output = "";
   const proc = spawn(process.execPath, [CLI, "serve", "--data-dir", dataDir, "--host", "127.0.0.1", "--port", "0"], {
-    env: { ...process.env, SANDTREE_LOG_LEVEL: "warn" },
+    env: { ...process.env, SANDTREE_LOG_LEVEL: "warn", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   child = proc;
@@ -69,6 +72,15 @@ async function api(method: string, p: string, body?: unknown): Promise<{ status:
   } catch {
     return { status: res.status, body: text };
   }
+}
+
+/**
+ * Waits until the sandbox's adoption after a restart settled: a file stat is a call into the VM,
+ * which the server holds until then (any answer will do: 200, or 409 for a PAUSED or lost one).
+ */
+async function adopted(id: string): Promise<void> {
+  const r = await api("GET", `/v1/sandboxes/${id}/files/stat?path=/`);
+  expect([200, 409], JSON.stringify(r.body)).toContain(r.status);
 }
 
 async function create(): Promise<string> {
@@ -312,6 +324,9 @@ describe("kill -9 of the server and a restart", () => {
 
     await killChild();
     await startChild();
+    // Its last status while it is being adopted, and after.
+    expect((await api("GET", `/v1/sandboxes/${a}`)).body.status).toBe("PAUSED");
+    await adopted(a);
     const sb = (await api("GET", `/v1/sandboxes/${a}`)).body;
     expect(sb.status, sb.error_reason).toBe("PAUSED");
     expect(Number.parseInt(qemuPidsFor([a])[0] ?? "", 10)).toBe(pid);
@@ -402,37 +417,52 @@ describe("kill -9 of the server and a restart", () => {
   });
 
   it("marks ERROR what cannot be adopted, and supervises what was", { timeout: 400_000 }, async () => {
-    const [hung, dead, adopted] = [await create(), await create(), await create()];
-    await Promise.all([waitRunning(hung), waitRunning(dead), waitRunning(adopted)]);
+    const [hung, dead, adopted2] = [await create(), await create(), await create()];
+    await Promise.all([waitRunning(hung), waitRunning(dead), waitRunning(adopted2)]);
     const pidOf = (id: string) => Number.parseInt(qemuPidsFor([id])[0] ?? "", 10);
+    const hungPid = pidOf(hung);
     await killChild();
-    // While the server is down: one guest stops answering, one QEMU dies.
-    process.kill(pidOf(hung), "SIGSTOP");
+    // While the server is down: one guest stops answering (its whole QEMU is stopped), one QEMU dies.
+    process.kill(hungPid, "SIGSTOP");
     process.kill(pidOf(dead), "SIGKILL");
-    const t0 = Date.now();
-    await startChild();
-    expect(Date.now() - t0).toBeLessThan(60_000);
-    const hungSb = (await api("GET", `/v1/sandboxes/${hung}`)).body;
-    expect(hungSb.status).toBe("ERROR");
-    expect(hungSb.error_reason).toContain("did not answer");
-    const deadSb = (await api("GET", `/v1/sandboxes/${dead}`)).body;
-    expect(deadSb.status).toBe("ERROR");
-    expect(deadSb.error_reason).toContain("VM was gone");
-    await expectGone(hung);
-    await expectGone(dead);
+    try {
+      // A long adoption deadline: the frozen VM is still being adopted while the API is used.
+      await startChild({ SANDTREE_ADOPT_DEADLINE_MS: "20000" });
+      // The API answers at once; the sandbox being adopted shows its last known status.
+      expect((await api("GET", `/v1/sandboxes/${hung}`)).body.status).toBe("RUNNING");
+      expect((await api("GET", "/v1/sandboxes")).status).toBe(200);
+      // The other VMs are adopted meanwhile (a call into one waits only for its own adoption).
+      expect((await exec(adopted2, "echo up")).stdout).toBe("up\n");
+      expect((await exec(a, "cat /root/one")).stdout).toBe("before\n");
+      const deadSb = (await api("GET", `/v1/sandboxes/${dead}`)).body;
+      expect(deadSb.status).toBe("ERROR");
+      expect(deadSb.error_reason).toContain("VM was gone");
+      await expectGone(dead);
+      // A call into the frozen one waits for its adoption, which gives up at the deadline.
+      const r = await api("POST", `/v1/sandboxes/${hung}/exec`, { command: "true" });
+      expect(r.status, JSON.stringify(r.body)).toBe(409);
+      const hungSb = (await api("GET", `/v1/sandboxes/${hung}`)).body;
+      expect(hungSb.status).toBe("ERROR");
+      expect(hungSb.error_reason).toContain("did not answer");
+      await expectGone(hung);
+    } finally {
+      try {
+        process.kill(hungPid, "SIGCONT");
+      } catch {}
+    }
     // The adopted VM is supervised like one this process started.
-    expect((await api("GET", `/v1/sandboxes/${adopted}`)).body.status).toBe("RUNNING");
-    process.kill(pidOf(adopted), "SIGKILL");
+    expect((await api("GET", `/v1/sandboxes/${adopted2}`)).body.status).toBe("RUNNING");
+    process.kill(pidOf(adopted2), "SIGKILL");
     const sb = await waitFor(
       "ERROR after QEMU died",
       async () => {
-        const b = (await api("GET", `/v1/sandboxes/${adopted}`)).body;
+        const b = (await api("GET", `/v1/sandboxes/${adopted2}`)).body;
         return b.status === "ERROR" ? b : undefined;
       },
       10_000,
     );
     expect(sb.error_reason).toContain("qemu exited unexpectedly");
-    await expectGone(adopted);
+    await expectGone(adopted2);
     expect((await api("GET", `/v1/sandboxes/${a}`)).body.status).toBe("RUNNING");
   });
 
@@ -485,5 +515,32 @@ describe("kill -9 of the server and a restart", () => {
     for (const id of checkpoints) expect((await api("DELETE", `/v1/checkpoints/${id}`)).status).toBe(200);
     await expectGone(a);
     expect(qemuPidsFor(created)).toEqual([]);
+  });
+
+  it("stops in order on SIGTERM while VMs are still being adopted", { timeout: 300_000 }, async () => {
+    const [frozen, other] = [await create(), await create()];
+    await Promise.all([waitRunning(frozen), waitRunning(other)]);
+    const frozenPid = Number.parseInt(qemuPidsFor([frozen])[0] ?? "", 10);
+    await killChild();
+    process.kill(frozenPid, "SIGSTOP");
+    try {
+      await startChild({ SANDTREE_ADOPT_DEADLINE_MS: "60000" });
+      expect((await api("GET", `/v1/sandboxes/${frozen}`)).body.status).toBe("RUNNING");
+      const proc = child as ChildProcess;
+      const exited = new Promise<number | null>((r) => proc.once("exit", (code) => r(code)));
+      proc.kill("SIGTERM");
+      expect(await exited).toBe(0);
+      child = null;
+    } finally {
+      try {
+        process.kill(frozenPid, "SIGCONT");
+      } catch {}
+    }
+    expect(output).toContain("received SIGTERM, stopping sandboxes");
+    // Nothing orphaned: the adoption was cancelled and its QEMU killed, every other VM stopped.
+    for (const id of [frozen, other]) {
+      expect(dbStatus(id)).toBe("TERMINATED");
+      await expectGone(id);
+    }
   });
 });

@@ -1,11 +1,12 @@
 import { randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
-import net from "node:net";
+import type net from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Flag, FrameType, STREAM_WINDOW_BYTES, Tag } from "@sandtree/protocol";
+import { connectUnix, Deadline, DeadlineError } from "../vmm/deadline.js";
 import { CreditQueue } from "./credit-queue.js";
 import { encodeFrame, encodeTlv, type Frame, FrameDecoder, type TlvValue } from "./frame-codec.js";
-import { GuestError } from "./guest-error.js";
+import { AgentClosedError, GuestError } from "./guest-error.js";
 
 export interface AgentInfo {
   version: number;
@@ -190,7 +191,7 @@ export class AgentClient extends EventEmitter {
       for (const frame of this.decoder.push(chunk)) this.dispatch(frame);
     });
     sock.on("error", () => {});
-    sock.on("close", () => this.fail(new Error("agent connection closed")));
+    sock.on("close", () => this.fail(new AgentClosedError("agent connection closed")));
   }
 
   /** Connects (retrying until QEMU serves the socket) and handshakes with a fresh nonce. */
@@ -198,29 +199,28 @@ export class AgentClient extends EventEmitter {
     socketPath: string,
     opts: { signal?: AbortSignal; timeoutMs?: number; net?: string } = {},
   ): Promise<AgentClient> {
-    const signal = AbortSignal.any([AbortSignal.timeout(opts.timeoutMs ?? 120_000), ...(opts.signal ? [opts.signal] : [])]);
-    let sock: net.Socket | null = null;
-    while (!sock) {
-      signal.throwIfAborted();
-      sock = await new Promise<net.Socket | null>((resolve) => {
-        const s = net.connect(socketPath);
-        s.once("connect", () => resolve(s));
-        s.once("error", () => {
-          s.destroy();
-          resolve(null);
-        });
-      });
-      if (!sock) await sleep(10, undefined, { signal }).catch(() => {});
-    }
-    const client = new AgentClient(sock);
-    client.net = opts.net ?? null;
+    // A strongly held deadline (see deadline.ts: AbortSignal.any over AbortSignal.timeout can lose its timer).
+    const deadline = new Deadline(opts.timeoutMs ?? 120_000, "the guest agent", opts.signal);
+    const signal = deadline.signal;
     try {
-      await client.handshake(signal);
-    } catch (err) {
-      client.close();
-      throw err;
+      let sock: net.Socket | null = null;
+      while (!sock) {
+        signal.throwIfAborted();
+        sock = await connectUnix(socketPath, signal);
+        if (!sock) await sleep(10, undefined, { signal }).catch(() => {});
+      }
+      const client = new AgentClient(sock);
+      client.net = opts.net ?? null;
+      try {
+        await deadline.race(client.handshake(signal));
+      } catch (err) {
+        client.close();
+        throw err;
+      }
+      return client;
+    } finally {
+      deadline.clear();
     }
-    return client;
   }
 
   private async handshake(signal: AbortSignal): Promise<void> {
@@ -295,7 +295,7 @@ export class AgentClient extends EventEmitter {
 
   close(): void {
     this.sock.destroy();
-    this.fail(new Error("agent connection closed"));
+    this.fail(new AgentClosedError("agent connection closed"));
   }
 
   /** @internal */
@@ -340,12 +340,22 @@ export class AgentClient extends EventEmitter {
     this.streams.delete(id);
   }
 
-  async ping(data: Buffer = randomBytes(8)): Promise<void> {
+  /** Round trip through the guest; with `timeoutMs`, rejects with DeadlineError when it is not answered in time. */
+  async ping(data: Buffer = randomBytes(8), opts: { timeoutMs?: number } = {}): Promise<void> {
     if (this.closedError) throw this.closedError;
     const key = data.toString("hex");
     const p = new Promise<void>((resolve) => this.pings.set(key, resolve));
     this.sendRaw(FrameType.PING, 0, data);
-    await p;
+    if (opts.timeoutMs === undefined) await p;
+    else {
+      const deadline = new Deadline(opts.timeoutMs, "the guest agent's ping");
+      try {
+        await deadline.race(p);
+      } finally {
+        deadline.clear();
+        this.pings.delete(key);
+      }
+    }
     if (this.closedError) throw this.closedError;
   }
 
@@ -374,21 +384,37 @@ export class AgentClient extends EventEmitter {
     return exec;
   }
 
-  /** A request answered by one RESULT or ERROR frame. */
-  private request<T>(type: number, entries: Array<[number, TlvValue]>): Promise<T> {
+  /**
+   * A request answered by one RESULT or ERROR frame. With `timeoutMs` it rejects with
+   * DeadlineError when the guest does not answer in time (a late answer is dropped).
+   */
+  private request<T>(type: number, entries: Array<[number, TlvValue]>, timeoutMs?: number): Promise<T> {
     return new Promise<T>((resolve, reject) => {
+      let timer: NodeJS.Timeout | undefined;
       const id = this.openStream({
         onFrame: (f) => {
           if (f.type === FrameType.RESULT) {
+            clearTimeout(timer);
             this.endStream(id);
             resolve(parseJson<T>(f.payload));
           } else if (f.type === FrameType.ERROR) {
+            clearTimeout(timer);
             this.endStream(id);
             reject(guestError(f.payload));
           }
         },
-        onClose: reject,
+        onClose: (err) => {
+          clearTimeout(timer);
+          reject(err);
+        },
       });
+      if (timeoutMs !== undefined) {
+        timer = setTimeout(() => {
+          this.endStream(id);
+          reject(new DeadlineError(`the guest agent (frame type ${type})`, timeoutMs));
+        }, timeoutMs);
+        timer.unref();
+      }
       this.sendRaw(type, id, encodeTlv(entries));
     });
   }
@@ -520,12 +546,12 @@ export class AgentClient extends EventEmitter {
   }
 
   /** Syncs and freezes a filesystem (default `/`); the guest thaws by itself after 10 s. */
-  fsfreeze(path = "/"): Promise<void> {
-    return this.request<void>(FrameType.FSFREEZE, [[Tag.PATH, path]]);
+  fsfreeze(path = "/", opts: { timeoutMs?: number } = {}): Promise<void> {
+    return this.request<void>(FrameType.FSFREEZE, [[Tag.PATH, path]], opts.timeoutMs);
   }
 
-  fsthaw(path = "/"): Promise<void> {
-    return this.request<void>(FrameType.FSTHAW, [[Tag.PATH, path]]);
+  fsthaw(path = "/", opts: { timeoutMs?: number } = {}): Promise<void> {
+    return this.request<void>(FrameType.FSTHAW, [[Tag.PATH, path]], opts.timeoutMs);
   }
 
   /** Sets the guest clock to the host's and reseeds its RNG (after a resume), keeping streams. */

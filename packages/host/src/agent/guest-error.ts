@@ -1,4 +1,5 @@
 import { type ErrorCode, SandtreeError } from "@sandtree/protocol";
+import { DeadlineError } from "../vmm/deadline.js";
 
 /** An error the guest agent reported for one request: errno name plus message. */
 export class GuestError extends Error {
@@ -10,6 +11,11 @@ export class GuestError extends Error {
     super(message);
     this.name = "GuestError";
   }
+}
+
+/** The agent's connection is gone (the VM died or was killed, e.g. after missing a deadline). */
+export class AgentClosedError extends Error {
+  override readonly name = "AgentClosedError";
 }
 
 const ERRNO_TO_CODE: Record<string, ErrorCode> = {
@@ -27,6 +33,9 @@ const ERRNO_TO_CODE: Record<string, ErrorCode> = {
 
 /** Maps a guest errno to the API's stable error code; anything unknown is GUEST_ERROR. */
 export function toSandtreeError(err: unknown, path?: string): unknown {
+  if (err instanceof AgentClosedError || err instanceof DeadlineError) {
+    return new SandtreeError("GUEST_ERROR", `the guest did not answer: ${err.message}`, path !== undefined ? { path } : {});
+  }
   if (!(err instanceof GuestError)) return err;
   const code = ERRNO_TO_CODE[err.errnoCode] ?? "GUEST_ERROR";
   const details: Record<string, unknown> = { errno: err.errnoCode };

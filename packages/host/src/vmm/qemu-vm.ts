@@ -4,6 +4,7 @@ import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, stat
 import path from "node:path";
 import { AgentClient } from "../agent/agent-client.js";
 import { loadVmState } from "../snapshots/migration.js";
+import { Deadline } from "./deadline.js";
 import { type Accel, buildQemuArgs, ROOT_NODE } from "./qemu-args.js";
 import { QmpClient } from "./qmp-client.js";
 
@@ -40,7 +41,11 @@ export interface AdoptOptions {
   /** The run directory it was started with (QMP and agent sockets). */
   runDir: string;
   logDir: string;
-  /** How long reconnecting QMP and the agent may take (default 10 s). */
+  /**
+   * The one deadline of the whole adoption (default 10 s): QMP connect and commands, the agent's
+   * connect and handshake, disk discovery. A VM that misses it is killed (SIGKILL, which also
+   * ends a stopped process) and adopt() throws.
+   */
   connectTimeoutMs?: number;
   /** eth0's configuration, re-sent with the handshake (see VmOptions.guestNet). */
   guestNet?: string;
@@ -215,7 +220,8 @@ export class QemuVm extends EventEmitter {
     }
     const vm = new QemuVm(opts, child, child.pid ?? -1);
     child.on("error", () => {});
-    const abort = AbortSignal.any([AbortSignal.timeout(opts.bootTimeoutMs ?? 180_000), ...(opts.signal ? [opts.signal] : [])]);
+    const deadline = new Deadline(opts.bootTimeoutMs ?? 180_000, "the guest agent", opts.signal);
+    const abort = deadline.signal;
     const died = vm.exited.then((e) => {
       throw new Error(e.reason);
     });
@@ -241,8 +247,7 @@ export class QemuVm extends EventEmitter {
     } catch (err) {
       await vm.stop({ graceMs: 0 });
       const console = tailOfFile(vm.consoleLog, 1500).trim();
-      const why =
-        abort.aborted && !(opts.signal?.aborted ?? false) ? "guest agent did not answer in time" : (err as Error).message;
+      const why = deadline.timedOut ? "guest agent did not answer in time" : (err as Error).message;
       throw new Error(`VM start failed: ${why}${console ? `; console: ${console.split("\n").slice(-5).join(" | ")}` : ""}`, {
         cause: err,
       });
@@ -252,47 +257,68 @@ export class QemuVm extends EventEmitter {
   /**
    * Takes over a QEMU started by an earlier server process: reconnects QMP and the agent (a
    * fresh HELLO resynchronises the guest, which drops the old streams) and learns the active
-   * root disk from QMP. Stops the VM and throws when it does not answer within the timeout.
+   * root disk from QMP. Every step runs under one deadline; a VM that misses it (stopped, hung)
+   * or fails is killed with SIGKILL and adopt() throws with the step that did not answer.
    */
   static async adopt(opts: AdoptOptions): Promise<QemuVm> {
     if (!qemuAlive(opts.pid, opts.name)) throw new Error(`QEMU ${opts.name} (pid ${opts.pid}) is not running`);
     const vm = new QemuVm({ name: opts.name, runDir: opts.runDir, logDir: opts.logDir }, null, opts.pid);
-    const abort = AbortSignal.any([AbortSignal.timeout(opts.connectTimeoutMs ?? 10_000), ...(opts.signal ? [opts.signal] : [])]);
+    const timeoutMs = opts.connectTimeoutMs ?? 10_000;
+    const deadline = new Deadline(timeoutMs, "the VM", opts.signal);
+    const signal = deadline.signal;
     const died = vm.exited.then((e) => {
       throw new Error(e.reason);
     });
+    let step = "QMP connect";
+    // Each step ends at the deadline, whatever it awaits (a socket, a command, the guest).
+    const within = <T>(p: Promise<T>) => Promise.race([deadline.race(p), died]);
     try {
-      const qmp = await Promise.race([QmpClient.connect(path.join(opts.runDir, "qmp.sock"), { signal: abort }), died]);
+      const qmp = await within(QmpClient.connect(path.join(opts.runDir, "qmp.sock"), { signal, timeoutMs }));
       vm.qmp = qmp;
-      const st = await Promise.race([qmp.execute<{ status?: string }>("query-status", undefined, { timeoutMs: 5000 }), died]);
+      step = "QMP query-status";
+      const st = await within(qmp.execute<{ status?: string }>("query-status", undefined, { signal }));
       vm.adoptedRunState = st.status ?? "unknown";
       // Stopped (a pause, or a crash while a pause or a memory save held it): the guest runs for the handshake.
-      if (st.status !== "running") await Promise.race([qmp.execute("cont", undefined, { timeoutMs: 5000 }), died]);
-      const agent = await Promise.race([
+      step = "QMP cont";
+      if (st.status !== "running") await within(qmp.execute("cont", undefined, { signal }));
+      step = "the guest agent's handshake";
+      const agent = await within(
         AgentClient.connect(path.join(opts.runDir, "agent.sock"), {
-          signal: abort,
+          signal,
+          timeoutMs,
           ...(opts.guestNet ? { net: opts.guestNet } : {}),
         }),
-        died,
-      ]);
+      );
       vm.agent = agent;
-      await Promise.race([vm.learnRootDisk(), died]);
-      if (opts.keepPaused) await Promise.race([qmp.execute("stop", undefined, { timeoutMs: 5000 }), died]);
+      step = "disk discovery (QMP query-block)";
+      await within(vm.learnRootDisk(signal));
+      step = "QMP stop";
+      if (opts.keepPaused) await within(qmp.execute("stop", undefined, { signal }));
       return vm;
     } catch (err) {
-      await vm.stop({ graceMs: 0 });
-      const why =
-        abort.aborted && !(opts.signal?.aborted ?? false)
-          ? "QMP or the guest agent did not answer in time"
-          : (err as Error).message;
+      const shutdown = opts.signal?.aborted ?? false;
+      // Killed, not asked: a stopped or hung QEMU answers no quit, and SIGKILL ends a stopped process too.
+      await vm.kill();
+      const why = shutdown
+        ? `adoption cancelled (${String((opts.signal?.reason as Error | undefined)?.message ?? "aborted")})`
+        : deadline.timedOut
+          ? `${step} did not answer within ${Math.round(timeoutMs / 100) / 10} s (QMP or the guest agent did not answer in time); the VM was killed`
+          : `${step} failed: ${(err as Error).message}; the VM was killed`;
       throw new Error(`could not reconnect to the VM: ${why}`, { cause: err });
+    } finally {
+      deadline.clear();
     }
   }
 
   /** Reads the root disk's top node and file (disk snapshots may have moved them) from QMP. */
-  private async learnRootDisk(): Promise<void> {
+  private async learnRootDisk(signal?: AbortSignal): Promise<void> {
     if (!this.qmp) return;
-    const blocks = await this.qmp.execute<Array<{ inserted?: { "node-name"?: string; file?: string } }>>("query-block");
+    const opts = signal ? { signal } : {};
+    const blocks = await this.qmp.execute<Array<{ inserted?: { "node-name"?: string; file?: string } }>>(
+      "query-block",
+      undefined,
+      opts,
+    );
     for (const b of blocks) {
       const node = b.inserted?.["node-name"];
       const m = node ? /^disk(\d+)$/.exec(node) : null;
@@ -302,11 +328,28 @@ export class QemuVm extends EventEmitter {
       this.diskGeneration = Number(m[1]);
     }
     // A crash between blockdev-add and blockdev-snapshot leaves a node outside the chain: skip its name.
-    const nodes = await this.qmp.execute<Array<{ "node-name"?: string }>>("query-named-block-nodes");
+    const nodes = await this.qmp.execute<Array<{ "node-name"?: string }>>("query-named-block-nodes", undefined, opts);
     for (const n of nodes) {
       const m = /^disk(\d+)$/.exec(n["node-name"] ?? "");
       if (m) this.diskGeneration = Math.max(this.diskGeneration, Number(m[1]));
     }
+  }
+
+  /**
+   * SIGKILL now (no agent shutdown, no QMP quit: for a VM that does not answer) and waits for
+   * the exit; removes the sockets. Idempotent.
+   */
+  async kill(): Promise<VmExit> {
+    this.stopping = true;
+    if (!this.exit) {
+      try {
+        if (this.child) this.child.kill("SIGKILL");
+        else if (qemuAlive(this.qemuPid, this.opts.name)) process.kill(this.qemuPid, "SIGKILL");
+      } catch {}
+    }
+    const exit = await this.exited;
+    rmSync(this.opts.runDir, { recursive: true, force: true });
+    return exit;
   }
 
   /** Stops the VM (agent shutdown, then QMP quit, then SIGKILL) and removes its sockets. Idempotent. */

@@ -1,6 +1,15 @@
 import { EventEmitter } from "node:events";
-import net from "node:net";
+import type net from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
+import { connectUnix, Deadline } from "./deadline.js";
+
+/** What every command waits at most unless the caller says otherwise. */
+export const QMP_DEFAULT_TIMEOUT_MS = 30_000;
+
+/** QEMU did not answer a command in time (stopped, hung): its main loop is not serving QMP. */
+export class QmpTimeoutError extends Error {
+  override readonly name = "QmpTimeoutError";
+}
 
 interface Pending {
   resolve: (v: unknown) => void;
@@ -28,39 +37,28 @@ export class QmpClient extends EventEmitter {
   }
 
   static async connect(socketPath: string, opts: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<QmpClient> {
-    const signal = AbortSignal.any([AbortSignal.timeout(opts.timeoutMs ?? 30_000), ...(opts.signal ? [opts.signal] : [])]);
-    for (;;) {
-      signal.throwIfAborted();
-      const sock = await new Promise<net.Socket | null>((resolve) => {
-        const s = net.connect(socketPath);
-        s.once("connect", () => resolve(s));
-        s.once("error", () => {
-          s.destroy();
-          resolve(null);
-        });
-      });
-      if (sock) {
-        const client = new QmpClient(sock);
-        // A QEMU that accepts but never greets (stopped, hung) must not hold the caller past its deadline.
-        let onAbort = () => {};
-        try {
-          await Promise.race([
-            client.execute("qmp_capabilities"),
-            new Promise<never>((_, reject) => {
-              onAbort = () => reject(new Error("QMP did not greet in time", { cause: signal.reason }));
-              if (signal.aborted) onAbort();
-              else signal.addEventListener("abort", onAbort, { once: true });
-            }),
-          ]);
-        } catch (err) {
-          client.close();
-          throw err;
-        } finally {
-          signal.removeEventListener("abort", onAbort);
+    // A strongly held deadline (see deadline.ts: AbortSignal.any over AbortSignal.timeout can lose its timer).
+    const deadline = new Deadline(opts.timeoutMs ?? 30_000, "QMP", opts.signal);
+    const signal = deadline.signal;
+    try {
+      for (;;) {
+        signal.throwIfAborted();
+        const sock = await connectUnix(socketPath, signal);
+        if (sock) {
+          const client = new QmpClient(sock);
+          // A QEMU that accepts but never greets (stopped, hung) must not hold the caller past its deadline.
+          try {
+            await client.execute("qmp_capabilities", undefined, { signal });
+          } catch (err) {
+            client.close();
+            throw signal.aborted ? new QmpTimeoutError("QMP did not greet in time", { cause: signal.reason }) : err;
+          }
+          return client;
         }
-        return client;
+        await sleep(10, undefined, { signal }).catch(() => {});
       }
-      await sleep(10, undefined, { signal }).catch(() => {});
+    } finally {
+      deadline.clear();
     }
   }
 
@@ -94,16 +92,28 @@ export class QmpClient extends EventEmitter {
   }
 
   /**
-   * Runs one command. With `timeoutMs`, a QEMU that does not answer in time (stopped, hung on
-   * I/O) rejects the call instead of leaving it pending forever; a late answer is dropped.
+   * Runs one command. Every command has a deadline (`timeoutMs`, default QMP_DEFAULT_TIMEOUT_MS;
+   * `signal` ends it sooner): a QEMU that does not answer in time (stopped, hung on I/O) rejects
+   * the call with QmpTimeoutError instead of leaving it pending forever; a late answer is dropped.
    */
-  execute<T = unknown>(command: string, args?: Record<string, unknown>, opts: { timeoutMs?: number } = {}): Promise<T> {
+  execute<T = unknown>(
+    command: string,
+    args?: Record<string, unknown>,
+    opts: { timeoutMs?: number; signal?: AbortSignal } = {},
+  ): Promise<T> {
     if (this.closed) return Promise.reject(new Error("QMP connection closed"));
+    if (opts.signal?.aborted) return Promise.reject(new QmpTimeoutError(`QMP ${command} was not sent: its deadline had passed`));
     const id = `q${this.nextId++}`;
+    const timeoutMs = opts.timeoutMs ?? QMP_DEFAULT_TIMEOUT_MS;
     return new Promise<T>((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
+      const onAbort = () => {
+        settle();
+        reject(new QmpTimeoutError(`QMP ${command} did not answer in time`, { cause: opts.signal?.reason }));
+      };
       const settle = () => {
         if (timer) clearTimeout(timer);
+        opts.signal?.removeEventListener("abort", onAbort);
         this.pending.delete(id);
       };
       this.pending.set(id, {
@@ -116,15 +126,19 @@ export class QmpClient extends EventEmitter {
           reject(e);
         },
       });
-      if (opts.timeoutMs !== undefined) {
-        timer = setTimeout(() => {
-          settle();
-          reject(new Error(`QMP ${command} did not answer within ${opts.timeoutMs} ms`));
-        }, opts.timeoutMs);
-        timer.unref();
-      }
+      // Unref'd but strongly held by the timer list: it fires; it just keeps no process alive by itself.
+      timer = setTimeout(() => {
+        settle();
+        reject(new QmpTimeoutError(`QMP ${command} did not answer within ${timeoutMs} ms`));
+      }, timeoutMs);
+      timer.unref();
+      opts.signal?.addEventListener("abort", onAbort, { once: true });
       this.sock.write(`${JSON.stringify({ execute: command, ...(args ? { arguments: args } : {}), id })}\n`);
     });
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
   }
 
   close(): void {

@@ -8,6 +8,7 @@ import {
   createOverlay,
   ensureBaseLink,
   flattenLayer,
+  QmpTimeoutError,
   resumeAfterSave,
   saveVmState,
   sealLayer,
@@ -20,9 +21,7 @@ import type { Logger } from "./logger.js";
 import { liveDiskName, memoryMbFor, type SandboxService } from "./sandbox-service.js";
 
 const LIVE: readonly CheckpointState[] = ["PENDING", "FROZEN", "DURABLE"];
-/** Deadlines of a checkpoint's calls into the guest and QEMU (a stuck VM fails the checkpoint). */
-const FREEZE_DEADLINE_MS = Number(process.env.SANDTREE_FREEZE_DEADLINE_MS ?? 30_000);
-const QMP_DEADLINE_MS = 15_000;
+/** Deadline of a memory save (the whole migration; its QMP commands have the QMP deadline each). */
 const MEMORY_SAVE_DEADLINE_MS = 120_000;
 
 export interface CheckpointServiceDeps {
@@ -30,6 +29,11 @@ export interface CheckpointServiceDeps {
   sandboxes: SandboxService;
   blobs: BlobStore;
   log: Logger;
+  /**
+   * Deadlines of a checkpoint's calls into the guest and QEMU (a stuck VM fails the checkpoint):
+   * the freeze (SANDTREE_FREEZE_DEADLINE_MS, 30 s) and each QMP command (SANDTREE_QMP_DEADLINE_MS, 15 s).
+   */
+  deadlines?: { freezeMs?: number; qmpMs?: number };
 }
 
 function newId(): string {
@@ -71,7 +75,13 @@ export class CheckpointService {
   /** Chains at least this deep get their top layer flattened in the background. */
   private readonly flattenDepth = Number(process.env.SANDTREE_FLATTEN_DEPTH ?? 16);
 
-  constructor(private readonly deps: CheckpointServiceDeps) {}
+  private readonly freezeDeadlineMs: number;
+  private readonly qmpDeadlineMs: number;
+
+  constructor(private readonly deps: CheckpointServiceDeps) {
+    this.freezeDeadlineMs = deps.deadlines?.freezeMs ?? Number(process.env.SANDTREE_FREEZE_DEADLINE_MS ?? 30_000);
+    this.qmpDeadlineMs = deps.deadlines?.qmpMs ?? 15_000;
+  }
 
   get(teamId: string, id: string): CheckpointRow {
     const c = this.deps.store.getCheckpoint(id, teamId);
@@ -106,7 +116,7 @@ export class CheckpointService {
     return this.serialized(sandboxId, async () => {
       // A freeze an earlier checkpoint gave up on and that completed late is thawed first.
       const lateThaw = this.lateThaws.get(sandboxId);
-      if (lateThaw) await Promise.race([lateThaw, new Promise((r) => setTimeout(r, QMP_DEADLINE_MS).unref())]);
+      if (lateThaw) await Promise.race([lateThaw, new Promise((r) => setTimeout(r, this.qmpDeadlineMs).unref())]);
       const vm = this.deps.sandboxes.running(teamId, sandboxId);
       const sb = this.deps.sandboxes.get(teamId, sandboxId);
       const parent = sb.head_checkpoint_id ? store.getCheckpoint(sb.head_checkpoint_id) : undefined;
@@ -150,10 +160,10 @@ export class CheckpointService {
           // RAM and devices, run again and set the clock the pause put behind.
           const qmp = vm.qmp;
           if (!qmp) throw new Error("no QMP connection");
-          await qmp.execute("stop", undefined, { timeoutMs: QMP_DEADLINE_MS });
+          await qmp.execute("stop", undefined, { timeoutMs: this.qmpDeadlineMs });
           try {
             snapshotting = true;
-            await vm.snapshotRootDisk(next, { timeoutMs: QMP_DEADLINE_MS });
+            await vm.snapshotRootDisk(next, { timeoutMs: this.qmpDeadlineMs });
             snapshotting = false;
             await saveVmState(qmp, path.join(this.deps.blobs.localDir, `mem-${row.id}`), {
               ignoreShared: false,
@@ -168,7 +178,7 @@ export class CheckpointService {
         } else {
           const freezing = vm.agent.fsfreeze("/");
           try {
-            await this.guarded(sandboxId, freezing, FREEZE_DEADLINE_MS, "the guest's filesystem freeze");
+            await this.guarded(sandboxId, freezing, this.freezeDeadlineMs, "the guest's filesystem freeze");
           } catch (err) {
             // The freeze may still complete later (a VM paused on a host disk error runs on once
             // space is back): thaw right then, and let the next checkpoint of this sandbox wait for it.
@@ -186,17 +196,24 @@ export class CheckpointService {
             snapshotting = true;
             // Not cut short on a disk-error pause: QMP answers while the VM is paused, and its
             // answer says which disk the VM now writes to (its own deadline covers a hung QEMU).
-            await vm.snapshotRootDisk(next, { timeoutMs: QMP_DEADLINE_MS });
+            await vm.snapshotRootDisk(next, { timeoutMs: this.qmpDeadlineMs });
             snapshotting = false;
           } finally {
-            await this.guarded(sandboxId, vm.agent.fsthaw("/"), QMP_DEADLINE_MS, "the guest's thaw").catch(() => {});
+            await this.guarded(sandboxId, vm.agent.fsthaw("/"), this.qmpDeadlineMs, "the guest's thaw").catch(() => {});
           }
         }
       } catch (err) {
         rmSync(next, { force: true });
         const message = (err as Error).message;
         const ioError = this.deps.sandboxes.ioErrorOf(sandboxId);
-        if (snapshotting && !/^QMP [A-Za-z]+:/.test(message)) {
+        if (err instanceof QmpTimeoutError && !snapshotting) {
+          // QEMU serves QMP whatever its guest does: no answer means QEMU itself is stopped or hung.
+          this.deps.sandboxes.failVm(
+            sandboxId,
+            vm,
+            `QEMU did not answer a checkpoint's QMP command (${message}); the VM was killed`,
+          );
+        } else if (snapshotting && !/^QMP [A-Za-z]+:/.test(message)) {
           // QEMU did not say whether the new overlay is in use: the VM's disk is unknown, so the
           // VM goes rather than writing into a layer we removed.
           this.deps.sandboxes.failVm(sandboxId, vm, `a checkpoint's disk snapshot got no answer from QEMU (${message})`);

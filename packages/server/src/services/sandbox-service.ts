@@ -240,6 +240,13 @@ export class SandboxService {
         image = resolved;
       }
       store.updateSandbox(sb.id, { image_digest: image.digest });
+      // Boot progress for `sandtree sandbox logs` (the console of a quiet kernel says little).
+      store.addEvent(
+        sb.id,
+        sb.source_checkpoint_id
+          ? `disk from checkpoint ${sb.source_checkpoint_id}`
+          : `image ready (${image.digest?.slice(0, 19) ?? "no digest"})`,
+      );
       const diskBytes = sb.disk_size_gb * GiB;
       if (diskBytes < image.virtualSizeBytes) {
         throw new SandtreeError(
@@ -277,6 +284,8 @@ export class SandboxService {
       if (net.status === "rejected") throw net.reason;
       const nic = net.value;
       signal.throwIfAborted();
+      const how = memState ? "restoring its memory" : template ? "warm start from a booted template" : "cold boot";
+      store.addEvent(sb.id, `starting the VM (${how}, ${sb.cpu_cores} cpu, ${memoryMb} MiB)`);
       vm = await QemuVm.start({
         ...(nic ? { tap: nic.tap, guestNet: nic.guestNet } : {}),
         name: `sandtree-${sb.id}`,
