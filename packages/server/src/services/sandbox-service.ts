@@ -9,6 +9,7 @@ import {
   findQemuProcesses,
   type GuestArtifacts,
   QemuVm,
+  QmpTimeoutError,
   qemuAlive,
   type TemplateInputs,
   TemplateStore,
@@ -59,6 +60,8 @@ export interface SandboxServiceDeps {
   admission: AdmissionService;
   /** Sandbox networks (absent: no sandbox gets a NIC). */
   network?: NetworkService;
+  /** Deadlines of calls into VMs (ms); see VmDeadlines in server.ts. Absent: the defaults. */
+  deadlines?: { adoptMs?: number; qmpMs?: number; agentMs?: number };
 }
 
 function newId(): string {
@@ -78,6 +81,8 @@ function newId(): string {
 export class SandboxService {
   private readonly vms = new Map<string, QemuVm>();
   private readonly provisioning = new Map<string, { abort: AbortController; done: Promise<void> }>();
+  /** Sandboxes whose surviving VM is being reconnected after a restart (see reconcile()). */
+  private readonly adopting = new Map<string, { abort: AbortController; done: Promise<void> }>();
   private closing = false;
 
   private checkpointHooks: CheckpointHooks | null = null;
@@ -105,6 +110,15 @@ export class SandboxService {
             deps.runRoot,
             deps.network ? deps.network.taps : null,
           );
+  }
+
+  /** One adoption, all steps (SANDTREE_ADOPT_DEADLINE_MS, 10 s). */
+  private get adoptDeadlineMs(): number {
+    return this.deps.deadlines?.adoptMs ?? 10_000;
+  }
+  /** One QMP command of the API's own calls (pause, resume, delete: SANDTREE_QMP_DEADLINE_MS, 15 s). */
+  get qmpDeadlineMs(): number {
+    return this.deps.deadlines?.qmpMs ?? 15_000;
   }
 
   /** Wired by the checkpoint service (it needs this service too, so it is set after both exist). */
@@ -432,7 +446,7 @@ export class SandboxService {
    * a slow guest under heavy load answers late, but answers.
    */
   private watchAgent(id: string, vm: QemuVm): void {
-    const deadlineMs = Number(process.env.SANDTREE_AGENT_DEADLINE_MS ?? 30_000);
+    const deadlineMs = this.deps.deadlines?.agentMs ?? Number(process.env.SANDTREE_AGENT_DEADLINE_MS ?? 30_000);
     if (!(deadlineMs > 0)) return;
     let inFlight = false;
     const quiet = () =>
@@ -596,11 +610,11 @@ export class SandboxService {
   }
 
   /** Marks a RUNNING sandbox ERROR with the reason and kills its QEMU (the exit handler cleans up). */
-  failVm(id: string, vm: QemuVm, reason: string): void {
+  failVm(id: string, vm: QemuVm, reason: string, from: readonly SandboxStatus[] = ["RUNNING"]): void {
     const { store, log } = this.deps;
     const now = new Date().toISOString();
     try {
-      if (!store.updateSandbox(id, { status: "ERROR", error_reason: reason, terminated_at: now }, ["RUNNING"])) return;
+      if (!store.updateSandbox(id, { status: "ERROR", error_reason: reason, terminated_at: now }, from)) return;
     } catch (err) {
       // Not recorded (disk full?): leave the VM; the watchdog or a later call tries again.
       log.error({ sandbox: id, reason, err: (err as Error).message }, "could not mark the sandbox ERROR");
@@ -673,6 +687,14 @@ export class SandboxService {
   /** The running VM of a sandbox, or 404 / 409 SANDBOX_NOT_RUNNING. */
   running(teamId: string, id: string): QemuVm {
     const sb = this.get(teamId, id);
+    if (this.adopting.has(id)) {
+      // The routes wait for the adoption first (whenAdopted); this is for callers that do not.
+      throw new SandtreeError(
+        "SANDBOX_NOT_RUNNING",
+        `sandbox ${id} is being reconnected after a server restart; retry in a moment`,
+        { id, status: sb.status, adopting: true },
+      );
+    }
     const vm = this.vms.get(id);
     if (sb.status !== "RUNNING" || !vm || vm.exit) {
       throw new SandtreeError("SANDBOX_NOT_RUNNING", `sandbox ${id} is ${sb.status}, not RUNNING`, { id, status: sb.status });
@@ -684,13 +706,42 @@ export class SandboxService {
     return vm;
   }
 
+  /**
+   * A QMP command of an API call, under SANDTREE_QMP_DEADLINE_MS. QEMU serves QMP from its main
+   * loop whatever the guest does, so no answer in time means QEMU itself is stopped or hung: the
+   * sandbox becomes ERROR and its QEMU is killed, and the caller gets 502 GUEST_ERROR with the
+   * reason (never a call that hangs).
+   */
+  private async qmpCall(id: string, vm: QemuVm, command: string, what: string): Promise<void> {
+    const qmp = vm.qmp;
+    if (!qmp) throw new SandtreeError("SANDBOX_NOT_RUNNING", `sandbox ${id} has no QMP connection`, { id });
+    // The call's own deadline decides (the liveness watchdog stands aside meanwhile).
+    const release = this.holdWatchdog(id);
+    try {
+      await qmp.execute(command, undefined, { timeoutMs: this.qmpDeadlineMs });
+    } catch (err) {
+      if (err instanceof QmpTimeoutError) {
+        const reason = `QEMU did not answer ${what} (QMP ${command}) within ${this.qmpDeadlineMs} ms; the VM was killed`;
+        this.failVm(id, vm, reason, ["RUNNING", "PAUSED"]);
+        throw new SandtreeError("GUEST_ERROR", `sandbox ${id}: ${reason}`, { id });
+      }
+      if (vm.exit || qmp.isClosed) {
+        const why = this.deps.store.getSandbox(id)?.error_reason ?? vm.exit?.reason ?? "its VM stopped";
+        throw new SandtreeError("GUEST_ERROR", `sandbox ${id}: ${what} failed: ${why}`, { id });
+      }
+      throw err;
+    } finally {
+      release();
+    }
+  }
+
   /** Stops the VM's CPUs (QMP stop): memory and disk stay, no CPU is used, quotas do not count it. */
   async pause(teamId: string, id: string): Promise<Sandbox> {
     const vm = this.running(teamId, id);
     this.bumpWatch(id);
-    await vm.qmp?.execute("stop");
+    await this.qmpCall(id, vm, "stop", "a pause");
     if (!this.deps.store.updateSandbox(id, { status: "PAUSED" }, ["RUNNING"])) {
-      await vm.qmp?.execute("cont").catch(() => {});
+      await vm.qmp?.execute("cont", undefined, { timeoutMs: this.qmpDeadlineMs }).catch(() => {});
       throw new SandtreeError("SANDBOX_NOT_RUNNING", `sandbox ${id} changed state while pausing`, { id });
     }
     this.deps.store.addEvent(id, "paused");
@@ -701,11 +752,11 @@ export class SandboxService {
   async resume(teamId: string, id: string): Promise<Sandbox> {
     const sb = this.get(teamId, id);
     const vm = this.vms.get(id);
-    if (sb.status !== "PAUSED" || !vm || vm.exit) {
+    if (sb.status !== "PAUSED" || !vm || vm.exit || this.adopting.has(id)) {
       throw new SandtreeError("CONFLICT", `sandbox ${id} is ${sb.status}, not PAUSED`, { id, status: sb.status });
     }
     this.bumpWatch(id);
-    await vm.qmp?.execute("cont");
+    await this.qmpCall(id, vm, "cont", "a resume");
     vm.agent.syncClock();
     this.deps.store.updateSandbox(id, { status: "RUNNING" }, ["PAUSED"]);
     this.deps.store.addEvent(id, "resumed");
@@ -713,11 +764,13 @@ export class SandboxService {
   }
 
   async delete(teamId: string, id: string): Promise<Sandbox> {
-    // A paused guest cannot shut down cleanly: let it run for its shutdown.
+    // A VM still being adopted is waited for (its deadline bounds it). A paused guest cannot shut
+    // down cleanly: let it run for its shutdown (a QEMU that does not answer is killed by the stop).
+    await this.adopting.get(id)?.done;
     if (this.deps.store.getSandbox(id, teamId)?.status === "PAUSED")
       await this.vms
         .get(id)
-        ?.qmp?.execute("cont")
+        ?.qmp?.execute("cont", undefined, { timeoutMs: this.qmpDeadlineMs })
         .catch(() => {});
     const sb = this.get(teamId, id);
     if (!TERMINAL_STATUSES.includes(sb.status)) {
@@ -743,6 +796,8 @@ export class SandboxService {
       } catch {}
     }
     await this.checkpointHooks?.onTeardown(id).catch(() => {});
+    // An adoption in flight settles within its deadline (close() cancels it first).
+    await this.adopting.get(id)?.done;
     const p = this.provisioning.get(id);
     if (p) {
       p.abort.abort(new Error("sandbox deleted"));
@@ -792,68 +847,72 @@ export class SandboxService {
     };
   }
 
+  /** Resolves when the sandbox's adoption after a restart has settled (undefined: none in flight). */
+  whenAdopted(id: string): Promise<void> | undefined {
+    return this.adopting.get(id)?.done;
+  }
+
   /**
-   * After a restart, before requests are taken: a RUNNING sandbox whose QEMU survived (QEMU runs
-   * in its own process group) is adopted, its QMP and agent reconnected; if it does not answer
-   * within 10 s it is stopped. Every other active sandbox becomes ERROR with the reason, every
-   * QEMU of this data dir that no sandbox adopted is killed, and disks and socket directories
-   * of sandboxes without a VM are removed.
+   * After a restart. Its decisions are taken synchronously, before the server listens: which
+   * sandboxes have a surviving QEMU to adopt (QEMU runs in its own process group), which are
+   * lost (caught `PENDING`/`PROVISIONING`, or their QEMU is gone: `ERROR` with the reason), which
+   * QEMUs nobody will adopt (killed at once). The adoptions then run in parallel in the
+   * background while the API answers, each under one deadline for all its steps
+   * (SANDTREE_ADOPT_DEADLINE_MS, 10 s): one that misses it or fails gets its QEMU killed and
+   * its sandbox `ERROR` with the reason, so a frozen VM holds up nothing else. Until a sandbox's
+   * adoption settles it shows its last status and calls into it wait (whenAdopted). Finally the
+   * disks and socket directories of the sandboxes found without a VM are removed. The returned
+   * promise settles when every adoption has.
    */
-  async reconcile(): Promise<void> {
+  reconcile(): Promise<void> {
     const { store, log } = this.deps;
     const found = new Map(findQemuProcesses(this.deps.runRoot).map((p) => [p.name, p.pid]));
-    const adopt = async (sb: Sandbox): Promise<string | null> => {
-      const pid = found.get(`sandtree-${sb.id}`);
-      if (sb.status !== "RUNNING" && sb.status !== "PAUSED")
-        return `the server restarted while provisioning the sandbox (${sb.status})`;
-      if (pid === undefined) return "the server restarted and the sandbox's VM was gone";
-      try {
-        const guestNet = this.deps.network?.guestNetOf(sb.id);
-        const vm = await QemuVm.adopt({
-          name: `sandtree-${sb.id}`,
-          pid,
-          runDir: this.runDir(sb.id),
-          logDir: this.logDir(sb.id),
-          ...(guestNet ? { guestNet } : {}),
-          // A PAUSED sandbox stays paused (its guest runs only for the handshake); a RUNNING one
-          // whose VM was found stopped (a crash mid-pause or mid-checkpoint) runs on.
-          keepPaused: sb.status === "PAUSED",
-        });
-        this.supervise(sb.id, vm);
-        const state = vm.adoptedRunState === "running" ? "" : `; its VM was ${vm.adoptedRunState}`;
-        store.addEvent(sb.id, `adopted after a server restart (pid ${pid}${state})`);
-        log.info({ sandbox: sb.id, pid, runState: vm.adoptedRunState, status: sb.status }, "sandbox VM adopted");
-        return null;
-      } catch (err) {
-        return `the server restarted and the sandbox's VM did not answer: ${(err as Error).message}`;
+    const cleanup = (id: string) => {
+      this.cleanupDisk(id);
+      rmSync(this.runDir(id), { recursive: true, force: true });
+    };
+    const lose = (sb: Sandbox, reason: string): Promise<unknown> => {
+      // Its leftovers go first, so a sandbox seen ERROR has nothing left behind.
+      cleanup(sb.id);
+      if (
+        store.updateSandbox(sb.id, { status: "ERROR", error_reason: reason, terminated_at: new Date().toISOString() }, ACTIVE)
+      ) {
+        store.addEvent(sb.id, `error: ${reason}`);
+        log.warn({ sandbox: sb.id, reason }, "sandbox lost in a restart");
       }
+      return this.deps.network?.detach(sb.id).catch(() => {}) ?? Promise.resolve();
     };
     const active = store.listSandboxesByStatus(ACTIVE).filter((sb) => !this.vms.has(sb.id) && !this.provisioning.has(sb.id));
-    await Promise.all(
-      active.map(async (sb) => {
-        const reason = await adopt(sb);
-        if (reason === null) return;
-        if (
-          store.updateSandbox(sb.id, { status: "ERROR", error_reason: reason, terminated_at: new Date().toISOString() }, ACTIVE)
-        ) {
-          store.addEvent(sb.id, `error: ${reason}`);
-          log.warn({ sandbox: sb.id, reason }, "sandbox lost in a restart");
-        }
-        await this.deps.network?.detach(sb.id).catch(() => {});
-      }),
-    );
-    // QEMUs nobody adopted: of ERROR sandboxes, of deletes or provisionings a crash interrupted.
-    const orphans = [...found].filter(([name]) => !this.vms.has(name.replace(/^sandtree-/, "")));
+    const settled: Array<Promise<unknown>> = [];
+    for (const sb of active) {
+      const pid = found.get(`sandtree-${sb.id}`);
+      if (sb.status !== "RUNNING" && sb.status !== "PAUSED")
+        settled.push(lose(sb, `the server restarted while provisioning the sandbox (${sb.status})`));
+      else if (pid === undefined) settled.push(lose(sb, "the server restarted and the sandbox's VM was gone"));
+      else {
+        const abort = new AbortController();
+        const done = this.adoptOne(sb, pid, abort.signal)
+          .then(async (reason) => {
+            if (reason !== null) await lose(sb, reason);
+          })
+          .catch((err: Error) => log.error({ sandbox: sb.id, err: err.message }, "adoption failed"))
+          .finally(() => this.adopting.delete(sb.id));
+        this.adopting.set(sb.id, { abort, done });
+        settled.push(done);
+      }
+    }
+    // QEMUs nobody adopts (of ERROR sandboxes, of deletes or provisionings a crash interrupted): killed now.
+    const orphans = [...found].filter(([name]) => {
+      const id = name.replace(/^sandtree-/, "");
+      return !this.adopting.has(id) && !this.vms.has(id);
+    });
     for (const [name, pid] of orphans) {
       try {
         if (qemuAlive(pid, name)) process.kill(pid, "SIGKILL");
       } catch {}
     }
-    for (let i = 0; i < 100 && orphans.some(([name, pid]) => qemuAlive(pid, name)); i++) {
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    // Every sandbox that left something behind; a crash between creating the overlay and
-    // starting QEMU leaves only a layer file.
+    // What the previous server left on disk for sandboxes without a VM (a crash between creating
+    // the overlay and starting QEMU leaves only a layer file); an adoption that fails cleans its own.
     const ids = new Set<string>();
     for (const root of [path.join(this.deps.dataDir, "sandboxes"), this.deps.runRoot]) {
       if (existsSync(root)) for (const id of readdirSync(root)) ids.add(id);
@@ -865,9 +924,42 @@ export class SandboxService {
       }
     }
     for (const id of ids) {
-      if (this.vms.has(id) || this.provisioning.has(id)) continue;
-      this.cleanupDisk(id);
-      rmSync(this.runDir(id), { recursive: true, force: true });
+      if (this.vms.has(id) || this.provisioning.has(id) || this.adopting.has(id) || this.resetting.has(id)) continue;
+      cleanup(id);
+    }
+    return Promise.all(settled).then(() => undefined);
+  }
+
+  /** Adopts one surviving VM; null when it is supervised now, else why it was not (its QEMU is killed). */
+  private async adoptOne(sb: Sandbox, pid: number, signal: AbortSignal): Promise<string | null> {
+    const { store, log } = this.deps;
+    try {
+      const guestNet = this.deps.network?.guestNetOf(sb.id);
+      const vm = await QemuVm.adopt({
+        name: `sandtree-${sb.id}`,
+        pid,
+        runDir: this.runDir(sb.id),
+        logDir: this.logDir(sb.id),
+        connectTimeoutMs: this.adoptDeadlineMs,
+        signal,
+        ...(guestNet ? { guestNet } : {}),
+        // A PAUSED sandbox stays paused (its guest runs only for the handshake); a RUNNING one
+        // whose VM was found stopped (a crash mid-pause or mid-checkpoint) runs on.
+        keepPaused: sb.status === "PAUSED",
+      });
+      // Deleted, expired or shut down meanwhile: the adoption's result is not wanted.
+      const now = store.getSandbox(sb.id)?.status;
+      if (this.closing || (now !== "RUNNING" && now !== "PAUSED")) {
+        await vm.stop({ graceMs: 0 }).catch(() => {});
+        return `the sandbox ended (${now ?? "gone"}) while its VM was being reconnected`;
+      }
+      this.supervise(sb.id, vm);
+      const state = vm.adoptedRunState === "running" ? "" : `; its VM was ${vm.adoptedRunState}`;
+      store.addEvent(sb.id, `adopted after a server restart (pid ${pid}${state})`);
+      log.info({ sandbox: sb.id, pid, runState: vm.adoptedRunState, status: sb.status }, "sandbox VM adopted");
+      return null;
+    } catch (err) {
+      return `the server restarted and the sandbox's VM did not answer: ${(err as Error).message}`;
     }
   }
 
@@ -875,7 +967,9 @@ export class SandboxService {
   async close(): Promise<void> {
     this.closing = true;
     await this.templates?.close();
-    const ids = new Set([...this.vms.keys(), ...this.provisioning.keys()]);
+    const ids = new Set([...this.vms.keys(), ...this.provisioning.keys(), ...this.adopting.keys()]);
+    // Adoptions still running are cancelled (their QEMU is killed); the loop below marks them TERMINATED.
+    for (const a of this.adopting.values()) a.abort.abort(new Error("the server is shutting down"));
     await Promise.allSettled(
       [...ids].map(async (id) => {
         this.deps.store.updateSandbox(
