@@ -66,7 +66,7 @@ describe("team and key commands", () => {
     const list = await cli(["key", "list"], { keys });
     expect(list.out).toContain("st_abcd...");
     expect(list.out).not.toContain("st_secret");
-    expect((await cli(["key", "revoke", "key_9"], { keys })).out).toBe("key_9 revoked\n");
+    expect((await cli(["key", "revoke", "key_9"], { keys })).out).toBe("key_9\n");
     expect((await cli(["key", "create"], { keys })).code).toBe(2);
   });
 

@@ -115,13 +115,13 @@ export function registerTeamCommands(program: Command, ctx: CliContext): void {
 
   key
     .command("revoke")
-    .description("revoke an API key (refused from its next request on)")
+    .description("revoke an API key (refused from its next request on); prints its id")
     .argument("<id>", "key id (see `sandtree key list`)")
     .addOption(outputOption())
     .action(async (id: string, o: { output: OutputFormat }, cmd: Command) => {
       const revoked = await (await ctx.client(globalFlags(cmd))).keys.revoke(id);
       if (o.output === "json") printJson(ctx.stdout, revoked);
-      else ctx.stdout.write(`${revoked.id} revoked\n`);
+      else ctx.stdout.write(`${revoked.id}\n`);
     });
 }
 
