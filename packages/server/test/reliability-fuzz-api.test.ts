@@ -211,10 +211,11 @@ describe("API fuzzing", () => {
     let sent = 0;
     for (let i = 0; i < REQUESTS; i++) {
       const r = rnd.pick(routes);
-      // Deleting the fuzzed sandbox would end the interesting part early: those get a random id.
-      const filled = r.path.replace(/\{[^}]+\}/g, () =>
-        r.method === "DELETE" && r.path === "/v1/sandboxes/{id}" ? "sb-x" : segment(),
-      );
+      // Deleting or pausing the fuzzed sandbox would end the interesting part early: those get a random id.
+      const stops =
+        (r.method === "DELETE" && r.path === "/v1/sandboxes/{id}") ||
+        (r.method === "POST" && r.path === "/v1/sandboxes/{id}/pause");
+      const filled = r.path.replace(/\{[^}]+\}/g, () => (stops ? "sb-x" : segment()));
       const b =
         r.method === "GET" || r.method === "DELETE"
           ? rnd.next() < 0.8
