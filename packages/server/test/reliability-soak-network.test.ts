@@ -18,9 +18,11 @@ const MiB = 1024 * 1024;
 const SUBNET_PREFIX = "10.78.";
 const unavailable = fakeInternetUnavailableReason();
 
-const LOOKUP = `lookup() { nslookup "$1" 2>/dev/null | awk '/^Name:/ { found = 1 } found && /^Address/ { a = $NF } END { print (a == "" ? "none" : a) }'; }`;
-const GET = String.raw`get() { r=$(printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 "$1" "$2" 2>/dev/null | tail -n 1); [ -n "$r" ] && echo "$r" || echo blocked; }`;
-/** Prints "<label> <address or none> <body or blocked>" per target; $1 is the tunnel's port. */
+// "nxdomain" only when the resolver said so (a timeout or REFUSED prints "none" and fails).
+const LOOKUP = `lookup() { nslookup "$1" 2>&1 | awk '/NXDOMAIN/ { nx = 1 } /^Name:/ { found = 1 } found && /^Address/ { a = $NF } END { print (a != "" ? a : nx ? "nxdomain" : "none") }'; }`;
+// "blocked" only when the connection timed out (dropped); a refusal or any other error prints it.
+const GET = String.raw`get() { r=$(printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 "$1" "$2" 2>/tmp/nc.err | tail -n 1); if [ -n "$r" ]; then echo "$r"; elif grep -q "timed out" /tmp/nc.err; then echo blocked; else echo "failed: $(cat /tmp/nc.err)"; fi; }`;
+/** Prints "<label> <address or nxdomain> <body or blocked>" per target; $1 is the tunnel's port. */
 const PROBE = `${LOOKUP}; ${GET}
 a=$(lookup allowed.test); echo "allowed $a $(get $a 80)"
 t=$(lookup llm.sandtree.internal); echo "tunnel $t $(get $t $1)"
@@ -115,7 +117,7 @@ describe.skipIf(unavailable !== null)(`networked soak${unavailable ? ` (skipped:
       });
       expect(e.status, JSON.stringify(e.body)).toBe(200);
       expect(e.body.stdout, e.body.stderr).toBe(
-        "allowed 203.0.113.10 hello from 203.0.113.10\ntunnel 169.254.170.1 host-secret\nother none\n",
+        "allowed 203.0.113.10 hello from 203.0.113.10\ntunnel 169.254.170.1 host-secret\nother nxdomain\n",
       );
       const raw = async (address: string) =>
         (await api("POST", `/v1/sandboxes/${id}/exec`, { command: ["sh", "-c", PROBE_RAW, "probe", address] })).body;
@@ -128,7 +130,7 @@ describe.skipIf(unavailable !== null)(`networked soak${unavailable ? ` (skipped:
       expect(put.status, JSON.stringify(put.body)).toBe(200);
       expect(put.body.applied).toBe(true);
       const after = await api("POST", `/v1/sandboxes/${id}/exec`, { command: ["sh", "-c", `${LOOKUP}; lookup allowed.test`] });
-      expect(after.body.stdout, after.body.stderr).toBe("none\n");
+      expect(after.body.stdout, after.body.stderr).toBe("nxdomain\n");
       if (i % 10 === 0) {
         const r = await raw("203.0.113.10");
         expect(r.stdout, r.stderr).toBe("203.0.113.10 blocked\n");
