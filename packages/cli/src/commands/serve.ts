@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { type Command, Option } from "commander";
 import type { CliContext } from "../context.js";
 import { parseIntArg } from "../kv.js";
-import { repoRoot } from "../paths.js";
+import { repoCheckout, SERVER_NEEDS } from "../paths.js";
 import { kvmDeviceUsable, serveInfoLines } from "../serve-info.js";
 
 export type Accel = "auto" | "kvm" | "tcg";
@@ -43,12 +43,17 @@ export function registerServeCommands(program: Command, ctx: CliContext): void {
       try {
         mod = (await import(SERVER_MODULE)) as ServerModule;
       } catch (err) {
-        throw Object.assign(
-          new Error(`could not load ${SERVER_MODULE} (build it with \`npm run build\`): ${(err as Error).message}`),
-          {
-            code: "SERVER_NOT_AVAILABLE",
-          },
-        );
+        const clone = repoCheckout();
+        const missing = (err as { code?: unknown }).code === "ERR_MODULE_NOT_FOUND";
+        const why =
+          clone !== null
+            ? `build it in ${clone} with \`npm run build\` (or \`bash scripts/setup.sh\`)`
+            : missing
+              ? `this CLI is installed without it: ${SERVER_NEEDS}`
+              : "it is installed but does not load";
+        throw Object.assign(new Error(`\`sandtree serve\` could not load ${SERVER_MODULE}: ${why} (${(err as Error).message})`), {
+          code: "SERVER_NOT_AVAILABLE",
+        });
       }
       if (typeof mod.runServer !== "function") {
         throw Object.assign(new Error(`${SERVER_MODULE} does not export runServer`), { code: "SERVER_NOT_AVAILABLE" });
@@ -81,7 +86,18 @@ export function registerServeCommands(program: Command, ctx: CliContext): void {
     .description("prepare this machine: kernel, guest image, checks (runs scripts/setup.sh)")
     .argument("[args...]", "passed to setup.sh")
     .action(async (args: string[]) => {
-      ctx.exitCode = await runInherited("bash", [join(repoRoot(), "scripts", "setup.sh"), ...args]);
+      const clone = repoCheckout();
+      if (clone === null) {
+        throw Object.assign(
+          new Error(
+            `\`sandtree setup\` runs scripts/setup.sh of a clone, and this CLI is installed from its package: ${SERVER_NEEDS}`,
+          ),
+          {
+            code: "SETUP_NOT_AVAILABLE",
+          },
+        );
+      }
+      ctx.exitCode = await runInherited("bash", [join(clone, "scripts", "setup.sh"), ...args]);
     });
 }
 
