@@ -1,6 +1,7 @@
 import type { Readable, Writable } from "node:stream";
 import { SandtreeClient } from "@sandtree/sdk";
 import { type Env, type GlobalFlags, resolveCliConfig } from "./config.js";
+import { VERSION } from "./version.js";
 
 export type Out = Writable & { isTTY?: boolean };
 export type In = Readable & { isTTY?: boolean };
@@ -25,7 +26,7 @@ export function processContext(): CliContext {
     env: process.env,
     async client(flags) {
       const config = await resolveCliConfig(flags, process.env);
-      return new SandtreeClient({ ...config, env: {} });
+      return new SandtreeClient({ ...config, env: {}, userAgent: `sandtree-cli/${VERSION}` });
     },
     exitCode: 0,
   };

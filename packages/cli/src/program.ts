@@ -5,8 +5,9 @@ import { registerServeCommands } from "./commands/serve.js";
 import { registerTeamCommands } from "./commands/team.js";
 import type { CliContext } from "./context.js";
 import { commanderExitCode, describeError } from "./errors.js";
+import { VERSION } from "./version.js";
 
-export const VERSION = "0.1.0";
+export { VERSION };
 
 export function buildProgram(ctx: CliContext): Command {
   const program = new Command("sandtree")

@@ -10,3 +10,4 @@ export * from "./network.js";
 export * from "./pty.js";
 export * from "./sandbox.js";
 export * from "./teams.js";
+export * from "./version.js";

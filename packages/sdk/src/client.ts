@@ -1,12 +1,14 @@
+import { ServerVersion } from "@sandtree/protocol";
 import { Checkpoints } from "./checkpoints.js";
 import { ConfigurationError } from "./errors.js";
 import { Files } from "./files.js";
-import { HttpClient } from "./http.js";
+import { HttpClient, type RequestOptions } from "./http.js";
 import { Images } from "./images.js";
 import { Keys } from "./keys.js";
 import { DEFAULT_RETRY, type ResolvedRetry, type RetryOptions } from "./retry.js";
 import { Sandboxes } from "./sandboxes.js";
 import { Teams } from "./teams.js";
+import { VERSION } from "./version.js";
 
 export const DEFAULT_API_URL = "http://127.0.0.1:7070";
 export const DEFAULT_TIMEOUT_MS = 60_000;
@@ -24,6 +26,8 @@ export interface SandtreeClientOptions {
   retry?: RetryOptions;
   /** Where SANDTREE_* variables are read from (default process.env). */
   env?: Record<string, string | undefined>;
+  /** A product token sent before the SDK's own User-Agent (`my-trainer/1.2 sandtree-sdk/0.1.0 node/20.11.0`). */
+  userAgent?: string;
 }
 
 export interface ResolvedConfig {
@@ -31,6 +35,8 @@ export interface ResolvedConfig {
   apiKey: string;
   timeoutMs: number;
   retry: ResolvedRetry;
+  /** `[<userAgent> ]sandtree-sdk/<version> node/<version>`: the server warns when it is older than this SDK. */
+  userAgent: string;
 }
 
 /** Precedence: explicit option, then SANDTREE_* environment variable, then the default. */
@@ -64,7 +70,8 @@ export function resolveConfig(options: SandtreeClientOptions = {}): ResolvedConf
   if (!(Number.isInteger(retry.maxAttempts) && retry.maxAttempts >= 1)) {
     throw new ConfigurationError("INVALID_RETRY", "retry.maxAttempts (or SANDTREE_MAX_ATTEMPTS) must be an integer >= 1");
   }
-  return { apiUrl, apiKey, timeoutMs, retry };
+  const own = `sandtree-sdk/${VERSION} node/${process.versions.node}`;
+  return { apiUrl, apiKey, timeoutMs, retry, userAgent: options.userAgent ? `${options.userAgent} ${own}` : own };
 }
 
 export class SandtreeClient {
@@ -78,16 +85,28 @@ export class SandtreeClient {
   /** API keys (admin keys). */
   readonly keys: Keys;
   readonly apiUrl: string;
+  /** This SDK's version (the whole project shares one). */
+  readonly version = VERSION;
+  /** What every request sends as its User-Agent. */
+  readonly userAgent: string;
+  private readonly http: HttpClient;
 
   constructor(options: SandtreeClientOptions = {}) {
     const config = resolveConfig(options);
     const http = new HttpClient({ ...config, fetch: options.fetch ?? globalThis.fetch });
+    this.http = http;
     this.apiUrl = http.apiUrl;
+    this.userAgent = http.userAgent;
     this.sandboxes = new Sandboxes(http);
     this.files = new Files(http);
     this.images = new Images(http);
     this.checkpoints = new Checkpoints(http);
     this.teams = new Teams(http);
     this.keys = new Keys(http);
+  }
+
+  /** The server's version (`GET /v1/version`; needs no key). */
+  async serverVersion(options: RequestOptions = {}): Promise<ServerVersion> {
+    return this.http.json(ServerVersion, { method: "GET", path: "/v1/version", ...options });
   }
 }

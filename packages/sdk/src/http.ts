@@ -46,6 +46,8 @@ export interface HttpConfig {
   timeoutMs: number;
   fetch: typeof globalThis.fetch;
   retry?: ResolvedRetry;
+  /** Sent on every request, WebSocket upgrades included. */
+  userAgent: string;
 }
 
 /** A started request: the response plus the bookkeeping to turn failures into typed errors. */
@@ -59,16 +61,18 @@ export interface OpenResponse {
 
 export class HttpClient {
   readonly apiUrl: string;
+  readonly userAgent: string;
   private readonly config: HttpConfig;
 
   constructor(config: HttpConfig) {
     this.config = config;
     this.apiUrl = config.apiUrl.replace(/\/+$/, "");
+    this.userAgent = config.userAgent;
   }
 
-  /** The credentials every request carries (pty() sends them on its WebSocket upgrade). */
+  /** The credentials and User-Agent every request carries (pty() sends them on its WebSocket upgrade). */
   authHeaders(): Record<string, string> {
-    return { authorization: `Bearer ${this.config.apiKey}` };
+    return { authorization: `Bearer ${this.config.apiKey}`, "user-agent": this.userAgent };
   }
 
   url(path: string, query?: Record<string, QueryValue>): string {
@@ -129,7 +133,7 @@ export class HttpClient {
       );
     };
 
-    const headers: Record<string, string> = { authorization: `Bearer ${this.config.apiKey}` };
+    const headers = this.authHeaders();
     if (req.accept) headers.accept = req.accept;
     let body: RequestInit["body"];
     if (req.json !== undefined) {

@@ -19,6 +19,7 @@ export type {
   SandboxLogs,
   SandboxNetwork,
   SandboxStatus,
+  ServerVersion,
   Team,
   TeamLimits,
   TeamLimitsResponse,
@@ -58,3 +59,4 @@ export type {
 } from "./sandboxes.js";
 export { Sandboxes } from "./sandboxes.js";
 export { Teams } from "./teams.js";
+export { VERSION } from "./version.js";

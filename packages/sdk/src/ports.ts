@@ -93,7 +93,8 @@ export async function portForward(
   // Fail fast on an unknown sandbox (each connection would fail later, one by one).
   if (options.token === undefined) await http.json(Sandbox, { method: "GET", path: sandboxPath(id) });
   const url = http.url(`/tcp/${encodeURIComponent(id)}/${port}`).replace(/^http/, "ws");
-  const headers = options.token !== undefined ? { "x-sandtree-token": options.token } : http.authHeaders();
+  const headers =
+    options.token !== undefined ? { "x-sandtree-token": options.token, "user-agent": http.userAgent } : http.authHeaders();
   const server = net.createServer({ allowHalfOpen: true }, (local) => {
     local.pause();
     local.setNoDelay(true);

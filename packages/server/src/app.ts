@@ -16,8 +16,10 @@ import { portRoutes, withoutToken } from "./routes/port-routes.js";
 import { ptyRoutes } from "./routes/pty-routes.js";
 import { sandboxRoutes } from "./routes/sandbox-routes.js";
 import { teamRoutes } from "./routes/team-routes.js";
+import { versionRoutes } from "./routes/version-routes.js";
 import type { Principal } from "./services/auth-service.js";
 import type { Services } from "./services/services.js";
+import { VERSION } from "./version.js";
 
 declare module "fastify" {
   interface FastifyRequest {
@@ -25,7 +27,7 @@ declare module "fastify" {
   }
 }
 
-export const VERSION = "0.1.0";
+export { VERSION };
 
 /** GET routes that read from the guest (every other method on a sandbox may touch its VM). */
 const READS_FROM_THE_VM = new Set([
@@ -77,9 +79,10 @@ export function buildApp(services: Services, opts: { logger?: boolean | object }
   let openApi: object | null = null;
   app.get("/healthz", async () => ({ ok: true, version: VERSION }));
   app.get("/v1/openapi.json", async () => (openApi ??= openApiDocument(routes)));
+  versionRoutes(app);
   app.addHook("onRequest", async (req) => {
     const url = req.url.split("?")[0] ?? "";
-    if (!url.startsWith("/v1/") || url === "/v1/openapi.json") return;
+    if (!url.startsWith("/v1/") || url === "/v1/openapi.json" || url === "/v1/version") return;
     req.principal = services.auth.authenticate(req.headers.authorization);
   });
 

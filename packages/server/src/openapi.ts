@@ -36,6 +36,7 @@ import {
   SandboxList,
   SandboxLogs,
   SandboxNetwork,
+  ServerVersion,
   SignalRequest,
   StartJobRequest,
   Team,
@@ -46,6 +47,7 @@ import {
   UploadResult,
 } from "@sandtree/protocol";
 import { z } from "zod";
+import { VERSION } from "./version.js";
 
 const schemas = {
   BulkDeleteRequest,
@@ -93,6 +95,7 @@ const schemas = {
   ForkRequest,
   ResetRequest,
   PtyQuery,
+  ServerVersion,
   ForkManyResult: z.object({ sandboxes: z.array(Sandbox), checkpoint_id: z.string() }),
 };
 
@@ -123,6 +126,7 @@ interface Operation {
 const OPERATIONS: Record<string, Operation> = {
   "GET /healthz": { summary: "Liveness and version (no key)", security: [], responses: { 200: none("{ok, version}") } },
   "GET /v1/openapi.json": { summary: "This document (no key)", security: [], responses: { 200: none("OpenAPI 3.1") } },
+  "GET /v1/version": { summary: "The server's version (no key)", security: [], responses: { 200: ok("ServerVersion") } },
   "POST /v1/sandboxes": {
     summary: "Create a sandbox (with checkpoint_id: restore one; image and disk size come from it)",
     body: "CreateSandboxRequest",
@@ -372,7 +376,7 @@ export function openApiDocument(routes: readonly RegisteredRoute[]): object {
   }
   return {
     openapi: "3.1.0",
-    info: { title: "sandtree", version: "0.1.0" },
+    info: { title: "sandtree", version: VERSION },
     components: {
       schemas: components,
       securitySchemes: {
