@@ -15,6 +15,7 @@ import { FileService } from "./services/file-service.js";
 import { HostImageResolver } from "./services/host-images.js";
 import type { ImageResolver } from "./services/image-resolver.js";
 import { JobService } from "./services/job-service.js";
+import { type LogFormat, prettyLogStream, resolveLogFormat } from "./services/log-format.js";
 import type { Logger } from "./services/logger.js";
 import { NetworkService } from "./services/network-service.js";
 import { PortService } from "./services/port-service.js";
@@ -40,15 +41,18 @@ export const ServerConfig = z.object({
     .default(Number(process.env.SANDTREE_PORT ?? 7070)),
   accel: z.enum(["auto", "kvm", "tcg"]).default((process.env.SANDTREE_ACCEL as AccelChoice | undefined) ?? "auto"),
   logger: z.boolean().default(true),
+  /** The log's form: JSON lines, or readable lines ("auto": readable on a terminal). */
+  logFormat: z.enum(["auto", "pretty", "json"]).prefault((process.env.SANDTREE_LOG_FORMAT || "auto") as "auto"),
   /** How often expired sandboxes (timeout_minutes, idle_timeout_minutes) are looked for. */
   reaperIntervalMs: z.coerce.number().int().min(100).max(60_000).default(2000),
   /** Sandbox networks: "auto" turns them on when the host allows it (root, nftables, /dev/net/tun). */
   network: z.enum(["auto", "on", "off"]).default((process.env.SANDTREE_NETWORK as "auto" | "on" | "off" | undefined) ?? "auto"),
-  /** The sandbox address pool (a /30 each); two servers on one host need different pools. */
+  /** The sandbox address pool (a /30 each); unset: the first free of 10.201.0.0/16, 10.202.0.0/16, ... */
   networkSubnet: z
     .string()
     .regex(/^\d+\.\d+\.\d+\.\d+\/(1[0-9]|2[0-8])$/, "an IPv4 CIDR from /10 to /28")
-    .default(process.env.SANDTREE_NETWORK_SUBNET ?? "10.201.0.0/16"),
+    .optional()
+    .prefault(process.env.SANDTREE_NETWORK_SUBNET || undefined),
   /** Egress of a sandbox created without network_allowlist or network_denylist. */
   networkDefault: z
     .enum(["allow", "deny"])
@@ -111,6 +115,11 @@ export interface RunningServer {
   /** Set on the first start only: the admin key of the default team. */
   firstKey: string | null;
   close(): Promise<void>;
+}
+
+/** Where the log goes when no stream is given: stdout, as JSON or readable lines. */
+function logDestination(format: LogFormat): { write(line: string): unknown } {
+  return resolveLogFormat(format, process.stdout.isTTY === true) === "pretty" ? prettyLogStream(process.stdout) : process.stdout;
 }
 
 const silentLogger: Logger = { info() {}, warn() {}, error() {} };
@@ -224,7 +233,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   sandboxes.onTeardown((id) => services.ports.forget(id));
   const level = process.env.SANDTREE_LOG_LEVEL ?? "info";
   const built = buildApp(services, {
-    logger: cfg.logger ? { level, ...(opts.logStream ? { stream: opts.logStream } : {}) } : false,
+    logger: cfg.logger ? { level, stream: opts.logStream ?? logDestination(cfg.logFormat) } : false,
   });
   app = built;
   for (const [lvl, o, m] of early.splice(0)) built.log[lvl](o, m);

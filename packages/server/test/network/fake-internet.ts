@@ -55,8 +55,8 @@ export interface FakeInternetOptions {
   /** Write /etc/netns/<hostNs>/resolv.conf -> 198.51.100.53 (default true). */
   resolvConf?: boolean;
   /**
-   * Set net.ipv4.ip_forward=1 in the host namespace (default false: a new namespace starts with
-   * forwarding off, so the server under test must turn it on itself, as it would on a real host).
+   * Set net.ipv4.ip_forward=1 in the host namespace (default false: forwarding off, so the
+   * server under test must turn it on itself, as it would on a real host).
    */
   hostForwarding?: boolean;
   /** How long to wait for the internet's servers to listen (default 10 s). */
@@ -420,9 +420,9 @@ export async function createFakeInternet(opts: FakeInternetOptions = {}): Promis
     await ip(["-n", hostNs, "route", "add", "default", "via", GATEWAY_ADDRESS, "dev", hostIf]);
     await ip(["-n", inetNs, "addr", "add", `${GATEWAY_ADDRESS}/24`, "dev", inetIf]);
     for (const a of [...SERVER_ADDRESSES, DNS_ADDRESS]) await ip(["-n", inetNs, "addr", "add", `${a}/32`, "dev", "lo"]);
-    if (opts.hostForwarding) {
-      await ip(["netns", "exec", hostNs, "sysctl", "-qw", "net.ipv4.ip_forward=1"]);
-    }
+    // Set either way: a new namespace inherits the initial namespace's IPv4 settings
+    // (net.core.devconf_inherit_init_net=0), so it starts with forwarding on wherever the host has it on.
+    await ip(["netns", "exec", hostNs, "sysctl", "-qw", `net.ipv4.ip_forward=${opts.hostForwarding ? 1 : 0}`]);
     if (opts.resolvConf ?? true) {
       const dir = path.join("/etc/netns", hostNs);
       // Retried once: a concurrent close() may remove /etc/netns when it finds it empty.
