@@ -69,11 +69,12 @@ for (const file of report?.testResults ?? []) {
     else skips.push({ file: rel, name });
   }
   failed += failedHere;
-  if (fileFailed) {
-    const why = String(file.message ?? "").split("\n")[0] || "the file failed outside its tests";
-    problems.push(`${rel}: ${why}`);
-    // Import error, or a hook that failed after every test passed (afterAll): the file counts once.
-    if (failedHere === 0) failed++;
+  // Import error, or a hook that failed after every test passed (afterAll): the file counts once.
+  if (fileFailed && failedHere === 0) {
+    failed++;
+    problems.push(`${rel}: ${String(file.message ?? "").split("\n")[0] || "the file failed outside its tests"}`);
+  } else if (fileFailed) {
+    problems.push(`${rel}: ${failedHere} test(s) failed or did not run`);
   }
 }
 const skipped = skips.length;

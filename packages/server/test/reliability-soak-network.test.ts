@@ -19,7 +19,10 @@ const SUBNET_PREFIX = "10.78.";
 const unavailable = fakeInternetUnavailableReason();
 
 // "nxdomain" only when the resolver said so (a timeout or REFUSED prints "none" and fails).
-const LOOKUP = `lookup() { nslookup "$1" 2>&1 | awk '/NXDOMAIN/ { nx = 1 } /^Name:/ { found = 1 } found && /^Address/ { a = $NF } END { print (a != "" ? a : nx ? "nxdomain" : "none") }'; }`;
+// A records only: busybox's nslookup asks A and AAAA with IDs taken from the clock's nanoseconds,
+// which on a guest whose clock ticks coarsely are often equal; it then takes the (empty) AAAA
+// answer for the A query and waits 5 s for an answer it dropped as a duplicate.
+const LOOKUP = `lookup() { nslookup -type=a "$1" 2>&1 | awk '/NXDOMAIN/ { nx = 1 } /^Name:/ { found = 1 } found && /^Address/ { a = $NF } END { print (a != "" ? a : nx ? "nxdomain" : "none") }'; }`;
 // "blocked" only when the connection timed out (dropped); a refusal or any other error prints it.
 const GET = String.raw`get() { r=$(printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 "$1" "$2" 2>/tmp/nc.err | tail -n 1); if [ -n "$r" ]; then echo "$r"; elif grep -q "timed out" /tmp/nc.err; then echo blocked; else echo "failed: $(cat /tmp/nc.err)"; fi; }`;
 /** Prints "<label> <address or nxdomain> <body or blocked>" per target; $1 is the tunnel's port. */
