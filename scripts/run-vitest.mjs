@@ -6,7 +6,10 @@
 // failure unless `.ci/allowed-skips` names it (one `file :: full test name :: why` per line).
 // Exits non-zero whenever failed > 0 or vitest itself did.
 //
-// node scripts/run-vitest.mjs [--failed-steps N] [--allowed-skips FILE] [vitest args...]
+// With --python DIR, the pytest suite in DIR runs after vitest (Debian's /usr/bin/python3, whose
+// site-packages hold python3-pytest and python3-httpx) and its counts join the same line.
+//
+// node scripts/run-vitest.mjs [--failed-steps N] [--allowed-skips FILE] [--python DIR] [vitest args...]
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -17,11 +20,13 @@ const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const args = process.argv.slice(2);
 let failedSteps = 0;
 let allowedSkipsFile = path.join(repo, ".ci", "allowed-skips");
+let pythonTests = null;
 const vitestArgs = [];
 for (let i = 0; i < args.length; i++) {
   const a = args[i];
   if (a === "--failed-steps") failedSteps = Number(args[++i]);
   else if (a === "--allowed-skips") allowedSkipsFile = path.resolve(String(args[++i]));
+  else if (a === "--python") pythonTests = path.resolve(String(args[++i]));
   else vitestArgs.push(a);
 }
 if (!Number.isInteger(failedSteps) || failedSteps < 0) {
@@ -77,6 +82,22 @@ for (const file of report?.testResults ?? []) {
     problems.push(`${rel}: ${failedHere} test(s) failed or did not run`);
   }
 }
+// Unhandled errors, a crashed worker, a config error: vitest failed although no test or file did.
+if (status !== 0 && failed === 0) {
+  failed++;
+  problems.push(`vitest exited with status ${status} (an unhandled error or a run that did not finish)`);
+}
+if (report === null && failed === 0) failed++;
+
+let pytestStatus = 0;
+if (pythonTests) {
+  const py = await runPytest(pythonTests);
+  pytestStatus = py.status;
+  passed += py.passed;
+  failed += py.failed;
+  skips.push(...py.skips);
+  problems.push(...py.problems);
+}
 const skipped = skips.length;
 
 if (process.env.CI === "true" && skips.length > 0) {
@@ -95,16 +116,55 @@ if (process.env.CI === "true" && skips.length > 0) {
     problems.push(`skipped under CI: ${s.file} :: ${s.name}`);
   }
 }
-// Unhandled errors, a crashed worker, a config error: vitest failed although no test or file did.
-if (status !== 0 && failed === 0) {
-  failed++;
-  problems.push(`vitest exited with status ${status} (an unhandled error or a run that did not finish)`);
-}
-if (report === null && failed === 0) failed++;
 failed += failedSteps;
 if (failedSteps > 0) problems.push(`${failedSteps} step(s) before the tests failed (lint or types)`);
 
 for (const p of problems) console.log(`FAILED: ${p}`);
 for (const s of process.env.CI === "true" ? [] : skips) console.log(`skipped: ${s.file} :: ${s.name}`);
 console.log(`${passed} passed, ${failed} failed, ${skipped} skipped`);
-process.exit(failed > 0 || status !== 0 ? 1 : 0);
+process.exit(failed > 0 || status !== 0 || pytestStatus !== 0 ? 1 : 0);
+
+/** Runs pytest with a JUnit report; a run that fails without a failed test counts once. */
+async function runPytest(dir) {
+  const xmlDir = mkdtempSync(path.join(tmpdir(), "sandtree-pytest-"));
+  const xml = path.join(xmlDir, "junit.xml");
+  console.log(`== python tests (pytest ${path.relative(repo, dir)})`);
+  const py = spawn("/usr/bin/python3", ["-m", "pytest", dir, "-q", "-p", "no:cacheprovider", `--junitxml=${xml}`], {
+    stdio: "inherit",
+    cwd: repo,
+  });
+  const code = await new Promise((resolve) => {
+    py.on("error", (err) => {
+      console.error(`could not start pytest: ${err.message}`);
+      resolve(1);
+    });
+    py.on("exit", (c, signal) => resolve(c ?? (signal ? 128 : 1)));
+  });
+  const r = { status: code, passed: 0, failed: 0, skips: [], problems: [] };
+  let text = "";
+  try {
+    text = readFileSync(xml, "utf8");
+  } catch {}
+  rmSync(xmlDir, { recursive: true, force: true });
+  const attr = (tag, name) => Number(new RegExp(`\\b${name}="(\\d+)"`).exec(tag)?.[1] ?? 0);
+  for (const m of text.matchAll(/<testcase\b([^>]*?)(\/>|>([\s\S]*?)<\/testcase>)/g)) {
+    const head = m[1] ?? "";
+    const body = m[3] ?? "";
+    const cls = /classname="([^"]*)"/.exec(head)?.[1] ?? "";
+    const name = `${cls.replaceAll(".", "/")}.py :: ${/\bname="([^"]*)"/.exec(head)?.[1] ?? "?"}`;
+    if (/<(failure|error)\b/.test(body)) {
+      r.failed++;
+      r.problems.push(`pytest: ${name}`);
+    } else if (/<skipped\b/.test(body)) r.skips.push({ file: "pytest", name });
+    else r.passed++;
+  }
+  // Collection errors are counted by the suite element, not by a testcase.
+  const suite = /<testsuite\b[^>]*>/.exec(text)?.[0] ?? "";
+  const suiteErrors = attr(suite, "errors") + attr(suite, "failures");
+  if (suiteErrors > r.failed) r.failed = suiteErrors;
+  if (code !== 0 && r.failed === 0) {
+    r.failed = 1;
+    r.problems.push(`pytest exited with status ${code}${text ? "" : " and wrote no report"}`);
+  }
+  return r;
+}

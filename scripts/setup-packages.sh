@@ -2,7 +2,8 @@
 # Installs the Debian packages sandtree needs (only those missing, so a rerun takes seconds).
 source "$(dirname "$0")/lib/common.sh"
 pkgs=(qemu-system-x86 qemu-utils busybox-static cpio e2fsprogs debootstrap docker-registry skopeo
-      umoci zstd gcc libc6-dev make clang libclang-rt-14-dev tar gzip iproute2 nftables ca-certificates python3)
+      umoci zstd gcc libc6-dev make clang libclang-rt-14-dev tar gzip iproute2 nftables ca-certificates python3
+      python3-pytest)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

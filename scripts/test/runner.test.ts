@@ -13,7 +13,7 @@ const fixture = path.join(repo, "scripts", "test", "fixtures", "runner");
 const scratch = mkdtempSync(path.join(tmpdir(), "runner-test-"));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-function runFixture(filter: string, opts: { ci?: boolean; extra?: string[] } = {}) {
+function runFixture(filter: string, opts: { ci?: boolean; extra?: string[]; python?: string } = {}) {
   const env: NodeJS.ProcessEnv = { ...process.env };
   delete env.CI;
   delete env.VITEST;
@@ -23,7 +23,14 @@ function runFixture(filter: string, opts: { ci?: boolean; extra?: string[] } = {
   if (opts.ci) env.CI = "true";
   const r = spawnSync(
     process.execPath,
-    [path.join(repo, "scripts", "run-vitest.mjs"), ...(opts.extra ?? []), "--root", fixture, filter],
+    [
+      path.join(repo, "scripts", "run-vitest.mjs"),
+      ...(opts.extra ?? []),
+      ...(opts.python ? ["--python", path.join(repo, "scripts", "test", "fixtures", "pytest", opts.python)] : []),
+      "--root",
+      fixture,
+      filter,
+    ],
     { cwd: repo, env, encoding: "utf8", timeout: 60_000 },
   );
   const out = `${r.stdout}${r.stderr}`;
@@ -89,5 +96,20 @@ describe("scripts/run-vitest.mjs", () => {
     writeFileSync(list, "# file :: test :: why\nscripts/test/fixtures/runner/skipped.case.js :: is skipped :: a fixture\n");
     const allowed = runFixture("skipped", { ci: true, extra: ["--allowed-skips", list] });
     expect(allowed).toMatchObject({ status: 0, passed: 1, failed: 0, skipped: 1 });
+  });
+
+  it("adds the pytest suite's counts to the same line: a failed test or a module that does not import fails", () => {
+    const ok = runFixture("passing", { python: "passing" });
+    expect(ok).toMatchObject({ status: 0, passed: 4, failed: 0, skipped: 0 });
+    const bad = runFixture("passing", { python: "failing" });
+    expect(bad.status).not.toBe(0);
+    expect(bad).toMatchObject({ passed: 3, failed: 1 });
+    expect(bad.out).toContain("test_fails");
+    const broken = runFixture("passing", { python: "broken" });
+    expect(broken.status).not.toBe(0);
+    expect(broken.failed).toBeGreaterThanOrEqual(1);
+    const skip = runFixture("passing", { python: "skipping", ci: true, extra: ["--allowed-skips", path.join(scratch, "none")] });
+    expect(skip.status).not.toBe(0);
+    expect(skip).toMatchObject({ passed: 3, failed: 1, skipped: 1 });
   });
 });
