@@ -2,7 +2,8 @@
 // One version for the whole project. `node scripts/bump-version.mjs 0.2.0` sets it in every
 // package.json, in their pins of each other (@sandtree/* in dependencies, devDependencies and
 // peerDependencies), in package-lock.json's workspace entries, and turns CHANGELOG.md's
-// Unreleased section into the release's. `--check` only reports where the versions disagree.
+// Unreleased section into the release's; also the Python SDK's pyproject.toml and `__version__`
+// (clients/python). `--check` only reports where the versions disagree.
 // `--root DIR` works on another tree (the tests use a copy).
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
@@ -74,6 +75,27 @@ if (existsSync(lockFile)) {
   if (!check) writeJson(lockFile, lock);
 }
 
+// The Python SDK: `version = "..."` in pyproject.toml and `__version__ = "..."` in _version.py.
+const PYTHON_FILES = [
+  ["clients/python/pyproject.toml", /^version = "([^"]*)"$/m, (v) => `version = "${v}"`],
+  ["clients/python/src/sandtree/_version.py", /^__version__ = "([^"]*)"$/m, (v) => `__version__ = "${v}"`],
+];
+const pythonFiles = [];
+for (const [rel, pattern, line] of PYTHON_FILES) {
+  const file = path.join(root, rel);
+  if (!existsSync(file)) continue;
+  const text = readFileSync(file, "utf8");
+  const found = pattern.exec(text);
+  if (!found) {
+    problems.push(`${rel}: no line matching ${pattern}`);
+    continue;
+  }
+  pythonFiles.push(rel);
+  if (found[1] === version) continue;
+  if (check) problems.push(`${rel} version: ${found[1]} (want ${version})`);
+  else writeFileSync(file, text.replace(pattern, line(version)));
+}
+
 const changelog = path.join(root, "CHANGELOG.md");
 if (!check && existsSync(changelog)) {
   const text = readFileSync(changelog, "utf8");
@@ -87,8 +109,16 @@ if (check) {
     process.stderr.write(`versions disagree with package.json's ${version}:\n${problems.map((p) => `  ${p}\n`).join("")}`);
     process.exit(1);
   }
-  process.stdout.write(`${version}: package.json, ${workspaces.length} packages and package-lock.json agree\n`);
+  const py = pythonFiles.length > 0 ? ", package-lock.json and the Python SDK" : " and package-lock.json";
+  process.stdout.write(`${version}: package.json, ${workspaces.length} packages${py} agree\n`);
 } else {
+  if (problems.length > 0) {
+    process.stderr.write(`not set:\n${problems.map((p) => `  ${p}\n`).join("")}`);
+    process.exitCode = 1;
+  }
   const names = workspaces.map((w) => path.basename(w)).join(", ");
-  process.stdout.write(`${version}: package.json, ${names}, package-lock.json${existsSync(changelog) ? ", CHANGELOG.md" : ""}\n`);
+  const py = pythonFiles.map((f) => `, ${f}`).join("");
+  process.stdout.write(
+    `${version}: package.json, ${names}, package-lock.json${py}${existsSync(changelog) ? ", CHANGELOG.md" : ""}\n`,
+  );
 }

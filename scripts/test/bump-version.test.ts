@@ -35,7 +35,8 @@ describe("scripts/bump-version.mjs", () => {
 
   it("sets one version everywhere and opens the release in the changelog", () => {
     const root = readJson<Pkg>(path.join(repo, "package.json"));
-    const files = ["package.json", "package-lock.json", ...(root.workspaces ?? []).map((w) => `${w}/package.json`)];
+    const python = ["clients/python/pyproject.toml", "clients/python/src/sandtree/_version.py"];
+    const files = ["package.json", "package-lock.json", ...python, ...(root.workspaces ?? []).map((w) => `${w}/package.json`)];
     for (const f of files) {
       mkdirSync(path.dirname(path.join(scratch, f)), { recursive: true });
       copyFileSync(path.join(repo, f), path.join(scratch, f));
@@ -59,6 +60,11 @@ describe("scripts/bump-version.mjs", () => {
         w,
       ).toBe(true);
     }
+    // The Python SDK's pyproject.toml and __version__ move with them (only those lines change).
+    const pyproject = readFileSync(path.join(scratch, python[0] ?? ""), "utf8");
+    expect(pyproject).toMatch(/^version = "7\.8\.9"$/m);
+    expect(pyproject.replace('"7.8.9"', `"${root.version}"`)).toBe(readFileSync(path.join(repo, python[0] ?? ""), "utf8"));
+    expect(readFileSync(path.join(scratch, python[1] ?? ""), "utf8")).toMatch(/^__version__ = "7\.8\.9"$/m);
     expect(readFileSync(path.join(scratch, "CHANGELOG.md"), "utf8")).toMatch(
       /## \[Unreleased\]\n\n## \[7\.8\.9\] - \d{4}-\d{2}-\d{2}\n\n### Added\n\n- a thing\n/,
     );
@@ -71,6 +77,13 @@ describe("scripts/bump-version.mjs", () => {
     const check = bump("--check", "--root", scratch);
     expect(check.status).toBe(1);
     expect(check.stderr).toContain("packages/cli/package.json dependencies.@sandtree/sdk: 7.8.8 (want 7.8.9)");
+
+    // So is a Python version that disagrees.
+    const versionPy = path.join(scratch, python[1] ?? "");
+    writeFileSync(versionPy, readFileSync(versionPy, "utf8").replace('"7.8.9"', '"7.8.7"'));
+    expect(bump("--check", "--root", scratch).stderr).toContain(
+      "clients/python/src/sandtree/_version.py version: 7.8.7 (want 7.8.9)",
+    );
   });
 
   it("refuses what is not a version", () => {

@@ -1,0 +1,296 @@
+"""HTTP beneath the sandbox clients: auth, User-Agent, typed errors and retries.
+
+Retries: a 429 (and a refused connection) never reached the handler, so any request is sent
+again; 5xx answers and broken connections only when sending again cannot do the work twice
+(`idempotent`: GET/PUT/DELETE, or a create carrying an idempotency key). Retry-After is honoured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import time
+from contextlib import asynccontextmanager, contextmanager
+from datetime import datetime, timezone
+from typing import Any, AsyncIterator, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+import httpx
+
+from . import _config
+from .errors import APIConnectionError, APIError, RateLimitError, error_for
+
+Params = Union[Mapping[str, Any], Sequence[Tuple[str, Any]], None]
+# A body that can be produced again for each attempt (a streamed upload is re-read from its start).
+Body = Union[bytes, Callable[[], Any], None]
+
+_RETRIED_STATUSES = {500, 502, 503, 504}
+_IDEMPOTENT_METHODS = {"GET", "HEAD", "PUT", "DELETE"}
+
+
+class _Default:
+    pass
+
+
+DEFAULT: Any = _Default()
+
+
+def _retry_after(value: Optional[str]) -> Optional[float]:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+
+
+def _error_from_response(r: httpx.Response, body: bytes) -> APIError:
+    import json
+
+    payload: Dict[str, Any] = {}
+    try:
+        parsed = json.loads(body) if body else {}
+        if isinstance(parsed, dict):
+            payload = parsed
+    except ValueError:
+        pass
+    code = str(payload.get("code") or ("UNAUTHORIZED" if r.status_code == 401 else "HTTP_ERROR"))
+    message = str(payload.get("message") or body[:200].decode("utf-8", "replace") or r.reason_phrase)
+    details = payload.get("details") if isinstance(payload.get("details"), dict) else None
+    request_id = payload.get("request_id") or payload.get("requestId") or r.headers.get("x-request-id")
+    return error_for(
+        code,
+        message,
+        status=r.status_code,
+        details=details,
+        request_id=str(request_id) if request_id else None,
+        retry_after=_retry_after(r.headers.get("retry-after")),
+    )
+
+
+def _connection_error(e: Exception, method: str, url: str) -> APIConnectionError:
+    return APIConnectionError(f"{method} {url}: {e}", code="CONNECTION_ERROR", status=0)
+
+
+class _Policy:
+    def __init__(self, max_retries: int, initial_delay: float = 0.25, max_delay: float = 8.0, max_retry_after: float = 60.0):
+        self.max_retries = max_retries
+        self.initial_delay = initial_delay
+        self.max_delay = max_delay
+        self.max_retry_after = max_retry_after
+
+    def delay(self, err: Exception, attempt: int, idempotent: bool) -> Optional[float]:
+        """Seconds to wait before attempt `attempt + 1` (counted from 1); None: raise `err`."""
+        if attempt > self.max_retries:
+            return None
+        if isinstance(err, RateLimitError):
+            if err.retry_after is not None:
+                if err.retry_after > self.max_retry_after:
+                    return None
+                return err.retry_after + random.random() * min(1.0, self.initial_delay)
+        elif isinstance(err, APIConnectionError):
+            refused = isinstance(err.__cause__, httpx.ConnectError)
+            if not (idempotent or refused):
+                return None
+        elif isinstance(err, APIError):
+            if not (idempotent and err.status in _RETRIED_STATUSES):
+                return None
+        else:
+            return None
+        ceiling = min(self.max_delay, self.initial_delay * 2 ** (attempt - 1))
+        # Half fixed, half random: waits grow but never line up across clients.
+        return ceiling / 2 + random.random() * ceiling / 2
+
+
+class _Base:
+    def __init__(
+        self,
+        api_key: Optional[str] = None,
+        base_url: Optional[str] = None,
+        *,
+        timeout: float = 30.0,
+        max_retries: int = 4,
+        user_agent: Optional[str] = None,
+    ) -> None:
+        self.base_url, self.api_key = _config.resolve(api_key, base_url)
+        self.timeout = timeout
+        self.user_agent = _config.user_agent(user_agent)
+        self._policy = _Policy(max_retries)
+
+    def _headers(self, extra: Optional[Mapping[str, str]]) -> Dict[str, str]:
+        h = {"authorization": f"Bearer {self.api_key}", "user-agent": self.user_agent, "accept": "application/json"}
+        if extra:
+            h.update(extra)
+        return h
+
+    def _timeout(self, timeout: Any) -> Optional[httpx.Timeout]:
+        t = self.timeout if timeout is DEFAULT else timeout
+        # None: no read deadline (a command or a transfer may take as long as it takes).
+        return httpx.Timeout(self.timeout, read=None, write=None) if t is None else httpx.Timeout(t)
+
+    @staticmethod
+    def _idempotent(method: str, idempotent: Optional[bool]) -> bool:
+        return method in _IDEMPOTENT_METHODS if idempotent is None else idempotent
+
+
+def _params(params: Params) -> List[Tuple[str, Any]]:
+    items = list(params.items()) if isinstance(params, Mapping) else list(params or [])
+    out: List[Tuple[str, Any]] = []
+    for k, v in items:
+        if v is None:
+            continue
+        if isinstance(v, bool):
+            v = "true" if v else "false"
+        out.append((k, v))
+    return out
+
+
+class APIClient(_Base):
+    """Synchronous HTTP client of the sandtree API (httpx)."""
+
+    def __init__(self, api_key: Optional[str] = None, base_url: Optional[str] = None, **kw: Any) -> None:
+        super().__init__(api_key, base_url, **kw)
+        self._http = httpx.Client(base_url=self.base_url, timeout=self.timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> APIClient:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @contextmanager
+    def stream(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Params = None,
+        json: Any = None,
+        content: Body = None,
+        headers: Optional[Mapping[str, str]] = None,
+        idempotent: Optional[bool] = None,
+        timeout: Any = DEFAULT,
+    ) -> Iterator[httpx.Response]:
+        """An answer whose body is not read yet (a 2xx one: errors are raised, retried as above)."""
+        retry = self._idempotent(method, idempotent)
+        attempt = 0
+        while True:
+            attempt += 1
+            body = content() if callable(content) else content
+            req = self._http.build_request(
+                method, path, params=_params(params), json=json, content=body, headers=self._headers(headers),
+                timeout=self._timeout(timeout),
+            )
+            try:
+                r = self._http.send(req, stream=True)
+            except httpx.TransportError as e:
+                err: APIError = _connection_error(e, method, path)
+                err.__cause__ = e
+            else:
+                if r.status_code < 400:
+                    try:
+                        yield r
+                    finally:
+                        r.close()
+                    return
+                try:
+                    err = _error_from_response(r, r.read())
+                finally:
+                    r.close()
+            wait = self._policy.delay(err, attempt, retry)
+            if wait is None:
+                raise err
+            time.sleep(wait)
+
+    def request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        """The whole answer, read (the body is in `.content`)."""
+        try:
+            with self.stream(method, path, **kw) as r:
+                r.read()
+                return r
+        except httpx.TransportError as e:
+            raise _connection_error(e, method, path) from e
+
+    def json(self, method: str, path: str, **kw: Any) -> Any:
+        r = self.request(method, path, **kw)
+        return r.json() if r.content else None
+
+
+class AsyncAPIClient(_Base):
+    """Asynchronous HTTP client of the sandtree API (httpx)."""
+
+    def __init__(self, api_key: Optional[str] = None, base_url: Optional[str] = None, **kw: Any) -> None:
+        super().__init__(api_key, base_url, **kw)
+        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncAPIClient:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    @asynccontextmanager
+    async def stream(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Params = None,
+        json: Any = None,
+        content: Body = None,
+        headers: Optional[Mapping[str, str]] = None,
+        idempotent: Optional[bool] = None,
+        timeout: Any = DEFAULT,
+    ) -> AsyncIterator[httpx.Response]:
+        retry = self._idempotent(method, idempotent)
+        attempt = 0
+        while True:
+            attempt += 1
+            body = content() if callable(content) else content
+            req = self._http.build_request(
+                method, path, params=_params(params), json=json, content=body, headers=self._headers(headers),
+                timeout=self._timeout(timeout),
+            )
+            try:
+                r = await self._http.send(req, stream=True)
+            except httpx.TransportError as e:
+                err: APIError = _connection_error(e, method, path)
+                err.__cause__ = e
+            else:
+                if r.status_code < 400:
+                    try:
+                        yield r
+                    finally:
+                        await r.aclose()
+                    return
+                try:
+                    err = _error_from_response(r, await r.aread())
+                finally:
+                    await r.aclose()
+            wait = self._policy.delay(err, attempt, retry)
+            if wait is None:
+                raise err
+            await asyncio.sleep(wait)
+
+    async def request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        try:
+            async with self.stream(method, path, **kw) as r:
+                await r.aread()
+                return r
+        except httpx.TransportError as e:
+            raise _connection_error(e, method, path) from e
+
+    async def json(self, method: str, path: str, **kw: Any) -> Any:
+        r = await self.request(method, path, **kw)
+        return r.json() if r.content else None

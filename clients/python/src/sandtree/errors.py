@@ -1,0 +1,171 @@
+"""Typed errors, mapped from the server's stable `code` (packages/protocol/src/errors.ts)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Type
+
+
+class APIError(Exception):
+    """An error answer of the server, or a failure to reach it.
+
+    `code` is the server's stable code (e.g. ``SANDBOX_NOT_FOUND``), `status` the HTTP status
+    (0 when no answer came), `details` the structured details, `request_id` the server's id of
+    the request (quote it when reporting a problem).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str = "INTERNAL",
+        status: int = 0,
+        details: Optional[Dict[str, Any]] = None,
+        request_id: Optional[str] = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.status = status
+        self.details: Dict[str, Any] = details or {}
+        self.request_id = request_id
+
+    def __str__(self) -> str:
+        rid = f" (request {self.request_id})" if self.request_id else ""
+        return f"{self.code}: {self.message}{rid}"
+
+
+class APIConnectionError(APIError):
+    """The server could not be reached, or the connection broke before an answer."""
+
+
+class InvalidResponseError(APIError):
+    """The server answered something this client does not understand (a version mismatch?)."""
+
+
+class ValidationError(APIError):
+    """The request was refused as invalid; `details['field']` names the field."""
+
+
+class UnauthorizedError(APIError):
+    """The API key is missing, wrong or revoked: check SANDTREE_API_KEY or the server's credentials.env."""
+
+
+class ForbiddenError(APIError):
+    """The key may not do this (admin-only calls)."""
+
+
+class NotFoundError(APIError):
+    """What the call names does not exist (or belongs to another team)."""
+
+
+class SandboxNotFoundError(NotFoundError):
+    pass
+
+
+class SandboxFileNotFoundError(NotFoundError):
+    """No file at that path in the sandbox; `details['path']` names it."""
+
+
+class CheckpointNotFoundError(NotFoundError):
+    pass
+
+
+class JobNotFoundError(NotFoundError):
+    pass
+
+
+class ConflictError(APIError):
+    """The request conflicts with the current state (e.g. IDEMPOTENCY_MISMATCH, ALREADY_EXISTS)."""
+
+
+class SandboxNotRunningError(APIError):
+    """The sandbox is not RUNNING: still starting, PAUSED, or ended (`details['status']` says which)."""
+
+
+class SandboxTimeoutError(SandboxNotRunningError):
+    """The sandbox reached its lifetime or idle timeout (status TIMEOUT)."""
+
+
+class SandboxImagePullError(APIError):
+    """The image could not be pulled or is not usable (registry unreachable, unauthorized, invalid)."""
+
+
+class CommandTimeoutError(APIError):
+    """A command ran past its timeout and was killed."""
+
+
+class CheckpointFailedError(APIError, RuntimeError):
+    """A checkpoint is FAILED (or was deleted) and will never be DURABLE."""
+
+
+class RateLimitError(APIError):
+    """Too many requests or creations: retry after `retry_after` seconds."""
+
+    def __init__(self, message: str, *, retry_after: Optional[float] = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.retry_after = retry_after
+
+
+class BudgetExceededError(RateLimitError):
+    """A team quota (sandboxes, vCPUs, memory, storage) is used up: end sandboxes or raise the limit."""
+
+
+class ServerError(APIError):
+    """The server failed (5xx)."""
+
+
+_BY_CODE: Dict[str, Type[APIError]] = {
+    "BAD_REQUEST": ValidationError,
+    "VALIDATION_FAILED": ValidationError,
+    "INVALID_PATH": ValidationError,
+    "UNAUTHORIZED": UnauthorizedError,
+    "PORT_TOKEN_INVALID": UnauthorizedError,
+    "FORBIDDEN": ForbiddenError,
+    "NOT_FOUND": NotFoundError,
+    "ROUTE_NOT_FOUND": NotFoundError,
+    "TEAM_NOT_FOUND": NotFoundError,
+    "KEY_NOT_FOUND": NotFoundError,
+    "PORT_NOT_FOUND": NotFoundError,
+    "SANDBOX_NOT_FOUND": SandboxNotFoundError,
+    "FILE_NOT_FOUND": SandboxFileNotFoundError,
+    "CHECKPOINT_NOT_FOUND": CheckpointNotFoundError,
+    "JOB_NOT_FOUND": JobNotFoundError,
+    "IMAGE_NOT_FOUND": SandboxImagePullError,
+    "IMAGE_PULL_FAILED": SandboxImagePullError,
+    "REGISTRY_UNAUTHORIZED": SandboxImagePullError,
+    "REGISTRY_UNREACHABLE": SandboxImagePullError,
+    "IMAGE_INVALID": SandboxImagePullError,
+    "SANDBOX_NOT_RUNNING": SandboxNotRunningError,
+    "CHECKPOINT_FAILED": CheckpointFailedError,
+    "CONFLICT": ConflictError,
+    "ALREADY_EXISTS": ConflictError,
+    "IDEMPOTENCY_MISMATCH": ConflictError,
+    "CHECKPOINT_NOT_READY": ConflictError,
+    "CHECKPOINT_HAS_NO_MEMORY": ConflictError,
+    "RATE_LIMITED": RateLimitError,
+    "RATE_LIMIT_HOURLY": RateLimitError,
+    "RATE_LIMIT_BURST": RateLimitError,
+    "QUOTA_SANDBOXES": BudgetExceededError,
+    "QUOTA_VCPUS": BudgetExceededError,
+    "QUOTA_MEMORY": BudgetExceededError,
+    "QUOTA_STORAGE": BudgetExceededError,
+}
+
+
+def error_for(
+    code: str,
+    message: str,
+    *,
+    status: int,
+    details: Optional[Dict[str, Any]] = None,
+    request_id: Optional[str] = None,
+    retry_after: Optional[float] = None,
+) -> APIError:
+    """The typed error of a server answer; unknown codes fall back on the HTTP status."""
+    cls = _BY_CODE.get(code)
+    if cls is None:
+        cls = ServerError if status >= 500 else NotFoundError if status == 404 else APIError
+    kw: Dict[str, Any] = {"code": code, "status": status, "details": details, "request_id": request_id}
+    if issubclass(cls, RateLimitError):
+        return cls(message, retry_after=retry_after, **kw)
+    return cls(message, **kw)

@@ -1,0 +1,75 @@
+"""Pure parts without a server: the wire mapping of a create, the error registry, checkpoint states."""
+
+from __future__ import annotations
+
+import pytest
+
+from sandtree import (
+    APIError,
+    BudgetExceededError,
+    Checkpoint,
+    CheckpointFailedError,
+    CheckpointState,
+    CreateSandboxRequest,
+    NotFoundError,
+    RateLimitError,
+    SandboxFileNotFoundError,
+    SandboxImagePullError,
+    SandboxNotRunningError,
+    ServerError,
+    UnauthorizedError,
+)
+from sandtree import _calls
+from sandtree.api_client import _retry_after
+from sandtree.errors import error_for
+
+
+def test_create_request_maps_prime_sandboxes_names_onto_the_api() -> None:
+    req = CreateSandboxRequest(
+        docker_image="sandtree/busybox",
+        memory_gb=0.25,
+        environment_vars={"A": "1"},
+        team_id="ignored",
+        idempotency_key="k1",
+    )
+    assert req.to_wire() == {"image": "sandtree/busybox", "memory_gb": 0.25, "environment_vars": {"A": "1"}, "idempotency_key": "k1"}
+    call = _calls.create(CreateSandboxRequest(docker_image="x"))
+    assert call.kw["json"]["idempotency_key"].startswith("py-")
+    assert call.kw["idempotent"] is True
+    assert _calls.create(CreateSandboxRequest(checkpoint_id="cp-1")).kw["json"]["checkpoint_id"] == "cp-1"
+    with pytest.raises(ValueError):
+        CreateSandboxRequest().to_wire()
+
+
+@pytest.mark.parametrize(
+    "code,status,cls",
+    [
+        ("UNAUTHORIZED", 401, UnauthorizedError),
+        ("SANDBOX_NOT_RUNNING", 409, SandboxNotRunningError),
+        ("FILE_NOT_FOUND", 404, SandboxFileNotFoundError),
+        ("REGISTRY_UNREACHABLE", 502, SandboxImagePullError),
+        ("RATE_LIMIT_BURST", 429, RateLimitError),
+        ("QUOTA_MEMORY", 429, BudgetExceededError),
+        ("SOMETHING_NEW", 404, NotFoundError),
+        ("SOMETHING_NEW", 503, ServerError),
+    ],
+)
+def test_codes_map_to_classes(code: str, status: int, cls: type) -> None:
+    err = error_for(code, "m", status=status, request_id="req-1", retry_after=2.0)
+    assert type(err) is cls and isinstance(err, APIError)
+    assert (err.code, err.status, err.request_id) == (code, status, "req-1")
+
+
+def test_retry_after_in_seconds_or_as_a_date() -> None:
+    assert _retry_after("3") == 3.0
+    assert _retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
+    assert _retry_after(None) is None
+
+
+def test_a_failed_checkpoint_is_a_runtime_error() -> None:
+    failed = Checkpoint(id="cp-1", sandbox_id="sb-1", state=CheckpointState.FAILED, error="disk full")
+    with pytest.raises(RuntimeError, match="disk full") as e:
+        _calls.checkpoint_done(failed)
+    assert isinstance(e.value, CheckpointFailedError)
+    assert _calls.checkpoint_done(Checkpoint(id="cp-2", sandbox_id="sb-1", state=CheckpointState.DURABLE))
+    assert not _calls.checkpoint_done(Checkpoint(id="cp-3", sandbox_id="sb-1", state=CheckpointState.FROZEN))
