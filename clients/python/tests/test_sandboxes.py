@@ -13,6 +13,7 @@ import sandtree
 from sandtree import (
     APIError,
     CommandTimeoutError,
+    ConflictError,
     NotFoundError,
     SandboxClient,
     SandboxFileNotFoundError,
@@ -144,3 +145,19 @@ def test_config_from_the_servers_credentials_file(server: Server, monkeypatch: p
     monkeypatch.delenv("SANDTREE_API_KEY")
     with pytest.raises(ValueError, match="no API key"):
         SandboxClient()
+
+
+def test_network_and_ports_on_a_server_without_sandbox_networks(client: SandboxClient, sandbox_id: str) -> None:
+    # The suite's server runs with SANDTREE_NETWORK=off: sandboxes have no interface to expose.
+    net = client.get_network(sandbox_id)
+    assert net.sandbox_id == sandbox_id
+    assert net.enabled is False
+    assert client.list_exposed_ports(sandbox_id) == []
+    with pytest.raises(ConflictError) as e:
+        client.expose(sandbox_id, 8080)
+    assert e.value.code.startswith("NETWORK_")
+    with pytest.raises(ConflictError):
+        client.set_network(sandbox_id, network_allowlist=["example.com"])
+    with pytest.raises(NotFoundError) as nf:
+        client.unexpose(sandbox_id, 8080)
+    assert nf.value.code == "PORT_NOT_FOUND"

@@ -18,8 +18,10 @@ from .models import (
     CheckpointState,
     CommandResponse,
     CreateSandboxRequest,
+    ExposedPort,
     Sandbox,
     SandboxListResponse,
+    SandboxNetwork,
     SandboxStatus,
     SandboxStatusEntry,
     SandboxStatuses,
@@ -258,3 +260,29 @@ def running(sandbox_id: str, status: SandboxStatus, error_reason: Optional[str])
 def wait_timeout(what: str, timeout: float, last: Optional[str]) -> TimeoutError:
     still = f" (still {last})" if last else ""
     return TimeoutError(f"{what} after {timeout} s{still}; wait longer (timeout=)")
+
+
+def expose(sandbox_id: str, port: int) -> Call:
+    return Call("POST", f"{sandbox_path(sandbox_id)}/ports", {"json": {"port": port}}, ExposedPort.from_dict)
+
+
+def unexpose(sandbox_id: str, port: int) -> Call:
+    return Call("DELETE", f"{sandbox_path(sandbox_id)}/ports/{int(port)}", {}, lambda d: None)
+
+
+def list_ports(sandbox_id: str) -> Call:
+    return Call("GET", f"{sandbox_path(sandbox_id)}/ports", {}, lambda d: [ExposedPort.from_dict(p) for p in d["ports"]])
+
+
+def get_network(sandbox_id: str) -> Call:
+    return Call("GET", f"{sandbox_path(sandbox_id)}/network", {}, SandboxNetwork.from_dict)
+
+
+def set_network(sandbox_id: str, allowlist: Optional[List[str]], denylist: Optional[List[str]]) -> Call:
+    body: Dict[str, Any] = {}
+    if allowlist is not None:
+        body["network_allowlist"] = allowlist
+    if denylist is not None:
+        body["network_denylist"] = denylist
+    # Setting the same policy again ends in the same state: safe to retry.
+    return Call("PUT", f"{sandbox_path(sandbox_id)}/network", {"json": body}, SandboxNetwork.from_dict)

@@ -18,9 +18,11 @@ from .models import (
     Checkpoint,
     CommandResponse,
     CreateSandboxRequest,
+    ExposedPort,
     FileUploadResponse,
     Sandbox,
     SandboxListResponse,
+    SandboxNetwork,
     SandboxStatus,
     SandboxStatuses,
 )
@@ -230,6 +232,31 @@ class AsyncSandboxClient:
             "GET", c.files_path(sandbox_id), params={"path": file_path}, headers={"accept": "application/octet-stream"}
         )
         return r.content if encoding is None else r.content.decode(encoding)
+
+    # Network and ports
+
+    async def expose(self, sandbox_id: str, port: int, name: Optional[str] = None) -> ExposedPort:
+        """Makes `port` reachable through the server (`url`, `tcp_url`, with `token`); `name` is accepted for prime_sandboxes."""
+        result: ExposedPort = await self._run(c.expose(sandbox_id, port))
+        return result
+
+    async def unexpose(self, sandbox_id: str, port: int) -> None:
+        await self._run(c.unexpose(sandbox_id, port))
+
+    async def list_exposed_ports(self, sandbox_id: str) -> List[ExposedPort]:
+        result: List[ExposedPort] = await self._run(c.list_ports(sandbox_id))
+        return result
+
+    async def get_network(self, sandbox_id: str) -> SandboxNetwork:
+        result: SandboxNetwork = await self._run(c.get_network(sandbox_id))
+        return result
+
+    async def set_network(
+        self, sandbox_id: str, network_allowlist: Optional[List[str]] = None, network_denylist: Optional[List[str]] = None
+    ) -> SandboxNetwork:
+        """Replaces the egress policy of a running sandbox (neither list: the server's default)."""
+        result: SandboxNetwork = await self._run(c.set_network(sandbox_id, network_allowlist, network_denylist))
+        return result
 
     # Checkpoints and forks
 

@@ -142,6 +142,8 @@ _BY_CODE: Dict[str, Type[APIError]] = {
     "IDEMPOTENCY_MISMATCH": ConflictError,
     "CHECKPOINT_NOT_READY": ConflictError,
     "CHECKPOINT_HAS_NO_MEMORY": ConflictError,
+    "NETWORK_DISABLED": ConflictError,
+    "NETWORK_UNAVAILABLE": ConflictError,
     "RATE_LIMITED": RateLimitError,
     "RATE_LIMIT_HOURLY": RateLimitError,
     "RATE_LIMIT_BURST": RateLimitError,

@@ -345,3 +345,64 @@ class Checkpoint:
             ),
         )
         return result
+
+
+@dataclass
+class ExposedPort:
+    """A port of the sandbox reachable through the server at `url` (HTTP) and `tcp_url` (raw TCP);
+    `token` is shown only when exposed."""
+
+    sandbox_id: str
+    port: int
+    url: str
+    tcp_url: str
+    token: Optional[str] = None
+    created_at: Optional[datetime] = None
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> ExposedPort:
+        result: ExposedPort = _parse(
+            "exposed port",
+            d,
+            lambda d: cls(
+                sandbox_id=str(d["sandbox_id"]),
+                port=int(d["port"]),
+                url=str(d["url"]),
+                tcp_url=str(d["tcp_url"]),
+                token=d.get("token"),
+                created_at=_dt(d.get("created_at")),
+            ),
+        )
+        return result
+
+
+@dataclass
+class SandboxNetwork:
+    sandbox_id: str
+    enabled: bool
+    mode: str
+    address: Optional[str] = None
+    gateway: Optional[str] = None
+    network_allowlist: List[str] = field(default_factory=list)
+    network_denylist: List[str] = field(default_factory=list)
+    tunnels: List[Dict[str, str]] = field(default_factory=list)
+    applied: bool = False
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> SandboxNetwork:
+        result: SandboxNetwork = _parse(
+            "network",
+            d,
+            lambda d: cls(
+                sandbox_id=str(d["sandbox_id"]),
+                enabled=bool(d["enabled"]),
+                mode=str(d["mode"]),
+                address=d.get("address"),
+                gateway=d.get("gateway"),
+                network_allowlist=list(d.get("network_allowlist") or []),
+                network_denylist=list(d.get("network_denylist") or []),
+                tunnels=list(d.get("tunnels") or []),
+                applied=bool(d.get("applied", False)),
+            ),
+        )
+        return result
