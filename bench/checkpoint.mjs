@@ -3,7 +3,7 @@
 //   durable:  POST checkpoint -> DURABLE for 10, 100, 1000 MB of changes   vs   `cp` of a file of
 //             the same size on the same disk (plus fsync)
 //   fork:     POST fork (of a sandbox with 100 MB of changes) -> the child's first command output
-//             vs   POST create -> first command output (cold create: no warm templates yet)
+//             vs   POST create -> first command output (a warm create once the first built the template)
 //   storage:  stored_bytes of ten near-identical checkpoints vs ten full copies of the disk
 //   floor:    bare QEMU (../shared/bench/raw-floor.py, same run and accelerator); a fork's floor
 //             is a copy-on-write clone to first command
@@ -71,7 +71,7 @@ try {
   }
   await client.sandboxes.delete(big);
 
-  // Fork of a sandbox with 100 MB of changes vs a cold create, three of each, alternating.
+  // Fork of a sandbox with 100 MB of changes vs a create of the same size (warm after the first), three of each, alternating.
   const src = await sandbox(1);
   await client.sandboxes.run(src, "head -c 104857600 /dev/urandom > /root/state && sync");
   const forks = [];
@@ -99,7 +99,7 @@ try {
     ratio_vs_floor_clone: ratio(p50(forks), floor.raw_cow_clone_to_first_command_s * 1000),
     forks_ms: forks,
     creates_ms: creates,
-    aim: "< 2x warm create (warm templates not built yet: compared with cold create)",
+    aim: "< 2x warm create",
   };
 
   // Ten near-identical checkpoints (a few KB differ each time) vs ten full copies of the disk.
