@@ -114,7 +114,7 @@ describe.skipIf(unavailable !== null)(`README "Using it"${unavailable ? ` (skipp
   }, 120_000);
 
   it("every line has an expectation, and the server says what the README says it prints", async () => {
-    const commands = lines.filter((l) => !l.startsWith("#") && !l.startsWith("node packages/cli/dist/main.js serve"));
+    const commands = lines.filter((l) => !l.startsWith("#") && !l.startsWith("sandtree serve"));
     for (const line of commands)
       expect(
         EXPECT.filter(([re]) => re.test(line)),
@@ -140,7 +140,7 @@ describe.skipIf(unavailable !== null)(`README "Using it"${unavailable ? ` (skipp
       SANDTREE_API_KEY: server.key(),
     };
     for (const line of lines) {
-      if (line.startsWith("#") || line.startsWith("node packages/cli/dist/main.js serve")) continue;
+      if (line.startsWith("#") || line.startsWith("sandtree serve")) continue;
       const assigned = /^(\w+)=\$\(/.exec(line)?.[1];
       const script = [
         "set -o pipefail",
