@@ -26,6 +26,10 @@ async def test_async_client_runs_commands_and_moves_files(server: Server, sandbo
         assert (tmp_path / "b.bin").read_bytes() == data
         assert await client.read_file(sandbox_id, "/tmp/async.bin", encoding=None) == data
 
+        events = [e async for e in client.execute_command_stream(sandbox_id, "echo streamed")]
+        assert [(e.type, e.text) for e in events if e.type == "stdout"] == [("stdout", "streamed\n")]
+        assert events[-1].exit_code == 0
+
         job = await client.run_background_job(sandbox_id, "echo job; exit 4", timeout=120, poll_interval=0.3)
         assert (job.completed, job.exit_code, job.stdout) == (True, 4, "job\n")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import time
 from pathlib import Path
 
 import pytest
@@ -161,3 +162,24 @@ def test_network_and_ports_on_a_server_without_sandbox_networks(client: SandboxC
     with pytest.raises(NotFoundError) as nf:
         client.unexpose(sandbox_id, 8080)
     assert nf.value.code == "PORT_NOT_FOUND"
+
+
+def test_a_streamed_command_yields_its_output_as_events(client: SandboxClient, sandbox_id: str) -> None:
+    events = list(client.execute_command_stream(sandbox_id, "echo a; echo b >&2; exit 5"))
+    assert events[0].type == "started" and events[0].exec_id
+    assert b"".join(e.data for e in events if e.type == "stdout") == b"a\n"
+    assert b"".join(e.data for e in events if e.type == "stderr") == b"b\n"
+    assert (events[-1].type, events[-1].exit_code) == ("exit", 5)
+
+    # Leaving the stream early kills the command. (It writes on: the server notices the closed
+    # connection at the command's next event; a silent command lives on until it writes or exits.)
+    stream = client.execute_command_stream(sandbox_id, ["sh", "-c", "while true; do echo tick-4242; sleep 0.2; done"])
+    for e in stream:
+        if e.type == "stdout":
+            break
+    assert "tick-4242" in client.execute_command(sandbox_id, "ps -o args").stdout
+    stream.close()
+    deadline = time.monotonic() + 60
+    while "tick-4242" in client.execute_command(sandbox_id, "ps -o args").stdout:
+        assert time.monotonic() < deadline, "the command outlived its stream"
+        time.sleep(0.5)

@@ -5,11 +5,13 @@ The sync and async clients only differ in how they send a `Call`, so both stay i
 
 from __future__ import annotations
 
+import base64
+import json
 import uuid
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Union
 from urllib.parse import quote
 
-from .errors import CheckpointFailedError, CommandTimeoutError, SandboxNotRunningError, SandboxTimeoutError
+from .errors import APIError, CheckpointFailedError, error_for, CommandTimeoutError, SandboxNotRunningError, SandboxTimeoutError
 from .models import (
     BackgroundJob,
     BackgroundJobStatus,
@@ -17,6 +19,7 @@ from .models import (
     Checkpoint,
     CheckpointState,
     CommandResponse,
+    ExecEvent,
     CreateSandboxRequest,
     ExposedPort,
     Sandbox,
@@ -144,6 +147,38 @@ def execute(
     # The answer only comes when the command ends: no read deadline unless the command has one.
     http_timeout = None if timeout is None else timeout + 30
     return Call("POST", f"{sandbox_path(sandbox_id)}/exec", {"json": body, "timeout": http_timeout}, parse)
+
+
+def execute_stream(
+    sandbox_id: str,
+    command: Command,
+    working_dir: Optional[str],
+    env: Optional[Dict[str, str]],
+    timeout: Optional[float],
+    user: Optional[str],
+) -> Call:
+    """The streamed form of `execute`: the answer is NDJSON events (see `exec_event`)."""
+    call = execute(sandbox_id, command, working_dir, env, timeout, user, None)
+    kw = dict(call.kw, headers={"accept": "application/x-ndjson"}, timeout=None)
+    return Call(call.method, call.path, kw, exec_event)
+
+
+def exec_event(line: str) -> Optional[ExecEvent]:
+    """One NDJSON line of a streamed exec; an error event is raised as its typed APIError."""
+    if not line.strip():
+        return None
+    d = json.loads(line)
+    kind = d.get("type")
+    if kind == "error":
+        err: APIError = error_for(str(d.get("code")), str(d.get("message")), status=0)
+        raise err
+    if kind in ("stdout", "stderr"):
+        return ExecEvent(kind, data=base64.b64decode(d.get("data", "")))
+    if kind == "started":
+        return ExecEvent(kind, exec_id=d.get("exec_id"), pid=d.get("pid"))
+    if kind == "exit":
+        return ExecEvent(kind, exit_code=d.get("exit_code"), signal=d.get("signal"), timed_out=bool(d.get("timed_out")))
+    return None  # an event type of a newer server
 
 
 def start_job(sandbox_id: str, command: Command, working_dir: Optional[str], env: Optional[Dict[str, str]]) -> Call:

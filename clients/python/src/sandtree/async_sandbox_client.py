@@ -17,6 +17,7 @@ from .models import (
     BulkDeleteSandboxResponse,
     Checkpoint,
     CommandResponse,
+    ExecEvent,
     CreateSandboxRequest,
     ExposedPort,
     FileUploadResponse,
@@ -158,6 +159,26 @@ class AsyncSandboxClient:
         """
         result: CommandResponse = await self._run(c.execute(sandbox_id, command, working_dir, env, timeout, user, stdin))
         return result
+
+    async def execute_command_stream(
+        self,
+        sandbox_id: str,
+        command: Command,
+        working_dir: Optional[str] = None,
+        env: Optional[Dict[str, str]] = None,
+        timeout: Optional[float] = None,
+        user: Optional[str] = None,
+    ) -> AsyncIterator[ExecEvent]:
+        """Runs a command and yields its events as they come ("started", "stdout", "stderr", "exit").
+
+        Closing the iterator early (``aclose()`` or leaving ``async for``) kills the command.
+        """
+        call = c.execute_stream(sandbox_id, command, working_dir, env, timeout, user)
+        async with self.client.stream(call.method, call.path, **call.kw) as r:
+            async for line in r.aiter_lines():
+                event = call.parse(line)
+                if event is not None:
+                    yield event
 
     async def start_background_job(
         self, sandbox_id: str, command: Command, working_dir: Optional[str] = None, env: Optional[Dict[str, str]] = None

@@ -406,3 +406,20 @@ class SandboxNetwork:
             ),
         )
         return result
+
+
+@dataclass
+class ExecEvent:
+    """One event of a streamed command: "started" (exec_id, pid), "stdout"/"stderr" (data), "exit"."""
+
+    type: str
+    data: bytes = b""
+    exec_id: Optional[str] = None
+    pid: Optional[int] = None
+    exit_code: Optional[int] = None
+    signal: Optional[int] = None
+    timed_out: bool = False
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8", "replace")

@@ -16,6 +16,7 @@ from .models import (
     BulkDeleteSandboxResponse,
     Checkpoint,
     CommandResponse,
+    ExecEvent,
     CreateSandboxRequest,
     ExposedPort,
     FileUploadResponse,
@@ -161,6 +162,26 @@ class SandboxClient:
         """
         result: CommandResponse = self._run(c.execute(sandbox_id, command, working_dir, env, timeout, user, stdin))
         return result
+
+    def execute_command_stream(
+        self,
+        sandbox_id: str,
+        command: Command,
+        working_dir: Optional[str] = None,
+        env: Optional[Dict[str, str]] = None,
+        timeout: Optional[float] = None,
+        user: Optional[str] = None,
+    ) -> Iterator[ExecEvent]:
+        """Runs a command and yields its events as they come ("started", "stdout", "stderr", "exit").
+
+        Closing the iterator early (``close()`` or leaving the ``for``) kills the command.
+        """
+        call = c.execute_stream(sandbox_id, command, working_dir, env, timeout, user)
+        with self.client.stream(call.method, call.path, **call.kw) as r:
+            for line in r.iter_lines():
+                event = call.parse(line)
+                if event is not None:
+                    yield event
 
     def start_background_job(
         self, sandbox_id: str, command: Command, working_dir: Optional[str] = None, env: Optional[Dict[str, str]] = None
