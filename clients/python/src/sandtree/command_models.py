@@ -1,0 +1,115 @@
+"""Models of commands: buffered and streamed results, background jobs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Dict, Optional
+
+from ._parsing import _dt, _parse
+
+
+@dataclass
+class CommandResponse:
+    stdout: str
+    stderr: str
+    exit_code: int
+    signal: Optional[int] = None
+    timed_out: bool = False
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    duration_ms: float = 0.0
+    exec_id: Optional[str] = None
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> CommandResponse:
+        def build(d: Dict[str, Any]) -> CommandResponse:
+            return cls(
+                stdout=str(d["stdout"]),
+                stderr=str(d["stderr"]),
+                exit_code=int(d["exit_code"]),
+                signal=d.get("signal"),
+                timed_out=bool(d.get("timed_out", False)),
+                stdout_truncated=bool(d.get("stdout_truncated", False)),
+                stderr_truncated=bool(d.get("stderr_truncated", False)),
+                duration_ms=float(d.get("duration_ms", 0)),
+                exec_id=d.get("exec_id"),
+            )
+
+        result: CommandResponse = _parse("command result", d, build)
+        return result
+
+
+@dataclass
+class ExecEvent:
+    """One event of a streamed command: "started" (exec_id, pid), "stdout"/"stderr" (data), "exit"."""
+
+    type: str
+    data: bytes = b""
+    exec_id: Optional[str] = None
+    pid: Optional[int] = None
+    exit_code: Optional[int] = None
+    signal: Optional[int] = None
+    timed_out: bool = False
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8", "replace")
+
+
+@dataclass
+class BackgroundJob:
+    job_id: str
+    sandbox_id: str
+    command: str
+    started_at: Optional[datetime] = None
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> BackgroundJob:
+        result: BackgroundJob = _parse(
+            "job",
+            d,
+            lambda d: cls(
+                job_id=str(d["job_id"]),
+                sandbox_id=str(d["sandbox_id"]),
+                command=str(d["command"]),
+                started_at=_dt(d.get("started_at")),
+            ),
+        )
+        return result
+
+
+@dataclass
+class BackgroundJobStatus:
+    """A job's state; `stdout`/`stderr` are the last 16 KiB of each stream."""
+
+    job_id: str
+    status: str
+    completed: bool
+    exit_code: Optional[int]
+    stdout: str
+    stderr: str
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    ended_at: Optional[datetime] = None
+    error_reason: Optional[str] = None
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> BackgroundJobStatus:
+        result: BackgroundJobStatus = _parse(
+            "job",
+            d,
+            lambda d: cls(
+                job_id=str(d["job_id"]),
+                status=str(d["status"]),
+                completed=d["status"] != "RUNNING",
+                exit_code=d.get("exit_code"),
+                stdout=str(d.get("stdout_tail", "")),
+                stderr=str(d.get("stderr_tail", "")),
+                stdout_truncated=bool(d.get("stdout_truncated", False)),
+                stderr_truncated=bool(d.get("stderr_truncated", False)),
+                ended_at=_dt(d.get("ended_at")),
+                error_reason=d.get("error_reason"),
+            ),
+        )
+        return result

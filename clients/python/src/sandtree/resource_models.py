@@ -1,0 +1,128 @@
+"""Models of checkpoints, files, exposed ports and networks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any, Dict, List, Optional
+
+from ._parsing import _dt, _parse
+
+
+class CheckpointState(str, Enum):
+    PENDING = "PENDING"
+    FROZEN = "FROZEN"
+    DURABLE = "DURABLE"
+    FAILED = "FAILED"
+    DELETING = "DELETING"
+
+
+@dataclass
+class Checkpoint:
+    id: str
+    sandbox_id: str
+    state: CheckpointState
+    parent_id: Optional[str] = None
+    team_id: Optional[str] = None
+    depth: int = 0
+    image: Optional[str] = None
+    disk_size_bytes: int = 0
+    stored_bytes: int = 0
+    error: Optional[str] = None
+    has_memory: bool = False
+    created_at: Optional[datetime] = None
+    updated_at: Optional[datetime] = None
+    expires_at: Optional[datetime] = None
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> Checkpoint:
+        result: Checkpoint = _parse(
+            "checkpoint",
+            d,
+            lambda d: cls(
+                id=str(d["id"]),
+                sandbox_id=str(d["sandbox_id"]),
+                state=CheckpointState(d["state"]),
+                parent_id=d.get("parent_id"),
+                team_id=d.get("team_id"),
+                depth=int(d.get("depth", 0)),
+                image=d.get("image"),
+                disk_size_bytes=int(d.get("disk_size_bytes", 0)),
+                stored_bytes=int(d.get("stored_bytes", 0)),
+                error=d.get("error"),
+                has_memory=bool(d.get("has_memory", False)),
+                created_at=_dt(d.get("created_at")),
+                updated_at=_dt(d.get("updated_at")),
+                expires_at=_dt(d.get("expires_at")),
+            ),
+        )
+        return result
+
+
+@dataclass
+class FileUploadResponse:
+    path: str
+    bytes: int
+    success: bool = True
+
+
+@dataclass
+class ExposedPort:
+    """A port of the sandbox reachable through the server at `url` (HTTP) and `tcp_url` (raw TCP);
+    `token` is shown only when exposed."""
+
+    sandbox_id: str
+    port: int
+    url: str
+    tcp_url: str
+    token: Optional[str] = None
+    created_at: Optional[datetime] = None
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> ExposedPort:
+        result: ExposedPort = _parse(
+            "exposed port",
+            d,
+            lambda d: cls(
+                sandbox_id=str(d["sandbox_id"]),
+                port=int(d["port"]),
+                url=str(d["url"]),
+                tcp_url=str(d["tcp_url"]),
+                token=d.get("token"),
+                created_at=_dt(d.get("created_at")),
+            ),
+        )
+        return result
+
+
+@dataclass
+class SandboxNetwork:
+    sandbox_id: str
+    enabled: bool
+    mode: str
+    address: Optional[str] = None
+    gateway: Optional[str] = None
+    network_allowlist: List[str] = field(default_factory=list)
+    network_denylist: List[str] = field(default_factory=list)
+    tunnels: List[Dict[str, str]] = field(default_factory=list)
+    applied: bool = False
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> SandboxNetwork:
+        result: SandboxNetwork = _parse(
+            "network",
+            d,
+            lambda d: cls(
+                sandbox_id=str(d["sandbox_id"]),
+                enabled=bool(d["enabled"]),
+                mode=str(d["mode"]),
+                address=d.get("address"),
+                gateway=d.get("gateway"),
+                network_allowlist=list(d.get("network_allowlist") or []),
+                network_denylist=list(d.get("network_denylist") or []),
+                tunnels=list(d.get("tunnels") or []),
+                applied=bool(d.get("applied", False)),
+            ),
+        )
+        return result
