@@ -21,6 +21,7 @@ from sandtree import (
     SandboxNotFoundError,
     SandboxNotRunningError,
     SandboxStatus,
+    SandboxTimeoutError,
     UnauthorizedError,
     ValidationError,
 )
@@ -183,3 +184,18 @@ def test_a_streamed_command_yields_its_output_as_events(client: SandboxClient, s
     while "tick-4242" in client.execute_command(sandbox_id, "ps -o args").stdout:
         assert time.monotonic() < deadline, "the command outlived its stream"
         time.sleep(0.5)
+
+
+def test_a_sandbox_past_its_lifetime_is_a_sandbox_timeout_error(client: SandboxClient) -> None:
+    sb = client.create(small(timeout_minutes=0.05))  # 3 s
+    try:
+        deadline = time.monotonic() + 120
+        while client.get(sb.id).status != SandboxStatus.TIMEOUT:
+            assert time.monotonic() < deadline, "the sandbox outlived its lifetime"
+            time.sleep(0.5)
+        with pytest.raises(SandboxTimeoutError) as e:
+            client.wait_for_creation(sb.id, timeout=10)
+        assert isinstance(e.value, SandboxNotRunningError)
+        assert e.value.details["status"] == "TIMEOUT"
+    finally:
+        client.delete(sb.id)
