@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -44,12 +45,16 @@ async def test_async_client_runs_commands_and_moves_files(server: Server, sandbo
 async def test_async_create_wait_and_delete(server: Server) -> None:
     client = AsyncSandboxClient(api_key=server.key, base_url=server.url)
     try:
-        sb = await client.create(small(name="py-async"))
+        labels = {**LABEL, "case": "async-bulk"}
+        made = await asyncio.gather(*(client.create(small(labels=labels)) for _ in range(2)))
+        ids = [sb.id for sb in made]
         try:
-            assert (await client.bulk_wait_for_creation([sb.id], timeout=300)) == {sb.id: SandboxStatus.RUNNING}
-            assert (await client.execute_command(sb.id, "uname -s")).stdout == "Linux\n"
+            assert (await client.bulk_wait_for_creation(ids, timeout=300)) == {i: SandboxStatus.RUNNING for i in ids}
+            for i in ids:
+                assert (await client.execute_command(i, "uname -s")).stdout == "Linux\n"
         finally:
-            assert (await client.delete(sb.id)).status == SandboxStatus.TERMINATED
+            assert sorted((await client.bulk_delete(sandbox_ids=ids)).deleted) == sorted(ids)
+        assert {s.status for s in (await client.get_sandbox_statuses(ids)).statuses.values()} == {SandboxStatus.TERMINATED}
     finally:
         await client.aclose()
     async with AsyncSandboxClient(api_key="st_wrong", base_url=server.url) as bad:
