@@ -99,6 +99,28 @@ describe("a busybox sandbox on a real microVM", () => {
     expect(Buffer.from(events.find((e) => e.type === "stdout").data, "base64").toString()).toBe("started\n");
   });
 
+  it("kills a silent streamed command when its client disconnects", async () => {
+    const abort = new AbortController();
+    const res = await fetch(`${t.url}/v1/sandboxes/${id}/exec`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${t.key}`, "content-type": "application/json", accept: "application/x-ndjson" },
+      body: JSON.stringify({ command: ["sleep", "3017"] }),
+      signal: abort.signal,
+    });
+    const reader = res.body!.getReader();
+    let buf = "";
+    while (!buf.includes('"started"')) buf += new TextDecoder().decode((await reader.read()).value);
+    expect((await run("ps -o args | grep -c '^sleep 3017'")).stdout.trim()).toBe("1");
+    abort.abort();
+    // The command never writes, so only the disconnect can end it; poll until it is gone.
+    let left = "1";
+    for (let i = 0; i < 100 && left !== "0"; i++) {
+      left = (await run("ps -o args | grep -c '^sleep 3017'")).stdout.trim();
+      if (left !== "0") await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(left).toBe("0");
+  });
+
   it("streams SSE events", async () => {
     const res = await fetch(`${t.url}/v1/sandboxes/${id}/exec`, {
       method: "POST",

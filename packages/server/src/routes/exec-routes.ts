@@ -21,7 +21,10 @@ export function execRoutes(app: FastifyInstance, s: Services): void {
     const body = parse(ExecRequest, req.body);
     const mode = wantsStream(req.headers.accept);
     if (!mode) return s.exec.runBuffered(req.principal.teamId, id, body);
-    const events = s.exec.stream(req.principal.teamId, id, body);
+    // The client going away must kill the command even when it is silent: the generator below
+    // only notices a destroyed stream at its next event, which a silent command never sends.
+    const gone = new AbortController();
+    const events = s.exec.stream(req.principal.teamId, id, body, gone.signal);
     const encode = (ev: ExecEvent) =>
       mode === "ndjson" ? `${JSON.stringify(ev)}\n` : `event: ${ev.type}\ndata: ${JSON.stringify(ev)}\n\n`;
     const body$ = Readable.from(
@@ -30,7 +33,10 @@ export function execRoutes(app: FastifyInstance, s: Services): void {
       })(),
       { objectMode: false },
     );
-    reply.raw.on("close", () => body$.destroy());
+    reply.raw.on("close", () => {
+      if (!reply.raw.writableFinished) gone.abort();
+      body$.destroy();
+    });
     return reply
       .header("content-type", mode === "ndjson" ? "application/x-ndjson" : "text/event-stream")
       .header("cache-control", "no-cache")

@@ -107,13 +107,21 @@ export class ExecService {
     return readSpilled(this.sandboxes.outputDir(sandboxId), execId, q.stream, q.offset, q.length);
   }
 
-  /** Streams events; if the consumer stops early (client gone), the process group is killed. */
-  stream(teamId: string, sandboxId: string, p: ExecParams): AsyncIterable<ExecEvent> {
+  /**
+   * Streams events. If the consumer stops early, or `gone` aborts (the client disconnected, even
+   * while the command is silent and no event is pending), the process group is killed.
+   */
+  stream(teamId: string, sandboxId: string, p: ExecParams, gone?: AbortSignal): AsyncIterable<ExecEvent> {
     const started = performance.now();
     const { execId, exec } = this.start(teamId, sandboxId, p, p.stdin_open);
+    let finished = false;
+    const killUnlessFinished = () => {
+      if (!finished) exec.signal(9);
+    };
+    if (gone?.aborted) killUnlessFinished();
+    else gone?.addEventListener("abort", killUnlessFinished, { once: true });
     return {
       async *[Symbol.asyncIterator]() {
-        let finished = false;
         try {
           for await (const ev of exec.events) {
             if (ev.type === "started") yield { type: "started", exec_id: execId, pid: ev.pid };
@@ -133,7 +141,8 @@ export class ExecService {
           finished = true;
           yield { type: "error", code: "GUEST_ERROR", message: (err as Error).message };
         } finally {
-          if (!finished) exec.signal(9);
+          gone?.removeEventListener("abort", killUnlessFinished);
+          killUnlessFinished();
         }
       },
     };
