@@ -3,7 +3,7 @@
 // asks for an egress list or a tunnel on a server without sandbox networks is refused, never
 // accepted and silently dropped. Runs in a network namespace of its own (root, iproute2).
 import { execFileSync, spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -16,16 +16,17 @@ const scratch = mkdtempSync(path.join(tmpdir(), "sandtree-pool-"));
 const claims = path.join(scratch, "claims");
 
 /** Runs choosePool inside the test's namespace (a child process: a namespace is per process). */
-function choose(opts: { configured?: string; dataDir: string; ownPrefix?: string }) {
+function choose(opts: { configured?: string; dataDir: string; ownPrefix?: string; claimsDir?: string; release?: boolean }) {
   const script = `
     const { choosePool } = await import(${JSON.stringify(HOST_DIST)});
     const c = await choosePool(JSON.parse(process.argv[1]));
+    if (${opts.release === true}) c.release();
     process.stdout.write(JSON.stringify({ subnet: c.subnet, reason: c.reason, skipped: c.skipped }));`;
   const args = {
     ...opts,
     ownPrefix: opts.ownPrefix ?? "stzzzz-",
     stateFile: path.join(opts.dataDir, "network-pool"),
-    claimsDir: claims,
+    claimsDir: opts.claimsDir ?? claims,
   };
   const r = spawnSync("ip", ["netns", "exec", ns, process.execPath, "--input-type=module", "-e", script, JSON.stringify(args)], {
     encoding: "utf8",
@@ -78,6 +79,7 @@ describe("address pool", () => {
       execFileSync("ip", ["netns", "exec", ns, "readlink", "/proc/self/ns/net"], { encoding: "utf8" }),
     )?.[1];
     const dir = path.join(claims, `netns-${nsInode}`);
+    mkdirSync(dir, { recursive: true });
     // A live process of another data dir holds 10.203; a dead one held 10.204.
     writeFileSync(path.join(dir, "10.203.0.0_16.json"), JSON.stringify({ pid: process.pid, dataDir: "/elsewhere" }));
     writeFileSync(path.join(dir, "10.204.0.0_16.json"), JSON.stringify({ pid: 2 ** 22 + 1, dataDir: "/gone" }));
@@ -86,6 +88,13 @@ describe("address pool", () => {
     expect(live.reason).toContain(`pid ${process.pid}`);
     const dead = choose({ configured: "10.204.0.0/16", dataDir: dataDir("e") });
     expect(dead.subnet).toBe("10.204.0.0/16");
+  });
+
+  it("leaves no empty claims directory behind once its claim is released", () => {
+    const own = path.join(scratch, "own-claims");
+    const c = choose({ dataDir: dataDir("f"), claimsDir: own, release: true });
+    expect(c.subnet).toBe("10.202.0.0/16");
+    expect(existsSync(own) ? readdirSync(own) : []).toEqual([]);
   });
 });
 

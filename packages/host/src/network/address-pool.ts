@@ -5,6 +5,7 @@ import {
   openSync,
   readFileSync,
   readlinkSync,
+  rmdirSync,
   rmSync,
   writeFileSync,
   writeSync,
@@ -162,10 +163,21 @@ export async function claimFreePool(opts: {
         if (released) return;
         released = true;
         if (claimHolder(file)?.pid === me.pid) rmSync(file, { force: true });
+        removeIfEmpty(dir);
       },
     };
   }
+  removeIfEmpty(dir);
   return { subnet: null, reason: "no free pool", skipped, release() {} };
+}
+
+/** Leaves no empty per-namespace claims directory behind (another server's claim keeps it). */
+function removeIfEmpty(dir: string): void {
+  try {
+    rmdirSync(dir);
+  } catch {
+    // ENOTEMPTY (another live claim) or already gone: both fine.
+  }
 }
 
 function claimHolder(file: string): ClaimRecord | null {
@@ -182,7 +194,7 @@ function writeClaim(file: string, me: ClaimRecord, stale: boolean): boolean {
   if (stale) rmSync(file, { force: true });
   let fd: number;
   try {
-    fd = openSync(file, "wx", 0o644);
+    fd = openClaim(file);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
     const h = claimHolder(file);
@@ -194,4 +206,15 @@ function writeClaim(file: string, me: ClaimRecord, stale: boolean): boolean {
     closeSync(fd);
   }
   return true;
+}
+
+/** Opens a new claim file; recreates the directory if a releasing server removed it meanwhile. */
+function openClaim(file: string): number {
+  try {
+    return openSync(file, "wx", 0o644);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+    mkdirSync(path.dirname(file), { recursive: true, mode: 0o755 });
+    return openSync(file, "wx", 0o644);
+  }
 }
