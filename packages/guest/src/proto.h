@@ -1,4 +1,5 @@
-/* Wire constants of docs/protocol.md. Shared by the agent, the fuzzer and (by hand) agentctl.py. */
+/* Wire constants of docs/protocol.md: the source. The agent and the fuzzer include it; guest-frames.ts
+   (host) and tools/agentctl.py copy it, and packages/guest/test/wire-constants.test.ts checks they agree. */
 #ifndef SANDTREE_PROTO_H
 #define SANDTREE_PROTO_H
 
