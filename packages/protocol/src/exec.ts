@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { Signal } from "./signals.js";
 
 const envKey = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,255}$/, "environment variable names are letters, digits and '_'");
 const noNul = (s: string) => !s.includes("\0");
@@ -69,11 +70,6 @@ export const ExecEvent = z.discriminatedUnion("type", [
 export type ExecEvent = z.infer<typeof ExecEvent>;
 
 export const SignalRequest = z.strictObject({
-  signal: z
-    .union([
-      z.number().int().min(1).max(64),
-      z.enum(["SIGTERM", "SIGKILL", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGSTOP", "SIGCONT"]),
-    ])
-    .default("SIGKILL"),
+  signal: Signal.default("SIGKILL"),
 });
 export type SignalRequest = z.input<typeof SignalRequest>;

@@ -9,5 +9,6 @@ export * from "./jobs.js";
 export * from "./network.js";
 export * from "./pty.js";
 export * from "./sandbox.js";
+export * from "./signals.js";
 export * from "./teams.js";
 export * from "./version.js";

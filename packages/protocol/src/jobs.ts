@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { Signal } from "./signals.js";
 
 const envKey = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,255}$/, "environment variable names are letters, digits and '_'");
 const noNul = (s: string) => !s.includes("\0");
@@ -51,12 +52,7 @@ export const JobList = z.object({ jobs: z.array(Job) });
 export type JobList = z.infer<typeof JobList>;
 
 export const KillJobRequest = z.strictObject({
-  signal: z
-    .union([
-      z.number().int().min(1).max(64),
-      z.enum(["SIGTERM", "SIGKILL", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGSTOP", "SIGCONT"]),
-    ])
-    .default("SIGTERM"),
+  signal: Signal.default("SIGTERM"),
 });
 export type KillJobRequest = z.input<typeof KillJobRequest>;
 

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { Signal } from "./signals.js";
 
 const noNul = (s: string) => !s.includes("\0");
 const size = (max: number, dflt: number) => z.coerce.number().int().min(1).max(max).default(dflt);
@@ -28,10 +29,7 @@ export const PtyClientMessage = z.discriminatedUnion("type", [
   z.strictObject({ type: z.literal("resize"), rows: z.number().int().min(1).max(1000), cols: z.number().int().min(1).max(1000) }),
   z.strictObject({
     type: z.literal("signal"),
-    signal: z.union([
-      z.number().int().min(1).max(64),
-      z.enum(["SIGTERM", "SIGKILL", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGSTOP", "SIGCONT"]),
-    ]),
+    signal: Signal,
   }),
   z.strictObject({ type: z.literal("eof") }),
 ]);

@@ -3,6 +3,7 @@ import type { AgentExec, ExecSpec } from "@sandtree/host";
 import { type ExecEvent, type ExecParams, type ExecResult, SandtreeError } from "@sandtree/protocol";
 import { DEFAULT_SPILL_CAP_BYTES, HeadBuffer, OutputSpill, type OutputStream, readSpilled } from "./output-spill.js";
 import type { SandboxService } from "./sandbox-service.js";
+import { signalNumber } from "./signals.js";
 
 /** What the buffered call returns of each stream; the rest is dropped and flagged `truncated`. */
 export const BUFFERED_OUTPUT_CAP = 16 * 1024 * 1024;
@@ -12,18 +13,6 @@ interface LiveExec {
   sandboxId: string;
   exec: AgentExec;
 }
-
-const SIGNALS: Record<string, number> = {
-  SIGHUP: 1,
-  SIGINT: 2,
-  SIGQUIT: 3,
-  SIGKILL: 9,
-  SIGUSR1: 10,
-  SIGUSR2: 12,
-  SIGTERM: 15,
-  SIGCONT: 18,
-  SIGSTOP: 19,
-};
 
 export class ExecService {
   private readonly live = new Map<string, LiveExec>();
@@ -157,8 +146,7 @@ export class ExecService {
   }
 
   signal(teamId: string, sandboxId: string, execId: string, signal: string | number): void {
-    const num = typeof signal === "number" ? signal : SIGNALS[signal];
-    if (num === undefined) throw new SandtreeError("VALIDATION_FAILED", `unknown signal ${signal}`, { field: "signal" });
+    const num = signalNumber(signal);
     this.find(teamId, sandboxId, execId).exec.signal(num);
   }
 
