@@ -1,9 +1,10 @@
 import net from "node:net";
-import { ErrorBody, ExposedPort, ExposedPortList, Sandbox } from "@sandtree/protocol";
+import { ExposedPort, ExposedPortList, Sandbox } from "@sandtree/protocol";
 import type { RawData, WebSocket } from "ws";
-import { apiErrorFrom, ConnectionError, InvalidResponseError } from "./errors.js";
+import { ConnectionError } from "./errors.js";
 import type { HttpClient, RequestOptions } from "./http.js";
 import { sandboxPath } from "./sandbox-path.js";
+import { onRefusedUpgrade } from "./ws-refusal.js";
 
 export interface PortForwardOptions {
   /** Local port to listen on (default 0: any free port, see `PortForward.localPort`). */
@@ -110,20 +111,7 @@ export async function portForward(
       ws.terminate();
       options.onError?.(err);
     };
-    ws.once("unexpected-response", (_req, res) => {
-      let text = "";
-      res.setEncoding("utf8");
-      res.on("data", (d: string) => (text += d));
-      res.on("end", () => {
-        const status = res.statusCode ?? 0;
-        try {
-          fail(apiErrorFrom(status, ErrorBody.parse(JSON.parse(text))));
-        } catch {
-          fail(new InvalidResponseError(`the tunnel was refused with HTTP ${status}: ${text.slice(0, 200)}`));
-        }
-      });
-      res.on("error", fail);
-    });
+    onRefusedUpgrade(ws, "tunnel", fail);
     ws.on("error", (err) => {
       if (!opened) fail(new ConnectionError(`could not open a tunnel at ${http.apiUrl} (${err.message})`, { cause: err }));
       else local.destroy();

@@ -1,14 +1,8 @@
-import { ErrorBody, type PtyClientMessage, type PtyQuery, PtyServerMessage } from "@sandtree/protocol";
+import { type PtyClientMessage, type PtyQuery, PtyServerMessage } from "@sandtree/protocol";
 import type { RawData, WebSocket } from "ws";
-import {
-  apiErrorFrom,
-  apiErrorFromCode,
-  ConnectionError,
-  InvalidResponseError,
-  SandtreeSdkError,
-  TimeoutError,
-} from "./errors.js";
+import { apiErrorFromCode, ConnectionError, SandtreeSdkError, TimeoutError } from "./errors.js";
 import type { HttpClient, RequestOptions } from "./http.js";
+import { onRefusedUpgrade } from "./ws-refusal.js";
 
 /** How the terminal's process ended. */
 export interface PtyExit {
@@ -65,20 +59,7 @@ export async function openPty(http: HttpClient, sandboxPath: string, options: Pt
       resolve();
     });
     // A refusal (401, 404, 409, 400) arrives as a plain HTTP answer with the usual JSON error.
-    ws.once("unexpected-response", (_req, res) => {
-      let text = "";
-      res.setEncoding("utf8");
-      res.on("data", (d: string) => (text += d));
-      res.on("end", () => {
-        const status = res.statusCode ?? 0;
-        try {
-          fail(apiErrorFrom(status, ErrorBody.parse(JSON.parse(text))));
-        } catch {
-          fail(new InvalidResponseError(`the terminal was refused with HTTP ${status}: ${text.slice(0, 200)}`));
-        }
-      });
-      res.on("error", fail);
-    });
+    onRefusedUpgrade(ws, "terminal", fail);
     ws.once("error", (err) =>
       fail(new ConnectionError(`could not open a terminal at ${http.apiUrl} (${err.message})`, { cause: err })),
     );

@@ -23,6 +23,7 @@ import { Jobs, type OutputOptions, readOutput } from "./jobs.js";
 import { getNetwork, setNetwork } from "./network.js";
 import { exposePort, listPorts, type PortForward, type PortForwardOptions, portForward, unexposePort } from "./ports.js";
 import { openPty, type PtyHandle, type PtyOptions } from "./pty-handle.js";
+import { sleep } from "./retry.js";
 
 export interface ListSandboxesOptions extends RequestOptions {
   status?: SandboxStatus;
@@ -324,19 +325,4 @@ function execBody(command: ExecCommand, o: ExecOptions): ExecRequest {
     ...(o.timeoutSeconds !== undefined ? { timeout_seconds: o.timeoutSeconds } : {}),
     ...(o.stdin !== undefined ? { stdin: o.stdin } : {}),
   };
-}
-
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener("abort", onAbort, { once: true });
-  });
 }
