@@ -12,8 +12,8 @@ import { runCommand } from "../util/run-command.js";
  */
 export async function sha256File(file: string, opts: { signal?: AbortSignal } = {}): Promise<string> {
   try {
-    const out = await runCommand(["sha256sum", "--", file], opts.signal ? { signal: opts.signal } : {});
-    const hex = out.slice(0, 64);
+    const { stdout } = await runCommand(["sha256sum", "--", file], { signal: opts.signal });
+    const hex = stdout.slice(0, 64);
     if (/^[0-9a-f]{64}$/.test(hex)) return hex;
   } catch (err) {
     if ((err as Error).name === "AbortError") throw err;

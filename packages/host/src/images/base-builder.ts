@@ -1,7 +1,7 @@
 import { mkdir, mkdtemp, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { SandtreeError } from "@sandtree/protocol";
-import { throwIfAborted } from "./child-process.js";
+import { throwIfAborted } from "../util/run-command.js";
 import type { ImageSource, ResolvedManifest } from "./image-source.js";
 import { applyLayers } from "./layers.js";
 import { type ImageRuntimeConfig, parseJson, parseRuntimeConfig } from "./oci-types.js";

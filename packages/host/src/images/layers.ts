@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
 import { createGunzip } from "node:zlib";
 import { SandtreeError } from "@sandtree/protocol";
-import { runCommand, throwIfAborted } from "./child-process.js";
+import { runCommand, throwIfAborted } from "../util/run-command.js";
 import { listTarEntries, type TarEntry } from "./tar-entries.js";
 
 export interface ApplyLayerOptions {

@@ -3,7 +3,7 @@ import { mkdir, mkdtemp, readFile, rename, rm, stat, writeFile } from "node:fs/p
 import { join } from "node:path";
 import { pipeline } from "node:stream/promises";
 import { createGzip } from "node:zlib";
-import { runCommand } from "./child-process.js";
+import { runCommand } from "../util/run-command.js";
 import { digestHex, sha256Bytes, sha256File } from "./digest.js";
 import {
   DEFAULT_PLATFORM,

@@ -1,6 +1,6 @@
 import { lstat, readdir, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
-import { runCommand, throwIfAborted } from "./child-process.js";
+import { runCommand, throwIfAborted } from "../util/run-command.js";
 
 const MiB = 1024 * 1024;
 

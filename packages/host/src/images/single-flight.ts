@@ -1,4 +1,4 @@
-import { abortError } from "./child-process.js";
+import { abortError } from "../util/run-command.js";
 
 interface Flight<T> {
   promise: Promise<T>;

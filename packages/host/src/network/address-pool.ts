@@ -28,7 +28,7 @@ export interface HostAddress {
  * that was killed: their addresses are still routed and still collide.)
  */
 export async function hostIPv4Addresses(): Promise<HostAddress[]> {
-  const text = await runCommand(["ip", "-j", "-4", "addr", "show"]);
+  const { stdout: text } = await runCommand(["ip", "-j", "-4", "addr", "show"], { errorCode: "NETWORK_SETUP_FAILED" });
   const links = JSON.parse(text || "[]") as Array<{
     ifname?: string;
     flags?: string[];
