@@ -10,4 +10,5 @@ export * from "./network.js";
 export * from "./pty.js";
 export * from "./sandbox.js";
 export * from "./teams.js";
+export * from "./usage.js";
 export * from "./version.js";

@@ -5,6 +5,8 @@ import { openApiDocument, type RegisteredRoute } from "./openapi.js";
 import { activityHook } from "./routes/activity-hook.js";
 import { bulkRoutes } from "./routes/bulk-routes.js";
 import { checkpointRoutes } from "./routes/checkpoint-routes.js";
+import { costHook } from "./routes/cost-hook.js";
+import { dashboardRoutes } from "./routes/dashboard-routes.js";
 import { execOutputRoutes } from "./routes/exec-output-routes.js";
 import { execRoutes } from "./routes/exec-routes.js";
 import { fileRoutes } from "./routes/file-routes.js";
@@ -16,6 +18,7 @@ import { portRoutes, withoutToken } from "./routes/port-routes.js";
 import { ptyRoutes } from "./routes/pty-routes.js";
 import { sandboxRoutes } from "./routes/sandbox-routes.js";
 import { teamRoutes } from "./routes/team-routes.js";
+import { usageRoutes } from "./routes/usage-routes.js";
 import { versionRoutes } from "./routes/version-routes.js";
 import type { Principal } from "./services/auth-service.js";
 import type { Services } from "./services/services.js";
@@ -73,6 +76,8 @@ export function buildApp(services: Services, opts: { logger?: boolean | object }
       .send({ code: "ROUTE_NOT_FOUND", message: `no route ${req.method} ${req.url.split("?")[0]}`, request_id: String(req.id) });
   });
 
+  // The web dashboard's static pages (registered before the hook below: they are not the API).
+  dashboardRoutes(app);
   // The OpenAPI document lists every route registered, as registered.
   const routes: RegisteredRoute[] = [];
   app.addHook("onRoute", (r) => void routes.push({ method: r.method, url: r.url }));
@@ -97,6 +102,7 @@ export function buildApp(services: Services, opts: { logger?: boolean | object }
     await services.sandboxes.whenAdopted(id);
   });
   activityHook(app, services);
+  costHook(app, services);
   sandboxRoutes(app, services);
   bulkRoutes(app, services);
   checkpointRoutes(app, services);
@@ -110,6 +116,7 @@ export function buildApp(services: Services, opts: { logger?: boolean | object }
   fileRoutes(app, services);
   imageRoutes(app, services);
   teamRoutes(app, services);
+  usageRoutes(app, services);
   return app;
 }
 
