@@ -1,7 +1,9 @@
-// How numbers are shown: money to the cent (sub-cent amounts to four places), bytes in binary units.
+// How numbers are shown: money to the cent (sub-cent amounts to four places, and under $0.0001
+// as "<$0.0001", never a misleading $0.0000), bytes in binary units. No DOM here: the e2e test uses it.
 
 export function usd(n: number | undefined): string {
   if (n === undefined) return "–";
+  if (n > 0 && n < 0.0001) return "<$0.0001";
   const digits = n !== 0 && Math.abs(n) < 0.01 ? 4 : 2;
   return `$${n.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits })}`;
 }

@@ -12,6 +12,7 @@ import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SqliteStore } from "../../server/src/index.js";
 import { startTestServer, type TestServer } from "../../server/test/helpers.js";
+import { usd } from "../src/format.js";
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const shots = process.env.SANDTREE_SCREENSHOT_DIR ?? mkdtempSync(path.join(tmpdir(), "sandtree-dashboard-shots-"));
@@ -118,14 +119,18 @@ describe("the web dashboard at /", () => {
   });
 
   it("signs in and shows the same counts as GET /v1/stats", async () => {
+    const answered = page.waitForResponse((r) => r.url().includes("/v1/stats?"));
     await signIn(t.key);
+    const shown = await (await answered).json();
     await page.locator("#card-created").waitFor();
+    // The cards say what the API answered the page, and the counts match a fresh call.
+    expect(await page.locator("#card-created").textContent()).toBe(String(shown.created));
+    expect(await page.locator("#card-running").textContent()).toBe(String(shown.running));
+    expect(await page.locator("#card-error-rate").textContent()).toBe(`${(shown.error_rate * 100).toFixed(1)}%`);
+    expect(await page.locator("#card-cost").textContent()).toBe(usd(shown.estimated_cost_usd));
     const stats = (await t.api("GET", "/v1/stats?window_hours=24&bucket_minutes=30")).body;
-    expect(stats.running).toBe(2);
-    expect(await page.locator("#card-created").textContent()).toBe(String(stats.created));
-    expect(await page.locator("#card-running").textContent()).toBe(String(stats.running));
-    expect(await page.locator("#card-error-rate").textContent()).toBe(`${(stats.error_rate * 100).toFixed(1)}%`);
-    expect(await page.locator("#card-cost").textContent()).toMatch(/^\$\d/);
+    expect([stats.created, stats.running, stats.failed]).toEqual([2, 2, 0]);
+    expect([shown.created, shown.running, shown.failed]).toEqual([stats.created, stats.running, stats.failed]);
     expect(await page.locator("figure.chart canvas").count()).toBe(2);
     // The key is in session storage only, never in the URL.
     expect(page.url()).not.toContain(t.key);
@@ -211,14 +216,12 @@ describe("the web dashboard at /", () => {
     const rowKeys = await page.locator("#usage-table tbody tr th").allTextContents();
     expect(rowKeys).toEqual(usage.lines.map((l: { key: string }) => l.key));
     const cells = await page.locator("#usage-total td").allTextContents();
-    const cost = usage.total.cost_usd;
-    const digits = cost !== 0 && Math.abs(cost) < 0.01 ? 4 : 2;
     expect(cells).toEqual([
       usage.total.vcpu_seconds.toFixed(0),
       usage.total.memory_gib_seconds.toFixed(0),
       usage.total.disk_gib_seconds.toFixed(0),
       usage.total.checkpoint_gib_hours.toFixed(3),
-      `$${cost.toFixed(digits)}`,
+      usd(usage.total.cost_usd),
     ]);
     expect(usage.total.vcpu_seconds).toBeGreaterThan(0);
     await shot("dashboard-usage");
