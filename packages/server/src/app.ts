@@ -12,6 +12,7 @@ import { execRoutes } from "./routes/exec-routes.js";
 import { fileRoutes } from "./routes/file-routes.js";
 import { imageRoutes } from "./routes/image-routes.js";
 import { jobRoutes } from "./routes/job-routes.js";
+import { metricsRoutes } from "./routes/metrics-routes.js";
 import { networkRoutes } from "./routes/network-routes.js";
 import { pauseRoutes } from "./routes/pause-routes.js";
 import { portRoutes, withoutToken } from "./routes/port-routes.js";
@@ -59,7 +60,10 @@ function loggerOptions(logger: boolean | object | undefined): false | object {
 }
 
 /** The HTTP app over the services; tests drive it with `app.inject()` or a real listener. */
-export function buildApp(services: Services, opts: { logger?: boolean | object } = {}): FastifyInstance {
+export function buildApp(
+  services: Services,
+  opts: { logger?: boolean | object; metricsToken?: string | undefined } = {},
+): FastifyInstance {
   const app = Fastify({
     logger: loggerOptions(opts.logger),
     bodyLimit: 1024 * 1024,
@@ -117,6 +121,7 @@ export function buildApp(services: Services, opts: { logger?: boolean | object }
   imageRoutes(app, services);
   teamRoutes(app, services);
   usageRoutes(app, services);
+  metricsRoutes(app, services, { metricsToken: opts.metricsToken });
   return app;
 }
 

@@ -301,6 +301,10 @@ const OPERATIONS: Record<string, Operation> = {
   "POST /v1/teams": { summary: "Create a team (admin)", body: "CreateTeamRequest", responses: { 201: ok("Team") } },
   "GET /v1/teams": { summary: "List teams (admin)", responses: { 200: ok("TeamList") } },
   "GET /v1/teams/:name/limits": { summary: "A team's limits and usage", responses: { 200: ok("TeamLimitsResponse") } },
+  "GET /metrics": {
+    summary: "Prometheus metrics of every team (an admin key, or the metrics token)",
+    responses: { 200: { description: "Prometheus text format", content: { "text/plain": {} } } },
+  },
   "GET /v1/usage": {
     summary: "Metered usage and cost per day, hour, label, sandbox or team (format=csv: text/csv)",
     parameters: query("from", "to", "group_by", "label_key", "format"),

@@ -20,6 +20,7 @@ import type { Logger } from "./services/logger.js";
 import { type Clock, systemClock } from "./services/metering/clock.js";
 import { MeteringService } from "./services/metering/metering-service.js";
 import { loadPriceTable, type PriceTableInput } from "./services/metering/prices.js";
+import { MetricsService } from "./services/metrics-service.js";
 import { NetworkService } from "./services/network-service.js";
 import { PortService } from "./services/port-service.js";
 import { PtyService } from "./services/pty-service.js";
@@ -84,6 +85,12 @@ export const ServerConfig = z.object({
     .custom<string | PriceTableInput>((v) => v === undefined || typeof v === "string" || typeof v === "object")
     .optional()
     .prefault(process.env.SANDTREE_PRICES || undefined),
+  /** A bearer token that may read GET /metrics (besides admin keys); unset: admin keys only. */
+  metricsToken: z
+    .string()
+    .min(16, "at least 16 characters")
+    .optional()
+    .prefault(process.env.SANDTREE_METRICS_TOKEN || undefined),
 });
 export type ServerConfigInput = z.input<typeof ServerConfig>;
 
@@ -245,12 +252,14 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     network,
     ports: new PortService(store, sandboxes, (id) => sandboxes.guestAddressOf(id)),
     metering,
+    metrics: new MetricsService(store, admission, metering),
   };
   // Exposed ports end with their sandbox.
   sandboxes.onTeardown((id) => services.ports.forget(id));
   const level = process.env.SANDTREE_LOG_LEVEL ?? "info";
   const built = buildApp(services, {
     logger: cfg.logger ? { level, stream: opts.logStream ?? logDestination(cfg.logFormat) } : false,
+    metricsToken: cfg.metricsToken,
   });
   app = built;
   for (const [lvl, o, m] of early.splice(0)) built.log[lvl](o, m);

@@ -178,4 +178,43 @@ describe("metering by the second, by state, against the price table", () => {
     expect(ok.status).toBe(201);
     await t.api("DELETE", `/v1/sandboxes/${ok.body.id}`);
   });
+
+  it("exposes Prometheus metrics to an admin key only: statuses, creations by start path, exec latency, refusals, cost", async () => {
+    const created = await t.api("POST", "/v1/sandboxes", { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 });
+    await t.waitRunning(created.body.id);
+    expect((await t.api("POST", `/v1/sandboxes/${created.body.id}/exec`, { command: "true" })).body.exit_code).toBe(0);
+    const limits = await t.api("PUT", "/v1/teams/default/limits", { max_active_sandboxes: 1 });
+    expect(limits.status).toBe(200);
+    const refused = await t.api("POST", "/v1/sandboxes", { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 });
+    expect(refused.body.code).toBe("QUOTA_SANDBOXES");
+    await t.api("PUT", "/v1/teams/default/limits", { max_active_sandboxes: null });
+
+    expect((await fetch(`${t.url}/metrics`)).status).toBe(401);
+    const teamKey = (await t.api("POST", "/v1/keys", { team: "default" })).body.key;
+    expect((await fetch(`${t.url}/metrics`, { headers: { authorization: `Bearer ${teamKey}` } })).status).toBe(403);
+    const res = await fetch(`${t.url}/metrics`, { headers: { authorization: `Bearer ${t.key}` } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toMatch(/^text\/plain/);
+    const text = await res.text();
+    const value = (line: string) =>
+      Number(
+        text
+          .split("\n")
+          .find((l) => l.startsWith(`${line} `))
+          ?.slice(line.length + 1),
+      );
+    expect(value('sandtree_sandboxes{status="RUNNING"}')).toBe(1);
+    expect(value('sandtree_sandboxes{status="TERMINATED"}')).toBeGreaterThanOrEqual(1);
+    expect(value('sandtree_sandbox_create_seconds_count{start_path="cold"}')).toBeGreaterThanOrEqual(1);
+    expect(value('sandtree_sandbox_creations_total{start_path="cold"}')).toBeGreaterThanOrEqual(2);
+    expect(value('sandtree_sandbox_create_failures_total{code="BUDGET_EXCEEDED"}')).toBe(1);
+    expect(value('sandtree_sandbox_create_failures_total{code="QUOTA_SANDBOXES"}')).toBe(1);
+    expect(value('sandtree_quota_refusals_total{code="QUOTA_SANDBOXES"}')).toBe(1);
+    expect(value('sandtree_quota_refusals_total{code="BUDGET_EXCEEDED"}')).toBe(1);
+    expect(value('sandtree_execs_total{outcome="ok"}')).toBe(1);
+    expect(value("sandtree_exec_seconds_count")).toBe(1);
+    expect(value("sandtree_checkpoint_stored_bytes")).toBe(storedBytes);
+    expect(value("sandtree_metered_cost_usd")).toBeGreaterThan(0);
+    await t.api("DELETE", `/v1/sandboxes/${created.body.id}`);
+  });
 });

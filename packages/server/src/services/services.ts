@@ -7,6 +7,7 @@ import type { FileService } from "./file-service.js";
 import type { ImageResolver } from "./image-resolver.js";
 import type { JobService } from "./job-service.js";
 import type { MeteringService } from "./metering/metering-service.js";
+import type { MetricsService } from "./metrics-service.js";
 import type { NetworkService } from "./network-service.js";
 import type { PortService } from "./port-service.js";
 import type { PtyService } from "./pty-service.js";
@@ -30,4 +31,5 @@ export interface Services {
   network: NetworkService;
   ports: PortService;
   metering: MeteringService;
+  metrics: MetricsService;
 }

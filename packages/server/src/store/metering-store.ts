@@ -1,4 +1,5 @@
 import type { MeterRecord, MeterRecordWithLabels } from "./sqlite-metering.js";
+import type { SandboxPatch } from "./store.js";
 
 export type { MeterKind, MeterRecord, MeterRecordWithLabels } from "./sqlite-metering.js";
 
@@ -18,4 +19,10 @@ export interface MeterStore {
   setTeamBudget(teamId: string, usd: number | null): void;
   creationsBetween(q: { teamId?: string; fromIso: string; toIso: string }): Array<{ created_at: string; status: string }>;
   countRunning(teamId?: string): number;
+  /** Called after every committed status change, with the patch that made it (the metrics). */
+  onSandboxStatus(listener: (id: string, patch: SandboxPatch) => void): void;
+  /** Sandboxes per status, all teams. */
+  countByStatus(): Record<string, number>;
+  /** stored_bytes of every DURABLE checkpoint. */
+  durableCheckpointBytes(): number;
 }

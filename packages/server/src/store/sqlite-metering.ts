@@ -181,3 +181,17 @@ export function countRunning(db: Database.Database, teamId?: string): number {
   ) as { n: number };
   return r.n;
 }
+
+export function countByStatus(db: Database.Database): Record<string, number> {
+  const rows = db.prepare("SELECT status, count(*) AS n FROM sandboxes GROUP BY status").all() as Array<{
+    status: string;
+    n: number;
+  }>;
+  return Object.fromEntries(rows.map((r) => [r.status, r.n]));
+}
+
+export function durableCheckpointBytes(db: Database.Database): number {
+  return (
+    db.prepare("SELECT coalesce(sum(stored_bytes), 0) AS n FROM checkpoints WHERE state = 'DURABLE'").get() as { n: number }
+  ).n;
+}

@@ -76,6 +76,7 @@ export class SqliteStore implements Store {
   private readonly db: Database.Database;
   /** The time meter records are stamped with (metering's clock; tests control it). */
   private meterNow: () => number = Date.now;
+  private readonly statusListeners: Array<(id: string, patch: SandboxPatch) => void> = [];
 
   constructor(file: string) {
     this.db = new Database(file);
@@ -195,11 +196,18 @@ export class SqliteStore implements Store {
     const stmt = this.db.prepare(sql);
     if (patch.status === undefined) return stmt.run(params).changes > 0;
     // A status change and its meter record commit together.
-    return this.db.transaction(() => {
-      const changed = stmt.run(params).changes > 0;
-      if (changed) meter.meterSandbox(this.db, id, this.meterNow());
-      return changed;
+    const changed = this.db.transaction(() => {
+      const applied = stmt.run(params).changes > 0;
+      if (applied) meter.meterSandbox(this.db, id, this.meterNow());
+      return applied;
     })();
+    if (changed)
+      for (const l of this.statusListeners) {
+        try {
+          l(id, patch);
+        } catch {}
+      }
+    return changed;
   }
 
   addEvent(sandboxId: string, message: string): void {
@@ -348,6 +356,15 @@ export class SqliteStore implements Store {
     return ports.deleteExposedPorts(this.db, sandboxId);
   }
 
+  onSandboxStatus(listener: (id: string, patch: SandboxPatch) => void): void {
+    this.statusListeners.push(listener);
+  }
+  countByStatus(): Record<string, number> {
+    return meter.countByStatus(this.db);
+  }
+  durableCheckpointBytes(): number {
+    return meter.durableCheckpointBytes(this.db);
+  }
   setMeterClock(now: () => number): void {
     this.meterNow = now;
   }
