@@ -77,7 +77,10 @@ async function route(): Promise<void> {
   if (!storedKey()) return signIn();
   const hash = location.hash || "#/";
   renderNav(hash);
-  const root = main();
+  // Each navigation draws into a container of its own: a slower page that answers after the
+  // next navigation writes into a detached node, never over the new page.
+  const root = h("div", { class: "view" });
+  replace(main(), root);
   const parts = hash.slice(2).split("/").map(decodeURIComponent);
   try {
     if (parts[0] === "sandboxes" && parts[1]) await sandboxView(root, parts[1]);
@@ -98,5 +101,9 @@ document.getElementById("sign-out")?.addEventListener("click", () => {
   storeKey(null);
   signIn();
 });
-window.addEventListener("hashchange", () => void route());
+window.addEventListener("hashchange", () => {
+  // Screen readers and keyboard users start at the new page's content.
+  main().focus();
+  void route();
+});
 void route();
