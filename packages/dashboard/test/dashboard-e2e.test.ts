@@ -49,6 +49,32 @@ function inPage<T>(expression: string): Promise<T> {
   return page.evaluate(expression) as Promise<T>;
 }
 
+/**
+ * The lowest WCAG contrast ratio among the text of the elements `selector` matches (their colour
+ * against the first opaque background at or above them).
+ */
+const lowestContrast = (selector: string) =>
+  inPage<number>(`(() => {
+    const rgb = (c) => (c.match(/[\\d.]+/g) || []).map(Number);
+    const lum = ([r, g, b]) => {
+      const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+      return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+    };
+    const bg = (el) => {
+      for (; el; el = el.parentElement) {
+        const c = rgb(getComputedStyle(el).backgroundColor);
+        if (c.length === 3 || c[3] === 1) return c;
+      }
+      return [255, 255, 255];
+    };
+    const ratios = [...document.querySelectorAll(${JSON.stringify(selector)})].map((el) => {
+      const a = lum(rgb(getComputedStyle(el).color));
+      const b = lum(bg(el));
+      return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    });
+    return ratios.length ? Math.min(...ratios) : 0;
+  })()`);
+
 async function shot(name: string): Promise<string> {
   const file = path.join(shots, `${name}.png`);
   await page.screenshot({ path: file, fullPage: true });
@@ -140,6 +166,10 @@ describe("the web dashboard at /", () => {
       `[...document.querySelectorAll("input, select")].filter((el) => !document.querySelector('label[for="' + el.id + '"]')).length`,
     );
     expect(unlabelled).toBe(0);
+    // Text meets WCAG AA contrast (4.5:1) against what is behind it.
+    expect(
+      await lowestContrast("header a, header button, h1, .hint, .card-label, .card-value, figcaption"),
+    ).toBeGreaterThanOrEqual(4.5);
     const file = await shot("dashboard-overview");
     if (process.env.SANDTREE_UPDATE_README_SCREENSHOT === "1") {
       await page.screenshot({ path: path.join(repo, "docs", "images", "dashboard.png") });
@@ -169,6 +199,7 @@ describe("the web dashboard at /", () => {
     const ids = await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-id")));
     const api = (await t.api("GET", "/v1/sandboxes?status=RUNNING")).body.sandboxes.map((s: { id: string }) => s.id);
     expect(ids).toEqual(api);
+    expect(await lowestContrast("th, td, .status, button, label")).toBeGreaterThanOrEqual(4.5);
     await shot("dashboard-sandboxes");
   });
 
@@ -201,6 +232,7 @@ describe("the web dashboard at /", () => {
     await page.locator(`[data-checkpoint="${c1}"]`).focus();
     await page.keyboard.press("ArrowDown");
     expect(await inPage<string | null>('document.activeElement?.getAttribute("data-checkpoint")')).toBe(c2);
+    expect(await lowestContrast(".tree code, .tree .state, .tree span, .tree a")).toBeGreaterThanOrEqual(4.5);
     await shot("dashboard-checkpoints");
   });
 
