@@ -10,7 +10,7 @@ export type { MeterKind, MeterRecord, MeterRecordWithLabels } from "./sqlite-met
  */
 export interface MeterStore {
   setMeterClock(now: () => number): void;
-  listMeterRecords(q: { teamId?: string; fromMs: number; toMs: number }): MeterRecordWithLabels[];
+  listMeterRecords(q: { teamId?: string; fromMs: number; toMs: number; withLabels?: boolean }): MeterRecordWithLabels[];
   meterRecordsOf(subject: "sandbox" | "checkpoint", ids: readonly string[]): MeterRecord[];
   /** Seeds records as they are (benchmarks, imports). */
   insertMeterRecords(records: ReadonlyArray<Omit<MeterRecord, "id">>): void;

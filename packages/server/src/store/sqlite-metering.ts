@@ -115,15 +115,17 @@ export function meterCheckpoint(db: Database.Database, id: string, nowMs: number
   if (!uploaded) insertMeterRecord(db, { ...base, kind: "upload", end_ms: nowMs });
 }
 
-/** Records that overlap [fromMs, toMs) (uploads: within it), of one team or all. */
+/** Records that overlap [fromMs, toMs) (uploads: within it), of one team or all; labels only when asked (a join). */
 export function listMeterRecords(
   db: Database.Database,
-  q: { teamId?: string; fromMs: number; toMs: number },
+  q: { teamId?: string; fromMs: number; toMs: number; withLabels?: boolean },
 ): MeterRecordWithLabels[] {
   const team = q.teamId === undefined ? "" : "m.team_id = @teamId AND";
+  const labels = q.withLabels ? "s.labels AS labels" : "NULL AS labels";
+  const join = q.withLabels ? "LEFT JOIN sandboxes s ON s.id = m.sandbox_id" : "";
   return db
     .prepare(
-      `SELECT m.*, s.labels AS labels FROM meter_records m LEFT JOIN sandboxes s ON s.id = m.sandbox_id
+      `SELECT m.*, ${labels} FROM meter_records m ${join}
        WHERE ${team} m.start_ms < @toMs AND (m.end_ms IS NULL OR m.end_ms > @fromMs OR (m.kind = 'upload' AND m.start_ms >= @fromMs))`,
     )
     .all({ ...(q.teamId === undefined ? {} : { teamId: q.teamId }), fromMs: q.fromMs, toMs: q.toMs }) as MeterRecordWithLabels[];

@@ -368,7 +368,7 @@ export class SqliteStore implements Store {
   setMeterClock(now: () => number): void {
     this.meterNow = now;
   }
-  listMeterRecords(q: { teamId?: string; fromMs: number; toMs: number }): meter.MeterRecordWithLabels[] {
+  listMeterRecords(q: { teamId?: string; fromMs: number; toMs: number; withLabels?: boolean }): meter.MeterRecordWithLabels[] {
     return meter.listMeterRecords(this.db, q);
   }
   meterRecordsOf(subject: "sandbox" | "checkpoint", ids: readonly string[]): meter.MeterRecord[] {

@@ -44,7 +44,12 @@ export class MeteringService {
     const toMs = q.to ? Date.parse(q.to) : nowMs;
     if (!(toMs > fromMs)) throw new SandtreeError("VALIDATION_FAILED", "to must be after from", { field: "to" });
     const teamId = teamOf(scope);
-    const records = this.store.listMeterRecords({ ...(teamId === undefined ? {} : { teamId }), fromMs, toMs });
+    const records = this.store.listMeterRecords({
+      ...(teamId === undefined ? {} : { teamId }),
+      fromMs,
+      toMs,
+      withLabels: q.group_by === "label",
+    });
     const { lines, total } = usageLines({
       records,
       prices: this.prices,

@@ -7,15 +7,16 @@ import { addAmounts, amountsOver, clip, zeroAmounts } from "./usage-calc.js";
 
 const HOUR_MS = 3_600_000;
 
-/** The end of the UTC day or hour that `ms` falls in. */
-function bucketEnd(group: "day" | "hour", ms: number): number {
-  if (group === "hour") return (Math.floor(ms / HOUR_MS) + 1) * HOUR_MS;
-  const d = new Date(ms);
-  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + 1);
+const DAY_MS = 24 * HOUR_MS;
+
+/** The start of the UTC day or hour that `ms` falls in (UTC days are exactly 86,400,000 ms). */
+function bucketStart(group: "day" | "hour", ms: number): number {
+  const size = group === "day" ? DAY_MS : HOUR_MS;
+  return Math.floor(ms / size) * size;
 }
 
-function timeKey(group: "day" | "hour", ms: number): string {
-  const iso = new Date(ms).toISOString();
+function timeKey(group: "day" | "hour", bucket: number): string {
+  const iso = new Date(bucket).toISOString();
   return group === "day" ? iso.slice(0, 10) : `${iso.slice(0, 13)}:00:00Z`;
 }
 
@@ -46,15 +47,24 @@ export function usageLines(c: UsageComputation): { lines: UsageLine[]; total: Us
     if (!line) byKey.set(key, (line = zeroAmounts()));
     addAmounts(line, a);
   };
+  // Keys of time buckets, made once per bucket (not per record).
+  const keys = new Map<number, string>();
+  const keyOf = (group: "day" | "hour", bucket: number) => {
+    let k = keys.get(bucket);
+    if (k === undefined) keys.set(bucket, (k = timeKey(group, bucket)));
+    return k;
+  };
   for (const r of c.records) {
     const span = clip(r, c.fromMs, c.toMs, c.nowMs);
     if (!span) continue;
     const [a, b] = span;
     if (c.group === "day" || c.group === "hour") {
-      if (r.kind === "upload") add(timeKey(c.group, a), amountsOver(r, a, b, c.prices));
+      const size = c.group === "day" ? DAY_MS : HOUR_MS;
+      if (r.kind === "upload") add(keyOf(c.group, bucketStart(c.group, a)), amountsOver(r, a, b, c.prices));
       for (let t = a; t < b; ) {
-        const end = Math.min(b, bucketEnd(c.group, t));
-        add(timeKey(c.group, t), amountsOver(r, t, end, c.prices));
+        const bucket = bucketStart(c.group, t);
+        const end = Math.min(b, bucket + size);
+        add(keyOf(c.group, bucket), amountsOver(r, t, end, c.prices));
         t = end;
       }
       continue;
