@@ -38,12 +38,14 @@ async function call<T>(method: string, path: string, body?: unknown, key = store
   let parsed: unknown = null;
   try {
     parsed = text ? JSON.parse(text) : null;
-  } catch {}
+  } catch {
+    parsed = null;
+  }
   if (!res.ok) {
     const e = (parsed ?? {}) as { code?: string; message?: string };
     throw new ApiError(res.status, e.code ?? `HTTP_${res.status}`, e.message ?? (text.slice(0, 200) || res.statusText));
   }
-  return parsed as T;
+  return (parsed ?? text) as T;
 }
 
 function query(params: Record<string, string | string[] | number | undefined>): string {
@@ -55,6 +57,13 @@ function query(params: Record<string, string | string[] | number | undefined>): 
   const s = q.toString();
   return s ? `?${s}` : "";
 }
+
+export type UsageParams = {
+  from?: string;
+  to?: string;
+  group_by: string;
+  label_key?: string;
+};
 
 export const api = {
   /** Checks a key before it is stored: any authenticated read will do. */
@@ -68,5 +77,6 @@ export const api = {
   exec: (id: string, command: string) =>
     call<ExecResult>("POST", `/v1/sandboxes/${encodeURIComponent(id)}/exec`, { command, timeout_seconds: 60 }),
   checkpoints: () => call<{ checkpoints: Checkpoint[] }>("GET", "/v1/checkpoints"),
-  usage: (p: { from?: string; to?: string; group_by: string }) => call<UsageReport>("GET", `/v1/usage${query(p)}`),
+  usage: (p: UsageParams) => call<UsageReport>("GET", `/v1/usage${query(p)}`),
+  usageCsv: (p: UsageParams) => call<string>("GET", `/v1/usage${query({ ...p, format: "csv" })}`),
 };

@@ -43,3 +43,13 @@ export function labels(l: Record<string, string>): string {
     .map(([k, v]) => `${k}=${v}`)
     .join(", ");
 }
+
+/** A usage amount as `sandtree usage` prints it: integers as they are, others to three places. */
+export function usageAmount(n: number): string {
+  return Number.isInteger(n) ? String(n) : n.toFixed(3);
+}
+
+/** A usage cost as `sandtree usage` prints it: to the millionth of a dollar. */
+export function usageCost(usd: number): string {
+  return `$${usd.toFixed(6)}`;
+}

@@ -12,7 +12,7 @@ import { type Browser, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SqliteStore } from "../../server/src/index.js";
 import { startTestServer, type TestServer } from "../../server/test/helpers.js";
-import { usd } from "../src/format.js";
+import { usageAmount, usageCost, usd } from "../src/format.js";
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const shots = process.env.SANDTREE_SCREENSHOT_DIR ?? mkdtempSync(path.join(tmpdir(), "sandtree-dashboard-shots-"));
@@ -249,13 +249,21 @@ describe("the web dashboard at /", () => {
     expect(rowKeys).toEqual(usage.lines.map((l: { key: string }) => l.key));
     const cells = await page.locator("#usage-total td").allTextContents();
     expect(cells).toEqual([
-      usage.total.vcpu_seconds.toFixed(0),
-      usage.total.memory_gib_seconds.toFixed(0),
-      usage.total.disk_gib_seconds.toFixed(0),
-      usage.total.checkpoint_gib_hours.toFixed(3),
-      usd(usage.total.cost_usd),
+      usageAmount(usage.total.vcpu_seconds),
+      usageAmount(usage.total.memory_gib_seconds),
+      usageAmount(usage.total.disk_gib_seconds),
+      usageAmount(usage.total.checkpoint_gib_hours),
+      usageCost(usage.total.cost_usd),
     ]);
     expect(usage.total.vcpu_seconds).toBeGreaterThan(0);
+    // The CSV export downloads what GET /v1/usage?format=csv answers: a line per sandbox.
+    const download = page.waitForEvent("download");
+    await page.getByRole("button", { name: "Download CSV" }).click();
+    const csv = readFileSync(await (await download).path(), "utf8")
+      .trim()
+      .split("\n");
+    expect(csv[0]).toMatch(/^key,vcpu_seconds,memory_gib_seconds,disk_gib_seconds,checkpoint_gib_hours,cost_usd/);
+    expect(csv.filter((l) => l.startsWith(`${web},`) || l.startsWith(`${worker},`))).toHaveLength(2);
     await shot("dashboard-usage");
   });
 
