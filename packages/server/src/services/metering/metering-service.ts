@@ -6,6 +6,9 @@ import { compilePrices, type Price, type PriceEntry } from "./prices.js";
 import { costBySubject } from "./usage-calc.js";
 import { concurrencySeries, usageCsv, usageLines } from "./usage-report.js";
 
+/** How stale the month-to-date cost behind a budget check may be (it is a check at start, not a meter). */
+const BUDGET_CHECK_MAX_AGE_MS = 5_000;
+
 /** Whose usage a call sees: one team, or every team (an admin key). */
 export type UsageScope = { teamId: string } | { allTeams: true };
 
@@ -25,6 +28,7 @@ export function monthStart(ms: number): number {
  */
 export class MeteringService {
   private readonly prices: Price[];
+  private readonly monthCache = new Map<string, { monthStartMs: number; usd: number; atMs: number }>();
 
   constructor(
     private readonly store: Store,
@@ -127,21 +131,29 @@ export class MeteringService {
     return costBySubject(this.store.meterRecordsOf(subject, ids), this.prices, this.clock.now());
   }
 
-  /** The team's metered cost in the current UTC month. */
-  monthToDate(teamId: string): { monthStartMs: number; usd: number } {
+  /**
+   * The team's metered cost in the current UTC month. `maxAgeMs`: an answer computed that
+   * recently may be reused (the budget check on every create reads every record of the month).
+   */
+  monthToDate(teamId: string, maxAgeMs = 0): { monthStartMs: number; usd: number } {
     const nowMs = this.clock.now();
     const start = monthStart(nowMs);
-    return { monthStartMs: start, usd: this.costBetween({ teamId }, start, nowMs) };
+    const cached = this.monthCache.get(teamId);
+    if (cached && cached.monthStartMs === start && nowMs - cached.atMs <= maxAgeMs && nowMs >= cached.atMs) return cached;
+    const fresh = { monthStartMs: start, usd: this.costBetween({ teamId }, start, nowMs), atMs: nowMs };
+    this.monthCache.set(teamId, fresh);
+    return fresh;
   }
 
   /**
    * Refuses what would start billing once the team's monthly budget is spent (402
    * BUDGET_EXCEEDED). Sandboxes already running are not stopped, so a month can end above it.
+   * The month-to-date cost may be up to 5 s old.
    */
   checkBudget(teamId: string): void {
     const budget = this.store.getTeamBudget(teamId);
     if (budget === null) return;
-    const { usd, monthStartMs } = this.monthToDate(teamId);
+    const { usd, monthStartMs } = this.monthToDate(teamId, BUDGET_CHECK_MAX_AGE_MS);
     if (usd < budget) return;
     throw new SandtreeError(
       "BUDGET_EXCEEDED",
