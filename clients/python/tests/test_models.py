@@ -50,6 +50,7 @@ def test_create_request_maps_prime_sandboxes_names_onto_the_api() -> None:
         ("REGISTRY_UNREACHABLE", 502, SandboxImagePullError),
         ("RATE_LIMIT_BURST", 429, RateLimitError),
         ("QUOTA_MEMORY", 429, BudgetExceededError),
+        ("BUDGET_EXCEEDED", 402, BudgetExceededError),
         ("SOMETHING_NEW", 404, NotFoundError),
         ("SOMETHING_NEW", 503, ServerError),
     ],

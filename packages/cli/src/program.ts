@@ -3,6 +3,7 @@ import { registerImageCommands } from "./commands/image.js";
 import { registerSandboxCommands } from "./commands/sandbox.js";
 import { registerServeCommands } from "./commands/serve.js";
 import { registerTeamCommands } from "./commands/team.js";
+import { registerUsageCommands } from "./commands/usage.js";
 import type { CliContext } from "./context.js";
 import { commanderExitCode, describeError } from "./errors.js";
 import { VERSION } from "./version.js";
@@ -26,6 +27,7 @@ export function buildProgram(ctx: CliContext): Command {
   registerImageCommands(program, ctx);
   registerServeCommands(program, ctx);
   registerTeamCommands(program, ctx);
+  registerUsageCommands(program, ctx);
   return program;
 }
 

@@ -167,7 +167,8 @@ describe("one output convention, consistent help (#21 item 11)", () => {
       const o = cmd.options.find((opt) => opt.long === "--output");
       expect(o, `${name} has -o`).toBeDefined();
       expect(o?.short).toBe("-o");
-      expect(o?.argChoices).toEqual(["table", "json"]);
+      // `usage` also exports CSV (the API's format=csv), a third form, not another flag.
+      expect(o?.argChoices).toEqual(name === "sandtree usage" ? ["table", "json", "csv"] : ["table", "json"]);
       expect(cmd.helpInformation(), name).not.toMatch(/--json/);
     }
   });

@@ -20,6 +20,8 @@ export const Checkpoint = z.object({
   expires_at: z.string().nullable(),
   /** Carries RAM and device state too: restores resume with processes running. */
   has_memory: z.boolean(),
+  /** Metered storage cost so far in USD, the upload charge included (unrounded). Optional: older servers omit it. */
+  cost_usd: z.number().optional(),
 });
 export type Checkpoint = z.infer<typeof Checkpoint>;
 

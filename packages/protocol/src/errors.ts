@@ -31,6 +31,8 @@ export const ERROR_STATUS = {
   ALREADY_EXISTS: 409,
   IDEMPOTENCY_MISMATCH: 409,
   DIRECTORY_NOT_EMPTY: 409,
+  /** The team's monthly budget is spent: nothing new starts billing until next month or a raise. */
+  BUDGET_EXCEEDED: 402,
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
   RATE_LIMITED: 429,

@@ -11,4 +11,5 @@ export * from "./pty.js";
 export * from "./sandbox.js";
 export * from "./signals.js";
 export * from "./teams.js";
+export * from "./usage.js";
 export * from "./version.js";

@@ -96,6 +96,8 @@ export const Sandbox = z.object({
   last_activity_at: z.string().nullable().optional(),
   /** How it started: "warm" (a clone of a saved template VM) or "cold" (a full boot). */
   start_path: z.enum(["warm", "cold", "memory"]).nullable().optional(),
+  /** Metered cost so far in USD (unrounded; see GET /v1/usage). Optional: older servers omit it. */
+  cost_usd: z.number().optional(),
   /** The checkpoint this sandbox was restored or forked from. */
   source_checkpoint_id: z.string().nullable().optional(),
   /** The newest checkpoint in this sandbox's chain (the parent of its next checkpoint). */

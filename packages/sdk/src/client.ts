@@ -8,6 +8,7 @@ import { Keys } from "./keys.js";
 import { DEFAULT_RETRY, type ResolvedRetry, type RetryOptions } from "./retry.js";
 import { Sandboxes } from "./sandboxes.js";
 import { Teams } from "./teams.js";
+import { Usage } from "./usage.js";
 import { VERSION } from "./version.js";
 
 export const DEFAULT_API_URL = "http://127.0.0.1:7070";
@@ -82,6 +83,8 @@ export class SandtreeClient {
   readonly checkpoints: Checkpoints;
   /** Teams and their limits (admin keys). */
   readonly teams: Teams;
+  /** Metered usage, cost and stats. */
+  readonly usage: Usage;
   /** API keys (admin keys). */
   readonly keys: Keys;
   readonly apiUrl: string;
@@ -102,6 +105,7 @@ export class SandtreeClient {
     this.images = new Images(http);
     this.checkpoints = new Checkpoints(http);
     this.teams = new Teams(http);
+    this.usage = new Usage(http);
     this.keys = new Keys(http);
   }
 

@@ -49,6 +49,8 @@ export class RateLimitError extends SandtreeApiError {
     this.retryAfterMs = init.retryAfterMs;
   }
 }
+/** 402 BUDGET_EXCEEDED: the team's monthly budget is spent; nothing new starts until it is raised or the month ends. */
+export class BudgetExceededError extends SandtreeApiError {}
 /** 5xx (and any other unexpected status): the server or the sandbox failed. */
 export class ServerError extends SandtreeApiError {}
 
@@ -114,6 +116,7 @@ function hintFor(status: number, code: string, details: Record<string, unknown> 
   if (code === "SANDBOX_NOT_FOUND") return " (list sandboxes with `sandtree sandbox list`)";
   if (code === "IMAGE_NOT_FOUND") return " (check the name with `sandtree image list`, or pull it: `sandtree image pull REF`)";
   if (code === "REGISTRY_UNREACHABLE") return " (check the registry's address and that it is running; then retry)";
+  if (code === "BUDGET_EXCEEDED") return " (running sandboxes go on; an admin can raise it: `sandtree team budget NAME --usd N`)";
   if (status === 403) return " (ask for an admin key: `sandtree key create --team NAME --admin`)";
   if (status === 429) return " (slow down and retry later)";
   if (status >= 500) return " (retry; if it persists, check the server logs)";
@@ -134,6 +137,7 @@ export function apiErrorFrom(
     details: body.details,
   };
   if (status === 401) return new AuthenticationError(init);
+  if (status === 402) return new BudgetExceededError(init);
   if (status === 403) return new PermissionError(init);
   if (status === 404) return new NotFoundError(init);
   if (status === 409) return new ConflictError(init);

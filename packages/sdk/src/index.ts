@@ -59,4 +59,5 @@ export type {
 } from "./sandboxes.js";
 export { Sandboxes } from "./sandboxes.js";
 export { Teams } from "./teams.js";
+export { Usage } from "./usage.js";
 export { VERSION } from "./version.js";

@@ -1,4 +1,4 @@
-import { Team, TeamLimitsResponse, TeamList, type UpdateTeamLimitsRequest } from "@sandtree/protocol";
+import { Team, TeamBudget, TeamLimitsResponse, TeamList, type UpdateTeamLimitsRequest } from "@sandtree/protocol";
 import type { HttpClient, RequestOptions } from "./http.js";
 
 /** Teams and their quotas (admin keys; a team may read its own limits). */
@@ -29,6 +29,21 @@ export class Teams {
       method: "PUT",
       path: `/v1/teams/${encodeURIComponent(team)}/limits`,
       json: limits,
+    });
+  }
+
+  /** The team's monthly budget (null: none) and its month-to-date cost. */
+  getBudget(team: string, options: RequestOptions = {}): Promise<TeamBudget> {
+    return this.http.json(TeamBudget, { ...options, method: "GET", path: `/v1/teams/${encodeURIComponent(team)}/budget` });
+  }
+
+  /** Sets (admin keys) the team's monthly budget in USD; null removes it. */
+  setBudget(team: string, monthlyBudgetUsd: number | null, options: RequestOptions = {}): Promise<TeamBudget> {
+    return this.http.json(TeamBudget, {
+      ...options,
+      method: "PUT",
+      path: `/v1/teams/${encodeURIComponent(team)}/budget`,
+      json: { monthly_budget_usd: monthlyBudgetUsd },
     });
   }
 }

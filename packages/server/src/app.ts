@@ -5,17 +5,21 @@ import { openApiDocument, type RegisteredRoute } from "./openapi.js";
 import { activityHook } from "./routes/activity-hook.js";
 import { bulkRoutes } from "./routes/bulk-routes.js";
 import { checkpointRoutes } from "./routes/checkpoint-routes.js";
+import { costHook } from "./routes/cost-hook.js";
+import { dashboardRoutes } from "./routes/dashboard-routes.js";
 import { execOutputRoutes } from "./routes/exec-output-routes.js";
 import { execRoutes } from "./routes/exec-routes.js";
 import { fileRoutes } from "./routes/file-routes.js";
 import { imageRoutes } from "./routes/image-routes.js";
 import { jobRoutes } from "./routes/job-routes.js";
+import { metricsRoutes } from "./routes/metrics-routes.js";
 import { networkRoutes } from "./routes/network-routes.js";
 import { pauseRoutes } from "./routes/pause-routes.js";
 import { portRoutes, withoutToken } from "./routes/port-routes.js";
 import { ptyRoutes } from "./routes/pty-routes.js";
 import { sandboxRoutes } from "./routes/sandbox-routes.js";
 import { teamRoutes } from "./routes/team-routes.js";
+import { usageRoutes } from "./routes/usage-routes.js";
 import { versionRoutes } from "./routes/version-routes.js";
 import type { Principal } from "./services/auth-service.js";
 import type { Services } from "./services/services.js";
@@ -56,7 +60,10 @@ function loggerOptions(logger: boolean | object | undefined): false | object {
 }
 
 /** The HTTP app over the services; tests drive it with `app.inject()` or a real listener. */
-export function buildApp(services: Services, opts: { logger?: boolean | object } = {}): FastifyInstance {
+export function buildApp(
+  services: Services,
+  opts: { logger?: boolean | object; metricsToken?: string | undefined } = {},
+): FastifyInstance {
   const app = Fastify({
     logger: loggerOptions(opts.logger),
     bodyLimit: 1024 * 1024,
@@ -73,6 +80,8 @@ export function buildApp(services: Services, opts: { logger?: boolean | object }
       .send({ code: "ROUTE_NOT_FOUND", message: `no route ${req.method} ${req.url.split("?")[0]}`, request_id: String(req.id) });
   });
 
+  // The web dashboard's static pages (registered before the hook below: they are not the API).
+  dashboardRoutes(app);
   // The OpenAPI document lists every route registered, as registered.
   const routes: RegisteredRoute[] = [];
   app.addHook("onRoute", (r) => void routes.push({ method: r.method, url: r.url }));
@@ -97,6 +106,7 @@ export function buildApp(services: Services, opts: { logger?: boolean | object }
     await services.sandboxes.whenAdopted(id);
   });
   activityHook(app, services);
+  costHook(app, services);
   sandboxRoutes(app, services);
   bulkRoutes(app, services);
   checkpointRoutes(app, services);
@@ -110,6 +120,8 @@ export function buildApp(services: Services, opts: { logger?: boolean | object }
   fileRoutes(app, services);
   imageRoutes(app, services);
   teamRoutes(app, services);
+  usageRoutes(app, services);
+  metricsRoutes(app, services, { metricsToken: opts.metricsToken });
   return app;
 }
 

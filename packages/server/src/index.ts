@@ -4,5 +4,7 @@ export { buildApp, VERSION } from "./app.js";
 export { type RunningServer, runServer, ServerConfig, type ServerConfigInput, startServer } from "./server.js";
 export { HostImageResolver } from "./services/host-images.js";
 export type { ImageResolver, ImageSummary, ResolvedImage } from "./services/image-resolver.js";
+export { type Clock, ManualClock, systemClock } from "./services/metering/clock.js";
+export { PriceEntry, PriceTable } from "./services/metering/prices.js";
 export { SqliteStore } from "./store/sqlite-store.js";
 export type { Store } from "./store/store.js";

@@ -39,12 +39,16 @@ import {
   ServerVersion,
   SignalRequest,
   StartJobRequest,
+  Stats,
   Team,
+  TeamBudget,
   TeamLimitsResponse,
   TeamList,
   UpdateNetworkRequest,
+  UpdateTeamBudgetRequest,
   UpdateTeamLimitsRequest,
   UploadResult,
+  UsageReport,
 } from "@sandtree/protocol";
 import { z } from "zod";
 import { VERSION } from "./version.js";
@@ -96,6 +100,10 @@ const schemas = {
   ResetRequest,
   PtyQuery,
   ServerVersion,
+  UsageReport,
+  Stats,
+  TeamBudget,
+  UpdateTeamBudgetRequest,
   ForkManyResult: z.object({ sandboxes: z.array(Sandbox), checkpoint_id: z.string() }),
 };
 
@@ -293,6 +301,29 @@ const OPERATIONS: Record<string, Operation> = {
   "POST /v1/teams": { summary: "Create a team (admin)", body: "CreateTeamRequest", responses: { 201: ok("Team") } },
   "GET /v1/teams": { summary: "List teams (admin)", responses: { 200: ok("TeamList") } },
   "GET /v1/teams/:name/limits": { summary: "A team's limits and usage", responses: { 200: ok("TeamLimitsResponse") } },
+  "GET /metrics": {
+    summary: "Prometheus metrics of every team (an admin key, or the metrics token)",
+    responses: { 200: { description: "Prometheus text format", content: { "text/plain": {} } } },
+  },
+  "GET /v1/usage": {
+    summary: "Metered usage and cost per day, hour, label, sandbox or team (format=csv: text/csv)",
+    parameters: query("from", "to", "group_by", "label_key", "format"),
+    responses: { 200: { ...ok("UsageReport"), content: { ...json("UsageReport").content, "text/csv": {} } } },
+  },
+  "GET /v1/stats": {
+    summary: "Creations, failures, concurrency and cost over a recent window",
+    parameters: query("window_hours", "bucket_minutes"),
+    responses: { 200: ok("Stats") },
+  },
+  "GET /v1/teams/:name/budget": {
+    summary: "A team's monthly budget and month-to-date cost",
+    responses: { 200: ok("TeamBudget") },
+  },
+  "PUT /v1/teams/:name/budget": {
+    summary: "Set a team's monthly budget (admin); null removes it",
+    body: "UpdateTeamBudgetRequest",
+    responses: { 200: ok("TeamBudget") },
+  },
   "PUT /v1/teams/:name/limits": {
     summary: "Change a team's limits (admin); null restores a default",
     body: "UpdateTeamLimitsRequest",

@@ -17,6 +17,10 @@ import type { ImageResolver } from "./services/image-resolver.js";
 import { JobService } from "./services/job-service.js";
 import { type LogFormat, prettyLogStream, resolveLogFormat } from "./services/log-format.js";
 import type { Logger } from "./services/logger.js";
+import { type Clock, systemClock } from "./services/metering/clock.js";
+import { MeteringService } from "./services/metering/metering-service.js";
+import { loadPriceTable, type PriceTableInput } from "./services/metering/prices.js";
+import { MetricsService } from "./services/metrics-service.js";
 import { NetworkService } from "./services/network-service.js";
 import { PortService } from "./services/port-service.js";
 import { PtyService } from "./services/pty-service.js";
@@ -73,6 +77,20 @@ export const ServerConfig = z.object({
       const [perSecond, burst] = v.split("/").map(Number) as [number, number];
       return { perSecond, burst };
     }),
+  /**
+   * The price table (see docs/api.md, "Usage and prices"): JSON text, the path of a JSON file,
+   * or the table itself; unset: SANDTREE_PRICES, else the default prices.
+   */
+  prices: z
+    .custom<string | PriceTableInput>((v) => v === undefined || typeof v === "string" || typeof v === "object")
+    .optional()
+    .prefault(process.env.SANDTREE_PRICES || undefined),
+  /** A bearer token that may read GET /metrics (besides admin keys); unset: admin keys only. */
+  metricsToken: z
+    .string()
+    .min(16, "at least 16 characters")
+    .optional()
+    .prefault(process.env.SANDTREE_METRICS_TOKEN || undefined),
 });
 export type ServerConfigInput = z.input<typeof ServerConfig>;
 
@@ -137,6 +155,8 @@ export interface StartServerOptions {
   deadlines?: Partial<Record<keyof VmDeadlines, number>>;
   /** Where the pino log lines go (default stdout); tests capture them. */
   logStream?: { write(line: string): unknown };
+  /** The clock meter records are stamped with (default: the system's); tests control it. */
+  clock?: Clock;
 }
 
 export async function startServer(input: ServerConfigInput = {}, opts: StartServerOptions = {}): Promise<RunningServer> {
@@ -144,11 +164,14 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   const deadlines = vmDeadlines(opts.deadlines);
   mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
   const store = new SqliteStore(path.join(cfg.dataDir, "sandtree.db"));
+  // Before anything can change a sandbox's state: every transition is metered on this clock.
+  const metering = new MeteringService(store, opts.clock ?? systemClock, loadPriceTable(cfg.prices));
   const guest = guestArtifacts();
   const accel = await detectAccel(cfg.accel);
   const auth = new AuthService(store);
   const firstKey = auth.bootstrap();
   const admission = new AdmissionService(store, new SecretBox(loadOrCreateServerKey(cfg.dataDir)));
+  admission.setBudgetCheck((teamId) => metering.checkBudget(teamId));
   const images = opts.images ?? new HostImageResolver();
   let app: FastifyInstance | null = null;
   // Lines logged before the app (and its logger) exists, e.g. by adoption, are written once it does.
@@ -228,12 +251,15 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     bulk: new BulkService(store, sandboxes, cfg.logger ? log : silentLogger),
     network,
     ports: new PortService(store, sandboxes, (id) => sandboxes.guestAddressOf(id)),
+    metering,
+    metrics: new MetricsService(store, admission, metering),
   };
   // Exposed ports end with their sandbox.
   sandboxes.onTeardown((id) => services.ports.forget(id));
   const level = process.env.SANDTREE_LOG_LEVEL ?? "info";
   const built = buildApp(services, {
     logger: cfg.logger ? { level, stream: opts.logStream ?? logDestination(cfg.logFormat) } : false,
+    metricsToken: cfg.metricsToken,
   });
   app = built;
   for (const [lvl, o, m] of early.splice(0)) built.log[lvl](o, m);

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import Database from "better-sqlite3";
-import { type ImageResolver, type RunningServer, startServer } from "../src/index.js";
+import { type Clock, type ImageResolver, type RunningServer, type ServerConfigInput, startServer } from "../src/index.js";
 
 export interface TestServer {
   server: RunningServer;
@@ -43,13 +43,27 @@ export function jsonApi(baseUrl: string, key: () => string): Api {
 
 /** A real server on a random loopback port over a fresh data dir. */
 export async function startTestServer(
-  opts: { images?: ImageResolver; logStream?: { write(line: string): unknown } } = {},
+  opts: {
+    images?: ImageResolver;
+    logStream?: { write(line: string): unknown };
+    /** The metering clock (default: the system's). */
+    clock?: Clock;
+    /** The price table (ServerConfig.prices). */
+    prices?: ServerConfigInput["prices"];
+  } = {},
 ): Promise<TestServer> {
   const dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-test-"));
   // Many of these servers run at once in one network namespace: no sandbox networks here
   // (network.test.ts runs its server in namespaces of its own).
   const server = await startServer(
-    { dataDir, host: "127.0.0.1", port: 0, logger: opts.logStream !== undefined, network: "off" },
+    {
+      dataDir,
+      host: "127.0.0.1",
+      port: 0,
+      logger: opts.logStream !== undefined,
+      network: "off",
+      ...(opts.prices ? { prices: opts.prices } : {}),
+    },
     opts,
   );
   const key = server.firstKey ?? "";

@@ -107,7 +107,8 @@ class RateLimitError(APIError):
 
 
 class BudgetExceededError(RateLimitError):
-    """A team quota (sandboxes, vCPUs, memory, storage) is used up: end sandboxes or raise the limit."""
+    """A team quota (sandboxes, vCPUs, memory, storage) or the team's monthly budget (402
+    BUDGET_EXCEEDED) is used up: end sandboxes, or ask an admin to raise the limit or the budget."""
 
 
 class ServerError(APIError):
@@ -151,6 +152,7 @@ _BY_CODE: Dict[str, Type[APIError]] = {
     "QUOTA_VCPUS": BudgetExceededError,
     "QUOTA_MEMORY": BudgetExceededError,
     "QUOTA_STORAGE": BudgetExceededError,
+    "BUDGET_EXCEEDED": BudgetExceededError,
 }
 
 

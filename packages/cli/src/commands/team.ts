@@ -1,6 +1,7 @@
 import type { ApiKey, Team, TeamLimits, UpdateTeamLimitsRequest } from "@sandtree/protocol";
 import { type Command, InvalidArgumentError } from "commander";
 import type { CliContext } from "../context.js";
+import { UsageError } from "../errors.js";
 import { formatAge, type OutputFormat, printJson, renderFields, renderTable } from "../output.js";
 import { globalFlags, outputOption } from "./shared.js";
 
@@ -26,6 +27,13 @@ function collectLimit(input: string, prev: UpdateTeamLimitsRequest = {}): Update
     throw new InvalidArgumentError(`--set ${name}: ${raw} is not a number >= 0 (or "default")`);
   }
   return { ...prev, [name]: value };
+}
+
+function parseUsd(input: string): number {
+  const v = Number(input);
+  if (!(input.trim() !== "" && Number.isFinite(v) && v >= 0))
+    throw new InvalidArgumentError(`--usd: ${input} is not an amount >= 0`);
+  return v;
 }
 
 /** `sandtree team ...` and `sandtree key ...`: admin commands over teams, limits and API keys. */
@@ -77,6 +85,30 @@ export function registerTeamCommands(program: Command, ctx: CliContext): void {
           ["LIMIT", "USED", "MAX"],
           LIMIT_NAMES.map((n) => [n, String(usage[n]), String(r.limits[n])]),
         ),
+      );
+    });
+
+  team
+    .command("budget")
+    .description("show a team's monthly budget and this month's cost; --usd sets it (admin), --none removes it")
+    .argument("<name>", "team name")
+    .option("--usd <amount>", "the monthly budget in USD", parseUsd)
+    .option("--none", "remove the budget")
+    .addOption(outputOption())
+    .action(async (name: string, o: { usd?: number; none?: boolean; output: OutputFormat }, cmd: Command) => {
+      if (o.usd !== undefined && o.none) throw new UsageError("give --usd or --none, not both");
+      const client = await ctx.client(globalFlags(cmd));
+      const r =
+        o.usd !== undefined || o.none
+          ? await client.teams.setBudget(name, o.none ? null : (o.usd ?? null))
+          : await client.teams.getBudget(name);
+      if (o.output === "json") return printJson(ctx.stdout, r);
+      ctx.stdout.write(
+        renderFields([
+          ["team", r.team],
+          ["monthly budget", r.monthly_budget_usd === null ? "none" : `$${r.monthly_budget_usd}`],
+          ["month to date", `$${r.month_to_date_usd.toFixed(6)} (since ${r.month_start.slice(0, 10)})`],
+        ]),
       );
     });
 

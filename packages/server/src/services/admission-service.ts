@@ -21,10 +21,23 @@ const QUOTA_RETRY_AFTER_S = 10;
  * and sealing secrets. The check runs inside the store's insert transaction.
  */
 export class AdmissionService {
+  /** Refuses a create past the team's monthly budget (set by the metering service). */
+  private budgetCheck: ((teamId: string) => void) | null = null;
+  /** Told of every refusal (quota, rate limit, budget): the metrics count them. */
+  private readonly refusalListeners: Array<(code: ErrorCode) => void> = [];
+
   constructor(
     private readonly store: Store,
     private readonly box: SecretBox,
   ) {}
+
+  setBudgetCheck(check: (teamId: string) => void): void {
+    this.budgetCheck = check;
+  }
+
+  onRefusal(listener: (code: ErrorCode) => void): void {
+    this.refusalListeners.push(listener);
+  }
 
   limits(teamId: string): TeamLimits {
     return { ...DEFAULT_TEAM_LIMITS, ...this.store.getTeamLimitOverrides(teamId) };
@@ -51,7 +64,15 @@ export class AdmissionService {
           ? null
           : { key: params.idempotency_key, requestMac: this.requestMac(params), notBeforeIso: this.notBefore(nowMs) },
       nowMs,
-      check: (usage) => this.check(sandbox, this.limits(sandbox.team_id), usage, nowMs),
+      check: (usage) => {
+        try {
+          this.budgetCheck?.(sandbox.team_id);
+          this.check(sandbox, this.limits(sandbox.team_id), usage, nowMs);
+        } catch (err) {
+          if (err instanceof SandtreeError) for (const l of this.refusalListeners) l(err.code);
+          throw err;
+        }
+      },
     });
     if (!result.created) this.assertSameRequest(params, result.requestMac);
     return { sandbox: result.sandbox, created: result.created };

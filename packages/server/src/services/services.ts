@@ -6,6 +6,8 @@ import type { ExecService } from "./exec-service.js";
 import type { FileService } from "./file-service.js";
 import type { ImageResolver } from "./image-resolver.js";
 import type { JobService } from "./job-service.js";
+import type { MeteringService } from "./metering/metering-service.js";
+import type { MetricsService } from "./metrics-service.js";
 import type { NetworkService } from "./network-service.js";
 import type { PortService } from "./port-service.js";
 import type { PtyService } from "./pty-service.js";
@@ -28,4 +30,6 @@ export interface Services {
   bulk: BulkService;
   network: NetworkService;
   ports: PortService;
+  metering: MeteringService;
+  metrics: MetricsService;
 }

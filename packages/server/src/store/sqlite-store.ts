@@ -3,6 +3,7 @@ import type { CheckpointState, Sandbox, SandboxStatus, TeamLimits, TeamUsage } f
 import Database from "better-sqlite3";
 import { type JobPatch, type JobRow, jobFromRow } from "./job-row.js";
 import * as ck from "./sqlite-checkpoints.js";
+import * as meter from "./sqlite-metering.js";
 import * as netw from "./sqlite-network.js";
 import * as ports from "./sqlite-ports.js";
 import * as tenancy from "./sqlite-tenancy.js";
@@ -49,6 +50,7 @@ const MIGRATIONS: Array<[name: string, sql: string]> = [
   ["0006-memory-checkpoints", ck.CHECKPOINT_MEMORY_MIGRATION],
   ["0007-exposed-ports", ports.EXPOSED_PORTS_MIGRATION],
   ["0008-sandbox-networks", netw.NETWORK_MIGRATION],
+  ["0009-metering", meter.METERING_MIGRATION],
 ];
 
 type SandboxRow = Omit<Sandbox, "environment_vars" | "labels" | "secrets"> & {
@@ -72,6 +74,9 @@ const now = () => new Date().toISOString();
 
 export class SqliteStore implements Store {
   private readonly db: Database.Database;
+  /** The time meter records are stamped with (metering's clock; tests control it). */
+  private meterNow: () => number = Date.now;
+  private readonly statusListeners: Array<(id: string, patch: SandboxPatch) => void> = [];
 
   constructor(file: string) {
     this.db = new Database(file);
@@ -188,7 +193,21 @@ export class SqliteStore implements Store {
         params[`__from${i}`] = s;
       });
     }
-    return this.db.prepare(sql).run(params).changes > 0;
+    const stmt = this.db.prepare(sql);
+    if (patch.status === undefined) return stmt.run(params).changes > 0;
+    // A status change and its meter record commit together.
+    const changed = this.db.transaction(() => {
+      const applied = stmt.run(params).changes > 0;
+      if (applied) meter.meterSandbox(this.db, id, this.meterNow());
+      return applied;
+    })();
+    if (changed)
+      for (const l of this.statusListeners) {
+        try {
+          l(id, patch);
+        } catch {}
+      }
+    return changed;
   }
 
   addEvent(sandboxId: string, message: string): void {
@@ -289,10 +308,18 @@ export class SqliteStore implements Store {
     return ck.listCheckpoints(this.db, filter);
   }
   updateCheckpoint(id: string, patch: ck.CheckpointPatch, from?: readonly CheckpointState[]): boolean {
-    return ck.updateCheckpoint(this.db, id, patch, from);
+    if (patch.state === undefined && patch.stored_bytes === undefined) return ck.updateCheckpoint(this.db, id, patch, from);
+    return this.db.transaction(() => {
+      const changed = ck.updateCheckpoint(this.db, id, patch, from);
+      if (changed) meter.meterCheckpoint(this.db, id, this.meterNow());
+      return changed;
+    })();
   }
   deleteCheckpointRow(id: string): void {
-    ck.deleteCheckpointRow(this.db, id);
+    this.db.transaction(() => {
+      ck.deleteCheckpointRow(this.db, id);
+      meter.meterCheckpoint(this.db, id, this.meterNow());
+    })();
   }
   checkpointsInUse(): string[] {
     return ck.checkpointsInUse(this.db);
@@ -327,6 +354,42 @@ export class SqliteStore implements Store {
   }
   deleteExposedPorts(sandboxId: string): number {
     return ports.deleteExposedPorts(this.db, sandboxId);
+  }
+
+  onSandboxStatus(listener: (id: string, patch: SandboxPatch) => void): void {
+    this.statusListeners.push(listener);
+  }
+  countByStatus(): Record<string, number> {
+    return meter.countByStatus(this.db);
+  }
+  durableCheckpointBytes(): number {
+    return meter.durableCheckpointBytes(this.db);
+  }
+  setMeterClock(now: () => number): void {
+    this.meterNow = now;
+  }
+  listMeterRecords(q: { teamId?: string; fromMs: number; toMs: number; withLabels?: boolean }): meter.MeterRecordWithLabels[] {
+    return meter.listMeterRecords(this.db, q);
+  }
+  meterRecordsOf(subject: "sandbox" | "checkpoint", ids: readonly string[]): meter.MeterRecord[] {
+    return meter.meterRecordsOf(this.db, subject, ids);
+  }
+  insertMeterRecords(records: ReadonlyArray<Omit<meter.MeterRecord, "id">>): void {
+    this.db.transaction(() => {
+      for (const r of records) meter.insertMeterRecord(this.db, r);
+    })();
+  }
+  getTeamBudget(teamId: string): number | null {
+    return meter.getTeamBudget(this.db, teamId);
+  }
+  setTeamBudget(teamId: string, usd: number | null): void {
+    meter.setTeamBudget(this.db, teamId, usd);
+  }
+  creationsBetween(q: { teamId?: string; fromIso: string; toIso: string }): Array<{ created_at: string; status: string }> {
+    return meter.creationsBetween(this.db, q);
+  }
+  countRunning(teamId?: string): number {
+    return meter.countRunning(this.db, teamId);
   }
 
   close(): void {

@@ -1,5 +1,6 @@
 import type { CheckpointState, Sandbox, SandboxStatus, TeamLimits, TeamUsage } from "@sandtree/protocol";
 import type { JobStore } from "./job-row.js";
+import type { MeterStore } from "./metering-store.js";
 import type { CheckpointPatch, CheckpointRow } from "./sqlite-checkpoints.js";
 import type { NetworkRow } from "./sqlite-network.js";
 import type { ExposedPortRow } from "./sqlite-ports.js";
@@ -44,7 +45,7 @@ export type SandboxPatch = Partial<Omit<Sandbox, "id" | "team_id" | "created_at"
  * conformance suite. Sandbox status changes are conditional (`from`) so concurrent
  * operations (a delete racing a create) cannot overwrite each other's transitions.
  */
-export interface Store extends JobStore {
+export interface Store extends JobStore, MeterStore {
   createTeam(name: string): TeamRow;
   getTeamByName(name: string): TeamRow | undefined;
   countTeams(): number;

@@ -1,0 +1,191 @@
+import { SandtreeError, type Stats, type TeamBudget, type UsageGroup, type UsageReport } from "@sandtree/protocol";
+import type { Store, TeamRow } from "../../store/store.js";
+import type { Principal } from "../auth-service.js";
+import type { Clock } from "./clock.js";
+import { compilePrices, type Price, type PriceEntry } from "./prices.js";
+import { costBySubject } from "./usage-calc.js";
+import { concurrencySeries, usageCsv, usageLines } from "./usage-report.js";
+
+/** How stale the month-to-date cost behind a budget check may be (it is a check at start, not a meter). */
+const BUDGET_CHECK_MAX_AGE_MS = 5_000;
+
+/** Whose usage a call sees: one team, or every team (an admin key). */
+export type UsageScope = { teamId: string } | { allTeams: true };
+
+function teamOf(scope: UsageScope): string | undefined {
+  return "teamId" in scope ? scope.teamId : undefined;
+}
+
+/** The start of the UTC calendar month that `ms` falls in. */
+export function monthStart(ms: number): number {
+  const d = new Date(ms);
+  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
+}
+
+/**
+ * Usage, cost and budgets from the store's meter records (which the store writes itself at
+ * every transition, stamped with this service's clock) and the configured price table.
+ */
+export class MeteringService {
+  private readonly prices: Price[];
+  private readonly monthCache = new Map<string, { monthStartMs: number; usd: number; atMs: number }>();
+
+  constructor(
+    private readonly store: Store,
+    readonly clock: Clock,
+    priceTable: readonly PriceEntry[],
+  ) {
+    this.prices = compilePrices(priceTable);
+    store.setMeterClock(() => clock.now());
+  }
+
+  usage(
+    scope: UsageScope,
+    q: { from?: string | undefined; to?: string | undefined; group_by: UsageGroup; label_key?: string | undefined },
+  ): UsageReport {
+    const nowMs = this.clock.now();
+    const fromMs = q.from ? Date.parse(q.from) : monthStart(nowMs);
+    const toMs = q.to ? Date.parse(q.to) : nowMs;
+    if (!(toMs > fromMs)) throw new SandtreeError("VALIDATION_FAILED", "to must be after from", { field: "to" });
+    const teamId = teamOf(scope);
+    const records = this.store.listMeterRecords({
+      ...(teamId === undefined ? {} : { teamId }),
+      fromMs,
+      toMs,
+      withLabels: q.group_by === "label",
+    });
+    const { lines, total } = usageLines({
+      records,
+      prices: this.prices,
+      fromMs,
+      toMs,
+      nowMs,
+      group: q.group_by,
+      labelKey: q.label_key,
+    });
+    return {
+      from: new Date(fromMs).toISOString(),
+      to: new Date(toMs).toISOString(),
+      group_by: q.group_by,
+      currency: "USD",
+      lines,
+      total,
+    };
+  }
+
+  usageCsv(report: UsageReport): string {
+    return usageCsv(report.lines, report.total);
+  }
+
+  /** Metered cost of one team (or all) over [fromMs, toMs). */
+  costBetween(scope: UsageScope, fromMs: number, toMs: number): number {
+    const teamId = teamOf(scope);
+    const records = this.store.listMeterRecords({ ...(teamId === undefined ? {} : { teamId }), fromMs, toMs });
+    return usageLines({ records, prices: this.prices, fromMs, toMs, nowMs: this.clock.now(), group: "team" }).total.cost_usd;
+  }
+
+  stats(scope: UsageScope, q: { window_hours: number; bucket_minutes: number }): Stats {
+    const nowMs = this.clock.now();
+    const bucketMs = q.bucket_minutes * 60_000;
+    const buckets = Math.max(1, Math.ceil((q.window_hours * 3_600_000) / bucketMs));
+    const fromMs = nowMs - buckets * bucketMs;
+    const teamId = teamOf(scope);
+    const team = teamId === undefined ? {} : { teamId };
+    const records = this.store.listMeterRecords({ ...team, fromMs, toMs: nowMs + 1 });
+    const running = records.filter((r) => r.kind === "sandbox" && r.state === "RUNNING");
+    const concurrency = concurrencySeries(running, fromMs, bucketMs, buckets, nowMs);
+    const series = concurrency.map((n, k) => ({
+      t: new Date(fromMs + k * bucketMs).toISOString(),
+      running: n,
+      created: 0,
+      failed: 0,
+    }));
+    let created = 0;
+    let failed = 0;
+    const fromIso = new Date(fromMs).toISOString();
+    const toIso = new Date(nowMs + 1).toISOString();
+    for (const c of this.store.creationsBetween({ ...team, fromIso, toIso })) {
+      const k = Math.min(buckets - 1, Math.floor((Date.parse(c.created_at) - fromMs) / bucketMs));
+      const bucket = series[k];
+      created++;
+      if (bucket) bucket.created++;
+      if (c.status === "ERROR") {
+        failed++;
+        if (bucket) bucket.failed++;
+      }
+    }
+    return {
+      from: fromIso,
+      to: new Date(nowMs).toISOString(),
+      created,
+      failed,
+      error_rate: created === 0 ? 0 : failed / created,
+      running: this.store.countRunning(teamId),
+      estimated_cost_usd: usageLines({ records, prices: this.prices, fromMs, toMs: nowMs, nowMs, group: "team" }).total.cost_usd,
+      series,
+    };
+  }
+
+  /** cost_usd so far of each sandbox (or checkpoint) of `ids`. */
+  costsOf(subject: "sandbox" | "checkpoint", ids: readonly string[]): Map<string, number> {
+    return costBySubject(this.store.meterRecordsOf(subject, ids), this.prices, this.clock.now());
+  }
+
+  /**
+   * The team's metered cost in the current UTC month. `maxAgeMs`: an answer computed that
+   * recently may be reused (the budget check on every create reads every record of the month).
+   */
+  monthToDate(teamId: string, maxAgeMs = 0): { monthStartMs: number; usd: number } {
+    const nowMs = this.clock.now();
+    const start = monthStart(nowMs);
+    const cached = this.monthCache.get(teamId);
+    if (cached && cached.monthStartMs === start && nowMs - cached.atMs <= maxAgeMs && nowMs >= cached.atMs) return cached;
+    const fresh = { monthStartMs: start, usd: this.costBetween({ teamId }, start, nowMs), atMs: nowMs };
+    this.monthCache.set(teamId, fresh);
+    return fresh;
+  }
+
+  /**
+   * Refuses what would start billing once the team's monthly budget is spent (402
+   * BUDGET_EXCEEDED). Sandboxes already running are not stopped, so a month can end above it.
+   * The month-to-date cost may be up to 5 s old.
+   */
+  checkBudget(teamId: string): void {
+    const budget = this.store.getTeamBudget(teamId);
+    if (budget === null) return;
+    const { usd, monthStartMs } = this.monthToDate(teamId, BUDGET_CHECK_MAX_AGE_MS);
+    if (usd < budget) return;
+    throw new SandtreeError(
+      "BUDGET_EXCEEDED",
+      `the team's monthly budget of $${budget} is spent ($${usd.toFixed(2)} since ${new Date(monthStartMs).toISOString().slice(0, 10)}); raise it (sandtree team budget) or wait for next month`,
+      { monthly_budget_usd: budget, month_to_date_usd: usd },
+    );
+  }
+
+  /** A team may read its own budget; other teams' need an admin key (and answer as missing). */
+  budgetOf(p: Principal, teamName: string): TeamBudget {
+    const team = this.store.getTeamByName(teamName);
+    if (!team || (!p.isAdmin && team.id !== p.teamId))
+      throw new SandtreeError("TEAM_NOT_FOUND", `team ${teamName} not found`, { team: teamName });
+    return this.budgetView(team);
+  }
+
+  /** Admin only; null removes the budget. */
+  setBudget(p: Principal, teamName: string, usd: number | null): TeamBudget {
+    if (!p.isAdmin) throw new SandtreeError("FORBIDDEN", "setting a team budget needs an admin key");
+    const team = this.store.getTeamByName(teamName);
+    if (!team) throw new SandtreeError("TEAM_NOT_FOUND", `team ${teamName} not found`, { team: teamName });
+    this.store.setTeamBudget(team.id, usd);
+    return this.budgetView(team);
+  }
+
+  private budgetView(team: TeamRow): TeamBudget {
+    const mtd = this.monthToDate(team.id);
+    return {
+      team: team.name,
+      monthly_budget_usd: this.store.getTeamBudget(team.id),
+      month_to_date_usd: mtd.usd,
+      month_start: new Date(mtd.monthStartMs).toISOString(),
+    };
+  }
+}

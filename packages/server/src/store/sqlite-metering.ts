@@ -1,0 +1,199 @@
+import type Database from "better-sqlite3";
+
+// The SQL behind metering: an append-only table of intervals. A sandbox gets one record per
+// billed state it enters (RUNNING, PAUSED), a DURABLE checkpoint one per stored size, and a
+// checkpoint's upload charge one instant record. The only update ever made is closing the open
+// record (end_ms) at the next transition, in the transaction of that transition: a crash can
+// leave a record open (billed on until the state is known again), never lose or double one.
+
+export const METERING_MIGRATION = `
+  CREATE TABLE meter_records (id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL,
+    subject_id TEXT NOT NULL, sandbox_id TEXT NOT NULL, team_id TEXT NOT NULL, state TEXT NOT NULL,
+    vcpus REAL NOT NULL DEFAULT 0, memory_gib REAL NOT NULL DEFAULT 0, disk_gib REAL NOT NULL DEFAULT 0,
+    stored_bytes INTEGER NOT NULL DEFAULT 0, start_ms INTEGER NOT NULL, end_ms INTEGER);
+  CREATE INDEX meter_records_team ON meter_records(team_id, start_ms);
+  CREATE INDEX meter_records_subject ON meter_records(subject_id, kind);
+  CREATE TABLE team_budgets (team_id TEXT PRIMARY KEY, monthly_budget_usd REAL NOT NULL);`;
+
+export type MeterKind = "sandbox" | "checkpoint" | "upload";
+
+export interface MeterRecord {
+  id: number;
+  kind: MeterKind;
+  /** The sandbox (kind sandbox) or checkpoint (checkpoint, upload) metered. */
+  subject_id: string;
+  /** The sandbox the record bills to (a checkpoint's source sandbox). */
+  sandbox_id: string;
+  team_id: string;
+  /** The sandbox's status, or the checkpoint's state. */
+  state: string;
+  vcpus: number;
+  memory_gib: number;
+  disk_gib: number;
+  stored_bytes: number;
+  start_ms: number;
+  /** null: still open (billed up to now). */
+  end_ms: number | null;
+}
+
+/** A record with its sandbox's labels (JSON), for grouping. */
+export type MeterRecordWithLabels = MeterRecord & { labels: string | null };
+
+const BILLED_SANDBOX_STATES = new Set(["RUNNING", "PAUSED"]);
+const GiB = 1024 ** 3;
+
+function openRecord(db: Database.Database, subjectId: string, kind: MeterKind): MeterRecord | undefined {
+  return db
+    .prepare("SELECT * FROM meter_records WHERE subject_id = ? AND kind = ? AND end_ms IS NULL ORDER BY id DESC LIMIT 1")
+    .get(subjectId, kind) as MeterRecord | undefined;
+}
+
+function close(db: Database.Database, r: MeterRecord, nowMs: number): void {
+  db.prepare("UPDATE meter_records SET end_ms = ? WHERE id = ? AND end_ms IS NULL").run(Math.max(nowMs, r.start_ms), r.id);
+}
+
+export function insertMeterRecord(db: Database.Database, r: Omit<MeterRecord, "id">): void {
+  db.prepare(
+    `INSERT INTO meter_records (kind, subject_id, sandbox_id, team_id, state, vcpus, memory_gib, disk_gib, stored_bytes, start_ms, end_ms)
+     VALUES (@kind, @subject_id, @sandbox_id, @team_id, @state, @vcpus, @memory_gib, @disk_gib, @stored_bytes, @start_ms, @end_ms)`,
+  ).run(r);
+}
+
+/** After a sandbox's status changed (same transaction): closes its open record, opens the next. */
+export function meterSandbox(db: Database.Database, id: string, nowMs: number): void {
+  const sb = db.prepare("SELECT team_id, status, cpu_cores, memory_gb, disk_size_gb FROM sandboxes WHERE id = ?").get(id) as
+    | { team_id: string; status: string; cpu_cores: number; memory_gb: number; disk_size_gb: number }
+    | undefined;
+  const open = openRecord(db, id, "sandbox");
+  if (open && sb && open.state === sb.status) return;
+  if (open) close(db, open, nowMs);
+  if (!sb || !BILLED_SANDBOX_STATES.has(sb.status)) return;
+  const running = sb.status === "RUNNING";
+  insertMeterRecord(db, {
+    kind: "sandbox",
+    subject_id: id,
+    sandbox_id: id,
+    team_id: sb.team_id,
+    state: sb.status,
+    vcpus: running ? sb.cpu_cores : 0,
+    memory_gib: running ? sb.memory_gb : 0,
+    disk_gib: sb.disk_size_gb,
+    stored_bytes: 0,
+    start_ms: nowMs,
+    end_ms: null,
+  });
+}
+
+/**
+ * After a checkpoint changed (same transaction): a DURABLE checkpoint is billed for its
+ * stored_bytes (its own layer and memory file: layers are never copied into children, so a
+ * layer shared by a tree is counted once), from the moment it turned DURABLE until it is
+ * deleted; turning DURABLE adds the upload charge once.
+ */
+export function meterCheckpoint(db: Database.Database, id: string, nowMs: number): void {
+  const c = db.prepare("SELECT team_id, sandbox_id, state, stored_bytes FROM checkpoints WHERE id = ?").get(id) as
+    | { team_id: string; sandbox_id: string; state: string; stored_bytes: number }
+    | undefined;
+  const open = openRecord(db, id, "checkpoint");
+  const billed = c !== undefined && c.state === "DURABLE" && c.stored_bytes > 0;
+  if (open && billed && open.stored_bytes === c.stored_bytes) return;
+  if (open) close(db, open, nowMs);
+  if (!billed) return;
+  const base = {
+    subject_id: id,
+    sandbox_id: c.sandbox_id,
+    team_id: c.team_id,
+    state: c.state,
+    vcpus: 0,
+    memory_gib: 0,
+    disk_gib: c.stored_bytes / GiB,
+    stored_bytes: c.stored_bytes,
+    start_ms: nowMs,
+  };
+  insertMeterRecord(db, { ...base, kind: "checkpoint", end_ms: null });
+  const uploaded = db.prepare("SELECT 1 FROM meter_records WHERE subject_id = ? AND kind = 'upload'").get(id);
+  if (!uploaded) insertMeterRecord(db, { ...base, kind: "upload", end_ms: nowMs });
+}
+
+/** Records that overlap [fromMs, toMs) (uploads: within it), of one team or all; labels only when asked (a join). */
+export function listMeterRecords(
+  db: Database.Database,
+  q: { teamId?: string; fromMs: number; toMs: number; withLabels?: boolean },
+): MeterRecordWithLabels[] {
+  const team = q.teamId === undefined ? "" : "m.team_id = @teamId AND";
+  const labels = q.withLabels ? "s.labels AS labels" : "NULL AS labels";
+  const join = q.withLabels ? "LEFT JOIN sandboxes s ON s.id = m.sandbox_id" : "";
+  return db
+    .prepare(
+      `SELECT m.*, ${labels} FROM meter_records m ${join}
+       WHERE ${team} m.start_ms < @toMs AND (m.end_ms IS NULL OR m.end_ms > @fromMs OR (m.kind = 'upload' AND m.start_ms >= @fromMs))`,
+    )
+    .all({ ...(q.teamId === undefined ? {} : { teamId: q.teamId }), fromMs: q.fromMs, toMs: q.toMs }) as MeterRecordWithLabels[];
+}
+
+/** Every record of these sandboxes (kind sandbox) or checkpoints (checkpoint, upload). */
+export function meterRecordsOf(db: Database.Database, subject: "sandbox" | "checkpoint", ids: readonly string[]): MeterRecord[] {
+  if (ids.length === 0) return [];
+  const kinds = subject === "sandbox" ? "('sandbox')" : "('checkpoint', 'upload')";
+  const out: MeterRecord[] = [];
+  // SQLite's default limit on bound parameters is far above a page, but chunk anyway.
+  for (let i = 0; i < ids.length; i += 500) {
+    const chunk = ids.slice(i, i + 500);
+    out.push(
+      ...(db
+        .prepare(`SELECT * FROM meter_records WHERE kind IN ${kinds} AND subject_id IN (${chunk.map(() => "?").join(",")})`)
+        .all(...chunk) as MeterRecord[]),
+    );
+  }
+  return out;
+}
+
+export function getTeamBudget(db: Database.Database, teamId: string): number | null {
+  const r = db.prepare("SELECT monthly_budget_usd FROM team_budgets WHERE team_id = ?").get(teamId) as
+    | { monthly_budget_usd: number }
+    | undefined;
+  return r?.monthly_budget_usd ?? null;
+}
+
+export function setTeamBudget(db: Database.Database, teamId: string, usd: number | null): void {
+  if (usd === null) db.prepare("DELETE FROM team_budgets WHERE team_id = ?").run(teamId);
+  else
+    db.prepare(
+      "INSERT INTO team_budgets (team_id, monthly_budget_usd) VALUES (?, ?) ON CONFLICT(team_id) DO UPDATE SET monthly_budget_usd = excluded.monthly_budget_usd",
+    ).run(teamId, usd);
+}
+
+/** created_at and status of the sandboxes created in [fromIso, toIso), of one team or all. */
+export function creationsBetween(
+  db: Database.Database,
+  q: { teamId?: string; fromIso: string; toIso: string },
+): Array<{ created_at: string; status: string }> {
+  const team = q.teamId === undefined ? "" : "team_id = @teamId AND";
+  return db
+    .prepare(`SELECT created_at, status FROM sandboxes WHERE ${team} created_at >= @fromIso AND created_at < @toIso`)
+    .all(q) as Array<{ created_at: string; status: string }>;
+}
+
+/** Sandboxes RUNNING now, of one team or all. */
+export function countRunning(db: Database.Database, teamId?: string): number {
+  const r = (
+    teamId === undefined
+      ? db.prepare("SELECT count(*) AS n FROM sandboxes WHERE status = 'RUNNING'").get()
+      : db.prepare("SELECT count(*) AS n FROM sandboxes WHERE status = 'RUNNING' AND team_id = ?").get(teamId)
+  ) as { n: number };
+  return r.n;
+}
+
+export function countByStatus(db: Database.Database): Record<string, number> {
+  const rows = db.prepare("SELECT status, count(*) AS n FROM sandboxes GROUP BY status").all() as Array<{
+    status: string;
+    n: number;
+  }>;
+  return Object.fromEntries(rows.map((r) => [r.status, r.n]));
+}
+
+export function durableCheckpointBytes(db: Database.Database): number {
+  return (
+    db.prepare("SELECT coalesce(sum(stored_bytes), 0) AS n FROM checkpoints WHERE state = 'DURABLE'").get() as { n: number }
+  ).n;
+}
