@@ -339,5 +339,6 @@ export async function runServer(input: ServerConfigInput = {}): Promise<RunningS
   } else {
     process.stdout.write(`sandtree listening on ${server.url} (credentials in ${credFile})\n`);
   }
+  process.stdout.write(`dashboard: ${server.url}/ (sign in with an API key)\n`);
   return server;
 }
