@@ -1,17 +1,12 @@
 // Eight candidate patches for a bug, each tried in a fork of one set-up sandbox: the TypeScript
 // twin of fork_patches.py (see there). Run with a server up (`sandtree serve`), after `npm run build`:
 //   node examples/fork-patches/fork-patches.mjs [--json]
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { EpisodeRunner } from "@sandtree/rl";
 import { SandtreeClient } from "@sandtree/sdk";
-
-const HERE = path.dirname(fileURLToPath(import.meta.url));
-const REPO = "/root/repo";
-const BUGGY = "sum(xs) / (len(xs) + 1)";
-const STATS = readFileSync(path.join(HERE, "repo/calc/stats.py"), "utf8");
+import { candidates, environment as env, patched } from "./task.mjs";
 
 /** SANDTREE_API_URL / SANDTREE_API_KEY, else the local server's credentials.env. */
 function credentials() {
@@ -24,28 +19,6 @@ function credentials() {
   return { apiUrl: env.SANDTREE_API_URL, apiKey: env.SANDTREE_API_KEY };
 }
 
-/** Setup commands that write repo/ into the sandbox (files as base64, no tar needed). */
-function copyRepo(dir = path.join(HERE, "repo"), rel = "") {
-  return readdirSync(dir)
-    .sort()
-    .flatMap((name) => {
-      const full = path.join(dir, name);
-      const r = rel ? `${rel}/${name}` : name;
-      if (name === "__pycache__") return [];
-      if (statSync(full).isDirectory()) return copyRepo(full, r);
-      const b64 = readFileSync(full).toString("base64");
-      return [`mkdir -p $(dirname ${REPO}/${r}) && echo ${b64} | base64 -d > ${REPO}/${r}`];
-    });
-}
-
-const candidates = JSON.parse(readFileSync(path.join(HERE, "candidates.json"), "utf8"));
-const env = {
-  image: "sandtree/debian",
-  setup: [...copyRepo(), `sh ${REPO}/setup.sh`],
-  verifier: `cd ${REPO} && python3 score.py`,
-  memoryGb: 0.5,
-  env: { SETUP_EXTRA_SECONDS: process.env.SETUP_EXTRA_SECONDS ?? "4" },
-};
 const client = new SandtreeClient(credentials());
 const t0 = performance.now();
 const runner = await EpisodeRunner.start(client, env, { name: "example-fork-patches-ts", concurrency: 4 });
@@ -57,7 +30,8 @@ try {
   const t1 = performance.now();
   results = await runner.run(async (ep) => {
     const patch = candidates[Number(ep.id.split("-").pop())];
-    await ep.writeFile(`${REPO}/calc/stats.py`, STATS.replace(BUGGY, patch));
+    const file = patched(patch);
+    await ep.writeFile(file.path, file.content);
     return patch;
   }, candidates.length);
   episodesS = (performance.now() - t1) / 1000;

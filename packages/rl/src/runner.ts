@@ -72,7 +72,12 @@ export class EpisodeRunner {
     options: EpisodeRunnerOptions = {},
   ): Promise<EpisodeRunner> {
     const r = new EpisodeRunner(client, environment, options);
-    await r.start();
+    try {
+      await r.start();
+    } catch (err) {
+      await r.close();
+      throw err;
+    }
     return r;
   }
 

@@ -80,7 +80,11 @@ class EpisodeRunner:
     # Lifecycle
 
     def __enter__(self) -> EpisodeRunner:
-        self.start()
+        try:
+            self.start()
+        except BaseException:
+            self.close()  # __exit__ does not run when __enter__ raises
+            raise
         return self
 
     def __exit__(self, *exc: Any) -> None:
