@@ -1,11 +1,12 @@
 import { createInterface } from "node:readline/promises";
-import type { Checkpoint } from "@sandtree/protocol";
+import type { Checkpoint, Sandbox } from "@sandtree/protocol";
 import { type Command, Option } from "commander";
 import type { CliContext } from "../context.js";
 import { UsageError } from "../errors.js";
 import { parseIntArg, parseNumberArg } from "../kv.js";
 import { formatAge, formatBytes, type OutputFormat, printJson, renderFields, renderTable } from "../output.js";
 import { spinner } from "../progress.js";
+import { waitRunning } from "./sandbox-wait.js";
 import { globalFlags, MIN_MEMORY_GB, outputOption } from "./shared.js";
 
 interface ChildFlags {
@@ -134,15 +135,9 @@ export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): v
         ...(o.timeoutMinutes !== undefined ? { timeout_minutes: o.timeoutMinutes } : {}),
       });
       if (o.wait) {
-        const spin = spinner(ctx.stderr, `waiting for ${sb.id}`);
-        try {
-          sb = await client.sandboxes.waitForCreation(sb.id, {
-            timeoutMs: o.waitTimeout * 1000,
-            onProgress: (s) => spin.update(s.status),
-          });
-        } finally {
-          spin.stop();
-        }
+        const [running] = await waitRunning(ctx, client, [sb.id], o.waitTimeout);
+        if (running === undefined) return;
+        sb = running;
       }
       if (o.output === "json") printJson(ctx.stdout, sb);
       else ctx.stdout.write(`${sb.id}\n`);
@@ -170,8 +165,9 @@ export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): v
     .argument("<id>", "sandbox id")
     .option("--memory", "fork with memory: children resume the parent's running processes")
     .option("--count <n>", "start this many children from one checkpoint", parseIntArg("--count"))
+    .option("--wait", "wait until the children are RUNNING (progress on stderr)")
     .addOption(outputOption())
-    .action(async (id: string, o: ChildFlags & { memory?: boolean; count?: number }, cmd: Command) => {
+    .action(async (id: string, o: ChildFlags & { memory?: boolean; count?: number; wait?: boolean }, cmd: Command) => {
       const client = await ctx.client(globalFlags(cmd));
       const spin = spinner(ctx.stderr, `forking ${id}`);
       const opts = {
@@ -182,7 +178,7 @@ export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): v
         ...(o.memory ? { memory: true } : {}),
         waitTimeoutMs: o.waitTimeout * 1000,
       };
-      let children: Array<{ id: string }>;
+      let children: Sandbox[];
       try {
         children =
           o.count === undefined
@@ -190,6 +186,16 @@ export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): v
             : (await client.sandboxes.forkMany(id, o.count, opts)).sandboxes;
       } finally {
         spin.stop();
+      }
+      if (o.wait) {
+        const running = await waitRunning(
+          ctx,
+          client,
+          children.map((c) => c.id),
+          o.waitTimeout,
+        );
+        if (running.length < children.length) return;
+        children = running;
       }
       if (o.output === "json") printJson(ctx.stdout, o.count === undefined ? children[0] : children);
       else ctx.stdout.write(children.map((c) => `${c.id}\n`).join(""));

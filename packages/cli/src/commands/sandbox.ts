@@ -1,11 +1,11 @@
 import { createInterface } from "node:readline/promises";
-import { type CreateSandboxRequest, SANDBOX_STATUSES, type Sandbox, type SandboxStatus } from "@sandtree/protocol";
+import { SANDBOX_STATUSES, type Sandbox, type SandboxStatus } from "@sandtree/protocol";
+import type { CreateSandboxInput } from "@sandtree/sdk";
 import type { Command } from "commander";
 import type { CliContext } from "../context.js";
 import { describeError, UsageError } from "../errors.js";
 import { collectKeyValue, parseIntArg, parseNumberArg } from "../kv.js";
 import { formatAge, formatLabels, type OutputFormat, printJson, renderFields, renderTable } from "../output.js";
-import { spinner } from "../progress.js";
 import { registerCheckpointCommands } from "./sandbox-checkpoint.js";
 import { registerTransferCommands } from "./sandbox-files.js";
 import { registerJobCommands } from "./sandbox-jobs.js";
@@ -13,6 +13,7 @@ import { collectList, collectTunnel, registerNetworkCommand } from "./sandbox-ne
 import { registerPortCommands } from "./sandbox-ports.js";
 import { registerRunCommand } from "./sandbox-run.js";
 import { registerSshCommand } from "./sandbox-ssh.js";
+import { registerWaitCommand, waitRunning } from "./sandbox-wait.js";
 import { choice, globalFlags, MIN_MEMORY_GB, outputOption } from "./shared.js";
 
 interface CreateFlags {
@@ -21,6 +22,10 @@ interface CreateFlags {
   memoryGb?: number;
   diskSizeGb?: number;
   env?: Record<string, string>;
+  secret?: Record<string, string>;
+  timeoutMinutes?: number;
+  idleTimeoutMinutes?: number;
+  checkpoint?: string;
   label?: Record<string, string>;
   startCommand?: string;
   allow?: string[];
@@ -37,8 +42,9 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
 
   sandbox
     .command("create")
-    .description("create a sandbox from an image; prints its id")
-    .argument("<image>", "image reference, e.g. sandtree/debian or localhost:5000/team/tool:1.2")
+    .description("create a sandbox from an image (or from a checkpoint with --checkpoint); prints its id")
+    .argument("[image]", "image reference, e.g. sandtree/debian or localhost:5000/team/tool:1.2")
+    .option("--checkpoint <cid>", "restore this checkpoint instead of an image (its image and disk come along)")
     .option("--name <name>", "a name (1-63 letters, digits, '.', '_', '-')")
     .option("--cpu-cores <n>", "virtual CPUs", parseIntArg("--cpu-cores"))
     .option(
@@ -48,7 +54,18 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
     )
     .option("--disk-size-gb <gb>", "root disk size in GiB", parseIntArg("--disk-size-gb"))
     .option("-e, --env <K=V>", "environment variable (repeatable)", collectKeyValue)
+    .option("--secret <K=V>", "secret environment variable: encrypted at rest, shown as *** (repeatable)", collectKeyValue)
     .option("--label <K=V>", "label (repeatable)", collectKeyValue)
+    .option(
+      "--timeout-minutes <m>",
+      "hard lifetime: the server ends the sandbox (TIMEOUT) after this long",
+      parseNumberArg("--timeout-minutes"),
+    )
+    .option(
+      "--idle-timeout-minutes <m>",
+      "end the sandbox after this long without activity",
+      parseNumberArg("--idle-timeout-minutes"),
+    )
     .option("--start-command <cmd>", "command started when the sandbox boots")
     .option("--allow <rules>", "egress only to these hostnames, *.domains, IPs, CIDRs (comma-separated, repeatable)", collectList)
     .option("--deny <rules>", "egress anywhere but these (comma-separated, repeatable)", collectList)
@@ -61,15 +78,22 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
     .option("--wait", "wait until the sandbox is RUNNING (progress on stderr)")
     .option("--wait-timeout <seconds>", "give up waiting after this long", parseIntArg("--wait-timeout"), 300)
     .addOption(outputOption())
-    .action(async (image: string, o: CreateFlags, cmd: Command) => {
+    .action(async (image: string | undefined, o: CreateFlags, cmd: Command) => {
+      if ((image === undefined) === (o.checkpoint === undefined))
+        throw new UsageError("give an image or --checkpoint CID (not both)");
+      if (o.checkpoint !== undefined && o.diskSizeGb !== undefined)
+        throw new UsageError("--disk-size-gb comes from the checkpoint");
       const client = await ctx.client(globalFlags(cmd));
-      const request: CreateSandboxRequest = {
-        image,
+      const request: CreateSandboxInput = {
+        ...(image !== undefined ? { image } : { checkpoint_id: o.checkpoint ?? "" }),
         ...(o.name !== undefined ? { name: o.name } : {}),
         ...(o.cpuCores !== undefined ? { cpu_cores: o.cpuCores } : {}),
         ...(o.memoryGb !== undefined ? { memory_gb: o.memoryGb } : {}),
         ...(o.diskSizeGb !== undefined ? { disk_size_gb: o.diskSizeGb } : {}),
         ...(o.env !== undefined ? { environment_vars: o.env } : {}),
+        ...(o.secret !== undefined ? { secrets: o.secret } : {}),
+        ...(o.timeoutMinutes !== undefined ? { timeout_minutes: o.timeoutMinutes } : {}),
+        ...(o.idleTimeoutMinutes !== undefined ? { idle_timeout_minutes: o.idleTimeoutMinutes } : {}),
         ...(o.label !== undefined ? { labels: o.label } : {}),
         ...(o.startCommand !== undefined ? { start_command: o.startCommand } : {}),
         ...(o.allow !== undefined ? { network_allowlist: o.allow } : {}),
@@ -79,15 +103,9 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
       };
       let sb = await client.sandboxes.create(request);
       if (o.wait) {
-        const spin = spinner(ctx.stderr, `waiting for ${sb.id}`);
-        try {
-          sb = await client.sandboxes.waitForCreation(sb.id, {
-            timeoutMs: o.waitTimeout * 1000,
-            onProgress: (s) => spin.update(s.status),
-          });
-        } finally {
-          spin.stop();
-        }
+        const [running] = await waitRunning(ctx, client, [sb.id], o.waitTimeout);
+        if (running === undefined) return;
+        sb = running;
       }
       if (o.output === "json") printJson(ctx.stdout, sb);
       else ctx.stdout.write(`${sb.id}\n`);
@@ -216,6 +234,7 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
   registerCheckpointCommands(sandbox, ctx);
   registerPortCommands(sandbox, ctx);
   registerNetworkCommand(sandbox, ctx);
+  registerWaitCommand(sandbox, ctx);
 }
 
 export function sandboxTable(sandboxes: readonly Sandbox[], now = Date.now()): string {

@@ -1,0 +1,59 @@
+import type { Sandbox } from "@sandtree/protocol";
+import type { SandtreeClient } from "@sandtree/sdk";
+import type { Command } from "commander";
+import type { CliContext } from "../context.js";
+import { describeError } from "../errors.js";
+import { parseIntArg } from "../kv.js";
+import { type OutputFormat, printJson } from "../output.js";
+import { spinner } from "../progress.js";
+import { globalFlags, outputOption } from "./shared.js";
+
+/**
+ * Waits until every sandbox is RUNNING (progress on stderr). The RUNNING ones come back in the
+ * order given; each failure is printed on stderr and sets exit code 1.
+ */
+export async function waitRunning(
+  ctx: CliContext,
+  client: SandtreeClient,
+  ids: string[],
+  timeoutSeconds: number,
+): Promise<Sandbox[]> {
+  const spin = spinner(ctx.stderr, `waiting for ${ids.join(", ")}`);
+  let results: PromiseSettledResult<Sandbox>[];
+  try {
+    results = await Promise.allSettled(
+      ids.map((id) =>
+        client.sandboxes.waitForCreation(id, {
+          timeoutMs: timeoutSeconds * 1000,
+          onProgress: (s) => spin.update(ids.length > 1 ? `${id} ${s.status}` : s.status),
+        }),
+      ),
+    );
+  } finally {
+    spin.stop();
+  }
+  const running: Sandbox[] = [];
+  for (const r of results) {
+    if (r.status === "fulfilled") running.push(r.value);
+    else {
+      ctx.stderr.write(`${describeError(r.reason).line}\n`);
+      ctx.exitCode = 1;
+    }
+  }
+  return running;
+}
+
+export function registerWaitCommand(sandbox: Command, ctx: CliContext): void {
+  sandbox
+    .command("wait")
+    .description("wait until sandboxes are RUNNING; prints their ids (exit 1 if one ended or the wait ran out)")
+    .argument("<ids...>", "sandbox ids")
+    .option("--wait-timeout <seconds>", "give up waiting after this long", parseIntArg("--wait-timeout"), 300)
+    .addOption(outputOption())
+    .action(async (ids: string[], o: { waitTimeout: number; output: OutputFormat }, cmd: Command) => {
+      const client = await ctx.client(globalFlags(cmd));
+      const running = await waitRunning(ctx, client, ids, o.waitTimeout);
+      if (o.output === "json") printJson(ctx.stdout, running);
+      else ctx.stdout.write(running.map((s) => `${s.id}\n`).join(""));
+    });
+}

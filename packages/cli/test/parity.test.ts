@@ -1,0 +1,149 @@
+import { PassThrough } from "node:stream";
+import type { SandtreeClient } from "@sandtree/sdk";
+import { describe, expect, it } from "vitest";
+import type { CliContext } from "../src/context.js";
+import { runCli } from "../src/program.js";
+
+/** Runs the CLI with a stub client that records what the commands ask the SDK for. */
+async function cli(argv: string[], client: Record<string, unknown> = {}) {
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  const stdin = Object.assign(new PassThrough(), { isTTY: false });
+  let out = "";
+  let err = "";
+  stdout.on("data", (d) => (out += d));
+  stderr.on("data", (d) => (err += d));
+  const ctx: CliContext = {
+    stdout,
+    stderr,
+    stdin,
+    env: {},
+    client: async () => client as unknown as SandtreeClient,
+    exitCode: 0,
+  };
+  const code = await runCli(argv, ctx);
+  return { code, out, err };
+}
+
+/** Records `call` in `calls` and answers `answer`. */
+function recorded<T>(calls: unknown[], call: unknown, answer: T): T {
+  calls.push(call);
+  return answer;
+}
+
+/** A stub whose waitForCreation answers RUNNING, or throws for the ids in `fail`. */
+function waiting(calls: unknown[], fail: string[] = []) {
+  return async (id: string, opts: { timeoutMs?: number }) => {
+    calls.push(["wait", id, opts.timeoutMs]);
+    if (fail.includes(id)) throw new Error(`sandbox ${id} ended ERROR: boot failed`);
+    return { id, status: "RUNNING" };
+  };
+}
+
+describe("CLI parity with the SDK's training workflows (#16 item 4)", () => {
+  it("create takes --secret, --timeout-minutes and --idle-timeout-minutes", async () => {
+    const calls: unknown[] = [];
+    const r = await cli(
+      [
+        "sandbox",
+        "create",
+        "sandtree/debian",
+        "--secret",
+        "TOKEN=s3=cr3t",
+        "--secret",
+        "B=2",
+        "--timeout-minutes",
+        "90",
+        "--idle-timeout-minutes",
+        "2.5",
+      ],
+      { sandboxes: { create: async (req: unknown) => recorded(calls, req, { id: "sb_1", status: "PENDING" }) } },
+    );
+    expect(r).toMatchObject({ code: 0, out: "sb_1\n" });
+    expect(calls).toEqual([
+      { image: "sandtree/debian", secrets: { TOKEN: "s3=cr3t", B: "2" }, timeout_minutes: 90, idle_timeout_minutes: 2.5 },
+    ]);
+  });
+
+  it("create --checkpoint restores a checkpoint instead of an image, and --wait waits for RUNNING", async () => {
+    const calls: unknown[] = [];
+    const client = {
+      sandboxes: {
+        create: async (req: unknown) => recorded(calls, req, { id: "sb_2", status: "PENDING" }),
+        waitForCreation: waiting(calls),
+      },
+    };
+    const r = await cli(
+      ["sandbox", "create", "--checkpoint", "cp_1", "--timeout-minutes", "5", "--wait", "--wait-timeout", "7"],
+      client,
+    );
+    expect(r).toMatchObject({ code: 0, out: "sb_2\n" });
+    expect(calls).toEqual([{ checkpoint_id: "cp_1", timeout_minutes: 5 }, ["wait", "sb_2", 7000]]);
+  });
+
+  it("create wants exactly one of an image and --checkpoint", async () => {
+    const neither = await cli(["sandbox", "create"]);
+    expect(neither).toMatchObject({ code: 2, err: expect.stringMatching(/^error: USAGE: give an image or --checkpoint/) });
+    const both = await cli(["sandbox", "create", "img", "--checkpoint", "cp_1"]);
+    expect(both.code).toBe(2);
+    const disk = await cli(["sandbox", "create", "--checkpoint", "cp_1", "--disk-size-gb", "2"]);
+    expect(disk).toMatchObject({ code: 2, err: expect.stringMatching(/--disk-size-gb comes from the checkpoint/) });
+    const bad = await cli(["sandbox", "create", "img", "--secret", "nokey"]);
+    expect(bad.code).toBe(2);
+  });
+
+  it("fork --wait (one child or --count N) waits for every child to be RUNNING", async () => {
+    const calls: unknown[] = [];
+    const client = {
+      sandboxes: {
+        fork: async (id: string) => recorded(calls, ["fork", id], { id: "sb_c1", status: "PENDING" }),
+        forkMany: async (id: string, n: number) =>
+          recorded(calls, ["forkMany", id, n], { checkpoint_id: "cp", sandboxes: [{ id: "sb_c2" }, { id: "sb_c3" }] }),
+        waitForCreation: waiting(calls),
+      },
+    };
+    expect(await cli(["sandbox", "fork", "sb_1", "--wait"], client)).toMatchObject({ code: 0, out: "sb_c1\n" });
+    expect(await cli(["sandbox", "fork", "sb_1", "--count", "2", "--wait", "--wait-timeout", "9"], client)).toMatchObject({
+      code: 0,
+      out: "sb_c2\nsb_c3\n",
+    });
+    expect(calls).toEqual([
+      ["fork", "sb_1"],
+      ["wait", "sb_c1", 300_000],
+      ["forkMany", "sb_1", 2],
+      ["wait", "sb_c2", 9000],
+      ["wait", "sb_c3", 9000],
+    ]);
+    // Without --wait nothing waits.
+    calls.length = 0;
+    await cli(["sandbox", "fork", "sb_1"], client);
+    expect(calls).toEqual([["fork", "sb_1"]]);
+  });
+
+  it("checkpoint restore --wait waits for RUNNING", async () => {
+    const calls: unknown[] = [];
+    const client = {
+      sandboxes: {
+        create: async (req: unknown) => recorded(calls, req, { id: "sb_r", status: "PENDING" }),
+        waitForCreation: waiting(calls),
+      },
+    };
+    expect(await cli(["sandbox", "checkpoint", "restore", "cp_1", "--wait"], client)).toMatchObject({ code: 0, out: "sb_r\n" });
+    expect(calls).toEqual([{ checkpoint_id: "cp_1" }, ["wait", "sb_r", 300_000]]);
+  });
+
+  it("sandbox wait ID... prints the RUNNING ones and exits 1 naming the one that failed", async () => {
+    const calls: unknown[] = [];
+    const client = { sandboxes: { waitForCreation: waiting(calls, ["sb_b"]) } };
+    const ok = await cli(["sandbox", "wait", "sb_a", "sb_c", "--wait-timeout", "3"], client);
+    expect(ok).toMatchObject({ code: 0, out: "sb_a\nsb_c\n" });
+    const failed = await cli(["sandbox", "wait", "sb_a", "sb_b", "sb_c"], client);
+    expect(failed.code).toBe(1);
+    expect(failed.out).toBe("sb_a\nsb_c\n");
+    expect(failed.err).toMatch(/sb_b ended ERROR: boot failed/);
+    const json = await cli(["sandbox", "wait", "sb_a", "-o", "json"], client);
+    expect(JSON.parse(json.out)).toEqual([{ id: "sb_a", status: "RUNNING" }]);
+    const none = await cli(["sandbox", "wait"], client);
+    expect(none.code).toBe(2);
+  });
+});

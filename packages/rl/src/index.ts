@@ -1,0 +1,13 @@
+export type { Environment } from "./environment.js";
+export { rewardOf, SetupError } from "./environment.js";
+export type { Action } from "./episode.js";
+export { Episode } from "./episode.js";
+export { Pacer } from "./pacing.js";
+export type { ReplayResult } from "./replay.js";
+export { replay } from "./replay.js";
+export type { EpisodeResult, EpisodeRunnerOptions, Policy } from "./runner.js";
+export { EpisodeRunner, LABEL } from "./runner.js";
+export type { BestOfN, Branch, SearchNode, SearchTree } from "./search.js";
+export { bestOfN, treeSearch } from "./search.js";
+export type { EventType, TrajectoryEvent } from "./trajectory.js";
+export { digest, sameOutcome, Trajectory } from "./trajectory.js";
