@@ -2,6 +2,10 @@
 # Builds the guest agent and the shared initramfs into $SANDTREE_CACHE_DIR/guest:
 #   sandtree-agent        static PID-1 agent (packages/guest)
 #   initramfs.cpio.gz     /init (the agent), /lib/modules/*.ko, /etc/modules.order
+#   modules.img           every module of the kernel with depmod's indexes and a static busybox
+#                         as bin/modprobe (ext4, no journal, attached read-only to every VM and
+#                         mounted by init at /lib/modules/$release; /proc/sys/kernel/modprobe
+#                         points at its bin/modprobe)
 # Idempotent: rebuilds only when the agent sources, this script or the kernel changed.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -19,7 +23,7 @@ moddir="$kdir/modules/$release"
 
 stamp_now="$( { cat "$kdir/release"; sha256sum "$0" "$guest/Makefile" "$guest"/src/*; } | sha256sum | cut -d' ' -f1)"
 if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$stamp_now" ] \
-   && [ -f "$out/initramfs.cpio.gz" ] && [ -x "$out/sandtree-agent" ]; then
+   && [ -f "$out/initramfs.cpio.gz" ] && [ -x "$out/sandtree-agent" ] && [ -f "$out/modules.img" ]; then
   log "guest up to date ($out)"; exit 0
 fi
 
@@ -50,11 +54,22 @@ for m in "${order[@]}"; do
 done
 install -m 0755 "$work/bin/sandtree-agent" "$work/root/init"
 
+# The modules disk: the kernel's modules tree as /lib/modules/$release would hold it.
+mbase="$work/mods"; mkdir -p "$mbase/lib/modules"
+cp -a "$moddir" "$mbase/lib/modules/$release"
+depmod -b "$mbase" "$release"
+mkdir -p "$mbase/lib/modules/$release/bin"
+install -m 0755 "$(command -v busybox)" "$mbase/lib/modules/$release/bin/modprobe"
+mkb=$(( $(du -sk "$mbase/lib/modules/$release" | cut -f1) * 5 / 4 + 8192 ))
+mke2fs -q -t ext4 -O ^has_journal -L sandtree-mods -E root_owner=0:0 -d "$mbase/lib/modules/$release" \
+  "$work/modules.img" "${mkb}k"
+
 (cd "$work/root" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --quiet) \
   | gzip -9n > "$work/initramfs.cpio.gz"
 mkdir -p "$out"
 install -m 0755 "$work/bin/sandtree-agent" "$out/sandtree-agent.tmp"
 mv -f "$out/sandtree-agent.tmp" "$out/sandtree-agent"
 mv -f "$work/initramfs.cpio.gz" "$out/initramfs.cpio.gz"
+mv -f "$work/modules.img" "$out/modules.img"
 echo "$stamp_now" > "$out/stamp"
 log "guest built: $out (modules: ${order[*]})"

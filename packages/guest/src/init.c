@@ -105,14 +105,100 @@ static void grow_fs(const char *dev, const char *mnt) {
   close(fd);
 }
 
+/* mkdir -p (following the image's relative symlinks such as Debian's lib -> usr/lib). */
+static void mkdirs(const char *path) {
+  char p[256];
+  snprintf(p, sizeof p, "%s", path);
+  for (char *s = p + 1; *s; s++)
+    if (*s == '/') { *s = 0; mkdir(p, 0755); *s = '/'; }
+  mkdir(p, 0755);
+}
+
+static void write_file(const char *path, const char *text) {
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || write(fd, text, strlen(text)) < 0) agent_log("write %s: %s", path, strerror(errno));
+  if (fd >= 0) close(fd);
+}
+
+/* The virtio disk whose serial is `serial` (root/sys/block/vdX/serial), as root/dev/vdX, waiting
+ * up to ms for it to appear. */
+static int find_disk(const char *root, const char *serial, char *dev, size_t n, int ms) {
+  for (int t = 0; t < ms; t += 5) {
+    for (char c = 'a'; c <= 'z'; c++) {
+      char p[96], buf[64] = {0};
+      snprintf(p, sizeof p, "%s/sys/block/vd%c/serial", root, c);
+      int fd = open(p, O_RDONLY | O_CLOEXEC);
+      if (fd < 0) continue;
+      ssize_t r = read(fd, buf, sizeof buf - 1);
+      close(fd);
+      if (r > 0 && strncmp(buf, serial, strlen(serial)) == 0) {
+        snprintf(dev, n, "%s/dev/vd%c", root, c);
+        return 0;
+      }
+    }
+    sleep_ms(5);
+  }
+  return -1;
+}
+
+/* The kernel's whole module tree (the read-only disk build-guest.sh makes) at
+ * root/lib/modules/<release>, and the kernel's module loader pointed at its static modprobe. */
+static char g_modules_on[16];
+
+static void mount_modules(const char *root) {
+  char dev[64], dst[160], p[96];
+  if (strcmp(g_modules_on, "on") != 0) return;
+  if (find_disk(root, "sandtree-modules", dev, sizeof dev, 5000) < 0) {
+    agent_log("modules disk did not appear");
+    return;
+  }
+  snprintf(dst, sizeof dst, "%s/lib/modules/%s", root, g_kernel_release);
+  mkdirs(dst);
+  if (mount(dev, dst, "ext4", MS_RDONLY | MS_NODEV | MS_NOSUID, NULL) < 0) {
+    agent_log("mount modules %s: %s", dev, strerror(errno));
+    return;
+  }
+  snprintf(dst, sizeof dst, "/lib/modules/%s/bin/modprobe", g_kernel_release);
+  snprintf(p, sizeof p, "%s/proc/sys/kernel/modprobe", root);
+  write_file(p, dst);
+}
+
+/* cgroup v2 with every available controller enabled for the root's children. */
+static void mount_cgroup(const char *root) {
+  char p[96], ctl[512] = {0}, want[600] = {0};
+  snprintf(p, sizeof p, "%s/sys/fs/cgroup", root);
+  if (mount("cgroup2", p, "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, "nsdelegate") < 0) {
+    agent_log("mount cgroup2: %s", strerror(errno));
+    return;
+  }
+  snprintf(p, sizeof p, "%s/sys/fs/cgroup/cgroup.controllers", root);
+  int fd = open(p, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  ssize_t r = read(fd, ctl, sizeof ctl - 1);
+  close(fd);
+  if (r <= 0) return;
+  for (char *t = strtok(ctl, " \n"); t; t = strtok(NULL, " \n")) {
+    size_t l = strlen(want);
+    snprintf(want + l, sizeof want - l, "%s+%s", l ? " " : "", t);
+  }
+  snprintf(p, sizeof p, "%s/sys/fs/cgroup/cgroup.subtree_control", root);
+  write_file(p, want);
+}
+
 static void late_mounts(const char *root) {
   char p[64];
   snprintf(p, sizeof p, "%s/dev/pts", root);
-  do_mount("devpts", p, "devpts", MS_NOSUID | MS_NOEXEC, "ptmxmode=666,mode=620");
+  do_mount("devpts", p, "devpts", MS_NOSUID | MS_NOEXEC, "ptmxmode=666,mode=620,gid=5");
   snprintf(p, sizeof p, "%s/dev/shm", root);
   do_mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+  snprintf(p, sizeof p, "%s/dev/mqueue", root);
+  do_mount("mqueue", p, "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
   snprintf(p, sizeof p, "%s/run", root);
   do_mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755");
+  snprintf(p, sizeof p, "%s/dev/ptmx", root);
+  if (access(p, F_OK) != 0 && symlink("pts/ptmx", p) < 0) agent_log("ptmx: %s", strerror(errno));
+  mount_cgroup(root);
+  mount_modules(root);
 }
 
 static int switch_root(const char *dev) {
@@ -165,6 +251,7 @@ int init_boot(void) {
   load_modules();
   char root[64];
   cmdline_get("sandtree.root", root, sizeof root, "/dev/vda");
+  cmdline_get("sandtree.modules", g_modules_on, sizeof g_modules_on, "off");
   int rc = 0;
   if (strcmp(root, "none") == 0) late_mounts("");
   else rc = switch_root(root);
@@ -190,8 +277,8 @@ void init_poweroff(void) {
   kill(-1, SIGKILL);
   reap_all(1000);
   sync();
-  const char *um[] = {"/dev/shm", "/dev/pts", "/run"};
-  for (int i = 0; i < 3; i++) umount2(um[i], MNT_DETACH);
+  const char *um[] = {"/dev/shm", "/dev/pts", "/dev/mqueue", "/run", "/sys/fs/cgroup"};
+  for (int i = 0; i < 5; i++) umount2(um[i], MNT_DETACH);
   if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY, NULL) < 0)
     agent_log("remount / ro: %s", strerror(errno));
   sync();

@@ -30,3 +30,12 @@ export function guestArtifacts(dir = cacheDir()): GuestArtifacts {
   }
   return { kernel, initramfs, kernelRelease: readFileSync(releaseFile, "utf8").trim() };
 }
+
+/**
+ * The read-only modules disk build-guest.sh writes beside the initramfs (every module of the
+ * kernel), or null for a guest built without one: every VM of that initramfs gets it.
+ */
+export function modulesDiskFor(initramfs: string): string | null {
+  const file = path.join(path.dirname(initramfs), "modules.img");
+  return existsSync(file) ? file : null;
+}

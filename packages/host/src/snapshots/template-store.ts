@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { createOverlay, qcow2BackingName } from "../disks/overlay.js";
+import { modulesDiskFor } from "../paths.js";
 import { type Accel, DEVICE_MODEL } from "../vmm/qemu-args.js";
 import { QemuVm } from "../vmm/qemu-vm.js";
 import { saveVmState } from "./migration.js";
@@ -47,6 +48,8 @@ export function templateKey(i: TemplateInputs): string {
     ...i,
     kernel: fileStamp(i.kernel),
     initramfs: fileStamp(i.initramfs),
+    // The modules disk is part of the device model and of the guest's view of its kernel.
+    modules: ((m) => (m ? fileStamp(m) : null))(modulesDiskFor(i.initramfs)),
     devices: DEVICE_MODEL,
   });
   return createHash("sha256").update(stamp).digest("hex").slice(0, 24);

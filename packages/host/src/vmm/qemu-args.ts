@@ -14,6 +14,8 @@ export interface QemuVmSpec {
   initramfs: string;
   /** qcow2 root disk; absent boots the initramfs alone (`sandtree.root=none`). */
   rootDisk?: string;
+  /** The kernel's modules as a read-only ext4 (build-guest.sh), mounted by init at /lib/modules/$release. */
+  modulesDisk?: string;
   agentSocket: string;
   qmpSocket: string;
   consoleLog: string;
@@ -40,7 +42,7 @@ export const GUEST_MAC = "52:54:00:5a:4e:01";
  * Bumped whenever the devices or their properties change: saved states (templates, memory
  * checkpoints) only restore into the same device model, so template keys include it.
  */
-export const DEVICE_MODEL = 2;
+export const DEVICE_MODEL = 3;
 
 let tscKhzCache: number | null | undefined;
 
@@ -59,13 +61,14 @@ export function hostTscKhz(): number | null {
   return tscKhzCache;
 }
 
-export function kernelCmdline(spec: Pick<QemuVmSpec, "accel" | "rootDisk" | "extraKernelArgs">): string {
+export function kernelCmdline(spec: Pick<QemuVmSpec, "accel" | "rootDisk" | "modulesDisk" | "extraKernelArgs">): string {
   const args = ["console=ttyS0", "quiet", "panic=-1", "reboot=t"];
   if (spec.accel === "tcg") {
     const khz = hostTscKhz();
     if (khz) args.push(`tsc_early_khz=${khz}`, `lpj=${khz * 4}`);
   }
   if (!spec.rootDisk) args.push("sandtree.root=none");
+  if (spec.modulesDisk) args.push("sandtree.modules=on");
   args.push(...(spec.extraKernelArgs ?? []));
   return args.join(" ");
 }
@@ -121,6 +124,15 @@ export function buildQemuArgs(spec: QemuVmSpec): string[] {
       `driver=qcow2,node-name=${ROOT_NODE},discard=unmap,file.driver=file,file.filename=${spec.rootDisk}`,
       "-device",
       `virtio-blk-device,drive=${ROOT_NODE}`,
+    );
+  }
+  if (spec.modulesDisk) {
+    // Shared by every VM, never written: the guest finds it by its serial.
+    args.push(
+      "-blockdev",
+      `driver=raw,node-name=modules,read-only=on,file.driver=file,file.filename=${spec.modulesDisk},file.locking=off`,
+      "-device",
+      "virtio-blk-device,drive=modules,serial=sandtree-modules",
     );
   }
   if (spec.tap) {

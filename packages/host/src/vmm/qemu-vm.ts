@@ -3,6 +3,7 @@ import { EventEmitter } from "node:events";
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import path from "node:path";
 import { AgentClient } from "../agent/agent-client.js";
+import { modulesDiskFor } from "../paths.js";
 import { loadVmState } from "../snapshots/migration.js";
 import { Deadline } from "./deadline.js";
 import { type Accel, buildQemuArgs, ROOT_NODE } from "./qemu-args.js";
@@ -193,6 +194,7 @@ export class QemuVm extends EventEmitter {
     mkdirSync(opts.logDir, { recursive: true });
     const agentSocket = path.join(opts.runDir, "agent.sock");
     const qmpSocket = path.join(opts.runDir, "qmp.sock");
+    const modulesDisk = modulesDiskFor(opts.initramfs);
     const args = buildQemuArgs({
       name: opts.name,
       accel: opts.accel,
@@ -201,6 +203,7 @@ export class QemuVm extends EventEmitter {
       kernel: opts.kernel,
       initramfs: opts.initramfs,
       ...(opts.rootDisk ? { rootDisk: opts.rootDisk } : {}),
+      ...(modulesDisk ? { modulesDisk } : {}),
       agentSocket,
       qmpSocket,
       consoleLog: path.join(opts.logDir, "console.log"),

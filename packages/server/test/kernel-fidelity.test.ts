@@ -1,0 +1,75 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestServer, type TestServer } from "./helpers.js";
+
+// One sandtree/debian sandbox for every check: the whole kernel (modules disk), cgroup v2 and
+// the usual kernel filesystems, without anything added to the image.
+let t: TestServer;
+let id: string;
+beforeAll(async () => {
+  t = await startTestServer();
+  const r = await t.api("POST", "/v1/sandboxes", { image: "sandtree/debian", memory_gb: 0.5, disk_size_gb: 2 });
+  expect(r.status, JSON.stringify(r.body)).toBe(201);
+  id = r.body.id as string;
+  await t.waitRunning(id);
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+const run = async (command: string) => {
+  const r = await t.api("POST", `/v1/sandboxes/${id}/exec`, { command });
+  expect(r.status, JSON.stringify(r.body)).toBe(200);
+  return r.body as { stdout: string; stderr: string; exit_code: number };
+};
+const ok = async (command: string) => {
+  const r = await run(command);
+  expect(r.exit_code, `${command}\n${r.stdout}${r.stderr}`).toBe(0);
+  return r.stdout;
+};
+
+describe("kernel fidelity", () => {
+  it("has every module at /lib/modules/$(uname -r), and the kernel's loader finds them", async () => {
+    expect(
+      await ok("test -s /lib/modules/$(uname -r)/modules.dep && find /lib/modules/$(uname -r)/kernel -name '*.ko' | wc -l"),
+    ).toMatch(/^[1-9]\d{2,}\n$/);
+    const helper = (await ok("cat /proc/sys/kernel/modprobe")).trim();
+    expect(await ok(`test -x ${helper} && echo yes`)).toBe("yes\n");
+    // Autoloading: overlay is a module; mounting it makes the kernel call modprobe.
+    await ok(
+      "mkdir -p /tmp/o/l /tmp/o/u /tmp/o/w /tmp/o/m && echo low > /tmp/o/l/f && mount -t overlay overlay -o lowerdir=/tmp/o/l,upperdir=/tmp/o/u,workdir=/tmp/o/w /tmp/o/m && echo up >> /tmp/o/m/f && cat /tmp/o/u/f && umount /tmp/o/m",
+    );
+    expect(await ok("grep -w overlay /proc/filesystems")).toContain("overlay");
+    // Explicit loads through the helper, with dependencies (nf_tables needs nfnetlink).
+    await ok(`${helper} nf_tables && ${helper} veth && ${helper} fuse`);
+    expect(await ok("cut -d' ' -f1 /proc/modules | sort")).toMatch(/nf_tables[\s\S]*nfnetlink[\s\S]*veth/);
+  });
+
+  it("mounts cgroup v2 with its controllers delegated, and a memory limit OOM-kills a child", async () => {
+    expect(await ok("stat -fc %T /sys/fs/cgroup")).toBe("cgroup2fs\n");
+    expect(await ok("cat /sys/fs/cgroup/cgroup.subtree_control")).toMatch(/memory.*pids|pids.*memory/);
+    await ok("mkdir -p /sys/fs/cgroup/oomt && echo 16M > /sys/fs/cgroup/oomt/memory.max");
+    const r = await run(
+      "sh -c 'echo $$ > /sys/fs/cgroup/oomt/cgroup.procs && exec python3 -c \"b = bytearray(96 << 20); print(len(b))\"'",
+    );
+    expect(r.exit_code).toBe(137);
+    expect(await ok("grep oom_kill /sys/fs/cgroup/oomt/memory.events")).toMatch(/oom_kill [1-9]/);
+  });
+
+  it("looks like a normal host: devpts, shm, mqueue, tmpfs /run, user namespaces, no /dev/kvm", async () => {
+    const mounts = await ok("cat /proc/mounts");
+    for (const m of [/ \/dev\/pts devpts /, / \/dev\/shm tmpfs /, / \/dev\/mqueue mqueue /, / \/run tmpfs /]) {
+      expect(mounts).toMatch(m);
+    }
+    expect(await ok("test -e /dev/kvm || echo absent")).toBe("absent\n");
+    expect(await ok("unshare --user --map-root-user id -u")).toBe("0\n");
+  });
+
+  it("keeps a nohup background service running after the exec that started it returned", async () => {
+    await ok(
+      "nohup sh -c 'i=0; while true; do i=$((i+1)); echo $i > /tmp/alive.n; mv /tmp/alive.n /tmp/alive; sleep 0.2; done' >/dev/null 2>&1 &",
+    );
+    const a = await ok("sleep 1; cat /tmp/alive");
+    const b = await ok("sleep 1; cat /tmp/alive");
+    expect(Number(b)).toBeGreaterThan(Number(a));
+  });
+});
