@@ -17,6 +17,9 @@ import { AdmissionService } from "../src/services/admission-service.js";
 import { AuthService } from "../src/services/auth-service.js";
 import type { ImageResolver } from "../src/services/image-resolver.js";
 import type { Logger } from "../src/services/logger.js";
+import { systemClock } from "../src/services/metering/clock.js";
+import { MeteringService } from "../src/services/metering/metering-service.js";
+import { loadPriceTable } from "../src/services/metering/prices.js";
 import { PortService } from "../src/services/port-service.js";
 import { SandboxService } from "../src/services/sandbox-service.js";
 import { SecretBox } from "../src/services/secret-box.js";
@@ -141,7 +144,9 @@ beforeAll(async () => {
   const timeouts = new TimeoutService({ store, sandboxes, log: silent, intervalMs: 60_000 });
   ports = new PortService(store, sandboxes, (id) => addresses.get(id) ?? null);
   // Only what these routes use; the rest of the app is not exercised here.
-  const services = { auth, sandboxes, timeouts, admission, ports } as unknown as Services;
+  // Sandbox answers carry cost_usd, so the metering service is one of them.
+  const metering = new MeteringService(store, systemClock, loadPriceTable(undefined));
+  const services = { auth, sandboxes, timeouts, admission, ports, metering } as unknown as Services;
   app = buildApp(services, { logger: { level: "info", stream: { write: (line: string) => logLines.push(line) } } });
   await app.listen({ host: "127.0.0.1", port: 0 });
   base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
