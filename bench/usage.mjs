@@ -3,8 +3,11 @@
 // records seeded straight through the server's store, no VMs), per grouping, against a plain
 // `SELECT count(*)` of the same records in the same run, and the floor (bare QEMU, no sandtree
 // code). Each usage call reads every record of the period, splits it at price changes (and at
-// day/hour boundaries) and adds it up. Usage: node bench/usage.mjs [--rows 100000] [--runs 5].
-// Prints one JSON document.
+// day/hour boundaries) and adds it up. Then the dashboard's first load with 10,000 sandboxes
+// (bench/dashboard.mjs, run as a child: headless Chromium, against its own SELECT count(*)) under
+// `dashboard`, unless --no-dashboard. Usage: node bench/usage.mjs [--rows 100000] [--runs 5]
+// [--no-dashboard]. Prints one JSON document.
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -15,7 +18,11 @@ import Database from "better-sqlite3";
 import { measureFloor } from "./lib/floor.mjs";
 
 const { values } = parseArgs({
-  options: { rows: { type: "string", default: "100000" }, runs: { type: "string", default: "5" } },
+  options: {
+    rows: { type: "string", default: "100000" },
+    runs: { type: "string", default: "5" },
+    "no-dashboard": { type: "boolean", default: false },
+  },
 });
 const ROWS = Number(values.rows);
 const RUNS = Number(values.runs);
@@ -129,6 +136,15 @@ try {
   }
   ro.close();
   const p50 = (g) => byGroup[g].p50_ms;
+  const dashboard = values["no-dashboard"]
+    ? null
+    : JSON.parse(
+        execFileSync(
+          process.execPath,
+          [new URL("./dashboard.mjs", import.meta.url).pathname, "--rows", "10000", "--runs", String(RUNS)],
+          { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"], maxBuffer: 64 * 1024 * 1024 },
+        ),
+      );
   console.log(
     JSON.stringify(
       {
@@ -140,8 +156,9 @@ try {
         select_count: stats(countTimes),
         usage_day_over_count: +(p50("day") / pct(countTimes, 50)).toFixed(1),
         total_cost_usd: total?.cost_usd,
-        note: "usage_*: API call to parsed answer over loopback (every record read, priced and grouped); select_count: SELECT count(*) of the same records in-process",
+        note: "usage_*: API call to parsed answer over loopback (every record read, priced and grouped); select_count: SELECT count(*) of the same records in-process; dashboard: bench/dashboard.mjs's output",
         floor,
+        dashboard,
       },
       null,
       2,
