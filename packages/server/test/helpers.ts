@@ -1,4 +1,4 @@
-import { execFileSync } from "node:child_process";
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -117,4 +117,46 @@ export function qemuPidsFor(ids: string[]): string[] {
 export function cpuTicks(pid: number): number {
   const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
   return Number(f[11]) + Number(f[12]);
+}
+
+const CLI_MAIN = path.resolve(path.dirname(new URL(import.meta.url).pathname), "../../cli/dist/main.js");
+
+/**
+ * Starts `sandtree serve` as a child process (so a test can kill it with any signal) on a free
+ * port; resolves once it listens, with its URL and the default team's key from credentials.env.
+ * The server listens before the VMs it finds are adopted: adoption goes on in the background.
+ */
+export async function spawnServe(
+  dataDir: string,
+  opts: { env?: Record<string, string>; onOutput?: (text: string) => void } = {},
+): Promise<{ proc: ChildProcess; url: string; key: string }> {
+  let output = "";
+  const proc = spawn(process.execPath, [CLI_MAIN, "serve", "--data-dir", dataDir, "--host", "127.0.0.1", "--port", "0"], {
+    env: { ...process.env, SANDTREE_LOG_LEVEL: "warn", ...opts.env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const take = (d: string) => {
+    output += d;
+    opts.onOutput?.(d);
+  };
+  proc.stdout?.setEncoding("utf8").on("data", take);
+  proc.stderr?.setEncoding("utf8").on("data", take);
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const m = /(?:SANDTREE_API_URL=|listening on )(http:\/\/[\d.:]+)/.exec(output);
+    if (m?.[1]) {
+      const key = /SANDTREE_API_KEY=(\S+)/.exec(readFileSync(path.join(dataDir, "credentials.env"), "utf8"))?.[1] ?? "";
+      return { proc, url: m[1], key };
+    }
+    if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`server did not start:\n${output}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Sends `signal` to a child that is still running and waits for it to exit (idempotent). */
+export async function stopChildProcess(proc: ChildProcess | null, signal: NodeJS.Signals): Promise<void> {
+  if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+  const exited = new Promise((r) => proc.once("exit", r));
+  proc.kill(signal);
+  await exited;
 }

@@ -4,17 +4,15 @@
 // there, the adopted sandboxes' spans go on in the same record (billed through the downtime
 // once), the lost one's span ends when the restarted server finds it gone, no two spans of a
 // sandbox overlap, and the usage API bills exactly the records. Needs `npm run build`.
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { qemuPidsFor } from "./helpers.js";
+import { qemuPidsFor, spawnServe, stopChildProcess } from "./helpers.js";
 
-const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../cli/dist/main.js");
 const BODY = { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -28,33 +26,16 @@ const created: string[] = [];
 
 async function startChild(): Promise<void> {
   output = "";
-  const proc = spawn(process.execPath, [CLI, "serve", "--data-dir", dataDir, "--host", "127.0.0.1", "--port", "0"], {
-    env: { ...process.env, SANDTREE_LOG_LEVEL: "warn" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  child = proc;
-  proc.stdout?.setEncoding("utf8").on("data", (d: string) => (output += d));
-  proc.stderr?.setEncoding("utf8").on("data", (d: string) => (output += d));
-  const deadline = Date.now() + 120_000;
-  for (;;) {
-    const m = /(?:SANDTREE_API_URL=|listening on )(http:\/\/[\d.:]+)/.exec(output);
-    if (m?.[1]) {
-      url = m[1];
-      break;
-    }
-    if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`server did not start:\n${output}`);
-    await sleep(50);
-  }
-  key ||= /SANDTREE_API_KEY=(\S+)/.exec(readFileSync(path.join(dataDir, "credentials.env"), "utf8"))?.[1] ?? "";
+  const s = await spawnServe(dataDir, { onOutput: (d) => (output += d) });
+  child = s.proc;
+  url = s.url;
+  key ||= s.key;
 }
 
 async function stopChild(signal: NodeJS.Signals): Promise<void> {
   const proc = child;
   child = null;
-  if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
-  const exited = new Promise((r) => proc.once("exit", r));
-  proc.kill(signal);
-  await exited;
+  await stopChildProcess(proc, signal);
 }
 
 async function api(method: string, p: string, body?: unknown): Promise<{ status: number; body: any }> {
