@@ -1,5 +1,6 @@
 export * from "./bulk.js";
 export * from "./checkpoint.js";
+export * from "./desktop.js";
 export * from "./errors.js";
 export * from "./exec.js";
 export * from "./files.js";

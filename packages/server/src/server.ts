@@ -10,6 +10,7 @@ import { AdmissionService } from "./services/admission-service.js";
 import { AuthService } from "./services/auth-service.js";
 import { BulkService } from "./services/bulk-service.js";
 import { CheckpointService } from "./services/checkpoint-service.js";
+import { DesktopService } from "./services/desktop/desktop-service.js";
 import { ExecService } from "./services/exec-service.js";
 import { FileService } from "./services/file-service.js";
 import { HostImageResolver } from "./services/host-images.js";
@@ -236,12 +237,14 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     intervalMs: cfg.reaperIntervalMs,
   });
   timeouts.start();
+  const exec = new ExecService(sandboxes);
+  const files = new FileService(sandboxes);
   const services: Services = {
     auth,
     sandboxes,
     checkpoints,
-    exec: new ExecService(sandboxes),
-    files: new FileService(sandboxes),
+    exec,
+    files,
     images,
     teams: new TeamService(store, auth, admission),
     admission,
@@ -253,9 +256,11 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     ports: new PortService(store, sandboxes, (id) => sandboxes.guestAddressOf(id)),
     metering,
     metrics: new MetricsService(store, admission, metering),
+    desktop: new DesktopService({ sandboxes, exec, files, log: cfg.logger ? log : silentLogger }),
   };
   // Exposed ports end with their sandbox.
   sandboxes.onTeardown((id) => services.ports.forget(id));
+  sandboxes.onTeardown((id) => services.desktop.forget(id));
   const level = process.env.SANDTREE_LOG_LEVEL ?? "info";
   const built = buildApp(services, {
     logger: cfg.logger ? { level, stream: opts.logStream ?? logDestination(cfg.logFormat) } : false,

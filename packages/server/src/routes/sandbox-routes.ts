@@ -25,6 +25,8 @@ export function sandboxRoutes(app: FastifyInstance, s: Services): void {
   app.post("/v1/sandboxes", async (req, reply) => {
     const body = await createParams(s, req.principal.teamId, req.body);
     const { sandbox, created } = await s.sandboxes.createOrReplay(req.principal.teamId, body);
+    // A desktop's display comes up once the sandbox runs (the helper in the guest records it).
+    if (created && body.display) s.desktop.arrange(req.principal.teamId, sandbox.id, body.display);
     // 200: an idempotency_key replay answers the sandbox it created before.
     return reply.status(created ? 201 : 200).send(sandbox);
   });
