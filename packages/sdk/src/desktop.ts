@@ -24,8 +24,15 @@ export class Desktop {
 
   /** Performs one action and answers its event. A failed action throws ValidationError (DESKTOP_ACTION_FAILED). */
   act(id: string, action: DesktopActionInput, options: RequestOptions = {}): Promise<DesktopEvent> {
-    // Not retried: an action is not idempotent (a retried "type" would type twice).
-    return this.http.json(DesktopEvent, { ...options, method: "POST", path: `${sandboxPath(id)}/desktop/actions`, json: action });
+    // Not retried: an action is not idempotent (a retried "type" would type twice). No client
+    // deadline unless asked for: waits end on their own timeout_ms in the guest.
+    return this.http.json(DesktopEvent, {
+      timeoutMs: 0,
+      ...options,
+      method: "POST",
+      path: `${sandboxPath(id)}/desktop/actions`,
+      json: action,
+    });
   }
 
   /** Takes a screenshot (an event in the log) and answers it with the PNG. */

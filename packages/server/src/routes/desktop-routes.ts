@@ -81,8 +81,9 @@ export function desktopRoutes(app: FastifyInstance, s: Services): void {
     const { id } = parse(Params, req.params);
     const { writable } = parse(DesktopVncRequest, req.body ?? {});
     const team = req.principal.teamId;
-    const vnc = await s.desktop.startVnc(team, id, writable);
+    // Exposing first: a sandbox without a network answers 409 NETWORK_DISABLED before VNC starts.
     const exposed = s.ports.expose(team, id, DESKTOP_VNC_PORT);
+    const vnc = await s.desktop.startVnc(team, id, writable);
     const base = `${req.protocol}://${req.host}`;
     return reply.status(201).send({
       sandbox_id: id,
