@@ -118,7 +118,7 @@ export const DesktopEvent = z.object({
   /** Why the action failed (ok false), e.g. a wait_window that timed out. */
   error: z.string().nullable(),
   screen_before: ScreenRef,
-  /** Taken once the screen stopped changing (150 ms quiet, 3 s at most) after the action. */
+  /** Taken once the screen stopped changing (250 ms quiet, 3 s at most) after the action. */
   screen_after: ScreenRef,
   focused_window: z.object({ title: z.string(), class: z.string() }).nullable(),
   pointer: z.object({ x: z.number().int(), y: z.number().int() }),

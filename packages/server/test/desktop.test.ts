@@ -1,4 +1,9 @@
+import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
+import { readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { DesktopEvent } from "@sandtree/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "./helpers.js";
@@ -10,6 +15,23 @@ let t: TestServer;
 let a = "";
 let b = "";
 const sandboxes: string[] = [];
+
+const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../cli/dist/main.js");
+
+/** The CLI as a child process (async: the server under test shares this event loop). */
+function sandtree(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, ...args], {
+      env: { ...process.env, SANDTREE_API_URL: t.url, SANDTREE_API_KEY: t.key },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
+    child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+  });
+}
 
 async function create(body: object): Promise<string> {
   const r = await t.api("POST", "/v1/sandboxes", body);
@@ -110,6 +132,25 @@ describe("desktop sessions", () => {
     expect(createHash("sha256").update(png).digest("hex")).toBe(res.headers.get("x-sandtree-screenshot-sha256"));
   });
 
+  it("serves the display over VNC in the guest; exposing it needs the sandbox's network", { timeout: 300_000 }, async () => {
+    // This test server runs without sandbox networks: the API refuses to expose the port...
+    const r = await t.api("POST", `/v1/sandboxes/${a}/desktop/vnc`, {});
+    expect(r.status).toBe(409);
+    expect(r.body.code).toBe("NETWORK_DISABLED");
+    // ...while x11vnc itself starts and listens on 5900 (0x170C) in the guest, view-only.
+    const started = await t.api("POST", `/v1/sandboxes/${a}/exec`, { command: ["sandtree-desktop", "vnc", "5900"] });
+    expect(started.body.exit_code, JSON.stringify(started.body)).toBe(0);
+    expect(JSON.parse(started.body.stdout)).toEqual({ port: 5900, view_only: true });
+    let listening = false;
+    for (let i = 0; i < 60 && !listening; i++) {
+      const tcp = await t.api("POST", `/v1/sandboxes/${a}/exec`, { command: "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null" });
+      listening = / [0-9A-F]+:170C [0-9A-F]+:0000 0A /.test(tcp.body.stdout);
+      if (!listening) await new Promise((res) => setTimeout(res, 500));
+    }
+    expect(listening).toBe(true);
+    expect((await t.api("GET", `/v1/sandboxes/${a}/desktop`)).body.vnc).toBe(true);
+  });
+
   it("keeps an event log that validates against the schema, with every screenshot beside it", async () => {
     const log = await events(a);
     expect(log.map((e) => e.seq)).toEqual(log.map((_, i) => i + 1));
@@ -170,5 +211,25 @@ describe("desktop sessions", () => {
       expect(log).toHaveLength(parentLog.length + 3);
     }
     expect(ends[0]).not.toBe(ends[1]);
+  });
+
+  it("the CLI takes a screenshot, lists the windows and prints the log of the replayed desktop", async () => {
+    const shot = path.join(tmpdir(), `sandtree-desktop-${b}.png`);
+    const r = await sandtree(["sandbox", "desktop", "screenshot", b, shot]);
+    expect(r.code, r.stderr).toBe(0);
+    const sha = r.stdout.trim().split(" ")[1];
+    expect(createHash("sha256").update(readFileSync(shot)).digest("hex")).toBe(sha);
+    rmSync(shot, { force: true });
+    const w = await sandtree(["sandbox", "desktop", "windows", b, "-o", "json"]);
+    expect(w.code, w.stderr).toBe(0);
+    expect(JSON.parse(w.stdout)).toMatchObject([{ title: "sandtree-typed", class: "xterm.XTerm", focused: true }]);
+    const ev = await sandtree(["sandbox", "desktop", "events", b, "--after", "8"]);
+    expect(ev.code, ev.stderr).toBe(0);
+    expect(
+      ev.stdout
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l).action.type),
+    ).toEqual(["screenshot", "windows"]);
   });
 });

@@ -80,6 +80,7 @@ export function registerDesktopCommands(sandbox: Command, ctx: CliContext): void
 
   desktop
     .command("click")
+    .description("click (at X Y, else where the pointer is)")
     .argument("<id>")
     .argument("[x]", "x (default: where the pointer is)", coord)
     .argument("[y]", "y", coord)
@@ -104,6 +105,7 @@ export function registerDesktopCommands(sandbox: Command, ctx: CliContext): void
 
   desktop
     .command("move")
+    .description("move the pointer to X Y")
     .argument("<id>")
     .argument("<x>", "x", coord)
     .argument("<y>", "y", coord)
