@@ -231,5 +231,15 @@ describe("desktop sessions", () => {
         .split("\n")
         .map((l) => JSON.parse(l).action.type),
     ).toEqual(["screenshot", "windows"]);
+    // An action that runs and fails is 422 with its event, recorded as failed.
+    const failed = await t.api("POST", `/v1/sandboxes/${b}/desktop/actions`, {
+      type: "wait_window",
+      title: "no-such",
+      timeout_ms: 1,
+    });
+    expect(failed.status).toBe(422);
+    expect(failed.body.code).toBe("DESKTOP_ACTION_FAILED");
+    expect(failed.body.details.event).toMatchObject({ seq: 11, ok: false, action: { type: "wait_window" } });
+    expect((await events(b)).at(-1)).toEqual(failed.body.details.event);
   });
 });

@@ -20,12 +20,13 @@ def info(sandbox_id: str) -> Call:
 
 
 def act(sandbox_id: str, action: Dict[str, Any]) -> Call:
-    # Not retried: an action is not idempotent (a retried "type" would type twice).
-    return Call("POST", f"{desktop_path(sandbox_id)}/actions", {"json": action}, lambda d: d)
+    # Not retried: an action is not idempotent (a retried "type" would type twice). No client
+    # deadline: waits end on their own timeout_ms in the guest.
+    return Call("POST", f"{desktop_path(sandbox_id)}/actions", {"json": action, "timeout": None}, lambda d: d)
 
 
 def screenshot_kw() -> Dict[str, Any]:
-    return {"headers": {"accept": "image/png"}}
+    return {"headers": {"accept": "image/png"}, "timeout": None}
 
 
 def screenshot_path(sandbox_id: str, sha256: str) -> str:
