@@ -15,7 +15,7 @@ import {
   sha256File,
 } from "@sandtree/host";
 import { type Checkpoint, type CheckpointState, SandtreeError } from "@sandtree/protocol";
-import type { CheckpointRow } from "../store/sqlite-checkpoints.js";
+import type { CheckpointRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
 import type { Logger } from "./logger.js";
 import { liveDiskName, memoryMbFor, type SandboxService } from "./sandbox-service.js";
