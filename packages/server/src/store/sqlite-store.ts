@@ -146,15 +146,32 @@ export class SqliteStore implements Store {
     return r ? { ...r, is_admin: r.is_admin === 1 } : undefined;
   }
 
+  /** Every field of the sandbox; the optional ones absent are null, secrets (masked) {}. */
   insertSandbox(s: Sandbox): void {
     this.db
       .prepare(
         `INSERT INTO sandboxes (id, team_id, name, image, image_digest, status, cpu_cores, memory_gb, disk_size_gb,
-          environment_vars, labels, start_command, accel, error_reason, created_at, updated_at, started_at, terminated_at)
+          environment_vars, labels, start_command, accel, error_reason, created_at, updated_at, started_at, terminated_at,
+          secrets, timeout_minutes, idle_timeout_minutes, expires_at, last_activity_at, start_path, source_checkpoint_id,
+          head_checkpoint_id)
          VALUES (@id, @team_id, @name, @image, @image_digest, @status, @cpu_cores, @memory_gb, @disk_size_gb,
-          @environment_vars, @labels, @start_command, @accel, @error_reason, @created_at, @updated_at, @started_at, @terminated_at)`,
+          @environment_vars, @labels, @start_command, @accel, @error_reason, @created_at, @updated_at, @started_at, @terminated_at,
+          @secrets, @timeout_minutes, @idle_timeout_minutes, @expires_at, @last_activity_at, @start_path, @source_checkpoint_id,
+          @head_checkpoint_id)`,
       )
-      .run({ ...s, environment_vars: JSON.stringify(s.environment_vars), labels: JSON.stringify(s.labels) });
+      .run({
+        ...s,
+        environment_vars: JSON.stringify(s.environment_vars),
+        labels: JSON.stringify(s.labels),
+        secrets: JSON.stringify(s.secrets ?? {}),
+        timeout_minutes: s.timeout_minutes ?? null,
+        idle_timeout_minutes: s.idle_timeout_minutes ?? null,
+        expires_at: s.expires_at ?? null,
+        last_activity_at: s.last_activity_at ?? null,
+        start_path: s.start_path ?? null,
+        source_checkpoint_id: s.source_checkpoint_id ?? null,
+        head_checkpoint_id: s.head_checkpoint_id ?? null,
+      });
   }
 
   getSandbox(id: string, teamId?: string): Sandbox | undefined {

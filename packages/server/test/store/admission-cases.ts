@@ -85,7 +85,8 @@ export function admissionCases(ctx: StoreContext): void {
     const team = await s.createTeam("alpha");
     await addSandbox(s, team.id, { status: "RUNNING", cpu_cores: 2, memory_gb: 1, disk_size_gb: 4 });
     const seen: TeamUsage[] = [];
-    const sb = sandboxRow(team.id, { secrets: { TOKEN: "***" }, labels: { env: "test" } });
+    const lifetime = { timeout_minutes: 60, idle_timeout_minutes: null, expires_at: iso(NOW + H), last_activity_at: iso(NOW) };
+    const sb = sandboxRow(team.id, { secrets: { TOKEN: "***" }, labels: { env: "test" }, ...lifetime });
     const r = await s.admitSandbox(admission({ sandbox: sb, sealedSecrets: "sealed-blob", check: (u) => void seen.push(u) }));
     expect(r.created).toBe(true);
     expect(r.sandbox).toMatchObject({ ...sb, secrets: { TOKEN: "***" } });

@@ -22,6 +22,22 @@ export function sandboxCases(ctx: StoreContext): void {
     expect(await s.getSandbox(sb.id, team.id)).toMatchObject(sb);
     expect(await s.getSandbox(sb.id, other.id)).toBeUndefined();
     expect(await s.getSandbox("sb-missing")).toBeUndefined();
+    // Every field a Sandbox can carry is kept (cost_usd is computed, never stored).
+    const full = sandboxRow(team.id, {
+      status: "RUNNING",
+      image_digest: "sha256:ff",
+      secrets: { TOKEN: "***" },
+      started_at: iso(NOW),
+      timeout_minutes: 30,
+      idle_timeout_minutes: 0.5,
+      expires_at: iso(NOW + 30 * 60_000),
+      last_activity_at: iso(NOW),
+      start_path: "warm",
+      source_checkpoint_id: "ck-src",
+      head_checkpoint_id: "ck-head",
+    });
+    await s.insertSandbox(full);
+    expect(await s.getSandbox(full.id)).toEqual(full);
   });
 
   it("applies a patch, stamping updated_at, and a status change only from the given statuses", async () => {
