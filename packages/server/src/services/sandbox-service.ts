@@ -200,7 +200,6 @@ export class SandboxService {
     if (!admitted.created) return admitted;
     this.deps.network?.register(sandbox.id, params);
     sandbox.secrets = admitted.sandbox.secrets ?? {};
-    this.deps.store.updateSandbox(sandbox.id, lifetimeFields(params, now));
     if (params.checkpoint_id) {
       const lineage = { source_checkpoint_id: params.checkpoint_id, head_checkpoint_id: params.checkpoint_id };
       this.deps.store.updateSandbox(sandbox.id, lineage);
