@@ -2,7 +2,8 @@ import { createHash } from "node:crypto";
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { type AccelChoice, defaultDataDir, detectAccel, guestArtifacts, LocalDirBlobStore } from "@sandtree/host";
+import { defaultDataDir, detectAccel, guestArtifacts, LocalDirBlobStore } from "@sandtree/host";
+import { AccelChoice } from "@sandtree/protocol";
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { buildApp } from "./app.js";
@@ -43,7 +44,7 @@ export const ServerConfig = z.object({
     .min(0)
     .max(65535)
     .default(Number(process.env.SANDTREE_PORT ?? 7070)),
-  accel: z.enum(["auto", "kvm", "tcg"]).default((process.env.SANDTREE_ACCEL as AccelChoice | undefined) ?? "auto"),
+  accel: AccelChoice.default((process.env.SANDTREE_ACCEL as AccelChoice | undefined) ?? "auto"),
   logger: z.boolean().default(true),
   /** The log's form: JSON lines, or readable lines ("auto": readable on a terminal). */
   logFormat: z.enum(["auto", "pretty", "json"]).prefault((process.env.SANDTREE_LOG_FORMAT || "auto") as "auto"),
