@@ -1,4 +1,3 @@
-import { execFile } from "node:child_process";
 import { accessSync, constants, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { classifyNetworkRule, type NetworkMode } from "@sandtree/protocol";
 import { runCommand } from "../util/run-command.js";
@@ -89,7 +88,10 @@ export async function networkUnavailableReason(): Promise<string | null> {
     ["nft", "-v"],
     ["ip", "-V"],
   ] as const) {
-    const found = await new Promise<boolean>((r) => execFile(bin, [flag], (e) => r(!e)));
+    const found = await runCommand([bin, flag]).then(
+      () => true,
+      () => false,
+    );
     if (!found) return `the '${bin}' command is missing (install nftables and iproute2)`;
   }
   return null;
