@@ -6,7 +6,7 @@ export interface RunOptions {
   cwd?: string;
   /** Error code used when the command fails to start or exits non-zero (default HOST_COMMAND_FAILED). */
   errorCode?: ErrorCode;
-  /** Written to the command's stdin, which is then closed (by default stdin is empty). */
+  /** Written to the command's stdin, which is then closed (by default stdin is /dev/null). */
   input?: string;
   /** Keep at most this many bytes of stdout (stderr is always capped at 64 KiB). */
   maxStdoutBytes?: number;
@@ -33,11 +33,16 @@ export function runCommand(argv: readonly string[], options: RunOptions = {}): P
       reject(abortError(options.signal, argv));
       return;
     }
-    const child = spawn(file, args, { cwd: options.cwd, stdio: ["pipe", "pipe", "pipe"], signal: options.signal });
-    // stdin gets `input` then end of file; a command that exits before reading it must not
-    // turn EPIPE into a crash.
-    child.stdin.on("error", () => {});
-    child.stdin.end(options.input ?? "");
+    const spawnOpts = { cwd: options.cwd, signal: options.signal };
+    const child =
+      options.input === undefined
+        ? spawn(file, args, { ...spawnOpts, stdio: ["ignore", "pipe", "pipe"] })
+        : spawn(file, args, { ...spawnOpts, stdio: ["pipe", "pipe", "pipe"] });
+    if (child.stdin) {
+      // A command that exits before reading its input must not turn EPIPE into a crash.
+      child.stdin.on("error", () => {});
+      child.stdin.end(options.input);
+    }
     const out: Buffer[] = [];
     let outLen = 0;
     let err = "";
