@@ -79,6 +79,10 @@ describe("one error path: every error answer is {code, message, details?, reques
     const bad = await client.sandboxes.create({ image: "x", cpu_cores: 0 }).catch((e: unknown) => e);
     expect(bad).toBeInstanceOf(ValidationError);
     expect(bad).toMatchObject({ code: "VALIDATION_FAILED", details: { field: "cpu_cores" } });
+    // A refused WebSocket: the PTY of a sandbox that does not exist.
+    const pty = await client.sandboxes.pty("sb-nope").catch((e: unknown) => e);
+    expect(pty).toBeInstanceOf(NotFoundError);
+    expect(pty).toMatchObject({ code: "SANDBOX_NOT_FOUND", status: 404, requestId: expect.stringMatching(/^req_/) });
   });
 });
 
