@@ -7,6 +7,7 @@ export * from "./blobs/local-dir-blob-store.js";
 export * from "./disks/layers.js";
 export * from "./disks/overlay.js";
 export * from "./images/index.js";
+export * from "./machine/index.js";
 export * from "./network/address-pool.js";
 export * from "./network/addresses.js";
 export * from "./network/dns-message.js";
