@@ -1,6 +1,7 @@
 import { SandtreeError } from "@sandtree/protocol";
 import { AgentClosedError, GuestError, toSandtreeError } from "./agent/guest-error.js";
 import { BlobCorruptError, BlobMissingError } from "./blobs/blob-store.js";
+import { MachineRefusedError, MachineTimeoutError } from "./machine/machine.js";
 import { DeadlineError } from "./vmm/deadline.js";
 import { QmpClosedError, QmpCommandError, QmpTimeoutError } from "./vmm/qmp-client.js";
 
@@ -14,7 +15,7 @@ export function hostErrorToApi(err: unknown): SandtreeError | undefined {
   if (err instanceof GuestError || err instanceof AgentClosedError || err instanceof DeadlineError) {
     return toSandtreeError(err) as SandtreeError;
   }
-  if (err instanceof QmpTimeoutError) {
+  if (err instanceof QmpTimeoutError || err instanceof MachineTimeoutError) {
     return new SandtreeError(
       "VM_UNRESPONSIVE",
       `${err.message}: QEMU is stopped or hung; retry, and delete the sandbox if it persists`,
@@ -30,8 +31,10 @@ export function hostErrorToApi(err: unknown): SandtreeError | undefined {
       { cause: err },
     );
   }
-  if (err instanceof QmpCommandError) {
-    return new SandtreeError("VM_ERROR", `QEMU refused a command: ${err.message}`, { qmp_class: err.qmpClass }, { cause: err });
+  if (err instanceof QmpCommandError || err instanceof MachineRefusedError) {
+    const cause = err instanceof MachineRefusedError ? err.cause : err;
+    const details = cause instanceof QmpCommandError ? { qmp_class: cause.qmpClass } : {};
+    return new SandtreeError("VM_ERROR", `the VM refused a command: ${err.message}`, details, { cause: err });
   }
   if (err instanceof BlobCorruptError || err instanceof BlobMissingError) {
     return new SandtreeError("CHECKPOINT_CORRUPT", err.message, { blob_key: err.key }, { cause: err });

@@ -1,5 +1,14 @@
 import net from "node:net";
-import { AgentClosedError, GuestError, QmpClosedError, QmpCommandError, QmpTimeoutError, runCommand } from "@sandtree/host";
+import {
+  AgentClosedError,
+  GuestError,
+  MachineRefusedError,
+  MachineTimeoutError,
+  QmpClosedError,
+  QmpCommandError,
+  QmpTimeoutError,
+  runCommand,
+} from "@sandtree/host";
 import { SandtreeError } from "@sandtree/protocol";
 import { NotFoundError, SandtreeClient, ValidationError } from "@sandtree/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -97,6 +106,11 @@ describe("host errors get stable codes at the service boundary", () => {
       code: "VM_ERROR",
       details: { qmp_class: "GenericError" },
     });
+    const refused = new MachineRefusedError("QMP DeviceNotFound: no disk", {
+      cause: new QmpCommandError("DeviceNotFound", "no disk"),
+    });
+    expect(toApiError(refused)).toMatchObject({ code: "VM_ERROR", details: { qmp_class: "DeviceNotFound" } });
+    expect(toApiError(new MachineTimeoutError("QMP stop did not answer in time"))).toMatchObject({ code: "VM_UNRESPONSIVE" });
     expect(toApiError(new AgentClosedError("closed"))).toMatchObject({ code: "GUEST_ERROR" });
     expect(toApiError(new GuestError("ENOENT", 2, "no such file"))).toMatchObject({ code: "FILE_NOT_FOUND", status: 404 });
     expect(toApiError(Object.assign(new Error("disk"), { code: "SQLITE_FULL" }))).toMatchObject({
