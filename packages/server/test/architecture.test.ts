@@ -5,7 +5,8 @@ import { describe, expect, it } from "vitest";
 
 // The seams of docs/architecture.md, checked on the sources: the control plane reaches machines
 // only through the host's Machine interface, reads the environment only in its config module,
-// and no source file grows past 500 lines.
+// the Store interface does not depend on its SQLite implementation, and no source file grows
+// past 500 lines.
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
 
@@ -60,6 +61,15 @@ describe("architecture", () => {
       .filter((f) => !f.endsWith(`${path.sep}config.ts`))
       .filter((f) => /process\.env\b/.test(readFileSync(f, "utf8")))
       .map((f) => path.relative(root, f));
+    expect(offenders).toEqual([]);
+  });
+
+  it("keeps the SQLite store behind the Store interface: only its own files, server.ts and index.ts import it", () => {
+    const allowed = /^packages\/server\/src\/(store\/sqlite-[a-z-]+|server|index)\.ts$/;
+    const offenders = files(path.join(root, "packages"), [".ts"])
+      .map((f) => path.relative(root, f).split(path.sep).join("/"))
+      .filter((f) => !allowed.test(f))
+      .filter((f) => /from\s+"[^"]*\/sqlite-[a-z-]+\.js"/.test(readFileSync(path.join(root, f), "utf8")));
     expect(offenders).toEqual([]);
   });
 

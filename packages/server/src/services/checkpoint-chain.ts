@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
 import { BlobCorruptError, BlobMissingError, type BlobStore } from "@sandtree/host";
 import { SandtreeError } from "@sandtree/protocol";
-import type { CheckpointRow } from "../store/sqlite-checkpoints.js";
+import type { CheckpointRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
 
 /** A checkpoint's layer (or memory file) from the blob store, checked against its recorded sha256. */

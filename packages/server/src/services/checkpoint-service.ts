@@ -12,7 +12,7 @@ import {
   sha256File,
 } from "@sandtree/host";
 import { type CheckpointState, SandtreeError } from "@sandtree/protocol";
-import type { CheckpointRow } from "../store/sqlite-checkpoints.js";
+import type { CheckpointRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
 import { verifyChain } from "./checkpoint-chain.js";
 import type { Logger } from "./logger.js";

@@ -1,5 +1,5 @@
 import type { Checkpoint } from "@sandtree/protocol";
-import type { CheckpointRow } from "../store/sqlite-checkpoints.js";
+import type { CheckpointRow } from "../store/rows.js";
 
 /** What the public API shows of a checkpoint row. */
 export function publicCheckpoint(r: CheckpointRow): Checkpoint {

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { GuestError, type Machine, type StatInfo } from "@sandtree/host";
 import { type Job, SandtreeError, type StartJobParams } from "@sandtree/protocol";
-import type { JobRow } from "../store/job-row.js";
+import type { JobRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
 import type { SandboxService } from "./sandbox-service.js";
 import { signalNumber } from "./signals.js";
