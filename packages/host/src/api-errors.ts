@@ -18,7 +18,7 @@ export function hostErrorToApi(err: unknown): SandtreeError | undefined {
   if (err instanceof QmpTimeoutError || err instanceof MachineTimeoutError) {
     return new SandtreeError(
       "VM_UNRESPONSIVE",
-      `${err.message}: QEMU is stopped or hung; retry, and delete the sandbox if it persists`,
+      `${err.message}: the VM is stopped or hung; retry, and delete the sandbox if it persists`,
       {},
       { cause: err },
     );
