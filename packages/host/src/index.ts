@@ -1,6 +1,7 @@
 export * from "./agent/agent-client.js";
 export * from "./agent/frame-codec.js";
 export * from "./agent/guest-error.js";
+export * from "./api-errors.js";
 export * from "./blobs/blob-store.js";
 export * from "./blobs/local-dir-blob-store.js";
 export * from "./disks/layers.js";

@@ -1,5 +1,5 @@
 import { cacheDir, defaultDataDir } from "@sandtree/host";
-import { SandtreeError } from "@sandtree/protocol";
+import { AccelChoice, SandtreeError } from "@sandtree/protocol";
 import { z } from "zod";
 import type { PriceTableInput } from "./services/metering/prices.js";
 
@@ -31,7 +31,7 @@ export const ServerConfig = z.object({
   cacheDir: z.string().min(1).default(cacheDir()),
   host: z.string().min(1).default("127.0.0.1"),
   port: z.coerce.number().int().min(0).max(65535).default(7070),
-  accel: z.enum(["auto", "kvm", "tcg"]).default("auto"),
+  accel: AccelChoice.default("auto"),
   logger: z.boolean().default(true),
   /** The log's form: JSON lines, or readable lines ("auto": readable on a terminal). */
   logFormat: z.enum(["auto", "pretty", "json"]).default("auto"),

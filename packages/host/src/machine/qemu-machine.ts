@@ -2,7 +2,7 @@ import { EventEmitter } from "node:events";
 import type { ExecSpec, StatInfo } from "../agent/agent-client.js";
 import { resumeAfterSave, saveVmState } from "../snapshots/migration.js";
 import { findQemuProcesses, QemuVm, qemuAlive, type VmExit } from "../vmm/qemu-vm.js";
-import { QmpTimeoutError } from "../vmm/qmp-client.js";
+import { QmpCommandError, QmpTimeoutError } from "../vmm/qmp-client.js";
 import { watchDiskErrors } from "./disk-errors.js";
 import { startLiveness } from "./liveness.js";
 import {
@@ -20,7 +20,7 @@ import {
 /** QMP's answers as the machine's errors: a timeout means QEMU is hung, `QMP Class: desc` a refusal. */
 function machineError(err: unknown): unknown {
   if (err instanceof QmpTimeoutError) return new MachineTimeoutError(err.message, { cause: err });
-  if (err instanceof Error && /^QMP [A-Za-z]+:/.test(err.message)) return new MachineRefusedError(err.message, { cause: err });
+  if (err instanceof QmpCommandError) return new MachineRefusedError(err.message, { cause: err });
   return err;
 }
 

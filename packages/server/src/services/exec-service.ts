@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { ExecSpec, MachineExec } from "@sandtree/host";
 import { type ExecEvent, type ExecParams, type ExecResult, SandtreeError } from "@sandtree/protocol";
+import { streamErrorCode } from "./error-codes.js";
 import { DEFAULT_SPILL_CAP_BYTES, HeadBuffer, OutputSpill, type OutputStream, readSpilled } from "./output-spill.js";
 import type { SandboxService } from "./sandbox-service.js";
 import { signalNumber } from "./signals.js";
@@ -128,7 +129,7 @@ export class ExecService {
           }
         } catch (err) {
           finished = true;
-          yield { type: "error", code: "GUEST_ERROR", message: (err as Error).message };
+          yield { type: "error", code: streamErrorCode(err, "GUEST_ERROR"), message: (err as Error).message };
         } finally {
           gone?.removeEventListener("abort", killUnlessFinished);
           killUnlessFinished();
