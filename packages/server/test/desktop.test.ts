@@ -71,7 +71,10 @@ afterAll(async () => {
 });
 
 describe("desktop sessions", () => {
-  it("refuses bad displays, malformed actions and coordinates off the display, naming the field", async () => {
+  // The first call into A waits for its display to come up (Xvfb, openbox): minutes on a loaded machine.
+  it("refuses bad displays, malformed actions and coordinates off the display, naming the field", {
+    timeout: 400_000,
+  }, async () => {
     const big = await t.api("POST", "/v1/sandboxes", { image: "sandtree/desktop", display: { width: 99_999, height: 600 } });
     expect(big.status).toBe(400);
     expect(big.body.details.field).toBe("display.width");
@@ -151,7 +154,7 @@ describe("desktop sessions", () => {
     expect((await t.api("GET", `/v1/sandboxes/${a}/desktop`)).body.vnc).toBe(true);
   });
 
-  it("keeps an event log that validates against the schema, with every screenshot beside it", async () => {
+  it("keeps an event log that validates against the schema, with every screenshot beside it", { timeout: 300_000 }, async () => {
     const log = await events(a);
     expect(log.map((e) => e.seq)).toEqual(log.map((_, i) => i + 1));
     expect(log.map((e) => e.action.type)).toEqual([
@@ -213,7 +216,9 @@ describe("desktop sessions", () => {
     expect(ends[0]).not.toBe(ends[1]);
   });
 
-  it("the CLI takes a screenshot, lists the windows and prints the log of the replayed desktop", async () => {
+  it("the CLI takes a screenshot, lists the windows and prints the log of the replayed desktop", {
+    timeout: 300_000,
+  }, async () => {
     const shot = path.join(tmpdir(), `sandtree-desktop-${b}.png`);
     const r = await sandtree(["sandbox", "desktop", "screenshot", b, shot]);
     expect(r.code, r.stderr).toBe(0);
