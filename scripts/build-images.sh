@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the two local images into the image store: sandtree/busybox (tiny, for tests) and
-# sandtree/debian (bookworm minbase + python3, via debootstrap). Skips images already built.
+# Builds the local images into the image store: sandtree/busybox (tiny, for tests),
+# sandtree/debian (bookworm minbase + python3, via debootstrap) and sandtree/desktop
+# (build-desktop-image.sh). Skips images already built.
 source "$(dirname "$0")/lib/common.sh"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 tool=(node "$root/scripts/image-tool.mjs")
@@ -32,4 +33,5 @@ if [ "${SANDTREE_SKIP_DEBIAN:-0}" != 1 ] && ! "${tool[@]}" has sandtree/debian; 
   "${tool[@]}" register "$rfs" sandtree/debian
   rm -rf "$rfs"
 fi
+if [ "${SANDTREE_SKIP_DESKTOP:-0}" != 1 ]; then bash "$root/scripts/build-desktop-image.sh"; fi
 log "images ready"

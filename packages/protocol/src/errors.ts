@@ -35,6 +35,12 @@ export const ERROR_STATUS = {
   DIRECTORY_NOT_EMPTY: 409,
   /** The team's monthly budget is spent: nothing new starts billing until next month or a raise. */
   BUDGET_EXCEEDED: 402,
+  /** A desktop action on a sandbox created without `display` (or whose image has no desktop). */
+  NO_DISPLAY: 409,
+  /** A desktop action's coordinates fall outside the sandbox's display. */
+  OUT_OF_DISPLAY: 400,
+  /** A desktop action ran and failed in the guest (e.g. wait_window timed out); details.event holds its event. */
+  DESKTOP_ACTION_FAILED: 422,
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
   RATE_LIMITED: 429,

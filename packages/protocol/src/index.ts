@@ -1,6 +1,7 @@
 export * from "./accel.js";
 export * from "./bulk.js";
 export * from "./checkpoint.js";
+export * from "./desktop.js";
 export * from "./errors.js";
 export * from "./exec.js";
 export * from "./files.js";

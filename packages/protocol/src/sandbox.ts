@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { DisplaySize } from "./desktop.js";
 import { NetworkRuleList, Tunnels } from "./network.js";
 
 export const SANDBOX_STATUSES = ["PENDING", "PROVISIONING", "RUNNING", "PAUSED", "TERMINATED", "ERROR", "TIMEOUT"] as const;
@@ -62,6 +63,8 @@ export const CreateSandboxRequest = z.strictObject({
   network_denylist: NetworkRuleList.optional(),
   /** NAME -> HOST:PORT: the host's service at NAME.sandtree.internal:PORT, even under deny-all. */
   tunnels: Tunnels.optional(),
+  /** A desktop (image sandtree/desktop): the display brought up once the sandbox runs; absent: no display. */
+  display: DisplaySize.optional(),
 });
 export type CreateSandboxRequest = z.input<typeof CreateSandboxRequest>;
 export type CreateSandboxParams = z.output<typeof CreateSandboxRequest>;

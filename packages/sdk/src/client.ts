@@ -1,5 +1,6 @@
 import { ServerVersion } from "@sandtree/protocol";
 import { Checkpoints } from "./checkpoints.js";
+import { Desktop } from "./desktop.js";
 import { ConfigurationError } from "./errors.js";
 import { Files } from "./files.js";
 import { HttpClient, type RequestOptions } from "./http.js";
@@ -78,6 +79,8 @@ export function resolveConfig(options: SandtreeClientOptions = {}): ResolvedConf
 export class SandtreeClient {
   readonly sandboxes: Sandboxes;
   readonly files: Files;
+  /** Desktop sessions: actions, their event log, screenshots, replay, VNC. */
+  readonly desktop: Desktop;
   readonly images: Images;
   /** Filesystem checkpoints. */
   readonly checkpoints: Checkpoints;
@@ -102,6 +105,7 @@ export class SandtreeClient {
     this.userAgent = http.userAgent;
     this.sandboxes = new Sandboxes(http);
     this.files = new Files(http);
+    this.desktop = new Desktop(http);
     this.images = new Images(http);
     this.checkpoints = new Checkpoints(http);
     this.teams = new Teams(http);

@@ -6,6 +6,13 @@ export type {
   Checkpoint,
   CreatedApiKey,
   CreateSandboxRequest,
+  DesktopActionInput,
+  DesktopEvent,
+  DesktopInfo,
+  DesktopReplayReport,
+  DesktopReplayRequest,
+  DesktopVnc,
+  DesktopWindow,
   ExecResult,
   ExposedPort,
   FileList,
@@ -30,6 +37,7 @@ export type { ForkOptions, WaitForCheckpointOptions } from "./checkpoints.js";
 export { CheckpointFailedError, Checkpoints } from "./checkpoints.js";
 export type { ResolvedConfig, SandtreeClientOptions } from "./client.js";
 export { DEFAULT_API_URL, DEFAULT_TIMEOUT_MS, resolveConfig, SandtreeClient } from "./client.js";
+export { Desktop } from "./desktop.js";
 export * from "./errors.js";
 export type { ExecExit, ExecOutputEvent, ExecSignal } from "./exec-handle.js";
 export { DEFAULT_MAX_BUFFERED_BYTES, ExecHandle } from "./exec-handle.js";

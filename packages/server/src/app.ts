@@ -7,6 +7,7 @@ import { bulkRoutes } from "./routes/bulk-routes.js";
 import { checkpointRoutes } from "./routes/checkpoint-routes.js";
 import { costHook } from "./routes/cost-hook.js";
 import { dashboardRoutes } from "./routes/dashboard-routes.js";
+import { desktopRoutes } from "./routes/desktop-routes.js";
 import { execOutputRoutes } from "./routes/exec-output-routes.js";
 import { execRoutes } from "./routes/exec-routes.js";
 import { fileRoutes } from "./routes/file-routes.js";
@@ -40,6 +41,9 @@ const READS_FROM_THE_VM = new Set([
   "/v1/sandboxes/:id/files/list",
   "/v1/sandboxes/:id/pty",
   "/v1/sandboxes/:id/jobs/:jobId/output",
+  "/v1/sandboxes/:id/desktop",
+  "/v1/sandboxes/:id/desktop/events",
+  "/v1/sandboxes/:id/desktop/screenshots/:sha256",
 ]);
 
 /** Fastify's request log fields, with port tokens (`?sandtree_token=`) kept out of the URL. */
@@ -114,6 +118,7 @@ export function buildApp(
   ptyRoutes(app, services);
   portRoutes(app, services);
   fileRoutes(app, services);
+  desktopRoutes(app, services);
   imageRoutes(app, services);
   teamRoutes(app, services);
   usageRoutes(app, services);

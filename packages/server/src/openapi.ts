@@ -12,6 +12,13 @@ import {
   CreatedApiKey,
   CreateSandboxRequest,
   CreateTeamRequest,
+  DesktopAction,
+  DesktopEvent,
+  DesktopInfo,
+  DesktopReplayReport,
+  DesktopReplayRequest,
+  DesktopVnc,
+  DesktopVncRequest,
   ErrorBody,
   ExecEvent,
   ExecRequest,
@@ -104,6 +111,13 @@ const schemas = {
   Stats,
   TeamBudget,
   UpdateTeamBudgetRequest,
+  DesktopAction,
+  DesktopEvent,
+  DesktopInfo,
+  DesktopReplayRequest,
+  DesktopReplayReport,
+  DesktopVnc,
+  DesktopVncRequest,
   ForkManyResult: z.object({ sandboxes: z.array(Sandbox), checkpoint_id: z.string() }),
 };
 
@@ -272,6 +286,34 @@ const OPERATIONS: Record<string, Operation> = {
   },
   "GET /v1/sandboxes/:id/ports": { summary: "Exposed ports (no tokens)", responses: { 200: ok("ExposedPortList") } },
   "DELETE /v1/sandboxes/:id/ports/:port": { summary: "Stop exposing a port", responses: { 204: none("no longer exposed") } },
+  "GET /v1/sandboxes/:id/desktop": {
+    summary: "The display's size and state (409 NO_DISPLAY without one)",
+    responses: { 200: ok("DesktopInfo") },
+  },
+  "POST /v1/sandboxes/:id/desktop/actions": {
+    summary: "Perform one desktop action; the answer is its event (a screenshot with Accept: image/png: the PNG)",
+    body: "DesktopAction",
+    responses: { 200: ok("DesktopEvent") },
+  },
+  "GET /v1/sandboxes/:id/desktop/events": {
+    summary: "The desktop's event log (JSONL of DesktopEvent)",
+    parameters: query("after_seq"),
+    responses: { 200: { description: "JSONL", content: { "application/x-ndjson": {} } } },
+  },
+  "GET /v1/sandboxes/:id/desktop/screenshots/:sha256": {
+    summary: "A screenshot of the log by its sha256",
+    responses: { 200: { description: "PNG", content: { "image/png": {} } } },
+  },
+  "POST /v1/sandboxes/:id/desktop/replay": {
+    summary: "Replay a recorded log into this sandbox and compare each screen",
+    body: "DesktopReplayRequest",
+    responses: { 200: ok("DesktopReplayReport") },
+  },
+  "POST /v1/sandboxes/:id/desktop/vnc": {
+    summary: "Start VNC in the guest (view-only unless writable) and expose its port",
+    body: "DesktopVncRequest",
+    responses: { 201: ok("DesktopVnc") },
+  },
   "ALL /ports/:id/:port": {
     summary: "An exposed port's HTTP and WebSockets, proxied (X-Sandtree-Token header or ?sandtree_token=)",
     security: [{ portToken: [] }],

@@ -10,6 +10,7 @@ import { AdmissionService } from "./services/admission-service.js";
 import { AuthService } from "./services/auth-service.js";
 import { BulkService } from "./services/bulk-service.js";
 import { CheckpointService } from "./services/checkpoint-service.js";
+import { DesktopService } from "./services/desktop/desktop-service.js";
 import { ExecService } from "./services/exec-service.js";
 import { FileService } from "./services/file-service.js";
 import { HostImageResolver } from "./services/host-images.js";
@@ -147,13 +148,15 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     intervalMs: cfg.reaperIntervalMs,
   });
   timeouts.start();
+  const exec = new ExecService(sandboxes);
+  const files = new FileService(sandboxes);
   const services: Services = {
     auth,
     sandboxes,
     checkpoints,
     restores: new RestoreService({ sandboxes, checkpoints, admission, network }),
-    exec: new ExecService(sandboxes),
-    files: new FileService(sandboxes),
+    exec,
+    files,
     images,
     teams: new TeamService(store, auth, admission),
     admission,
@@ -165,9 +168,11 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     ports: new PortService(store, sandboxes, (id) => sandboxes.guestAddressOf(id)),
     metering,
     metrics: new MetricsService(store, admission, metering),
+    desktop: new DesktopService({ sandboxes, exec, files, log: cfg.logger ? log : silentLogger }),
   };
   // Exposed ports end with their sandbox.
   sandboxes.onTeardown((id) => services.ports.forget(id));
+  sandboxes.onTeardown((id) => services.desktop.forget(id));
   const built = buildApp(services, {
     logger: cfg.logger ? { level: cfg.logLevel, stream: opts.logStream ?? logDestination(cfg.logFormat) } : false,
     metricsToken: cfg.metricsToken,

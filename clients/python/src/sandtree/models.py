@@ -54,6 +54,8 @@ class CreateSandboxRequest:
     restore_memory: Optional[bool] = None
     tunnels: Optional[Dict[str, str]] = None
     network: Optional[bool] = None
+    # A desktop (image sandtree/desktop): {"width": 1280, "height": 800}; None: no display.
+    display: Optional[Dict[str, Any]] = None
 
     def to_wire(self) -> Dict[str, Any]:
         if self.docker_image is None and self.checkpoint_id is None:
@@ -79,6 +81,7 @@ class CreateSandboxRequest:
             "restore_memory",
             "tunnels",
             "network",
+            "display",
         ):
             value = getattr(self, key)
             if value is not None:

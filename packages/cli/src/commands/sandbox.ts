@@ -7,6 +7,7 @@ import { describeError, UsageError } from "../errors.js";
 import { collectKeyValue, parseIntArg, parseNumberArg } from "../kv.js";
 import { formatAge, formatLabels, type OutputFormat, printJson, renderFields, renderTable } from "../output.js";
 import { registerCheckpointCommands } from "./sandbox-checkpoint.js";
+import { parseDisplay, registerDesktopCommands } from "./sandbox-desktop.js";
 import { registerTransferCommands } from "./sandbox-files.js";
 import { registerJobCommands } from "./sandbox-jobs.js";
 import { collectList, collectTunnel, registerNetworkCommand } from "./sandbox-network.js";
@@ -32,6 +33,7 @@ interface CreateFlags {
   deny?: string[];
   tunnel?: Record<string, string>;
   network: boolean;
+  display?: { width: number; height: number };
   wait?: boolean;
   waitTimeout: number;
   output: OutputFormat;
@@ -75,6 +77,7 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
       collectTunnel,
     )
     .option("--no-network", "no network interface at all")
+    .option("--display <WxH>", "a desktop's display, e.g. 1280x800 (image sandtree/desktop)", parseDisplay)
     .option("--wait", "wait until the sandbox is RUNNING (progress on stderr)")
     .option("--wait-timeout <seconds>", "give up waiting after this long", parseIntArg("--wait-timeout"), 300)
     .addOption(outputOption())
@@ -100,6 +103,7 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
         ...(o.deny !== undefined ? { network_denylist: o.deny } : {}),
         ...(o.tunnel !== undefined ? { tunnels: o.tunnel } : {}),
         ...(o.network ? {} : { network: false }),
+        ...(o.display !== undefined ? { display: o.display } : {}),
       };
       let sb = await client.sandboxes.create(request);
       if (o.wait) {
@@ -233,6 +237,7 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
   registerTransferCommands(sandbox, ctx);
   registerCheckpointCommands(sandbox, ctx);
   registerPortCommands(sandbox, ctx);
+  registerDesktopCommands(sandbox, ctx);
   registerNetworkCommand(sandbox, ctx);
   registerWaitCommand(sandbox, ctx);
 }

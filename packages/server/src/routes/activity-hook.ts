@@ -18,6 +18,10 @@ const ACTIVITY = new Set([
   "POST /v1/sandboxes/:id/jobs",
   "GET /v1/sandboxes/:id/jobs/:jobId/output",
   "POST /v1/sandboxes/:id/jobs/:jobId/kill",
+  "POST /v1/sandboxes/:id/desktop/actions",
+  "POST /v1/sandboxes/:id/desktop/replay",
+  "GET /v1/sandboxes/:id/desktop/events",
+  "GET /v1/sandboxes/:id/desktop/screenshots/:sha256",
 ]);
 
 /** Marks the sandbox active for as long as such a request runs (a long exec is not idleness). */

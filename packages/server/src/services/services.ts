@@ -2,6 +2,7 @@ import type { AdmissionService } from "./admission-service.js";
 import type { AuthService } from "./auth-service.js";
 import type { BulkService } from "./bulk-service.js";
 import type { CheckpointService } from "./checkpoint-service.js";
+import type { DesktopService } from "./desktop/desktop-service.js";
 import type { ExecService } from "./exec-service.js";
 import type { FileService } from "./file-service.js";
 import type { ImageResolver } from "./image-resolver.js";
@@ -35,4 +36,5 @@ export interface Services {
   ports: PortService;
   metering: MeteringService;
   metrics: MetricsService;
+  desktop: DesktopService;
 }

@@ -1,0 +1,89 @@
+#!/usr/bin/env node
+// Desktop action round trips, each beside the same work done raw in the guest, in the same run:
+//   api:       POST /v1/sandboxes/{id}/desktop/actions for click, type (one character) and
+//              screenshot, from the call to its answer: the action plus its event (screenshots
+//              before and after, the wait for the screen to settle, focused window, pointer)
+//   helper:    the same actions' own time in the guest (event ended_at - started_at)
+//   in_guest:  over the agent (POST exec), with no sandtree desktop code: `xdotool mousemove X Y
+//              click 1`, `xdotool type a`, and a plain screenshot (Xvfb's framebuffer copied to a
+//              file, no PNG)
+//   floor:     bare QEMU (../shared/bench/raw-floor.py, same run and accelerator): `/bin/true`
+//              round trip over the serial port
+// Usage: node bench/desktop.mjs [--rounds 10] [--width 800 --height 600]. Prints one JSON
+// document; deletes everything it made.
+import { mkdtempSync, rmSync } from "node:fs";
+import { loadavg, tmpdir } from "node:os";
+import path from "node:path";
+import { parseArgs } from "node:util";
+import { detectAccel } from "@sandtree/host";
+import { SandtreeClient } from "@sandtree/sdk";
+import { startServer } from "@sandtree/server";
+import { measureFloor, ratio } from "./lib/floor.mjs";
+
+const { values } = parseArgs({
+  options: {
+    rounds: { type: "string", default: "10" },
+    width: { type: "string", default: "800" },
+    height: { type: "string", default: "600" },
+  },
+});
+const ROUNDS = Number(values.rounds);
+const DISPLAY = { width: Number(values.width), height: Number(values.height) };
+
+const p50 = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? +s[Math.floor(s.length / 2)].toFixed(1) : null;
+};
+const accel = await detectAccel("auto");
+const floor = await measureFloor(accel);
+const work = mkdtempSync(path.join(tmpdir(), "sandtree-bench-desktop-"));
+const server = await startServer({ dataDir: path.join(work, "data"), port: 0, logger: false, network: "off" });
+const client = new SandtreeClient({ apiUrl: server.url, apiKey: server.firstKey });
+let id = null;
+try {
+  id = (await client.sandboxes.create({ image: "sandtree/desktop", memory_gb: 0.75, display: DISPLAY })).id;
+  await client.sandboxes.waitForCreation(id, { timeoutMs: 600_000 });
+  await client.desktop.key(id, "ctrl+alt+t");
+  await client.desktop.waitForWindow(id, "terminal", 60_000);
+  const api = { click: [], type: [], screenshot: [] };
+  const helper = { click: [], type: [], screenshot: [] };
+  const raw = { click: [], type: [], screenshot: [] };
+  const timed = async (into, fn) => {
+    const t0 = performance.now();
+    const r = await fn();
+    into.push(performance.now() - t0);
+    return r;
+  };
+  const inGuest = async (into, command) => {
+    const r = await timed(into, () => client.sandboxes.run(id, command, { env: { DISPLAY: ":1" } }));
+    if (r.exit_code !== 0) throw new Error(`${command.join(" ")} exited ${r.exit_code}: ${r.stderr}`);
+  };
+  const own = (into, e) => into.push(Date.parse(e.ended_at) - Date.parse(e.started_at));
+  for (let i = 0; i < ROUNDS; i++) {
+    const x = 200 + (i % 5) * 40;
+    const y = 250 + (i % 3) * 30;
+    own(helper.click, await timed(api.click, () => client.desktop.click(id, { x, y })));
+    own(helper.type, await timed(api.type, () => client.desktop.type(id, "a")));
+    own(helper.screenshot, await timed(api.screenshot, () => client.desktop.act(id, { type: "screenshot" })));
+    await inGuest(raw.click, ["xdotool", "mousemove", String(x), String(y), "click", "1"]);
+    await inGuest(raw.type, ["xdotool", "type", "a"]);
+    await inGuest(raw.screenshot, ["sh", "-c", "cat /run/sandtree-desktop/Xvfb_screen0 > /tmp/shot.xwd"]);
+  }
+  const rows = (o) => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, p50(v)]));
+  const out = {
+    rounds: ROUNDS,
+    display: DISPLAY,
+    accel,
+    load_average_1m: +loadavg()[0].toFixed(2),
+    api_p50_ms: rows(api),
+    helper_in_guest_p50_ms: rows(helper),
+    in_guest_over_agent_p50_ms: rows(raw),
+    api_over_in_guest: Object.fromEntries(Object.keys(api).map((k) => [k, ratio(p50(api[k]), p50(raw[k]))])),
+    floor,
+  };
+  console.log(JSON.stringify(out, null, 2));
+} finally {
+  if (id) await client.sandboxes.delete(id).catch(() => {});
+  await server.close();
+  rmSync(work, { recursive: true, force: true });
+}

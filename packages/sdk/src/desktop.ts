@@ -1,0 +1,158 @@
+import {
+  type DesktopActionInput,
+  DesktopEvent,
+  DesktopInfo,
+  DesktopReplayReport,
+  type DesktopReplayRequest,
+  DesktopVnc,
+  type DesktopWindow,
+} from "@sandtree/protocol";
+import type { HttpClient, RequestOptions } from "./http.js";
+import { sandboxPath } from "./sandbox-path.js";
+
+/**
+ * Desktop sessions of sandboxes created with `display` (image sandtree/desktop): actions, each
+ * recorded as a DesktopEvent in the sandbox's log, the log itself, screenshots, replay and VNC.
+ */
+export class Desktop {
+  constructor(private readonly http: HttpClient) {}
+
+  /** The display's size and whether it runs; ConflictError (NO_DISPLAY) without one. */
+  info(id: string, options: RequestOptions = {}): Promise<DesktopInfo> {
+    return this.http.json(DesktopInfo, { ...options, method: "GET", path: `${sandboxPath(id)}/desktop` });
+  }
+
+  /** Performs one action and answers its event. A failed action throws ValidationError (DESKTOP_ACTION_FAILED). */
+  act(id: string, action: DesktopActionInput, options: RequestOptions = {}): Promise<DesktopEvent> {
+    // Not retried: an action is not idempotent (a retried "type" would type twice). No client
+    // deadline unless asked for: waits end on their own timeout_ms in the guest.
+    return this.http.json(DesktopEvent, {
+      timeoutMs: 0,
+      ...options,
+      method: "POST",
+      path: `${sandboxPath(id)}/desktop/actions`,
+      json: action,
+    });
+  }
+
+  /** Takes a screenshot (an event in the log) and answers it with the PNG. */
+  async screenshot(id: string, options: RequestOptions = {}): Promise<{ event: DesktopEvent; png: Uint8Array }> {
+    const event = await this.act(id, { type: "screenshot" }, options);
+    return { event, png: await this.screenshotFile(id, event.screen_after.sha256, options) };
+  }
+
+  /** A screenshot of the log by its sha256 (as events name them). */
+  async screenshotFile(id: string, sha256: string, options: RequestOptions = {}): Promise<Uint8Array> {
+    const { response, mapError, done } = await this.http.open({
+      ...options,
+      method: "GET",
+      path: `${sandboxPath(id)}/desktop/screenshots/${encodeURIComponent(sha256)}`,
+      accept: "image/png",
+    });
+    try {
+      return new Uint8Array(await response.arrayBuffer());
+    } catch (err) {
+      throw mapError(err);
+    } finally {
+      done();
+    }
+  }
+
+  move(id: string, x: number, y: number, options: RequestOptions = {}): Promise<DesktopEvent> {
+    return this.act(id, { type: "move", x, y }, options);
+  }
+
+  click(
+    id: string,
+    at: { x?: number; y?: number; button?: "left" | "middle" | "right"; count?: number } = {},
+    options: RequestOptions = {},
+  ): Promise<DesktopEvent> {
+    return this.act(id, { type: "click", ...at }, options);
+  }
+
+  drag(
+    id: string,
+    from: { x: number; y: number },
+    to: { x: number; y: number },
+    options: RequestOptions = {},
+  ): Promise<DesktopEvent> {
+    return this.act(id, { type: "drag", from, to }, options);
+  }
+
+  scroll(
+    id: string,
+    by: { dx?: number; dy?: number; x?: number; y?: number },
+    options: RequestOptions = {},
+  ): Promise<DesktopEvent> {
+    return this.act(id, { type: "scroll", ...by }, options);
+  }
+
+  /** Key chords separated by spaces: "ctrl+l", "Return", "ctrl+alt+t". */
+  key(id: string, keys: string, options: RequestOptions = {}): Promise<DesktopEvent> {
+    return this.act(id, { type: "key", keys }, options);
+  }
+
+  type(id: string, text: string, options: RequestOptions = {}): Promise<DesktopEvent> {
+    return this.act(id, { type: "type", text }, options);
+  }
+
+  waitForWindow(id: string, title: string, timeoutMs = 10_000, options: RequestOptions = {}): Promise<DesktopEvent> {
+    return this.act(id, { type: "wait_window", title, timeout_ms: timeoutMs }, options);
+  }
+
+  waitForSettle(id: string, quietMs = 500, timeoutMs = 10_000, options: RequestOptions = {}): Promise<DesktopEvent> {
+    return this.act(id, { type: "wait_settle", quiet_ms: quietMs, timeout_ms: timeoutMs }, options);
+  }
+
+  async cursor(id: string, options: RequestOptions = {}): Promise<{ x: number; y: number }> {
+    return (await this.act(id, { type: "cursor" }, options)).pointer;
+  }
+
+  async windows(id: string, options: RequestOptions = {}): Promise<DesktopWindow[]> {
+    return ((await this.act(id, { type: "windows" }, options)).result?.windows ?? []) as DesktopWindow[];
+  }
+
+  /** The focused window's accessibility tree (at-spi); null when its application has none (xterm). */
+  async accessibilityTree(id: string, maxDepth = 8, options: RequestOptions = {}): Promise<unknown> {
+    return (await this.act(id, { type: "accessibility_tree", max_depth: maxDepth }, options)).result?.tree ?? null;
+  }
+
+  /** The session's events (with seq greater than `afterSeq`). */
+  async events(id: string, afterSeq = 0, options: RequestOptions = {}): Promise<DesktopEvent[]> {
+    const { response, mapError, done } = await this.http.open({
+      ...options,
+      method: "GET",
+      path: `${sandboxPath(id)}/desktop/events`,
+      query: { after_seq: afterSeq },
+      accept: "application/x-ndjson",
+    });
+    let text: string;
+    try {
+      text = await response.text();
+    } catch (err) {
+      throw mapError(err);
+    } finally {
+      done();
+    }
+    return text
+      .split("\n")
+      .filter((l) => l.trim() !== "")
+      .map((l) => DesktopEvent.parse(JSON.parse(l)));
+  }
+
+  /** Replays a log (another sandbox's, or events) into this sandbox; each step says whether the screen matched. */
+  replay(id: string, request: DesktopReplayRequest, options: RequestOptions = {}): Promise<DesktopReplayReport> {
+    return this.http.json(DesktopReplayReport, {
+      timeoutMs: 0,
+      ...options,
+      method: "POST",
+      path: `${sandboxPath(id)}/desktop/replay`,
+      json: request,
+    });
+  }
+
+  /** Starts VNC in the guest (view-only unless `writable`) and exposes its port; connect with portForward. */
+  vnc(id: string, writable = false, options: RequestOptions = {}): Promise<DesktopVnc> {
+    return this.http.json(DesktopVnc, { ...options, method: "POST", path: `${sandboxPath(id)}/desktop/vnc`, json: { writable } });
+  }
+}

@@ -1,0 +1,242 @@
+import {
+  DESKTOP_VNC_PORT,
+  type DesktopAction,
+  DesktopEvent,
+  DesktopInfo,
+  type DisplaySize,
+  SandtreeError,
+  TERMINAL_STATUSES,
+} from "@sandtree/protocol";
+import type { ExecService } from "../exec-service.js";
+import type { FileService } from "../file-service.js";
+import type { Logger } from "../logger.js";
+import type { SandboxService } from "../sandbox-service.js";
+
+/** The guest helper carried by sandtree/desktop (scripts/desktop/sandtree-desktop). */
+const HELPER = "/usr/local/bin/sandtree-desktop";
+/** Where the helper keeps the event log and screenshots: on the guest's disk, so checkpoints carry them. */
+export const DESKTOP_STATE_DIR = "/var/lib/sandtree/desktop";
+const EXIT_NO_DISPLAY = 3;
+const EXIT_FAILED = 4;
+const EXIT_NOT_FOUND = 127;
+/** How long a created desktop may take to become RUNNING before its display is given up. */
+const ARRANGE_DEADLINE_MS = 10 * 60_000;
+
+export interface DesktopServiceDeps {
+  sandboxes: SandboxService;
+  exec: ExecService;
+  files: FileService;
+  log: Logger;
+}
+
+/**
+ * Desktop sessions (docs/desktop.md). Everything happens in the guest through the exec and file
+ * services: the helper brings the display up, performs each action and appends its event to a
+ * log on the guest's disk, with the screenshots beside it. Nothing of a session is kept here but
+ * caches, so checkpoints, forks and server restarts carry a session as they carry the disk.
+ */
+export class DesktopService {
+  /** Displays being brought up after a create (actions wait for them). */
+  private readonly arranging = new Map<string, Promise<void>>();
+  private readonly arrangeFailed = new Map<string, string>();
+  /** The display of each sandbox (it never changes; a fork has its parent's). */
+  private readonly displays = new Map<string, DesktopInfo>();
+
+  constructor(private readonly deps: DesktopServiceDeps) {}
+
+  /** After a create with `display`: once the sandbox runs, brings its display up (in the background). */
+  arrange(teamId: string, id: string, display: DisplaySize): void {
+    const done = (async () => {
+      const end = Date.now() + ARRANGE_DEADLINE_MS;
+      for (;;) {
+        const sb = this.deps.sandboxes.get(teamId, id);
+        if (sb.status === "RUNNING") break;
+        if (TERMINAL_STATUSES.includes(sb.status)) return;
+        if (Date.now() > end) throw new Error(`the sandbox was not RUNNING within ${ARRANGE_DEADLINE_MS / 1000} s`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const args = ["start", String(display.width), String(display.height)];
+      if (display.accessibility) args.push("--accessibility");
+      await this.helper(teamId, id, args);
+    })()
+      .catch((err: Error) => {
+        this.arrangeFailed.set(id, err.message);
+        this.deps.log.warn({ sandbox: id, err: err.message }, "desktop display did not start");
+      })
+      .finally(() => this.arranging.delete(id));
+    this.arranging.set(id, done);
+  }
+
+  /** Drops what is cached of a sandbox that ended. */
+  forget(id: string): void {
+    this.displays.delete(id);
+    this.arrangeFailed.delete(id);
+  }
+
+  /** The display's size and state; 409 NO_DISPLAY when the sandbox has none. */
+  async info(teamId: string, id: string): Promise<DesktopInfo> {
+    const r = await this.helper(teamId, id, ["info"]);
+    const info = DesktopInfo.parse(JSON.parse(r));
+    this.displays.set(id, info);
+    return info;
+  }
+
+  private async display(teamId: string, id: string): Promise<DesktopInfo> {
+    return this.displays.get(id) ?? (await this.info(teamId, id));
+  }
+
+  /** Performs one action and answers its event; a failed action is 422 with its event in details. */
+  async act(teamId: string, id: string, action: DesktopAction, opts: { check?: boolean } = {}): Promise<DesktopEvent> {
+    const display = await this.display(teamId, id);
+    checkCoordinates(action, display);
+    const out = await this.helper(teamId, id, ["act"], JSON.stringify(action), { allowFailure: true });
+    const event = parseEvent(out.stdout);
+    if (!event.ok && opts.check !== false) {
+      throw new SandtreeError("DESKTOP_ACTION_FAILED", `${action.type} failed: ${event.error ?? "unknown error"}`, {
+        event,
+      });
+    }
+    return event;
+  }
+
+  /** The session's event log (JSONL lines, each a DesktopEvent), from after `afterSeq`. */
+  async events(teamId: string, id: string, afterSeq = 0): Promise<DesktopEvent[]> {
+    await this.display(teamId, id);
+    let text: string;
+    try {
+      text = (await this.read(teamId, id, `${DESKTOP_STATE_DIR}/events.jsonl`)).toString("utf8");
+    } catch (err) {
+      if (err instanceof SandtreeError && err.code === "FILE_NOT_FOUND") return [];
+      throw err;
+    }
+    return text
+      .split("\n")
+      .filter((l) => l.trim() !== "")
+      .map((l) => parseEvent(l))
+      .filter((e) => e.seq > afterSeq);
+  }
+
+  /** A screenshot of the log, by its PNG's sha256. */
+  async screenshot(teamId: string, id: string, sha256: string): Promise<Buffer> {
+    if (!/^[0-9a-f]{64}$/.test(sha256)) {
+      throw new SandtreeError("VALIDATION_FAILED", "sha256: 64 hex digits", { field: "sha256" });
+    }
+    await this.display(teamId, id);
+    try {
+      return await this.read(teamId, id, `${DESKTOP_STATE_DIR}/shots/${sha256}.png`);
+    } catch (err) {
+      if (err instanceof SandtreeError && err.code === "FILE_NOT_FOUND") {
+        throw new SandtreeError("NOT_FOUND", `no screenshot ${sha256} in sandbox ${id}`, { sha256 });
+      }
+      throw err;
+    }
+  }
+
+  /** Starts x11vnc in the guest on DESKTOP_VNC_PORT (view-only unless writable). */
+  async startVnc(teamId: string, id: string, writable: boolean): Promise<{ port: number; view_only: boolean }> {
+    const args = ["vnc", String(DESKTOP_VNC_PORT)];
+    if (writable) args.push("--writable");
+    const r = JSON.parse(await this.helper(teamId, id, args)) as { port: number; view_only: boolean };
+    return r;
+  }
+
+  private async read(teamId: string, id: string, p: string): Promise<Buffer> {
+    const { chunks } = await this.deps.files.download(teamId, id, p, {});
+    const parts: Buffer[] = [];
+    for await (const c of chunks) parts.push(Buffer.from(c));
+    return Buffer.concat(parts);
+  }
+
+  /** Runs the helper; NO_DISPLAY when the sandbox has no display (or no helper), else its stdout. */
+  private async helper(teamId: string, id: string, args: string[], stdin?: string): Promise<string>;
+  private async helper(
+    teamId: string,
+    id: string,
+    args: string[],
+    stdin: string,
+    opts: { allowFailure: true },
+  ): Promise<{ stdout: string; exitCode: number }>;
+  private async helper(
+    teamId: string,
+    id: string,
+    args: string[],
+    stdin?: string,
+    opts: { allowFailure?: boolean } = {},
+  ): Promise<string | { stdout: string; exitCode: number }> {
+    const arranging = this.arranging.get(id);
+    if (arranging && args[0] !== "start") await arranging;
+    const r = await this.deps.exec.runBuffered(teamId, id, {
+      command: [HELPER, ...args],
+      env: {},
+      stdin_open: false,
+      ...(stdin !== undefined ? { stdin } : {}),
+    });
+    if (r.exit_code === EXIT_NO_DISPLAY || r.exit_code === EXIT_NOT_FOUND) {
+      const failed = this.arrangeFailed.get(id);
+      throw new SandtreeError(
+        "NO_DISPLAY",
+        failed
+          ? `sandbox ${id}'s display did not start: ${failed}`
+          : r.exit_code === EXIT_NOT_FOUND
+            ? `sandbox ${id} has no desktop: create it from sandtree/desktop with display: {width, height}`
+            : `sandbox ${id} has no display: create it with display: {width, height}`,
+        { id },
+      );
+    }
+    if (opts.allowFailure && (r.exit_code === 0 || r.exit_code === EXIT_FAILED)) {
+      return { stdout: r.stdout, exitCode: r.exit_code ?? -1 };
+    }
+    if (r.exit_code !== 0) {
+      const why = helperError(r.stdout) ?? r.stderr.trim().slice(-500);
+      throw new SandtreeError(
+        r.exit_code === EXIT_FAILED ? "DESKTOP_ACTION_FAILED" : "GUEST_ERROR",
+        `sandtree-desktop ${args[0]} exited with ${r.exit_code}: ${why}`,
+      );
+    }
+    return r.stdout;
+  }
+}
+
+function helperError(stdout: string): string | undefined {
+  try {
+    return (JSON.parse(stdout) as { error?: { message?: string } }).error?.message;
+  } catch {
+    return undefined;
+  }
+}
+
+function parseEvent(line: string): DesktopEvent {
+  let json: unknown;
+  try {
+    json = JSON.parse(line);
+  } catch {
+    throw new SandtreeError("GUEST_ERROR", `the desktop helper answered something that is not JSON: ${line.slice(0, 200)}`);
+  }
+  const r = DesktopEvent.safeParse(json);
+  if (!r.success) {
+    const why = helperError(line) ?? r.error.issues[0]?.message ?? "invalid";
+    throw new SandtreeError("GUEST_ERROR", `the desktop helper answered an invalid event: ${why}`);
+  }
+  return r.data;
+}
+
+/** 400 OUT_OF_DISPLAY naming the field when a coordinate falls outside the display. */
+export function checkCoordinates(action: DesktopAction, display: { width: number; height: number }): void {
+  const points: Array<[string, number | undefined, number | undefined]> = [];
+  if (action.type === "move" || action.type === "click" || action.type === "scroll") points.push(["", action.x, action.y]);
+  if (action.type === "drag") points.push(["from.", action.from.x, action.from.y], ["to.", action.to.x, action.to.y]);
+  for (const [prefix, x, y] of points) {
+    for (const [axis, v, max] of [
+      ["x", x, display.width],
+      ["y", y, display.height],
+    ] as const) {
+      if (v !== undefined && v >= max) {
+        throw new SandtreeError(
+          "OUT_OF_DISPLAY",
+          `${prefix}${axis}: ${v} is outside the ${display.width}x${display.height} display (0..${max - 1})`,
+          { field: `${prefix}${axis}`, display: { width: display.width, height: display.height } },
+        );
+      }
+    }
+  }
+}

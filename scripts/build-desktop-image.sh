@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Builds sandtree/desktop: Debian bookworm (debootstrap) with Xvfb, openbox, xdotool, x11vnc,
+# xterm, fonts and at-spi, plus the guest-side helper `sandtree-desktop` (scripts/desktop/).
+# The debootstrapped root is kept as a tarball keyed by the package list, so a change to the
+# helper only re-registers the image (seconds); a change to the packages debootstraps again.
+source "$(dirname "$0")/lib/common.sh"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+tool=(node "$root/scripts/image-tool.mjs")
+work="$SANDTREE_CACHE_DIR/work"; mkdir -p "$work"
+
+# No web browser: chromium or firefox-esr adds hundreds of MB and starts in tens of seconds
+# under TCG; the image is for X11 apps (xterm first).
+pkgs=python3,xvfb,openbox,xdotool,x11vnc,xterm,fonts-dejavu-core,x11-utils,wmctrl,at-spi2-core,python3-pyatspi,dbus-daemon,dbus-x11,procps
+base="$work/desktop-base-$(printf '%s' "$pkgs" | sha256sum | cut -c1-12).tar"
+stamp="$( { printf '%s\n' "$base"; cat "$root"/scripts/desktop/*; } | sha256sum | cut -c1-16)"
+if "${tool[@]}" has sandtree/desktop && [ "$(cat "$work/desktop.stamp" 2>/dev/null)" = "$stamp" ]; then
+  exit 0
+fi
+rfs="$work/desktop-rootfs"; rm -rf "$rfs"
+if [ ! -f "$base" ]; then
+  log "building sandtree/desktop with debootstrap (a few minutes)"
+  debootstrap --variant=minbase --include="$pkgs" bookworm "$rfs" "$(apt_mirror)" >"$work/debootstrap-desktop.log" 2>&1 ||
+    { tail -20 "$work/debootstrap-desktop.log" >&2; exit 1; }
+  rm -rf "$rfs"/var/cache/apt/archives/*.deb "$rfs"/var/lib/apt/lists/*
+  tar -C "$rfs" -cf "$base.tmp" . && mv "$base.tmp" "$base"
+else
+  log "registering sandtree/desktop (helper changed)"
+  mkdir -p "$rfs" && tar -C "$rfs" -xf "$base"
+fi
+echo sandbox > "$rfs/etc/hostname"
+install -m 0755 "$root/scripts/desktop/sandtree-desktop" "$rfs/usr/local/bin/sandtree-desktop"
+# openbox's default configuration with our key bindings added (a terminal by keyboard).
+sed -e "/<keyboard>/r $root/scripts/desktop/keybinds.xml" "$rfs/etc/xdg/openbox/rc.xml" >"$rfs/etc/xdg/openbox/sandtree-rc.xml"
+grep -q 'C-A-t' "$rfs/etc/xdg/openbox/sandtree-rc.xml" || { log "openbox rc.xml has no <keyboard> section"; exit 1; }
+"${tool[@]}" register "$rfs" sandtree/desktop
+rm -rf "$rfs"
+echo "$stamp" > "$work/desktop.stamp"
