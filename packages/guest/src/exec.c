@@ -1,8 +1,10 @@
-/* EXEC streams: fork/exec a child in its own session, pump its pipes within the host's
- * credit, and report EXIT once it was reaped and its pipes were drained. */
+/* EXEC streams: spawn a child in its own session (clone with CLONE_VM | CLONE_VFORK, then
+ * execve), pump its pipes or pty within the host's credit in large frames, and report EXIT
+ * once it was reaped and its output was drained. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <sched.h>
 #include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,8 +20,11 @@
 #include "proto.h"
 
 #define CHUNK 65536
-
-extern char **environ;
+#define FRAME_OUT (256u * 1024u) /* largest STDOUT/STDERR frame */
+/* A pipe read smaller than this means the child writes in small pieces: leave its pipe alone
+ * for HOLD_US so the next read takes many of them at once (fewer wakeups and frames). */
+#define HOLD_BELOW (64u * 1024u)
+#define HOLD_US 2000
 
 enum stage { ST_CWD = 1, ST_CRED = 2, ST_EXEC = 3 };
 
@@ -59,103 +64,174 @@ static void free_env(char **env) {
   free(env);
 }
 
-/* Runs in the child after fork(): never returns. Failures travel over errfd as
- * {stage, errno}; the pipe is CLOEXEC, so a successful exec closes it with no bytes. */
-static void child(struct req *r, char **argv, char **env, const struct user_info *u,
-                  int in, int out, int err, int errfd, int pty) {
+/* What the child needs. It runs on its own stack but in the agent's memory (CLONE_VM |
+ * CLONE_VFORK: no page tables copied, the agent waits until it exec'd or exited), so it
+ * reports a failure by writing stage and err here before _exit, and touches nothing else. */
+struct spawn {
+  const struct req *r;
+  char **argv, **env;
+  const struct user_info *u;
+  int in, out, err, pty; /* the child's 0, 1, 2; pty: `in` is the slave */
+  int stage, errnum;     /* set by the child on failure */
+};
+
+/* execve, and for a file the kernel cannot run (ENOEXEC: a script without #!) the shell on it,
+ * as execvp does. Returns only on failure, errno set. */
+static void exec_file(const char *file, char **argv, char **env) {
+  execve(file, argv, env);
+  if (errno != ENOEXEC) return;
+  size_t n = 0;
+  while (argv[n]) n++;
+  char *sh[n + 2];
+  sh[0] = "sh";
+  sh[1] = (char *)file;
+  for (size_t i = 1; i <= n; i++) sh[i + 1] = argv[i];
+  execve("/bin/sh", sh, env);
+  errno = ENOEXEC;
+}
+
+/* execvp with the PATH of the child's own environment (not the agent's), without malloc:
+ * argv[0] with a slash is exec'd directly. Returns only on failure, errno set. */
+static void exec_path(char **argv, char **env) {
+  const char *file = argv[0];
+  if (strchr(file, '/')) {
+    exec_file(file, argv, env);
+    return;
+  }
+  const char *path = "/usr/local/bin:/usr/bin:/bin";
+  for (char **e = env; *e; e++)
+    if (strncmp(*e, "PATH=", 5) == 0) { path = *e + 5; break; }
+  size_t fl = strlen(file);
+  int eacces = 0;
+  char buf[4096];
+  for (const char *p = path;; p++) {
+    const char *c = strchrnul(p, ':');
+    size_t dl = (size_t)(c - p);
+    if (dl + fl + 2 <= sizeof buf) {
+      memcpy(buf, p, dl);
+      if (dl) buf[dl++] = '/';
+      memcpy(buf + dl, file, fl + 1);
+      exec_file(buf, argv, env);
+      if (errno == EACCES) eacces = 1;
+      else if (errno != ENOENT && errno != ENOTDIR && errno != ESTALE && errno != ENODEV &&
+               errno != ETIMEDOUT)
+        return;
+    }
+    if (!*c) break;
+    p = c;
+  }
+  errno = eacces ? EACCES : ENOENT;
+}
+
+static int child(void *arg) {
+  struct spawn *sp = arg;
   sigset_t all;
   sigemptyset(&all);
   sigprocmask(SIG_SETMASK, &all, NULL);
-  signal(SIGPIPE, SIG_DFL);
+  signal(SIGPIPE, SIG_DFL); /* the handler table is the child's own (no CLONE_SIGHAND) */
   setsid();
-  if (pty) { /* the slave becomes our controlling terminal, owned by the user like login does */
-    ioctl(in, TIOCSCTTY, 0);
-    if (fchown(in, u->uid, (gid_t)-1)) {}
+  if (sp->pty) { /* the slave becomes our controlling terminal, owned by the user like login does */
+    ioctl(sp->in, TIOCSCTTY, 0);
+    if (fchown(sp->in, sp->u->uid, (gid_t)-1)) {}
   }
-  dup2(in, 0); dup2(out, 1); dup2(err, 2);
+  dup2(sp->in, 0); dup2(sp->out, 1); dup2(sp->err, 2);
   umask(022);
-  int rep[2] = {ST_CWD, 0};
-  const char *cwd = r->cwd ? r->cwd : u->home;
-  if (chdir(cwd) < 0 && (r->cwd || chdir("/") < 0)) goto fail;
-  rep[0] = ST_CRED;
-  if (setgroups((size_t)u->ngroups, u->groups) < 0 || setgid(u->gid) < 0 || setuid(u->uid) < 0)
+  int stage = ST_CWD;
+  const char *cwd = sp->r->cwd ? sp->r->cwd : sp->u->home;
+  if (chdir(cwd) < 0 && (sp->r->cwd || chdir("/") < 0)) goto fail;
+  stage = ST_CRED;
+  if (setgroups((size_t)sp->u->ngroups, sp->u->groups) < 0 || setgid(sp->u->gid) < 0 ||
+      setuid(sp->u->uid) < 0)
     goto fail;
-  rep[0] = ST_EXEC;
-  environ = env;
-  execvp(argv[0], argv);
+  stage = ST_EXEC;
+  exec_path(sp->argv, sp->env);
 fail:
-  rep[1] = errno;
-  if (write(errfd, rep, sizeof rep) < 0) {}
-  _exit(rep[1] == ENOENT ? 127 : 126);
+  sp->errnum = errno;
+  sp->stage = stage;
+  _exit(sp->errnum == ENOENT ? 127 : 126);
 }
-
-static int cloexec_pipe(int p[2]) { return pipe2(p, O_CLOEXEC); }
 
 /* After a pty child exited, its last output may still be in the line discipline: read the
  * master until EIO (every slave closed), or until this long when a background job holds it. */
 #define PTY_DRAIN_MS 500
+#define PIPE_BYTES (1 << 20) /* lets a child run ahead of the agent (see HOLD_US in agent.c) */
 
 static unsigned short winsize_of(int has, uint32_t v, unsigned short dflt) {
   return has && v > 0 && v <= 0xffff ? (unsigned short)v : dflt;
 }
 
-/* EXEC with FLAG_PTY: the child gets the slave of a new pty as stdin, stdout, stderr and
- * controlling terminal; the master carries its output (STDOUT) and its input (STDIN). */
-static void exec_start_pty(uint32_t id, struct req *r, char **argv, const struct user_info *u) {
-  char **env = build_env(u, r->env, 1);
-  int m = -1, m2 = -1, sl = -1, px[2] = {-1, -1}, e = 0;
+/* A new pty: the slave for the child (its stdin, stdout, stderr and controlling terminal);
+ * the master carries the output (keep[0]) and a dup of it the input (keep[2]). */
+static int open_pty(const struct req *r, struct spawn *sp, int keep[3]) {
   char name[64];
   struct winsize ws = {.ws_row = winsize_of(r->has_rows, r->rows, 24),
                        .ws_col = winsize_of(r->has_cols, r->cols, 80)};
-  if (!env || (m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0 || unlockpt(m) < 0 ||
-      ptsname_r(m, name, sizeof name) != 0 ||
-      (sl = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0 || ioctl(m, TIOCSWINSZ, &ws) < 0 ||
-      (m2 = fcntl(m, F_DUPFD_CLOEXEC, 0)) < 0 || cloexec_pipe(px)) {
-    e = errno;
-    goto fail;
+  if ((keep[0] = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0 || unlockpt(keep[0]) < 0 ||
+      ptsname_r(keep[0], name, sizeof name) != 0 ||
+      (sp->in = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0 ||
+      ioctl(keep[0], TIOCSWINSZ, &ws) < 0 || (keep[2] = fcntl(keep[0], F_DUPFD_CLOEXEC, 0)) < 0)
+    return errno;
+  sp->out = sp->err = sp->in;
+  sp->pty = 1;
+  return 0;
+}
+
+/* Pipes for stdout and stderr, and one for stdin (FLAG_STDIN) or /dev/null. */
+static int open_pipes(const struct req *r, struct spawn *sp, int keep[3]) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC)) return errno;
+  keep[0] = p[0]; sp->out = p[1];
+  if (pipe2(p, O_CLOEXEC)) return errno;
+  keep[1] = p[0]; sp->err = p[1];
+  if (r->flags & FLAG_STDIN) {
+    if (pipe2(p, O_CLOEXEC)) return errno;
+    sp->in = p[0]; keep[2] = p[1];
+  } else if ((sp->in = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
+    return errno;
   }
-  pid_t pid = fork();
-  if (pid < 0) { e = errno; goto fail; }
-  if (pid == 0) child(r, argv, env, u, sl, sl, sl, px[1], 1);
-  free_env(env);
-  env = NULL;
-  close(sl); close(px[1]);
-  int rep[2] = {0, 0};
-  ssize_t n;
-  do n = read(px[0], rep, sizeof rep); while (n < 0 && errno == EINTR);
-  close(px[0]);
-  if (n == (ssize_t)sizeof rep && rep[0] != ST_EXEC) {
+  fcntl(keep[0], F_SETPIPE_SZ, PIPE_BYTES); /* best effort: the default 64 KiB still works */
+  fcntl(keep[1], F_SETPIPE_SZ, PIPE_BYTES);
+  return 0;
+}
+
+static void close_all(int *fds, int n) {
+  for (int i = 0; i < n; i++)
+    if (fds[i] >= 0) close(fds[i]);
+}
+
+/* The common tail of both kinds: a setup failure before exec is a request error; otherwise
+ * the stream starts (STARTED), and an exec failure is shown as output before the child's
+ * 127/126 exit arrives. */
+static void spawn_tail(uint32_t id, const struct req *r, struct spawn *sp, pid_t pid, int keep[3]) {
+  if (sp->stage && sp->stage != ST_EXEC) {
     waitpid(pid, NULL, 0);
-    close(m); close(m2);
-    send_error(id, rep[1], rep[0] == ST_CWD ? "cannot change to the working directory"
-                                            : "cannot switch to the user");
+    close_all(keep, 3);
+    send_error(id, sp->errnum, sp->stage == ST_CWD ? "cannot change to the working directory"
+                                                   : "cannot switch to the user");
     return;
   }
   struct stream *s = stream_new(id, S_EXEC);
-  if (!s) { kill(pid, SIGKILL); close(m); close(m2); return; }
+  if (!s) { kill(pid, SIGKILL); close_all(keep, 3); return; }
   s->pid = pid;
-  s->pty = 1;
-  s->out_fd = m;
-  s->in_fd = m2; /* same open file: O_NONBLOCK below covers both */
-  fcntl(m, F_SETFL, O_NONBLOCK);
+  s->pty = sp->pty;
+  s->out_fd = keep[0];
+  s->err_fd = keep[1];
+  s->in_fd = keep[2]; /* pty: a dup of the master, same open file: O_NONBLOCK covers both */
+  for (int i = 0; i < 3; i++)
+    if (keep[i] >= 0) fcntl(keep[i], F_SETFL, O_NONBLOCK);
   if (r->has_timeout && r->timeout_ms) s->deadline_ms = now_ms() + r->timeout_ms;
   struct jbuf j;
   jb_init(&j);
   jb_lit(&j, "{\"pid\":"); jb_int(&j, pid); jb_lit(&j, "}");
   send_json(T_STARTED, id, &j);
-  if (n == (ssize_t)sizeof rep) { /* exec failed: the terminal shows why, the child exits 127/126 */
+  if (sp->stage == ST_EXEC) { /* the terminal or stderr shows why */
     char msg[512];
-    int k = snprintf(msg, sizeof msg, "sandtree: %s: %s\r\n", argv[0], strerror(rep[1]));
+    int k = snprintf(msg, sizeof msg, "sandtree: %s: %s%s", sp->argv[0], strerror(sp->errnum),
+                     sp->pty ? "\r\n" : "\n");
     if (k > (int)sizeof msg - 1) k = (int)sizeof msg - 1;
-    send_frame(T_STDOUT, id, msg, (size_t)k);
+    send_frame(sp->pty ? T_STDOUT : T_STDERR, id, msg, (size_t)k);
     s->credit = s->credit > (uint64_t)k ? s->credit - (uint64_t)k : 0;
   }
-  return;
-fail:
-  free_env(env);
-  int fds[] = {m, m2, sl, px[0], px[1]};
-  for (int i = 0; i < 5; i++) if (fds[i] >= 0) close(fds[i]);
-  send_error(id, e ? e : ENOMEM, NULL);
 }
 
 /* SIGKILL on a pty ends the whole session (the shell and every job it started: a hangup that
@@ -204,61 +280,22 @@ void exec_start(uint32_t id, struct req *r) {
   struct user_info u;
   int e = user_lookup(r->user ? r->user : "0", &u);
   if (e) { send_error(id, e, "unknown user"); return; }
-  if (r->flags & FLAG_PTY) { exec_start_pty(id, r, argv, &u); return; }
-  char **env = build_env(&u, r->env, 0);
-  int po[2] = {-1, -1}, pe[2] = {-1, -1}, pi[2] = {-1, -1}, px[2] = {-1, -1};
-  if (!env || cloexec_pipe(po) || cloexec_pipe(pe) || cloexec_pipe(px) ||
-      ((r->flags & FLAG_STDIN) ? cloexec_pipe(pi)
-                               : ((pi[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0))) {
-    e = errno;
-    goto fail;
+  struct spawn sp = {.r = r, .argv = argv, .u = &u, .in = -1, .out = -1, .err = -1};
+  int keep[3] = {-1, -1, -1}; /* the agent's ends: output, stderr, input */
+  sp.env = build_env(&u, r->env, (r->flags & FLAG_PTY) != 0);
+  e = !sp.env ? ENOMEM : (r->flags & FLAG_PTY) ? open_pty(r, &sp, keep) : open_pipes(r, &sp, keep);
+  pid_t pid = -1;
+  if (!e) {
+    static char stack[64 * 1024] __attribute__((aligned(16)));
+    pid = clone(child, stack + sizeof stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &sp);
+    if (pid < 0) e = errno;
   }
-  pid_t pid = fork();
-  if (pid < 0) { e = errno; goto fail; }
-  if (pid == 0) child(r, argv, env, &u, pi[0], po[1], pe[1], px[1], 0);
-  free_env(env);
-  env = NULL;
-  close(po[1]); close(pe[1]); close(pi[0]); close(px[1]);
-  int rep[2] = {0, 0};
-  ssize_t n;
-  do n = read(px[0], rep, sizeof rep); while (n < 0 && errno == EINTR);
-  close(px[0]);
-  if (n == (ssize_t)sizeof rep && rep[0] != ST_EXEC) {
-    /* Setup failed before exec: a request error, not a program exit. */
-    waitpid(pid, NULL, 0);
-    close(po[0]); close(pe[0]);
-    if (pi[1] >= 0) close(pi[1]);
-    send_error(id, rep[1], rep[0] == ST_CWD ? "cannot change to the working directory"
-                                            : "cannot switch to the user");
-    return;
-  }
-  struct stream *s = stream_new(id, S_EXEC);
-  if (!s) { kill(pid, SIGKILL); close(po[0]); close(pe[0]); if (pi[1] >= 0) close(pi[1]); return; }
-  s->pid = pid;
-  s->out_fd = po[0];
-  s->err_fd = pe[0];
-  s->in_fd = pi[1];
-  fcntl(po[0], F_SETFL, O_NONBLOCK);
-  fcntl(pe[0], F_SETFL, O_NONBLOCK);
-  if (pi[1] >= 0) fcntl(pi[1], F_SETFL, O_NONBLOCK);
-  if (r->has_timeout && r->timeout_ms) s->deadline_ms = now_ms() + r->timeout_ms;
-  struct jbuf j;
-  jb_init(&j);
-  jb_lit(&j, "{\"pid\":"); jb_int(&j, pid); jb_lit(&j, "}");
-  send_json(T_STARTED, id, &j);
-  if (n == (ssize_t)sizeof rep) { /* exec failed: the child exits 127/126 */
-    char msg[512];
-    int m = snprintf(msg, sizeof msg, "sandtree: %s: %s\n", argv[0], strerror(rep[1]));
-    if (m > (int)sizeof msg - 1) m = (int)sizeof msg - 1;
-    send_frame(T_STDERR, id, msg, (size_t)m);
-    s->credit = s->credit > (uint64_t)m ? s->credit - (uint64_t)m : 0;
-  }
-  return;
-fail:
-  free_env(env);
-  int *fds[] = {po, pe, pi, px};
-  for (int i = 0; i < 4; i++) for (int k = 0; k < 2; k++) if (fds[i][k] >= 0) close(fds[i][k]);
-  send_error(id, e ? e : ENOMEM, NULL);
+  free_env(sp.env);
+  int theirs[3] = {sp.in, sp.out, sp.err};
+  if (sp.pty) theirs[1] = theirs[2] = -1; /* one slave fd */
+  close_all(theirs, 3);
+  if (e) { close_all(keep, 3); send_error(id, e, NULL); return; }
+  spawn_tail(id, r, &sp, pid, keep);
 }
 
 static void close_fd(int *fd) {
@@ -313,8 +350,8 @@ void exec_reaped(pid_t pid, int status) {
     }
 }
 
-/* One read from a child pipe into a STDOUT/STDERR frame. Returns 1 if more may follow,
- * 0 at EOF/EAGAIN (fd closed on EOF), -1 when out of credit or queue room. */
+/* Reads what a child pipe holds (up to FRAME_OUT) into one STDOUT/STDERR frame. Returns 1
+ * if more may follow, 0 at EOF/EAGAIN (fd closed on EOF), -1 when out of credit or queue room. */
 static int pump_out(struct stream *s, int *fd, uint8_t type) {
   if (*fd < 0) return 0;
   if (s->detached) {
@@ -324,9 +361,13 @@ static int pump_out(struct stream *s, int *fd, uint8_t type) {
     return r > 0;
   }
   if (!s->credit || !outq_room()) return -1;
-  size_t max = s->credit < CHUNK ? (size_t)s->credit : CHUNK;
+  size_t max = s->credit < FRAME_OUT ? (size_t)s->credit : FRAME_OUT;
   ssize_t r = send_read(type, s->id, *fd, max);
-  if (r > 0) { s->credit -= (uint64_t)r; return 1; }
+  if (r > 0) {
+    s->credit -= (uint64_t)r;
+    if (!s->pty && !s->exited && (size_t)r < HOLD_BELOW) s->hold_us = now_us() + HOLD_US;
+    return 1;
+  }
   if (r == 0 || (errno != EAGAIN && errno != EINTR)) close_fd(fd);
   return 0;
 }
