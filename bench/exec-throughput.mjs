@@ -172,6 +172,7 @@ try {
   const up = [];
   const down = [];
   const rawFile = { up: [], down: [] };
+  const writeAlone = [];
   const baseFile = { up: [], down: [] };
   const local = path.join(work, "upload.bin");
   writeFileSync(local, randomBytes(BIG));
@@ -191,6 +192,8 @@ try {
     if (d.bytes !== BIG) throw new Error(`download read ${d.bytes}`);
     down.push(mbs(BIG, performance.now() - t));
     rmSync(path.join(work, `down-${r}.bin`), { force: true });
+    writeAlone.push(await inGuest(client, sb.id, `(head -c ${BIG} /dev/zero > /root/w.bin)`, BIG));
+    await client.sandboxes.run(sb.id, ["rm", "-f", "/root/w.bin"]);
     for (const [v, acc] of [
       [vm, rawFile],
       [base, baseFile],
@@ -238,6 +241,8 @@ try {
         api_median: median(up),
         api_runs: up,
         project_raw_median: median(rawFile.up),
+        // `head -c 256M /dev/zero > FILE` in the guest: what its disk takes without any transfer.
+        guest_file_write_alone_median: median(writeAlone),
         baseline_guest_raw_median: median(baseFile.up),
         floor_port_mb_s: serialFloor.in_mb_s ?? null,
         aim: 100,
@@ -246,6 +251,7 @@ try {
         api_median: median(down),
         api_runs: down,
         project_raw_median: median(rawFile.down),
+        // `cat FILE > /dev/null` in the guest is out_cat's program_alone_in_guest_median.
         baseline_guest_raw_median: median(baseFile.down),
         floor_port_mb_s: serialFloor.out_large_mb_s ?? null,
         aim: 100,
