@@ -15,6 +15,7 @@
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,11 +40,13 @@ void agent_log(const char *fmt, ...) {
   if (write(2, "sandtree-agent: ", 16) < 0 || write(2, b, (size_t)n) < 0) return;
 }
 
-uint64_t now_ms(void) {
+uint64_t now_us(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+  return (uint64_t)t.tv_sec * 1000000 + (uint64_t)t.tv_nsec / 1000;
 }
+
+uint64_t now_ms(void) { return now_us() / 1000; }
 
 struct stream *stream_new(uint32_t id, enum stream_kind kind) {
   struct stream *s = calloc(1, sizeof *s);
@@ -239,11 +242,14 @@ static void on_disconnect(void) {
   outq_drop(0);
 }
 
-/* Reads what the host sent. Bounded per call so children's output keeps flowing. */
+/* Reads what the host sent. Bounded per call so children's output keeps flowing. One read of
+ * the port returns at most one of the driver's page-sized buffers; readv takes many. */
 static void serial_read(void) {
   static uint8_t in[65536];
+  static struct iovec iov[sizeof in / 4096];
+  for (size_t i = 0; i < sizeof iov / sizeof *iov; i++) iov[i] = (struct iovec){in + i * 4096, 4096};
   for (int round = 0; round < 16; round++) {
-    ssize_t n = read(serial_fd, in, sizeof in);
+    ssize_t n = readv(serial_fd, iov, (int)(sizeof iov / sizeof *iov));
     if (n == 0) { on_disconnect(); return; }
     if (n < 0) {
       if (errno != EAGAIN && errno != EINTR) agent_log("serial read: %s", strerror(errno));
@@ -310,6 +316,10 @@ static void reap(int sfd) {
 
 struct slot { struct stream *s; int fd; };
 
+static void at_most(int64_t *timeout, int64_t us) {
+  if (*timeout < 0 || us < *timeout) *timeout = us;
+}
+
 int main(int argc, char **argv) {
   (void)argc; (void)argv;
   umask(0);
@@ -343,39 +353,41 @@ int main(int argc, char **argv) {
       struct pollfd p = {serial_fd, POLLIN, 0};
       if (poll(&p, 1, 0) >= 0 && !(p.revents & POLLHUP)) connected = 1;
     }
-    int timeout = connected ? -1 : 20;
+    int64_t timeout = connected ? -1 : 20000; /* microseconds; -1: none */
     pfd[nf] = (struct pollfd){sfd, POLLIN, 0}; slots[nf++] = (struct slot){NULL, sfd};
     if (connected) {
       short ev = POLLIN | (outq_pending() ? POLLOUT : 0);
       pfd[nf] = (struct pollfd){serial_fd, ev, 0}; slots[nf++] = (struct slot){NULL, serial_fd};
     }
-    uint64_t now = now_ms();
+    uint64_t now_u = now_us(), now = now_u / 1000;
     int room = outq_room();
     for (struct stream *s = g_streams; s; s = s->next) {
       if (s->dead) continue;
       int may = s->detached || (room && s->credit > 0);
       if (s->kind == S_EXEC) {
         int fds[2] = {s->out_fd, s->err_fd};
+        int held = !s->exited && s->hold_us > now_u;
+        if (held && may) at_most(&timeout, (int64_t)(s->hold_us - now_u));
         for (int i = 0; i < 2; i++)
-          if (fds[i] >= 0 && may && (!s->exited || s->pty)) {
+          if (fds[i] >= 0 && may && !held && (!s->exited || s->pty)) {
             pfd[nf] = (struct pollfd){fds[i], POLLIN, 0}; slots[nf++] = (struct slot){s, fds[i]};
           }
         if (s->in_fd >= 0 && (s->in_len || s->in_close)) {
           pfd[nf] = (struct pollfd){s->in_fd, POLLOUT, 0}; slots[nf++] = (struct slot){s, s->in_fd};
         }
         if (s->deadline_ms && !s->exited) {
-          int left = s->deadline_ms > now ? (int)(s->deadline_ms - now) : 0;
-          if (timeout < 0 || left < timeout) timeout = left;
+          at_most(&timeout, s->deadline_ms > now ? (int64_t)(s->deadline_ms - now) * 1000 : 0);
         }
         if (s->exited && may) { /* drain what is left, then EXIT; a pty until EIO or drain_ms */
-          int left = s->pty && s->out_fd >= 0 && s->drain_ms > now ? (int)(s->drain_ms - now) : 0;
-          if (timeout < 0 || left < timeout) timeout = left;
+          at_most(&timeout, s->pty && s->out_fd >= 0 && s->drain_ms > now
+                                ? (int64_t)(s->drain_ms - now) * 1000 : 0);
         }
       } else if ((s->kind == S_FREAD || s->kind == S_LIST) && may) {
         timeout = 0;
       }
     }
-    int n = poll(pfd, nf, timeout);
+    struct timespec ts = {(time_t)(timeout / 1000000), (long)(timeout % 1000000) * 1000};
+    int n = ppoll(pfd, nf, timeout < 0 ? NULL : &ts, NULL);
     if (n < 0 && errno != EINTR) { agent_log("poll: %s", strerror(errno)); usleep(10000); }
     for (size_t i = 0; n > 0 && i < nf; i++) {
       if (!pfd[i].revents) continue;

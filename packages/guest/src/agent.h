@@ -28,6 +28,7 @@ struct stream {
   int in_close; /* STDIN_CLOSE seen: close the pipe once inbuf is written */
   int pty;      /* out_fd is a pty master (in_fd a dup of it); err_fd unused */
   uint64_t drain_ms; /* pty: after exit, wait for EIO on the master until then */
+  uint64_t hold_us;  /* pipes: not polled before this (now_us), see HOLD_US in exec.c */
   /* files */
   int fd;
   DIR *dir;
@@ -40,13 +41,14 @@ extern struct stream *g_streams;
 struct stream *stream_new(uint32_t id, enum stream_kind kind);
 void stream_end(struct stream *s); /* marks dead and releases its resources */
 uint64_t now_ms(void);
+uint64_t now_us(void);
 int outq_room(void); /* 1 while the outgoing queue is below its high-water mark */
 void send_frame(uint8_t type, uint32_t stream, const void *p, size_t n);
 void send_json(uint8_t type, uint32_t stream, struct jbuf *j); /* frees j */
 void send_error(uint32_t stream, int err, const char *msg);
 void send_window(uint32_t stream, uint32_t n);
-/* Reads up to max bytes from fd straight into a new frame of the queue. Returns read()'s
- * result; nothing is queued for <= 0. */
+/* Reads up to max bytes from fd (until EAGAIN or end of file) straight into one new frame of
+ * the queue. Returns the bytes queued, or read()'s 0 / -1 when there were none. */
 ssize_t send_read(uint8_t type, uint32_t stream, int fd, size_t max);
 void agent_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *errno_code(int err);

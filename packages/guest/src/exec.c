@@ -1,8 +1,7 @@
-/* EXEC streams: fork/exec a child in its own session, pump its pipes within the host's
- * credit, and report EXIT once it was reaped and its pipes were drained. */
+/* EXEC streams: start a child in its own session (spawn.c), pump its pipes or pty within the
+ * host's credit in large frames, and report EXIT once it was reaped and its output was drained. */
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,146 +15,52 @@
 
 #include "agent.h"
 #include "proto.h"
+#include "spawn.h"
 
 #define CHUNK 65536
-
-extern char **environ;
-
-enum stage { ST_CWD = 1, ST_CRED = 2, ST_EXEC = 3 };
-
-static char *kv(const char *k, const char *v) {
-  size_t n = strlen(k) + strlen(v) + 2;
-  char *s = malloc(n);
-  if (s) snprintf(s, n, "%s=%s", k, v);
-  return s;
-}
-
-/* Default environment (plus TERM on a pty), then the request's K=V entries replacing
- * same-named ones. */
-static char **build_env(const struct user_info *u, char **extra, int pty) {
-  size_t n = pty ? 5 : 4, cap = 6;
-  for (char **e = extra; e && *e; e++) cap++;
-  char **env = calloc(cap, sizeof *env);
-  if (!env) return NULL;
-  env[0] = kv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-  env[1] = kv("HOME", u->home);
-  env[2] = kv("USER", u->name);
-  env[3] = kv("LANG", "C.UTF-8");
-  if (pty) env[4] = kv("TERM", "xterm-256color");
-  for (char **e = extra; e && *e; e++) {
-    size_t klen = strcspn(*e, "=");
-    size_t i;
-    for (i = 0; i < n; i++)
-      if (env[i] && strncmp(env[i], *e, klen) == 0 && env[i][klen] == '=') break;
-    char *dup = strdup(*e);
-    if (i < n) { free(env[i]); env[i] = dup; }
-    else env[n++] = dup;
-  }
-  return env;
-}
-
-static void free_env(char **env) {
-  for (char **e = env; e && *e; e++) free(*e);
-  free(env);
-}
-
-/* Runs in the child after fork(): never returns. Failures travel over errfd as
- * {stage, errno}; the pipe is CLOEXEC, so a successful exec closes it with no bytes. */
-static void child(struct req *r, char **argv, char **env, const struct user_info *u,
-                  int in, int out, int err, int errfd, int pty) {
-  sigset_t all;
-  sigemptyset(&all);
-  sigprocmask(SIG_SETMASK, &all, NULL);
-  signal(SIGPIPE, SIG_DFL);
-  setsid();
-  if (pty) { /* the slave becomes our controlling terminal, owned by the user like login does */
-    ioctl(in, TIOCSCTTY, 0);
-    if (fchown(in, u->uid, (gid_t)-1)) {}
-  }
-  dup2(in, 0); dup2(out, 1); dup2(err, 2);
-  umask(022);
-  int rep[2] = {ST_CWD, 0};
-  const char *cwd = r->cwd ? r->cwd : u->home;
-  if (chdir(cwd) < 0 && (r->cwd || chdir("/") < 0)) goto fail;
-  rep[0] = ST_CRED;
-  if (setgroups((size_t)u->ngroups, u->groups) < 0 || setgid(u->gid) < 0 || setuid(u->uid) < 0)
-    goto fail;
-  rep[0] = ST_EXEC;
-  environ = env;
-  execvp(argv[0], argv);
-fail:
-  rep[1] = errno;
-  if (write(errfd, rep, sizeof rep) < 0) {}
-  _exit(rep[1] == ENOENT ? 127 : 126);
-}
-
-static int cloexec_pipe(int p[2]) { return pipe2(p, O_CLOEXEC); }
+#define FRAME_OUT (256u * 1024u) /* largest STDOUT/STDERR frame */
+/* A pipe read smaller than this means the child writes in small pieces: leave its pipe alone
+ * for HOLD_US so the next read takes many of them at once (fewer wakeups and frames). */
+#define HOLD_BELOW (64u * 1024u)
+#define HOLD_US 2000
 
 /* After a pty child exited, its last output may still be in the line discipline: read the
  * master until EIO (every slave closed), or until this long when a background job holds it. */
 #define PTY_DRAIN_MS 500
 
-static unsigned short winsize_of(int has, uint32_t v, unsigned short dflt) {
-  return has && v > 0 && v <= 0xffff ? (unsigned short)v : dflt;
-}
-
-/* EXEC with FLAG_PTY: the child gets the slave of a new pty as stdin, stdout, stderr and
- * controlling terminal; the master carries its output (STDOUT) and its input (STDIN). */
-static void exec_start_pty(uint32_t id, struct req *r, char **argv, const struct user_info *u) {
-  char **env = build_env(u, r->env, 1);
-  int m = -1, m2 = -1, sl = -1, px[2] = {-1, -1}, e = 0;
-  char name[64];
-  struct winsize ws = {.ws_row = winsize_of(r->has_rows, r->rows, 24),
-                       .ws_col = winsize_of(r->has_cols, r->cols, 80)};
-  if (!env || (m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0 || unlockpt(m) < 0 ||
-      ptsname_r(m, name, sizeof name) != 0 ||
-      (sl = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0 || ioctl(m, TIOCSWINSZ, &ws) < 0 ||
-      (m2 = fcntl(m, F_DUPFD_CLOEXEC, 0)) < 0 || cloexec_pipe(px)) {
-    e = errno;
-    goto fail;
-  }
-  pid_t pid = fork();
-  if (pid < 0) { e = errno; goto fail; }
-  if (pid == 0) child(r, argv, env, u, sl, sl, sl, px[1], 1);
-  free_env(env);
-  env = NULL;
-  close(sl); close(px[1]);
-  int rep[2] = {0, 0};
-  ssize_t n;
-  do n = read(px[0], rep, sizeof rep); while (n < 0 && errno == EINTR);
-  close(px[0]);
-  if (n == (ssize_t)sizeof rep && rep[0] != ST_EXEC) {
+/* The common tail of both kinds: a setup failure before exec is a request error; otherwise
+ * the stream starts (STARTED), and an exec failure is shown as output before the child's
+ * 127/126 exit arrives. */
+static void spawn_tail(uint32_t id, const struct req *r, struct spawn *sp, pid_t pid, int keep[3]) {
+  if (sp->stage && sp->stage != ST_EXEC) {
     waitpid(pid, NULL, 0);
-    close(m); close(m2);
-    send_error(id, rep[1], rep[0] == ST_CWD ? "cannot change to the working directory"
-                                            : "cannot switch to the user");
+    close_all(keep, 3);
+    send_error(id, sp->errnum, sp->stage == ST_CWD ? "cannot change to the working directory"
+                                                   : "cannot switch to the user");
     return;
   }
   struct stream *s = stream_new(id, S_EXEC);
-  if (!s) { kill(pid, SIGKILL); close(m); close(m2); return; }
+  if (!s) { kill(pid, SIGKILL); close_all(keep, 3); return; }
   s->pid = pid;
-  s->pty = 1;
-  s->out_fd = m;
-  s->in_fd = m2; /* same open file: O_NONBLOCK below covers both */
-  fcntl(m, F_SETFL, O_NONBLOCK);
+  s->pty = sp->pty;
+  s->out_fd = keep[0];
+  s->err_fd = keep[1];
+  s->in_fd = keep[2]; /* pty: a dup of the master, same open file: O_NONBLOCK covers both */
+  for (int i = 0; i < 3; i++)
+    if (keep[i] >= 0) fcntl(keep[i], F_SETFL, O_NONBLOCK);
   if (r->has_timeout && r->timeout_ms) s->deadline_ms = now_ms() + r->timeout_ms;
   struct jbuf j;
   jb_init(&j);
   jb_lit(&j, "{\"pid\":"); jb_int(&j, pid); jb_lit(&j, "}");
   send_json(T_STARTED, id, &j);
-  if (n == (ssize_t)sizeof rep) { /* exec failed: the terminal shows why, the child exits 127/126 */
+  if (sp->stage == ST_EXEC) { /* the terminal or stderr shows why */
     char msg[512];
-    int k = snprintf(msg, sizeof msg, "sandtree: %s: %s\r\n", argv[0], strerror(rep[1]));
+    int k = snprintf(msg, sizeof msg, "sandtree: %s: %s%s", sp->argv[0], strerror(sp->errnum),
+                     sp->pty ? "\r\n" : "\n");
     if (k > (int)sizeof msg - 1) k = (int)sizeof msg - 1;
-    send_frame(T_STDOUT, id, msg, (size_t)k);
+    send_frame(sp->pty ? T_STDOUT : T_STDERR, id, msg, (size_t)k);
     s->credit = s->credit > (uint64_t)k ? s->credit - (uint64_t)k : 0;
   }
-  return;
-fail:
-  free_env(env);
-  int fds[] = {m, m2, sl, px[0], px[1]};
-  for (int i = 0; i < 5; i++) if (fds[i] >= 0) close(fds[i]);
-  send_error(id, e ? e : ENOMEM, NULL);
 }
 
 /* SIGKILL on a pty ends the whole session (the shell and every job it started: a hangup that
@@ -204,61 +109,12 @@ void exec_start(uint32_t id, struct req *r) {
   struct user_info u;
   int e = user_lookup(r->user ? r->user : "0", &u);
   if (e) { send_error(id, e, "unknown user"); return; }
-  if (r->flags & FLAG_PTY) { exec_start_pty(id, r, argv, &u); return; }
-  char **env = build_env(&u, r->env, 0);
-  int po[2] = {-1, -1}, pe[2] = {-1, -1}, pi[2] = {-1, -1}, px[2] = {-1, -1};
-  if (!env || cloexec_pipe(po) || cloexec_pipe(pe) || cloexec_pipe(px) ||
-      ((r->flags & FLAG_STDIN) ? cloexec_pipe(pi)
-                               : ((pi[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0))) {
-    e = errno;
-    goto fail;
-  }
-  pid_t pid = fork();
-  if (pid < 0) { e = errno; goto fail; }
-  if (pid == 0) child(r, argv, env, &u, pi[0], po[1], pe[1], px[1], 0);
-  free_env(env);
-  env = NULL;
-  close(po[1]); close(pe[1]); close(pi[0]); close(px[1]);
-  int rep[2] = {0, 0};
-  ssize_t n;
-  do n = read(px[0], rep, sizeof rep); while (n < 0 && errno == EINTR);
-  close(px[0]);
-  if (n == (ssize_t)sizeof rep && rep[0] != ST_EXEC) {
-    /* Setup failed before exec: a request error, not a program exit. */
-    waitpid(pid, NULL, 0);
-    close(po[0]); close(pe[0]);
-    if (pi[1] >= 0) close(pi[1]);
-    send_error(id, rep[1], rep[0] == ST_CWD ? "cannot change to the working directory"
-                                            : "cannot switch to the user");
-    return;
-  }
-  struct stream *s = stream_new(id, S_EXEC);
-  if (!s) { kill(pid, SIGKILL); close(po[0]); close(pe[0]); if (pi[1] >= 0) close(pi[1]); return; }
-  s->pid = pid;
-  s->out_fd = po[0];
-  s->err_fd = pe[0];
-  s->in_fd = pi[1];
-  fcntl(po[0], F_SETFL, O_NONBLOCK);
-  fcntl(pe[0], F_SETFL, O_NONBLOCK);
-  if (pi[1] >= 0) fcntl(pi[1], F_SETFL, O_NONBLOCK);
-  if (r->has_timeout && r->timeout_ms) s->deadline_ms = now_ms() + r->timeout_ms;
-  struct jbuf j;
-  jb_init(&j);
-  jb_lit(&j, "{\"pid\":"); jb_int(&j, pid); jb_lit(&j, "}");
-  send_json(T_STARTED, id, &j);
-  if (n == (ssize_t)sizeof rep) { /* exec failed: the child exits 127/126 */
-    char msg[512];
-    int m = snprintf(msg, sizeof msg, "sandtree: %s: %s\n", argv[0], strerror(rep[1]));
-    if (m > (int)sizeof msg - 1) m = (int)sizeof msg - 1;
-    send_frame(T_STDERR, id, msg, (size_t)m);
-    s->credit = s->credit > (uint64_t)m ? s->credit - (uint64_t)m : 0;
-  }
-  return;
-fail:
-  free_env(env);
-  int *fds[] = {po, pe, pi, px};
-  for (int i = 0; i < 4; i++) for (int k = 0; k < 2; k++) if (fds[i][k] >= 0) close(fds[i][k]);
-  send_error(id, e ? e : ENOMEM, NULL);
+  struct spawn sp;
+  int keep[3];
+  pid_t pid;
+  e = spawn_start(r, argv, &u, &sp, keep, &pid);
+  if (e) { send_error(id, e, NULL); return; }
+  spawn_tail(id, r, &sp, pid, keep);
 }
 
 static void close_fd(int *fd) {
@@ -313,8 +169,8 @@ void exec_reaped(pid_t pid, int status) {
     }
 }
 
-/* One read from a child pipe into a STDOUT/STDERR frame. Returns 1 if more may follow,
- * 0 at EOF/EAGAIN (fd closed on EOF), -1 when out of credit or queue room. */
+/* Reads what a child pipe holds (up to FRAME_OUT) into one STDOUT/STDERR frame. Returns 1
+ * if more may follow, 0 at EOF/EAGAIN (fd closed on EOF), -1 when out of credit or queue room. */
 static int pump_out(struct stream *s, int *fd, uint8_t type) {
   if (*fd < 0) return 0;
   if (s->detached) {
@@ -324,9 +180,13 @@ static int pump_out(struct stream *s, int *fd, uint8_t type) {
     return r > 0;
   }
   if (!s->credit || !outq_room()) return -1;
-  size_t max = s->credit < CHUNK ? (size_t)s->credit : CHUNK;
+  size_t max = s->credit < FRAME_OUT ? (size_t)s->credit : FRAME_OUT;
   ssize_t r = send_read(type, s->id, *fd, max);
-  if (r > 0) { s->credit -= (uint64_t)r; return 1; }
+  if (r > 0) {
+    s->credit -= (uint64_t)r;
+    if (!s->pty && !s->exited && (size_t)r < HOLD_BELOW) s->hold_us = now_us() + HOLD_US;
+    return 1;
+  }
   if (r == 0 || (errno != EAGAIN && errno != EINTR)) close_fd(fd);
   return 0;
 }

@@ -11,6 +11,7 @@
 #include "proto.h"
 
 #define CHUNK 65536
+#define READ_FRAME (256u * 1024u) /* largest DATA frame of a FILE_READ */
 
 static void result_empty(uint32_t id) { send_frame(T_RESULT, id, "{}", 2); }
 
@@ -188,7 +189,7 @@ void files_frame(struct stream *s, uint8_t type, const uint8_t *p, size_t n) {
 
 static void pump_read(struct stream *s) {
   while (s->credit && outq_room()) {
-    size_t max = s->credit < CHUNK ? (size_t)s->credit : CHUNK;
+    size_t max = s->credit < READ_FRAME ? (size_t)s->credit : READ_FRAME;
     if (s->bounded && s->remaining < max) max = (size_t)s->remaining;
     ssize_t r = max ? send_read(T_DATA, s->id, s->fd, max) : 0;
     if (r < 0 && errno == EINTR) continue;

@@ -47,12 +47,17 @@ ssize_t send_read(uint8_t type, uint32_t stream, int fd, size_t max) {
   if (max > FRAME_MAX) max = FRAME_MAX;
   uint8_t *d = reserve(FRAME_HDR + max);
   if (!d) { errno = ENOMEM; return -1; }
-  ssize_t r = read(fd, d + FRAME_HDR, max);
-  if (r > 0) {
-    frame_header(d, type, stream, (uint32_t)r);
-    tail += FRAME_HDR + (size_t)r;
+  size_t got = 0;
+  while (got < max) {
+    ssize_t r = read(fd, d + FRAME_HDR + got, max - got);
+    if (r > 0) { got += (size_t)r; continue; }
+    if (r < 0 && errno == EINTR) continue;
+    if (got == 0) return r;
+    break; /* end of file or EAGAIN after data: the next call sees it again */
   }
-  return r;
+  frame_header(d, type, stream, (uint32_t)got);
+  tail += FRAME_HDR + got;
+  return (ssize_t)got;
 }
 
 static size_t frame_end(size_t at) { return at + FRAME_HDR + rd32(buf + at + 8); }

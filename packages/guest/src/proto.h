@@ -8,7 +8,7 @@
 #define FRAME_HDR 12
 #define FRAME_MAX (1u << 20)
 #define PROTO_VERSION 1
-#define INITIAL_CREDIT (256u * 1024u)
+#define INITIAL_CREDIT (4u << 20) /* a few frames in flight: 256 KiB was one frame, then a wait */
 #define HELLO_NONCE 16
 
 enum frame_type {

@@ -54,6 +54,8 @@ ctl exec --signal-after-ms 500 --signum 9 -- sleep 30 2>/dev/null; check "SIGNAL
 ctl exec --timeout-ms 500 -- sleep 30 2>"$work/to.err"; check "timeout -> 124" 124 $?
 check "timed_out flag" 1 "$(grep -c '"timed_out": true' "$work/to.err")"
 ctl exec -- /no/such/program 2>/dev/null; check "missing program -> 127" 127 $?
+ctl exec -- nosuchprogram 2>/dev/null; check "missing program on PATH -> 127" 127 $?
+ctl exec -- /etc/passwd 2>/dev/null; check "not executable -> 126" 126 $?
 ctl exec --shell 'echo out; echo err >&2; exit 3' >"$work/o" 2>"$work/e"; check "exit 3" 3 $?
 set -e
 check "stdout" "out" "$(cat "$work/o")"
@@ -61,6 +63,14 @@ check "stderr" "err" "$(head -1 "$work/e")"
 check "user by name" "1000 1000 1000 10" "$(ctl exec --user sandy --shell 'echo $(id -u) $(id -g) $(id -G)' 2>/dev/null)"
 check "user home/env" "/home/sandy sandy bar" "$(ctl exec --user sandy --env FOO=bar --shell 'echo $HOME $USER $FOO' 2>/dev/null)"
 check "cwd" "/tmp" "$(ctl exec --cwd /tmp -- pwd 2>/dev/null)"
+ctl exec --shell 'mkdir -p /tmp/bin && echo "echo no-shebang \$1" > /tmp/bin/s && chmod 755 /tmp/bin/s' 2>/dev/null
+check "script without #! (absolute)" "no-shebang a" "$(ctl exec -- /tmp/bin/s a 2>/dev/null)"
+check "PATH from the request's env" "no-shebang b" "$(ctl exec --env PATH=/nowhere:/tmp/bin -- s b 2>/dev/null)"
+# Output written in small pieces arrives whole and in order (coalesced into large frames).
+check "10 MB of small writes" "$(yes abcdefghijklmnopqrstuvwxyz | head -c 10000000 | sha256sum)" \
+  "$(ctl exec --shell 'yes abcdefghijklmnopqrstuvwxyz | head -c 10000000' 2>/dev/null | sha256sum)"
+check "stdout and stderr interleaved small writes" "20000 20000" \
+  "$(ctl exec --shell 'i=0; while [ $i -lt 20000 ]; do echo o; echo e >&2; i=$((i+1)); done' 2>"$work/e2" | grep -c '^o$') $(grep -c '^e$' "$work/e2")"
 check "background child does not delay EXIT" "done" \
   "$(timeout 20 python3 -B "$here/../tools/agentctl.py" --sock "$work/agent.sock" exec --shell 'sleep 60 & echo done' 2>/dev/null)"
 head -c 3000000 /dev/urandom > "$work/stdin.bin"

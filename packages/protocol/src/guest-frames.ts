@@ -2,7 +2,7 @@
 export const FRAME_MAGIC = 0x5354;
 export const FRAME_HEADER_BYTES = 12;
 export const FRAME_MAX_PAYLOAD = 1024 * 1024;
-export const STREAM_WINDOW_BYTES = 256 * 1024;
+export const STREAM_WINDOW_BYTES = 4 * 1024 * 1024;
 
 export const FrameType = {
   HELLO: 0x01,

@@ -21,13 +21,27 @@ export function encodeFrame(type: number, stream: number, payload: Buffer = Buff
 /**
  * Incremental decoder. Bytes that do not start a valid header are skipped one at a time,
  * so the reader resynchronises after garbage or a half-sent frame from before a restore.
+ * A frame larger than a socket read waits as a list of chunks and is joined once, when it is
+ * complete (joining at every read would copy a 1 MiB frame some sixteen times).
  */
 export class FrameDecoder {
   private buf: Buffer = Buffer.alloc(0);
+  private waiting: Buffer[] = [];
+  private waitingBytes = 0;
+  /** Bytes `buf` plus `waiting` must hold before the next frame is complete. */
+  private need = 0;
   skippedBytes = 0;
 
   push(chunk: Buffer): Frame[] {
-    this.buf = this.buf.length === 0 ? chunk : Buffer.concat([this.buf, chunk]);
+    if (this.need > 0 && this.buf.length + this.waitingBytes + chunk.length < this.need) {
+      this.waiting.push(chunk);
+      this.waitingBytes += chunk.length;
+      return [];
+    }
+    this.buf = this.buf.length === 0 && this.waiting.length === 0 ? chunk : Buffer.concat([this.buf, ...this.waiting, chunk]);
+    this.waiting = [];
+    this.waitingBytes = 0;
+    this.need = 0;
     const frames: Frame[] = [];
     let off = 0;
     while (this.buf.length - off >= FRAME_HEADER_BYTES) {
@@ -38,12 +52,17 @@ export class FrameDecoder {
         this.skippedBytes += 1;
         continue;
       }
-      if (this.buf.length - off < FRAME_HEADER_BYTES + len) break;
+      if (this.buf.length - off < FRAME_HEADER_BYTES + len) {
+        this.need = FRAME_HEADER_BYTES + len;
+        break;
+      }
+      const payload = this.buf.subarray(off + FRAME_HEADER_BYTES, off + FRAME_HEADER_BYTES + len);
       frames.push({
         type: this.buf.readUInt8(off + 2),
         flags: this.buf.readUInt8(off + 3),
         stream: this.buf.readUInt32LE(off + 4),
-        payload: Buffer.from(this.buf.subarray(off + FRAME_HEADER_BYTES, off + FRAME_HEADER_BYTES + len)),
+        // A small payload is copied so that it does not keep a large read buffer alive.
+        payload: len * 4 >= this.buf.length ? payload : Buffer.from(payload),
       });
       off += FRAME_HEADER_BYTES + len;
     }

@@ -25,8 +25,13 @@ export function execRoutes(app: FastifyInstance, s: Services): void {
     // only notices a destroyed stream at its next event, which a silent command never sends.
     const gone = new AbortController();
     const events = s.exec.stream(req.principal.teamId, id, body, gone.signal);
-    const encode = (ev: ExecEvent) =>
-      mode === "ndjson" ? `${JSON.stringify(ev)}\n` : `event: ${ev.type}\ndata: ${JSON.stringify(ev)}\n\n`;
+    const encode = (ev: ExecEvent) => {
+      // Output is most of the bytes: base64 needs no JSON escaping, so its line is built as is
+      // (the same bytes JSON.stringify gives, without scanning a 350 KB string once more).
+      const json =
+        ev.type === "stdout" || ev.type === "stderr" ? `{"type":"${ev.type}","data":"${ev.data}"}` : JSON.stringify(ev);
+      return mode === "ndjson" ? `${json}\n` : `event: ${ev.type}\ndata: ${json}\n\n`;
+    };
     const body$ = Readable.from(
       (async function* () {
         for await (const ev of events) yield encode(ev);

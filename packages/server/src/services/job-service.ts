@@ -18,7 +18,8 @@ const PREPARE = `mkdir -p "$1" && if [ -n "$2" ]; then chown "$2" "$1"; fi`;
 // As the job's user, in its cwd and environment. The wrapper (a background subshell) waits
 // for the job and writes its status atomically; the job runs in its own session (setsid) so
 // a kill reaches its whole process group and never the wrapper. The command is an argument,
-// never spliced into the script. Prints the wrapper's pid.
+// never spliced into the script. Prints the wrapper's pid once the job's pid file exists (or
+// the wrapper ended), so a kill right after the start finds the job.
 const LAUNCH = `d=$1
 s=
 command -v setsid >/dev/null 2>&1 && s=setsid
@@ -26,7 +27,9 @@ command -v setsid >/dev/null 2>&1 && s=setsid
   $s sh -c 'echo $$ >"$1/pid.tmp" && mv "$1/pid.tmp" "$1/pid" && exec sh -c "$2"' sandtree-job "$d" "$2" </dev/null >"$d/stdout" 2>"$d/stderr"
   echo $? >"$d/exit.tmp" && mv "$d/exit.tmp" "$d/exit"
 ) </dev/null >/dev/null 2>&1 &
-echo $!`;
+w=$!
+while [ ! -e "$d/pid" ] && kill -0 $w 2>/dev/null; do sleep 0.01 2>/dev/null || sleep 1; done
+echo $w`;
 
 // As root: signal the job's process group (its pid is the group id), else the process alone.
 const KILL = `p=$(cat "$1/pid") || exit 3

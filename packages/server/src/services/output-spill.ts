@@ -1,4 +1,4 @@
-import { createReadStream, createWriteStream, mkdirSync, statSync, type WriteStream } from "node:fs";
+import { closeSync, createReadStream, createWriteStream, mkdirSync, openSync, statSync, type WriteStream } from "node:fs";
 import path from "node:path";
 import type { Readable } from "node:stream";
 import { SandtreeError } from "@sandtree/protocol";
@@ -14,22 +14,22 @@ const EXEC_ID = /^ex-[0-9a-f]{16}$/;
  * waiting on the disk (so the guest is throttled by flow control, never buffered in memory).
  */
 export class OutputSpill {
-  private readonly files: Record<OutputStream, WriteStream>;
+  /** Opened at a stream's first bytes: most commands print little or nothing on one stream. */
+  private readonly files: Partial<Record<OutputStream, WriteStream>> = {};
   readonly bytes: Record<OutputStream, number> = { stdout: 0, stderr: 0 };
   readonly truncated: Record<OutputStream, boolean> = { stdout: false, stderr: false };
   private closed: Promise<void> | null = null;
 
   constructor(
-    dir: string,
-    execId: string,
+    private readonly dir: string,
+    private readonly execId: string,
     private readonly capBytes: number,
   ) {
     mkdirSync(dir, { recursive: true });
-    this.files = {
-      stdout: createWriteStream(path.join(dir, `${execId}.stdout`), { mode: 0o600 }),
-      stderr: createWriteStream(path.join(dir, `${execId}.stderr`), { mode: 0o600 }),
-    };
-    for (const f of Object.values(this.files)) f.on("error", () => {});
+  }
+
+  private fileOf(stream: OutputStream): string {
+    return path.join(this.dir, `${this.execId}.${stream}`);
   }
 
   async write(stream: OutputStream, data: Buffer): Promise<void> {
@@ -42,22 +42,34 @@ export class OutputSpill {
     }
     const chunk = data.length > room ? data.subarray(0, room) : data;
     if (chunk.length < data.length) this.truncated[stream] = true;
-    const file = this.files[stream];
+    if (this.closed) return;
+    let file = this.files[stream];
+    if (!file) {
+      file = createWriteStream(this.fileOf(stream), { mode: 0o600 });
+      file.on("error", () => {});
+      this.files[stream] = file;
+    }
     if (file.destroyed) return;
     if (!file.write(chunk)) await drained(file);
   }
 
-  /** Flushes and closes both files. Idempotent. */
+  /** Flushes and closes both files (a stream that printed nothing gets an empty one). Idempotent. */
   close(): Promise<void> {
     this.closed ??= Promise.all(
-      Object.values(this.files).map(
-        (f) =>
-          new Promise<void>((resolve) => {
-            if (f.destroyed) return resolve();
-            f.end(() => resolve());
-            f.once("error", () => resolve());
-          }),
-      ),
+      (["stdout", "stderr"] as const).map((stream) => {
+        const f = this.files[stream];
+        if (!f) {
+          try {
+            closeSync(openSync(this.fileOf(stream), "w", 0o600));
+          } catch {}
+          return Promise.resolve();
+        }
+        return new Promise<void>((resolve) => {
+          if (f.destroyed) return resolve();
+          f.end(() => resolve());
+          f.once("error", () => resolve());
+        });
+      }),
     ).then(() => {});
     return this.closed;
   }
