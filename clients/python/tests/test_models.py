@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from sandtree import (
@@ -16,12 +19,13 @@ from sandtree import (
     SandboxFileNotFoundError,
     SandboxImagePullError,
     SandboxNotRunningError,
+    SandboxVMError,
     ServerError,
     UnauthorizedError,
 )
 from sandtree import _calls
 from sandtree.api_client import _retry_after
-from sandtree.errors import error_for
+from sandtree.errors import _BY_CODE, error_for
 
 
 def test_create_request_maps_prime_sandboxes_names_onto_the_api() -> None:
@@ -59,6 +63,23 @@ def test_codes_map_to_classes(code: str, status: int, cls: type) -> None:
     err = error_for(code, "m", status=status, request_id="req-1", retry_after=2.0)
     assert type(err) is cls and isinstance(err, APIError)
     assert (err.code, err.status, err.request_id) == (code, status, "req-1")
+
+
+def test_every_code_of_the_registry_has_a_class() -> None:
+    """The server's registry (packages/protocol/src/errors.ts) and this client's table agree."""
+    registry = (Path(__file__).resolve().parents[3] / "packages" / "protocol" / "src" / "errors.ts").read_text()
+    block = registry[registry.index("export const ERROR_STATUS = {") : registry.index("} as const;")]
+    codes = dict((c, int(s)) for c, s in re.findall(r"^\s+([A-Z_]+): (\d{3}),$", block, re.M))
+    assert len(codes) > 40
+    assert sorted(set(codes) - set(_BY_CODE)) == []
+    for code, status in codes.items():
+        err = error_for(code, "m", status=status)
+        assert err.code == code and isinstance(err, APIError)
+        if status >= 500:
+            assert isinstance(err, (ServerError, SandboxImagePullError)), code
+        if status == 404 and code != "IMAGE_NOT_FOUND":
+            assert isinstance(err, NotFoundError), code
+    assert type(error_for("VM_UNRESPONSIVE", "m", status=504)) is SandboxVMError
 
 
 def test_retry_after_in_seconds_or_as_a_date() -> None:

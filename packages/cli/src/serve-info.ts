@@ -1,6 +1,5 @@
 import { accessSync, constants } from "node:fs";
-
-export type AccelChoice = "auto" | "kvm" | "tcg";
+import type { Accel, AccelChoice } from "@sandtree/protocol";
 
 /** What `sandtree serve` says about itself once it listens: the accelerator and sandbox networks. */
 export interface ServeFacts {
@@ -8,7 +7,7 @@ export interface ServeFacts {
   choice: AccelChoice;
   /** Where the choice came from, for the message. */
   choiceFrom: "--accel" | "SANDTREE_ACCEL" | "default";
-  accel: "kvm" | "tcg";
+  accel: Accel;
   /** Whether /dev/kvm could be opened read-write. */
   kvmDevice: boolean;
   networkEnabled: boolean;

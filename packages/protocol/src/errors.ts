@@ -1,3 +1,5 @@
+import { z } from "zod";
+
 // One registry of error codes: each stable code maps to one HTTP status.
 export const ERROR_STATUS = {
   BAD_REQUEST: 400,
@@ -48,7 +50,13 @@ export const ERROR_STATUS = {
   REGISTRY_UNREACHABLE: 502,
   IMAGE_INVALID: 422,
   GUEST_ERROR: 502,
+  /** QEMU refused a command or its control connection closed (the VM exited under the call). */
+  VM_ERROR: 502,
+  /** QEMU did not answer its control socket in time: the VM is stopped or hung. */
+  VM_UNRESPONSIVE: 504,
   VM_START_FAILED: 500,
+  /** A host tool (qemu-img, zstd, ip, nft...) failed; details carry its argv, exit code and stderr. */
+  HOST_COMMAND_FAILED: 500,
   UNAVAILABLE: 503,
   HOST_DISK_FULL: 507,
   TIMEOUT: 504,
@@ -56,16 +64,33 @@ export const ERROR_STATUS = {
 
 export type ErrorCode = keyof typeof ERROR_STATUS;
 
+/** Every code of the registry. */
+export const ERROR_CODES = Object.keys(ERROR_STATUS) as ErrorCode[];
+
+/** Whether `code` is one of the registry's (a newer server may send codes this version lacks). */
+export function isErrorCode(code: string): code is ErrorCode {
+  return Object.hasOwn(ERROR_STATUS, code);
+}
+
+/** The body of every error answer: `code` is a string on the wire so a newer server's codes still parse. */
+export const ErrorBody = z.object({
+  code: z.string(),
+  message: z.string(),
+  details: z.record(z.string(), z.unknown()).optional(),
+  request_id: z.string().optional(),
+});
+export type ErrorBody = z.infer<typeof ErrorBody>;
+
 export function statusForCode(code: string): number {
-  return (ERROR_STATUS as Record<string, number>)[code] ?? 500;
+  return isErrorCode(code) ? ERROR_STATUS[code] : 500;
 }
 
 /** An error with a stable code; rendered by the server as {code, message, details, requestId}. */
 export class SandtreeError extends Error {
   readonly code: ErrorCode;
   readonly details: Record<string, unknown> | undefined;
-  constructor(code: ErrorCode, message: string, details?: Record<string, unknown>) {
-    super(message);
+  constructor(code: ErrorCode, message: string, details?: Record<string, unknown>, options?: { cause?: unknown }) {
+    super(message, options);
     this.name = "SandtreeError";
     this.code = code;
     this.details = details;

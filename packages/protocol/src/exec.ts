@@ -1,23 +1,13 @@
 import { z } from "zod";
+import { commandField, cwdField, envField, userField } from "./command-fields.js";
 import { Signal } from "./signals.js";
-
-const envKey = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,255}$/, "environment variable names are letters, digits and '_'");
-const noNul = (s: string) => !s.includes("\0");
 
 export const ExecRequest = z.strictObject({
   /** A string runs under `/bin/sh -c`; an array is the argv, run directly. */
-  command: z.union([
-    z.string().min(1).max(1_048_576).refine(noNul, "must not contain NUL"),
-    z.array(z.string().max(1_048_576).refine(noNul, "must not contain NUL")).min(1).max(65_536),
-  ]),
-  cwd: z.string().min(1).max(4096).refine(noNul, "must not contain NUL").optional(),
-  env: z.record(envKey, z.string().max(32_768).refine(noNul, "must not contain NUL")).default({}),
-  user: z
-    .string()
-    .min(1)
-    .max(64)
-    .regex(/^[A-Za-z0-9_.-]+$/, "a user name or a numeric uid")
-    .optional(),
+  command: commandField,
+  cwd: cwdField.optional(),
+  env: envField,
+  user: userField.optional(),
   timeout_seconds: z
     .number()
     .positive()

@@ -27,11 +27,3 @@ export const ImportImageRequest = z.strictObject({
   layout_ref: z.string().min(1).max(512).optional(),
 });
 export type ImportImageRequest = z.input<typeof ImportImageRequest>;
-
-export const ErrorBody = z.object({
-  code: z.string(),
-  message: z.string(),
-  details: z.record(z.string(), z.unknown()).optional(),
-  request_id: z.string().optional(),
-});
-export type ErrorBody = z.infer<typeof ErrorBody>;

@@ -1,3 +1,4 @@
+export * from "./accel.js";
 export * from "./bulk.js";
 export * from "./checkpoint.js";
 export * from "./errors.js";

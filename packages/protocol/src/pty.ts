@@ -1,22 +1,17 @@
 import { z } from "zod";
+import { cwdField, shellCommandField, userField } from "./command-fields.js";
 import { Signal } from "./signals.js";
 
-const noNul = (s: string) => !s.includes("\0");
 const size = (max: number, dflt: number) => z.coerce.number().int().min(1).max(max).default(dflt);
 
 /** Query of `GET /v1/sandboxes/{id}/pty` (a WebSocket upgrade). */
 export const PtyQuery = z.strictObject({
   /** Runs under `/bin/sh -c`; default: the image's shell (/bin/bash if present, else /bin/sh). */
-  command: z.string().min(1).max(65_536).refine(noNul, "must not contain NUL").optional(),
+  command: shellCommandField.optional(),
   rows: size(1000, 24),
   cols: size(1000, 80),
-  cwd: z.string().min(1).max(4096).refine(noNul, "must not contain NUL").optional(),
-  user: z
-    .string()
-    .min(1)
-    .max(64)
-    .regex(/^[A-Za-z0-9_.-]+$/, "a user name or a numeric uid")
-    .optional(),
+  cwd: cwdField.optional(),
+  user: userField.optional(),
 });
 export type PtyQuery = z.input<typeof PtyQuery>;
 export type PtyParams = z.output<typeof PtyQuery>;

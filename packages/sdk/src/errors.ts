@@ -1,4 +1,4 @@
-import { type ErrorBody, statusForCode } from "@sandtree/protocol";
+import { type ErrorBody, type ErrorCode, isErrorCode, statusForCode } from "@sandtree/protocol";
 
 /** Root of every error the SDK throws; `code` is stable and safe to branch on. */
 export class SandtreeSdkError extends Error {
@@ -10,9 +10,12 @@ export class SandtreeSdkError extends Error {
   }
 }
 
+/** A code of the protocol's registry, or one a newer server (or a proxy: `HTTP_<status>`) sent. */
+export type ApiErrorCode = ErrorCode | (string & {});
+
 export interface ApiErrorInit {
   status: number;
-  code: string;
+  code: ApiErrorCode;
   message: string;
   requestId?: string | undefined;
   details?: Record<string, unknown> | undefined;
@@ -20,6 +23,7 @@ export interface ApiErrorInit {
 
 /** The server answered with a non-2xx status (or an `error` event inside a stream). */
 export class SandtreeApiError extends SandtreeSdkError {
+  declare readonly code: ApiErrorCode;
   readonly status: number;
   readonly requestId: string | undefined;
   readonly details: Record<string, unknown> | undefined;
@@ -39,6 +43,8 @@ export class PermissionError extends SandtreeApiError {}
 export class NotFoundError extends SandtreeApiError {}
 /** 409: the resource is in the wrong state (e.g. SANDBOX_NOT_RUNNING) or already exists. */
 export class ConflictError extends SandtreeApiError {}
+/** 409 SANDBOX_NOT_RUNNING: `details.status` says whether it is PAUSED, still starting or ended. */
+export class SandboxNotRunningError extends ConflictError {}
 /** 400/422: the request was rejected; `details.field` names the offending field when known. */
 export class ValidationError extends SandtreeApiError {}
 /** 429: too many requests; retry after `retryAfterMs` (undefined when the server did not say). */
@@ -49,10 +55,16 @@ export class RateLimitError extends SandtreeApiError {
     this.retryAfterMs = init.retryAfterMs;
   }
 }
+/** 429 QUOTA_*: a team limit (sandboxes, vCPUs, memory, storage) is reached; `details` has limit, used, requested. */
+export class QuotaExceededError extends RateLimitError {}
 /** 402 BUDGET_EXCEEDED: the team's monthly budget is spent; nothing new starts until it is raised or the month ends. */
 export class BudgetExceededError extends SandtreeApiError {}
 /** 5xx (and any other unexpected status): the server or the sandbox failed. */
 export class ServerError extends SandtreeApiError {}
+/** 502 IMAGE_PULL_FAILED / REGISTRY_*: the image's registry refused or did not answer. */
+export class ImagePullError extends ServerError {}
+/** GUEST_ERROR, VM_ERROR, VM_UNRESPONSIVE, VM_START_FAILED: the sandbox's VM or its agent failed. */
+export class SandboxVmError extends ServerError {}
 
 /** A client-side deadline ran out (request timeout, waitForCreation timeout). */
 export class TimeoutError extends SandtreeSdkError {
@@ -109,42 +121,134 @@ function notRunningHint(status: unknown): string {
   return " (see its status with `sandtree sandbox get ID`)";
 }
 
-/** What to do next, appended to the server's message per status. */
-function hintFor(status: number, code: string, details: Record<string, unknown> | undefined): string {
-  if (status === 401) return " (check SANDTREE_API_KEY or --api-key; the server writes it to <data-dir>/credentials.env)";
-  if (code === "SANDBOX_NOT_RUNNING") return notRunningHint(details?.status);
-  if (code === "SANDBOX_NOT_FOUND") return " (list sandboxes with `sandtree sandbox list`)";
-  if (code === "IMAGE_NOT_FOUND") return " (check the name with `sandtree image list`, or pull it: `sandtree image pull REF`)";
-  if (code === "REGISTRY_UNREACHABLE") return " (check the registry's address and that it is running; then retry)";
-  if (code === "BUDGET_EXCEEDED") return " (running sandboxes go on; an admin can raise it: `sandtree team budget NAME --usd N`)";
+type Hint = string | ((details: Record<string, unknown> | undefined) => string);
+
+const VM_FAILED = " (the sandbox's VM failed: read `sandtree sandbox logs ID`; create a new sandbox if it ended)";
+const QUOTA = " (end sandboxes you no longer need, or ask an admin to raise the team's limit)";
+
+/** What to do next, by code; codes without one get the hint of their status class. */
+const HINTS: Partial<Record<ErrorCode, Hint>> = {
+  UNAUTHORIZED: " (check SANDTREE_API_KEY or --api-key; the server writes it to <data-dir>/credentials.env)",
+  SANDBOX_NOT_RUNNING: (details) => notRunningHint(details?.status),
+  SANDBOX_NOT_FOUND: " (list sandboxes with `sandtree sandbox list`)",
+  IMAGE_NOT_FOUND: " (check the name with `sandtree image list`, or pull it: `sandtree image pull REF`)",
+  REGISTRY_UNREACHABLE: " (check the registry's address and that it is running; then retry)",
+  BUDGET_EXCEEDED: " (running sandboxes go on; an admin can raise it: `sandtree team budget NAME --usd N`)",
+  IDEMPOTENCY_MISMATCH: " (the key was used before with another body: send a new idempotency key)",
+  QUOTA_SANDBOXES: QUOTA,
+  QUOTA_VCPUS: QUOTA,
+  QUOTA_MEMORY: QUOTA,
+  QUOTA_STORAGE: QUOTA,
+  GUEST_ERROR: VM_FAILED,
+  VM_ERROR: VM_FAILED,
+  VM_UNRESPONSIVE: " (the sandbox's VM did not answer in time: retry; if it persists, delete the sandbox and create a new one)",
+  VM_START_FAILED: " (the VM did not boot: read `sandtree sandbox logs ID` and the server's log, then retry)",
+  HOST_DISK_FULL: " (the server's disk is full: free space on the host, then retry)",
+  HOST_COMMAND_FAILED: " (a tool on the server failed: details.command and details.stderr say which; check the server's setup)",
+};
+
+function statusHint(status: number): string {
+  if (status === 401) return HINTS.UNAUTHORIZED as string;
   if (status === 403) return " (ask for an admin key: `sandtree key create --team NAME --admin`)";
   if (status === 429) return " (slow down and retry later)";
   if (status >= 500) return " (retry; if it persists, check the server logs)";
   return "";
 }
 
-/** Maps a stable error code and HTTP status to the matching typed error. */
+function hintFor(status: number, code: string, details: Record<string, unknown> | undefined): string {
+  const hint = isErrorCode(code) ? HINTS[code] : undefined;
+  if (hint === undefined) return statusHint(status);
+  return typeof hint === "string" ? hint : hint(details);
+}
+
+type ApiErrorClass = new (init: ApiErrorInit & { retryAfterMs?: number | undefined }) => SandtreeApiError;
+
+/** Every code of the registry, mapped to its typed error (the compiler checks that none is missing). */
+export const ERROR_CLASSES: Record<ErrorCode, ApiErrorClass> = {
+  BAD_REQUEST: ValidationError,
+  VALIDATION_FAILED: ValidationError,
+  INVALID_PATH: ValidationError,
+  CHECKPOINT_CORRUPT: ValidationError,
+  IMAGE_INVALID: ValidationError,
+  PAYLOAD_TOO_LARGE: ValidationError,
+  UNSUPPORTED_MEDIA_TYPE: ValidationError,
+  UNAUTHORIZED: AuthenticationError,
+  PORT_TOKEN_INVALID: AuthenticationError,
+  FORBIDDEN: PermissionError,
+  NOT_FOUND: NotFoundError,
+  SANDBOX_NOT_FOUND: NotFoundError,
+  IMAGE_NOT_FOUND: NotFoundError,
+  FILE_NOT_FOUND: NotFoundError,
+  JOB_NOT_FOUND: NotFoundError,
+  TEAM_NOT_FOUND: NotFoundError,
+  KEY_NOT_FOUND: NotFoundError,
+  CHECKPOINT_NOT_FOUND: NotFoundError,
+  ROUTE_NOT_FOUND: NotFoundError,
+  PORT_NOT_FOUND: NotFoundError,
+  SANDBOX_NOT_RUNNING: SandboxNotRunningError,
+  CHECKPOINT_NOT_READY: ConflictError,
+  CHECKPOINT_FAILED: ConflictError,
+  CHECKPOINT_HAS_NO_MEMORY: ConflictError,
+  NETWORK_DISABLED: ConflictError,
+  NETWORK_UNAVAILABLE: ConflictError,
+  METHOD_NOT_ALLOWED: SandtreeApiError,
+  CONFLICT: ConflictError,
+  IS_A_DIRECTORY: ConflictError,
+  NOT_A_DIRECTORY: ConflictError,
+  ALREADY_EXISTS: ConflictError,
+  IDEMPOTENCY_MISMATCH: ConflictError,
+  DIRECTORY_NOT_EMPTY: ConflictError,
+  BUDGET_EXCEEDED: BudgetExceededError,
+  RATE_LIMITED: RateLimitError,
+  RATE_LIMIT_HOURLY: RateLimitError,
+  RATE_LIMIT_BURST: RateLimitError,
+  QUOTA_SANDBOXES: QuotaExceededError,
+  QUOTA_VCPUS: QuotaExceededError,
+  QUOTA_MEMORY: QuotaExceededError,
+  QUOTA_STORAGE: QuotaExceededError,
+  INTERNAL: ServerError,
+  NETWORK_SETUP_FAILED: ServerError,
+  UNAVAILABLE: ServerError,
+  HOST_DISK_FULL: ServerError,
+  HOST_COMMAND_FAILED: ServerError,
+  TIMEOUT: ServerError,
+  IMAGE_PULL_FAILED: ImagePullError,
+  REGISTRY_UNAUTHORIZED: ImagePullError,
+  REGISTRY_UNREACHABLE: ImagePullError,
+  GUEST_ERROR: SandboxVmError,
+  VM_ERROR: SandboxVmError,
+  VM_UNRESPONSIVE: SandboxVmError,
+  VM_START_FAILED: SandboxVmError,
+};
+
+/** A code this SDK does not know (a newer server, or a proxy's answer): the class of its HTTP status. */
+function classForStatus(status: number): ApiErrorClass {
+  if (status === 401) return AuthenticationError;
+  if (status === 402) return BudgetExceededError;
+  if (status === 403) return PermissionError;
+  if (status === 404) return NotFoundError;
+  if (status === 409) return ConflictError;
+  if (status === 400 || status === 422) return ValidationError;
+  if (status === 429) return RateLimitError;
+  if (status >= 500) return ServerError;
+  return SandtreeApiError;
+}
+
+/** Maps an error answer to its typed error by `code`; the HTTP status decides only for unknown codes. */
 export function apiErrorFrom(
   status: number,
   body: ErrorBody,
   extra: { retryAfterMs?: number | undefined; requestId?: string | undefined } = {},
 ): SandtreeApiError {
-  const init: ApiErrorInit = {
+  const Class = isErrorCode(body.code) ? ERROR_CLASSES[body.code] : classForStatus(status);
+  return new Class({
     status,
     code: body.code,
     message: body.message + hintFor(status, body.code, body.details),
     requestId: body.request_id ?? extra.requestId,
     details: body.details,
-  };
-  if (status === 401) return new AuthenticationError(init);
-  if (status === 402) return new BudgetExceededError(init);
-  if (status === 403) return new PermissionError(init);
-  if (status === 404) return new NotFoundError(init);
-  if (status === 409) return new ConflictError(init);
-  if (status === 400 || status === 422) return new ValidationError(init);
-  if (status === 429) return new RateLimitError({ ...init, retryAfterMs: extra.retryAfterMs });
-  if (status >= 500) return new ServerError(init);
-  return new SandtreeApiError(init);
+    retryAfterMs: extra.retryAfterMs,
+  });
 }
 
 /** For errors reported inside a stream (exec `error` event), where only the code is known. */

@@ -1,6 +1,6 @@
 import { SandtreeError } from "@sandtree/protocol";
 import Fastify, { type FastifyInstance, type FastifyRequest } from "fastify";
-import { errorHandler } from "./errors.js";
+import { errorHandler, newRequestId, notFoundHandler } from "./errors.js";
 import { openApiDocument, type RegisteredRoute } from "./openapi.js";
 import { activityHook } from "./routes/activity-hook.js";
 import { bulkRoutes } from "./routes/bulk-routes.js";
@@ -67,18 +67,14 @@ export function buildApp(
   const app = Fastify({
     logger: loggerOptions(opts.logger),
     bodyLimit: 1024 * 1024,
-    genReqId: () => `req_${Math.random().toString(36).slice(2, 12)}`,
+    genReqId: newRequestId,
   });
   app.decorateRequest("principal", null as unknown as Principal);
   // File uploads and stdin are streamed through, never buffered.
   app.addContentTypeParser("application/octet-stream", (_req, payload, done) => done(null, payload));
   app.addContentTypeParser("*", (_req, payload, done) => done(null, payload));
   app.setErrorHandler(errorHandler);
-  app.setNotFoundHandler((req, reply) => {
-    reply
-      .status(404)
-      .send({ code: "ROUTE_NOT_FOUND", message: `no route ${req.method} ${req.url.split("?")[0]}`, request_id: String(req.id) });
-  });
+  app.setNotFoundHandler(notFoundHandler);
 
   // The web dashboard's static pages (registered before the hook below: they are not the API).
   dashboardRoutes(app);

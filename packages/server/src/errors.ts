@@ -1,6 +1,8 @@
-import { type ErrorCode, SandtreeError } from "@sandtree/protocol";
+import type { ServerResponse } from "node:http";
+import { type ErrorBody, type ErrorCode, SandtreeError } from "@sandtree/protocol";
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
 import type { z } from "zod";
+import { toApiError } from "./services/error-codes.js";
 
 /** Parses with zod; failures become 400 VALIDATION_FAILED naming the first offending field. */
 export function parse<S extends z.ZodType>(schema: S, data: unknown): z.output<S> {
@@ -14,6 +16,11 @@ export function parse<S extends z.ZodType>(schema: S, data: unknown): z.output<S
   });
 }
 
+/** Every request's id, in logs and error answers (also for upgrades refused before routing). */
+export function newRequestId(): string {
+  return `req_${Math.random().toString(36).slice(2, 12)}`;
+}
+
 const FASTIFY_CODES: Record<string, ErrorCode> = {
   FST_ERR_CTP_BODY_TOO_LARGE: "PAYLOAD_TOO_LARGE",
   FST_ERR_CTP_INVALID_MEDIA_TYPE: "UNSUPPORTED_MEDIA_TYPE",
@@ -21,43 +28,84 @@ const FASTIFY_CODES: Record<string, ErrorCode> = {
   FST_ERR_CTP_INVALID_JSON_BODY: "BAD_REQUEST",
 };
 
-/** The one place errors are rendered: `{code, message, details?, request_id}`. */
-export function errorHandler(err: FastifyError | Error, req: FastifyRequest, reply: FastifyReply): void {
-  let code: ErrorCode;
-  let message = err.message;
-  let details: Record<string, unknown> | undefined;
-  let status: number;
-  if (err instanceof SandtreeError) {
-    code = err.code;
-    details = err.details;
-    status = err.status;
-  } else {
-    const fe = err as FastifyError;
-    const mapped = fe.code ? FASTIFY_CODES[fe.code] : undefined;
-    if (mapped) {
-      code = mapped;
-      status = fe.statusCode ?? 400;
-    } else if ((fe.code as string | undefined) === "SQLITE_FULL" || fe.code === "ENOSPC") {
-      // The host's data disk is full: a clear, stable answer instead of a bare 500.
-      req.log.warn({ err }, "data disk full");
-      code = "HOST_DISK_FULL";
-      status = 507;
-      message = "the server's data disk is full; free space on the host and retry";
-    } else if (fe.statusCode && fe.statusCode >= 400 && fe.statusCode < 500) {
-      code = fe instanceof SyntaxError || fe.statusCode === 400 ? "BAD_REQUEST" : "BAD_REQUEST";
-      status = fe.statusCode;
-    } else {
-      req.log.error({ err }, "unhandled error");
-      code = "INTERNAL";
-      status = 500;
-      message = "internal error";
-    }
+interface ErrorLog {
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
+export interface RenderedError {
+  status: number;
+  body: ErrorBody & { request_id: string };
+}
+
+/** Any thrown value as a SandtreeError, or null for an unknown one (logged by the caller). */
+function classify(err: unknown): { error: SandtreeError; status: number } | null {
+  const known = toApiError(err);
+  if (known) return { error: known, status: known.status };
+  const fe = err as Partial<FastifyError>;
+  const message = fe.message ?? String(err);
+  const mapped = fe.code ? FASTIFY_CODES[fe.code] : undefined;
+  if (mapped) return { error: new SandtreeError(mapped, message), status: fe.statusCode ?? 400 };
+  // Fastify's own 4xx (a malformed URL, a bad header): the status it chose, a stable code.
+  if (fe.statusCode && fe.statusCode >= 400 && fe.statusCode < 500) {
+    return { error: new SandtreeError("BAD_REQUEST", message), status: fe.statusCode };
   }
+  return null;
+}
+
+/**
+ * The one renderer of error answers: `{code, message, details?, request_id}` with the status the
+ * registry gives the code. Known 5xx causes are logged as warnings; an unknown error is logged
+ * with its stack and answered as a plain 500 INTERNAL that says nothing of it.
+ */
+export function renderError(err: unknown, requestId: string, log?: ErrorLog): RenderedError {
+  const known = classify(err);
+  if (!known) {
+    log?.error({ err }, "unhandled error");
+    return { status: 500, body: { code: "INTERNAL", message: "internal error", request_id: requestId } };
+  }
+  const { error, status } = known;
+  if (status >= 500) log?.warn({ err, code: error.code }, "request failed");
+  const body = {
+    code: error.code,
+    message: error.message,
+    ...(error.details ? { details: error.details } : {}),
+    request_id: requestId,
+  };
+  return { status, body };
+}
+
+function sendRendered(reply: FastifyReply, r: RenderedError): void {
+  const retryAfter = r.body.details?.retry_after_seconds;
+  if (typeof retryAfter === "number") reply.header("retry-after", String(retryAfter));
+  reply.header("x-request-id", r.body.request_id);
+  reply.status(r.status).send(r.body);
+}
+
+/** Fastify's error handler: every error a route, hook or parser throws. */
+export function errorHandler(err: FastifyError | Error, req: FastifyRequest, reply: FastifyReply): void {
   if (reply.sent || reply.raw.headersSent) {
     reply.raw.destroy();
     return;
   }
-  const retryAfter = details?.retry_after_seconds;
-  if (typeof retryAfter === "number") reply.header("retry-after", String(retryAfter));
-  reply.status(status).send({ code, message, ...(details ? { details } : {}), request_id: String(req.id) });
+  sendRendered(reply, renderError(err, String(req.id), req.log));
+}
+
+/** Fastify's not-found handler: 404 ROUTE_NOT_FOUND naming the method and path. */
+export function notFoundHandler(req: FastifyRequest, reply: FastifyReply): void {
+  const err = new SandtreeError("ROUTE_NOT_FOUND", `no route ${req.method} ${req.url.split("?")[0]}`);
+  sendRendered(reply, renderError(err, String(req.id), req.log));
+}
+
+/** An answer written before fastify saw the request (an Upgrade refused on arrival); then the connection closes. */
+export function sendRawError(res: ServerResponse, err: SandtreeError, requestId: string): void {
+  const r = renderError(err, requestId);
+  const text = JSON.stringify(r.body);
+  res.writeHead(r.status, {
+    "content-type": "application/json; charset=utf-8",
+    "content-length": Buffer.byteLength(text),
+    "x-request-id": requestId,
+    connection: "close",
+  });
+  res.end(text);
 }

@@ -2,10 +2,10 @@ import { createHash } from "node:crypto";
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { type AccelChoice, defaultDataDir, detectAccel, guestArtifacts, LocalDirBlobStore } from "@sandtree/host";
+import { detectAccel, guestArtifacts, ImageStore, LocalDirBlobStore } from "@sandtree/host";
 import type { FastifyInstance } from "fastify";
-import { z } from "zod";
 import { buildApp } from "./app.js";
+import { loadConfig, type ServerConfigInput, type VmDeadlines } from "./config.js";
 import { AdmissionService } from "./services/admission-service.js";
 import { AuthService } from "./services/auth-service.js";
 import { BulkService } from "./services/bulk-service.js";
@@ -19,11 +19,12 @@ import { type LogFormat, prettyLogStream, resolveLogFormat } from "./services/lo
 import type { Logger } from "./services/logger.js";
 import { type Clock, systemClock } from "./services/metering/clock.js";
 import { MeteringService } from "./services/metering/metering-service.js";
-import { loadPriceTable, type PriceTableInput } from "./services/metering/prices.js";
+import { loadPriceTable } from "./services/metering/prices.js";
 import { MetricsService } from "./services/metrics-service.js";
 import { NetworkService } from "./services/network-service.js";
 import { PortService } from "./services/port-service.js";
 import { PtyService } from "./services/pty-service.js";
+import { RestoreService } from "./services/restore-service.js";
 import { SandboxService } from "./services/sandbox-service.js";
 import { loadOrCreateServerKey, SecretBox } from "./services/secret-box.js";
 import type { Services } from "./services/services.js";
@@ -31,100 +32,7 @@ import { TeamService } from "./services/team-service.js";
 import { TimeoutService } from "./services/timeout-service.js";
 import { SqliteStore } from "./store/sqlite-store.js";
 
-export const ServerConfig = z.object({
-  dataDir: z.string().min(1).default(defaultDataDir()),
-  host: z
-    .string()
-    .min(1)
-    .default(process.env.SANDTREE_HOST ?? "127.0.0.1"),
-  port: z.coerce
-    .number()
-    .int()
-    .min(0)
-    .max(65535)
-    .default(Number(process.env.SANDTREE_PORT ?? 7070)),
-  accel: z.enum(["auto", "kvm", "tcg"]).default((process.env.SANDTREE_ACCEL as AccelChoice | undefined) ?? "auto"),
-  logger: z.boolean().default(true),
-  /** The log's form: JSON lines, or readable lines ("auto": readable on a terminal). */
-  logFormat: z.enum(["auto", "pretty", "json"]).prefault((process.env.SANDTREE_LOG_FORMAT || "auto") as "auto"),
-  /** How often expired sandboxes (timeout_minutes, idle_timeout_minutes) are looked for. */
-  reaperIntervalMs: z.coerce.number().int().min(100).max(60_000).default(2000),
-  /** Sandbox networks: "auto" turns them on when the host allows it (root, nftables, /dev/net/tun). */
-  network: z.enum(["auto", "on", "off"]).default((process.env.SANDTREE_NETWORK as "auto" | "on" | "off" | undefined) ?? "auto"),
-  /** The sandbox address pool (a /30 each); unset: the first free of 10.201.0.0/16, 10.202.0.0/16, ... */
-  networkSubnet: z
-    .string()
-    .regex(/^\d+\.\d+\.\d+\.\d+\/(1[0-9]|2[0-8])$/, "an IPv4 CIDR from /10 to /28")
-    .optional()
-    .prefault(process.env.SANDTREE_NETWORK_SUBNET || undefined),
-  /** Egress of a sandbox created without network_allowlist or network_denylist. */
-  networkDefault: z
-    .enum(["allow", "deny"])
-    .default((process.env.SANDTREE_NETWORK_DEFAULT as "allow" | "deny" | undefined) ?? "allow"),
-  /** Upstream DNS servers for sandboxes ("HOST" or "HOST:PORT"); default /etc/resolv.conf's. */
-  dnsUpstreams: z.array(z.string().regex(/^\d+\.\d+\.\d+\.\d+(:\d+)?$/)).default(
-    (process.env.SANDTREE_DNS_UPSTREAM ?? "")
-      .split(",")
-      .map((x) => x.trim())
-      .filter(Boolean),
-  ),
-  /** Each sandbox's DNS budget, "PER_SECOND/BURST" (default 200/400): REFUSED beyond it. */
-  dnsRateLimit: z
-    .string()
-    .regex(/^[1-9]\d{0,5}\/[1-9]\d{0,6}$/, "PER_SECOND/BURST, e.g. 200/400")
-    .default(process.env.SANDTREE_DNS_RATE ?? "200/400")
-    .transform((v) => {
-      const [perSecond, burst] = v.split("/").map(Number) as [number, number];
-      return { perSecond, burst };
-    }),
-  /**
-   * The price table (see docs/api.md, "Usage and prices"): JSON text, the path of a JSON file,
-   * or the table itself; unset: SANDTREE_PRICES, else the default prices.
-   */
-  prices: z
-    .custom<string | PriceTableInput>((v) => v === undefined || typeof v === "string" || typeof v === "object")
-    .optional()
-    .prefault(process.env.SANDTREE_PRICES || undefined),
-  /** A bearer token that may read GET /metrics (besides admin keys); unset: admin keys only. */
-  metricsToken: z
-    .string()
-    .min(16, "at least 16 characters")
-    .optional()
-    .prefault(process.env.SANDTREE_METRICS_TOKEN || undefined),
-});
-export type ServerConfigInput = z.input<typeof ServerConfig>;
-
-/**
- * Deadlines of calls into VMs, in ms (unset in the config: SANDTREE_ADOPT_DEADLINE_MS,
- * SANDTREE_QMP_DEADLINE_MS, SANDTREE_AGENT_DEADLINE_MS, SANDTREE_FREEZE_DEADLINE_MS, read when
- * the server starts, else the defaults). A VM that misses one is failed and killed.
- */
-export const VmDeadlines = z.object({
-  /** Reconnecting one VM after a restart, all steps together. */
-  adoptMs: z.coerce.number().int().min(100).max(600_000).default(10_000),
-  /** One QMP command (pause, resume, a checkpoint's disk snapshot...). */
-  qmpMs: z.coerce.number().int().min(100).max(600_000).default(15_000),
-  /** The liveness watchdog's ping (0 turns the watchdog off): bounds every exec, file and job call. */
-  agentMs: z.coerce.number().int().min(0).max(3_600_000).default(30_000),
-  /** A checkpoint's filesystem freeze. */
-  freezeMs: z.coerce.number().int().min(100).max(600_000).default(30_000),
-});
-export type VmDeadlines = z.infer<typeof VmDeadlines>;
-
-function vmDeadlines(input: Partial<Record<keyof VmDeadlines, number | string>> = {}): VmDeadlines {
-  const env = (name: string) => process.env[name] || undefined;
-  const r = VmDeadlines.safeParse({
-    adoptMs: input.adoptMs ?? env("SANDTREE_ADOPT_DEADLINE_MS"),
-    qmpMs: input.qmpMs ?? env("SANDTREE_QMP_DEADLINE_MS"),
-    agentMs: input.agentMs ?? env("SANDTREE_AGENT_DEADLINE_MS"),
-    freezeMs: input.freezeMs ?? env("SANDTREE_FREEZE_DEADLINE_MS"),
-  });
-  if (!r.success) {
-    const issue = r.error.issues[0];
-    throw new Error(`invalid VM deadline ${String(issue?.path.join(".") ?? "")}: ${issue?.message ?? "invalid"}`);
-  }
-  return r.data;
-}
+export { ServerConfig, type ServerConfigInput, VmDeadlines } from "./config.js";
 
 export interface RunningServer {
   app: FastifyInstance;
@@ -160,19 +68,27 @@ export interface StartServerOptions {
 }
 
 export async function startServer(input: ServerConfigInput = {}, opts: StartServerOptions = {}): Promise<RunningServer> {
-  const cfg = ServerConfig.parse(input);
-  const deadlines = vmDeadlines(opts.deadlines);
+  const cfg = loadConfig({ ...input, ...(opts.deadlines ? { deadlines: { ...input.deadlines, ...opts.deadlines } } : {}) });
+  const deadlines = cfg.deadlines;
   mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
   const store = new SqliteStore(path.join(cfg.dataDir, "sandtree.db"));
   // Before anything can change a sandbox's state: every transition is metered on this clock.
   const metering = new MeteringService(store, opts.clock ?? systemClock, loadPriceTable(cfg.prices));
-  const guest = guestArtifacts();
+  const guest = guestArtifacts(cfg.cacheDir);
   const accel = await detectAccel(cfg.accel);
   const auth = new AuthService(store);
   const firstKey = auth.bootstrap();
   const admission = new AdmissionService(store, new SecretBox(loadOrCreateServerKey(cfg.dataDir)));
   admission.setBudgetCheck((teamId) => metering.checkBudget(teamId));
-  const images = opts.images ?? new HostImageResolver();
+  const images =
+    opts.images ??
+    new HostImageResolver(
+      new ImageStore({
+        root: path.join(cfg.cacheDir, "images"),
+        insecureRegistries: cfg.insecureRegistries,
+        ...(cfg.defaultRegistry ? { defaultRegistry: cfg.defaultRegistry } : {}),
+      }),
+    );
   let app: FastifyInstance | null = null;
   // Lines logged before the app (and its logger) exists, e.g. by adoption, are written once it does.
   const early: Array<["info" | "warn" | "error", object, string | undefined]> = [];
@@ -206,6 +122,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     log: cfg.logger ? log : silentLogger,
     admission,
     deadlines,
+    warmTemplates: cfg.warmTemplates,
   });
   const checkpoints = new CheckpointService({
     store,
@@ -213,13 +130,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     blobs: new LocalDirBlobStore(path.join(cfg.dataDir, "layers")),
     log: cfg.logger ? log : silentLogger,
     deadlines,
-  });
-  sandboxes.setCheckpointHooks({
-    backing: async (cid, signal, opts) => {
-      const { path: top, row, memPath } = await checkpoints.restorePath(undefined, cid, signal, opts ?? {});
-      return { digest: row.image_digest, layerName: path.basename(top), memPath };
-    },
-    onTeardown: (id) => checkpoints.onSandboxTeardown(id),
+    flattenDepth: cfg.flattenDepth,
   });
   // Surviving VMs are adopted in the background, each under its own deadline and in parallel:
   // the API answers meanwhile (a sandbox being adopted shows its last status; calls into it wait
@@ -240,6 +151,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     auth,
     sandboxes,
     checkpoints,
+    restores: new RestoreService({ sandboxes, checkpoints, admission, network }),
     exec: new ExecService(sandboxes),
     files: new FileService(sandboxes),
     images,
@@ -256,9 +168,8 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   };
   // Exposed ports end with their sandbox.
   sandboxes.onTeardown((id) => services.ports.forget(id));
-  const level = process.env.SANDTREE_LOG_LEVEL ?? "info";
   const built = buildApp(services, {
-    logger: cfg.logger ? { level, stream: opts.logStream ?? logDestination(cfg.logFormat) } : false,
+    logger: cfg.logger ? { level: cfg.logLevel, stream: opts.logStream ?? logDestination(cfg.logFormat) } : false,
     metricsToken: cfg.metricsToken,
   });
   app = built;
@@ -329,7 +240,7 @@ export async function runServer(input: ServerConfigInput = {}): Promise<RunningS
     void shutDown(server);
     return server;
   }
-  const cfg = ServerConfig.parse(input);
+  const cfg = loadConfig(input);
   const credFile = path.join(cfg.dataDir, "credentials.env");
   if (server.firstKey) {
     const text = `export SANDTREE_API_URL=${server.url}\nexport SANDTREE_API_KEY=${server.firstKey}\n`;

@@ -1,5 +1,5 @@
 import path from "node:path";
-import { AgentClient } from "@sandtree/host";
+import { AgentClient, type QemuMachine } from "@sandtree/host";
 import { SandtreeClient } from "@sandtree/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "./helpers.js";
@@ -102,7 +102,7 @@ describe("background jobs on a real microVM", () => {
 
   it("keeps running across a re-established agent connection", async () => {
     const jobId = await start({ command: "sleep 2; echo done" });
-    const vm = t.server.services.sandboxes.running(teamId, id);
+    const { vm } = t.server.services.sandboxes.running(teamId, id) as QemuMachine;
     vm.agent.close();
     vm.agent = await AgentClient.connect(path.join(vm.opts.runDir, "agent.sock"), { timeoutMs: 30_000 });
     const job = await waitEnded(jobId);

@@ -13,6 +13,7 @@ import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WebSocket, WebSocketServer } from "ws";
 import { buildApp } from "../src/app.js";
+import { SqliteStore } from "../src/index.js";
 import { AdmissionService } from "../src/services/admission-service.js";
 import { AuthService } from "../src/services/auth-service.js";
 import type { ImageResolver } from "../src/services/image-resolver.js";
@@ -25,7 +26,6 @@ import { SandboxService } from "../src/services/sandbox-service.js";
 import { SecretBox } from "../src/services/secret-box.js";
 import type { Services } from "../src/services/services.js";
 import { TimeoutService } from "../src/services/timeout-service.js";
-import { SqliteStore } from "../src/store/sqlite-store.js";
 
 const silent: Logger = { info() {}, warn() {}, error() {} };
 const noImages: ImageResolver = {

@@ -112,13 +112,22 @@ class BudgetExceededError(RateLimitError):
 
 
 class ServerError(APIError):
-    """The server failed (5xx)."""
+    """The server failed (5xx): retry; if it persists, check the server's log."""
+
+
+class SandboxVMError(ServerError):
+    """The sandbox's VM or its guest agent failed or did not answer (GUEST_ERROR, VM_ERROR,
+    VM_UNRESPONSIVE, VM_START_FAILED): read the sandbox's logs; create a new sandbox if it ended."""
 
 
 _BY_CODE: Dict[str, Type[APIError]] = {
     "BAD_REQUEST": ValidationError,
     "VALIDATION_FAILED": ValidationError,
     "INVALID_PATH": ValidationError,
+    "PAYLOAD_TOO_LARGE": ValidationError,
+    "UNSUPPORTED_MEDIA_TYPE": ValidationError,
+    "CHECKPOINT_CORRUPT": ValidationError,
+    "METHOD_NOT_ALLOWED": APIError,
     "UNAUTHORIZED": UnauthorizedError,
     "PORT_TOKEN_INVALID": UnauthorizedError,
     "FORBIDDEN": ForbiddenError,
@@ -140,6 +149,9 @@ _BY_CODE: Dict[str, Type[APIError]] = {
     "CHECKPOINT_FAILED": CheckpointFailedError,
     "CONFLICT": ConflictError,
     "ALREADY_EXISTS": ConflictError,
+    "IS_A_DIRECTORY": ConflictError,
+    "NOT_A_DIRECTORY": ConflictError,
+    "DIRECTORY_NOT_EMPTY": ConflictError,
     "IDEMPOTENCY_MISMATCH": ConflictError,
     "CHECKPOINT_NOT_READY": ConflictError,
     "CHECKPOINT_HAS_NO_MEMORY": ConflictError,
@@ -153,6 +165,16 @@ _BY_CODE: Dict[str, Type[APIError]] = {
     "QUOTA_MEMORY": BudgetExceededError,
     "QUOTA_STORAGE": BudgetExceededError,
     "BUDGET_EXCEEDED": BudgetExceededError,
+    "INTERNAL": ServerError,
+    "NETWORK_SETUP_FAILED": ServerError,
+    "UNAVAILABLE": ServerError,
+    "HOST_DISK_FULL": ServerError,
+    "HOST_COMMAND_FAILED": ServerError,
+    "TIMEOUT": ServerError,
+    "GUEST_ERROR": SandboxVMError,
+    "VM_ERROR": SandboxVMError,
+    "VM_UNRESPONSIVE": SandboxVMError,
+    "VM_START_FAILED": SandboxVMError,
 }
 
 
@@ -165,7 +187,8 @@ def error_for(
     request_id: Optional[str] = None,
     retry_after: Optional[float] = None,
 ) -> APIError:
-    """The typed error of a server answer; unknown codes fall back on the HTTP status."""
+    """The typed error of a server answer, by its code; only a code this client does not know
+    (a newer server, a proxy) falls back on the HTTP status."""
     cls = _BY_CODE.get(code)
     if cls is None:
         cls = ServerError if status >= 500 else NotFoundError if status == 404 else APIError

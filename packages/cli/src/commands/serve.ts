@@ -1,18 +1,17 @@
 import { spawn } from "node:child_process";
 import { join } from "node:path";
+import { ACCEL_CHOICES, type AccelChoice } from "@sandtree/protocol";
 import { type Command, Option } from "commander";
 import type { CliContext } from "../context.js";
 import { parseIntArg } from "../kv.js";
 import { repoCheckout, SERVER_NEEDS } from "../paths.js";
 import { kvmDeviceUsable, serveInfoLines } from "../serve-info.js";
 
-export type Accel = "auto" | "kvm" | "tcg";
-
 interface ServeFlags {
   dataDir?: string;
   host?: string;
   port?: number;
-  accel?: Accel;
+  accel?: AccelChoice;
   logFormat?: "auto" | "pretty" | "json";
 }
 
@@ -29,9 +28,7 @@ export function registerServeCommands(program: Command, ctx: CliContext): void {
     .option("--data-dir <dir>", "state directory (default: $SANDTREE_DATA_DIR, then ${XDG_DATA_HOME:-~/.local/share}/sandtree)")
     .option("--host <host>", "address to listen on (default: $SANDTREE_HOST, then 127.0.0.1)")
     .option("--port <port>", "port to listen on (default: $SANDTREE_PORT, then 7070)", parseIntArg("--port", 0))
-    .addOption(
-      new Option("--accel <mode>", "VM acceleration (default: $SANDTREE_ACCEL, then auto)").choices(["auto", "kvm", "tcg"]),
-    )
+    .addOption(new Option("--accel <mode>", "VM acceleration (default: $SANDTREE_ACCEL, then auto)").choices([...ACCEL_CHOICES]))
     .addOption(
       new Option(
         "--log-format <format>",
@@ -67,7 +64,7 @@ export function registerServeCommands(program: Command, ctx: CliContext): void {
         ...(o.accel !== undefined ? { accel: o.accel } : {}),
         ...(o.logFormat !== undefined ? { logFormat: o.logFormat } : {}),
       });
-      const envAccel = ctx.env.SANDTREE_ACCEL as Accel | undefined;
+      const envAccel = ctx.env.SANDTREE_ACCEL as AccelChoice | undefined;
       const choice = o.accel ?? envAccel ?? "auto";
       const lines = serveInfoLines({
         choice,

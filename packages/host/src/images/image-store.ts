@@ -18,10 +18,10 @@ export interface ImageStoreOptions {
   root?: string;
   /**
    * Registry that unqualified names (`alpine`, `acme/tool`) fall back to when not in the store.
-   * Default: SANDTREE_DEFAULT_REGISTRY, else none: such names are local-only and fail fast.
+   * Default none: such names are local-only and fail fast (the server passes SANDTREE_DEFAULT_REGISTRY).
    */
   defaultRegistry?: string | null;
-  /** Registries spoken to over plain http besides loopback. Default: SANDTREE_INSECURE_REGISTRIES (comma list). */
+  /** Registries spoken to over plain http besides loopback (the server passes SANDTREE_INSECURE_REGISTRIES). */
   insecureRegistries?: string[];
   platform?: Platform;
   /** Deadline for each registry response's headers (ms). */
@@ -78,10 +78,8 @@ export class ImageStore {
   constructor(private readonly opts: ImageStoreOptions = {}) {
     this.root = opts.root ?? defaultImageRoot();
     this.refs = new RefsIndex(join(this.root, "refs.json"));
-    const envDefault = process.env.SANDTREE_DEFAULT_REGISTRY || undefined;
-    this.defaultRegistry = opts.defaultRegistry === null ? undefined : (opts.defaultRegistry ?? envDefault);
-    const envInsecure = (process.env.SANDTREE_INSECURE_REGISTRIES ?? "").split(",").filter(Boolean);
-    this.insecure = new Set(opts.insecureRegistries ?? envInsecure);
+    this.defaultRegistry = opts.defaultRegistry ?? undefined;
+    this.insecure = new Set(opts.insecureRegistries ?? []);
   }
 
   async resolve(refText: string, opts: ResolveOptions = {}): Promise<ResolvedImage> {

@@ -127,7 +127,7 @@ async function writeLayer(
         layer.dir,
         ".",
       ],
-      { signal, errorCode: "INTERNAL" },
+      { signal, errorCode: "HOST_COMMAND_FAILED" },
     );
     const diffId = await sha256File(tarPath, signal ? { signal } : {});
     let blobPath = tarPath;
@@ -136,7 +136,7 @@ async function writeLayer(
       await pipeline(createReadStream(tarPath), createGzip(), createWriteStream(blobPath), signal ? { signal } : {});
     } else if (compression === "zstd") {
       blobPath = join(tmp, "layer.tar.zst");
-      await runCommand(["zstd", "-q", "-f", "-3", "-o", blobPath, tarPath], { signal, errorCode: "INTERNAL" });
+      await runCommand(["zstd", "-q", "-f", "-3", "-o", blobPath, tarPath], { signal, errorCode: "HOST_COMMAND_FAILED" });
     }
     const digest = await sha256File(blobPath, signal ? { signal } : {});
     const { size } = await stat(blobPath);

@@ -80,12 +80,12 @@ export async function buildBaseImage(rootfs: string, qcow2Path: string, opts: Bu
     );
     await runCommand(["qemu-img", "convert", "-f", "raw", "-O", "qcow2", rawPath, qcow2Path], {
       signal,
-      errorCode: "INTERNAL",
+      errorCode: "HOST_COMMAND_FAILED",
     });
   } finally {
     await rm(rawPath, { force: true });
   }
-  const info = await runCommand(["qemu-img", "info", "--output=json", qcow2Path], { signal, errorCode: "INTERNAL" });
+  const info = await runCommand(["qemu-img", "info", "--output=json", qcow2Path], { signal, errorCode: "HOST_COMMAND_FAILED" });
   const virtualSizeBytes = (JSON.parse(info.stdout) as { "virtual-size"?: number })["virtual-size"] ?? size;
   await stat(qcow2Path);
   return { path: qcow2Path, virtualSizeBytes };

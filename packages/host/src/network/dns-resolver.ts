@@ -45,17 +45,12 @@
 
 import { randomInt } from "node:crypto";
 import dgram from "node:dgram";
-import { readFileSync } from "node:fs";
 import net from "node:net";
-import { classifyNetworkRule } from "@sandtree/protocol";
 import {
   DNS_HEADER_BYTES,
   DnsClass,
-  type DnsEdns,
   DnsFormatError,
-  type DnsHeader,
   type DnsMessage,
-  type DnsQuestion,
   DnsRcode,
   type DnsRecordInput,
   DnsType,
@@ -64,6 +59,20 @@ import {
   parseHeader,
   parseMessage,
 } from "./dns-message.js";
+import { chainAddresses, fitReply, localReply, MAX_UDP_PAYLOAD, plainAddress, type Query, udpLimit } from "./dns-replies.js";
+import {
+  type DnsUpstream,
+  type ExchangeContext,
+  exchangeTcp,
+  exchangeUdp,
+  type UpstreamAnswer,
+  UpstreamError,
+  withTimeout,
+} from "./dns-upstream.js";
+
+// Re-exported so that `@sandtree/host` exports exactly what it did before the split.
+export { chainAddresses, nameMatches } from "./dns-replies.js";
+export { type DnsUpstream, systemUpstreams } from "./dns-upstream.js";
 
 export interface ResolverClient {
   /** "allow": forward and learn; "deny": answer NXDOMAIN (never forwarded upstream). */
@@ -72,11 +81,6 @@ export interface ResolverClient {
   learned(name: string, addresses: string[], ttlSeconds: number): void | Promise<void>;
   /** Local names: `<tunnel>.sandtree.internal` -> IPv4 answered directly (TTL 5), never forwarded. */
   local(name: string): string | null;
-}
-
-export interface DnsUpstream {
-  host: string;
-  port: number;
 }
 
 export interface DnsResolverOptions {
@@ -107,60 +111,10 @@ const FORWARDED_TYPES: ReadonlySet<number> = new Set([
   DnsType.TXT,
   DnsType.SRV,
 ]);
-const MAX_UDP_PAYLOAD = 1232;
-const MIN_UDP_PAYLOAD = 512;
 const TCP_MAX_PIPELINE = 16;
 const TCP_MAX_PER_SOURCE = 16;
 const TCP_MAX_CONNECTIONS = 1024;
 const MAX_BUCKETS = 4096;
-
-/**
- * True when `name` matches one of the hostname rules: a "host" rule is the exact name, a
- * "wildcard" rule `*.example.com` any name strictly below example.com. IP and CIDR rules never
- * match a name. Case-insensitive; a trailing dot on the name or rule is ignored.
- */
-export function nameMatches(name: string, rules: readonly string[]): boolean {
-  const n = normaliseName(name);
-  if (n === "") return false;
-  for (const raw of rules) {
-    const rule = normaliseName(raw);
-    const kind = classifyNetworkRule(rule);
-    if (kind === "host") {
-      if (n === rule) return true;
-    } else if (kind === "wildcard") {
-      const suffix = rule.slice(1); // ".example.com"
-      if (n.length > suffix.length && n.endsWith(suffix)) return true;
-    }
-  }
-  return false;
-}
-
-function normaliseName(name: string): string {
-  const lower = name.trim().toLowerCase();
-  return lower.endsWith(".") ? lower.slice(0, -1) : lower;
-}
-
-/**
- * The `nameserver` lines of resolv.conf that are IPv4 addresses, port 53. Loopback stubs
- * (127.0.0.53 and the like) are only returned when there is nothing else. A missing file
- * gives [].
- */
-export function systemUpstreams(resolvConf = "/etc/resolv.conf"): DnsUpstream[] {
-  let text: string;
-  try {
-    text = readFileSync(resolvConf, "utf8");
-  } catch {
-    return [];
-  }
-  const found: string[] = [];
-  for (const line of text.split("\n")) {
-    const m = /^\s*nameserver\s+(\S+)/.exec(line);
-    const addr = m?.[1];
-    if (addr && net.isIPv4(addr) && !found.includes(addr)) found.push(addr);
-  }
-  const real = found.filter((a) => !a.startsWith("127."));
-  return (real.length > 0 ? real : found).map((host) => ({ host, port: 53 }));
-}
 
 interface Bucket {
   tokens: number;
@@ -168,15 +122,6 @@ interface Bucket {
 }
 
 type Transport = "udp" | "tcp";
-
-class UpstreamError extends Error {}
-
-/** A parsed query that passed the checks that make it answerable. */
-interface Query {
-  header: DnsHeader;
-  question: DnsQuestion;
-  edns: DnsEdns | null;
-}
 
 export class DnsResolver {
   private readonly upstream: DnsUpstream[];
@@ -443,7 +388,7 @@ export class DnsResolver {
     }
     this.inFlight++;
     this.inFlightBySource.set(src, (this.inFlightBySource.get(src) ?? 0) + 1);
-    let upstream: { raw: Buffer; msg: DnsMessage };
+    let upstream: UpstreamAnswer;
     try {
       upstream = await this.forward(q, transport);
     } catch (err) {
@@ -473,7 +418,7 @@ export class DnsResolver {
   }
 
   /** Asks upstream: the first server, then one retry on the next. */
-  private async forward(q: Query, transport: Transport): Promise<{ raw: Buffer; msg: DnsMessage }> {
+  private async forward(q: Query, transport: Transport): Promise<UpstreamAnswer> {
     if (this.upstream.length === 0) throw new UpstreamError("no upstream servers configured");
     const id = randomInt(0, 0x10000);
     const query = encodeMessage({
@@ -481,103 +426,22 @@ export class DnsResolver {
       questions: [{ name: q.question.labels, type: q.question.type }],
       edns: q.edns ? { udpSize: MAX_UDP_PAYLOAD, dnssecOk: q.edns.dnssecOk } : null,
     });
+    const ctx: ExchangeContext = { timeoutMs: this.timeoutMs, cancels: this.cancels };
     let lastErr: unknown = null;
     for (let attempt = 0; attempt < 2; attempt++) {
       const up = this.upstream[attempt % this.upstream.length]!;
       try {
         if (transport === "udp") {
-          const res = await this.exchangeUdp(up, query, id, q.question);
+          const res = await exchangeUdp(up, query, id, q.question, ctx);
           if (!res.msg.header.tc) return res;
         }
-        return await this.exchangeTcp(up, query, id, q.question);
+        return await exchangeTcp(up, query, id, q.question, ctx);
       } catch (err) {
         lastErr = err;
         if (this.closed) break;
       }
     }
     throw lastErr instanceof Error ? lastErr : new UpstreamError("upstream failed");
-  }
-
-  private exchangeUdp(up: DnsUpstream, query: Buffer, id: number, question: DnsQuestion) {
-    return new Promise<{ raw: Buffer; msg: DnsMessage }>((resolve, reject) => {
-      const sock = dgram.createSocket({ type: net.isIPv6(up.host) ? "udp6" : "udp4" });
-      let done = false;
-      const finish = (err: Error | null, res?: { raw: Buffer; msg: DnsMessage }) => {
-        if (done) return;
-        done = true;
-        clearTimeout(timer);
-        this.cancels.delete(cancel);
-        try {
-          sock.close();
-        } catch {}
-        if (err || !res) reject(err ?? new UpstreamError("no answer"));
-        else resolve(res);
-      };
-      const cancel = () => finish(new UpstreamError("resolver closed"));
-      const timer = setTimeout(() => finish(new UpstreamError(`timeout from ${up.host}:${up.port}`)), this.timeoutMs);
-      this.cancels.add(cancel);
-      sock.on("error", (err) => finish(err));
-      sock.on("message", (msg) => {
-        const res = matchResponse(msg, id, question);
-        if (res) finish(null, { raw: msg, msg: res });
-      });
-      // On a failed connect (e.g. ENETUNREACH) Node calls this callback with the error and emits
-      // no 'error' event; sending then on the unconnected socket would throw out of a tick.
-      const onConnect = (err?: Error | null) => {
-        if (done) return;
-        if (err) return finish(err);
-        try {
-          sock.send(query, (e) => {
-            if (e) finish(e);
-          });
-        } catch (e) {
-          finish(e as Error);
-        }
-      };
-      sock.connect(up.port, up.host, onConnect as () => void);
-    });
-  }
-
-  private exchangeTcp(up: DnsUpstream, query: Buffer, id: number, question: DnsQuestion) {
-    return new Promise<{ raw: Buffer; msg: DnsMessage }>((resolve, reject) => {
-      let done = false;
-      let buf: Buffer = Buffer.alloc(0);
-      const sock = net.connect({ host: up.host, port: up.port });
-      const finish = (err: Error | null, res?: { raw: Buffer; msg: DnsMessage }) => {
-        if (done) return;
-        done = true;
-        clearTimeout(timer);
-        this.cancels.delete(cancel);
-        sock.destroy();
-        if (err || !res) reject(err ?? new UpstreamError("no answer"));
-        else resolve(res);
-      };
-      const cancel = () => finish(new UpstreamError("resolver closed"));
-      const timer = setTimeout(() => finish(new UpstreamError(`TCP timeout from ${up.host}:${up.port}`)), this.timeoutMs);
-      this.cancels.add(cancel);
-      sock.on("error", (err) => finish(err));
-      sock.on("close", () => finish(new UpstreamError(`TCP connection to ${up.host}:${up.port} closed`)));
-      sock.on("connect", () => {
-        const frame = Buffer.allocUnsafe(2 + query.length);
-        frame.writeUInt16BE(query.length, 0);
-        query.copy(frame, 2);
-        sock.write(frame);
-      });
-      sock.on("data", (chunk: Buffer) => {
-        buf = Buffer.concat([buf, chunk]);
-        while (buf.length >= 2) {
-          const len = buf.readUInt16BE(0);
-          if (buf.length < 2 + len) return;
-          const msg = Buffer.from(buf.subarray(2, 2 + len));
-          buf = buf.subarray(2 + len);
-          const res = matchResponse(msg, id, question);
-          if (res) {
-            finish(null, { raw: msg, msg: res });
-            return;
-          }
-        }
-      });
-    });
   }
 
   /** False when over the rate limit, null when the source cannot even get a bucket. */
@@ -612,116 +476,4 @@ export class DnsResolver {
       this.log.warn(o, m);
     } catch {}
   }
-}
-
-/** "::ffff:10.0.0.2" (dual-stack sockets) -> "10.0.0.2". */
-function plainAddress(addr: string): string {
-  return addr.startsWith("::ffff:") && net.isIPv4(addr.slice(7)) ? addr.slice(7) : addr;
-}
-
-function udpLimit(edns: DnsEdns | null): number {
-  if (!edns) return MIN_UDP_PAYLOAD;
-  return Math.min(MAX_UDP_PAYLOAD, Math.max(MIN_UDP_PAYLOAD, edns.udpSize));
-}
-
-/** A reply the resolver writes itself (errors, denials, local names): the client's ID and question, no records unless given. */
-function localReply(
-  header: DnsHeader,
-  question: DnsQuestion | null,
-  edns: DnsEdns | null,
-  rcode: number,
-  extra: { aa?: boolean; answers?: DnsRecordInput[]; tc?: boolean } = {},
-): Buffer {
-  return encodeMessage({
-    header: {
-      id: header.id,
-      qr: true,
-      opcode: header.opcode,
-      aa: extra.aa ?? false,
-      tc: extra.tc ?? false,
-      rd: header.rd,
-      ra: true,
-      cd: header.cd,
-      rcode,
-    },
-    questions: question ? [{ name: question.labels, type: question.type, class: question.class }] : [],
-    answers: extra.answers ?? [],
-    edns: edns ? { udpSize: MAX_UDP_PAYLOAD } : null,
-  });
-}
-
-/** The reply, or when longer than `limit`, its header and the question with TC set. */
-function fitReply(reply: Buffer, q: Query, limit: number): Buffer {
-  if (reply.length <= limit) return reply;
-  const h = parseHeader(reply);
-  return encodeMessage({
-    header: { ...h, id: q.header.id, tc: true },
-    questions: [{ name: q.question.labels, type: q.question.type, class: q.question.class }],
-    edns: q.edns ? { udpSize: MAX_UDP_PAYLOAD } : null,
-  });
-}
-
-/** The parsed upstream message when it answers our query, null otherwise. */
-function matchResponse(raw: Buffer, id: number, question: DnsQuestion): DnsMessage | null {
-  let msg: DnsMessage;
-  try {
-    msg = parseMessage(raw);
-  } catch {
-    return null;
-  }
-  const h = msg.header;
-  if (h.id !== id || !h.qr || h.opcode !== 0 || msg.questions.length !== 1) return null;
-  const q = msg.questions[0]!;
-  if (q.type !== question.type || q.class !== question.class) return null;
-  if (q.name.toLowerCase() !== question.name.toLowerCase()) return null;
-  return msg;
-}
-
-/** A addresses for `name` and its CNAME chain in the answer section, with the smallest TTL. */
-export function chainAddresses(name: string, msg: DnsMessage): { addresses: string[]; ttl: number } {
-  const chain = new Set([name.toLowerCase()]);
-  let ttl = Number.POSITIVE_INFINITY;
-  // Each pass adds at least one name or stops, so answers.length + 1 passes reach the fixpoint.
-  const used = new Set<number>();
-  for (let pass = 0; pass <= msg.answers.length; pass++) {
-    let grew = false;
-    msg.answers.forEach((r, i) => {
-      if (used.has(i) || r.type !== DnsType.CNAME || r.class !== DnsClass.IN || r.data === null) return;
-      if (!chain.has(r.name.toLowerCase())) return;
-      used.add(i);
-      ttl = Math.min(ttl, r.ttl);
-      const target = r.data.toLowerCase();
-      if (!chain.has(target)) {
-        chain.add(target);
-        grew = true;
-      }
-    });
-    if (!grew) break;
-  }
-  const addresses: string[] = [];
-  let aTtl = Number.POSITIVE_INFINITY;
-  for (const r of msg.answers) {
-    if (r.type !== DnsType.A || r.class !== DnsClass.IN || r.data === null) continue;
-    if (!chain.has(r.name.toLowerCase())) continue;
-    aTtl = Math.min(aTtl, r.ttl);
-    if (!addresses.includes(r.data)) addresses.push(r.data);
-  }
-  if (addresses.length === 0) return { addresses, ttl: 0 };
-  return { addresses, ttl: Math.min(ttl, aTtl) };
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
-    p.then(
-      (v) => {
-        clearTimeout(timer);
-        resolve(v);
-      },
-      (err: unknown) => {
-        clearTimeout(timer);
-        reject(err);
-      },
-    );
-  });
 }

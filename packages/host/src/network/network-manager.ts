@@ -1,6 +1,6 @@
-import { execFile, spawn } from "node:child_process";
 import { accessSync, constants, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { classifyNetworkRule, type NetworkMode } from "@sandtree/protocol";
+import { runCommand } from "../util/run-command.js";
 import { type SandboxSlot, slotOf } from "./addresses.js";
 
 /**
@@ -70,26 +70,10 @@ export interface NetworkManagerOptions {
   log?: { warn(o: object, m: string): void };
 }
 
-function run(cmd: string, args: string[], input?: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ["pipe", "pipe", "pipe"] });
-    let out = "";
-    let err = "";
-    child.stdout.on("data", (d) => {
-      out += d;
-    });
-    child.stderr.on("data", (d) => {
-      err += d;
-    });
-    child.on("error", reject);
-    child.on("close", (code) => {
-      if (code === 0) resolve(out);
-      else reject(new Error(`${cmd} ${args.join(" ")} failed (${code}): ${err.trim().slice(0, 2000)}`));
-    });
-    // A command that exits before reading its input must not turn EPIPE into a crash.
-    child.stdin.on("error", () => {});
-    child.stdin.end(input ?? "");
-  });
+/** The one argv runner; a failure is NETWORK_SETUP_FAILED with the command, exit code and stderr. */
+async function run(cmd: string, args: string[], input?: string): Promise<string> {
+  const opts = input === undefined ? {} : { input };
+  return (await runCommand([cmd, ...args], { ...opts, errorCode: "NETWORK_SETUP_FAILED" })).stdout;
 }
 
 /** Why this host cannot give sandboxes a network, or null when it can. */
@@ -104,7 +88,10 @@ export async function networkUnavailableReason(): Promise<string | null> {
     ["nft", "-v"],
     ["ip", "-V"],
   ] as const) {
-    const found = await new Promise<boolean>((r) => execFile(bin, [flag], (e) => r(!e)));
+    const found = await runCommand([bin, flag]).then(
+      () => true,
+      () => false,
+    );
     if (!found) return `the '${bin}' command is missing (install nftables and iproute2)`;
   }
   return null;

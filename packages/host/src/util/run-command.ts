@@ -4,8 +4,10 @@ import { type ErrorCode, SandtreeError } from "@sandtree/protocol";
 export interface RunOptions {
   signal?: AbortSignal | undefined;
   cwd?: string;
-  /** Error code used when the command fails to start or exits non-zero. */
+  /** Error code used when the command fails to start or exits non-zero (default HOST_COMMAND_FAILED). */
   errorCode?: ErrorCode;
+  /** Written to the command's stdin, which is then closed (by default stdin is /dev/null). */
+  input?: string;
   /** Keep at most this many bytes of stdout (stderr is always capped at 64 KiB). */
   maxStdoutBytes?: number;
 }
@@ -24,18 +26,23 @@ const STDERR_CAP = 64 * 1024;
 export function runCommand(argv: readonly string[], options: RunOptions = {}): Promise<RunResult> {
   const [file, ...args] = argv;
   if (file === undefined) throw new TypeError("runCommand: empty argv");
-  const code: ErrorCode = options.errorCode ?? "INTERNAL";
+  const code: ErrorCode = options.errorCode ?? "HOST_COMMAND_FAILED";
   const maxStdout = options.maxStdoutBytes ?? 16 * 1024 * 1024;
   return new Promise((resolve, reject) => {
     if (options.signal?.aborted) {
       reject(abortError(options.signal, argv));
       return;
     }
-    const child = spawn(file, args, {
-      cwd: options.cwd,
-      stdio: ["ignore", "pipe", "pipe"],
-      signal: options.signal,
-    });
+    const spawnOpts = { cwd: options.cwd, signal: options.signal };
+    const child =
+      options.input === undefined
+        ? spawn(file, args, { ...spawnOpts, stdio: ["ignore", "pipe", "pipe"] })
+        : spawn(file, args, { ...spawnOpts, stdio: ["pipe", "pipe", "pipe"] });
+    if (child.stdin) {
+      // A command that exits before reading its input must not turn EPIPE into a crash.
+      child.stdin.on("error", () => {});
+      child.stdin.end(options.input);
+    }
     const out: Buffer[] = [];
     let outLen = 0;
     let err = "";

@@ -1,11 +1,11 @@
 import { accessSync, constants, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { Accel, type AccelChoice } from "@sandtree/protocol";
 import { cacheDir, guestArtifacts } from "../paths.js";
-import type { Accel } from "./qemu-args.js";
 import { QemuVm } from "./qemu-vm.js";
 
-export type AccelChoice = Accel | "auto";
+export type { AccelChoice };
 
 /**
  * Picks the accelerator by trial: KVM only when a test boot actually reaches the agent
@@ -25,7 +25,7 @@ export async function detectAccel(choice: AccelChoice = "auto", opts: { signal?:
   if (existsSync(cacheFile)) {
     try {
       const c = JSON.parse(readFileSync(cacheFile, "utf8")) as { key?: string; accel?: Accel };
-      if (c.key === key && (c.accel === "kvm" || c.accel === "tcg")) return c.accel;
+      if (c.key === key && Accel.safeParse(c.accel).success) return c.accel as Accel;
     } catch {}
   }
   let accel: Accel = "tcg";

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
+import type { Accel } from "@sandtree/protocol";
 
-export type Accel = "kvm" | "tcg";
+export type { Accel };
 
 /** Block node name of the root disk as QEMU is started. */
 export const ROOT_NODE = "disk0";

@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { EventEmitter } from "node:events";
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import path from "node:path";
+import { SandtreeError } from "@sandtree/protocol";
 import { AgentClient } from "../agent/agent-client.js";
 import { modulesDiskFor } from "../paths.js";
 import { loadVmState } from "../snapshots/migration.js";
@@ -251,9 +252,8 @@ export class QemuVm extends EventEmitter {
       await vm.stop({ graceMs: 0 });
       const console = tailOfFile(vm.consoleLog, 1500).trim();
       const why = deadline.timedOut ? "guest agent did not answer in time" : (err as Error).message;
-      throw new Error(`VM start failed: ${why}${console ? `; console: ${console.split("\n").slice(-5).join(" | ")}` : ""}`, {
-        cause: err,
-      });
+      const tail = console ? `; console: ${console.split("\n").slice(-5).join(" | ")}` : "";
+      throw new SandtreeError("VM_START_FAILED", `VM start failed: ${why}${tail}`, { vm: opts.name }, { cause: err });
     }
   }
 

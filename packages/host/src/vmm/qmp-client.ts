@@ -11,6 +11,25 @@ export class QmpTimeoutError extends Error {
   override readonly name = "QmpTimeoutError";
 }
 
+/** QEMU's control connection closed (QEMU exited, or was killed) before it answered. */
+export class QmpClosedError extends Error {
+  override readonly name = "QmpClosedError";
+  constructor() {
+    super("QMP connection closed");
+  }
+}
+
+/** QEMU answered a command with an error; the message keeps QEMU's `QMP <class>: <desc>` form. */
+export class QmpCommandError extends Error {
+  override readonly name = "QmpCommandError";
+  constructor(
+    readonly qmpClass: string,
+    desc: string,
+  ) {
+    super(`QMP ${qmpClass}: ${desc}`);
+  }
+}
+
 interface Pending {
   resolve: (v: unknown) => void;
   reject: (e: Error) => void;
@@ -30,7 +49,7 @@ export class QmpClient extends EventEmitter {
     sock.on("error", () => {});
     sock.on("close", () => {
       this.closed = true;
-      for (const p of this.pending.values()) p.reject(new Error("QMP connection closed"));
+      for (const p of this.pending.values()) p.reject(new QmpClosedError());
       this.pending.clear();
       this.emit("close");
     });
@@ -86,7 +105,7 @@ export class QmpClient extends EventEmitter {
       this.pending.delete(id);
       if ("error" in msg) {
         const e = msg.error as { class?: string; desc?: string };
-        p.reject(new Error(`QMP ${e.class ?? "Error"}: ${e.desc ?? "unknown"}`));
+        p.reject(new QmpCommandError(e.class ?? "Error", e.desc ?? "unknown"));
       } else p.resolve(msg.return);
     }
   }
@@ -101,7 +120,7 @@ export class QmpClient extends EventEmitter {
     args?: Record<string, unknown>,
     opts: { timeoutMs?: number; signal?: AbortSignal } = {},
   ): Promise<T> {
-    if (this.closed) return Promise.reject(new Error("QMP connection closed"));
+    if (this.closed) return Promise.reject(new QmpClosedError());
     if (opts.signal?.aborted) return Promise.reject(new QmpTimeoutError(`QMP ${command} was not sent: its deadline had passed`));
     const id = `q${this.nextId++}`;
     const timeoutMs = opts.timeoutMs ?? QMP_DEFAULT_TIMEOUT_MS;

@@ -3,6 +3,7 @@ import type { FastifyInstance } from "fastify";
 import { type RawData, WebSocket, WebSocketServer } from "ws";
 import { z } from "zod";
 import { parse } from "../errors.js";
+import { streamErrorCode } from "../services/error-codes.js";
 import type { PtySession } from "../services/pty-service.js";
 import type { Services } from "../services/services.js";
 import { upgrades } from "./upgrades.js";
@@ -103,7 +104,7 @@ function bridge(ws: WebSocket, pty: PtySession): void {
       send(ws, { type: "exit", exit_code: exit.exit_code, signal: exit.signal });
       ws.close(1000, "exited");
     } catch (err) {
-      send(ws, { type: "error", code: "GUEST_ERROR", message: (err as Error).message });
+      send(ws, { type: "error", code: streamErrorCode(err, "GUEST_ERROR"), message: (err as Error).message });
       ws.close(1011, "guest error");
     }
   })();
@@ -127,7 +128,7 @@ function run(ws: WebSocket, action: () => void): void {
   try {
     action();
   } catch (err) {
-    const code = err instanceof SandtreeError ? err.code : "GUEST_ERROR";
+    const code = streamErrorCode(err, "GUEST_ERROR");
     send(ws, { type: "error", code, message: (err as Error).message });
   }
 }

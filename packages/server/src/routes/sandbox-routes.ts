@@ -3,7 +3,6 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { parse } from "../errors.js";
 import type { Services } from "../services/services.js";
-import { createParams } from "./checkpoint-routes.js";
 
 const IdParams = z.object({ id: z.string().min(1).max(64) });
 
@@ -23,8 +22,7 @@ function parseLabels(raw: string | string[] | undefined): Record<string, string>
 
 export function sandboxRoutes(app: FastifyInstance, s: Services): void {
   app.post("/v1/sandboxes", async (req, reply) => {
-    const body = await createParams(s, req.principal.teamId, req.body);
-    const { sandbox, created } = await s.sandboxes.createOrReplay(req.principal.teamId, body);
+    const { sandbox, created } = await s.restores.create(req.principal.teamId, req.body);
     // 200: an idempotency_key replay answers the sandbox it created before.
     return reply.status(created ? 201 : 200).send(sandbox);
   });

@@ -1,6 +1,8 @@
 import { type IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
+import { SandtreeError } from "@sandtree/protocol";
 import type { FastifyInstance } from "fastify";
+import { newRequestId, sendRawError } from "../errors.js";
 
 export interface Upgrade {
   socket: Duplex;
@@ -31,11 +33,12 @@ export function upgrades(app: FastifyInstance): Upgrades {
     // With this listener Node hands us every Upgrade request (h2c too), its body left unparsed:
     // routing works only for bodiless ones, so a body-carrying non-WebSocket upgrade is refused.
     const body = Number(raw.headers["content-length"] ?? 0) > 0 || raw.headers["transfer-encoding"] !== undefined;
+    const res = new ServerResponse(raw);
+    res.assignSocket(socket as never);
     if (body && String(raw.headers.upgrade).toLowerCase() !== "websocket") {
-      const msg = JSON.stringify({ code: "BAD_REQUEST", message: "send this request without an Upgrade header" });
-      socket.end(
-        `HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${msg.length}\r\nconnection: close\r\n\r\n${msg}`,
-      );
+      res.on("finish", () => socket.end());
+      const err = new SandtreeError("BAD_REQUEST", "send this request without an Upgrade header");
+      sendRawError(res, err, newRequestId());
       return;
     }
     // Browsers cannot set headers on a WebSocket: API routes also take the key as the offered
@@ -46,8 +49,6 @@ export function upgrades(app: FastifyInstance): Upgrades {
       if (bearer) raw.headers.authorization = `Bearer ${bearer.slice("bearer.".length)}`;
     }
     pending.set(raw, { socket, head });
-    const res = new ServerResponse(raw);
-    res.assignSocket(socket as never);
     res.on("finish", () => {
       if (pending.has(raw)) socket.end();
     });

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { SandtreeError } from "@sandtree/protocol";
-import type { ApiKeyRow, Store } from "../store/store.js";
+import type { ApiKeyRow } from "../store/rows.js";
+import type { Store } from "../store/store.js";
 
 export interface Principal {
   teamId: string;

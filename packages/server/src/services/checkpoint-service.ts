@@ -2,23 +2,22 @@ import { randomBytes } from "node:crypto";
 import { existsSync, readdirSync, renameSync, rmSync } from "node:fs";
 import path from "node:path";
 import {
-  BlobCorruptError,
-  BlobMissingError,
   type BlobStore,
   createOverlay,
   ensureBaseLink,
   flattenLayer,
-  QmpTimeoutError,
-  resumeAfterSave,
-  saveVmState,
+  MachineRefusedError,
+  MachineTimeoutError,
   sealLayer,
   sha256File,
 } from "@sandtree/host";
-import { type Checkpoint, type CheckpointState, SandtreeError } from "@sandtree/protocol";
-import type { CheckpointRow } from "../store/sqlite-checkpoints.js";
+import { type CheckpointState, SandtreeError } from "@sandtree/protocol";
+import type { CheckpointRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
+import { verifyChain } from "./checkpoint-chain.js";
 import type { Logger } from "./logger.js";
-import { liveDiskName, memoryMbFor, type SandboxService } from "./sandbox-service.js";
+import { liveDiskName, memoryMbFor } from "./sandbox-paths.js";
+import type { SandboxService } from "./sandbox-service.js";
 
 const LIVE: readonly CheckpointState[] = ["PENDING", "FROZEN", "DURABLE"];
 /** Deadline of a memory save (the whole migration; its QMP commands have the QMP deadline each). */
@@ -34,26 +33,12 @@ export interface CheckpointServiceDeps {
    * the freeze (SANDTREE_FREEZE_DEADLINE_MS, 30 s) and each QMP command (SANDTREE_QMP_DEADLINE_MS, 15 s).
    */
   deadlines?: { freezeMs?: number; qmpMs?: number };
+  /** Chains at least this deep get their top layer flattened in the background (default 16). */
+  flattenDepth?: number;
 }
 
 function newId(): string {
   return `ck-${randomBytes(10).toString("hex")}`;
-}
-
-/** What the public API shows of a checkpoint row. */
-export function publicCheckpoint(r: CheckpointRow): Checkpoint {
-  const {
-    image_digest: _d,
-    base_path: _b,
-    sha256: _s,
-    blob_key: _k,
-    mem_key: _m,
-    mem_sha256: _ms,
-    cpu_cores: _c,
-    memory_mb,
-    ...pub
-  } = r;
-  return { ...pub, has_memory: memory_mb !== null };
 }
 
 /**
@@ -73,14 +58,17 @@ export class CheckpointService {
   private readonly lateThaws = new Map<string, Promise<void>>();
   private readonly failRetries = new Set<NodeJS.Timeout>();
   /** Chains at least this deep get their top layer flattened in the background. */
-  private readonly flattenDepth = Number(process.env.SANDTREE_FLATTEN_DEPTH ?? 16);
+  private readonly flattenDepth: number;
 
   private readonly freezeDeadlineMs: number;
   private readonly qmpDeadlineMs: number;
 
   constructor(private readonly deps: CheckpointServiceDeps) {
-    this.freezeDeadlineMs = deps.deadlines?.freezeMs ?? Number(process.env.SANDTREE_FREEZE_DEADLINE_MS ?? 30_000);
+    this.freezeDeadlineMs = deps.deadlines?.freezeMs ?? 30_000;
+    this.flattenDepth = deps.flattenDepth ?? 16;
     this.qmpDeadlineMs = deps.deadlines?.qmpMs ?? 15_000;
+    // A sandbox going away fails its checkpoints that are not durable yet.
+    deps.sandboxes.onTeardown((id) => this.onSandboxTeardown(id));
   }
 
   get(teamId: string, id: string): CheckpointRow {
@@ -158,32 +146,29 @@ export class CheckpointService {
         if (opts.includeMemory) {
           // Stopped, disk and memory are consistent without a freeze: snapshot the disk, save
           // RAM and devices, run again and set the clock the pause put behind.
-          const qmp = vm.qmp;
-          if (!qmp) throw new Error("no QMP connection");
-          await qmp.execute("stop", undefined, { timeoutMs: this.qmpDeadlineMs });
+          await vm.pause({ timeoutMs: this.qmpDeadlineMs });
           try {
             snapshotting = true;
-            await vm.snapshotRootDisk(next, { timeoutMs: this.qmpDeadlineMs });
+            await vm.snapshotDisk(next, { timeoutMs: this.qmpDeadlineMs });
             snapshotting = false;
-            await saveVmState(qmp, path.join(this.deps.blobs.localDir, `mem-${row.id}`), {
-              ignoreShared: false,
+            await vm.saveMemory(path.join(this.deps.blobs.localDir, `mem-${row.id}`), {
               signal: AbortSignal.timeout(MEMORY_SAVE_DEADLINE_MS),
             });
           } finally {
-            await resumeAfterSave(qmp).catch(() => {});
-            vm.agent.syncClock();
+            await vm.resume({ timeoutMs: this.qmpDeadlineMs }).catch(() => {});
+            vm.syncClock();
           }
           row.mem_key = `mem-${row.id}`;
           store.updateCheckpoint(row.id, { mem_key: row.mem_key });
         } else {
-          const freezing = vm.agent.fsfreeze("/");
+          const freezing = vm.fsfreeze("/");
           try {
             await this.guarded(sandboxId, freezing, this.freezeDeadlineMs, "the guest's filesystem freeze");
           } catch (err) {
             // The freeze may still complete later (a VM paused on a host disk error runs on once
             // space is back): thaw right then, and let the next checkpoint of this sandbox wait for it.
             const late = freezing.then(
-              () => vm.agent.fsthaw("/").catch(() => {}),
+              () => vm.fsthaw("/").catch(() => {}),
               () => {},
             );
             this.lateThaws.set(sandboxId, late);
@@ -196,24 +181,24 @@ export class CheckpointService {
             snapshotting = true;
             // Not cut short on a disk-error pause: QMP answers while the VM is paused, and its
             // answer says which disk the VM now writes to (its own deadline covers a hung QEMU).
-            await vm.snapshotRootDisk(next, { timeoutMs: this.qmpDeadlineMs });
+            await vm.snapshotDisk(next, { timeoutMs: this.qmpDeadlineMs });
             snapshotting = false;
           } finally {
-            await this.guarded(sandboxId, vm.agent.fsthaw("/"), this.qmpDeadlineMs, "the guest's thaw").catch(() => {});
+            await this.guarded(sandboxId, vm.fsthaw("/"), this.qmpDeadlineMs, "the guest's thaw").catch(() => {});
           }
         }
       } catch (err) {
         rmSync(next, { force: true });
         const message = (err as Error).message;
         const ioError = this.deps.sandboxes.ioErrorOf(sandboxId);
-        if (err instanceof QmpTimeoutError && !snapshotting) {
+        if (err instanceof MachineTimeoutError && !snapshotting) {
           // QEMU serves QMP whatever its guest does: no answer means QEMU itself is stopped or hung.
           this.deps.sandboxes.failVm(
             sandboxId,
             vm,
             `QEMU did not answer a checkpoint's QMP command (${message}); the VM was killed`,
           );
-        } else if (snapshotting && !/^QMP [A-Za-z]+:/.test(message)) {
+        } else if (snapshotting && !(err instanceof MachineRefusedError)) {
           // QEMU did not say whether the new overlay is in use: the VM's disk is unknown, so the
           // VM goes rather than writing into a layer we removed.
           this.deps.sandboxes.failVm(sandboxId, vm, `a checkpoint's disk snapshot got no answer from QEMU (${message})`);
@@ -402,57 +387,9 @@ export class CheckpointService {
     signal?: AbortSignal,
     opts: { memory?: boolean } = {},
   ): Promise<{ path: string; row: CheckpointRow; memPath: string | null }> {
-    let memPath: string | null = null;
     const top = teamId === undefined ? this.deps.store.getCheckpoint(id) : this.get(teamId, id);
     if (!top) throw new SandtreeError("CHECKPOINT_NOT_FOUND", `checkpoint ${id} not found`, { id });
-    if (top.state !== "DURABLE") {
-      const code = top.state === "FAILED" ? "CHECKPOINT_FAILED" : "CHECKPOINT_NOT_READY";
-      throw new SandtreeError(code, `checkpoint ${id} is ${top.state}, not DURABLE`, { checkpoint_id: id, state: top.state });
-    }
-    let topPath = "";
-    for (let c: CheckpointRow | undefined = top; c; c = c.parent_id ? this.deps.store.getCheckpoint(c.parent_id) : undefined) {
-      if (!c.blob_key || !c.sha256)
-        throw new SandtreeError("CHECKPOINT_CORRUPT", `layer of ${c.id} was never stored`, { checkpoint_id: id });
-      try {
-        let p: string;
-        try {
-          p = await this.deps.blobs.materialize(c.blob_key, c.sha256, signal ? { signal } : {});
-        } catch (err) {
-          // A flattening may have swapped the layer (and its hash) while we read it: once more.
-          const now = this.deps.store.getCheckpoint(c.id);
-          if (!(err instanceof BlobCorruptError) || !now?.sha256 || now.sha256 === c.sha256) throw err;
-          p = await this.deps.blobs.materialize(c.blob_key, now.sha256, signal ? { signal } : {});
-        }
-        if (c === top) topPath = p;
-      } catch (err) {
-        if (err instanceof BlobCorruptError || err instanceof BlobMissingError) {
-          throw new SandtreeError("CHECKPOINT_CORRUPT", `checkpoint ${id} cannot be restored: ${err.message}`, {
-            checkpoint_id: id,
-            layer: c.id,
-          });
-        }
-        throw err;
-      }
-    }
-    if (opts.memory) {
-      if (!top.mem_key || !top.mem_sha256) {
-        throw new SandtreeError("CHECKPOINT_HAS_NO_MEMORY", `checkpoint ${id} has no memory to restore`, { checkpoint_id: id });
-      }
-      try {
-        memPath = await this.deps.blobs.materialize(top.mem_key, top.mem_sha256, signal ? { signal } : {});
-      } catch (err) {
-        if (err instanceof BlobCorruptError || err instanceof BlobMissingError) {
-          throw new SandtreeError("CHECKPOINT_CORRUPT", `checkpoint ${id} cannot be restored: ${err.message}`, {
-            checkpoint_id: id,
-          });
-        }
-        throw err;
-      }
-    }
-    if (!existsSync(top.base_path)) {
-      throw new SandtreeError("CHECKPOINT_CORRUPT", `the image base of checkpoint ${id} is gone`, { checkpoint_id: id });
-    }
-    return { path: topPath, row: top, memPath };
+    return verifyChain(this.deps.store, this.deps.blobs, top, { ...(signal ? { signal } : {}), memory: opts.memory === true });
   }
 
   /** Deleting stops the checkpoint's bill at once; its layer stays while descendants need it. */

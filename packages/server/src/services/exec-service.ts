@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
-import type { AgentExec, ExecSpec } from "@sandtree/host";
+import type { ExecSpec, MachineExec } from "@sandtree/host";
 import { type ExecEvent, type ExecParams, type ExecResult, SandtreeError } from "@sandtree/protocol";
+import { streamErrorCode } from "./error-codes.js";
 import { DEFAULT_SPILL_CAP_BYTES, HeadBuffer, OutputSpill, type OutputStream, readSpilled } from "./output-spill.js";
 import type { SandboxService } from "./sandbox-service.js";
 import { signalNumber } from "./signals.js";
@@ -11,7 +12,7 @@ export const BUFFERED_OUTPUT_CAP = 16 * 1024 * 1024;
 interface LiveExec {
   teamId: string;
   sandboxId: string;
-  exec: AgentExec;
+  exec: MachineExec;
 }
 
 export class ExecService {
@@ -21,7 +22,7 @@ export class ExecService {
 
   constructor(private readonly sandboxes: SandboxService) {}
 
-  private start(teamId: string, sandboxId: string, p: ExecParams, keepStdinOpen: boolean): { execId: string; exec: AgentExec } {
+  private start(teamId: string, sandboxId: string, p: ExecParams, keepStdinOpen: boolean): { execId: string; exec: MachineExec } {
     const vm = this.sandboxes.running(teamId, sandboxId);
     const sb = this.sandboxes.get(teamId, sandboxId);
     const spec: ExecSpec = {
@@ -33,7 +34,7 @@ export class ExecService {
     if (p.cwd !== undefined) spec.cwd = p.cwd;
     if (p.user !== undefined) spec.user = p.user;
     if (p.timeout_seconds !== undefined) spec.timeoutMs = p.timeout_seconds * 1000;
-    const exec = vm.agent.exec(spec);
+    const exec = vm.exec(spec);
     const execId = `ex-${randomBytes(8).toString("hex")}`;
     this.live.set(execId, { teamId, sandboxId, exec });
     exec.exited.then(
@@ -128,7 +129,7 @@ export class ExecService {
           }
         } catch (err) {
           finished = true;
-          yield { type: "error", code: "GUEST_ERROR", message: (err as Error).message };
+          yield { type: "error", code: streamErrorCode(err, "GUEST_ERROR"), message: (err as Error).message };
         } finally {
           gone?.removeEventListener("abort", killUnlessFinished);
           killUnlessFinished();

@@ -32,7 +32,7 @@ export class FileService {
   async upload(teamId: string, id: string, p: string, body: AsyncIterable<Uint8Array>, mode?: number) {
     const gp = guestPath(p);
     const vm = this.sandboxes.running(teamId, id);
-    const res = await mapErrors(gp, () => vm.agent.writeFile(gp, body, mode !== undefined ? { mode } : {}));
+    const res = await mapErrors(gp, () => vm.writeFile(gp, body, mode !== undefined ? { mode } : {}));
     return { path: gp, bytes: res.bytes };
   }
 
@@ -40,9 +40,9 @@ export class FileService {
   async download(teamId: string, id: string, p: string, opts: { offset?: number; length?: number; signal?: AbortSignal }) {
     const gp = guestPath(p);
     const vm = this.sandboxes.running(teamId, id);
-    const st = await mapErrors(gp, () => vm.agent.stat(gp));
+    const st = await mapErrors(gp, () => vm.stat(gp));
     if (st.type === "dir") throw new SandtreeError("IS_A_DIRECTORY", `${gp} is a directory`, { path: gp });
-    const stream = vm.agent.readFile(gp, opts);
+    const stream = vm.readFile(gp, opts);
     const offset = opts.offset ?? 0;
     const size = Math.max(0, Math.min(st.size - offset, opts.length ?? Number.POSITIVE_INFINITY));
     return {
@@ -60,14 +60,14 @@ export class FileService {
   async stat(teamId: string, id: string, p: string): Promise<FileStat> {
     const gp = guestPath(p);
     const vm = this.sandboxes.running(teamId, id);
-    const st = await mapErrors(gp, () => vm.agent.stat(gp));
+    const st = await mapErrors(gp, () => vm.stat(gp));
     return { path: gp, ...st };
   }
 
   async list(teamId: string, id: string, p: string) {
     const gp = guestPath(p);
     const vm = this.sandboxes.running(teamId, id);
-    const entries = await mapErrors(gp, () => vm.agent.list(gp));
+    const entries = await mapErrors(gp, () => vm.list(gp));
     return {
       path: gp,
       entries: entries.map((e) => ({ ...e, path: path.posix.join(gp, e.name ?? "") })),
@@ -77,14 +77,14 @@ export class FileService {
   async mkdir(teamId: string, id: string, p: string, parents: boolean, mode: number): Promise<FileStat> {
     const gp = guestPath(p);
     const vm = this.sandboxes.running(teamId, id);
-    await mapErrors(gp, () => vm.agent.mkdir(gp, { parents, mode }));
-    return { path: gp, ...(await mapErrors(gp, () => vm.agent.stat(gp))) };
+    await mapErrors(gp, () => vm.mkdir(gp, { parents, mode }));
+    return { path: gp, ...(await mapErrors(gp, () => vm.stat(gp))) };
   }
 
   async remove(teamId: string, id: string, p: string, recursive: boolean): Promise<void> {
     const gp = guestPath(p);
     if (gp === "/") throw new SandtreeError("INVALID_PATH", "refusing to remove /", { path: gp });
     const vm = this.sandboxes.running(teamId, id);
-    await mapErrors(gp, () => vm.agent.remove(gp, { recursive }));
+    await mapErrors(gp, () => vm.remove(gp, { recursive }));
   }
 }

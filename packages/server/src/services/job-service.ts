@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
-import { GuestError, type QemuVm, type StatInfo } from "@sandtree/host";
+import { GuestError, type Machine, type StatInfo } from "@sandtree/host";
 import { type Job, SandtreeError, type StartJobParams } from "@sandtree/protocol";
-import type { JobRow } from "../store/job-row.js";
+import type { JobRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
 import type { SandboxService } from "./sandbox-service.js";
 import { signalNumber } from "./signals.js";
@@ -68,7 +68,7 @@ export class JobService {
     });
     const wrapperPid = Number.parseInt(launch.stdout.trim(), 10);
     if (launch.exit_code !== 0 || !Number.isSafeInteger(wrapperPid)) {
-      await vm.agent.remove(dir, { recursive: true }).catch(() => {});
+      await vm.remove(dir, { recursive: true }).catch(() => {});
       throw new SandtreeError(
         launch.exit_code === 126 || launch.exit_code === 127 ? "VALIDATION_FAILED" : "GUEST_ERROR",
         `could not start the job (exit ${launch.exit_code}): ${launch.stderr.trim() || launch.stdout.trim()}`,
@@ -164,7 +164,7 @@ export class JobService {
     return toJob(row, { stdout_tail: out.tail, stderr_tail: err.tail });
   }
 
-  private vmOf(row: JobRow): QemuVm | null {
+  private vmOf(row: JobRow): Machine | null {
     try {
       return this.sandboxes.running(row.team_id, row.sandbox_id);
     } catch {
@@ -187,9 +187,7 @@ export class JobService {
     const size = Math.max(0, Math.min(total - q.offset, q.length ?? Number.POSITIVE_INFINITY));
     // A fixed length: the file may grow while it is sent, the answer's length may not.
     const chunks =
-      size > 0
-        ? vm.agent.readFile(file, { offset: q.offset, length: size, ...(signal ? { signal } : {}) })
-        : (async function* () {})();
+      size > 0 ? vm.readFile(file, { offset: q.offset, length: size, ...(signal ? { signal } : {}) }) : (async function* () {})();
     return { size, total, chunks };
   }
 
@@ -232,10 +230,10 @@ function toJob(row: JobRow, live: LiveState): Job {
 
 /** Runs a short helper command in the guest and collects its output. */
 async function runShort(
-  vm: QemuVm,
+  vm: Machine,
   spec: { argv: string[]; env?: Record<string, string>; cwd?: string; user?: string },
 ): Promise<{ exit_code: number; stdout: string; stderr: string }> {
-  const exec = vm.agent.exec({ ...spec, timeoutMs: 30_000 });
+  const exec = vm.exec({ ...spec, timeoutMs: 30_000 });
   const out: Buffer[] = [];
   const err: Buffer[] = [];
   try {
@@ -256,22 +254,22 @@ async function runShort(
   throw new SandtreeError("GUEST_ERROR", "guest command ended without an exit status");
 }
 
-async function statOrNull(vm: QemuVm, p: string): Promise<StatInfo | null> {
+async function statOrNull(vm: Machine, p: string): Promise<StatInfo | null> {
   try {
-    return await vm.agent.stat(p);
+    return await vm.stat(p);
   } catch (err) {
     if (err instanceof GuestError && err.errnoCode === "ENOENT") return null;
     throw new SandtreeError("GUEST_ERROR", `stat ${p}: ${(err as Error).message}`);
   }
 }
 
-async function readAll(vm: QemuVm, p: string, offset: number, length: number): Promise<Buffer> {
+async function readAll(vm: Machine, p: string, offset: number, length: number): Promise<Buffer> {
   const parts: Buffer[] = [];
-  for await (const chunk of vm.agent.readFile(p, { offset, length })) parts.push(chunk);
+  for await (const chunk of vm.readFile(p, { offset, length })) parts.push(chunk);
   return Buffer.concat(parts);
 }
 
-async function readExit(vm: QemuVm, dir: string): Promise<{ code: number; atMs: number } | null> {
+async function readExit(vm: Machine, dir: string): Promise<{ code: number; atMs: number } | null> {
   const st = await statOrNull(vm, `${dir}/exit`);
   if (!st) return null;
   const code = Number.parseInt((await readAll(vm, `${dir}/exit`, 0, 64)).toString("utf8").trim(), 10);
@@ -283,14 +281,14 @@ async function readExit(vm: QemuVm, dir: string): Promise<{ code: number; atMs: 
  * So ended_at is started_at plus the run time the guest measured between its own two files
  * (pid written at start, exit at the end), and never before started_at nor after now.
  */
-async function endedAt(vm: QemuVm, dir: string, startedAt: string, exitMs: number): Promise<string> {
+async function endedAt(vm: Machine, dir: string, startedAt: string, exitMs: number): Promise<string> {
   const start = Date.parse(startedAt);
   const pid = await statOrNull(vm, `${dir}/pid`);
   const ran = pid ? Math.max(0, exitMs - pid.mtime_ms) : 0;
   return new Date(Math.min(Date.now(), Math.max(start, start + ran))).toISOString();
 }
 
-async function readTail(vm: QemuVm, p: string, known: number): Promise<{ size: number; tail: string }> {
+async function readTail(vm: Machine, p: string, known: number): Promise<{ size: number; tail: string }> {
   const st = await statOrNull(vm, p);
   const size = st?.size ?? known;
   if (!st || size === 0) return { size, tail: "" };

@@ -24,7 +24,7 @@ import {
   TERMINAL_STATUSES,
   type UpdateNetworkRequest,
 } from "@sandtree/protocol";
-import type { NetworkRow } from "../store/sqlite-network.js";
+import type { NetworkRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
 import type { Logger } from "./logger.js";
 import { listenTunnelProxy } from "./tunnel-proxy.js";

@@ -1,6 +1,6 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { type Sandbox, SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
-import type { ExposedPortRow } from "../store/sqlite-ports.js";
+import type { ExposedPortRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
 import type { SandboxService } from "./sandbox-service.js";
 

@@ -1,4 +1,4 @@
-import { type AgentExec, type AgentExecEvent, type ExecSpec, GuestError } from "@sandtree/host";
+import { type ExecSpec, GuestError, type MachineExec, type MachineExecEvent } from "@sandtree/host";
 import { type PtyParams, SandtreeError } from "@sandtree/protocol";
 import type { SandboxService } from "./sandbox-service.js";
 import { signalNumber } from "./signals.js";
@@ -36,11 +36,11 @@ export class PtyService {
     const sb = this.sandboxes.get(teamId, sandboxId);
     const spec: ExecSpec = { env: this.sandboxes.environmentOf(sb), pty: { rows: p.rows, cols: p.cols } };
     if (p.command !== undefined) spec.shell = p.command;
-    else spec.argv = [(await isFile(vm.agent, "/bin/bash")) ? "/bin/bash" : "/bin/sh"];
+    else spec.argv = [(await isFile(vm, "/bin/bash")) ? "/bin/bash" : "/bin/sh"];
     if (p.cwd !== undefined) spec.cwd = p.cwd;
     if (p.user !== undefined) spec.user = p.user;
-    const exec = vm.agent.exec(spec);
-    let first: IteratorResult<AgentExecEvent>;
+    const exec = vm.exec(spec);
+    let first: IteratorResult<MachineExecEvent>;
     try {
       first = await exec.events.next();
     } catch (err) {
@@ -70,7 +70,7 @@ function startError(err: unknown, p: PtyParams): SandtreeError {
   return new SandtreeError("GUEST_ERROR", `cannot start the terminal: ${(err as Error).message}`);
 }
 
-function session(exec: AgentExec): PtySession {
+function session(exec: MachineExec): PtySession {
   let ended = false;
   const exited = exec.exited.then((i) => ({ exit_code: i.exit_code, signal: i.signal }));
   exited.then(

@@ -11,6 +11,7 @@ import type { MetricsService } from "./metrics-service.js";
 import type { NetworkService } from "./network-service.js";
 import type { PortService } from "./port-service.js";
 import type { PtyService } from "./pty-service.js";
+import type { RestoreService } from "./restore-service.js";
 import type { SandboxService } from "./sandbox-service.js";
 import type { TeamService } from "./team-service.js";
 import type { TimeoutService } from "./timeout-service.js";
@@ -19,6 +20,8 @@ export interface Services {
   auth: AuthService;
   sandboxes: SandboxService;
   checkpoints: CheckpointService;
+  /** Create from a checkpoint, fork, reset. */
+  restores: RestoreService;
   exec: ExecService;
   files: FileService;
   images: ImageResolver;

@@ -8,7 +8,8 @@ import {
   type TeamLimitsResponse,
   type UpdateTeamLimitsRequest,
 } from "@sandtree/protocol";
-import type { ApiKeyRow, Store, TeamRow } from "../store/store.js";
+import type { ApiKeyRow, TeamRow } from "../store/rows.js";
+import type { Store } from "../store/store.js";
 import type { AdmissionService } from "./admission-service.js";
 import type { AuthService, Principal } from "./auth-service.js";
 

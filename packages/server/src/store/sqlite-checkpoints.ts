@@ -1,5 +1,6 @@
-import type { Checkpoint, CheckpointState } from "@sandtree/protocol";
+import type { CheckpointState } from "@sandtree/protocol";
 import type Database from "better-sqlite3";
+import type { CheckpointPatch, CheckpointRow } from "./rows.js";
 
 // The SQL behind SqliteStore's checkpoint methods.
 
@@ -14,21 +15,6 @@ export const CHECKPOINT_MIGRATION = `
   CREATE INDEX checkpoints_parent ON checkpoints(parent_id);
   ALTER TABLE sandboxes ADD COLUMN source_checkpoint_id TEXT;
   ALTER TABLE sandboxes ADD COLUMN head_checkpoint_id TEXT;`;
-
-/** A checkpoint with the fields only the server sees (where its layer and base live). */
-export interface CheckpointRow extends Omit<Checkpoint, "has_memory"> {
-  /** Memory checkpoints: the saved RAM + device state, and the VM shape it needs. */
-  mem_key: string | null;
-  mem_sha256: string | null;
-  cpu_cores: number | null;
-  memory_mb: number | null;
-  image_digest: string | null;
-  base_path: string;
-  sha256: string | null;
-  blob_key: string | null;
-}
-
-export type CheckpointPatch = Partial<Omit<CheckpointRow, "id" | "team_id" | "sandbox_id" | "created_at">>;
 
 const COLUMNS = `id, team_id, sandbox_id, parent_id, state, depth, image, image_digest, base_path, disk_size_bytes,
   stored_bytes, sha256, blob_key, error, created_at, updated_at, expires_at, mem_key, mem_sha256, cpu_cores, memory_mb`;

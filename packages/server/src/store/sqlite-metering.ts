@@ -1,4 +1,5 @@
 import type Database from "better-sqlite3";
+import type { MeterKind, MeterRecord, MeterRecordWithLabels } from "./rows.js";
 
 // The SQL behind metering: an append-only table of intervals. A sandbox gets one record per
 // billed state it enters (RUNNING, PAUSED), a DURABLE checkpoint one per stored size, and a
@@ -14,30 +15,6 @@ export const METERING_MIGRATION = `
   CREATE INDEX meter_records_team ON meter_records(team_id, start_ms);
   CREATE INDEX meter_records_subject ON meter_records(subject_id, kind);
   CREATE TABLE team_budgets (team_id TEXT PRIMARY KEY, monthly_budget_usd REAL NOT NULL);`;
-
-export type MeterKind = "sandbox" | "checkpoint" | "upload";
-
-export interface MeterRecord {
-  id: number;
-  kind: MeterKind;
-  /** The sandbox (kind sandbox) or checkpoint (checkpoint, upload) metered. */
-  subject_id: string;
-  /** The sandbox the record bills to (a checkpoint's source sandbox). */
-  sandbox_id: string;
-  team_id: string;
-  /** The sandbox's status, or the checkpoint's state. */
-  state: string;
-  vcpus: number;
-  memory_gib: number;
-  disk_gib: number;
-  stored_bytes: number;
-  start_ms: number;
-  /** null: still open (billed up to now). */
-  end_ms: number | null;
-}
-
-/** A record with its sandbox's labels (JSON), for grouping. */
-export type MeterRecordWithLabels = MeterRecord & { labels: string | null };
 
 const BILLED_SANDBOX_STATES = new Set(["RUNNING", "PAUSED"]);
 const GiB = 1024 ** 3;

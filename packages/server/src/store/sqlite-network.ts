@@ -1,5 +1,5 @@
-import type { NetworkMode } from "@sandtree/protocol";
 import type Database from "better-sqlite3";
+import type { NetworkRow } from "./rows.js";
 
 // The SQL behind SqliteStore's sandbox-network methods.
 
@@ -9,21 +9,6 @@ export const NETWORK_MIGRATION = `
     tunnels TEXT NOT NULL, generation INTEGER NOT NULL DEFAULT 1, applied INTEGER NOT NULL DEFAULT 0,
     updated_at TEXT NOT NULL);
   CREATE UNIQUE INDEX sandbox_networks_slot ON sandbox_networks(slot) WHERE slot IS NOT NULL;`;
-
-/** A sandbox's network: its pool slot (null once released) and its egress policy. */
-export interface NetworkRow {
-  sandbox_id: string;
-  enabled: boolean;
-  slot: number | null;
-  mode: NetworkMode;
-  allowlist: string[];
-  denylist: string[];
-  /** name -> HOST:PORT */
-  tunnels: Record<string, string>;
-  generation: number;
-  applied: boolean;
-  updated_at: string;
-}
 
 type Raw = Omit<NetworkRow, "enabled" | "applied" | "allowlist" | "denylist" | "tunnels"> & {
   enabled: number;

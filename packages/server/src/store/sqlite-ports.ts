@@ -1,19 +1,11 @@
 import type Database from "better-sqlite3";
+import type { ExposedPortRow } from "./rows.js";
 
 // The SQL behind SqliteStore's exposed-port methods.
 
 export const EXPOSED_PORTS_MIGRATION = `
   CREATE TABLE exposed_ports (sandbox_id TEXT NOT NULL, port INTEGER NOT NULL, token_sha256 TEXT NOT NULL,
     created_at TEXT NOT NULL, PRIMARY KEY (sandbox_id, port));`;
-
-/** A port of a sandbox reachable through the proxy; the token itself is never stored. */
-export interface ExposedPortRow {
-  sandbox_id: string;
-  port: number;
-  /** Hex sha256 of the port's current token. */
-  token_sha256: string;
-  created_at: string;
-}
 
 /** Inserts the port, or gives an already exposed one a new token (keeping its created_at). */
 export function upsertExposedPort(db: Database.Database, row: ExposedPortRow): ExposedPortRow {

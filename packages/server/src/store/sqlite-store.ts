@@ -1,13 +1,29 @@
 import { randomUUID } from "node:crypto";
 import type { CheckpointState, Sandbox, SandboxStatus, TeamLimits, TeamUsage } from "@sandtree/protocol";
 import Database from "better-sqlite3";
-import { type JobPatch, type JobRow, jobFromRow } from "./job-row.js";
+import type {
+  AdmissionResult,
+  ApiKeyRow,
+  CheckpointPatch,
+  CheckpointRow,
+  ExposedPortRow,
+  JobPatch,
+  JobRow,
+  MeterRecord,
+  MeterRecordWithLabels,
+  NetworkRow,
+  SandboxAdmission,
+  SandboxFilter,
+  SandboxPatch,
+  TeamRow,
+} from "./rows.js";
 import * as ck from "./sqlite-checkpoints.js";
+import * as jobs from "./sqlite-jobs.js";
 import * as meter from "./sqlite-metering.js";
 import * as netw from "./sqlite-network.js";
 import * as ports from "./sqlite-ports.js";
 import * as tenancy from "./sqlite-tenancy.js";
-import type { AdmissionResult, ApiKeyRow, SandboxAdmission, SandboxFilter, SandboxPatch, Store, TeamRow } from "./store.js";
+import type { Store } from "./store.js";
 
 /**
  * Schema migrations, applied once each by name (recorded in `schema_migrations`), so features
@@ -130,15 +146,32 @@ export class SqliteStore implements Store {
     return r ? { ...r, is_admin: r.is_admin === 1 } : undefined;
   }
 
+  /** Every field of the sandbox; the optional ones absent are null, secrets (masked) {}. */
   insertSandbox(s: Sandbox): void {
     this.db
       .prepare(
         `INSERT INTO sandboxes (id, team_id, name, image, image_digest, status, cpu_cores, memory_gb, disk_size_gb,
-          environment_vars, labels, start_command, accel, error_reason, created_at, updated_at, started_at, terminated_at)
+          environment_vars, labels, start_command, accel, error_reason, created_at, updated_at, started_at, terminated_at,
+          secrets, timeout_minutes, idle_timeout_minutes, expires_at, last_activity_at, start_path, source_checkpoint_id,
+          head_checkpoint_id)
          VALUES (@id, @team_id, @name, @image, @image_digest, @status, @cpu_cores, @memory_gb, @disk_size_gb,
-          @environment_vars, @labels, @start_command, @accel, @error_reason, @created_at, @updated_at, @started_at, @terminated_at)`,
+          @environment_vars, @labels, @start_command, @accel, @error_reason, @created_at, @updated_at, @started_at, @terminated_at,
+          @secrets, @timeout_minutes, @idle_timeout_minutes, @expires_at, @last_activity_at, @start_path, @source_checkpoint_id,
+          @head_checkpoint_id)`,
       )
-      .run({ ...s, environment_vars: JSON.stringify(s.environment_vars), labels: JSON.stringify(s.labels) });
+      .run({
+        ...s,
+        environment_vars: JSON.stringify(s.environment_vars),
+        labels: JSON.stringify(s.labels),
+        secrets: JSON.stringify(s.secrets ?? {}),
+        timeout_minutes: s.timeout_minutes ?? null,
+        idle_timeout_minutes: s.idle_timeout_minutes ?? null,
+        expires_at: s.expires_at ?? null,
+        last_activity_at: s.last_activity_at ?? null,
+        start_path: s.start_path ?? null,
+        source_checkpoint_id: s.source_checkpoint_id ?? null,
+        head_checkpoint_id: s.head_checkpoint_id ?? null,
+      });
   }
 
   getSandbox(id: string, teamId?: string): Sandbox | undefined {
@@ -262,52 +295,32 @@ export class SqliteStore implements Store {
   }
 
   insertJob(j: JobRow): void {
-    this.db
-      .prepare(
-        `INSERT INTO jobs (id, team_id, sandbox_id, command, status, exit_code, stdout_bytes, stderr_bytes, wrapper_pid,
-          kill_requested, error_reason, started_at, ended_at)
-         VALUES (@id, @team_id, @sandbox_id, @command, @status, @exit_code, @stdout_bytes, @stderr_bytes, @wrapper_pid,
-          @kill_requested, @error_reason, @started_at, @ended_at)`,
-      )
-      .run({ ...j, kill_requested: j.kill_requested ? 1 : 0 });
+    jobs.insertJob(this.db, j);
   }
-
   getJob(teamId: string, sandboxId: string, jobId: string): JobRow | undefined {
-    const r = this.db.prepare("SELECT * FROM jobs WHERE id = ? AND team_id = ? AND sandbox_id = ?").get(jobId, teamId, sandboxId);
-    return r ? jobFromRow(r as Record<string, unknown>) : undefined;
+    return jobs.getJob(this.db, teamId, sandboxId, jobId);
   }
-
   listJobs(teamId: string, sandboxId: string, limit: number): JobRow[] {
-    const rows = this.db
-      .prepare("SELECT * FROM jobs WHERE team_id = ? AND sandbox_id = ? ORDER BY seq DESC LIMIT ?")
-      .all(teamId, sandboxId, limit) as Array<Record<string, unknown>>;
-    return rows.map(jobFromRow);
+    return jobs.listJobs(this.db, teamId, sandboxId, limit);
   }
-
   updateJob(id: string, patch: JobPatch): void {
-    const fields: Record<string, unknown> = { ...patch };
-    if (patch.kill_requested !== undefined) fields.kill_requested = patch.kill_requested ? 1 : 0;
-    const keys = Object.keys(fields);
-    if (keys.length === 0) return;
-    this.db
-      .prepare(`UPDATE jobs SET ${keys.map((k) => `${k} = @${k}`).join(", ")} WHERE id = @__id`)
-      .run({ ...fields, __id: id });
+    jobs.updateJob(this.db, id, patch);
   }
 
   touchSandbox(id: string, at: string): void {
     this.db.prepare("UPDATE sandboxes SET last_activity_at = ? WHERE id = ?").run(at, id);
   }
 
-  insertCheckpoint(c: ck.CheckpointRow): void {
+  insertCheckpoint(c: CheckpointRow): void {
     ck.insertCheckpoint(this.db, c);
   }
-  getCheckpoint(id: string, teamId?: string): ck.CheckpointRow | undefined {
+  getCheckpoint(id: string, teamId?: string): CheckpointRow | undefined {
     return ck.getCheckpoint(this.db, id, teamId);
   }
-  listCheckpoints(filter: { teamId?: string; sandboxId?: string; states?: readonly CheckpointState[] }): ck.CheckpointRow[] {
+  listCheckpoints(filter: { teamId?: string; sandboxId?: string; states?: readonly CheckpointState[] }): CheckpointRow[] {
     return ck.listCheckpoints(this.db, filter);
   }
-  updateCheckpoint(id: string, patch: ck.CheckpointPatch, from?: readonly CheckpointState[]): boolean {
+  updateCheckpoint(id: string, patch: CheckpointPatch, from?: readonly CheckpointState[]): boolean {
     if (patch.state === undefined && patch.stored_bytes === undefined) return ck.updateCheckpoint(this.db, id, patch, from);
     return this.db.transaction(() => {
       const changed = ck.updateCheckpoint(this.db, id, patch, from);
@@ -325,10 +338,10 @@ export class SqliteStore implements Store {
     return ck.checkpointsInUse(this.db);
   }
 
-  getNetwork(sandboxId: string): netw.NetworkRow | undefined {
+  getNetwork(sandboxId: string): NetworkRow | undefined {
     return netw.getNetwork(this.db, sandboxId);
   }
-  putNetwork(row: netw.NetworkRow): void {
+  putNetwork(row: NetworkRow): void {
     netw.putNetwork(this.db, row);
   }
   allocateNetworkSlot(sandboxId: string, slots: number): number | null {
@@ -337,16 +350,16 @@ export class SqliteStore implements Store {
   releaseNetworkSlot(sandboxId: string): void {
     netw.releaseSlot(this.db, sandboxId);
   }
-  listSlottedNetworks(): netw.NetworkRow[] {
+  listSlottedNetworks(): NetworkRow[] {
     return netw.listSlotted(this.db);
   }
-  upsertExposedPort(row: ports.ExposedPortRow): ports.ExposedPortRow {
+  upsertExposedPort(row: ExposedPortRow): ExposedPortRow {
     return ports.upsertExposedPort(this.db, row);
   }
-  getExposedPort(sandboxId: string, port: number): ports.ExposedPortRow | undefined {
+  getExposedPort(sandboxId: string, port: number): ExposedPortRow | undefined {
     return ports.getExposedPort(this.db, sandboxId, port);
   }
-  listExposedPorts(sandboxId: string): ports.ExposedPortRow[] {
+  listExposedPorts(sandboxId: string): ExposedPortRow[] {
     return ports.listExposedPorts(this.db, sandboxId);
   }
   deleteExposedPort(sandboxId: string, port: number): boolean {
@@ -368,13 +381,13 @@ export class SqliteStore implements Store {
   setMeterClock(now: () => number): void {
     this.meterNow = now;
   }
-  listMeterRecords(q: { teamId?: string; fromMs: number; toMs: number; withLabels?: boolean }): meter.MeterRecordWithLabels[] {
+  listMeterRecords(q: { teamId?: string; fromMs: number; toMs: number; withLabels?: boolean }): MeterRecordWithLabels[] {
     return meter.listMeterRecords(this.db, q);
   }
-  meterRecordsOf(subject: "sandbox" | "checkpoint", ids: readonly string[]): meter.MeterRecord[] {
+  meterRecordsOf(subject: "sandbox" | "checkpoint", ids: readonly string[]): MeterRecord[] {
     return meter.meterRecordsOf(this.db, subject, ids);
   }
-  insertMeterRecords(records: ReadonlyArray<Omit<meter.MeterRecord, "id">>): void {
+  insertMeterRecords(records: ReadonlyArray<Omit<MeterRecord, "id">>): void {
     this.db.transaction(() => {
       for (const r of records) meter.insertMeterRecord(this.db, r);
     })();

@@ -1,6 +1,6 @@
 import type { Sandbox, TeamLimits, TeamUsage } from "@sandtree/protocol";
 import type Database from "better-sqlite3";
-import type { AdmissionResult, ApiKeyRow, SandboxAdmission, TeamRow } from "./store.js";
+import type { AdmissionResult, ApiKeyRow, SandboxAdmission, TeamRow } from "./rows.js";
 
 // Teams, keys, limits, idempotency and sealed secrets: the SQL behind SqliteStore's tenancy methods.
 

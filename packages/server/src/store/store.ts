@@ -1,49 +1,60 @@
 import type { CheckpointState, Sandbox, SandboxStatus, TeamLimits, TeamUsage } from "@sandtree/protocol";
-import type { JobStore } from "./job-row.js";
-import type { MeterStore } from "./metering-store.js";
-import type { CheckpointPatch, CheckpointRow } from "./sqlite-checkpoints.js";
-import type { NetworkRow } from "./sqlite-network.js";
-import type { ExposedPortRow } from "./sqlite-ports.js";
+import type {
+  AdmissionResult,
+  ApiKeyRow,
+  CheckpointPatch,
+  CheckpointRow,
+  ExposedPortRow,
+  JobPatch,
+  JobRow,
+  MeterRecord,
+  MeterRecordWithLabels,
+  NetworkRow,
+  SandboxAdmission,
+  SandboxFilter,
+  SandboxPatch,
+  TeamRow,
+} from "./rows.js";
 
-export interface TeamRow {
-  id: string;
-  name: string;
-  created_at: string;
+/** The job part of the persistence seam. */
+export interface JobStore {
+  insertJob(j: JobRow): void;
+  getJob(teamId: string, sandboxId: string, jobId: string): JobRow | undefined;
+  listJobs(teamId: string, sandboxId: string, limit: number): JobRow[];
+  updateJob(id: string, patch: JobPatch): void;
+  /** Records activity without bumping updated_at (idle timeouts). */
+  touchSandbox(id: string, at: string): void;
 }
 
-export interface ApiKeyRow {
-  id: string;
-  team_id: string;
-  prefix: string;
-  is_admin: boolean;
-  created_at: string;
-  revoked_at: string | null;
+/**
+ * The metering part. Meter records are written by the store itself, in the transaction of each
+ * sandbox status change and each checkpoint state or size change, stamped with the clock set
+ * here (the metering service's).
+ */
+export interface MeterStore {
+  setMeterClock(now: () => number): void;
+  listMeterRecords(q: { teamId?: string; fromMs: number; toMs: number; withLabels?: boolean }): MeterRecordWithLabels[];
+  meterRecordsOf(subject: "sandbox" | "checkpoint", ids: readonly string[]): MeterRecord[];
+  /** Seeds records as they are (benchmarks, imports). */
+  insertMeterRecords(records: ReadonlyArray<Omit<MeterRecord, "id">>): void;
+  /** null: no budget. */
+  getTeamBudget(teamId: string): number | null;
+  setTeamBudget(teamId: string, usd: number | null): void;
+  creationsBetween(q: { teamId?: string; fromIso: string; toIso: string }): Array<{ created_at: string; status: string }>;
+  countRunning(teamId?: string): number;
+  /** Called after every committed status change, with the patch that made it (the metrics). */
+  onSandboxStatus(listener: (id: string, patch: SandboxPatch) => void): void;
+  /** Sandboxes per status, all teams. */
+  countByStatus(): Record<string, number>;
+  /** stored_bytes of every DURABLE checkpoint. */
+  durableCheckpointBytes(): number;
 }
-
-export interface SandboxFilter {
-  status?: SandboxStatus;
-  labels?: Record<string, string>;
-  limit: number;
-  /** Exclusive upper bound on the sequence number (pagination cursor). */
-  beforeSeq?: number;
-}
-
-export interface SandboxAdmission {
-  sandbox: Sandbox;
-  sealedSecrets: string | null;
-  idempotency: { key: string; requestMac: string; notBeforeIso: string } | null;
-  nowMs: number;
-  check(usage: TeamUsage): void;
-}
-
-export type AdmissionResult = { created: true; sandbox: Sandbox } | { created: false; sandbox: Sandbox; requestMac: string };
-
-export type SandboxPatch = Partial<Omit<Sandbox, "id" | "team_id" | "created_at">>;
 
 /**
  * The persistence seam: SQLite today, PostgreSQL later; each backend passes the same
- * conformance suite. Sandbox status changes are conditional (`from`) so concurrent
- * operations (a delete racing a create) cannot overwrite each other's transitions.
+ * conformance suite (test/store/conformance.ts). Its rows are in rows.ts. Sandbox status
+ * changes are conditional (`from`) so concurrent operations (a delete racing a create) cannot
+ * overwrite each other's transitions.
  */
 export interface Store extends JobStore, MeterStore {
   createTeam(name: string): TeamRow;
@@ -91,13 +102,13 @@ export interface Store extends JobStore, MeterStore {
   deleteCheckpointRow(id: string): void;
   /** Checkpoints that active sandboxes were restored from. */
   checkpointsInUse(): string[];
-  /** Exposes a port, or replaces the token hash of an exposed one (created_at stays). */
   getNetwork(sandboxId: string): NetworkRow | undefined;
   putNetwork(row: NetworkRow): void;
   /** The sandbox's pool slot (the lowest free one, allocated atomically); null when the pool is full. */
   allocateNetworkSlot(sandboxId: string, slots: number): number | null;
   releaseNetworkSlot(sandboxId: string): void;
   listSlottedNetworks(): NetworkRow[];
+  /** Exposes a port, or replaces the token hash of an exposed one (created_at stays). */
   upsertExposedPort(row: ExposedPortRow): ExposedPortRow;
   getExposedPort(sandboxId: string, port: number): ExposedPortRow | undefined;
   listExposedPorts(sandboxId: string): ExposedPortRow[];

@@ -1,5 +1,6 @@
 import { SandtreeError, type Stats, type TeamBudget, type UsageGroup, type UsageReport } from "@sandtree/protocol";
-import type { Store, TeamRow } from "../../store/store.js";
+import type { TeamRow } from "../../store/rows.js";
+import type { Store } from "../../store/store.js";
 import type { Principal } from "../auth-service.js";
 import type { Clock } from "./clock.js";
 import { compilePrices, type Price, type PriceEntry } from "./prices.js";

@@ -1,5 +1,5 @@
 import type { UsageAmounts } from "@sandtree/protocol";
-import type { MeterRecord } from "../../store/metering-store.js";
+import type { MeterRecord } from "../../store/rows.js";
 import type { Price } from "./prices.js";
 
 // Pure arithmetic of metering: what a record costs over a span, split where prices change.

@@ -1,5 +1,5 @@
 import { USAGE_CSV_COLUMNS, type UsageAmounts, type UsageGroup, type UsageLine } from "@sandtree/protocol";
-import type { MeterRecordWithLabels } from "../../store/metering-store.js";
+import type { MeterRecordWithLabels } from "../../store/rows.js";
 import type { Price } from "./prices.js";
 import { addAmounts, amountsOver, clip, zeroAmounts } from "./usage-calc.js";
 

@@ -1,0 +1,2 @@
+export * from "./machine.js";
+export { QemuMachine, QemuMachineHost } from "./qemu-machine.js";

@@ -1,0 +1,155 @@
+import type { AgentExec, AgentExecEvent, ExecSpec, StatInfo } from "../agent/agent-client.js";
+import type { Accel } from "../vmm/qemu-args.js";
+
+/**
+ * The seam between the control plane and the machines that run sandboxes. The server holds
+ * `Machine`s and a `MachineHost` and nothing else of a VM: today the QEMU microVM implements
+ * them in-process; a remote worker can serve the same interface over the network, and another
+ * isolation class (a container runtime) can implement it too.
+ */
+
+/** A command running in a machine: its events, stdin, signals and PTY size. */
+export type MachineExec = AgentExec;
+export type MachineExecEvent = AgentExecEvent;
+export type { ExecSpec, StatInfo };
+
+/** How a machine ended. `expected`: stopped on purpose (stop(), kill()); otherwise it died. */
+export interface MachineExit {
+  code: number | null;
+  signal: string | null;
+  expected: boolean;
+  reason: string;
+}
+
+/** The machine itself (not its guest) did not answer a control command in time: it is hung. */
+export class MachineTimeoutError extends Error {
+  override readonly name = "MachineTimeoutError";
+}
+
+/** The machine answered a control command with an error (it is alive and said no). */
+export class MachineRefusedError extends Error {
+  override readonly name = "MachineRefusedError";
+}
+
+/** What a new machine boots or resumes from. */
+export interface MachineSpec {
+  /** Unique per host; a restarted host finds its machines again by it. */
+  name: string;
+  accel: Accel;
+  cpuCores: number;
+  memoryMb: number;
+  kernel: string;
+  initramfs: string;
+  /** The machine's writable root disk (a qcow2 overlay). */
+  rootDisk: string;
+  /** Sockets and pid file; removed on stop. Keep it short (Unix socket paths). */
+  runDir: string;
+  /** console.log and the VMM's log; kept after stop. */
+  logDir: string;
+  /** A NIC on this tap device, and eth0's configuration ("ADDR/PREFIX GATEWAY"). */
+  nic?: { tap: string; guestNet: string };
+  /** Resume a booted warm template copy-on-write instead of booting. */
+  template?: { ramFile: string; stateFile: string };
+  /** Resume a memory checkpoint (RAM and devices) instead of booting. */
+  memoryState?: string;
+  signal?: AbortSignal;
+}
+
+/** A machine that outlived the host process which started it. */
+export interface AdoptSpec {
+  name: string;
+  pid: number;
+  runDir: string;
+  logDir: string;
+  /** One deadline for every step of the reconnection; a machine that misses it is killed. */
+  deadlineMs: number;
+  guestNet?: string;
+  /** Stop its CPUs again once it has answered (the sandbox was paused). */
+  keepPaused: boolean;
+  signal?: AbortSignal;
+}
+
+/** Supervision of a running machine: the liveness watchdog and the disk-error watcher. */
+export interface SuperviseOptions {
+  /** An unanswered ping this long makes the machine "unresponsive" (0: no watchdog). */
+  agentDeadlineMs: number;
+  /** Extra reasons the guest may be quiet on purpose (for example: its sandbox is not RUNNING). */
+  quiet?: () => boolean;
+}
+
+/**
+ * Events: `exit` (MachineExit), `unresponsive` (reason: the watchdog's ping went unanswered;
+ * the machine is left running for the caller to decide), `disk-error` (reason: the VMM paused
+ * the machine on a host disk error; it retries and runs on by itself once space is back),
+ * `disk-error-cleared`.
+ */
+export interface Machine {
+  readonly name: string;
+  readonly pid: number;
+  /** Set once the machine has ended. */
+  readonly exit: MachineExit | null;
+  /** False once the machine ended or its control channel closed. */
+  readonly controllable: boolean;
+  /** For an adopted machine: its run state when found (`running`, `paused`, ...). */
+  readonly adoptedRunState: string | undefined;
+  /** The disk file the guest writes to now (changes with every disk snapshot). */
+  readonly activeDisk: string | undefined;
+  /** Why the VMM holds the machine on a host disk error, or undefined. */
+  readonly diskError: string | undefined;
+  readonly consoleLog: string;
+
+  exec(spec: ExecSpec): MachineExec;
+  readFile(path: string, opts?: { offset?: number; length?: number; signal?: AbortSignal }): AsyncIterable<Buffer>;
+  writeFile(
+    path: string,
+    source: AsyncIterable<Uint8Array>,
+    opts?: { mode?: number; append?: boolean; signal?: AbortSignal },
+  ): Promise<{ bytes: number }>;
+  stat(path: string): Promise<StatInfo>;
+  list(path: string): Promise<StatInfo[]>;
+  mkdir(path: string, opts?: { parents?: boolean; mode?: number }): Promise<void>;
+  remove(path: string, opts?: { recursive?: boolean }): Promise<void>;
+  /** Freezes / thaws the guest filesystem at `path` (around a disk snapshot). */
+  fsfreeze(path: string): Promise<void>;
+  fsthaw(path: string): Promise<void>;
+  /** Sets the guest clock from the host's (after a pause or a restore). */
+  syncClock(): void;
+
+  /** Stops the CPUs; memory and disk stay. MachineTimeoutError when the VMM does not answer. */
+  pause(opts: { timeoutMs: number }): Promise<void>;
+  /** Continues the CPUs (after pause, or after a memory save). */
+  resume(opts: { timeoutMs: number }): Promise<void>;
+  /** The VMM's run state (`running`, `paused`, `io-error`...), undefined when it does not answer. */
+  runState(opts: { timeoutMs: number }): Promise<string | undefined>;
+  /** Puts `newOverlay` (whose backing is the active disk) on top; returns the now read-only disk. */
+  snapshotDisk(newOverlay: string, opts: { timeoutMs: number }): Promise<string>;
+  /** Writes RAM and device state to `file` with the CPUs stopped; resume() runs it again. */
+  saveMemory(file: string, opts: { signal: AbortSignal }): Promise<void>;
+
+  /** Tells the watchdog the guest is held still on purpose until the returned function is called. */
+  hold(): () => void;
+  /** Starts the liveness watchdog and the disk-error watcher (once). */
+  supervise(opts: SuperviseOptions): void;
+
+  /** Stops the machine (guest shutdown, then the VMM, then SIGKILL). Idempotent. */
+  stop(opts?: { graceMs?: number }): Promise<MachineExit>;
+  /** SIGKILLs the machine now; its exit is NOT expected (supervision treats it as a death). */
+  forceKill(): void;
+
+  on(event: "exit", fn: (exit: MachineExit) => void): this;
+  on(event: "unresponsive" | "disk-error", fn: (reason: string) => void): this;
+  on(event: "disk-error-cleared", fn: () => void): this;
+  once(event: "exit", fn: (exit: MachineExit) => void): this;
+}
+
+/** One host's machines: start, restore, and find again after a restart. */
+export interface MachineHost {
+  /** Boots (or resumes from a template or memory state) and resolves once the guest answered. */
+  start(spec: MachineSpec): Promise<Machine>;
+  /** Reconnects to a machine a previous host process started. */
+  adopt(spec: AdoptSpec): Promise<Machine>;
+  /** Machines still running under `runRoot` (their names and pids), for adoption. */
+  survivors(runRoot: string): Array<{ name: string; pid: number }>;
+  /** Kills a surviving machine nobody will adopt (checked by name: pids are reused). */
+  killSurvivor(pid: number, name: string): void;
+}

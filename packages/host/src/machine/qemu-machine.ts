@@ -1,0 +1,281 @@
+import { EventEmitter } from "node:events";
+import type { ExecSpec, StatInfo } from "../agent/agent-client.js";
+import { resumeAfterSave, saveVmState } from "../snapshots/migration.js";
+import { findQemuProcesses, QemuVm, qemuAlive, type VmExit } from "../vmm/qemu-vm.js";
+import { QmpCommandError, QmpTimeoutError } from "../vmm/qmp-client.js";
+import { watchDiskErrors } from "./disk-errors.js";
+import { startLiveness } from "./liveness.js";
+import {
+  type AdoptSpec,
+  type Machine,
+  type MachineExec,
+  type MachineExit,
+  type MachineHost,
+  MachineRefusedError,
+  type MachineSpec,
+  MachineTimeoutError,
+  type SuperviseOptions,
+} from "./machine.js";
+
+/** QMP's answers as the machine's errors: a timeout means QEMU is hung, `QMP Class: desc` a refusal. */
+function machineError(err: unknown): unknown {
+  if (err instanceof QmpTimeoutError) return new MachineTimeoutError(err.message, { cause: err });
+  if (err instanceof QmpCommandError) return new MachineRefusedError(err.message, { cause: err });
+  return err;
+}
+
+async function qmpCall<T>(p: () => Promise<T>): Promise<T> {
+  try {
+    return await p();
+  } catch (err) {
+    throw machineError(err);
+  }
+}
+
+/** A QEMU microVM as a Machine: QMP for control, the guest agent for exec and files. */
+export class QemuMachine extends EventEmitter implements Machine {
+  private holds = 0;
+  private epoch = 0;
+  private paused = false;
+  private held: string | undefined;
+  private supervised = false;
+  /** A memory save left QEMU in `postmigrate`: the next resume waits for that state to settle. */
+  private saved = false;
+  private readonly stops: Array<() => void> = [];
+
+  constructor(
+    /** The VM behind it (tests reach its agent connection through it). */
+    readonly vm: QemuVm,
+    opts: { paused?: boolean } = {},
+  ) {
+    super();
+    this.paused = opts.paused ?? false;
+    this.setMaxListeners(0);
+    vm.on("exit", (exit: VmExit) => {
+      for (const stop of this.stops.splice(0)) stop();
+      this.held = undefined;
+      this.emit("exit", exit);
+    });
+  }
+
+  get name(): string {
+    return this.vm.opts.name;
+  }
+  get pid(): number {
+    return this.vm.pid;
+  }
+  get exit(): MachineExit | null {
+    return this.vm.exit;
+  }
+  get controllable(): boolean {
+    return !this.vm.exit && !!this.vm.qmp && !this.vm.qmp.isClosed;
+  }
+  get adoptedRunState(): string | undefined {
+    return this.vm.adoptedRunState;
+  }
+  get activeDisk(): string | undefined {
+    return this.vm.activeDisk;
+  }
+  get diskError(): string | undefined {
+    return this.held;
+  }
+  get consoleLog(): string {
+    return this.vm.consoleLog;
+  }
+
+  exec(spec: ExecSpec): MachineExec {
+    return this.vm.agent.exec(spec);
+  }
+  readFile(path: string, opts: { offset?: number; length?: number; signal?: AbortSignal } = {}): AsyncIterable<Buffer> {
+    return this.vm.agent.readFile(path, opts);
+  }
+  writeFile(
+    path: string,
+    source: AsyncIterable<Uint8Array>,
+    opts: { mode?: number; append?: boolean; signal?: AbortSignal } = {},
+  ): Promise<{ bytes: number }> {
+    return this.vm.agent.writeFile(path, source, opts);
+  }
+  stat(path: string): Promise<StatInfo> {
+    return this.vm.agent.stat(path);
+  }
+  list(path: string): Promise<StatInfo[]> {
+    return this.vm.agent.list(path);
+  }
+  mkdir(path: string, opts: { parents?: boolean; mode?: number } = {}): Promise<void> {
+    return this.vm.agent.mkdir(path, opts);
+  }
+  remove(path: string, opts: { recursive?: boolean } = {}): Promise<void> {
+    return this.vm.agent.remove(path, opts);
+  }
+  fsfreeze(path: string): Promise<void> {
+    return this.vm.agent.fsfreeze(path);
+  }
+  fsthaw(path: string): Promise<void> {
+    return this.vm.agent.fsthaw(path);
+  }
+  syncClock(): void {
+    this.vm.agent.syncClock();
+  }
+
+  private get qmp() {
+    const qmp = this.vm.qmp;
+    if (!qmp) throw new MachineRefusedError(`${this.name} has no QMP connection`);
+    return qmp;
+  }
+
+  async pause(opts: { timeoutMs: number }): Promise<void> {
+    this.epoch++;
+    this.paused = true;
+    try {
+      await qmpCall(() => this.qmp.execute("stop", undefined, { timeoutMs: opts.timeoutMs }));
+    } catch (err) {
+      this.paused = false;
+      throw err;
+    } finally {
+      this.epoch++;
+    }
+  }
+
+  async resume(opts: { timeoutMs: number }): Promise<void> {
+    this.epoch++;
+    try {
+      if (this.saved) await qmpCall(() => resumeAfterSave(this.qmp));
+      else await qmpCall(() => this.qmp.execute("cont", undefined, { timeoutMs: opts.timeoutMs }));
+      this.saved = false;
+      this.paused = false;
+    } finally {
+      this.epoch++;
+    }
+  }
+
+  async runState(opts: { timeoutMs: number }): Promise<string | undefined> {
+    return this.vm.qmp
+      ?.execute<{ status?: string }>("query-status", undefined, { timeoutMs: opts.timeoutMs })
+      .then((s) => s.status)
+      .catch(() => undefined);
+  }
+
+  snapshotDisk(newOverlay: string, opts: { timeoutMs: number }): Promise<string> {
+    return qmpCall(() => this.vm.snapshotRootDisk(newOverlay, { timeoutMs: opts.timeoutMs }));
+  }
+
+  async saveMemory(file: string, opts: { signal: AbortSignal }): Promise<void> {
+    this.saved = true;
+    await qmpCall(() => saveVmState(this.qmp, file, { ignoreShared: false, signal: opts.signal }));
+  }
+
+  hold(): () => void {
+    this.holds++;
+    this.epoch++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.holds--;
+      this.epoch++;
+    };
+  }
+
+  supervise(opts: SuperviseOptions): void {
+    if (this.supervised || this.vm.exit) return;
+    this.supervised = true;
+    const ended = () => this.vm.exit !== null;
+    this.stops.push(
+      startLiveness({
+        deadlineMs: opts.agentDeadlineMs,
+        connection: () => (this.vm.agent && !this.vm.agent.isClosed ? this.vm.agent : null),
+        quiet: () => this.holds > 0 || this.paused || this.held !== undefined || (opts.quiet?.() ?? false),
+        epoch: () => this.epoch,
+        ended,
+        onMiss: () => {
+          void this.runState({ timeoutMs: 1000 }).then((state) => {
+            const secs = Math.round(opts.agentDeadlineMs / 1000);
+            this.emit(
+              "unresponsive",
+              `guest agent stopped answering for ${secs} s (VM state: ${state ?? "no answer"}); the VM was stopped`,
+            );
+          });
+        },
+      }),
+    );
+    const qmp = this.vm.qmp;
+    if (qmp) {
+      this.stops.push(
+        watchDiskErrors({
+          qmp,
+          ended,
+          onError: (reason) => {
+            this.held = reason;
+            this.epoch++;
+            this.emit("disk-error", reason);
+          },
+          onCleared: () => {
+            this.held = undefined;
+            this.epoch++;
+            this.emit("disk-error-cleared");
+          },
+        }),
+      );
+    }
+  }
+
+  stop(opts: { graceMs?: number } = {}): Promise<MachineExit> {
+    return this.vm.stop(opts);
+  }
+
+  forceKill(): void {
+    try {
+      process.kill(this.vm.pid, "SIGKILL");
+    } catch {}
+  }
+}
+
+/** This host's QEMU microVMs. */
+export class QemuMachineHost implements MachineHost {
+  async start(spec: MachineSpec): Promise<QemuMachine> {
+    const vm = await QemuVm.start({
+      name: spec.name,
+      accel: spec.accel,
+      cpuCores: spec.cpuCores,
+      memoryMb: spec.memoryMb,
+      kernel: spec.kernel,
+      initramfs: spec.initramfs,
+      rootDisk: spec.rootDisk,
+      runDir: spec.runDir,
+      logDir: spec.logDir,
+      ...(spec.nic ? { tap: spec.nic.tap, guestNet: spec.nic.guestNet } : {}),
+      ...(spec.signal ? { signal: spec.signal } : {}),
+      ...(spec.template
+        ? { memoryFile: { path: spec.template.ramFile, share: false }, restoreFrom: spec.template.stateFile }
+        : {}),
+      ...(spec.memoryState ? { restoreFrom: spec.memoryState } : {}),
+    });
+    return new QemuMachine(vm);
+  }
+
+  async adopt(spec: AdoptSpec): Promise<QemuMachine> {
+    const vm = await QemuVm.adopt({
+      name: spec.name,
+      pid: spec.pid,
+      runDir: spec.runDir,
+      logDir: spec.logDir,
+      connectTimeoutMs: spec.deadlineMs,
+      keepPaused: spec.keepPaused,
+      ...(spec.signal ? { signal: spec.signal } : {}),
+      ...(spec.guestNet ? { guestNet: spec.guestNet } : {}),
+    });
+    // A paused sandbox's VM was stopped again after the handshake.
+    return new QemuMachine(vm, { paused: spec.keepPaused });
+  }
+
+  survivors(runRoot: string): Array<{ name: string; pid: number }> {
+    return findQemuProcesses(runRoot);
+  }
+
+  killSurvivor(pid: number, name: string): void {
+    try {
+      if (qemuAlive(pid, name)) process.kill(pid, "SIGKILL");
+    } catch {}
+  }
+}

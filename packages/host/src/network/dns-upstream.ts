@@ -1,0 +1,181 @@
+/**
+ * The DNS resolver's side of upstream: which servers resolv.conf names, and one query/answer
+ * exchange with one server over UDP or TCP (a fresh socket per query, connected to the server,
+ * taking only an answer with our ID, QR set and the same question).
+ */
+
+import dgram from "node:dgram";
+import { readFileSync } from "node:fs";
+import net from "node:net";
+import { type DnsMessage, type DnsQuestion, parseMessage } from "./dns-message.js";
+
+export interface DnsUpstream {
+  host: string;
+  port: number;
+}
+
+/** An upstream answer: the bytes as received and their parse. */
+export interface UpstreamAnswer {
+  raw: Buffer;
+  msg: DnsMessage;
+}
+
+/** What one exchange needs from the resolver: its timeout, and the set close() cancels through. */
+export interface ExchangeContext {
+  timeoutMs: number;
+  /** The exchange adds its cancel function while in progress and removes it when done. */
+  cancels: Set<() => void>;
+}
+
+export class UpstreamError extends Error {}
+
+/**
+ * The `nameserver` lines of resolv.conf that are IPv4 addresses, port 53. Loopback stubs
+ * (127.0.0.53 and the like) are only returned when there is nothing else. A missing file
+ * gives [].
+ */
+export function systemUpstreams(resolvConf = "/etc/resolv.conf"): DnsUpstream[] {
+  let text: string;
+  try {
+    text = readFileSync(resolvConf, "utf8");
+  } catch {
+    return [];
+  }
+  const found: string[] = [];
+  for (const line of text.split("\n")) {
+    const m = /^\s*nameserver\s+(\S+)/.exec(line);
+    const addr = m?.[1];
+    if (addr && net.isIPv4(addr) && !found.includes(addr)) found.push(addr);
+  }
+  const real = found.filter((a) => !a.startsWith("127."));
+  return (real.length > 0 ? real : found).map((host) => ({ host, port: 53 }));
+}
+
+/** One query to `up` over UDP; rejects on timeout, socket error or cancellation. */
+export function exchangeUdp(
+  up: DnsUpstream,
+  query: Buffer,
+  id: number,
+  question: DnsQuestion,
+  ctx: ExchangeContext,
+): Promise<UpstreamAnswer> {
+  return new Promise<UpstreamAnswer>((resolve, reject) => {
+    const sock = dgram.createSocket({ type: net.isIPv6(up.host) ? "udp6" : "udp4" });
+    let done = false;
+    const finish = (err: Error | null, res?: UpstreamAnswer) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      ctx.cancels.delete(cancel);
+      try {
+        sock.close();
+      } catch {}
+      if (err || !res) reject(err ?? new UpstreamError("no answer"));
+      else resolve(res);
+    };
+    const cancel = () => finish(new UpstreamError("resolver closed"));
+    const timer = setTimeout(() => finish(new UpstreamError(`timeout from ${up.host}:${up.port}`)), ctx.timeoutMs);
+    ctx.cancels.add(cancel);
+    sock.on("error", (err) => finish(err));
+    sock.on("message", (msg) => {
+      const res = matchResponse(msg, id, question);
+      if (res) finish(null, { raw: msg, msg: res });
+    });
+    // On a failed connect (e.g. ENETUNREACH) Node calls this callback with the error and emits
+    // no 'error' event; sending then on the unconnected socket would throw out of a tick.
+    const onConnect = (err?: Error | null) => {
+      if (done) return;
+      if (err) return finish(err);
+      try {
+        sock.send(query, (e) => {
+          if (e) finish(e);
+        });
+      } catch (e) {
+        finish(e as Error);
+      }
+    };
+    sock.connect(up.port, up.host, onConnect as () => void);
+  });
+}
+
+/** One query to `up` over TCP (2-octet length prefix); rejects like exchangeUdp, or when the server closes first. */
+export function exchangeTcp(
+  up: DnsUpstream,
+  query: Buffer,
+  id: number,
+  question: DnsQuestion,
+  ctx: ExchangeContext,
+): Promise<UpstreamAnswer> {
+  return new Promise<UpstreamAnswer>((resolve, reject) => {
+    let done = false;
+    let buf: Buffer = Buffer.alloc(0);
+    const sock = net.connect({ host: up.host, port: up.port });
+    const finish = (err: Error | null, res?: UpstreamAnswer) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      ctx.cancels.delete(cancel);
+      sock.destroy();
+      if (err || !res) reject(err ?? new UpstreamError("no answer"));
+      else resolve(res);
+    };
+    const cancel = () => finish(new UpstreamError("resolver closed"));
+    const timer = setTimeout(() => finish(new UpstreamError(`TCP timeout from ${up.host}:${up.port}`)), ctx.timeoutMs);
+    ctx.cancels.add(cancel);
+    sock.on("error", (err) => finish(err));
+    sock.on("close", () => finish(new UpstreamError(`TCP connection to ${up.host}:${up.port} closed`)));
+    sock.on("connect", () => {
+      const frame = Buffer.allocUnsafe(2 + query.length);
+      frame.writeUInt16BE(query.length, 0);
+      query.copy(frame, 2);
+      sock.write(frame);
+    });
+    sock.on("data", (chunk: Buffer) => {
+      buf = Buffer.concat([buf, chunk]);
+      while (buf.length >= 2) {
+        const len = buf.readUInt16BE(0);
+        if (buf.length < 2 + len) return;
+        const msg = Buffer.from(buf.subarray(2, 2 + len));
+        buf = buf.subarray(2 + len);
+        const res = matchResponse(msg, id, question);
+        if (res) {
+          finish(null, { raw: msg, msg: res });
+          return;
+        }
+      }
+    });
+  });
+}
+
+/** The parsed upstream message when it answers our query, null otherwise. */
+function matchResponse(raw: Buffer, id: number, question: DnsQuestion): DnsMessage | null {
+  let msg: DnsMessage;
+  try {
+    msg = parseMessage(raw);
+  } catch {
+    return null;
+  }
+  const h = msg.header;
+  if (h.id !== id || !h.qr || h.opcode !== 0 || msg.questions.length !== 1) return null;
+  const q = msg.questions[0]!;
+  if (q.type !== question.type || q.class !== question.class) return null;
+  if (q.name.toLowerCase() !== question.name.toLowerCase()) return null;
+  return msg;
+}
+
+/** `p`, or a rejection after `ms` (the promise itself is not cancelled). */
+export function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
+    p.then(
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        reject(err);
+      },
+    );
+  });
+}

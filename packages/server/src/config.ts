@@ -1,0 +1,175 @@
+import { cacheDir, defaultDataDir } from "@sandtree/host";
+import { AccelChoice, SandtreeError } from "@sandtree/protocol";
+import { z } from "zod";
+import type { PriceTableInput } from "./services/metering/prices.js";
+
+/**
+ * Every setting of `sandtree serve`, parsed once at start. Precedence: the explicit option, then
+ * its `SANDTREE_*` environment variable, then the documented default. Nothing else in the server
+ * or the host reads the environment: host modules take their settings as arguments.
+ */
+
+/** Deadlines of calls into VMs, in ms. A VM that misses one is failed and killed. */
+export const VmDeadlines = z.object({
+  /** Reconnecting one VM after a restart, all steps together (SANDTREE_ADOPT_DEADLINE_MS). */
+  adoptMs: z.coerce.number().int().min(100).max(600_000).default(10_000),
+  /** One QMP command: pause, resume, a checkpoint's disk snapshot (SANDTREE_QMP_DEADLINE_MS). */
+  qmpMs: z.coerce.number().int().min(100).max(600_000).default(15_000),
+  /** The liveness watchdog's ping, 0 turns it off: bounds every exec, file and job call (SANDTREE_AGENT_DEADLINE_MS). */
+  agentMs: z.coerce.number().int().min(0).max(3_600_000).default(30_000),
+  /** A checkpoint's filesystem freeze (SANDTREE_FREEZE_DEADLINE_MS). */
+  freezeMs: z.coerce.number().int().min(100).max(600_000).default(30_000),
+});
+export type VmDeadlines = z.infer<typeof VmDeadlines>;
+
+const boolText = z.union([z.boolean(), z.enum(["0", "1", "true", "false"]).transform((v) => v === "1" || v === "true")]);
+
+export const ServerConfig = z.object({
+  /** Database, sandboxes, layers, credentials (SANDTREE_DATA_DIR; default ~/.local/share/sandtree). */
+  dataDir: z.string().min(1).default(defaultDataDir()),
+  /** Kernel, guest and images built by setup (SANDTREE_CACHE_DIR; default ~/.cache/sandtree). */
+  cacheDir: z.string().min(1).default(cacheDir()),
+  host: z.string().min(1).default("127.0.0.1"),
+  port: z.coerce.number().int().min(0).max(65535).default(7070),
+  accel: AccelChoice.default("auto"),
+  logger: z.boolean().default(true),
+  /** The log's form: JSON lines, or readable lines ("auto": readable on a terminal). */
+  logFormat: z.enum(["auto", "pretty", "json"]).default("auto"),
+  logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  /** How often expired sandboxes (timeout_minutes, idle_timeout_minutes) are looked for. */
+  reaperIntervalMs: z.coerce.number().int().min(100).max(60_000).default(2000),
+  /** Sandbox networks: "auto" turns them on when the host allows it (root, nftables, /dev/net/tun). */
+  network: z.enum(["auto", "on", "off"]).default("auto"),
+  /** The sandbox address pool (a /30 each); unset: the first free of 10.201.0.0/16, 10.202.0.0/16, ... */
+  networkSubnet: z
+    .string()
+    .regex(/^\d+\.\d+\.\d+\.\d+\/(1[0-9]|2[0-8])$/, "an IPv4 CIDR from /10 to /28")
+    .optional(),
+  /** Egress of a sandbox created without network_allowlist or network_denylist. */
+  networkDefault: z.enum(["allow", "deny"]).default("allow"),
+  /** Upstream DNS servers for sandboxes ("HOST" or "HOST:PORT"); default /etc/resolv.conf's. */
+  dnsUpstreams: z.array(z.string().regex(/^\d+\.\d+\.\d+\.\d+(:\d+)?$/)).default([]),
+  /** Each sandbox's DNS budget, "PER_SECOND/BURST" (default 200/400): REFUSED beyond it. */
+  dnsRateLimit: z
+    .string()
+    .regex(/^[1-9]\d{0,5}\/[1-9]\d{0,6}$/, "PER_SECOND/BURST, e.g. 200/400")
+    .default("200/400")
+    .transform((v) => {
+      const [perSecond, burst] = v.split("/").map(Number) as [number, number];
+      return { perSecond, burst };
+    }),
+  /**
+   * The price table (see docs/api.md, "Usage and prices"): JSON text, the path of a JSON file,
+   * or the table itself; unset: the default prices.
+   */
+  prices: z.custom<string | PriceTableInput>((v) => v === undefined || typeof v === "string" || typeof v === "object").optional(),
+  /** A bearer token that may read GET /metrics (besides admin keys); unset: admin keys only. */
+  metricsToken: z.string().min(16, "at least 16 characters").optional(),
+  deadlines: VmDeadlines.prefault({}),
+  /** Chains at least this deep get their top layer flattened in the background. */
+  flattenDepth: z.coerce.number().int().min(2).max(1000).default(16),
+  /** Warm starts from booted templates (SANDTREE_WARM_TEMPLATES=0 turns them off). */
+  warmTemplates: boolText.default(true),
+  /** Registry of image references without one (SANDTREE_DEFAULT_REGISTRY). */
+  defaultRegistry: z.string().min(1).optional(),
+  /** Registries reached over plain HTTP (SANDTREE_INSECURE_REGISTRIES, comma-separated). */
+  insecureRegistries: z.array(z.string().min(1)).default([]),
+});
+export type ServerConfigInput = z.input<typeof ServerConfig>;
+export type ServerConfigValues = z.output<typeof ServerConfig>;
+
+type Env = Record<string, string | undefined>;
+
+const list = (v: string | undefined) =>
+  v === undefined
+    ? undefined
+    : v
+        .split(",")
+        .map((x) => x.trim())
+        .filter(Boolean);
+
+/** Each setting's environment variable (unset or empty: not given). */
+function fromEnv(env: Env): Record<string, unknown> {
+  const e = (name: string) => env[name] || undefined;
+  return {
+    dataDir: e("SANDTREE_DATA_DIR"),
+    cacheDir: e("SANDTREE_CACHE_DIR"),
+    host: e("SANDTREE_HOST"),
+    port: e("SANDTREE_PORT"),
+    accel: e("SANDTREE_ACCEL"),
+    logFormat: e("SANDTREE_LOG_FORMAT"),
+    logLevel: e("SANDTREE_LOG_LEVEL"),
+    network: e("SANDTREE_NETWORK"),
+    networkSubnet: e("SANDTREE_NETWORK_SUBNET"),
+    networkDefault: e("SANDTREE_NETWORK_DEFAULT"),
+    dnsUpstreams: list(e("SANDTREE_DNS_UPSTREAM")),
+    dnsRateLimit: e("SANDTREE_DNS_RATE"),
+    prices: e("SANDTREE_PRICES"),
+    metricsToken: e("SANDTREE_METRICS_TOKEN"),
+    flattenDepth: e("SANDTREE_FLATTEN_DEPTH"),
+    warmTemplates: e("SANDTREE_WARM_TEMPLATES"),
+    defaultRegistry: e("SANDTREE_DEFAULT_REGISTRY"),
+    insecureRegistries: list(e("SANDTREE_INSECURE_REGISTRIES")),
+    deadlines: {
+      adoptMs: e("SANDTREE_ADOPT_DEADLINE_MS"),
+      qmpMs: e("SANDTREE_QMP_DEADLINE_MS"),
+      agentMs: e("SANDTREE_AGENT_DEADLINE_MS"),
+      freezeMs: e("SANDTREE_FREEZE_DEADLINE_MS"),
+    },
+  };
+}
+
+const ENV_NAMES: Record<string, string> = {
+  dataDir: "SANDTREE_DATA_DIR",
+  cacheDir: "SANDTREE_CACHE_DIR",
+  host: "SANDTREE_HOST",
+  port: "SANDTREE_PORT",
+  accel: "SANDTREE_ACCEL",
+  logFormat: "SANDTREE_LOG_FORMAT",
+  logLevel: "SANDTREE_LOG_LEVEL",
+  network: "SANDTREE_NETWORK",
+  networkSubnet: "SANDTREE_NETWORK_SUBNET",
+  networkDefault: "SANDTREE_NETWORK_DEFAULT",
+  dnsUpstreams: "SANDTREE_DNS_UPSTREAM",
+  dnsRateLimit: "SANDTREE_DNS_RATE",
+  prices: "SANDTREE_PRICES",
+  metricsToken: "SANDTREE_METRICS_TOKEN",
+  flattenDepth: "SANDTREE_FLATTEN_DEPTH",
+  warmTemplates: "SANDTREE_WARM_TEMPLATES",
+  defaultRegistry: "SANDTREE_DEFAULT_REGISTRY",
+  insecureRegistries: "SANDTREE_INSECURE_REGISTRIES",
+  "deadlines.adoptMs": "SANDTREE_ADOPT_DEADLINE_MS",
+  "deadlines.qmpMs": "SANDTREE_QMP_DEADLINE_MS",
+  "deadlines.agentMs": "SANDTREE_AGENT_DEADLINE_MS",
+  "deadlines.freezeMs": "SANDTREE_FREEZE_DEADLINE_MS",
+};
+
+function defined(o: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
+}
+
+/**
+ * Parses the configuration once: explicit options over the environment over the defaults.
+ * A bad value is refused with VALIDATION_FAILED naming the setting and its variable.
+ */
+export function loadConfig(input: ServerConfigInput = {}, env: Env = process.env): ServerConfigValues {
+  const fromVars = fromEnv(env);
+  const given = input as Record<string, unknown>;
+  const merged = {
+    ...defined(fromVars),
+    ...defined(given),
+    deadlines: {
+      ...defined(fromVars.deadlines as Record<string, unknown>),
+      ...defined((given.deadlines as Record<string, unknown> | undefined) ?? {}),
+    },
+  };
+  const r = ServerConfig.safeParse(merged);
+  if (!r.success) {
+    const issue = r.error.issues[0];
+    const field = issue?.path.join(".") ?? "";
+    const variable = ENV_NAMES[field];
+    const where = variable ? ` (option ${field} or ${variable})` : ` (option ${field})`;
+    throw new SandtreeError("VALIDATION_FAILED", `invalid setting${where}: ${issue?.message ?? "invalid"}`, { field });
+  }
+  return r.data;
+}

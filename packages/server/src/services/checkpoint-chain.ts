@@ -1,0 +1,74 @@
+import { existsSync } from "node:fs";
+import { BlobCorruptError, BlobMissingError, type BlobStore } from "@sandtree/host";
+import { SandtreeError } from "@sandtree/protocol";
+import type { CheckpointRow } from "../store/rows.js";
+import type { Store } from "../store/store.js";
+
+/** A checkpoint's layer (or memory file) from the blob store, checked against its recorded sha256. */
+async function materialize(blobs: BlobStore, id: string, key: string, sha256: string, signal?: AbortSignal): Promise<string> {
+  try {
+    return await blobs.materialize(key, sha256, signal ? { signal } : {});
+  } catch (err) {
+    if (err instanceof BlobCorruptError || err instanceof BlobMissingError) {
+      throw new SandtreeError("CHECKPOINT_CORRUPT", `checkpoint ${id} cannot be restored: ${err.message}`, { checkpoint_id: id });
+    }
+    throw err;
+  }
+}
+
+/**
+ * Verifies every layer of a DURABLE checkpoint's chain (sha256 against what was recorded) and,
+ * with `memory`, its memory file; returns the top layer's path, to back a new sandbox's overlay.
+ * A corrupt or missing layer is CHECKPOINT_CORRUPT: such a checkpoint never boots.
+ */
+export async function verifyChain(
+  store: Store,
+  blobs: BlobStore,
+  top: CheckpointRow,
+  opts: { memory: boolean; signal?: AbortSignal },
+): Promise<{ path: string; row: CheckpointRow; memPath: string | null }> {
+  const id = top.id;
+  const { signal } = opts;
+  if (top.state !== "DURABLE") {
+    const code = top.state === "FAILED" ? "CHECKPOINT_FAILED" : "CHECKPOINT_NOT_READY";
+    throw new SandtreeError(code, `checkpoint ${id} is ${top.state}, not DURABLE`, { checkpoint_id: id, state: top.state });
+  }
+  let topPath = "";
+  for (let c: CheckpointRow | undefined = top; c; c = c.parent_id ? store.getCheckpoint(c.parent_id) : undefined) {
+    if (!c.blob_key || !c.sha256)
+      throw new SandtreeError("CHECKPOINT_CORRUPT", `layer of ${c.id} was never stored`, { checkpoint_id: id });
+    const { blob_key, sha256 } = c;
+    const layer = c.id;
+    let p: string;
+    try {
+      try {
+        p = await blobs.materialize(blob_key, sha256, signal ? { signal } : {});
+      } catch (err) {
+        // A flattening may have swapped the layer (and its hash) while we read it: once more.
+        const now = store.getCheckpoint(layer);
+        if (!(err instanceof BlobCorruptError) || !now?.sha256 || now.sha256 === sha256) throw err;
+        p = await blobs.materialize(blob_key, now.sha256, signal ? { signal } : {});
+      }
+    } catch (err) {
+      if (err instanceof BlobCorruptError || err instanceof BlobMissingError) {
+        throw new SandtreeError("CHECKPOINT_CORRUPT", `checkpoint ${id} cannot be restored: ${err.message}`, {
+          checkpoint_id: id,
+          layer,
+        });
+      }
+      throw err;
+    }
+    if (c === top) topPath = p;
+  }
+  let memPath: string | null = null;
+  if (opts.memory) {
+    if (!top.mem_key || !top.mem_sha256) {
+      throw new SandtreeError("CHECKPOINT_HAS_NO_MEMORY", `checkpoint ${id} has no memory to restore`, { checkpoint_id: id });
+    }
+    memPath = await materialize(blobs, id, top.mem_key, top.mem_sha256, signal);
+  }
+  if (!existsSync(top.base_path)) {
+    throw new SandtreeError("CHECKPOINT_CORRUPT", `the image base of checkpoint ${id} is gone`, { checkpoint_id: id });
+  }
+  return { path: topPath, row: top, memPath };
+}

@@ -1,0 +1,229 @@
+import { createWriteStream, mkdirSync, rmSync } from "node:fs";
+import path from "node:path";
+import {
+  type Accel,
+  createOverlay,
+  ensureBaseLink,
+  type GuestArtifacts,
+  type Machine,
+  type MachineHost,
+  type TemplateInputs,
+  type TemplateStore,
+} from "@sandtree/host";
+import { type CreateSandboxParams, type Sandbox, SandtreeError } from "@sandtree/protocol";
+import type { Store } from "../store/store.js";
+import type { ImageResolver } from "./image-resolver.js";
+import type { Logger } from "./logger.js";
+import type { NetworkService } from "./network-service.js";
+import type { SandboxMachines } from "./sandbox-machines.js";
+import { liveDiskName, machineNameOf, memoryMbFor, type SandboxPaths } from "./sandbox-paths.js";
+
+const GiB = 1024 ** 3;
+
+/** A verified checkpoint a sandbox starts from (resolved once, by the restore service). */
+export interface RestoreLayers {
+  /** The checkpoint's top layer, by file name in the layers directory. */
+  layerName: string;
+  digest: string | null;
+  /** Its memory state, when the sandbox resumes with processes running. */
+  memState: string | null;
+}
+
+export interface ProvisionerDeps {
+  store: Store;
+  images: ImageResolver;
+  paths: SandboxPaths;
+  machines: SandboxMachines;
+  host: MachineHost;
+  accel: Accel;
+  guest: GuestArtifacts;
+  log: Logger;
+  network?: NetworkService;
+  /** Warm templates; null turns warm starts off. */
+  templates: TemplateStore | null;
+  /** What every exec and the start command get. */
+  environmentOf: (sb: Sandbox) => Record<string, string>;
+}
+
+/**
+ * Gets a sandbox from PENDING to RUNNING: its disk (an overlay on the image base or on a
+ * checkpoint's layer), its network, and its machine (a warm template clone, a memory restore or a
+ * cold boot); and replaces a running sandbox's machine for an episode reset.
+ */
+export class Provisioner {
+  private readonly imageBases = new Map<string, string>();
+
+  constructor(private readonly deps: ProvisionerDeps) {}
+
+  /** The image base under a sandbox's disk chain. */
+  async basePathOf(sb: Sandbox): Promise<string> {
+    return this.imageBases.get(sb.id) ?? (await this.deps.images.resolve(sb.image, {})).basePath;
+  }
+
+  forget(id: string): void {
+    this.imageBases.delete(id);
+  }
+
+  private spec(sb: Sandbox, rootDisk: string) {
+    const { paths } = this.deps;
+    return {
+      name: machineNameOf(sb.id),
+      accel: this.deps.accel,
+      cpuCores: sb.cpu_cores,
+      memoryMb: memoryMbFor(sb.memory_gb),
+      kernel: this.deps.guest.kernel,
+      initramfs: this.deps.guest.initramfs,
+      rootDisk,
+      runDir: paths.runDir(sb.id),
+      logDir: paths.logDir(sb.id),
+    };
+  }
+
+  async provision(
+    sb: Sandbox,
+    credentials: CreateSandboxParams["registry_credentials"],
+    restore: RestoreLayers | null,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const { store, log, paths, machines } = this.deps;
+    if (!store.updateSandbox(sb.id, { status: "PROVISIONING" }, ["PENDING"])) return;
+    let machine: Machine | null = null;
+    try {
+      // The overlay lives among the checkpoint layers and names its backing relatively: the
+      // checkpoint's layer, or a link to the image base. A later checkpoint keeps it in place.
+      mkdirSync(paths.layersDir, { recursive: true });
+      let backing: string;
+      let image: { digest: string | null; virtualSizeBytes: number };
+      if (restore) {
+        backing = restore.layerName;
+        image = { digest: restore.digest, virtualSizeBytes: 0 };
+      } else {
+        const resolved = await this.deps.images.resolve(sb.image, { ...(credentials ? { credentials } : {}), signal });
+        this.imageBases.set(sb.id, resolved.basePath);
+        backing = ensureBaseLink(paths.layersDir, resolved.basePath);
+        image = resolved;
+      }
+      const memState = restore?.memState ?? null;
+      store.updateSandbox(sb.id, { image_digest: image.digest });
+      // Boot progress for `sandtree sandbox logs` (the console of a quiet kernel says little).
+      store.addEvent(
+        sb.id,
+        sb.source_checkpoint_id
+          ? `disk from checkpoint ${sb.source_checkpoint_id}`
+          : `image ready (${image.digest?.slice(0, 19) ?? "no digest"})`,
+      );
+      const diskBytes = sb.disk_size_gb * GiB;
+      if (diskBytes < image.virtualSizeBytes) {
+        throw new SandtreeError(
+          "VALIDATION_FAILED",
+          `disk_size_gb ${sb.disk_size_gb} is smaller than the image (${(image.virtualSizeBytes / GiB).toFixed(2)} GiB)`,
+          { field: "disk_size_gb" },
+        );
+      }
+      const memoryMb = memoryMbFor(sb.memory_gb);
+      // Warm start: a copy-on-write clone of a saved, booted VM of the same image and sizes.
+      // Restores boot cold (their disk is a checkpoint's, not the template's).
+      const templates = this.deps.templates;
+      const warmInputs: TemplateInputs | null =
+        templates && !restore && image.digest
+          ? {
+              imageDigest: image.digest,
+              backing,
+              kernel: this.deps.guest.kernel,
+              initramfs: this.deps.guest.initramfs,
+              accel: this.deps.accel,
+              cpuCores: sb.cpu_cores,
+              memoryMb,
+              diskBytes,
+              nic: this.deps.network?.enabled ?? false,
+            }
+          : null;
+      const template = warmInputs ? templates?.get(warmInputs) : null;
+      const overlay = path.join(paths.layersDir, liveDiskName(sb.id, "0"));
+      // The disk and the network (tap, rules, tunnels) are set up side by side.
+      // Both settle before a failure is thrown, so the cleanup below sees everything they made.
+      const [disk, net] = await Promise.allSettled([
+        createOverlay(template ? template.diskName : backing, overlay, diskBytes, { signal }),
+        this.deps.network?.attach(sb.id),
+      ]);
+      if (disk.status === "rejected") throw disk.reason;
+      if (net.status === "rejected") throw net.reason;
+      const nic = net.value;
+      signal.throwIfAborted();
+      const how = memState ? "restoring its memory" : template ? "warm start from a booted template" : "cold boot";
+      store.addEvent(sb.id, `starting the VM (${how}, ${sb.cpu_cores} cpu, ${memoryMb} MiB)`);
+      machine = await this.deps.host.start({
+        ...this.spec(sb, overlay),
+        ...(nic ? { nic: { tap: nic.tap, guestNet: nic.guestNet } } : {}),
+        signal,
+        ...(template ? { template: { ramFile: template.ramFile, stateFile: template.stateFile } } : {}),
+        ...(memState ? { memoryState: memState } : {}),
+      });
+      store.updateSandbox(sb.id, { start_path: memState ? "memory" : template ? "warm" : "cold" });
+      // The first create of a kind boots cold; the template for the next ones builds afterwards.
+      if (warmInputs && !template) setImmediate(() => void templates?.ensure(warmInputs));
+      const started = machine;
+      machines.supervise(sb.id, started);
+      if (sb.start_command) this.runStartCommand(sb, started);
+      if (!store.updateSandbox(sb.id, { status: "RUNNING", started_at: new Date().toISOString() }, ["PROVISIONING"])) {
+        throw new SandtreeError("SANDBOX_NOT_RUNNING", "sandbox was deleted while provisioning", { id: sb.id });
+      }
+      store.addEvent(sb.id, `running (${this.deps.accel}, pid ${started.pid})`);
+    } catch (err) {
+      const reason = err instanceof Error ? err.message : String(err);
+      if (machine) {
+        machines.take(sb.id);
+        await machine.stop({ graceMs: 0 }).catch(() => {});
+      }
+      machines.cleanupDisk(sb.id);
+      rmSync(paths.runDir(sb.id), { recursive: true, force: true });
+      await this.deps.network?.detach(sb.id).catch(() => {});
+      if (
+        store.updateSandbox(sb.id, { status: "ERROR", error_reason: reason, terminated_at: new Date().toISOString() }, [
+          "PENDING",
+          "PROVISIONING",
+        ])
+      ) {
+        store.addEvent(sb.id, `error: ${reason}`);
+        log.warn({ sandbox: sb.id, reason }, "provisioning failed");
+      }
+    }
+  }
+
+  /**
+   * Replaces a sandbox's machine by one resumed from a memory checkpoint (its disk on the
+   * checkpoint's layer), keeping the sandbox's id and network. The caller took the old machine.
+   */
+  async replaceForReset(sb: Sandbox, old: Machine, layers: { layerName: string; memState: string }): Promise<void> {
+    const { paths, machines } = this.deps;
+    await old.stop({ graceMs: 0 });
+    machines.cleanupDisk(sb.id);
+    const overlay = path.join(paths.layersDir, liveDiskName(sb.id, `r${Date.now().toString(36)}`));
+    await createOverlay(layers.layerName, overlay, sb.disk_size_gb * GiB);
+    const tap = this.deps.network?.tapOf(sb.id);
+    const guestNet = this.deps.network?.guestNetOf(sb.id);
+    const machine = await this.deps.host.start({
+      ...this.spec(sb, overlay),
+      ...(tap && guestNet ? { nic: { tap, guestNet } } : {}),
+      memoryState: layers.memState,
+    });
+    machines.supervise(sb.id, machine);
+  }
+
+  private runStartCommand(sb: Sandbox, machine: Machine): void {
+    const out = createWriteStream(path.join(this.deps.paths.logDir(sb.id), "start-command.log"));
+    const exec = machine.exec({ shell: sb.start_command ?? "", env: this.deps.environmentOf(sb) });
+    this.deps.store.addEvent(sb.id, "start command launched");
+    (async () => {
+      for await (const ev of exec.events) {
+        if (ev.type === "stdout" || ev.type === "stderr") {
+          if (!out.write(ev.data)) await new Promise<void>((r) => out.once("drain", () => r()));
+        } else if (ev.type === "exit") {
+          this.deps.store.addEvent(sb.id, `start command exited with ${ev.info.exit_code}`);
+        }
+      }
+    })()
+      .catch(() => {})
+      .finally(() => out.end());
+  }
+}

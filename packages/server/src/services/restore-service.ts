@@ -1,0 +1,156 @@
+import path from "node:path";
+import {
+  type CreateSandboxParams,
+  CreateSandboxRequest,
+  ForkRequest,
+  ResetRequest,
+  type Sandbox,
+  SandtreeError,
+} from "@sandtree/protocol";
+import { z } from "zod";
+import { parse } from "../errors.js";
+import type { AdmissionService } from "./admission-service.js";
+import type { CheckpointService } from "./checkpoint-service.js";
+import type { NetworkService } from "./network-service.js";
+import type { RestoreLayers } from "./provisioner.js";
+import type { SandboxService } from "./sandbox-service.js";
+
+const GiB = 1024 ** 3;
+
+export interface RestoreServiceDeps {
+  sandboxes: SandboxService;
+  checkpoints: CheckpointService;
+  admission: AdmissionService;
+  network: NetworkService;
+}
+
+/**
+ * Everything that starts from a checkpoint: a create with `checkpoint_id`, a fork (checkpoint,
+ * wait until DURABLE, start children) and an episode reset. The checkpoint's chain is verified
+ * once per call here, and its resolved layers are handed to provisioning.
+ */
+export class RestoreService {
+  constructor(private readonly deps: RestoreServiceDeps) {}
+
+  private async layers(teamId: string, checkpointId: string, memory: boolean) {
+    const { row, path: top, memPath } = await this.deps.checkpoints.restorePath(teamId, checkpointId, undefined, { memory });
+    const layers: RestoreLayers = { layerName: path.basename(top), digest: row.image_digest, memState: memPath };
+    return { row, layers };
+  }
+
+  /**
+   * A create: with `checkpoint_id`, image and disk size come from the checkpoint, and CPUs,
+   * memory and lifetime default to its source sandbox's; a corrupt checkpoint fails the call
+   * with CHECKPOINT_CORRUPT.
+   */
+  async create(teamId: string, raw: unknown): Promise<{ sandbox: Sandbox; created: boolean }> {
+    if (raw === null || typeof raw !== "object" || Array.isArray(raw) || !("checkpoint_id" in raw)) {
+      return this.deps.sandboxes.createOrReplay(teamId, parse(CreateSandboxRequest, raw));
+    }
+    const r = raw as Record<string, unknown>;
+    for (const field of ["image", "disk_size_gb"]) {
+      if (field in r) {
+        throw new SandtreeError("VALIDATION_FAILED", `${field}: omit it when restoring: it comes from the checkpoint`, { field });
+      }
+    }
+    const { checkpoint_id, restore_memory } = parse(
+      z.object({ checkpoint_id: z.string().min(1).max(64), restore_memory: z.boolean().optional() }),
+      r,
+    );
+    const { row, layers } = await this.layers(teamId, checkpoint_id, restore_memory === true);
+    const shape: Record<string, unknown> = {};
+    if (restore_memory && row.cpu_cores !== null && row.memory_mb !== null) {
+      // A running VM's memory fits only the same machine: CPUs and memory come from the checkpoint.
+      const memory_gb = row.memory_mb / 1024;
+      for (const [field, want] of [
+        ["cpu_cores", row.cpu_cores],
+        ["memory_gb", memory_gb],
+      ] as const) {
+        if (field in r && r[field] !== want) {
+          throw new SandtreeError("VALIDATION_FAILED", `${field}: a memory restore keeps the checkpoint's ${field} (${want})`, {
+            field,
+          });
+        }
+      }
+      Object.assign(shape, { cpu_cores: row.cpu_cores, memory_gb });
+    } else {
+      // As a fork: CPUs, memory and lifetime not given are the source sandbox's (kept after it ended).
+      const src = this.sourceSandbox(teamId, row.sandbox_id);
+      if (src) {
+        if (!("cpu_cores" in r)) shape.cpu_cores = src.cpu_cores;
+        if (!("memory_gb" in r)) shape.memory_gb = src.memory_gb;
+        if (!("timeout_minutes" in r)) shape.timeout_minutes = src.timeout_minutes ?? -1;
+      }
+    }
+    const params = parse(CreateSandboxRequest, {
+      ...r,
+      ...shape,
+      image: row.image,
+      disk_size_gb: Math.round(row.disk_size_bytes / GiB),
+    });
+    return this.deps.sandboxes.createOrReplay(teamId, params, layers);
+  }
+
+  private sourceSandbox(teamId: string, id: string): Sandbox | undefined {
+    try {
+      return this.deps.sandboxes.get(teamId, id);
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
+   * Checkpoint, wait until DURABLE, start children from it; they inherit CPU, memory, timeout,
+   * environment, secrets, labels and network policy unless overridden.
+   */
+  async fork(
+    teamId: string,
+    id: string,
+    raw: unknown,
+  ): Promise<{ sandbox: Sandbox } | { sandboxes: Sandbox[]; checkpoint_id: string }> {
+    const body = parse(ForkRequest, raw ?? {});
+    const { sandboxes, checkpoints } = this.deps;
+    const src = sandboxes.get(teamId, id);
+    if (body.memory && (body.cpu_cores !== undefined || body.memory_gb !== undefined)) {
+      throw new SandtreeError("VALIDATION_FAILED", "a memory fork keeps the parent's cpu_cores and memory_gb", {
+        field: body.cpu_cores !== undefined ? "cpu_cores" : "memory_gb",
+      });
+    }
+    const ck = await checkpoints.create(teamId, id, { includeMemory: body.memory });
+    await checkpoints.waitDurable(teamId, ck.id, body.wait_timeout_seconds * 1000);
+    const { layers } = await this.layers(teamId, ck.id, body.memory);
+    const secrets = this.deps.admission.secretsOf(src.id);
+    const params: CreateSandboxParams = parse(CreateSandboxRequest, {
+      image: src.image,
+      checkpoint_id: ck.id,
+      restore_memory: body.memory,
+      disk_size_gb: src.disk_size_gb,
+      cpu_cores: body.cpu_cores ?? src.cpu_cores,
+      memory_gb: body.memory_gb ?? src.memory_gb,
+      timeout_minutes: body.timeout_minutes ?? src.timeout_minutes ?? -1,
+      environment_vars: src.environment_vars,
+      labels: src.labels,
+      ...this.deps.network.inheritedParams(src.id),
+      ...(Object.keys(secrets).length > 0 ? { secrets } : {}),
+      ...(body.name ? { name: body.name } : {}),
+    });
+    if (body.count === undefined) return { sandbox: (await sandboxes.createOrReplay(teamId, params, layers)).sandbox };
+    const children: Sandbox[] = [];
+    for (let i = 0; i < body.count; i++) children.push((await sandboxes.createOrReplay(teamId, params, layers)).sandbox);
+    return { sandboxes: children, checkpoint_id: ck.id };
+  }
+
+  /** Puts a running sandbox back to a memory checkpoint's state, keeping its id. */
+  async reset(teamId: string, id: string, raw: unknown): Promise<Sandbox> {
+    const body = parse(ResetRequest, raw ?? {});
+    const { row, layers } = await this.layers(teamId, body.checkpoint_id, true);
+    if (!layers.memState) throw new SandtreeError("CHECKPOINT_HAS_NO_MEMORY", `checkpoint ${row.id} has no memory`);
+    return this.deps.sandboxes.reset(teamId, id, {
+      checkpointId: row.id,
+      layerName: layers.layerName,
+      memPath: layers.memState,
+      memoryMb: row.memory_mb,
+      cpuCores: row.cpu_cores,
+    });
+  }
+}

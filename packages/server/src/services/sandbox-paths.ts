@@ -1,0 +1,46 @@
+import path from "node:path";
+
+/** The VM's RAM for a sandbox's memory_gb (a memory checkpoint records it: restores must match). */
+export function memoryMbFor(memoryGb: number): number {
+  return Math.max(128, Math.round(memoryGb * 1024));
+}
+
+/** File name of one of a sandbox's disk layers (the active one, or frozen ones that became checkpoints). */
+export function liveDiskName(sandboxId: string, generation: string): string {
+  return `live-${sandboxId}-${generation}${generation ? ".qcow2" : ""}`;
+}
+
+/** The machine name a sandbox's VM runs under (a restarted server finds it by this name). */
+export function machineNameOf(sandboxId: string): string {
+  return `sandtree-${sandboxId}`;
+}
+
+/** Where a sandbox's files live on this host. */
+export class SandboxPaths {
+  constructor(
+    readonly dataDir: string,
+    /** Short directory for Unix sockets (path length limit). */
+    readonly runRoot: string,
+  ) {}
+
+  sandboxDir(id: string): string {
+    return path.join(this.dataDir, "sandboxes", id);
+  }
+  diskDir(id: string): string {
+    return path.join(this.sandboxDir(id), "disk");
+  }
+  logDir(id: string): string {
+    return path.join(this.sandboxDir(id), "logs");
+  }
+  runDir(id: string): string {
+    return path.join(this.runRoot, id);
+  }
+  /** Spilled output of buffered execs (deleted with the sandbox). */
+  outputDir(id: string): string {
+    return path.join(this.sandboxDir(id), "outputs");
+  }
+  /** Where sandbox disks and checkpoint layers live side by side. */
+  get layersDir(): string {
+    return path.join(this.dataDir, "layers");
+  }
+}

@@ -1,0 +1,86 @@
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { describe, expect, it } from "vitest";
+
+// The seams of docs/architecture.md, checked on the sources: the control plane reaches machines
+// only through the host's Machine interface, reads the environment only in its config module,
+// the Store interface does not depend on its SQLite implementation, and no source file grows
+// past 500 lines.
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
+
+function files(dir: string, exts: readonly string[]): string[] {
+  const out: string[] = [];
+  for (const e of readdirSync(dir)) {
+    if (e === "node_modules" || e === "dist" || e.startsWith(".")) continue;
+    const p = path.join(dir, e);
+    if (statSync(p).isDirectory()) out.push(...files(p, exts));
+    else if (exts.some((x) => e.endsWith(x))) out.push(p);
+  }
+  return out;
+}
+
+const serverSources = files(path.join(root, "packages/server/src"), [".ts"]);
+
+/** Names of the host's QEMU, QMP and agent modules that only the Machine implementation may use. */
+const MACHINE_INTERNALS = [
+  "QemuVm",
+  "QmpClient",
+  "QmpTimeoutError",
+  "AgentClient",
+  "AgentExec",
+  "saveVmState",
+  "resumeAfterSave",
+  "loadVmState",
+  "findQemuProcesses",
+  "qemuAlive",
+  "buildQemuArgs",
+];
+
+describe("architecture", () => {
+  it("finds the sources it checks", () => {
+    expect(serverSources.length).toBeGreaterThan(40);
+  });
+
+  it("the server uses no QEMU, QMP or agent module: only the Machine interface", () => {
+    const offenders: string[] = [];
+    for (const f of serverSources) {
+      const text = readFileSync(f, "utf8");
+      for (const name of MACHINE_INTERNALS) {
+        if (new RegExp(`\\b${name}\\b`).test(text)) offenders.push(`${path.relative(root, f)}: ${name}`);
+      }
+      if (/from "@sandtree\/host\/[^"]+"/.test(text)) offenders.push(`${path.relative(root, f)}: a host-internal import path`);
+      if (/\.agent\.|\.qmp\b/.test(text)) offenders.push(`${path.relative(root, f)}: reaches into a VM's agent or QMP`);
+    }
+    expect(offenders).toEqual([]);
+  });
+
+  it("reads the environment only in the config module", () => {
+    const offenders = serverSources
+      .filter((f) => !f.endsWith(`${path.sep}config.ts`))
+      .filter((f) => /process\.env\b/.test(readFileSync(f, "utf8")))
+      .map((f) => path.relative(root, f));
+    expect(offenders).toEqual([]);
+  });
+
+  it("keeps the SQLite store behind the Store interface: only its own files, server.ts and index.ts import it", () => {
+    const allowed = /^packages\/server\/src\/(store\/sqlite-[a-z-]+|server|index)\.ts$/;
+    const offenders = files(path.join(root, "packages"), [".ts"])
+      .map((f) => path.relative(root, f).split(path.sep).join("/"))
+      .filter((f) => !allowed.test(f))
+      .filter((f) => /from\s+"[^"]*\/sqlite-[a-z-]+\.js"/.test(readFileSync(path.join(root, f), "utf8")));
+    expect(offenders).toEqual([]);
+  });
+
+  it("keeps every source file under 500 lines", () => {
+    const sources = [
+      ...files(path.join(root, "packages"), [".ts", ".c", ".h", ".py"]).filter((f) => !f.includes(`${path.sep}test${path.sep}`)),
+      ...files(path.join(root, "clients/python/src"), [".py"]),
+    ];
+    const long = sources
+      .map((f) => ({ f: path.relative(root, f), lines: readFileSync(f, "utf8").split("\n").length - 1 }))
+      .filter((x) => x.lines >= 500);
+    expect(long).toEqual([]);
+  });
+});

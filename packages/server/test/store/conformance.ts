@@ -1,0 +1,39 @@
+import { afterEach, beforeEach, describe } from "vitest";
+import { admissionCases } from "./admission-cases.js";
+import { checkpointCases } from "./checkpoint-cases.js";
+import type { StoreContext, StoreFactory } from "./fixtures.js";
+import { jobAndPortCases } from "./job-port-cases.js";
+import { meteringCases } from "./metering-cases.js";
+import { networkCases } from "./network-cases.js";
+import { sandboxCases } from "./sandbox-cases.js";
+import { tenancyCases } from "./tenancy-cases.js";
+
+export type { OpenedStore, StoreFactory } from "./fixtures.js";
+
+/**
+ * Every Store implementation must pass this suite (SQLite now, PostgreSQL in the fleet issue).
+ * It uses the Store interface only and asserts what a caller sees. Every store call is
+ * `await`ed (awaiting a plain value works), so an async store can run it unchanged; a call
+ * expected to fail goes through `attempt`, which turns a throw and a rejection alike into a
+ * rejected promise. Each test gets a fresh, empty store from `makeStore`.
+ */
+export function describeStoreConformance(name: string, makeStore: StoreFactory): void {
+  describe(`Store conformance: ${name}`, () => {
+    const ctx = {} as StoreContext;
+    beforeEach(async () => {
+      ctx.opened = await makeStore();
+      ctx.store = ctx.opened.store;
+    });
+    afterEach(async () => {
+      await ctx.opened.destroy();
+    });
+
+    tenancyCases(ctx);
+    admissionCases(ctx);
+    sandboxCases(ctx);
+    checkpointCases(ctx);
+    networkCases(ctx);
+    jobAndPortCases(ctx);
+    meteringCases(ctx);
+  });
+}

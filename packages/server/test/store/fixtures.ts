@@ -1,0 +1,128 @@
+import { randomBytes } from "node:crypto";
+import type { Sandbox } from "@sandtree/protocol";
+import type { CheckpointRow, JobRow, NetworkRow } from "../../src/store/rows.js";
+import type { Store } from "../../src/store/store.js";
+
+/** A store under test and how to restart it; built afresh for every test. */
+export interface OpenedStore {
+  store: Store;
+  /** Closes the store and opens another on the same data (a server restart); answers the new one. */
+  reopen(): Promise<Store>;
+  /** Closes whatever store is open and removes its data. */
+  destroy(): Promise<void>;
+}
+
+export type StoreFactory = () => Promise<OpenedStore>;
+
+/** What every case reads: the store of the running test (replaced by `reopen`). */
+export interface StoreContext {
+  store: Store;
+  opened: OpenedStore;
+}
+
+/** A fixed "now" for everything dated by the test (creation times, meter clocks). */
+export const NOW = Date.parse("2026-06-01T12:00:00.000Z");
+export const iso = (ms: number) => new Date(ms).toISOString();
+/** Long before NOW: a timestamp the store must bump when it writes. */
+export const LONG_AGO = "2020-01-01T00:00:00.000Z";
+
+const hex = (n: number) => randomBytes(n).toString("hex");
+
+/** Runs a store call that must fail, whether it throws (a synchronous store) or rejects (an async one). */
+export function attempt<T>(call: () => T | Promise<T>): Promise<T> {
+  return (async () => call())();
+}
+
+export function sandboxRow(teamId: string, over: Partial<Sandbox> = {}): Sandbox {
+  return {
+    id: `sb-${hex(8)}`,
+    name: null,
+    team_id: teamId,
+    image: "sandtree/busybox",
+    image_digest: null,
+    status: "PENDING",
+    cpu_cores: 1,
+    memory_gb: 0.5,
+    disk_size_gb: 4,
+    environment_vars: {},
+    labels: {},
+    start_command: null,
+    accel: null,
+    error_reason: null,
+    created_at: iso(NOW),
+    updated_at: LONG_AGO,
+    started_at: null,
+    terminated_at: null,
+    ...over,
+  };
+}
+
+/** Inserts a sandbox row (insertSandbox, as tests and imports do) and answers it. */
+export async function addSandbox(s: Store, teamId: string, over: Partial<Sandbox> = {}): Promise<Sandbox> {
+  const sb = sandboxRow(teamId, over);
+  await s.insertSandbox(sb);
+  return sb;
+}
+
+export function checkpointRow(teamId: string, sandboxId: string, over: Partial<CheckpointRow> = {}): CheckpointRow {
+  const id = `ck-${hex(8)}`;
+  return {
+    id,
+    team_id: teamId,
+    sandbox_id: sandboxId,
+    parent_id: null,
+    state: "PENDING",
+    depth: 0,
+    image: "sandtree/busybox",
+    image_digest: "sha256:abc",
+    base_path: `/templates/${id}.qcow2`,
+    disk_size_bytes: 4 * 1024 ** 3,
+    stored_bytes: 0,
+    sha256: null,
+    blob_key: null,
+    error: null,
+    created_at: iso(NOW),
+    updated_at: LONG_AGO,
+    expires_at: null,
+    mem_key: null,
+    mem_sha256: null,
+    cpu_cores: null,
+    memory_mb: null,
+    ...over,
+  };
+}
+
+export function jobRow(teamId: string, sandboxId: string, over: Partial<JobRow> = {}): JobRow {
+  return {
+    id: `job-${hex(6)}`,
+    team_id: teamId,
+    sandbox_id: sandboxId,
+    command: "sleep 1",
+    status: "RUNNING",
+    exit_code: null,
+    stdout_bytes: 0,
+    stderr_bytes: 0,
+    wrapper_pid: 42,
+    kill_requested: false,
+    error_reason: null,
+    started_at: iso(NOW),
+    ended_at: null,
+    ...over,
+  };
+}
+
+export function networkRow(sandboxId: string, over: Partial<NetworkRow> = {}): NetworkRow {
+  return {
+    sandbox_id: sandboxId,
+    enabled: true,
+    slot: null,
+    mode: "allowlist",
+    allowlist: ["example.com", "10.0.0.0/8"],
+    denylist: [],
+    tunnels: { db: "127.0.0.1:5432" },
+    generation: 1,
+    applied: false,
+    updated_at: iso(NOW),
+    ...over,
+  };
+}
