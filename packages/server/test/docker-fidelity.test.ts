@@ -104,9 +104,10 @@ describe("sandtree/docker", () => {
   });
 
   it("keeps a running container running in each child of a memory fork", { timeout: 900_000 }, async () => {
+    // The count is written aside and renamed, so a read never finds /n truncated between counts.
     await ok(
       parent,
-      "docker run -d --name keeper sandtree/hello sh -c 'i=0; while true; do i=$((i+1)); echo $i > /n; sleep 0.5; done'",
+      "docker run -d --name keeper sandtree/hello sh -c 'i=0; while true; do i=$((i+1)); echo $i > /n.t; mv /n.t /n; sleep 0.5; done'",
     );
     await ok(parent, 'until [ "$(docker exec keeper cat /n 2>/dev/null || echo 0)" -gt 0 ]; do sleep 0.5; done');
     const atFork = Number(await ok(parent, "docker exec keeper cat /n"));
