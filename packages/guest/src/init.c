@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -163,6 +164,33 @@ static void mount_modules(const char *root) {
   write_file(p, dst);
 }
 
+/* Device nodes of modules not loaded yet (modules.devname: "fuse fuse c10:229"), as kmod's
+ * `static-nodes` makes them at boot on a normal host: opening one loads its module (so
+ * /dev/fuse works before anyone runs modprobe). Modes as Debian's udev rules set them. */
+static void static_nodes(const char *root) {
+  char p[200], line[160], mod[64], name[64];
+  unsigned maj, min;
+  snprintf(p, sizeof p, "%s/lib/modules/%s/modules.devname", root, g_kernel_release);
+  FILE *f = fopen(p, "re");
+  if (!f) return;
+  while (fgets(line, sizeof line, f)) {
+    if (line[0] == '#' || sscanf(line, "%63s %63s c%u:%u", mod, name, &maj, &min) != 4) continue;
+    if (strstr(name, "..")) continue;
+    snprintf(p, sizeof p, "%s/dev/%s", root, name);
+    char *slash = strrchr(p, '/');
+    *slash = 0;
+    mkdirs(p);
+    *slash = '/';
+    int open_to_all = !strcmp(name, "fuse") || !strcmp(name, "net/tun");
+    mode_t mode = open_to_all ? 0666 : 0600;
+    if (mknod(p, S_IFCHR | mode, makedev(maj, min)) < 0 && errno != EEXIST)
+      agent_log("mknod %s: %s", p, strerror(errno));
+    else
+      chmod(p, mode); /* mknod applies the umask */
+  }
+  fclose(f);
+}
+
 /* cgroup v2 with every available controller enabled for the root's children. */
 static void mount_cgroup(const char *root) {
   char p[96], ctl[512] = {0}, want[600] = {0};
@@ -199,6 +227,7 @@ static void late_mounts(const char *root) {
   if (access(p, F_OK) != 0 && symlink("pts/ptmx", p) < 0) agent_log("ptmx: %s", strerror(errno));
   mount_cgroup(root);
   mount_modules(root);
+  static_nodes(root);
 }
 
 static int switch_root(const char *dev) {

@@ -61,6 +61,10 @@ describe("kernel fidelity", () => {
       expect(mounts).toMatch(m);
     }
     expect(await ok("test -e /dev/kvm || echo absent")).toBe("absent\n");
+    // Nodes of modules not loaded yet, as kmod's static-nodes makes them: opening one loads it.
+    expect(await ok("stat -c '%F %t:%T %a' /dev/fuse /dev/net/tun")).toBe(
+      "character special file a:e5 666\ncharacter special file a:c8 666\n",
+    );
     expect(await ok("unshare --user --map-root-user id -u")).toBe("0\n");
   });
 
@@ -71,5 +75,33 @@ describe("kernel fidelity", () => {
     const a = await ok("sleep 1; cat /tmp/alive");
     const b = await ok("sleep 1; cat /tmp/alive");
     expect(Number(b)).toBeGreaterThan(Number(a));
+  });
+});
+
+describe("sandtree/busybox", () => {
+  it("has every applet busybox has at its usual path, and a nohup that outlives its exec", async () => {
+    const r = await t.api("POST", "/v1/sandboxes", { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 });
+    expect(r.status, JSON.stringify(r.body)).toBe(201);
+    const bb = r.body.id as string;
+    try {
+      await t.waitRunning(bb);
+      const sh = async (command: string) => {
+        const x = await t.api("POST", `/v1/sandboxes/${bb}/exec`, { command });
+        expect(x.body.exit_code, `${command}\n${x.body.stdout}${x.body.stderr}`).toBe(0);
+        return x.body.stdout as string;
+      };
+      const applets = await sh("busybox --list-full | wc -l");
+      expect(Number(applets)).toBeGreaterThan(200);
+      expect(await sh("for p in $(busybox --list-full); do [ -x /$p ] || echo missing /$p; done")).toBe("");
+      expect(await sh("/usr/bin/env echo via env")).toBe("via env\n");
+      await sh("nohup sh -c 'i=0; while true; do i=$((i+1)); echo $i > /tmp/beat; sleep 0.2; done' >/dev/null 2>&1 &");
+      const a = await sh("sleep 1; cat /tmp/beat");
+      const b = await sh("sleep 1; cat /tmp/beat");
+      expect(Number(b)).toBeGreaterThan(Number(a));
+      // nohup ignores SIGHUP for the command it runs (bit 1 of SigIgn).
+      expect(await sh("nohup grep SigIgn /proc/self/status")).toMatch(/SigIgn:\s+[0-9a-f]*[13579bdf]\n/);
+    } finally {
+      await t.api("DELETE", `/v1/sandboxes/${bb}`);
+    }
   });
 });
