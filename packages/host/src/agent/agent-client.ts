@@ -2,172 +2,24 @@ import { randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
 import type net from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
-import { Flag, FrameType, STREAM_WINDOW_BYTES, Tag } from "@sandtree/protocol";
+import { Flag, FrameType, Tag } from "@sandtree/protocol";
 import { connectUnix, Deadline, DeadlineError } from "../vmm/deadline.js";
+import { AgentExec } from "./agent-exec.js";
+import {
+  type AgentInfo,
+  type ExecSpec,
+  FILE_CHUNK,
+  guestError,
+  parseJson,
+  type StatInfo,
+  type StreamHandler,
+} from "./agent-types.js";
 import { CreditQueue } from "./credit-queue.js";
 import { encodeFrame, encodeTlv, type Frame, FrameDecoder, type TlvValue } from "./frame-codec.js";
-import { AgentClosedError, GuestError } from "./guest-error.js";
+import { AgentClosedError } from "./guest-error.js";
 
-export interface AgentInfo {
-  version: number;
-  kernel: string;
-  boot_ms?: number;
-}
-
-export interface ExecSpec {
-  argv?: string[];
-  shell?: string;
-  env?: Record<string, string>;
-  cwd?: string;
-  user?: string;
-  timeoutMs?: number;
-  stdin?: boolean;
-  /** Run on a new pseudo-terminal of this size (stdin is then always open; output is STDOUT only). */
-  pty?: { rows: number; cols: number };
-}
-
-export interface ExitInfo {
-  exit_code: number;
-  signal: number | null;
-  timed_out: boolean;
-}
-
-export type AgentExecEvent =
-  | { type: "started"; pid: number }
-  | { type: "stdout"; data: Buffer }
-  | { type: "stderr"; data: Buffer }
-  | { type: "exit"; info: ExitInfo };
-
-export interface StatInfo {
-  name?: string;
-  type: "file" | "dir" | "symlink" | "other";
-  size: number;
-  mode: number;
-  uid: number;
-  gid: number;
-  mtime_ms: number;
-  target?: string;
-}
-
-interface StreamHandler {
-  onFrame(frame: Frame): void;
-  onClose(err: Error): void;
-}
-
-const FILE_CHUNK = 64 * 1024;
-
-function parseJson<T>(payload: Buffer): T {
-  return JSON.parse(payload.toString("utf8")) as T;
-}
-
-function guestError(payload: Buffer): GuestError {
-  try {
-    const e = parseJson<{ errno?: number; code?: string; message?: string }>(payload);
-    return new GuestError(e.code ?? "EIO", e.errno ?? 5, e.message ?? "guest error");
-  } catch {
-    return new GuestError("EIO", 5, payload.toString("utf8") || "guest error");
-  }
-}
-
-/** One running process in the guest: events as an async iterable, stdin, signals. */
-export class AgentExec {
-  readonly events: CreditQueue<AgentExecEvent>;
-  private stdinCredit = STREAM_WINDOW_BYTES;
-  private creditWaiter: (() => void) | null = null;
-  readonly exited: Promise<ExitInfo>;
-  private resolveExit!: (info: ExitInfo) => void;
-  private rejectExit!: (err: Error) => void;
-
-  constructor(
-    private readonly client: AgentClient,
-    readonly stream: number,
-  ) {
-    this.events = new CreditQueue<AgentExecEvent>((n) => client.sendWindow(stream, n));
-    this.exited = new Promise<ExitInfo>((resolve, reject) => {
-      this.resolveExit = resolve;
-      this.rejectExit = reject;
-    });
-    this.exited.catch(() => {});
-  }
-
-  /** @internal */
-  handle(frame: Frame): boolean {
-    switch (frame.type) {
-      case FrameType.STARTED:
-        this.events.push({ type: "started", pid: parseJson<{ pid: number }>(frame.payload).pid });
-        return false;
-      case FrameType.STDOUT:
-        this.events.push({ type: "stdout", data: frame.payload }, frame.payload.length);
-        return false;
-      case FrameType.STDERR:
-        this.events.push({ type: "stderr", data: frame.payload }, frame.payload.length);
-        return false;
-      case FrameType.WINDOW:
-        this.stdinCredit += frame.payload.readUInt32LE(0);
-        this.creditWaiter?.();
-        this.creditWaiter = null;
-        return false;
-      case FrameType.EXIT: {
-        const info = parseJson<ExitInfo>(frame.payload);
-        this.events.push({ type: "exit", info });
-        this.events.end();
-        this.resolveExit(info);
-        return true;
-      }
-      case FrameType.ERROR: {
-        const err = guestError(frame.payload);
-        this.events.fail(err);
-        this.rejectExit(err);
-        return true;
-      }
-      default:
-        return false;
-    }
-  }
-
-  /** @internal */
-  close(err: Error): void {
-    this.events.fail(err);
-    this.rejectExit(err);
-    this.creditWaiter?.();
-  }
-
-  async writeStdin(data: Buffer): Promise<void> {
-    let off = 0;
-    while (off < data.length) {
-      while (this.stdinCredit <= 0) {
-        if (this.events.isEnded) return;
-        await new Promise<void>((r) => {
-          this.creditWaiter = r;
-        });
-      }
-      const n = Math.min(this.stdinCredit, FILE_CHUNK, data.length - off);
-      this.stdinCredit -= n;
-      await this.client.sendData(FrameType.STDIN, this.stream, data.subarray(off, off + n));
-      off += n;
-    }
-  }
-
-  closeStdin(): void {
-    this.client.sendRaw(FrameType.STDIN_CLOSE, this.stream);
-  }
-
-  signal(signum: number): void {
-    this.client.sendRaw(FrameType.SIGNAL, this.stream, encodeTlv([[Tag.SIGNUM, { u32: signum }]]));
-  }
-
-  /** Sets the window size of a pty exec (its foreground process group gets SIGWINCH). */
-  resize(rows: number, cols: number): void {
-    this.client.sendRaw(
-      FrameType.RESIZE,
-      this.stream,
-      encodeTlv([
-        [Tag.ROWS, { u32: rows }],
-        [Tag.COLS, { u32: cols }],
-      ]),
-    );
-  }
-}
+export { AgentExec, type ExecTransport } from "./agent-exec.js";
+export type { AgentExecEvent, AgentInfo, ExecSpec, ExitInfo, StatInfo } from "./agent-types.js";
 
 /**
  * Host side of the guest protocol (docs/protocol.md) over the Unix socket QEMU serves for the

@@ -1,0 +1,111 @@
+import { FrameType, STREAM_WINDOW_BYTES, Tag } from "@sandtree/protocol";
+import { type AgentExecEvent, type ExitInfo, FILE_CHUNK, guestError, parseJson } from "./agent-types.js";
+import { CreditQueue } from "./credit-queue.js";
+import { encodeTlv, type Frame } from "./frame-codec.js";
+
+/** What an exec needs of its connection: frames out and credit back. */
+export interface ExecTransport {
+  sendRaw(type: number, stream: number, payload?: Buffer): boolean;
+  sendData(type: number, stream: number, payload: Buffer): Promise<void>;
+  sendWindow(stream: number, bytes: number): void;
+}
+
+/** One running process in the guest: events as an async iterable, stdin, signals. */
+export class AgentExec {
+  readonly events: CreditQueue<AgentExecEvent>;
+  private stdinCredit = STREAM_WINDOW_BYTES;
+  private creditWaiter: (() => void) | null = null;
+  readonly exited: Promise<ExitInfo>;
+  private resolveExit!: (info: ExitInfo) => void;
+  private rejectExit!: (err: Error) => void;
+
+  constructor(
+    private readonly client: ExecTransport,
+    readonly stream: number,
+  ) {
+    this.events = new CreditQueue<AgentExecEvent>((n) => client.sendWindow(stream, n));
+    this.exited = new Promise<ExitInfo>((resolve, reject) => {
+      this.resolveExit = resolve;
+      this.rejectExit = reject;
+    });
+    this.exited.catch(() => {});
+  }
+
+  /** @internal */
+  handle(frame: Frame): boolean {
+    switch (frame.type) {
+      case FrameType.STARTED:
+        this.events.push({ type: "started", pid: parseJson<{ pid: number }>(frame.payload).pid });
+        return false;
+      case FrameType.STDOUT:
+        this.events.push({ type: "stdout", data: frame.payload }, frame.payload.length);
+        return false;
+      case FrameType.STDERR:
+        this.events.push({ type: "stderr", data: frame.payload }, frame.payload.length);
+        return false;
+      case FrameType.WINDOW:
+        this.stdinCredit += frame.payload.readUInt32LE(0);
+        this.creditWaiter?.();
+        this.creditWaiter = null;
+        return false;
+      case FrameType.EXIT: {
+        const info = parseJson<ExitInfo>(frame.payload);
+        this.events.push({ type: "exit", info });
+        this.events.end();
+        this.resolveExit(info);
+        return true;
+      }
+      case FrameType.ERROR: {
+        const err = guestError(frame.payload);
+        this.events.fail(err);
+        this.rejectExit(err);
+        return true;
+      }
+      default:
+        return false;
+    }
+  }
+
+  /** @internal */
+  close(err: Error): void {
+    this.events.fail(err);
+    this.rejectExit(err);
+    this.creditWaiter?.();
+  }
+
+  async writeStdin(data: Buffer): Promise<void> {
+    let off = 0;
+    while (off < data.length) {
+      while (this.stdinCredit <= 0) {
+        if (this.events.isEnded) return;
+        await new Promise<void>((r) => {
+          this.creditWaiter = r;
+        });
+      }
+      const n = Math.min(this.stdinCredit, FILE_CHUNK, data.length - off);
+      this.stdinCredit -= n;
+      await this.client.sendData(FrameType.STDIN, this.stream, data.subarray(off, off + n));
+      off += n;
+    }
+  }
+
+  closeStdin(): void {
+    this.client.sendRaw(FrameType.STDIN_CLOSE, this.stream);
+  }
+
+  signal(signum: number): void {
+    this.client.sendRaw(FrameType.SIGNAL, this.stream, encodeTlv([[Tag.SIGNUM, { u32: signum }]]));
+  }
+
+  /** Sets the window size of a pty exec (its foreground process group gets SIGWINCH). */
+  resize(rows: number, cols: number): void {
+    this.client.sendRaw(
+      FrameType.RESIZE,
+      this.stream,
+      encodeTlv([
+        [Tag.ROWS, { u32: rows }],
+        [Tag.COLS, { u32: cols }],
+      ]),
+    );
+  }
+}
