@@ -21,7 +21,8 @@ WANT=(virtio_ring virtio virtio_mmio virtio_blk virtio_console virtio_net)
 release="$(cat "$kdir/release")"
 moddir="$kdir/modules/$release"
 
-stamp_now="$( { cat "$kdir/release"; sha256sum "$0" "$guest/Makefile" "$guest"/src/*; } | sha256sum | cut -d' ' -f1)"
+# Content only (no paths): two clones of the same sources share one guest build.
+stamp_now="$( { cat "$kdir/release"; for f in "$0" "$guest/Makefile" "$guest"/src/*; do sha256sum <"$f"; done; } | sha256sum | cut -d' ' -f1)"
 if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$stamp_now" ] \
    && [ -f "$out/initramfs.cpio.gz" ] && [ -x "$out/sandtree-agent" ] && [ -f "$out/modules.img" ]; then
   log "guest up to date ($out)"; exit 0
