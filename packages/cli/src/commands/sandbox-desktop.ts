@@ -18,7 +18,7 @@ Examples:
   sandtree sandbox desktop type ID 'ls -l\\n'
   sandtree sandbox desktop click ID 400 300 --button right
   sandtree sandbox desktop screenshot ID shot.png
-  sandtree sandbox desktop events ID > session.jsonl
+  sandtree sandbox desktop events ID -o json > session.jsonl
   sandtree sandbox desktop replay NEW_ID --from ID
   sandtree sandbox desktop view ID`;
 
@@ -139,9 +139,11 @@ export function registerDesktopCommands(sandbox: Command, ctx: CliContext): void
     .description("take a screenshot and write the PNG to FILE")
     .argument("<id>")
     .argument("<file>")
-    .action(async (id: string, file: string, _o: unknown, cmd: Command) => {
+    .addOption(outputOption())
+    .action(async (id: string, file: string, o: { output: OutputFormat }, cmd: Command) => {
       const { event, png } = await (await client(cmd)).desktop.screenshot(id);
       await writeFile(file, png);
+      if (o.output === "json") return printJson(ctx.stdout, event);
       ctx.stdout.write(`${file} ${event.screen_after.sha256}\n`);
     });
 
@@ -163,11 +165,14 @@ export function registerDesktopCommands(sandbox: Command, ctx: CliContext): void
 
   desktop
     .command("events")
-    .description("the event log as JSONL")
+    .description("the event log: a line per event, or with -o json the API's JSONL (one event per line)")
     .argument("<id>")
     .option("--after <seq>", "only events after this seq", parseIntArg("--after", 0), 0)
-    .action(async (id: string, o: { after: number }, cmd: Command) => {
-      for (const e of await (await client(cmd)).desktop.events(id, o.after)) ctx.stdout.write(`${JSON.stringify(e)}\n`);
+    .addOption(outputOption())
+    .action(async (id: string, o: { after: number; output: OutputFormat }, cmd: Command) => {
+      for (const e of await (await client(cmd)).desktop.events(id, o.after)) {
+        ctx.stdout.write(o.output === "json" ? `${JSON.stringify(e)}\n` : eventLine(e));
+      }
     });
 
   desktop
