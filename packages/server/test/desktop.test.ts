@@ -228,7 +228,7 @@ describe("desktop sessions", () => {
     const w = await sandtree(["sandbox", "desktop", "windows", b, "-o", "json"]);
     expect(w.code, w.stderr).toBe(0);
     expect(JSON.parse(w.stdout)).toMatchObject([{ title: "sandtree-typed", class: "xterm.XTerm", focused: true }]);
-    const ev = await sandtree(["sandbox", "desktop", "events", b, "--after", "8"]);
+    const ev = await sandtree(["sandbox", "desktop", "events", b, "--after", "8", "-o", "json"]);
     expect(ev.code, ev.stderr).toBe(0);
     expect(
       ev.stdout
