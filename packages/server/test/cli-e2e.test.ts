@@ -1,29 +1,13 @@
-import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestServer, type TestServer } from "./helpers.js";
+import { runCli, startTestServer, type TestServer } from "./helpers.js";
 
-const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../cli/dist/main.js");
 let t: TestServer;
 let work: string;
 
-/** Runs the CLI as a child process; async, since the server under test shares this event loop. */
-function sandtree(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args], {
-      env: { ...process.env, SANDTREE_API_URL: t.url, SANDTREE_API_KEY: t.key },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
-    child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const sandtree = (args: string[]) => runCli(t, args);
 
 beforeAll(async () => {
   t = await startTestServer();

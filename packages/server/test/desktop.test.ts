@@ -1,12 +1,10 @@
-import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { DesktopEvent } from "@sandtree/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestServer, type TestServer } from "./helpers.js";
+import { runCli, startTestServer, type TestServer } from "./helpers.js";
 
 // One recorded desktop (A), one fresh desktop to replay into (B, booted alongside A), two memory
 // forks of A. A small display keeps TCG's screenshots cheap. No timing is asserted.
@@ -16,22 +14,7 @@ let a = "";
 let b = "";
 const sandboxes: string[] = [];
 
-const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../cli/dist/main.js");
-
-/** The CLI as a child process (async: the server under test shares this event loop). */
-function sandtree(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args], {
-      env: { ...process.env, SANDTREE_API_URL: t.url, SANDTREE_API_KEY: t.key },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
-    child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const sandtree = (args: string[]) => runCli(t, args);
 
 async function create(body: object): Promise<string> {
   const r = await t.api("POST", "/v1/sandboxes", body);

@@ -1,10 +1,6 @@
-import { spawn } from "node:child_process";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { qemuPidsFor, startTestServer, type TestServer } from "./helpers.js";
+import { qemuPidsFor, runCli, startTestServer, type TestServer } from "./helpers.js";
 
-const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../cli/dist/main.js");
 const small = { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 };
 let t: TestServer;
 
@@ -27,19 +23,7 @@ async function waitStatus(id: string, status: string, timeoutMs: number): Promis
   }
 }
 
-function cli(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args], {
-      env: { ...process.env, SANDTREE_API_URL: t.url, SANDTREE_API_KEY: t.key },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
-    child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
-}
+const cli = (args: string[]) => runCli(t, args);
 
 describe("timeouts", () => {
   it("validates the timeout fields and reports them", async () => {
