@@ -1,17 +1,31 @@
 // The store conformance suite (test/store/conformance.ts) against the SQLite store, each test
-// on a fresh database file in a temporary directory. No VM: these tests take milliseconds.
+// on a fresh database file in a temporary directory; "peers" are further connections to the same
+// file (several processes on one SQLite database). No VM: these tests take milliseconds.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import Database from "better-sqlite3";
 import { SqliteStore } from "../src/index.js";
 import { describeStoreConformance } from "./store/conformance.js";
 
-describeStoreConformance("SQLite", async () => {
+describeStoreConformance("SQLite", async (opts = {}) => {
   const dir = mkdtempSync(path.join(tmpdir(), "sandtree-store-"));
   const file = path.join(dir, "sandtree.db");
   let store = new SqliteStore(file);
+  const peers = Array.from({ length: opts.peers ?? 0 }, () => new SqliteStore(file));
   return {
     store,
+    peers,
+    async migrations() {
+      const db = new Database(file, { readonly: true });
+      try {
+        return (db.prepare("SELECT name FROM schema_migrations ORDER BY name").all() as Array<{ name: string }>).map(
+          (r) => r.name,
+        );
+      } finally {
+        db.close();
+      }
+    },
     async reopen() {
       store.close();
       store = new SqliteStore(file);
@@ -19,6 +33,7 @@ describeStoreConformance("SQLite", async () => {
     },
     async destroy() {
       store.close();
+      for (const p of peers) p.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -6,18 +6,26 @@ import type { Store } from "../../src/store/store.js";
 /** A store under test and how to restart it; built afresh for every test. */
 export interface OpenedStore {
   store: Store;
+  /**
+   * Other stores on the same data, opened together with `store` (all at once, on the empty
+   * data): the stores of several servers sharing one database. Empty unless asked for.
+   */
+  peers: Store[];
+  /** The names the data's migration table records, one row each (read apart from the stores). */
+  migrations(): Promise<string[]>;
   /** Closes the store and opens another on the same data (a server restart); answers the new one. */
   reopen(): Promise<Store>;
-  /** Closes whatever store is open and removes its data. */
+  /** Closes whatever stores are open and removes their data. */
   destroy(): Promise<void>;
 }
 
-export type StoreFactory = () => Promise<OpenedStore>;
+export type StoreFactory = (opts?: { peers?: number }) => Promise<OpenedStore>;
 
-/** What every case reads: the store of the running test (replaced by `reopen`). */
+/** What every case reads: the store of the running test (replaced by `reopen`), and the factory. */
 export interface StoreContext {
   store: Store;
   opened: OpenedStore;
+  make: StoreFactory;
 }
 
 /** A fixed "now" for everything dated by the test (creation times, meter clocks). */

@@ -1,0 +1,53 @@
+// The store conformance suite (test/store/conformance.ts) against the PostgreSQL store, on a real
+// PostgreSQL server this file starts itself (pg-server.ts: Debian's postgresql-15, a throwaway
+// cluster in a temporary directory, stopped by PID at the end). Each test gets its own database;
+// "peers" are further PgStores on it, each with its own pool (several servers on one database).
+import pg from "pg";
+import { afterAll, beforeAll } from "vitest";
+import { PgStore } from "../src/store/pg-store.js";
+import type { Store } from "../src/store/store.js";
+import { type PgServer, startPostgres } from "./pg-server.js";
+import { describeStoreConformance } from "./store/conformance.js";
+
+let server: PgServer;
+let n = 0;
+
+beforeAll(async () => {
+  server = await startPostgres();
+});
+afterAll(async () => {
+  await server?.stop();
+});
+
+// PgStore answers promises; the suite awaits every call, so it runs against the Store type.
+const asStore = (s: PgStore) => s as unknown as Store;
+
+describeStoreConformance("PostgreSQL", async (opts = {}) => {
+  const name = `conformance_${process.pid}_${n++}`;
+  const url = await server.createDatabase(name);
+  const opened = await Promise.all(Array.from({ length: 1 + (opts.peers ?? 0) }, () => PgStore.open(url, { poolSize: 4 })));
+  let store = opened[0] as PgStore;
+  const peers = opened.slice(1);
+  return {
+    store: asStore(store),
+    peers: peers.map(asStore),
+    async migrations() {
+      const c = new pg.Client({ connectionString: url });
+      await c.connect();
+      try {
+        return (await c.query<{ name: string }>("SELECT name FROM schema_migrations ORDER BY name")).rows.map((r) => r.name);
+      } finally {
+        await c.end();
+      }
+    },
+    async reopen() {
+      await store.close();
+      store = await PgStore.open(url, { poolSize: 4 });
+      return asStore(store);
+    },
+    async destroy() {
+      await Promise.all([store, ...peers].map((s) => s.close()));
+      await server.dropDatabase(name);
+    },
+  };
+});
