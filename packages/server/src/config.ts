@@ -29,6 +29,21 @@ export const ServerConfig = z.object({
   dataDir: z.string().min(1).default(defaultDataDir()),
   /** Kernel, guest and images built by setup (SANDTREE_CACHE_DIR; default ~/.cache/sandtree). */
   cacheDir: z.string().min(1).default(cacheDir()),
+  /**
+   * The database (SANDTREE_DATABASE_URL): a postgres:// or postgresql:// URL puts the store on
+   * PostgreSQL, which several servers can share; unset: SQLite, sandtree.db in the data dir.
+   */
+  database: z
+    .string()
+    .refine((v) => {
+      try {
+        const u = new URL(v);
+        return (u.protocol === "postgres:" || u.protocol === "postgresql:") && (u.hostname !== "" || u.searchParams.has("host"));
+      } catch {
+        return false;
+      }
+    }, "a postgres:// or postgresql:// URL (postgres://USER:PASSWORD@HOST:PORT/DATABASE)")
+    .optional(),
   host: z.string().min(1).default("127.0.0.1"),
   port: z.coerce.number().int().min(0).max(65535).default(7070),
   accel: AccelChoice.default("auto"),
@@ -94,6 +109,7 @@ function fromEnv(env: Env): Record<string, unknown> {
   return {
     dataDir: e("SANDTREE_DATA_DIR"),
     cacheDir: e("SANDTREE_CACHE_DIR"),
+    database: e("SANDTREE_DATABASE_URL"),
     host: e("SANDTREE_HOST"),
     port: e("SANDTREE_PORT"),
     accel: e("SANDTREE_ACCEL"),
@@ -122,6 +138,7 @@ function fromEnv(env: Env): Record<string, unknown> {
 const ENV_NAMES: Record<string, string> = {
   dataDir: "SANDTREE_DATA_DIR",
   cacheDir: "SANDTREE_CACHE_DIR",
+  database: "SANDTREE_DATABASE_URL",
   host: "SANDTREE_HOST",
   port: "SANDTREE_PORT",
   accel: "SANDTREE_ACCEL",

@@ -6,5 +6,7 @@ export { HostImageResolver } from "./services/host-images.js";
 export type { ImageResolver, ImageSummary, ResolvedImage } from "./services/image-resolver.js";
 export { type Clock, ManualClock, systemClock } from "./services/metering/clock.js";
 export { PriceEntry, PriceTable } from "./services/metering/prices.js";
+export { openStore } from "./store/open-store.js";
+export { type AsyncStore, PgStore } from "./store/pg-store.js";
 export { SqliteStore } from "./store/sqlite-store.js";
 export type { Store } from "./store/store.js";

@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 
 // The seams of docs/architecture.md, checked on the sources: the control plane reaches machines
 // only through the host's Machine interface, reads the environment only in its config module,
-// the Store interface does not depend on its SQLite implementation, and no source file grows
+// the Store interface depends on neither of its implementations (SQLite, PostgreSQL), and no source file grows
 // past 500 lines.
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
@@ -64,12 +64,19 @@ describe("architecture", () => {
     expect(offenders).toEqual([]);
   });
 
-  it("keeps the SQLite store behind the Store interface: only its own files, server.ts and index.ts import it", () => {
-    const allowed = /^packages\/server\/src\/(store\/sqlite-[a-z-]+|server|index)\.ts$/;
-    const offenders = files(path.join(root, "packages"), [".ts"])
-      .map((f) => path.relative(root, f).split(path.sep).join("/"))
-      .filter((f) => !allowed.test(f))
-      .filter((f) => /from\s+"[^"]*\/sqlite-[a-z-]+\.js"/.test(readFileSync(path.join(root, f), "utf8")));
+  it("keeps each store backend behind the Store interface: only its own files, the store factory, server.ts and index.ts import it", () => {
+    // Who may import store/sqlite-*.ts and store/pg-*.ts (a backend never imports the other).
+    const backends: Array<[file: RegExp, allowed: RegExp]> = [
+      [
+        /from\s+"[^"]*\/sqlite-[a-z-]+\.js"/,
+        /^packages\/server\/src\/(store\/sqlite-[a-z-]+|store\/open-store|server|index)\.ts$/,
+      ],
+      [/from\s+"[^"]*\/pg-[a-z-]+\.js"/, /^packages\/server\/src\/(store\/pg-[a-z-]+|store\/open-store|index)\.ts$/],
+    ];
+    const sources = files(path.join(root, "packages"), [".ts"]).map((f) => path.relative(root, f).split(path.sep).join("/"));
+    const offenders = backends.flatMap(([imports, allowed]) =>
+      sources.filter((f) => !allowed.test(f)).filter((f) => imports.test(readFileSync(path.join(root, f), "utf8"))),
+    );
     expect(offenders).toEqual([]);
   });
 

@@ -54,4 +54,18 @@ describe("config", () => {
     }
     expect(() => loadConfig({ metricsToken: "short" }, {})).toThrow(/metricsToken.*at least 16/);
   });
+
+  it("takes a PostgreSQL URL as the database, SQLite in the data dir when none is given", () => {
+    expect(loadConfig({}, {}).database).toBeUndefined();
+    const url = "postgres://sandtree:secret@db.internal:5432/sandtree";
+    expect(loadConfig({}, { SANDTREE_DATABASE_URL: url }).database).toBe(url);
+    expect(loadConfig({ database: "postgresql://db/st" }, { SANDTREE_DATABASE_URL: url }).database).toBe("postgresql://db/st");
+    // A unix socket directory as the host.
+    expect(loadConfig({ database: "postgres:///st?host=/run/postgresql" }, {}).database).toBe(
+      "postgres:///st?host=/run/postgresql",
+    );
+    for (const bad of ["mysql://db/st", "sqlite:///tmp/x.db", "db.internal:5432", "postgres:///st"]) {
+      expect(() => loadConfig({}, { SANDTREE_DATABASE_URL: bad })).toThrow(/database or SANDTREE_DATABASE_URL.*postgres:\/\//);
+    }
+  });
 });

@@ -1,12 +1,11 @@
 // The store conformance suite (test/store/conformance.ts) against the PostgreSQL store, on a real
-// PostgreSQL server this file starts itself (pg-server.ts: Debian's postgresql-15, a throwaway
+// PostgreSQL server this file starts itself (postgres-server.ts: Debian's postgresql-15, a throwaway
 // cluster in a temporary directory, stopped by PID at the end). Each test gets its own database;
 // "peers" are further PgStores on it, each with its own pool (several servers on one database).
 import pg from "pg";
-import { afterAll, beforeAll } from "vitest";
-import { PgStore } from "../src/store/pg-store.js";
-import type { Store } from "../src/store/store.js";
-import { type PgServer, startPostgres } from "./pg-server.js";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { PgStore, type Store } from "../src/index.js";
+import { type PgServer, startPostgres } from "./postgres-server.js";
 import { describeStoreConformance } from "./store/conformance.js";
 
 let server: PgServer;
@@ -50,4 +49,16 @@ describeStoreConformance("PostgreSQL", async (opts = {}) => {
       await server.dropDatabase(name);
     },
   };
+});
+
+it("refuses a database it cannot open, naming it without its password", async () => {
+  const url = server.url("no_such_database").replace("postgres@", "postgres:hunter2@");
+  const err = await PgStore.open(url).then(
+    () => undefined,
+    (e: Error) => e,
+  );
+  expect(err?.message).toMatch(
+    /could not open the PostgreSQL database postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/no_such_database: .*does not exist/,
+  );
+  expect(err?.message).not.toContain("hunter2");
 });

@@ -9,6 +9,7 @@ import { kvmDeviceUsable, serveInfoLines } from "../serve-info.js";
 
 interface ServeFlags {
   dataDir?: string;
+  database?: string;
   host?: string;
   port?: number;
   accel?: AccelChoice;
@@ -26,6 +27,10 @@ export function registerServeCommands(program: Command, ctx: CliContext): void {
     .command("serve")
     .description("run the sandtree server in the foreground")
     .option("--data-dir <dir>", "state directory (default: $SANDTREE_DATA_DIR, then ${XDG_DATA_HOME:-~/.local/share}/sandtree)")
+    .option(
+      "--database <url>",
+      "a postgres:// URL: keep the state in PostgreSQL, shareable by several servers (default: $SANDTREE_DATABASE_URL, then SQLite in the data dir)",
+    )
     .option("--host <host>", "address to listen on (default: $SANDTREE_HOST, then 127.0.0.1)")
     .option("--port <port>", "port to listen on (default: $SANDTREE_PORT, then 7070)", parseIntArg("--port", 0))
     .addOption(new Option("--accel <mode>", "VM acceleration (default: $SANDTREE_ACCEL, then auto)").choices([...ACCEL_CHOICES]))
@@ -59,6 +64,7 @@ export function registerServeCommands(program: Command, ctx: CliContext): void {
       // Resolves once listening; the server keeps the process alive and handles its own signals.
       const server = await mod.runServer({
         ...(o.dataDir !== undefined ? { dataDir: o.dataDir } : {}),
+        ...(o.database !== undefined ? { database: o.database } : {}),
         ...(o.host !== undefined ? { host: o.host } : {}),
         ...(o.port !== undefined ? { port: o.port } : {}),
         ...(o.accel !== undefined ? { accel: o.accel } : {}),

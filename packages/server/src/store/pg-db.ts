@@ -17,7 +17,13 @@ function getTypeParser(oid: number, format?: "text" | "binary"): (value: string)
 }
 
 export function createPool(connectionString: string, max = 10): pg.Pool {
-  const pool = new pg.Pool({ connectionString, max, types: { getTypeParser } as pg.CustomTypesConfig });
+  const pool = new pg.Pool({
+    connectionString,
+    max,
+    // A database that does not answer fails the start (or the request) instead of hanging.
+    connectionTimeoutMillis: 30_000,
+    types: { getTypeParser } as pg.CustomTypesConfig,
+  });
   // An idle client whose connection dies must not crash the server: the next query reconnects.
   pool.on("error", () => {});
   return pool;

@@ -38,6 +38,17 @@ export type AsyncStore = {
       : never;
 };
 
+/** The URL without its password, for messages. */
+function redact(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = "***";
+    return u.toString();
+  } catch {
+    return "(an unparsable URL)";
+  }
+}
+
 /** Advisory lock keys of one team's admissions: (namespace, hash of the team id). */
 const ADMISSION_NAMESPACE = 0x7374; // "st"
 
@@ -64,7 +75,9 @@ export class PgStore implements AsyncStore {
       await migrate(pool);
     } catch (err) {
       await pool.end().catch(() => {});
-      throw err;
+      throw new Error(`could not open the PostgreSQL database ${redact(connectionString)}: ${(err as Error).message}`, {
+        cause: err,
+      });
     }
     return new PgStore(pool);
   }
