@@ -16,12 +16,12 @@ function getTypeParser(oid: number, format?: "text" | "binary"): (value: string)
   return pg.types.getTypeParser(oid, format ?? "text") as (value: string) => unknown;
 }
 
-export function createPool(connectionString: string, max = 10): pg.Pool {
+export function createPool(connectionString: string, max = 10, connectTimeoutMs = 30_000): pg.Pool {
   const pool = new pg.Pool({
     connectionString,
     max,
     // A database that does not answer fails the start (or the request) instead of hanging.
-    connectionTimeoutMillis: 30_000,
+    connectionTimeoutMillis: connectTimeoutMs,
     types: { getTypeParser } as pg.CustomTypesConfig,
   });
   // An idle client whose connection dies must not crash the server: the next query reconnects.

@@ -69,8 +69,8 @@ export class PgStore implements AsyncStore {
   private constructor(private readonly pool: pg.Pool) {}
 
   /** Connects, applies any pending migration (once, even with several servers starting together). */
-  static async open(connectionString: string, opts: { poolSize?: number } = {}): Promise<PgStore> {
-    const pool = createPool(connectionString, opts.poolSize);
+  static async open(connectionString: string, opts: { poolSize?: number; connectTimeoutMs?: number } = {}): Promise<PgStore> {
+    const pool = createPool(connectionString, opts.poolSize, opts.connectTimeoutMs);
     try {
       await migrate(pool);
     } catch (err) {
