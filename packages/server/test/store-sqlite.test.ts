@@ -13,12 +13,12 @@ describeStoreConformance("SQLite", async () => {
   return {
     store,
     async reopen() {
-      store.close();
+      await store.close();
       store = new SqliteStore(file);
       return store;
     },
     async destroy() {
-      store.close();
+      await store.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };
