@@ -47,7 +47,7 @@ try {
   for (let i = 0; i < ROWS; i++) {
     // Spread over the last 23 hours, so the overview's 24-hour window holds them all.
     const at = new Date(now - 23 * 3600_000 + Math.floor((i / ROWS) * 23 * 3600_000)).toISOString();
-    store.insertSandbox({
+    await store.insertSandbox({
       id: `sbx_bench${String(i).padStart(6, "0")}`,
       name: `bench-${i}`,
       team_id: teamId,
@@ -68,7 +68,7 @@ try {
       terminated_at: at,
     });
   }
-  store.close();
+  await store.close();
   const seedMs = performance.now() - seedStart;
 
   const executablePath = execFileSync("sh", ["-c", "command -v chromium"], { encoding: "utf8" }).trim();

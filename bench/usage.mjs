@@ -51,52 +51,49 @@ try {
   const seedStart = performance.now();
   const store = new SqliteStore(dbPath);
   const records = [];
-  const db = new Database(dbPath);
-  db.transaction(() => {
-    for (let i = 0; i < ROWS; i++) {
-      // Spread over the last 28 days; 10-130 minutes each; one in ten PAUSED, one in a hundred still open.
-      const start = now - 28 * DAY + Math.floor((i / ROWS) * 28 * DAY);
-      const end = i % 100 === 0 ? null : start + (10 + (i % 121)) * 60_000;
-      const id = `sb-bench${String(i).padStart(8, "0")}`;
-      const at = new Date(start).toISOString();
-      store.insertSandbox({
-        id,
-        name: null,
-        team_id: teamId,
-        image: "sandtree/busybox",
-        image_digest: null,
-        status: end === null ? "RUNNING" : "TERMINATED",
-        cpu_cores: 1 + (i % 4),
-        memory_gb: 0.25 * (1 + (i % 8)),
-        disk_size_gb: 1 + (i % 10),
-        environment_vars: {},
-        labels: { project: `p-${i % 20}` },
-        start_command: null,
-        accel: null,
-        error_reason: null,
-        created_at: at,
-        updated_at: at,
-        started_at: at,
-        terminated_at: end === null ? null : new Date(end).toISOString(),
-      });
-      const paused = i % 10 === 0;
-      records.push({
-        kind: "sandbox",
-        subject_id: id,
-        sandbox_id: id,
-        team_id: teamId,
-        state: paused ? "PAUSED" : "RUNNING",
-        vcpus: paused ? 0 : 1 + (i % 4),
-        memory_gib: paused ? 0 : 0.25 * (1 + (i % 8)),
-        disk_gib: 1 + (i % 10),
-        stored_bytes: 0,
-        start_ms: start,
-        end_ms: end,
-      });
-    }
-  })();
-  store.insertMeterRecords(records);
-  store.close();
+  for (let i = 0; i < ROWS; i++) {
+    // Spread over the last 28 days; 10-130 minutes each; one in ten PAUSED, one in a hundred still open.
+    const start = now - 28 * DAY + Math.floor((i / ROWS) * 28 * DAY);
+    const end = i % 100 === 0 ? null : start + (10 + (i % 121)) * 60_000;
+    const id = `sb-bench${String(i).padStart(8, "0")}`;
+    const at = new Date(start).toISOString();
+    await store.insertSandbox({
+      id,
+      name: null,
+      team_id: teamId,
+      image: "sandtree/busybox",
+      image_digest: null,
+      status: end === null ? "RUNNING" : "TERMINATED",
+      cpu_cores: 1 + (i % 4),
+      memory_gb: 0.25 * (1 + (i % 8)),
+      disk_size_gb: 1 + (i % 10),
+      environment_vars: {},
+      labels: { project: `p-${i % 20}` },
+      start_command: null,
+      accel: null,
+      error_reason: null,
+      created_at: at,
+      updated_at: at,
+      started_at: at,
+      terminated_at: end === null ? null : new Date(end).toISOString(),
+    });
+    const paused = i % 10 === 0;
+    records.push({
+      kind: "sandbox",
+      subject_id: id,
+      sandbox_id: id,
+      team_id: teamId,
+      state: paused ? "PAUSED" : "RUNNING",
+      vcpus: paused ? 0 : 1 + (i % 4),
+      memory_gib: paused ? 0 : 0.25 * (1 + (i % 8)),
+      disk_gib: 1 + (i % 10),
+      stored_bytes: 0,
+      start_ms: start,
+      end_ms: end,
+    });
+  }
+  await store.insertMeterRecords(records);
+  await store.close();
   const seedMs = performance.now() - seedStart;
 
   const from = new Date(now - 30 * DAY).toISOString();

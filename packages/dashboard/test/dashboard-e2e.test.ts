@@ -110,7 +110,7 @@ beforeAll(async () => {
     const at = new Date(Date.now() - 48 * 3600_000);
     for (let i = 0; i < SEEDED; i++) {
       const when = new Date(at.getTime() + i * 1000).toISOString();
-      store.insertSandbox({
+      await store.insertSandbox({
         ...base,
         id: `sbx_seeded${String(i).padStart(4, "0")}`,
         name: `seeded-${i}`,
@@ -123,7 +123,7 @@ beforeAll(async () => {
       });
     }
   } finally {
-    store.close();
+    await store.close();
   }
   const executablePath = execFileSync("sh", ["-c", "command -v chromium"], { encoding: "utf8" }).trim();
   browser = await chromium.launch({ executablePath, args: ["--no-sandbox"] });

@@ -92,7 +92,7 @@ export function buildApp(
   app.addHook("onRequest", async (req) => {
     const url = req.url.split("?")[0] ?? "";
     if (!url.startsWith("/v1/") || url === "/v1/openapi.json" || url === "/v1/version") return;
-    req.principal = services.auth.authenticate(req.headers.authorization);
+    req.principal = await services.auth.authenticate(req.headers.authorization);
   });
 
   // After a restart, a call into a sandbox whose VM is still being reconnected waits for that

@@ -78,7 +78,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   const guest = guestArtifacts(cfg.cacheDir);
   const accel = await detectAccel(cfg.accel);
   const auth = new AuthService(store);
-  const firstKey = auth.bootstrap();
+  const firstKey = await auth.bootstrap();
   const admission = new AdmissionService(store, new SecretBox(loadOrCreateServerKey(cfg.dataDir)));
   admission.setBudgetCheck((teamId) => metering.checkBudget(teamId));
   const images =
@@ -136,8 +136,9 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   // Surviving VMs are adopted in the background, each under its own deadline and in parallel:
   // the API answers meanwhile (a sandbox being adopted shows its last status; calls into it wait
   // for its adoption, see SandboxService.whenAdopted). What it decides about each sandbox is
-  // taken synchronously here, before any request can arrive.
-  void sandboxes.reconcile().catch((err: Error) => log.error({ err: err.message }, "reconciling sandboxes failed"));
+  // taken here, before any request can arrive.
+  const { settled } = await sandboxes.reconcile();
+  void settled.catch((err: Error) => log.error({ err: err.message }, "reconciling sandboxes failed"));
   await checkpoints.reconcile();
   sandboxes.pruneTemplates();
   checkpoints.startReaper();
@@ -199,7 +200,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
         await sandboxes.close().catch(() => {});
         // Every VM is gone: the rules, taps and resolver go too.
         await network.close({ destroy: true }).catch(() => {});
-        store.close();
+        await store.close();
       })();
       return closing;
     },

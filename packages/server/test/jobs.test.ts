@@ -102,7 +102,7 @@ describe("background jobs on a real microVM", () => {
 
   it("keeps running across a re-established agent connection", async () => {
     const jobId = await start({ command: "sleep 2; echo done" });
-    const { vm } = t.server.services.sandboxes.running(teamId, id) as QemuMachine;
+    const { vm } = (await t.server.services.sandboxes.running(teamId, id)) as QemuMachine;
     vm.agent.close();
     vm.agent = await AgentClient.connect(path.join(vm.opts.runDir, "agent.sock"), { timeoutMs: 30_000 });
     const job = await waitEnded(jobId);

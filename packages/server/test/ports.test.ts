@@ -85,9 +85,9 @@ function sandboxRow(id: string, team: string, status: Sandbox["status"] = "RUNNI
   };
 }
 
-function newSandbox(team = teamId, status: Sandbox["status"] = "RUNNING", network = true): string {
+async function newSandbox(team = teamId, status: Sandbox["status"] = "RUNNING", network = true): Promise<string> {
   const id = `sb-${randomBytes(8).toString("hex")}`;
-  store.insertSandbox(sandboxRow(id, team, status));
+  await store.insertSandbox(sandboxRow(id, team, status));
   if (network) addresses.set(id, "127.0.0.1");
   return id;
 }
@@ -127,9 +127,9 @@ beforeAll(async () => {
   dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-ports-"));
   store = new SqliteStore(path.join(dataDir, "sandtree.db"));
   const auth = new AuthService(store);
-  key = auth.bootstrap() ?? "";
-  teamId = store.getTeamByName("default")?.id ?? "";
-  otherKey = auth.createKey(store.createTeam("other").id, false);
+  key = (await auth.bootstrap()) ?? "";
+  teamId = (await store.getTeamByName("default"))?.id ?? "";
+  otherKey = await auth.createKey((await store.createTeam("other")).id, false);
   const admission = new AdmissionService(store, new SecretBox(randomBytes(32)));
   const sandboxes = new SandboxService({
     store,
@@ -201,13 +201,13 @@ afterAll(async () => {
   guest?.closeAllConnections();
   await new Promise((r) => guest?.close(r));
   await new Promise((r) => tcpEcho?.close(r));
-  store?.close();
+  await store?.close();
   if (dataDir) rmSync(dataDir, { recursive: true, force: true });
 });
 
 describe("exposing ports", () => {
   it("expose answers the URLs and a token once; list shows no tokens; exposing again rotates the token", async () => {
-    const id = newSandbox();
+    const id = await newSandbox();
     const first = await api("POST", `/v1/sandboxes/${id}/ports`, { port: guestPort });
     expect(first.status).toBe(201);
     expect(first.body).toMatchObject({
@@ -234,15 +234,15 @@ describe("exposing ports", () => {
   });
 
   it("validates the port, and refuses ended sandboxes and sandboxes without a network", async () => {
-    const id = newSandbox();
+    const id = await newSandbox();
     for (const port of [0, 65536, 1.5, "80"]) {
       const r = await api("POST", `/v1/sandboxes/${id}/ports`, { port });
       expect(r.status).toBe(400);
       expect(r.body.code).toBe("VALIDATION_FAILED");
     }
-    const ended = newSandbox(teamId, "TERMINATED");
+    const ended = await newSandbox(teamId, "TERMINATED");
     expect((await api("POST", `/v1/sandboxes/${ended}/ports`, { port: 80 })).body.code).toBe("SANDBOX_NOT_RUNNING");
-    const offline = newSandbox(teamId, "RUNNING", false);
+    const offline = await newSandbox(teamId, "RUNNING", false);
     const r = await api("POST", `/v1/sandboxes/${offline}/ports`, { port: 80 });
     expect(r.status).toBe(409);
     expect(r.body.code).toBe("NETWORK_DISABLED");
@@ -250,7 +250,7 @@ describe("exposing ports", () => {
   });
 
   it("another team cannot expose, list or unexpose (404 as for a missing sandbox)", async () => {
-    const id = newSandbox();
+    const id = await newSandbox();
     await expose(id, guestPort);
     for (const [m, p, body] of [
       ["POST", `/v1/sandboxes/${id}/ports`, { port: 81 }],
@@ -266,7 +266,7 @@ describe("exposing ports", () => {
   });
 
   it("unexpose: 204, then the proxy answers 404 PORT_NOT_FOUND; again 404", async () => {
-    const id = newSandbox();
+    const id = await newSandbox();
     const p = await expose(id, guestPort);
     expect((await fetch(`${p.url}`, { headers: { "x-sandtree-token": p.token } })).status).toBe(200);
     expect((await api("DELETE", `/v1/sandboxes/${id}/ports/${guestPort}`)).status).toBe(204);
@@ -280,21 +280,21 @@ describe("exposing ports", () => {
   });
 
   it("forget() drops a sandbox's ports; an ended sandbox's ports stop working even before", async () => {
-    const id = newSandbox();
+    const id = await newSandbox();
     const p = await expose(id, guestPort);
-    store.updateSandbox(id, { status: "TERMINATED" });
+    await store.updateSandbox(id, { status: "TERMINATED" });
     const r = await fetch(p.url, { headers: { "x-sandtree-token": p.token } });
     expect(r.status).toBe(404);
     expect((await api("GET", `/v1/sandboxes/${id}/ports`)).body.ports).toEqual([]);
-    expect(store.listExposedPorts(id)).toHaveLength(1);
-    ports.forget(id);
-    expect(store.listExposedPorts(id)).toHaveLength(0);
+    expect(await store.listExposedPorts(id)).toHaveLength(1);
+    await ports.forget(id);
+    expect(await store.listExposedPorts(id)).toHaveLength(0);
   });
 });
 
 describe("the HTTP proxy", () => {
   it("forwards with the header token: path, query, method, headers, X-Forwarded-*; the token is not forwarded", async () => {
-    const id = newSandbox();
+    const id = await newSandbox();
     const p = await expose(id, guestPort);
     const r = await fetch(`${p.url}a/b%20c?x=1&y=%2F`, {
       method: "POST",
@@ -323,7 +323,7 @@ describe("the HTTP proxy", () => {
   });
 
   it("a query token works, is stripped before forwarding, and sets a cookie that then works alone", async () => {
-    const id = newSandbox();
+    const id = await newSandbox();
     const p = await expose(id, guestPort);
     const r = await fetch(`${p.url}page?a=1&sandtree_token=${encodeURIComponent(p.token)}&b=2`);
     expect(r.status).toBe(200);
@@ -342,14 +342,14 @@ describe("the HTTP proxy", () => {
   });
 
   it("no slash after the port redirects (308) to the proxied root, keeping the query", async () => {
-    const id = newSandbox();
+    const id = await newSandbox();
     const r = await fetch(`${base}/ports/${id}/${guestPort}?q=1`, { redirect: "manual" });
     expect(r.status).toBe(308);
     expect(r.headers.get("location")).toBe(`/ports/${id}/${guestPort}/?q=1`);
   });
 
   it("refuses: missing or wrong token 401, unexposed port 404, nothing listening 502 GUEST_ERROR", async () => {
-    const id = newSandbox();
+    const id = await newSandbox();
     const p = await expose(id, guestPort);
     for (const headers of [{}, { "x-sandtree-token": "wrong" }, { "x-sandtree-token": `${p.token}x` }]) {
       const r = await fetch(p.url, { headers });
@@ -359,7 +359,7 @@ describe("the HTTP proxy", () => {
     const un = await fetch(`${base}/ports/${id}/${guestPort + 1}/`, { headers: { "x-sandtree-token": p.token } });
     expect(un.status).toBe(404);
     expect((await errorOf(un)).code).toBe("PORT_NOT_FOUND");
-    const other = newSandbox();
+    const other = await newSandbox();
     const forOther = await fetch(`${base}/ports/${other}/${guestPort}/`, { headers: { "x-sandtree-token": p.token } });
     expect(forOther.status).toBe(404);
 
@@ -372,7 +372,7 @@ describe("the HTTP proxy", () => {
   });
 
   it("streams 20 MB up and 20 MB down", async () => {
-    const id = newSandbox();
+    const id = await newSandbox();
     const p = await expose(id, guestPort);
     const size = 20 * 1024 * 1024;
     const up = await new Promise<{ status: number; body: string }>((resolve, reject) => {
@@ -409,7 +409,7 @@ describe("the HTTP proxy", () => {
   });
 
   it("is not buffered: each request chunk comes back before the next is sent (full duplex)", async () => {
-    const id = newSandbox();
+    const id = await newSandbox();
     const p = await expose(id, guestPort);
     const req = http.request(`${p.url}duplex`, { method: "POST", headers: { "x-sandtree-token": p.token } });
     const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
@@ -426,11 +426,11 @@ describe("the HTTP proxy", () => {
     req.end();
     await new Promise((r) => res.on("end", r).resume());
     // Proxied traffic is sandbox activity (idle timeouts).
-    expect(store.getSandbox(id)?.last_activity_at).toEqual(expect.any(String));
+    expect((await store.getSandbox(id))?.last_activity_at).toEqual(expect.any(String));
   });
 
   it("HEAD and a JSON body larger than the API's 1 MiB limit go through unparsed", async () => {
-    const id = newSandbox();
+    const id = await newSandbox();
     const p = await expose(id, guestPort);
     const head = await fetch(`${p.url}x`, { method: "HEAD", headers: { "x-sandtree-token": p.token } });
     expect(head.status).toBe(200);
@@ -445,7 +445,7 @@ describe("the HTTP proxy", () => {
   });
 
   it("WebSockets through /ports: header token and query token", async () => {
-    const id = newSandbox();
+    const id = await newSandbox();
     const p = await expose(id, guestPort);
     const wsUrl = p.url.replace(/^http/, "ws");
     for (const [url, headers] of [
@@ -479,7 +479,7 @@ describe("the HTTP proxy", () => {
   });
 
   it("never logs a token", async () => {
-    const id = newSandbox();
+    const id = await newSandbox();
     const p = await expose(id, guestPort);
     await (await fetch(`${p.url}logged?sandtree_token=${p.token}&k=v`)).arrayBuffer();
     await (await fetch(`${base}/tcp/${id}/${guestPort}?sandtree_token=${p.token}`)).arrayBuffer();
@@ -505,7 +505,7 @@ describe("raw TCP over /tcp", () => {
   }
 
   it("portForward (SDK, API key) echoes bytes, 8 MB included, through the WebSocket tunnel", async () => {
-    const id = newSandbox();
+    const id = await newSandbox();
     const client = new SandtreeClient({ apiUrl: base, apiKey: key });
     const fwd = await client.sandboxes.portForward(id, tcpPort);
     try {
@@ -521,7 +521,7 @@ describe("raw TCP over /tcp", () => {
   });
 
   it("portForward with a port token; a wrong token and an unknown sandbox are refused", async () => {
-    const id = newSandbox();
+    const id = await newSandbox();
     const p = await expose(id, tcpPort);
     const client = new SandtreeClient({ apiUrl: base, apiKey: key });
     const fwd = await client.sandboxes.portForward(id, tcpPort, { token: p.token });
@@ -540,7 +540,7 @@ describe("raw TCP over /tcp", () => {
   });
 
   it("refusals before the upgrade: not a WebSocket 400, nothing listening 502, no credentials 404/401", async () => {
-    const id = newSandbox();
+    const id = await newSandbox();
     const plain = await fetch(`${base}/tcp/${id}/${tcpPort}`, { headers: { authorization: `Bearer ${key}` } });
     expect(plain.status).toBe(400);
     const status = (url: string, headers: Record<string, string>) =>

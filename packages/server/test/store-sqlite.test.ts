@@ -27,13 +27,13 @@ describeStoreConformance("SQLite", async (opts = {}) => {
       }
     },
     async reopen() {
-      store.close();
+      await store.close();
       store = new SqliteStore(file);
       return store;
     },
     async destroy() {
-      store.close();
-      for (const p of peers) p.close();
+      await store.close();
+      for (const p of peers) await p.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };

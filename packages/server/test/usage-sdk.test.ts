@@ -22,11 +22,11 @@ beforeAll(async () => {
   const base = { kind: "sandbox" as const, state: "RUNNING", stored_bytes: 0, end_ms: T0 + H };
   // Seeded through a second connection to the server's database, as bench/usage.mjs does.
   const store = new SqliteStore(path.join(t.dataDir, "sandtree.db"));
-  store.insertMeterRecords([
+  await store.insertMeterRecords([
     { ...base, subject_id: "sb-a", sandbox_id: "sb-a", team_id: teamId, vcpus: 1, memory_gib: 1, disk_gib: 10, start_ms: T0 },
     { ...base, subject_id: "sb-b", sandbox_id: "sb-b", team_id: otherTeamId, vcpus: 4, memory_gib: 8, disk_gib: 1, start_ms: T0 },
   ]);
-  store.close();
+  await store.close();
 });
 afterAll(async () => {
   await t?.close();

@@ -30,7 +30,7 @@ export function activityHook(app: FastifyInstance, s: Services): void {
     if (!ACTIVITY.has(`${req.method} ${req.routeOptions.url}`)) return;
     const id = (req.params as { id?: unknown }).id;
     if (typeof id !== "string" || !req.principal) return;
-    const end = s.timeouts.begin(req.principal.teamId, id);
+    const end = await s.timeouts.begin(req.principal.teamId, id);
     reply.raw.once("close", end);
   });
 }

@@ -21,16 +21,16 @@ export function checkpointRoutes(app: FastifyInstance, s: Services): void {
 
   app.get("/v1/sandboxes/:id/checkpoints", async (req) => {
     const { id } = parse(SandboxParams, req.params);
-    return { checkpoints: s.checkpoints.list(req.principal.teamId, id).map(publicCheckpoint) };
+    return { checkpoints: (await s.checkpoints.list(req.principal.teamId, id)).map(publicCheckpoint) };
   });
 
   app.get("/v1/checkpoints", async (req) => ({
-    checkpoints: s.checkpoints.list(req.principal.teamId).map(publicCheckpoint),
+    checkpoints: (await s.checkpoints.list(req.principal.teamId)).map(publicCheckpoint),
   }));
 
   app.get("/v1/checkpoints/:cid", async (req) => {
     const { cid } = parse(CheckpointParams, req.params);
-    return publicCheckpoint(s.checkpoints.get(req.principal.teamId, cid));
+    return publicCheckpoint(await s.checkpoints.get(req.principal.teamId, cid));
   });
 
   app.delete("/v1/checkpoints/:cid", async (req) => {

@@ -33,14 +33,14 @@ export function costHook(app: FastifyInstance, s: Services): void {
     if (!(req.url.startsWith("/v1/sandboxes") || req.url.startsWith("/v1/checkpoints"))) return payload;
     const { sandboxes, checkpoints } = collect(payload);
     if (sandboxes.length > 0) {
-      const costs = s.metering.costsOf(
+      const costs = await s.metering.costsOf(
         "sandbox",
         sandboxes.map((x) => x.id as string),
       );
       for (const x of sandboxes) x.cost_usd = costs.get(x.id as string) ?? 0;
     }
     if (checkpoints.length > 0) {
-      const costs = s.metering.costsOf(
+      const costs = await s.metering.costsOf(
         "checkpoint",
         checkpoints.map((x) => x.id as string),
       );

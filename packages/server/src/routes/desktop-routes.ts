@@ -82,7 +82,7 @@ export function desktopRoutes(app: FastifyInstance, s: Services): void {
     const { writable } = parse(DesktopVncRequest, req.body ?? {});
     const team = req.principal.teamId;
     // Exposing first: a sandbox without a network answers 409 NETWORK_DISABLED before VNC starts.
-    const exposed = s.ports.expose(team, id, DESKTOP_VNC_PORT);
+    const exposed = await s.ports.expose(team, id, DESKTOP_VNC_PORT);
     const vnc = await s.desktop.startVnc(team, id, writable);
     const base = `${req.protocol}://${req.host}`;
     return reply.status(201).send({

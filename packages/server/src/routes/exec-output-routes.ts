@@ -11,7 +11,7 @@ export function execOutputRoutes(app: FastifyInstance, s: Services): void {
   app.get("/v1/sandboxes/:id/execs/:execId/output", async (req, reply) => {
     const { id, execId } = parse(ExecParams, req.params);
     const q = parse(OutputQuery, req.query);
-    const out = s.exec.output(req.principal.teamId, id, execId, {
+    const out = await s.exec.output(req.principal.teamId, id, execId, {
       stream: q.stream,
       offset: q.offset,
       ...(q.length !== undefined ? { length: q.length } : {}),

@@ -24,7 +24,7 @@ export function execRoutes(app: FastifyInstance, s: Services): void {
     // The client going away must kill the command even when it is silent: the generator below
     // only notices a destroyed stream at its next event, which a silent command never sends.
     const gone = new AbortController();
-    const events = s.exec.stream(req.principal.teamId, id, body, gone.signal);
+    const events = await s.exec.stream(req.principal.teamId, id, body, gone.signal);
     const encode = (ev: ExecEvent) => {
       // Output is most of the bytes: base64 needs no JSON escaping, so its line is built as is
       // (the same bytes JSON.stringify gives, without scanning a 350 KB string once more).

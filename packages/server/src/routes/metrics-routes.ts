@@ -22,7 +22,7 @@ export function metricsRoutes(app: FastifyInstance, s: Services, opts: { metrics
     const header = req.headers.authorization;
     const bearer = header ? /^Bearer\s+(\S+)$/i.exec(header)?.[1] : undefined;
     if (!(opts.metricsToken && bearer && sameToken(bearer, opts.metricsToken))) {
-      const p = s.auth.authenticate(header);
+      const p = await s.auth.authenticate(header);
       if (!p.isAdmin) throw new SandtreeError("FORBIDDEN", "GET /metrics needs an admin key or the metrics token");
     }
     return reply.header("content-type", s.metrics.contentType).send(await s.metrics.text());

@@ -9,7 +9,7 @@ const Params = z.object({ id: z.string().min(1).max(64) });
 export function networkRoutes(app: FastifyInstance, s: Services): void {
   app.get("/v1/sandboxes/:id/network", async (req) => {
     const { id } = parse(Params, req.params);
-    s.sandboxes.get(req.principal.teamId, id);
+    await s.sandboxes.get(req.principal.teamId, id);
     return s.network.view(id);
   });
 
@@ -17,7 +17,7 @@ export function networkRoutes(app: FastifyInstance, s: Services): void {
   app.put("/v1/sandboxes/:id/network", async (req) => {
     const { id } = parse(Params, req.params);
     const body = parse(UpdateNetworkRequest, req.body ?? {});
-    s.sandboxes.running(req.principal.teamId, id);
+    await s.sandboxes.running(req.principal.teamId, id);
     return s.network.update(id, body);
   });
 }

@@ -62,18 +62,18 @@ export function portRoutes(app: FastifyInstance, s: Services): void {
   app.post("/v1/sandboxes/:id/ports", async (req, reply) => {
     const { id } = parse(Params, req.params);
     const { port } = parse(ExposePortRequest, req.body ?? {});
-    const exposed = s.ports.expose(req.principal.teamId, id, port);
+    const exposed = await s.ports.expose(req.principal.teamId, id, port);
     return reply.status(201).send(render(req, exposed));
   });
 
   app.get("/v1/sandboxes/:id/ports", async (req) => {
     const { id } = parse(Params, req.params);
-    return { ports: s.ports.list(req.principal.teamId, id).map((p) => render(req, p)) };
+    return { ports: (await s.ports.list(req.principal.teamId, id)).map((p) => render(req, p)) };
   });
 
   app.delete("/v1/sandboxes/:id/ports/:port", async (req, reply) => {
     const { id, port } = parse(PortParams, req.params);
-    s.ports.unexpose(req.principal.teamId, id, port);
+    await s.ports.unexpose(req.principal.teamId, id, port);
     return reply.status(204).send();
   });
 
@@ -91,10 +91,10 @@ export function portRoutes(app: FastifyInstance, s: Services): void {
     scope.all("/ports/:id/:port/*", async (req, reply) => {
       const { id, port } = parse(PortParams, req.params);
       const { token, from } = tokenOf(req, port);
-      const target = s.ports.authorize(id, port, token);
+      const target = await s.ports.authorize(id, port, token);
       const up = pending.get(req.raw);
       if (up) return proxyUpgrade(req, reply, up, target);
-      const end = s.timeouts.begin(target.sandbox.team_id, id);
+      const end = await s.timeouts.begin(target.sandbox.team_id, id);
       reply.raw.once("close", end);
       const upstream = await guestRequest(req, target, { agent });
       reply.status(upstream.statusCode ?? 502);
@@ -128,8 +128,8 @@ export function portRoutes(app: FastifyInstance, s: Services): void {
       // With an API key of the sandbox's team instead of a token, the port need not be exposed.
       const target =
         token === undefined && req.headers.authorization !== undefined
-          ? s.ports.authorizeTeam(s.auth.authenticate(req.headers.authorization).teamId, id, port)
-          : s.ports.authorize(id, port, token);
+          ? await s.ports.authorizeTeam((await s.auth.authenticate(req.headers.authorization)).teamId, id, port)
+          : await s.ports.authorize(id, port, token);
       const tcp = await connectGuest(target);
       pending.take(req.raw);
       reply.hijack();
@@ -145,7 +145,7 @@ export function portRoutes(app: FastifyInstance, s: Services): void {
       wss.handleUpgrade(req.raw, up.socket, up.head, (ws) => {
         bridged = true;
         keep(up.socket);
-        const end = s.timeouts.begin(target.sandbox.team_id, id);
+        const end = s.timeouts.beginSoon(target.sandbox.team_id, id);
         ws.once("close", end);
         bridgeTcp(ws, tcp);
       });
@@ -186,7 +186,7 @@ export function portRoutes(app: FastifyInstance, s: Services): void {
     }
     keep(client);
     keep(guest);
-    const end = s.timeouts.begin(target.sandbox.team_id, target.sandbox.id);
+    const end = s.timeouts.beginSoon(target.sandbox.team_id, target.sandbox.id);
     client.once("close", end);
     const lines = [`HTTP/1.1 101 ${res.statusMessage || "Switching Protocols"}`];
     for (let i = 0; i + 1 < res.rawHeaders.length; i += 2) lines.push(`${res.rawHeaders[i]}: ${res.rawHeaders[i + 1]}`);

@@ -34,7 +34,7 @@ export function sandboxRoutes(app: FastifyInstance, s: Services): void {
   app.get("/v1/sandboxes", async (req) => {
     const q = parse(ListSandboxesQuery, req.query);
     const labels = parseLabels(q.label);
-    return s.sandboxes.list(req.principal.teamId, {
+    return await s.sandboxes.list(req.principal.teamId, {
       limit: q.limit,
       ...(q.status ? { status: q.status } : {}),
       ...(labels ? { labels } : {}),
@@ -44,7 +44,7 @@ export function sandboxRoutes(app: FastifyInstance, s: Services): void {
 
   app.get("/v1/sandboxes/:id", async (req) => {
     const { id } = parse(IdParams, req.params);
-    return s.sandboxes.get(req.principal.teamId, id);
+    return await s.sandboxes.get(req.principal.teamId, id);
   });
 
   app.delete("/v1/sandboxes/:id", async (req) => {
@@ -65,6 +65,6 @@ export function sandboxRoutes(app: FastifyInstance, s: Services): void {
       }),
       req.query,
     );
-    return s.sandboxes.logs(req.principal.teamId, id, tail_bytes);
+    return await s.sandboxes.logs(req.principal.teamId, id, tail_bytes);
   });
 }

@@ -15,7 +15,7 @@ function scopeOf(req: FastifyRequest): UsageScope {
 export function usageRoutes(app: FastifyInstance, s: Services): void {
   app.get("/v1/usage", async (req, reply) => {
     const q = parse(UsageQuery, req.query);
-    const report = s.metering.usage(scopeOf(req), q);
+    const report = await s.metering.usage(scopeOf(req), q);
     if (q.format === "csv") {
       const name = `sandtree-usage-${report.from.slice(0, 10)}-${report.to.slice(0, 10)}-by-${report.group_by}.csv`;
       return reply

@@ -18,27 +18,27 @@ export class AuthService {
   constructor(private readonly store: Store) {}
 
   /** First start: a default team and an admin key. Returns the key, or null when already set up. */
-  bootstrap(): string | null {
-    if (this.store.countTeams() > 0) return null;
-    const team = this.store.createTeam("default");
+  async bootstrap(): Promise<string | null> {
+    if ((await this.store.countTeams()) > 0) return null;
+    const team = await this.store.createTeam("default");
     return this.createKey(team.id, true);
   }
 
-  createKey(teamId: string, isAdmin: boolean): string {
-    return this.issueKey(teamId, isAdmin).key;
+  async createKey(teamId: string, isAdmin: boolean): Promise<string> {
+    return (await this.issueKey(teamId, isAdmin)).key;
   }
 
   /** A new key: the plaintext (shown once) and the stored row. */
-  issueKey(teamId: string, isAdmin: boolean): { key: string; row: ApiKeyRow } {
+  async issueKey(teamId: string, isAdmin: boolean): Promise<{ key: string; row: ApiKeyRow }> {
     const key = `st_${randomBytes(24).toString("base64url")}`;
-    const row = this.store.createApiKey(teamId, hashKey(key), key.slice(0, 7), isAdmin);
+    const row = await this.store.createApiKey(teamId, hashKey(key), key.slice(0, 7), isAdmin);
     return { key, row };
   }
 
-  authenticate(header: string | undefined): Principal {
+  async authenticate(header: string | undefined): Promise<Principal> {
     const m = header ? /^Bearer\s+(\S+)$/i.exec(header) : null;
     if (!m?.[1]) throw new SandtreeError("UNAUTHORIZED", "missing API key: send `Authorization: Bearer <SANDTREE_API_KEY>`");
-    const row = this.store.findApiKey(hashKey(m[1]));
+    const row = await this.store.findApiKey(hashKey(m[1]));
     if (!row || row.revoked_at) throw new SandtreeError("UNAUTHORIZED", "invalid or revoked API key");
     return { teamId: row.team_id, keyId: row.id, isAdmin: row.is_admin };
   }

@@ -27,11 +27,11 @@ export class BulkService {
     const result: BulkDeleteResult = { deleted: [], not_found: [] };
     if (req.ids) {
       for (const id of new Set(req.ids)) {
-        if (this.store.getSandbox(id, teamId)) result.deleted.push(id);
+        if (await this.store.getSandbox(id, teamId)) result.deleted.push(id);
         else result.not_found.push(id);
       }
     } else {
-      result.deleted = this.matching(teamId, req.labels ?? {}).map((s) => s.id);
+      result.deleted = (await this.matching(teamId, req.labels ?? {})).map((s) => s.id);
     }
     const queue = [...result.deleted];
     const worker = async () => {
@@ -43,21 +43,25 @@ export class BulkService {
     return result;
   }
 
-  private matching(teamId: string, labels: Record<string, string>): Sandbox[] {
+  private async matching(teamId: string, labels: Record<string, string>): Promise<Sandbox[]> {
     const out: Sandbox[] = [];
     let beforeSeq: number | undefined;
     for (;;) {
-      const page = this.store.listSandboxes(teamId, { labels, limit: 1000, ...(beforeSeq !== undefined ? { beforeSeq } : {}) });
+      const page = await this.store.listSandboxes(teamId, {
+        labels,
+        limit: 1000,
+        ...(beforeSeq !== undefined ? { beforeSeq } : {}),
+      });
       out.push(...page.sandboxes.filter((s) => !TERMINAL_STATUSES.includes(s.status)));
       if (page.lastSeq === null) return out;
       beforeSeq = page.lastSeq;
     }
   }
 
-  batchStatus(teamId: string, ids: string[]): BatchStatusResult {
+  async batchStatus(teamId: string, ids: string[]): Promise<BatchStatusResult> {
     const result: BatchStatusResult = { sandboxes: [], not_found: [] };
     for (const id of new Set(ids)) {
-      const sb = this.store.getSandbox(id, teamId);
+      const sb = await this.store.getSandbox(id, teamId);
       if (sb) result.sandboxes.push({ id, status: sb.status as SandboxStatus, error_reason: sb.error_reason });
       else result.not_found.push(id);
     }

@@ -34,7 +34,7 @@ export async function verifyChain(
     throw new SandtreeError(code, `checkpoint ${id} is ${top.state}, not DURABLE`, { checkpoint_id: id, state: top.state });
   }
   let topPath = "";
-  for (let c: CheckpointRow | undefined = top; c; c = c.parent_id ? store.getCheckpoint(c.parent_id) : undefined) {
+  for (let c: CheckpointRow | undefined = top; c; c = c.parent_id ? await store.getCheckpoint(c.parent_id) : undefined) {
     if (!c.blob_key || !c.sha256)
       throw new SandtreeError("CHECKPOINT_CORRUPT", `layer of ${c.id} was never stored`, { checkpoint_id: id });
     const { blob_key, sha256 } = c;
@@ -45,7 +45,7 @@ export async function verifyChain(
         p = await blobs.materialize(blob_key, sha256, signal ? { signal } : {});
       } catch (err) {
         // A flattening may have swapped the layer (and its hash) while we read it: once more.
-        const now = store.getCheckpoint(layer);
+        const now = await store.getCheckpoint(layer);
         if (!(err instanceof BlobCorruptError) || !now?.sha256 || now.sha256 === sha256) throw err;
         p = await blobs.materialize(blob_key, now.sha256, signal ? { signal } : {});
       }

@@ -71,15 +71,15 @@ export class CheckpointService {
     deps.sandboxes.onTeardown((id) => this.onSandboxTeardown(id));
   }
 
-  get(teamId: string, id: string): CheckpointRow {
-    const c = this.deps.store.getCheckpoint(id, teamId);
+  async get(teamId: string, id: string): Promise<CheckpointRow> {
+    const c = await this.deps.store.getCheckpoint(id, teamId);
     if (!c) throw new SandtreeError("CHECKPOINT_NOT_FOUND", `checkpoint ${id} not found`, { id });
     return c;
   }
 
-  list(teamId: string, sandboxId?: string): CheckpointRow[] {
-    if (sandboxId !== undefined) this.deps.sandboxes.get(teamId, sandboxId);
-    return this.deps.store.listCheckpoints({ teamId, ...(sandboxId !== undefined ? { sandboxId } : {}) });
+  async list(teamId: string, sandboxId?: string): Promise<CheckpointRow[]> {
+    if (sandboxId !== undefined) await this.deps.sandboxes.get(teamId, sandboxId);
+    return await this.deps.store.listCheckpoints({ teamId, ...(sandboxId !== undefined ? { sandboxId } : {}) });
   }
 
   /** Runs `fn` after every earlier freeze of the same sandbox finished (freezes never overlap). */
@@ -100,14 +100,14 @@ export class CheckpointService {
     opts: { ttlSeconds?: number; includeMemory?: boolean } = {},
   ): Promise<CheckpointRow> {
     const { store } = this.deps;
-    this.deps.sandboxes.running(teamId, sandboxId);
+    await this.deps.sandboxes.running(teamId, sandboxId);
     return this.serialized(sandboxId, async () => {
       // A freeze an earlier checkpoint gave up on and that completed late is thawed first.
       const lateThaw = this.lateThaws.get(sandboxId);
       if (lateThaw) await Promise.race([lateThaw, new Promise((r) => setTimeout(r, this.qmpDeadlineMs).unref())]);
-      const vm = this.deps.sandboxes.running(teamId, sandboxId);
-      const sb = this.deps.sandboxes.get(teamId, sandboxId);
-      const parent = sb.head_checkpoint_id ? store.getCheckpoint(sb.head_checkpoint_id) : undefined;
+      const vm = await this.deps.sandboxes.running(teamId, sandboxId);
+      const sb = await this.deps.sandboxes.get(teamId, sandboxId);
+      const parent = sb.head_checkpoint_id ? await store.getCheckpoint(sb.head_checkpoint_id) : undefined;
       const frozenDisk = vm.activeDisk;
       if (!frozenDisk) throw new SandtreeError("CONFLICT", "this sandbox has no disk to checkpoint");
       const now = new Date().toISOString();
@@ -134,7 +134,7 @@ export class CheckpointService {
         cpu_cores: opts.includeMemory ? sb.cpu_cores : null,
         memory_mb: opts.includeMemory ? memoryMbFor(sb.memory_gb) : null,
       };
-      store.insertCheckpoint(row);
+      await store.insertCheckpoint(row);
       // The next overlay is made first (names the current disk relatively), so the guest is
       // frozen only for the snapshot itself: milliseconds. Every call into the guest or QEMU has
       // a deadline and gives up at once when QEMU pauses the VM on a host disk error.
@@ -159,7 +159,7 @@ export class CheckpointService {
             vm.syncClock();
           }
           row.mem_key = `mem-${row.id}`;
-          store.updateCheckpoint(row.id, { mem_key: row.mem_key });
+          await store.updateCheckpoint(row.id, { mem_key: row.mem_key });
         } else {
           const freezing = vm.fsfreeze("/");
           try {
@@ -193,7 +193,7 @@ export class CheckpointService {
         const ioError = this.deps.sandboxes.ioErrorOf(sandboxId);
         if (err instanceof MachineTimeoutError && !snapshotting) {
           // QEMU serves QMP whatever its guest does: no answer means QEMU itself is stopped or hung.
-          this.deps.sandboxes.failVm(
+          await this.deps.sandboxes.failVm(
             sandboxId,
             vm,
             `QEMU did not answer a checkpoint's QMP command (${message}); the VM was killed`,
@@ -201,7 +201,7 @@ export class CheckpointService {
         } else if (snapshotting && !(err instanceof MachineRefusedError)) {
           // QEMU did not say whether the new overlay is in use: the VM's disk is unknown, so the
           // VM goes rather than writing into a layer we removed.
-          this.deps.sandboxes.failVm(sandboxId, vm, `a checkpoint's disk snapshot got no answer from QEMU (${message})`);
+          await this.deps.sandboxes.failVm(sandboxId, vm, `a checkpoint's disk snapshot got no answer from QEMU (${message})`);
         }
         const diskFull = ioError !== undefined || /ENOSPC|No space left/i.test(message);
         const reason = ioError
@@ -209,35 +209,40 @@ export class CheckpointService {
           : diskFull
             ? `the host's data disk is full: ${message}`
             : `could not snapshot the sandbox disk: ${message}`;
-        this.markFailed(row.id, reason);
+        await this.markFailed(row.id, reason);
         throw new SandtreeError(diskFull ? "HOST_DISK_FULL" : "CHECKPOINT_FAILED", reason, { checkpoint_id: row.id });
       } finally {
         release();
       }
       // The frozen overlay is the checkpoint's layer, in place: it holds what changed since the parent.
-      store.updateCheckpoint(row.id, { state: "FROZEN", blob_key: path.basename(frozenDisk) }, ["PENDING"]);
-      store.updateSandbox(sandboxId, { head_checkpoint_id: row.id });
-      this.startUpload(row.id, path.basename(frozenDisk));
-      return this.deps.store.getCheckpoint(row.id) as CheckpointRow;
+      await store.updateCheckpoint(row.id, { state: "FROZEN", blob_key: path.basename(frozenDisk) }, ["PENDING"]);
+      await store.updateSandbox(sandboxId, { head_checkpoint_id: row.id });
+      this.startUpload(row, path.basename(frozenDisk));
+      return (await this.deps.store.getCheckpoint(row.id)) as CheckpointRow;
     });
   }
 
   /** FAILED with the reason; a full disk may refuse the write, so it is retried until it lands. */
-  private markFailed(id: string, reason: string): void {
-    const write = () => {
+  private async markFailed(id: string, reason: string): Promise<void> {
+    const write = async () => {
       try {
-        this.deps.store.updateCheckpoint(id, { state: "FAILED", error: reason }, ["PENDING"]);
+        await this.deps.store.updateCheckpoint(id, { state: "FAILED", error: reason }, ["PENDING"]);
         return true;
       } catch {
         return false;
       }
     };
-    if (write()) return;
+    if (await write()) return;
+    let writing = false;
     const retry = setInterval(() => {
-      if (write()) {
+      if (writing) return;
+      writing = true;
+      void write().then((ok) => {
+        writing = false;
+        if (!ok || !this.failRetries.has(retry)) return;
         clearInterval(retry);
         this.failRetries.delete(retry);
-      }
+      });
     }, 2000);
     retry.unref();
     this.failRetries.add(retry);
@@ -272,8 +277,8 @@ export class CheckpointService {
   }
 
   /** Makes the frozen layer durable: fsync, sha256, into the blob store (in place for a local one). */
-  private startUpload(id: string, key: string): void {
-    const row = this.deps.store.getCheckpoint(id) as CheckpointRow;
+  private startUpload(row: CheckpointRow, key: string): void {
+    const { id } = row;
     const abort = new AbortController();
     const done = (async () => {
       try {
@@ -291,7 +296,7 @@ export class CheckpointService {
           mem_sha256 = m.sha256;
         }
         if (
-          this.deps.store.updateCheckpoint(id, { state: "DURABLE", sha256, mem_sha256, stored_bytes: size + memBytes }, [
+          await this.deps.store.updateCheckpoint(id, { state: "DURABLE", sha256, mem_sha256, stored_bytes: size + memBytes }, [
             "FROZEN",
           ])
         ) {
@@ -299,14 +304,14 @@ export class CheckpointService {
           if (row.depth >= this.flattenDepth) this.flattenInBackground(id);
         } else {
           // Deleted while sealing: the collector decides whether the layer can go.
-          this.deps.store.updateCheckpoint(id, { sha256 });
+          await this.deps.store.updateCheckpoint(id, { sha256 });
           queueMicrotask(() => this.collect().catch(() => {}));
         }
       } catch (err) {
         const reason = abort.signal.aborted
           ? String((abort.signal.reason as Error | undefined)?.message ?? "aborted")
           : `storing the layer failed: ${(err as Error).message}`;
-        this.deps.store.updateCheckpoint(id, { state: "FAILED", error: reason }, ["PENDING", "FROZEN"]);
+        await this.deps.store.updateCheckpoint(id, { state: "FAILED", error: reason }, ["PENDING", "FROZEN"]);
       } finally {
         this.uploads.delete(id);
         for (const w of this.durableWaiters.get(id) ?? []) w();
@@ -325,13 +330,13 @@ export class CheckpointService {
    */
   private flattenInBackground(id: string): void {
     const run = async () => {
-      const row = this.deps.store.getCheckpoint(id);
+      const row = await this.deps.store.getCheckpoint(id);
       if (!row?.blob_key || row.state !== "DURABLE") return;
       const dir = this.deps.blobs.localDir;
       const tmp = `.tmp-flat-${id}`;
       try {
         const { sha256, size } = await flattenLayer(dir, row.blob_key, ensureBaseLink(dir, row.base_path), tmp);
-        if (!this.deps.store.updateCheckpoint(id, { sha256, stored_bytes: size }, ["DURABLE"])) {
+        if (!(await this.deps.store.updateCheckpoint(id, { sha256, stored_bytes: size }, ["DURABLE"]))) {
           rmSync(path.join(dir, tmp), { force: true });
           return;
         }
@@ -355,7 +360,7 @@ export class CheckpointService {
   async waitDurable(teamId: string, id: string, timeoutMs: number): Promise<CheckpointRow> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const c = this.get(teamId, id);
+      const c = await this.get(teamId, id);
       if (c.state === "DURABLE") return c;
       if (c.state === "FAILED" || c.state === "DELETING") {
         throw new SandtreeError("CHECKPOINT_FAILED", `checkpoint ${id} is ${c.state}${c.error ? `: ${c.error}` : ""}`, {
@@ -387,20 +392,20 @@ export class CheckpointService {
     signal?: AbortSignal,
     opts: { memory?: boolean } = {},
   ): Promise<{ path: string; row: CheckpointRow; memPath: string | null }> {
-    const top = teamId === undefined ? this.deps.store.getCheckpoint(id) : this.get(teamId, id);
+    const top = teamId === undefined ? await this.deps.store.getCheckpoint(id) : await this.get(teamId, id);
     if (!top) throw new SandtreeError("CHECKPOINT_NOT_FOUND", `checkpoint ${id} not found`, { id });
     return verifyChain(this.deps.store, this.deps.blobs, top, { ...(signal ? { signal } : {}), memory: opts.memory === true });
   }
 
   /** Deleting stops the checkpoint's bill at once; its layer stays while descendants need it. */
   async delete(teamId: string, id: string): Promise<CheckpointRow> {
-    const c = this.get(teamId, id);
+    const c = await this.get(teamId, id);
     if (c.state !== "DELETING") {
-      this.deps.store.updateCheckpoint(id, { state: "DELETING", stored_bytes: 0 });
+      await this.deps.store.updateCheckpoint(id, { state: "DELETING", stored_bytes: 0 });
       this.uploads.get(id)?.abort.abort(new Error("checkpoint deleted before it was durable"));
     }
     await this.collect();
-    return this.deps.store.getCheckpoint(id) ?? { ...c, state: "DELETING", stored_bytes: 0 };
+    return (await this.deps.store.getCheckpoint(id)) ?? { ...c, state: "DELETING", stored_bytes: 0 };
   }
 
   /**
@@ -409,7 +414,7 @@ export class CheckpointService {
    */
   async collect(): Promise<void> {
     const { store } = this.deps;
-    const all = store.listCheckpoints({});
+    const all = await store.listCheckpoints({});
     const byId = new Map(all.map((c) => [c.id, c]));
     const needed = new Set<string>();
     const markChain = (id: string | null) => {
@@ -418,16 +423,16 @@ export class CheckpointService {
       }
     };
     for (const c of all) if (LIVE.includes(c.state)) markChain(c.id);
-    for (const id of store.checkpointsInUse()) markChain(id);
+    for (const id of await store.checkpointsInUse()) markChain(id);
     for (const c of all) {
       if (needed.has(c.id) || this.uploads.has(c.id)) continue;
       if (c.blob_key || c.mem_key) {
         if (c.blob_key) await this.deps.blobs.delete(c.blob_key);
         if (c.mem_key) await this.deps.blobs.delete(c.mem_key);
-        store.updateCheckpoint(c.id, { blob_key: null, mem_key: null, stored_bytes: 0 });
+        await store.updateCheckpoint(c.id, { blob_key: null, mem_key: null, stored_bytes: 0 });
       }
       // FAILED rows stay visible with their error; deleted ones go.
-      if (c.state === "DELETING") store.deleteCheckpointRow(c.id);
+      if (c.state === "DELETING") await store.deleteCheckpointRow(c.id);
     }
   }
 
@@ -447,18 +452,18 @@ export class CheckpointService {
    */
   async reconcile(): Promise<void> {
     const lost = "the server restarted before the checkpoint was durable";
-    for (const c of this.deps.store.listCheckpoints({ states: ["PENDING", "FROZEN"] })) {
+    for (const c of await this.deps.store.listCheckpoints({ states: ["PENDING", "FROZEN"] })) {
       if (c.state === "FROZEN" && c.blob_key && existsSync(path.join(this.deps.blobs.localDir, c.blob_key))) {
         this.deps.log.info({ checkpoint: c.id }, "sealing a checkpoint the restart interrupted");
-        this.startUpload(c.id, c.blob_key);
+        this.startUpload(c, c.blob_key);
         continue;
       }
-      this.deps.store.updateCheckpoint(c.id, { state: "FAILED", error: lost }, ["PENDING", "FROZEN"]);
+      await this.deps.store.updateCheckpoint(c.id, { state: "FAILED", error: lost }, ["PENDING", "FROZEN"]);
     }
     const dir = this.deps.blobs.localDir;
     for (const f of readdirSync(dir)) {
       const flat = /^\.tmp-flat-(ck-[0-9a-f]+)$/.exec(f);
-      const row = flat?.[1] ? this.deps.store.getCheckpoint(flat[1]) : undefined;
+      const row = flat?.[1] ? await this.deps.store.getCheckpoint(flat[1]) : undefined;
       // A flattened layer whose hash the database already records: finish the interrupted swap.
       if (row?.blob_key && row.sha256 && (await sha256File(path.join(dir, f))) === row.sha256) {
         renameSync(path.join(dir, f), path.join(dir, row.blob_key));
@@ -469,11 +474,14 @@ export class CheckpointService {
 
   /** Deletes checkpoints whose ttl ran out. */
   startReaper(intervalMs = 5000): void {
-    this.reaper = setInterval(() => {
+    const reap = async () => {
       const now = new Date().toISOString();
-      for (const c of this.deps.store.listCheckpoints({ states: LIVE })) {
+      for (const c of await this.deps.store.listCheckpoints({ states: LIVE })) {
         if (c.expires_at && c.expires_at <= now) this.delete(c.team_id, c.id).catch(() => {});
       }
+    };
+    this.reaper = setInterval(() => {
+      reap().catch((err: Error) => this.deps.log.warn({ err: err.message }, "checkpoint reaper failed"));
     }, intervalMs);
     this.reaper.unref();
   }

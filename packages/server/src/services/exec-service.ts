@@ -22,11 +22,16 @@ export class ExecService {
 
   constructor(private readonly sandboxes: SandboxService) {}
 
-  private start(teamId: string, sandboxId: string, p: ExecParams, keepStdinOpen: boolean): { execId: string; exec: MachineExec } {
-    const vm = this.sandboxes.running(teamId, sandboxId);
-    const sb = this.sandboxes.get(teamId, sandboxId);
+  private async start(
+    teamId: string,
+    sandboxId: string,
+    p: ExecParams,
+    keepStdinOpen: boolean,
+  ): Promise<{ execId: string; exec: MachineExec }> {
+    const vm = await this.sandboxes.running(teamId, sandboxId);
+    const sb = await this.sandboxes.get(teamId, sandboxId);
     const spec: ExecSpec = {
-      env: { ...this.sandboxes.environmentOf(sb), ...p.env },
+      env: { ...(await this.sandboxes.environmentOf(sb)), ...p.env },
       stdin: p.stdin !== undefined || keepStdinOpen,
     };
     if (typeof p.command === "string") spec.shell = p.command;
@@ -55,7 +60,7 @@ export class ExecService {
 
   async runBuffered(teamId: string, sandboxId: string, p: ExecParams): Promise<ExecResult> {
     const started = performance.now();
-    const { execId, exec } = this.start(teamId, sandboxId, p, false);
+    const { execId, exec } = await this.start(teamId, sandboxId, p, false);
     // Everything is also spilled to disk, so what passes the cap stays readable by exec_id.
     const spill = new OutputSpill(this.sandboxes.outputDir(sandboxId), execId, this.spillCapBytes);
     const head = { stdout: new HeadBuffer(BUFFERED_OUTPUT_CAP), stderr: new HeadBuffer(BUFFERED_OUTPUT_CAP) };
@@ -92,8 +97,8 @@ export class ExecService {
   }
 
   /** A byte range of a buffered exec's kept stdout or stderr. */
-  output(teamId: string, sandboxId: string, execId: string, q: { stream: OutputStream; offset: number; length?: number }) {
-    this.sandboxes.get(teamId, sandboxId);
+  async output(teamId: string, sandboxId: string, execId: string, q: { stream: OutputStream; offset: number; length?: number }) {
+    await this.sandboxes.get(teamId, sandboxId);
     return readSpilled(this.sandboxes.outputDir(sandboxId), execId, q.stream, q.offset, q.length);
   }
 
@@ -101,9 +106,9 @@ export class ExecService {
    * Streams events. If the consumer stops early, or `gone` aborts (the client disconnected, even
    * while the command is silent and no event is pending), the process group is killed.
    */
-  stream(teamId: string, sandboxId: string, p: ExecParams, gone?: AbortSignal): AsyncIterable<ExecEvent> {
+  async stream(teamId: string, sandboxId: string, p: ExecParams, gone?: AbortSignal): Promise<AsyncIterable<ExecEvent>> {
     const started = performance.now();
-    const { execId, exec } = this.start(teamId, sandboxId, p, p.stdin_open);
+    const { execId, exec } = await this.start(teamId, sandboxId, p, p.stdin_open);
     let finished = false;
     const killUnlessFinished = () => {
       if (!finished) exec.signal(9);

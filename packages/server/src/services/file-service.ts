@@ -31,7 +31,7 @@ export class FileService {
 
   async upload(teamId: string, id: string, p: string, body: AsyncIterable<Uint8Array>, mode?: number) {
     const gp = guestPath(p);
-    const vm = this.sandboxes.running(teamId, id);
+    const vm = await this.sandboxes.running(teamId, id);
     const res = await mapErrors(gp, () => vm.writeFile(gp, body, mode !== undefined ? { mode } : {}));
     return { path: gp, bytes: res.bytes };
   }
@@ -39,7 +39,7 @@ export class FileService {
   /** Checks the file is readable first, so a missing file is a 404 before any byte is sent. */
   async download(teamId: string, id: string, p: string, opts: { offset?: number; length?: number; signal?: AbortSignal }) {
     const gp = guestPath(p);
-    const vm = this.sandboxes.running(teamId, id);
+    const vm = await this.sandboxes.running(teamId, id);
     const st = await mapErrors(gp, () => vm.stat(gp));
     if (st.type === "dir") throw new SandtreeError("IS_A_DIRECTORY", `${gp} is a directory`, { path: gp });
     const stream = vm.readFile(gp, opts);
@@ -59,14 +59,14 @@ export class FileService {
 
   async stat(teamId: string, id: string, p: string): Promise<FileStat> {
     const gp = guestPath(p);
-    const vm = this.sandboxes.running(teamId, id);
+    const vm = await this.sandboxes.running(teamId, id);
     const st = await mapErrors(gp, () => vm.stat(gp));
     return { path: gp, ...st };
   }
 
   async list(teamId: string, id: string, p: string) {
     const gp = guestPath(p);
-    const vm = this.sandboxes.running(teamId, id);
+    const vm = await this.sandboxes.running(teamId, id);
     const entries = await mapErrors(gp, () => vm.list(gp));
     return {
       path: gp,
@@ -76,7 +76,7 @@ export class FileService {
 
   async mkdir(teamId: string, id: string, p: string, parents: boolean, mode: number): Promise<FileStat> {
     const gp = guestPath(p);
-    const vm = this.sandboxes.running(teamId, id);
+    const vm = await this.sandboxes.running(teamId, id);
     await mapErrors(gp, () => vm.mkdir(gp, { parents, mode }));
     return { path: gp, ...(await mapErrors(gp, () => vm.stat(gp))) };
   }
@@ -84,7 +84,7 @@ export class FileService {
   async remove(teamId: string, id: string, p: string, recursive: boolean): Promise<void> {
     const gp = guestPath(p);
     if (gp === "/") throw new SandtreeError("INVALID_PATH", "refusing to remove /", { path: gp });
-    const vm = this.sandboxes.running(teamId, id);
+    const vm = await this.sandboxes.running(teamId, id);
     await mapErrors(gp, () => vm.remove(gp, { recursive }));
   }
 }

@@ -56,8 +56,8 @@ export class JobService {
   ) {}
 
   async start(teamId: string, sandboxId: string, p: StartJobParams): Promise<Job> {
-    const vm = this.sandboxes.running(teamId, sandboxId);
-    const sb = this.sandboxes.get(teamId, sandboxId);
+    const vm = await this.sandboxes.running(teamId, sandboxId);
+    const sb = await this.sandboxes.get(teamId, sandboxId);
     const id = `job-${randomBytes(8).toString("hex")}`;
     const dir = `${JOBS_ROOT}/${id}`;
     const command = typeof p.command === "string" ? p.command : p.command.map(shellQuote).join(" ");
@@ -65,7 +65,7 @@ export class JobService {
     if (prep.exit_code !== 0) throw new SandtreeError("GUEST_ERROR", `could not prepare the job: ${prep.stderr.trim()}`);
     const launch = await runShort(vm, {
       argv: ["sh", "-c", LAUNCH, "sandtree-job", dir, command],
-      env: { ...this.sandboxes.environmentOf(sb), ...p.env },
+      env: { ...(await this.sandboxes.environmentOf(sb)), ...p.env },
       ...(p.cwd !== undefined ? { cwd: p.cwd } : {}),
       ...(p.user !== undefined ? { user: p.user } : {}),
     });
@@ -92,39 +92,39 @@ export class JobService {
       started_at: new Date().toISOString(),
       ended_at: null,
     };
-    this.store.insertJob(row);
+    await this.store.insertJob(row);
     return toJob(row, { stdout_tail: "", stderr_tail: "" });
   }
 
-  private row(teamId: string, sandboxId: string, jobId: string): JobRow {
-    this.sandboxes.get(teamId, sandboxId);
-    const row = JOB_ID.test(jobId) ? this.store.getJob(teamId, sandboxId, jobId) : undefined;
+  private async row(teamId: string, sandboxId: string, jobId: string): Promise<JobRow> {
+    await this.sandboxes.get(teamId, sandboxId);
+    const row = JOB_ID.test(jobId) ? await this.store.getJob(teamId, sandboxId, jobId) : undefined;
     if (!row) throw new SandtreeError("JOB_NOT_FOUND", `job ${jobId} not found in sandbox ${sandboxId}`, { job_id: jobId });
     return row;
   }
 
   async get(teamId: string, sandboxId: string, jobId: string): Promise<Job> {
-    return this.refresh(this.row(teamId, sandboxId, jobId));
+    return this.refresh(await this.row(teamId, sandboxId, jobId));
   }
 
   async list(teamId: string, sandboxId: string): Promise<{ jobs: Job[] }> {
-    this.sandboxes.get(teamId, sandboxId);
-    const rows = this.store.listJobs(teamId, sandboxId, 100);
+    await this.sandboxes.get(teamId, sandboxId);
+    const rows = await this.store.listJobs(teamId, sandboxId, 100);
     return { jobs: await Promise.all(rows.map((r) => this.refresh(r))) };
   }
 
   /** Reads the job's state from the guest and records an ending; without a VM, the last known state. */
   private async refresh(row: JobRow): Promise<Job> {
-    const vm = this.vmOf(row);
+    const vm = await this.vmOf(row);
     if (!vm) {
       if (row.status === "RUNNING") {
-        const sb = this.store.getSandbox(row.sandbox_id);
+        const sb = await this.store.getSandbox(row.sandbox_id);
         const patch = {
           status: "KILLED" as const,
           error_reason: `the sandbox ended (${sb?.status ?? "deleted"}) while the job ran`,
           ended_at: sb?.terminated_at ?? new Date().toISOString(),
         };
-        this.store.updateJob(row.id, patch);
+        await this.store.updateJob(row.id, patch);
         Object.assign(row, patch);
       }
       return toJob(row, { stdout_tail: "", stderr_tail: "" });
@@ -141,7 +141,7 @@ export class JobService {
             error_reason: "the job's wrapper process is gone without an exit status",
             ended_at: new Date().toISOString(),
           };
-          this.store.updateJob(row.id, patch);
+          await this.store.updateJob(row.id, patch);
           Object.assign(row, patch);
         }
       }
@@ -151,7 +151,7 @@ export class JobService {
           exit_code: exit.code,
           ended_at: await endedAt(vm, dir, row.started_at, exit.atMs),
         };
-        this.store.updateJob(row.id, patch);
+        await this.store.updateJob(row.id, patch);
         Object.assign(row, patch);
       }
     }
@@ -160,16 +160,16 @@ export class JobService {
       readTail(vm, `${dir}/stderr`, row.stderr_bytes),
     ]);
     if (out.size !== row.stdout_bytes || err.size !== row.stderr_bytes) {
-      this.store.updateJob(row.id, { stdout_bytes: out.size, stderr_bytes: err.size });
+      await this.store.updateJob(row.id, { stdout_bytes: out.size, stderr_bytes: err.size });
       row.stdout_bytes = out.size;
       row.stderr_bytes = err.size;
     }
     return toJob(row, { stdout_tail: out.tail, stderr_tail: err.tail });
   }
 
-  private vmOf(row: JobRow): Machine | null {
+  private async vmOf(row: JobRow): Promise<Machine | null> {
     try {
-      return this.sandboxes.running(row.team_id, row.sandbox_id);
+      return await this.sandboxes.running(row.team_id, row.sandbox_id);
     } catch {
       return null;
     }
@@ -183,8 +183,8 @@ export class JobService {
     q: { stream: "stdout" | "stderr"; offset: number; length?: number },
     signal?: AbortSignal,
   ): Promise<{ size: number; total: number; chunks: AsyncIterable<Buffer> }> {
-    this.row(teamId, sandboxId, jobId);
-    const vm = this.sandboxes.running(teamId, sandboxId);
+    await this.row(teamId, sandboxId, jobId);
+    const vm = await this.sandboxes.running(teamId, sandboxId);
     const file = `${JOBS_ROOT}/${jobId}/${q.stream}`;
     const total = (await statOrNull(vm, file))?.size ?? 0;
     const size = Math.max(0, Math.min(total - q.offset, q.length ?? Number.POSITIVE_INFINITY));
@@ -196,11 +196,11 @@ export class JobService {
 
   async kill(teamId: string, sandboxId: string, jobId: string, signal: string | number): Promise<Job> {
     const num = signalNumber(signal);
-    const row = this.row(teamId, sandboxId, jobId);
-    const vm = this.sandboxes.running(teamId, sandboxId);
+    const row = await this.row(teamId, sandboxId, jobId);
+    const vm = await this.sandboxes.running(teamId, sandboxId);
     const before = await this.refresh(row);
     if (before.status !== "RUNNING") return before;
-    this.store.updateJob(row.id, { kill_requested: true });
+    await this.store.updateJob(row.id, { kill_requested: true });
     row.kill_requested = true;
     const r = await runShort(vm, { argv: ["sh", "-c", KILL, "sandtree-kill", `${JOBS_ROOT}/${jobId}`, String(num)] });
     if (r.exit_code !== 0) {

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { SandboxPatch } from "../store/rows.js";
 import type { Store } from "../store/store.js";
 import type { AdmissionService } from "./admission-service.js";
 import type { MeteringService } from "./metering/metering-service.js";
@@ -27,9 +28,9 @@ export class MetricsService {
       help: "Sandboxes by status (all teams)",
       labelNames: ["status"],
       registers,
-      collect() {
+      async collect() {
         this.reset();
-        for (const [status, n] of Object.entries(store.countByStatus())) this.set({ status }, n);
+        for (const [status, n] of Object.entries(await store.countByStatus())) this.set({ status }, n);
       },
     });
     this.creations = new Counter({
@@ -67,18 +68,18 @@ export class MetricsService {
       name: "sandtree_checkpoint_stored_bytes",
       help: "Bytes stored by DURABLE checkpoints (all teams)",
       registers,
-      collect() {
-        this.set(store.durableCheckpointBytes());
+      async collect() {
+        this.set(await store.durableCheckpointBytes());
       },
     });
     new Gauge({
       name: "sandtree_metered_cost_usd",
       help: "Metered cost of the current UTC month so far, all teams (USD)",
       registers,
-      collect() {
+      async collect() {
         const now = metering.clock.now();
         const d = new Date(now);
-        this.set(metering.costBetween({ allTeams: true }, Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1), now));
+        this.set(await metering.costBetween({ allTeams: true }, Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1), now));
       },
     });
     this.refusals = new Counter({
@@ -90,19 +91,24 @@ export class MetricsService {
     admission.onRefusal((code) => {
       this.refusals.inc({ code });
     });
+    // The listener is synchronous; the rows it reads come after (a metric missed on a failed read).
     store.onSandboxStatus((id, patch) => {
-      if (patch.status === "ERROR") {
-        const sb = store.getSandbox(id);
-        if (sb && sb.started_at === null) this.failures.inc({ code: "SANDBOX_ERROR" });
-      }
-      if (patch.status !== "RUNNING" || patch.started_at === undefined || patch.started_at === null) return;
-      const sb = store.getSandbox(id);
-      if (!sb) return;
-      const path: StartPath =
-        sb.start_path === "memory" ? "memory" : sb.source_checkpoint_id ? "fork" : sb.start_path === "warm" ? "warm" : "cold";
-      this.creations.inc({ start_path: path });
-      this.createSeconds.observe({ start_path: path }, (Date.parse(patch.started_at) - Date.parse(sb.created_at)) / 1000);
+      this.countStatus(store, id, patch).catch(() => {});
     });
+  }
+
+  private async countStatus(store: Store, id: string, patch: SandboxPatch): Promise<void> {
+    if (patch.status === "ERROR") {
+      const sb = await store.getSandbox(id);
+      if (sb && sb.started_at === null) this.failures.inc({ code: "SANDBOX_ERROR" });
+    }
+    if (patch.status !== "RUNNING" || patch.started_at === undefined || patch.started_at === null) return;
+    const sb = await store.getSandbox(id);
+    if (!sb) return;
+    const path: StartPath =
+      sb.start_path === "memory" ? "memory" : sb.source_checkpoint_id ? "fork" : sb.start_path === "warm" ? "warm" : "cold";
+    this.creations.inc({ start_path: path });
+    this.createSeconds.observe({ start_path: path }, (Date.parse(patch.started_at) - Date.parse(sb.created_at)) / 1000);
   }
 
   /** A create call answered with an error (its code). */

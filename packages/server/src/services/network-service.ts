@@ -17,6 +17,7 @@ import {
   tunnelAddress,
 } from "@sandtree/host";
 import {
+  type CreateSandboxParams,
   classifyNetworkRule,
   type NetworkMode,
   type SandboxNetwork,
@@ -26,8 +27,12 @@ import {
 } from "@sandtree/protocol";
 import type { NetworkRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
+import { KeyedSerial } from "./keyed-serial.js";
 import type { Logger } from "./logger.js";
 import { listenTunnelProxy } from "./tunnel-proxy.js";
+
+/** A create's network settings (what a fork's children inherit, all optional). */
+type NetworkParams = Pick<CreateSandboxParams, "network" | "network_allowlist" | "network_denylist" | "tunnels">;
 
 export interface NetworkConfig {
   /** "auto": on when the host allows it (root, nft, /dev/net/tun); "off": no sandbox gets a NIC. */
@@ -70,6 +75,7 @@ export class NetworkService {
   /** Live networks by sandbox id, and by guest address (the resolver's lookup). */
   private readonly live = new Map<string, Live>();
   private readonly byAddress = new Map<string, Live>();
+  private readonly updates = new KeyedSerial();
   private templateTaps = 0;
   private sweeper: NodeJS.Timeout | null = null;
   /** The address pool in use (once started with networks). */
@@ -138,10 +144,10 @@ export class NetworkService {
     });
     // Sandboxes that ended while the server was down give their slots back.
     const specs: SandboxNetSpec[] = [];
-    for (const row of store.listSlottedNetworks()) {
-      const sb = store.getSandbox(row.sandbox_id);
+    for (const row of await store.listSlottedNetworks()) {
+      const sb = await store.getSandbox(row.sandbox_id);
       if (!sb || TERMINAL_STATUSES.includes(sb.status) || row.slot === null) {
-        store.releaseNetworkSlot(row.sandbox_id);
+        await store.releaseNetworkSlot(row.sandbox_id);
         continue;
       }
       const l = this.track(row, manager);
@@ -151,7 +157,7 @@ export class NetworkService {
     await manager.init(specs);
     this.manager = manager;
     this.unavailable = null;
-    for (const l of this.live.values()) this.markApplied(l, true);
+    for (const l of this.live.values()) await this.markApplied(l, true);
     this.sweeper = setInterval(() => void this.sweep(), 30_000);
     this.sweeper.unref();
   }
@@ -195,17 +201,9 @@ export class NetworkService {
   }
 
   /** Records what a create asked for (validated before the sandbox is admitted). */
-  register(
-    sandboxId: string,
-    params: {
-      network: boolean;
-      network_allowlist?: string[] | undefined;
-      network_denylist?: string[] | undefined;
-      tunnels?: Record<string, string> | undefined;
-    },
-  ): void {
+  async register(sandboxId: string, params: NetworkParams): Promise<void> {
     const policy = this.policyOf(params);
-    this.deps.store.putNetwork({
+    await this.deps.store.putNetwork({
       sandbox_id: sandboxId,
       enabled: params.network,
       slot: null,
@@ -249,9 +247,9 @@ export class NetworkService {
     const manager = this.manager;
     if (!manager) return null;
     const { store } = this.deps;
-    const row = store.getNetwork(sandboxId);
+    const row = await store.getNetwork(sandboxId);
     if (!row) throw new SandtreeError("INTERNAL", `sandbox ${sandboxId} has no network record`);
-    const slot = store.allocateNetworkSlot(sandboxId, slotCount(this.subnet));
+    const slot = await store.allocateNetworkSlot(sandboxId, slotCount(this.subnet));
     if (slot === null) {
       throw new SandtreeError("NETWORK_SETUP_FAILED", `the address pool ${this.subnet} is exhausted`);
     }
@@ -266,7 +264,7 @@ export class NetworkService {
       await this.detach(sandboxId);
       throw new SandtreeError("NETWORK_SETUP_FAILED", `network setup failed: ${(err as Error).message}`);
     }
-    this.markApplied(l, true);
+    await this.markApplied(l, true);
     const guestNet = row.enabled ? `${l.spec.slot.address}/${l.spec.slot.prefix} ${l.spec.slot.gateway}` : "-";
     return { tap: l.spec.tap, guestNet };
   }
@@ -277,13 +275,8 @@ export class NetworkService {
   }
 
   /** What a fork's children inherit: the parent's network switch, policy and tunnels. */
-  inheritedParams(sandboxId: string): {
-    network?: boolean;
-    network_allowlist?: string[];
-    network_denylist?: string[];
-    tunnels?: Record<string, string>;
-  } {
-    const row = this.deps.store.getNetwork(sandboxId);
+  async inheritedParams(sandboxId: string): Promise<Partial<NetworkParams>> {
+    const row = await this.deps.store.getNetwork(sandboxId);
     if (!row) return {};
     return {
       network: row.enabled,
@@ -309,7 +302,7 @@ export class NetworkService {
       for (const p of l.proxies) p.close();
       await this.manager?.remove(l.spec.slot.index, l.spec.tap);
     }
-    this.deps.store.releaseNetworkSlot(sandboxId);
+    await this.deps.store.releaseNetworkSlot(sandboxId);
   }
 
   /** A tap for a template VM: no address and no rules, so everything it sends is dropped. */
@@ -331,8 +324,8 @@ export class NetworkService {
     return l?.row.enabled ? l.spec.slot.address : null;
   }
 
-  view(sandboxId: string): SandboxNetwork {
-    const row = this.deps.store.getNetwork(sandboxId);
+  async view(sandboxId: string): Promise<SandboxNetwork> {
+    const row = await this.deps.store.getNetwork(sandboxId);
     const l = this.live.get(sandboxId);
     const r = l?.row ?? row;
     return {
@@ -353,43 +346,45 @@ export class NetworkService {
     };
   }
 
-  /** Replaces the egress policy of a running sandbox; live connections are re-checked at their next packet. */
+  /** Replaces a running sandbox's egress policy (one update at a time each); live connections are re-checked. */
   async update(sandboxId: string, body: UpdateNetworkRequest): Promise<SandboxNetwork> {
-    const policy = this.policyOf(body);
-    const row = this.deps.store.getNetwork(sandboxId);
-    if (!this.enabled) throw this.unavailableError([body.network_denylist ? "network_denylist" : "network_allowlist"]);
-    if (!row?.enabled) {
-      throw new SandtreeError("NETWORK_DISABLED", `sandbox ${sandboxId} has no network`, { id: sandboxId });
-    }
-    const l = this.live.get(sandboxId);
-    row.mode = policy.mode;
-    row.allowlist = policy.allow;
-    row.denylist = policy.deny;
-    row.generation += 1;
-    row.applied = false;
-    row.updated_at = new Date().toISOString();
-    this.deps.store.putNetwork(row);
-    if (l) {
-      l.row = row;
-      l.spec.policy = { mode: row.mode, allow: row.allowlist, deny: row.denylist };
-      l.spec.generation = row.generation;
-      // Addresses learned for names the new policy no longer allows are forgotten.
-      for (const name of [...l.learned.keys()]) {
-        if (row.mode !== "allowlist" || !nameMatches(name, row.allowlist)) l.learned.delete(name);
+    return this.updates.run(sandboxId, async () => {
+      const policy = this.policyOf(body);
+      const row = await this.deps.store.getNetwork(sandboxId);
+      if (!this.enabled) throw this.unavailableError([body.network_denylist ? "network_denylist" : "network_allowlist"]);
+      if (!row?.enabled) {
+        throw new SandtreeError("NETWORK_DISABLED", `sandbox ${sandboxId} has no network`, { id: sandboxId });
       }
-      l.denied.clear();
-      l.spec.resolved = this.resolvedOf(l);
-      await this.manager?.update(l.spec);
-      this.markApplied(l, true);
-      this.refreshDenied(l);
-    }
-    return this.view(sandboxId);
+      const l = this.live.get(sandboxId);
+      row.mode = policy.mode;
+      row.allowlist = policy.allow;
+      row.denylist = policy.deny;
+      row.generation += 1;
+      row.applied = false;
+      row.updated_at = new Date().toISOString();
+      await this.deps.store.putNetwork(row);
+      if (l) {
+        l.row = row;
+        l.spec.policy = { mode: row.mode, allow: row.allowlist, deny: row.denylist };
+        l.spec.generation = row.generation;
+        // Addresses learned for names the new policy no longer allows are forgotten.
+        for (const name of [...l.learned.keys()]) {
+          if (row.mode !== "allowlist" || !nameMatches(name, row.allowlist)) l.learned.delete(name);
+        }
+        l.denied.clear();
+        l.spec.resolved = this.resolvedOf(l);
+        await this.manager?.update(l.spec);
+        await this.markApplied(l, true);
+        this.refreshDenied(l);
+      }
+      return this.view(sandboxId);
+    });
   }
 
-  private markApplied(l: Live, applied: boolean): void {
+  private async markApplied(l: Live, applied: boolean): Promise<void> {
     l.row.applied = applied;
-    const stored = this.deps.store.getNetwork(l.row.sandbox_id);
-    if (stored) this.deps.store.putNetwork({ ...stored, applied });
+    const stored = await this.deps.store.getNetwork(l.row.sandbox_id);
+    if (stored) await this.deps.store.putNetwork({ ...stored, applied });
   }
 
   private resolvedOf(l: Live): string[] {

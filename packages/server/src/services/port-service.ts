@@ -37,13 +37,13 @@ export class PortService {
   ) {}
 
   /** Exposes the port (or rotates its token) and returns it with the new token. */
-  expose(teamId: string, id: string, port: number): ExposedPortInfo {
-    const sb = this.sandboxes.get(teamId, id);
+  async expose(teamId: string, id: string, port: number): Promise<ExposedPortInfo> {
+    const sb = await this.sandboxes.get(teamId, id);
     refuseEnded(sb);
     // While it boots a sandbox may have no address yet; once up, none means no network.
     if ((sb.status === "RUNNING" || sb.status === "PAUSED") && this.addressOf(id) === null) throw networkDisabled(id);
     const token = randomBytes(32).toString("base64url");
-    const row = this.store.upsertExposedPort({
+    const row = await this.store.upsertExposedPort({
       sandbox_id: id,
       port,
       token_sha256: sha256(token).toString("hex"),
@@ -53,22 +53,22 @@ export class PortService {
   }
 
   /** The sandbox's exposed ports (never their tokens); none once it ended. */
-  list(teamId: string, id: string): ExposedPortInfo[] {
-    const sb = this.sandboxes.get(teamId, id);
+  async list(teamId: string, id: string): Promise<ExposedPortInfo[]> {
+    const sb = await this.sandboxes.get(teamId, id);
     if (TERMINAL_STATUSES.includes(sb.status)) return [];
-    return this.store.listExposedPorts(id).map(info);
+    return (await this.store.listExposedPorts(id)).map(info);
   }
 
   /** Stops exposing the port: its token stops working at once. 404 PORT_NOT_FOUND if it was not exposed. */
-  unexpose(teamId: string, id: string, port: number): void {
-    const sb = this.sandboxes.get(teamId, id);
-    const removed = this.store.deleteExposedPort(id, port);
+  async unexpose(teamId: string, id: string, port: number): Promise<void> {
+    const sb = await this.sandboxes.get(teamId, id);
+    const removed = await this.store.deleteExposedPort(id, port);
     if (!removed || TERMINAL_STATUSES.includes(sb.status)) throw portNotFound(id, port);
   }
 
   /** Drops every exposed port of a sandbox (its teardown). */
-  forget(sandboxId: string): void {
-    this.store.deleteExposedPorts(sandboxId);
+  async forget(sandboxId: string): Promise<void> {
+    await this.store.deleteExposedPorts(sandboxId);
   }
 
   /**
@@ -76,9 +76,9 @@ export class PortService {
    * when the sandbox is unknown, ended or the port not exposed; 401 PORT_TOKEN_INVALID for a
    * missing or wrong token; 409 when the sandbox is not running or has no network.
    */
-  authorize(sandboxId: string, port: number, token: string | undefined): PortTarget {
-    const sb = this.store.getSandbox(sandboxId);
-    const row = sb && !TERMINAL_STATUSES.includes(sb.status) ? this.store.getExposedPort(sandboxId, port) : undefined;
+  async authorize(sandboxId: string, port: number, token: string | undefined): Promise<PortTarget> {
+    const sb = await this.store.getSandbox(sandboxId);
+    const row = sb && !TERMINAL_STATUSES.includes(sb.status) ? await this.store.getExposedPort(sandboxId, port) : undefined;
     if (!sb || !row) throw portNotFound(sandboxId, port);
     const expected = Buffer.from(row.token_sha256, "hex");
     const given = sha256(token ?? "");
@@ -92,8 +92,8 @@ export class PortService {
   }
 
   /** For a caller with an API key of the sandbox's team (raw TCP tunnels): no exposure needed. */
-  authorizeTeam(teamId: string, sandboxId: string, port: number): PortTarget {
-    return this.target(this.sandboxes.get(teamId, sandboxId), port);
+  async authorizeTeam(teamId: string, sandboxId: string, port: number): Promise<PortTarget> {
+    return this.target(await this.sandboxes.get(teamId, sandboxId), port);
   }
 
   private target(sb: Sandbox, port: number): PortTarget {

@@ -42,7 +42,7 @@ export interface ProvisionerDeps {
   /** Warm templates; null turns warm starts off. */
   templates: TemplateStore | null;
   /** What every exec and the start command get. */
-  environmentOf: (sb: Sandbox) => Record<string, string>;
+  environmentOf: (sb: Sandbox) => Promise<Record<string, string>>;
 }
 
 /**
@@ -86,7 +86,7 @@ export class Provisioner {
     signal: AbortSignal,
   ): Promise<void> {
     const { store, log, paths, machines } = this.deps;
-    if (!store.updateSandbox(sb.id, { status: "PROVISIONING" }, ["PENDING"])) return;
+    if (!(await store.updateSandbox(sb.id, { status: "PROVISIONING" }, ["PENDING"]))) return;
     let machine: Machine | null = null;
     try {
       // The overlay lives among the checkpoint layers and names its backing relatively: the
@@ -104,9 +104,9 @@ export class Provisioner {
         image = resolved;
       }
       const memState = restore?.memState ?? null;
-      store.updateSandbox(sb.id, { image_digest: image.digest });
+      await store.updateSandbox(sb.id, { image_digest: image.digest });
       // Boot progress for `sandtree sandbox logs` (the console of a quiet kernel says little).
-      store.addEvent(
+      await store.addEvent(
         sb.id,
         sb.source_checkpoint_id
           ? `disk from checkpoint ${sb.source_checkpoint_id}`
@@ -151,7 +151,7 @@ export class Provisioner {
       const nic = net.value;
       signal.throwIfAborted();
       const how = memState ? "restoring its memory" : template ? "warm start from a booted template" : "cold boot";
-      store.addEvent(sb.id, `starting the VM (${how}, ${sb.cpu_cores} cpu, ${memoryMb} MiB)`);
+      await store.addEvent(sb.id, `starting the VM (${how}, ${sb.cpu_cores} cpu, ${memoryMb} MiB)`);
       machine = await this.deps.host.start({
         ...this.spec(sb, overlay),
         ...(nic ? { nic: { tap: nic.tap, guestNet: nic.guestNet } } : {}),
@@ -159,32 +159,32 @@ export class Provisioner {
         ...(template ? { template: { ramFile: template.ramFile, stateFile: template.stateFile } } : {}),
         ...(memState ? { memoryState: memState } : {}),
       });
-      store.updateSandbox(sb.id, { start_path: memState ? "memory" : template ? "warm" : "cold" });
+      await store.updateSandbox(sb.id, { start_path: memState ? "memory" : template ? "warm" : "cold" });
       // The first create of a kind boots cold; the template for the next ones builds afterwards.
       if (warmInputs && !template) setImmediate(() => void templates?.ensure(warmInputs));
       const started = machine;
-      machines.supervise(sb.id, started);
-      if (sb.start_command) this.runStartCommand(sb, started);
-      if (!store.updateSandbox(sb.id, { status: "RUNNING", started_at: new Date().toISOString() }, ["PROVISIONING"])) {
+      machines.supervise(sb.id, started, "PROVISIONING");
+      if (sb.start_command) await this.runStartCommand(sb, started);
+      if (!(await store.updateSandbox(sb.id, { status: "RUNNING", started_at: new Date().toISOString() }, ["PROVISIONING"]))) {
         throw new SandtreeError("SANDBOX_NOT_RUNNING", "sandbox was deleted while provisioning", { id: sb.id });
       }
-      store.addEvent(sb.id, `running (${this.deps.accel}, pid ${started.pid})`);
+      await store.addEvent(sb.id, `running (${this.deps.accel}, pid ${started.pid})`);
     } catch (err) {
       const reason = err instanceof Error ? err.message : String(err);
       if (machine) {
         machines.take(sb.id);
         await machine.stop({ graceMs: 0 }).catch(() => {});
       }
-      machines.cleanupDisk(sb.id);
+      await machines.cleanupDisk(sb.id);
       rmSync(paths.runDir(sb.id), { recursive: true, force: true });
       await this.deps.network?.detach(sb.id).catch(() => {});
       if (
-        store.updateSandbox(sb.id, { status: "ERROR", error_reason: reason, terminated_at: new Date().toISOString() }, [
+        await store.updateSandbox(sb.id, { status: "ERROR", error_reason: reason, terminated_at: new Date().toISOString() }, [
           "PENDING",
           "PROVISIONING",
         ])
       ) {
-        store.addEvent(sb.id, `error: ${reason}`);
+        await store.addEvent(sb.id, `error: ${reason}`);
         log.warn({ sandbox: sb.id, reason }, "provisioning failed");
       }
     }
@@ -197,7 +197,7 @@ export class Provisioner {
   async replaceForReset(sb: Sandbox, old: Machine, layers: { layerName: string; memState: string }): Promise<void> {
     const { paths, machines } = this.deps;
     await old.stop({ graceMs: 0 });
-    machines.cleanupDisk(sb.id);
+    await machines.cleanupDisk(sb.id);
     const overlay = path.join(paths.layersDir, liveDiskName(sb.id, `r${Date.now().toString(36)}`));
     await createOverlay(layers.layerName, overlay, sb.disk_size_gb * GiB);
     const tap = this.deps.network?.tapOf(sb.id);
@@ -207,19 +207,21 @@ export class Provisioner {
       ...(tap && guestNet ? { nic: { tap, guestNet } } : {}),
       memoryState: layers.memState,
     });
-    machines.supervise(sb.id, machine);
+    machines.supervise(sb.id, machine, "RUNNING");
   }
 
-  private runStartCommand(sb: Sandbox, machine: Machine): void {
+  /** Launches the start command (resolves once launched; its output is written in the background). */
+  private async runStartCommand(sb: Sandbox, machine: Machine): Promise<void> {
+    const env = await this.deps.environmentOf(sb);
     const out = createWriteStream(path.join(this.deps.paths.logDir(sb.id), "start-command.log"));
-    const exec = machine.exec({ shell: sb.start_command ?? "", env: this.deps.environmentOf(sb) });
-    this.deps.store.addEvent(sb.id, "start command launched");
+    const exec = machine.exec({ shell: sb.start_command ?? "", env });
+    await this.deps.store.addEvent(sb.id, "start command launched");
     (async () => {
       for await (const ev of exec.events) {
         if (ev.type === "stdout" || ev.type === "stderr") {
           if (!out.write(ev.data)) await new Promise<void>((r) => out.once("drain", () => r()));
         } else if (ev.type === "exit") {
-          this.deps.store.addEvent(sb.id, `start command exited with ${ev.info.exit_code}`);
+          await this.deps.store.addEvent(sb.id, `start command exited with ${ev.info.exit_code}`);
         }
       }
     })()

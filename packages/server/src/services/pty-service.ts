@@ -32,9 +32,9 @@ export class PtyService {
    * started it, so a bad cwd or user fails here, before the caller upgrades the connection.
    */
   async open(teamId: string, sandboxId: string, p: PtyParams): Promise<PtySession> {
-    const vm = this.sandboxes.running(teamId, sandboxId);
-    const sb = this.sandboxes.get(teamId, sandboxId);
-    const spec: ExecSpec = { env: this.sandboxes.environmentOf(sb), pty: { rows: p.rows, cols: p.cols } };
+    const vm = await this.sandboxes.running(teamId, sandboxId);
+    const sb = await this.sandboxes.get(teamId, sandboxId);
+    const spec: ExecSpec = { env: await this.sandboxes.environmentOf(sb), pty: { rows: p.rows, cols: p.cols } };
     if (p.command !== undefined) spec.shell = p.command;
     else spec.argv = [(await isFile(vm, "/bin/bash")) ? "/bin/bash" : "/bin/sh"];
     if (p.cwd !== undefined) spec.cwd = p.cwd;

@@ -33,17 +33,19 @@ export class Reconciler {
 
   constructor(private readonly deps: ReconcilerDeps) {}
 
-  private cleanup(id: string): void {
-    this.deps.machines.cleanupDisk(id);
+  private async cleanup(id: string): Promise<void> {
+    await this.deps.machines.cleanupDisk(id);
     rmSync(this.deps.paths.runDir(id), { recursive: true, force: true });
   }
 
-  private lose(sb: Sandbox, reason: string): Promise<unknown> {
+  private async lose(sb: Sandbox, reason: string): Promise<unknown> {
     const { store, log } = this.deps;
     // Its leftovers go first, so a sandbox seen ERROR has nothing left behind.
-    this.cleanup(sb.id);
-    if (store.updateSandbox(sb.id, { status: "ERROR", error_reason: reason, terminated_at: new Date().toISOString() }, ACTIVE)) {
-      store.addEvent(sb.id, `error: ${reason}`);
+    await this.cleanup(sb.id);
+    if (
+      await store.updateSandbox(sb.id, { status: "ERROR", error_reason: reason, terminated_at: new Date().toISOString() }, ACTIVE)
+    ) {
+      await store.addEvent(sb.id, `error: ${reason}`);
       log.warn({ sandbox: sb.id, reason }, "sandbox lost in a restart");
     }
     return this.deps.network?.detach(sb.id).catch(() => {}) ?? Promise.resolve();
@@ -56,12 +58,14 @@ export class Reconciler {
    * nobody will adopt (killed at once). The adoptions then run in parallel in the background
    * while the API answers, each under one deadline for all its steps: one that misses it or
    * fails gets its machine killed and its sandbox `ERROR` with the reason, so a frozen VM holds
-   * up nothing else. The returned promise settles when every adoption has.
+   * up nothing else. It resolves once the decisions are taken (await it before listening);
+   * `settled` settles when every adoption has.
    */
-  reconcile(): Promise<void> {
+  async reconcile(): Promise<{ settled: Promise<void> }> {
     const { store, log, machines, paths, host } = this.deps;
+    const listed = await store.listSandboxesByStatus(ACTIVE);
     const found = new Map(host.survivors(paths.runRoot).map((p) => [p.name, p.pid]));
-    const active = store.listSandboxesByStatus(ACTIVE).filter((sb) => !machines.has(sb.id) && !this.deps.provisioning(sb.id));
+    const active = listed.filter((sb) => !machines.has(sb.id) && !this.deps.provisioning(sb.id));
     const settled: Array<Promise<unknown>> = [];
     for (const sb of active) {
       const pid = found.get(machineNameOf(sb.id));
@@ -97,11 +101,13 @@ export class Reconciler {
         if (m?.[1]) ids.add(m[1]);
       }
     }
+    const cleanups: Array<Promise<void>> = [];
     for (const id of ids) {
       if (machines.has(id) || this.deps.provisioning(id) || this.adopting.has(id) || machines.resetting.has(id)) continue;
-      this.cleanup(id);
+      cleanups.push(this.cleanup(id));
     }
-    return Promise.all(settled).then(() => undefined);
+    await Promise.all(cleanups);
+    return { settled: Promise.all(settled).then(() => undefined) };
   }
 
   /** Adopts one surviving machine; null when it is supervised now, else why it was not (it is killed). */
@@ -122,14 +128,14 @@ export class Reconciler {
         keepPaused: sb.status === "PAUSED",
       });
       // Deleted, expired or shut down meanwhile: the adoption's result is not wanted.
-      const now = store.getSandbox(sb.id)?.status;
+      const now = (await store.getSandbox(sb.id))?.status;
       if (this.deps.closing() || (now !== "RUNNING" && now !== "PAUSED")) {
         await machine.stop({ graceMs: 0 }).catch(() => {});
         return `the sandbox ended (${now ?? "gone"}) while its VM was being reconnected`;
       }
-      this.deps.machines.supervise(sb.id, machine);
+      this.deps.machines.supervise(sb.id, machine, now);
       const state = machine.adoptedRunState === "running" ? "" : `; its VM was ${machine.adoptedRunState}`;
-      store.addEvent(sb.id, `adopted after a server restart (pid ${pid}${state})`);
+      await store.addEvent(sb.id, `adopted after a server restart (pid ${pid}${state})`);
       log.info({ sandbox: sb.id, pid, runState: machine.adoptedRunState, status: sb.status }, "sandbox VM adopted");
       return null;
     } catch (err) {

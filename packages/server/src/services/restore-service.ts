@@ -75,7 +75,7 @@ export class RestoreService {
       Object.assign(shape, { cpu_cores: row.cpu_cores, memory_gb });
     } else {
       // As a fork: CPUs, memory and lifetime not given are the source sandbox's (kept after it ended).
-      const src = this.sourceSandbox(teamId, row.sandbox_id);
+      const src = await this.sourceSandbox(teamId, row.sandbox_id);
       if (src) {
         if (!("cpu_cores" in r)) shape.cpu_cores = src.cpu_cores;
         if (!("memory_gb" in r)) shape.memory_gb = src.memory_gb;
@@ -91,9 +91,9 @@ export class RestoreService {
     return this.deps.sandboxes.createOrReplay(teamId, params, layers);
   }
 
-  private sourceSandbox(teamId: string, id: string): Sandbox | undefined {
+  private async sourceSandbox(teamId: string, id: string): Promise<Sandbox | undefined> {
     try {
-      return this.deps.sandboxes.get(teamId, id);
+      return await this.deps.sandboxes.get(teamId, id);
     } catch {
       return undefined;
     }
@@ -110,7 +110,7 @@ export class RestoreService {
   ): Promise<{ sandbox: Sandbox } | { sandboxes: Sandbox[]; checkpoint_id: string }> {
     const body = parse(ForkRequest, raw ?? {});
     const { sandboxes, checkpoints } = this.deps;
-    const src = sandboxes.get(teamId, id);
+    const src = await sandboxes.get(teamId, id);
     if (body.memory && (body.cpu_cores !== undefined || body.memory_gb !== undefined)) {
       throw new SandtreeError("VALIDATION_FAILED", "a memory fork keeps the parent's cpu_cores and memory_gb", {
         field: body.cpu_cores !== undefined ? "cpu_cores" : "memory_gb",
@@ -119,7 +119,7 @@ export class RestoreService {
     const ck = await checkpoints.create(teamId, id, { includeMemory: body.memory });
     await checkpoints.waitDurable(teamId, ck.id, body.wait_timeout_seconds * 1000);
     const { layers } = await this.layers(teamId, ck.id, body.memory);
-    const secrets = this.deps.admission.secretsOf(src.id);
+    const secrets = await this.deps.admission.secretsOf(src.id);
     const params: CreateSandboxParams = parse(CreateSandboxRequest, {
       image: src.image,
       checkpoint_id: ck.id,
@@ -130,7 +130,7 @@ export class RestoreService {
       timeout_minutes: body.timeout_minutes ?? src.timeout_minutes ?? -1,
       environment_vars: src.environment_vars,
       labels: src.labels,
-      ...this.deps.network.inheritedParams(src.id),
+      ...(await this.deps.network.inheritedParams(src.id)),
       ...(Object.keys(secrets).length > 0 ? { secrets } : {}),
       ...(body.name ? { name: body.name } : {}),
     });

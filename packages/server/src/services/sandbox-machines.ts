@@ -32,7 +32,14 @@ export class SandboxMachines {
   /** Emits ("io-error", sandboxId, reason) when a machine is held on a host disk error. */
   readonly ioEvents = new EventEmitter().setMaxListeners(0);
 
-  constructor(private readonly deps: SandboxMachinesDeps) {}
+  /** The last status of each supervised sandbox (the watchdog's quiet check cannot wait on the store). */
+  private readonly statuses = new Map<string, SandboxStatus>();
+
+  constructor(private readonly deps: SandboxMachinesDeps) {
+    deps.store.onSandboxStatus((id, patch) => {
+      if (patch.status && this.statuses.has(id)) this.statuses.set(id, patch.status);
+    });
+  }
 
   get(id: string): Machine | undefined {
     return this.machines.get(id);
@@ -47,56 +54,78 @@ export class SandboxMachines {
   take(id: string): Machine | undefined {
     const m = this.machines.get(id);
     this.machines.delete(id);
+    this.statuses.delete(id);
     return m;
   }
 
-  /** Tracks a sandbox's machine and starts its supervision. */
-  supervise(id: string, machine: Machine): void {
-    const { store, log } = this.deps;
+  /** Tracks a sandbox's machine (its sandbox now in `status`) and starts its supervision. */
+  supervise(id: string, machine: Machine, status: SandboxStatus): void {
     this.machines.set(id, machine);
+    this.statuses.set(id, status);
     const current = () => this.machines.get(id) === machine;
     machine.on("exit", (exit: MachineExit) => {
-      if (current()) this.machines.delete(id);
-      if (exit.expected) return;
-      log.warn({ sandbox: id, reason: exit.reason }, "sandbox VM died");
-      try {
-        if (
-          store.updateSandbox(id, { status: "ERROR", error_reason: exit.reason, terminated_at: new Date().toISOString() }, ACTIVE)
-        ) {
-          store.addEvent(id, `error: ${exit.reason}`);
-        }
-      } catch (err) {
-        // The database cannot write (host disk full): a restart's reconcile finds the VM gone.
-        log.error({ sandbox: id, err: (err as Error).message }, "could not record the VM's death");
+      if (current()) {
+        this.machines.delete(id);
+        this.statuses.delete(id);
       }
-      this.cleanupDisk(id);
-      rmSync(this.deps.paths.runDir(id), { recursive: true, force: true });
-      // A reset replaces the VM and keeps the network; a VM that died on its own gives it back.
-      if (!this.resetting.has(id)) void this.deps.network?.detach(id).catch(() => {});
+      void this.recordExit(id, exit);
     });
+    this.watch(id, machine, current);
+    machine.supervise({
+      agentDeadlineMs: this.deps.agentDeadlineMs,
+      quiet: () => this.statuses.get(id) !== "RUNNING",
+    });
+  }
+
+  /** An unexpected exit makes the sandbox ERROR; its disk and sockets go. Never rejects. */
+  private async recordExit(id: string, exit: MachineExit): Promise<void> {
+    const { store, log } = this.deps;
+    if (exit.expected) return;
+    log.warn({ sandbox: id, reason: exit.reason }, "sandbox VM died");
+    try {
+      const terminated_at = new Date().toISOString();
+      if (await store.updateSandbox(id, { status: "ERROR", error_reason: exit.reason, terminated_at }, ACTIVE)) {
+        await store.addEvent(id, `error: ${exit.reason}`);
+      }
+    } catch (err) {
+      // The database cannot write (host disk full): a restart's reconcile finds the VM gone.
+      log.error({ sandbox: id, err: (err as Error).message }, "could not record the VM's death");
+    }
+    await this.cleanupDisk(id).catch((err: Error) => log.warn({ sandbox: id, err: err.message }, "could not clean up a disk"));
+    rmSync(this.deps.paths.runDir(id), { recursive: true, force: true });
+    // A reset replaces the VM and keeps the network; a VM that died on its own gives it back.
+    if (!this.resetting.has(id)) void this.deps.network?.detach(id).catch(() => {});
+  }
+
+  /** The machine's liveness and host disk-error reports. */
+  private watch(id: string, machine: Machine, current: () => boolean): void {
+    const { log } = this.deps;
     machine.on("unresponsive", (reason: string) => {
-      if (current()) this.failVm(id, machine, reason);
+      if (current()) void this.failVm(id, machine, reason);
     });
     let pausedAt = "";
     let heldFor = "";
     let recorded = false;
+    /** The disk-error events, recorded in order (eventSafely never rejects). */
+    let events: Promise<void> = Promise.resolve();
     machine.on("disk-error", (reason: string) => {
       if (!current()) return;
       this.ioEvents.emit("io-error", id, reason);
       log.warn({ sandbox: id, reason }, "sandbox VM paused on a host disk error");
       pausedAt = new Date().toISOString();
       heldFor = reason;
-      recorded = this.eventSafely(id, `paused: ${reason}; it runs on once the host has space`);
+      const pause = this.eventSafely(id, `paused: ${reason}; it runs on once the host has space`);
+      events = pause.then((ok) => {
+        recorded = ok;
+      });
     });
     machine.on("disk-error-cleared", () => {
-      // The pause itself could not be recorded while the disk was full: say so now.
-      if (!recorded) this.eventSafely(id, `paused from ${pausedAt}: ${heldFor}`);
-      this.eventSafely(id, "running again after the host disk error");
+      events = events.then(async () => {
+        // The pause itself could not be recorded while the disk was full: say so now.
+        if (!recorded) await this.eventSafely(id, `paused from ${pausedAt}: ${heldFor}`);
+        await this.eventSafely(id, "running again after the host disk error");
+      });
       log.info({ sandbox: id }, "sandbox VM resumed after a host disk error");
-    });
-    machine.supervise({
-      agentDeadlineMs: this.deps.agentDeadlineMs,
-      quiet: () => this.deps.store.getSandbox(id)?.status !== "RUNNING",
     });
   }
 
@@ -111,9 +140,9 @@ export class SandboxMachines {
   }
 
   /** An event row, when the database can take one (the host disk may be full). */
-  eventSafely(id: string, message: string): boolean {
+  async eventSafely(id: string, message: string): Promise<boolean> {
     try {
-      this.deps.store.addEvent(id, message);
+      await this.deps.store.addEvent(id, message);
       return true;
     } catch (err) {
       this.deps.log.warn({ sandbox: id, event: message, err: (err as Error).message }, "could not record a sandbox event");
@@ -122,17 +151,17 @@ export class SandboxMachines {
   }
 
   /** Marks a RUNNING sandbox ERROR with the reason and kills its machine (the exit handler cleans up). */
-  failVm(id: string, machine: Machine, reason: string, from: readonly SandboxStatus[] = ["RUNNING"]): void {
+  async failVm(id: string, machine: Machine, reason: string, from: readonly SandboxStatus[] = ["RUNNING"]): Promise<void> {
     const { store, log } = this.deps;
     const now = new Date().toISOString();
     try {
-      if (!store.updateSandbox(id, { status: "ERROR", error_reason: reason, terminated_at: now }, from)) return;
+      if (!(await store.updateSandbox(id, { status: "ERROR", error_reason: reason, terminated_at: now }, from))) return;
     } catch (err) {
       // Not recorded (disk full?): leave the VM; the watchdog or a later call tries again.
       log.error({ sandbox: id, reason, err: (err as Error).message }, "could not mark the sandbox ERROR");
       return;
     }
-    this.eventSafely(id, `error: ${reason}`);
+    await this.eventSafely(id, `error: ${reason}`);
     log.warn({ sandbox: id, reason }, "sandbox VM failed");
     machine.forceKill();
   }
@@ -154,11 +183,11 @@ export class SandboxMachines {
       const command = op === "pause" ? "stop" : "cont";
       if (err instanceof MachineTimeoutError) {
         const reason = `QEMU did not answer ${what} (QMP ${command}) within ${deadlineMs} ms; the VM was killed`;
-        this.failVm(id, machine, reason, ["RUNNING", "PAUSED"]);
+        await this.failVm(id, machine, reason, ["RUNNING", "PAUSED"]);
         throw new SandtreeError("GUEST_ERROR", `sandbox ${id}: ${reason}`, { id });
       }
       if (machine.exit || !machine.controllable) {
-        const why = this.deps.store.getSandbox(id)?.error_reason ?? machine.exit?.reason ?? "its VM stopped";
+        const why = (await this.deps.store.getSandbox(id))?.error_reason ?? machine.exit?.reason ?? "its VM stopped";
         throw new SandtreeError("GUEST_ERROR", `sandbox ${id}: ${what} failed: ${why}`, { id });
       }
       throw err;
@@ -168,11 +197,11 @@ export class SandboxMachines {
   }
 
   /** Removes the sandbox's disk files except layers that checkpoints still own. Idempotent. */
-  cleanupDisk(id: string): void {
+  async cleanupDisk(id: string): Promise<void> {
     const { paths } = this.deps;
     rmSync(paths.diskDir(id), { recursive: true, force: true });
     if (!existsSync(paths.layersDir)) return;
-    const owned = new Set(this.deps.store.listCheckpoints({ sandboxId: id }).map((c) => c.blob_key));
+    const owned = new Set((await this.deps.store.listCheckpoints({ sandboxId: id })).map((c) => c.blob_key));
     const prefix = liveDiskName(id, "");
     for (const f of readdirSync(paths.layersDir)) {
       if (f.startsWith(prefix) && !owned.has(f)) rmSync(path.join(paths.layersDir, f), { force: true });

@@ -167,7 +167,7 @@ export class SandboxService {
         field: "checkpoint_id",
       });
     }
-    const replayed = this.deps.admission.replay(teamId, params);
+    const replayed = await this.deps.admission.replay(teamId, params);
     if (replayed) return { sandbox: replayed, created: false };
     const credentials = params.registry_credentials;
     // A restore's image comes from its checkpoint, which was verified.
@@ -196,16 +196,16 @@ export class SandboxService {
       ...lifetimeFields(params, now),
     };
     // Quotas, rate limits and idempotency are checked in the insert's transaction.
-    const admitted = this.deps.admission.admit(sandbox, params);
+    const admitted = await this.deps.admission.admit(sandbox, params);
     if (!admitted.created) return admitted;
-    this.deps.network?.register(sandbox.id, params);
+    await this.deps.network?.register(sandbox.id, params);
     sandbox.secrets = admitted.sandbox.secrets ?? {};
     if (params.checkpoint_id) {
       const lineage = { source_checkpoint_id: params.checkpoint_id, head_checkpoint_id: params.checkpoint_id };
-      this.deps.store.updateSandbox(sandbox.id, lineage);
+      await this.deps.store.updateSandbox(sandbox.id, lineage);
       Object.assign(sandbox, lineage);
     }
-    this.deps.store.addEvent(sandbox.id, `created from ${params.image}`);
+    await this.deps.store.addEvent(sandbox.id, `created from ${params.image}`);
     const abort = new AbortController();
     const plan = restore && params.restore_memory ? restore : restore ? { ...restore, memState: null } : null;
     const done = this.provisioner.provision(sandbox, credentials, plan, abort.signal).finally(() => {
@@ -216,8 +216,8 @@ export class SandboxService {
   }
 
   /** What every exec and the start command get: environment_vars, then the decrypted secrets. */
-  environmentOf(sb: Sandbox): Record<string, string> {
-    return { ...sb.environment_vars, ...this.deps.admission.secretsOf(sb.id) };
+  async environmentOf(sb: Sandbox): Promise<Record<string, string>> {
+    return { ...sb.environment_vars, ...(await this.deps.admission.secretsOf(sb.id)) };
   }
 
   /**
@@ -230,8 +230,8 @@ export class SandboxService {
     id: string,
     r: { checkpointId: string; layerName: string; memPath: string; memoryMb: number | null; cpuCores: number | null },
   ): Promise<Sandbox> {
-    const sb = this.get(teamId, id);
-    const old = this.running(teamId, id);
+    const sb = await this.get(teamId, id);
+    const old = await this.running(teamId, id);
     if (r.memoryMb !== memoryMbFor(sb.memory_gb) || r.cpuCores !== sb.cpu_cores) {
       throw new SandtreeError("CONFLICT", `checkpoint ${r.checkpointId} was taken from a VM of another size than sandbox ${id}`, {
         checkpoint_id: r.checkpointId,
@@ -244,19 +244,21 @@ export class SandboxService {
       // Out of the map first: calls during the swap get 409 instead of a dying VM.
       machines.take(id);
       await this.provisioner.replaceForReset(sb, old, { layerName: r.layerName, memState: r.memPath });
-      store.updateSandbox(id, { head_checkpoint_id: r.checkpointId });
-      store.addEvent(id, `reset to checkpoint ${r.checkpointId}`);
+      await store.updateSandbox(id, { head_checkpoint_id: r.checkpointId });
+      await store.addEvent(id, `reset to checkpoint ${r.checkpointId}`);
     } catch (err) {
       const reason = `reset failed: ${(err as Error).message}`;
-      if (store.updateSandbox(id, { status: "ERROR", error_reason: reason, terminated_at: new Date().toISOString() }, ACTIVE)) {
-        store.addEvent(id, `error: ${reason}`);
+      if (
+        await store.updateSandbox(id, { status: "ERROR", error_reason: reason, terminated_at: new Date().toISOString() }, ACTIVE)
+      ) {
+        await store.addEvent(id, `error: ${reason}`);
       }
-      machines.cleanupDisk(id);
+      await machines.cleanupDisk(id);
       throw new SandtreeError("VM_START_FAILED", reason, { id });
     } finally {
       machines.resetting.delete(id);
     }
-    return this.get(teamId, id);
+    return await this.get(teamId, id);
   }
 
   /** Tells the liveness watchdog the guest is held still on purpose until the returned function is called. */
@@ -270,8 +272,8 @@ export class SandboxService {
   }
 
   /** Marks a RUNNING sandbox ERROR with the reason and kills its machine (the exit handler cleans up). */
-  failVm(id: string, machine: Machine, reason: string, from: readonly SandboxStatus[] = ["RUNNING"]): void {
-    this.machines.failVm(id, machine, reason, from);
+  failVm(id: string, machine: Machine, reason: string, from: readonly SandboxStatus[] = ["RUNNING"]): Promise<void> {
+    return this.machines.failVm(id, machine, reason, from);
   }
 
   /** Where sandbox disks and checkpoint layers live side by side. */
@@ -284,19 +286,19 @@ export class SandboxService {
     return this.paths.outputDir(id);
   }
 
-  get(teamId: string, id: string): Sandbox {
-    const sb = this.deps.store.getSandbox(id, teamId);
+  async get(teamId: string, id: string): Promise<Sandbox> {
+    const sb = await this.deps.store.getSandbox(id, teamId);
     if (!sb) throw new SandtreeError("SANDBOX_NOT_FOUND", `sandbox ${id} not found`, { id });
     return sb;
   }
 
-  list(teamId: string, q: { status?: SandboxStatus; labels?: Record<string, string>; limit: number; cursor?: string }) {
+  async list(teamId: string, q: { status?: SandboxStatus; labels?: Record<string, string>; limit: number; cursor?: string }) {
     let beforeSeq: number | undefined;
     if (q.cursor !== undefined) {
       beforeSeq = Number.parseInt(Buffer.from(q.cursor, "base64url").toString("utf8"), 10);
       if (!Number.isSafeInteger(beforeSeq)) throw new SandtreeError("VALIDATION_FAILED", "invalid cursor", { field: "cursor" });
     }
-    const { sandboxes, lastSeq } = this.deps.store.listSandboxes(teamId, {
+    const { sandboxes, lastSeq } = await this.deps.store.listSandboxes(teamId, {
       ...(q.status ? { status: q.status } : {}),
       ...(q.labels ? { labels: q.labels } : {}),
       limit: q.limit,
@@ -309,8 +311,8 @@ export class SandboxService {
   }
 
   /** The running machine of a sandbox, or 404 / 409 SANDBOX_NOT_RUNNING / 507 HOST_DISK_FULL. */
-  running(teamId: string, id: string): Machine {
-    const sb = this.get(teamId, id);
+  async running(teamId: string, id: string): Promise<Machine> {
+    const sb = await this.get(teamId, id);
     if (this.reconciler.adopting.has(id)) {
       // The routes wait for the adoption first (whenAdopted); this is for callers that do not.
       throw new SandtreeError(
@@ -332,46 +334,46 @@ export class SandboxService {
 
   /** Stops the VM's CPUs: memory and disk stay, no CPU is used, quotas do not count it. */
   async pause(teamId: string, id: string): Promise<Sandbox> {
-    const machine = this.running(teamId, id);
+    const machine = await this.running(teamId, id);
     await this.machines.control(id, machine, "pause", "a pause", this.qmpDeadlineMs);
-    if (!this.deps.store.updateSandbox(id, { status: "PAUSED" }, ["RUNNING"])) {
+    if (!(await this.deps.store.updateSandbox(id, { status: "PAUSED" }, ["RUNNING"]))) {
       await machine.resume({ timeoutMs: this.qmpDeadlineMs }).catch(() => {});
       throw new SandtreeError("SANDBOX_NOT_RUNNING", `sandbox ${id} changed state while pausing`, { id });
     }
-    this.deps.store.addEvent(id, "paused");
-    return this.get(teamId, id);
+    await this.deps.store.addEvent(id, "paused");
+    return await this.get(teamId, id);
   }
 
   /** Continues a PAUSED sandbox with every process as it was; the guest clock is set right. */
   async resume(teamId: string, id: string): Promise<Sandbox> {
-    const sb = this.get(teamId, id);
+    const sb = await this.get(teamId, id);
     const machine = this.machines.get(id);
     if (sb.status !== "PAUSED" || !machine || machine.exit || this.reconciler.adopting.has(id)) {
       throw new SandtreeError("CONFLICT", `sandbox ${id} is ${sb.status}, not PAUSED`, { id, status: sb.status });
     }
     await this.machines.control(id, machine, "resume", "a resume", this.qmpDeadlineMs);
     machine.syncClock();
-    this.deps.store.updateSandbox(id, { status: "RUNNING" }, ["PAUSED"]);
-    this.deps.store.addEvent(id, "resumed");
-    return this.get(teamId, id);
+    await this.deps.store.updateSandbox(id, { status: "RUNNING" }, ["PAUSED"]);
+    await this.deps.store.addEvent(id, "resumed");
+    return await this.get(teamId, id);
   }
 
   async delete(teamId: string, id: string): Promise<Sandbox> {
     // A machine still being adopted is waited for (its deadline bounds it). A paused guest cannot
     // shut down cleanly: let it run for its shutdown (one that does not answer is killed by the stop).
     await this.reconciler.adopting.get(id)?.done;
-    if (this.deps.store.getSandbox(id, teamId)?.status === "PAUSED")
+    if ((await this.deps.store.getSandbox(id, teamId))?.status === "PAUSED")
       await this.machines
         .get(id)
         ?.resume({ timeoutMs: this.qmpDeadlineMs })
         .catch(() => {});
-    const sb = this.get(teamId, id);
+    const sb = await this.get(teamId, id);
     if (!TERMINAL_STATUSES.includes(sb.status)) {
-      this.deps.store.updateSandbox(id, { status: "TERMINATED", terminated_at: new Date().toISOString() }, ACTIVE);
-      this.deps.store.addEvent(id, "deleted");
+      await this.deps.store.updateSandbox(id, { status: "TERMINATED", terminated_at: new Date().toISOString() }, ACTIVE);
+      await this.deps.store.addEvent(id, "deleted");
     }
     await this.teardown(id);
-    return this.get(teamId, id);
+    return await this.get(teamId, id);
   }
 
   /** Called whenever a sandbox is torn down, in registration order (errors ignored): other services forget it. */
@@ -396,7 +398,7 @@ export class SandboxService {
     const machine = this.machines.take(id);
     if (machine) await machine.stop();
     this.provisioner.forget(id);
-    this.machines.cleanupDisk(id);
+    await this.machines.cleanupDisk(id);
     rmSync(this.paths.runDir(id), { recursive: true, force: true });
     rmSync(this.paths.outputDir(id), { recursive: true, force: true });
     await this.deps.network?.detach(id);
@@ -404,18 +406,18 @@ export class SandboxService {
 
   /** Moves an active sandbox to TIMEOUT and tears it down; false when it had already ended. */
   async expire(id: string, reason: string): Promise<boolean> {
-    const changed = this.deps.store.updateSandbox(
+    const changed = await this.deps.store.updateSandbox(
       id,
       { status: "TIMEOUT", error_reason: reason, terminated_at: new Date().toISOString() },
       ACTIVE,
     );
-    if (changed) this.deps.store.addEvent(id, `timeout: ${reason}`);
+    if (changed) await this.deps.store.addEvent(id, `timeout: ${reason}`);
     await this.teardown(id);
     return changed;
   }
 
-  logs(teamId: string, id: string, tailBytes: number) {
-    this.get(teamId, id);
+  async logs(teamId: string, id: string, tailBytes: number) {
+    await this.get(teamId, id);
     const file = path.join(this.paths.logDir(id), "console.log");
     const text = tailOfFile(file, tailBytes);
     let size = 0;
@@ -426,7 +428,7 @@ export class SandboxService {
       sandbox_id: id,
       console: text,
       console_truncated: size > tailBytes,
-      events: this.deps.store.listEvents(id, 500),
+      events: await this.deps.store.listEvents(id, 500),
     };
   }
 
@@ -435,8 +437,11 @@ export class SandboxService {
     return this.reconciler.adopting.get(id)?.done;
   }
 
-  /** After a restart: adopts surviving machines, marks lost sandboxes ERROR (see Reconciler). */
-  reconcile(): Promise<void> {
+  /**
+   * After a restart: adopts surviving machines, marks lost sandboxes ERROR (see Reconciler).
+   * Resolves once every decision is taken; `settled` when every adoption has.
+   */
+  reconcile(): Promise<{ settled: Promise<void> }> {
     return this.reconciler.reconcile();
   }
 
@@ -450,7 +455,7 @@ export class SandboxService {
     for (const a of adopting.values()) a.abort.abort(new Error("the server is shutting down"));
     await Promise.allSettled(
       [...ids].map(async (id) => {
-        this.deps.store.updateSandbox(
+        await this.deps.store.updateSandbox(
           id,
           { status: "TERMINATED", error_reason: "the server shut down", terminated_at: new Date().toISOString() },
           ACTIVE,

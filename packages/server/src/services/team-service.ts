@@ -21,75 +21,100 @@ export class TeamService {
     private readonly admission: AdmissionService,
   ) {}
 
+  /** Read-modify-write admin changes (the last admin key, limit overrides) run one at a time. */
+  private serial: Promise<unknown> = Promise.resolve();
+  private serialized<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.serial.then(fn, fn);
+    this.serial = run.catch(() => {});
+    return run;
+  }
+
   private requireAdmin(p: Principal, what: string): void {
     if (!p.isAdmin) throw new SandtreeError("FORBIDDEN", `${what} needs an admin key`);
   }
 
-  private teamByName(name: string): TeamRow {
-    const team = this.store.getTeamByName(name);
+  private async teamByName(name: string): Promise<TeamRow> {
+    const team = await this.store.getTeamByName(name);
     if (!team) throw new SandtreeError("TEAM_NOT_FOUND", `team ${name} not found`, { team: name });
     return team;
   }
 
-  createTeam(p: Principal, name: string): Team {
+  async createTeam(p: Principal, name: string): Promise<Team> {
     this.requireAdmin(p, "creating a team");
-    if (this.store.getTeamByName(name)) throw new SandtreeError("ALREADY_EXISTS", `team ${name} already exists`, { team: name });
-    return this.store.createTeam(name);
+    const exists = () => new SandtreeError("ALREADY_EXISTS", `team ${name} already exists`, { team: name });
+    if (await this.store.getTeamByName(name)) throw exists();
+    try {
+      return await this.store.createTeam(name);
+    } catch (err) {
+      // A concurrent create of the same name won (the name is unique in the store).
+      if (await this.store.getTeamByName(name)) throw exists();
+      throw err;
+    }
   }
 
-  listTeams(p: Principal): Team[] {
+  async listTeams(p: Principal): Promise<Team[]> {
     this.requireAdmin(p, "listing teams");
-    return this.store.listTeams();
+    return await this.store.listTeams();
   }
 
-  createKey(p: Principal, teamName: string, admin: boolean): CreatedApiKey {
+  async createKey(p: Principal, teamName: string, admin: boolean): Promise<CreatedApiKey> {
     this.requireAdmin(p, "creating an API key");
-    const team = this.teamByName(teamName);
-    const { key, row } = this.auth.issueKey(team.id, admin);
+    const team = await this.teamByName(teamName);
+    const { key, row } = await this.auth.issueKey(team.id, admin);
     return { ...this.view(row, team.name), key };
   }
 
-  listKeys(p: Principal): ApiKey[] {
+  async listKeys(p: Principal): Promise<ApiKey[]> {
     this.requireAdmin(p, "listing API keys");
-    const names = new Map(this.store.listTeams().map((t) => [t.id, t.name]));
-    return this.store.listApiKeys().map((k) => this.view(k, names.get(k.team_id) ?? k.team_id));
+    const names = new Map((await this.store.listTeams()).map((t) => [t.id, t.name]));
+    return (await this.store.listApiKeys()).map((k) => this.view(k, names.get(k.team_id) ?? k.team_id));
   }
 
   /** Revoked at once: every request looks its key up, so the next one is refused. */
-  revokeKey(p: Principal, id: string): ApiKey {
+  async revokeKey(p: Principal, id: string): Promise<ApiKey> {
     this.requireAdmin(p, "revoking an API key");
-    const row = this.store.getApiKey(id);
-    if (!row) throw new SandtreeError("KEY_NOT_FOUND", `API key ${id} not found`, { id });
-    if (row.is_admin && !row.revoked_at && this.store.countActiveAdminKeys() <= 1) {
-      throw new SandtreeError("CONFLICT", "this is the last admin key; create another admin key before revoking it", { id });
-    }
-    this.store.revokeApiKey(id);
-    const after = this.store.getApiKey(id) ?? row;
-    return this.view(after, this.store.getTeam(after.team_id)?.name ?? after.team_id);
+    // Serialized: two revokes of the last two admin keys must not both pass the count.
+    return this.serialized(() => this.revokeKeyNow(id));
   }
 
-  getLimits(p: Principal, teamName: string): TeamLimitsResponse {
-    const team = this.teamByName(teamName);
+  private async revokeKeyNow(id: string): Promise<ApiKey> {
+    const row = await this.store.getApiKey(id);
+    if (!row) throw new SandtreeError("KEY_NOT_FOUND", `API key ${id} not found`, { id });
+    if (row.is_admin && !row.revoked_at && (await this.store.countActiveAdminKeys()) <= 1) {
+      throw new SandtreeError("CONFLICT", "this is the last admin key; create another admin key before revoking it", { id });
+    }
+    await this.store.revokeApiKey(id);
+    const after = (await this.store.getApiKey(id)) ?? row;
+    return this.view(after, (await this.store.getTeam(after.team_id))?.name ?? after.team_id);
+  }
+
+  async getLimits(p: Principal, teamName: string): Promise<TeamLimitsResponse> {
+    const team = await this.teamByName(teamName);
     // A team may read its own limits; other teams' need an admin key (and answer as missing).
     if (!p.isAdmin && team.id !== p.teamId) throw new SandtreeError("TEAM_NOT_FOUND", `team ${teamName} not found`);
     return {
       team: team.name,
-      limits: this.admission.limits(team.id),
-      usage: this.store.teamUsage(team.id, Date.now()),
+      limits: await this.admission.limits(team.id),
+      usage: await this.store.teamUsage(team.id, Date.now()),
     };
   }
 
-  setLimits(p: Principal, teamName: string, update: UpdateTeamLimitsRequest): TeamLimitsResponse {
+  async setLimits(p: Principal, teamName: string, update: UpdateTeamLimitsRequest): Promise<TeamLimitsResponse> {
     this.requireAdmin(p, "changing team limits");
-    const team = this.teamByName(teamName);
-    const overrides: Partial<Record<keyof TeamLimits, number>> = { ...this.store.getTeamLimitOverrides(team.id) };
+    // Serialized: concurrent updates of different limits must not lose each other's overrides.
+    await this.serialized(() => this.applyLimits(teamName, update));
+    return this.getLimits(p, teamName);
+  }
+
+  private async applyLimits(teamName: string, update: UpdateTeamLimitsRequest): Promise<void> {
+    const team = await this.teamByName(teamName);
+    const overrides: Partial<Record<keyof TeamLimits, number>> = { ...(await this.store.getTeamLimitOverrides(team.id)) };
     for (const [k, v] of Object.entries(update) as Array<[keyof TeamLimits, number | null | undefined]>) {
       if (v === undefined) continue;
       if (v === null || v === DEFAULT_TEAM_LIMITS[k]) delete overrides[k];
       else overrides[k] = v;
     }
-    this.store.setTeamLimitOverrides(team.id, overrides);
-    return this.getLimits(p, teamName);
+    await this.store.setTeamLimitOverrides(team.id, overrides);
   }
 
   private view(k: ApiKeyRow, team: string): ApiKey {

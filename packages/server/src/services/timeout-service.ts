@@ -53,20 +53,20 @@ export class TimeoutService {
   }
 
   /** Marks the sandbox active now. Only for a sandbox of the team (other ids are ignored). */
-  touch(teamId: string, id: string): void {
-    const sb = this.deps.store.getSandbox(id, teamId);
+  async touch(teamId: string, id: string): Promise<void> {
+    const sb = await this.deps.store.getSandbox(id, teamId);
     if (!sb) return;
     const now = Date.now();
     this.lastActivity.set(id, now);
     if (now - (this.persistedAt.get(id) ?? 0) >= PERSIST_EVERY_MS) {
       this.persistedAt.set(id, now);
-      this.deps.store.touchSandbox(id, new Date(now).toISOString());
+      await this.deps.store.touchSandbox(id, new Date(now).toISOString());
     }
   }
 
   /** An operation on the sandbox begins; call the returned function when it ends. */
-  begin(teamId: string, id: string): () => void {
-    this.touch(teamId, id);
+  async begin(teamId: string, id: string): Promise<() => void> {
+    await this.touch(teamId, id);
     if (!this.lastActivity.has(id)) return () => {};
     this.inflight.set(id, (this.inflight.get(id) ?? 0) + 1);
     let ended = false;
@@ -76,14 +76,25 @@ export class TimeoutService {
       const n = (this.inflight.get(id) ?? 1) - 1;
       if (n <= 0) this.inflight.delete(id);
       else this.inflight.set(id, n);
-      this.touch(teamId, id);
+      this.touch(teamId, id).catch((err: Error) =>
+        this.deps.log.warn({ sandbox: id, err: err.message }, "could not record activity"),
+      );
     };
+  }
+
+  /** begin() for callers that cannot wait (socket callbacks): the activity is recorded in the background. */
+  beginSoon(teamId: string, id: string): () => void {
+    const began = this.begin(teamId, id).catch((err: Error) => {
+      this.deps.log.warn({ sandbox: id, err: err.message }, "could not record activity");
+      return () => {};
+    });
+    return () => void began.then((end) => end());
   }
 
   /** One pass of the reaper: starts tearing down expired sandboxes (without waiting) and names them. */
   async sweep(nowMs = Date.now()): Promise<string[]> {
     const expired: string[] = [];
-    for (const sb of this.deps.store.listSandboxesByStatus(ACTIVE)) {
+    for (const sb of await this.deps.store.listSandboxesByStatus(ACTIVE)) {
       if (this.expiring.has(sb.id)) continue;
       // The idle clock starts once the sandbox runs: a slow boot is not the user being idle.
       if (sb.status !== "RUNNING") this.lastActivity.set(sb.id, nowMs);

@@ -31,6 +31,7 @@ export interface SandboxAdmission {
   sealedSecrets: string | null;
   idempotency: { key: string; requestMac: string; notBeforeIso: string } | null;
   nowMs: number;
+  /** Runs inside the insert's transaction, synchronously; throwing refuses the create. */
   check(usage: TeamUsage): void;
 }
 

@@ -117,21 +117,21 @@ export class SqliteStore implements Store {
     }
   }
 
-  createTeam(name: string): TeamRow {
+  async createTeam(name: string): Promise<TeamRow> {
     const row = { id: `team_${randomUUID().replaceAll("-", "").slice(0, 16)}`, name, created_at: now() };
     this.db.prepare("INSERT INTO teams (id, name, created_at) VALUES (@id, @name, @created_at)").run(row);
     return row;
   }
 
-  getTeamByName(name: string): TeamRow | undefined {
+  async getTeamByName(name: string): Promise<TeamRow | undefined> {
     return this.db.prepare("SELECT * FROM teams WHERE name = ?").get(name) as TeamRow | undefined;
   }
 
-  countTeams(): number {
+  async countTeams(): Promise<number> {
     return (this.db.prepare("SELECT COUNT(*) AS n FROM teams").get() as { n: number }).n;
   }
 
-  createApiKey(teamId: string, keyHash: string, prefix: string, isAdmin: boolean): ApiKeyRow {
+  async createApiKey(teamId: string, keyHash: string, prefix: string, isAdmin: boolean): Promise<ApiKeyRow> {
     const row = { id: `key_${randomUUID().replaceAll("-", "").slice(0, 16)}`, team_id: teamId, prefix, created_at: now() };
     this.db
       .prepare("INSERT INTO api_keys (id, team_id, key_hash, prefix, is_admin, created_at) VALUES (?, ?, ?, ?, ?, ?)")
@@ -139,7 +139,7 @@ export class SqliteStore implements Store {
     return { ...row, is_admin: isAdmin, revoked_at: null };
   }
 
-  findApiKey(keyHash: string): ApiKeyRow | undefined {
+  async findApiKey(keyHash: string): Promise<ApiKeyRow | undefined> {
     const r = this.db
       .prepare("SELECT id, team_id, prefix, is_admin, created_at, revoked_at FROM api_keys WHERE key_hash = ?")
       .get(keyHash) as (Omit<ApiKeyRow, "is_admin"> & { is_admin: number }) | undefined;
@@ -147,7 +147,11 @@ export class SqliteStore implements Store {
   }
 
   /** Every field of the sandbox; the optional ones absent are null, secrets (masked) {}. */
-  insertSandbox(s: Sandbox): void {
+  async insertSandbox(s: Sandbox): Promise<void> {
+    this.insertSandboxNow(s);
+  }
+
+  private insertSandboxNow(s: Sandbox): void {
     this.db
       .prepare(
         `INSERT INTO sandboxes (id, team_id, name, image, image_digest, status, cpu_cores, memory_gb, disk_size_gb,
@@ -174,7 +178,11 @@ export class SqliteStore implements Store {
       });
   }
 
-  getSandbox(id: string, teamId?: string): Sandbox | undefined {
+  async getSandbox(id: string, teamId?: string): Promise<Sandbox | undefined> {
+    return this.getSandboxNow(id, teamId);
+  }
+
+  private getSandboxNow(id: string, teamId?: string): Sandbox | undefined {
     const r = (
       teamId === undefined
         ? this.db.prepare("SELECT * FROM sandboxes WHERE id = ?").get(id)
@@ -183,7 +191,7 @@ export class SqliteStore implements Store {
     return r ? fromRow(r) : undefined;
   }
 
-  listSandboxes(teamId: string, filter: SandboxFilter): { sandboxes: Sandbox[]; lastSeq: number | null } {
+  async listSandboxes(teamId: string, filter: SandboxFilter): Promise<{ sandboxes: Sandbox[]; lastSeq: number | null }> {
     const where = ["team_id = ?"];
     const params: unknown[] = [teamId];
     if (filter.status) {
@@ -206,14 +214,14 @@ export class SqliteStore implements Store {
     return { sandboxes: rows.map(fromRow), lastSeq: rows.length === filter.limit && last ? last.seq : null };
   }
 
-  listSandboxesByStatus(statuses: readonly SandboxStatus[]): Sandbox[] {
+  async listSandboxesByStatus(statuses: readonly SandboxStatus[]): Promise<Sandbox[]> {
     const rows = this.db
       .prepare(`SELECT * FROM sandboxes WHERE status IN (${statuses.map(() => "?").join(",")}) ORDER BY seq`)
       .all(...statuses) as SandboxRow[];
     return rows.map(fromRow);
   }
 
-  updateSandbox(id: string, patch: SandboxPatch, from?: readonly SandboxStatus[]): boolean {
+  async updateSandbox(id: string, patch: SandboxPatch, from?: readonly SandboxStatus[]): Promise<boolean> {
     const fields: Record<string, unknown> = { ...patch, updated_at: now() };
     if (patch.environment_vars) fields.environment_vars = JSON.stringify(patch.environment_vars);
     if (patch.labels) fields.labels = JSON.stringify(patch.labels);
@@ -243,84 +251,92 @@ export class SqliteStore implements Store {
     return changed;
   }
 
-  addEvent(sandboxId: string, message: string): void {
+  async addEvent(sandboxId: string, message: string): Promise<void> {
     this.db.prepare("INSERT INTO sandbox_events (sandbox_id, at, message) VALUES (?, ?, ?)").run(sandboxId, now(), message);
   }
 
-  listEvents(sandboxId: string, limit: number): Array<{ at: string; message: string }> {
+  async listEvents(sandboxId: string, limit: number): Promise<Array<{ at: string; message: string }>> {
     const rows = this.db
       .prepare("SELECT at, message FROM sandbox_events WHERE sandbox_id = ? ORDER BY id DESC LIMIT ?")
       .all(sandboxId, limit) as Array<{ at: string; message: string }>;
     return rows.reverse();
   }
 
-  listTeams(): TeamRow[] {
+  async listTeams(): Promise<TeamRow[]> {
     return tenancy.listTeams(this.db);
   }
-  getTeam(id: string): TeamRow | undefined {
+  async getTeam(id: string): Promise<TeamRow | undefined> {
     return tenancy.getTeam(this.db, id);
   }
-  getApiKey(id: string): ApiKeyRow | undefined {
+  async getApiKey(id: string): Promise<ApiKeyRow | undefined> {
     return tenancy.getApiKey(this.db, id);
   }
-  listApiKeys(): ApiKeyRow[] {
+  async listApiKeys(): Promise<ApiKeyRow[]> {
     return tenancy.listApiKeys(this.db);
   }
-  revokeApiKey(id: string): boolean {
+  async revokeApiKey(id: string): Promise<boolean> {
     return tenancy.revokeApiKey(this.db, id);
   }
-  countActiveAdminKeys(): number {
+  async countActiveAdminKeys(): Promise<number> {
     return tenancy.countActiveAdminKeys(this.db);
   }
-  getTeamLimitOverrides(teamId: string): Partial<TeamLimits> {
+  async getTeamLimitOverrides(teamId: string): Promise<Partial<TeamLimits>> {
     return tenancy.getTeamLimitOverrides(this.db, teamId);
   }
-  setTeamLimitOverrides(teamId: string, overrides: Partial<TeamLimits>): void {
+  async setTeamLimitOverrides(teamId: string, overrides: Partial<TeamLimits>): Promise<void> {
     tenancy.setTeamLimitOverrides(this.db, teamId, overrides);
   }
-  teamUsage(teamId: string, nowMs: number): TeamUsage {
+  async teamUsage(teamId: string, nowMs: number): Promise<TeamUsage> {
     return tenancy.teamUsage(this.db, teamId, nowMs);
   }
-  nthCreationSince(teamId: string, sinceIso: string, n: number): string | undefined {
+  async nthCreationSince(teamId: string, sinceIso: string, n: number): Promise<string | undefined> {
     return tenancy.nthCreationSince(this.db, teamId, sinceIso, n);
   }
-  admitSandbox(a: SandboxAdmission): AdmissionResult {
-    return tenancy.admitSandbox(this.db, a, { insert: (s) => this.insertSandbox(s), get: (id) => this.getSandbox(id) });
+  async admitSandbox(a: SandboxAdmission): Promise<AdmissionResult> {
+    return tenancy.admitSandbox(this.db, a, { insert: (s) => this.insertSandboxNow(s), get: (id) => this.getSandboxNow(id) });
   }
-  getSealedSecrets(sandboxId: string): string | undefined {
+  async getSealedSecrets(sandboxId: string): Promise<string | undefined> {
     return tenancy.getSealedSecrets(this.db, sandboxId);
   }
-  findIdempotent(teamId: string, key: string, notBeforeIso: string): { sandbox: Sandbox; requestMac: string } | undefined {
-    return tenancy.findIdempotent(this.db, teamId, key, notBeforeIso, (id) => this.getSandbox(id));
+  async findIdempotent(
+    teamId: string,
+    key: string,
+    notBeforeIso: string,
+  ): Promise<{ sandbox: Sandbox; requestMac: string } | undefined> {
+    return tenancy.findIdempotent(this.db, teamId, key, notBeforeIso, (id) => this.getSandboxNow(id));
   }
 
-  insertJob(j: JobRow): void {
+  async insertJob(j: JobRow): Promise<void> {
     jobs.insertJob(this.db, j);
   }
-  getJob(teamId: string, sandboxId: string, jobId: string): JobRow | undefined {
+  async getJob(teamId: string, sandboxId: string, jobId: string): Promise<JobRow | undefined> {
     return jobs.getJob(this.db, teamId, sandboxId, jobId);
   }
-  listJobs(teamId: string, sandboxId: string, limit: number): JobRow[] {
+  async listJobs(teamId: string, sandboxId: string, limit: number): Promise<JobRow[]> {
     return jobs.listJobs(this.db, teamId, sandboxId, limit);
   }
-  updateJob(id: string, patch: JobPatch): void {
+  async updateJob(id: string, patch: JobPatch): Promise<void> {
     jobs.updateJob(this.db, id, patch);
   }
 
-  touchSandbox(id: string, at: string): void {
+  async touchSandbox(id: string, at: string): Promise<void> {
     this.db.prepare("UPDATE sandboxes SET last_activity_at = ? WHERE id = ?").run(at, id);
   }
 
-  insertCheckpoint(c: CheckpointRow): void {
+  async insertCheckpoint(c: CheckpointRow): Promise<void> {
     ck.insertCheckpoint(this.db, c);
   }
-  getCheckpoint(id: string, teamId?: string): CheckpointRow | undefined {
+  async getCheckpoint(id: string, teamId?: string): Promise<CheckpointRow | undefined> {
     return ck.getCheckpoint(this.db, id, teamId);
   }
-  listCheckpoints(filter: { teamId?: string; sandboxId?: string; states?: readonly CheckpointState[] }): CheckpointRow[] {
+  async listCheckpoints(filter: {
+    teamId?: string;
+    sandboxId?: string;
+    states?: readonly CheckpointState[];
+  }): Promise<CheckpointRow[]> {
     return ck.listCheckpoints(this.db, filter);
   }
-  updateCheckpoint(id: string, patch: CheckpointPatch, from?: readonly CheckpointState[]): boolean {
+  async updateCheckpoint(id: string, patch: CheckpointPatch, from?: readonly CheckpointState[]): Promise<boolean> {
     if (patch.state === undefined && patch.stored_bytes === undefined) return ck.updateCheckpoint(this.db, id, patch, from);
     return this.db.transaction(() => {
       const changed = ck.updateCheckpoint(this.db, id, patch, from);
@@ -328,84 +344,93 @@ export class SqliteStore implements Store {
       return changed;
     })();
   }
-  deleteCheckpointRow(id: string): void {
+  async deleteCheckpointRow(id: string): Promise<void> {
     this.db.transaction(() => {
       ck.deleteCheckpointRow(this.db, id);
       meter.meterCheckpoint(this.db, id, this.meterNow());
     })();
   }
-  checkpointsInUse(): string[] {
+  async checkpointsInUse(): Promise<string[]> {
     return ck.checkpointsInUse(this.db);
   }
 
-  getNetwork(sandboxId: string): NetworkRow | undefined {
+  async getNetwork(sandboxId: string): Promise<NetworkRow | undefined> {
     return netw.getNetwork(this.db, sandboxId);
   }
-  putNetwork(row: NetworkRow): void {
+  async putNetwork(row: NetworkRow): Promise<void> {
     netw.putNetwork(this.db, row);
   }
-  allocateNetworkSlot(sandboxId: string, slots: number): number | null {
+  async allocateNetworkSlot(sandboxId: string, slots: number): Promise<number | null> {
     return netw.allocateSlot(this.db, sandboxId, slots);
   }
-  releaseNetworkSlot(sandboxId: string): void {
+  async releaseNetworkSlot(sandboxId: string): Promise<void> {
     netw.releaseSlot(this.db, sandboxId);
   }
-  listSlottedNetworks(): NetworkRow[] {
+  async listSlottedNetworks(): Promise<NetworkRow[]> {
     return netw.listSlotted(this.db);
   }
-  upsertExposedPort(row: ExposedPortRow): ExposedPortRow {
+  async upsertExposedPort(row: ExposedPortRow): Promise<ExposedPortRow> {
     return ports.upsertExposedPort(this.db, row);
   }
-  getExposedPort(sandboxId: string, port: number): ExposedPortRow | undefined {
+  async getExposedPort(sandboxId: string, port: number): Promise<ExposedPortRow | undefined> {
     return ports.getExposedPort(this.db, sandboxId, port);
   }
-  listExposedPorts(sandboxId: string): ExposedPortRow[] {
+  async listExposedPorts(sandboxId: string): Promise<ExposedPortRow[]> {
     return ports.listExposedPorts(this.db, sandboxId);
   }
-  deleteExposedPort(sandboxId: string, port: number): boolean {
+  async deleteExposedPort(sandboxId: string, port: number): Promise<boolean> {
     return ports.deleteExposedPort(this.db, sandboxId, port);
   }
-  deleteExposedPorts(sandboxId: string): number {
+  async deleteExposedPorts(sandboxId: string): Promise<number> {
     return ports.deleteExposedPorts(this.db, sandboxId);
   }
 
   onSandboxStatus(listener: (id: string, patch: SandboxPatch) => void): void {
     this.statusListeners.push(listener);
   }
-  countByStatus(): Record<string, number> {
+  async countByStatus(): Promise<Record<string, number>> {
     return meter.countByStatus(this.db);
   }
-  durableCheckpointBytes(): number {
+  async durableCheckpointBytes(): Promise<number> {
     return meter.durableCheckpointBytes(this.db);
   }
   setMeterClock(now: () => number): void {
     this.meterNow = now;
   }
-  listMeterRecords(q: { teamId?: string; fromMs: number; toMs: number; withLabels?: boolean }): MeterRecordWithLabels[] {
+  async listMeterRecords(q: {
+    teamId?: string;
+    fromMs: number;
+    toMs: number;
+    withLabels?: boolean;
+  }): Promise<MeterRecordWithLabels[]> {
     return meter.listMeterRecords(this.db, q);
   }
-  meterRecordsOf(subject: "sandbox" | "checkpoint", ids: readonly string[]): MeterRecord[] {
+  async meterRecordsOf(subject: "sandbox" | "checkpoint", ids: readonly string[]): Promise<MeterRecord[]> {
     return meter.meterRecordsOf(this.db, subject, ids);
   }
-  insertMeterRecords(records: ReadonlyArray<Omit<MeterRecord, "id">>): void {
+  async insertMeterRecords(records: ReadonlyArray<Omit<MeterRecord, "id">>): Promise<void> {
     this.db.transaction(() => {
       for (const r of records) meter.insertMeterRecord(this.db, r);
     })();
   }
-  getTeamBudget(teamId: string): number | null {
+  async getTeamBudget(teamId: string): Promise<number | null> {
     return meter.getTeamBudget(this.db, teamId);
   }
-  setTeamBudget(teamId: string, usd: number | null): void {
+  async setTeamBudget(teamId: string, usd: number | null): Promise<void> {
     meter.setTeamBudget(this.db, teamId, usd);
   }
-  creationsBetween(q: { teamId?: string; fromIso: string; toIso: string }): Array<{ created_at: string; status: string }> {
+  async creationsBetween(q: {
+    teamId?: string;
+    fromIso: string;
+    toIso: string;
+  }): Promise<Array<{ created_at: string; status: string }>> {
     return meter.creationsBetween(this.db, q);
   }
-  countRunning(teamId?: string): number {
+  async countRunning(teamId?: string): Promise<number> {
     return meter.countRunning(this.db, teamId);
   }
 
-  close(): void {
+  async close(): Promise<void> {
     this.db.close();
   }
 }

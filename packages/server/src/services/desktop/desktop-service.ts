@@ -49,7 +49,7 @@ export class DesktopService {
     const done = (async () => {
       const end = Date.now() + ARRANGE_DEADLINE_MS;
       for (;;) {
-        const sb = this.deps.sandboxes.get(teamId, id);
+        const sb = await this.deps.sandboxes.get(teamId, id);
         if (sb.status === "RUNNING") break;
         if (TERMINAL_STATUSES.includes(sb.status)) return;
         if (Date.now() > end) throw new Error(`the sandbox was not RUNNING within ${ARRANGE_DEADLINE_MS / 1000} s`);

@@ -40,16 +40,16 @@ export class MeteringService {
     store.setMeterClock(() => clock.now());
   }
 
-  usage(
+  async usage(
     scope: UsageScope,
     q: { from?: string | undefined; to?: string | undefined; group_by: UsageGroup; label_key?: string | undefined },
-  ): UsageReport {
+  ): Promise<UsageReport> {
     const nowMs = this.clock.now();
     const fromMs = q.from ? Date.parse(q.from) : monthStart(nowMs);
     const toMs = q.to ? Date.parse(q.to) : nowMs;
     if (!(toMs > fromMs)) throw new SandtreeError("VALIDATION_FAILED", "to must be after from", { field: "to" });
     const teamId = teamOf(scope);
-    const records = this.store.listMeterRecords({
+    const records = await this.store.listMeterRecords({
       ...(teamId === undefined ? {} : { teamId }),
       fromMs,
       toMs,
@@ -79,20 +79,20 @@ export class MeteringService {
   }
 
   /** Metered cost of one team (or all) over [fromMs, toMs). */
-  costBetween(scope: UsageScope, fromMs: number, toMs: number): number {
+  async costBetween(scope: UsageScope, fromMs: number, toMs: number): Promise<number> {
     const teamId = teamOf(scope);
-    const records = this.store.listMeterRecords({ ...(teamId === undefined ? {} : { teamId }), fromMs, toMs });
+    const records = await this.store.listMeterRecords({ ...(teamId === undefined ? {} : { teamId }), fromMs, toMs });
     return usageLines({ records, prices: this.prices, fromMs, toMs, nowMs: this.clock.now(), group: "team" }).total.cost_usd;
   }
 
-  stats(scope: UsageScope, q: { window_hours: number; bucket_minutes: number }): Stats {
+  async stats(scope: UsageScope, q: { window_hours: number; bucket_minutes: number }): Promise<Stats> {
     const nowMs = this.clock.now();
     const bucketMs = q.bucket_minutes * 60_000;
     const buckets = Math.max(1, Math.ceil((q.window_hours * 3_600_000) / bucketMs));
     const fromMs = nowMs - buckets * bucketMs;
     const teamId = teamOf(scope);
     const team = teamId === undefined ? {} : { teamId };
-    const records = this.store.listMeterRecords({ ...team, fromMs, toMs: nowMs + 1 });
+    const records = await this.store.listMeterRecords({ ...team, fromMs, toMs: nowMs + 1 });
     const running = records.filter((r) => r.kind === "sandbox" && r.state === "RUNNING");
     const concurrency = concurrencySeries(running, fromMs, bucketMs, buckets, nowMs);
     const series = concurrency.map((n, k) => ({
@@ -105,7 +105,7 @@ export class MeteringService {
     let failed = 0;
     const fromIso = new Date(fromMs).toISOString();
     const toIso = new Date(nowMs + 1).toISOString();
-    for (const c of this.store.creationsBetween({ ...team, fromIso, toIso })) {
+    for (const c of await this.store.creationsBetween({ ...team, fromIso, toIso })) {
       const k = Math.min(buckets - 1, Math.floor((Date.parse(c.created_at) - fromMs) / bucketMs));
       const bucket = series[k];
       created++;
@@ -121,27 +121,27 @@ export class MeteringService {
       created,
       failed,
       error_rate: created === 0 ? 0 : failed / created,
-      running: this.store.countRunning(teamId),
+      running: await this.store.countRunning(teamId),
       estimated_cost_usd: usageLines({ records, prices: this.prices, fromMs, toMs: nowMs, nowMs, group: "team" }).total.cost_usd,
       series,
     };
   }
 
   /** cost_usd so far of each sandbox (or checkpoint) of `ids`. */
-  costsOf(subject: "sandbox" | "checkpoint", ids: readonly string[]): Map<string, number> {
-    return costBySubject(this.store.meterRecordsOf(subject, ids), this.prices, this.clock.now());
+  async costsOf(subject: "sandbox" | "checkpoint", ids: readonly string[]): Promise<Map<string, number>> {
+    return costBySubject(await this.store.meterRecordsOf(subject, ids), this.prices, this.clock.now());
   }
 
   /**
    * The team's metered cost in the current UTC month. `maxAgeMs`: an answer computed that
    * recently may be reused (the budget check on every create reads every record of the month).
    */
-  monthToDate(teamId: string, maxAgeMs = 0): { monthStartMs: number; usd: number } {
+  async monthToDate(teamId: string, maxAgeMs = 0): Promise<{ monthStartMs: number; usd: number }> {
     const nowMs = this.clock.now();
     const start = monthStart(nowMs);
     const cached = this.monthCache.get(teamId);
     if (cached && cached.monthStartMs === start && nowMs - cached.atMs <= maxAgeMs && nowMs >= cached.atMs) return cached;
-    const fresh = { monthStartMs: start, usd: this.costBetween({ teamId }, start, nowMs), atMs: nowMs };
+    const fresh = { monthStartMs: start, usd: await this.costBetween({ teamId }, start, nowMs), atMs: nowMs };
     this.monthCache.set(teamId, fresh);
     return fresh;
   }
@@ -151,10 +151,10 @@ export class MeteringService {
    * BUDGET_EXCEEDED). Sandboxes already running are not stopped, so a month can end above it.
    * The month-to-date cost may be up to 5 s old.
    */
-  checkBudget(teamId: string): void {
-    const budget = this.store.getTeamBudget(teamId);
+  async checkBudget(teamId: string): Promise<void> {
+    const budget = await this.store.getTeamBudget(teamId);
     if (budget === null) return;
-    const { usd, monthStartMs } = this.monthToDate(teamId, BUDGET_CHECK_MAX_AGE_MS);
+    const { usd, monthStartMs } = await this.monthToDate(teamId, BUDGET_CHECK_MAX_AGE_MS);
     if (usd < budget) return;
     throw new SandtreeError(
       "BUDGET_EXCEEDED",
@@ -164,27 +164,27 @@ export class MeteringService {
   }
 
   /** A team may read its own budget; other teams' need an admin key (and answer as missing). */
-  budgetOf(p: Principal, teamName: string): TeamBudget {
-    const team = this.store.getTeamByName(teamName);
+  async budgetOf(p: Principal, teamName: string): Promise<TeamBudget> {
+    const team = await this.store.getTeamByName(teamName);
     if (!team || (!p.isAdmin && team.id !== p.teamId))
       throw new SandtreeError("TEAM_NOT_FOUND", `team ${teamName} not found`, { team: teamName });
     return this.budgetView(team);
   }
 
   /** Admin only; null removes the budget. */
-  setBudget(p: Principal, teamName: string, usd: number | null): TeamBudget {
+  async setBudget(p: Principal, teamName: string, usd: number | null): Promise<TeamBudget> {
     if (!p.isAdmin) throw new SandtreeError("FORBIDDEN", "setting a team budget needs an admin key");
-    const team = this.store.getTeamByName(teamName);
+    const team = await this.store.getTeamByName(teamName);
     if (!team) throw new SandtreeError("TEAM_NOT_FOUND", `team ${teamName} not found`, { team: teamName });
-    this.store.setTeamBudget(team.id, usd);
+    await this.store.setTeamBudget(team.id, usd);
     return this.budgetView(team);
   }
 
-  private budgetView(team: TeamRow): TeamBudget {
-    const mtd = this.monthToDate(team.id);
+  private async budgetView(team: TeamRow): Promise<TeamBudget> {
+    const mtd = await this.monthToDate(team.id);
     return {
       team: team.name,
-      monthly_budget_usd: this.store.getTeamBudget(team.id),
+      monthly_budget_usd: await this.store.getTeamBudget(team.id),
       month_to_date_usd: mtd.usd,
       month_start: new Date(mtd.monthStartMs).toISOString(),
     };
