@@ -7,6 +7,6 @@ export type { ImageResolver, ImageSummary, ResolvedImage } from "./services/imag
 export { type Clock, ManualClock, systemClock } from "./services/metering/clock.js";
 export { PriceEntry, PriceTable } from "./services/metering/prices.js";
 export { openStore } from "./store/open-store.js";
-export { type AsyncStore, PgStore } from "./store/pg-store.js";
+export { PgStore } from "./store/pg-store.js";
 export { SqliteStore } from "./store/sqlite-store.js";
 export type { Store } from "./store/store.js";

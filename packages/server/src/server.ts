@@ -31,7 +31,7 @@ import { loadOrCreateServerKey, SecretBox } from "./services/secret-box.js";
 import type { Services } from "./services/services.js";
 import { TeamService } from "./services/team-service.js";
 import { TimeoutService } from "./services/timeout-service.js";
-import { SqliteStore } from "./store/sqlite-store.js";
+import { openStore } from "./store/open-store.js";
 
 export { ServerConfig, type ServerConfigInput, VmDeadlines } from "./config.js";
 
@@ -72,7 +72,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   const cfg = loadConfig({ ...input, ...(opts.deadlines ? { deadlines: { ...input.deadlines, ...opts.deadlines } } : {}) });
   const deadlines = cfg.deadlines;
   mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
-  const store = new SqliteStore(path.join(cfg.dataDir, "sandtree.db"));
+  const store = await openStore(cfg);
   // Before anything can change a sandbox's state: every transition is metered on this clock.
   const metering = new MeteringService(store, opts.clock ?? systemClock, loadPriceTable(cfg.prices));
   const guest = guestArtifacts(cfg.cacheDir);

@@ -26,18 +26,6 @@ import type {
 } from "./rows.js";
 import type { Store } from "./store.js";
 
-/**
- * The Store with every method answering a promise, but for the two synchronous registrations.
- * (The Store interface itself turns async in the same issue; until then PgStore implements this.)
- */
-export type AsyncStore = {
-  [K in keyof Store]: K extends "setMeterClock" | "onSandboxStatus"
-    ? Store[K]
-    : Store[K] extends (...args: infer A) => infer R
-      ? (...args: A) => Promise<Awaited<R>>
-      : never;
-};
-
 /** The URL without its password, for messages. */
 function redact(url: string): string {
   try {
@@ -61,7 +49,7 @@ const ADMISSION_NAMESPACE = 0x7374; // "st"
  * network slots are handed out under another; migrations run once under a session lock.
  * Open it with `PgStore.open(url)`, which applies the migrations before answering.
  */
-export class PgStore implements AsyncStore {
+export class PgStore implements Store {
   /** The time meter records are stamped with (metering's clock; tests control it). */
   private meterNow: () => number = Date.now;
   private readonly statusListeners: Array<(id: string, patch: SandboxPatch) => void> = [];
