@@ -41,6 +41,12 @@ export interface PgServer {
   /** Creates an empty database; answers its URL. */
   createDatabase(name: string): Promise<string>;
   dropDatabase(name: string): Promise<void>;
+  /**
+   * Creates an empty schema in a database; answers a URL whose connections use it
+   * (`search_path`): a fresh, isolated store for the price of a CREATE SCHEMA.
+   */
+  createSchema(database: string, name: string): Promise<string>;
+  dropSchema(database: string, name: string): Promise<void>;
   readonly pid: number;
   stop(): Promise<void>;
 }
@@ -104,8 +110,8 @@ export async function startPostgres(): Promise<PgServer> {
   process.once("exit", kill);
 
   const url = (db: string) => `postgres://postgres@127.0.0.1:${port}/${db}`;
-  const admin = async <T>(fn: (c: pg.Client) => Promise<T>): Promise<T> => {
-    const c = new pg.Client({ connectionString: url("postgres") });
+  const admin = async <T>(fn: (c: pg.Client) => Promise<T>, database = "postgres"): Promise<T> => {
+    const c = new pg.Client({ connectionString: url(database) });
     await c.connect();
     try {
       return await fn(c);
@@ -142,6 +148,13 @@ export async function startPostgres(): Promise<PgServer> {
     },
     async dropDatabase(name) {
       await admin((c) => c.query(`DROP DATABASE IF EXISTS ${checkName(name)} WITH (FORCE)`));
+    },
+    async createSchema(database, name) {
+      await admin((c) => c.query(`CREATE SCHEMA ${checkName(name)}`), checkName(database));
+      return `${url(database)}?options=${encodeURIComponent(`-c search_path=${name}`)}`;
+    },
+    async dropSchema(database, name) {
+      await admin((c) => c.query(`DROP SCHEMA IF EXISTS ${checkName(name)} CASCADE`), checkName(database));
     },
     async stop() {
       process.removeListener("exit", kill);

@@ -1,6 +1,6 @@
 // The store conformance suite (test/store/conformance.ts) against the PostgreSQL store, on a real
 // PostgreSQL server this file starts itself (postgres-server.ts: Debian's postgresql-15, a throwaway
-// cluster in a temporary directory, stopped by PID at the end). Each test gets its own database;
+// cluster in a temporary directory, stopped by PID at the end). Each test gets its own schema;
 // "peers" are further PgStores on it, each with its own pool (several servers on one database).
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
@@ -11,16 +11,20 @@ import { describeStoreConformance } from "./store/conformance.js";
 let server: PgServer;
 let n = 0;
 
+const DB = "conformance";
+
 beforeAll(async () => {
   server = await startPostgres();
+  await server.createDatabase(DB);
 });
 afterAll(async () => {
   await server?.stop();
 });
 
 describeStoreConformance("PostgreSQL", async (opts = {}) => {
-  const name = `conformance_${process.pid}_${n++}`;
-  const url = await server.createDatabase(name);
+  // Each test its own empty schema (search_path in the URL): as isolated as a database, and cheap.
+  const name = `t${n++}`;
+  const url = await server.createSchema(DB, name);
   const opened = await Promise.all(Array.from({ length: 1 + (opts.peers ?? 0) }, () => PgStore.open(url, { poolSize: 4 })));
   let store = opened[0] as PgStore;
   const peers = opened.slice(1);
@@ -43,7 +47,7 @@ describeStoreConformance("PostgreSQL", async (opts = {}) => {
     },
     async destroy() {
       await Promise.all([store, ...peers].map((s) => s.close()));
-      await server.dropDatabase(name);
+      await server.dropSchema(DB, name);
     },
   };
 });
