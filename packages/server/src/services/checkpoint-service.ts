@@ -400,8 +400,8 @@ export class CheckpointService {
   /** Deleting stops the checkpoint's bill at once; its layer stays while descendants need it. */
   async delete(teamId: string, id: string): Promise<CheckpointRow> {
     const c = await this.get(teamId, id);
-    if (c.state !== "DELETING") {
-      await this.deps.store.updateCheckpoint(id, { state: "DELETING", stored_bytes: 0 });
+    // Conditional: a concurrent delete of the same checkpoint records the change once.
+    if (await this.deps.store.updateCheckpoint(id, { state: "DELETING", stored_bytes: 0 }, [...LIVE, "FAILED"])) {
       this.uploads.get(id)?.abort.abort(new Error("checkpoint deleted before it was durable"));
     }
     await this.collect();

@@ -49,6 +49,12 @@ export class PortService {
       token_sha256: sha256(token).toString("hex"),
       created_at: new Date().toISOString(),
     });
+    // Ended meanwhile: its teardown may have dropped its ports before this row was written.
+    const now = await this.store.getSandbox(id);
+    if (!now || TERMINAL_STATUSES.includes(now.status)) {
+      await this.store.deleteExposedPort(id, port);
+      refuseEnded(now ?? { ...sb, status: "TERMINATED" });
+    }
     return { ...info(row), token };
   }
 
