@@ -33,6 +33,8 @@ export interface BlobStore {
   delete(key: string): Promise<void>;
   stat(key: string): Promise<{ size: number } | null>;
   list(): Promise<string[]>;
+  /** Releases connections (a remote store); the store is not used afterwards. */
+  close?(): void;
 }
 
 export class BlobCorruptError extends Error {
