@@ -50,6 +50,8 @@ export async function startTestServer(
     clock?: Clock;
     /** The price table (ServerConfig.prices). */
     prices?: ServerConfigInput["prices"];
+    /** Where layers are stored (ServerConfig.blobStore); default the data dir's layers directory. */
+    blobStore?: string;
   } = {},
 ): Promise<TestServer> {
   const dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-test-"));
@@ -63,6 +65,7 @@ export async function startTestServer(
       logger: opts.logStream !== undefined,
       network: "off",
       ...(opts.prices ? { prices: opts.prices } : {}),
+      ...(opts.blobStore ? { blobStore: opts.blobStore } : {}),
     },
     opts,
   );
