@@ -1,13 +1,12 @@
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { HeadObjectCommand, ListObjectsV2Command } from "@aws-sdk/client-s3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BlobCorruptError, BlobMissingError, S3BlobStore, type S3BlobStoreOptions } from "../src/index.js";
 import { blobStoreConformance } from "./blob-store-conformance.js";
-import { corruptObject, S3RVER_CREDENTIALS, startS3, type TestS3 } from "./helpers/s3-server.js";
+import { corruptObject, S3RVER_CREDENTIALS, startCuttingProxy, startS3, type TestS3 } from "./helpers/s3-server.js";
 
 const MIB = 1024 * 1024;
 const sha = (b: Buffer) => createHash("sha256").update(b).digest("hex");
@@ -115,30 +114,12 @@ describe("S3BlobStore", () => {
     const data = randomBytes(2 * MIB);
     await writer.put("ck-t.qcow2", stage(scratch, data), { sha256: sha(data), size: data.length });
     // A proxy that cuts its first connection after 64 KiB of the answer.
-    let connections = 0;
-    const proxy = net.createServer((client) => {
-      const first = ++connections === 1;
-      const upstream = net.connect(s3.port, "127.0.0.1");
-      let relayed = 0;
-      client.pipe(upstream);
-      upstream.on("data", (chunk: Buffer) => {
-        relayed += chunk.length;
-        if (first && relayed > 64 * 1024) {
-          client.destroy();
-          upstream.destroy();
-        } else client.write(chunk);
-      });
-      upstream.on("end", () => client.end());
-      upstream.on("error", () => client.destroy());
-      client.on("error", () => upstream.destroy());
-    });
-    await new Promise<void>((r) => proxy.listen(0, "127.0.0.1", r));
+    const proxy = await startCuttingProxy(s3.port, "down", 64 * 1024);
     try {
-      const port = (proxy.address() as net.AddressInfo).port;
-      const { store: reader } = makeStore({ endpoint: `http://127.0.0.1:${port}`, prefix });
+      const { store: reader } = makeStore({ endpoint: proxy.endpoint, prefix });
       const p = await reader.materialize("ck-t.qcow2", sha(data));
       expect(sha(readFileSync(p))).toBe(sha(data));
-      expect(connections).toBeGreaterThanOrEqual(2);
+      expect(proxy.cut()).toBe(true);
     } finally {
       proxy.close();
     }
@@ -148,6 +129,27 @@ describe("S3BlobStore", () => {
     const pending = again.materialize("ck-t.qcow2", sha(data));
     setTimeout(() => void s3.restart(), 300);
     expect(sha(readFileSync(await pending))).toBe(sha(data));
+  });
+
+  it("retries a multipart upload cut on the way, and one to a server that was down", async () => {
+    const proxy = await startCuttingProxy(s3.port, "up", 1 * MIB);
+    try {
+      const { store, scratch, prefix } = makeStore({ endpoint: proxy.endpoint });
+      const data = randomBytes(11 * MIB);
+      await store.put("ck-u.qcow2", stage(scratch, data), { sha256: sha(data), size: data.length });
+      expect(proxy.cut()).toBe(true);
+      const head = await s3.client.send(new HeadObjectCommand({ Bucket: s3.bucket, Key: `${prefix}ck-u.qcow2` }));
+      expect(head).toMatchObject({ ContentLength: data.length, Metadata: { sha256: sha(data), size: String(data.length) } });
+    } finally {
+      proxy.close();
+    }
+    const { store, scratch } = makeStore();
+    const data = randomBytes(100_000);
+    await s3.stop();
+    const pending = store.put("ck-v.qcow2", stage(scratch, data), { sha256: sha(data), size: data.length });
+    setTimeout(() => void s3.restart(), 300);
+    await pending;
+    expect(await store.stat("ck-v.qcow2")).toEqual({ size: data.length });
   });
 
   it("deletes the object and the local copy, idempotently", async () => {

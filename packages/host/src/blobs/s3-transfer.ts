@@ -4,7 +4,7 @@ import { open, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { Transform, type TransformCallback } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { GetObjectCommand, type S3Client } from "@aws-sdk/client-s3";
+import { AbortMultipartUploadCommand, GetObjectCommand, type S3Client } from "@aws-sdk/client-s3";
 import { Upload } from "@aws-sdk/lib-storage";
 import { BlobMissingError } from "./blob-store.js";
 
@@ -61,7 +61,7 @@ class Hasher extends Transform {
 /**
  * Streams `file` to `Bucket/Key` (one PutObject below `partSize`, a multipart upload above it,
  * parts retried by the client), hashing what was read. A failed multipart upload is aborted so
- * no parts are left behind.
+ * no parts are left behind (best effort; a bucket lifecycle rule for incomplete uploads is the backstop).
  */
 export async function uploadFile(
   client: S3Client,
@@ -84,10 +84,21 @@ export async function uploadFile(
       params: { ...target, Body: hasher, ContentLength: size },
       partSize: opts.partSize,
       queueSize: opts.queueSize,
-      leavePartsOnError: false,
+      // Parts are aborted here, best effort, so the upload's own error is the one reported
+      // (a server without AbortMultipartUpload would otherwise replace it with its refusal).
+      leavePartsOnError: true,
       abortController,
     });
-    await upload.done();
+    try {
+      await upload.done();
+    } catch (err) {
+      if (upload.uploadId) {
+        await client
+          .send(new AbortMultipartUploadCommand({ Bucket: target.Bucket, Key: target.Key, UploadId: upload.uploadId }))
+          .catch(() => {});
+      }
+      throw err;
+    }
     return hasher.digests();
   } finally {
     opts.signal?.removeEventListener("abort", onAbort);

@@ -1,4 +1,5 @@
 import { mkdtempSync, rmSync } from "node:fs";
+import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
@@ -66,4 +67,42 @@ export async function corruptObject(s3: TestS3, key: string, metadata: Record<st
   await s3.client.send(
     new PutObjectCommand({ Bucket: s3.bucket, Key: key, Body: Buffer.from("not the layer you stored"), Metadata: metadata }),
   );
+}
+
+/**
+ * A TCP proxy to `port` that cuts its first connection once `afterBytes` went the given way
+ * (`down`: server to client, `up`: client to server): a network failure in the middle of a transfer.
+ */
+export async function startCuttingProxy(
+  port: number,
+  way: "up" | "down",
+  afterBytes: number,
+): Promise<{ endpoint: string; cut(): boolean; close(): void }> {
+  let connections = 0;
+  let cut = false;
+  const proxy = net.createServer((client) => {
+    const first = ++connections === 1;
+    const upstream = net.connect(port, "127.0.0.1");
+    let relayed = 0;
+    const relay = (from: net.Socket, to: net.Socket, counted: boolean) => {
+      from.on("data", (chunk: Buffer) => {
+        if (counted) relayed += chunk.length;
+        if (counted && relayed > afterBytes) {
+          cut = true;
+          client.destroy();
+          upstream.destroy();
+        } else to.write(chunk);
+      });
+      from.on("end", () => to.end());
+      from.on("error", () => to.destroy());
+    };
+    relay(client, upstream, first && way === "up");
+    relay(upstream, client, first && way === "down");
+  });
+  await new Promise<void>((r) => proxy.listen(0, "127.0.0.1", r));
+  return {
+    endpoint: `http://127.0.0.1:${(proxy.address() as net.AddressInfo).port}`,
+    cut: () => cut,
+    close: () => proxy.close(),
+  };
 }
