@@ -152,6 +152,24 @@ describe("S3BlobStore", () => {
     expect(await store.stat("ck-v.qcow2")).toEqual({ size: data.length });
   });
 
+  it("shares one download between concurrent restores; an abort ends only the caller's wait", async () => {
+    const { store: writer, scratch, prefix } = makeStore();
+    const data = randomBytes(3 * MIB);
+    await writer.put("ck-s.qcow2", stage(scratch, data), { sha256: sha(data), size: data.length });
+    const { store } = makeStore({ prefix });
+    const gaveUp = new AbortController();
+    const a = store.materialize("ck-s.qcow2", sha(data), { signal: gaveUp.signal });
+    const b = store.materialize("ck-s.qcow2", sha(data));
+    gaveUp.abort(new Error("the restore was cancelled"));
+    await expect(a).rejects.toThrow(/cancelled/);
+    expect(sha(readFileSync(await b))).toBe(sha(data));
+    const alone = new AbortController();
+    rmSync(await b);
+    const c = store.materialize("ck-s.qcow2", sha(data), { signal: alone.signal });
+    alone.abort(new Error("cancelled again"));
+    await expect(c).rejects.toThrow(/cancelled again/);
+  });
+
   it("deletes the object and the local copy, idempotently", async () => {
     const { store, scratch, prefix } = makeStore();
     const data = randomBytes(10_000);

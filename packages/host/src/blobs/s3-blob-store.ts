@@ -58,7 +58,7 @@ export class S3BlobStore implements BlobStore {
   private readonly attempts: number;
   private readonly verifyEtag: boolean;
   private readonly cache: VerifiedCache;
-  private readonly inflight = new Map<string, Promise<string>>();
+  private readonly inflight = new Map<string, { abort: AbortController; waiting: number; done: Promise<string> }>();
 
   constructor(opts: S3BlobStoreOptions) {
     this.localDir = opts.localDir;
@@ -189,14 +189,41 @@ export class S3BlobStore implements BlobStore {
 
   async materialize(key: string, expectedSha256: string, opts: { signal?: AbortSignal } = {}): Promise<string> {
     assertBlobKey(key);
-    // Concurrent restores of one chain share one download.
+    opts.signal?.throwIfAborted();
+    // Concurrent restores of one chain share one download, aborted once every caller gave up.
     const id = `${key}\0${expectedSha256}`;
-    let p = this.inflight.get(id);
-    if (!p) {
-      p = this.materializeOnce(key, expectedSha256, opts.signal).finally(() => this.inflight.delete(id));
-      this.inflight.set(id, p);
+    let shared = this.inflight.get(id);
+    if (!shared) {
+      const abort = new AbortController();
+      const entry = {
+        abort,
+        waiting: 0,
+        done: this.materializeOnce(key, expectedSha256, abort.signal).finally(() => this.inflight.delete(id)),
+      };
+      shared = entry;
+      this.inflight.set(id, entry);
     }
-    return p;
+    const entry = shared;
+    entry.waiting++;
+    const { signal } = opts;
+    if (!signal) return entry.done;
+    return new Promise<string>((resolve, reject) => {
+      const onAbort = () => {
+        if (--entry.waiting === 0) entry.abort.abort(signal.reason);
+        reject(signal.reason);
+      };
+      signal.addEventListener("abort", onAbort, { once: true });
+      entry.done.then(
+        (p) => {
+          signal.removeEventListener("abort", onAbort);
+          resolve(p);
+        },
+        (err: unknown) => {
+          signal.removeEventListener("abort", onAbort);
+          reject(err);
+        },
+      );
+    });
   }
 
   private async materializeOnce(key: string, expectedSha256: string, signal?: AbortSignal): Promise<string> {
