@@ -1,17 +1,11 @@
 import { mkdirSync } from "node:fs";
 import { rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
-import {
-  DeleteObjectCommand,
-  HeadObjectCommand,
-  type HeadObjectCommandOutput,
-  ListObjectsV2Command,
-  S3Client,
-  type S3ClientConfig,
-} from "@aws-sdk/client-s3";
+import type { HeadObjectCommandOutput, S3Client, S3ClientConfig } from "@aws-sdk/client-s3";
 import { sha256File } from "../disks/layers.js";
 import { assertBlobKey, BlobCorruptError, type BlobStore } from "./blob-store.js";
 import { TransientError, withRetries } from "./retry.js";
+import { loadS3Sdk, type S3Sdk } from "./s3-sdk.js";
 import { type Digests, downloadToTemp, uploadFile } from "./s3-transfer.js";
 import { syncDir, VerifiedCache } from "./verified-cache.js";
 
@@ -50,7 +44,10 @@ const MIB = 1024 * 1024;
  */
 export class S3BlobStore implements BlobStore {
   readonly localDir: string;
-  private readonly client: S3Client;
+  private readonly clientConfig: S3ClientConfig;
+  private connected: Promise<{ client: S3Client; s3: S3Sdk["s3"] }> | null = null;
+  private client: S3Client | null = null;
+  private closed = false;
   private readonly bucket: string;
   private readonly prefix: string;
   private readonly partSize: number;
@@ -70,7 +67,7 @@ export class S3BlobStore implements BlobStore {
     this.attempts = opts.maxAttempts ?? 5;
     this.verifyEtag = opts.verifyEtag ?? true;
     this.cache = new VerifiedCache(this.localDir);
-    this.client = new S3Client({
+    this.clientConfig = {
       ...(opts.endpoint ? { endpoint: opts.endpoint } : {}),
       region: opts.region ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION ?? "us-east-1",
       forcePathStyle: opts.forcePathStyle ?? false,
@@ -80,7 +77,17 @@ export class S3BlobStore implements BlobStore {
       requestChecksumCalculation: "WHEN_REQUIRED",
       responseChecksumValidation: "WHEN_REQUIRED",
       ...opts.clientConfig,
+    };
+  }
+
+  /** The client, made on first use (the SDK is loaded only then). */
+  private sdk(): Promise<{ client: S3Client; s3: S3Sdk["s3"] }> {
+    this.connected ??= loadS3Sdk().then(({ s3 }) => {
+      this.client = new s3.S3Client(this.clientConfig);
+      if (this.closed) this.client.destroy();
+      return { client: this.client, s3 };
     });
+    return this.connected;
   }
 
   /** Where the store keeps its objects, for logs: `s3://bucket/prefix`. */
@@ -137,17 +144,18 @@ export class S3BlobStore implements BlobStore {
   private async upload(key: string, file: string, meta: { sha256: string; size: number }, signal?: AbortSignal): Promise<void> {
     const Key = this.objectKey(key);
     const opts = { signal };
+    const { client, s3 } = await this.sdk();
     await withRetries(
       async () => {
         const sent = await uploadFile(
-          this.client,
+          client,
           { Bucket: this.bucket, Key, Metadata: { sha256: meta.sha256, size: String(meta.size) } },
           file,
           { partSize: this.partSize, queueSize: this.queueSize, signal: opts.signal },
         );
         if (sent.sha256 !== meta.sha256 || sent.size !== meta.size) {
           // The file is not what the caller recorded: the object must not stand for it.
-          await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key })).catch(() => {});
+          await client.send(new s3.DeleteObjectCommand({ Bucket: this.bucket, Key })).catch(() => {});
           throw new BlobCorruptError(key, meta.sha256, sent.sha256);
         }
         await this.checkStored(key, sent, opts.signal);
@@ -175,9 +183,10 @@ export class S3BlobStore implements BlobStore {
   }
 
   private async head(key: string, signal?: AbortSignal): Promise<HeadObjectCommandOutput | null> {
+    const { client, s3 } = await this.sdk();
     try {
-      return await this.client.send(
-        new HeadObjectCommand({ Bucket: this.bucket, Key: this.objectKey(key) }),
+      return await client.send(
+        new s3.HeadObjectCommand({ Bucket: this.bucket, Key: this.objectKey(key) }),
         signal ? { abortSignal: signal } : {},
       );
     } catch (err) {
@@ -237,9 +246,10 @@ export class S3BlobStore implements BlobStore {
     // Absent or stale locally: the bucket has the durable copy.
     await this.cache.forget(key);
     const Key = this.objectKey(key);
+    const { client } = await this.sdk();
     await withRetries(
       async () => {
-        const { tmp, digests } = await downloadToTemp(this.client, { Bucket: this.bucket, Key, key }, this.localDir, { signal });
+        const { tmp, digests } = await downloadToTemp(client, { Bucket: this.bucket, Key, key }, this.localDir, { signal });
         if (digests.sha256 !== expectedSha256) {
           await rm(tmp, { force: true });
           throw new BlobCorruptError(key, expectedSha256, digests.sha256);
@@ -255,7 +265,8 @@ export class S3BlobStore implements BlobStore {
 
   async delete(key: string): Promise<void> {
     const Key = this.objectKey(key);
-    await withRetries(() => this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key })), {
+    const { client, s3 } = await this.sdk();
+    await withRetries(() => client.send(new s3.DeleteObjectCommand({ Bucket: this.bucket, Key })), {
       attempts: this.attempts,
     });
     await this.cache.forget(key);
@@ -268,13 +279,14 @@ export class S3BlobStore implements BlobStore {
   }
 
   async list(): Promise<string[]> {
+    const { client, s3 } = await this.sdk();
     const keys: string[] = [];
     let token: string | undefined;
     do {
       const page = await withRetries(
         () =>
-          this.client.send(
-            new ListObjectsV2Command({
+          client.send(
+            new s3.ListObjectsV2Command({
               Bucket: this.bucket,
               Prefix: this.prefix,
               ...(token ? { ContinuationToken: token } : {}),
@@ -294,6 +306,7 @@ export class S3BlobStore implements BlobStore {
 
   /** Closes the client's connections. */
   close(): void {
-    this.client.destroy();
+    this.closed = true;
+    this.client?.destroy();
   }
 }

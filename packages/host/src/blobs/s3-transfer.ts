@@ -4,9 +4,9 @@ import { open, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { Transform, type TransformCallback } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import { AbortMultipartUploadCommand, GetObjectCommand, type S3Client } from "@aws-sdk/client-s3";
-import { Upload } from "@aws-sdk/lib-storage";
+import type { S3Client } from "@aws-sdk/client-s3";
 import { BlobMissingError } from "./blob-store.js";
+import { loadS3Sdk } from "./s3-sdk.js";
 
 /** What was sent or received: the sha256 and the two forms an S3 ETag takes (whole MD5, MD5 of part MD5s). */
 export interface Digests {
@@ -69,6 +69,7 @@ export async function uploadFile(
   file: string,
   opts: { partSize: number; queueSize: number; signal?: AbortSignal | undefined },
 ): Promise<Digests> {
+  const { s3, storage } = await loadS3Sdk();
   // lib-storage checks the part count against the body's length, which it cannot see through a transform.
   const { size } = await stat(file);
   const hasher = new Hasher(opts.partSize);
@@ -79,7 +80,7 @@ export async function uploadFile(
   const onAbort = () => abortController.abort(opts.signal?.reason);
   opts.signal?.addEventListener("abort", onAbort, { once: true });
   try {
-    const upload = new Upload({
+    const upload = new storage.Upload({
       client,
       params: { ...target, Body: hasher, ContentLength: size },
       partSize: opts.partSize,
@@ -94,7 +95,7 @@ export async function uploadFile(
     } catch (err) {
       if (upload.uploadId) {
         await client
-          .send(new AbortMultipartUploadCommand({ Bucket: target.Bucket, Key: target.Key, UploadId: upload.uploadId }))
+          .send(new s3.AbortMultipartUploadCommand({ Bucket: target.Bucket, Key: target.Key, UploadId: upload.uploadId }))
           .catch(() => {});
       }
       throw err;
@@ -117,12 +118,13 @@ export async function downloadToTemp(
   dir: string,
   opts: { signal?: AbortSignal | undefined },
 ): Promise<{ tmp: string; digests: Digests }> {
+  const { s3 } = await loadS3Sdk();
   const tmp = path.join(dir, `.tmp-dl-${source.key}-${randomBytes(4).toString("hex")}`);
   try {
     let body: NodeJS.ReadableStream;
     try {
       const res = await client.send(
-        new GetObjectCommand({ Bucket: source.Bucket, Key: source.Key }),
+        new s3.GetObjectCommand({ Bucket: source.Bucket, Key: source.Key }),
         opts.signal ? { abortSignal: opts.signal } : {},
       );
       if (!res.Body) throw new Error(`GetObject ${source.Key} returned no body`);
