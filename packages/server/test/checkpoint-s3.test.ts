@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
@@ -16,7 +17,11 @@ beforeAll(async () => {
   s3 = await startS3();
   process.env.AWS_ACCESS_KEY_ID = S3RVER_CREDENTIALS.accessKeyId;
   process.env.AWS_SECRET_ACCESS_KEY = S3RVER_CREDENTIALS.secretAccessKey;
-  t = await startTestServer({ blobStore: `s3://${s3.bucket}/${PREFIX}?endpoint=${s3.endpoint}&region=us-east-1` });
+  // Chains of depth 2 get flattened: the flattened layer must reach the bucket too.
+  t = await startTestServer({
+    blobStore: `s3://${s3.bucket}/${PREFIX}?endpoint=${s3.endpoint}&region=us-east-1`,
+    flattenDepth: 2,
+  });
 });
 
 afterAll(async () => {
@@ -41,7 +46,7 @@ async function settle(cid: string) {
 }
 
 describe("checkpoints in an S3 bucket", () => {
-  it("is DURABLE only once in the bucket, restores from it alone, and refuses a corrupt object", {
+  it("is DURABLE only once in the bucket, restores and flattens through it, and refuses a corrupt object", {
     timeout: 400_000,
   }, async () => {
     const parent = (await t.api("POST", "/v1/sandboxes", { image: "sandtree/busybox", ...SMALL })).body.id as string;
@@ -73,7 +78,28 @@ describe("checkpoints in an S3 bucket", () => {
     await t.waitRunning(child.body.id);
     expect((await run(child.body.id, "cat /root/note")).stdout).toBe("from-the-parent\n");
     expect(existsSync(layer)).toBe(true);
+
+    // A checkpoint of the fork (depth 2) is flattened in the background: the bucket gets the
+    // flattened bytes under the hash now recorded, and a restore from the bucket alone sees both writes.
+    expect((await run(child.body.id, "echo from-the-fork > /root/fork && sync")).exit_code).toBe(0);
+    const c2 = await t.api("POST", `/v1/sandboxes/${child.body.id}/checkpoints`, {});
+    expect((await settle(c2.body.id)).state).toBe("DURABLE");
+    await t.server.services.checkpoints.flattened([c2.body.id]);
     await t.api("DELETE", `/v1/sandboxes/${child.body.id}`);
+    const layer2 = layerFile(t.dataDir, c2.body.id);
+    const key2 = `${PREFIX}/${path.basename(layer2)}`;
+    const head2 = await s3.client.send(new HeadObjectCommand({ Bucket: s3.bucket, Key: key2 }));
+    expect(head2.Metadata?.sha256).toBe(createHash("sha256").update(readFileSync(layer2)).digest("hex"));
+    expect(execFileSync("qemu-img", ["info", "-U", "--output=json", layer2], { encoding: "utf8" })).toMatch(
+      /"backing-filename": "base-/,
+    );
+    rmSync(layer);
+    rmSync(layer2);
+    const grandchild = await t.api("POST", "/v1/sandboxes", { checkpoint_id: c2.body.id, memory_gb: 0.25 });
+    expect(grandchild.status, JSON.stringify(grandchild.body)).toBe(201);
+    await t.waitRunning(grandchild.body.id);
+    expect((await run(grandchild.body.id, "cat /root/note /root/fork")).stdout).toBe("from-the-parent\nfrom-the-fork\n");
+    await t.api("DELETE", `/v1/sandboxes/${grandchild.body.id}`);
 
     // Bit rot in the bucket, no local copy: the restore is refused with the stable code.
     await corruptObject(s3, key, { sha256, size: String(head.ContentLength) });
