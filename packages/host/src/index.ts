@@ -4,6 +4,7 @@ export * from "./agent/guest-error.js";
 export * from "./api-errors.js";
 export * from "./blobs/blob-store.js";
 export * from "./blobs/local-dir-blob-store.js";
+export * from "./blobs/s3-blob-store.js";
 export * from "./disks/layers.js";
 export * from "./disks/overlay.js";
 export * from "./images/index.js";

@@ -1,4 +1,4 @@
-import { mkdtempSync } from "node:fs";
+import { appendFileSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { LocalDirBlobStore } from "../src/index.js";
@@ -6,5 +6,10 @@ import { blobStoreConformance } from "./blob-store-conformance.js";
 
 blobStoreConformance("local directory", async () => {
   const root = mkdtempSync(path.join(tmpdir(), "sandtree-blobs-"));
-  return { store: new LocalDirBlobStore(path.join(root, "layers")), scratch: path.join(root, "layers") };
+  const store = new LocalDirBlobStore(path.join(root, "layers"));
+  return {
+    store,
+    scratch: path.join(root, "layers"),
+    corrupt: async (key) => appendFileSync(path.join(store.localDir, key), "x"),
+  };
 });

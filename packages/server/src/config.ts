@@ -1,6 +1,7 @@
 import { cacheDir, defaultDataDir } from "@sandtree/host";
 import { AccelChoice, SandtreeError } from "@sandtree/protocol";
 import { z } from "zod";
+import { BlobStoreUrl } from "./blob-store-config.js";
 import type { PriceTableInput } from "./services/metering/prices.js";
 
 /**
@@ -89,6 +90,11 @@ export const ServerConfig = z.object({
   defaultRegistry: z.string().min(1).optional(),
   /** Registries reached over plain HTTP (SANDTREE_INSECURE_REGISTRIES, comma-separated). */
   insecureRegistries: z.array(z.string().min(1)).default([]),
+  /**
+   * Where checkpoint layers are stored durably (SANDTREE_BLOB_STORE): a directory, or
+   * `s3://BUCKET[/PREFIX]?endpoint=URL&region=R` (see blob-store-config.ts); unset: DATA_DIR/layers.
+   */
+  blobStore: BlobStoreUrl.optional(),
 });
 export type ServerConfigInput = z.input<typeof ServerConfig>;
 export type ServerConfigValues = z.output<typeof ServerConfig>;
@@ -126,6 +132,7 @@ function fromEnv(env: Env): Record<string, unknown> {
     warmTemplates: e("SANDTREE_WARM_TEMPLATES"),
     defaultRegistry: e("SANDTREE_DEFAULT_REGISTRY"),
     insecureRegistries: list(e("SANDTREE_INSECURE_REGISTRIES")),
+    blobStore: e("SANDTREE_BLOB_STORE"),
     deadlines: {
       adoptMs: e("SANDTREE_ADOPT_DEADLINE_MS"),
       qmpMs: e("SANDTREE_QMP_DEADLINE_MS"),
@@ -155,6 +162,7 @@ const ENV_NAMES: Record<string, string> = {
   warmTemplates: "SANDTREE_WARM_TEMPLATES",
   defaultRegistry: "SANDTREE_DEFAULT_REGISTRY",
   insecureRegistries: "SANDTREE_INSECURE_REGISTRIES",
+  blobStore: "SANDTREE_BLOB_STORE",
   "deadlines.adoptMs": "SANDTREE_ADOPT_DEADLINE_MS",
   "deadlines.qmpMs": "SANDTREE_QMP_DEADLINE_MS",
   "deadlines.agentMs": "SANDTREE_AGENT_DEADLINE_MS",

@@ -2,9 +2,10 @@ import { createHash } from "node:crypto";
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { detectAccel, guestArtifacts, ImageStore, LocalDirBlobStore } from "@sandtree/host";
+import { detectAccel, guestArtifacts, ImageStore } from "@sandtree/host";
 import type { FastifyInstance } from "fastify";
 import { buildApp } from "./app.js";
+import { makeBlobStore } from "./blob-store-config.js";
 import { loadConfig, type ServerConfigInput, type VmDeadlines } from "./config.js";
 import { AdmissionService } from "./services/admission-service.js";
 import { AuthService } from "./services/auth-service.js";
@@ -112,12 +113,16 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   });
   // Before adoption: rules and tunnels for the sandboxes still active.
   await network.start();
+  // Sandbox disks live beside the layers they overlay: in the local store's directory, or in the
+  // local cache of a remote one.
+  const blobs = makeBlobStore(cfg.blobStore, path.join(cfg.dataDir, "layers"));
   const sandboxes = new SandboxService({
     network,
     store,
     images,
     dataDir: cfg.dataDir,
     runRoot: runRootFor(cfg.dataDir),
+    layersDir: blobs.localDir,
     accel,
     guest,
     log: cfg.logger ? log : silentLogger,
@@ -128,7 +133,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   const checkpoints = new CheckpointService({
     store,
     sandboxes,
-    blobs: new LocalDirBlobStore(path.join(cfg.dataDir, "layers")),
+    blobs,
     log: cfg.logger ? log : silentLogger,
     deadlines,
     flattenDepth: cfg.flattenDepth,
@@ -200,6 +205,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
         await sandboxes.close().catch(() => {});
         // Every VM is gone: the rules, taps and resolver go too.
         await network.close({ destroy: true }).catch(() => {});
+        await blobs.close?.();
         await store.close();
       })();
       return closing;

@@ -52,6 +52,10 @@ export async function startTestServer(
     prices?: ServerConfigInput["prices"];
     /** A postgres:// URL (ServerConfig.database); default: SQLite in the data dir. */
     database?: string;
+    /** Where layers are stored (ServerConfig.blobStore); default the data dir's layers directory. */
+    blobStore?: string;
+    /** Chains this deep get flattened (ServerConfig.flattenDepth). */
+    flattenDepth?: number;
   } = {},
 ): Promise<TestServer> {
   const dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-test-"));
@@ -66,6 +70,8 @@ export async function startTestServer(
       network: "off",
       ...(opts.prices ? { prices: opts.prices } : {}),
       ...(opts.database ? { database: opts.database } : {}),
+      ...(opts.blobStore ? { blobStore: opts.blobStore } : {}),
+      ...(opts.flattenDepth ? { flattenDepth: opts.flattenDepth } : {}),
     },
     opts,
   );

@@ -14,6 +14,7 @@ interface ServeFlags {
   port?: number;
   accel?: AccelChoice;
   logFormat?: "auto" | "pretty" | "json";
+  blobStore?: string;
 }
 
 type ServerModule = typeof import("@sandtree/server");
@@ -39,6 +40,10 @@ export function registerServeCommands(program: Command, ctx: CliContext): void {
         "--log-format <format>",
         "log lines: pretty on a terminal, JSON otherwise (default: $SANDTREE_LOG_FORMAT, then auto)",
       ).choices(["auto", "pretty", "json"]),
+    )
+    .option(
+      "--blob-store <url>",
+      "where checkpoint layers are stored durably: s3://BUCKET[/PREFIX]?endpoint=URL&region=R (credentials from the AWS_* variables), or a directory (default: $SANDTREE_BLOB_STORE, then DATA_DIR/layers)",
     )
     .action(async (o: ServeFlags) => {
       let mod: ServerModule;
@@ -69,6 +74,7 @@ export function registerServeCommands(program: Command, ctx: CliContext): void {
         ...(o.port !== undefined ? { port: o.port } : {}),
         ...(o.accel !== undefined ? { accel: o.accel } : {}),
         ...(o.logFormat !== undefined ? { logFormat: o.logFormat } : {}),
+        ...(o.blobStore !== undefined ? { blobStore: o.blobStore } : {}),
       });
       const envAccel = ctx.env.SANDTREE_ACCEL as AccelChoice | undefined;
       const choice = o.accel ?? envAccel ?? "auto";

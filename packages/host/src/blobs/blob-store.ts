@@ -1,5 +1,5 @@
 /**
- * Durable storage of checkpoint layers. A local directory today, an S3-compatible store later;
+ * Durable storage of checkpoint layers: a local directory, or an S3-compatible bucket;
  * every implementation passes the conformance suite in packages/host/test/blob-store-conformance.ts.
  *
  * Layers reference their parent by a name relative to their own directory, so `localDir` is
@@ -11,7 +11,19 @@ export interface BlobStore {
    * Stores `file` as `key`: moved atomically when it lies elsewhere on the same filesystem,
    * adopted in place when it already is the key's local file.
    */
-  put(key: string, file: string, meta: { sha256: string; size: number }): Promise<void>;
+  put(key: string, file: string, meta: { sha256: string; size: number }, opts?: { signal?: AbortSignal }): Promise<void>;
+  /**
+   * Swaps in `file` as the new content of `key` (the same guest-visible bytes under a new hash: a
+   * flattened layer): stored durably first, then `commit()` records the new hash (false: give up,
+   * `file` is removed), then the local copy is replaced. Returns what commit answered.
+   */
+  replace(
+    key: string,
+    file: string,
+    meta: { sha256: string; size: number },
+    commit: () => boolean | Promise<boolean>,
+    opts?: { signal?: AbortSignal },
+  ): Promise<boolean>;
   /**
    * A local path of the blob after checking its sha256 against `expectedSha256`;
    * throws BlobCorruptError on mismatch and BlobMissingError when absent.
@@ -21,6 +33,8 @@ export interface BlobStore {
   delete(key: string): Promise<void>;
   stat(key: string): Promise<{ size: number } | null>;
   list(): Promise<string[]>;
+  /** Releases connections (a remote store); the store is not used afterwards. */
+  close?(): void;
 }
 
 export class BlobCorruptError extends Error {

@@ -33,6 +33,16 @@ export class LocalDirBlobStore implements BlobStore {
     this.verified.set(`${key}:${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`, meta.sha256);
   }
 
+  async replace(key: string, file: string, meta: { sha256: string; size: number }, commit: () => boolean | Promise<boolean>): Promise<boolean> {
+    this.file(key);
+    if (!(await commit())) {
+      await rm(file, { force: true });
+      return false;
+    }
+    await this.put(key, file, meta);
+    return true;
+  }
+
   async materialize(key: string, expectedSha256: string, opts: { signal?: AbortSignal } = {}): Promise<string> {
     const file = this.file(key);
     let st: Awaited<ReturnType<typeof stat>>;

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { open, stat } from "node:fs/promises";
+import { copyFile, open, stat } from "node:fs/promises";
 import path from "node:path";
 import { pipeline } from "node:stream/promises";
 import { runCommand } from "../util/run-command.js";
@@ -56,7 +56,11 @@ export async function flattenLayer(
   dest: string,
   opts: { signal?: AbortSignal } = {},
 ): Promise<{ sha256: string; size: number }> {
-  await runCommand(["qemu-img", "convert", "-q", "-O", "qcow2", "-F", "qcow2", "-B", backing, layer, dest], {
+  // Not `qemu-img convert -B`: with a target backing file it copies only the clusters allocated
+  // in the top layer, silently dropping what the intermediate layers hold. A safe-mode rebase of
+  // a copy writes every cluster where the old chain differs from `backing`.
+  await copyFile(path.join(dir, layer), path.join(dir, dest));
+  await runCommand(["qemu-img", "rebase", "-q", "-f", "qcow2", "-b", backing, "-F", "qcow2", dest], {
     cwd: dir,
     ...(opts.signal ? { signal: opts.signal } : {}),
   });

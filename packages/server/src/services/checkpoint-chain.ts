@@ -1,8 +1,10 @@
-import { existsSync } from "node:fs";
-import { BlobCorruptError, BlobMissingError, type BlobStore } from "@sandtree/host";
+import { existsSync, statSync } from "node:fs";
+import path from "node:path";
+import { BlobCorruptError, BlobMissingError, type BlobStore, sha256File } from "@sandtree/host";
 import { SandtreeError } from "@sandtree/protocol";
 import type { CheckpointRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
+import type { Logger } from "./logger.js";
 
 /** A checkpoint's layer (or memory file) from the blob store, checked against its recorded sha256. */
 async function materialize(blobs: BlobStore, id: string, key: string, sha256: string, signal?: AbortSignal): Promise<string> {
@@ -71,4 +73,17 @@ export async function verifyChain(
     throw new SandtreeError("CHECKPOINT_CORRUPT", `the image base of checkpoint ${id} is gone`, { checkpoint_id: id });
   }
   return { path: topPath, row: top, memPath };
+}
+
+/**
+ * Stores a DURABLE checkpoint's local layer again when it still has its recorded hash: after a
+ * flattening interrupted between its upload and the hash's commit, a remote store holds bytes
+ * whose hash was never recorded.
+ */
+export async function storeLayerAgain(blobs: BlobStore, row: CheckpointRow, log: Logger): Promise<void> {
+  if (row.state !== "DURABLE" || !row.blob_key || !row.sha256) return;
+  const file = path.join(blobs.localDir, row.blob_key);
+  if (!existsSync(file) || (await sha256File(file)) !== row.sha256) return;
+  await blobs.put(row.blob_key, file, { sha256: row.sha256, size: statSync(file).size });
+  log.info({ checkpoint: row.id }, "stored a layer again after an interrupted flattening");
 }

@@ -14,7 +14,7 @@ import {
 import { type CheckpointState, SandtreeError } from "@sandtree/protocol";
 import type { CheckpointRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
-import { verifyChain } from "./checkpoint-chain.js";
+import { storeLayerAgain, verifyChain } from "./checkpoint-chain.js";
 import type { Logger } from "./logger.js";
 import { liveDiskName, memoryMbFor } from "./sandbox-paths.js";
 import type { SandboxService } from "./sandbox-service.js";
@@ -285,13 +285,14 @@ export class CheckpointService {
         const file = path.join(this.deps.blobs.localDir, key);
         const { sha256, size } = await sealLayer(file, { signal: abort.signal });
         abort.signal.throwIfAborted();
-        await this.deps.blobs.put(key, file, { sha256, size });
+        // DURABLE only once this resolved: for a remote store, the layer is in the bucket.
+        await this.deps.blobs.put(key, file, { sha256, size }, { signal: abort.signal });
         let memBytes = 0;
         let mem_sha256: string | null = null;
         if (row.mem_key) {
           const memFile = path.join(this.deps.blobs.localDir, row.mem_key);
           const m = await sealLayer(memFile, { signal: abort.signal });
-          await this.deps.blobs.put(row.mem_key, memFile, m);
+          await this.deps.blobs.put(row.mem_key, memFile, m, { signal: abort.signal });
           memBytes = m.size;
           mem_sha256 = m.sha256;
         }
@@ -336,11 +337,9 @@ export class CheckpointService {
       const tmp = `.tmp-flat-${id}`;
       try {
         const { sha256, size } = await flattenLayer(dir, row.blob_key, ensureBaseLink(dir, row.base_path), tmp);
-        if (!(await this.deps.store.updateCheckpoint(id, { sha256, stored_bytes: size }, ["DURABLE"]))) {
-          rmSync(path.join(dir, tmp), { force: true });
-          return;
-        }
-        renameSync(path.join(dir, tmp), path.join(dir, row.blob_key));
+        // Stored (for a remote store: uploaded) before the new hash is recorded, then swapped locally.
+        const commit = () => this.deps.store.updateCheckpoint(id, { sha256, stored_bytes: size }, ["DURABLE"]);
+        if (!(await this.deps.blobs.replace(row.blob_key, path.join(dir, tmp), { sha256, size }, commit))) return;
         this.deps.log.info({ checkpoint: id, depth: row.depth, bytes: size }, "checkpoint layer flattened");
       } catch (err) {
         rmSync(path.join(dir, tmp), { force: true });
@@ -467,7 +466,12 @@ export class CheckpointService {
       // A flattened layer whose hash the database already records: finish the interrupted swap.
       if (row?.blob_key && row.sha256 && (await sha256File(path.join(dir, f))) === row.sha256) {
         renameSync(path.join(dir, f), path.join(dir, row.blob_key));
-      } else if (f.startsWith(".tmp-")) rmSync(path.join(dir, f), { force: true });
+      } else if (f.startsWith(".tmp-")) {
+        rmSync(path.join(dir, f), { force: true });
+        // A remote store may already hold the flattened bytes whose hash was never recorded:
+        // store the recorded layer again.
+        if (row) await storeLayerAgain(this.deps.blobs, row, this.deps.log).catch(() => {});
+      }
     }
     await this.collect();
   }

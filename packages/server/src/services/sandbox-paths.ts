@@ -21,6 +21,8 @@ export class SandboxPaths {
     readonly dataDir: string,
     /** Short directory for Unix sockets (path length limit). */
     readonly runRoot: string,
+    /** Where sandbox disks and checkpoint layers live side by side (the blob store's local directory). */
+    readonly layersDir = path.join(dataDir, "layers"),
   ) {}
 
   sandboxDir(id: string): string {
@@ -38,9 +40,5 @@ export class SandboxPaths {
   /** Spilled output of buffered execs (deleted with the sandbox). */
   outputDir(id: string): string {
     return path.join(this.sandboxDir(id), "outputs");
-  }
-  /** Where sandbox disks and checkpoint layers live side by side. */
-  get layersDir(): string {
-    return path.join(this.dataDir, "layers");
   }
 }

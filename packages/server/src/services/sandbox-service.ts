@@ -30,6 +30,8 @@ export interface SandboxServiceDeps {
   dataDir: string;
   /** Short directory for Unix sockets (path length limit). */
   runRoot: string;
+  /** Where sandbox disks and checkpoint layers live side by side (default DATA_DIR/layers). */
+  layersDir?: string;
   accel: Accel;
   guest: GuestArtifacts;
   log: Logger;
@@ -75,7 +77,7 @@ export class SandboxService {
   constructor(private readonly deps: SandboxServiceDeps) {
     this.qmpDeadlineMs = deps.deadlines?.qmpMs ?? 15_000;
     const host = deps.host ?? new QemuMachineHost();
-    this.paths = new SandboxPaths(deps.dataDir, deps.runRoot);
+    this.paths = new SandboxPaths(deps.dataDir, deps.runRoot, deps.layersDir);
     this.templates =
       deps.warmTemplates === false
         ? null
