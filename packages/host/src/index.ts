@@ -7,6 +7,8 @@ export * from "./blobs/local-dir-blob-store.js";
 export * from "./disks/layers.js";
 export * from "./disks/overlay.js";
 export * from "./fleet/capacity.js";
+export * from "./fleet/run-worker.js";
+export * from "./fleet/worker-agent.js";
 export * from "./images/index.js";
 export * from "./machine/index.js";
 export * from "./network/address-pool.js";
