@@ -58,12 +58,23 @@ function fromRow(r: Row): HostRow {
 class Refused extends Error {}
 
 export class SqliteHostStore implements HostStore {
+  /** Prepared once each: placement runs hundreds of times a second. */
+  private readonly stmts = new Map<string, Database.Statement>();
+
   constructor(private readonly db: Database.Database) {}
+
+  private q(sql: string): Database.Statement {
+    let st = this.stmts.get(sql);
+    if (!st) {
+      st = this.db.prepare(sql);
+      this.stmts.set(sql, st);
+    }
+    return st;
+  }
 
   async registerHost(h: NewHost): Promise<HostRow> {
     const { capacity: c, locality: l } = h;
-    this.db
-      .prepare(
+    this.q(
         `INSERT INTO hosts (id, name, state, vcpus, memory_mib, disk_gib, accel, images, templates, layers,
            registered_at, last_heartbeat_at, secret_hash)
          VALUES (@id, @name, 'ACTIVE', @vcpus, @memory_mib, @disk_gib, @accel, @images, @templates, @layers, @at, @at, @secret_hash)
@@ -87,17 +98,17 @@ export class SqliteHostStore implements HostStore {
   }
 
   async getHost(id: string): Promise<HostRow | undefined> {
-    const r = this.db.prepare("SELECT * FROM hosts WHERE id = ?").get(id) as Row | undefined;
+    const r = this.q("SELECT * FROM hosts WHERE id = ?").get(id) as Row | undefined;
     return r ? fromRow(r) : undefined;
   }
 
   async getHostByName(name: string): Promise<HostRow | undefined> {
-    const r = this.db.prepare("SELECT * FROM hosts WHERE name = ?").get(name) as Row | undefined;
+    const r = this.q("SELECT * FROM hosts WHERE name = ?").get(name) as Row | undefined;
     return r ? fromRow(r) : undefined;
   }
 
   async listHosts(): Promise<HostRow[]> {
-    return (this.db.prepare("SELECT * FROM hosts ORDER BY name").all() as Row[]).map(fromRow);
+    return (this.q("SELECT * FROM hosts ORDER BY name").all() as Row[]).map(fromRow);
   }
 
   async heartbeat(
@@ -119,13 +130,12 @@ export class SqliteHostStore implements HostStore {
       params.templates = JSON.stringify(beat.locality.templates);
       params.layers = JSON.stringify(beat.locality.layers);
     }
-    const changed = this.db.prepare(`UPDATE hosts SET ${sets.join(", ")} WHERE id = @id`).run(params).changes;
+    const changed = this.q(`UPDATE hosts SET ${sets.join(", ")} WHERE id = @id`).run(params).changes;
     return changed > 0 ? this.getHost(id) : undefined;
   }
 
   async setCordoned(id: string, cordoned: boolean): Promise<HostRow | undefined> {
-    const changed = this.db
-      .prepare(
+    const changed = this.q(
         `UPDATE hosts SET cordoned = @c,
            state = CASE WHEN state = 'LOST' THEN 'LOST' WHEN @c = 1 THEN 'CORDONED' ELSE 'ACTIVE' END
          WHERE id = @id`,
@@ -136,11 +146,10 @@ export class SqliteHostStore implements HostStore {
 
   async markLost(staleBefore: string): Promise<LostHost[]> {
     return this.db.transaction(() => {
-      const stale = this.db
-        .prepare("SELECT * FROM hosts WHERE state != 'LOST' AND last_heartbeat_at < ? ORDER BY name")
+      const stale = this.q("SELECT * FROM hosts WHERE state != 'LOST' AND last_heartbeat_at < ? ORDER BY name")
         .all(staleBefore) as Row[];
-      const mark = this.db.prepare("UPDATE hosts SET state = 'LOST' WHERE id = ? AND state != 'LOST' AND last_heartbeat_at < ?");
-      const placed = this.db.prepare("SELECT sandbox_id FROM placements WHERE host_id = ? ORDER BY placed_at, sandbox_id");
+      const mark = this.q("UPDATE hosts SET state = 'LOST' WHERE id = ? AND state != 'LOST' AND last_heartbeat_at < ?");
+      const placed = this.q("SELECT sandbox_id FROM placements WHERE host_id = ? ORDER BY placed_at, sandbox_id");
       const lost: LostHost[] = [];
       for (const r of stale) {
         if (mark.run(r.id, staleBefore).changes === 0) continue;
@@ -151,23 +160,26 @@ export class SqliteHostStore implements HostStore {
     })();
   }
 
+  private placeTx: ((p: PlacementRow, force: number, fresh: string) => void) | null = null;
+
   async place(p: PlacementRow, opts: { freshSince: string; force?: boolean }): Promise<boolean> {
-    const claim = this.db.prepare(
-      `UPDATE hosts SET used_vcpus = used_vcpus + @vcpus, used_memory_mib = used_memory_mib + @memory_mib,
-         used_disk_gib = used_disk_gib + @disk_gib, placements = placements + 1
-       WHERE id = @host_id AND (@force = 1 OR (state = 'ACTIVE' AND last_heartbeat_at >= @fresh
-         AND used_vcpus + @vcpus <= vcpus AND used_memory_mib + @memory_mib <= memory_mib
-         AND used_disk_gib + @disk_gib <= disk_gib))`,
-    );
-    const insert = this.db.prepare(
-      `INSERT INTO placements (sandbox_id, host_id, vcpus, memory_mib, disk_gib, placed_at)
-       VALUES (@sandbox_id, @host_id, @vcpus, @memory_mib, @disk_gib, @placed_at) ON CONFLICT (sandbox_id) DO NOTHING`,
-    );
+    this.placeTx ??= this.db.transaction((row: PlacementRow, force: number, fresh: string) => {
+      const claim = this.q(
+        `UPDATE hosts SET used_vcpus = used_vcpus + @vcpus, used_memory_mib = used_memory_mib + @memory_mib,
+           used_disk_gib = used_disk_gib + @disk_gib, placements = placements + 1
+         WHERE id = @host_id AND (@force = 1 OR (state = 'ACTIVE' AND last_heartbeat_at >= @fresh
+           AND used_vcpus + @vcpus <= vcpus AND used_memory_mib + @memory_mib <= memory_mib
+           AND used_disk_gib + @disk_gib <= disk_gib))`,
+      );
+      const insert = this.q(
+        `INSERT INTO placements (sandbox_id, host_id, vcpus, memory_mib, disk_gib, placed_at)
+         VALUES (@sandbox_id, @host_id, @vcpus, @memory_mib, @disk_gib, @placed_at) ON CONFLICT (sandbox_id) DO NOTHING`,
+      );
+      if (claim.run({ ...row, force, fresh }).changes === 0) throw new Refused();
+      if (insert.run(row).changes === 0) throw new Refused();
+    });
     try {
-      this.db.transaction(() => {
-        if (claim.run({ ...p, force: opts.force ? 1 : 0, fresh: opts.freshSince }).changes === 0) throw new Refused();
-        if (insert.run(p).changes === 0) throw new Refused();
-      })();
+      this.placeTx(p, opts.force ? 1 : 0, opts.freshSince);
       return true;
     } catch (err) {
       if (err instanceof Refused) return false;
@@ -177,12 +189,11 @@ export class SqliteHostStore implements HostStore {
 
   async release(sandboxId: string): Promise<boolean> {
     return this.db.transaction(() => {
-      const p = this.db.prepare("DELETE FROM placements WHERE sandbox_id = ? RETURNING *").get(sandboxId) as
+      const p = this.q("DELETE FROM placements WHERE sandbox_id = ? RETURNING *").get(sandboxId) as
         | PlacementRow
         | undefined;
       if (!p) return false;
-      this.db
-        .prepare(
+      this.q(
           `UPDATE hosts SET used_vcpus = used_vcpus - @vcpus, used_memory_mib = used_memory_mib - @memory_mib,
              used_disk_gib = used_disk_gib - @disk_gib, placements = placements - 1 WHERE id = @host_id`,
         )
@@ -192,16 +203,15 @@ export class SqliteHostStore implements HostStore {
   }
 
   async getPlacement(sandboxId: string): Promise<PlacementRow | undefined> {
-    return this.db.prepare("SELECT * FROM placements WHERE sandbox_id = ?").get(sandboxId) as PlacementRow | undefined;
+    return this.q("SELECT * FROM placements WHERE sandbox_id = ?").get(sandboxId) as PlacementRow | undefined;
   }
 
   async listPlacements(hostId: string): Promise<PlacementRow[]> {
-    return this.db
-      .prepare("SELECT * FROM placements WHERE host_id = ? ORDER BY placed_at, sandbox_id")
+    return this.q("SELECT * FROM placements WHERE host_id = ? ORDER BY placed_at, sandbox_id")
       .all(hostId) as PlacementRow[];
   }
 
   async countPlacements(): Promise<number> {
-    return (this.db.prepare("SELECT COUNT(*) AS n FROM placements").get() as { n: number }).n;
+    return (this.q("SELECT COUNT(*) AS n FROM placements").get() as { n: number }).n;
   }
 }

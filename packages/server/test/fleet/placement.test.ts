@@ -66,6 +66,9 @@ describe("placement", () => {
     const full: PlacementAsk = { ...ask, image_digest: "sha256:i", template_key: "t", layers: ["l1", "l2"] };
     expect(names(rankHosts(hosts, full, clock))).toEqual(["two-layers", "one-layer", "template", "image", "empty"]);
     expect(names(rankHosts(hosts, ask, clock))[0]).toBe("empty");
+    // Keeping only the best few gives the same head as ranking them all.
+    expect(names(rankHosts(hosts, full, clock, 2))).toEqual(["two-layers", "one-layer"]);
+    expect(names(rankHosts([...hosts].reverse(), full, clock, 3))).toEqual(["two-layers", "one-layer", "template"]);
   });
 
   it("spreads by the scarcest resource left, and breaks ties by name", () => {

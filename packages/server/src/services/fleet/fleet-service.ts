@@ -172,7 +172,7 @@ export class FleetService {
     const view = await this.hostsView();
     const nowMs = this.deps.clock.now();
     const clock = { nowMs, freshMs: this.deps.hostLostAfterMs };
-    const ranked = rankHosts(view.values(), req, clock).slice(0, MAX_TRIES);
+    const ranked = rankHosts(view.values(), req, clock, MAX_TRIES);
     const placedAt = new Date(nowMs).toISOString();
     const freshSince = new Date(nowMs - this.deps.hostLostAfterMs).toISOString();
     for (const h of ranked) {

@@ -100,7 +100,7 @@ const REASON_TEXT: Record<Unfit, string> = {
  * first one the store accepts (the store re-checks the capacity). A pinned host is the only
  * candidate: unknown is HOST_NOT_FOUND, unfit is NO_CAPACITY; never another host.
  */
-export function rankHosts(hosts: Iterable<Candidate>, ask: PlacementAsk, clock: PlacementClock): Candidate[] {
+export function rankHosts(hosts: Iterable<Candidate>, ask: PlacementAsk, clock: PlacementClock, limit = Infinity): Candidate[] {
   if (ask.host !== undefined) {
     let pinned: Candidate | undefined;
     for (const h of hosts) if (h.name === ask.host) pinned = h;
@@ -114,21 +114,30 @@ export function rankHosts(hosts: Iterable<Candidate>, ask: PlacementAsk, clock: 
     }
     return [pinned];
   }
-  const fit: Scored[] = [];
+  // The best `limit`, kept in order as the hosts go by (no sort of the whole fleet per call).
+  const best: Scored[] = [];
   const refused: Record<Unfit, number> = { not_active: 0, stale: 0, accel: 0, full: 0 };
   let total = 0;
   for (const h of hosts) {
     total++;
     const why = unfitReason(h, ask, clock);
-    if (why) refused[why]++;
-    else fit.push(score(h, ask));
+    if (why) {
+      refused[why]++;
+      continue;
+    }
+    const s = score(h, ask);
+    if (best.length >= limit && better(s, best[best.length - 1] as Scored) >= 0) continue;
+    let i = best.length;
+    while (i > 0 && better(s, best[i - 1] as Scored) < 0) i--;
+    best.splice(i, 0, s);
+    if (best.length > limit) best.pop();
   }
-  if (fit.length === 0) {
+  if (best.length === 0) {
     throw new SandtreeError(
       "NO_CAPACITY",
       `no host can take ${ask.vcpus} vCPUs, ${ask.memory_mib} MiB, ${ask.disk_gib} GiB${ask.accel === "kvm" ? " on KVM" : ""}: ${total} hosts, ${refused.full} full, ${refused.not_active} cordoned or lost, ${refused.stale} late, ${refused.accel} without KVM`,
       { hosts: total, ...refused },
     );
   }
-  return fit.sort(better).map((s) => s.host);
+  return best.map((s) => s.host);
 }
