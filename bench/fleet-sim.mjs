@@ -102,7 +102,10 @@ async function workers() {
     const beat = () =>
       post(`${values.url}/v1/fleet/hosts/${h.host_id}/heartbeat`, h.secret, {}).then(
         () => beats++,
-        () => failures++,
+        (err) => {
+          // The first failure says why (the rest are counted).
+          if (failures++ === 0) process.stderr.write(`first heartbeat failure: ${err.message}\n`);
+        },
       );
     // Spread over the interval so the control plane sees a steady rate, not bursts.
     setTimeout(() => setInterval(beat, every), (every * i) / hosts.length);
