@@ -1,9 +1,11 @@
 import { Command, CommanderError } from "commander";
+import { registerHostCommands } from "./commands/host.js";
 import { registerImageCommands } from "./commands/image.js";
 import { registerSandboxCommands } from "./commands/sandbox.js";
 import { registerServeCommands } from "./commands/serve.js";
 import { registerTeamCommands } from "./commands/team.js";
 import { registerUsageCommands } from "./commands/usage.js";
+import { registerWorkerCommands } from "./commands/worker.js";
 import type { CliContext } from "./context.js";
 import { commanderExitCode, describeError } from "./errors.js";
 import { VERSION } from "./version.js";
@@ -28,6 +30,8 @@ export function buildProgram(ctx: CliContext): Command {
   registerServeCommands(program, ctx);
   registerTeamCommands(program, ctx);
   registerUsageCommands(program, ctx);
+  registerHostCommands(program, ctx);
+  registerWorkerCommands(program, ctx);
   return program;
 }
 

@@ -158,6 +158,7 @@ describe("one output convention, consistent help (#21 item 11)", () => {
     "sandtree sandbox job logs",
     "sandtree sandbox port-forward",
     "sandtree serve",
+    "sandtree worker",
     "sandtree setup",
   ]);
 

@@ -14,6 +14,7 @@ export const ERROR_STATUS = {
   JOB_NOT_FOUND: 404,
   TEAM_NOT_FOUND: 404,
   KEY_NOT_FOUND: 404,
+  HOST_NOT_FOUND: 404,
   CHECKPOINT_NOT_FOUND: 404,
   CHECKPOINT_NOT_READY: 409,
   CHECKPOINT_FAILED: 409,
@@ -64,6 +65,10 @@ export const ERROR_STATUS = {
   /** A host tool (qemu-img, zstd, ip, nft...) failed; details carry its argv, exit code and stderr. */
   HOST_COMMAND_FAILED: 500,
   UNAVAILABLE: 503,
+  /** No host of the fleet has the free vCPUs, memory, disk or accelerator (or the pinned host has not). */
+  NO_CAPACITY: 503,
+  /** The sandbox's host stopped heartbeating (also the error_reason prefix of its sandboxes). */
+  HOST_LOST: 503,
   HOST_DISK_FULL: 507,
   TIMEOUT: 504,
 } as const;

@@ -5,6 +5,7 @@ export * from "./desktop.js";
 export * from "./errors.js";
 export * from "./exec.js";
 export * from "./files.js";
+export * from "./fleet.js";
 export * from "./guest-frames.js";
 export * from "./images.js";
 export * from "./jobs.js";

@@ -3,6 +3,7 @@ import { Checkpoints } from "./checkpoints.js";
 import { Desktop } from "./desktop.js";
 import { ConfigurationError } from "./errors.js";
 import { Files } from "./files.js";
+import { Hosts } from "./hosts.js";
 import { HttpClient, type RequestOptions } from "./http.js";
 import { Images } from "./images.js";
 import { Keys } from "./keys.js";
@@ -90,6 +91,8 @@ export class SandtreeClient {
   readonly usage: Usage;
   /** API keys (admin keys). */
   readonly keys: Keys;
+  /** Fleet hosts (admin keys). */
+  readonly hosts: Hosts;
   readonly apiUrl: string;
   /** This SDK's version (the whole project shares one). */
   readonly version = VERSION;
@@ -111,6 +114,7 @@ export class SandtreeClient {
     this.teams = new Teams(http);
     this.usage = new Usage(http);
     this.keys = new Keys(http);
+    this.hosts = new Hosts(http);
   }
 
   /** The server's version (`GET /v1/version`; needs no key). */

@@ -43,6 +43,7 @@ export type { ExecExit, ExecOutputEvent, ExecSignal } from "./exec-handle.js";
 export { DEFAULT_MAX_BUFFERED_BYTES, ExecHandle } from "./exec-handle.js";
 export type { MkdirOptions, ReadOptions, RemoveOptions, TransferOptions, UploadOptions, WriteOptions } from "./files.js";
 export { Files } from "./files.js";
+export { Hosts } from "./hosts.js";
 export type { RequestOptions } from "./http.js";
 export type { PullImageOptions } from "./images.js";
 export { Images } from "./images.js";

@@ -11,6 +11,7 @@ import { desktopRoutes } from "./routes/desktop-routes.js";
 import { execOutputRoutes } from "./routes/exec-output-routes.js";
 import { execRoutes } from "./routes/exec-routes.js";
 import { fileRoutes } from "./routes/file-routes.js";
+import { fleetRoutes, WORKER_ROUTE_PREFIX } from "./routes/fleet-routes.js";
 import { imageRoutes } from "./routes/image-routes.js";
 import { jobRoutes } from "./routes/job-routes.js";
 import { metricsRoutes } from "./routes/metrics-routes.js";
@@ -92,6 +93,8 @@ export function buildApp(
   app.addHook("onRequest", async (req) => {
     const url = req.url.split("?")[0] ?? "";
     if (!url.startsWith("/v1/") || url === "/v1/openapi.json" || url === "/v1/version") return;
+    // Workers hold no API key: their routes check the join token or the host's secret.
+    if (url.startsWith(WORKER_ROUTE_PREFIX)) return;
     req.principal = await services.auth.authenticate(req.headers.authorization);
   });
 
@@ -123,6 +126,7 @@ export function buildApp(
   teamRoutes(app, services);
   usageRoutes(app, services);
   metricsRoutes(app, services, { metricsToken: opts.metricsToken });
+  fleetRoutes(app, services);
   return app;
 }
 

@@ -54,6 +54,10 @@ export const ServerConfig = z.object({
   logLevel: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   /** How often expired sandboxes (timeout_minutes, idle_timeout_minutes) are looked for. */
   reaperIntervalMs: z.coerce.number().int().min(100).max(60_000).default(2000),
+  /** Fleet: how often worker hosts heartbeat (SANDTREE_HEARTBEAT_INTERVAL_MS). */
+  heartbeatIntervalMs: z.coerce.number().int().min(50).max(600_000).default(5000),
+  /** Fleet: a host silent this long is LOST and its sandboxes ERROR HOST_LOST (SANDTREE_HOST_LOST_AFTER_MS). */
+  hostLostAfterMs: z.coerce.number().int().min(100).max(3_600_000).default(30_000),
   /** Sandbox networks: "auto" turns them on when the host allows it (root, nftables, /dev/net/tun). */
   network: z.enum(["auto", "on", "off"]).default("auto"),
   /** The sandbox address pool (a /30 each); unset: the first free of 10.201.0.0/16, 10.202.0.0/16, ... */
@@ -121,6 +125,8 @@ function fromEnv(env: Env): Record<string, unknown> {
     accel: e("SANDTREE_ACCEL"),
     logFormat: e("SANDTREE_LOG_FORMAT"),
     logLevel: e("SANDTREE_LOG_LEVEL"),
+    heartbeatIntervalMs: e("SANDTREE_HEARTBEAT_INTERVAL_MS"),
+    hostLostAfterMs: e("SANDTREE_HOST_LOST_AFTER_MS"),
     network: e("SANDTREE_NETWORK"),
     networkSubnet: e("SANDTREE_NETWORK_SUBNET"),
     networkDefault: e("SANDTREE_NETWORK_DEFAULT"),
@@ -151,6 +157,8 @@ const ENV_NAMES: Record<string, string> = {
   accel: "SANDTREE_ACCEL",
   logFormat: "SANDTREE_LOG_FORMAT",
   logLevel: "SANDTREE_LOG_LEVEL",
+  heartbeatIntervalMs: "SANDTREE_HEARTBEAT_INTERVAL_MS",
+  hostLostAfterMs: "SANDTREE_HOST_LOST_AFTER_MS",
   network: "SANDTREE_NETWORK",
   networkSubnet: "SANDTREE_NETWORK_SUBNET",
   networkDefault: "SANDTREE_NETWORK_DEFAULT",

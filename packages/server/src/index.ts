@@ -1,5 +1,6 @@
 // `sandtree serve` asks again (a cached verdict) to say which accelerator it runs on and why.
-export { detectAccel } from "@sandtree/host";
+// `sandtree worker` joins a control plane through the same lazily loaded module.
+export { detectAccel, type RunWorkerOptions, runWorker } from "@sandtree/host";
 export { buildApp, VERSION } from "./app.js";
 export { type RunningServer, runServer, ServerConfig, type ServerConfigInput, startServer } from "./server.js";
 export { HostImageResolver } from "./services/host-images.js";

@@ -58,6 +58,7 @@ import {
   UsageReport,
 } from "@sandtree/protocol";
 import { z } from "zod";
+import { FLEET_OPERATIONS, FLEET_SCHEMAS } from "./openapi-fleet.js";
 import { VERSION } from "./version.js";
 
 const schemas = {
@@ -119,6 +120,7 @@ const schemas = {
   DesktopVnc,
   DesktopVncRequest,
   ForkManyResult: z.object({ sandboxes: z.array(Sandbox), checkpoint_id: z.string() }),
+  ...FLEET_SCHEMAS,
 };
 
 type SchemaName = keyof typeof schemas;
@@ -378,6 +380,7 @@ const OPERATIONS: Record<string, Operation> = {
   },
   "GET /v1/keys": { summary: "List API keys (admin)", responses: { 200: ok("ApiKeyList") } },
   "DELETE /v1/keys/:id": { summary: "Revoke an API key (admin)", responses: { 200: ok("ApiKey") } },
+  ...FLEET_OPERATIONS,
 };
 
 /** A route as fastify's onRoute hook reports it. */

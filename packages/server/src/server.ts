@@ -14,6 +14,8 @@ import { CheckpointService } from "./services/checkpoint-service.js";
 import { DesktopService } from "./services/desktop/desktop-service.js";
 import { ExecService } from "./services/exec-service.js";
 import { FileService } from "./services/file-service.js";
+import { FleetService } from "./services/fleet/fleet-service.js";
+import { LocalHost } from "./services/fleet/local-host.js";
 import { HostImageResolver } from "./services/host-images.js";
 import type { ImageResolver } from "./services/image-resolver.js";
 import { JobService } from "./services/job-service.js";
@@ -67,6 +69,8 @@ export interface StartServerOptions {
   logStream?: { write(line: string): unknown };
   /** The clock meter records are stamped with (default: the system's); tests control it. */
   clock?: Clock;
+  /** The clock of fleet heartbeats and the HOST_LOST bound (default: the system's); tests control it. */
+  fleetClock?: Clock;
 }
 
 export async function startServer(input: ServerConfigInput = {}, opts: StartServerOptions = {}): Promise<RunningServer> {
@@ -154,6 +158,18 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     intervalMs: cfg.reaperIntervalMs,
   });
   timeouts.start();
+  const fleet = new FleetService({
+    hosts: store.hostStore(),
+    dataDir: cfg.dataDir,
+    log: cfg.logger ? log : silentLogger,
+    clock: opts.fleetClock ?? systemClock,
+    heartbeatIntervalMs: cfg.heartbeatIntervalMs,
+    hostLostAfterMs: cfg.hostLostAfterMs,
+  });
+  // Single-box mode: this process's own VMs are the host `local` (after reconciliation decided
+  // which sandboxes are still active).
+  await new LocalHost({ fleet, store, images, dataDir: cfg.dataDir, accel, log: cfg.logger ? log : silentLogger }).start();
+  fleet.start();
   const exec = new ExecService(sandboxes);
   const files = new FileService(sandboxes);
   const services: Services = {
@@ -175,6 +191,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     metering,
     metrics: new MetricsService(store, admission, metering),
     desktop: new DesktopService({ sandboxes, exec, files, log: cfg.logger ? log : silentLogger }),
+    fleet,
   };
   // Exposed ports end with their sandbox.
   sandboxes.onTeardown((id) => services.ports.forget(id));
@@ -200,6 +217,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
         // Ordered and idempotent: stop accepting, stop VMs (adoptions still running are
         // cancelled first), then close the database.
         await built.close().catch(() => {});
+        fleet.stop();
         await timeouts.stop().catch(() => {});
         await checkpoints.close().catch(() => {});
         await sandboxes.close().catch(() => {});
@@ -263,5 +281,14 @@ export async function runServer(input: ServerConfigInput = {}): Promise<RunningS
     process.stdout.write(`sandtree listening on ${server.url} (credentials in ${credFile})\n`);
   }
   process.stdout.write(`dashboard: ${server.url}/ (sign in with an API key)\n`);
+  const fleet = server.services.fleet;
+  if (fleet.joinTokenCreated) {
+    process.stdout.write(
+      `\nJoin token for workers (shown once; kept in ${fleet.joinTokenFile}):\n\n  ${fleet.joinToken}\n\n` +
+        `  sandtree worker --join ${server.url} --join-token <token>\n`,
+    );
+  } else {
+    process.stdout.write(`workers join with the token in ${fleet.joinTokenFile}\n`);
+  }
   return server;
 }

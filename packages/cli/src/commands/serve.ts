@@ -23,6 +23,28 @@ type ServerModule = typeof import("@sandtree/server");
 // server package is not built; `serve` reports that instead.
 const SERVER_MODULE = "@sandtree/server";
 
+/** The server package, loaded when a command needs it (`serve`, `worker`), or a clear error. */
+export async function loadServerModule(command: string): Promise<ServerModule> {
+  try {
+    return (await import(SERVER_MODULE)) as ServerModule;
+  } catch (err) {
+    const clone = repoCheckout();
+    const missing = (err as { code?: unknown }).code === "ERR_MODULE_NOT_FOUND";
+    const why =
+      clone !== null
+        ? `build it in ${clone} with \`npm run build\` (or \`bash scripts/setup.sh\`)`
+        : missing
+          ? `this CLI is installed without it: ${SERVER_NEEDS}`
+          : "it is installed but does not load";
+    throw Object.assign(
+      new Error(`\`sandtree ${command}\` could not load ${SERVER_MODULE}: ${why} (${(err as Error).message})`),
+      {
+        code: "SERVER_NOT_AVAILABLE",
+      },
+    );
+  }
+}
+
 export function registerServeCommands(program: Command, ctx: CliContext): void {
   program
     .command("serve")
@@ -46,22 +68,7 @@ export function registerServeCommands(program: Command, ctx: CliContext): void {
       "where checkpoint layers are stored durably: s3://BUCKET[/PREFIX]?endpoint=URL&region=R (credentials from the AWS_* variables), or a directory (default: $SANDTREE_BLOB_STORE, then DATA_DIR/layers)",
     )
     .action(async (o: ServeFlags) => {
-      let mod: ServerModule;
-      try {
-        mod = (await import(SERVER_MODULE)) as ServerModule;
-      } catch (err) {
-        const clone = repoCheckout();
-        const missing = (err as { code?: unknown }).code === "ERR_MODULE_NOT_FOUND";
-        const why =
-          clone !== null
-            ? `build it in ${clone} with \`npm run build\` (or \`bash scripts/setup.sh\`)`
-            : missing
-              ? `this CLI is installed without it: ${SERVER_NEEDS}`
-              : "it is installed but does not load";
-        throw Object.assign(new Error(`\`sandtree serve\` could not load ${SERVER_MODULE}: ${why} (${(err as Error).message})`), {
-          code: "SERVER_NOT_AVAILABLE",
-        });
-      }
+      const mod = await loadServerModule("serve");
       if (typeof mod.runServer !== "function") {
         throw Object.assign(new Error(`${SERVER_MODULE} does not export runServer`), { code: "SERVER_NOT_AVAILABLE" });
       }

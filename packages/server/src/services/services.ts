@@ -5,6 +5,7 @@ import type { CheckpointService } from "./checkpoint-service.js";
 import type { DesktopService } from "./desktop/desktop-service.js";
 import type { ExecService } from "./exec-service.js";
 import type { FileService } from "./file-service.js";
+import type { FleetService } from "./fleet/fleet-service.js";
 import type { ImageResolver } from "./image-resolver.js";
 import type { JobService } from "./job-service.js";
 import type { MeteringService } from "./metering/metering-service.js";
@@ -37,4 +38,6 @@ export interface Services {
   metering: MeteringService;
   metrics: MetricsService;
   desktop: DesktopService;
+  /** Fleet hosts, heartbeats, placement, the HOST_LOST reaper. */
+  fleet: FleetService;
 }

@@ -18,6 +18,7 @@ import type {
   TeamRow,
 } from "./rows.js";
 import * as ck from "./sqlite-checkpoints.js";
+import * as hosts from "./sqlite-hosts.js";
 import * as jobs from "./sqlite-jobs.js";
 import * as meter from "./sqlite-metering.js";
 import * as netw from "./sqlite-network.js";
@@ -67,6 +68,7 @@ const MIGRATIONS: Array<[name: string, sql: string]> = [
   ["0007-exposed-ports", ports.EXPOSED_PORTS_MIGRATION],
   ["0008-sandbox-networks", netw.NETWORK_MIGRATION],
   ["0009-metering", meter.METERING_MIGRATION],
+  ["0010-fleet-hosts", hosts.HOSTS_MIGRATION],
 ];
 
 type SandboxRow = Omit<Sandbox, "environment_vars" | "labels" | "secrets"> & {
@@ -101,6 +103,11 @@ export class SqliteStore implements Store {
     this.db.pragma("foreign_keys = ON");
     this.db.pragma("busy_timeout = 5000");
     this.migrate();
+  }
+
+  /** The fleet's hosts and placements, on this store's database connection. */
+  hostStore(): hosts.SqliteHostStore {
+    return new hosts.SqliteHostStore(this.db);
   }
 
   private migrate(): void {

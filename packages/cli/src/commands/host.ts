@@ -1,0 +1,61 @@
+import type { Host, HostStateChange } from "@sandtree/protocol";
+import type { Command } from "commander";
+import type { CliContext } from "../context.js";
+import { formatAge, type OutputFormat, printJson, renderTable } from "../output.js";
+import { globalFlags, outputOption } from "./shared.js";
+
+const gib = (mib: number) => `${(mib / 1024).toFixed(mib % 1024 === 0 ? 0 : 1)}`;
+
+/** One row per host: state, its usage over its capacity, what it holds, its last heartbeat. */
+export function hostTable(hosts: readonly Host[], now = Date.now()): string {
+  return renderTable(
+    ["NAME", "STATE", "VCPUS", "MEMORY GiB", "DISK GiB", "SANDBOXES", "ACCEL", "IMAGES", "HEARTBEAT"],
+    hosts.map((h) => [
+      h.name,
+      h.state,
+      `${h.usage.vcpus}/${h.capacity.vcpus}`,
+      `${gib(h.usage.memory_mib)}/${gib(h.capacity.memory_mib)}`,
+      `${h.usage.disk_gib}/${h.capacity.disk_gib}`,
+      String(h.usage.placements),
+      h.capacity.accel,
+      String(h.locality.images),
+      `${formatAge(h.last_heartbeat_at, now)} ago`,
+    ]),
+  );
+}
+
+/** `sandtree host ...`: the fleet's hosts (admin key). */
+export function registerHostCommands(program: Command, ctx: CliContext): void {
+  const host = program.command("host").description("fleet hosts: list, cordon, drain, uncordon (admin key)");
+
+  host
+    .command("list")
+    .alias("ls")
+    .description("list hosts with their state, usage over capacity and last heartbeat")
+    .addOption(outputOption())
+    .action(async (o: { output: OutputFormat }, cmd: Command) => {
+      const hosts = await (await ctx.client(globalFlags(cmd))).hosts.list();
+      if (o.output === "json") return printJson(ctx.stdout, hosts);
+      ctx.stdout.write(hostTable(hosts));
+    });
+
+  const change = (verb: "cordon" | "drain" | "uncordon", description: string, done: (r: HostStateChange) => string) =>
+    host
+      .command(verb)
+      .description(description)
+      .argument("<name>", "host name, e.g. worker-1 (see `sandtree host list`)")
+      .addOption(outputOption())
+      .action(async (name: string, o: { output: OutputFormat }, cmd: Command) => {
+        const r = await (await ctx.client(globalFlags(cmd))).hosts[verb](name);
+        if (o.output === "json") return printJson(ctx.stdout, r);
+        ctx.stdout.write(`${done(r)}\n`);
+      });
+
+  change("cordon", "take no new work on the host; its sandboxes stay", (r) => `${r.host.name} ${r.host.state}`);
+  change(
+    "drain",
+    "cordon the host; its running sandboxes stay until they end (none is moved)",
+    (r) => `${r.host.name} ${r.host.state}: ${r.remaining_sandboxes} sandboxes still there, staying until they end`,
+  );
+  change("uncordon", "let the host take work again", (r) => `${r.host.name} ${r.host.state}`);
+}

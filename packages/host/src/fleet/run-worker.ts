@@ -1,0 +1,48 @@
+import { mkdirSync } from "node:fs";
+import path from "node:path";
+import type { AccelChoice, RegisterHostResponse } from "@sandtree/protocol";
+import { ImageStore } from "../images/image-store.js";
+import { cacheDir, defaultDataDir } from "../paths.js";
+import { detectAccel } from "../vmm/accel.js";
+import { machineCapacity } from "./capacity.js";
+import { WorkerAgent } from "./worker-agent.js";
+
+export interface RunWorkerOptions {
+  joinUrl: string;
+  joinToken: string;
+  name: string;
+  /** Default: the server's data dir (~/.local/share/sandtree). */
+  dataDir?: string;
+  /** Default: ~/.cache/sandtree (its images are reported). */
+  cacheDir?: string;
+  accel?: AccelChoice;
+  version?: string;
+  log?: (line: string) => void;
+}
+
+/**
+ * `sandtree worker`: joins the control plane with this machine's real capacity (CPUs, memory,
+ * free disk of the data dir, the accelerator by trial) and the images in its cache, then
+ * heartbeats until stopped. Running sandboxes for the control plane is not built yet.
+ */
+export async function runWorker(o: RunWorkerOptions): Promise<{ agent: WorkerAgent; joined: RegisterHostResponse }> {
+  const dataDir = o.dataDir ?? defaultDataDir();
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const accel = await detectAccel(o.accel ?? "auto");
+  const images = new ImageStore({ root: path.join(o.cacheDir ?? cacheDir(), "images") });
+  const agent = new WorkerAgent({
+    joinUrl: o.joinUrl,
+    joinToken: o.joinToken,
+    name: o.name,
+    capacity: () => machineCapacity(dataDir, accel),
+    locality: async () => ({
+      images: [...new Set((await images.list().catch(() => [])).map((i) => i.digest))].sort(),
+      templates: [],
+      layers: [],
+    }),
+    ...(o.version ? { version: o.version } : {}),
+    ...(o.log ? { log: o.log } : {}),
+  });
+  const joined = await agent.start();
+  return { agent, joined };
+}

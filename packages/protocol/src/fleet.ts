@@ -1,0 +1,148 @@
+import { z } from "zod";
+import { Accel } from "./accel.js";
+
+// Fleet mode: worker hosts join a control plane with a join token, report capacity and
+// locality, heartbeat; admins list, cordon and drain hosts; the control plane places work.
+
+export const HostName = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, "host names are 1-63 letters, digits, '.', '_', '-'");
+
+/** ACTIVE takes work; CORDONED takes none (its sandboxes stay); LOST stopped heartbeating. */
+export const HOST_STATES = ["ACTIVE", "CORDONED", "LOST"] as const;
+export const HostState = z.enum(HOST_STATES);
+export type HostState = z.infer<typeof HostState>;
+
+/** What a host can run in all: its sandboxes' sum may not exceed it. */
+export const HostCapacity = z.strictObject({
+  vcpus: z.number().int().min(1).max(100_000),
+  memory_mib: z
+    .number()
+    .int()
+    .min(1)
+    .max(1 << 30),
+  disk_gib: z
+    .number()
+    .int()
+    .min(0)
+    .max(1 << 30),
+  accel: Accel,
+});
+export type HostCapacity = z.infer<typeof HostCapacity>;
+
+const LocalityKey = z.string().min(1).max(256);
+const LocalitySet = z.array(LocalityKey).max(20_000).default([]);
+
+/** What a host already holds: a create, restore or fork lands preferably where its bytes are. */
+export const HostLocality = z.strictObject({
+  /** Image digests (sha256:...) of the images in its cache. */
+  images: LocalitySet,
+  /** Warm template keys. */
+  templates: LocalitySet,
+  /** Checkpoint layer keys. */
+  layers: LocalitySet,
+});
+export type HostLocality = z.infer<typeof HostLocality>;
+export type HostLocalityInput = z.input<typeof HostLocality>;
+
+/** `POST /v1/fleet/hosts/register` (Authorization: Bearer <join token>). */
+export const RegisterHostRequest = z.strictObject({
+  name: HostName,
+  capacity: HostCapacity,
+  locality: HostLocality.prefault({}),
+  /** The worker's sandtree version. */
+  version: z.string().max(64).optional(),
+});
+export type RegisterHostRequest = z.input<typeof RegisterHostRequest>;
+
+/** The per-host secret is shown here only, once; heartbeats send it as their bearer token. */
+export const RegisterHostResponse = z.object({
+  host_id: z.string(),
+  name: z.string(),
+  secret: z.string(),
+  heartbeat_interval_ms: z.number().int(),
+});
+export type RegisterHostResponse = z.infer<typeof RegisterHostResponse>;
+
+/** `POST /v1/fleet/hosts/{id}/heartbeat` (Authorization: Bearer <host secret>); locality only when it changed. */
+export const HeartbeatRequest = z.strictObject({
+  capacity: HostCapacity.optional(),
+  locality: HostLocality.optional(),
+});
+export type HeartbeatRequest = z.input<typeof HeartbeatRequest>;
+
+export const HeartbeatResponse = z.object({
+  host_id: z.string(),
+  state: HostState,
+  heartbeat_interval_ms: z.number().int(),
+});
+export type HeartbeatResponse = z.infer<typeof HeartbeatResponse>;
+
+/** What is placed on a host: the sum of its placements' sizes. */
+export const HostUsage = z.object({
+  vcpus: z.number(),
+  memory_mib: z.number(),
+  disk_gib: z.number(),
+  placements: z.number().int(),
+});
+export type HostUsage = z.infer<typeof HostUsage>;
+
+/** A host as admins see it (never its secret). */
+export const Host = z.object({
+  id: z.string(),
+  name: z.string(),
+  state: HostState,
+  /** Set by cordon/drain, kept while the host is LOST: it comes back CORDONED. */
+  cordoned: z.boolean(),
+  capacity: HostCapacity,
+  usage: HostUsage,
+  /** How many images, templates and layers it holds. */
+  locality: z.object({ images: z.number().int(), templates: z.number().int(), layers: z.number().int() }),
+  registered_at: z.string(),
+  last_heartbeat_at: z.string(),
+});
+export type Host = z.infer<typeof Host>;
+
+export const HostList = z.object({ hosts: z.array(Host) });
+export type HostList = z.infer<typeof HostList>;
+
+/** The answer of cordon, drain and uncordon: the host, and how many sandboxes still run there. */
+export const HostStateChange = z.object({ host: Host, remaining_sandboxes: z.number().int() });
+export type HostStateChange = z.infer<typeof HostStateChange>;
+
+/**
+ * `POST /v1/fleet/placements` (admin): decides a host and records the reservation, starts
+ * nothing. Used by the fleet benchmark and by admins checking where work would go.
+ */
+export const PlacementRequest = z.strictObject({
+  sandbox_id: z.string().min(1).max(64),
+  vcpus: z.number().int().min(1).max(1024),
+  memory_mib: z
+    .number()
+    .int()
+    .min(1)
+    .max(1 << 24),
+  disk_gib: z
+    .number()
+    .int()
+    .min(0)
+    .max(1 << 20),
+  accel: Accel.optional(),
+  image_digest: LocalityKey.optional(),
+  template_key: LocalityKey.optional(),
+  layers: z.array(LocalityKey).max(1000).default([]),
+  /** Pin to this host (admin only): refused, never moved elsewhere, when it cannot take it. */
+  host: HostName.optional(),
+});
+export type PlacementRequest = z.input<typeof PlacementRequest>;
+
+export const Placement = z.object({
+  sandbox_id: z.string(),
+  host_id: z.string(),
+  host: z.string(),
+  vcpus: z.number(),
+  memory_mib: z.number(),
+  disk_gib: z.number(),
+  placed_at: z.string(),
+});
+export type Placement = z.infer<typeof Placement>;

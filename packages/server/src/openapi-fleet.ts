@@ -1,0 +1,55 @@
+import {
+  HeartbeatRequest,
+  HeartbeatResponse,
+  HostList,
+  HostStateChange,
+  Placement,
+  PlacementRequest,
+  RegisterHostRequest,
+  RegisterHostResponse,
+} from "@sandtree/protocol";
+import { z } from "zod";
+
+// Fleet mode's part of the OpenAPI document (openapi.ts merges it).
+
+export const FLEET_SCHEMAS = {
+  RegisterHostRequest,
+  RegisterHostResponse,
+  HeartbeatRequest,
+  HeartbeatResponse,
+  HostList,
+  HostStateChange,
+  PlacementRequest,
+  Placement,
+  PlacementReleased: z.object({ released: z.boolean() }),
+};
+
+type Name = keyof typeof FLEET_SCHEMAS;
+const json = (name: Name) => ({ content: { "application/json": { schema: { $ref: `#/components/schemas/${name}` } } } });
+const ok = (name: Name) => ({ description: name, ...json(name) });
+
+export const FLEET_OPERATIONS = {
+  "POST /v1/fleet/hosts/register": {
+    summary: "A worker joins (Authorization: Bearer <join token>); the answer is the only time its secret is shown",
+    body: "RegisterHostRequest",
+    responses: { 201: ok("RegisterHostResponse") },
+  },
+  "POST /v1/fleet/hosts/:id/heartbeat": {
+    summary: "A worker's heartbeat (Authorization: Bearer <host secret>), with capacity and locality when they changed",
+    body: "HeartbeatRequest",
+    responses: { 200: ok("HeartbeatResponse") },
+  },
+  "GET /v1/hosts": { summary: "List hosts with capacity, usage and state (admin)", responses: { 200: ok("HostList") } },
+  "POST /v1/hosts/:name/cordon": { summary: "Cordon a host: no new work (admin)", responses: { 200: ok("HostStateChange") } },
+  "POST /v1/hosts/:name/drain": {
+    summary: "Drain a host: no new work, its sandboxes stay until they end (admin)",
+    responses: { 200: ok("HostStateChange") },
+  },
+  "POST /v1/hosts/:name/uncordon": { summary: "Let a host take work again (admin)", responses: { 200: ok("HostStateChange") } },
+  "POST /v1/fleet/placements": {
+    summary: "Decide a host and record a reservation; starts nothing (admin)",
+    body: "PlacementRequest",
+    responses: { 201: ok("Placement") },
+  },
+  "DELETE /v1/fleet/placements/:id": { summary: "Release a reservation (admin)", responses: { 200: ok("PlacementReleased") } },
+} as const;

@@ -1,0 +1,312 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import {
+  type HeartbeatRequest,
+  type HeartbeatResponse,
+  type Host,
+  type HostCapacity,
+  HostLocality,
+  type HostStateChange,
+  type Placement,
+  type PlacementRequest,
+  type RegisterHostRequest,
+  type RegisterHostResponse,
+  SandtreeError,
+} from "@sandtree/protocol";
+import type { z } from "zod";
+import type { HostRow, HostStore, LostHost } from "../../store/host-store.js";
+import type { Principal } from "../auth-service.js";
+import type { Logger } from "../logger.js";
+import type { Clock } from "../metering/clock.js";
+import { candidateOf, hostView } from "./host-view.js";
+import { bearer, loadOrCreateJoinToken, matchesHash, sameSecret, sha256Hex } from "./join-token.js";
+import { type Candidate, rankHosts } from "./placement.js";
+
+export interface FleetServiceDeps {
+  hosts: HostStore;
+  dataDir: string;
+  log: Logger;
+  clock: Clock;
+  /** How often workers are told to heartbeat. */
+  heartbeatIntervalMs: number;
+  /** A host silent this long becomes LOST; hosts later than this take no new work. */
+  hostLostAfterMs: number;
+  /** Told of every host the reaper marks LOST, with the sandboxes placed on it. */
+  onHostLost?: (lost: LostHost) => Promise<void> | void;
+}
+
+type Cached = Candidate & { secret_hash: string };
+
+/** The name of the control plane's own host (single-box mode's local worker). */
+export const LOCAL_HOST = "local";
+/** How old the in-memory view of the hosts may get before placement reads them again. */
+const CACHE_MS = 1000;
+/** Hosts tried, best first, before a placement the store keeps refusing gives up. */
+const MAX_TRIES = 5;
+
+function requireAdmin(p: Principal, what: string): void {
+  if (!p.isAdmin) throw new SandtreeError("FORBIDDEN", `${what} needs an admin key`);
+}
+
+/**
+ * Fleet mode's control-plane side: the join token, host registration and heartbeats, the
+ * admin view (list, cordon, drain), placement, and the reaper that marks silent hosts LOST.
+ * Placement ranks hosts from an in-memory view (refreshed every second and after each
+ * heartbeat) and records on the first the store accepts: the store re-checks the capacity in
+ * one conditional update, so several control planes never overcommit a host.
+ */
+export class FleetService {
+  readonly joinToken: string;
+  /** True on the start that created the join token (the one that prints it). */
+  readonly joinTokenCreated: boolean;
+  readonly joinTokenFile: string;
+  private cache = new Map<string, Cached>();
+  private cacheAt = 0;
+  private refreshing: Promise<void> | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  private localId: string | null = null;
+  private localBeat: (() => Promise<void>) | null = null;
+
+  constructor(private readonly deps: FleetServiceDeps) {
+    const t = loadOrCreateJoinToken(deps.dataDir);
+    this.joinToken = t.token;
+    this.joinTokenCreated = t.created;
+    this.joinTokenFile = t.file;
+  }
+
+  private nowIso(): string {
+    return new Date(this.deps.clock.now()).toISOString();
+  }
+
+  private remember(row: HostRow): Cached {
+    const c = candidateOf(row);
+    this.cache.set(row.id, c);
+    return c;
+  }
+
+  private async hostsView(): Promise<Map<string, Cached>> {
+    if (Date.now() - this.cacheAt > CACHE_MS) {
+      this.refreshing ??= (async () => {
+        const rows = await this.deps.hosts.listHosts();
+        this.cache = new Map(rows.map((r) => [r.id, candidateOf(r)]));
+        this.cacheAt = Date.now();
+      })().finally(() => {
+        this.refreshing = null;
+      });
+      await this.refreshing;
+    }
+    return this.cache;
+  }
+
+  /** `POST /v1/fleet/hosts/register`: the join token buys a host id and a per-host secret, shown once. */
+  async register(authorization: string | undefined, req: z.output<typeof RegisterHostRequest>): Promise<RegisterHostResponse> {
+    const token = bearer(authorization);
+    if (!token || !sameSecret(token, this.joinToken)) {
+      throw new SandtreeError(
+        "UNAUTHORIZED",
+        "invalid join token: use the one the control plane printed (in <data-dir>/join-token)",
+      );
+    }
+    if (req.name === LOCAL_HOST)
+      throw new SandtreeError("ALREADY_EXISTS", `the host name ${LOCAL_HOST} is the control plane's own`);
+    const secret = `sth_${randomBytes(32).toString("base64url")}`;
+    const row = await this.deps.hosts.registerHost({
+      id: `host_${randomUUID().replaceAll("-", "").slice(0, 16)}`,
+      name: req.name,
+      capacity: req.capacity,
+      locality: req.locality,
+      secret_hash: sha256Hex(secret),
+      at: this.nowIso(),
+    });
+    this.remember(row);
+    this.deps.log.info({ host: row.name, host_id: row.id, capacity: row.capacity }, "host registered");
+    return { host_id: row.id, name: row.name, secret, heartbeat_interval_ms: this.deps.heartbeatIntervalMs };
+  }
+
+  /** `POST /v1/fleet/hosts/{id}/heartbeat`, authenticated by the host's secret. */
+  async heartbeat(id: string, authorization: string | undefined, beat: HeartbeatRequest): Promise<HeartbeatResponse> {
+    const secret = bearer(authorization);
+    const refused = new SandtreeError("UNAUTHORIZED", "invalid host secret: register again with the join token");
+    if (!secret) throw refused;
+    let known = this.cache.get(id);
+    if (!known || !matchesHash(secret, known.secret_hash)) {
+      // Another control plane may have registered it (or again) since this one last looked.
+      const row = await this.deps.hosts.getHost(id);
+      if (!row || !matchesHash(secret, row.secret_hash) || row.name === LOCAL_HOST) throw refused;
+      known = this.remember(row);
+    }
+    const row = await this.deps.hosts.heartbeat(id, {
+      at: this.nowIso(),
+      ...(beat.capacity ? { capacity: beat.capacity } : {}),
+      ...(beat.locality ? { locality: HostLocality.parse(beat.locality) } : {}),
+    });
+    if (!row) throw refused;
+    if (known.state === "LOST" && row.state !== "LOST") this.deps.log.info({ host: row.name }, "host is back");
+    this.remember(row);
+    return { host_id: row.id, state: row.state, heartbeat_interval_ms: this.deps.heartbeatIntervalMs };
+  }
+
+  /** `GET /v1/hosts` (admin). */
+  async list(p: Principal): Promise<Host[]> {
+    requireAdmin(p, "listing hosts");
+    return (await this.deps.hosts.listHosts()).map(hostView);
+  }
+
+  /** Cordon (and drain: the same, no new work; its sandboxes stay until they end) or uncordon. */
+  async setCordon(p: Principal, name: string, cordoned: boolean): Promise<HostStateChange> {
+    requireAdmin(p, cordoned ? "cordoning a host" : "uncordoning a host");
+    const host = await this.deps.hosts.getHostByName(name);
+    if (!host) throw new SandtreeError("HOST_NOT_FOUND", `no host named ${name}`, { host: name });
+    const row = (await this.deps.hosts.setCordoned(host.id, cordoned)) ?? host;
+    this.remember(row);
+    this.deps.log.info({ host: name, cordoned }, cordoned ? "host cordoned" : "host uncordoned");
+    return { host: hostView(row), remaining_sandboxes: row.usage.placements };
+  }
+
+  /**
+   * `POST /v1/fleet/placements` (admin): decides a host and records the reservation; starts
+   * nothing. Tries the ranked hosts in order while the store refuses (another control plane
+   * took the room first).
+   */
+  async place(p: Principal, req: z.output<typeof PlacementRequest>): Promise<Placement> {
+    requireAdmin(p, "placing");
+    const view = await this.hostsView();
+    const nowMs = this.deps.clock.now();
+    const clock = { nowMs, freshMs: this.deps.hostLostAfterMs };
+    const ranked = rankHosts(view.values(), req, clock, MAX_TRIES);
+    const placedAt = new Date(nowMs).toISOString();
+    const freshSince = new Date(nowMs - this.deps.hostLostAfterMs).toISOString();
+    for (const h of ranked) {
+      const row = {
+        sandbox_id: req.sandbox_id,
+        host_id: h.id,
+        vcpus: req.vcpus,
+        memory_mib: req.memory_mib,
+        disk_gib: req.disk_gib,
+        placed_at: placedAt,
+      };
+      if (await this.deps.hosts.place(row, { freshSince })) {
+        h.usage.vcpus += req.vcpus;
+        h.usage.memory_mib += req.memory_mib;
+        h.usage.disk_gib += req.disk_gib;
+        h.usage.placements++;
+        return { ...row, host: h.name };
+      }
+      if (await this.deps.hosts.getPlacement(req.sandbox_id)) {
+        throw new SandtreeError("ALREADY_EXISTS", `sandbox ${req.sandbox_id} is already placed`, { sandbox_id: req.sandbox_id });
+      }
+      const fresh = await this.deps.hosts.getHost(h.id);
+      if (fresh) this.remember(fresh);
+    }
+    throw new SandtreeError("NO_CAPACITY", `the hosts that fit were taken meanwhile (${ranked.length} tried): retry`, {
+      ...(req.host ? { host: req.host } : {}),
+      tried: ranked.length,
+    });
+  }
+
+  /** Gives a sandbox's reservation back (it ended); false when it had none. */
+  release(sandboxId: string): Promise<boolean> {
+    return this.deps.hosts.release(sandboxId);
+  }
+
+  /** `DELETE /v1/fleet/placements/{sandbox_id}` (admin). */
+  releaseAsAdmin(p: Principal, sandboxId: string): Promise<boolean> {
+    requireAdmin(p, "releasing a placement");
+    return this.release(sandboxId);
+  }
+
+  /** Registers the control plane's own host (single-box mode), under the name `local`. */
+  async startLocal(
+    capacity: HostCapacity,
+    locality: z.input<typeof HostLocality>,
+    beat: (() => Promise<void>) | null = null,
+  ): Promise<void> {
+    this.localBeat = beat;
+    const row = await this.deps.hosts.registerHost({
+      id: `host_${randomUUID().replaceAll("-", "").slice(0, 16)}`,
+      name: LOCAL_HOST,
+      capacity,
+      locality: HostLocality.parse(locality),
+      // Nobody holds this secret: the local host beats in-process.
+      secret_hash: sha256Hex(randomBytes(32).toString("base64url")),
+      at: this.nowIso(),
+    });
+    this.localId = row.id;
+    this.remember(row);
+  }
+
+  /** The local host's heartbeat, with its capacity and locality when they changed. */
+  async beatLocal(update: { capacity?: HostCapacity; locality?: z.input<typeof HostLocality> } = {}): Promise<void> {
+    if (!this.localId) return;
+    const row = await this.deps.hosts.heartbeat(this.localId, {
+      at: this.nowIso(),
+      ...(update.capacity ? { capacity: update.capacity } : {}),
+      ...(update.locality ? { locality: HostLocality.parse(update.locality) } : {}),
+    });
+    if (row) this.remember(row);
+  }
+
+  /**
+   * Records a sandbox of this control plane's own VMs on the local host, whatever its free
+   * capacity (VMs overcommit; team quotas govern them): the host list shows its usage.
+   */
+  async placeLocal(s: { id: string; cpu_cores: number; memory_gb: number; disk_size_gb: number }): Promise<void> {
+    if (!this.localId) return;
+    await this.deps.hosts.place(
+      {
+        sandbox_id: s.id,
+        host_id: this.localId,
+        vcpus: s.cpu_cores,
+        memory_mib: Math.round(s.memory_gb * 1024),
+        disk_gib: s.disk_size_gb,
+        placed_at: this.nowIso(),
+      },
+      { freshSince: this.nowIso(), force: true },
+    );
+  }
+
+  /** Placements on the local host, for reconciling them with the sandboxes at start. */
+  async localPlacements(): Promise<string[]> {
+    if (!this.localId) return [];
+    return (await this.deps.hosts.listPlacements(this.localId)).map((p) => p.sandbox_id);
+  }
+
+  /**
+   * Marks hosts silent for longer than `hostLostAfterMs` LOST and hands each, with its
+   * sandboxes, to `onHostLost`. The local host beats first: it lives as long as this process.
+   */
+  async reap(): Promise<LostHost[]> {
+    await (this.localBeat ? this.localBeat() : this.beatLocal()).catch((err: Error) =>
+      this.deps.log.warn({ err: err.message }, "the local host's heartbeat failed"),
+    );
+    const staleBefore = new Date(this.deps.clock.now() - this.deps.hostLostAfterMs).toISOString();
+    const lost = await this.deps.hosts.markLost(staleBefore);
+    for (const l of lost) {
+      this.remember(l.host);
+      this.deps.log.warn(
+        { host: l.host.name, last_heartbeat_at: l.host.last_heartbeat_at, sandboxes: l.sandboxIds.length },
+        "host lost: no heartbeat",
+      );
+      try {
+        await this.deps.onHostLost?.(l);
+      } catch (err) {
+        this.deps.log.error({ host: l.host.name, err: (err as Error).message }, "handling a lost host failed");
+      }
+    }
+    return lost;
+  }
+
+  /** Starts the reaper (and the local host's heartbeat, which it sends first). */
+  start(): void {
+    if (this.timer) return;
+    const every = Math.max(100, Math.min(this.deps.heartbeatIntervalMs, Math.floor(this.deps.hostLostAfterMs / 3)));
+    this.timer = setInterval(() => {
+      void this.reap().catch((err: Error) => this.deps.log.error({ err: err.message }, "host reaper failed"));
+    }, every);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+}

@@ -1,0 +1,87 @@
+import type { HostCapacity, HostLocality, HostState, HostUsage } from "@sandtree/protocol";
+
+/** A host of the fleet as stored. `secret_hash` is the sha256 of its per-host secret. */
+export interface HostRow {
+  id: string;
+  name: string;
+  /** ACTIVE or CORDONED as set by admins, LOST when the reaper found it silent. */
+  state: HostState;
+  /** Kept while LOST, so a cordoned host that comes back stays cordoned. */
+  cordoned: boolean;
+  capacity: HostCapacity;
+  locality: HostLocality;
+  usage: HostUsage;
+  registered_at: string;
+  last_heartbeat_at: string;
+  secret_hash: string;
+}
+
+export interface PlacementRow {
+  sandbox_id: string;
+  host_id: string;
+  vcpus: number;
+  memory_mib: number;
+  disk_gib: number;
+  placed_at: string;
+}
+
+export interface NewHost {
+  id: string;
+  name: string;
+  capacity: HostCapacity;
+  locality: HostLocality;
+  secret_hash: string;
+  at: string;
+}
+
+/** A host the reaper marked LOST and the sandboxes placed on it. */
+export interface LostHost {
+  host: HostRow;
+  sandboxIds: string[];
+}
+
+/**
+ * The fleet's persistence: hosts and placements. Async throughout so that SQLite and
+ * PostgreSQL implement the same seam; each passes test/store/host-conformance.ts.
+ *
+ * A host's usage is kept on its row and changed in the same transaction as the placements,
+ * so `place` is one conditional update (the row lock of the host in PostgreSQL) that re-checks
+ * the free capacity: concurrent control planes can never overcommit a host.
+ */
+export interface HostStore {
+  /**
+   * Registers a host, or re-registers one of the same name (a worker that restarted): its
+   * id, placements and cordon stay; a new secret, capacity and locality replace the old.
+   */
+  registerHost(h: NewHost): Promise<HostRow>;
+  getHost(id: string): Promise<HostRow | undefined>;
+  getHostByName(name: string): Promise<HostRow | undefined>;
+  /** Ordered by name. */
+  listHosts(): Promise<HostRow[]>;
+  /**
+   * Records a heartbeat at `at`, replacing capacity and locality when given. A LOST host
+   * becomes ACTIVE again (CORDONED when it was cordoned). Undefined when the host is unknown.
+   */
+  heartbeat(id: string, beat: { at: string; capacity?: HostCapacity; locality?: HostLocality }): Promise<HostRow | undefined>;
+  /** Cordons or uncordons: state becomes CORDONED/ACTIVE unless the host is LOST. */
+  setCordoned(id: string, cordoned: boolean): Promise<HostRow | undefined>;
+  /**
+   * Marks every ACTIVE or CORDONED host whose last heartbeat is older than `staleBefore`
+   * LOST, in one statement per host that re-checks the heartbeat (a beat that arrived in the
+   * meantime wins), and answers them with the sandboxes placed on each.
+   */
+  markLost(staleBefore: string): Promise<LostHost[]>;
+  /**
+   * Records the placement if the host is ACTIVE, heartbeat no older than `freshSince`, and
+   * still has the free vCPUs, memory and disk (or `force`: recorded whatever the state and
+   * capacity, for the local host's own sandboxes). False when refused; a sandbox already
+   * placed is refused too.
+   */
+  place(p: PlacementRow, opts: { freshSince: string; force?: boolean }): Promise<boolean>;
+  /** Removes the placement and gives its capacity back; false when there was none. */
+  release(sandboxId: string): Promise<boolean>;
+  getPlacement(sandboxId: string): Promise<PlacementRow | undefined>;
+  listPlacements(hostId: string): Promise<PlacementRow[]>;
+  /** How many placements in all. */
+  countPlacements(): Promise<number>;
+}

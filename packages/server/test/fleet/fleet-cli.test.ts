@@ -1,0 +1,91 @@
+// The CLI of fleet mode against a real server (no VM): `sandtree worker` joins and heartbeats
+// as a child process, `sandtree host list|drain|uncordon` show and change it.
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { availableParallelism, tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runCli, startTestServer, type TestServer } from "../helpers.js";
+
+const CLI_MAIN = path.resolve(import.meta.dirname, "../../../cli/dist/main.js");
+
+/** `sandtree worker ...` as a child; resolves once it says it joined (or it exits). */
+function startWorker(args: string[]) {
+  const child = spawn(process.execPath, [CLI_MAIN, "worker", ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
+  child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+  const exited = new Promise<number | null>((resolve) => child.on("close", resolve));
+  const joined = new Promise<void>((resolve) => {
+    child.stdout.on("data", () => stdout.includes("joined") && resolve());
+    void exited.then(() => resolve());
+  });
+  return { child, joined, exited, out: () => stdout, err: () => stderr };
+}
+
+describe("sandtree worker and sandtree host", () => {
+  let t: TestServer;
+  let dir: string;
+
+  beforeAll(async () => {
+    t = await startTestServer();
+    dir = mkdtempSync(path.join(tmpdir(), "sandtree-worker-"));
+  });
+
+  afterAll(async () => {
+    await t?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("a wrong join token is refused with its code; the worker exits non-zero", async () => {
+    const w = startWorker([
+      "--join",
+      t.url,
+      "--join-token",
+      "stj_wrong",
+      "--name",
+      "cli-bad",
+      "--data-dir",
+      dir,
+      "--accel",
+      "tcg",
+    ]);
+    expect(await w.exited).toBe(1);
+    expect(w.err()).toContain("UNAUTHORIZED");
+    expect(w.out()).not.toContain("joined");
+  });
+
+  it("joins with this machine's capacity, shows in host list, drains, and stops on SIGTERM", async () => {
+    const token = t.server.services.fleet.joinToken;
+    const w = startWorker(["--join", t.url, "--join-token", token, "--name", "cli-w1", "--data-dir", dir, "--accel", "tcg"]);
+    await w.joined;
+    expect(w.out()).toContain("joined");
+    expect(w.out()).toContain("running sandboxes on remote workers is not built yet");
+    try {
+      const json = await runCli(t, ["host", "list", "-o", "json"]);
+      expect(json.code).toBe(0);
+      const hosts = JSON.parse(json.stdout) as Array<{ name: string; state: string; capacity: { vcpus: number; accel: string } }>;
+      expect(hosts.map((h) => h.name)).toEqual(["cli-w1", "local"]);
+      expect(hosts[0]).toMatchObject({ state: "ACTIVE", capacity: { vcpus: availableParallelism(), accel: "tcg" } });
+      expect(JSON.stringify(hosts)).not.toContain(token);
+
+      const table = await runCli(t, ["host", "list"]);
+      const lines = table.stdout.trim().split("\n");
+      expect(lines[0]).toMatch(/^NAME\s+STATE\s+VCPUS\s+MEMORY GiB\s+DISK GiB\s+SANDBOXES\s+ACCEL\s+IMAGES\s+HEARTBEAT$/);
+      expect(lines[1]).toMatch(new RegExp(`^cli-w1\\s+ACTIVE\\s+0/${availableParallelism()}\\s`));
+
+      const drain = await runCli(t, ["host", "drain", "cli-w1"]);
+      expect([drain.code, drain.stdout]).toEqual([0, "cli-w1 CORDONED: 0 sandboxes still there, staying until they end\n"]);
+      const missing = await runCli(t, ["host", "cordon", "nope"]);
+      expect(missing.code).not.toBe(0);
+      expect(missing.stderr).toContain("HOST_NOT_FOUND");
+      const back = await runCli(t, ["host", "uncordon", "cli-w1", "-o", "json"]);
+      expect(JSON.parse(back.stdout)).toMatchObject({ host: { name: "cli-w1", state: "ACTIVE" }, remaining_sandboxes: 0 });
+    } finally {
+      w.child.kill("SIGTERM");
+    }
+    expect(await w.exited).toBe(0);
+    expect(w.out()).toMatch(/stopped after \d+ heartbeats/);
+  });
+});

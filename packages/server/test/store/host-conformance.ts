@@ -1,0 +1,157 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { HostStore, NewHost, PlacementRow } from "../../src/store/host-store.js";
+
+export interface OpenedHostStore {
+  hosts: HostStore;
+  destroy(): Promise<void>;
+}
+
+/**
+ * Every HostStore implementation must pass this suite (SQLite now, PostgreSQL next). It uses
+ * the interface only; each test gets a fresh, empty store.
+ */
+export function describeHostStoreConformance(name: string, open: () => Promise<OpenedHostStore>): void {
+  describe(`HostStore conformance: ${name}`, () => {
+    let opened: OpenedHostStore;
+    let hosts: HostStore;
+    beforeEach(async () => {
+      opened = await open();
+      hosts = opened.hosts;
+    });
+    afterEach(async () => {
+      await opened.destroy();
+    });
+
+    const T0 = "2026-01-01T00:00:00.000Z";
+    const T1 = "2026-01-01T00:00:10.000Z";
+    const T2 = "2026-01-01T00:00:20.000Z";
+    const newHost = (name: string, over: Partial<NewHost> = {}): NewHost => ({
+      id: `host_${name}`,
+      name,
+      capacity: { vcpus: 4, memory_mib: 8192, disk_gib: 100, accel: "tcg" },
+      locality: { images: ["sha256:aa"], templates: [], layers: [] },
+      secret_hash: `hash-${name}`,
+      at: T0,
+      ...over,
+    });
+    const placement = (sandbox: string, hostId: string, over: Partial<PlacementRow> = {}): PlacementRow => ({
+      sandbox_id: sandbox,
+      host_id: hostId,
+      vcpus: 2,
+      memory_mib: 2048,
+      disk_gib: 10,
+      placed_at: T1,
+      ...over,
+    });
+
+    it("registers, gets and lists hosts with capacity, locality and zero usage", async () => {
+      const b = await hosts.registerHost(newHost("b"));
+      await hosts.registerHost(newHost("a"));
+      expect(b).toMatchObject({
+        id: "host_b",
+        name: "b",
+        state: "ACTIVE",
+        cordoned: false,
+        capacity: { vcpus: 4, memory_mib: 8192, disk_gib: 100, accel: "tcg" },
+        locality: { images: ["sha256:aa"], templates: [], layers: [] },
+        usage: { vcpus: 0, memory_mib: 0, disk_gib: 0, placements: 0 },
+        registered_at: T0,
+        last_heartbeat_at: T0,
+        secret_hash: "hash-b",
+      });
+      expect((await hosts.getHost("host_b"))?.name).toBe("b");
+      expect((await hosts.getHostByName("a"))?.id).toBe("host_a");
+      expect(await hosts.getHost("nope")).toBeUndefined();
+      expect((await hosts.listHosts()).map((h) => h.name)).toEqual(["a", "b"]);
+    });
+
+    it("re-registering a name keeps its id, placements and cordon, and replaces its secret", async () => {
+      await hosts.registerHost(newHost("w"));
+      expect(await hosts.place(placement("sb1", "host_w"), { freshSince: T0 })).toBe(true);
+      await hosts.setCordoned("host_w", true);
+      const again = await hosts.registerHost(newHost("w", { id: "host_other", secret_hash: "hash-2", at: T1 }));
+      expect(again).toMatchObject({ id: "host_w", state: "CORDONED", cordoned: true, secret_hash: "hash-2" });
+      expect(again.usage.placements).toBe(1);
+      expect(again.last_heartbeat_at).toBe(T1);
+    });
+
+    it("a heartbeat refreshes the time and replaces capacity and locality only when given", async () => {
+      await hosts.registerHost(newHost("w"));
+      const plain = await hosts.heartbeat("host_w", { at: T1 });
+      expect(plain).toMatchObject({ last_heartbeat_at: T1, capacity: { vcpus: 4 }, locality: { images: ["sha256:aa"] } });
+      const full = await hosts.heartbeat("host_w", {
+        at: T2,
+        capacity: { vcpus: 8, memory_mib: 1024, disk_gib: 5, accel: "kvm" },
+        locality: { images: [], templates: ["t1"], layers: ["l1", "l2"] },
+      });
+      expect(full).toMatchObject({
+        capacity: { vcpus: 8, memory_mib: 1024, disk_gib: 5, accel: "kvm" },
+        locality: { images: [], templates: ["t1"], layers: ["l1", "l2"] },
+      });
+      expect(await hosts.heartbeat("nope", { at: T2 })).toBeUndefined();
+    });
+
+    it("places while capacity lasts, re-checking it in the store, and release gives it back", async () => {
+      await hosts.registerHost(newHost("w"));
+      expect(await hosts.place(placement("sb1", "host_w"), { freshSince: T0 })).toBe(true);
+      expect(await hosts.place(placement("sb2", "host_w"), { freshSince: T0 })).toBe(true);
+      // 4 vCPUs, two of 2 placed: the third does not fit.
+      expect(await hosts.place(placement("sb3", "host_w"), { freshSince: T0 })).toBe(false);
+      expect(await hosts.place(placement("sb3", "host_w", { vcpus: 0, memory_mib: 5000 }), { freshSince: T0 })).toBe(false);
+      expect((await hosts.getHost("host_w"))?.usage).toEqual({ vcpus: 4, memory_mib: 4096, disk_gib: 20, placements: 2 });
+      expect(await hosts.getPlacement("sb1")).toMatchObject({ host_id: "host_w", vcpus: 2, memory_mib: 2048, disk_gib: 10 });
+      expect(await hosts.getPlacement("sb3")).toBeUndefined();
+      expect(await hosts.release("sb1")).toBe(true);
+      expect(await hosts.release("sb1")).toBe(false);
+      expect((await hosts.getHost("host_w"))?.usage).toEqual({ vcpus: 2, memory_mib: 2048, disk_gib: 10, placements: 1 });
+      expect(await hosts.place(placement("sb3", "host_w"), { freshSince: T0 })).toBe(true);
+      expect((await hosts.listPlacements("host_w")).map((p) => p.sandbox_id).sort()).toEqual(["sb2", "sb3"]);
+      expect(await hosts.countPlacements()).toBe(2);
+    });
+
+    it("refuses a sandbox placed twice, a stale, cordoned or unknown host; force records whatever", async () => {
+      await hosts.registerHost(newHost("w"));
+      expect(await hosts.place(placement("sb1", "host_w"), { freshSince: T0 })).toBe(true);
+      expect(await hosts.place(placement("sb1", "host_w", { vcpus: 1 }), { freshSince: T0 })).toBe(false);
+      expect((await hosts.getHost("host_w"))?.usage.vcpus).toBe(2);
+      expect(await hosts.place(placement("sb2", "host_w"), { freshSince: T1 })).toBe(false);
+      expect(await hosts.place(placement("sb2", "nope"), { freshSince: T0 })).toBe(false);
+      await hosts.setCordoned("host_w", true);
+      expect(await hosts.place(placement("sb2", "host_w"), { freshSince: T0 })).toBe(false);
+      expect(await hosts.place(placement("sb2", "host_w", { vcpus: 64 }), { freshSince: T2, force: true })).toBe(true);
+      expect((await hosts.getHost("host_w"))?.usage).toMatchObject({ vcpus: 66, placements: 2 });
+    });
+
+    it("concurrent placements never overcommit a host", async () => {
+      await hosts.registerHost(newHost("w", { capacity: { vcpus: 10, memory_mib: 100_000, disk_gib: 1000, accel: "tcg" } }));
+      const tries = Array.from({ length: 25 }, (_, i) =>
+        hosts.place(placement(`sb${i}`, "host_w", { vcpus: 1 }), { freshSince: T0 }),
+      );
+      const won = (await Promise.all(tries)).filter(Boolean).length;
+      expect(won).toBe(10);
+      expect((await hosts.getHost("host_w"))?.usage).toMatchObject({ vcpus: 10, placements: 10 });
+    });
+
+    it("cordon and uncordon; a LOST host stays LOST until it heartbeats, then comes back as it was", async () => {
+      await hosts.registerHost(newHost("a"));
+      await hosts.registerHost(newHost("b"));
+      expect(await hosts.setCordoned("host_a", true)).toMatchObject({ state: "CORDONED", cordoned: true });
+      expect(await hosts.setCordoned("nope", true)).toBeUndefined();
+      await hosts.place(placement("sb1", "host_a"), { freshSince: T0, force: true });
+      await hosts.place(placement("sb2", "host_b"), { freshSince: T0 });
+      await hosts.heartbeat("host_b", { at: T2 });
+
+      const lost = await hosts.markLost(T1);
+      expect(lost.map((l) => [l.host.name, l.host.state, l.sandboxIds])).toEqual([["a", "LOST", ["sb1"]]]);
+      expect(await hosts.markLost(T1)).toEqual([]);
+      expect(await hosts.setCordoned("host_a", false)).toMatchObject({ state: "LOST", cordoned: false });
+      await hosts.setCordoned("host_a", true);
+      expect(await hosts.place(placement("sb3", "host_a"), { freshSince: T0 })).toBe(false);
+      // Its placements stay: the control plane decides what becomes of their sandboxes.
+      expect(await hosts.getPlacement("sb1")).toMatchObject({ host_id: "host_a" });
+      expect(await hosts.heartbeat("host_a", { at: T2 })).toMatchObject({ state: "CORDONED", cordoned: true });
+      expect(await hosts.setCordoned("host_a", false)).toMatchObject({ state: "ACTIVE", cordoned: false });
+      expect((await hosts.getHost("host_b"))?.state).toBe("ACTIVE");
+    });
+  });
+}
