@@ -34,7 +34,7 @@ import { loadOrCreateServerKey, SecretBox } from "./services/secret-box.js";
 import type { Services } from "./services/services.js";
 import { TeamService } from "./services/team-service.js";
 import { TimeoutService } from "./services/timeout-service.js";
-import { openStore } from "./store/open-store.js";
+import { openHostStore, openStore } from "./store/open-store.js";
 
 export { ServerConfig, type ServerConfigInput, VmDeadlines } from "./config.js";
 
@@ -158,8 +158,9 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     intervalMs: cfg.reaperIntervalMs,
   });
   timeouts.start();
+  const hostRegistry = openHostStore(store, cfg.dataDir);
   const fleet = new FleetService({
-    hosts: store.hostStore(),
+    hosts: hostRegistry.hosts,
     dataDir: cfg.dataDir,
     log: cfg.logger ? log : silentLogger,
     clock: opts.fleetClock ?? systemClock,
@@ -224,6 +225,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
         // Every VM is gone: the rules, taps and resolver go too.
         await network.close({ destroy: true }).catch(() => {});
         await blobs.close?.();
+        await hostRegistry.close();
         await store.close();
       })();
       return closing;

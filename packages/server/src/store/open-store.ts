@@ -12,3 +12,18 @@ export async function openStore(cfg: { database?: string | undefined; dataDir: s
   if (cfg.database !== undefined) return PgStore.open(cfg.database);
   return new SqliteStore(path.join(cfg.dataDir, "sandtree.db"));
 }
+
+/**
+ * The host registry (hosts, placements) of a server. On SQLite it shares the store's connection.
+ * On PostgreSQL there is no PostgreSQL host store yet: the registry is kept in SQLite in
+ * `dataDir/fleet-hosts.db`, so each control plane sees only the hosts that joined it
+ * (docs/fleet.md says so); closing the returned `close` releases that file.
+ */
+export function openHostStore(
+  store: Store,
+  dataDir: string,
+): { hosts: ReturnType<SqliteStore["hostStore"]>; close: () => Promise<void> } {
+  if (store instanceof SqliteStore) return { hosts: store.hostStore(), close: async () => {} };
+  const own = new SqliteStore(path.join(dataDir, "fleet-hosts.db"));
+  return { hosts: own.hostStore(), close: () => own.close() };
+}
