@@ -33,7 +33,12 @@ export class LocalDirBlobStore implements BlobStore {
     this.verified.set(`${key}:${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`, meta.sha256);
   }
 
-  async replace(key: string, file: string, meta: { sha256: string; size: number }, commit: () => boolean | Promise<boolean>): Promise<boolean> {
+  async replace(
+    key: string,
+    file: string,
+    meta: { sha256: string; size: number },
+    commit: () => boolean | Promise<boolean>,
+  ): Promise<boolean> {
     this.file(key);
     if (!(await commit())) {
       await rm(file, { force: true });

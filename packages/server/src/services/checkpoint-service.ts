@@ -248,10 +248,7 @@ export class CheckpointService {
     this.failRetries.add(retry);
   }
 
-  /**
-   * `p` with a deadline; rejects at once when QEMU pauses the sandbox's VM on a host disk error
-   * (the guest cannot answer until space is freed).
-   */
+  /** `p` with a deadline; rejects at once on a host disk error (the guest cannot answer). */
   private guarded<T>(sandboxId: string, p: Promise<T>, ms: number, what: string): Promise<T> {
     const { sandboxes } = this.deps;
     return new Promise<T>((resolve, reject) => {
