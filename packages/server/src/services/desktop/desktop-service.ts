@@ -1,16 +1,9 @@
-import {
-  DESKTOP_VNC_PORT,
-  type DesktopAction,
-  DesktopEvent,
-  DesktopInfo,
-  type DisplaySize,
-  SandtreeError,
-  TERMINAL_STATUSES,
-} from "@sandtree/protocol";
+import { DESKTOP_VNC_PORT, type DesktopAction, DesktopEvent, DesktopInfo, SandtreeError } from "@sandtree/protocol";
 import type { ExecService } from "../exec-service.js";
 import type { FileService } from "../file-service.js";
 import type { Logger } from "../logger.js";
-import type { SandboxService } from "../sandbox-service.js";
+import type { SandboxService, SandboxStart } from "../sandbox-service.js";
+import { openVncStream, type VncStream } from "./vnc-stream.js";
 
 /** The guest helper carried by sandtree/desktop (scripts/desktop/sandtree-desktop). */
 const HELPER = "/usr/local/bin/sandtree-desktop";
@@ -19,8 +12,6 @@ export const DESKTOP_STATE_DIR = "/var/lib/sandtree/desktop";
 const EXIT_NO_DISPLAY = 3;
 const EXIT_FAILED = 4;
 const EXIT_NOT_FOUND = 127;
-/** How long a created desktop may take to become RUNNING before its display is given up. */
-const ARRANGE_DEADLINE_MS = 10 * 60_000;
 
 export interface DesktopServiceDeps {
   sandboxes: SandboxService;
@@ -36,7 +27,7 @@ export interface DesktopServiceDeps {
  * caches, so checkpoints, forks and server restarts carry a session as they carry the disk.
  */
 export class DesktopService {
-  /** Displays being brought up after a create (actions wait for them). */
+  /** Displays being brought up as their sandbox starts (actions wait for them). */
   private readonly arranging = new Map<string, Promise<void>>();
   private readonly arrangeFailed = new Map<string, string>();
   /** The display of each sandbox (it never changes; a fork has its parent's). */
@@ -44,27 +35,32 @@ export class DesktopService {
 
   constructor(private readonly deps: DesktopServiceDeps) {}
 
-  /** After a create with `display`: once the sandbox runs, brings its display up (in the background). */
-  arrange(teamId: string, id: string, display: DisplaySize): void {
+  /**
+   * Every sandbox that comes up (SandboxService.onStart): a create with `display` gets its display
+   * configured and brought up; a sandbox booted from a checkpoint's disk (a filesystem fork or
+   * restore) gets the display its disk records brought up again (a no-op without one: the helper
+   * answers 3, or 127 in an image without it). A memory restore, fork or reset resumes the display
+   * with its processes, and a machine adopted after a restart kept running: nothing to do.
+   */
+  onStart(start: SandboxStart): void {
+    const { sandbox, params, restored } = start;
+    const display = params?.display;
+    if (display === undefined && restored !== "disk") return;
+    const args = display ? ["start", String(display.width), String(display.height)] : ["up"];
+    if (display?.accessibility) args.push("--accessibility");
     const done = (async () => {
-      const end = Date.now() + ARRANGE_DEADLINE_MS;
-      for (;;) {
-        const sb = this.deps.sandboxes.get(teamId, id);
-        if (sb.status === "RUNNING") break;
-        if (TERMINAL_STATUSES.includes(sb.status)) return;
-        if (Date.now() > end) throw new Error(`the sandbox was not RUNNING within ${ARRANGE_DEADLINE_MS / 1000} s`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      const args = ["start", String(display.width), String(display.height)];
-      if (display.accessibility) args.push("--accessibility");
-      await this.helper(teamId, id, args);
+      await start.ready;
+      if (this.deps.sandboxes.get(sandbox.team_id, sandbox.id).status !== "RUNNING") return;
+      const r = await this.exec(sandbox.team_id, sandbox.id, args);
+      if (r.exit_code === 0 || (!display && (r.exit_code === EXIT_NO_DISPLAY || r.exit_code === EXIT_NOT_FOUND))) return;
+      throw new Error(helperError(r.stdout) ?? (r.stderr.trim().slice(-500) || `exit code ${r.exit_code}`));
     })()
       .catch((err: Error) => {
-        this.arrangeFailed.set(id, err.message);
-        this.deps.log.warn({ sandbox: id, err: err.message }, "desktop display did not start");
+        this.arrangeFailed.set(sandbox.id, err.message);
+        this.deps.log.warn({ sandbox: sandbox.id, err: err.message }, "desktop display did not start");
       })
-      .finally(() => this.arranging.delete(id));
-    this.arranging.set(id, done);
+      .finally(() => this.arranging.delete(sandbox.id));
+    this.arranging.set(sandbox.id, done);
   }
 
   /** Drops what is cached of a sandbox that ended. */
@@ -140,11 +136,29 @@ export class DesktopService {
     return r;
   }
 
+  /**
+   * A live VNC connection to the display over the agent (GET .../desktop/vnc): one x11vnc per
+   * client, view only unless `interactive`. 409 NO_DISPLAY without a display.
+   */
+  async openVnc(teamId: string, id: string, interactive: boolean): Promise<VncStream> {
+    await this.display(teamId, id);
+    return openVncStream(this.deps.sandboxes.running(teamId, id), HELPER, interactive, id);
+  }
+
   private async read(teamId: string, id: string, p: string): Promise<Buffer> {
     const { chunks } = await this.deps.files.download(teamId, id, p, {});
     const parts: Buffer[] = [];
     for await (const c of chunks) parts.push(Buffer.from(c));
     return Buffer.concat(parts);
+  }
+
+  private exec(teamId: string, id: string, args: string[], stdin?: string) {
+    return this.deps.exec.runBuffered(teamId, id, {
+      command: [HELPER, ...args],
+      env: {},
+      stdin_open: false,
+      ...(stdin !== undefined ? { stdin } : {}),
+    });
   }
 
   /** Runs the helper; NO_DISPLAY when the sandbox has no display (or no helper), else its stdout. */
@@ -163,14 +177,8 @@ export class DesktopService {
     stdin?: string,
     opts: { allowFailure?: boolean } = {},
   ): Promise<string | { stdout: string; exitCode: number }> {
-    const arranging = this.arranging.get(id);
-    if (arranging && args[0] !== "start") await arranging;
-    const r = await this.deps.exec.runBuffered(teamId, id, {
-      command: [HELPER, ...args],
-      env: {},
-      stdin_open: false,
-      ...(stdin !== undefined ? { stdin } : {}),
-    });
+    await this.arranging.get(id);
+    const r = await this.exec(teamId, id, args, stdin);
     if (r.exit_code === EXIT_NO_DISPLAY || r.exit_code === EXIT_NOT_FOUND) {
       const failed = this.arrangeFailed.get(id);
       throw new SandtreeError(
