@@ -39,6 +39,14 @@ afterAll(async () => {
 
 describe("the dashboard's desktop viewer", () => {
   it("connects noVNC to the sandbox's display, view only, at the display's size", { timeout: 400_000 }, async () => {
+    // A window on the display, so that the picture has something to show.
+    for (const action of [
+      { type: "key", keys: "ctrl+alt+t" },
+      { type: "wait_window", title: "terminal", timeout_ms: 120_000 },
+    ]) {
+      const r = await t.api("POST", `/v1/sandboxes/${id}/desktop/actions`, action);
+      expect(r.status, JSON.stringify(r.body)).toBe(200);
+    }
     await page.goto(t.url);
     await page.locator("#api-key").fill(t.key);
     await page.keyboard.press("Enter");
@@ -55,6 +63,15 @@ describe("the dashboard's desktop viewer", () => {
     await expect
       .poll(() => canvas.evaluate((c) => [(c as { width: number }).width, (c as { height: number }).height]))
       .toEqual([640, 480]);
+    // The frame arrived: the canvas holds the desktop and the terminal, not one flat colour.
+    const colours = `(() => {
+      const c = document.querySelector("#vnc-screen canvas");
+      const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+      const seen = new Set();
+      for (let i = 0; i < d.length && seen.size < 3; i += 4 * 97) seen.add((d[i] << 16) | (d[i + 1] << 8) | d[i + 2]);
+      return seen.size;
+    })()`;
+    await expect.poll(() => page.evaluate(colours) as Promise<number>, { timeout: 60_000 }).toBeGreaterThan(1);
     // The key went as a subprotocol, never in a URL.
     expect(page.url()).not.toContain(t.key);
     await page.screenshot({ path: path.join(shots, "dashboard-desktop-viewer.png") });
