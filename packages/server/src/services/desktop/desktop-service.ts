@@ -3,6 +3,7 @@ import type { ExecService } from "../exec-service.js";
 import type { FileService } from "../file-service.js";
 import type { Logger } from "../logger.js";
 import type { SandboxService, SandboxStart } from "../sandbox-service.js";
+import { type HelperAnswer, HelperSession } from "./helper-session.js";
 import { openVncStream, type VncStream } from "./vnc-stream.js";
 
 /** The guest helper carried by sandtree/desktop (scripts/desktop/sandtree-desktop). */
@@ -32,6 +33,10 @@ export class DesktopService {
   private readonly arrangeFailed = new Map<string, string>();
   /** The display of each sandbox (it never changes; a fork has its parent's). */
   private readonly displays = new Map<string, DesktopInfo>();
+  /** The long-lived helper of each desktop that actions go through (HelperSession). */
+  private readonly sessions = new Map<string, HelperSession>();
+  /** Desktops whose helper has no `serve` (an image made from an older sandtree/desktop): one-shot actions. */
+  private readonly noSession = new Set<string>();
 
   constructor(private readonly deps: DesktopServiceDeps) {}
 
@@ -44,6 +49,8 @@ export class DesktopService {
    */
   onStart(start: SandboxStart): void {
     const { sandbox, params, restored } = start;
+    // A reset replaced the machine under the same id: its helper session went with it.
+    this.dropSession(sandbox.id);
     const display = params?.display;
     if (display === undefined && restored !== "disk") return;
     const args = display ? ["start", String(display.width), String(display.height)] : ["up"];
@@ -67,6 +74,36 @@ export class DesktopService {
   forget(id: string): void {
     this.displays.delete(id);
     this.arrangeFailed.delete(id);
+    this.dropSession(id);
+    this.noSession.delete(id);
+  }
+
+  private dropSession(id: string): void {
+    this.sessions.get(id)?.close();
+    this.sessions.delete(id);
+  }
+
+  /**
+   * An action through the desktop's long-lived helper (started on first use); null when there is
+   * none to use (the caller then runs a one-shot exec). A session that ended (its machine was reset
+   * or replaced) is dropped: should it end with an action sent, that action is run again one-shot,
+   * on the machine that replaced it.
+   */
+  private async viaSession(teamId: string, id: string, actionJson: string): Promise<HelperAnswer | null> {
+    if (this.noSession.has(id)) return null;
+    let session = this.sessions.get(id);
+    if (!session?.alive) {
+      session = new HelperSession(this.deps.sandboxes.running(teamId, id), HELPER);
+      this.sessions.set(id, session);
+    }
+    const answer = await session.run(actionJson);
+    if (answer === null) {
+      if (this.sessions.get(id) === session) this.sessions.delete(id);
+      session.close();
+      // Gone before it ever answered: this helper cannot serve.
+      if (!session.answered) this.noSession.add(id);
+    }
+    return answer;
   }
 
   /** The display's size and state; 409 NO_DISPLAY when the sandbox has none. */
@@ -85,7 +122,7 @@ export class DesktopService {
   async act(teamId: string, id: string, action: DesktopAction, opts: { check?: boolean } = {}): Promise<DesktopEvent> {
     const display = await this.display(teamId, id);
     checkCoordinates(action, display);
-    const out = await this.helper(teamId, id, ["act"], JSON.stringify(action), { allowFailure: true });
+    const out = await this.helper(teamId, id, ["act"], JSON.stringify(action), { allowFailure: true, session: true });
     const event = parseEvent(out.stdout);
     if (!event.ok && opts.check !== false) {
       throw new SandtreeError("DESKTOP_ACTION_FAILED", `${action.type} failed: ${event.error ?? "unknown error"}`, {
@@ -168,17 +205,18 @@ export class DesktopService {
     id: string,
     args: string[],
     stdin: string,
-    opts: { allowFailure: true },
+    opts: { allowFailure: true; session?: boolean },
   ): Promise<{ stdout: string; exitCode: number }>;
   private async helper(
     teamId: string,
     id: string,
     args: string[],
     stdin?: string,
-    opts: { allowFailure?: boolean } = {},
+    opts: { allowFailure?: boolean; session?: boolean } = {},
   ): Promise<string | { stdout: string; exitCode: number }> {
     await this.arranging.get(id);
-    const r = await this.exec(teamId, id, args, stdin);
+    const viaSession = opts.session && stdin !== undefined ? await this.viaSession(teamId, id, stdin) : null;
+    const r = viaSession ? { ...viaSession, stderr: "" } : await this.exec(teamId, id, args, stdin);
     if (r.exit_code === EXIT_NO_DISPLAY || r.exit_code === EXIT_NOT_FOUND) {
       const failed = this.arrangeFailed.get(id);
       throw new SandtreeError(
