@@ -9,8 +9,9 @@ tool=(node "$root/scripts/image-tool.mjs")
 work="$SANDTREE_CACHE_DIR/work"; mkdir -p "$work"
 
 # No web browser: chromium or firefox-esr adds hundreds of MB and starts in tens of seconds
-# under TCG; the image is for X11 apps (xterm first).
-pkgs=python3,xvfb,openbox,xdotool,x11vnc,xterm,fonts-dejavu-core,x11-utils,wmctrl,at-spi2-core,python3-pyatspi,dbus-daemon,dbus-x11,procps
+# under TCG; the image is for X11 apps (xterm first). python3-gi with GTK 3 runs
+# sandtree-gtk-demo, an application with a real at-spi tree (xterm has none).
+pkgs=python3,xvfb,openbox,xdotool,x11vnc,xterm,fonts-dejavu-core,x11-utils,wmctrl,at-spi2-core,python3-pyatspi,dbus-daemon,dbus-x11,procps,python3-gi,gir1.2-gtk-3.0
 base="$work/desktop-base-$(printf '%s' "$pkgs" | sha256sum | cut -c1-12).tar"
 stamp="$( { printf '%s\n' "$base"; cat "$root"/scripts/desktop/*; } | sha256sum | cut -c1-16)"
 if "${tool[@]}" has sandtree/desktop && [ "$(cat "$work/desktop.stamp" 2>/dev/null)" = "$stamp" ]; then
@@ -29,6 +30,7 @@ else
 fi
 echo sandbox > "$rfs/etc/hostname"
 install -m 0755 "$root/scripts/desktop/sandtree-desktop" "$rfs/usr/local/bin/sandtree-desktop"
+install -m 0755 "$root/scripts/desktop/sandtree-gtk-demo" "$rfs/usr/local/bin/sandtree-gtk-demo"
 # openbox's default configuration with our key bindings added (a terminal by keyboard).
 sed -e "/<keyboard>/r $root/scripts/desktop/keybinds.xml" "$rfs/etc/xdg/openbox/rc.xml" >"$rfs/etc/xdg/openbox/sandtree-rc.xml"
 grep -q 'C-A-t' "$rfs/etc/xdg/openbox/sandtree-rc.xml" || { log "openbox rc.xml has no <keyboard> section"; exit 1; }

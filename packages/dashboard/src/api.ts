@@ -1,6 +1,15 @@
 // The API client: the key lives in sessionStorage (this tab only, gone when it closes) and goes
 // in the Authorization header, never in a URL.
-import type { Checkpoint, ExecResult, Sandbox, SandboxList, SandboxLogs, Stats, UsageReport } from "@sandtree/protocol";
+import type {
+  Checkpoint,
+  DesktopInfo,
+  ExecResult,
+  Sandbox,
+  SandboxList,
+  SandboxLogs,
+  Stats,
+  UsageReport,
+} from "@sandtree/protocol";
 
 const KEY = "sandtree.api_key";
 
@@ -78,5 +87,6 @@ export const api = {
     call<ExecResult>("POST", `/v1/sandboxes/${encodeURIComponent(id)}/exec`, { command, timeout_seconds: 60 }),
   checkpoints: () => call<{ checkpoints: Checkpoint[] }>("GET", "/v1/checkpoints"),
   usage: (p: UsageParams) => call<UsageReport>("GET", `/v1/usage${query(p)}`),
+  desktop: (id: string) => call<DesktopInfo>("GET", `/v1/sandboxes/${encodeURIComponent(id)}/desktop`),
   usageCsv: (p: UsageParams) => call<string>("GET", `/v1/usage${query({ ...p, format: "csv" })}`),
 };

@@ -3,6 +3,7 @@
 import { ApiError, api, storedKey, storeKey } from "./api.js";
 import { errorBox, h, replace } from "./dom.js";
 import { checkpointsView } from "./views/checkpoints-view.js";
+import { desktopView } from "./views/desktop-view.js";
 import { overviewView } from "./views/overview-view.js";
 import { sandboxView } from "./views/sandbox-view.js";
 import { sandboxesView } from "./views/sandboxes-view.js";
@@ -83,7 +84,8 @@ async function route(): Promise<void> {
   replace(main(), root);
   const parts = hash.slice(2).split("/").map(decodeURIComponent);
   try {
-    if (parts[0] === "sandboxes" && parts[1]) await sandboxView(root, parts[1]);
+    if (parts[0] === "sandboxes" && parts[1] && parts[2] === "desktop") await desktopView(root, parts[1]);
+    else if (parts[0] === "sandboxes" && parts[1]) await sandboxView(root, parts[1]);
     else if (parts[0] === "sandboxes") await sandboxesView(root);
     else if (parts[0] === "checkpoints") await checkpointsView(root);
     else if (parts[0] === "usage") await usageView(root);

@@ -201,5 +201,13 @@ export const DesktopVnc = z.object({
 });
 export type DesktopVnc = z.infer<typeof DesktopVnc>;
 
+/** GET /v1/sandboxes/{id}/desktop/vnc (a WebSocket of raw RFB bytes): view only unless `interactive=true`. */
+export const DesktopVncQuery = z.strictObject({
+  interactive: z
+    .enum(["true", "false"], { message: "interactive: true or false" })
+    .default("false")
+    .transform((v) => v === "true"),
+});
+
 /** The guest port x11vnc listens on. */
 export const DESKTOP_VNC_PORT = 5900;

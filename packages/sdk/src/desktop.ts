@@ -151,6 +151,27 @@ export class Desktop {
     });
   }
 
+  /**
+   * Where to watch the display live: the dashboard's viewer page (noVNC) and the raw RFB
+   * WebSocket behind it (GET .../desktop/vnc, view only unless `interactive`; it takes the API
+   * key in the Authorization header, or as the `bearer.<key>` subprotocol). Checks first that
+   * the sandbox has a display (ConflictError NO_DISPLAY otherwise).
+   */
+  async viewUrls(
+    id: string,
+    opts: { interactive?: boolean } = {},
+    options: RequestOptions = {},
+  ): Promise<{ viewer_url: string; websocket_url: string; view_only: boolean }> {
+    await this.info(id, options);
+    const base = this.http.apiUrl;
+    const query = opts.interactive ? "?interactive=true" : "";
+    return {
+      viewer_url: `${base}/#/sandboxes/${encodeURIComponent(id)}/desktop`,
+      websocket_url: `${base.replace(/^http/, "ws")}${sandboxPath(id)}/desktop/vnc${query}`,
+      view_only: opts.interactive !== true,
+    };
+  }
+
   /** Starts VNC in the guest (view-only unless `writable`) and exposes its port; connect with portForward. */
   vnc(id: string, writable = false, options: RequestOptions = {}): Promise<DesktopVnc> {
     return this.http.json(DesktopVnc, { ...options, method: "POST", path: `${sandboxPath(id)}/desktop/vnc`, json: { writable } });

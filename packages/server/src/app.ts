@@ -8,6 +8,7 @@ import { checkpointRoutes } from "./routes/checkpoint-routes.js";
 import { costHook } from "./routes/cost-hook.js";
 import { dashboardRoutes } from "./routes/dashboard-routes.js";
 import { desktopRoutes } from "./routes/desktop-routes.js";
+import { desktopVncRoutes } from "./routes/desktop-vnc-routes.js";
 import { execOutputRoutes } from "./routes/exec-output-routes.js";
 import { execRoutes } from "./routes/exec-routes.js";
 import { fileRoutes } from "./routes/file-routes.js";
@@ -45,6 +46,7 @@ const READS_FROM_THE_VM = new Set([
   "/v1/sandboxes/:id/desktop",
   "/v1/sandboxes/:id/desktop/events",
   "/v1/sandboxes/:id/desktop/screenshots/:sha256",
+  "/v1/sandboxes/:id/desktop/vnc",
 ]);
 
 /** Fastify's request log fields, with port tokens (`?sandtree_token=`) kept out of the URL. */
@@ -122,6 +124,7 @@ export function buildApp(
   portRoutes(app, services);
   fileRoutes(app, services);
   desktopRoutes(app, services);
+  desktopVncRoutes(app, services);
   imageRoutes(app, services);
   teamRoutes(app, services);
   usageRoutes(app, services);

@@ -311,6 +311,11 @@ const OPERATIONS: Record<string, Operation> = {
     body: "DesktopReplayRequest",
     responses: { 200: ok("DesktopReplayReport") },
   },
+  "GET /v1/sandboxes/:id/desktop/vnc": {
+    summary: "The display live: a WebSocket upgrade carrying raw RFB (VNC) bytes, view only unless interactive=true",
+    parameters: query("interactive"),
+    responses: { 101: none("switching protocols: binary frames carry the RFB bytes") },
+  },
   "POST /v1/sandboxes/:id/desktop/vnc": {
     summary: "Start VNC in the guest (view-only unless writable) and expose its port",
     body: "DesktopVncRequest",

@@ -197,6 +197,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   // Exposed ports end with their sandbox.
   sandboxes.onTeardown((id) => services.ports.forget(id));
   sandboxes.onTeardown((id) => services.desktop.forget(id));
+  sandboxes.onStart((start) => services.desktop.onStart(start));
   const built = buildApp(services, {
     logger: cfg.logger ? { level: cfg.logLevel, stream: opts.logStream ?? logDestination(cfg.logFormat) } : false,
     metricsToken: cfg.metricsToken,

@@ -208,20 +208,40 @@ export function registerDesktopCommands(sandbox: Command, ctx: CliContext): void
 
   desktop
     .command("view")
-    .description("start VNC in the sandbox (view-only unless --writable) and print how to connect")
+    .description("print where to watch the display live: the dashboard's viewer and its VNC WebSocket")
     .argument("<id>")
-    .option("--writable", "let the viewer type and click")
+    .option("--interactive", "the WebSocket URL lets the viewer type and click (default: view only)")
+    .option("--tcp", "instead, start x11vnc on port 5900 and expose it (needs the sandbox's network)")
+    .option("--writable", "with --tcp: let the viewer type and click")
     .addOption(outputOption())
-    .action(async (id: string, o: { writable?: boolean; output: OutputFormat }, cmd: Command) => {
-      const vnc = await (await client(cmd)).desktop.vnc(id, o.writable === true);
-      if (o.output === "json") return printJson(ctx.stdout, vnc);
-      ctx.stdout.write(
-        renderFields([
-          ["vnc", `port ${vnc.port} in ${id} (${vnc.view_only ? "view only" : "writable"})`],
-          ["tcp url", vnc.tcp_url],
-          ["token", vnc.token ?? ""],
-          ["connect", `sandtree sandbox port-forward ${id} ${vnc.port} --local 5900, then a VNC viewer at 127.0.0.1:5900`],
-        ]),
-      );
-    });
+    .action(
+      async (id: string, o: { interactive?: boolean; tcp?: boolean; writable?: boolean; output: OutputFormat }, cmd: Command) => {
+        const c = await client(cmd);
+        if (o.writable && !o.tcp) throw new UsageError("--writable goes with --tcp; the viewer's own switch is --interactive");
+        if (!o.tcp) {
+          const urls = await c.desktop.viewUrls(id, { interactive: o.interactive === true });
+          if (o.output === "json") return printJson(ctx.stdout, urls);
+          ctx.stdout.write(
+            renderFields([
+              ["viewer", urls.viewer_url],
+              [
+                "websocket",
+                `${urls.websocket_url} (raw RFB; ${urls.view_only ? "view only" : "interactive"}; API key as bearer)`,
+              ],
+            ]),
+          );
+          return;
+        }
+        const vnc = await c.desktop.vnc(id, o.writable === true);
+        if (o.output === "json") return printJson(ctx.stdout, vnc);
+        ctx.stdout.write(
+          renderFields([
+            ["vnc", `port ${vnc.port} in ${id} (${vnc.view_only ? "view only" : "writable"})`],
+            ["tcp url", vnc.tcp_url],
+            ["token", vnc.token ?? ""],
+            ["connect", `sandtree sandbox port-forward ${id} ${vnc.port} --local 5900, then a VNC viewer at 127.0.0.1:5900`],
+          ]),
+        );
+      },
+    );
 }

@@ -65,6 +65,10 @@ export async function sandboxView(root: HTMLElement, id: string): Promise<void> 
     h("h1", {}, s.name ? `${s.name} (${s.id})` : s.id),
     details(s),
     s.status === "RUNNING" ? execBox(id) : h("p", {}, `Commands run only while the sandbox is RUNNING (it is ${s.status}).`),
+    // Every sandbox gets the link: the viewer says so when it has no display (409 NO_DISPLAY).
+    s.status === "RUNNING"
+      ? h("p", {}, h("a", { id: "desktop-link", href: `#/sandboxes/${encodeURIComponent(id)}/desktop` }, "Desktop (live view)"))
+      : null,
     h("h2", {}, "Checkpoints"),
     mine.length ? checkpointTree(mine, `Checkpoints of ${id}`) : h("p", {}, "No checkpoints."),
     h("h2", {}, "Events"),

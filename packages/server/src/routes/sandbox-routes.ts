@@ -1,4 +1,4 @@
-import { DisplaySize, ListSandboxesQuery, SandtreeError } from "@sandtree/protocol";
+import { ListSandboxesQuery, SandtreeError } from "@sandtree/protocol";
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { parse } from "../errors.js";
@@ -23,10 +23,6 @@ function parseLabels(raw: string | string[] | undefined): Record<string, string>
 export function sandboxRoutes(app: FastifyInstance, s: Services): void {
   app.post("/v1/sandboxes", async (req, reply) => {
     const { sandbox, created } = await s.restores.create(req.principal.teamId, req.body);
-    // A desktop's display comes up once the sandbox runs (the helper in the guest records it).
-    // The create validated `display` already; parsing it again fills in its defaults.
-    const display = (req.body as { display?: unknown } | null)?.display;
-    if (created && display !== undefined) s.desktop.arrange(req.principal.teamId, sandbox.id, DisplaySize.parse(display));
     // 200: an idempotency_key replay answers the sandbox it created before.
     return reply.status(created ? 201 : 200).send(sandbox);
   });

@@ -55,6 +55,16 @@ function newId(): string {
   return id;
 }
 
+/** A sandbox coming up: how it starts, and a promise that settles once it is RUNNING or failed. */
+export interface SandboxStart {
+  sandbox: Sandbox;
+  /** The create's parameters (absent for a reset). */
+  params?: CreateSandboxParams;
+  /** "none": a fresh disk; "disk": a checkpoint's disk, booted; "memory": resumed with its processes. */
+  restored: "none" | "disk" | "memory";
+  ready: Promise<void>;
+}
+
 /**
  * Sandbox lifecycle as a state machine in the store: PENDING -> PROVISIONING -> RUNNING ->
  * TERMINATED, or ERROR/TIMEOUT. Every transition is conditional on the current status, so a
@@ -71,6 +81,7 @@ export class SandboxService {
   /** Warm templates; null turns warm starts off. */
   private readonly templates: TemplateStore | null;
   private readonly teardownHooks: Array<(id: string) => unknown> = [];
+  private readonly startHooks: Array<(start: SandboxStart) => void> = [];
   /** One QMP command of the API's own calls (pause, resume, delete), ms. */
   readonly qmpDeadlineMs: number;
 
@@ -214,7 +225,18 @@ export class SandboxService {
       this.provisioning.delete(sandbox.id);
     });
     this.provisioning.set(sandbox.id, { abort, done });
+    const start: SandboxStart = { sandbox, params, restored: plan ? (plan.memState ? "memory" : "disk") : "none", ready: done };
+    for (const hook of this.startHooks) hook(start);
     return { sandbox, created: true };
+  }
+
+  /**
+   * Called (synchronously, in registration order) for every sandbox a create, restore or fork
+   * starts, and for every reset; `ready` settles once the machine is RUNNING or failed. Services
+   * that set something up in the guest (a desktop's display) hook in here, not in the routes.
+   */
+  onStart(hook: (start: SandboxStart) => void): void {
+    this.startHooks.push(hook);
   }
 
   /** What every exec and the start command get: environment_vars, then the decrypted secrets. */
@@ -245,7 +267,9 @@ export class SandboxService {
     try {
       // Out of the map first: calls during the swap get 409 instead of a dying VM.
       machines.take(id);
-      await this.provisioner.replaceForReset(sb, old, { layerName: r.layerName, memState: r.memPath });
+      const ready = this.provisioner.replaceForReset(sb, old, { layerName: r.layerName, memState: r.memPath });
+      for (const hook of this.startHooks) hook({ sandbox: sb, restored: "memory", ready: ready.catch(() => {}) });
+      await ready;
       await store.updateSandbox(id, { head_checkpoint_id: r.checkpointId });
       await store.addEvent(id, `reset to checkpoint ${r.checkpointId}`);
     } catch (err) {

@@ -4,7 +4,7 @@ whose last output line (a number) or else exit code (0: 1.0, other: 0.0) gives t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 from .._calls import Command
 from ..command_models import CommandResponse
@@ -22,6 +22,9 @@ class Environment:
     working_dir: Optional[str] = None
     env: Dict[str, str] = field(default_factory=dict)
     setup_timeout: Optional[float] = None
+    # A desktop environment (image sandtree/desktop): {"width": 1280, "height": 800}. Episodes then
+    # act on it with Episode.desktop(), and their trajectories carry the desktop's events.
+    display: Optional[Dict[str, Any]] = None
 
     def reward(self, result: CommandResponse) -> float:
         lines = [line for line in result.stdout.splitlines() if line.strip()]

@@ -4,10 +4,11 @@ in the trajectory) and its score."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Union
 
 from .._calls import Command
 from ..command_models import CommandResponse
+from ..errors import APIError
 from .trajectory import Trajectory, command_event, write_event
 
 if TYPE_CHECKING:
@@ -40,6 +41,29 @@ class Episode:
         t0 = time.time()
         self.runner.client.upload_bytes(self.sandbox_id, path, raw)
         write_event(self.trajectory, self.sandbox_id, t0, path, raw)
+
+    def desktop(self, action: Dict[str, Any]) -> Dict[str, Any]:
+        """One desktop action (e.g. {"type": "click", "x": 10, "y": 20}) on the episode's display;
+        its DesktopEvent goes into the trajectory, a failed one too (then the error is raised)."""
+        try:
+            event = self.runner.client.desktop_act(self.sandbox_id, action)
+        except APIError as err:
+            failed = err.details.get("event")
+            if isinstance(failed, dict):
+                self.trajectory.add_desktop(self.sandbox_id, failed)
+            raise
+        self.trajectory.add_desktop(self.sandbox_id, event)
+        return event
+
+    def sync_desktop(self) -> int:
+        """Adds the desktop log's events the trajectory lacks (actions sent past `desktop()`, and
+        the log the episode's start state carried: a fork's log begins with its parent's). The
+        runner calls it as an episode on a display ends; returns how many were added."""
+        added = 0
+        for event in self.runner.client.desktop_events(self.sandbox_id):
+            if self.trajectory.add_desktop(self.sandbox_id, event):
+                added += 1
+        return added
 
     def act(self, action: Action) -> Any:
         return action(self) if callable(action) else self.run(action)

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
-from ..errors import APIError, NotFoundError
+from ..errors import APIConnectionError, APIError, NotFoundError
 from ..models import CreateSandboxRequest
 from ..sandbox_client import SandboxClient
 from .environment import Environment, SetupError
@@ -97,6 +97,8 @@ class EpisodeRunner:
         env = self.environment
         sid = self.new_sandbox(image=env.image)
         try:
+            if env.display is not None:
+                self._wait_for_display(sid)
             for cmd in env.setup:
                 r = self.client.execute_command(sid, cmd, working_dir=env.working_dir, env=env.env or None, timeout=env.setup_timeout)
                 if r.exit_code != 0:
@@ -105,6 +107,18 @@ class EpisodeRunner:
         finally:
             # The checkpoint is DURABLE: independent of the sandbox it came from.
             self.client.delete(sid)
+
+    def _wait_for_display(self, sandbox_id: str) -> None:
+        """The display is up (the setup's checkpoint must record it). GET .../desktop answers once
+        it is; under TCG that can outlast one request's deadline, so a timed-out call is repeated."""
+        deadline = time.monotonic() + self.wait_timeout
+        while True:
+            try:
+                self.client.desktop_info(sandbox_id)
+                return
+            except APIConnectionError:
+                if time.monotonic() > deadline:
+                    raise
 
     def sweep(self) -> int:
         """Deletes every not yet ended sandbox with this runner's labels; how many there were."""
@@ -133,6 +147,8 @@ class EpisodeRunner:
         memory = checkpoint_id in self._memory_checkpoints
         request = CreateSandboxRequest(
             docker_image=image,
+            # The display is configured once, by the setup sandbox; restores bring it back up.
+            display=env.display if image is not None else None,
             checkpoint_id=checkpoint_id,
             restore_memory=True if memory else None,
             memory_gb=None if memory else env.memory_gb,
@@ -176,16 +192,26 @@ class EpisodeRunner:
             sid = self.new_sandbox(checkpoint_id=cp)
             tr.add("fork", sid, t0, checkpoint_id=cp)
             try:
-                yield Episode(self, sid, tr)
+                ep = Episode(self, sid, tr)
+                yield ep
+                self._end_desktop(ep)
             finally:
                 self.client.delete(sid)
             return
         sid = self._take_pooled(cp)
         tr.add("reset", sid, t0, checkpoint_id=cp)
         try:
-            yield Episode(self, sid, tr)
+            ep = Episode(self, sid, tr)
+            yield ep
+            self._end_desktop(ep)
         finally:
             self._pool.put(sid)
+
+    def _end_desktop(self, ep: Episode) -> None:
+        """On a display, the episode's trajectory takes the desktop log's events it lacks (read
+        before the sandbox goes; not after a policy raised: that episode has no trajectory)."""
+        if self.environment.display is not None:
+            ep.sync_desktop()
 
     def _take_pooled(self, cp: str) -> str:
         with self._lock:
@@ -217,7 +243,9 @@ class EpisodeRunner:
         tr = Trajectory(uuid.uuid4().hex[:12], [copy.copy(e) for e in parent.trajectory.events])
         tr.add("fork", sid, t0, checkpoint_id=checkpoint_id)
         try:
-            yield Episode(self, sid, tr)
+            ep = Episode(self, sid, tr)
+            yield ep
+            self._end_desktop(ep)
         finally:
             self.client.delete(sid)
 

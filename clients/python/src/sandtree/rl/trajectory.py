@@ -1,5 +1,7 @@
 """Trajectories: every action of an episode (command, file write, fork, reset, checkpoint,
-verify) as one event with timestamps, exit code and output digests, exported as JSONL."""
+verify, and on a desktop every desktop action) as one event with timestamps, exit code and output
+digests, exported as JSONL. A desktop event carries the server's DesktopEvent whole (`desktop`:
+seq, action, screens' sha256 before and after, focused window, pointer, element)."""
 
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ class Event:
     data_sha256: Optional[str] = None
     checkpoint_id: Optional[str] = None
     reward: Optional[float] = None
+    desktop: Optional[Dict[str, Any]] = None
 
     def to_dict(self) -> Dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -67,6 +70,18 @@ class Trajectory:
     def steps(self) -> List[Event]:
         return [e for e in self.events if e.type in REPLAYED]
 
+    def desktop_events(self) -> List[Dict[str, Any]]:
+        """The desktop's events this trajectory carries (DesktopEvents, by seq)."""
+        return [e.desktop for e in self.events if e.type == "desktop" and e.desktop is not None]
+
+    def add_desktop(self, sandbox_id: str, event: Dict[str, Any]) -> Optional[Event]:
+        """Records a DesktopEvent once (by seq): the same event read again is not added twice."""
+        if any(d.get("seq") == event.get("seq") for d in self.desktop_events()):
+            return None
+        e = Event("desktop", self.episode_id, sandbox_id, _epoch(event.get("started_at")), _epoch(event.get("ended_at")), desktop=event)
+        self.events.append(e)
+        return e
+
     def to_jsonl(self) -> str:
         return "".join(json.dumps(e.to_dict(), sort_keys=True) + "\n" for e in self.events)
 
@@ -75,6 +90,16 @@ class Trajectory:
         lines = text.splitlines() if isinstance(text, str) else list(text)
         events = [Event.from_dict(json.loads(line)) for line in lines if line.strip()]
         return cls(events[0].episode_id if events else "", events)
+
+
+def _epoch(iso: Any) -> float:
+    """The guest's ISO 8601 time of a DesktopEvent as seconds since the epoch (now if absent)."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(str(iso).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return time.time()
 
 
 def command_event(tr: Trajectory, sandbox_id: str, started_at: float, command: Any, exit_code: int, stdout: str, stderr: str, type: str = "command", reward: Optional[float] = None) -> Event:

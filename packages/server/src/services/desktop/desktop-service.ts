@@ -1,16 +1,10 @@
-import {
-  DESKTOP_VNC_PORT,
-  type DesktopAction,
-  DesktopEvent,
-  DesktopInfo,
-  type DisplaySize,
-  SandtreeError,
-  TERMINAL_STATUSES,
-} from "@sandtree/protocol";
+import { DESKTOP_VNC_PORT, type DesktopAction, DesktopEvent, DesktopInfo, SandtreeError } from "@sandtree/protocol";
 import type { ExecService } from "../exec-service.js";
 import type { FileService } from "../file-service.js";
 import type { Logger } from "../logger.js";
-import type { SandboxService } from "../sandbox-service.js";
+import type { SandboxService, SandboxStart } from "../sandbox-service.js";
+import { type HelperAnswer, HelperSession } from "./helper-session.js";
+import { openVncStream, type VncStream } from "./vnc-stream.js";
 
 /** The guest helper carried by sandtree/desktop (scripts/desktop/sandtree-desktop). */
 const HELPER = "/usr/local/bin/sandtree-desktop";
@@ -19,8 +13,6 @@ export const DESKTOP_STATE_DIR = "/var/lib/sandtree/desktop";
 const EXIT_NO_DISPLAY = 3;
 const EXIT_FAILED = 4;
 const EXIT_NOT_FOUND = 127;
-/** How long a created desktop may take to become RUNNING before its display is given up. */
-const ARRANGE_DEADLINE_MS = 10 * 60_000;
 
 export interface DesktopServiceDeps {
   sandboxes: SandboxService;
@@ -36,41 +28,82 @@ export interface DesktopServiceDeps {
  * caches, so checkpoints, forks and server restarts carry a session as they carry the disk.
  */
 export class DesktopService {
-  /** Displays being brought up after a create (actions wait for them). */
+  /** Displays being brought up as their sandbox starts (actions wait for them). */
   private readonly arranging = new Map<string, Promise<void>>();
   private readonly arrangeFailed = new Map<string, string>();
   /** The display of each sandbox (it never changes; a fork has its parent's). */
   private readonly displays = new Map<string, DesktopInfo>();
+  /** The long-lived helper of each desktop that actions go through (HelperSession). */
+  private readonly sessions = new Map<string, HelperSession>();
+  /** Desktops whose helper has no `serve` (an image made from an older sandtree/desktop): one-shot actions. */
+  private readonly noSession = new Set<string>();
 
   constructor(private readonly deps: DesktopServiceDeps) {}
 
-  /** After a create with `display`: once the sandbox runs, brings its display up (in the background). */
-  arrange(teamId: string, id: string, display: DisplaySize): void {
+  /**
+   * Every sandbox that comes up (SandboxService.onStart): a create with `display` gets its display
+   * configured and brought up; a sandbox booted from a checkpoint's disk (a filesystem fork or
+   * restore) gets the display its disk records brought up again (a no-op without one: the helper
+   * answers 3, or 127 in an image without it). A memory restore, fork or reset resumes the display
+   * with its processes, and a machine adopted after a restart kept running: nothing to do.
+   */
+  onStart(start: SandboxStart): void {
+    const { sandbox, params, restored } = start;
+    // A reset replaced the machine under the same id: its helper session went with it.
+    this.dropSession(sandbox.id);
+    const display = params?.display;
+    if (display === undefined && restored !== "disk") return;
+    const args = display ? ["start", String(display.width), String(display.height)] : ["up"];
+    if (display?.accessibility) args.push("--accessibility");
     const done = (async () => {
-      const end = Date.now() + ARRANGE_DEADLINE_MS;
-      for (;;) {
-        const sb = await this.deps.sandboxes.get(teamId, id);
-        if (sb.status === "RUNNING") break;
-        if (TERMINAL_STATUSES.includes(sb.status)) return;
-        if (Date.now() > end) throw new Error(`the sandbox was not RUNNING within ${ARRANGE_DEADLINE_MS / 1000} s`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      const args = ["start", String(display.width), String(display.height)];
-      if (display.accessibility) args.push("--accessibility");
-      await this.helper(teamId, id, args);
+      await start.ready;
+      if ((await this.deps.sandboxes.get(sandbox.team_id, sandbox.id)).status !== "RUNNING") return;
+      const r = await this.exec(sandbox.team_id, sandbox.id, args);
+      if (r.exit_code === 0 || (!display && (r.exit_code === EXIT_NO_DISPLAY || r.exit_code === EXIT_NOT_FOUND))) return;
+      throw new Error(helperError(r.stdout) ?? (r.stderr.trim().slice(-500) || `exit code ${r.exit_code}`));
     })()
       .catch((err: Error) => {
-        this.arrangeFailed.set(id, err.message);
-        this.deps.log.warn({ sandbox: id, err: err.message }, "desktop display did not start");
+        this.arrangeFailed.set(sandbox.id, err.message);
+        this.deps.log.warn({ sandbox: sandbox.id, err: err.message }, "desktop display did not start");
       })
-      .finally(() => this.arranging.delete(id));
-    this.arranging.set(id, done);
+      .finally(() => this.arranging.delete(sandbox.id));
+    this.arranging.set(sandbox.id, done);
   }
 
   /** Drops what is cached of a sandbox that ended. */
   forget(id: string): void {
     this.displays.delete(id);
     this.arrangeFailed.delete(id);
+    this.dropSession(id);
+    this.noSession.delete(id);
+  }
+
+  private dropSession(id: string): void {
+    this.sessions.get(id)?.close();
+    this.sessions.delete(id);
+  }
+
+  /**
+   * An action through the desktop's long-lived helper (started on first use); null when there is
+   * none to use (the caller then runs a one-shot exec). A session that ended (its machine was reset
+   * or replaced) is dropped: should it end with an action sent, that action is run again one-shot,
+   * on the machine that replaced it.
+   */
+  private async viaSession(teamId: string, id: string, actionJson: string): Promise<HelperAnswer | null> {
+    if (this.noSession.has(id)) return null;
+    let session = this.sessions.get(id);
+    if (!session?.alive) {
+      session = new HelperSession(await this.deps.sandboxes.running(teamId, id), HELPER);
+      this.sessions.set(id, session);
+    }
+    const answer = await session.run(actionJson);
+    if (answer === null) {
+      if (this.sessions.get(id) === session) this.sessions.delete(id);
+      session.close();
+      // Gone before it ever answered: this helper cannot serve.
+      if (!session.answered) this.noSession.add(id);
+    }
+    return answer;
   }
 
   /** The display's size and state; 409 NO_DISPLAY when the sandbox has none. */
@@ -89,7 +122,7 @@ export class DesktopService {
   async act(teamId: string, id: string, action: DesktopAction, opts: { check?: boolean } = {}): Promise<DesktopEvent> {
     const display = await this.display(teamId, id);
     checkCoordinates(action, display);
-    const out = await this.helper(teamId, id, ["act"], JSON.stringify(action), { allowFailure: true });
+    const out = await this.helper(teamId, id, ["act"], JSON.stringify(action), { allowFailure: true, session: true });
     const event = parseEvent(out.stdout);
     if (!event.ok && opts.check !== false) {
       throw new SandtreeError("DESKTOP_ACTION_FAILED", `${action.type} failed: ${event.error ?? "unknown error"}`, {
@@ -140,11 +173,29 @@ export class DesktopService {
     return r;
   }
 
+  /**
+   * A live VNC connection to the display over the agent (GET .../desktop/vnc): one x11vnc per
+   * client, view only unless `interactive`. 409 NO_DISPLAY without a display.
+   */
+  async openVnc(teamId: string, id: string, interactive: boolean): Promise<VncStream> {
+    await this.display(teamId, id);
+    return openVncStream(await this.deps.sandboxes.running(teamId, id), HELPER, interactive, id);
+  }
+
   private async read(teamId: string, id: string, p: string): Promise<Buffer> {
     const { chunks } = await this.deps.files.download(teamId, id, p, {});
     const parts: Buffer[] = [];
     for await (const c of chunks) parts.push(Buffer.from(c));
     return Buffer.concat(parts);
+  }
+
+  private exec(teamId: string, id: string, args: string[], stdin?: string) {
+    return this.deps.exec.runBuffered(teamId, id, {
+      command: [HELPER, ...args],
+      env: {},
+      stdin_open: false,
+      ...(stdin !== undefined ? { stdin } : {}),
+    });
   }
 
   /** Runs the helper; NO_DISPLAY when the sandbox has no display (or no helper), else its stdout. */
@@ -154,23 +205,18 @@ export class DesktopService {
     id: string,
     args: string[],
     stdin: string,
-    opts: { allowFailure: true },
+    opts: { allowFailure: true; session?: boolean },
   ): Promise<{ stdout: string; exitCode: number }>;
   private async helper(
     teamId: string,
     id: string,
     args: string[],
     stdin?: string,
-    opts: { allowFailure?: boolean } = {},
+    opts: { allowFailure?: boolean; session?: boolean } = {},
   ): Promise<string | { stdout: string; exitCode: number }> {
-    const arranging = this.arranging.get(id);
-    if (arranging && args[0] !== "start") await arranging;
-    const r = await this.deps.exec.runBuffered(teamId, id, {
-      command: [HELPER, ...args],
-      env: {},
-      stdin_open: false,
-      ...(stdin !== undefined ? { stdin } : {}),
-    });
+    await this.arranging.get(id);
+    const viaSession = opts.session && stdin !== undefined ? await this.viaSession(teamId, id, stdin) : null;
+    const r = viaSession ? { ...viaSession, stderr: "" } : await this.exec(teamId, id, args, stdin);
     if (r.exit_code === EXIT_NO_DISPLAY || r.exit_code === EXIT_NOT_FOUND) {
       const failed = this.arrangeFailed.get(id);
       throw new SandtreeError(
