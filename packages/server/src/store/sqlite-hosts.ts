@@ -75,7 +75,7 @@ export class SqliteHostStore implements HostStore {
   async registerHost(h: NewHost): Promise<HostRow> {
     const { capacity: c, locality: l } = h;
     this.q(
-        `INSERT INTO hosts (id, name, state, vcpus, memory_mib, disk_gib, accel, images, templates, layers,
+      `INSERT INTO hosts (id, name, state, vcpus, memory_mib, disk_gib, accel, images, templates, layers,
            registered_at, last_heartbeat_at, secret_hash)
          VALUES (@id, @name, 'ACTIVE', @vcpus, @memory_mib, @disk_gib, @accel, @images, @templates, @layers, @at, @at, @secret_hash)
          ON CONFLICT (name) DO UPDATE SET vcpus = excluded.vcpus, memory_mib = excluded.memory_mib,
@@ -83,17 +83,16 @@ export class SqliteHostStore implements HostStore {
            templates = excluded.templates, layers = excluded.layers, secret_hash = excluded.secret_hash,
            last_heartbeat_at = excluded.last_heartbeat_at,
            state = CASE WHEN hosts.cordoned = 1 THEN 'CORDONED' ELSE 'ACTIVE' END`,
-      )
-      .run({
-        id: h.id,
-        name: h.name,
-        ...c,
-        images: JSON.stringify(l.images),
-        templates: JSON.stringify(l.templates),
-        layers: JSON.stringify(l.layers),
-        at: h.at,
-        secret_hash: h.secret_hash,
-      });
+    ).run({
+      id: h.id,
+      name: h.name,
+      ...c,
+      images: JSON.stringify(l.images),
+      templates: JSON.stringify(l.templates),
+      layers: JSON.stringify(l.layers),
+      at: h.at,
+      secret_hash: h.secret_hash,
+    });
     return (await this.getHostByName(h.name)) as HostRow;
   }
 
@@ -136,18 +135,18 @@ export class SqliteHostStore implements HostStore {
 
   async setCordoned(id: string, cordoned: boolean): Promise<HostRow | undefined> {
     const changed = this.q(
-        `UPDATE hosts SET cordoned = @c,
+      `UPDATE hosts SET cordoned = @c,
            state = CASE WHEN state = 'LOST' THEN 'LOST' WHEN @c = 1 THEN 'CORDONED' ELSE 'ACTIVE' END
          WHERE id = @id`,
-      )
-      .run({ id, c: cordoned ? 1 : 0 }).changes;
+    ).run({ id, c: cordoned ? 1 : 0 }).changes;
     return changed > 0 ? this.getHost(id) : undefined;
   }
 
   async markLost(staleBefore: string): Promise<LostHost[]> {
     return this.db.transaction(() => {
-      const stale = this.q("SELECT * FROM hosts WHERE state != 'LOST' AND last_heartbeat_at < ? ORDER BY name")
-        .all(staleBefore) as Row[];
+      const stale = this.q("SELECT * FROM hosts WHERE state != 'LOST' AND last_heartbeat_at < ? ORDER BY name").all(
+        staleBefore,
+      ) as Row[];
       const mark = this.q("UPDATE hosts SET state = 'LOST' WHERE id = ? AND state != 'LOST' AND last_heartbeat_at < ?");
       const placed = this.q("SELECT sandbox_id FROM placements WHERE host_id = ? ORDER BY placed_at, sandbox_id");
       const lost: LostHost[] = [];
@@ -189,15 +188,12 @@ export class SqliteHostStore implements HostStore {
 
   async release(sandboxId: string): Promise<boolean> {
     return this.db.transaction(() => {
-      const p = this.q("DELETE FROM placements WHERE sandbox_id = ? RETURNING *").get(sandboxId) as
-        | PlacementRow
-        | undefined;
+      const p = this.q("DELETE FROM placements WHERE sandbox_id = ? RETURNING *").get(sandboxId) as PlacementRow | undefined;
       if (!p) return false;
       this.q(
-          `UPDATE hosts SET used_vcpus = used_vcpus - @vcpus, used_memory_mib = used_memory_mib - @memory_mib,
+        `UPDATE hosts SET used_vcpus = used_vcpus - @vcpus, used_memory_mib = used_memory_mib - @memory_mib,
              used_disk_gib = used_disk_gib - @disk_gib, placements = placements - 1 WHERE id = @host_id`,
-        )
-        .run(p);
+      ).run(p);
       return true;
     })();
   }
@@ -207,8 +203,7 @@ export class SqliteHostStore implements HostStore {
   }
 
   async listPlacements(hostId: string): Promise<PlacementRow[]> {
-    return this.q("SELECT * FROM placements WHERE host_id = ? ORDER BY placed_at, sandbox_id")
-      .all(hostId) as PlacementRow[];
+    return this.q("SELECT * FROM placements WHERE host_id = ? ORDER BY placed_at, sandbox_id").all(hostId) as PlacementRow[];
   }
 
   async countPlacements(): Promise<number> {
