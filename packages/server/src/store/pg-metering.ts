@@ -1,4 +1,5 @@
 import { all, type Db, one, run } from "./pg-db.js";
+import { sandboxMeterRecord } from "./meter-rules.js";
 import type { MeterKind, MeterRecord, MeterRecordWithLabels } from "./rows.js";
 
 // The SQL behind PgStore's metering, the same intervals as sqlite-metering.ts: one record per
@@ -6,7 +7,6 @@ import type { MeterKind, MeterRecord, MeterRecordWithLabels } from "./rows.js";
 // functions that follow a change run on the transaction's client, after the UPDATE or DELETE
 // that locked the sandbox's or checkpoint's row, so two servers changing one subject meter in turn.
 
-const BILLED_SANDBOX_STATES = new Set(["RUNNING", "PAUSED"]);
 const GiB = 1024 ** 3;
 const RECORD_COLUMNS = [
   "kind",
@@ -55,23 +55,8 @@ export async function meterSandbox(db: Db, id: string, nowMs: number): Promise<v
   const open = await openRecord(db, id, "sandbox");
   if (open && sb && open.state === sb.status) return;
   if (open) await close(db, open, nowMs);
-  if (!sb || !BILLED_SANDBOX_STATES.has(sb.status)) return;
-  const running = sb.status === "RUNNING";
-  await insertMeterRecords(db, [
-    {
-      kind: "sandbox",
-      subject_id: id,
-      sandbox_id: id,
-      team_id: sb.team_id,
-      state: sb.status,
-      vcpus: running ? sb.cpu_cores : 0,
-      memory_gib: running ? sb.memory_gb : 0,
-      disk_gib: sb.disk_size_gb,
-      stored_bytes: 0,
-      start_ms: nowMs,
-      end_ms: null,
-    },
-  ]);
+  const record = sb ? sandboxMeterRecord(id, sb, nowMs) : null;
+  if (record) await insertMeterRecords(db, [record]);
 }
 
 /**

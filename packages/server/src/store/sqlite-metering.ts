@@ -1,4 +1,5 @@
 import type Database from "better-sqlite3";
+import { sandboxMeterRecord } from "./meter-rules.js";
 import type { MeterKind, MeterRecord, MeterRecordWithLabels } from "./rows.js";
 
 // The SQL behind metering: an append-only table of intervals. A sandbox gets one record per
@@ -16,7 +17,6 @@ export const METERING_MIGRATION = `
   CREATE INDEX meter_records_subject ON meter_records(subject_id, kind);
   CREATE TABLE team_budgets (team_id TEXT PRIMARY KEY, monthly_budget_usd REAL NOT NULL);`;
 
-const BILLED_SANDBOX_STATES = new Set(["RUNNING", "PAUSED"]);
 const GiB = 1024 ** 3;
 
 function openRecord(db: Database.Database, subjectId: string, kind: MeterKind): MeterRecord | undefined {
@@ -44,21 +44,8 @@ export function meterSandbox(db: Database.Database, id: string, nowMs: number): 
   const open = openRecord(db, id, "sandbox");
   if (open && sb && open.state === sb.status) return;
   if (open) close(db, open, nowMs);
-  if (!sb || !BILLED_SANDBOX_STATES.has(sb.status)) return;
-  const running = sb.status === "RUNNING";
-  insertMeterRecord(db, {
-    kind: "sandbox",
-    subject_id: id,
-    sandbox_id: id,
-    team_id: sb.team_id,
-    state: sb.status,
-    vcpus: running ? sb.cpu_cores : 0,
-    memory_gib: running ? sb.memory_gb : 0,
-    disk_gib: sb.disk_size_gb,
-    stored_bytes: 0,
-    start_ms: nowMs,
-    end_ms: null,
-  });
+  const record = sb ? sandboxMeterRecord(id, sb, nowMs) : null;
+  if (record) insertMeterRecord(db, record);
 }
 
 /**
