@@ -1,5 +1,5 @@
-import { all, type Db, one, run } from "./pg-db.js";
 import { sandboxMeterRecord } from "./meter-rules.js";
+import { all, type Db, one, run } from "./pg-db.js";
 import type { MeterKind, MeterRecord, MeterRecordWithLabels } from "./rows.js";
 
 // The SQL behind PgStore's metering, the same intervals as sqlite-metering.ts: one record per
