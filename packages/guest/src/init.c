@@ -1,6 +1,9 @@
 /* PID-1 boot: kernel filesystems, virtio modules, the root disk (grown online to the
  * device size), then a switch into it. The agent keeps running from the initramfs copy in
- * memory; nothing from the image is executed for init. */
+ * memory; nothing from the image is executed for init.
+ * With sandtree.root=wait (a warm template) the boot stops before the root disk is read: the
+ * agent serves, the host saves the VM, and each clone's first HELLO carries TAG_ROOT with its
+ * own disk's size; init_mount_root() then mounts that disk and switches into it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
@@ -29,6 +32,8 @@
 
 char g_kernel_release[65];
 uint64_t g_boot_ms;
+const char *g_root_state = "mounted";
+static char g_root_dev[64];
 
 static void sleep_ms(long ms) {
   struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
@@ -254,11 +259,39 @@ int init_boot(void) {
   cmdline_get("sandtree.modules", g_modules_on, sizeof g_modules_on, "off");
   int rc = 0;
   if (strcmp(root, "none") == 0) late_mounts("");
-  else rc = switch_root(root);
+  else if (strcmp(root, "wait") == 0) {
+    snprintf(g_root_dev, sizeof g_root_dev, "/dev/vda");
+    g_root_state = "waiting";
+  } else rc = switch_root(root);
   loopback_up();
   net_boot();
   if (sethostname("sandbox", 7) < 0) agent_log("sethostname: %s", strerror(errno));
   return rc;
+}
+
+/* A clone of a template booted with sandtree.root=wait: mount the root disk the host attached
+ * (its size is `bytes`) and switch into it. The template's kernel probed the placeholder disk
+ * the template was booted with (partition scan): its size and the pages it read are cached, so
+ * wait until virtio-blk reports the clone's size (the host resized the drive, which raises a
+ * config interrupt) and drop the block device's cache before ext4 reads a byte. */
+void init_mount_root(uint64_t bytes) {
+  if (strcmp(g_root_state, "waiting") != 0) return;
+  g_root_state = "failed";
+  int fd = open(g_root_dev, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) { agent_log("open %s: %s", g_root_dev, strerror(errno)); return; }
+  unsigned long long now = 0;
+  uint64_t t0 = now_ms();
+  for (int t = 0; t < 5000; t++) {
+    if (ioctl(fd, BLKGETSIZE64, &now) == 0 && now == bytes) break;
+    sleep_ms(1);
+  }
+  if (now != bytes) agent_log("%s: %llu bytes, expected %llu", g_root_dev, now, (unsigned long long)bytes);
+  if (ioctl(fd, BLKFLSBUF, 0) < 0) agent_log("BLKFLSBUF %s: %s", g_root_dev, strerror(errno));
+  close(fd);
+  uint64_t t1 = now_ms();
+  if (switch_root(g_root_dev) == 0) g_root_state = "mounted";
+  agent_log("root %s: size wait %llu ms, mount and switch %llu ms (%s)", g_root_dev,
+            (unsigned long long)(t1 - t0), (unsigned long long)(now_ms() - t1), g_root_state);
 }
 
 /* Reaps until no child is left or ms elapsed. */

@@ -12,6 +12,8 @@ export interface AgentInfo {
   version: number;
   kernel: string;
   boot_ms?: number;
+  /** The root disk: "mounted", "waiting" (a warm template, until a HELLO carries ROOT) or "failed". */
+  root?: string;
 }
 
 export interface ExecSpec {
@@ -184,6 +186,8 @@ export class AgentClient extends EventEmitter {
   info: AgentInfo | null = null;
   /** eth0's configuration ("ADDR/PREFIX GATEWAY" or "-"), applied by the guest at every HELLO. */
   private net: string | null = null;
+  /** Sent with the HELLO: a guest waiting for its root disk (a template's clone) mounts it, this size. */
+  private root: number | null = null;
 
   private constructor(private readonly sock: net.Socket) {
     super();
@@ -197,7 +201,7 @@ export class AgentClient extends EventEmitter {
   /** Connects (retrying until QEMU serves the socket) and handshakes with a fresh nonce. */
   static async connect(
     socketPath: string,
-    opts: { signal?: AbortSignal; timeoutMs?: number; net?: string } = {},
+    opts: { signal?: AbortSignal; timeoutMs?: number; net?: string; rootBytes?: number } = {},
   ): Promise<AgentClient> {
     // A strongly held deadline (see deadline.ts: AbortSignal.any over AbortSignal.timeout can lose its timer).
     const deadline = new Deadline(opts.timeoutMs ?? 120_000, "the guest agent", opts.signal);
@@ -211,6 +215,7 @@ export class AgentClient extends EventEmitter {
       }
       const client = new AgentClient(sock);
       client.net = opts.net ?? null;
+      client.root = opts.rootBytes ?? null;
       try {
         await deadline.race(client.handshake(signal));
       } catch (err) {
@@ -238,6 +243,7 @@ export class AgentClient extends EventEmitter {
         [Tag.TIME_NS, { u64: BigInt(Date.now()) * 1_000_000n }],
         [Tag.ENTROPY, randomBytes(64)],
         ...(this.net ? [[Tag.NET, this.net] as [number, TlvValue]] : []),
+        ...(this.root !== null ? [[Tag.ROOT, { u64: BigInt(this.root) }] as [number, TlvValue]] : []),
       ]);
       const acked = new Promise<AgentInfo>((resolve) => {
         this.onHelloAck = resolve;

@@ -48,7 +48,10 @@ export interface MachineSpec {
   logDir: string;
   /** A NIC on this tap device, and eth0's configuration ("ADDR/PREFIX GATEWAY"). */
   nic?: { tap: string; guestNet: string };
-  /** Resume a booted warm template copy-on-write instead of booting. */
+  /**
+   * Resume a booted warm template copy-on-write instead of booting: the template waits for its
+   * root disk, and the clone mounts `rootDisk` (any image's or checkpoint's, at its own size).
+   */
   template?: { ramFile: string; stateFile: string };
   /** Resume a memory checkpoint (RAM and devices) instead of booting. */
   memoryState?: string;

@@ -64,6 +64,30 @@ export class Provisioner {
     this.imageBases.delete(id);
   }
 
+  /** The warm template a start of this shape clones, or null when warm starts are off. */
+  templateInputs(cpuCores: number, memoryMb: number): TemplateInputs | null {
+    if (!this.deps.templates) return null;
+    return {
+      kernel: this.deps.guest.kernel,
+      initramfs: this.deps.guest.initramfs,
+      accel: this.deps.accel,
+      cpuCores,
+      memoryMb,
+      nic: this.deps.network?.enabled ?? false,
+    };
+  }
+
+  /** Builds a template in the background (a start never waits for one: it boots cold). */
+  prewarm(inputs: TemplateInputs): void {
+    const templates = this.deps.templates;
+    if (!templates) return;
+    setImmediate(() => {
+      void templates.ensure(inputs).then((t) => {
+        if (!t) this.deps.log.warn({ cpus: inputs.cpuCores, memoryMb: inputs.memoryMb }, "warm template build failed");
+      });
+    });
+  }
+
   private spec(sb: Sandbox, rootDisk: string) {
     const { paths } = this.deps;
     return {
@@ -121,29 +145,16 @@ export class Provisioner {
         );
       }
       const memoryMb = memoryMbFor(sb.memory_gb);
-      // Warm start: a copy-on-write clone of a saved, booted VM of the same image and sizes.
-      // Restores boot cold (their disk is a checkpoint's, not the template's).
-      const templates = this.deps.templates;
-      const warmInputs: TemplateInputs | null =
-        templates && !restore && image.digest
-          ? {
-              imageDigest: image.digest,
-              backing,
-              kernel: this.deps.guest.kernel,
-              initramfs: this.deps.guest.initramfs,
-              accel: this.deps.accel,
-              cpuCores: sb.cpu_cores,
-              memoryMb,
-              diskBytes,
-              nic: this.deps.network?.enabled ?? false,
-            }
-          : null;
-      const template = warmInputs ? templates?.get(warmInputs) : null;
+      // Warm start: a copy-on-write clone of a booted guest that waits for its root disk (one
+      // template per kernel, agent, CPUs and memory: any image, restore or fork). A memory
+      // restore brings its own RAM.
+      const warmInputs = memState ? null : this.templateInputs(sb.cpu_cores, memoryMb);
+      const template = warmInputs ? (this.deps.templates?.get(warmInputs) ?? null) : null;
       const overlay = path.join(paths.layersDir, liveDiskName(sb.id, "0"));
       // The disk and the network (tap, rules, tunnels) are set up side by side.
       // Both settle before a failure is thrown, so the cleanup below sees everything they made.
       const [disk, net] = await Promise.allSettled([
-        createOverlay(template ? template.diskName : backing, overlay, diskBytes, { signal }),
+        createOverlay(backing, overlay, diskBytes, { signal }),
         this.deps.network?.attach(sb.id),
       ]);
       if (disk.status === "rejected") throw disk.reason;
@@ -160,8 +171,8 @@ export class Provisioner {
         ...(memState ? { memoryState: memState } : {}),
       });
       store.updateSandbox(sb.id, { start_path: memState ? "memory" : template ? "warm" : "cold" });
-      // The first create of a kind boots cold; the template for the next ones builds afterwards.
-      if (warmInputs && !template) setImmediate(() => void templates?.ensure(warmInputs));
+      // The first start of a shape boots cold; the template for the next ones builds afterwards.
+      if (warmInputs && !template) this.prewarm(warmInputs);
       const started = machine;
       machines.supervise(sb.id, started);
       if (sb.start_command) this.runStartCommand(sb, started);
