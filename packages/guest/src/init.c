@@ -149,23 +149,35 @@ static int find_disk(const char *root, const char *serial, char *dev, size_t n, 
 /* The kernel's whole module tree (the read-only disk build-guest.sh makes) at
  * root/lib/modules/<release>, and the kernel's module loader pointed at its static modprobe. */
 static char g_modules_on[16];
+/* Where /sys is when the modules disk is looked for: "" before the switch, the new root after. */
+static const char *g_sysroot = "";
 
-static void mount_modules(const char *root) {
-  char dev[64], dst[160], p[96];
+/* Mounts the modules disk at dst (root/lib/modules/<release>, or /modules in a template, moved
+ * into the root once it is mounted) and points the kernel's module loader at its modprobe. */
+static void mount_modules_at(const char *dst, const char *procdir) {
+  char dev[64], p[160];
   if (strcmp(g_modules_on, "on") != 0) return;
-  if (find_disk(root, "sandtree-modules", dev, sizeof dev, 5000) < 0) {
+  if (find_disk(g_sysroot, "sandtree-modules", dev, sizeof dev, 5000) < 0) {
     agent_log("modules disk did not appear");
     return;
   }
-  snprintf(dst, sizeof dst, "%s/lib/modules/%s", root, g_kernel_release);
   mkdirs(dst);
   if (mount(dev, dst, "ext4", MS_RDONLY | MS_NODEV | MS_NOSUID, NULL) < 0) {
     agent_log("mount modules %s: %s", dev, strerror(errno));
     return;
   }
-  snprintf(dst, sizeof dst, "/lib/modules/%s/bin/modprobe", g_kernel_release);
-  snprintf(p, sizeof p, "%s/proc/sys/kernel/modprobe", root);
-  write_file(p, dst);
+  char loader[128];
+  snprintf(loader, sizeof loader, "/lib/modules/%s/bin/modprobe", g_kernel_release);
+  snprintf(p, sizeof p, "%s/sys/kernel/modprobe", procdir);
+  write_file(p, loader);
+}
+
+static void mount_modules(const char *root) {
+  char dst[160], procdir[96];
+  g_sysroot = root;
+  snprintf(dst, sizeof dst, "%s/lib/modules/%s", root, g_kernel_release);
+  snprintf(procdir, sizeof procdir, "%s/proc", root);
+  mount_modules_at(dst, procdir);
 }
 
 /* cgroup v2 with every available controller enabled for the root's children. */
@@ -190,7 +202,9 @@ static void mount_cgroup(const char *root) {
   write_file(p, want);
 }
 
-static void late_mounts(const char *root) {
+/* What lives under /dev and /sys: mounted before the switch (these trees are moved into the
+ * root whole), so a template has them already. */
+static void dev_sys_mounts(const char *root) {
   char p[64];
   snprintf(p, sizeof p, "%s/dev/pts", root);
   do_mount("devpts", p, "devpts", MS_NOSUID | MS_NOEXEC, "ptmxmode=666,mode=620,gid=5");
@@ -198,12 +212,28 @@ static void late_mounts(const char *root) {
   do_mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
   snprintf(p, sizeof p, "%s/dev/mqueue", root);
   do_mount("mqueue", p, "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-  snprintf(p, sizeof p, "%s/run", root);
-  do_mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755");
   snprintf(p, sizeof p, "%s/dev/ptmx", root);
   if (access(p, F_OK) != 0 && symlink("pts/ptmx", p) < 0) agent_log("ptmx: %s", strerror(errno));
   mount_cgroup(root);
-  mount_modules(root);
+}
+
+/* A template (sandtree.root=wait) mounts what does not depend on the root disk before it is
+ * saved: /dev and /sys submounts, and the modules disk at /modules (moved in at the switch). */
+static int g_premounted;
+
+static void late_mounts(const char *root) {
+  char p[160];
+  if (!g_premounted) dev_sys_mounts(root);
+  snprintf(p, sizeof p, "%s/run", root);
+  do_mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755");
+  if (!g_premounted) {
+    mount_modules(root);
+    return;
+  }
+  if (strcmp(g_modules_on, "on") != 0) return;
+  snprintf(p, sizeof p, "%s/lib/modules/%s", root, g_kernel_release);
+  mkdirs(p);
+  if (mount("/modules", p, NULL, MS_MOVE, NULL) < 0) agent_log("move modules: %s", strerror(errno));
 }
 
 static int switch_root(const char *dev) {
@@ -262,6 +292,9 @@ int init_boot(void) {
   else if (strcmp(root, "wait") == 0) {
     snprintf(g_root_dev, sizeof g_root_dev, "/dev/vda");
     g_root_state = "waiting";
+    dev_sys_mounts("");
+    mount_modules_at("/modules", "/proc");
+    g_premounted = 1;
   } else rc = switch_root(root);
   loopback_up();
   net_boot();
