@@ -170,13 +170,18 @@ export class Provisioner {
         ...(template ? { template: { ramFile: template.ramFile, stateFile: template.stateFile } } : {}),
         ...(memState ? { memoryState: memState } : {}),
       });
-      store.updateSandbox(sb.id, { start_path: memState ? "memory" : template ? "warm" : "cold" });
       // The first start of a shape boots cold; the template for the next ones builds afterwards.
       if (warmInputs && !template) this.prewarm(warmInputs);
       const started = machine;
       machines.supervise(sb.id, started);
       if (sb.start_command) this.runStartCommand(sb, started);
-      if (!store.updateSandbox(sb.id, { status: "RUNNING", started_at: new Date().toISOString() }, ["PROVISIONING"])) {
+      // One write: the start path goes with the status (metrics read both at RUNNING).
+      const startPath = memState ? "memory" : template ? "warm" : "cold";
+      if (
+        !store.updateSandbox(sb.id, { status: "RUNNING", started_at: new Date().toISOString(), start_path: startPath }, [
+          "PROVISIONING",
+        ])
+      ) {
         throw new SandtreeError("SANDBOX_NOT_RUNNING", "sandbox was deleted while provisioning", { id: sb.id });
       }
       store.addEvent(sb.id, `running (${this.deps.accel}, pid ${started.pid})`);
