@@ -65,17 +65,15 @@ export async function resumeAfterSave(qmp: QmpClient, opts: { signal?: AbortSign
 /**
  * Loads state saved by saveVmState into a QEMU started with `-incoming defer`, then runs it.
  * `beforeRun` runs once the state is loaded, before the guest's CPUs go (a warm clone resizes its
- * disk there). The capability and the incoming migration are sent together: QMP answers in order.
+ * disk there).
  */
 export async function loadVmState(
   qmp: QmpClient,
   file: string,
   opts: { ignoreShared: boolean; signal?: AbortSignal; beforeRun?: () => Promise<void> },
 ): Promise<void> {
-  await Promise.all([
-    setCapabilities(qmp, opts.ignoreShared),
-    qmp.execute("migrate-incoming", { uri: `exec:cat ${quote(file)}` }),
-  ]);
+  await setCapabilities(qmp, opts.ignoreShared);
+  await qmp.execute("migrate-incoming", { uri: `exec:cat ${quote(file)}` });
   await waitMigration(qmp, opts.signal);
   await opts.beforeRun?.();
   await qmp.execute("cont");
