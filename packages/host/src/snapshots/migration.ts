@@ -62,14 +62,19 @@ export async function resumeAfterSave(qmp: QmpClient, opts: { signal?: AbortSign
   throw new Error("the VM did not run again after saving its state");
 }
 
-/** Loads state saved by saveVmState into a QEMU started with `-incoming defer`, then runs it. */
+/**
+ * Loads state saved by saveVmState into a QEMU started with `-incoming defer`, then runs it.
+ * `beforeRun` runs once the state is loaded, before the guest's CPUs go (a warm clone resizes its
+ * disk there).
+ */
 export async function loadVmState(
   qmp: QmpClient,
   file: string,
-  opts: { ignoreShared: boolean; signal?: AbortSignal },
+  opts: { ignoreShared: boolean; signal?: AbortSignal; beforeRun?: () => Promise<void> },
 ): Promise<void> {
   await setCapabilities(qmp, opts.ignoreShared);
   await qmp.execute("migrate-incoming", { uri: `exec:cat ${quote(file)}` });
   await waitMigration(qmp, opts.signal);
+  await opts.beforeRun?.();
   await qmp.execute("cont");
 }

@@ -24,6 +24,9 @@ import { memoryMbFor, SandboxPaths } from "./sandbox-paths.js";
 
 export { liveDiskName, memoryMbFor } from "./sandbox-paths.js";
 
+/** A warm template nobody cloned for this long is removed at the next start. */
+const TEMPLATE_MAX_IDLE_MS = 7 * 24 * 3600 * 1000;
+
 export interface SandboxServiceDeps {
   store: Store;
   images: ImageResolver;
@@ -124,19 +127,24 @@ export class SandboxService {
   }
 
   /**
-   * Removes warm templates no create can use any more (another kernel, agent or device model,
-   * a vanished image base, a build a crash cut short); disks that sandboxes or checkpoints still
-   * sit on stay until they are free. Run at start, before requests are taken.
+   * Removes warm templates no start can use any more (another kernel, agent, device model or
+   * template format, a build a crash cut short) or unused for a week, and rebuilds in the
+   * background the stale ones whose shape (CPUs, memory) was in use. Run at start, before
+   * requests are taken.
    */
   pruneTemplates(): void {
     if (!this.templates) return;
     try {
-      const r = this.templates.prune();
+      const r = this.templates.prune(this.deps.guest, { maxIdleMs: TEMPLATE_MAX_IDLE_MS });
       if (r.removed.length > 0 || r.keptDisks.length > 0)
         this.deps.log.info(
           { removed: r.removed.length, freedMiB: Math.round(r.freedBytes / 1048576), disksStillInUse: r.keptDisks.length },
           "stale warm templates pruned",
         );
+      for (const old of r.rebuild) {
+        const inputs = this.provisioner.templateInputs(old.cpuCores, old.memoryMb);
+        if (inputs && old.accel === this.deps.accel) this.provisioner.prewarm(inputs);
+      }
     } catch (err) {
       this.deps.log.warn({ err: (err as Error).message }, "could not prune warm templates");
     }
