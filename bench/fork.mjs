@@ -11,10 +11,17 @@
 //   memory_fork        fork with memory of 1, 4, 16 children -> every child answered
 //   reset              reset to a memory checkpoint -> first output (p50)
 //   exec_true          `true` round trip through the API (p50 of 30)
+//   exec_output        MB/s of `head -c 64M /dev/zero` streamed through the API (beside the bare
+//                      virtio-serial port's floor, lib/serial-floor.mjs, same run)
+//   upload, download   MB/s of 64 MiB through files.upload / files.download
 //   burst              --burst (64) creates of 128 MiB fired at once -> all RUNNING
+// In warm mode a create of an image that has its own template clones it (root mounted); every
+// other start (another image, a fork, a restore) clones the shape template and mounts its disk;
+// memory forks and resets clone the checkpoint's RAM file.
 // Usage: node bench/fork.mjs [--runs 5] [--burst 64] [--burst-cold N] [--modes warm,cold].
 // Prints one JSON document (and each mode's figures on stderr as it finishes).
-import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
@@ -22,6 +29,7 @@ import { detectAccel } from "@sandtree/host";
 import { SandtreeClient } from "@sandtree/sdk";
 import { startServer } from "@sandtree/server";
 import { measureFloor, ratio } from "./lib/floor.mjs";
+import { measureSerialFloor } from "./lib/serial-floor.mjs";
 
 const { values } = parseArgs({
   options: {
@@ -40,15 +48,28 @@ const pct = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Mat
 const p50 = (xs) => (xs.length ? +pct(xs, 50).toFixed(1) : null);
 const since = (t0) => performance.now() - t0;
 
-async function templateBuilt(dataDir, count) {
+/** Waits until both templates of this memory size exist: the shape one and the image's own. */
+async function templatesBuilt(dataDir, memoryMb) {
   const root = path.join(dataDir, "templates");
+  const kinds = () => {
+    const seen = new Set();
+    for (const k of existsSync(root) ? readdirSync(root) : []) {
+      const meta = path.join(root, k, "template.json");
+      if (!existsSync(meta)) continue;
+      const t = JSON.parse(readFileSync(meta, "utf8"));
+      if (t.inputs.memoryMb === memoryMb) seen.add(t.rootWait ? "shape" : "image");
+    }
+    return seen.size;
+  };
   for (let i = 0; i < 1200; i++) {
-    const built = existsSync(root) ? readdirSync(root).filter((k) => existsSync(path.join(root, k, "template.json"))) : [];
-    if (built.length >= count) return;
+    if (kinds() >= 2) return;
     await new Promise((r) => setTimeout(r, 250));
   }
-  throw new Error("the warm template was never built");
+  throw new Error(`the ${memoryMb} MiB templates were never built`);
 }
+
+const MiB = 1024 * 1024;
+const mbs = (bytes, ms) => +(bytes / MiB / (ms / 1000)).toFixed(1);
 
 async function measureMode(mode) {
   const work = mkdtempSync(path.join(tmpdir(), `sandtree-bench-fork-${mode}-`));
@@ -67,7 +88,7 @@ async function measureMode(mode) {
     const seed = await client.sandboxes.create(SPEC);
     all.push(seed.id);
     await ready(seed.id);
-    if (mode === "warm") await templateBuilt(dataDir, 1);
+    if (mode === "warm") await templatesBuilt(dataDir, 256);
 
     const warm = [];
     for (let i = 0; i < RUNS; i++) {
@@ -114,6 +135,33 @@ async function measureMode(mode) {
     }
     out.exec_true_ms = p50(execs);
 
+    const BIG = 64 * MiB;
+    const outputs = [];
+    const ups = [];
+    const downs = [];
+    const local = path.join(work, "up.bin");
+    writeFileSync(local, randomBytes(BIG));
+    for (let i = 0; i < 3; i++) {
+      t0 = performance.now();
+      const h = await client.sandboxes.exec(seed.id, ["sh", "-c", `head -c ${BIG} /dev/zero`]);
+      let bytes = 0;
+      for await (const chunk of h.stdout) bytes += chunk.length;
+      await h.wait();
+      if (bytes !== BIG) throw new Error(`exec output: ${bytes} bytes`);
+      outputs.push(mbs(BIG, since(t0)));
+      t0 = performance.now();
+      await client.files.upload(seed.id, local, "/root/up.bin");
+      ups.push(mbs(BIG, since(t0)));
+      t0 = performance.now();
+      await client.files.download(seed.id, "/root/up.bin", path.join(work, "down.bin"));
+      downs.push(mbs(BIG, since(t0)));
+      rmSync(path.join(work, "down.bin"), { force: true });
+    }
+    out.exec_output_mb_s = p50(outputs);
+    out.upload_mb_s = p50(ups);
+    out.download_mb_s = p50(downs);
+    await client.sandboxes.run(seed.id, ["rm", "-f", "/root/up.bin"]);
+
     out.memory_fork_all_answered_ms = {};
     for (const n of [1, 4, 16]) {
       t0 = performance.now();
@@ -140,7 +188,7 @@ async function measureMode(mode) {
       const pre = await client.sandboxes.create(small);
       await ready(pre.id);
       await client.sandboxes.delete(pre.id);
-      if (mode === "warm") await templateBuilt(dataDir, 2);
+      if (mode === "warm") await templatesBuilt(dataDir, 128);
       t0 = performance.now();
       const made = await Promise.all(Array.from({ length: burstN }, () => client.sandboxes.create(small)));
       all.push(...made.map((s) => s.id));
@@ -167,6 +215,7 @@ async function measureMode(mode) {
 
 const accel = await detectAccel("auto");
 const floor = await measureFloor(accel);
+const serialFloor = await measureSerialFloor(accel);
 const modes = {};
 for (const mode of values.modes.split(",")) {
   modes[mode] = await measureMode(mode);
@@ -181,6 +230,7 @@ console.log(
       accel,
       runs: RUNS,
       floor,
+      serial_floor: serialFloor,
       warm: w,
       cold: modes.cold ?? null,
       vs_floor: {
@@ -198,6 +248,9 @@ console.log(
           ratio: ratio(w.exec_true_ms, floor.raw_exec_true_rtt_ms_p50),
           aim: 2,
         },
+        exec_output: { mb_s: w.exec_output_mb_s, floor_serial_out_large_mb_s: serialFloor.out_large_mb_s ?? null },
+        upload: { mb_s: w.upload_mb_s, floor_serial_in_mb_s: serialFloor.in_mb_s ?? null },
+        download: { mb_s: w.download_mb_s, floor_serial_out_large_mb_s: serialFloor.out_large_mb_s ?? null },
         memory_fork_16_ms: { ms: w.memory_fork_all_answered_ms?.[16], aim_ms: 3000 },
         burst_per_second: { value: w.burst?.per_second, aim: 10 },
       },

@@ -36,7 +36,7 @@ export interface TemplateInputs {
 }
 
 /** How templates are made; bumped when that changes (older templates are then pruned, never used). */
-const TEMPLATE_FORMAT = { shape: "root-wait-1", image: "image-2" };
+const TEMPLATE_FORMAT = { shape: "root-wait-2", image: "image-3" };
 
 /** The placeholder root disk a template boots with (empty; the guest never mounts it). */
 const PLACEHOLDER_BYTES = 64 * 1024 * 1024;

@@ -7,6 +7,8 @@ import {
   type GuestArtifacts,
   type Machine,
   type MachineHost,
+  type MachineSpec,
+  type MemoryImages,
   type Template,
   type TemplateInputs,
   type TemplateStore,
@@ -42,6 +44,8 @@ export interface ProvisionerDeps {
   network?: NetworkService;
   /** Warm templates; null turns warm starts off. */
   templates: TemplateStore | null;
+  /** Memory checkpoints as RAM files children map copy-on-write; null loads each stream whole. */
+  memoryImages?: MemoryImages | null;
   /** What every exec and the start command get. */
   environmentOf: (sb: Sandbox) => Record<string, string>;
 }
@@ -102,6 +106,31 @@ export class Provisioner {
     const t = templates.get(shape);
     if (!t) build.unshift(shape);
     return { template: t, build };
+  }
+
+  /**
+   * How a machine resumes a memory checkpoint: a copy-on-write clone of the checkpoint's memory
+   * image (built from its saved stream at the first start that needs it, shared by the rest), or
+   * a load of the whole stream where there is no image.
+   */
+  private async memoryStart(
+    sb: Sandbox,
+    memState: string,
+    signal?: AbortSignal,
+  ): Promise<Pick<MachineSpec, "template" | "memoryState">> {
+    const image = await this.deps.memoryImages?.ensure(
+      memState,
+      {
+        accel: this.deps.accel,
+        cpuCores: sb.cpu_cores,
+        memoryMb: memoryMbFor(sb.memory_gb),
+        kernel: this.deps.guest.kernel,
+        initramfs: this.deps.guest.initramfs,
+        nic: this.deps.network?.enabled ?? false,
+      },
+      signal,
+    );
+    return image ? { template: { ramFile: image.ramFile, stateFile: image.stateFile } } : { memoryState: memState };
   }
 
   /** Builds a template in the background (a start never waits for one: it boots cold). */
@@ -206,7 +235,7 @@ export class Provisioner {
         ...(template
           ? { template: { ramFile: template.ramFile, stateFile: template.stateFile, rootWait: template.rootWait } }
           : {}),
-        ...(memState ? { memoryState: memState } : {}),
+        ...(memState ? await this.memoryStart(sb, memState, signal) : {}),
       });
       // Templates missing for this start build afterwards, in the background.
       for (const inputs of warm.build) this.prewarm(inputs);
@@ -250,6 +279,8 @@ export class Provisioner {
    */
   async replaceForReset(sb: Sandbox, old: Machine, layers: { layerName: string; memState: string }): Promise<void> {
     const { paths, machines } = this.deps;
+    // The checkpoint's memory image is made (once) before the old machine goes.
+    const resume = await this.memoryStart(sb, layers.memState);
     await old.stop({ graceMs: 0 });
     machines.cleanupDisk(sb.id);
     const overlay = path.join(paths.layersDir, liveDiskName(sb.id, `r${Date.now().toString(36)}`));
@@ -259,7 +290,7 @@ export class Provisioner {
     const machine = await this.deps.host.start({
       ...this.spec(sb, overlay),
       ...(tap && guestNet ? { nic: { tap, guestNet } } : {}),
-      memoryState: layers.memState,
+      ...resume,
     });
     machines.supervise(sb.id, machine);
   }

@@ -6,6 +6,7 @@ import {
   type GuestArtifacts,
   type Machine,
   type MachineHost,
+  MemoryImages,
   QemuMachineHost,
   TemplateStore,
   tailOfFile,
@@ -71,6 +72,8 @@ export class SandboxService {
   private readonly reconciler: Reconciler;
   /** Warm templates; null turns warm starts off. */
   private readonly templates: TemplateStore | null;
+  /** Memory checkpoints as copy-on-write RAM files (off with the templates). */
+  private readonly memoryImages: MemoryImages | null;
   private readonly teardownHooks: Array<(id: string) => unknown> = [];
   /** One QMP command of the API's own calls (pause, resume, delete), ms. */
   readonly qmpDeadlineMs: number;
@@ -88,6 +91,8 @@ export class SandboxService {
             deps.runRoot,
             deps.network ? deps.network.taps : null,
           );
+    this.memoryImages =
+      deps.warmTemplates === false ? null : new MemoryImages(path.join(deps.dataDir, "memory-images"), deps.runRoot);
     this.machines = new SandboxMachines({
       store: deps.store,
       paths: this.paths,
@@ -105,6 +110,7 @@ export class SandboxService {
       guest: deps.guest,
       log: deps.log,
       templates: this.templates,
+      memoryImages: this.memoryImages,
       environmentOf: (sb) => this.environmentOf(sb),
       ...(deps.network ? { network: deps.network } : {}),
     });
@@ -129,10 +135,15 @@ export class SandboxService {
   /**
    * Removes warm templates no start can use any more (another kernel, agent, device model or
    * template format, a build a crash cut short) or unused for a week, and rebuilds in the
-   * background the stale ones whose shape (CPUs, memory) was in use. Run at start, before
-   * requests are taken.
+   * background the stale ones whose shape (CPUs, memory) was in use; removes memory images of
+   * deleted checkpoints. Run at start, before requests are taken.
    */
   pruneTemplates(): void {
+    try {
+      this.memoryImages?.prune();
+    } catch (err) {
+      this.deps.log.warn({ err: (err as Error).message }, "could not prune memory images");
+    }
     if (!this.templates) return;
     try {
       const r = this.templates.prune(this.deps.guest, { maxIdleMs: TEMPLATE_MAX_IDLE_MS });
