@@ -69,7 +69,8 @@ async function rawRestore(tag, opts) {
     runDir: path.join(work, `r-${tag}`),
     logDir: path.join(work, `l-${tag}`),
     restoreFrom: opts.state,
-    ...(opts.ram ? { memoryFile: { path: opts.ram, share: false } } : {}),
+    // A template's clone mounts its own disk (the template waits for its root).
+    ...(opts.ram ? { memoryFile: { path: opts.ram, share: false }, rootWait: true } : {}),
   });
   for await (const ev of vm.agent.exec({ argv: ["echo", "ready"] }).events) if (ev.type === "stdout") break;
   const ms = performance.now() - t0;
@@ -93,12 +94,14 @@ try {
     else await new Promise((r) => setTimeout(r, 500));
   }
   if (!tmpl) throw new Error("template never built");
+  // The seed's image base (a link in layers/): the raw clones' disks sit on it as the server's do.
+  const imageBase = readdirSync(path.join(dataDir, "layers")).find((f) => f.startsWith("base-"));
 
   const warm = [];
   const raw = [];
   for (let i = 0; i < RUNS; i++) {
     raw.push(
-      await rawRestore(`clone${i}`, { backing: tmpl.diskName, state: tmpl.stateFile, ram: tmpl.ramFile, nic: tmpl.inputs?.nic }),
+      await rawRestore(`clone${i}`, { backing: imageBase, state: tmpl.stateFile, ram: tmpl.ramFile, nic: tmpl.inputs?.nic }),
     );
     const t0 = performance.now();
     const sb = await client.sandboxes.create(SPEC);

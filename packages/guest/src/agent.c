@@ -139,14 +139,17 @@ static void send_hello_json(uint8_t type, const uint8_t *nonce) {
   jb_key(&j, "version"); jb_int(&j, PROTO_VERSION);
   jb_key(&j, "kernel"); jb_str(&j, g_kernel_release, strlen(g_kernel_release));
   jb_key(&j, "boot_ms"); jb_int(&j, (int64_t)g_boot_ms);
+  jb_key(&j, "root"); jb_str(&j, g_root_state, strlen(g_root_state));
   jb_lit(&j, "}");
   send_json(type, 0, &j);
 }
 
-/* TIME_NS sets the clock; ENTROPY is mixed in and the CRNG reseeded. */
+/* ROOT mounts a waiting root disk first (so NET writes the sandbox's resolv.conf); TIME_NS
+ * sets the clock; ENTROPY is mixed in and the CRNG reseeded. */
 static void apply_sync(const uint8_t *p, size_t n) {
   struct req r;
   if (req_decode(p, n, &r) == 0) {
+    if (r.has_root && getpid() == 1) init_mount_root(r.root_bytes);
     if (r.has_time) {
       struct timespec t = {(time_t)(r.time_ns / 1000000000u), (long)(r.time_ns % 1000000000u)};
       if (clock_settime(CLOCK_REALTIME, &t)) agent_log("clock_settime: %s", strerror(errno));

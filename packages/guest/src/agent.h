@@ -81,6 +81,8 @@ int user_lookup(const char *spec, struct user_info *u); /* 0 or errno */
 
 /* init.c */
 int init_boot(void);        /* PID-1 setup up to the switched root; 0 or -1 */
+void init_mount_root(uint64_t bytes); /* TAG_ROOT: mount the waiting root disk, switch into it */
+extern const char *g_root_state;      /* "mounted", "waiting" (sandtree.root=wait) or "failed" */
 void init_poweroff(void);   /* SHUTDOWN: never returns */
 
 /* net.c */

@@ -1,6 +1,9 @@
 /* PID-1 boot: kernel filesystems, virtio modules, the root disk (grown online to the
  * device size), then a switch into it. The agent keeps running from the initramfs copy in
- * memory; nothing from the image is executed for init. */
+ * memory; nothing from the image is executed for init.
+ * With sandtree.root=wait (a warm template) the boot stops before the root disk is read: the
+ * agent serves, the host saves the VM, and each clone's first HELLO carries TAG_ROOT with its
+ * own disk's size; init_mount_root() then mounts that disk and switches into it. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
@@ -30,6 +33,8 @@
 
 char g_kernel_release[65];
 uint64_t g_boot_ms;
+const char *g_root_state = "mounted";
+static char g_root_dev[64];
 
 static void sleep_ms(long ms) {
   struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
@@ -145,23 +150,35 @@ static int find_disk(const char *root, const char *serial, char *dev, size_t n, 
 /* The kernel's whole module tree (the read-only disk build-guest.sh makes) at
  * root/lib/modules/<release>, and the kernel's module loader pointed at its static modprobe. */
 static char g_modules_on[16];
+/* Where /sys is when the modules disk is looked for: "" before the switch, the new root after. */
+static const char *g_sysroot = "";
 
-static void mount_modules(const char *root) {
-  char dev[64], dst[160], p[96];
+/* Mounts the modules disk at dst (root/lib/modules/<release>, or /modules in a template, moved
+ * into the root once it is mounted) and points the kernel's module loader at its modprobe. */
+static void mount_modules_at(const char *dst, const char *procdir) {
+  char dev[64], p[160];
   if (strcmp(g_modules_on, "on") != 0) return;
-  if (find_disk(root, "sandtree-modules", dev, sizeof dev, 5000) < 0) {
+  if (find_disk(g_sysroot, "sandtree-modules", dev, sizeof dev, 5000) < 0) {
     agent_log("modules disk did not appear");
     return;
   }
-  snprintf(dst, sizeof dst, "%s/lib/modules/%s", root, g_kernel_release);
   mkdirs(dst);
   if (mount(dev, dst, "ext4", MS_RDONLY | MS_NODEV | MS_NOSUID, NULL) < 0) {
     agent_log("mount modules %s: %s", dev, strerror(errno));
     return;
   }
-  snprintf(dst, sizeof dst, "/lib/modules/%s/bin/modprobe", g_kernel_release);
-  snprintf(p, sizeof p, "%s/proc/sys/kernel/modprobe", root);
-  write_file(p, dst);
+  char loader[128];
+  snprintf(loader, sizeof loader, "/lib/modules/%s/bin/modprobe", g_kernel_release);
+  snprintf(p, sizeof p, "%s/sys/kernel/modprobe", procdir);
+  write_file(p, loader);
+}
+
+static void mount_modules(const char *root) {
+  char dst[160], procdir[96];
+  g_sysroot = root;
+  snprintf(dst, sizeof dst, "%s/lib/modules/%s", root, g_kernel_release);
+  snprintf(procdir, sizeof procdir, "%s/proc", root);
+  mount_modules_at(dst, procdir);
 }
 
 /* Device nodes of modules not loaded yet (modules.devname: "fuse fuse c10:229"), as kmod's
@@ -213,7 +230,9 @@ static void mount_cgroup(const char *root) {
   write_file(p, want);
 }
 
-static void late_mounts(const char *root) {
+/* What lives under /dev and /sys: mounted before the switch (these trees are moved into the
+ * root whole), so a template has them already. */
+static void dev_sys_mounts(const char *root) {
   char p[64];
   snprintf(p, sizeof p, "%s/dev/pts", root);
   do_mount("devpts", p, "devpts", MS_NOSUID | MS_NOEXEC, "ptmxmode=666,mode=620,gid=5");
@@ -221,12 +240,27 @@ static void late_mounts(const char *root) {
   do_mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
   snprintf(p, sizeof p, "%s/dev/mqueue", root);
   do_mount("mqueue", p, "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-  snprintf(p, sizeof p, "%s/run", root);
-  do_mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755");
   snprintf(p, sizeof p, "%s/dev/ptmx", root);
   if (access(p, F_OK) != 0 && symlink("pts/ptmx", p) < 0) agent_log("ptmx: %s", strerror(errno));
   mount_cgroup(root);
-  mount_modules(root);
+}
+
+/* A template (sandtree.root=wait) mounts what does not depend on the root disk before it is
+ * saved: /dev and /sys submounts, and the modules disk at /modules (moved in at the switch). */
+static int g_premounted;
+
+static void late_mounts(const char *root) {
+  char p[160];
+  if (!g_premounted) dev_sys_mounts(root);
+  snprintf(p, sizeof p, "%s/run", root);
+  do_mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755");
+  if (!g_premounted) {
+    mount_modules(root);
+  } else if (strcmp(g_modules_on, "on") == 0) {
+    snprintf(p, sizeof p, "%s/lib/modules/%s", root, g_kernel_release);
+    mkdirs(p);
+    if (mount("/modules", p, NULL, MS_MOVE, NULL) < 0) agent_log("move modules: %s", strerror(errno));
+  }
   static_nodes(root);
 }
 
@@ -283,11 +317,42 @@ int init_boot(void) {
   cmdline_get("sandtree.modules", g_modules_on, sizeof g_modules_on, "off");
   int rc = 0;
   if (strcmp(root, "none") == 0) late_mounts("");
-  else rc = switch_root(root);
+  else if (strcmp(root, "wait") == 0) {
+    snprintf(g_root_dev, sizeof g_root_dev, "/dev/vda");
+    g_root_state = "waiting";
+    dev_sys_mounts("");
+    mount_modules_at("/modules", "/proc");
+    g_premounted = 1;
+  } else rc = switch_root(root);
   loopback_up();
   net_boot();
   if (sethostname("sandbox", 7) < 0) agent_log("sethostname: %s", strerror(errno));
   return rc;
+}
+
+/* A clone of a template booted with sandtree.root=wait: mount the root disk the host attached
+ * (its size is `bytes`) and switch into it. The template's kernel probed the placeholder disk
+ * the template was booted with (partition scan): its size and the pages it read are cached, so
+ * wait until virtio-blk reports the clone's size (the host resized the drive, which raises a
+ * config interrupt) and drop the block device's cache before ext4 reads a byte. */
+void init_mount_root(uint64_t bytes) {
+  if (strcmp(g_root_state, "waiting") != 0) return;
+  g_root_state = "failed";
+  int fd = open(g_root_dev, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) { agent_log("open %s: %s", g_root_dev, strerror(errno)); return; }
+  unsigned long long now = 0;
+  uint64_t t0 = now_ms();
+  for (int t = 0; t < 5000; t++) {
+    if (ioctl(fd, BLKGETSIZE64, &now) == 0 && now == bytes) break;
+    sleep_ms(1);
+  }
+  if (now != bytes) agent_log("%s: %llu bytes, expected %llu", g_root_dev, now, (unsigned long long)bytes);
+  if (ioctl(fd, BLKFLSBUF, 0) < 0) agent_log("BLKFLSBUF %s: %s", g_root_dev, strerror(errno));
+  close(fd);
+  uint64_t t1 = now_ms();
+  if (switch_root(g_root_dev) == 0) g_root_state = "mounted";
+  agent_log("root %s: size wait %llu ms, mount and switch %llu ms (%s)", g_root_dev,
+            (unsigned long long)(t1 - t0), (unsigned long long)(now_ms() - t1), g_root_state);
 }
 
 /* Reaps until no child is left or ms elapsed. */

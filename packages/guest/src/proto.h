@@ -28,6 +28,7 @@ enum tlv_tag {
   TAG_PATH = 7, TAG_OFFSET = 8, TAG_LENGTH = 9, TAG_MODE = 10, TAG_FLAGS = 11, TAG_SIGNUM = 12,
   TAG_TIME_NS = 13, TAG_ENTROPY = 14, TAG_ROWS = 15, TAG_COLS = 16,
   TAG_NET = 17, /* HELLO/SYNC: "ADDR/PREFIX GATEWAY" for eth0, or "-" for no network */
+  TAG_ROOT = 18, /* HELLO: u64 root disk size; a guest booted with sandtree.root=wait mounts it */
 };
 
 #define FLAG_APPEND 0x1u

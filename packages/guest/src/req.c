@@ -53,6 +53,7 @@ static int one(struct req *r, const struct tlv *t) {
     case TAG_OFFSET: r->has_offset = 1; return tlv_u64(t, &r->offset) ? EINVAL : 0;
     case TAG_LENGTH: r->has_length = 1; return tlv_u64(t, &r->length) ? EINVAL : 0;
     case TAG_TIME_NS: r->has_time = 1; return tlv_u64(t, &r->time_ns) ? EINVAL : 0;
+    case TAG_ROOT: r->has_root = 1; return tlv_u64(t, &r->root_bytes) ? EINVAL : 0;
     case TAG_MODE: r->has_mode = 1; return tlv_u32(t, &r->mode) ? EINVAL : 0;
     case TAG_FLAGS: return tlv_u32(t, &r->flags) ? EINVAL : 0;
     case TAG_SIGNUM: r->has_signum = 1; return tlv_u32(t, &r->signum) ? EINVAL : 0;

@@ -9,10 +9,10 @@ struct req {
   char **env; size_t envc;
   char *cwd, *user, *shell, *path, *net;
   const uint8_t *entropy; uint32_t entropy_len; /* points into the payload */
-  uint64_t timeout_ms, offset, length, time_ns;
+  uint64_t timeout_ms, offset, length, time_ns, root_bytes;
   uint32_t mode, flags, signum, rows, cols;
   unsigned has_timeout : 1, has_offset : 1, has_length : 1, has_mode : 1, has_time : 1,
-      has_signum : 1, has_rows : 1, has_cols : 1;
+      has_signum : 1, has_rows : 1, has_cols : 1, has_root : 1;
 };
 
 /* Returns 0, or an errno (EINVAL for malformed entries, ENOMEM). On error *r is freed. */

@@ -18,6 +18,7 @@ export * from "./network/dns-message.js";
 export * from "./network/dns-resolver.js";
 export * from "./network/network-manager.js";
 export * from "./paths.js";
+export * from "./snapshots/memory-images.js";
 export * from "./snapshots/migration.js";
 export * from "./snapshots/template-store.js";
 export * from "./util/run-command.js";

@@ -56,6 +56,8 @@ export const Tag = {
   COLS: 16,
   /** HELLO/SYNC: eth0 as "ADDR/PREFIX GATEWAY", or "-" for no network. */
   NET: 17,
+  /** HELLO: the root disk's size (u64); a guest waiting for its root (a warm template's clone) mounts it first. */
+  ROOT: 18,
 } as const;
 
 export const Flag = {

@@ -1,3 +1,5 @@
+import { existsSync, readdirSync } from "node:fs";
+import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "./helpers.js";
 
@@ -72,6 +74,47 @@ describe("memory forks", () => {
     expect(refused.status).toBe(409);
     expect(refused.body.code).toBe("CHECKPOINT_HAS_NO_MEMORY");
     for (const s of [parent, ...children.map((c) => c.id)]) await t.api("DELETE", `/v1/sandboxes/${s}`);
+  });
+});
+
+describe("copy-on-write memory forks", () => {
+  it("16 children of one checkpoint map its RAM file: each continues the count, each its own RNG", {
+    timeout: 400_000,
+  }, async () => {
+    const p = await t.api("POST", "/v1/sandboxes", { image: "sandtree/busybox", memory_gb: 0.125, disk_size_gb: 1 });
+    const parent = p.body.id as string;
+    await t.waitRunning(parent);
+    // The count lives in the shell's memory (one fork a second: 16 copies stay light under TCG).
+    await t.api("POST", `/v1/sandboxes/${parent}/jobs`, {
+      command: "i=1000; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 1; done",
+    });
+    await new Promise((r) => setTimeout(r, 2500));
+    const atFork = Number((await run(parent, "cat /tmp/count")).stdout);
+    expect(atFork).toBeGreaterThan(1000);
+    const images = path.join(t.dataDir, "memory-images");
+    const imageCount = () =>
+      existsSync(images) ? readdirSync(images).filter((k) => existsSync(path.join(images, k, "image.json"))).length : 0;
+    const imagesBefore = imageCount();
+    const forked = await t.api("POST", `/v1/sandboxes/${parent}/fork`, { memory: true, count: 16 });
+    expect(forked.status, JSON.stringify(forked.body)).toBe(201);
+    const ids = (forked.body.sandboxes as Array<{ id: string }>).map((s) => s.id);
+    expect(ids).toHaveLength(16);
+    const children = await Promise.all(ids.map((id) => t.waitRunning(id)));
+    for (const c of children) expect(c.start_path).toBe("memory");
+    // One RAM file for the checkpoint, mapped by every child (not 16 loads of its stream).
+    expect(imageCount()).toBe(imagesBefore + 1);
+    const counts = async () => Promise.all(ids.map(async (id) => Number((await run(id, "cat /tmp/count")).stdout)));
+    const first = await counts();
+    await new Promise((r) => setTimeout(r, 2500));
+    const later = await counts();
+    ids.forEach((_, i) => {
+      // From the fork point on (never from 1000 again), and still counting on its own.
+      expect(first[i]).toBeGreaterThanOrEqual(atFork);
+      expect(later[i]).toBeGreaterThan(first[i] ?? 0);
+    });
+    const randoms = await Promise.all(ids.map(async (id) => (await run(id, "head -c 16 /dev/urandom | od -An -tx1")).stdout));
+    expect(new Set(randoms).size).toBe(16);
+    await Promise.all([parent, ...ids].map((id) => t.api("DELETE", `/v1/sandboxes/${id}`)));
   });
 });
 

@@ -36,6 +36,8 @@ export class AgentClient extends EventEmitter {
   info: AgentInfo | null = null;
   /** eth0's configuration ("ADDR/PREFIX GATEWAY" or "-"), applied by the guest at every HELLO. */
   private net: string | null = null;
+  /** Sent with the HELLO: a guest waiting for its root disk (a template's clone) mounts it, this size. */
+  private root: number | null = null;
 
   private constructor(private readonly sock: net.Socket) {
     super();
@@ -49,7 +51,7 @@ export class AgentClient extends EventEmitter {
   /** Connects (retrying until QEMU serves the socket) and handshakes with a fresh nonce. */
   static async connect(
     socketPath: string,
-    opts: { signal?: AbortSignal; timeoutMs?: number; net?: string } = {},
+    opts: { signal?: AbortSignal; timeoutMs?: number; net?: string; rootBytes?: number } = {},
   ): Promise<AgentClient> {
     // A strongly held deadline (see deadline.ts: AbortSignal.any over AbortSignal.timeout can lose its timer).
     const deadline = new Deadline(opts.timeoutMs ?? 120_000, "the guest agent", opts.signal);
@@ -63,6 +65,7 @@ export class AgentClient extends EventEmitter {
       }
       const client = new AgentClient(sock);
       client.net = opts.net ?? null;
+      client.root = opts.rootBytes ?? null;
       try {
         await deadline.race(client.handshake(signal));
       } catch (err) {
@@ -90,6 +93,7 @@ export class AgentClient extends EventEmitter {
         [Tag.TIME_NS, { u64: BigInt(Date.now()) * 1_000_000n }],
         [Tag.ENTROPY, randomBytes(64)],
         ...(this.net ? [[Tag.NET, this.net] as [number, TlvValue]] : []),
+        ...(this.root !== null ? [[Tag.ROOT, { u64: BigInt(this.root) }] as [number, TlvValue]] : []),
       ]);
       const acked = new Promise<AgentInfo>((resolve) => {
         this.onHelloAck = resolve;
@@ -102,6 +106,10 @@ export class AgentClient extends EventEmitter {
       this.removeAllListeners("guest-ready");
       if (info) {
         this.info = info;
+        // The answered HELLO's time is as old as its trip into the guest: seconds where a
+        // restored guest runs late on a loaded host (a root mount adds more). The guest answers
+        // at once now, so set its clock again.
+        this.sendRaw(FrameType.SYNC, 0, encodeTlv([[Tag.TIME_NS, { u64: BigInt(Date.now()) * 1_000_000n }]]));
         return;
       }
     }

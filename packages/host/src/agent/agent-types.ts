@@ -7,6 +7,8 @@ export interface AgentInfo {
   version: number;
   kernel: string;
   boot_ms?: number;
+  /** The root disk: "mounted", "waiting" (a warm template, until a HELLO carries ROOT) or "failed". */
+  root?: string;
 }
 
 export interface ExecSpec {

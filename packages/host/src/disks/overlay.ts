@@ -17,6 +17,14 @@ export async function createOverlay(
   await runCommand([...argv, overlay, String(sizeBytes)], opts.signal ? { signal: opts.signal } : {});
 }
 
+/** An empty qcow2 disk (no backing): a warm template's placeholder root, never mounted. */
+export async function createBlankDisk(file: string, sizeBytes: number, opts: { signal?: AbortSignal } = {}): Promise<void> {
+  await runCommand(
+    ["qemu-img", "create", "-q", "-f", "qcow2", file, String(sizeBytes)],
+    opts.signal ? { signal: opts.signal } : {},
+  );
+}
+
 /**
  * A symlink in `dir` to an image base, named after the base's directory (its digest), so layers in
  * `dir` can name the base relatively. Returns the link's name. Idempotent.
@@ -45,6 +53,23 @@ export function ensureBaseLink(dir: string, basePath: string): string {
  * image's directory), or null for an image without one or a file that is not qcow2. Reads the
  * header directly: no qemu-img process, no image lock.
  */
+/** A qcow2 file's virtual size in bytes (its header), or null when it is not a qcow2. */
+export function qcow2VirtualSize(file: string): number | null {
+  let fd: number;
+  try {
+    fd = openSync(file, "r");
+  } catch {
+    return null;
+  }
+  try {
+    const header = Buffer.alloc(32);
+    if (readSync(fd, header, 0, 32, 0) < 32 || header.readUInt32BE(0) !== 0x514649fb) return null;
+    return Number(header.readBigUInt64BE(24));
+  } finally {
+    closeSync(fd);
+  }
+}
+
 export function qcow2BackingName(file: string): string | null {
   let fd: number;
   try {

@@ -48,8 +48,12 @@ export interface MachineSpec {
   logDir: string;
   /** A NIC on this tap device, and eth0's configuration ("ADDR/PREFIX GATEWAY"). */
   nic?: { tap: string; guestNet: string };
-  /** Resume a booted warm template copy-on-write instead of booting. */
-  template?: { ramFile: string; stateFile: string };
+  /**
+   * Resume a booted warm template copy-on-write instead of booting. With `rootWait` the template
+   * waits for its root disk, and the clone mounts `rootDisk` (any image's or checkpoint's, at its
+   * own size); without, the template's root is mounted already and `rootDisk` sits on its disk.
+   */
+  template?: { ramFile: string; stateFile: string; rootWait?: boolean };
   /** Resume a memory checkpoint (RAM and devices) instead of booting. */
   memoryState?: string;
   signal?: AbortSignal;

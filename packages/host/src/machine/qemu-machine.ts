@@ -247,7 +247,11 @@ export class QemuMachineHost implements MachineHost {
       ...(spec.nic ? { tap: spec.nic.tap, guestNet: spec.nic.guestNet } : {}),
       ...(spec.signal ? { signal: spec.signal } : {}),
       ...(spec.template
-        ? { memoryFile: { path: spec.template.ramFile, share: false }, restoreFrom: spec.template.stateFile }
+        ? {
+            memoryFile: { path: spec.template.ramFile, share: false },
+            restoreFrom: spec.template.stateFile,
+            ...(spec.template.rootWait ? { rootWait: true } : {}),
+          }
         : {}),
       ...(spec.memoryState ? { restoreFrom: spec.memoryState } : {}),
     });

@@ -62,14 +62,20 @@ export async function resumeAfterSave(qmp: QmpClient, opts: { signal?: AbortSign
   throw new Error("the VM did not run again after saving its state");
 }
 
-/** Loads state saved by saveVmState into a QEMU started with `-incoming defer`, then runs it. */
+/**
+ * Loads state saved by saveVmState into a QEMU started with `-incoming defer`, then runs it.
+ * `beforeRun` runs once the state is loaded, before the guest's CPUs go (a warm clone resizes its
+ * disk there); with `run: false` the guest is left paused (a memory image is made so).
+ */
 export async function loadVmState(
   qmp: QmpClient,
   file: string,
-  opts: { ignoreShared: boolean; signal?: AbortSignal },
+  opts: { ignoreShared: boolean; signal?: AbortSignal; beforeRun?: () => Promise<void>; run?: boolean },
 ): Promise<void> {
   await setCapabilities(qmp, opts.ignoreShared);
   await qmp.execute("migrate-incoming", { uri: `exec:cat ${quote(file)}` });
   await waitMigration(qmp, opts.signal);
-  await qmp.execute("cont");
+  await opts.beforeRun?.();
+  // `run: false` leaves it paused (a state saved from a stopped VM loads paused).
+  if (opts.run !== false) await qmp.execute("cont");
 }

@@ -31,6 +31,8 @@ export interface QemuVmSpec {
   incoming?: boolean;
   /** A virtio-net NIC on this (already created) tap device. */
   tap?: string;
+  /** The same NIC on no network (a hub port alone): a VM that never runs, loading a saved state. */
+  nicUnplugged?: boolean;
 }
 
 /**
@@ -67,6 +69,10 @@ export function kernelCmdline(spec: Pick<QemuVmSpec, "accel" | "rootDisk" | "mod
   if (spec.accel === "tcg") {
     const khz = hostTscKhz();
     if (khz) args.push(`tsc_early_khz=${khz}`, `lpj=${khz * 4}`);
+    // TCG's TSC follows the host clock; its timer ticks do not on a loaded host. The clocksource
+    // watchdog compares the two, marked the TSC unstable and moved the guest to refined-jiffies,
+    // whose clock then lost seconds (a restored guest's, right after the host set it).
+    args.push("tsc=reliable");
   }
   if (!spec.rootDisk) args.push("sandtree.root=none");
   if (spec.modulesDisk) args.push("sandtree.modules=on");
@@ -136,10 +142,10 @@ export function buildQemuArgs(spec: QemuVmSpec): string[] {
       "virtio-blk-device,drive=modules,serial=sandtree-modules",
     );
   }
-  if (spec.tap) {
+  if (spec.tap || spec.nicUnplugged) {
     args.push(
       "-netdev",
-      `tap,id=net0,ifname=${spec.tap},script=no,downscript=no`,
+      spec.tap ? `tap,id=net0,ifname=${spec.tap},script=no,downscript=no` : "hubport,id=net0,hubid=0",
       "-device",
       // No guest announce: after a restore QEMU would make the guest send announcements for a
       // while (meant for live migration between hosts; each tap is its own link), which cost a

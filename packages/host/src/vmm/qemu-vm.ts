@@ -4,6 +4,7 @@ import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, stat
 import path from "node:path";
 import { SandtreeError } from "@sandtree/protocol";
 import { AgentClient } from "../agent/agent-client.js";
+import { qcow2VirtualSize } from "../disks/overlay.js";
 import { modulesDiskFor } from "../paths.js";
 import { loadVmState } from "../snapshots/migration.js";
 import { Deadline } from "./deadline.js";
@@ -33,6 +34,12 @@ export interface VmOptions {
   tap?: string;
   /** eth0's configuration, sent with every handshake: "ADDR/PREFIX GATEWAY", or "-" for none. */
   guestNet?: string;
+  /**
+   * The guest stops before reading its root disk (`sandtree.root=wait`): a warm template boots so.
+   * With `restoreFrom` (a clone of such a template) the clone's `rootDisk` is resized to its own
+   * size in QEMU and the agent mounts it at the handshake.
+   */
+  rootWait?: boolean;
 }
 
 /** A QEMU that outlived the server which started it (found by its pid and `-name`). */
@@ -212,8 +219,13 @@ export class QemuVm extends EventEmitter {
       ...(opts.memoryFile ? { memoryFile: opts.memoryFile } : {}),
       ...(opts.restoreFrom ? { incoming: true } : {}),
       ...(opts.tap ? { tap: opts.tap } : {}),
+      ...(opts.rootWait ? { extraKernelArgs: ["sandtree.root=wait"] } : {}),
     });
-    const agentOpts = opts.guestNet ? { net: opts.guestNet } : {};
+    // A clone of a root-waiting template: its own disk's size, sent with the HELLO that mounts it.
+    const rootBytes = opts.rootWait && opts.restoreFrom && opts.rootDisk ? qcow2VirtualSize(opts.rootDisk) : null;
+    if (opts.rootWait && opts.restoreFrom && rootBytes === null)
+      throw new Error(`${opts.rootDisk ?? "no root disk"} is not a qcow2 disk`);
+    const agentOpts = { ...(opts.guestNet ? { net: opts.guestNet } : {}), ...(rootBytes !== null ? { rootBytes } : {}) };
     const logFd = openSync(path.join(opts.logDir, "qemu.log"), "a");
     let child: ChildProcess;
     try {
@@ -236,8 +248,27 @@ export class QemuVm extends EventEmitter {
             // dropped): load and run it first, then shake hands.
             QmpClient.connect(qmpSocket, { signal: abort }).then(async (qmp) => {
               // A template clone gets its RAM from the shared file; a memory checkpoint carries it all.
-              await loadVmState(qmp, opts.restoreFrom as string, { ignoreShared: opts.memoryFile !== undefined, signal: abort });
-              return [qmp, await AgentClient.connect(agentSocket, { signal: abort, ...agentOpts })] as const;
+              // A clone's virtio-blk still reports the template's placeholder size to the guest:
+              // resizing the drive (to the size it has) raises the config interrupt that updates it.
+              const beforeRun =
+                rootBytes !== null
+                  ? async () => {
+                      await qmp.execute("block_resize", { "node-name": ROOT_NODE, size: rootBytes });
+                    }
+                  : undefined;
+              await loadVmState(qmp, opts.restoreFrom as string, {
+                ignoreShared: opts.memoryFile !== undefined,
+                signal: abort,
+                ...(beforeRun ? { beforeRun } : {}),
+              });
+              const agent = await AgentClient.connect(agentSocket, { signal: abort, ...agentOpts });
+              if (rootBytes !== null && agent.info?.root !== "mounted") {
+                agent.close();
+                throw new Error(
+                  `the guest did not mount its root disk (${agent.info?.root ?? "no answer"}); see the console log`,
+                );
+              }
+              return [qmp, agent] as const;
             })
           : Promise.all([
               QmpClient.connect(qmpSocket, { signal: abort }),

@@ -7,6 +7,9 @@ import {
   type GuestArtifacts,
   type Machine,
   type MachineHost,
+  type MachineSpec,
+  type MemoryImages,
+  type Template,
   type TemplateInputs,
   type TemplateStore,
 } from "@sandtree/host";
@@ -41,6 +44,8 @@ export interface ProvisionerDeps {
   network?: NetworkService;
   /** Warm templates; null turns warm starts off. */
   templates: TemplateStore | null;
+  /** Memory checkpoints as RAM files children map copy-on-write; null loads each stream whole. */
+  memoryImages?: MemoryImages | null;
   /** What every exec and the start command get. */
   environmentOf: (sb: Sandbox) => Promise<Record<string, string>>;
 }
@@ -62,6 +67,81 @@ export class Provisioner {
 
   forget(id: string): void {
     this.imageBases.delete(id);
+  }
+
+  /** The warm template a start of this shape clones, or null when warm starts are off. */
+  templateInputs(cpuCores: number, memoryMb: number): TemplateInputs | null {
+    if (!this.deps.templates) return null;
+    return {
+      kernel: this.deps.guest.kernel,
+      initramfs: this.deps.guest.initramfs,
+      accel: this.deps.accel,
+      cpuCores,
+      memoryMb,
+      nic: this.deps.network?.enabled ?? false,
+    };
+  }
+
+  /**
+   * The template a start clones: the image's own template (root mounted, image pages cached:
+   * the fastest) when there is one for this image, disk size and shape; else the shape template
+   * (any image, fork or restore: the clone mounts its own disk); else none (a cold boot). `build`
+   * lists the templates missing for next time: a start never waits for a build.
+   */
+  private pickTemplate(
+    cpuCores: number,
+    memoryMb: number,
+    image: TemplateInputs["image"] | null,
+  ): { template: Template | null; build: TemplateInputs[] } {
+    const templates = this.deps.templates;
+    const shape = this.templateInputs(cpuCores, memoryMb);
+    if (!templates || !shape) return { template: null, build: [] };
+    const build: TemplateInputs[] = [];
+    if (image) {
+      const own = { ...shape, image };
+      const t = templates.get(own);
+      if (t) return { template: t, build };
+      build.push(own);
+    }
+    const t = templates.get(shape);
+    if (!t) build.unshift(shape);
+    return { template: t, build };
+  }
+
+  /**
+   * How a machine resumes a memory checkpoint: a copy-on-write clone of the checkpoint's memory
+   * image (built from its saved stream at the first start that needs it, shared by the rest), or
+   * a load of the whole stream where there is no image.
+   */
+  private async memoryStart(
+    sb: Sandbox,
+    memState: string,
+    signal?: AbortSignal,
+  ): Promise<Pick<MachineSpec, "template" | "memoryState">> {
+    const image = await this.deps.memoryImages?.ensure(
+      memState,
+      {
+        accel: this.deps.accel,
+        cpuCores: sb.cpu_cores,
+        memoryMb: memoryMbFor(sb.memory_gb),
+        kernel: this.deps.guest.kernel,
+        initramfs: this.deps.guest.initramfs,
+        nic: this.deps.network?.enabled ?? false,
+      },
+      signal,
+    );
+    return image ? { template: { ramFile: image.ramFile, stateFile: image.stateFile } } : { memoryState: memState };
+  }
+
+  /** Builds a template in the background (a start never waits for one: it boots cold). */
+  prewarm(inputs: TemplateInputs): void {
+    const templates = this.deps.templates;
+    if (!templates) return;
+    setImmediate(() => {
+      void templates.ensure(inputs).then((t) => {
+        if (!t) this.deps.log.warn({ cpus: inputs.cpuCores, memoryMb: inputs.memoryMb }, "warm template build failed");
+      });
+    });
   }
 
   private spec(sb: Sandbox, rootDisk: string) {
@@ -121,51 +201,54 @@ export class Provisioner {
         );
       }
       const memoryMb = memoryMbFor(sb.memory_gb);
-      // Warm start: a copy-on-write clone of a saved, booted VM of the same image and sizes.
-      // Restores boot cold (their disk is a checkpoint's, not the template's).
-      const templates = this.deps.templates;
-      const warmInputs: TemplateInputs | null =
-        templates && !restore && image.digest
-          ? {
-              imageDigest: image.digest,
-              backing,
-              kernel: this.deps.guest.kernel,
-              initramfs: this.deps.guest.initramfs,
-              accel: this.deps.accel,
-              cpuCores: sb.cpu_cores,
-              memoryMb,
-              diskBytes,
-              nic: this.deps.network?.enabled ?? false,
-            }
-          : null;
-      const template = warmInputs ? templates?.get(warmInputs) : null;
+      // Warm start: a copy-on-write clone of a booted template (see pickTemplate). A memory
+      // restore brings its own RAM.
+      const warm = memState
+        ? { template: null, build: [] }
+        : this.pickTemplate(
+            sb.cpu_cores,
+            memoryMb,
+            restore || !image.digest ? null : { digest: image.digest, backing, diskBytes },
+          );
+      const template = warm.template;
       const overlay = path.join(paths.layersDir, liveDiskName(sb.id, "0"));
       // The disk and the network (tap, rules, tunnels) are set up side by side.
       // Both settle before a failure is thrown, so the cleanup below sees everything they made.
       const [disk, net] = await Promise.allSettled([
-        createOverlay(template ? template.diskName : backing, overlay, diskBytes, { signal }),
+        createOverlay(template?.diskName ?? backing, overlay, diskBytes, { signal }),
         this.deps.network?.attach(sb.id),
       ]);
       if (disk.status === "rejected") throw disk.reason;
       if (net.status === "rejected") throw net.reason;
       const nic = net.value;
       signal.throwIfAborted();
-      const how = memState ? "restoring its memory" : template ? "warm start from a booted template" : "cold boot";
+      const how = memState
+        ? "restoring its memory"
+        : template
+          ? `warm start from the ${template.rootWait ? "shape" : "image"} template`
+          : "cold boot";
       await store.addEvent(sb.id, `starting the VM (${how}, ${sb.cpu_cores} cpu, ${memoryMb} MiB)`);
       machine = await this.deps.host.start({
         ...this.spec(sb, overlay),
         ...(nic ? { nic: { tap: nic.tap, guestNet: nic.guestNet } } : {}),
         signal,
-        ...(template ? { template: { ramFile: template.ramFile, stateFile: template.stateFile } } : {}),
-        ...(memState ? { memoryState: memState } : {}),
+        ...(template
+          ? { template: { ramFile: template.ramFile, stateFile: template.stateFile, rootWait: template.rootWait } }
+          : {}),
+        ...(memState ? await this.memoryStart(sb, memState, signal) : {}),
       });
-      await store.updateSandbox(sb.id, { start_path: memState ? "memory" : template ? "warm" : "cold" });
-      // The first create of a kind boots cold; the template for the next ones builds afterwards.
-      if (warmInputs && !template) setImmediate(() => void templates?.ensure(warmInputs));
+      // Templates missing for this start build afterwards, in the background.
+      for (const inputs of warm.build) this.prewarm(inputs);
       const started = machine;
       machines.supervise(sb.id, started, "PROVISIONING");
       if (sb.start_command) await this.runStartCommand(sb, started);
-      if (!(await store.updateSandbox(sb.id, { status: "RUNNING", started_at: new Date().toISOString() }, ["PROVISIONING"]))) {
+      // One write: the start path goes with the status (metrics read both at RUNNING).
+      const startPath = memState ? "memory" : template ? "warm" : "cold";
+      if (
+        !(await store.updateSandbox(sb.id, { status: "RUNNING", started_at: new Date().toISOString(), start_path: startPath }, [
+          "PROVISIONING",
+        ]))
+      ) {
         throw new SandtreeError("SANDBOX_NOT_RUNNING", "sandbox was deleted while provisioning", { id: sb.id });
       }
       await store.addEvent(sb.id, `running (${this.deps.accel}, pid ${started.pid})`);
@@ -196,6 +279,8 @@ export class Provisioner {
    */
   async replaceForReset(sb: Sandbox, old: Machine, layers: { layerName: string; memState: string }): Promise<void> {
     const { paths, machines } = this.deps;
+    // The checkpoint's memory image is made (once) before the old machine goes.
+    const resume = await this.memoryStart(sb, layers.memState);
     await old.stop({ graceMs: 0 });
     await machines.cleanupDisk(sb.id);
     const overlay = path.join(paths.layersDir, liveDiskName(sb.id, `r${Date.now().toString(36)}`));
@@ -205,7 +290,7 @@ export class Provisioner {
     const machine = await this.deps.host.start({
       ...this.spec(sb, overlay),
       ...(tap && guestNet ? { nic: { tap, guestNet } } : {}),
-      memoryState: layers.memState,
+      ...resume,
     });
     machines.supervise(sb.id, machine, "RUNNING");
   }

@@ -1,15 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { readFileSync, rmSync } from "node:fs";
 import path from "node:path";
-import {
-  type Accel,
-  type GuestArtifacts,
-  type Machine,
-  type MachineHost,
-  QemuMachineHost,
-  TemplateStore,
-  tailOfFile,
-} from "@sandtree/host";
+import { type Accel, type GuestArtifacts, type Machine, type MachineHost, QemuMachineHost, tailOfFile } from "@sandtree/host";
 import { type CreateSandboxParams, type Sandbox, type SandboxStatus, SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
 import type { Store } from "../store/store.js";
 import type { AdmissionService } from "./admission-service.js";
@@ -21,6 +13,7 @@ import { Provisioner, type RestoreLayers } from "./provisioner.js";
 import { Reconciler } from "./reconciler.js";
 import { ACTIVE, SandboxMachines } from "./sandbox-machines.js";
 import { memoryMbFor, SandboxPaths } from "./sandbox-paths.js";
+import { WarmStarts } from "./warm-starts.js";
 
 export { liveDiskName, memoryMbFor } from "./sandbox-paths.js";
 
@@ -78,8 +71,8 @@ export class SandboxService {
   private readonly machines: SandboxMachines;
   private readonly provisioner: Provisioner;
   private readonly reconciler: Reconciler;
-  /** Warm templates; null turns warm starts off. */
-  private readonly templates: TemplateStore | null;
+  /** Warm templates and copy-on-write memory images. */
+  private readonly warm: WarmStarts;
   private readonly teardownHooks: Array<(id: string) => unknown> = [];
   private readonly startHooks: Array<(start: SandboxStart) => void> = [];
   /** One QMP command of the API's own calls (pause, resume, delete), ms. */
@@ -89,15 +82,18 @@ export class SandboxService {
     this.qmpDeadlineMs = deps.deadlines?.qmpMs ?? 15_000;
     const host = deps.host ?? new QemuMachineHost();
     this.paths = new SandboxPaths(deps.dataDir, deps.runRoot, deps.layersDir);
-    this.templates =
-      deps.warmTemplates === false
-        ? null
-        : new TemplateStore(
-            this.paths.layersDir,
-            path.join(deps.dataDir, "templates"),
-            deps.runRoot,
-            deps.network ? deps.network.taps : null,
-          );
+    this.warm = new WarmStarts(
+      {
+        dataDir: deps.dataDir,
+        runRoot: deps.runRoot,
+        layersDir: this.paths.layersDir,
+        guest: deps.guest,
+        accel: deps.accel,
+        log: deps.log,
+        ...(deps.network ? { network: deps.network } : {}),
+      },
+      deps.warmTemplates !== false,
+    );
     this.machines = new SandboxMachines({
       store: deps.store,
       paths: this.paths,
@@ -114,7 +110,8 @@ export class SandboxService {
       accel: deps.accel,
       guest: deps.guest,
       log: deps.log,
-      templates: this.templates,
+      templates: this.warm.templates,
+      memoryImages: this.warm.memoryImages,
       environmentOf: (sb) => this.environmentOf(sb),
       ...(deps.network ? { network: deps.network } : {}),
     });
@@ -136,23 +133,9 @@ export class SandboxService {
     return this.machines.ioEvents;
   }
 
-  /**
-   * Removes warm templates no create can use any more (another kernel, agent or device model,
-   * a vanished image base, a build a crash cut short); disks that sandboxes or checkpoints still
-   * sit on stay until they are free. Run at start, before requests are taken.
-   */
+  /** Prunes the warm caches (see WarmStarts.prune). Run at start, before requests are taken. */
   pruneTemplates(): void {
-    if (!this.templates) return;
-    try {
-      const r = this.templates.prune();
-      if (r.removed.length > 0 || r.keptDisks.length > 0)
-        this.deps.log.info(
-          { removed: r.removed.length, freedMiB: Math.round(r.freedBytes / 1048576), disksStillInUse: r.keptDisks.length },
-          "stale warm templates pruned",
-        );
-    } catch (err) {
-      this.deps.log.warn({ err: (err as Error).message }, "could not prune warm templates");
-    }
+    this.warm.prune(this.provisioner);
   }
 
   /** The image base under a sandbox's disk chain. */
@@ -474,7 +457,7 @@ export class SandboxService {
   /** Ordered, idempotent shutdown: stop taking work, stop every machine, mark them TERMINATED. */
   async close(): Promise<void> {
     this.closing = true;
-    await this.templates?.close();
+    await this.warm.close();
     const adopting = this.reconciler.adopting;
     const ids = new Set([...this.machines.ids(), ...this.provisioning.keys(), ...adopting.keys()]);
     // Adoptions still running are cancelled (their machine is killed); the loop below marks them TERMINATED.

@@ -1,0 +1,158 @@
+import { spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import path from "node:path";
+import { createBlankDisk } from "../disks/overlay.js";
+import { modulesDiskFor } from "../paths.js";
+import { type Accel, buildQemuArgs, DEVICE_MODEL } from "../vmm/qemu-args.js";
+import { QmpClient } from "../vmm/qmp-client.js";
+import { loadVmState, saveVmState } from "./migration.js";
+
+/** The machine a memory state was saved from: its image must be loaded into the same one. */
+export interface MemoryShape {
+  accel: Accel;
+  cpuCores: number;
+  memoryMb: number;
+  kernel: string;
+  initramfs: string;
+  /** Whether the saved VM had a NIC. */
+  nic: boolean;
+}
+
+/** A memory state as a RAM file children map copy-on-write, plus its device state. */
+export interface MemoryImage {
+  ramFile: string;
+  stateFile: string;
+}
+
+/**
+ * Memory checkpoints as RAM files (#22 item 2). A memory checkpoint is saved as one migration
+ * stream (RAM and devices; durable, what the blob store keeps). Loading that stream costs a full
+ * copy of the guest's RAM per child. Instead, the first child (or reset, or restore) of a
+ * checkpoint loads the stream once into a paused QEMU whose RAM is a shared file, and saves its
+ * device state alone (x-ignore-shared); the guest never runs there. Every start from that
+ * checkpoint is then a clone like a warm template's: the RAM file mapped privately, so N
+ * children cost N clones (pages stay shared until a child writes them), not N full loads.
+ * Limits: a child has the checkpoint's CPU count and memory size (the API enforces it), on a
+ * host with the same QEMU device model; the image is a local cache, rebuilt from the stream.
+ */
+export class MemoryImages {
+  private readonly building = new Map<string, Promise<MemoryImage | null>>();
+
+  constructor(
+    readonly root: string,
+    readonly runRoot: string,
+  ) {
+    mkdirSync(root, { recursive: true });
+  }
+
+  private key(memState: string, shape: MemoryShape): string {
+    const st = statSync(memState);
+    const stamp = JSON.stringify({ memState, size: st.size, mtime: st.mtimeMs, ...shape, devices: DEVICE_MODEL });
+    return createHash("sha256").update(stamp).digest("hex").slice(0, 24);
+  }
+
+  /** The image of this memory state, built once (concurrent callers share it); null when that failed. */
+  ensure(memState: string, shape: MemoryShape, signal?: AbortSignal): Promise<MemoryImage | null> {
+    let key: string;
+    try {
+      key = this.key(memState, shape);
+    } catch {
+      return Promise.resolve(null);
+    }
+    const dir = path.join(this.root, key);
+    const meta = path.join(dir, "image.json");
+    if (existsSync(meta)) return Promise.resolve(JSON.parse(readFileSync(meta, "utf8")) as MemoryImage);
+    let p = this.building.get(key);
+    if (!p) {
+      this.prune(); // images of checkpoints deleted since
+      p = this.build(dir, memState, shape, signal)
+        .catch(() => {
+          rmSync(dir, { recursive: true, force: true });
+          return null;
+        })
+        .finally(() => this.building.delete(key));
+      this.building.set(key, p);
+    }
+    return p;
+  }
+
+  /** Removes images whose memory state is gone (its checkpoint deleted) or that a crash cut short. */
+  prune(): string[] {
+    const removed: string[] = [];
+    if (this.building.size > 0) return removed;
+    for (const key of readdirSync(this.root)) {
+      let live = false;
+      try {
+        const m = JSON.parse(readFileSync(path.join(this.root, key, "image.json"), "utf8")) as { source: string };
+        live = existsSync(m.source);
+      } catch {}
+      if (live) continue;
+      rmSync(path.join(this.root, key), { recursive: true, force: true });
+      removed.push(key);
+    }
+    return removed;
+  }
+
+  private async build(dir: string, memState: string, shape: MemoryShape, signal?: AbortSignal): Promise<MemoryImage> {
+    rmSync(dir, { recursive: true, force: true });
+    mkdirSync(dir, { recursive: true });
+    const runDir = path.join(this.runRoot, `mi-${path.basename(dir).slice(0, 12)}`);
+    mkdirSync(runDir, { recursive: true, mode: 0o700 });
+    const image: MemoryImage = { ramFile: path.join(dir, "ram"), stateFile: path.join(dir, "state") };
+    // The guest never runs here: its disk only has to exist (the devices must match the saved ones).
+    const disk = path.join(dir, "placeholder.qcow2");
+    await createBlankDisk(disk, 64 * 1024 * 1024);
+    const modulesDisk = modulesDiskFor(shape.initramfs);
+    const qmpSocket = path.join(runDir, "qmp.sock");
+    const args = buildQemuArgs({
+      name: `sandtree-memimage-${path.basename(dir).slice(0, 12)}`,
+      accel: shape.accel,
+      cpuCores: shape.cpuCores,
+      memoryMb: shape.memoryMb,
+      kernel: shape.kernel,
+      initramfs: shape.initramfs,
+      rootDisk: disk,
+      ...(modulesDisk ? { modulesDisk } : {}),
+      agentSocket: path.join(runDir, "agent.sock"),
+      qmpSocket,
+      consoleLog: path.join(dir, "console.log"),
+      pidFile: path.join(runDir, "qemu.pid"),
+      memoryFile: { path: image.ramFile, share: true },
+      incoming: true,
+      ...(shape.nic ? { nicUnplugged: true } : {}),
+    });
+    const log = openSync(path.join(dir, "qemu.log"), "a");
+    const child = spawn("qemu-system-x86_64", args, { stdio: ["ignore", log, log], detached: true });
+    closeSync(log);
+    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+    child.on("error", () => {});
+    let qmp: QmpClient | null = null;
+    try {
+      qmp = await QmpClient.connect(qmpSocket, { ...(signal ? { signal } : {}), timeoutMs: 30_000 });
+      // Loaded and left paused (the stream was saved from a stopped VM), then devices only out.
+      await loadVmState(qmp, memState, { ignoreShared: false, run: false, ...(signal ? { signal } : {}) });
+      await saveVmState(qmp, image.stateFile, { ignoreShared: true, ...(signal ? { signal } : {}) });
+    } finally {
+      qmp?.close();
+      child.kill("SIGKILL");
+      await exited;
+      rmSync(runDir, { recursive: true, force: true });
+      rmSync(disk, { force: true });
+    }
+    writeFileSync(path.join(dir, "image.json.tmp"), JSON.stringify({ ...image, source: memState }));
+    renameSync(path.join(dir, "image.json.tmp"), path.join(dir, "image.json"));
+    return image;
+  }
+}
