@@ -69,6 +69,12 @@ export const ERROR_STATUS = {
   NO_CAPACITY: 503,
   /** The sandbox's host stopped heartbeating (also the error_reason prefix of its sandboxes). */
   HOST_LOST: 503,
+  /** A create pinned (`host`) to a cordoned, draining or LOST host: it takes no new sandbox. */
+  HOST_UNSCHEDULABLE: 409,
+  /** The worker that holds the sandbox did not answer the control plane (down, unreachable, refused its key). */
+  WORKER_UNREACHABLE: 502,
+  /** The call is not built yet for a sandbox that runs on a remote worker (checkpoints, forks, resets, ports). */
+  NOT_ON_REMOTE_HOST: 501,
   HOST_DISK_FULL: 507,
   TIMEOUT: 504,
 } as const;

@@ -52,6 +52,11 @@ export const RegisterHostRequest = z.strictObject({
   locality: HostLocality.prefault({}),
   /** The worker's sandtree version. */
   version: z.string().max(64).optional(),
+  /** Where the control plane reaches this worker's sandbox API (http://HOST:PORT); absent: it runs nothing. */
+  url: z
+    .url({ protocol: /^https?$/ })
+    .max(512)
+    .optional(),
 });
 export type RegisterHostRequest = z.input<typeof RegisterHostRequest>;
 
@@ -100,6 +105,8 @@ export const Host = z.object({
   locality: z.object({ images: z.number().int(), templates: z.number().int(), layers: z.number().int() }),
   registered_at: z.string(),
   last_heartbeat_at: z.string(),
+  /** The worker's sandbox API (null: the control plane's own host, or a worker that runs nothing). */
+  url: z.string().nullable(),
 });
 export type Host = z.infer<typeof Host>;
 

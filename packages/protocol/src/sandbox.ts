@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { DisplaySize } from "./desktop.js";
+import { HostName } from "./fleet.js";
 import { NetworkRuleList, Tunnels } from "./network.js";
 
 export const SANDBOX_STATUSES = ["PENDING", "PROVISIONING", "RUNNING", "PAUSED", "TERMINATED", "ERROR", "TIMEOUT"] as const;
@@ -57,6 +58,8 @@ export const CreateSandboxRequest = z.strictObject({
   restore_memory: z.boolean().default(false),
   /** false: no network interface at all. */
   network: z.boolean().default(true),
+  /** Run it on this fleet host (admin keys only): refused, never moved, when that host cannot take it. */
+  host: HostName.optional(),
   /** Only these destinations (and tunnels) are reachable; exclusive with network_denylist. */
   network_allowlist: NetworkRuleList.optional(),
   /** Everything but these destinations is reachable. */

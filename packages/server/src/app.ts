@@ -24,6 +24,7 @@ import { sandboxRoutes } from "./routes/sandbox-routes.js";
 import { teamRoutes } from "./routes/team-routes.js";
 import { usageRoutes } from "./routes/usage-routes.js";
 import { versionRoutes } from "./routes/version-routes.js";
+import { workerProxy } from "./routes/worker-proxy.js";
 import type { Principal } from "./services/auth-service.js";
 import type { Services } from "./services/services.js";
 import { VERSION } from "./version.js";
@@ -111,6 +112,8 @@ export function buildApp(
     await services.sandboxes.whenAdopted(id);
   });
   activityHook(app, services);
+  // After authentication and the activity count: calls into sandboxes on workers go there.
+  workerProxy(app, services);
   costHook(app, services);
   sandboxRoutes(app, services);
   bulkRoutes(app, services);

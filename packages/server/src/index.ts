@@ -2,6 +2,7 @@
 // `sandtree worker` joins a control plane through the same lazily loaded module.
 export { detectAccel, type RunWorkerOptions, runWorker } from "@sandtree/host";
 export { buildApp, VERSION } from "./app.js";
+export { type FleetWorkerOptions, type RunningFleetWorker, startFleetWorker } from "./fleet-worker.js";
 export { type RunningServer, runServer, ServerConfig, type ServerConfigInput, startServer } from "./server.js";
 export { HostImageResolver } from "./services/host-images.js";
 export type { ImageResolver, ImageSummary, ResolvedImage } from "./services/image-resolver.js";

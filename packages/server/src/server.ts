@@ -16,6 +16,7 @@ import { ExecService } from "./services/exec-service.js";
 import { FileService } from "./services/file-service.js";
 import { FleetService } from "./services/fleet/fleet-service.js";
 import { LocalHost } from "./services/fleet/local-host.js";
+import { RemoteSandboxes } from "./services/fleet/remote-sandboxes.js";
 import { HostImageResolver } from "./services/host-images.js";
 import type { ImageResolver } from "./services/image-resolver.js";
 import { JobService } from "./services/job-service.js";
@@ -71,10 +72,14 @@ export interface StartServerOptions {
   clock?: Clock;
   /** The clock of fleet heartbeats and the HOST_LOST bound (default: the system's); tests control it. */
   fleetClock?: Clock;
+  /** Fleet worker mode: only the control plane's call key (none until registered) is taken, no API key. */
+  workerKey?: () => string | null;
 }
 
 export async function startServer(input: ServerConfigInput = {}, opts: StartServerOptions = {}): Promise<RunningServer> {
-  const cfg = loadConfig({ ...input, ...(opts.deadlines ? { deadlines: { ...input.deadlines, ...opts.deadlines } } : {}) });
+  // A worker keeps its own state: the control plane's database and object store are not its own.
+  const env = opts.workerKey ? { ...process.env, SANDTREE_DATABASE_URL: undefined, SANDTREE_BLOB_STORE: undefined } : process.env;
+  const cfg = loadConfig({ ...input, ...(opts.deadlines ? { deadlines: { ...input.deadlines, ...opts.deadlines } } : {}) }, env);
   const deadlines = cfg.deadlines;
   mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
   const store = await openStore(cfg);
@@ -84,6 +89,11 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   const accel = await detectAccel(cfg.accel);
   const auth = new AuthService(store);
   const firstKey = await auth.bootstrap();
+  if (opts.workerKey) {
+    const team = await store.getTeamByName("default");
+    if (!team) throw new Error("a worker's data dir needs its default team");
+    auth.useWorkerKey(team.id, opts.workerKey);
+  }
   const admission = new AdmissionService(store, new SecretBox(loadOrCreateServerKey(cfg.dataDir)));
   admission.setBudgetCheck((teamId) => metering.checkBudget(teamId));
   const images =
@@ -161,6 +171,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   const hostRegistry = openHostStore(store, cfg.dataDir);
   const fleet = new FleetService({
     hosts: hostRegistry.hosts,
+    urls: hostRegistry.urls,
     dataDir: cfg.dataDir,
     log: cfg.logger ? log : silentLogger,
     clock: opts.fleetClock ?? systemClock,
@@ -171,6 +182,10 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   // which sandboxes are still active).
   await new LocalHost({ fleet, store, images, dataDir: cfg.dataDir, accel, log: cfg.logger ? log : silentLogger }).start();
   fleet.start();
+  const remote = new RemoteSandboxes({ fleet, store, log: cfg.logger ? log : silentLogger });
+  sandboxes.useRemote(remote);
+  // A sandbox that ends here (delete, timeout) ends on its worker too.
+  sandboxes.onTeardown((id) => remote.teardown(id));
   const exec = new ExecService(sandboxes);
   const files = new FileService(sandboxes);
   const services: Services = {
@@ -193,6 +208,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     metrics: new MetricsService(store, admission, metering),
     desktop: new DesktopService({ sandboxes, exec, files, log: cfg.logger ? log : silentLogger }),
     fleet,
+    remote,
   };
   // Exposed ports end with their sandbox.
   sandboxes.onTeardown((id) => services.ports.forget(id));

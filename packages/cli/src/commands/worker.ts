@@ -12,6 +12,24 @@ interface WorkerFlags {
   dataDir?: string;
   name?: string;
   accel?: AccelChoice;
+  listen?: { host: string; port: number };
+  url?: string;
+}
+
+/** HOST:PORT ([v6]:PORT) where the worker's sandbox API listens. */
+function listenArg(input: string): { host: string; port: number } {
+  const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(input);
+  const port = Number(m?.[3]);
+  if (!m || port > 65535) throw new InvalidArgumentError("expected HOST:PORT, e.g. 0.0.0.0:7071");
+  return { host: m[1] ?? m[2] ?? "", port };
+}
+
+function urlArg(input: string): string {
+  try {
+    const u = new URL(input);
+    if (u.protocol === "http:" || u.protocol === "https:") return input.replace(/\/+$/, "");
+  } catch {}
+  throw new InvalidArgumentError("expected an http:// or https:// URL");
 }
 
 function hostNameArg(input: string): string {
@@ -21,20 +39,27 @@ function hostNameArg(input: string): string {
 }
 
 /**
- * `sandtree worker`: joins a control plane and heartbeats until SIGTERM/SIGINT. What it does
- * today is said in its help: it reports capacity and locality; it runs no sandboxes yet.
+ * `sandtree worker`: runs sandboxes for a control plane. It serves the sandbox runtime on
+ * --listen (its own state in --data-dir), joins the control plane with that URL and heartbeats
+ * until SIGTERM/SIGINT; the control plane places creates here and proxies calls to it.
  */
 export function registerWorkerCommands(program: Command, ctx: CliContext): void {
   program
     .command("worker")
     .description(
-      "join a control plane as a fleet host: registers this machine's capacity and cached images, then heartbeats " +
-        "until stopped (running sandboxes on remote workers is not built yet: the control plane places nothing here)",
+      "join a control plane as a fleet host and run the sandboxes it places here: serves the sandbox runtime on " +
+        "--listen (only the control plane may call it), registers this machine's capacity, images and that URL, then " +
+        "heartbeats until stopped",
     )
     .requiredOption("--join <url>", "the control plane's URL, e.g. http://10.0.0.5:7070")
     .option("--join-token <token>", "the join token `sandtree serve` printed (default: $SANDTREE_JOIN_TOKEN)")
-    .option("--data-dir <dir>", "where this host's sandboxes would live; its free disk is reported (default: $SANDTREE_DATA_DIR)")
+    .option(
+      "--data-dir <dir>",
+      "this host's own state and sandbox disks; its free disk is reported (default: $SANDTREE_DATA_DIR)",
+    )
     .option("--name <name>", "this host's name in the fleet (default: the machine's hostname)", hostNameArg)
+    .option("--listen <host:port>", "where the sandbox API listens for the control plane (default 127.0.0.1:7071)", listenArg)
+    .option("--url <url>", "the URL the control plane calls (default: http://<listen address>)", urlArg)
     .addOption(
       new Option("--accel <mode>", "VM acceleration reported (default: $SANDTREE_ACCEL, then auto)").choices([...ACCEL_CHOICES]),
     )
@@ -49,7 +74,9 @@ export function registerWorkerCommands(program: Command, ctx: CliContext): void 
       const dataDir = o.dataDir ?? ctx.env.SANDTREE_DATA_DIR;
       const cacheDir = ctx.env.SANDTREE_CACHE_DIR;
       const accel = o.accel ?? (ctx.env.SANDTREE_ACCEL as AccelChoice | undefined);
-      const { agent, joined } = await mod.runWorker({
+      if (o.listen?.host === "0.0.0.0" && !o.url)
+        throw new UsageError("--listen 0.0.0.0:PORT needs --url: the address the control plane reaches this worker at");
+      const worker = await mod.startFleetWorker({
         joinUrl: o.join,
         joinToken,
         name,
@@ -57,21 +84,24 @@ export function registerWorkerCommands(program: Command, ctx: CliContext): void 
         ...(dataDir ? { dataDir } : {}),
         ...(cacheDir ? { cacheDir } : {}),
         ...(accel ? { accel } : {}),
+        ...(o.listen ? { host: o.listen.host, port: o.listen.port } : {}),
+        ...(o.url ? { advertiseUrl: o.url } : {}),
         log: (line) => ctx.stderr.write(`${line}\n`),
       });
+      const { joined } = worker;
       ctx.stdout.write(
-        `joined ${o.join} as ${joined.name} (${joined.host_id}); heartbeating every ${joined.heartbeat_interval_ms} ms until SIGTERM\n` +
-          "note: this host reports capacity and images only; running sandboxes on remote workers is not built yet\n",
+        `joined ${o.join} as ${joined.name} (${joined.host_id}); sandboxes served at ${worker.url}; ` +
+          `heartbeating every ${joined.heartbeat_interval_ms} ms until SIGTERM\n`,
       );
       await new Promise<void>((resolve) => {
         const stop = () => {
           process.off("SIGINT", stop);
           process.off("SIGTERM", stop);
-          void agent.stop().then(resolve, resolve);
+          void worker.close().then(resolve, resolve);
         };
         process.on("SIGINT", stop);
         process.on("SIGTERM", stop);
       });
-      ctx.stdout.write(`stopped after ${agent.beats} heartbeats\n`);
+      ctx.stdout.write(`stopped after ${worker.beats()} heartbeats\n`);
     });
 }

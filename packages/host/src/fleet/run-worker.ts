@@ -17,13 +17,18 @@ export interface RunWorkerOptions {
   cacheDir?: string;
   accel?: AccelChoice;
   version?: string;
+  /** Where the control plane reaches this worker's sandbox API (absent: it runs nothing). */
+  url?: string;
+  /** Told of every registration: the host id and its new secret. */
+  onRegistered?: (r: RegisterHostResponse) => void;
   log?: (line: string) => void;
 }
 
 /**
  * `sandtree worker`: joins the control plane with this machine's real capacity (CPUs, memory,
  * free disk of the data dir, the accelerator by trial) and the images in its cache, then
- * heartbeats until stopped. Running sandboxes for the control plane is not built yet.
+ * heartbeats until stopped. With `url` it also runs sandboxes: the server package's
+ * startFleetWorker serves them there and gives the control plane a key on each registration.
  */
 export async function runWorker(o: RunWorkerOptions): Promise<{ agent: WorkerAgent; joined: RegisterHostResponse }> {
   const dataDir = o.dataDir ?? defaultDataDir();
@@ -41,6 +46,8 @@ export async function runWorker(o: RunWorkerOptions): Promise<{ agent: WorkerAge
       layers: [],
     }),
     ...(o.version ? { version: o.version } : {}),
+    ...(o.url ? { url: o.url } : {}),
+    ...(o.onRegistered ? { onRegistered: o.onRegistered } : {}),
     ...(o.log ? { log: o.log } : {}),
   });
   const joined = await agent.start();

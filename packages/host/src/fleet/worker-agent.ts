@@ -17,6 +17,10 @@ export interface WorkerAgentOptions {
   /** What it holds now: image digests, templates, layers. */
   locality(): Promise<HostLocality>;
   version?: string;
+  /** Where the control plane reaches this worker's sandbox API (absent: it runs nothing). */
+  url?: string;
+  /** Told of every registration (the first and each again): the host id and its new secret. */
+  onRegistered?: (r: RegisterHostResponse) => void;
   fetch?: typeof fetch;
   log?: (line: string) => void;
   /** Each request's deadline (default 10 s). */
@@ -95,7 +99,9 @@ export class WorkerAgent {
       capacity,
       locality,
       ...(this.o.version ? { version: this.o.version } : {}),
+      ...(this.o.url ? { url: this.o.url } : {}),
     });
+    this.o.onRegistered?.(r);
     this.hostId = r.host_id;
     this.secret = r.secret;
     this.intervalMs = r.heartbeat_interval_ms;

@@ -2,9 +2,12 @@ import { ListSandboxesQuery, SandtreeError } from "@sandtree/protocol";
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { parse } from "../errors.js";
+import { CONTROL_PLANE_KEY_ID } from "../services/auth-service.js";
+import { SANDBOX_ID_HEADER } from "../services/fleet/worker-client.js";
 import type { Services } from "../services/services.js";
 
 const IdParams = z.object({ id: z.string().min(1).max(64) });
+const SandboxIdHeader = z.string().regex(/^sb-[a-z2-7]{16}$/, "a sandbox id (sb- and 16 base32 letters)");
 
 function parseLabels(raw: string | string[] | undefined): Record<string, string> | undefined {
   if (raw === undefined) return undefined;
@@ -22,7 +25,19 @@ function parseLabels(raw: string | string[] | undefined): Record<string, string>
 
 export function sandboxRoutes(app: FastifyInstance, s: Services): void {
   app.post("/v1/sandboxes", async (req, reply) => {
-    const { sandbox, created } = await s.restores.create(req.principal.teamId, req.body);
+    const body = req.body;
+    if (body !== null && typeof body === "object" && "host" in body && !req.principal.isAdmin) {
+      throw new SandtreeError("FORBIDDEN", "host (pinning a create to a fleet host) needs an admin key", { field: "host" });
+    }
+    // A fleet worker creates the sandbox its control plane placed here under the same id.
+    const given = req.headers[SANDBOX_ID_HEADER];
+    let id: string | undefined;
+    if (given !== undefined) {
+      if (req.principal.keyId !== CONTROL_PLANE_KEY_ID)
+        throw new SandtreeError("FORBIDDEN", `${SANDBOX_ID_HEADER} is for a fleet worker's control plane only`);
+      id = parse(SandboxIdHeader, given);
+    }
+    const { sandbox, created } = await s.restores.create(req.principal.teamId, body, id ? { id } : {});
     // 200: an idempotency_key replay answers the sandbox it created before.
     return reply.status(created ? 201 : 200).send(sandbox);
   });

@@ -43,9 +43,9 @@ export class RestoreService {
    * memory and lifetime default to its source sandbox's; a corrupt checkpoint fails the call
    * with CHECKPOINT_CORRUPT.
    */
-  async create(teamId: string, raw: unknown): Promise<{ sandbox: Sandbox; created: boolean }> {
+  async create(teamId: string, raw: unknown, opts: { id?: string } = {}): Promise<{ sandbox: Sandbox; created: boolean }> {
     if (raw === null || typeof raw !== "object" || Array.isArray(raw) || !("checkpoint_id" in raw)) {
-      return this.deps.sandboxes.createOrReplay(teamId, parse(CreateSandboxRequest, raw));
+      return this.deps.sandboxes.createOrReplay(teamId, parse(CreateSandboxRequest, raw), null, opts);
     }
     const r = raw as Record<string, unknown>;
     for (const field of ["image", "disk_size_gb"]) {

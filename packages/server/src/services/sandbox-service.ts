@@ -5,6 +5,7 @@ import { type Accel, type GuestArtifacts, type Machine, type MachineHost, QemuMa
 import { type CreateSandboxParams, type Sandbox, type SandboxStatus, SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
 import type { Store } from "../store/store.js";
 import type { AdmissionService } from "./admission-service.js";
+import type { RemoteSandboxes } from "./fleet/remote-sandboxes.js";
 import type { ImageResolver } from "./image-resolver.js";
 import { lifetimeFields } from "./lifetime.js";
 import type { Logger } from "./logger.js";
@@ -73,6 +74,7 @@ export class SandboxService {
   private readonly reconciler: Reconciler;
   /** Warm templates and copy-on-write memory images. */
   private readonly warm: WarmStarts;
+  private remote: RemoteSandboxes | null = null;
   private readonly teardownHooks: Array<(id: string) => unknown> = [];
   private readonly startHooks: Array<(start: SandboxStart) => void> = [];
   /** One QMP command of the API's own calls (pause, resume, delete), ms. */
@@ -128,6 +130,11 @@ export class SandboxService {
     });
   }
 
+  /** Fleet mode: creates placed on workers start there (unset: every sandbox runs here). */
+  useRemote(remote: RemoteSandboxes): void {
+    this.remote = remote;
+  }
+
   /** Emits ("io-error", sandboxId, reason) when QEMU pauses a VM on a disk error. */
   get ioEvents() {
     return this.machines.ioEvents;
@@ -156,6 +163,7 @@ export class SandboxService {
     teamId: string,
     params: CreateSandboxParams,
     restore: RestoreLayers | null = null,
+    opts: { id?: string } = {},
   ): Promise<{ sandbox: Sandbox; created: boolean }> {
     if (this.closing) throw new SandtreeError("UNAVAILABLE", "the server is shutting down");
     if (params.checkpoint_id && !restore) {
@@ -171,7 +179,7 @@ export class SandboxService {
     this.deps.network?.validate(params);
     const now = new Date().toISOString();
     const sandbox: Sandbox = {
-      id: newId(),
+      id: opts.id ?? newId(),
       name: params.name ?? null,
       team_id: teamId,
       image: params.image,
@@ -191,10 +199,23 @@ export class SandboxService {
       terminated_at: null,
       ...lifetimeFields(params, now),
     };
-    // Quotas, rate limits and idempotency are checked in the insert's transaction.
-    const admitted = await this.deps.admission.admit(sandbox, params);
-    if (!admitted.created) return admitted;
-    await this.deps.network?.register(sandbox.id, params);
+    // Where it runs (a pin checked, the host's reservation recorded), then quotas, rate limits
+    // and idempotency in the insert's transaction; a refused create gives the reservation back.
+    const remote = this.remote;
+    const worker = remote ? await remote.place(sandbox, params) : null;
+    let admitted: { sandbox: Sandbox; created: boolean };
+    try {
+      admitted = await this.deps.admission.admit(sandbox, params);
+    } catch (err) {
+      await remote?.unplace(sandbox.id);
+      throw err;
+    }
+    if (!admitted.created) {
+      await remote?.unplace(sandbox.id);
+      return admitted;
+    }
+    // A sandbox on a worker gets its network there.
+    if (!worker) await this.deps.network?.register(sandbox.id, params);
     sandbox.secrets = admitted.sandbox.secrets ?? {};
     if (params.checkpoint_id) {
       const lineage = { source_checkpoint_id: params.checkpoint_id, head_checkpoint_id: params.checkpoint_id };
@@ -204,12 +225,17 @@ export class SandboxService {
     await this.deps.store.addEvent(sandbox.id, `created from ${params.image}`);
     const abort = new AbortController();
     const plan = restore && params.restore_memory ? restore : restore ? { ...restore, memState: null } : null;
-    const done = this.provisioner.provision(sandbox, credentials, plan, abort.signal).finally(() => {
+    const started =
+      worker && remote
+        ? remote.start(worker, sandbox, params, abort.signal)
+        : this.provisioner.provision(sandbox, credentials, plan, abort.signal);
+    const done = started.finally(() => {
       this.provisioning.delete(sandbox.id);
     });
     this.provisioning.set(sandbox.id, { abort, done });
     const start: SandboxStart = { sandbox, params, restored: plan ? (plan.memState ? "memory" : "disk") : "none", ready: done };
-    for (const hook of this.startHooks) hook(start);
+    // Hooks set things up in a local guest (a desktop's display): not built for workers' sandboxes.
+    if (!worker) for (const hook of this.startHooks) hook(start);
     return { sandbox, created: true };
   }
 

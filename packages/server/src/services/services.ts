@@ -6,6 +6,7 @@ import type { DesktopService } from "./desktop/desktop-service.js";
 import type { ExecService } from "./exec-service.js";
 import type { FileService } from "./file-service.js";
 import type { FleetService } from "./fleet/fleet-service.js";
+import type { RemoteSandboxes } from "./fleet/remote-sandboxes.js";
 import type { ImageResolver } from "./image-resolver.js";
 import type { JobService } from "./job-service.js";
 import type { MeteringService } from "./metering/metering-service.js";
@@ -40,4 +41,6 @@ export interface Services {
   desktop: DesktopService;
   /** Fleet hosts, heartbeats, placement, the HOST_LOST reaper. */
   fleet: FleetService;
+  /** Sandboxes on workers: where creates go, and which calls are proxied (routes/worker-proxy.ts). */
+  remote: RemoteSandboxes;
 }

@@ -22,8 +22,8 @@ export async function openStore(cfg: { database?: string | undefined; dataDir: s
 export function openHostStore(
   store: Store,
   dataDir: string,
-): { hosts: ReturnType<SqliteStore["hostStore"]>; close: () => Promise<void> } {
-  if (store instanceof SqliteStore) return { hosts: store.hostStore(), close: async () => {} };
+): { hosts: ReturnType<SqliteStore["hostStore"]>; urls: ReturnType<SqliteStore["hostUrls"]>; close: () => Promise<void> } {
+  if (store instanceof SqliteStore) return { hosts: store.hostStore(), urls: store.hostUrls(), close: async () => {} };
   const own = new SqliteStore(path.join(dataDir, "fleet-hosts.db"));
-  return { hosts: own.hostStore(), close: () => own.close() };
+  return { hosts: own.hostStore(), urls: own.hostUrls(), close: () => own.close() };
 }

@@ -18,6 +18,7 @@ import type {
   TeamRow,
 } from "./rows.js";
 import * as ck from "./sqlite-checkpoints.js";
+import { HOST_URLS_MIGRATION, SqliteHostUrls } from "./sqlite-host-urls.js";
 import * as hosts from "./sqlite-hosts.js";
 import * as jobs from "./sqlite-jobs.js";
 import * as meter from "./sqlite-metering.js";
@@ -69,6 +70,7 @@ const MIGRATIONS: Array<[name: string, sql: string]> = [
   ["0008-sandbox-networks", netw.NETWORK_MIGRATION],
   ["0009-metering", meter.METERING_MIGRATION],
   ["0010-fleet-hosts", hosts.HOSTS_MIGRATION],
+  ["0011-host-urls", HOST_URLS_MIGRATION],
 ];
 
 type SandboxRow = Omit<Sandbox, "environment_vars" | "labels" | "secrets"> & {
@@ -108,6 +110,11 @@ export class SqliteStore implements Store {
   /** The fleet's hosts and placements, on this store's database connection. */
   hostStore(): hosts.SqliteHostStore {
     return new hosts.SqliteHostStore(this.db);
+  }
+
+  /** Where workers are reached (their own table, beside the host registry). */
+  hostUrls(): SqliteHostUrls {
+    return new SqliteHostUrls(this.db);
   }
 
   private migrate(): void {

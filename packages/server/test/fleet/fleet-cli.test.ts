@@ -11,7 +11,10 @@ const CLI_MAIN = path.resolve(import.meta.dirname, "../../../cli/dist/main.js");
 
 /** `sandtree worker ...` as a child; resolves once it says it joined (or it exits). */
 function startWorker(args: string[]) {
-  const child = spawn(process.execPath, [CLI_MAIN, "worker", ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [CLI_MAIN, "worker", ...args], {
+    env: { ...process.env, SANDTREE_NETWORK: "off" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let stdout = "";
   let stderr = "";
   child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
@@ -50,6 +53,8 @@ describe("sandtree worker and sandtree host", () => {
       dir,
       "--accel",
       "tcg",
+      "--listen",
+      "127.0.0.1:0",
     ]);
     expect(await w.exited).toBe(1);
     expect(w.err()).toContain("UNAUTHORIZED");
@@ -58,10 +63,12 @@ describe("sandtree worker and sandtree host", () => {
 
   it("joins with this machine's capacity, shows in host list, drains, and stops on SIGTERM", async () => {
     const token = t.server.services.fleet.joinToken;
-    const w = startWorker(["--join", t.url, "--join-token", token, "--name", "cli-w1", "--data-dir", dir, "--accel", "tcg"]);
+    const w = startWorker([
+      ...["--join", t.url, "--join-token", token, "--name", "cli-w1"],
+      ...["--data-dir", dir, "--accel", "tcg", "--listen", "127.0.0.1:0"],
+    ]);
     await w.joined;
-    expect(w.out()).toContain("joined");
-    expect(w.out()).toContain("running sandboxes on remote workers is not built yet");
+    expect(w.out()).toMatch(/joined .* sandboxes served at http:\/\/127\.0\.0\.1:\d+/);
     try {
       const json = await runCli(t, ["host", "list", "-o", "json"]);
       expect(json.code).toBe(0);

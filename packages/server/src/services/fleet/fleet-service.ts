@@ -18,7 +18,7 @@ import type { Principal } from "../auth-service.js";
 import type { Logger } from "../logger.js";
 import type { Clock } from "../metering/clock.js";
 import { candidateOf, hostView } from "./host-view.js";
-import { bearer, loadOrCreateJoinToken, matchesHash, sameSecret, sha256Hex } from "./join-token.js";
+import { bearer, loadOrCreateJoinToken, matchesHash, sameSecret, sha256Hex, workerCallKey } from "./join-token.js";
 import { type Candidate, rankHosts } from "./placement.js";
 
 export interface FleetServiceDeps {
@@ -30,8 +30,25 @@ export interface FleetServiceDeps {
   heartbeatIntervalMs: number;
   /** A host silent this long becomes LOST; hosts later than this take no new work. */
   hostLostAfterMs: number;
+  /** Where workers' sandbox APIs are (absent: no host runs sandboxes but `local`). */
+  urls?: HostUrls;
   /** Told of every host the reaper marks LOST, with the sandboxes placed on it. */
   onHostLost?: (lost: LostHost) => Promise<void> | void;
+}
+
+/** Where the control plane reaches workers (store/sqlite-host-urls.ts). */
+export interface HostUrls {
+  set(hostId: string, url: string | null): Promise<void>;
+  get(hostId: string): Promise<string | null>;
+  all(): Promise<Map<string, string>>;
+}
+
+/** A worker that runs sandboxes for the control plane: where to call it, and with which key. */
+export interface RemoteHost {
+  id: string;
+  name: string;
+  url: string;
+  key: string;
 }
 
 type Cached = Candidate & { secret_hash: string };
@@ -117,8 +134,9 @@ export class FleetService {
       secret_hash: sha256Hex(secret),
       at: this.nowIso(),
     });
+    await this.deps.urls?.set(row.id, req.url ?? null);
     this.remember(row);
-    this.deps.log.info({ host: row.name, host_id: row.id, capacity: row.capacity }, "host registered");
+    this.deps.log.info({ host: row.name, host_id: row.id, capacity: row.capacity, url: req.url }, "host registered");
     return { host_id: row.id, name: row.name, secret, heartbeat_interval_ms: this.deps.heartbeatIntervalMs };
   }
 
@@ -148,7 +166,8 @@ export class FleetService {
   /** `GET /v1/hosts` (admin). */
   async list(p: Principal): Promise<Host[]> {
     requireAdmin(p, "listing hosts");
-    return (await this.deps.hosts.listHosts()).map(hostView);
+    const urls = (await this.deps.urls?.all()) ?? new Map<string, string>();
+    return (await this.deps.hosts.listHosts()).map((h) => hostView(h, urls.get(h.id) ?? null));
   }
 
   /** Cordon (and drain: the same, no new work; its sandboxes stay until they end) or uncordon. */
@@ -159,7 +178,7 @@ export class FleetService {
     const row = (await this.deps.hosts.setCordoned(host.id, cordoned)) ?? host;
     this.remember(row);
     this.deps.log.info({ host: name, cordoned }, cordoned ? "host cordoned" : "host uncordoned");
-    return { host: hostView(row), remaining_sandboxes: row.usage.placements };
+    return { host: hostView(row, (await this.deps.urls?.get(row.id)) ?? null), remaining_sandboxes: row.usage.placements };
   }
 
   /**
@@ -169,7 +188,13 @@ export class FleetService {
    */
   async place(p: Principal, req: z.output<typeof PlacementRequest>): Promise<Placement> {
     requireAdmin(p, "placing");
-    const view = await this.hostsView();
+    return this.placeSandbox(req);
+  }
+
+  /** The placement of a create (the caller checked who may pin): decides, records, starts nothing. */
+  async placeSandbox(req: z.output<typeof PlacementRequest>, eligible?: (hostId: string) => boolean): Promise<Placement> {
+    const all = await this.hostsView();
+    const view = eligible ? new Map([...all].filter(([id]) => eligible(id))) : all;
     const nowMs = this.deps.clock.now();
     const clock = { nowMs, freshMs: this.deps.hostLostAfterMs };
     const ranked = rankHosts(view.values(), req, clock, MAX_TRIES);
@@ -201,6 +226,37 @@ export class FleetService {
       ...(req.host ? { host: req.host } : {}),
       tried: ranked.length,
     });
+  }
+
+  /** Whether the host is this control plane's own (`local`). */
+  isLocal(hostId: string): boolean {
+    return hostId === this.localId;
+  }
+
+  /** Host id -> URL of every worker that runs sandboxes. */
+  async workerUrls(): Promise<Map<string, string>> {
+    return (await this.deps.urls?.all()) ?? new Map();
+  }
+
+  /** A host by name (pinned creates check its state before placing). */
+  hostNamed(name: string): Promise<HostRow | undefined> {
+    return this.deps.hosts.getHostByName(name);
+  }
+
+  /** The worker a sandbox is placed on, or null when it runs here (the host `local`) or is not placed. */
+  async remoteOf(sandboxId: string): Promise<RemoteHost | null> {
+    const placed = await this.deps.hosts.getPlacement(sandboxId);
+    if (!placed || placed.host_id === this.localId) return null;
+    return this.remoteHost(placed.host_id);
+  }
+
+  /** How to call a host's sandbox API; null for the local host and for hosts that gave no URL. */
+  async remoteHost(hostId: string): Promise<RemoteHost | null> {
+    if (hostId === this.localId) return null;
+    const url = await this.deps.urls?.get(hostId);
+    const row = url ? await this.deps.hosts.getHost(hostId) : undefined;
+    if (!url || !row) return null;
+    return { id: row.id, name: row.name, url, key: workerCallKey(this.joinToken, row.id, row.secret_hash) };
   }
 
   /** Gives a sandbox's reservation back (it ended); false when it had none. */
@@ -251,6 +307,8 @@ export class FleetService {
    */
   async placeLocal(s: { id: string; cpu_cores: number; memory_gb: number; disk_size_gb: number }): Promise<void> {
     if (!this.localId) return;
+    // Placed already (a create placed on a worker, or here by placement): recorded.
+    if (await this.deps.hosts.getPlacement(s.id)) return;
     await this.deps.hosts.place(
       {
         sandbox_id: s.id,

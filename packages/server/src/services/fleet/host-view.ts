@@ -3,7 +3,7 @@ import type { HostRow } from "../../store/host-store.js";
 import type { Candidate } from "./placement.js";
 
 /** A host as admins see it: never its secret hash, its locality as counts. */
-export function hostView(h: HostRow): Host {
+export function hostView(h: HostRow, url: string | null = null): Host {
   return {
     id: h.id,
     name: h.name,
@@ -14,6 +14,7 @@ export function hostView(h: HostRow): Host {
     locality: { images: h.locality.images.length, templates: h.locality.templates.length, layers: h.locality.layers.length },
     registered_at: h.registered_at,
     last_heartbeat_at: h.last_heartbeat_at,
+    url,
   };
 }
 

@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { chmodSync, closeSync, openSync, readFileSync, writeSync } from "node:fs";
 import path from "node:path";
 
@@ -46,4 +46,13 @@ export function matchesHash(given: string, hashHex: string): boolean {
 export function bearer(header: string | undefined): string | null {
   const m = header ? /^Bearer\s+(\S+)$/i.exec(header) : null;
   return m?.[1] ?? null;
+}
+
+/**
+ * The key the control plane sends a worker's sandbox API: derived from the join token and the
+ * host's current secret (HMAC), so neither side stores it, every control plane holding the join
+ * token can compute it, and it changes whenever the worker registers again.
+ */
+export function workerCallKey(joinToken: string, hostId: string, secretHash: string): string {
+  return `stw_${createHmac("sha256", joinToken).update(`sandtree-worker-call:${hostId}:${secretHash}`).digest("base64url")}`;
 }

@@ -1,0 +1,91 @@
+import { type AccelChoice, type RegisterHostResponse, SandtreeError } from "@sandtree/protocol";
+import { type RunningServer, startServer } from "./server.js";
+import { sha256Hex, workerCallKey } from "./services/fleet/join-token.js";
+
+export interface FleetWorkerOptions {
+  joinUrl: string;
+  joinToken: string;
+  name: string;
+  /** This worker's own state: its SQLite, sandbox disks, logs (default: the server's data dir). */
+  dataDir?: string;
+  cacheDir?: string;
+  accel?: AccelChoice;
+  /** Where its sandbox API listens (default 127.0.0.1, port 7071). */
+  host?: string;
+  port?: number;
+  /** The URL the control plane calls (default: the listen address; set it behind NAT or 0.0.0.0). */
+  advertiseUrl?: string;
+  version?: string;
+  /** The sandbox API's request log (default off: the worker prints its own lines). */
+  logger?: boolean;
+  log?: (line: string) => void;
+}
+
+export interface RunningFleetWorker {
+  server: RunningServer;
+  joined: RegisterHostResponse;
+  /** The URL it registered. */
+  url: string;
+  beats(): number;
+  /** Stops heartbeating, then the sandbox API and its VMs; idempotent. */
+  close(): Promise<void>;
+}
+
+/**
+ * `sandtree worker`: the sandbox runtime of `sandtree serve` (its own SQLite, image cache, VMs,
+ * network, templates in its data dir) behind its HTTP API, joined to a control plane. It holds
+ * no database credentials and no API key: it answers only the key derived from its current host
+ * secret and the join token (see workerCallKey), which the control plane computes too.
+ */
+export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFleetWorker> {
+  let key: string | null = null;
+  const server = await startServer(
+    {
+      ...(o.dataDir ? { dataDir: o.dataDir } : {}),
+      ...(o.cacheDir ? { cacheDir: o.cacheDir } : {}),
+      ...(o.accel ? { accel: o.accel } : {}),
+      host: o.host ?? "127.0.0.1",
+      port: o.port ?? 7071,
+      logger: o.logger ?? false,
+    },
+    { workerKey: () => key },
+  );
+  const url = o.advertiseUrl ?? server.url;
+  // Loaded lazily through the server module, as `serve` loads the host package.
+  const { runWorker } = await import("@sandtree/host");
+  let joined: Awaited<ReturnType<typeof runWorker>>;
+  try {
+    joined = await runWorker({
+      joinUrl: o.joinUrl,
+      joinToken: o.joinToken,
+      name: o.name,
+      url,
+      ...(o.dataDir ? { dataDir: o.dataDir } : {}),
+      ...(o.cacheDir ? { cacheDir: o.cacheDir } : {}),
+      ...(o.accel ? { accel: o.accel } : {}),
+      ...(o.version ? { version: o.version } : {}),
+      ...(o.log ? { log: o.log } : {}),
+      onRegistered: (r) => {
+        key = workerCallKey(o.joinToken, r.host_id, sha256Hex(r.secret));
+      },
+    });
+  } catch (err) {
+    await server.close();
+    if (err instanceof SandtreeError) throw err;
+    throw new SandtreeError("UNAVAILABLE", `joining ${o.joinUrl} failed: ${(err as Error).message}`);
+  }
+  let closing: Promise<void> | null = null;
+  return {
+    server,
+    joined: joined.joined,
+    url,
+    beats: () => joined.agent.beats,
+    close() {
+      closing ??= (async () => {
+        await joined.agent.stop().catch(() => {});
+        await server.close();
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,183 @@
+import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage } from "node:http";
+import { request as httpsRequest } from "node:https";
+import type { Duplex } from "node:stream";
+import { SandtreeError } from "@sandtree/protocol";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { renderError } from "../errors.js";
+import type { RemoteHost } from "../services/fleet/fleet-service.js";
+import type { RemoteSandboxes } from "../services/fleet/remote-sandboxes.js";
+import { unreachable } from "../services/fleet/worker-client.js";
+import type { Services } from "../services/services.js";
+import { upgrades } from "./upgrades.js";
+
+// Calls answered by the control plane itself for a sandbox on a worker: its record (this
+// store's row), its deletion (which deletes it on the worker, see RemoteSandboxes.teardown), and
+// its checkpoints (none yet: they are not built for remote sandboxes).
+const ANSWERED_HERE = new Set(["GET /v1/sandboxes/:id", "DELETE /v1/sandboxes/:id", "GET /v1/sandboxes/:id/checkpoints"]);
+// Not built for remote sandboxes: said so, never run on the wrong host.
+const NOT_REMOTE = new Set([
+  "POST /v1/sandboxes/:id/checkpoints",
+  "POST /v1/sandboxes/:id/fork",
+  "POST /v1/sandboxes/:id/reset",
+  "POST /v1/sandboxes/:id/ports",
+  "GET /v1/sandboxes/:id/ports",
+  "DELETE /v1/sandboxes/:id/ports/:port",
+]);
+// Their answer (the sandbox) moves this control plane's row too.
+const FOLLOWED = new Set(["POST /v1/sandboxes/:id/pause", "POST /v1/sandboxes/:id/resume"]);
+// Hop-by-hop headers, and the caller's key (the worker gets the host's call key instead).
+const DROPPED = new Set(["connection", "keep-alive", "transfer-encoding", "upgrade", "host", "authorization", "te", "trailer"]);
+
+function forwardHeaders(
+  h: IncomingHttpHeaders,
+  host: RemoteHost,
+  extra: Record<string, string> = {},
+): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [k, v] of Object.entries(h)) if (v !== undefined && !DROPPED.has(k)) out[k] = v;
+  // Browsers send the key as a WebSocket subprotocol (`bearer.<key>`): never forwarded.
+  if (typeof out["sec-websocket-protocol"] === "string") {
+    const kept = out["sec-websocket-protocol"]
+      .split(",")
+      .map((p) => p.trim())
+      .filter((p) => !p.startsWith("bearer."));
+    if (kept.length > 0) out["sec-websocket-protocol"] = kept.join(", ");
+    else delete out["sec-websocket-protocol"];
+  }
+  return { ...out, ...extra, authorization: `Bearer ${host.key}` };
+}
+
+function open(host: RemoteHost, req: FastifyRequest, headers: Record<string, string | string[]>) {
+  const target = new URL(req.url, host.url);
+  const fn = target.protocol === "https:" ? httpsRequest : httpRequest;
+  return fn(target, { method: req.method, headers });
+}
+
+function sendError(reply: FastifyReply, req: FastifyRequest, err: SandtreeError): void {
+  if (reply.raw.headersSent) {
+    reply.raw.destroy();
+    return;
+  }
+  const r = renderError(err, String(req.id), req.log);
+  reply.raw.writeHead(r.status, { "content-type": "application/json; charset=utf-8", "x-request-id": String(req.id) });
+  reply.raw.end(JSON.stringify(r.body));
+}
+
+/** Streams the request body to the worker and its answer back, neither buffered. */
+function pipeHttp(req: FastifyRequest, reply: FastifyReply, host: RemoteHost, follow: RemoteSandboxes | null): void {
+  reply.hijack();
+  const up = open(host, req, forwardHeaders(req.headers, host));
+  up.on("response", (res: IncomingMessage) => {
+    if (follow && res.statusCode === 200) {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("end", () => {
+        const body = Buffer.concat(chunks);
+        let parsed: unknown = null;
+        try {
+          parsed = JSON.parse(body.toString("utf8"));
+        } catch {}
+        void follow
+          .follow(String((req.params as { id: string }).id), parsed)
+          .catch(() => {})
+          .finally(() => {
+            reply.raw.writeHead(res.statusCode ?? 502, res.headers);
+            reply.raw.end(body);
+          });
+      });
+      return;
+    }
+    const headers = { ...res.headers };
+    delete headers.connection;
+    delete headers["keep-alive"];
+    reply.raw.writeHead(res.statusCode ?? 502, headers);
+    res.pipe(reply.raw);
+  });
+  up.on("error", (err) => sendError(reply, req, unreachable(host, err.message)));
+  // The caller went away: so does the call into the worker (a long exec stops streaming).
+  reply.raw.on("close", () => {
+    if (!reply.raw.writableFinished) up.destroy();
+  });
+  req.raw.pipe(up);
+}
+
+/** Pipes a WebSocket upgrade (PTY, VNC) to the worker: the 101 answer and then bytes, both ways. */
+function pipeUpgrade(app: FastifyInstance, req: FastifyRequest, reply: FastifyReply, host: RemoteHost): boolean {
+  const client = upgrades(app).take(req.raw);
+  if (!client) return false;
+  reply.hijack();
+  const up = open(host, req, forwardHeaders(req.headers, host, { connection: "Upgrade", upgrade: String(req.headers.upgrade) }));
+  const fail = (err: SandtreeError) => {
+    const r = renderError(err, String(req.id), req.log);
+    const body = JSON.stringify(r.body);
+    client.socket.end(
+      `HTTP/1.1 ${r.status} Error\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+    );
+  };
+  up.on("upgrade", (res: IncomingMessage, socket: Duplex, head: Buffer) => {
+    let head101 = `HTTP/1.1 101 Switching Protocols\r\n`;
+    for (let i = 0; i < res.rawHeaders.length; i += 2) head101 += `${res.rawHeaders[i]}: ${res.rawHeaders[i + 1]}\r\n`;
+    client.socket.write(`${head101}\r\n`);
+    if (head.length > 0) client.socket.write(head);
+    if (client.head.length > 0) socket.write(client.head);
+    socket.pipe(client.socket).pipe(socket);
+    socket.on("error", () => client.socket.destroy());
+    client.socket.on("error", () => socket.destroy());
+    socket.on("close", () => client.socket.destroy());
+    client.socket.on("close", () => socket.destroy());
+  });
+  up.on("response", (res: IncomingMessage) => {
+    // Refused by the worker (404, 409, ...): its answer as it is, then the connection closes.
+    let text = `HTTP/1.1 ${res.statusCode} ${res.statusMessage}\r\n`;
+    for (let i = 0; i < res.rawHeaders.length; i += 2) {
+      const k = String(res.rawHeaders[i]).toLowerCase();
+      if (k !== "connection" && k !== "transfer-encoding" && k !== "keep-alive")
+        text += `${res.rawHeaders[i]}: ${res.rawHeaders[i + 1]}\r\n`;
+    }
+    const chunks: Buffer[] = [];
+    res.on("data", (c: Buffer) => chunks.push(c));
+    res.on("end", () => {
+      const body = Buffer.concat(chunks);
+      client.socket.end(Buffer.concat([Buffer.from(`${text}content-length: ${body.length}\r\nconnection: close\r\n\r\n`), body]));
+    });
+  });
+  up.on("error", (err) => fail(unreachable(host, err.message)));
+  up.end();
+  return true;
+}
+
+/**
+ * Fleet mode: every call into a sandbox that runs on a worker goes to that worker, with the
+ * host's call key instead of the caller's API key, after this control plane checked the key and
+ * that the sandbox is the caller's team's (and counted its activity). Runs as an onRequest hook
+ * after authentication, before any body is read, so uploads, downloads and exec output stream.
+ */
+export function workerProxy(app: FastifyInstance, s: Services): void {
+  const remote = s.remote;
+  app.addHook("onRequest", async (req, reply) => {
+    const route = req.routeOptions.url ?? "";
+    if (!route.startsWith("/v1/sandboxes/:id") || !req.principal) return;
+    const id = (req.params as { id?: unknown }).id;
+    if (typeof id !== "string") return;
+    // Another team's sandbox (or none): the route answers 404 as for any sandbox.
+    const sb = await s.sandboxes.get(req.principal.teamId, id).catch(() => null);
+    if (!sb) return;
+    const host = await remote.hostOf(id);
+    if (!host) return;
+    const key = `${req.method} ${route}`;
+    if (ANSWERED_HERE.has(key)) return;
+    if (NOT_REMOTE.has(key)) {
+      throw new SandtreeError(
+        "NOT_ON_REMOTE_HOST",
+        `${key.replace(":id", id)} is not built for sandboxes on workers (${id} runs on ${host.name})`,
+        {
+          id,
+          host: host.name,
+        },
+      );
+    }
+    if (req.headers.upgrade && pipeUpgrade(app, req, reply, host)) return reply;
+    pipeHttp(req, reply, host, FOLLOWED.has(key) ? remote : null);
+    return reply;
+  });
+}

@@ -1,0 +1,159 @@
+import { type CreateSandboxParams, type Sandbox, SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
+import { z } from "zod";
+import type { Store } from "../../store/store.js";
+import type { Logger } from "../logger.js";
+import { type FleetService, LOCAL_HOST, type RemoteHost } from "./fleet-service.js";
+import { WorkerClient } from "./worker-client.js";
+
+export interface RemoteSandboxesDeps {
+  fleet: FleetService;
+  store: Store;
+  log: Logger;
+  /** How long a worker may take to bring a sandbox to RUNNING (default 10 min). */
+  startDeadlineMs?: number;
+}
+
+const WorkerSandbox = z.looseObject({
+  id: z.string(),
+  status: z.string(),
+  error_reason: z.string().nullable().optional(),
+  image_digest: z.string().nullable().optional(),
+});
+
+/**
+ * The control plane's side of sandboxes that run on workers: where a create goes (placement,
+ * or the admin's pin), starting it on the worker with the same id and spec (quotas, keys and
+ * validation stayed here), and deleting it there when it ends here. The row in this control
+ * plane's store stays the sandbox's record; its host is its placement.
+ */
+export class RemoteSandboxes {
+  /** Sandbox id -> the worker that holds it (null: this host). Sandboxes never move. */
+  private readonly where = new Map<string, RemoteHost | null>();
+  readonly client = new WorkerClient();
+
+  constructor(private readonly deps: RemoteSandboxesDeps) {}
+
+  /**
+   * Where a new sandbox runs: null for this host (also when no worker with a URL has joined:
+   * single-box mode as before), or the worker placed (its reservation recorded). A pin names
+   * the host and is never moved elsewhere.
+   */
+  async place(sb: Sandbox, params: CreateSandboxParams): Promise<RemoteHost | null> {
+    const pin = params.host;
+    if (pin) await this.checkPin(pin);
+    if (params.checkpoint_id) {
+      // Restores read this host's layers: they run here.
+      if (pin && pin !== LOCAL_HOST)
+        throw new SandtreeError("NOT_ON_REMOTE_HOST", "a restore runs on the control plane's own host: omit host", {
+          field: "host",
+        });
+      return null;
+    }
+    const urls = await this.deps.fleet.workerUrls();
+    if (urls.size === 0 && !pin) return null;
+    const placed = await this.deps.fleet.placeSandbox(
+      {
+        sandbox_id: sb.id,
+        vcpus: sb.cpu_cores,
+        memory_mib: Math.round(sb.memory_gb * 1024),
+        disk_gib: sb.disk_size_gb,
+        layers: [],
+        ...(pin ? { host: pin } : {}),
+      },
+      (hostId) => urls.has(hostId) || this.deps.fleet.isLocal(hostId),
+    );
+    const remote = await this.deps.fleet.remoteHost(placed.host_id);
+    this.where.set(sb.id, remote);
+    return remote;
+  }
+
+  private async checkPin(name: string): Promise<void> {
+    const host = await this.deps.fleet.hostNamed(name);
+    if (!host) throw new SandtreeError("HOST_NOT_FOUND", `no host named ${name}`, { host: name });
+    if (host.state !== "ACTIVE") {
+      const why = host.state === "LOST" ? "is LOST (no heartbeat)" : "is cordoned or draining";
+      throw new SandtreeError("HOST_UNSCHEDULABLE", `host ${name} ${why}: it takes no new sandbox`, {
+        host: name,
+        state: host.state,
+      });
+    }
+    if (!this.deps.fleet.isLocal(host.id) && !(await this.deps.fleet.remoteHost(host.id))) {
+      throw new SandtreeError("HOST_UNSCHEDULABLE", `host ${name} runs no sandboxes (it registered without a URL)`, {
+        host: name,
+      });
+    }
+  }
+
+  /** Gives back a reservation made by place() when the create did not go ahead. */
+  async unplace(id: string): Promise<void> {
+    this.where.delete(id);
+    await this.deps.fleet.release(id);
+  }
+
+  /** The worker holding a sandbox, or null when it runs here. */
+  async hostOf(id: string): Promise<RemoteHost | null> {
+    const known = this.where.get(id);
+    if (known !== undefined) return known;
+    const remote = await this.deps.fleet.remoteOf(id);
+    this.where.set(id, remote);
+    return remote;
+  }
+
+  /**
+   * Starts the sandbox on its worker and follows it to RUNNING, moving this row along
+   * (PENDING -> PROVISIONING -> RUNNING, or ERROR with the worker's reason).
+   */
+  async start(host: RemoteHost, sb: Sandbox, params: CreateSandboxParams, signal: AbortSignal): Promise<void> {
+    const { store, log } = this.deps;
+    try {
+      if (!(await store.updateSandbox(sb.id, { status: "PROVISIONING" }, ["PENDING"]))) return;
+      const { host: _pin, idempotency_key: _key, ...spec } = params;
+      await this.client.call(host, "POST", "/v1/sandboxes", { body: spec, sandboxId: sb.id, signal });
+      const deadline = AbortSignal.any([signal, AbortSignal.timeout(this.deps.startDeadlineMs ?? 600_000)]);
+      for (;;) {
+        const w = WorkerSandbox.parse(await this.client.call(host, "GET", `/v1/sandboxes/${sb.id}`, { signal: deadline }));
+        if (w.status === "RUNNING") {
+          const patch = {
+            status: "RUNNING" as const,
+            started_at: new Date().toISOString(),
+            image_digest: w.image_digest ?? null,
+          };
+          if (!(await store.updateSandbox(sb.id, patch, ["PROVISIONING"])))
+            throw new SandtreeError("SANDBOX_NOT_RUNNING", "sandbox was deleted while provisioning", { id: sb.id });
+          await store.addEvent(sb.id, `running on host ${host.name}`);
+          return;
+        }
+        if ((TERMINAL_STATUSES as readonly string[]).includes(w.status))
+          throw new Error(`on host ${host.name}: ${w.status}${w.error_reason ? `: ${w.error_reason}` : ""}`);
+        await new Promise<void>((resolve) => setTimeout(resolve, 200));
+        deadline.throwIfAborted();
+      }
+    } catch (err) {
+      const reason = err instanceof Error ? err.message : String(err);
+      await this.client.call(host, "DELETE", `/v1/sandboxes/${sb.id}`, {}).catch(() => {});
+      const end = { status: "ERROR" as const, error_reason: reason, terminated_at: new Date().toISOString() };
+      if (await store.updateSandbox(sb.id, end, ["PENDING", "PROVISIONING"])) {
+        await store.addEvent(sb.id, `error: ${reason}`);
+        log.warn({ sandbox: sb.id, host: host.name, reason }, "starting on a worker failed");
+      }
+    }
+  }
+
+  /** A sandbox ended here: it ends on its worker too (its reservation is released with its status). */
+  async teardown(id: string): Promise<void> {
+    const host = await this.hostOf(id).catch(() => null);
+    this.where.delete(id);
+    if (!host) return;
+    await this.client.call(host, "DELETE", `/v1/sandboxes/${id}`, {}).catch((err: Error) => {
+      this.deps.log.warn({ sandbox: id, host: host.name, err: err.message }, "deleting on the worker failed");
+    });
+  }
+
+  /** Applies a status the worker answered (pause, resume) to this control plane's row. */
+  async follow(id: string, answer: unknown): Promise<void> {
+    const w = WorkerSandbox.safeParse(answer);
+    if (!w.success || w.data.id !== id) return;
+    if (w.data.status === "PAUSED") await this.deps.store.updateSandbox(id, { status: "PAUSED" }, ["RUNNING"]);
+    else if (w.data.status === "RUNNING") await this.deps.store.updateSandbox(id, { status: "RUNNING" }, ["PAUSED"]);
+  }
+}

@@ -1,0 +1,63 @@
+import { ERROR_STATUS, isErrorCode, SandtreeError } from "@sandtree/protocol";
+import type { RemoteHost } from "./fleet-service.js";
+
+/** The header that gives a create on a worker the control plane's sandbox id (honored only for the control plane's key). */
+export const SANDBOX_ID_HEADER = "x-sandtree-sandbox-id";
+
+/** How long one JSON call into a worker may take (a create answers once admitted; a delete stops a VM). */
+const CALL_MS = 60_000;
+
+/**
+ * JSON calls from the control plane into a worker's sandbox API, with the host's call key.
+ * A worker's error answer comes back as the same SandtreeError (its code and status); a
+ * worker that cannot be reached is WORKER_UNREACHABLE.
+ */
+export class WorkerClient {
+  async call(
+    host: RemoteHost,
+    method: "GET" | "POST" | "DELETE",
+    path: string,
+    o: { body?: unknown; sandboxId?: string; signal?: AbortSignal },
+  ): Promise<unknown> {
+    const signal = o.signal ? AbortSignal.any([o.signal, AbortSignal.timeout(CALL_MS)]) : AbortSignal.timeout(CALL_MS);
+    let res: Response;
+    try {
+      res = await fetch(new URL(path, host.url), {
+        method,
+        headers: {
+          authorization: `Bearer ${host.key}`,
+          ...(o.body !== undefined ? { "content-type": "application/json" } : {}),
+          ...(o.sandboxId ? { [SANDBOX_ID_HEADER]: o.sandboxId } : {}),
+        },
+        ...(o.body !== undefined ? { body: JSON.stringify(o.body) } : {}),
+        signal,
+      });
+    } catch (err) {
+      throw unreachable(host, (err as Error).message);
+    }
+    const text = await res.text();
+    let parsed: unknown = null;
+    try {
+      parsed = text ? JSON.parse(text) : null;
+    } catch {
+      throw unreachable(host, `${method} ${path} answered ${res.status} without JSON`);
+    }
+    if (res.ok) return parsed;
+    const e = (parsed ?? {}) as { code?: unknown; message?: unknown; details?: unknown };
+    const code = typeof e.code === "string" && isErrorCode(e.code) ? e.code : null;
+    if (res.status === 401 || !code || ERROR_STATUS[code] !== res.status) {
+      throw unreachable(host, `${method} ${path} answered ${res.status} ${String(e.code ?? "")} ${String(e.message ?? "")}`);
+    }
+    throw new SandtreeError(
+      code,
+      String(e.message ?? code),
+      typeof e.details === "object" && e.details !== null ? (e.details as Record<string, unknown>) : undefined,
+    );
+  }
+}
+
+export function unreachable(host: RemoteHost, why: string): SandtreeError {
+  return new SandtreeError("WORKER_UNREACHABLE", `the worker ${host.name} holding this sandbox did not answer: ${why}`, {
+    host: host.name,
+  });
+}

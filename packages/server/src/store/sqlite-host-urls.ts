@@ -1,0 +1,31 @@
+import type Database from "better-sqlite3";
+
+/**
+ * Where the control plane reaches each worker's sandbox API. Its own table (not a column of
+ * `hosts`), written at registration: a host without a row runs nothing (the host `local`, or a
+ * worker that registered without `url`).
+ */
+export const HOST_URLS_MIGRATION = `
+  CREATE TABLE host_urls (host_id TEXT PRIMARY KEY REFERENCES hosts(id), url TEXT NOT NULL);`;
+
+export class SqliteHostUrls {
+  constructor(private readonly db: Database.Database) {}
+
+  async set(hostId: string, url: string | null): Promise<void> {
+    if (url === null) this.db.prepare("DELETE FROM host_urls WHERE host_id = ?").run(hostId);
+    else
+      this.db
+        .prepare("INSERT INTO host_urls (host_id, url) VALUES (?, ?) ON CONFLICT (host_id) DO UPDATE SET url = excluded.url")
+        .run(hostId, url);
+  }
+
+  async get(hostId: string): Promise<string | null> {
+    const row = this.db.prepare("SELECT url FROM host_urls WHERE host_id = ?").get(hostId) as { url: string } | undefined;
+    return row?.url ?? null;
+  }
+
+  async all(): Promise<Map<string, string>> {
+    const rows = this.db.prepare("SELECT host_id, url FROM host_urls").all() as Array<{ host_id: string; url: string }>;
+    return new Map(rows.map((r) => [r.host_id, r.url]));
+  }
+}
