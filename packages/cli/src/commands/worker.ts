@@ -103,5 +103,7 @@ export function registerWorkerCommands(program: Command, ctx: CliContext): void 
         process.on("SIGTERM", stop);
       });
       ctx.stdout.write(`stopped after ${worker.beats()} heartbeats\n`);
+      // As `serve` does: stopped means exit, whatever connection or timer is still open.
+      setTimeout(() => process.exit(ctx.exitCode), 1000).unref();
     });
 }

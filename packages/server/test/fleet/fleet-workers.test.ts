@@ -1,0 +1,193 @@
+// Fleet mode with real processes: `sandtree serve` (the control plane, SQLite) and two
+// `sandtree worker` processes on loopback, each with its own data dir, running real VMs.
+// Creates spread over the workers, exec and files reach a worker's sandbox through the control
+// plane's API, pins land where pinned, a cordoned worker gets none, deletes free the placement.
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import Database from "better-sqlite3";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Api, jsonApi, spawnServe, stopChildProcess } from "../helpers.js";
+
+const CLI_MAIN = path.resolve(import.meta.dirname, "../../../cli/dist/main.js");
+// No sandbox networks (many servers share this network namespace), no background template builds.
+const ENV = { SANDTREE_NETWORK: "off", SANDTREE_LOG_LEVEL: "warn", SANDTREE_WARM_TEMPLATES: "false" };
+const SMALL = { image: "sandtree/busybox", memory_gb: 0.125, disk_size_gb: 1 };
+
+interface Worker {
+  name: string;
+  dir: string;
+  proc: ChildProcess;
+  url: string;
+}
+
+/** `sandtree worker` as a child; resolves once it printed that it joined. */
+async function startWorker(cpUrl: string, token: string, name: string, dir: string): Promise<Worker> {
+  const args = ["worker", "--join", cpUrl, "--join-token", token, "--name", name, "--data-dir", dir, "--listen", "127.0.0.1:0"];
+  const proc = spawn(process.execPath, [CLI_MAIN, ...args], {
+    env: { ...process.env, ...ENV },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  proc.stdout?.setEncoding("utf8").on("data", (d: string) => (out += d));
+  proc.stderr?.setEncoding("utf8").on("data", (d: string) => (out += d));
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const m = /sandboxes served at (http:\/\/[\d.:]+)/.exec(out);
+    if (m?.[1]) return { name, dir, proc, url: m[1] };
+    if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`worker ${name} did not join:\n${out}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** The sandbox ids in a worker's own store (its SQLite in its data dir). */
+function idsOnWorker(w: Worker): string[] {
+  const db = new Database(path.join(w.dir, "sandtree.db"), { readonly: true, fileMustExist: true });
+  try {
+    return (db.prepare("SELECT id FROM sandboxes").all() as Array<{ id: string }>).map((r) => r.id);
+  } finally {
+    db.close();
+  }
+}
+
+describe("fleet: sandboxes on workers behind one API", () => {
+  const dirs: string[] = [];
+  let cp: ChildProcess | null = null;
+  const workers: Worker[] = [];
+  let api: Api;
+  let cpUrl = "";
+  let cpKey = "";
+
+  const hosts = async () => {
+    const r = await api("GET", "/v1/hosts");
+    expect(r.status).toBe(200);
+    return new Map(
+      (r.body.hosts as Array<{ name: string; state: string; url: string | null; usage: { placements: number } }>).map((h) => [
+        h.name,
+        h,
+      ]),
+    );
+  };
+  const waitRunning = async (id: string) => {
+    const deadline = Date.now() + 240_000;
+    for (;;) {
+      const r = await api("GET", `/v1/sandboxes/${id}`);
+      if (r.body.status === "RUNNING") return r.body;
+      if (["ERROR", "TERMINATED", "TIMEOUT"].includes(r.body.status))
+        throw new Error(`${id} ended ${r.body.status}: ${r.body.error_reason}`);
+      if (Date.now() > deadline) throw new Error(`${id} still ${r.body.status}`);
+      await new Promise((res) => setTimeout(res, 200));
+    }
+  };
+  const create = async (extra: Record<string, unknown> = {}) => {
+    const r = await api("POST", "/v1/sandboxes", { ...SMALL, ...extra });
+    expect(r.status, JSON.stringify(r.body)).toBe(201);
+    return r.body.id as string;
+  };
+  const workerOf = (id: string) => workers.find((w) => idsOnWorker(w).includes(id))?.name ?? null;
+
+  beforeAll(async () => {
+    const cpDir = mkdtempSync(path.join(tmpdir(), "sandtree-cp-"));
+    dirs.push(cpDir);
+    const started = await spawnServe(cpDir, { env: { ...ENV, SANDTREE_HEARTBEAT_INTERVAL_MS: "1000" } });
+    cp = started.proc;
+    cpUrl = started.url;
+    cpKey = started.key;
+    api = jsonApi(cpUrl, () => cpKey);
+    const token = readFileSync(path.join(cpDir, "join-token"), "utf8").trim();
+    for (const name of ["wa", "wb"]) {
+      const dir = mkdtempSync(path.join(tmpdir(), `sandtree-${name}-`));
+      dirs.push(dir);
+      workers.push(await startWorker(started.url, token, name, dir));
+    }
+    // The control plane's own host takes nothing here: every create goes to a worker.
+    expect((await api("POST", "/v1/hosts/local/cordon")).status).toBe(200);
+  }, 300_000);
+
+  afterAll(async () => {
+    for (const w of workers) await stopChildProcess(w.proc, "SIGTERM");
+    await stopChildProcess(cp, "SIGTERM");
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  }, 120_000);
+
+  it("workers register their URL and answer nobody but the control plane", async () => {
+    const h = await hosts();
+    expect(h.get("wa")).toMatchObject({ state: "ACTIVE", url: workers[0]?.url });
+    expect(h.get("wb")).toMatchObject({ state: "ACTIVE", url: workers[1]?.url });
+    expect(h.get("local")).toMatchObject({ state: "CORDONED", url: null });
+    // The control plane's admin key is not the worker's: refused, as is no key at all.
+    const direct = jsonApi(workers[0]?.url ?? "", () => "st_not-the-call-key");
+    expect((await direct("GET", "/v1/sandboxes")).status).toBe(401);
+    expect((await fetch(`${workers[0]?.url}/v1/sandboxes`)).status).toBe(401);
+  });
+
+  it("spreads creates over the workers; exec and files go through the control plane; cordon and pins hold; deletes free", async () => {
+    const a = await create();
+    const b = await create();
+    await Promise.all([waitRunning(a), waitRunning(b)]);
+    const on = { [a]: workerOf(a), [b]: workerOf(b) };
+    expect(new Set(Object.values(on))).toEqual(new Set(["wa", "wb"]));
+    let h = await hosts();
+    expect([h.get("wa")?.usage.placements, h.get("wb")?.usage.placements, h.get("local")?.usage.placements]).toEqual([1, 1, 0]);
+
+    // Exec, upload and download of a worker's sandbox, through the control plane's API (streamed).
+    const ex = await api("POST", `/v1/sandboxes/${a}/exec`, { command: "echo hello && uname -s" });
+    expect([ex.status, ex.body.exit_code, ex.body.stdout]).toEqual([200, 0, "hello\nLinux\n"]);
+    const payload = new Uint8Array(3 * 1024 * 1024).map((_, i) => (i * 7919) % 251);
+    const put = await api("PUT", `/v1/sandboxes/${a}/files?path=/tmp/blob.bin`, payload, {
+      "content-type": "application/octet-stream",
+    });
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
+    const size = await api("POST", `/v1/sandboxes/${a}/exec`, { command: "wc -c < /tmp/blob.bin" });
+    expect(size.body.stdout.trim()).toBe(String(payload.length));
+    const dl = await fetch(`${cpUrl}/v1/sandboxes/${a}/files?path=/tmp/blob.bin`, {
+      headers: { authorization: `Bearer ${cpKey}` },
+    });
+    expect(dl.status).toBe(200);
+    expect(Buffer.from(await dl.arrayBuffer()).equals(Buffer.from(payload))).toBe(true);
+
+    // Pause and resume run on the worker; the control plane's record follows.
+    expect((await api("POST", `/v1/sandboxes/${b}/pause`)).body.status).toBe("PAUSED");
+    expect((await api("GET", `/v1/sandboxes/${b}`)).body.status).toBe("PAUSED");
+    expect((await api("POST", `/v1/sandboxes/${b}/resume`)).body.status).toBe("RUNNING");
+    expect((await api("GET", `/v1/sandboxes/${b}`)).body.status).toBe("RUNNING");
+
+    // A delete ends it on its worker and gives its placement back.
+    const busy = on[a] as string;
+    const idle = on[b] as string;
+    expect((await api("DELETE", `/v1/sandboxes/${a}`)).body.status).toBe("TERMINATED");
+    h = await hosts();
+    expect(h.get(busy)?.usage.placements).toBe(0);
+    expect((await api("POST", `/v1/sandboxes/${a}/exec`, { command: "true" })).body.code).toBe("SANDBOX_NOT_RUNNING");
+
+    // A cordoned worker gets none: the next create goes to the other one, though it has more room.
+    expect((await api("POST", `/v1/hosts/${idle}/cordon`)).status).toBe(200);
+    const c = await create();
+    await waitRunning(c);
+    expect(workerOf(c)).toBe(busy);
+    // Pins: refused with a code on a cordoned host, an unknown one, or without an admin key; never moved.
+    const pinned = await api("POST", "/v1/sandboxes", { ...SMALL, host: idle });
+    expect([pinned.status, pinned.body.code]).toEqual([409, "HOST_UNSCHEDULABLE"]);
+    const unknown = await api("POST", "/v1/sandboxes", { ...SMALL, host: "no-such-host" });
+    expect([unknown.status, unknown.body.code]).toEqual([404, "HOST_NOT_FOUND"]);
+    const member = (await api("POST", "/v1/keys", { team: "default", admin: false })).body.key as string;
+    const asMember = await jsonApi(cpUrl, () => member)("POST", "/v1/sandboxes", { ...SMALL, host: busy });
+    expect([asMember.status, asMember.body.code]).toEqual([403, "FORBIDDEN"]);
+    // Uncordoned, pinned: it lands there.
+    expect((await api("POST", `/v1/hosts/${idle}/uncordon`)).status).toBe(200);
+    const d = await create({ host: idle });
+    await waitRunning(d);
+    expect(workerOf(d)).toBe(idle);
+    expect((await api("POST", `/v1/sandboxes/${d}/exec`, { command: "echo pinned" })).body.stdout).toBe("pinned\n");
+    h = await hosts();
+    expect([h.get(busy)?.usage.placements, h.get(idle)?.usage.placements]).toEqual([1, 2]);
+
+    for (const id of [b, c, d]) {
+      const r = await api("DELETE", `/v1/sandboxes/${id}`);
+      expect([r.status, r.body.status]).toEqual([200, "TERMINATED"]);
+    }
+    h = await hosts();
+    expect([h.get("wa")?.usage.placements, h.get("wb")?.usage.placements]).toEqual([0, 0]);
+  }, 600_000);
+});
