@@ -1,12 +1,12 @@
 import { z } from "zod";
 import { Accel } from "./accel.js";
+import { HostName } from "./host-name.js";
+import { SandboxStatus } from "./sandbox.js";
 
 // Fleet mode: worker hosts join a control plane with a join token, report capacity and
 // locality, heartbeat; admins list, cordon and drain hosts; the control plane places work.
 
-export const HostName = z
-  .string()
-  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, "host names are 1-63 letters, digits, '.', '_', '-'");
+export { HostName };
 
 /** ACTIVE takes work; CORDONED takes none (its sandboxes stay); LOST stopped heartbeating. */
 export const HOST_STATES = ["ACTIVE", "CORDONED", "LOST"] as const;
@@ -69,10 +69,20 @@ export const RegisterHostResponse = z.object({
 });
 export type RegisterHostResponse = z.infer<typeof RegisterHostResponse>;
 
+/** A status change of a sandbox on a worker: the control plane's record follows it. */
+export const SandboxReport = z.strictObject({
+  id: z.string().min(1).max(64),
+  status: SandboxStatus,
+  error_reason: z.string().max(4096).nullable().default(null),
+});
+export type SandboxReport = z.input<typeof SandboxReport>;
+
 /** `POST /v1/fleet/hosts/{id}/heartbeat` (Authorization: Bearer <host secret>); locality only when it changed. */
 export const HeartbeatRequest = z.strictObject({
   capacity: HostCapacity.optional(),
   locality: HostLocality.optional(),
+  /** Status changes of the sandboxes it runs since the last heartbeat answered (ended, paused, resumed). */
+  sandboxes: z.array(SandboxReport).max(20_000).optional(),
 });
 export type HeartbeatRequest = z.input<typeof HeartbeatRequest>;
 

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { DisplaySize } from "./desktop.js";
-import { HostName } from "./fleet.js";
+import { HostName } from "./host-name.js";
 import { NetworkRuleList, Tunnels } from "./network.js";
 
 export const SANDBOX_STATUSES = ["PENDING", "PROVISIONING", "RUNNING", "PAUSED", "TERMINATED", "ERROR", "TIMEOUT"] as const;

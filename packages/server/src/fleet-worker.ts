@@ -1,6 +1,16 @@
-import { type AccelChoice, type RegisterHostResponse, SandtreeError } from "@sandtree/protocol";
+import {
+  type AccelChoice,
+  type RegisterHostResponse,
+  type SandboxReport,
+  type SandboxStatus,
+  SandtreeError,
+  TERMINAL_STATUSES,
+} from "@sandtree/protocol";
 import { type RunningServer, startServer } from "./server.js";
 import { sha256Hex, workerCallKey } from "./services/fleet/join-token.js";
+
+/** The changes a control plane's record follows: ended, paused, resumed. */
+const REPORTED = new Set<SandboxStatus>([...TERMINAL_STATUSES, "PAUSED", "RUNNING"]);
 
 export interface FleetWorkerOptions {
   joinUrl: string;
@@ -39,6 +49,18 @@ export interface RunningFleetWorker {
  */
 export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFleetWorker> {
   let key: string | null = null;
+  // The latest status change of each sandbox not yet reported to the control plane.
+  const pending = new Map<string, SandboxReport>();
+  const reports = {
+    take(): SandboxReport[] {
+      const out = [...pending.values()];
+      pending.clear();
+      return out;
+    },
+    putBack(r: SandboxReport[]): void {
+      for (const x of r) if (!pending.has(x.id)) pending.set(x.id, x);
+    },
+  };
   const server = await startServer(
     {
       ...(o.dataDir ? { dataDir: o.dataDir } : {}),
@@ -48,7 +70,13 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
       port: o.port ?? 7071,
       logger: o.logger ?? false,
     },
-    { workerKey: () => key },
+    {
+      workerKey: () => key,
+      onSandboxStatus: (id, patch) => {
+        if (patch.status && REPORTED.has(patch.status))
+          pending.set(id, { id, status: patch.status, error_reason: patch.error_reason ?? null });
+      },
+    },
   );
   const url = o.advertiseUrl ?? server.url;
   // Loaded lazily through the server module, as `serve` loads the host package.
@@ -65,6 +93,7 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
       ...(o.accel ? { accel: o.accel } : {}),
       ...(o.version ? { version: o.version } : {}),
       ...(o.log ? { log: o.log } : {}),
+      reports,
       onRegistered: (r) => {
         key = workerCallKey(o.joinToken, r.host_id, sha256Hex(r.secret));
       },

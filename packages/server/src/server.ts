@@ -36,6 +36,7 @@ import type { Services } from "./services/services.js";
 import { TeamService } from "./services/team-service.js";
 import { TimeoutService } from "./services/timeout-service.js";
 import { openHostStore, openStore } from "./store/open-store.js";
+import type { SandboxPatch } from "./store/rows.js";
 
 export { ServerConfig, type ServerConfigInput, VmDeadlines } from "./config.js";
 
@@ -74,6 +75,8 @@ export interface StartServerOptions {
   fleetClock?: Clock;
   /** Fleet worker mode: only the control plane's call key (none until registered) is taken, no API key. */
   workerKey?: () => string | null;
+  /** Told of every sandbox status change (a worker reports them to its control plane). */
+  onSandboxStatus?: (id: string, patch: SandboxPatch) => void;
 }
 
 export async function startServer(input: ServerConfigInput = {}, opts: StartServerOptions = {}): Promise<RunningServer> {
@@ -83,6 +86,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   const deadlines = cfg.deadlines;
   mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
   const store = await openStore(cfg);
+  if (opts.onSandboxStatus) store.onSandboxStatus(opts.onSandboxStatus);
   // Before anything can change a sandbox's state: every transition is metered on this clock.
   const metering = new MeteringService(store, opts.clock ?? systemClock, loadPriceTable(cfg.prices));
   const guest = guestArtifacts(cfg.cacheDir);
@@ -184,6 +188,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   fleet.start();
   const remote = new RemoteSandboxes({ fleet, store, log: cfg.logger ? log : silentLogger });
   sandboxes.useRemote(remote);
+  fleet.onSandboxReports((host, reports) => remote.applyReports(host, reports));
   // A sandbox that ends here (delete, timeout) ends on its worker too.
   sandboxes.onTeardown((id) => remote.teardown(id));
   const exec = new ExecService(sandboxes);

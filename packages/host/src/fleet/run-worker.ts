@@ -1,6 +1,6 @@
 import { mkdirSync } from "node:fs";
 import path from "node:path";
-import type { AccelChoice, RegisterHostResponse } from "@sandtree/protocol";
+import type { AccelChoice, RegisterHostResponse, SandboxReport } from "@sandtree/protocol";
 import { ImageStore } from "../images/image-store.js";
 import { cacheDir, defaultDataDir } from "../paths.js";
 import { detectAccel } from "../vmm/accel.js";
@@ -19,6 +19,8 @@ export interface RunWorkerOptions {
   version?: string;
   /** Where the control plane reaches this worker's sandbox API (absent: it runs nothing). */
   url?: string;
+  /** Status changes of this host's sandboxes, sent with each heartbeat. */
+  reports?: { take(): SandboxReport[]; putBack(r: SandboxReport[]): void };
   /** Told of every registration: the host id and its new secret. */
   onRegistered?: (r: RegisterHostResponse) => void;
   log?: (line: string) => void;
@@ -48,6 +50,7 @@ export async function runWorker(o: RunWorkerOptions): Promise<{ agent: WorkerAge
     ...(o.version ? { version: o.version } : {}),
     ...(o.url ? { url: o.url } : {}),
     ...(o.onRegistered ? { onRegistered: o.onRegistered } : {}),
+    ...(o.reports ? { reports: o.reports } : {}),
     ...(o.log ? { log: o.log } : {}),
   });
   const joined = await agent.start();

@@ -4,6 +4,7 @@ import {
   type HostCapacity,
   type HostLocality,
   RegisterHostResponse,
+  type SandboxReport,
 } from "@sandtree/protocol";
 
 export interface WorkerAgentOptions {
@@ -19,6 +20,8 @@ export interface WorkerAgentOptions {
   version?: string;
   /** Where the control plane reaches this worker's sandbox API (absent: it runs nothing). */
   url?: string;
+  /** Status changes of this host's sandboxes, sent with each heartbeat (and put back when it failed). */
+  reports?: { take(): SandboxReport[]; putBack(r: SandboxReport[]): void };
   /** Told of every registration (the first and each again): the host id and its new secret. */
   onRegistered?: (r: RegisterHostResponse) => void;
   fetch?: typeof fetch;
@@ -116,16 +119,20 @@ export class WorkerAgent {
     const locality = await this.o.locality();
     const c = JSON.stringify(capacity);
     const l = JSON.stringify(locality);
+    const reports = this.o.reports?.take() ?? [];
     try {
       const r = await this.call(HeartbeatResponse, `/v1/fleet/hosts/${this.hostId}/heartbeat`, this.secret as string, {
         ...(c !== this.sent.capacity ? { capacity } : {}),
         ...(l !== this.sent.locality ? { locality } : {}),
+        ...(reports.length > 0 ? { sandboxes: reports } : {}),
       });
       this.sent = { capacity: c, locality: l };
       this.intervalMs = r.heartbeat_interval_ms;
       this.beats++;
       return r;
     } catch (err) {
+      // Not delivered: sent again with the next heartbeat.
+      this.o.reports?.putBack(reports);
       if (err instanceof JoinError && err.status === 401) {
         this.o.log?.("heartbeat refused (401): registering again");
         await this.register();

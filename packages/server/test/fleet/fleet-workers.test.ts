@@ -183,7 +183,18 @@ describe("fleet: sandboxes on workers behind one API", () => {
     h = await hosts();
     expect([h.get(busy)?.usage.placements, h.get(idle)?.usage.placements]).toEqual([1, 2]);
 
-    for (const id of [b, c, d]) {
+    // A sandbox that ends on its worker by itself (its VM exits) ends here too, by the heartbeat's report.
+    await api("POST", `/v1/sandboxes/${c}/exec`, { command: "reboot -f", timeout_seconds: 5 }).catch(() => {});
+    const deadline = Date.now() + 60_000;
+    let ended = (await api("GET", `/v1/sandboxes/${c}`)).body;
+    while (!["ERROR", "TERMINATED", "TIMEOUT"].includes(ended.status) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 250));
+      ended = (await api("GET", `/v1/sandboxes/${c}`)).body;
+    }
+    expect(ended.status, JSON.stringify(ended)).toMatch(/^(ERROR|TERMINATED)$/);
+    await expect.poll(async () => (await hosts()).get(busy)?.usage.placements, { timeout: 10_000 }).toBe(0);
+
+    for (const id of [b, d]) {
       const r = await api("DELETE", `/v1/sandboxes/${id}`);
       expect([r.status, r.body.status]).toEqual([200, "TERMINATED"]);
     }

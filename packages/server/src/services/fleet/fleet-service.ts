@@ -10,6 +10,7 @@ import {
   type PlacementRequest,
   type RegisterHostRequest,
   type RegisterHostResponse,
+  type SandboxReport,
   SandtreeError,
 } from "@sandtree/protocol";
 import type { z } from "zod";
@@ -82,6 +83,7 @@ export class FleetService {
   private timer: NodeJS.Timeout | null = null;
   private localId: string | null = null;
   private localBeat: (() => Promise<void>) | null = null;
+  private reportHook: ((host: HostRow, reports: SandboxReport[]) => Promise<void>) | null = null;
 
   constructor(private readonly deps: FleetServiceDeps) {
     const t = loadOrCreateJoinToken(deps.dataDir);
@@ -158,6 +160,7 @@ export class FleetService {
       ...(beat.locality ? { locality: HostLocality.parse(beat.locality) } : {}),
     });
     if (!row) throw refused;
+    if (beat.sandboxes?.length) await this.reportHook?.(row, beat.sandboxes);
     if (known.state === "LOST" && row.state !== "LOST") this.deps.log.info({ host: row.name }, "host is back");
     this.remember(row);
     return { host_id: row.id, state: row.state, heartbeat_interval_ms: this.deps.heartbeatIntervalMs };
@@ -226,6 +229,16 @@ export class FleetService {
       ...(req.host ? { host: req.host } : {}),
       tried: ranked.length,
     });
+  }
+
+  /** Told of the status changes a worker reports with its heartbeat (RemoteSandboxes applies them). */
+  onSandboxReports(hook: (host: HostRow, reports: SandboxReport[]) => Promise<void>): void {
+    this.reportHook = hook;
+  }
+
+  /** The host a sandbox is placed on (its id), if any. */
+  async placedOn(sandboxId: string): Promise<string | null> {
+    return (await this.deps.hosts.getPlacement(sandboxId))?.host_id ?? null;
   }
 
   /** Whether the host is this control plane's own (`local`). */

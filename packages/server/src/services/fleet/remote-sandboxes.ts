@@ -1,7 +1,15 @@
-import { type CreateSandboxParams, type Sandbox, SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
+import {
+  type CreateSandboxParams,
+  type Sandbox,
+  type SandboxReport,
+  SandtreeError,
+  TERMINAL_STATUSES,
+} from "@sandtree/protocol";
 import { z } from "zod";
+import type { HostRow } from "../../store/host-store.js";
 import type { Store } from "../../store/store.js";
 import type { Logger } from "../logger.js";
+import { ACTIVE } from "../sandbox-machines.js";
 import { type FleetService, LOCAL_HOST, type RemoteHost } from "./fleet-service.js";
 import { WorkerClient } from "./worker-client.js";
 
@@ -147,6 +155,28 @@ export class RemoteSandboxes {
     await this.client.call(host, "DELETE", `/v1/sandboxes/${id}`, {}).catch((err: Error) => {
       this.deps.log.warn({ sandbox: id, host: host.name, err: err.message }, "deleting on the worker failed");
     });
+  }
+
+  /**
+   * A worker's heartbeat reported status changes: a sandbox that ended there (its own timeout,
+   * its VM exited) ends here with the worker's reason; pauses and resumes are followed. Only
+   * sandboxes placed on that host are touched.
+   */
+  async applyReports(host: HostRow, reports: SandboxReport[]): Promise<void> {
+    const { store, fleet } = this.deps;
+    for (const r of reports) {
+      if ((await fleet.placedOn(r.id)) !== host.id) continue;
+      if (!(TERMINAL_STATUSES as readonly string[]).includes(r.status)) {
+        await this.follow(r.id, r);
+        continue;
+      }
+      const reason = r.error_reason ? `on host ${host.name}: ${r.error_reason}` : null;
+      const end = { status: r.status, error_reason: reason, terminated_at: new Date().toISOString() };
+      if (await store.updateSandbox(r.id, end, ACTIVE)) {
+        await store.addEvent(r.id, `${r.status} on host ${host.name}${r.error_reason ? `: ${r.error_reason}` : ""}`);
+      }
+      this.where.delete(r.id);
+    }
   }
 
   /** Applies a status the worker answered (pause, resume) to this control plane's row. */
