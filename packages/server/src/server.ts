@@ -14,7 +14,7 @@ import { CheckpointService } from "./services/checkpoint-service.js";
 import { DesktopService } from "./services/desktop/desktop-service.js";
 import { ExecService } from "./services/exec-service.js";
 import { FileService } from "./services/file-service.js";
-import { FleetService } from "./services/fleet/fleet-service.js";
+import { FleetService, LOCAL_HOST } from "./services/fleet/fleet-service.js";
 import { LocalHost } from "./services/fleet/local-host.js";
 import { RemoteSandboxes } from "./services/fleet/remote-sandboxes.js";
 import { HostImageResolver } from "./services/host-images.js";
@@ -35,6 +35,7 @@ import { loadOrCreateServerKey, SecretBox } from "./services/secret-box.js";
 import type { Services } from "./services/services.js";
 import { TeamService } from "./services/team-service.js";
 import { TimeoutService } from "./services/timeout-service.js";
+import type { HostStore } from "./store/host-store.js";
 import { openHostStore, openStore } from "./store/open-store.js";
 import type { SandboxPatch } from "./store/rows.js";
 
@@ -60,6 +61,16 @@ const silentLogger: Logger = { info() {}, warn() {}, error() {} };
 function runRootFor(dataDir: string): string {
   const h = createHash("sha256").update(path.resolve(dataDir)).digest("hex").slice(0, 10);
   return path.join(tmpdir(), `sandtree-${h}`);
+}
+
+/** The sandboxes placed on hosts other than `local` (workers run their machines). */
+async function placedOnWorkers(hosts: HostStore): Promise<Set<string>> {
+  const ids = new Set<string>();
+  for (const h of await hosts.listHosts()) {
+    if (h.name === LOCAL_HOST) continue;
+    for (const p of await hosts.listPlacements(h.id)) ids.add(p.sandbox_id);
+  }
+  return ids;
 }
 
 /** Builds everything and listens. Resolves once the server accepts connections. */
@@ -134,6 +145,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   // Sandbox disks live beside the layers they overlay: in the local store's directory, or in the
   // local cache of a remote one.
   const blobs = makeBlobStore(cfg.blobStore, path.join(cfg.dataDir, "layers"));
+  const hostRegistry = openHostStore(store, cfg.dataDir);
   const sandboxes = new SandboxService({
     network,
     store,
@@ -147,6 +159,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     admission,
     deadlines,
     warmTemplates: cfg.warmTemplates,
+    placedElsewhere: () => placedOnWorkers(hostRegistry.hosts),
   });
   const checkpoints = new CheckpointService({
     store,
@@ -172,7 +185,6 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     intervalMs: cfg.reaperIntervalMs,
   });
   timeouts.start();
-  const hostRegistry = openHostStore(store, cfg.dataDir);
   const fleet = new FleetService({
     hosts: hostRegistry.hosts,
     urls: hostRegistry.urls,

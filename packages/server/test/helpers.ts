@@ -137,13 +137,17 @@ const CLI_MAIN = path.resolve(path.dirname(new URL(import.meta.url).pathname), "
  */
 export async function spawnServe(
   dataDir: string,
-  opts: { env?: Record<string, string>; onOutput?: (text: string) => void } = {},
+  opts: { env?: Record<string, string>; onOutput?: (text: string) => void; port?: number } = {},
 ): Promise<{ proc: ChildProcess; url: string; key: string }> {
   let output = "";
-  const proc = spawn(process.execPath, [CLI_MAIN, "serve", "--data-dir", dataDir, "--host", "127.0.0.1", "--port", "0"], {
-    env: { ...process.env, SANDTREE_LOG_LEVEL: "warn", ...opts.env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const proc = spawn(
+    process.execPath,
+    [CLI_MAIN, "serve", "--data-dir", dataDir, "--host", "127.0.0.1", "--port", String(opts.port ?? 0)],
+    {
+      env: { ...process.env, SANDTREE_LOG_LEVEL: "warn", ...opts.env },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   const take = (d: string) => {
     output += d;
     opts.onOutput?.(d);

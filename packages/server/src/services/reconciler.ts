@@ -20,6 +20,8 @@ export interface ReconcilerDeps {
   /** Sandboxes this process is provisioning (they are not lost). */
   provisioning: (id: string) => boolean;
   closing: () => boolean;
+  /** Sandboxes placed on fleet workers: their machines are there, not here. */
+  placedElsewhere?: () => Promise<Set<string>>;
 }
 
 /**
@@ -65,7 +67,10 @@ export class Reconciler {
     const { store, log, machines, paths, host } = this.deps;
     const listed = await store.listSandboxesByStatus(ACTIVE);
     const found = new Map(host.survivors(paths.runRoot).map((p) => [p.name, p.pid]));
-    const active = listed.filter((sb) => !machines.has(sb.id) && !this.deps.provisioning(sb.id));
+    const remote = (await this.deps.placedElsewhere?.()) ?? new Set<string>();
+    // A worker's RUNNING or PAUSED sandbox lives on there; one this process was still starting is lost.
+    const onWorker = (sb: Sandbox) => remote.has(sb.id) && (sb.status === "RUNNING" || sb.status === "PAUSED");
+    const active = listed.filter((sb) => !machines.has(sb.id) && !this.deps.provisioning(sb.id) && !onWorker(sb));
     const settled: Array<Promise<unknown>> = [];
     for (const sb of active) {
       const pid = found.get(machineNameOf(sb.id));

@@ -32,6 +32,8 @@ export interface SandboxServiceDeps {
   admission: AdmissionService;
   /** Sandbox networks (absent: no sandbox gets a NIC). */
   network?: NetworkService;
+  /** Sandboxes placed on fleet workers (a restart does not look for their machines here). */
+  placedElsewhere?: () => Promise<Set<string>>;
   /** Where machines run (default: QEMU microVMs on this host). */
   host?: MachineHost;
   /** Warm starts from booted templates (default on). */
@@ -125,6 +127,7 @@ export class SandboxService {
       log: deps.log,
       adoptDeadlineMs: deps.deadlines?.adoptMs ?? 10_000,
       provisioning: (id) => this.provisioning.has(id),
+      ...(deps.placedElsewhere ? { placedElsewhere: deps.placedElsewhere } : {}),
       closing: () => this.closing,
       ...(deps.network ? { network: deps.network } : {}),
     });

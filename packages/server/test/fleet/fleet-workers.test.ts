@@ -13,6 +13,7 @@ import { type Api, jsonApi, spawnServe, stopChildProcess } from "../helpers.js";
 const CLI_MAIN = path.resolve(import.meta.dirname, "../../../cli/dist/main.js");
 // No sandbox networks (many servers share this network namespace), no background template builds.
 const ENV = { SANDTREE_NETWORK: "off", SANDTREE_LOG_LEVEL: "warn", SANDTREE_WARM_TEMPLATES: "false" };
+const CP_ENV = { ...ENV, SANDTREE_HEARTBEAT_INTERVAL_MS: "1000" };
 const SMALL = { image: "sandtree/busybox", memory_gb: 0.125, disk_size_gb: 1 };
 
 interface Worker {
@@ -57,6 +58,7 @@ describe("fleet: sandboxes on workers behind one API", () => {
   const workers: Worker[] = [];
   let api: Api;
   let cpUrl = "";
+  let cpDir = "";
   let cpKey = "";
 
   const hosts = async () => {
@@ -88,9 +90,9 @@ describe("fleet: sandboxes on workers behind one API", () => {
   const workerOf = (id: string) => workers.find((w) => idsOnWorker(w).includes(id))?.name ?? null;
 
   beforeAll(async () => {
-    const cpDir = mkdtempSync(path.join(tmpdir(), "sandtree-cp-"));
+    cpDir = mkdtempSync(path.join(tmpdir(), "sandtree-cp-"));
     dirs.push(cpDir);
-    const started = await spawnServe(cpDir, { env: { ...ENV, SANDTREE_HEARTBEAT_INTERVAL_MS: "1000" } });
+    const started = await spawnServe(cpDir, { env: CP_ENV });
     cp = started.proc;
     cpUrl = started.url;
     cpKey = started.key;
@@ -193,6 +195,13 @@ describe("fleet: sandboxes on workers behind one API", () => {
     }
     expect(ended.status, JSON.stringify(ended)).toMatch(/^(ERROR|TERMINATED)$/);
     await expect.poll(async () => (await hosts()).get(busy)?.usage.placements, { timeout: 10_000 }).toBe(0);
+
+    // A restarted control plane (same port, same data dir) keeps the workers' sandboxes: their
+    // machines are on the workers, so they are neither lost nor adopted here.
+    await stopChildProcess(cp, "SIGTERM");
+    cp = (await spawnServe(cpDir, { env: CP_ENV, port: Number(new URL(cpUrl).port) })).proc;
+    expect((await api("GET", `/v1/sandboxes/${d}`)).body.status).toBe("RUNNING");
+    expect((await api("POST", `/v1/sandboxes/${d}/exec`, { command: "echo still here" })).body.stdout).toBe("still here\n");
 
     for (const id of [b, d]) {
       const r = await api("DELETE", `/v1/sandboxes/${id}`);
