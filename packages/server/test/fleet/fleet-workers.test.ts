@@ -6,6 +6,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { SandtreeClient } from "@sandtree/sdk";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Api, jsonApi, spawnServe, stopChildProcess } from "../helpers.js";
@@ -195,6 +196,17 @@ describe("fleet: sandboxes on workers behind one API", () => {
     }
     expect(ended.status, JSON.stringify(ended)).toMatch(/^(ERROR|TERMINATED)$/);
     await expect.poll(async () => (await hosts()).get(busy)?.usage.placements, { timeout: 10_000 }).toBe(0);
+
+    // A terminal (WebSocket) through the control plane to the worker's VM.
+    const pty = await new SandtreeClient({ apiUrl: cpUrl, apiKey: cpKey, env: {} }).sandboxes.pty(d, { rows: 24, cols: 80 });
+    let text = "";
+    const reading = (async () => {
+      for await (const chunk of pty.output) text += Buffer.from(chunk).toString("utf8");
+    })();
+    await pty.write("echo pty-$((6*7))\nexit 3\n");
+    expect((await pty.wait()).exit_code).toBe(3);
+    await reading;
+    expect(text).toContain("pty-42");
 
     // A restarted control plane (same port, same data dir) keeps the workers' sandboxes: their
     // machines are on the workers, so they are neither lost nor adopted here.
