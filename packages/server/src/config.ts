@@ -185,6 +185,11 @@ function defined(o: Record<string, unknown>): Record<string, unknown> {
  * Parses the configuration once: explicit options over the environment over the defaults.
  * A bad value is refused with VALIDATION_FAILED naming the setting and its variable.
  */
+/** A fleet worker's environment: the control plane's database and object store are not its own. */
+export function workerEnv(env: Env = process.env): Env {
+  return { ...env, SANDTREE_DATABASE_URL: undefined, SANDTREE_BLOB_STORE: undefined };
+}
+
 export function loadConfig(input: ServerConfigInput = {}, env: Env = process.env): ServerConfigValues {
   const fromVars = fromEnv(env);
   const given = input as Record<string, unknown>;

@@ -81,9 +81,10 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
   const url = o.advertiseUrl ?? server.url;
   // Loaded lazily through the server module, as `serve` loads the host package.
   const { runWorker } = await import("@sandtree/host");
-  let joined: Awaited<ReturnType<typeof runWorker>>;
+  let joined: Awaited<ReturnType<typeof runWorker>>["joined"];
+  let heartbeats: Awaited<ReturnType<typeof runWorker>>["agent"];
   try {
-    joined = await runWorker({
+    ({ joined, agent: heartbeats } = await runWorker({
       joinUrl: o.joinUrl,
       joinToken: o.joinToken,
       name: o.name,
@@ -97,7 +98,7 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
       onRegistered: (r) => {
         key = workerCallKey(o.joinToken, r.host_id, sha256Hex(r.secret));
       },
-    });
+    }));
   } catch (err) {
     await server.close();
     if (err instanceof SandtreeError) throw err;
@@ -106,12 +107,12 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
   let closing: Promise<void> | null = null;
   return {
     server,
-    joined: joined.joined,
+    joined,
     url,
-    beats: () => joined.agent.beats,
+    beats: () => heartbeats.beats,
     close() {
       closing ??= (async () => {
-        await joined.agent.stop().catch(() => {});
+        await heartbeats.stop().catch(() => {});
         await server.close();
       })();
       return closing;

@@ -6,7 +6,7 @@ import { detectAccel, guestArtifacts, ImageStore } from "@sandtree/host";
 import type { FastifyInstance } from "fastify";
 import { buildApp } from "./app.js";
 import { makeBlobStore } from "./blob-store-config.js";
-import { loadConfig, type ServerConfigInput, type VmDeadlines } from "./config.js";
+import { loadConfig, type ServerConfigInput, type VmDeadlines, workerEnv } from "./config.js";
 import { AdmissionService } from "./services/admission-service.js";
 import { AuthService } from "./services/auth-service.js";
 import { BulkService } from "./services/bulk-service.js";
@@ -91,9 +91,9 @@ export interface StartServerOptions {
 }
 
 export async function startServer(input: ServerConfigInput = {}, opts: StartServerOptions = {}): Promise<RunningServer> {
+  const given = { ...input, ...(opts.deadlines ? { deadlines: { ...input.deadlines, ...opts.deadlines } } : {}) };
   // A worker keeps its own state: the control plane's database and object store are not its own.
-  const env = opts.workerKey ? { ...process.env, SANDTREE_DATABASE_URL: undefined, SANDTREE_BLOB_STORE: undefined } : process.env;
-  const cfg = loadConfig({ ...input, ...(opts.deadlines ? { deadlines: { ...input.deadlines, ...opts.deadlines } } : {}) }, env);
+  const cfg = opts.workerKey ? loadConfig(given, workerEnv()) : loadConfig(given);
   const deadlines = cfg.deadlines;
   mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
   const store = await openStore(cfg);

@@ -202,22 +202,12 @@ export class SandboxService {
       terminated_at: null,
       ...lifetimeFields(params, now),
     };
-    // Where it runs (a pin checked, the host's reservation recorded), then quotas, rate limits
-    // and idempotency in the insert's transaction; a refused create gives the reservation back.
-    const remote = this.remote;
-    const worker = remote ? await remote.place(sandbox, params) : null;
-    let admitted: { sandbox: Sandbox; created: boolean };
-    try {
-      admitted = await this.deps.admission.admit(sandbox, params);
-    } catch (err) {
-      await remote?.unplace(sandbox.id);
-      throw err;
-    }
-    if (!admitted.created) {
-      await remote?.unplace(sandbox.id);
-      return admitted;
-    }
-    // A sandbox on a worker gets its network there.
+    // Placed (fleet), then quotas, rate limits and idempotency in the insert's transaction.
+    const admit = () => this.deps.admission.admit(sandbox, params);
+    const { worker, admitted } = this.remote
+      ? await this.remote.placeAndAdmit(sandbox, params, admit)
+      : { worker: null, admitted: await admit() };
+    if (!admitted.created) return admitted;
     if (!worker) await this.deps.network?.register(sandbox.id, params);
     sandbox.secrets = admitted.sandbox.secrets ?? {};
     if (params.checkpoint_id) {
@@ -229,22 +219,21 @@ export class SandboxService {
     const abort = new AbortController();
     const plan = restore && params.restore_memory ? restore : restore ? { ...restore, memState: null } : null;
     const started =
-      worker && remote
-        ? remote.start(worker, sandbox, params, abort.signal)
+      worker && this.remote
+        ? this.remote.start(worker, sandbox, params, abort.signal)
         : this.provisioner.provision(sandbox, credentials, plan, abort.signal);
     const done = started.finally(() => {
       this.provisioning.delete(sandbox.id);
     });
     this.provisioning.set(sandbox.id, { abort, done });
     const start: SandboxStart = { sandbox, params, restored: plan ? (plan.memState ? "memory" : "disk") : "none", ready: done };
-    // Hooks set things up in a local guest (a desktop's display): not built for workers' sandboxes.
     if (!worker) for (const hook of this.startHooks) hook(start);
     return { sandbox, created: true };
   }
 
   /**
    * Called (synchronously, in registration order) for every sandbox a create, restore or fork
-   * starts, and for every reset; `ready` settles once the machine is RUNNING or failed. Services
+   * starts here (not on a fleet worker) and every reset; `ready` settles once it is RUNNING or failed. Services
    * that set something up in the guest (a desktop's display) hook in here, not in the routes.
    */
   onStart(hook: (start: SandboxStart) => void): void {

@@ -1,10 +1,4 @@
-import {
-  type CreateSandboxParams,
-  type Sandbox,
-  type SandboxReport,
-  SandtreeError,
-  TERMINAL_STATUSES,
-} from "@sandtree/protocol";
+import { type CreateSandboxParams, type Sandbox, type SandboxReport, SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
 import { z } from "zod";
 import type { HostRow } from "../../store/host-store.js";
 import type { Store } from "../../store/store.js";
@@ -73,6 +67,24 @@ export class RemoteSandboxes {
     const remote = await this.deps.fleet.remoteHost(placed.host_id);
     this.where.set(sb.id, remote);
     return remote;
+  }
+
+  /** place(), then `admit`; a refused or replayed create gives the reservation back. */
+  async placeAndAdmit<T extends { created: boolean }>(
+    sb: Sandbox,
+    params: CreateSandboxParams,
+    admit: () => Promise<T>,
+  ): Promise<{ worker: RemoteHost | null; admitted: T }> {
+    const worker = await this.place(sb, params);
+    let admitted: T;
+    try {
+      admitted = await admit();
+    } catch (err) {
+      await this.unplace(sb.id);
+      throw err;
+    }
+    if (!admitted.created) await this.unplace(sb.id);
+    return { worker, admitted };
   }
 
   private async checkPin(name: string): Promise<void> {
