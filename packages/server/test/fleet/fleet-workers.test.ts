@@ -169,6 +169,18 @@ describe("fleet: sandboxes on workers behind one API", () => {
     const c = await create();
     await waitRunning(c);
     expect(workerOf(c)).toBe(busy);
+    // Its host registered again (as a restarted worker would): a new secret, so a new key for
+    // calls into it; the worker learns it at its next heartbeat (refused: it registers again).
+    const info = (await api("GET", "/v1/hosts")).body.hosts.find((x: { name: string }) => x.name === busy);
+    const token = readFileSync(path.join(cpDir, "join-token"), "utf8").trim();
+    const again = await jsonApi(cpUrl, () => token)("POST", "/v1/fleet/hosts/register", {
+      name: busy,
+      capacity: info.capacity,
+      url: info.url,
+    });
+    expect(again.status).toBe(201);
+    const echo = async () => (await api("POST", `/v1/sandboxes/${c}/exec`, { command: "echo ok" })).body.stdout;
+    await expect.poll(echo, { timeout: 30_000, interval: 250 }).toBe("ok\n");
     // Pins: refused with a code on a cordoned host, an unknown one, or without an admin key; never moved.
     const pinned = await api("POST", "/v1/sandboxes", { ...SMALL, host: idle });
     expect([pinned.status, pinned.body.code]).toEqual([409, "HOST_UNSCHEDULABLE"]);

@@ -29,8 +29,11 @@ const WorkerSandbox = z.looseObject({
  * plane's store stays the sandbox's record; its host is its placement.
  */
 export class RemoteSandboxes {
-  /** Sandbox id -> the worker that holds it (null: this host). Sandboxes never move. */
-  private readonly where = new Map<string, RemoteHost | null>();
+  /**
+   * Sandbox id -> the id of the worker that holds it (null: this host). Sandboxes never move;
+   * a worker's URL and key are read again for each call (its key changes when it registers again).
+   */
+  private readonly where = new Map<string, string | null>();
   readonly client = new WorkerClient();
 
   constructor(private readonly deps: RemoteSandboxesDeps) {}
@@ -65,7 +68,7 @@ export class RemoteSandboxes {
       (hostId) => urls.has(hostId) || this.deps.fleet.isLocal(hostId),
     );
     const remote = await this.deps.fleet.remoteHost(placed.host_id);
-    this.where.set(sb.id, remote);
+    this.where.set(sb.id, remote ? remote.id : null);
     return remote;
   }
 
@@ -113,9 +116,10 @@ export class RemoteSandboxes {
   /** The worker holding a sandbox, or null when it runs here. */
   async hostOf(id: string): Promise<RemoteHost | null> {
     const known = this.where.get(id);
-    if (known !== undefined) return known;
+    if (known === null) return null;
+    if (known !== undefined) return this.deps.fleet.remoteHost(known);
     const remote = await this.deps.fleet.remoteOf(id);
-    this.where.set(id, remote);
+    this.where.set(id, remote ? remote.id : null);
     return remote;
   }
 
