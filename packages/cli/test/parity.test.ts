@@ -65,6 +65,15 @@ describe("CLI parity with the SDK's training workflows (#16 item 4)", () => {
     ]);
   });
 
+  it("create --host pins the sandbox to a fleet host", async () => {
+    const calls: unknown[] = [];
+    const r = await cli(["sandbox", "create", "sandtree/busybox", "--host", "w1"], {
+      sandboxes: { create: async (req: unknown) => recorded(calls, req, { id: "sb_h", status: "PENDING" }) },
+    });
+    expect(r).toMatchObject({ code: 0, out: "sb_h\n" });
+    expect(calls).toEqual([{ image: "sandtree/busybox", host: "w1" }]);
+  });
+
   it("create --checkpoint restores a checkpoint instead of an image, and --wait waits for RUNNING", async () => {
     const calls: unknown[] = [];
     const client = {

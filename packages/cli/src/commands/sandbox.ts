@@ -34,6 +34,7 @@ interface CreateFlags {
   tunnel?: Record<string, string>;
   network: boolean;
   display?: { width: number; height: number };
+  host?: string;
   wait?: boolean;
   waitTimeout: number;
   output: OutputFormat;
@@ -78,6 +79,7 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
     )
     .option("--no-network", "no network interface at all")
     .option("--display <WxH>", "a desktop's display, e.g. 1280x800 (image sandtree/desktop)", parseDisplay)
+    .option("--host <name>", "run it on this fleet host (admin keys only; `sandtree host list`)")
     .option("--wait", "wait until the sandbox is RUNNING (progress on stderr)")
     .option("--wait-timeout <seconds>", "give up waiting after this long", parseIntArg("--wait-timeout"), 300)
     .addOption(outputOption())
@@ -104,6 +106,7 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
         ...(o.tunnel !== undefined ? { tunnels: o.tunnel } : {}),
         ...(o.network ? {} : { network: false }),
         ...(o.display !== undefined ? { display: o.display } : {}),
+        ...(o.host !== undefined ? { host: o.host } : {}),
       };
       let sb = await client.sandboxes.create(request);
       if (o.wait) {
