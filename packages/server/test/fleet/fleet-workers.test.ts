@@ -150,6 +150,37 @@ describe("fleet: sandboxes on workers behind one API", () => {
     expect(dl.status).toBe(200);
     expect(Buffer.from(await dl.arrayBuffer()).equals(Buffer.from(payload))).toBe(true);
 
+    // A streamed exec is forwarded as it runs: its "started" event arrives while the command waits
+    // for stdin, which then goes to the worker through the control plane too (buffering anywhere
+    // on the way would hang here, not pass).
+    const streamed = await fetch(`${cpUrl}/v1/sandboxes/${a}/exec`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${cpKey}`, "content-type": "application/json", accept: "application/x-ndjson" },
+      body: JSON.stringify({ command: "read line; echo got-$line", stdin_open: true }),
+    });
+    expect(streamed.status).toBe(200);
+    const events: Array<{ type: string; exec_id?: string; data?: string; exit_code?: number }> = [];
+    let pending = "";
+    const reader = streamed.body?.getReader();
+    for (let r = await reader?.read(); r && !r.done; r = await reader?.read()) {
+      pending += Buffer.from(r.value).toString("utf8");
+      for (let nl = pending.indexOf("\n"); nl >= 0; nl = pending.indexOf("\n")) {
+        const ev = JSON.parse(pending.slice(0, nl));
+        pending = pending.slice(nl + 1);
+        events.push(ev);
+        if (ev.type === "started") {
+          const w = await fetch(`${cpUrl}/v1/sandboxes/${a}/execs/${ev.exec_id}/stdin?close=true`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${cpKey}`, "content-type": "application/octet-stream" },
+            body: "hi\n",
+          });
+          expect(w.status).toBe(204);
+        }
+      }
+    }
+    const out = events.filter((e) => e.type === "stdout").map((e) => Buffer.from(e.data ?? "", "base64").toString());
+    expect([out.join(""), events.at(-1)?.type, events.at(-1)?.exit_code]).toEqual(["got-hi\n", "exit", 0]);
+
     // Pause and resume run on the worker; the control plane's record follows.
     expect((await api("POST", `/v1/sandboxes/${b}/pause`)).body.status).toBe("PAUSED");
     expect((await api("GET", `/v1/sandboxes/${b}`)).body.status).toBe("PAUSED");
