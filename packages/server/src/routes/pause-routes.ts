@@ -5,14 +5,20 @@ import type { Services } from "../services/services.js";
 
 const Params = z.object({ id: z.string().min(1).max(64) });
 
+// A sandbox on a fleet worker is paused or resumed there and this control plane's record follows;
+// the answer is that record, as for any sandbox.
 export function pauseRoutes(app: FastifyInstance, s: Services): void {
   app.post("/v1/sandboxes/:id/pause", async (req) => {
     const { id } = parse(Params, req.params);
-    return s.sandboxes.pause(req.principal.teamId, id);
+    const teamId = req.principal.teamId;
+    if (await s.remote.control(teamId, id, "pause")) return s.sandboxes.get(teamId, id);
+    return s.sandboxes.pause(teamId, id);
   });
 
   app.post("/v1/sandboxes/:id/resume", async (req) => {
     const { id } = parse(Params, req.params);
-    return s.sandboxes.resume(req.principal.teamId, id);
+    const teamId = req.principal.teamId;
+    if (await s.remote.control(teamId, id, "resume")) return s.sandboxes.get(teamId, id);
+    return s.sandboxes.resume(teamId, id);
   });
 }

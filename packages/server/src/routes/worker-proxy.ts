@@ -5,15 +5,21 @@ import { SandtreeError } from "@sandtree/protocol";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { renderError } from "../errors.js";
 import type { RemoteHost } from "../services/fleet/fleet-service.js";
-import type { RemoteSandboxes } from "../services/fleet/remote-sandboxes.js";
 import { unreachable } from "../services/fleet/worker-client.js";
 import type { Services } from "../services/services.js";
 import { upgrades } from "./upgrades.js";
 
 // Calls answered by the control plane itself for a sandbox on a worker: its record (this
-// store's row), its deletion (which deletes it on the worker, see RemoteSandboxes.teardown), and
-// its checkpoints (none yet: they are not built for remote sandboxes).
-const ANSWERED_HERE = new Set(["GET /v1/sandboxes/:id", "DELETE /v1/sandboxes/:id", "GET /v1/sandboxes/:id/checkpoints"]);
+// store's row), its deletion (which deletes it on the worker, see RemoteSandboxes.teardown), its
+// checkpoints (none yet: they are not built for remote sandboxes), pause and resume (done on the
+// worker through RemoteSandboxes.control, answered with this record).
+const ANSWERED_HERE = new Set([
+  "GET /v1/sandboxes/:id",
+  "DELETE /v1/sandboxes/:id",
+  "GET /v1/sandboxes/:id/checkpoints",
+  "POST /v1/sandboxes/:id/pause",
+  "POST /v1/sandboxes/:id/resume",
+]);
 // Not built for remote sandboxes: said so, never run on the wrong host.
 const NOT_REMOTE = new Set([
   "POST /v1/sandboxes/:id/checkpoints",
@@ -23,8 +29,6 @@ const NOT_REMOTE = new Set([
   "GET /v1/sandboxes/:id/ports",
   "DELETE /v1/sandboxes/:id/ports/:port",
 ]);
-// Their answer (the sandbox) moves this control plane's row too.
-const FOLLOWED = new Set(["POST /v1/sandboxes/:id/pause", "POST /v1/sandboxes/:id/resume"]);
 // Hop-by-hop headers, and the caller's key (the worker gets the host's call key instead).
 const DROPPED = new Set(["connection", "keep-alive", "transfer-encoding", "upgrade", "host", "authorization", "te", "trailer"]);
 
@@ -64,29 +68,10 @@ function sendError(reply: FastifyReply, req: FastifyRequest, err: SandtreeError)
 }
 
 /** Streams the request body to the worker and its answer back, neither buffered. */
-function pipeHttp(req: FastifyRequest, reply: FastifyReply, host: RemoteHost, follow: RemoteSandboxes | null): void {
+function pipeHttp(req: FastifyRequest, reply: FastifyReply, host: RemoteHost): void {
   reply.hijack();
   const up = open(host, req, forwardHeaders(req.headers, host));
   up.on("response", (res: IncomingMessage) => {
-    if (follow && res.statusCode === 200) {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () => {
-        const body = Buffer.concat(chunks);
-        let parsed: unknown = null;
-        try {
-          parsed = JSON.parse(body.toString("utf8"));
-        } catch {}
-        void follow
-          .follow(String((req.params as { id: string }).id), parsed)
-          .catch(() => {})
-          .finally(() => {
-            reply.raw.writeHead(res.statusCode ?? 502, res.headers);
-            reply.raw.end(body);
-          });
-      });
-      return;
-    }
     const headers = { ...res.headers };
     delete headers.connection;
     delete headers["keep-alive"];
@@ -177,7 +162,7 @@ export function workerProxy(app: FastifyInstance, s: Services): void {
       );
     }
     if (req.headers.upgrade && pipeUpgrade(app, req, reply, host)) return reply;
-    pipeHttp(req, reply, host, FOLLOWED.has(key) ? remote : null);
+    pipeHttp(req, reply, host);
     return reply;
   });
 }

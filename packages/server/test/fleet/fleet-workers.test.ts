@@ -182,7 +182,10 @@ describe("fleet: sandboxes on workers behind one API", () => {
     expect([out.join(""), events.at(-1)?.type, events.at(-1)?.exit_code]).toEqual(["got-hi\n", "exit", 0]);
 
     // Pause and resume run on the worker; the control plane's record follows.
-    expect((await api("POST", `/v1/sandboxes/${b}/pause`)).body.status).toBe("PAUSED");
+    const teamId = (await api("GET", `/v1/sandboxes/${b}`)).body.team_id;
+    const paused = (await api("POST", `/v1/sandboxes/${b}/pause`)).body;
+    // The answer is the control plane's record (its team, its cost), not the worker's.
+    expect(paused).toMatchObject({ id: b, status: "PAUSED", team_id: teamId, cost_usd: expect.any(Number) });
     expect((await api("GET", `/v1/sandboxes/${b}`)).body.status).toBe("PAUSED");
     expect((await api("POST", `/v1/sandboxes/${b}/resume`)).body.status).toBe("RUNNING");
     expect((await api("GET", `/v1/sandboxes/${b}`)).body.status).toBe("RUNNING");

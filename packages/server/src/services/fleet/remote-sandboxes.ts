@@ -195,6 +195,18 @@ export class RemoteSandboxes {
     }
   }
 
+  /**
+   * Pause or resume of a sandbox on a worker: done there, followed here. False when the sandbox
+   * runs on this host (or is not the team's): the caller does it as for any sandbox.
+   */
+  async control(teamId: string, id: string, action: "pause" | "resume"): Promise<boolean> {
+    if (!(await this.deps.store.getSandbox(id, teamId))) return false;
+    const host = await this.hostOf(id);
+    if (!host) return false;
+    await this.follow(id, await this.client.call(host, "POST", `/v1/sandboxes/${id}/${action}`, {}));
+    return true;
+  }
+
   /** Applies a status the worker answered (pause, resume) to this control plane's row. */
   async follow(id: string, answer: unknown): Promise<void> {
     const w = WorkerSandbox.safeParse(answer);
