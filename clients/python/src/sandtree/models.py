@@ -56,6 +56,8 @@ class CreateSandboxRequest:
     network: Optional[bool] = None
     # A desktop (image sandtree/desktop): {"width": 1280, "height": 800}; None: no display.
     display: Optional[Dict[str, Any]] = None
+    # Fleet mode: run it on this host (admin keys only; GET /v1/hosts lists them).
+    host: Optional[str] = None
 
     def to_wire(self) -> Dict[str, Any]:
         if self.docker_image is None and self.checkpoint_id is None:
@@ -82,6 +84,7 @@ class CreateSandboxRequest:
             "tunnels",
             "network",
             "display",
+            "host",
         ):
             value = getattr(self, key)
             if value is not None:
