@@ -2,6 +2,7 @@ import type { CheckpointState, Sandbox, SandboxStatus, TeamLimits, TeamUsage } f
 import type pg from "pg";
 import * as ck from "./pg-checkpoints.js";
 import { createPool, type Db, tx } from "./pg-db.js";
+import { PgHostStore } from "./pg-hosts.js";
 import * as jobs from "./pg-jobs.js";
 import * as meter from "./pg-metering.js";
 import { migrate } from "./pg-migrations.js";
@@ -68,6 +69,11 @@ export class PgStore implements Store {
       });
     }
     return new PgStore(pool);
+  }
+
+  /** The host registry (hosts, placements) on this store's pool: shared by every control plane. */
+  hostStore(): PgHostStore {
+    return new PgHostStore(this.pool);
   }
 
   private get db(): Db {
