@@ -19,7 +19,9 @@ import type {
   JobRow,
   MeterRecord,
   MeterRecordWithLabels,
+  NetworkPolicyUpdate,
   NetworkRow,
+  RevokeOutcome,
   SandboxAdmission,
   SandboxFilter,
   SandboxPatch,
@@ -112,6 +114,15 @@ export class PgStore implements Store {
   }
   countActiveAdminKeys(): Promise<number> {
     return tenancy.countActiveAdminKeys(this.db);
+  }
+  revokeApiKeyKeepingAdmin(id: string): Promise<RevokeOutcome> {
+    return tx(this.pool, (c) => tenancy.revokeKeepingAdmin(c, id));
+  }
+  updateTeamLimitOverrides(
+    teamId: string,
+    change: (c: Partial<TeamLimits>) => Partial<TeamLimits>,
+  ): Promise<Partial<TeamLimits>> {
+    return tx(this.pool, (c) => tenancy.updateTeamLimitOverrides(c, teamId, change));
   }
   getTeamLimitOverrides(teamId: string): Promise<Partial<TeamLimits>> {
     return tenancy.getTeamLimitOverrides(this.db, teamId);
@@ -244,6 +255,12 @@ export class PgStore implements Store {
   }
   putNetwork(row: NetworkRow): Promise<void> {
     return netw.putNetwork(this.db, row);
+  }
+  updateNetworkPolicy(sandboxId: string, policy: NetworkPolicyUpdate): Promise<NetworkRow | undefined> {
+    return netw.updateNetworkPolicy(this.db, sandboxId, policy);
+  }
+  setNetworkApplied(sandboxId: string, generation: number, applied: boolean): Promise<boolean> {
+    return netw.setNetworkApplied(this.db, sandboxId, generation, applied);
   }
   /** Under the slot lock, so servers sharing the database never hand out one slot twice. */
   allocateNetworkSlot(sandboxId: string, slots: number): Promise<number | null> {

@@ -11,7 +11,9 @@ import type {
   JobRow,
   MeterRecord,
   MeterRecordWithLabels,
+  NetworkPolicyUpdate,
   NetworkRow,
+  RevokeOutcome,
   SandboxAdmission,
   SandboxFilter,
   SandboxPatch,
@@ -287,6 +289,12 @@ export class SqliteStore implements Store {
   async countActiveAdminKeys(): Promise<number> {
     return tenancy.countActiveAdminKeys(this.db);
   }
+  async revokeApiKeyKeepingAdmin(id: string): Promise<RevokeOutcome> {
+    return tenancy.revokeKeepingAdmin(this.db, id);
+  }
+  async updateTeamLimitOverrides(teamId: string, change: (c: Partial<TeamLimits>) => Partial<TeamLimits>) {
+    return tenancy.updateTeamLimitOverrides(this.db, teamId, change);
+  }
   async getTeamLimitOverrides(teamId: string): Promise<Partial<TeamLimits>> {
     return tenancy.getTeamLimitOverrides(this.db, teamId);
   }
@@ -366,6 +374,12 @@ export class SqliteStore implements Store {
   }
   async putNetwork(row: NetworkRow): Promise<void> {
     netw.putNetwork(this.db, row);
+  }
+  async updateNetworkPolicy(sandboxId: string, policy: NetworkPolicyUpdate): Promise<NetworkRow | undefined> {
+    return netw.updateNetworkPolicy(this.db, sandboxId, policy);
+  }
+  async setNetworkApplied(sandboxId: string, generation: number, applied: boolean): Promise<boolean> {
+    return netw.setNetworkApplied(this.db, sandboxId, generation, applied);
   }
   async allocateNetworkSlot(sandboxId: string, slots: number): Promise<number | null> {
     return netw.allocateSlot(this.db, sandboxId, slots);
