@@ -8,8 +8,11 @@
 // p50/p99, and the API's latency at that load (GET /v1/hosts, a placement). Beside them, in the
 // same run: the store's plain insert rate (one autocommit INSERT per row, the same pragmas) and
 // HostStore.place in-process (no HTTP), and the floor (bare QEMU, raw-floor.py) as every bench.
+// `--database postgres` runs it all on a throwaway PostgreSQL (bench/lib/postgres.mjs, default
+// durability) instead of SQLite, `--database postgres://...` on an empty database of your own.
 // Usage: node bench/fleet-sim.mjs [--hosts 1000] [--sandboxes 20000] [--procs 4]
-// [--concurrency 16] [--heartbeat-ms 5000] [--no-floor]. Prints one JSON document.
+// [--concurrency 16] [--heartbeat-ms 5000] [--database sqlite|postgres|URL] [--no-floor].
+// Prints one JSON document.
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
@@ -18,9 +21,11 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { detectAccel } from "@sandtree/host";
-import { SqliteStore } from "@sandtree/server";
+import { PgStore, SqliteStore } from "@sandtree/server";
 import Database from "better-sqlite3";
+import pg from "pg";
 import { measureFloor } from "./lib/floor.mjs";
+import { startPostgres } from "./lib/postgres.mjs";
 
 const here = fileURLToPath(import.meta.url);
 const repo = path.resolve(path.dirname(here), "..");
@@ -36,6 +41,7 @@ const { values } = parseArgs({
     procs: { type: "string", default: "4" },
     concurrency: { type: "string", default: "16" },
     "heartbeat-ms": { type: "string", default: "5000" },
+    database: { type: "string", default: "sqlite" },
     "no-floor": { type: "boolean", default: false },
   },
 });
@@ -122,6 +128,78 @@ function freePort() {
   });
 }
 
+const BASE_HOST = {
+  id: "host_base",
+  name: "base",
+  capacity: { vcpus: 1e5, memory_mib: 1 << 30, disk_gib: 1 << 30, accel: "kvm" },
+  locality: { images: [], templates: [], layers: [] },
+  secret_hash: "x",
+};
+
+/** HostStore.place in-process, `conc` in flight (as the server's callers), rows per second. */
+async function placeRate(hosts, n, conc) {
+  const at = new Date().toISOString();
+  let next = 0;
+  const t = performance.now();
+  const one = async () => {
+    while (next < n) {
+      const i = next++;
+      await hosts.place(
+        { sandbox_id: `sb-${i}`, host_id: "host_base", vcpus: 2, memory_mib: 2048, disk_gib: 10, placed_at: at },
+        { freshSince: at },
+      );
+    }
+  };
+  await Promise.all(Array.from({ length: conc }, one));
+  return n / ((performance.now() - t) / 1000);
+}
+
+/**
+ * The same on PostgreSQL, in a schema of its own on the bench's database: plain autocommit INSERTs
+ * from `conc` connections, then HostStore.place through a PgStore.
+ */
+async function pgBaseline(url, n, conc) {
+  const schema = "sandtree_bench_baseline";
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE; CREATE SCHEMA ${schema}`);
+  const scoped = `${url}${url.includes("?") ? "&" : "?"}options=${encodeURIComponent(`-c search_path=${schema}`)}`;
+  try {
+    const store = await PgStore.open(scoped);
+    const hosts = store.hostStore();
+    await hosts.registerHost({ ...BASE_HOST, at: new Date().toISOString() });
+    const pool = new pg.Pool({ connectionString: scoped, max: conc });
+    await pool.query(
+      "CREATE TABLE plain (sandbox_id TEXT PRIMARY KEY, host_id TEXT NOT NULL, vcpus INTEGER, memory_mib BIGINT, disk_gib BIGINT, placed_at TEXT)",
+    );
+    let next = 0;
+    let t = performance.now();
+    const ins = async () => {
+      while (next < n) {
+        const i = next++;
+        await pool.query("INSERT INTO plain VALUES ($1, $2, $3, $4, $5, $6)", [
+          `sb-${i}`,
+          "host_base",
+          2,
+          2048,
+          10,
+          new Date().toISOString(),
+        ]);
+      }
+    };
+    await Promise.all(Array.from({ length: conc }, ins));
+    const plain = n / ((performance.now() - t) / 1000);
+    await pool.end();
+    t = performance.now();
+    const place = await placeRate(hosts, n, conc);
+    await store.close();
+    return { rows: n, concurrency: conc, plain_insert_per_s: Math.round(plain), host_store_place_per_s: Math.round(place) };
+  } finally {
+    await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => {});
+    await admin.end();
+  }
+}
+
 /** The store's own rates on a fresh database: plain autocommit INSERTs, then HostStore.place. */
 async function storeBaseline(work, n) {
   const file = path.join(work, "baseline.db");
@@ -155,7 +233,7 @@ async function storeBaseline(work, n) {
     );
   }
   const place = n / ((performance.now() - t) / 1000);
-  store.close();
+  await store.close();
   return { rows: n, plain_insert_per_s: Math.round(plain), host_store_place_per_s: Math.round(place) };
 }
 
@@ -173,10 +251,25 @@ async function main() {
     for (const c of children) if (c.exitCode === null) c.kill("SIGTERM");
   };
   process.on("exit", stopAll);
+  const backend = values.database === "sqlite" ? "sqlite" : "postgres";
+  let cluster = null;
+  let dbUrl = null;
+  if (values.database === "postgres") {
+    cluster = await startPostgres();
+    dbUrl = cluster.url;
+  } else if (backend === "postgres") dbUrl = values.database;
   try {
     const serve = spawn(
       process.execPath,
-      [path.join(repo, "packages/cli/dist/main.js"), "serve", "--data-dir", dataDir, "--port", String(port)],
+      [
+        path.join(repo, "packages/cli/dist/main.js"),
+        "serve",
+        "--data-dir",
+        dataDir,
+        "--port",
+        String(port),
+        ...(dbUrl ? ["--database", dbUrl] : []),
+      ],
       {
         env: {
           ...process.env,
@@ -200,8 +293,9 @@ async function main() {
     const url = `http://127.0.0.1:${port}`;
     const key = /SANDTREE_API_KEY=(\S+)/.exec(readFileSync(path.join(dataDir, "credentials.env"), "utf8"))[1];
     const token = readFileSync(path.join(dataDir, "join-token"), "utf8").trim();
-    // The local host is this machine: out of the simulation.
-    await post(`${url}/v1/hosts/local/cordon`, key, {});
+    // The local host is this machine: out of the simulation (on PostgreSQL it is `local-<id>`).
+    const localName = dbUrl ? readFileSync(path.join(dataDir, "local-host-name"), "utf8").trim() : "local";
+    await post(`${url}/v1/hosts/${localName}/cordon`, key, {});
 
     const per = Math.ceil(HOSTS / PROCS);
     const sims = [];
@@ -310,11 +404,15 @@ async function main() {
     const loadAfter = loadavg()[0];
     stopAll();
 
-    const baseline = await storeBaseline(work, TARGET);
+    const baseline = dbUrl ? await pgBaseline(dbUrl, TARGET, CONC) : await storeBaseline(work, TARGET);
     const floor = values["no-floor"] ? { skipped: "--no-floor" } : await measureFloor(await detectAccel("auto"));
     const doc = {
       bench: "fleet-sim",
-      what: "placement decision + record, no VM start: POST /v1/fleet/placements against `sandtree serve` (SQLite) while every simulated host heartbeats",
+      what: `placement decision + record, no VM start: POST /v1/fleet/placements against \`sandtree serve\` (${backend}) while every simulated host heartbeats`,
+      store:
+        backend === "sqlite"
+          ? "sqlite (WAL, synchronous=NORMAL)"
+          : "postgresql (fsync and synchronous_commit as configured; the throwaway cluster keeps the defaults)",
       // Other work on the machine shares its cores: the 1-minute load average before and after.
       machine: { cpus: cpus().length, loadavg_1m_before: +loadBefore.toFixed(2), loadavg_1m_after: +loadAfter.toFixed(2) },
       hosts: HOSTS,
@@ -346,6 +444,7 @@ async function main() {
     process.stdout.write(`${JSON.stringify(doc, null, 2)}\n`);
   } finally {
     stopAll();
+    await cluster?.stop();
     rmSync(work, { recursive: true, force: true });
   }
 }
