@@ -15,6 +15,7 @@
 // Prints one JSON document.
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import http from "node:http";
 import { createServer } from "node:net";
 import { cpus, loadavg, tmpdir } from "node:os";
 import path from "node:path";
@@ -64,15 +65,44 @@ const pct = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Mat
 const ms = (x) => +x.toFixed(3);
 const lat = (xs) => ({ n: xs.length, p50_ms: ms(pct(xs, 50)), p99_ms: ms(pct(xs, 99)), max_ms: ms(Math.max(...xs)) });
 
-async function post(url, token, body) {
-  const res = await fetch(url, {
-    method: "POST",
-    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-    body: JSON.stringify(body),
+// node:http with keep-alive rather than fetch: the callers share the 2 cores with the server, and
+// undici's per-request cost would be measured as the control plane's.
+const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+
+function post(url, token, body) {
+  const data = JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      url,
+      {
+        method: "POST",
+        agent,
+        headers: {
+          authorization: `Bearer ${token}`,
+          "content-type": "application/json",
+          "content-length": Buffer.byteLength(data),
+        },
+      },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (d) => {
+          text += d;
+        });
+        res.on("end", () => {
+          try {
+            const json = JSON.parse(text);
+            if (res.statusCode >= 400) reject(new Error(`${url}: ${res.statusCode} ${json.code} ${json.message}`));
+            else resolve(json);
+          } catch (err) {
+            reject(err);
+          }
+        });
+      },
+    );
+    req.on("error", reject);
+    req.end(data);
   });
-  const json = await res.json();
-  if (!res.ok) throw new Error(`${url}: ${res.status} ${json.code} ${json.message}`);
-  return json;
 }
 
 /** A child: `count` simulated hosts from `from`, registered, then heartbeating until killed. */
@@ -117,6 +147,17 @@ async function workers() {
     setTimeout(() => setInterval(beat, every), (every * i) / hosts.length);
   });
   setInterval(() => process.stdout.write(`${JSON.stringify({ beats, failures })}\n`), 1000);
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc (Linux). */
+function cpuSeconds(pid) {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const rest = f.slice(f.lastIndexOf(")") + 2).split(" ");
+    return (Number(rest[11]) + Number(rest[12])) / 100; // utime, stime in clock ticks (100/s)
+  } catch {
+    return Number.NaN;
+  }
 }
 
 function freePort() {
@@ -347,6 +388,11 @@ async function main() {
     let next = 0;
     let refused = 0;
     const beats0 = beatsAt();
+    const cpu0 = {
+      serve: cpuSeconds(serve.pid),
+      sims: sims.reduce((a, x) => a + cpuSeconds(x.child.pid), 0),
+      self: process.cpuUsage(),
+    };
     const t0 = performance.now();
     let wT = t0;
     const caller = async () => {
@@ -378,6 +424,12 @@ async function main() {
     await Promise.all(Array.from({ length: CONC }, caller));
     const placeS = (performance.now() - t0) / 1000;
     const beats1 = beatsAt();
+    const selfCpu = process.cpuUsage(cpu0.self);
+    const cpu = {
+      serve_s: +(cpuSeconds(serve.pid) - cpu0.serve).toFixed(2),
+      simulated_hosts_s: +(sims.reduce((a, x) => a + cpuSeconds(x.child.pid), 0) - cpu0.sims).toFixed(2),
+      callers_s: +((selfCpu.user + selfCpu.system) / 1e6).toFixed(2),
+    };
 
     // The API at 20,000 live placements (heartbeats still running).
     const listLat = [];
@@ -427,6 +479,10 @@ async function main() {
         seconds: +placeS.toFixed(2),
         latency: lat(latencies),
         by_window: windows,
+        // CPU used during the placements: the control plane's per placement (heartbeats included)
+        // does not depend on what else the machine runs, unlike the rate.
+        cpu_seconds: cpu,
+        serve_cpu_ms_per_placement: +((cpu.serve_s * 1000) / TARGET).toFixed(3),
       },
       heartbeats_during_placement: {
         interval_ms: Number(values["heartbeat-ms"]),

@@ -148,10 +148,13 @@ export class SqliteStore implements Store {
     return { ...row, is_admin: isAdmin, revoked_at: null };
   }
 
+  /** Prepared once: every request looks its key up. */
+  private findKeyStmt: Database.Statement | null = null;
   async findApiKey(keyHash: string): Promise<ApiKeyRow | undefined> {
-    const r = this.db
-      .prepare("SELECT id, team_id, prefix, is_admin, created_at, revoked_at FROM api_keys WHERE key_hash = ?")
-      .get(keyHash) as (Omit<ApiKeyRow, "is_admin"> & { is_admin: number }) | undefined;
+    this.findKeyStmt ??= this.db.prepare(
+      "SELECT id, team_id, prefix, is_admin, created_at, revoked_at FROM api_keys WHERE key_hash = ?",
+    );
+    const r = this.findKeyStmt.get(keyHash) as (Omit<ApiKeyRow, "is_admin"> & { is_admin: number }) | undefined;
     return r ? { ...r, is_admin: r.is_admin === 1 } : undefined;
   }
 

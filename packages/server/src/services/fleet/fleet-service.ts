@@ -138,13 +138,14 @@ export class FleetService {
   /** `POST /v1/fleet/hosts/{id}/heartbeat`, authenticated by the host's secret. */
   async heartbeat(id: string, authorization: string | undefined, beat: HeartbeatRequest): Promise<HeartbeatResponse> {
     const secret = bearer(authorization);
-    const refused = new SandtreeError("UNAUTHORIZED", "invalid host secret: register again with the join token");
-    if (!secret) throw refused;
+    // Made only when thrown: an error captures a stack, and heartbeats arrive hundreds a second.
+    const refused = () => new SandtreeError("UNAUTHORIZED", "invalid host secret: register again with the join token");
+    if (!secret) throw refused();
     let known = this.cache.get(id);
     if (!known || !matchesHash(secret, known.secret_hash)) {
       // Another control plane may have registered it (or again) since this one last looked.
       const row = await this.deps.hosts.getHost(id);
-      if (!row || !matchesHash(secret, row.secret_hash) || isLocalHostName(row.name)) throw refused;
+      if (!row || !matchesHash(secret, row.secret_hash) || isLocalHostName(row.name)) throw refused();
       known = this.remember(row);
     }
     const row = await this.deps.hosts.heartbeat(id, {
@@ -152,7 +153,7 @@ export class FleetService {
       ...(beat.capacity ? { capacity: beat.capacity } : {}),
       ...(beat.locality ? { locality: HostLocality.parse(beat.locality) } : {}),
     });
-    if (!row) throw refused;
+    if (!row) throw refused();
     if (known.state === "LOST" && row.state !== "LOST") this.deps.log.info({ host: row.name }, "host is back");
     this.remember(row);
     return { host_id: row.id, state: row.state, heartbeat_interval_ms: this.deps.heartbeatIntervalMs };
