@@ -143,8 +143,15 @@ async function workers() {
           if (failures++ === 0) process.stderr.write(`first heartbeat failure: ${err.message}\n`);
         },
       );
-    // Spread over the interval so the control plane sees a steady rate, not bursts.
-    setTimeout(() => setInterval(beat, every), (every * i) / hosts.length);
+    // Spread over the interval so the control plane sees a steady rate, not bursts: the first beat
+    // at the host's offset, then one per interval.
+    setTimeout(
+      () => {
+        beat();
+        setInterval(beat, every);
+      },
+      (every * i) / hosts.length,
+    );
   });
   setInterval(() => process.stdout.write(`${JSON.stringify({ beats, failures })}\n`), 1000);
 }
@@ -375,6 +382,8 @@ async function main() {
     }
     while (sims.some((s) => !s.registered)) await new Promise((r) => setTimeout(r, 100));
     const registerS = (performance.now() - regT0) / 1000;
+    // One interval for every host to be beating at its steady rate before placements start.
+    await new Promise((r) => setTimeout(r, Number(values["heartbeat-ms"])));
     const beatsAt = () =>
       sims.reduce((a, s) => ({ beats: a.beats + s.last.beats, failures: a.failures + s.last.failures }), {
         beats: 0,
