@@ -30,6 +30,7 @@ import { NetworkService } from "./services/network-service.js";
 import { PortService } from "./services/port-service.js";
 import { PtyService } from "./services/pty-service.js";
 import { RestoreService } from "./services/restore-service.js";
+import { ACTIVE } from "./services/sandbox-machines.js";
 import { SandboxService } from "./services/sandbox-service.js";
 import { loadOrCreateServerKey, SecretBox } from "./services/secret-box.js";
 import type { Services } from "./services/services.js";
@@ -172,7 +173,13 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   // taken here, before any request can arrive.
   const { settled, owned } = await sandboxes.reconcile({ placedHere });
   void settled.catch((err: Error) => log.error({ err: err.message }, "reconciling sandboxes failed"));
-  await checkpoints.reconcile();
+  // On a shared store: a checkpoint in progress is this server's to fail when its sandbox is placed
+  // here, or has ended (whoever was taking it is gone); another server may be taking the rest.
+  await checkpoints.reconcile(async (sandboxId) => {
+    if (placedHere === null || placedHere.has(sandboxId)) return true;
+    const status = (await store.getSandbox(sandboxId))?.status;
+    return status === undefined || !ACTIVE.includes(status);
+  });
   sandboxes.pruneTemplates();
   checkpoints.startReaper();
   const timeouts = new TimeoutService({

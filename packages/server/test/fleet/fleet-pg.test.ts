@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ManualClock, PgStore, type RunningServer, startServer } from "../../src/index.js";
 import { type Api, jsonApi } from "../helpers.js";
 import { type PgServer, startPostgres } from "../postgres-server.js";
-import { sandboxRow } from "../store/fixtures.js";
+import { checkpointRow, sandboxRow } from "../store/fixtures.js";
 
 const BOUND_MS = 30_000;
 
@@ -127,7 +127,7 @@ describe("fleet on a shared PostgreSQL", () => {
     expect(events.filter((e) => e.message.includes("HOST_LOST"))).toHaveLength(1);
   });
 
-  it("a control plane starting on the shared database leaves other hosts' sandboxes alone; its own restart reconciles its own", async () => {
+  it("a control plane starting on the shared database leaves other hosts' sandboxes and checkpoints alone; its own restart reconciles its own", async () => {
     const a = servers[0] as RunningServer;
     // A's sandbox: placed on A's own host, as A's create path records it.
     const mine = await runningSandbox();
@@ -136,16 +136,21 @@ describe("fleet on a shared PostgreSQL", () => {
     const aName = readFileSync(path.join(dirs[0] ?? "", "local-host-name"), "utf8").trim();
     const hosts = (await api(a)("GET", "/v1/hosts")).body.hosts as Array<{ name: string; usage: { placements: number } }>;
     expect(hosts.find((h) => h.name === aName)?.usage.placements).toBe(1);
+    // A checkpoint of it in progress (A is taking it).
+    const ck = checkpointRow(sb?.team_id ?? "", mine);
+    await store.insertCheckpoint(ck);
     // A third control plane starts: with its own store's rules it would mark a RUNNING sandbox
     // without a VM here ERROR; on the shared database it is not its own.
     await start();
     expect((await store.getSandbox(mine))?.status).toBe("RUNNING");
+    expect((await store.getCheckpoint(ck.id))?.state).toBe("PENDING");
     // A restarts on its data dir: the sandbox is placed on its own host and its VM is gone.
     await a.close();
     servers.shift();
     const again = await start(dirs[0]);
     await expect.poll(async () => (await store.getSandbox(mine))?.status).toBe("ERROR");
     expect((await store.getSandbox(mine))?.error_reason).toContain("VM was gone");
+    expect(await store.getCheckpoint(ck.id)).toMatchObject({ state: "FAILED", error: expect.stringContaining("restarted") });
     expect(readFileSync(path.join(dirs[0] ?? "", "local-host-name"), "utf8").trim()).toBe(aName);
     await again.services.fleet.reap();
   });
