@@ -15,8 +15,9 @@ import { DesktopService } from "./services/desktop/desktop-service.js";
 import { ExecService } from "./services/exec-service.js";
 import { FileService } from "./services/file-service.js";
 import { FleetService } from "./services/fleet/fleet-service.js";
-import { LocalHost } from "./services/fleet/local-host.js";
+import { LocalHost, localHostName } from "./services/fleet/local-host.js";
 import { HostImageResolver } from "./services/host-images.js";
+import { HostLostService } from "./services/host-lost-service.js";
 import type { ImageResolver } from "./services/image-resolver.js";
 import { JobService } from "./services/job-service.js";
 import { type LogFormat, prettyLogStream, resolveLogFormat } from "./services/log-format.js";
@@ -29,6 +30,7 @@ import { NetworkService } from "./services/network-service.js";
 import { PortService } from "./services/port-service.js";
 import { PtyService } from "./services/pty-service.js";
 import { RestoreService } from "./services/restore-service.js";
+import { ACTIVE } from "./services/sandbox-machines.js";
 import { SandboxService } from "./services/sandbox-service.js";
 import { loadOrCreateServerKey, SecretBox } from "./services/secret-box.js";
 import type { Services } from "./services/services.js";
@@ -142,13 +144,42 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     deadlines,
     flattenDepth: cfg.flattenDepth,
   });
+  // The fleet's registry first: on a store several control planes share, this process's own
+  // sandboxes are those placed on its own host (`local-<id>`), and only those are reconciled.
+  const shared = cfg.database !== undefined;
+  const hostLost = new HostLostService({
+    store,
+    log: cfg.logger ? log : silentLogger,
+    release: (id): Promise<boolean> => fleet.release(id),
+  });
+  const fleet: FleetService = new FleetService({
+    hosts: openHostStore(store),
+    dataDir: cfg.dataDir,
+    log: cfg.logger ? log : silentLogger,
+    clock: opts.fleetClock ?? systemClock,
+    heartbeatIntervalMs: cfg.heartbeatIntervalMs,
+    hostLostAfterMs: cfg.hostLostAfterMs,
+    localHostName: localHostName(cfg.dataDir, shared),
+    onHostLost: async (lost): Promise<void> => {
+      await hostLost.sandboxesLost(lost);
+    },
+  });
+  const localHost = new LocalHost({ fleet, store, images, dataDir: cfg.dataDir, accel, log: cfg.logger ? log : silentLogger });
+  await localHost.register();
+  const placedHere = shared ? new Set(await fleet.localPlacements()) : null;
   // Surviving VMs are adopted in the background, each under its own deadline and in parallel:
   // the API answers meanwhile (a sandbox being adopted shows its last status; calls into it wait
   // for its adoption, see SandboxService.whenAdopted). What it decides about each sandbox is
   // taken here, before any request can arrive.
-  const { settled } = await sandboxes.reconcile();
+  const { settled, owned } = await sandboxes.reconcile({ placedHere });
   void settled.catch((err: Error) => log.error({ err: err.message }, "reconciling sandboxes failed"));
-  await checkpoints.reconcile();
+  // On a shared store: a checkpoint in progress is this server's to fail when its sandbox is placed
+  // here, or has ended (whoever was taking it is gone); another server may be taking the rest.
+  await checkpoints.reconcile(async (sandboxId) => {
+    if (placedHere === null || placedHere.has(sandboxId)) return true;
+    const status = (await store.getSandbox(sandboxId))?.status;
+    return status === undefined || !ACTIVE.includes(status);
+  });
   sandboxes.pruneTemplates();
   checkpoints.startReaper();
   const timeouts = new TimeoutService({
@@ -158,18 +189,9 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     intervalMs: cfg.reaperIntervalMs,
   });
   timeouts.start();
-  const hostRegistry = openHostStore(store, cfg.dataDir);
-  const fleet = new FleetService({
-    hosts: hostRegistry.hosts,
-    dataDir: cfg.dataDir,
-    log: cfg.logger ? log : silentLogger,
-    clock: opts.fleetClock ?? systemClock,
-    heartbeatIntervalMs: cfg.heartbeatIntervalMs,
-    hostLostAfterMs: cfg.hostLostAfterMs,
-  });
-  // Single-box mode: this process's own VMs are the host `local` (after reconciliation decided
-  // which sandboxes are still active).
-  await new LocalHost({ fleet, store, images, dataDir: cfg.dataDir, accel, log: cfg.logger ? log : silentLogger }).start();
+  // Single-box mode: this process's own VMs are its host (after reconciliation decided which
+  // sandboxes are still active).
+  await localHost.start(owned);
   fleet.start();
   const exec = new ExecService(sandboxes);
   const files = new FileService(sandboxes);
@@ -226,7 +248,6 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
         // Every VM is gone: the rules, taps and resolver go too.
         await network.close({ destroy: true }).catch(() => {});
         await blobs.close?.();
-        await hostRegistry.close();
         await store.close();
       })();
       return closing;
