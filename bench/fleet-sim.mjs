@@ -8,19 +8,25 @@
 // p50/p99, and the API's latency at that load (GET /v1/hosts, a placement). Beside them, in the
 // same run: the store's plain insert rate (one autocommit INSERT per row, the same pragmas) and
 // HostStore.place in-process (no HTTP), and the floor (bare QEMU, raw-floor.py) as every bench.
+// `--database postgres` runs it all on a throwaway PostgreSQL (bench/lib/postgres.mjs, default
+// durability) instead of SQLite, `--database postgres://...` on an empty database of your own.
 // Usage: node bench/fleet-sim.mjs [--hosts 1000] [--sandboxes 20000] [--procs 4]
-// [--concurrency 16] [--heartbeat-ms 5000] [--no-floor]. Prints one JSON document.
+// [--concurrency 16] [--heartbeat-ms 5000] [--database sqlite|postgres|URL] [--no-floor].
+// Prints one JSON document.
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import http from "node:http";
 import { createServer } from "node:net";
 import { cpus, loadavg, tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { detectAccel } from "@sandtree/host";
-import { SqliteStore } from "@sandtree/server";
+import { PgStore, SqliteStore } from "@sandtree/server";
 import Database from "better-sqlite3";
+import pg from "pg";
 import { measureFloor } from "./lib/floor.mjs";
+import { startPostgres } from "./lib/postgres.mjs";
 
 const here = fileURLToPath(import.meta.url);
 const repo = path.resolve(path.dirname(here), "..");
@@ -36,6 +42,7 @@ const { values } = parseArgs({
     procs: { type: "string", default: "4" },
     concurrency: { type: "string", default: "16" },
     "heartbeat-ms": { type: "string", default: "5000" },
+    database: { type: "string", default: "sqlite" },
     "no-floor": { type: "boolean", default: false },
   },
 });
@@ -58,15 +65,44 @@ const pct = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Mat
 const ms = (x) => +x.toFixed(3);
 const lat = (xs) => ({ n: xs.length, p50_ms: ms(pct(xs, 50)), p99_ms: ms(pct(xs, 99)), max_ms: ms(Math.max(...xs)) });
 
-async function post(url, token, body) {
-  const res = await fetch(url, {
-    method: "POST",
-    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-    body: JSON.stringify(body),
+// node:http with keep-alive rather than fetch: the callers share the 2 cores with the server, and
+// undici's per-request cost would be measured as the control plane's.
+const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+
+function post(url, token, body) {
+  const data = JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      url,
+      {
+        method: "POST",
+        agent,
+        headers: {
+          authorization: `Bearer ${token}`,
+          "content-type": "application/json",
+          "content-length": Buffer.byteLength(data),
+        },
+      },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (d) => {
+          text += d;
+        });
+        res.on("end", () => {
+          try {
+            const json = JSON.parse(text);
+            if (res.statusCode >= 400) reject(new Error(`${url}: ${res.statusCode} ${json.code} ${json.message}`));
+            else resolve(json);
+          } catch (err) {
+            reject(err);
+          }
+        });
+      },
+    );
+    req.on("error", reject);
+    req.end(data);
   });
-  const json = await res.json();
-  if (!res.ok) throw new Error(`${url}: ${res.status} ${json.code} ${json.message}`);
-  return json;
 }
 
 /** A child: `count` simulated hosts from `from`, registered, then heartbeating until killed. */
@@ -107,10 +143,28 @@ async function workers() {
           if (failures++ === 0) process.stderr.write(`first heartbeat failure: ${err.message}\n`);
         },
       );
-    // Spread over the interval so the control plane sees a steady rate, not bursts.
-    setTimeout(() => setInterval(beat, every), (every * i) / hosts.length);
+    // Spread over the interval so the control plane sees a steady rate, not bursts: the first beat
+    // at the host's offset, then one per interval.
+    setTimeout(
+      () => {
+        beat();
+        setInterval(beat, every);
+      },
+      (every * i) / hosts.length,
+    );
   });
   setInterval(() => process.stdout.write(`${JSON.stringify({ beats, failures })}\n`), 1000);
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc (Linux). */
+function cpuSeconds(pid) {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const rest = f.slice(f.lastIndexOf(")") + 2).split(" ");
+    return (Number(rest[11]) + Number(rest[12])) / 100; // utime, stime in clock ticks (100/s)
+  } catch {
+    return Number.NaN;
+  }
 }
 
 function freePort() {
@@ -120,6 +174,78 @@ function freePort() {
       s.close(() => resolve(port));
     });
   });
+}
+
+const BASE_HOST = {
+  id: "host_base",
+  name: "base",
+  capacity: { vcpus: 1e5, memory_mib: 1 << 30, disk_gib: 1 << 30, accel: "kvm" },
+  locality: { images: [], templates: [], layers: [] },
+  secret_hash: "x",
+};
+
+/** HostStore.place in-process, `conc` in flight (as the server's callers), rows per second. */
+async function placeRate(hosts, n, conc) {
+  const at = new Date().toISOString();
+  let next = 0;
+  const t = performance.now();
+  const one = async () => {
+    while (next < n) {
+      const i = next++;
+      await hosts.place(
+        { sandbox_id: `sb-${i}`, host_id: "host_base", vcpus: 2, memory_mib: 2048, disk_gib: 10, placed_at: at },
+        { freshSince: at },
+      );
+    }
+  };
+  await Promise.all(Array.from({ length: conc }, one));
+  return n / ((performance.now() - t) / 1000);
+}
+
+/**
+ * The same on PostgreSQL, in a schema of its own on the bench's database: plain autocommit INSERTs
+ * from `conc` connections, then HostStore.place through a PgStore.
+ */
+async function pgBaseline(url, n, conc) {
+  const schema = "sandtree_bench_baseline";
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE; CREATE SCHEMA ${schema}`);
+  const scoped = `${url}${url.includes("?") ? "&" : "?"}options=${encodeURIComponent(`-c search_path=${schema}`)}`;
+  try {
+    const store = await PgStore.open(scoped);
+    const hosts = store.hostStore();
+    await hosts.registerHost({ ...BASE_HOST, at: new Date().toISOString() });
+    const pool = new pg.Pool({ connectionString: scoped, max: conc });
+    await pool.query(
+      "CREATE TABLE plain (sandbox_id TEXT PRIMARY KEY, host_id TEXT NOT NULL, vcpus INTEGER, memory_mib BIGINT, disk_gib BIGINT, placed_at TEXT)",
+    );
+    let next = 0;
+    let t = performance.now();
+    const ins = async () => {
+      while (next < n) {
+        const i = next++;
+        await pool.query("INSERT INTO plain VALUES ($1, $2, $3, $4, $5, $6)", [
+          `sb-${i}`,
+          "host_base",
+          2,
+          2048,
+          10,
+          new Date().toISOString(),
+        ]);
+      }
+    };
+    await Promise.all(Array.from({ length: conc }, ins));
+    const plain = n / ((performance.now() - t) / 1000);
+    await pool.end();
+    t = performance.now();
+    const place = await placeRate(hosts, n, conc);
+    await store.close();
+    return { rows: n, concurrency: conc, plain_insert_per_s: Math.round(plain), host_store_place_per_s: Math.round(place) };
+  } finally {
+    await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => {});
+    await admin.end();
+  }
 }
 
 /** The store's own rates on a fresh database: plain autocommit INSERTs, then HostStore.place. */
@@ -155,7 +281,7 @@ async function storeBaseline(work, n) {
     );
   }
   const place = n / ((performance.now() - t) / 1000);
-  store.close();
+  await store.close();
   return { rows: n, plain_insert_per_s: Math.round(plain), host_store_place_per_s: Math.round(place) };
 }
 
@@ -173,10 +299,25 @@ async function main() {
     for (const c of children) if (c.exitCode === null) c.kill("SIGTERM");
   };
   process.on("exit", stopAll);
+  const backend = values.database === "sqlite" ? "sqlite" : "postgres";
+  let cluster = null;
+  let dbUrl = null;
+  if (values.database === "postgres") {
+    cluster = await startPostgres();
+    dbUrl = cluster.url;
+  } else if (backend === "postgres") dbUrl = values.database;
   try {
     const serve = spawn(
       process.execPath,
-      [path.join(repo, "packages/cli/dist/main.js"), "serve", "--data-dir", dataDir, "--port", String(port)],
+      [
+        path.join(repo, "packages/cli/dist/main.js"),
+        "serve",
+        "--data-dir",
+        dataDir,
+        "--port",
+        String(port),
+        ...(dbUrl ? ["--database", dbUrl] : []),
+      ],
       {
         env: {
           ...process.env,
@@ -200,8 +341,9 @@ async function main() {
     const url = `http://127.0.0.1:${port}`;
     const key = /SANDTREE_API_KEY=(\S+)/.exec(readFileSync(path.join(dataDir, "credentials.env"), "utf8"))[1];
     const token = readFileSync(path.join(dataDir, "join-token"), "utf8").trim();
-    // The local host is this machine: out of the simulation.
-    await post(`${url}/v1/hosts/local/cordon`, key, {});
+    // The local host is this machine: out of the simulation (on PostgreSQL it is `local-<id>`).
+    const localName = dbUrl ? readFileSync(path.join(dataDir, "local-host-name"), "utf8").trim() : "local";
+    await post(`${url}/v1/hosts/${localName}/cordon`, key, {});
 
     const per = Math.ceil(HOSTS / PROCS);
     const sims = [];
@@ -240,6 +382,8 @@ async function main() {
     }
     while (sims.some((s) => !s.registered)) await new Promise((r) => setTimeout(r, 100));
     const registerS = (performance.now() - regT0) / 1000;
+    // One interval for every host to be beating at its steady rate before placements start.
+    await new Promise((r) => setTimeout(r, Number(values["heartbeat-ms"])));
     const beatsAt = () =>
       sims.reduce((a, s) => ({ beats: a.beats + s.last.beats, failures: a.failures + s.last.failures }), {
         beats: 0,
@@ -253,6 +397,11 @@ async function main() {
     let next = 0;
     let refused = 0;
     const beats0 = beatsAt();
+    const cpu0 = {
+      serve: cpuSeconds(serve.pid),
+      sims: sims.reduce((a, x) => a + cpuSeconds(x.child.pid), 0),
+      self: process.cpuUsage(),
+    };
     const t0 = performance.now();
     let wT = t0;
     const caller = async () => {
@@ -284,6 +433,12 @@ async function main() {
     await Promise.all(Array.from({ length: CONC }, caller));
     const placeS = (performance.now() - t0) / 1000;
     const beats1 = beatsAt();
+    const selfCpu = process.cpuUsage(cpu0.self);
+    const cpu = {
+      serve_s: +(cpuSeconds(serve.pid) - cpu0.serve).toFixed(2),
+      simulated_hosts_s: +(sims.reduce((a, x) => a + cpuSeconds(x.child.pid), 0) - cpu0.sims).toFixed(2),
+      callers_s: +((selfCpu.user + selfCpu.system) / 1e6).toFixed(2),
+    };
 
     // The API at 20,000 live placements (heartbeats still running).
     const listLat = [];
@@ -310,11 +465,15 @@ async function main() {
     const loadAfter = loadavg()[0];
     stopAll();
 
-    const baseline = await storeBaseline(work, TARGET);
+    const baseline = dbUrl ? await pgBaseline(dbUrl, TARGET, CONC) : await storeBaseline(work, TARGET);
     const floor = values["no-floor"] ? { skipped: "--no-floor" } : await measureFloor(await detectAccel("auto"));
     const doc = {
       bench: "fleet-sim",
-      what: "placement decision + record, no VM start: POST /v1/fleet/placements against `sandtree serve` (SQLite) while every simulated host heartbeats",
+      what: `placement decision + record, no VM start: POST /v1/fleet/placements against \`sandtree serve\` (${backend}) while every simulated host heartbeats`,
+      store:
+        backend === "sqlite"
+          ? "sqlite (WAL, synchronous=NORMAL)"
+          : "postgresql (fsync and synchronous_commit as configured; the throwaway cluster keeps the defaults)",
       // Other work on the machine shares its cores: the 1-minute load average before and after.
       machine: { cpus: cpus().length, loadavg_1m_before: +loadBefore.toFixed(2), loadavg_1m_after: +loadAfter.toFixed(2) },
       hosts: HOSTS,
@@ -329,6 +488,10 @@ async function main() {
         seconds: +placeS.toFixed(2),
         latency: lat(latencies),
         by_window: windows,
+        // CPU used during the placements: the control plane's per placement (heartbeats included)
+        // does not depend on what else the machine runs, unlike the rate.
+        cpu_seconds: cpu,
+        serve_cpu_ms_per_placement: +((cpu.serve_s * 1000) / TARGET).toFixed(3),
       },
       heartbeats_during_placement: {
         interval_ms: Number(values["heartbeat-ms"]),
@@ -346,6 +509,7 @@ async function main() {
     process.stdout.write(`${JSON.stringify(doc, null, 2)}\n`);
   } finally {
     stopAll();
+    await cluster?.stop();
     rmSync(work, { recursive: true, force: true });
   }
 }

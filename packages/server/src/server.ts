@@ -14,10 +14,11 @@ import { CheckpointService } from "./services/checkpoint-service.js";
 import { DesktopService } from "./services/desktop/desktop-service.js";
 import { ExecService } from "./services/exec-service.js";
 import { FileService } from "./services/file-service.js";
-import { FleetService, LOCAL_HOST } from "./services/fleet/fleet-service.js";
-import { LocalHost } from "./services/fleet/local-host.js";
+import { FleetService, isLocalHostName } from "./services/fleet/fleet-service.js";
+import { LocalHost, localHostName } from "./services/fleet/local-host.js";
 import { RemoteSandboxes } from "./services/fleet/remote-sandboxes.js";
 import { HostImageResolver } from "./services/host-images.js";
+import { HostLostService } from "./services/host-lost-service.js";
 import type { ImageResolver } from "./services/image-resolver.js";
 import { JobService } from "./services/job-service.js";
 import { type LogFormat, prettyLogStream, resolveLogFormat } from "./services/log-format.js";
@@ -30,13 +31,14 @@ import { NetworkService } from "./services/network-service.js";
 import { PortService } from "./services/port-service.js";
 import { PtyService } from "./services/pty-service.js";
 import { RestoreService } from "./services/restore-service.js";
+import { ACTIVE } from "./services/sandbox-machines.js";
 import { SandboxService } from "./services/sandbox-service.js";
 import { loadOrCreateServerKey, SecretBox } from "./services/secret-box.js";
 import type { Services } from "./services/services.js";
 import { TeamService } from "./services/team-service.js";
 import { TimeoutService } from "./services/timeout-service.js";
 import type { HostStore } from "./store/host-store.js";
-import { openHostStore, openStore } from "./store/open-store.js";
+import { openHostStore, openHostUrls, openStore } from "./store/open-store.js";
 import type { SandboxPatch } from "./store/rows.js";
 
 export { ServerConfig, type ServerConfigInput, VmDeadlines } from "./config.js";
@@ -67,7 +69,7 @@ function runRootFor(dataDir: string): string {
 async function placedOnWorkers(hosts: HostStore): Promise<Set<string>> {
   const ids = new Set<string>();
   for (const h of await hosts.listHosts()) {
-    if (h.name === LOCAL_HOST) continue;
+    if (isLocalHostName(h.name)) continue;
     for (const p of await hosts.listPlacements(h.id)) ids.add(p.sandbox_id);
   }
   return ids;
@@ -145,7 +147,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   // Sandbox disks live beside the layers they overlay: in the local store's directory, or in the
   // local cache of a remote one.
   const blobs = makeBlobStore(cfg.blobStore, path.join(cfg.dataDir, "layers"));
-  const hostRegistry = openHostStore(store, cfg.dataDir);
+  const hostRegistry = openHostStore(store);
   const sandboxes = new SandboxService({
     network,
     store,
@@ -159,7 +161,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     admission,
     deadlines,
     warmTemplates: cfg.warmTemplates,
-    placedElsewhere: () => placedOnWorkers(hostRegistry.hosts),
+    placedElsewhere: () => placedOnWorkers(hostRegistry),
   });
   const checkpoints = new CheckpointService({
     store,
@@ -169,13 +171,43 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     deadlines,
     flattenDepth: cfg.flattenDepth,
   });
+  // The fleet's registry first: on a store several control planes share, this process's own
+  // sandboxes are those placed on its own host (`local-<id>`), and only those are reconciled.
+  const shared = cfg.database !== undefined;
+  const hostLost = new HostLostService({
+    store,
+    log: cfg.logger ? log : silentLogger,
+    release: (id): Promise<boolean> => fleet.release(id),
+  });
+  const fleet: FleetService = new FleetService({
+    hosts: hostRegistry,
+    urls: openHostUrls(store),
+    dataDir: cfg.dataDir,
+    log: cfg.logger ? log : silentLogger,
+    clock: opts.fleetClock ?? systemClock,
+    heartbeatIntervalMs: cfg.heartbeatIntervalMs,
+    hostLostAfterMs: cfg.hostLostAfterMs,
+    localHostName: localHostName(cfg.dataDir, shared),
+    onHostLost: async (lost): Promise<void> => {
+      await hostLost.sandboxesLost(lost);
+    },
+  });
+  const localHost = new LocalHost({ fleet, store, images, dataDir: cfg.dataDir, accel, log: cfg.logger ? log : silentLogger });
+  await localHost.register();
+  const placedHere = shared ? new Set(await fleet.localPlacements()) : null;
   // Surviving VMs are adopted in the background, each under its own deadline and in parallel:
   // the API answers meanwhile (a sandbox being adopted shows its last status; calls into it wait
   // for its adoption, see SandboxService.whenAdopted). What it decides about each sandbox is
   // taken here, before any request can arrive.
-  const { settled } = await sandboxes.reconcile();
+  const { settled, owned } = await sandboxes.reconcile({ placedHere });
   void settled.catch((err: Error) => log.error({ err: err.message }, "reconciling sandboxes failed"));
-  await checkpoints.reconcile();
+  // On a shared store: a checkpoint in progress is this server's to fail when its sandbox is placed
+  // here, or has ended (whoever was taking it is gone); another server may be taking the rest.
+  await checkpoints.reconcile(async (sandboxId) => {
+    if (placedHere === null || placedHere.has(sandboxId)) return true;
+    const status = (await store.getSandbox(sandboxId))?.status;
+    return status === undefined || !ACTIVE.includes(status);
+  });
   sandboxes.pruneTemplates();
   checkpoints.startReaper();
   const timeouts = new TimeoutService({
@@ -185,18 +217,9 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     intervalMs: cfg.reaperIntervalMs,
   });
   timeouts.start();
-  const fleet = new FleetService({
-    hosts: hostRegistry.hosts,
-    urls: hostRegistry.urls,
-    dataDir: cfg.dataDir,
-    log: cfg.logger ? log : silentLogger,
-    clock: opts.fleetClock ?? systemClock,
-    heartbeatIntervalMs: cfg.heartbeatIntervalMs,
-    hostLostAfterMs: cfg.hostLostAfterMs,
-  });
-  // Single-box mode: this process's own VMs are the host `local` (after reconciliation decided
-  // which sandboxes are still active).
-  await new LocalHost({ fleet, store, images, dataDir: cfg.dataDir, accel, log: cfg.logger ? log : silentLogger }).start();
+  // Single-box mode: this process's own VMs are its host (after reconciliation decided which
+  // sandboxes are still active).
+  await localHost.start(owned);
   fleet.start();
   const remote = new RemoteSandboxes({ fleet, store, log: cfg.logger ? log : silentLogger });
   sandboxes.useRemote(remote);
@@ -259,7 +282,6 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
         // Every VM is gone: the rules, taps and resolver go too.
         await network.close({ destroy: true }).catch(() => {});
         await blobs.close?.();
-        await hostRegistry.close();
         await store.close();
       })();
       return closing;

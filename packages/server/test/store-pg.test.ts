@@ -7,6 +7,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { PgStore } from "../src/index.js";
 import { type PgServer, startPostgres } from "./postgres-server.js";
 import { describeStoreConformance } from "./store/conformance.js";
+import { describeHostStoreConformance } from "./store/host-conformance.js";
 
 let server: PgServer;
 let n = 0;
@@ -52,6 +53,19 @@ describeStoreConformance("PostgreSQL", async (opts = {}) => {
   };
 });
 
+describeHostStoreConformance("PostgreSQL", async () => {
+  const name = `h${n++}`;
+  const url = await server.createSchema(DB, name);
+  const store = await PgStore.open(url, { poolSize: 4 });
+  return {
+    hosts: store.hostStore(),
+    async destroy() {
+      await store.close();
+      await server.dropSchema(DB, name);
+    },
+  };
+});
+
 it("refuses a database it cannot open, naming it without its password", async () => {
   const url = server.url("no_such_database").replace("postgres@", "postgres:hunter2@");
   const err = await PgStore.open(url).then(
@@ -62,4 +76,39 @@ it("refuses a database it cannot open, naming it without its password", async ()
     /could not open the PostgreSQL database postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/no_such_database: .*does not exist/,
   );
   expect(err?.message).not.toContain("hunter2");
+});
+
+it("two control planes' host stores on one database never overcommit a host, and one of them reports a LOST host", async () => {
+  const name = `h${n++}`;
+  const url = await server.createSchema(DB, name);
+  const [a, b] = await Promise.all([PgStore.open(url, { poolSize: 4 }), PgStore.open(url, { poolSize: 4 })]);
+  try {
+    const stores = [a.hostStore(), b.hostStore()];
+    const T0 = "2026-01-01T00:00:00.000Z";
+    await stores[0]?.registerHost({
+      id: "host_w",
+      name: "w",
+      capacity: { vcpus: 6, memory_mib: 100_000, disk_gib: 1000, accel: "tcg" },
+      locality: { images: [], templates: [], layers: [] },
+      secret_hash: "h",
+      at: T0,
+    });
+    const placed = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        stores[i % 2]?.place(
+          { sandbox_id: `sb${i % 10}`, host_id: "host_w", vcpus: 1, memory_mib: 1, disk_gib: 1, placed_at: T0 },
+          { freshSince: T0 },
+        ),
+      ),
+    );
+    // 10 distinct sandboxes, each sent to both stores, on a host of 6 vCPUs: 6 placed once each.
+    expect(placed.filter(Boolean)).toHaveLength(6);
+    expect((await stores[1]?.getHost("host_w"))?.usage).toMatchObject({ vcpus: 6, placements: 6 });
+    expect(await stores[0]?.countPlacements()).toBe(6);
+    const lost = await Promise.all(stores.map((s) => s?.markLost("2026-01-01T00:01:00.000Z")));
+    expect(lost.flat().map((l) => [l?.host.name, l?.sandboxIds.length])).toEqual([["w", 6]]);
+  } finally {
+    await Promise.all([a.close(), b.close()]);
+    await server.dropSchema(DB, name);
+  }
 });

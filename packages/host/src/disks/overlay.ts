@@ -49,12 +49,10 @@ export function ensureBaseLink(dir: string, basePath: string): string {
 }
 
 /**
- * The backing file name a qcow2 image's header records (as written: usually relative to the
- * image's directory), or null for an image without one or a file that is not qcow2. Reads the
- * header directly: no qemu-img process, no image lock.
+ * Runs `read` on an open qcow2 file whose first `bytes` header bytes are in `header` (magic
+ * checked); null when the file cannot be opened, is shorter, or is not a qcow2.
  */
-/** A qcow2 file's virtual size in bytes (its header), or null when it is not a qcow2. */
-export function qcow2VirtualSize(file: string): number | null {
+function readQcow2<T>(file: string, bytes: number, read: (fd: number, header: Buffer) => T | null): T | null {
   let fd: number;
   try {
     fd = openSync(file, "r");
@@ -62,24 +60,26 @@ export function qcow2VirtualSize(file: string): number | null {
     return null;
   }
   try {
-    const header = Buffer.alloc(32);
-    if (readSync(fd, header, 0, 32, 0) < 32 || header.readUInt32BE(0) !== 0x514649fb) return null;
-    return Number(header.readBigUInt64BE(24));
+    const header = Buffer.alloc(bytes);
+    if (readSync(fd, header, 0, bytes, 0) < bytes || header.readUInt32BE(0) !== 0x514649fb) return null;
+    return read(fd, header);
   } finally {
     closeSync(fd);
   }
 }
 
+/** A qcow2 file's virtual size in bytes (its header), or null when it is not a qcow2. */
+export function qcow2VirtualSize(file: string): number | null {
+  return readQcow2(file, 32, (_fd, header) => Number(header.readBigUInt64BE(24)));
+}
+
+/**
+ * The backing file name a qcow2 image's header records (as written: usually relative to the
+ * image's directory), or null for an image without one or a file that is not qcow2. Reads the
+ * header directly: no qemu-img process, no image lock.
+ */
 export function qcow2BackingName(file: string): string | null {
-  let fd: number;
-  try {
-    fd = openSync(file, "r");
-  } catch {
-    return null;
-  }
-  try {
-    const header = Buffer.alloc(20);
-    if (readSync(fd, header, 0, 20, 0) < 20 || header.readUInt32BE(0) !== 0x514649fb) return null;
+  return readQcow2(file, 20, (fd, header) => {
     const offset = header.readBigUInt64BE(8);
     const size = header.readUInt32BE(16);
     // The spec caps the name at 1023 bytes; anything else is not a name we wrote.
@@ -87,7 +87,5 @@ export function qcow2BackingName(file: string): string | null {
     const name = Buffer.alloc(size);
     if (readSync(fd, name, 0, size, Number(offset)) < size) return null;
     return name.toString("utf8");
-  } finally {
-    closeSync(fd);
-  }
+  });
 }

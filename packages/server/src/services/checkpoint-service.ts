@@ -444,9 +444,10 @@ export class CheckpointService {
   /**
    * After a restart: a PENDING checkpoint may or may not have been snapshotted, so it FAILs. A
    * FROZEN one's layer is complete (QEMU writes to the overlay above it since the snapshot), so its
-   * sealing (fsync + sha256) starts again and it becomes DURABLE; without its file it FAILs.
+   * sealing (fsync + sha256) starts again and it becomes DURABLE; without its file it FAILs,
+   * when `mine` says its sandbox is this server's (on a shared store another may be taking it).
    */
-  async reconcile(): Promise<void> {
+  async reconcile(mine: (sandboxId: string) => Promise<boolean> = async () => true): Promise<void> {
     const lost = "the server restarted before the checkpoint was durable";
     for (const c of await this.deps.store.listCheckpoints({ states: ["PENDING", "FROZEN"] })) {
       if (c.state === "FROZEN" && c.blob_key && existsSync(path.join(this.deps.blobs.localDir, c.blob_key))) {
@@ -454,6 +455,7 @@ export class CheckpointService {
         this.startUpload(c, c.blob_key);
         continue;
       }
+      if (!(await mine(c.sandbox_id))) continue;
       await this.deps.store.updateCheckpoint(c.id, { state: "FAILED", error: lost }, ["PENDING", "FROZEN"]);
     }
     const dir = this.deps.blobs.localDir;

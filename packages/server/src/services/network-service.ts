@@ -348,21 +348,19 @@ export class NetworkService {
 
   /** Replaces a running sandbox's egress policy (one update at a time each); live connections are re-checked. */
   async update(sandboxId: string, body: UpdateNetworkRequest): Promise<SandboxNetwork> {
+    // The row changes in one conditional update (generation + 1): updates from any servers never
+    // lose each other's generation; applying to the live rules is serialized in this process.
     return this.updates.run(sandboxId, async () => {
       const policy = this.policyOf(body);
-      const row = await this.deps.store.getNetwork(sandboxId);
       if (!this.enabled) throw this.unavailableError([body.network_denylist ? "network_denylist" : "network_allowlist"]);
-      if (!row?.enabled) {
-        throw new SandtreeError("NETWORK_DISABLED", `sandbox ${sandboxId} has no network`, { id: sandboxId });
-      }
+      const row = await this.deps.store.updateNetworkPolicy(sandboxId, {
+        mode: policy.mode,
+        allowlist: policy.allow,
+        denylist: policy.deny,
+        updated_at: new Date().toISOString(),
+      });
+      if (!row) throw new SandtreeError("NETWORK_DISABLED", `sandbox ${sandboxId} has no network`, { id: sandboxId });
       const l = this.live.get(sandboxId);
-      row.mode = policy.mode;
-      row.allowlist = policy.allow;
-      row.denylist = policy.deny;
-      row.generation += 1;
-      row.applied = false;
-      row.updated_at = new Date().toISOString();
-      await this.deps.store.putNetwork(row);
       if (l) {
         l.row = row;
         l.spec.policy = { mode: row.mode, allow: row.allowlist, deny: row.denylist };
@@ -383,8 +381,7 @@ export class NetworkService {
 
   private async markApplied(l: Live, applied: boolean): Promise<void> {
     l.row.applied = applied;
-    const stored = await this.deps.store.getNetwork(l.row.sandbox_id);
-    if (stored) await this.deps.store.putNetwork({ ...stored, applied });
+    await this.deps.store.setNetworkApplied(l.row.sandbox_id, l.row.generation, applied);
   }
 
   private resolvedOf(l: Live): string[] {

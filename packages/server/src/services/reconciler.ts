@@ -24,6 +24,21 @@ export interface ReconcilerDeps {
   placedElsewhere?: () => Promise<Set<string>>;
 }
 
+export interface ReconcileOptions {
+  /**
+   * On a store several servers share: the sandboxes placed on this server's own host. Only
+   * those (and any whose VM survives in this server's run directory) are this server's to adopt or
+   * mark lost; the others belong to other servers. Null or absent: every active sandbox is ours.
+   */
+  placedHere?: ReadonlySet<string> | null;
+}
+
+export interface ReconcileResult {
+  settled: Promise<void>;
+  /** The active sandboxes this server took as its own (null: all of them, a store of its own). */
+  owned: ReadonlySet<string> | null;
+}
+
 /**
  * After a restart: finds the machines that survived the previous server process and adopts them
  * again, marks the sandboxes whose machine is gone ERROR with the reason, kills machines nobody
@@ -63,10 +78,13 @@ export class Reconciler {
    * up nothing else. It resolves once the decisions are taken (await it before listening);
    * `settled` settles when every adoption has.
    */
-  async reconcile(): Promise<{ settled: Promise<void> }> {
+  async reconcile(opts: ReconcileOptions = {}): Promise<ReconcileResult> {
     const { store, log, machines, paths, host } = this.deps;
-    const listed = await store.listSandboxesByStatus(ACTIVE);
     const found = new Map(host.survivors(paths.runRoot).map((p) => [p.name, p.pid]));
+    const here = opts.placedHere ?? null;
+    const listed = (await store.listSandboxesByStatus(ACTIVE)).filter(
+      (sb) => here === null || here.has(sb.id) || found.has(machineNameOf(sb.id)),
+    );
     const remote = (await this.deps.placedElsewhere?.()) ?? new Set<string>();
     // A worker's RUNNING or PAUSED sandbox lives on there; one this process was still starting is lost.
     const onWorker = (sb: Sandbox) => remote.has(sb.id) && (sb.status === "RUNNING" || sb.status === "PAUSED");
@@ -112,7 +130,10 @@ export class Reconciler {
       cleanups.push(this.cleanup(id));
     }
     await Promise.all(cleanups);
-    return { settled: Promise.all(settled).then(() => undefined) };
+    return {
+      settled: Promise.all(settled).then(() => undefined),
+      owned: here === null ? null : new Set(listed.map((sb) => sb.id)),
+    };
   }
 
   /** Adopts one surviving machine; null when it is supervised now, else why it was not (it is killed). */

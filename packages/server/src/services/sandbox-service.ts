@@ -11,7 +11,7 @@ import { lifetimeFields } from "./lifetime.js";
 import type { Logger } from "./logger.js";
 import type { NetworkService } from "./network-service.js";
 import { Provisioner, type RestoreLayers } from "./provisioner.js";
-import { Reconciler } from "./reconciler.js";
+import { type ReconcileOptions, type ReconcileResult, Reconciler } from "./reconciler.js";
 import { ACTIVE, SandboxMachines } from "./sandbox-machines.js";
 import { memoryMbFor, SandboxPaths } from "./sandbox-paths.js";
 import { WarmStarts } from "./warm-starts.js";
@@ -468,8 +468,8 @@ export class SandboxService {
    * After a restart: adopts surviving machines, marks lost sandboxes ERROR (see Reconciler).
    * Resolves once every decision is taken; `settled` when every adoption has.
    */
-  reconcile(): Promise<{ settled: Promise<void> }> {
-    return this.reconciler.reconcile();
+  reconcile(opts: ReconcileOptions = {}): Promise<ReconcileResult> {
+    return this.reconciler.reconcile(opts);
   }
 
   /** Ordered, idempotent shutdown: stop taking work, stop every machine, mark them TERMINATED. */

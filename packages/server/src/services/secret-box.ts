@@ -1,5 +1,5 @@
 import { createCipheriv, createDecipheriv, createHmac, randomBytes } from "node:crypto";
-import { chmodSync, closeSync, openSync, readFileSync, writeSync } from "node:fs";
+import { chmodSync, closeSync, openSync, readFileSync, statSync, writeSync } from "node:fs";
 import path from "node:path";
 
 const KEY_BYTES = 32;
@@ -23,7 +23,8 @@ export function loadOrCreateServerKey(dataDir: string): Buffer {
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
   }
-  chmodSync(file, 0o600);
+  // A key mounted read-only (a Kubernetes Secret with mode 0400 or 0600) is left as it is.
+  if ((statSync(file).mode & 0o077) !== 0) chmodSync(file, 0o600);
   const key = readFileSync(file);
   if (key.length !== KEY_BYTES) throw new Error(`${file} must hold exactly ${KEY_BYTES} bytes (it has ${key.length})`);
   return key;

@@ -21,14 +21,6 @@ export class TeamService {
     private readonly admission: AdmissionService,
   ) {}
 
-  /** Read-modify-write admin changes (the last admin key, limit overrides) run one at a time. */
-  private serial: Promise<unknown> = Promise.resolve();
-  private serialized<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.serial.then(fn, fn);
-    this.serial = run.catch(() => {});
-    return run;
-  }
-
   private requireAdmin(p: Principal, what: string): void {
     if (!p.isAdmin) throw new SandtreeError("FORBIDDEN", `${what} needs an admin key`);
   }
@@ -73,18 +65,14 @@ export class TeamService {
   /** Revoked at once: every request looks its key up, so the next one is refused. */
   async revokeKey(p: Principal, id: string): Promise<ApiKey> {
     this.requireAdmin(p, "revoking an API key");
-    // Serialized: two revokes of the last two admin keys must not both pass the count.
-    return this.serialized(() => this.revokeKeyNow(id));
-  }
-
-  private async revokeKeyNow(id: string): Promise<ApiKey> {
-    const row = await this.store.getApiKey(id);
-    if (!row) throw new SandtreeError("KEY_NOT_FOUND", `API key ${id} not found`, { id });
-    if (row.is_admin && !row.revoked_at && (await this.store.countActiveAdminKeys()) <= 1) {
+    // One atomic store call: two revokes of the last two admin keys (on any servers) never both pass.
+    const outcome = await this.store.revokeApiKeyKeepingAdmin(id);
+    if (outcome === "not_found") throw new SandtreeError("KEY_NOT_FOUND", `API key ${id} not found`, { id });
+    if (outcome === "last_admin") {
       throw new SandtreeError("CONFLICT", "this is the last admin key; create another admin key before revoking it", { id });
     }
-    await this.store.revokeApiKey(id);
-    const after = (await this.store.getApiKey(id)) ?? row;
+    const after = await this.store.getApiKey(id);
+    if (!after) throw new SandtreeError("KEY_NOT_FOUND", `API key ${id} not found`, { id });
     return this.view(after, (await this.store.getTeam(after.team_id))?.name ?? after.team_id);
   }
 
@@ -101,20 +89,19 @@ export class TeamService {
 
   async setLimits(p: Principal, teamName: string, update: UpdateTeamLimitsRequest): Promise<TeamLimitsResponse> {
     this.requireAdmin(p, "changing team limits");
-    // Serialized: concurrent updates of different limits must not lose each other's overrides.
-    await this.serialized(() => this.applyLimits(teamName, update));
-    return this.getLimits(p, teamName);
-  }
-
-  private async applyLimits(teamName: string, update: UpdateTeamLimitsRequest): Promise<void> {
     const team = await this.teamByName(teamName);
-    const overrides: Partial<Record<keyof TeamLimits, number>> = { ...(await this.store.getTeamLimitOverrides(team.id)) };
-    for (const [k, v] of Object.entries(update) as Array<[keyof TeamLimits, number | null | undefined]>) {
-      if (v === undefined) continue;
-      if (v === null || v === DEFAULT_TEAM_LIMITS[k]) delete overrides[k];
-      else overrides[k] = v;
-    }
-    await this.store.setTeamLimitOverrides(team.id, overrides);
+    // Read and written in one atomic store call: concurrent updates of different limits (on any
+    // servers) keep each other's overrides.
+    await this.store.updateTeamLimitOverrides(team.id, (current) => {
+      const overrides: Partial<Record<keyof TeamLimits, number>> = { ...current };
+      for (const [k, v] of Object.entries(update) as Array<[keyof TeamLimits, number | null | undefined]>) {
+        if (v === undefined) continue;
+        if (v === null || v === DEFAULT_TEAM_LIMITS[k]) delete overrides[k];
+        else overrides[k] = v;
+      }
+      return overrides;
+    });
+    return this.getLimits(p, teamName);
   }
 
   private view(k: ApiKeyRow, team: string): ApiKey {

@@ -1,4 +1,6 @@
 import path from "node:path";
+import type { HostStore } from "./host-store.js";
+import type { HostUrls } from "./host-urls.js";
 import { PgStore } from "./pg-store.js";
 import { SqliteStore } from "./sqlite-store.js";
 import type { Store } from "./store.js";
@@ -13,17 +15,14 @@ export async function openStore(cfg: { database?: string | undefined; dataDir: s
   return new SqliteStore(path.join(cfg.dataDir, "sandtree.db"));
 }
 
-/**
- * The host registry (hosts, placements) of a server. On SQLite it shares the store's connection.
- * On PostgreSQL there is no PostgreSQL host store yet: the registry is kept in SQLite in
- * `dataDir/fleet-hosts.db`, so each control plane sees only the hosts that joined it
- * (docs/fleet.md says so); closing the returned `close` releases that file.
- */
-export function openHostStore(
-  store: Store,
-  dataDir: string,
-): { hosts: ReturnType<SqliteStore["hostStore"]>; urls: ReturnType<SqliteStore["hostUrls"]>; close: () => Promise<void> } {
-  if (store instanceof SqliteStore) return { hosts: store.hostStore(), urls: store.hostUrls(), close: async () => {} };
-  const own = new SqliteStore(path.join(dataDir, "fleet-hosts.db"));
-  return { hosts: own.hostStore(), urls: own.hostUrls(), close: () => own.close() };
+/** The host registry (hosts, placements) in the server's own store: SQLite's connection or PostgreSQL's pool. */
+export function openHostStore(store: Store): HostStore {
+  if (store instanceof SqliteStore || store instanceof PgStore) return store.hostStore();
+  throw new Error("this store has no host registry");
+}
+
+/** Where workers are reached (table `host_urls`), in the server's own store. */
+export function openHostUrls(store: Store): HostUrls {
+  if (store instanceof SqliteStore || store instanceof PgStore) return store.hostUrls();
+  throw new Error("this store has no host registry");
 }

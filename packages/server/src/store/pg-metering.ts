@@ -1,4 +1,4 @@
-import { sandboxMeterRecord } from "./meter-rules.js";
+import { checkpointBilled, checkpointMeterRecords, sandboxMeterRecord } from "./meter-rules.js";
 import { all, type Db, one, run } from "./pg-db.js";
 import type { MeterKind, MeterRecord, MeterRecordWithLabels } from "./rows.js";
 
@@ -7,7 +7,6 @@ import type { MeterKind, MeterRecord, MeterRecordWithLabels } from "./rows.js";
 // functions that follow a change run on the transaction's client, after the UPDATE or DELETE
 // that locked the sandbox's or checkpoint's row, so two servers changing one subject meter in turn.
 
-const GiB = 1024 ** 3;
 const RECORD_COLUMNS = [
   "kind",
   "subject_id",
@@ -60,9 +59,8 @@ export async function meterSandbox(db: Db, id: string, nowMs: number): Promise<v
 }
 
 /**
- * After a checkpoint changed (same transaction): a DURABLE checkpoint with stored bytes is billed
- * for them from the moment it turned DURABLE until it is deleted; turning DURABLE adds the upload
- * charge once (see sqlite-metering.ts).
+ * After a checkpoint changed (same transaction): opens or closes its records by the rule in
+ * meter-rules.ts (checkpointBilled); turning DURABLE adds the upload charge once.
  */
 export async function meterCheckpoint(db: Db, id: string, nowMs: number): Promise<void> {
   const c = await one<{ team_id: string; sandbox_id: string; state: string; stored_bytes: number }>(
@@ -71,25 +69,12 @@ export async function meterCheckpoint(db: Db, id: string, nowMs: number): Promis
     [id],
   );
   const open = await openRecord(db, id, "checkpoint");
-  const billed = c !== undefined && c.state === "DURABLE" && c.stored_bytes > 0;
+  const billed = checkpointBilled(c);
   if (open && billed && open.stored_bytes === c.stored_bytes) return;
   if (open) await close(db, open, nowMs);
   if (!billed) return;
-  const base = {
-    subject_id: id,
-    sandbox_id: c.sandbox_id,
-    team_id: c.team_id,
-    state: c.state,
-    vcpus: 0,
-    memory_gib: 0,
-    disk_gib: c.stored_bytes / GiB,
-    stored_bytes: c.stored_bytes,
-    start_ms: nowMs,
-  };
-  const records: Array<Omit<MeterRecord, "id">> = [{ ...base, kind: "checkpoint", end_ms: null }];
   const uploaded = await one(db, "SELECT 1 FROM meter_records WHERE subject_id = $1 AND kind = 'upload'", [id]);
-  if (!uploaded) records.push({ ...base, kind: "upload", end_ms: nowMs });
-  await insertMeterRecords(db, records);
+  await insertMeterRecords(db, checkpointMeterRecords(id, c, nowMs, uploaded !== undefined));
 }
 
 /** Records that overlap [fromMs, toMs) (uploads: within it), of one team or all; labels only when asked. */

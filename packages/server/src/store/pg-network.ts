@@ -1,5 +1,5 @@
 import { all, type Db, one, run } from "./pg-db.js";
-import type { ExposedPortRow, NetworkRow } from "./rows.js";
+import type { ExposedPortRow, NetworkPolicyUpdate, NetworkRow } from "./rows.js";
 
 // The SQL behind PgStore's sandbox-network and exposed-port methods. Slot allocation runs in a
 // transaction holding a transaction-scoped advisory lock (pg-store.ts), so servers sharing the
@@ -22,6 +22,26 @@ function fromRaw(r: Raw): NetworkRow {
 export async function getNetwork(db: Db, sandboxId: string): Promise<NetworkRow | undefined> {
   const r = await one<Raw>(db, "SELECT * FROM sandbox_networks WHERE sandbox_id = $1", [sandboxId]);
   return r ? fromRaw(r) : undefined;
+}
+
+export async function updateNetworkPolicy(db: Db, sandboxId: string, p: NetworkPolicyUpdate): Promise<NetworkRow | undefined> {
+  const r = await one<Raw>(
+    db,
+    `UPDATE sandbox_networks SET mode = $1, allowlist = $2, denylist = $3, updated_at = $4, generation = generation + 1,
+       applied = false WHERE sandbox_id = $5 AND enabled RETURNING *`,
+    [p.mode, JSON.stringify(p.allowlist), JSON.stringify(p.denylist), p.updated_at, sandboxId],
+  );
+  return r ? fromRaw(r) : undefined;
+}
+
+export async function setNetworkApplied(db: Db, sandboxId: string, generation: number, applied: boolean): Promise<boolean> {
+  return (
+    (await run(db, "UPDATE sandbox_networks SET applied = $1 WHERE sandbox_id = $2 AND generation = $3", [
+      applied,
+      sandboxId,
+      generation,
+    ])) > 0
+  );
 }
 
 export async function putNetwork(db: Db, row: NetworkRow): Promise<void> {

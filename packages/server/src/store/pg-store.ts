@@ -2,6 +2,8 @@ import type { CheckpointState, Sandbox, SandboxStatus, TeamLimits, TeamUsage } f
 import type pg from "pg";
 import * as ck from "./pg-checkpoints.js";
 import { createPool, type Db, tx } from "./pg-db.js";
+import { PgHostUrls } from "./pg-host-urls.js";
+import { PgHostStore } from "./pg-hosts.js";
 import * as jobs from "./pg-jobs.js";
 import * as meter from "./pg-metering.js";
 import { migrate } from "./pg-migrations.js";
@@ -18,7 +20,9 @@ import type {
   JobRow,
   MeterRecord,
   MeterRecordWithLabels,
+  NetworkPolicyUpdate,
   NetworkRow,
+  RevokeOutcome,
   SandboxAdmission,
   SandboxFilter,
   SandboxPatch,
@@ -70,6 +74,16 @@ export class PgStore implements Store {
     return new PgStore(pool);
   }
 
+  /** The host registry (hosts, placements) on this store's pool: shared by every control plane. */
+  hostStore(): PgHostStore {
+    return new PgHostStore(this.pool);
+  }
+
+  /** Where workers are reached (their own table, beside the host registry). */
+  hostUrls(): PgHostUrls {
+    return new PgHostUrls(this.pool);
+  }
+
   private get db(): Db {
     return this.pool;
   }
@@ -106,6 +120,15 @@ export class PgStore implements Store {
   }
   countActiveAdminKeys(): Promise<number> {
     return tenancy.countActiveAdminKeys(this.db);
+  }
+  revokeApiKeyKeepingAdmin(id: string): Promise<RevokeOutcome> {
+    return tx(this.pool, (c) => tenancy.revokeKeepingAdmin(c, id));
+  }
+  updateTeamLimitOverrides(
+    teamId: string,
+    change: (c: Partial<TeamLimits>) => Partial<TeamLimits>,
+  ): Promise<Partial<TeamLimits>> {
+    return tx(this.pool, (c) => tenancy.updateTeamLimitOverrides(c, teamId, change));
   }
   getTeamLimitOverrides(teamId: string): Promise<Partial<TeamLimits>> {
     return tenancy.getTeamLimitOverrides(this.db, teamId);
@@ -238,6 +261,12 @@ export class PgStore implements Store {
   }
   putNetwork(row: NetworkRow): Promise<void> {
     return netw.putNetwork(this.db, row);
+  }
+  updateNetworkPolicy(sandboxId: string, policy: NetworkPolicyUpdate): Promise<NetworkRow | undefined> {
+    return netw.updateNetworkPolicy(this.db, sandboxId, policy);
+  }
+  setNetworkApplied(sandboxId: string, generation: number, applied: boolean): Promise<boolean> {
+    return netw.setNetworkApplied(this.db, sandboxId, generation, applied);
   }
   /** Under the slot lock, so servers sharing the database never hand out one slot twice. */
   allocateNetworkSlot(sandboxId: string, slots: number): Promise<number | null> {

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { Sandbox, TeamLimits, TeamUsage } from "@sandtree/protocol";
 import { all, type Db, one, run } from "./pg-db.js";
-import type { ApiKeyRow, TeamRow } from "./rows.js";
+import type { ApiKeyRow, RevokeOutcome, TeamRow } from "./rows.js";
 
 // Teams, keys, limits, usage and idempotency: the SQL behind PgStore's tenancy methods. The
 // admission transaction itself is in pg-store.ts (it needs the sandbox insert).
@@ -70,6 +70,39 @@ export async function revokeApiKey(db: Db, id: string): Promise<boolean> {
 
 export async function countActiveAdminKeys(db: Db): Promise<number> {
   return (await one<{ n: number }>(db, "SELECT count(*) AS n FROM api_keys WHERE is_admin AND revoked_at IS NULL"))?.n ?? 0;
+}
+
+/** The advisory lock key of revoking admin keys ("adminkey" in ASCII). */
+const ADMIN_KEYS_LOCK = 0x61646d696e6b6579n;
+
+/**
+ * Inside a transaction holding a transaction-scoped advisory lock: revokes from any number of
+ * servers are checked one after another, so two can never remove the last two admin keys.
+ */
+export async function revokeKeepingAdmin(c: Db, id: string): Promise<RevokeOutcome> {
+  await c.query("SELECT pg_advisory_xact_lock($1)", [ADMIN_KEYS_LOCK.toString()]);
+  const k = await one<{ is_admin: boolean; revoked_at: string | null }>(
+    c,
+    "SELECT is_admin, revoked_at FROM api_keys WHERE id = $1",
+    [id],
+  );
+  if (!k) return "not_found";
+  if (k.revoked_at) return "already_revoked";
+  if (k.is_admin && (await countActiveAdminKeys(c)) <= 1) return "last_admin";
+  await revokeApiKey(c, id);
+  return "revoked";
+}
+
+/** Inside a transaction: the team's row is locked first, so changes of one team's limits queue up. */
+export async function updateTeamLimitOverrides(
+  c: Db,
+  teamId: string,
+  change: (current: Partial<TeamLimits>) => Partial<TeamLimits>,
+): Promise<Partial<TeamLimits>> {
+  await run(c, "SELECT id FROM teams WHERE id = $1 FOR UPDATE", [teamId]);
+  const next = change(await getTeamLimitOverrides(c, teamId));
+  await setTeamLimitOverrides(c, teamId, next);
+  return next;
 }
 
 export async function getTeamLimitOverrides(db: Db, teamId: string): Promise<Partial<TeamLimits>> {

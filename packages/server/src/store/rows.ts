@@ -55,6 +55,17 @@ export interface CheckpointRow extends Omit<Checkpoint, "has_memory"> {
 export type CheckpointPatch = Partial<Omit<CheckpointRow, "id" | "team_id" | "sandbox_id" | "created_at">>;
 
 /** A sandbox's network: its pool slot (null once released) and its egress policy. */
+/** What `revokeApiKeyKeepingAdmin` did. */
+export type RevokeOutcome = "revoked" | "not_found" | "already_revoked" | "last_admin";
+
+/** A network's new egress policy (`updateNetworkPolicy`). */
+export interface NetworkPolicyUpdate {
+  mode: NetworkMode;
+  allowlist: string[];
+  denylist: string[];
+  updated_at: string;
+}
+
 export interface NetworkRow {
   sandbox_id: string;
   enabled: boolean;

@@ -1,4 +1,5 @@
 import type Database from "better-sqlite3";
+import type { HostUrls } from "./host-urls.js";
 
 /**
  * Where the control plane reaches each worker's sandbox API. Its own table (not a column of
@@ -8,7 +9,7 @@ import type Database from "better-sqlite3";
 export const HOST_URLS_MIGRATION = `
   CREATE TABLE host_urls (host_id TEXT PRIMARY KEY REFERENCES hosts(id), url TEXT NOT NULL);`;
 
-export class SqliteHostUrls {
+export class SqliteHostUrls implements HostUrls {
   constructor(private readonly db: Database.Database) {}
 
   async set(hostId: string, url: string | null): Promise<void> {

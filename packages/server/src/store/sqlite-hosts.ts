@@ -129,8 +129,8 @@ export class SqliteHostStore implements HostStore {
       params.templates = JSON.stringify(beat.locality.templates);
       params.layers = JSON.stringify(beat.locality.layers);
     }
-    const changed = this.q(`UPDATE hosts SET ${sets.join(", ")} WHERE id = @id`).run(params).changes;
-    return changed > 0 ? this.getHost(id) : undefined;
+    const r = this.q(`UPDATE hosts SET ${sets.join(", ")} WHERE id = @id RETURNING *`).get(params) as Row | undefined;
+    return r ? fromRow(r) : undefined;
   }
 
   async setCordoned(id: string, cordoned: boolean): Promise<HostRow | undefined> {

@@ -1,5 +1,5 @@
 import type Database from "better-sqlite3";
-import { sandboxMeterRecord } from "./meter-rules.js";
+import { checkpointBilled, checkpointMeterRecords, sandboxMeterRecord } from "./meter-rules.js";
 import type { MeterKind, MeterRecord, MeterRecordWithLabels } from "./rows.js";
 
 // The SQL behind metering: an append-only table of intervals. A sandbox gets one record per
@@ -16,8 +16,6 @@ export const METERING_MIGRATION = `
   CREATE INDEX meter_records_team ON meter_records(team_id, start_ms);
   CREATE INDEX meter_records_subject ON meter_records(subject_id, kind);
   CREATE TABLE team_budgets (team_id TEXT PRIMARY KEY, monthly_budget_usd REAL NOT NULL);`;
-
-const GiB = 1024 ** 3;
 
 function openRecord(db: Database.Database, subjectId: string, kind: MeterKind): MeterRecord | undefined {
   return db
@@ -49,34 +47,20 @@ export function meterSandbox(db: Database.Database, id: string, nowMs: number): 
 }
 
 /**
- * After a checkpoint changed (same transaction): a DURABLE checkpoint is billed for its
- * stored_bytes (its own layer and memory file: layers are never copied into children, so a
- * layer shared by a tree is counted once), from the moment it turned DURABLE until it is
- * deleted; turning DURABLE adds the upload charge once.
+ * After a checkpoint changed (same transaction): opens or closes its records by the rule in
+ * meter-rules.ts (checkpointBilled); turning DURABLE adds the upload charge once.
  */
 export function meterCheckpoint(db: Database.Database, id: string, nowMs: number): void {
   const c = db.prepare("SELECT team_id, sandbox_id, state, stored_bytes FROM checkpoints WHERE id = ?").get(id) as
     | { team_id: string; sandbox_id: string; state: string; stored_bytes: number }
     | undefined;
   const open = openRecord(db, id, "checkpoint");
-  const billed = c !== undefined && c.state === "DURABLE" && c.stored_bytes > 0;
+  const billed = checkpointBilled(c);
   if (open && billed && open.stored_bytes === c.stored_bytes) return;
   if (open) close(db, open, nowMs);
   if (!billed) return;
-  const base = {
-    subject_id: id,
-    sandbox_id: c.sandbox_id,
-    team_id: c.team_id,
-    state: c.state,
-    vcpus: 0,
-    memory_gib: 0,
-    disk_gib: c.stored_bytes / GiB,
-    stored_bytes: c.stored_bytes,
-    start_ms: nowMs,
-  };
-  insertMeterRecord(db, { ...base, kind: "checkpoint", end_ms: null });
   const uploaded = db.prepare("SELECT 1 FROM meter_records WHERE subject_id = ? AND kind = 'upload'").get(id);
-  if (!uploaded) insertMeterRecord(db, { ...base, kind: "upload", end_ms: nowMs });
+  for (const r of checkpointMeterRecords(id, c, nowMs, uploaded !== undefined)) insertMeterRecord(db, r);
 }
 
 /** Records that overlap [fromMs, toMs) (uploads: within it), of one team or all; labels only when asked (a join). */

@@ -1,5 +1,5 @@
 import type Database from "better-sqlite3";
-import type { NetworkRow } from "./rows.js";
+import type { NetworkPolicyUpdate, NetworkRow } from "./rows.js";
 
 // The SQL behind SqliteStore's sandbox-network methods.
 
@@ -32,6 +32,24 @@ function fromRaw(r: Raw): NetworkRow {
 export function getNetwork(db: Database.Database, sandboxId: string): NetworkRow | undefined {
   const r = db.prepare("SELECT * FROM sandbox_networks WHERE sandbox_id = ?").get(sandboxId) as Raw | undefined;
   return r ? fromRaw(r) : undefined;
+}
+
+export function updateNetworkPolicy(db: Database.Database, sandboxId: string, p: NetworkPolicyUpdate): NetworkRow | undefined {
+  const r = db
+    .prepare(
+      `UPDATE sandbox_networks SET mode = ?, allowlist = ?, denylist = ?, updated_at = ?, generation = generation + 1,
+         applied = 0 WHERE sandbox_id = ? AND enabled = 1 RETURNING *`,
+    )
+    .get(p.mode, JSON.stringify(p.allowlist), JSON.stringify(p.denylist), p.updated_at, sandboxId) as Raw | undefined;
+  return r ? fromRaw(r) : undefined;
+}
+
+export function setNetworkApplied(db: Database.Database, sandboxId: string, generation: number, applied: boolean): boolean {
+  return (
+    db
+      .prepare("UPDATE sandbox_networks SET applied = ? WHERE sandbox_id = ? AND generation = ?")
+      .run(applied ? 1 : 0, sandboxId, generation).changes > 0
+  );
 }
 
 export function putNetwork(db: Database.Database, row: NetworkRow): void {

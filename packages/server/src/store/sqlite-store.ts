@@ -11,7 +11,9 @@ import type {
   JobRow,
   MeterRecord,
   MeterRecordWithLabels,
+  NetworkPolicyUpdate,
   NetworkRow,
+  RevokeOutcome,
   SandboxAdmission,
   SandboxFilter,
   SandboxPatch,
@@ -153,10 +155,13 @@ export class SqliteStore implements Store {
     return { ...row, is_admin: isAdmin, revoked_at: null };
   }
 
+  /** Prepared once: every request looks its key up. */
+  private findKeyStmt: Database.Statement | null = null;
   async findApiKey(keyHash: string): Promise<ApiKeyRow | undefined> {
-    const r = this.db
-      .prepare("SELECT id, team_id, prefix, is_admin, created_at, revoked_at FROM api_keys WHERE key_hash = ?")
-      .get(keyHash) as (Omit<ApiKeyRow, "is_admin"> & { is_admin: number }) | undefined;
+    this.findKeyStmt ??= this.db.prepare(
+      "SELECT id, team_id, prefix, is_admin, created_at, revoked_at FROM api_keys WHERE key_hash = ?",
+    );
+    const r = this.findKeyStmt.get(keyHash) as (Omit<ApiKeyRow, "is_admin"> & { is_admin: number }) | undefined;
     return r ? { ...r, is_admin: r.is_admin === 1 } : undefined;
   }
 
@@ -294,6 +299,12 @@ export class SqliteStore implements Store {
   async countActiveAdminKeys(): Promise<number> {
     return tenancy.countActiveAdminKeys(this.db);
   }
+  async revokeApiKeyKeepingAdmin(id: string): Promise<RevokeOutcome> {
+    return tenancy.revokeKeepingAdmin(this.db, id);
+  }
+  async updateTeamLimitOverrides(teamId: string, change: (c: Partial<TeamLimits>) => Partial<TeamLimits>) {
+    return tenancy.updateTeamLimitOverrides(this.db, teamId, change);
+  }
   async getTeamLimitOverrides(teamId: string): Promise<Partial<TeamLimits>> {
     return tenancy.getTeamLimitOverrides(this.db, teamId);
   }
@@ -373,6 +384,12 @@ export class SqliteStore implements Store {
   }
   async putNetwork(row: NetworkRow): Promise<void> {
     netw.putNetwork(this.db, row);
+  }
+  async updateNetworkPolicy(sandboxId: string, policy: NetworkPolicyUpdate): Promise<NetworkRow | undefined> {
+    return netw.updateNetworkPolicy(this.db, sandboxId, policy);
+  }
+  async setNetworkApplied(sandboxId: string, generation: number, applied: boolean): Promise<boolean> {
+    return netw.setNetworkApplied(this.db, sandboxId, generation, applied);
   }
   async allocateNetworkSlot(sandboxId: string, slots: number): Promise<number | null> {
     return netw.allocateSlot(this.db, sandboxId, slots);

@@ -1,6 +1,6 @@
 import type { Sandbox, TeamLimits, TeamUsage } from "@sandtree/protocol";
 import type Database from "better-sqlite3";
-import type { AdmissionResult, ApiKeyRow, SandboxAdmission, TeamRow } from "./rows.js";
+import type { AdmissionResult, ApiKeyRow, RevokeOutcome, SandboxAdmission, TeamRow } from "./rows.js";
 
 // Teams, keys, limits, idempotency and sealed secrets: the SQL behind SqliteStore's tenancy methods.
 
@@ -43,6 +43,32 @@ export function revokeApiKey(db: Database.Database, id: string): boolean {
 
 export function countActiveAdminKeys(db: Database.Database): number {
   return (db.prepare("SELECT COUNT(*) AS n FROM api_keys WHERE is_admin = 1 AND revoked_at IS NULL").get() as { n: number }).n;
+}
+
+/** One transaction (better-sqlite3's are synchronous and exclusive in the file). */
+export function revokeKeepingAdmin(db: Database.Database, id: string): RevokeOutcome {
+  return db.transaction((): RevokeOutcome => {
+    const k = db.prepare("SELECT is_admin, revoked_at FROM api_keys WHERE id = ?").get(id) as
+      | { is_admin: number; revoked_at: string | null }
+      | undefined;
+    if (!k) return "not_found";
+    if (k.revoked_at) return "already_revoked";
+    if (k.is_admin === 1 && countActiveAdminKeys(db) <= 1) return "last_admin";
+    revokeApiKey(db, id);
+    return "revoked";
+  })();
+}
+
+export function updateTeamLimitOverrides(
+  db: Database.Database,
+  teamId: string,
+  change: (current: Partial<TeamLimits>) => Partial<TeamLimits>,
+): Partial<TeamLimits> {
+  return db.transaction(() => {
+    const next = change(getTeamLimitOverrides(db, teamId));
+    setTeamLimitOverrides(db, teamId, next);
+    return next;
+  })();
 }
 
 export function getTeamLimitOverrides(db: Database.Database, teamId: string): Partial<TeamLimits> {

@@ -9,7 +9,9 @@ import type {
   JobRow,
   MeterRecord,
   MeterRecordWithLabels,
+  NetworkPolicyUpdate,
   NetworkRow,
+  RevokeOutcome,
   SandboxAdmission,
   SandboxFilter,
   SandboxPatch,
@@ -74,9 +76,22 @@ export interface Store extends JobStore, MeterStore {
   /** Sets revoked_at once; false when the key is unknown or already revoked. */
   revokeApiKey(id: string): Promise<boolean>;
   countActiveAdminKeys(): Promise<number>;
+  /**
+   * Revokes a key unless it is the last active admin key, atomically (concurrent revokes from any
+   * number of servers never leave no admin key).
+   */
+  revokeApiKeyKeepingAdmin(id: string): Promise<RevokeOutcome>;
   /** Only the limits set for the team; the rest are defaults. */
   getTeamLimitOverrides(teamId: string): Promise<Partial<TeamLimits>>;
   setTeamLimitOverrides(teamId: string, overrides: Partial<TeamLimits>): Promise<void>;
+  /**
+   * Replaces the team's overrides by `change(current)`, read and written atomically (the team's row
+   * locked on PostgreSQL), so concurrent changes of different limits keep each other's. Answers them.
+   */
+  updateTeamLimitOverrides(
+    teamId: string,
+    change: (current: Partial<TeamLimits>) => Partial<TeamLimits>,
+  ): Promise<Partial<TeamLimits>>;
   teamUsage(teamId: string, nowMs: number): Promise<TeamUsage>;
   /** created_at of the team's n-th (0-based, oldest first) sandbox created after `sinceIso`. */
   nthCreationSince(teamId: string, sinceIso: string, n: number): Promise<string | undefined>;
@@ -113,6 +128,13 @@ export interface Store extends JobStore, MeterStore {
   checkpointsInUse(): Promise<string[]>;
   getNetwork(sandboxId: string): Promise<NetworkRow | undefined>;
   putNetwork(row: NetworkRow): Promise<void>;
+  /**
+   * A new egress policy for an enabled network, in one conditional update: generation + 1, not
+   * applied. Answers the row as updated, or undefined when there is no enabled network.
+   */
+  updateNetworkPolicy(sandboxId: string, policy: NetworkPolicyUpdate): Promise<NetworkRow | undefined>;
+  /** Records whether `generation` is applied; a newer generation stored meanwhile is left alone. */
+  setNetworkApplied(sandboxId: string, generation: number, applied: boolean): Promise<boolean>;
   /** The sandbox's pool slot (the lowest free one, allocated atomically); null when the pool is full. */
   allocateNetworkSlot(sandboxId: string, slots: number): Promise<number | null>;
   releaseNetworkSlot(sandboxId: string): Promise<void>;

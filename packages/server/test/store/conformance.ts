@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe } from "vitest";
 import { admissionCases } from "./admission-cases.js";
 import { checkpointCases } from "./checkpoint-cases.js";
 import type { StoreContext, StoreFactory } from "./fixtures.js";
-import { fleetCases } from "./fleet-cases.js";
+import { fleetCases, fleetLockCases } from "./fleet-cases.js";
 import { jobAndPortCases } from "./job-port-cases.js";
 import { meteringCases } from "./metering-cases.js";
 import { networkCases } from "./network-cases.js";
@@ -39,5 +39,6 @@ export function describeStoreConformance(name: string, makeStore: StoreFactory):
     jobAndPortCases(ctx);
     meteringCases(ctx);
     fleetCases(ctx);
+    fleetLockCases(ctx);
   });
 }

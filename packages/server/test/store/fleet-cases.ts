@@ -1,4 +1,4 @@
-import { SandtreeError, type TeamUsage } from "@sandtree/protocol";
+import { DEFAULT_TEAM_LIMITS, SandtreeError, type TeamUsage } from "@sandtree/protocol";
 import { expect, it } from "vitest";
 import type { SandboxAdmission } from "../../src/store/rows.js";
 import type { Store } from "../../src/store/store.js";
@@ -116,6 +116,68 @@ export function fleetCases(ctx: StoreContext): void {
       expect(await heard[0]?.seenElsewhere).toBe("RUNNING");
       const records = await b.meterRecordsOf("sandbox", [sb.id]);
       expect(records).toMatchObject([{ state: "RUNNING", end_ms: null }]);
+    });
+  });
+}
+
+/**
+ * Read-modify-write changes that in-process locks cannot order across servers: each is one atomic
+ * store call, raced here from two stores (two servers) on one database.
+ */
+export function fleetLockCases(ctx: StoreContext): void {
+  it("revokes raced from two stores never remove the last admin key", async () => {
+    await withServers(ctx, 1, async (stores) => {
+      const [a] = stores as [Store, Store];
+      const team = await a.createTeam("admins");
+      const keys = await Promise.all(Array.from({ length: 4 }, (_, i) => a.createApiKey(team.id, `hash-${i}`, `p${i}`, true)));
+      const outcomes = await Promise.all(
+        keys.flatMap((k, i) => [0, 1].map((j) => (stores[(i + j) % 2] as Store).revokeApiKeyKeepingAdmin(k.id))),
+      );
+      expect(outcomes.filter((o) => o === "revoked")).toHaveLength(3);
+      expect(outcomes.filter((o) => o === "last_admin").length).toBeGreaterThan(0);
+      expect(outcomes.every((o) => o === "revoked" || o === "last_admin" || o === "already_revoked")).toBe(true);
+      expect(await a.countActiveAdminKeys()).toBe(1);
+      expect(await a.revokeApiKeyKeepingAdmin("nope")).toBe("not_found");
+    });
+  });
+
+  it("limit changes raced from two stores keep each other's overrides", async () => {
+    await withServers(ctx, 1, async (stores) => {
+      const [a, b] = stores as [Store, Store];
+      const team = await a.createTeam("alpha");
+      const limits = Object.keys(DEFAULT_TEAM_LIMITS);
+      await Promise.all(
+        limits.map((k, i) => (stores[i % 2] as Store).updateTeamLimitOverrides(team.id, (cur) => ({ ...cur, [k]: 100 + i }))),
+      );
+      const got = await b.getTeamLimitOverrides(team.id);
+      expect(Object.keys(got).sort()).toEqual([...limits].sort());
+    });
+  });
+
+  it("network policy updates raced from two stores each get their own generation", async () => {
+    await withServers(ctx, 1, async (stores) => {
+      const [a, b] = stores as [Store, Store];
+      await a.putNetwork(networkRow("sb-net"));
+      await a.putNetwork(networkRow("sb-off", { enabled: false }));
+      const rows = await Promise.all(
+        Array.from({ length: 8 }, (_, i) =>
+          (stores[i % 2] as Store).updateNetworkPolicy("sb-net", {
+            mode: "allowlist",
+            allowlist: [`h${i}.example.com`],
+            denylist: [],
+            updated_at: iso(NOW),
+          }),
+        ),
+      );
+      expect(rows.map((r) => r?.generation).sort((x, y) => (x ?? 0) - (y ?? 0))).toEqual([2, 3, 4, 5, 6, 7, 8, 9]);
+      const last = await b.getNetwork("sb-net");
+      expect(last).toMatchObject({ generation: 9, applied: false });
+      // Applying an older generation does not mark the newer one applied.
+      expect(await a.setNetworkApplied("sb-net", 8, true)).toBe(false);
+      expect(await b.setNetworkApplied("sb-net", 9, true)).toBe(true);
+      expect((await a.getNetwork("sb-net"))?.applied).toBe(true);
+      const off = await a.updateNetworkPolicy("sb-off", { mode: "deny_all", allowlist: [], denylist: [], updated_at: iso(NOW) });
+      expect(off).toBeUndefined();
     });
   });
 }

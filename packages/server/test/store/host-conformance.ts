@@ -7,7 +7,7 @@ export interface OpenedHostStore {
 }
 
 /**
- * Every HostStore implementation must pass this suite (SQLite now, PostgreSQL next). It uses
+ * Every HostStore implementation must pass this suite (SQLite and PostgreSQL). It uses
  * the interface only; each test gets a fresh, empty store.
  */
 export function describeHostStoreConformance(name: string, open: () => Promise<OpenedHostStore>): void {

@@ -15,6 +15,7 @@ import {
 } from "@sandtree/protocol";
 import type { z } from "zod";
 import type { HostRow, HostStore, LostHost } from "../../store/host-store.js";
+import type { HostUrls } from "../../store/host-urls.js";
 import type { Principal } from "../auth-service.js";
 import type { Logger } from "../logger.js";
 import type { Clock } from "../metering/clock.js";
@@ -31,17 +32,15 @@ export interface FleetServiceDeps {
   heartbeatIntervalMs: number;
   /** A host silent this long becomes LOST; hosts later than this take no new work. */
   hostLostAfterMs: number;
-  /** Where workers' sandbox APIs are (absent: no host runs sandboxes but `local`). */
+  /** Where workers' sandbox APIs are (absent: no host runs sandboxes but this control plane's own). */
   urls?: HostUrls;
+  /**
+   * The name of this control plane's own host: `local` (the default) with a store of its own;
+   * `local-<id>` (localHostName()) when several control planes share the store.
+   */
+  localHostName?: string;
   /** Told of every host the reaper marks LOST, with the sandboxes placed on it. */
   onHostLost?: (lost: LostHost) => Promise<void> | void;
-}
-
-/** Where the control plane reaches workers (store/sqlite-host-urls.ts). */
-export interface HostUrls {
-  set(hostId: string, url: string | null): Promise<void>;
-  get(hostId: string): Promise<string | null>;
-  all(): Promise<Map<string, string>>;
 }
 
 /** A worker that runs sandboxes for the control plane: where to call it, and with which key. */
@@ -56,6 +55,11 @@ type Cached = Candidate & { secret_hash: string };
 
 /** The name of the control plane's own host (single-box mode's local worker). */
 export const LOCAL_HOST = "local";
+
+/** `local` and `local-*` are control planes' own hosts: no worker may take such a name. */
+export function isLocalHostName(name: string): boolean {
+  return name === LOCAL_HOST || name.startsWith(`${LOCAL_HOST}-`);
+}
 /** How old the in-memory view of the hosts may get before placement reads them again. */
 const CACHE_MS = 1000;
 /** Hosts tried, best first, before a placement the store keeps refusing gives up. */
@@ -125,8 +129,11 @@ export class FleetService {
         "invalid join token: use the one the control plane printed (in <data-dir>/join-token)",
       );
     }
-    if (req.name === LOCAL_HOST)
-      throw new SandtreeError("ALREADY_EXISTS", `the host name ${LOCAL_HOST} is the control plane's own`);
+    if (isLocalHostName(req.name))
+      throw new SandtreeError(
+        "ALREADY_EXISTS",
+        `the host name ${req.name} is reserved (${LOCAL_HOST} and ${LOCAL_HOST}-* are control planes' own)`,
+      );
     const secret = `sth_${randomBytes(32).toString("base64url")}`;
     const row = await this.deps.hosts.registerHost({
       id: `host_${randomUUID().replaceAll("-", "").slice(0, 16)}`,
@@ -145,13 +152,14 @@ export class FleetService {
   /** `POST /v1/fleet/hosts/{id}/heartbeat`, authenticated by the host's secret. */
   async heartbeat(id: string, authorization: string | undefined, beat: HeartbeatRequest): Promise<HeartbeatResponse> {
     const secret = bearer(authorization);
-    const refused = new SandtreeError("UNAUTHORIZED", "invalid host secret: register again with the join token");
-    if (!secret) throw refused;
+    // Made only when thrown: an error captures a stack, and heartbeats arrive hundreds a second.
+    const refused = () => new SandtreeError("UNAUTHORIZED", "invalid host secret: register again with the join token");
+    if (!secret) throw refused();
     let known = this.cache.get(id);
     if (!known || !matchesHash(secret, known.secret_hash)) {
       // Another control plane may have registered it (or again) since this one last looked.
       const row = await this.deps.hosts.getHost(id);
-      if (!row || !matchesHash(secret, row.secret_hash) || row.name === LOCAL_HOST) throw refused;
+      if (!row || !matchesHash(secret, row.secret_hash) || isLocalHostName(row.name)) throw refused();
       known = this.remember(row);
     }
     const row = await this.deps.hosts.heartbeat(id, {
@@ -159,7 +167,7 @@ export class FleetService {
       ...(beat.capacity ? { capacity: beat.capacity } : {}),
       ...(beat.locality ? { locality: HostLocality.parse(beat.locality) } : {}),
     });
-    if (!row) throw refused;
+    if (!row) throw refused();
     if (beat.sandboxes?.length) await this.reportHook?.(row, beat.sandboxes);
     if (known.state === "LOST" && row.state !== "LOST") this.deps.log.info({ host: row.name }, "host is back");
     this.remember(row);
@@ -283,7 +291,12 @@ export class FleetService {
     return this.release(sandboxId);
   }
 
-  /** Registers the control plane's own host (single-box mode), under the name `local`. */
+  /** The id of this control plane's own host once started (its sandboxes are placed there). */
+  get localHostId(): string | null {
+    return this.localId;
+  }
+
+  /** Registers the control plane's own host (single-box mode), under `local` (or its `local-<id>`). */
   async startLocal(
     capacity: HostCapacity,
     locality: z.input<typeof HostLocality>,
@@ -292,7 +305,7 @@ export class FleetService {
     this.localBeat = beat;
     const row = await this.deps.hosts.registerHost({
       id: `host_${randomUUID().replaceAll("-", "").slice(0, 16)}`,
-      name: LOCAL_HOST,
+      name: this.deps.localHostName ?? LOCAL_HOST,
       capacity,
       locality: HostLocality.parse(locality),
       // Nobody holds this secret: the local host beats in-process.

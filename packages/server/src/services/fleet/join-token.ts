@@ -1,5 +1,5 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
-import { chmodSync, closeSync, openSync, readFileSync, writeSync } from "node:fs";
+import { chmodSync, closeSync, openSync, readFileSync, statSync, writeSync } from "node:fs";
 import path from "node:path";
 
 /**
@@ -20,7 +20,8 @@ export function loadOrCreateJoinToken(dataDir: string): { token: string; created
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
   }
-  chmodSync(file, 0o600);
+  // A token mounted read-only (a Kubernetes Secret with mode 0400 or 0600) is left as it is.
+  if ((statSync(file).mode & 0o077) !== 0) chmodSync(file, 0o600);
   const token = readFileSync(file, "utf8").trim();
   if (token.length < 32) throw new Error(`${file} must hold a join token of at least 32 characters`);
   return { token, created, file };

@@ -1,10 +1,36 @@
+import { randomBytes } from "node:crypto";
+import { closeSync, openSync, readFileSync, writeSync } from "node:fs";
+import path from "node:path";
 import { machineCapacity } from "@sandtree/host";
 import { type Accel, type Sandbox, TERMINAL_STATUSES } from "@sandtree/protocol";
 import type { Store } from "../../store/store.js";
 import type { ImageResolver } from "../image-resolver.js";
 import type { Logger } from "../logger.js";
 import { ACTIVE } from "../sandbox-machines.js";
-import type { FleetService } from "./fleet-service.js";
+import { type FleetService, LOCAL_HOST } from "./fleet-service.js";
+
+/**
+ * The name of this control plane's own host. With a store of its own (SQLite) it is `local`. When
+ * several control planes share the store (PostgreSQL) each needs its own: `local-<id>`, made once and
+ * kept in `<data-dir>/local-host-name`, so a restarted server finds its own placements again.
+ */
+export function localHostName(dataDir: string, shared: boolean): string {
+  if (!shared) return LOCAL_HOST;
+  const file = path.join(dataDir, "local-host-name");
+  try {
+    const fd = openSync(file, "wx", 0o644);
+    try {
+      writeSync(fd, `${LOCAL_HOST}-${randomBytes(6).toString("hex")}\n`);
+    } finally {
+      closeSync(fd);
+    }
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+  }
+  const name = readFileSync(file, "utf8").trim();
+  if (!/^local-[a-z0-9-]{1,56}$/.test(name)) throw new Error(`${file} must hold a name like local-<letters and digits>`);
+  return name;
+}
 
 export interface LocalHostDeps {
   fleet: FleetService;
@@ -35,15 +61,24 @@ export class LocalHost {
 
   constructor(private readonly deps: LocalHostDeps) {}
 
-  /** Registers, then makes the placements match the active sandboxes (after reconciliation). */
-  async start(): Promise<void> {
-    const { fleet, store } = this.deps;
+  /** Registers this machine's host (before reconciliation, which reads its placements). */
+  async register(): Promise<void> {
     const capacity = machineCapacity(this.deps.dataDir, this.deps.accel);
     const images = await imageDigests(this.deps.images);
     this.lastCapacity = JSON.stringify(capacity);
     this.lastImages = JSON.stringify(images);
-    await fleet.startLocal(capacity, { images }, () => this.beat());
-    const active = (await Promise.resolve(store.listSandboxesByStatus(ACTIVE))) as Sandbox[];
+    await this.deps.fleet.startLocal(capacity, { images }, () => this.beat());
+  }
+
+  /**
+   * After reconciliation: makes the placements match the active sandboxes this process runs
+   * (`owned`, those reconciliation took as its own; null: every active sandbox, a store of its
+   * own), then follows their status changes.
+   */
+  async start(owned: ReadonlySet<string> | null): Promise<void> {
+    const { fleet, store } = this.deps;
+    const listed = (await Promise.resolve(store.listSandboxesByStatus(ACTIVE))) as Sandbox[];
+    const active = owned ? listed.filter((s) => owned.has(s.id)) : listed;
     const placed = new Set(await fleet.localPlacements());
     const ids = new Set(active.map((s) => s.id));
     for (const s of active) if (!placed.has(s.id)) await fleet.placeLocal(s);

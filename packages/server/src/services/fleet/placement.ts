@@ -57,34 +57,29 @@ interface Scored {
   free: number;
 }
 
-function score(h: Candidate, ask: PlacementAsk): Scored {
-  let layers = 0;
-  for (const l of ask.layers ?? []) if (h.layers.has(l)) layers++;
+/** Spread: the share left of the host's scarcest resource once the ask is placed. */
+function freeShare(h: Candidate, ask: PlacementAsk): number {
   const c = h.capacity;
   const u = h.usage;
-  // Spread: the share left of its scarcest resource once this is placed.
-  const free = Math.min(
+  return Math.min(
     (c.vcpus - u.vcpus - ask.vcpus) / c.vcpus,
     (c.memory_mib - u.memory_mib - ask.memory_mib) / c.memory_mib,
     c.disk_gib > 0 ? (c.disk_gib - u.disk_gib - ask.disk_gib) / c.disk_gib : 1,
   );
-  return {
-    host: h,
-    layers,
-    template: ask.template_key !== undefined && h.templates.has(ask.template_key) ? 1 : 0,
-    image: ask.image_digest !== undefined && h.images.has(ask.image_digest) ? 1 : 0,
-    free,
-  };
 }
 
-/** Best first: more of the checkpoint's layers, then the template, then the image, then more room, then the name. */
-function better(a: Scored, b: Scored): number {
+/**
+ * Best first: more of the checkpoint's layers, then the template, then the image, then more room,
+ * then the name. On the parts, so a host that does not make the top can be dropped without
+ * building anything for it (placement scans every host on every call).
+ */
+function compare(layers: number, template: number, image: number, free: number, name: string, b: Scored): number {
   return (
-    b.layers - a.layers ||
-    b.template - a.template ||
-    b.image - a.image ||
-    b.free - a.free ||
-    (a.host.name < b.host.name ? -1 : a.host.name > b.host.name ? 1 : 0)
+    b.layers - layers ||
+    b.template - template ||
+    b.image - image ||
+    b.free - free ||
+    (name < b.host.name ? -1 : name > b.host.name ? 1 : 0)
   );
 }
 
@@ -114,9 +109,11 @@ export function rankHosts(hosts: Iterable<Candidate>, ask: PlacementAsk, clock: 
     }
     return [pinned];
   }
-  // The best `limit`, kept in order as the hosts go by (no sort of the whole fleet per call).
+  // The best `limit`, kept in order as the hosts go by (no sort of the whole fleet per call, and
+  // nothing allocated for a host that does not enter the top).
   const best: Scored[] = [];
   const refused: Record<Unfit, number> = { not_active: 0, stale: 0, accel: 0, full: 0 };
+  const askLayers = ask.layers ?? [];
   let total = 0;
   for (const h of hosts) {
     total++;
@@ -125,11 +122,15 @@ export function rankHosts(hosts: Iterable<Candidate>, ask: PlacementAsk, clock: 
       refused[why]++;
       continue;
     }
-    const s = score(h, ask);
-    if (best.length >= limit && better(s, best[best.length - 1] as Scored) >= 0) continue;
+    let layers = 0;
+    for (const l of askLayers) if (h.layers.has(l)) layers++;
+    const template = ask.template_key !== undefined && h.templates.has(ask.template_key) ? 1 : 0;
+    const image = ask.image_digest !== undefined && h.images.has(ask.image_digest) ? 1 : 0;
+    const free = freeShare(h, ask);
+    if (best.length >= limit && compare(layers, template, image, free, h.name, best[best.length - 1] as Scored) >= 0) continue;
     let i = best.length;
-    while (i > 0 && better(s, best[i - 1] as Scored) < 0) i--;
-    best.splice(i, 0, s);
+    while (i > 0 && compare(layers, template, image, free, h.name, best[i - 1] as Scored) < 0) i--;
+    best.splice(i, 0, { host: h, layers, template, image, free });
     if (best.length > limit) best.pop();
   }
   if (best.length === 0) {

@@ -4,7 +4,7 @@ import type { HostRow } from "../../store/host-store.js";
 import type { Store } from "../../store/store.js";
 import type { Logger } from "../logger.js";
 import { ACTIVE } from "../sandbox-machines.js";
-import { type FleetService, LOCAL_HOST, type RemoteHost } from "./fleet-service.js";
+import type { FleetService, RemoteHost } from "./fleet-service.js";
 import { WorkerClient } from "./worker-client.js";
 
 export interface RemoteSandboxesDeps {
@@ -45,10 +45,10 @@ export class RemoteSandboxes {
    */
   async place(sb: Sandbox, params: CreateSandboxParams): Promise<RemoteHost | null> {
     const pin = params.host;
-    if (pin) await this.checkPin(pin);
+    const pinned = pin ? await this.checkPin(pin) : null;
     if (params.checkpoint_id) {
       // Restores read this host's layers: they run here.
-      if (pin && pin !== LOCAL_HOST)
+      if (pinned && !this.deps.fleet.isLocal(pinned.id))
         throw new SandtreeError("NOT_ON_REMOTE_HOST", "a restore runs on the control plane's own host: omit host", {
           field: "host",
         });
@@ -90,7 +90,7 @@ export class RemoteSandboxes {
     return { worker, admitted };
   }
 
-  private async checkPin(name: string): Promise<void> {
+  private async checkPin(name: string): Promise<HostRow> {
     const host = await this.deps.fleet.hostNamed(name);
     if (!host) throw new SandtreeError("HOST_NOT_FOUND", `no host named ${name}`, { host: name });
     if (host.state !== "ACTIVE") {
@@ -105,6 +105,7 @@ export class RemoteSandboxes {
         host: name,
       });
     }
+    return host;
   }
 
   /** Gives back a reservation made by place() when the create did not go ahead. */

@@ -1,0 +1,30 @@
+import type pg from "pg";
+import type { HostUrls } from "./host-urls.js";
+import { all, one, run } from "./pg-db.js";
+
+/** Where the control plane reaches each worker's sandbox API (PostgreSQL; see sqlite-host-urls.ts). */
+export const PG_HOST_URLS_MIGRATION = `
+  CREATE TABLE host_urls (host_id TEXT PRIMARY KEY REFERENCES hosts(id), url TEXT NOT NULL);`;
+
+export class PgHostUrls implements HostUrls {
+  constructor(private readonly pool: pg.Pool) {}
+
+  async set(hostId: string, url: string | null): Promise<void> {
+    if (url === null) await run(this.pool, "DELETE FROM host_urls WHERE host_id = $1", [hostId]);
+    else
+      await run(
+        this.pool,
+        "INSERT INTO host_urls (host_id, url) VALUES ($1, $2) ON CONFLICT (host_id) DO UPDATE SET url = EXCLUDED.url",
+        [hostId, url],
+      );
+  }
+
+  async get(hostId: string): Promise<string | null> {
+    return (await one<{ url: string }>(this.pool, "SELECT url FROM host_urls WHERE host_id = $1", [hostId]))?.url ?? null;
+  }
+
+  async all(): Promise<Map<string, string>> {
+    const rows = await all<{ host_id: string; url: string }>(this.pool, "SELECT host_id, url FROM host_urls", []);
+    return new Map(rows.map((r) => [r.host_id, r.url]));
+  }
+}

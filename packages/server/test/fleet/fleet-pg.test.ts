@@ -1,0 +1,157 @@
+// Fleet mode with two control planes on one PostgreSQL (no VM): the host registry is shared; a
+// worker that stops heartbeating has its sandboxes marked ERROR `HOST_LOST` (once, whichever
+// control plane reaps), their placements released and their billing closed; a control plane
+// that starts (or restarts) on the shared database reconciles only its own host's sandboxes.
+// Sandbox rows are written through a PgStore on the same database, as a third server would;
+// time is a ManualClock: the bound is crossed by advancing it, never by waiting.
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ManualClock, PgStore, type RunningServer, startServer } from "../../src/index.js";
+import { type Api, jsonApi } from "../helpers.js";
+import { type PgServer, startPostgres } from "../postgres-server.js";
+import { checkpointRow, sandboxRow } from "../store/fixtures.js";
+
+const BOUND_MS = 30_000;
+
+describe("fleet on a shared PostgreSQL", () => {
+  let db: PgServer;
+  let url: string;
+  let store: PgStore;
+  const dirs: string[] = [];
+  const servers: RunningServer[] = [];
+  const clock = new ManualClock(Date.parse("2026-06-01T00:00:00Z"));
+  let adminKey = "";
+  const api = (s: RunningServer, token = adminKey): Api => jsonApi(s.url, () => token);
+
+  async function start(dataDir?: string): Promise<RunningServer> {
+    const dir = dataDir ?? mkdtempSync(path.join(tmpdir(), "sandtree-fleet-pg-"));
+    if (!dataDir) dirs.push(dir);
+    const s = await startServer(
+      { dataDir: dir, database: url, host: "127.0.0.1", port: 0, logger: false, network: "off", hostLostAfterMs: BOUND_MS },
+      { fleetClock: clock },
+    );
+    servers.push(s);
+    return s;
+  }
+
+  /** A RUNNING sandbox row of the default team, written as another server would. */
+  async function runningSandbox(): Promise<string> {
+    const team = await store.getTeamByName("default");
+    const { sandbox } = await store.admitSandbox({
+      sandbox: sandboxRow(team?.id ?? "", { cpu_cores: 1, memory_gb: 1, disk_size_gb: 1 }),
+      sealedSecrets: null,
+      idempotency: null,
+      nowMs: Date.now(),
+      check: () => {},
+    });
+    await store.updateSandbox(sandbox.id, { status: "PROVISIONING" }, ["PENDING"]);
+    await store.updateSandbox(sandbox.id, { status: "RUNNING", started_at: new Date().toISOString() }, ["PROVISIONING"]);
+    return sandbox.id;
+  }
+
+  beforeAll(async () => {
+    db = await startPostgres();
+    url = await db.createDatabase("fleet");
+    const a = await start();
+    adminKey = a.firstKey ?? "";
+    await start();
+    store = await PgStore.open(url, { poolSize: 2 });
+  });
+  afterAll(async () => {
+    for (const s of servers) await s.close().catch(() => {});
+    await store?.close();
+    await db?.stop();
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
+
+  it("both control planes list one registry: each its own local-<id> host, and a worker joined at either", async () => {
+    const [a, b] = servers as [RunningServer, RunningServer];
+    const names = [0, 1].map((i) => readFileSync(path.join(dirs[i] ?? "", "local-host-name"), "utf8").trim());
+    expect(names[0]).toMatch(/^local-[0-9a-f]{12}$/);
+    expect(names[1]).not.toBe(names[0]);
+    const joined = await jsonApi(a.url, () => a.services.fleet.joinToken)("POST", "/v1/fleet/hosts/register", {
+      name: "w-shared",
+      capacity: { vcpus: 4, memory_mib: 4096, disk_gib: 10, accel: "tcg" },
+    });
+    expect(joined.status).toBe(201);
+    const listed = (await api(b)("GET", "/v1/hosts")).body.hosts as Array<{ name: string }>;
+    expect(listed.map((h) => h.name).sort()).toEqual([...names, "w-shared"].sort());
+    const reserved = await jsonApi(b.url, () => b.services.fleet.joinToken)("POST", "/v1/fleet/hosts/register", {
+      name: "local-mine",
+      capacity: { vcpus: 1, memory_mib: 1, disk_gib: 1, accel: "tcg" },
+    });
+    expect([reserved.status, reserved.body.code]).toEqual([409, "ALREADY_EXISTS"]);
+  });
+
+  it("a silent worker's sandboxes become ERROR HOST_LOST once, placements released, billing closed", async () => {
+    const [a, b] = servers as [RunningServer, RunningServer];
+    const joined = await jsonApi(a.url, () => a.services.fleet.joinToken)("POST", "/v1/fleet/hosts/register", {
+      name: "w-lost",
+      capacity: { vcpus: 8, memory_mib: 8192, disk_gib: 100, accel: "tcg" },
+    });
+    expect(joined.status).toBe(201);
+    const ids = [await runningSandbox(), await runningSandbox()];
+    for (const id of ids) {
+      const placed = await api(b)("POST", "/v1/fleet/placements", {
+        sandbox_id: id,
+        vcpus: 1,
+        memory_mib: 1024,
+        disk_gib: 1,
+        host: "w-lost",
+      });
+      expect(placed.status, JSON.stringify(placed.body)).toBe(201);
+    }
+    // Every other host beats; w-lost does not. Both control planes reap at once.
+    clock.advance(BOUND_MS + 1000);
+    const reaped = await Promise.all([a.services.fleet.reap(), b.services.fleet.reap()]);
+    const lost = reaped.flat().filter((l) => l.host.name === "w-lost");
+    expect(lost).toHaveLength(1);
+    expect(lost[0]?.sandboxIds.sort()).toEqual([...ids].sort());
+    for (const id of ids) {
+      const sb = await store.getSandbox(id);
+      expect(sb?.status).toBe("ERROR");
+      expect(sb?.error_reason).toMatch(/^HOST_LOST: host w-lost sent no heartbeat since /);
+      const shown = await api(a)("GET", `/v1/sandboxes/${id}`);
+      expect([shown.body.status, shown.body.error_reason]).toEqual(["ERROR", sb?.error_reason]);
+      const records = await store.meterRecordsOf("sandbox", [id]);
+      expect(records.length).toBeGreaterThan(0);
+      for (const r of records) expect(r.end_ms).not.toBeNull();
+    }
+    const hosts = (await api(a)("GET", "/v1/hosts")).body.hosts as Array<{ name: string; state: string; usage: object }>;
+    expect(hosts.find((h) => h.name === "w-lost")).toMatchObject({ state: "LOST", usage: { placements: 0, vcpus: 0 } });
+    // Reaping again, anywhere, changes nothing.
+    expect((await b.services.fleet.reap()).filter((l) => l.host.name === "w-lost")).toEqual([]);
+    const events = await store.listEvents(ids[0] ?? "", 100);
+    expect(events.filter((e) => e.message.includes("HOST_LOST"))).toHaveLength(1);
+  });
+
+  it("a control plane starting on the shared database leaves other hosts' sandboxes and checkpoints alone; its own restart reconciles its own", async () => {
+    const a = servers[0] as RunningServer;
+    // A's sandbox: placed on A's own host, as A's create path records it.
+    const mine = await runningSandbox();
+    const sb = await store.getSandbox(mine);
+    if (sb) await a.services.fleet.placeLocal(sb);
+    const aName = readFileSync(path.join(dirs[0] ?? "", "local-host-name"), "utf8").trim();
+    const hosts = (await api(a)("GET", "/v1/hosts")).body.hosts as Array<{ name: string; usage: { placements: number } }>;
+    expect(hosts.find((h) => h.name === aName)?.usage.placements).toBe(1);
+    // A checkpoint of it in progress (A is taking it).
+    const ck = checkpointRow(sb?.team_id ?? "", mine);
+    await store.insertCheckpoint(ck);
+    // A third control plane starts: with its own store's rules it would mark a RUNNING sandbox
+    // without a VM here ERROR; on the shared database it is not its own.
+    await start();
+    expect((await store.getSandbox(mine))?.status).toBe("RUNNING");
+    expect((await store.getCheckpoint(ck.id))?.state).toBe("PENDING");
+    // A restarts on its data dir: the sandbox is placed on its own host and its VM is gone.
+    await a.close();
+    servers.shift();
+    const again = await start(dirs[0]);
+    await expect.poll(async () => (await store.getSandbox(mine))?.status).toBe("ERROR");
+    expect((await store.getSandbox(mine))?.error_reason).toContain("VM was gone");
+    expect(await store.getCheckpoint(ck.id)).toMatchObject({ state: "FAILED", error: expect.stringContaining("restarted") });
+    expect(readFileSync(path.join(dirs[0] ?? "", "local-host-name"), "utf8").trim()).toBe(aName);
+    await again.services.fleet.reap();
+  });
+});
