@@ -24,7 +24,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { createOverlay, detectAccel, guestArtifacts, ImageStore, QemuVm } from "@sandtree/host";
-import { SandtreeClient } from "@sandtree/sdk";
+import { NdjsonDecoder, SandtreeClient } from "@sandtree/sdk";
 import { startServer } from "@sandtree/server";
 import { measureFloor, ratio } from "./lib/floor.mjs";
 import { measureSerialFloor } from "./lib/serial-floor.mjs";
@@ -63,6 +63,33 @@ async function apiOutput(client, id, cmd, expect) {
   for await (const chunk of h.stdout) bytes += chunk.length;
   const exit = await h.wait();
   if (exit.exit_code !== 0 || bytes !== expect) throw new Error(`${cmd}: exit ${exit.exit_code}, ${bytes} bytes`);
+  return mbs(bytes, performance.now() - t0);
+}
+
+/**
+ * The same through the NDJSON form of the stream (base64 in JSON lines: what the SDK read before
+ * the binary stream), decoded as the SDK did, so both forms are compared in one sitting.
+ */
+async function apiNdjsonOutput(serverUrl, key, id, cmd, expect) {
+  const t0 = performance.now();
+  const res = await fetch(`${serverUrl}/v1/sandboxes/${id}/exec`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json", accept: "application/x-ndjson" },
+    body: JSON.stringify({ command: ["sh", "-c", cmd] }),
+  });
+  const dec = new NdjsonDecoder();
+  let bytes = 0;
+  let exit = null;
+  const take = (lines) => {
+    for (const line of lines) {
+      const ev = JSON.parse(line);
+      if (ev.type === "stdout") bytes += Buffer.from(ev.data, "base64").length;
+      else if (ev.type === "exit") exit = ev;
+    }
+  };
+  for await (const chunk of res.body) take(dec.push(chunk));
+  take(dec.end());
+  if (exit?.exit_code !== 0 || bytes !== expect) throw new Error(`ndjson ${cmd}: exit ${exit?.exit_code}, ${bytes} bytes`);
   return mbs(bytes, performance.now() - t0);
 }
 
@@ -169,6 +196,7 @@ try {
   const raw = Object.fromEntries(Object.keys(CASES).map((k) => [k, []]));
   const baseline = Object.fromEntries(Object.keys(CASES).map((k) => [k, []]));
   const alone = Object.fromEntries(Object.keys(CASES).map((k) => [k, []]));
+  const ndjson = Object.fromEntries(Object.keys(CASES).map((k) => [k, []]));
   const up = [];
   const down = [];
   const rawFile = { up: [], down: [] };
@@ -179,6 +207,7 @@ try {
   for (let r = 0; r < RUNS; r++) {
     for (const [name, [cmd, expect]] of Object.entries(CASES)) {
       api[name].push(await apiOutput(client, sb.id, cmd, expect));
+      ndjson[name].push(await apiNdjsonOutput(server.url, server.firstKey ?? "", sb.id, cmd, expect));
       alone[name].push(await inGuest(client, sb.id, cmd, expect));
       if (vm) raw[name].push(await rawOutput(vm, cmd, expect));
       if (base) baseline[name].push(await rawOutput(base, cmd, expect));
@@ -227,6 +256,8 @@ try {
         {
           api_median: median(api[k]),
           api_runs: api[k],
+          // The NDJSON + base64 form of the same stream (the SDK's before the binary stream).
+          api_ndjson_median: median(ndjson[k]),
           project_raw_median: vm ? median(raw[k]) : null,
           baseline_guest_raw_median: base ? median(baseline[k]) : null,
           program_alone_in_guest_median: median(alone[k]),

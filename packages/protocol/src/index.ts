@@ -4,6 +4,7 @@ export * from "./checkpoint.js";
 export * from "./desktop.js";
 export * from "./errors.js";
 export * from "./exec.js";
+export * from "./exec-stream.js";
 export * from "./files.js";
 export * from "./fleet.js";
 export * from "./guest-frames.js";

@@ -1,7 +1,7 @@
-import { ExecEvent, type SignalRequest } from "@sandtree/protocol";
+import type { ExecEvent, ExecStreamEvent, SignalRequest } from "@sandtree/protocol";
 import { apiErrorFromCode, InvalidResponseError, SandtreeSdkError } from "./errors.js";
+import { type ExecEventDecoder, execEventDecoder } from "./exec-decoders.js";
 import type { HttpClient, RequestOptions } from "./http.js";
-import { NdjsonDecoder } from "./ndjson.js";
 
 /** How a command ended: the `exit` event of the wire protocol, without its `type`. */
 export type ExecExit = Omit<Extract<ExecEvent, { type: "exit" }>, "type">;
@@ -35,6 +35,8 @@ export interface ExecHandleInit {
   http: HttpClient;
   sandboxId: string;
   body: ReadableStream<Uint8Array>;
+  /** The answer's content type: the binary exec stream, else NDJSON. */
+  contentType?: string | null | undefined;
   mapError: (err: unknown) => unknown;
   maxBufferedBytes?: number | undefined;
 }
@@ -50,7 +52,7 @@ export class ExecHandle {
   private readonly reader: ReadableStreamDefaultReader<Uint8Array>;
   private readonly mapError: (err: unknown) => unknown;
   private readonly maxBuffered: number;
-  private readonly decoder = new NdjsonDecoder();
+  private readonly decoder: ExecEventDecoder;
   private readonly out = new Channel();
   private readonly err = new Channel();
   private seq = 0;
@@ -66,6 +68,7 @@ export class ExecHandle {
     this.http = init.http;
     this.sandboxId = init.sandboxId;
     this.reader = init.body.getReader();
+    this.decoder = execEventDecoder(init.contentType ?? null);
     this.mapError = init.mapError;
     this.maxBuffered = init.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED_BYTES;
   }
@@ -234,10 +237,10 @@ export class ExecHandle {
   private async readOnce(): Promise<void> {
     try {
       const { done, value } = await this.reader.read();
-      const lines = done ? this.decoder.end() : this.decoder.push(value);
-      for (const line of lines) {
+      const events = done ? this.decoder.end() : this.decoder.push(value);
+      for (const event of events) {
         if (this.ended) break;
-        this.dispatch(line);
+        this.dispatch(event);
       }
       if (done && !this.ended) {
         this.finish(new InvalidResponseError("the exec stream ended without an exit event (connection dropped?)"));
@@ -248,13 +251,7 @@ export class ExecHandle {
     this.notify();
   }
 
-  private dispatch(line: string): void {
-    let event: ExecEvent;
-    try {
-      event = ExecEvent.parse(JSON.parse(line));
-    } catch (err) {
-      throw new InvalidResponseError(`unexpected exec event: ${line.slice(0, 200)}`, { cause: err });
-    }
+  private dispatch(event: ExecStreamEvent): void {
     switch (event.type) {
       case "started":
         this._execId = event.exec_id;
@@ -262,7 +259,7 @@ export class ExecHandle {
         break;
       case "stdout":
       case "stderr":
-        this.push(event.type === "stdout" ? this.out : this.err, Buffer.from(event.data, "base64"));
+        this.push(event.type === "stdout" ? this.out : this.err, event.data);
         break;
       case "exit": {
         const { type: _, ...exit } = event;

@@ -17,6 +17,7 @@ import {
 } from "@sandtree/protocol";
 import { type ForkOptions, forkMany, forkSandbox } from "./checkpoints.js";
 import { InvalidResponseError, SandboxFailedError, TimeoutError } from "./errors.js";
+import { EXEC_STREAM_ACCEPT } from "./exec-decoders.js";
 import { ExecHandle } from "./exec-handle.js";
 import type { HttpClient, RequestOptions } from "./http.js";
 import { Jobs, type OutputOptions, readOutput } from "./jobs.js";
@@ -250,11 +251,18 @@ export class Sandboxes {
       timeoutScope: "headers",
       method: "POST",
       path: `${sandboxPath(id)}/exec`,
-      accept: "application/x-ndjson",
+      accept: EXEC_STREAM_ACCEPT,
       json: { ...execBody(command, options), ...(options.stdinOpen ? { stdin_open: true } : {}) },
     });
     if (!response.body) throw new InvalidResponseError("the exec answer had no body");
-    const handle = new ExecHandle({ http: this.http, sandboxId: id, body: response.body, mapError, maxBufferedBytes });
+    const handle = new ExecHandle({
+      http: this.http,
+      sandboxId: id,
+      body: response.body,
+      contentType: response.headers.get("content-type"),
+      mapError,
+      maxBufferedBytes,
+    });
     try {
       await handle.started();
     } catch (err) {

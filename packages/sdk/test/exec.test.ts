@@ -1,4 +1,5 @@
 import type { ServerResponse } from "node:http";
+import { EXEC_STREAM_CONTENT_TYPE, ExecRecordKind, encodeExecEvent, execRecordHeader } from "@sandtree/protocol";
 import { afterEach, describe, expect, it } from "vitest";
 import { ConflictError, InvalidResponseError, NotFoundError, SandtreeClient } from "../src/index.js";
 import { b64, type FakeServer, fakeServer, type Recorded, sendJson, sleep } from "./fake-server.js";
@@ -13,12 +14,27 @@ const started = { type: "started", exec_id: "ex_1", pid: 42 };
 const exit = { type: "exit", exit_code: 3, signal: null, timed_out: false, duration_ms: 12 };
 const text = (chunks: Uint8Array[]) => Buffer.concat(chunks).toString();
 
-/** Serves an exec stream of `events`, written in pieces of `piece` bytes with pauses. */
-async function execServer(events: unknown[], piece = 7, other?: (req: Recorded, res: ServerResponse) => void) {
+/** The binary exec stream of NDJSON-shaped events (output given base64, as in the NDJSON form). */
+function binaryWire(events: unknown[]): Buffer {
+  const parts: Uint8Array[] = [];
+  for (const e of events as { type: string; data?: string }[]) {
+    if (e.type === "stdout" || e.type === "stderr") {
+      const data = Buffer.from(e.data ?? "", "base64");
+      parts.push(execRecordHeader(e.type === "stdout" ? ExecRecordKind.STDOUT : ExecRecordKind.STDERR, data.length), data);
+    } else parts.push(encodeExecEvent(e as Parameters<typeof encodeExecEvent>[0]));
+  }
+  return Buffer.concat(parts);
+}
+
+/**
+ * Serves an exec stream of `events`, written in pieces of `piece` bytes with pauses, in the NDJSON
+ * form (what a server before the binary stream answers) unless `binary`.
+ */
+async function execServer(events: unknown[], piece = 7, other?: (req: Recorded, res: ServerResponse) => void, binary = false) {
   server = await fakeServer(async (req, res) => {
     if (req.url.pathname.endsWith("/exec")) {
-      res.writeHead(200, { "content-type": "application/x-ndjson" });
-      const wire = Buffer.from(events.map((e) => `${JSON.stringify(e)}\n`).join(""));
+      res.writeHead(200, { "content-type": binary ? EXEC_STREAM_CONTENT_TYPE : "application/x-ndjson" });
+      const wire = binary ? binaryWire(events) : Buffer.from(events.map((e) => `${JSON.stringify(e)}\n`).join(""));
       for (let i = 0; i < wire.length; i += piece) {
         res.write(wire.subarray(i, i + piece));
         await sleep(1);
@@ -40,8 +56,11 @@ const outErr = [
 ];
 
 describe("exec streaming", () => {
-  it("parses events cut at odd boundaries; pid and execId are known once exec() resolves", async () => {
-    const client = await execServer(outErr, 5);
+  it.each([
+    ["NDJSON", false],
+    ["binary", true],
+  ])("parses %s events cut at odd boundaries; pid and execId are known once exec() resolves", async (_form, binary) => {
+    const client = await execServer(outErr, 5, undefined, binary);
     const h = await client.sandboxes.exec("sb_1", ["sh", "-c", "x"], { env: { A: "1" }, timeoutSeconds: 5 });
     expect(h.pid).toBe(42);
     expect(h.execId).toBe("ex_1");
@@ -55,7 +74,7 @@ describe("exec streaming", () => {
       { ...exit },
     ]);
     const req = server?.requests[0];
-    expect(req?.headers.accept).toBe("application/x-ndjson");
+    expect(req?.headers.accept).toBe(`${EXEC_STREAM_CONTENT_TYPE}, application/x-ndjson;q=0.5`);
     expect(JSON.parse(req?.body.toString() ?? "")).toEqual({ command: ["sh", "-c", "x"], env: { A: "1" }, timeout_seconds: 5 });
   });
 
@@ -138,6 +157,24 @@ describe("exec streaming", () => {
     const client = await execServer([started, { type: "stdout", data: b64("x") }]);
     const h = await client.sandboxes.exec("sb_1", "x");
     await expect(h.wait()).rejects.toBeInstanceOf(InvalidResponseError);
+  });
+
+  it.each([
+    ["cut inside a record", binaryWire([started, { type: "stdout", data: b64("abcdef") }]).subarray(0, -1), /without an exit/],
+    ["with a record of an unknown kind", Buffer.concat([binaryWire([started]), Buffer.from([9, 0, 0, 0, 1, 0])]), /kind 9/],
+  ])("a binary stream %s is an invalid response", async (_what, wire, message) => {
+    server = await fakeServer((_req, res) => {
+      res.writeHead(200, { "content-type": EXEC_STREAM_CONTENT_TYPE });
+      res.end(wire);
+    });
+    const client = new SandtreeClient({ apiUrl: server.url, apiKey: "k" });
+    // Whether exec() or wait() sees it depends on where the chunks fall.
+    const failure = await client.sandboxes
+      .exec("sb_1", "x")
+      .then((h) => h.wait())
+      .catch((e: unknown) => e);
+    expect(failure).toBeInstanceOf(InvalidResponseError);
+    expect((failure as Error).message).toMatch(message);
   });
 
   it("kill, writeStdin and closeStdin hit the exec's endpoints", async () => {

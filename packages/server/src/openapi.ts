@@ -184,7 +184,8 @@ const OPERATIONS: Record<string, Operation> = {
   },
   "POST /v1/sandboxes/:id/resume": { summary: "Continue a paused sandbox", responses: { 200: ok("Sandbox") } },
   "POST /v1/sandboxes/:id/exec": {
-    summary: "Run a command: buffered JSON, or streamed with Accept application/x-ndjson or text/event-stream",
+    summary:
+      "Run a command: buffered JSON, or streamed with Accept application/vnd.sandtree.exec-stream (binary records), application/x-ndjson or text/event-stream",
     body: "ExecRequest",
     responses: {
       200: {
@@ -193,6 +194,8 @@ const OPERATIONS: Record<string, Operation> = {
           "application/json": { schema: ref("ExecResult") },
           "application/x-ndjson": { schema: ref("ExecEvent") },
           "text/event-stream": { schema: ref("ExecEvent") },
+          // Records of a 1-byte kind (1 stdout, 2 stderr, 3 an ExecEvent as JSON), a 4-byte big-endian length, the bytes.
+          "application/vnd.sandtree.exec-stream": { schema: { type: "string", format: "binary" } },
         },
       },
     },

@@ -3,6 +3,7 @@ import path from "node:path";
 import { pipeline } from "node:stream/promises";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
+import { EXEC_STREAM_CONTENT_TYPE, ExecStreamDecoder } from "@sandtree/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "./helpers.js";
 
@@ -129,6 +130,34 @@ describe("large outputs", () => {
     const ok = await t.api("POST", `/v1/sandboxes/${id}/exec`, { command: "echo still-fine" });
     expect(ok.body.stdout).toBe("still-fine\n");
     expect((await t.api("GET", `/v1/sandboxes/${id}`)).body.status).toBe("RUNNING");
+  });
+
+  it(`a streamed (binary) exec printing ${SIZE / MiB} MiB keeps server memory bounded and its bytes in order`, async () => {
+    const { result, growth } = await rssGrowth(async () => {
+      const res = await fetch(`${t.url}/v1/sandboxes/${id}/exec`, {
+        method: "POST",
+        headers: { ...auth(), "content-type": "application/json", accept: EXEC_STREAM_CONTENT_TYPE },
+        body: JSON.stringify({ command }),
+      });
+      const decoder = new ExecStreamDecoder();
+      let n = 0;
+      let exit: number | null = null;
+      let misplaced = 0;
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+        for (const ev of decoder.push(chunk)) {
+          if (ev.type === "stdout") {
+            // Each byte is known from its offset: check a few per record without keeping them.
+            for (const k of [0, ev.data.length - 1]) {
+              if (ev.data.length && ev.data[k] !== LINE.charCodeAt((n + k) % LINE.length)) misplaced++;
+            }
+            n += ev.data.length;
+          } else if (ev.type === "exit") exit = ev.exit_code;
+        }
+      }
+      return { n, exit, misplaced, leftover: decoder.leftover };
+    });
+    expect(result).toEqual({ n: SIZE, exit: 0, misplaced: 0, leftover: 0 });
+    expect(growth).toBeLessThan(RSS_BUDGET);
   });
 
   it("flags output lost past the spill cap", async () => {

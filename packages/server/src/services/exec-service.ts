@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { ExecSpec, MachineExec } from "@sandtree/host";
-import { type ExecEvent, type ExecParams, type ExecResult, SandtreeError } from "@sandtree/protocol";
+import { type ExecParams, type ExecResult, type ExecStreamEvent, SandtreeError } from "@sandtree/protocol";
 import { streamErrorCode } from "./error-codes.js";
 import { DEFAULT_SPILL_CAP_BYTES, HeadBuffer, OutputSpill, type OutputStream, readSpilled } from "./output-spill.js";
 import type { SandboxService } from "./sandbox-service.js";
@@ -103,10 +103,11 @@ export class ExecService {
   }
 
   /**
-   * Streams events. If the consumer stops early, or `gone` aborts (the client disconnected, even
-   * while the command is silent and no event is pending), the process group is killed.
+   * Streams events, output as bytes (the route encodes them for its wire form). If the consumer
+   * stops early, or `gone` aborts (the client disconnected, even while the command is silent and
+   * no event is pending), the process group is killed.
    */
-  async stream(teamId: string, sandboxId: string, p: ExecParams, gone?: AbortSignal): Promise<AsyncIterable<ExecEvent>> {
+  async stream(teamId: string, sandboxId: string, p: ExecParams, gone?: AbortSignal): Promise<AsyncIterable<ExecStreamEvent>> {
     const started = performance.now();
     const { execId, exec } = await this.start(teamId, sandboxId, p, p.stdin_open);
     let finished = false;
@@ -120,7 +121,7 @@ export class ExecService {
         try {
           for await (const ev of exec.events) {
             if (ev.type === "started") yield { type: "started", exec_id: execId, pid: ev.pid };
-            else if (ev.type === "stdout" || ev.type === "stderr") yield { type: ev.type, data: ev.data.toString("base64") };
+            else if (ev.type === "stdout" || ev.type === "stderr") yield { type: ev.type, data: ev.data };
             else {
               finished = true;
               yield {
