@@ -17,6 +17,15 @@ const run = async (id: string, command: string) => {
   return r.body as { stdout: string; stderr: string; exit_code: number };
 };
 
+/** The counter a guest shell writes with `echo $i > /tmp/count`: read again when the read fell between truncate and write. */
+const readCount = async (id: string): Promise<number> => {
+  for (let i = 0; ; i++) {
+    const out = (await run(id, "cat /tmp/count")).stdout.trim();
+    if (out !== "" || i >= 20) return Number(out);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+};
+
 describe("memory forks", () => {
   it("starts N children that continue the parent's in-memory count, each with its own RNG and the host clock", {
     timeout: 400_000,
@@ -29,7 +38,7 @@ describe("memory forks", () => {
       command: "i=0; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done",
     });
     await new Promise((r) => setTimeout(r, 2000));
-    const atFork = Number((await run(parent, "cat /tmp/count")).stdout);
+    const atFork = await readCount(parent);
     const forked = await t.api("POST", `/v1/sandboxes/${parent}/fork`, { memory: true, count: 3 });
     expect(forked.status, JSON.stringify(forked.body)).toBe(201);
     expect(forked.body.sandboxes).toHaveLength(3);
@@ -39,9 +48,9 @@ describe("memory forks", () => {
     const randoms = new Set<string>();
     for (const child of children) {
       expect(child.start_path).toBe("memory");
-      const c1 = Number((await run(child.id, "cat /tmp/count")).stdout);
+      const c1 = await readCount(child.id);
       await new Promise((r) => setTimeout(r, 700));
-      const c2 = Number((await run(child.id, "cat /tmp/count")).stdout);
+      const c2 = await readCount(child.id);
       // It continues from the fork point: never restarted from 1, and still counting.
       expect(c1).toBeGreaterThanOrEqual(atFork);
       expect(c2).toBeGreaterThan(c1);
@@ -58,15 +67,15 @@ describe("memory forks", () => {
     }
     expect(randoms.size).toBe(3);
     // The parent went on too.
-    expect(Number((await run(parent, "cat /tmp/count")).stdout)).toBeGreaterThan(atFork);
+    expect(await readCount(parent)).toBeGreaterThan(atFork);
 
     // A second memory checkpoint of the same VM works (the first left it running, not postmigrate).
     const again = await t.api("POST", `/v1/sandboxes/${parent}/checkpoints`, { include_memory: true });
     expect(again.status, JSON.stringify(again.body)).toBe(201);
     await t.server.services.checkpoints.waitDurable(p.body.team_id, again.body.id, 60_000);
-    const c3 = Number((await run(parent, "cat /tmp/count")).stdout);
+    const c3 = await readCount(parent);
     await new Promise((r) => setTimeout(r, 500));
-    expect(Number((await run(parent, "cat /tmp/count")).stdout)).toBeGreaterThan(c3);
+    expect(await readCount(parent)).toBeGreaterThan(c3);
 
     const noMem = await t.api("POST", `/v1/sandboxes/${parent}/checkpoints`, {});
     await t.server.services.checkpoints.waitDurable(p.body.team_id, noMem.body.id, 60_000);
@@ -89,7 +98,7 @@ describe("copy-on-write memory forks", () => {
       command: "i=1000; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 1; done",
     });
     await new Promise((r) => setTimeout(r, 2500));
-    const atFork = Number((await run(parent, "cat /tmp/count")).stdout);
+    const atFork = await readCount(parent);
     expect(atFork).toBeGreaterThan(1000);
     const images = path.join(t.dataDir, "memory-images");
     const imageCount = () =>
@@ -103,7 +112,7 @@ describe("copy-on-write memory forks", () => {
     for (const c of children) expect(c.start_path).toBe("memory");
     // One RAM file for the checkpoint, mapped by every child (not 16 loads of its stream).
     expect(imageCount()).toBe(imagesBefore + 1);
-    const counts = async () => Promise.all(ids.map(async (id) => Number((await run(id, "cat /tmp/count")).stdout)));
+    const counts = async () => Promise.all(ids.map(readCount));
     const first = await counts();
     await new Promise((r) => setTimeout(r, 2500));
     const later = await counts();

@@ -284,6 +284,10 @@ describe.skipIf(unavailable !== null)(`sandbox networking${unavailable ? ` (skip
     expect(fork.status).toBe(201);
     const child = fork.body.id as string;
     await waitRunning(child);
+    // It mapped the checkpoint's RAM image: the image's builder loads a stream saved with a tap
+    // (virtio-net's vnet_hdr) only when it has a tap of its own.
+    const logs = await api("GET", `/v1/sandboxes/${child}/logs`);
+    expect(JSON.stringify(logs.body)).toContain("restoring its memory (copy-on-write RAM image)");
     const childView = (await api("GET", `/v1/sandboxes/${child}/network`)).body;
     const parentView = (await api("GET", `/v1/sandboxes/${ids.allow}/network`)).body;
     expect(childView.address).not.toBe(parentView.address);

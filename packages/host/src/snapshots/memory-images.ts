@@ -18,6 +18,7 @@ import { modulesDiskFor } from "../paths.js";
 import { type Accel, buildQemuArgs, DEVICE_MODEL } from "../vmm/qemu-args.js";
 import { QmpClient } from "../vmm/qmp-client.js";
 import { loadVmState, saveVmState } from "./migration.js";
+import type { TemplateTaps } from "./template-store.js";
 
 /** The machine a memory state was saved from: its image must be loaded into the same one. */
 export interface MemoryShape {
@@ -53,6 +54,10 @@ export class MemoryImages {
   constructor(
     readonly root: string,
     readonly runRoot: string,
+    /** Where the builder of a state saved with a NIC gets its tap (see build). */
+    private readonly taps: TemplateTaps | null = null,
+    /** Told why a build failed (the start then loads the whole stream: slower, still correct). */
+    private readonly onBuildError: (err: Error, memState: string) => void = () => {},
   ) {
     mkdirSync(root, { recursive: true });
   }
@@ -78,7 +83,8 @@ export class MemoryImages {
     if (!p) {
       this.prune(); // images of checkpoints deleted since
       p = this.build(dir, memState, shape, signal)
-        .catch(() => {
+        .catch((err: Error) => {
+          this.onBuildError(err, memState);
           rmSync(dir, { recursive: true, force: true });
           return null;
         })
@@ -116,6 +122,11 @@ export class MemoryImages {
     await createBlankDisk(disk, 64 * 1024 * 1024);
     const modulesDisk = modulesDiskFor(shape.initramfs);
     const qmpSocket = path.join(runDir, "qmp.sock");
+    // A state saved from a VM on a tap carries virtio-net's vnet_hdr, which loads only into a NIC
+    // whose backend has one too (a hub port has none: QEMU refuses the stream): so a tap without
+    // rules, as a template build gets. The guest never runs here, so nothing crosses it.
+    if (shape.nic && !this.taps) throw new Error("a memory image with a NIC needs taps");
+    const tap = shape.nic && this.taps ? await this.taps.acquire() : null;
     const args = buildQemuArgs({
       name: `sandtree-memimage-${path.basename(dir).slice(0, 12)}`,
       accel: shape.accel,
@@ -131,11 +142,18 @@ export class MemoryImages {
       pidFile: path.join(runDir, "qemu.pid"),
       memoryFile: { path: image.ramFile, share: true },
       incoming: true,
-      ...(shape.nic ? { nicUnplugged: true } : {}),
+      ...(tap ? { tap } : {}),
     });
     const log = openSync(path.join(dir, "qemu.log"), "a");
-    const child = spawn("qemu-system-x86_64", args, { stdio: ["ignore", log, log], detached: true });
-    closeSync(log);
+    let child: ReturnType<typeof spawn>;
+    try {
+      child = spawn("qemu-system-x86_64", args, { stdio: ["ignore", log, log], detached: true });
+    } catch (err) {
+      if (tap) await this.taps?.release(tap);
+      throw err;
+    } finally {
+      closeSync(log);
+    }
     const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
     child.on("error", () => {});
     let qmp: QmpClient | null = null;
@@ -148,6 +166,7 @@ export class MemoryImages {
       qmp?.close();
       child.kill("SIGKILL");
       await exited;
+      if (tap) await this.taps?.release(tap);
       rmSync(runDir, { recursive: true, force: true });
       rmSync(disk, { force: true });
     }

@@ -222,8 +222,11 @@ export class Provisioner {
       if (net.status === "rejected") throw net.reason;
       const nic = net.value;
       signal.throwIfAborted();
-      const how = memState
-        ? "restoring its memory"
+      // A memory start maps the checkpoint's RAM image (built at its first start) or, without one,
+      // loads the whole saved stream; the event says which (the second costs a full RAM copy).
+      const resume = memState ? await this.memoryStart(sb, memState, signal) : null;
+      const how = resume
+        ? `restoring its memory (${resume.template ? "copy-on-write RAM image" : "whole saved stream"})`
         : template
           ? `warm start from the ${template.rootWait ? "shape" : "image"} template`
           : "cold boot";
@@ -235,7 +238,7 @@ export class Provisioner {
         ...(template
           ? { template: { ramFile: template.ramFile, stateFile: template.stateFile, rootWait: template.rootWait } }
           : {}),
-        ...(memState ? await this.memoryStart(sb, memState, signal) : {}),
+        ...(resume ?? {}),
       });
       // Templates missing for this start build afterwards, in the background.
       for (const inputs of warm.build) this.prewarm(inputs);

@@ -37,7 +37,18 @@ export class WarmStarts {
           deps.network ? deps.network.taps : null,
         )
       : null;
-    this.memoryImages = enabled ? new MemoryImages(path.join(deps.dataDir, "memory-images"), deps.runRoot) : null;
+    this.memoryImages = enabled
+      ? new MemoryImages(
+          path.join(deps.dataDir, "memory-images"),
+          deps.runRoot,
+          deps.network ? deps.network.taps : null,
+          (err, memState) =>
+            deps.log.warn(
+              { err: err.message, memState: path.basename(memState) },
+              "memory image build failed: starts from this checkpoint load its whole stream",
+            ),
+        )
+      : null;
   }
 
   /**
