@@ -16,6 +16,8 @@ import { buildApp } from "../src/app.js";
 import { SqliteStore } from "../src/index.js";
 import { AdmissionService } from "../src/services/admission-service.js";
 import { AuthService } from "../src/services/auth-service.js";
+import { FleetService } from "../src/services/fleet/fleet-service.js";
+import { RemoteSandboxes } from "../src/services/fleet/remote-sandboxes.js";
 import type { ImageResolver } from "../src/services/image-resolver.js";
 import type { Logger } from "../src/services/logger.js";
 import { systemClock } from "../src/services/metering/clock.js";
@@ -26,6 +28,7 @@ import { SandboxService } from "../src/services/sandbox-service.js";
 import { SecretBox } from "../src/services/secret-box.js";
 import type { Services } from "../src/services/services.js";
 import { TimeoutService } from "../src/services/timeout-service.js";
+import { openHostStore, openHostUrls } from "../src/store/open-store.js";
 
 const silent: Logger = { info() {}, warn() {}, error() {} };
 const noImages: ImageResolver = {
@@ -146,7 +149,18 @@ beforeAll(async () => {
   // Only what these routes use; the rest of the app is not exercised here.
   // Sandbox answers carry cost_usd, so the metering service is one of them.
   const metering = new MeteringService(store, systemClock, loadPriceTable(undefined));
-  const services = { auth, sandboxes, timeouts, admission, ports, metering } as unknown as Services;
+  // Every sandbox route asks where its sandbox runs (this host here: no worker has joined).
+  const fleet = new FleetService({
+    hosts: openHostStore(store),
+    urls: openHostUrls(store),
+    dataDir,
+    log: silent,
+    clock: systemClock,
+    heartbeatIntervalMs: 5000,
+    hostLostAfterMs: 30_000,
+  });
+  const remote = new RemoteSandboxes({ fleet, store, log: silent });
+  const services = { auth, sandboxes, timeouts, admission, ports, metering, fleet, remote } as unknown as Services;
   app = buildApp(services, { logger: { level: "info", stream: { write: (line: string) => logLines.push(line) } } });
   await app.listen({ host: "127.0.0.1", port: 0 });
   base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
