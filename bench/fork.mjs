@@ -46,6 +46,40 @@ const BURST_COLD = Number(values["burst-cold"] ?? values.burst);
 const SPEC = { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 };
 const pct = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))];
 const p50 = (xs) => (xs.length ? +pct(xs, 50).toFixed(1) : null);
+
+/**
+ * Where a burst's time went, from each sandbox's own events (server clock, ms): from the burst's
+ * first call to its row (the create call), row -> image ready (queued + image), image ready ->
+ * "starting the VM" (disk and network), "starting the VM" -> running (the VM's start or clone and
+ * the agent's answer); p50 and max of each, and the spread of the VM starts (first to last).
+ */
+async function burstPhases(client, made, t0) {
+  const wall0 = Date.now() - (performance.now() - t0);
+  const rows = [];
+  for (const sb of made) {
+    const { events } = await client.sandboxes.logs(sb.id).catch(() => ({ events: [] }));
+    const at = (prefix) => {
+      const e = events.find((x) => x.message.startsWith(prefix));
+      return e ? Date.parse(e.at) : null;
+    };
+    const created = at("created");
+    const ready = at("image ready") ?? at("disk from checkpoint");
+    const starting = at("starting the VM");
+    const running = at("running");
+    if (created && ready && starting && running) rows.push({ created, ready, starting, running });
+  }
+  if (rows.length === 0) return null;
+  const stat = (xs) => ({ p50: p50(xs), max: xs.length ? Math.round(Math.max(...xs)) : null });
+  const starts = rows.map((r) => r.starting);
+  return {
+    sandboxes: rows.length,
+    call_to_row: stat(rows.map((r) => r.created - wall0)),
+    row_to_image_ready: stat(rows.map((r) => r.ready - r.created)),
+    disk_and_network: stat(rows.map((r) => r.starting - r.ready)),
+    vm_start_to_running: stat(rows.map((r) => r.running - r.starting)),
+    vm_starts_spread: Math.round(Math.max(...starts) - Math.min(...starts)),
+  };
+}
 const since = (t0) => performance.now() - t0;
 
 /** Waits until both templates of this memory size exist: the shape one and the image's own. */
@@ -200,6 +234,7 @@ async function measureMode(mode) {
       out.burst = { count: burstN, running, all_settled_s: +s.toFixed(2), per_second: +(running / s).toFixed(2) };
       const failed = settled.find((r) => r.status === "rejected");
       if (failed) out.burst.first_error = String(failed.reason?.message ?? failed.reason).slice(0, 300);
+      out.burst.phases_ms = await burstPhases(client, made, t0).catch((err) => ({ error: String(err?.message ?? err) }));
     }
     return out;
   } catch (err) {
