@@ -1,7 +1,8 @@
 // Fleet failures with real processes: a control plane (SQLite) and two `sandtree worker`s on
 // loopback, one sandbox on each. A worker killed with SIGKILL stops heartbeating: once the
 // configured bound (SANDTREE_HOST_LOST_AFTER_MS, small here) has passed, its sandbox becomes
-// ERROR HOST_LOST and its placement is released, while the other worker's sandbox runs on.
+// ERROR HOST_LOST and its placement is released, while the other worker's sandbox runs on. A worker
+// stopped with SIGTERM ends its sandboxes and reports them in a last heartbeat before it exits.
 import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -19,6 +20,8 @@ describe("fleet: a worker that dies", () => {
   let cp: ChildProcess | null = null;
   const workers: Worker[] = [];
   const orphans: number[] = [];
+  /** The sandbox on wb, still running after wa was lost. */
+  let survivor = "";
   let api: Api;
 
   const placements = async () => {
@@ -104,6 +107,18 @@ describe("fleet: a worker that dies", () => {
     expect((await api("POST", "/v1/sandboxes", { ...SMALL, host: "wa" })).body.code).toMatch(
       /^(HOST_UNSCHEDULABLE|NO_CAPACITY)$/,
     );
-    expect((await api("DELETE", `/v1/sandboxes/${b}`)).body.status).toBe("TERMINATED");
+    survivor = b;
   }, 600_000);
+
+  it("SIGTERM of a worker: it ends its sandboxes and reports them before it exits", async () => {
+    const wb = workers[1] as Worker;
+    expect((await sandbox(survivor)).status).toBe("RUNNING");
+    await stopChildProcess(wb.proc, "SIGTERM");
+    // Read once the worker has exited: its last heartbeat already ended the row here (without it,
+    // the row would still be RUNNING, and ERROR HOST_LOST only after the bound).
+    const s = await sandbox(survivor);
+    expect(s, wb.output()).toMatchObject({ status: "TERMINATED", error_reason: "on host wb: the server shut down" });
+    expect(await placements()).toMatchObject({ wb: 0 });
+    expect(qemuPidsOf(survivor)).toEqual([]);
+  }, 300_000);
 });
