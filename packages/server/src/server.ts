@@ -215,6 +215,8 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     sandboxes,
     log: cfg.logger ? log : silentLogger,
     intervalMs: cfg.reaperIntervalMs,
+    // A peer control plane's own sandboxes are its to time out.
+    ...(shared ? { notMine: () => fleet.peerPlacements() } : {}),
   });
   timeouts.start();
   // Single-box mode: this process's own VMs are its host (after reconciliation decided which

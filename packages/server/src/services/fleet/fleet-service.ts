@@ -348,6 +348,19 @@ export class FleetService {
     );
   }
 
+  /**
+   * Sandboxes placed on another control plane's own host (`local-<id>` hosts but this one's): on a
+   * shared database, that process runs them, times them out and gives them their network.
+   */
+  async peerPlacements(): Promise<Set<string>> {
+    const ids = new Set<string>();
+    for (const h of await this.deps.hosts.listHosts()) {
+      if (!isLocalHostName(h.name) || h.id === this.localId) continue;
+      for (const p of await this.deps.hosts.listPlacements(h.id)) ids.add(p.sandbox_id);
+    }
+    return ids;
+  }
+
   /** Placements on the local host, for reconciling them with the sandboxes at start. */
   async localPlacements(): Promise<string[]> {
     if (!this.localId) return [];
