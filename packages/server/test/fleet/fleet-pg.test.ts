@@ -149,6 +149,16 @@ describe("fleet on a shared PostgreSQL", () => {
       host: "w-idle",
     });
     expect(placed.status, JSON.stringify(placed.body)).toBe(201);
+    // What each server leaves to its peers (its timeout sweep, and its network start by the same
+    // rule): A's sandbox is B's peer's; the worker's sandbox is nobody's peer's.
+    const peersOfB = await b.services.fleet.peerPlacements();
+    const peersOfA = await a.services.fleet.peerPlacements();
+    expect([peersOfB.has(mine), peersOfB.has(onWorker), peersOfA.has(mine), peersOfA.has(onWorker)]).toEqual([
+      true,
+      false,
+      false,
+      false,
+    ]);
     const later = Date.now() + 3_600_000;
     // B never times out A's sandbox; a worker's sandbox is any control plane's to time out.
     const byB = await b.services.timeouts.sweep(later);
