@@ -37,7 +37,10 @@ export interface RunningFleetWorker {
   /** The URL it registered. */
   url: string;
   beats(): number;
-  /** Stops heartbeating, then the sandbox API and its VMs; idempotent. */
+  /**
+   * Stops heartbeating, then the sandbox API and its VMs, then reports the sandboxes it ended to
+   * the control plane in one last heartbeat; idempotent.
+   */
   close(): Promise<void>;
 }
 
@@ -113,7 +116,10 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
     close() {
       closing ??= (async () => {
         await heartbeats.stop().catch(() => {});
+        // Ends its sandboxes (TERMINATED "the server shut down"), which queues their reports...
         await server.close();
+        // ...sent in a last heartbeat, so the control plane ends its rows now, not at HOST_LOST.
+        await heartbeats.beat().catch((err: Error) => o.log?.(`last report failed: ${err.message}`));
       })();
       return closing;
     },

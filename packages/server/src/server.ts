@@ -14,7 +14,7 @@ import { CheckpointService } from "./services/checkpoint-service.js";
 import { DesktopService } from "./services/desktop/desktop-service.js";
 import { ExecService } from "./services/exec-service.js";
 import { FileService } from "./services/file-service.js";
-import { FleetService, isLocalHostName } from "./services/fleet/fleet-service.js";
+import { FleetService, isLocalHostName, placedOnPeers } from "./services/fleet/fleet-service.js";
 import { LocalHost, localHostName } from "./services/fleet/local-host.js";
 import { RemoteSandboxes } from "./services/fleet/remote-sandboxes.js";
 import { HostImageResolver } from "./services/host-images.js";
@@ -142,12 +142,16 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
       dnsRateLimit: cfg.dnsRateLimit,
     },
   });
+  const hostRegistry = openHostStore(store);
+  // On a store several control planes share, this process's own sandboxes are those placed on its
+  // own host (`local-<id>`): a peer's get no rules here.
+  const shared = cfg.database !== undefined;
+  const ownHostName = localHostName(cfg.dataDir, shared);
   // Before adoption: rules and tunnels for the sandboxes still active.
-  await network.start();
+  await network.start(shared ? { notMine: await placedOnPeers(hostRegistry, ownHostName) } : {});
   // Sandbox disks live beside the layers they overlay: in the local store's directory, or in the
   // local cache of a remote one.
   const blobs = makeBlobStore(cfg.blobStore, path.join(cfg.dataDir, "layers"));
-  const hostRegistry = openHostStore(store);
   const sandboxes = new SandboxService({
     network,
     store,
@@ -171,9 +175,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     deadlines,
     flattenDepth: cfg.flattenDepth,
   });
-  // The fleet's registry first: on a store several control planes share, this process's own
-  // sandboxes are those placed on its own host (`local-<id>`), and only those are reconciled.
-  const shared = cfg.database !== undefined;
+  // The fleet's registry first: only this process's own host's sandboxes are reconciled.
   const hostLost = new HostLostService({
     store,
     log: cfg.logger ? log : silentLogger,
@@ -187,7 +189,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     clock: opts.fleetClock ?? systemClock,
     heartbeatIntervalMs: cfg.heartbeatIntervalMs,
     hostLostAfterMs: cfg.hostLostAfterMs,
-    localHostName: localHostName(cfg.dataDir, shared),
+    localHostName: ownHostName,
     onHostLost: async (lost): Promise<void> => {
       await hostLost.sandboxesLost(lost);
     },
@@ -215,6 +217,8 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     sandboxes,
     log: cfg.logger ? log : silentLogger,
     intervalMs: cfg.reaperIntervalMs,
+    // A peer control plane's own sandboxes are its to time out.
+    ...(shared ? { notMine: () => fleet.peerPlacements() } : {}),
   });
   timeouts.start();
   // Single-box mode: this process's own VMs are its host (after reconciliation decided which

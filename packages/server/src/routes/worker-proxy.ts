@@ -1,7 +1,7 @@
 import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import type { Duplex } from "node:stream";
-import { SandtreeError } from "@sandtree/protocol";
+import { SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { renderError } from "../errors.js";
 import type { RemoteHost } from "../services/fleet/fleet-service.js";
@@ -147,6 +147,9 @@ export function workerProxy(app: FastifyInstance, s: Services): void {
     // Another team's sandbox (or none): the route answers 404 as for any sandbox.
     const sb = await s.sandboxes.get(req.principal.teamId, id).catch(() => null);
     if (!sb) return;
+    // An ended sandbox (deleted, ended on its worker, or lost with its host) is answered here
+    // from this control plane's record: its worker may be gone.
+    if ((TERMINAL_STATUSES as readonly string[]).includes(sb.status)) return;
     const host = await remote.hostOf(id);
     if (!host) return;
     const key = `${req.method} ${route}`;

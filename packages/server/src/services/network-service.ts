@@ -90,8 +90,12 @@ export class NetworkService {
     return this.manager !== null;
   }
 
-  /** Starts the resolver and rebuilds the firewall for the sandboxes still active (after the sandboxes' reconcile). */
-  async start(): Promise<void> {
+  /**
+   * Starts the resolver and rebuilds the firewall for the sandboxes still active. `notMine`: the
+   * sandboxes another server runs (a peer control plane on a shared database), left alone: no
+   * rules, tunnels or taps here, and their slots are not released.
+   */
+  async start(opts: { notMine?: ReadonlySet<string> } = {}): Promise<void> {
     const { config, log, store } = this.deps;
     if (config.enabled === "off") {
       this.unavailable = "networking is turned off in the server's configuration";
@@ -145,6 +149,7 @@ export class NetworkService {
     // Sandboxes that ended while the server was down give their slots back.
     const specs: SandboxNetSpec[] = [];
     for (const row of await store.listSlottedNetworks()) {
+      if (opts.notMine?.has(row.sandbox_id)) continue;
       const sb = await store.getSandbox(row.sandbox_id);
       if (!sb || TERMINAL_STATUSES.includes(sb.status) || row.slot === null) {
         await store.releaseNetworkSlot(row.sandbox_id);

@@ -14,6 +14,11 @@ export interface TimeoutServiceDeps {
   log: Logger;
   /** How often the reaper looks for expired sandboxes. */
   intervalMs: number;
+  /**
+   * Sandboxes this server leaves alone, read once per sweep (on a database several control
+   * planes share: those placed on another control plane's own host, which times them out).
+   */
+  notMine?: () => Promise<ReadonlySet<string>>;
 }
 
 /**
@@ -94,8 +99,10 @@ export class TimeoutService {
   /** One pass of the reaper: starts tearing down expired sandboxes (without waiting) and names them. */
   async sweep(nowMs = Date.now()): Promise<string[]> {
     const expired: string[] = [];
-    for (const sb of await this.deps.store.listSandboxesByStatus(ACTIVE)) {
-      if (this.expiring.has(sb.id)) continue;
+    const active = await this.deps.store.listSandboxesByStatus(ACTIVE);
+    const others = active.length > 0 && this.deps.notMine ? await this.deps.notMine() : null;
+    for (const sb of active) {
+      if (this.expiring.has(sb.id) || others?.has(sb.id)) continue;
       // The idle clock starts once the sandbox runs: a slow boot is not the user being idle.
       if (sb.status !== "RUNNING") this.lastActivity.set(sb.id, nowMs);
       const busy = (this.inflight.get(sb.id) ?? 0) > 0;

@@ -7,6 +7,7 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import type { Sandbox } from "@sandtree/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ManualClock, PgStore, type RunningServer, startServer } from "../../src/index.js";
 import { type Api, jsonApi } from "../helpers.js";
@@ -37,10 +38,10 @@ describe("fleet on a shared PostgreSQL", () => {
   }
 
   /** A RUNNING sandbox row of the default team, written as another server would. */
-  async function runningSandbox(): Promise<string> {
+  async function runningSandbox(over: Partial<Sandbox> = {}): Promise<string> {
     const team = await store.getTeamByName("default");
     const { sandbox } = await store.admitSandbox({
-      sandbox: sandboxRow(team?.id ?? "", { cpu_cores: 1, memory_gb: 1, disk_size_gb: 1 }),
+      sandbox: sandboxRow(team?.id ?? "", { cpu_cores: 1, memory_gb: 1, disk_size_gb: 1, ...over }),
       sealedSecrets: null,
       idempotency: null,
       nowMs: Date.now(),
@@ -125,6 +126,53 @@ describe("fleet on a shared PostgreSQL", () => {
     expect((await b.services.fleet.reap()).filter((l) => l.host.name === "w-lost")).toEqual([]);
     const events = await store.listEvents(ids[0] ?? "", 100);
     expect(events.filter((e) => e.message.includes("HOST_LOST"))).toHaveLength(1);
+  });
+
+  it("the timeout sweep of one control plane leaves a peer's own sandboxes alone", async () => {
+    const [a, b] = servers as [RunningServer, RunningServer];
+    // An idle-timed sandbox on A's own host, and one on a worker: both idle past their timeout
+    // at the sweep's `now` (an hour ahead).
+    const mine = await runningSandbox({ idle_timeout_minutes: 1 });
+    const sb = await store.getSandbox(mine);
+    if (sb) await a.services.fleet.placeLocal(sb);
+    const onWorker = await runningSandbox({ idle_timeout_minutes: 1 });
+    const joined = await jsonApi(b.url, () => b.services.fleet.joinToken)("POST", "/v1/fleet/hosts/register", {
+      name: "w-idle",
+      capacity: { vcpus: 4, memory_mib: 4096, disk_gib: 10, accel: "tcg" },
+    });
+    expect(joined.status).toBe(201);
+    const placed = await api(b)("POST", "/v1/fleet/placements", {
+      sandbox_id: onWorker,
+      vcpus: 1,
+      memory_mib: 1024,
+      disk_gib: 1,
+      host: "w-idle",
+    });
+    expect(placed.status, JSON.stringify(placed.body)).toBe(201);
+    // What each server leaves to its peers (its timeout sweep, and its network start by the same
+    // rule): A's sandbox is B's peer's; the worker's sandbox is nobody's peer's.
+    const peersOfB = await b.services.fleet.peerPlacements();
+    const peersOfA = await a.services.fleet.peerPlacements();
+    expect([peersOfB.has(mine), peersOfB.has(onWorker), peersOfA.has(mine), peersOfA.has(onWorker)]).toEqual([
+      true,
+      false,
+      false,
+      false,
+    ]);
+    const later = Date.now() + 3_600_000;
+    // B never times out A's sandbox; a worker's sandbox is any control plane's to time out.
+    const byB = await b.services.timeouts.sweep(later);
+    expect(byB).not.toContain(mine);
+    expect(byB).toContain(onWorker);
+    await b.services.timeouts.stop();
+    expect((await store.getSandbox(mine))?.status).toBe("RUNNING");
+    expect((await store.getSandbox(onWorker))?.status).toBe("TIMEOUT");
+    // A does.
+    expect(await a.services.timeouts.sweep(later)).toContain(mine);
+    await a.services.timeouts.stop();
+    expect((await store.getSandbox(mine))?.status).toBe("TIMEOUT");
+    // Its placement goes back (A follows its own status changes in the background).
+    await expect.poll(() => a.services.fleet.placedOn(mine)).toBeNull();
   });
 
   it("a control plane starting on the shared database leaves other hosts' sandboxes and checkpoints alone; its own restart reconciles its own", async () => {

@@ -2,56 +2,16 @@
 // `sandtree worker` processes on loopback, each with its own data dir, running real VMs.
 // Creates spread over the workers, exec and files reach a worker's sandbox through the control
 // plane's API, pins land where pinned, a cordoned worker gets none, deletes free the placement.
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { SandtreeClient } from "@sandtree/sdk";
-import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Api, jsonApi, spawnServe, stopChildProcess } from "../helpers.js";
+import { ENV, idsOnWorker, SMALL, startWorker, type Worker } from "./worker-harness.js";
 
-const CLI_MAIN = path.resolve(import.meta.dirname, "../../../cli/dist/main.js");
-// No sandbox networks (many servers share this network namespace), no background template builds.
-const ENV = { SANDTREE_NETWORK: "off", SANDTREE_LOG_LEVEL: "warn", SANDTREE_WARM_TEMPLATES: "false" };
 const CP_ENV = { ...ENV, SANDTREE_HEARTBEAT_INTERVAL_MS: "1000" };
-const SMALL = { image: "sandtree/busybox", memory_gb: 0.125, disk_size_gb: 1 };
-
-interface Worker {
-  name: string;
-  dir: string;
-  proc: ChildProcess;
-  url: string;
-}
-
-/** `sandtree worker` as a child; resolves once it printed that it joined. */
-async function startWorker(cpUrl: string, token: string, name: string, dir: string): Promise<Worker> {
-  const args = ["worker", "--join", cpUrl, "--join-token", token, "--name", name, "--data-dir", dir, "--listen", "127.0.0.1:0"];
-  const proc = spawn(process.execPath, [CLI_MAIN, ...args], {
-    env: { ...process.env, ...ENV },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let out = "";
-  proc.stdout?.setEncoding("utf8").on("data", (d: string) => (out += d));
-  proc.stderr?.setEncoding("utf8").on("data", (d: string) => (out += d));
-  const deadline = Date.now() + 120_000;
-  for (;;) {
-    const m = /sandboxes served at (http:\/\/[\d.:]+)/.exec(out);
-    if (m?.[1]) return { name, dir, proc, url: m[1] };
-    if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`worker ${name} did not join:\n${out}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-/** The sandbox ids in a worker's own store (its SQLite in its data dir). */
-function idsOnWorker(w: Worker): string[] {
-  const db = new Database(path.join(w.dir, "sandtree.db"), { readonly: true, fileMustExist: true });
-  try {
-    return (db.prepare("SELECT id FROM sandboxes").all() as Array<{ id: string }>).map((r) => r.id);
-  } finally {
-    db.close();
-  }
-}
 
 describe("fleet: sandboxes on workers behind one API", () => {
   const dirs: string[] = [];

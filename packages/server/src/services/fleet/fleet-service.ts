@@ -60,6 +60,16 @@ export const LOCAL_HOST = "local";
 export function isLocalHostName(name: string): boolean {
   return name === LOCAL_HOST || name.startsWith(`${LOCAL_HOST}-`);
 }
+
+/** The sandboxes placed on control planes' own hosts other than the one named `ownName`. */
+export async function placedOnPeers(hosts: HostStore, ownName: string): Promise<Set<string>> {
+  const ids = new Set<string>();
+  for (const h of await hosts.listHosts()) {
+    if (!isLocalHostName(h.name) || h.name === ownName) continue;
+    for (const p of await hosts.listPlacements(h.id)) ids.add(p.sandbox_id);
+  }
+  return ids;
+}
 /** How old the in-memory view of the hosts may get before placement reads them again. */
 const CACHE_MS = 1000;
 /** Hosts tried, best first, before a placement the store keeps refusing gives up. */
@@ -346,6 +356,14 @@ export class FleetService {
       },
       { freshSince: this.nowIso(), force: true },
     );
+  }
+
+  /**
+   * Sandboxes placed on another control plane's own host (`local-<id>` hosts but this one's): on a
+   * shared database, that process runs them, times them out and gives them their network.
+   */
+  peerPlacements(): Promise<Set<string>> {
+    return placedOnPeers(this.deps.hosts, this.deps.localHostName ?? LOCAL_HOST);
   }
 
   /** Placements on the local host, for reconciling them with the sandboxes at start. */

@@ -1,0 +1,124 @@
+// Fleet failures with real processes: a control plane (SQLite) and two `sandtree worker`s on
+// loopback, one sandbox on each. A worker killed with SIGKILL stops heartbeating: once the
+// configured bound (SANDTREE_HOST_LOST_AFTER_MS, small here) has passed, its sandbox becomes
+// ERROR HOST_LOST and its placement is released, while the other worker's sandbox runs on. A worker
+// stopped with SIGTERM ends its sandboxes and reports them in a last heartbeat before it exits.
+import type { ChildProcess } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type Api, jsonApi, spawnServe, stopChildProcess } from "../helpers.js";
+import { ENV, idsOnWorker, qemuPidsOf, SMALL, startWorker, type Worker } from "./worker-harness.js";
+
+// Beats every second; a host silent for 5 s is LOST (the default bound is 30 s).
+const CP_ENV = { ...ENV, SANDTREE_HEARTBEAT_INTERVAL_MS: "1000", SANDTREE_HOST_LOST_AFTER_MS: "5000" };
+const ENDED = ["ERROR", "TERMINATED", "TIMEOUT"];
+
+describe("fleet: a worker that dies", () => {
+  const dirs: string[] = [];
+  let cp: ChildProcess | null = null;
+  const workers: Worker[] = [];
+  const orphans: number[] = [];
+  /** The sandbox on wb, still running after wa was lost. */
+  let survivor = "";
+  let api: Api;
+
+  const placements = async () => {
+    const r = await api("GET", "/v1/hosts");
+    return Object.fromEntries(
+      (r.body.hosts as Array<{ name: string; usage: { placements: number } }>).map((h) => [h.name, h.usage.placements]),
+    );
+  };
+  const sandbox = async (id: string) => (await api("GET", `/v1/sandboxes/${id}`)).body;
+  /** Polls a sandbox until `done` holds for it (or fails after a generous deadline). */
+  const until = async (id: string, done: (s: { status: string }) => boolean, deadlineMs = 240_000) => {
+    const deadline = Date.now() + deadlineMs;
+    for (;;) {
+      const s = await sandbox(id);
+      if (done(s)) return s;
+      if (Date.now() > deadline) throw new Error(`${id}: ${JSON.stringify(s)}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  };
+  const createOn = async (host: string) => {
+    const r = await api("POST", "/v1/sandboxes", { ...SMALL, host });
+    expect(r.status, JSON.stringify(r.body)).toBe(201);
+    const id = r.body.id as string;
+    const s = await until(id, (x) => x.status === "RUNNING" || ENDED.includes(x.status));
+    expect(s.status, JSON.stringify(s)).toBe("RUNNING");
+    return id;
+  };
+
+  beforeAll(async () => {
+    const cpDir = mkdtempSync(path.join(tmpdir(), "sandtree-cp-"));
+    dirs.push(cpDir);
+    const started = await spawnServe(cpDir, { env: CP_ENV });
+    cp = started.proc;
+    api = jsonApi(started.url, () => started.key);
+    const token = readFileSync(path.join(cpDir, "join-token"), "utf8").trim();
+    for (const name of ["wa", "wb"]) {
+      const dir = mkdtempSync(path.join(tmpdir(), `sandtree-${name}-`));
+      dirs.push(dir);
+      workers.push(await startWorker(started.url, token, name, dir));
+    }
+    expect((await api("POST", "/v1/hosts/local/cordon")).status).toBe(200);
+  }, 300_000);
+
+  afterAll(async () => {
+    for (const w of workers) await stopChildProcess(w.proc, "SIGTERM");
+    await stopChildProcess(cp, "SIGTERM");
+    // The VMs of a worker killed with SIGKILL outlive it: they are stopped here, by PID.
+    for (const pid of orphans) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {}
+    }
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  }, 120_000);
+
+  it("kill -9 of a worker: its sandbox becomes ERROR HOST_LOST and its placement is released; the other runs on", async () => {
+    const [wa, wb] = workers as [Worker, Worker];
+    const a = await createOn("wa");
+    const b = await createOn("wb");
+    expect([idsOnWorker(wa).includes(a), idsOnWorker(wb).includes(b)]).toEqual([true, true]);
+    expect(await placements()).toMatchObject({ wa: 1, wb: 1, local: 0 });
+
+    orphans.push(...qemuPidsOf(a));
+    expect(orphans.length).toBe(1);
+    await stopChildProcess(wa.proc, "SIGKILL");
+
+    // No timing assertion: poll (generously) until the reaper has marked it.
+    const lost = await until(a, (x) => ENDED.includes(x.status), 120_000);
+    expect(lost).toMatchObject({ status: "ERROR", error_reason: expect.stringMatching(/^HOST_LOST: host wa /) });
+    expect(lost.terminated_at).toEqual(expect.any(String));
+    const hosts = (await api("GET", "/v1/hosts")).body.hosts as Array<{ name: string; state: string }>;
+    expect(hosts.find((h) => h.name === "wa")?.state).toBe("LOST");
+    expect(hosts.find((h) => h.name === "wb")?.state).toBe("ACTIVE");
+    expect(await placements()).toMatchObject({ wa: 0, wb: 1 });
+    // Calls to it are refused with a code, not proxied to a dead worker.
+    expect((await api("POST", `/v1/sandboxes/${a}/exec`, { command: "true" })).body.code).toBe("SANDBOX_NOT_RUNNING");
+
+    // The other worker's sandbox is untouched: still RUNNING, still reachable through the control plane.
+    expect((await sandbox(b)).status).toBe("RUNNING");
+    const ex = await api("POST", `/v1/sandboxes/${b}/exec`, { command: "echo alive" });
+    expect([ex.status, ex.body.stdout]).toEqual([200, "alive\n"]);
+    // A pin to the lost worker is refused with a code.
+    expect((await api("POST", "/v1/sandboxes", { ...SMALL, host: "wa" })).body.code).toMatch(
+      /^(HOST_UNSCHEDULABLE|NO_CAPACITY)$/,
+    );
+    survivor = b;
+  }, 600_000);
+
+  it("SIGTERM of a worker: it ends its sandboxes and reports them before it exits", async () => {
+    const wb = workers[1] as Worker;
+    expect((await sandbox(survivor)).status).toBe("RUNNING");
+    await stopChildProcess(wb.proc, "SIGTERM");
+    // Read once the worker has exited: its last heartbeat already ended the row here (without it,
+    // the row would still be RUNNING, and ERROR HOST_LOST only after the bound).
+    const s = await sandbox(survivor);
+    expect(s, wb.output()).toMatchObject({ status: "TERMINATED", error_reason: "on host wb: the server shut down" });
+    expect(await placements()).toMatchObject({ wb: 0 });
+    expect(qemuPidsOf(survivor)).toEqual([]);
+  }, 300_000);
+});

@@ -1,0 +1,66 @@
+// The real-process fleet harness: `sandtree worker` children on loopback, each with its own data
+// dir, and what their own stores hold. Shared by the fleet-worker*.test.ts files.
+import { type ChildProcess, spawn } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import path from "node:path";
+import Database from "better-sqlite3";
+
+export const CLI_MAIN = path.resolve(import.meta.dirname, "../../../cli/dist/main.js");
+// No sandbox networks (many servers share this network namespace), no background template builds.
+export const ENV = { SANDTREE_NETWORK: "off", SANDTREE_LOG_LEVEL: "warn", SANDTREE_WARM_TEMPLATES: "false" };
+export const SMALL = { image: "sandtree/busybox", memory_gb: 0.125, disk_size_gb: 1 };
+
+export interface Worker {
+  name: string;
+  dir: string;
+  proc: ChildProcess;
+  url: string;
+  /** Everything it printed so far. */
+  output(): string;
+}
+
+/** `sandtree worker` as a child; resolves once it printed that it joined. */
+export async function startWorker(cpUrl: string, token: string, name: string, dir: string): Promise<Worker> {
+  const args = ["worker", "--join", cpUrl, "--join-token", token, "--name", name, "--data-dir", dir, "--listen", "127.0.0.1:0"];
+  const proc = spawn(process.execPath, [CLI_MAIN, ...args], {
+    env: { ...process.env, ...ENV },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  proc.stdout?.setEncoding("utf8").on("data", (d: string) => (out += d));
+  proc.stderr?.setEncoding("utf8").on("data", (d: string) => (out += d));
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const m = /sandboxes served at (http:\/\/[\d.:]+)/.exec(out);
+    if (m?.[1]) return { name, dir, proc, url: m[1], output: () => out };
+    if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`worker ${name} did not join:\n${out}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** The sandbox ids in a worker's own store (its SQLite in its data dir). */
+export function idsOnWorker(w: Worker): string[] {
+  const db = new Database(path.join(w.dir, "sandtree.db"), { readonly: true, fileMustExist: true });
+  try {
+    return (db.prepare("SELECT id FROM sandboxes").all() as Array<{ id: string }>).map((r) => r.id);
+  } finally {
+    db.close();
+  }
+}
+
+/** PIDs of the QEMU processes that run a sandbox's VM (named `sandtree-<id>`), found in /proc. */
+export function qemuPidsOf(sandboxId: string): number[] {
+  const pids: number[] = [];
+  for (const e of readdirSync("/proc")) {
+    if (!/^\d+$/.test(e)) continue;
+    let argv: string[];
+    try {
+      argv = readFileSync(`/proc/${e}/cmdline`, "utf8").split("\0");
+    } catch {
+      continue;
+    }
+    if ((argv[0] ?? "").includes("qemu-system") && argv[argv.indexOf("-name") + 1] === `sandtree-${sandboxId}`)
+      pids.push(Number(e));
+  }
+  return pids;
+}
