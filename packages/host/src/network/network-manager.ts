@@ -105,6 +105,8 @@ export class NetworkManager {
   readonly table: string;
   readonly tapPrefix: string;
   private queue: Promise<unknown> = Promise.resolve();
+  /** Rule adds waiting for the next nft transaction (see addRules). */
+  private pendingAdds: Array<{ spec: SandboxNetSpec; resolve: () => void; reject: (err: unknown) => void }> = [];
   private enabledForwarding = false;
 
   constructor(private readonly opts: NetworkManagerOptions) {
@@ -286,16 +288,40 @@ export class NetworkManager {
     if (existsSync(`/sys/class/net/${tap}`)) await run("ip", ["link", "del", tap]).catch(() => {});
   }
 
-  /** Adds the sandbox's rules (its tap exists). */
-  async addRules(s: SandboxNetSpec): Promise<void> {
-    await this.serial(async () => {
-      const script = this.sandboxRules(s, true).join("\n");
-      // Leftovers of an interrupted teardown of the same slot make the first try fail.
-      await this.nft(script).catch(async () => {
-        await this.removeRules(s.slot.index, s.tap);
-        await this.nft(script);
-      });
+  /**
+   * Adds the sandbox's rules (its tap exists). Adds that wait while another nft call runs go
+   * together in one transaction (a burst of creates pays one nft run, not one each against a
+   * growing ruleset); if that transaction fails, each is added on its own.
+   */
+  addRules(s: SandboxNetSpec): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      this.pendingAdds.push({ spec: s, resolve, reject });
+      if (this.pendingAdds.length === 1) void this.serial(() => this.flushAdds());
     });
+  }
+
+  private async flushAdds(): Promise<void> {
+    const batch = this.pendingAdds.splice(0);
+    if (batch.length > 1) {
+      const ok = await this.nft(batch.map((b) => this.sandboxRules(b.spec, true).join("\n")).join("\n")).then(
+        () => true,
+        () => false,
+      );
+      if (ok) {
+        for (const b of batch) b.resolve();
+        return;
+      }
+    }
+    for (const b of batch) {
+      const script = this.sandboxRules(b.spec, true).join("\n");
+      // Leftovers of an interrupted teardown of the same slot make the first try fail.
+      await this.nft(script)
+        .catch(async () => {
+          await this.removeRules(b.spec.slot.index, b.spec.tap);
+          await this.nft(script);
+        })
+        .then(b.resolve, b.reject);
+    }
   }
 
   /** Replaces the sandbox's policy, tunnels and resolved addresses in one transaction. */
