@@ -15,8 +15,10 @@ import { DesktopService } from "./services/desktop/desktop-service.js";
 import { ExecService } from "./services/exec-service.js";
 import { FileService } from "./services/file-service.js";
 import { FleetService, isLocalHostName, placedOnPeers } from "./services/fleet/fleet-service.js";
+import { loadOrCreateJoinToken } from "./services/fleet/join-token.js";
 import { LocalHost, localHostName } from "./services/fleet/local-host.js";
 import { RemoteSandboxes } from "./services/fleet/remote-sandboxes.js";
+import { checkSharedKeys } from "./services/fleet/shared-keys.js";
 import { HostImageResolver } from "./services/host-images.js";
 import { HostLostService } from "./services/host-lost-service.js";
 import type { ImageResolver } from "./services/image-resolver.js";
@@ -38,7 +40,7 @@ import type { Services } from "./services/services.js";
 import { TeamService } from "./services/team-service.js";
 import { TimeoutService } from "./services/timeout-service.js";
 import type { HostStore } from "./store/host-store.js";
-import { openHostStore, openHostUrls, openStore } from "./store/open-store.js";
+import { openHostStore, openHostUrls, openKeyFingerprints, openStore } from "./store/open-store.js";
 import type { SandboxPatch } from "./store/rows.js";
 
 export { ServerConfig, type ServerConfigInput, VmDeadlines } from "./config.js";
@@ -111,7 +113,17 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     if (!team) throw new Error("a worker's data dir needs its default team");
     auth.useWorkerKey(team.id, opts.workerKey);
   }
-  const admission = new AdmissionService(store, new SecretBox(loadOrCreateServerKey(cfg.dataDir)));
+  // Every server on one database holds the same keys: refused here, before anything starts.
+  const serverKey = loadOrCreateServerKey(cfg.dataDir);
+  const joinToken = loadOrCreateJoinToken(cfg.dataDir);
+  await checkSharedKeys(openKeyFingerprints(store), cfg.dataDir, [
+    { name: "server.key", key: serverKey },
+    { name: "join-token", key: joinToken.token },
+  ]).catch(async (err: unknown) => {
+    await store.close();
+    throw err;
+  });
+  const admission = new AdmissionService(store, new SecretBox(serverKey));
   admission.setBudgetCheck((teamId) => metering.checkBudget(teamId));
   const images =
     opts.images ??
@@ -190,6 +202,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     heartbeatIntervalMs: cfg.heartbeatIntervalMs,
     hostLostAfterMs: cfg.hostLostAfterMs,
     localHostName: ownHostName,
+    joinToken,
     onHostLost: async (lost): Promise<void> => {
       await hostLost.sandboxesLost(lost);
     },

@@ -20,7 +20,15 @@ import type { Principal } from "../auth-service.js";
 import type { Logger } from "../logger.js";
 import type { Clock } from "../metering/clock.js";
 import { candidateOf, hostView } from "./host-view.js";
-import { bearer, loadOrCreateJoinToken, matchesHash, sameSecret, sha256Hex, workerCallKey } from "./join-token.js";
+import {
+  bearer,
+  type JoinToken,
+  loadOrCreateJoinToken,
+  matchesHash,
+  sameSecret,
+  sha256Hex,
+  workerCallKey,
+} from "./join-token.js";
 import { type Candidate, rankHosts } from "./placement.js";
 
 export interface FleetServiceDeps {
@@ -41,6 +49,8 @@ export interface FleetServiceDeps {
   localHostName?: string;
   /** Told of every host the reaper marks LOST, with the sandboxes placed on it. */
   onHostLost?: (lost: LostHost) => Promise<void> | void;
+  /** The join token, already loaded (absent: loaded or created from the data dir here). */
+  joinToken?: JoinToken;
 }
 
 /** A worker that runs sandboxes for the control plane: where to call it, and with which key. */
@@ -100,7 +110,7 @@ export class FleetService {
   private reportHook: ((host: HostRow, reports: SandboxReport[]) => Promise<void>) | null = null;
 
   constructor(private readonly deps: FleetServiceDeps) {
-    const t = loadOrCreateJoinToken(deps.dataDir);
+    const t = deps.joinToken ?? loadOrCreateJoinToken(deps.dataDir);
     this.joinToken = t.token;
     this.joinTokenCreated = t.created;
     this.joinTokenFile = t.file;
