@@ -42,6 +42,7 @@ import { TimeoutService } from "./services/timeout-service.js";
 import type { HostStore } from "./store/host-store.js";
 import { openHostStore, openHostUrls, openKeyFingerprints, openStore } from "./store/open-store.js";
 import type { SandboxPatch } from "./store/rows.js";
+import type { Store } from "./store/store.js";
 
 export { ServerConfig, type ServerConfigInput, VmDeadlines } from "./config.js";
 
@@ -51,6 +52,8 @@ export interface RunningServer {
   url: string;
   /** Set on the first start only: the admin key of the default team. */
   firstKey: string | null;
+  /** Its store, for the process that embeds it (the worker reads its sandboxes' records). */
+  store: Store;
   close(): Promise<void>;
 }
 
@@ -241,6 +244,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   const remote = new RemoteSandboxes({ fleet, store, log: cfg.logger ? log : silentLogger });
   sandboxes.useRemote(remote);
   fleet.onSandboxReports((host, reports) => remote.applyReports(host, reports));
+  fleet.onInventory((host, running) => remote.endedAmong(host, running));
   // A sandbox that ends here (delete, timeout) ends on its worker too.
   sandboxes.onTeardown((id) => remote.teardown(id));
   const exec = new ExecService(sandboxes);
@@ -287,6 +291,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     services,
     url,
     firstKey,
+    store,
     close() {
       closing ??= (async () => {
         // Ordered and idempotent: stop accepting, stop VMs (adoptions still running are

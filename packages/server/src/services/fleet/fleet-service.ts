@@ -108,6 +108,7 @@ export class FleetService {
   private localId: string | null = null;
   private localBeat: (() => Promise<void>) | null = null;
   private reportHook: ((host: HostRow, reports: SandboxReport[]) => Promise<void>) | null = null;
+  private inventoryHook: ((host: HostRow, running: string[]) => Promise<string[]>) | null = null;
 
   constructor(private readonly deps: FleetServiceDeps) {
     const t = deps.joinToken ?? loadOrCreateJoinToken(deps.dataDir);
@@ -191,7 +192,13 @@ export class FleetService {
     if (beat.sandboxes?.length) await this.reportHook?.(row, beat.sandboxes);
     if (known.state === "LOST" && row.state !== "LOST") this.deps.log.info({ host: row.name }, "host is back");
     this.remember(row);
-    return { host_id: row.id, state: row.state, heartbeat_interval_ms: this.deps.heartbeatIntervalMs };
+    const end = beat.running?.length ? ((await this.inventoryHook?.(row, beat.running)) ?? []) : [];
+    return {
+      host_id: row.id,
+      state: row.state,
+      heartbeat_interval_ms: this.deps.heartbeatIntervalMs,
+      ...(end.length ? { end } : {}),
+    };
   }
 
   /** `GET /v1/hosts` (admin). */
@@ -257,6 +264,11 @@ export class FleetService {
       ...(req.host ? { host: req.host } : {}),
       tried: ranked.length,
     });
+  }
+
+  /** Asked, with a worker's inventory, which of its sandboxes have ended here (RemoteSandboxes answers). */
+  onInventory(hook: (host: HostRow, running: string[]) => Promise<string[]>): void {
+    this.inventoryHook = hook;
   }
 
   /** Told of the status changes a worker reports with its heartbeat (RemoteSandboxes applies them). */
