@@ -18,7 +18,7 @@ const REPORTED = new Set<SandboxStatus>([...TERMINAL_STATUSES, "PAUSED", "RUNNIN
  * less what startFleetWorker fills in itself: the URL it registers, the status reports, the
  * registration hook. `dataDir` holds this worker's own state too: its SQLite, sandbox disks, logs.
  */
-export interface FleetWorkerOptions extends Omit<RunWorkerOptions, "url" | "reports" | "onRegistered"> {
+export interface FleetWorkerOptions extends Omit<RunWorkerOptions, "url" | "reports" | "inventory" | "onRegistered"> {
   /** Where its sandbox API listens (default 127.0.0.1, port 7071). */
   host?: string;
   port?: number;
