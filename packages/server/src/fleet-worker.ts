@@ -6,8 +6,13 @@ import {
   SandtreeError,
   TERMINAL_STATUSES,
 } from "@sandtree/protocol";
+import { BlobStoreUrl, makeBlobStore } from "./blob-store-config.js";
 import { type RunningServer, startServer } from "./server.js";
 import { sha256Hex, workerCallKey } from "./services/fleet/join-token.js";
+import { JoinedBlobStore } from "./services/fleet/joined-blob-store.js";
+
+/** The deepest flatten depth the configuration takes: workers do not flatten (see JoinedBlobStore.replace). */
+const FLATTEN_NEVER = 1000;
 
 /** The changes a control plane's record follows: ended, paused, resumed. */
 const REPORTED = new Set<SandboxStatus>([...TERMINAL_STATUSES, "PAUSED", "RUNNING"]);
@@ -26,6 +31,12 @@ export interface FleetWorkerOptions {
   /** The URL the control plane calls (default: the listen address; set it behind NAT or 0.0.0.0). */
   advertiseUrl?: string;
   version?: string;
+  /**
+   * This worker's own blob-store setting (the CLI passes $SANDTREE_BLOB_STORE): only checked at join, where
+   * the control plane refuses one that is not its own. The worker stores layers where the control
+   * plane says (its bucket, or its own data dir when the control plane has a local directory).
+   */
+  blobStore?: string;
   /** The sandbox API's request log (default off: the worker prints its own lines). */
   logger?: boolean;
   log?: (line: string) => void;
@@ -64,6 +75,8 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
       for (const x of r) if (!pending.has(x.id)) pending.set(x.id, x);
     },
   };
+  let blobs: JoinedBlobStore | null = null;
+  let joinedStore: string | null = null;
   const server = await startServer(
     {
       ...(o.dataDir ? { dataDir: o.dataDir } : {}),
@@ -72,8 +85,15 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
       host: o.host ?? "127.0.0.1",
       port: o.port ?? 7071,
       logger: o.logger ?? false,
+      // A flattened layer gets a new sha256: in a shared bucket, the control plane's record (and
+      // every other host's) would no longer match the object. Workers keep their chains as taken.
+      flattenDepth: FLATTEN_NEVER,
     },
     {
+      makeBlobs: (layersDir) => {
+        blobs = new JoinedBlobStore(layersDir);
+        return blobs;
+      },
       workerKey: () => key,
       onSandboxStatus: (id, patch) => {
         if (patch.status && REPORTED.has(patch.status))
@@ -82,6 +102,7 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
     },
   );
   const url = o.advertiseUrl ?? server.url;
+  const ownStore = o.blobStore;
   // Loaded lazily through the server module, as `serve` loads the host package.
   const { runWorker } = await import("@sandtree/host");
   let joined: Awaited<ReturnType<typeof runWorker>>["joined"];
@@ -98,7 +119,16 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
       ...(o.version ? { version: o.version } : {}),
       ...(o.log ? { log: o.log } : {}),
       reports,
+      ...(ownStore ? { blobStore: ownStore } : {}),
+      layers: async () => server.services.workerCheckpoints?.layers() ?? [],
       onRegistered: (r) => {
+        // The control plane's object store, from the first join on (a later join names the same one).
+        if (r.blob_store && r.blob_store !== joinedStore && blobs) {
+          const setting = BlobStoreUrl.parse(r.blob_store);
+          blobs.use(makeBlobStore(setting, blobs.localDir));
+          joinedStore = r.blob_store;
+          o.log?.(`checkpoint layers go to ${r.blob_store}`);
+        }
         key = workerCallKey(o.joinToken, r.host_id, sha256Hex(r.secret));
       },
     }));
