@@ -11,7 +11,7 @@ import path from "node:path";
 import { GetObjectCommand, HeadObjectCommand, PutObjectCommand } from "@aws-sdk/client-s3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { corruptObject, S3RVER_CREDENTIALS, startS3, type TestS3 } from "../../../host/test/helpers/s3-server.js";
-import { type Api, jsonApi, spawnServe, stopChildProcess } from "../helpers.js";
+import { type Api, jsonApi, spawnServe, startTestServer, stopChildProcess, type TestServer } from "../helpers.js";
 import { checkpointRowIn, ENV, idsOnWorker, qemuPidsOf, SMALL, startWorker, type Worker } from "./worker-harness.js";
 
 const PREFIX = "fleet-ck";
@@ -164,6 +164,24 @@ describe("fleet: checkpoints on workers, forks and restores through the object s
     }
     expect(checkpointRowIn(wb.dir, forkCk)?.state).toBe("DURABLE");
     expect((await api("DELETE", `/v1/sandboxes/${child}`)).status).toBe(200);
+
+    // A memory fork onto wb: the memory file is in the bucket too, so the child on wb goes on
+    // with the parent's processes (a count kept in a shell's memory).
+    const job = await api("POST", `/v1/sandboxes/${src}/jobs`, {
+      command: "i=0; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; done",
+    });
+    expect(job.status, JSON.stringify(job.body)).toBe(201);
+    const count = async (id: string) => Number((await run(id, "cat /tmp/count 2>/dev/null || echo 0")).stdout);
+    await expect.poll(() => count(src), { timeout: 30_000 }).toBeGreaterThan(2);
+    const atFork = await count(src);
+    const m = await api("POST", `/v1/sandboxes/${src}/fork`, { host: "wb", memory: true });
+    expect(m.status, JSON.stringify(m.body)).toBe(201);
+    await waitRunning(m.body.id);
+    expect(idsOnWorker(wb)).toContain(m.body.id);
+    const c1 = await count(m.body.id);
+    expect(c1).toBeGreaterThanOrEqual(atFork);
+    await expect.poll(() => count(m.body.id), { timeout: 30_000 }).toBeGreaterThan(c1);
+    expect((await api("DELETE", `/v1/sandboxes/${m.body.id}`)).status).toBe(200);
   });
 
   it("refuses a corrupted object with CHECKPOINT_CORRUPT, and restores on wb after wa is killed -9", async () => {
@@ -194,5 +212,61 @@ describe("fleet: checkpoints on workers, forks and restores through the object s
     // while the restored sandbox runs on it).
     expect((await api("DELETE", `/v1/checkpoints/${ck}`)).status).toBe(200);
     expect(["DELETING", undefined]).toContain(checkpointRowIn(wb.dir, ck)?.state);
+  });
+});
+
+describe("fleet without an object store: checkpoints stay on the host that took them", () => {
+  let t: TestServer;
+
+  beforeAll(async () => {
+    t = await startTestServer();
+  });
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  it("places a restore only where the layers are, and refuses a pin elsewhere with CHECKPOINT_NOT_ON_HOST", async () => {
+    const token = readFileSync(path.join(t.dataDir, "join-token"), "utf8").trim();
+    const register = (extra: Record<string, unknown>) =>
+      t.api(
+        "POST",
+        "/v1/fleet/hosts/register",
+        // Far more room than this host: placement by room alone would pick it.
+        { name: "wfar", capacity: { vcpus: 512, memory_mib: 1 << 20, disk_gib: 10_000, accel: "tcg" }, ...extra },
+        { authorization: `Bearer ${token}` },
+      );
+    const refused = await register({ url: "http://127.0.0.1:9", blob_store: "s3://layers/x?endpoint=http://127.0.0.1:9" });
+    expect([refused.status, refused.body.code]).toEqual([409, "BLOB_STORE_MISMATCH"]);
+    // A worker that joined (its URL answers nothing: no call may reach it here).
+    const joined = await register({ url: "http://127.0.0.1:9" });
+    expect([joined.status, joined.body.blob_store]).toEqual([201, null]);
+
+    const p = await t.api("POST", "/v1/sandboxes", { ...SMALL, cpu_cores: 1, host: "local" });
+    expect(p.status, JSON.stringify(p.body)).toBe(201);
+    await t.waitRunning(p.body.id);
+    expect(
+      (await t.api("POST", `/v1/sandboxes/${p.body.id}/exec`, { command: "echo here > /keep && sync" })).body.exit_code,
+    ).toBe(0);
+    const ck = await t.api("POST", `/v1/sandboxes/${p.body.id}/checkpoints`, {});
+    await expect
+      .poll(async () => (await t.api("GET", `/v1/checkpoints/${ck.body.id}`)).body.state, { timeout: 60_000 })
+      .toBe("DURABLE");
+
+    // The worker is fresh (it beats now), has room, and is still refused: the layers are here.
+    const beat = await t.api(
+      "POST",
+      `/v1/fleet/hosts/${joined.body.host_id}/heartbeat`,
+      {},
+      {
+        authorization: `Bearer ${joined.body.secret}`,
+      },
+    );
+    expect(beat.status).toBe(200);
+    const pinned = await t.api("POST", "/v1/sandboxes", { checkpoint_id: ck.body.id, host: "wfar" });
+    expect([pinned.status, pinned.body.code, pinned.body.details?.host]).toEqual([409, "CHECKPOINT_NOT_ON_HOST", "wfar"]);
+    const placed = await t.api("POST", "/v1/sandboxes", { checkpoint_id: ck.body.id });
+    expect(placed.status, JSON.stringify(placed.body)).toBe(201);
+    await t.waitRunning(placed.body.id);
+    expect((await t.api("POST", `/v1/sandboxes/${placed.body.id}/exec`, { command: "cat /keep" })).body.stdout).toBe("here\n");
   });
 });
