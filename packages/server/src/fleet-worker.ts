@@ -123,7 +123,8 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
       layers: async () => server.services.workerCheckpoints?.layers() ?? [],
       onRegistered: (r) => {
         // The control plane's object store, from the first join on (a later join names the same one).
-        if (r.blob_store && r.blob_store !== joinedStore && blobs) {
+        if (!r.blob_store) blobs?.keepLocal();
+        else if (r.blob_store !== joinedStore && blobs) {
           const setting = BlobStoreUrl.parse(r.blob_store);
           blobs.use(makeBlobStore(setting, blobs.localDir));
           joinedStore = r.blob_store;

@@ -16,7 +16,7 @@ export async function chainOf(store: Store, top: CheckpointRow): Promise<Checkpo
   const chain: CheckpointRow[] = [top];
   for (let c = top; c.parent_id; ) {
     const parent = await store.getCheckpoint(c.parent_id);
-    if (!parent) break;
+    if (!parent || chain.length >= 10_000) break;
     chain.push(parent);
     c = parent;
   }

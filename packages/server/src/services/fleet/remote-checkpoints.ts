@@ -8,6 +8,9 @@ import { chainOf, checkpointRecord } from "./checkpoint-records.js";
 import type { FleetService, RemoteHost } from "./fleet-service.js";
 import type { RemoteSandboxes } from "./remote-sandboxes.js";
 
+/** How long a worker may take to fetch and check a chain it lacks. */
+const PREPARE_MS = 30 * 60_000;
+
 export interface RemoteCheckpointsDeps {
   store: Store;
   fleet: FleetService;
@@ -46,7 +49,12 @@ export class RemoteCheckpoints {
     if (!host) return null;
     const id = opts.id ?? `ck-${randomBytes(10).toString("hex")}`;
     const body = { include_memory: opts.includeMemory === true, ...(opts.ttlSeconds ? { ttl_seconds: opts.ttlSeconds } : {}) };
-    await this.client.call(host, "POST", `/v1/sandboxes/${sandboxId}/checkpoints`, { body, checkpointId: id });
+    // A memory checkpoint saves the VM's RAM first (up to 2 minutes on the worker).
+    await this.client.call(host, "POST", `/v1/sandboxes/${sandboxId}/checkpoints`, {
+      body,
+      checkpointId: id,
+      timeoutMs: 180_000,
+    });
     const rec = CheckpointRecord.parse(await this.client.call(host, "GET", `/v1/fleet/checkpoints/${id}`, {}));
     // Base paths are each host's own: a host that restores it resolves the image by its digest.
     await store.insertCheckpoint({ ...rec, team_id: teamId, base_path: "", updated_at: new Date().toISOString() });
@@ -115,6 +123,8 @@ export class RemoteCheckpoints {
     const checkpoints = (await chainOf(this.deps.store, top)).map(checkpointRecord);
     await this.client.call(host, "POST", "/v1/fleet/checkpoints/prepare", {
       body: { checkpoints, memory },
+      // The worker may download the whole chain (and a memory file) first.
+      timeoutMs: PREPARE_MS,
       ...(signal ? { signal } : {}),
     });
   }

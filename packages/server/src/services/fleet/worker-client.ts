@@ -20,9 +20,10 @@ export class WorkerClient {
     host: RemoteHost,
     method: "GET" | "POST" | "DELETE",
     path: string,
-    o: { body?: unknown; sandboxId?: string; checkpointId?: string; signal?: AbortSignal },
+    o: { body?: unknown; sandboxId?: string; checkpointId?: string; signal?: AbortSignal; timeoutMs?: number },
   ): Promise<unknown> {
-    const signal = o.signal ? AbortSignal.any([o.signal, AbortSignal.timeout(CALL_MS)]) : AbortSignal.timeout(CALL_MS);
+    const deadline = AbortSignal.timeout(o.timeoutMs ?? CALL_MS);
+    const signal = o.signal ? AbortSignal.any([o.signal, deadline]) : deadline;
     let res: Response;
     try {
       res = await fetch(new URL(path, host.url), {
