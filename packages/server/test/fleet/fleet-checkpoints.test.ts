@@ -128,7 +128,7 @@ describe("fleet: checkpoints on workers, forks and restores through the object s
     expect((await api("GET", "/v1/hosts")).body.hosts.map((h: { name: string }) => h.name)).not.toContain("wz");
   });
 
-  it("checkpoints a sandbox on its worker (DURABLE once in the bucket) and forks it onto another", async () => {
+  it("checkpoints a sandbox on its worker (DURABLE once in the bucket), forks it onto another, resets it there", async () => {
     const r = await api("POST", "/v1/sandboxes", { ...SMALL, cpu_cores: 1, host: "wa" });
     expect(r.status, JSON.stringify(r.body)).toBe(201);
     const src = r.body.id as string;
@@ -182,6 +182,17 @@ describe("fleet: checkpoints on workers, forks and restores through the object s
     expect(c1).toBeGreaterThanOrEqual(atFork);
     await expect.poll(() => count(m.body.id), { timeout: 30_000 }).toBeGreaterThan(c1);
     expect((await api("DELETE", `/v1/sandboxes/${m.body.id}`)).status).toBe(200);
+
+    // A reset of the source to that memory checkpoint runs on wa, where it lives: its disk goes
+    // back too (a file written since is gone) and its processes run on.
+    const cks = (await api("GET", `/v1/sandboxes/${src}/checkpoints`)).body.checkpoints;
+    const memCk = cks.find((c: { has_memory: boolean }) => c.has_memory).id as string;
+    expect((await run(src, "echo later > /srv/later && sync")).exit_code).toBe(0);
+    const reset = await api("POST", `/v1/sandboxes/${src}/reset`, { checkpoint_id: memCk });
+    expect([reset.status, reset.body.id, reset.body.status], JSON.stringify(reset.body)).toEqual([200, src, "RUNNING"]);
+    expect((await run(src, "test -e /srv/later; echo $?")).stdout).toBe("1\n");
+    const r1 = await count(src);
+    await expect.poll(() => count(src), { timeout: 30_000 }).toBeGreaterThan(r1);
   });
 
   it("refuses a corrupted object with CHECKPOINT_CORRUPT, and restores on wb after wa is killed -9", async () => {
