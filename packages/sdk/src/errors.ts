@@ -230,6 +230,7 @@ export const ERROR_CLASSES: Record<ErrorCode, ApiErrorClass> = {
   NOT_ON_REMOTE_HOST: ServerError,
   BLOB_STORE_MISMATCH: ConflictError,
   CHECKPOINT_NOT_ON_HOST: ConflictError,
+  KEY_MISMATCH: ServerError,
   HOST_DISK_FULL: ServerError,
   HOST_COMMAND_FAILED: ServerError,
   TIMEOUT: ServerError,

@@ -1,5 +1,5 @@
+import type { RunWorkerOptions } from "@sandtree/host";
 import {
-  type AccelChoice,
   type RegisterHostResponse,
   type SandboxReport,
   type SandboxStatus,
@@ -10,6 +10,7 @@ import { BlobStoreUrl, makeBlobStore } from "./blob-store-config.js";
 import { type RunningServer, startServer } from "./server.js";
 import { sha256Hex, workerCallKey } from "./services/fleet/join-token.js";
 import { JoinedBlobStore } from "./services/fleet/joined-blob-store.js";
+import { ACTIVE } from "./services/sandbox-machines.js";
 
 /** The deepest flatten depth the configuration takes: workers do not flatten (see JoinedBlobStore.replace). */
 const FLATTEN_NEVER = 1000;
@@ -17,29 +18,21 @@ const FLATTEN_NEVER = 1000;
 /** The changes a control plane's record follows: ended, paused, resumed. */
 const REPORTED = new Set<SandboxStatus>([...TERMINAL_STATUSES, "PAUSED", "RUNNING"]);
 
-export interface FleetWorkerOptions {
-  joinUrl: string;
-  joinToken: string;
-  name: string;
-  /** This worker's own state: its SQLite, sandbox disks, logs (default: the server's data dir). */
-  dataDir?: string;
-  cacheDir?: string;
-  accel?: AccelChoice;
+/**
+ * runWorker's options (join URL and token, name, data and cache dirs, accelerator, version, log),
+ * less what startFleetWorker fills in itself: the URL it registers, the status reports, the
+ * registration hook, the layers it reports. `dataDir` holds this worker's own state too: its SQLite,
+ * sandbox disks, logs. `blobStore` (the CLI passes $SANDTREE_BLOB_STORE) is only checked at join: the
+ * worker stores layers where the control plane says (its bucket, or its own data dir).
+ */
+export interface FleetWorkerOptions extends Omit<RunWorkerOptions, "url" | "reports" | "inventory" | "onRegistered" | "layers"> {
   /** Where its sandbox API listens (default 127.0.0.1, port 7071). */
   host?: string;
   port?: number;
   /** The URL the control plane calls (default: the listen address; set it behind NAT or 0.0.0.0). */
   advertiseUrl?: string;
-  version?: string;
-  /**
-   * This worker's own blob-store setting (the CLI passes $SANDTREE_BLOB_STORE): only checked at join, where
-   * the control plane refuses one that is not its own. The worker stores layers where the control
-   * plane says (its bucket, or its own data dir when the control plane has a local directory).
-   */
-  blobStore?: string;
   /** The sandbox API's request log (default off: the worker prints its own lines). */
   logger?: boolean;
-  log?: (line: string) => void;
 }
 
 export interface RunningFleetWorker {
@@ -121,6 +114,15 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
       reports,
       ...(ownStore ? { blobStore: ownStore } : {}),
       layers: async () => server.services.workerCheckpoints?.layers() ?? [],
+      inventory: {
+        running: async () => (await server.store.listSandboxesByStatus(ACTIVE)).map((s) => s.id),
+        end: async (ids) => {
+          for (const id of ids) {
+            const sb = await server.store.getSandbox(id);
+            if (sb) await server.services.sandboxes.delete(sb.team_id, id);
+          }
+        },
+      },
       onRegistered: (r) => {
         // The control plane's object store, from the first join on (a later join names the same one).
         if (!r.blob_store) blobs?.keepLocal();

@@ -179,6 +179,7 @@ _BY_CODE: Dict[str, Type[APIError]] = {
     "NOT_ON_REMOTE_HOST": ServerError,
     "BLOB_STORE_MISMATCH": ConflictError,
     "CHECKPOINT_NOT_ON_HOST": ConflictError,
+    "KEY_MISMATCH": ServerError,
     "HOST_DISK_FULL": ServerError,
     "HOST_COMMAND_FAILED": ServerError,
     "TIMEOUT": ServerError,

@@ -21,6 +21,8 @@ export interface RunWorkerOptions {
   url?: string;
   /** Status changes of this host's sandboxes, sent with each heartbeat. */
   reports?: { take(): SandboxReport[]; putBack(r: SandboxReport[]): void };
+  /** The sandboxes it runs, sent now and then; `end` stops those the control plane has ended. */
+  inventory?: { running(): Promise<string[]>; end(ids: string[]): Promise<void> };
   /** Told of every registration: the host id and its new secret. */
   onRegistered?: (r: RegisterHostResponse) => void;
   /** This worker's own blob-store setting, sent at join for the control plane to check against its own. */
@@ -56,6 +58,7 @@ export async function runWorker(o: RunWorkerOptions): Promise<{ agent: WorkerAge
     ...(o.blobStore ? { blobStore: o.blobStore } : {}),
     ...(o.onRegistered ? { onRegistered: o.onRegistered } : {}),
     ...(o.reports ? { reports: o.reports } : {}),
+    ...(o.inventory ? { inventory: o.inventory } : {}),
     ...(o.log ? { log: o.log } : {}),
   });
   const joined = await agent.start();
