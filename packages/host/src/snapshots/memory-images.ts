@@ -158,8 +158,8 @@ export class MemoryImages {
    */
   prune(): string[] {
     const removed: string[] = [];
-    if (this.building.size > 0) return removed;
     for (const key of readdirSync(this.root)) {
+      if (this.building.has(key)) continue;
       let live = false;
       try {
         const m = JSON.parse(readFileSync(path.join(this.root, key, "image.json"), "utf8")) as { source: string };
