@@ -20,6 +20,7 @@ export * from "./network/network-manager.js";
 export * from "./paths.js";
 export * from "./snapshots/memory-images.js";
 export * from "./snapshots/migration.js";
+export { ramDirFor } from "./snapshots/ram-placement.js";
 export * from "./snapshots/template-store.js";
 export * from "./util/run-command.js";
 export * from "./vmm/accel.js";

@@ -18,6 +18,7 @@ import { modulesDiskFor } from "../paths.js";
 import { type Accel, buildQemuArgs, DEVICE_MODEL } from "../vmm/qemu-args.js";
 import { QmpClient } from "../vmm/qmp-client.js";
 import { loadVmState, saveVmState } from "./migration.js";
+import { fitsInRam } from "./ram-placement.js";
 import type { TemplateTaps } from "./template-store.js";
 
 /** The machine a memory state was saved from: its image must be loaded into the same one. */
@@ -37,6 +38,15 @@ export interface MemoryImage {
   stateFile: string;
 }
 
+export interface MemoryImagesOptions {
+  /** Where the builder of a state saved with a NIC gets its tap (see build). */
+  taps?: TemplateTaps | null;
+  /** A tmpfs directory for RAM files while host memory allows (ram-placement.ts); else beside the image. */
+  ramDir?: string | null;
+  /** Told why a build failed (the start then loads the whole stream: slower, still correct). */
+  onBuildError?: (err: Error, memState: string) => void;
+}
+
 /**
  * Memory checkpoints as RAM files (#22 item 2). A memory checkpoint is saved as one migration
  * stream (RAM and devices; durable, what the blob store keeps). Loading that stream costs a full
@@ -45,21 +55,44 @@ export interface MemoryImage {
  * device state alone (x-ignore-shared); the guest never runs there. Every start from that
  * checkpoint is then a clone like a warm template's: the RAM file mapped privately, so N
  * children cost N clones (pages stay shared until a child writes them), not N full loads.
+ * The server starts the build when the checkpoint is taken (`prepare`), so a fork's children find
+ * it built or under way. Its RAM file goes to tmpfs when host memory allows (no disk writes, no
+ * sparse-file block allocation), else beside the image in the data dir.
  * Limits: a child has the checkpoint's CPU count and memory size (the API enforces it), on a
  * host with the same QEMU device model; the image is a local cache, rebuilt from the stream.
  */
 export class MemoryImages {
   private readonly building = new Map<string, Promise<MemoryImage | null>>();
+  private readonly abort = new AbortController();
+  private readonly taps: TemplateTaps | null;
+  private readonly ramDir: string | null;
+  private readonly onBuildError: (err: Error, memState: string) => void;
 
   constructor(
     readonly root: string,
     readonly runRoot: string,
-    /** Where the builder of a state saved with a NIC gets its tap (see build). */
-    private readonly taps: TemplateTaps | null = null,
-    /** Told why a build failed (the start then loads the whole stream: slower, still correct). */
-    private readonly onBuildError: (err: Error, memState: string) => void = () => {},
+    opts: MemoryImagesOptions = {},
   ) {
+    this.taps = opts.taps ?? null;
+    this.ramDir = opts.ramDir ?? null;
+    this.onBuildError = opts.onBuildError ?? (() => {});
     mkdirSync(root, { recursive: true });
+  }
+
+  /**
+   * Stops builds in flight (their QEMU killed, their tap given back), refuses new ones, and gives
+   * the RAM files on tmpfs back to the host (call once no VM maps them): they live as long as the
+   * server; the next start rebuilds an image from its stream when it needs it.
+   */
+  async close(): Promise<void> {
+    this.abort.abort(new Error("shutting down"));
+    await Promise.allSettled([...this.building.values()]);
+    if (this.ramDir) rmSync(this.ramDir, { recursive: true, force: true });
+  }
+
+  /** Starts building the image in the background (a memory checkpoint was just saved). */
+  prepare(memState: string, shape: MemoryShape): void {
+    void this.ensure(memState, shape);
   }
 
   private key(memState: string, shape: MemoryShape): string {
@@ -68,8 +101,12 @@ export class MemoryImages {
     return createHash("sha256").update(stamp).digest("hex").slice(0, 24);
   }
 
-  /** The image of this memory state, built once (concurrent callers share it); null when that failed. */
+  /**
+   * The image of this memory state, built once (concurrent callers share it); null when that
+   * failed or the store is closed. `signal` gives up waiting, not the build others may share.
+   */
   ensure(memState: string, shape: MemoryShape, signal?: AbortSignal): Promise<MemoryImage | null> {
+    if (this.abort.signal.aborted) return Promise.resolve(null);
     let key: string;
     try {
       key = this.key(memState, shape);
@@ -77,46 +114,82 @@ export class MemoryImages {
       return Promise.resolve(null);
     }
     const dir = path.join(this.root, key);
-    const meta = path.join(dir, "image.json");
-    if (existsSync(meta)) return Promise.resolve(JSON.parse(readFileSync(meta, "utf8")) as MemoryImage);
+    const ready = this.read(dir);
+    if (ready) return Promise.resolve(ready);
     let p = this.building.get(key);
     if (!p) {
       this.prune(); // images of checkpoints deleted since
-      p = this.build(dir, memState, shape, signal)
+      p = this.build(key, dir, memState, shape)
         .catch((err: Error) => {
-          this.onBuildError(err, memState);
-          rmSync(dir, { recursive: true, force: true });
+          if (!this.abort.signal.aborted) this.onBuildError(err, memState);
+          this.remove(key);
           return null;
         })
         .finally(() => this.building.delete(key));
       this.building.set(key, p);
     }
-    return p;
+    if (!signal) return p;
+    return new Promise<MemoryImage | null>((resolve, reject) => {
+      const onAbort = () => reject(signal.reason);
+      if (signal.aborted) return onAbort();
+      signal.addEventListener("abort", onAbort, { once: true });
+      void p.then(resolve).finally(() => signal.removeEventListener("abort", onAbort));
+    });
   }
 
-  /** Removes images whose memory state is gone (its checkpoint deleted) or that a crash cut short. */
+  /** A built image whose files are all there (a RAM file on tmpfs is gone after a reboot). */
+  private read(dir: string): MemoryImage | null {
+    try {
+      const m = JSON.parse(readFileSync(path.join(dir, "image.json"), "utf8")) as MemoryImage;
+      return existsSync(m.ramFile) && existsSync(m.stateFile) ? { ramFile: m.ramFile, stateFile: m.stateFile } : null;
+    } catch {
+      return null;
+    }
+  }
+
+  private remove(key: string): void {
+    rmSync(path.join(this.root, key), { recursive: true, force: true });
+    if (this.ramDir) rmSync(path.join(this.ramDir, `${key}.ram`), { force: true });
+  }
+
+  /**
+   * Removes images whose memory state is gone (its checkpoint deleted) or that a crash cut short,
+   * and RAM files on tmpfs that no image names.
+   */
   prune(): string[] {
     const removed: string[] = [];
-    if (this.building.size > 0) return removed;
     for (const key of readdirSync(this.root)) {
+      if (this.building.has(key)) continue;
       let live = false;
       try {
         const m = JSON.parse(readFileSync(path.join(this.root, key, "image.json"), "utf8")) as { source: string };
         live = existsSync(m.source);
       } catch {}
       if (live) continue;
-      rmSync(path.join(this.root, key), { recursive: true, force: true });
+      this.remove(key);
       removed.push(key);
+    }
+    if (this.ramDir && existsSync(this.ramDir)) {
+      for (const f of readdirSync(this.ramDir)) {
+        if (f.endsWith(".ram") && !existsSync(path.join(this.root, f.slice(0, -4))))
+          rmSync(path.join(this.ramDir, f), { force: true });
+      }
     }
     return removed;
   }
 
-  private async build(dir: string, memState: string, shape: MemoryShape, signal?: AbortSignal): Promise<MemoryImage> {
-    rmSync(dir, { recursive: true, force: true });
+  private async build(key: string, dir: string, memState: string, shape: MemoryShape): Promise<MemoryImage> {
+    const signal = this.abort.signal;
+    this.remove(key);
     mkdirSync(dir, { recursive: true });
-    const runDir = path.join(this.runRoot, `mi-${path.basename(dir).slice(0, 12)}`);
+    const runDir = path.join(this.runRoot, `mi-${key.slice(0, 12)}`);
     mkdirSync(runDir, { recursive: true, mode: 0o700 });
-    const image: MemoryImage = { ramFile: path.join(dir, "ram"), stateFile: path.join(dir, "state") };
+    let ramFile = path.join(dir, "ram");
+    if (this.ramDir) {
+      mkdirSync(this.ramDir, { recursive: true, mode: 0o700 });
+      if (fitsInRam(this.ramDir, shape.memoryMb * 1024 * 1024)) ramFile = path.join(this.ramDir, `${key}.ram`);
+    }
+    const image: MemoryImage = { ramFile, stateFile: path.join(dir, "state") };
     // The guest never runs here: its disk only has to exist (the devices must match the saved ones).
     const disk = path.join(dir, "placeholder.qcow2");
     await createBlankDisk(disk, 64 * 1024 * 1024);
@@ -126,9 +199,10 @@ export class MemoryImages {
     // whose backend has one too (a hub port has none: QEMU refuses the stream): so a tap without
     // rules, as a template build gets. The guest never runs here, so nothing crosses it.
     if (shape.nic && !this.taps) throw new Error("a memory image with a NIC needs taps");
+    signal.throwIfAborted();
     const tap = shape.nic && this.taps ? await this.taps.acquire() : null;
     const args = buildQemuArgs({
-      name: `sandtree-memimage-${path.basename(dir).slice(0, 12)}`,
+      name: `sandtree-memimage-${key.slice(0, 12)}`,
       accel: shape.accel,
       cpuCores: shape.cpuCores,
       memoryMb: shape.memoryMb,
@@ -158,10 +232,10 @@ export class MemoryImages {
     child.on("error", () => {});
     let qmp: QmpClient | null = null;
     try {
-      qmp = await QmpClient.connect(qmpSocket, { ...(signal ? { signal } : {}), timeoutMs: 30_000 });
+      qmp = await QmpClient.connect(qmpSocket, { signal, timeoutMs: 30_000 });
       // Loaded and left paused (the stream was saved from a stopped VM), then devices only out.
-      await loadVmState(qmp, memState, { ignoreShared: false, run: false, ...(signal ? { signal } : {}) });
-      await saveVmState(qmp, image.stateFile, { ignoreShared: true, ...(signal ? { signal } : {}) });
+      await loadVmState(qmp, memState, { ignoreShared: false, run: false, signal });
+      await saveVmState(qmp, image.stateFile, { ignoreShared: true, signal });
     } finally {
       qmp?.close();
       child.kill("SIGKILL");

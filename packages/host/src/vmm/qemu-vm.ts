@@ -301,6 +301,9 @@ export class QemuVm extends EventEmitter {
       const why = deadline.timedOut ? "guest agent did not answer in time" : (err as Error).message;
       const tail = console ? `; console: ${console.split("\n").slice(-5).join(" | ")}` : "";
       throw new SandtreeError("VM_START_FAILED", `VM start failed: ${why}${tail}`, { vm: opts.name }, { cause: err });
+    } finally {
+      // Its timer would otherwise hold the process alive for the whole boot deadline after every start.
+      deadline.clear();
     }
   }
 

@@ -144,22 +144,22 @@ export class CheckpointService {
       try {
         await createOverlay(path.basename(frozenDisk), next, row.disk_size_bytes, { unsafe: true });
         if (opts.includeMemory) {
-          // Stopped, disk and memory are consistent without a freeze: snapshot the disk, save
-          // RAM and devices, run again and set the clock the pause put behind.
+          // Stopped, disk and memory agree without a freeze: snapshot, save RAM + devices, run, reset the clock.
+          const memFile = path.join(this.deps.blobs.localDir, `mem-${row.id}`);
           await vm.pause({ timeoutMs: this.qmpDeadlineMs });
           try {
             snapshotting = true;
             await vm.snapshotDisk(next, { timeoutMs: this.qmpDeadlineMs });
             snapshotting = false;
-            await vm.saveMemory(path.join(this.deps.blobs.localDir, `mem-${row.id}`), {
-              signal: AbortSignal.timeout(MEMORY_SAVE_DEADLINE_MS),
-            });
+            await vm.saveMemory(memFile, { signal: AbortSignal.timeout(MEMORY_SAVE_DEADLINE_MS) });
           } finally {
             await vm.resume({ timeoutMs: this.qmpDeadlineMs }).catch(() => {});
             vm.syncClock();
           }
-          row.mem_key = `mem-${row.id}`;
+          row.mem_key = path.basename(memFile);
           await store.updateCheckpoint(row.id, { mem_key: row.mem_key });
+          // Its copy-on-write RAM image builds now, beside the seal: a fork's children find it built.
+          this.deps.sandboxes.prepareMemoryImage(sb, memFile);
         } else {
           const freezing = vm.fsfreeze("/");
           try {

@@ -9,6 +9,7 @@ import {
   type MachineHost,
   type MachineSpec,
   type MemoryImages,
+  type MemoryShape,
   type Template,
   type TemplateInputs,
   type TemplateStore,
@@ -108,29 +109,35 @@ export class Provisioner {
     return { template: t, build };
   }
 
+  /** The machine a sandbox's memory state loads into (its CPUs, memory, guest and NIC). */
+  private memoryShape(sb: Sandbox): MemoryShape {
+    return {
+      accel: this.deps.accel,
+      cpuCores: sb.cpu_cores,
+      memoryMb: memoryMbFor(sb.memory_gb),
+      kernel: this.deps.guest.kernel,
+      initramfs: this.deps.guest.initramfs,
+      nic: this.deps.network?.enabled ?? false,
+    };
+  }
+
   /**
    * How a machine resumes a memory checkpoint: a copy-on-write clone of the checkpoint's memory
-   * image (built from its saved stream at the first start that needs it, shared by the rest), or
-   * a load of the whole stream where there is no image.
+   * image (built when the checkpoint was taken, see prepareMemoryImage, or at the first start
+   * that needs it; shared by the rest), or a load of the whole stream where there is no image.
    */
   private async memoryStart(
     sb: Sandbox,
     memState: string,
     signal?: AbortSignal,
   ): Promise<Pick<MachineSpec, "template" | "memoryState">> {
-    const image = await this.deps.memoryImages?.ensure(
-      memState,
-      {
-        accel: this.deps.accel,
-        cpuCores: sb.cpu_cores,
-        memoryMb: memoryMbFor(sb.memory_gb),
-        kernel: this.deps.guest.kernel,
-        initramfs: this.deps.guest.initramfs,
-        nic: this.deps.network?.enabled ?? false,
-      },
-      signal,
-    );
+    const image = await this.deps.memoryImages?.ensure(memState, this.memoryShape(sb), signal);
     return image ? { template: { ramFile: image.ramFile, stateFile: image.stateFile } } : { memoryState: memState };
+  }
+
+  /** Starts building the memory image of a state just saved from `sb`, in the background. */
+  prepareMemoryImage(sb: Sandbox, memState: string): void {
+    this.deps.memoryImages?.prepare(memState, this.memoryShape(sb));
   }
 
   /** Builds a template in the background (a start never waits for one: it boots cold). */

@@ -1,4 +1,13 @@
+import { randomBytes } from "node:crypto";
 import path from "node:path";
+
+/** A new sandbox id: 16 base32 characters, short enough for socket paths, 80 bits of randomness. */
+export function newSandboxId(): string {
+  const alphabet = "abcdefghijklmnopqrstuvwxyz234567";
+  let id = "sb-";
+  for (const b of randomBytes(16)) id += alphabet[b & 31];
+  return id;
+}
 
 /** The VM's RAM for a sandbox's memory_gb (a memory checkpoint records it: restores must match). */
 export function memoryMbFor(memoryGb: number): number {

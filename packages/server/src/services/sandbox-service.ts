@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto";
 import { readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import { type Accel, type GuestArtifacts, type Machine, type MachineHost, QemuMachineHost, tailOfFile } from "@sandtree/host";
@@ -14,7 +13,7 @@ import type { NetworkService } from "./network-service.js";
 import { Provisioner, type RestoreLayers } from "./provisioner.js";
 import { type ReconcileOptions, type ReconcileResult, Reconciler } from "./reconciler.js";
 import { ACTIVE, SandboxMachines } from "./sandbox-machines.js";
-import { memoryMbFor, SandboxPaths } from "./sandbox-paths.js";
+import { memoryMbFor, newSandboxId, SandboxPaths } from "./sandbox-paths.js";
 import { WarmStarts } from "./warm-starts.js";
 
 export { liveDiskName, memoryMbFor } from "./sandbox-paths.js";
@@ -41,15 +40,6 @@ export interface SandboxServiceDeps {
   warmTemplates?: boolean;
   /** Deadlines of calls into VMs (ms); see the config module. Absent: the defaults. */
   deadlines?: { adoptMs?: number; qmpMs?: number; agentMs?: number };
-}
-
-function newId(): string {
-  // 16 base32 characters: short enough for socket paths, 80 bits of randomness.
-  const alphabet = "abcdefghijklmnopqrstuvwxyz234567";
-  const bytes = randomBytes(16);
-  let id = "sb-";
-  for (const b of bytes) id += alphabet[b & 31];
-  return id;
 }
 
 /** A sandbox coming up: how it starts, and a promise that settles once it is RUNNING or failed. */
@@ -149,6 +139,11 @@ export class SandboxService {
     this.warm.prune(this.provisioner);
   }
 
+  /** Starts building the memory image of a state just saved from `sb` (see Provisioner). */
+  prepareMemoryImage(sb: Sandbox, memState: string): void {
+    this.provisioner.prepareMemoryImage(sb, memState);
+  }
+
   /** The image base under a sandbox's disk chain. */
   basePathOf(sb: Sandbox): Promise<string> {
     return this.provisioner.basePathOf(sb);
@@ -182,7 +177,7 @@ export class SandboxService {
     this.deps.network?.validate(params);
     const now = new Date().toISOString();
     const sandbox: Sandbox = {
-      id: opts.id ?? newId(),
+      id: opts.id ?? newSandboxId(),
       name: params.name ?? null,
       team_id: teamId,
       image: params.image,

@@ -1,5 +1,5 @@
 import path from "node:path";
-import { type Accel, type GuestArtifacts, MemoryImages, TemplateStore } from "@sandtree/host";
+import { type Accel, type GuestArtifacts, MemoryImages, ramDirFor, TemplateStore } from "@sandtree/host";
 import type { Logger } from "./logger.js";
 import type { NetworkService } from "./network-service.js";
 import type { Provisioner } from "./provisioner.js";
@@ -38,16 +38,16 @@ export class WarmStarts {
         )
       : null;
     this.memoryImages = enabled
-      ? new MemoryImages(
-          path.join(deps.dataDir, "memory-images"),
-          deps.runRoot,
-          deps.network ? deps.network.taps : null,
-          (err, memState) =>
+      ? new MemoryImages(path.join(deps.dataDir, "memory-images"), deps.runRoot, {
+          taps: deps.network ? deps.network.taps : null,
+          // RAM files on tmpfs (named like the run root: one per data dir) while host memory allows.
+          ramDir: ramDirFor(deps.runRoot),
+          onBuildError: (err, memState) =>
             deps.log.warn(
               { err: err.message, memState: path.basename(memState) },
               "memory image build failed: starts from this checkpoint load its whole stream",
             ),
-        )
+        })
       : null;
   }
 
@@ -81,7 +81,8 @@ export class WarmStarts {
     }
   }
 
+  /** Stops template and memory image builds in flight (each kills its QEMU and gives its tap back). */
   async close(): Promise<void> {
-    await this.templates?.close();
+    await Promise.all([this.templates?.close(), this.memoryImages?.close()]);
   }
 }

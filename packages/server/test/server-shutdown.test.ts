@@ -1,0 +1,91 @@
+// A server's close() after memory forks with sandbox networking on (#22): it must resolve and
+// leave nothing behind (no nftables table, no tap, no QEMU, no RAM file on tmpfs), and the
+// process must then exit by itself. The server runs in a child process inside a network
+// namespace this test makes, so what it leaves is visible and nothing else's is counted.
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { createHash } from "node:crypto";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, describe, expect, it } from "vitest";
+
+const SCRIPT = fileURLToPath(new URL("./shutdown/serve-fork-close.mjs", import.meta.url));
+const NS = `sthalt-${process.pid.toString(36)}`;
+/** Bound on the exit after close(): a healthy process exits at once; a regression must fail, not hang. */
+const EXIT_AFTER_CLOSE_MS = 60_000;
+
+const inNs = (cmd: string, ...argv: string[]) => execFileSync("ip", ["netns", "exec", NS, cmd, ...argv]).toString();
+const nsPids = () => execFileSync("ip", ["netns", "pids", NS]).toString().split("\n").filter(Boolean).map(Number);
+
+let dataDir = "";
+let child: ChildProcess | null = null;
+
+afterAll(() => {
+  // Whatever a failure left: the child and its processes (by PID), the namespace, the files.
+  if (child?.exitCode === null && child.pid) process.kill(child.pid, "SIGKILL");
+  try {
+    for (const pid of nsPids()) process.kill(pid, "SIGKILL");
+  } catch {}
+  try {
+    execFileSync("ip", ["netns", "del", NS], { stdio: "pipe" });
+  } catch {}
+  if (dataDir) {
+    rmSync(dataDir, { recursive: true, force: true });
+    rmSync(ramDirOf(dataDir), { recursive: true, force: true });
+  }
+});
+
+/** The server's tmpfs directory for RAM files (ram-placement.ts: named like its run root). */
+function ramDirOf(dir: string): string {
+  return path.join("/dev/shm", `sandtree-${createHash("sha256").update(path.resolve(dir)).digest("hex").slice(0, 10)}`);
+}
+
+describe("server shutdown", () => {
+  it("close() after memory forks with networking on leaves no table, tap, VM or RAM file, and the process exits", {
+    timeout: 600_000,
+  }, async () => {
+    execFileSync("ip", ["netns", "add", NS]);
+    execFileSync("ip", ["-n", NS, "link", "set", "lo", "up"]);
+    dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-shutdown-"));
+    const proc = spawn("ip", ["netns", "exec", NS, process.execPath, SCRIPT, dataDir], { stdio: ["ignore", "pipe", "pipe"] });
+    child = proc;
+    let stdout = "";
+    let stderr = "";
+    let closedAt = 0;
+    proc.stdout?.setEncoding("utf8").on("data", (d: string) => {
+      stdout += d;
+      if (!closedAt && stdout.includes('"closed":true')) closedAt = Date.now();
+    });
+    proc.stderr?.setEncoding("utf8").on("data", (d: string) => {
+      stderr += d;
+    });
+    const exit = await new Promise<number | string>((resolve) => {
+      const check = setInterval(() => {
+        if (closedAt && Date.now() - closedAt > EXIT_AFTER_CLOSE_MS) {
+          clearInterval(check);
+          resolve(`still running ${EXIT_AFTER_CLOSE_MS / 1000} s after close() resolved`);
+        }
+      }, 500);
+      proc.once("exit", (code, signal) => {
+        clearInterval(check);
+        resolve(code ?? String(signal));
+      });
+    });
+    const out = JSON.parse(stdout.trim().split("\n").at(-1) ?? "{}");
+    expect(out.error, stderr).toBeUndefined();
+    expect(out.children).toEqual(["memory", "memory"]);
+    expect(out.childSays).toBe("child");
+    expect(out.checkpoint).toBe("FROZEN");
+    expect(out.closed).toBe(true);
+    expect(exit, stderr).toBe(0);
+    expect(inNs("nft", "list", "tables")).not.toContain("sandtree_");
+    expect(
+      inNs("ip", "-o", "link")
+        .split("\n")
+        .filter((l) => /: st[0-9a-z]+-/.test(l)),
+    ).toEqual([]);
+    expect(nsPids()).toEqual([]);
+    expect(existsSync(ramDirOf(dataDir))).toBe(false);
+  });
+});
