@@ -13,13 +13,16 @@ import { sha256Hex, workerCallKey } from "./services/fleet/join-token.js";
 const REPORTED = new Set<SandboxStatus>([...TERMINAL_STATUSES, "PAUSED", "RUNNING"]);
 
 export interface FleetWorkerOptions {
-  joinUrl: string;
+  /** The control planes' URLs: one, or several sharing one database (failed over in order). */
+  joinUrls: readonly string[];
   joinToken: string;
   name: string;
   /** This worker's own state: its SQLite, sandbox disks, logs (default: the server's data dir). */
   dataDir?: string;
   cacheDir?: string;
   accel?: AccelChoice;
+  /** vCPUs offered to placements (default: this machine's CPUs; more overcommits them). */
+  vcpus?: number;
   /** Where its sandbox API listens (default 127.0.0.1, port 7071). */
   host?: string;
   port?: number;
@@ -36,6 +39,8 @@ export interface RunningFleetWorker {
   joined: RegisterHostResponse;
   /** The URL it registered. */
   url: string;
+  /** The control plane it registered with (the first of the join URLs that answered). */
+  joinedAt: string;
   beats(): number;
   /**
    * Stops heartbeating, then the sandbox API and its VMs, then reports the sandboxes it ended to
@@ -88,13 +93,14 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
   let heartbeats: Awaited<ReturnType<typeof runWorker>>["agent"];
   try {
     ({ joined, agent: heartbeats } = await runWorker({
-      joinUrl: o.joinUrl,
+      joinUrls: o.joinUrls,
       joinToken: o.joinToken,
       name: o.name,
       url,
       ...(o.dataDir ? { dataDir: o.dataDir } : {}),
       ...(o.cacheDir ? { cacheDir: o.cacheDir } : {}),
       ...(o.accel ? { accel: o.accel } : {}),
+      ...(o.vcpus ? { vcpus: o.vcpus } : {}),
       ...(o.version ? { version: o.version } : {}),
       ...(o.log ? { log: o.log } : {}),
       reports,
@@ -105,13 +111,14 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
   } catch (err) {
     await server.close();
     if (err instanceof SandtreeError) throw err;
-    throw new SandtreeError("UNAVAILABLE", `joining ${o.joinUrl} failed: ${(err as Error).message}`);
+    throw new SandtreeError("UNAVAILABLE", `joining ${o.joinUrls.join(", ")} failed: ${(err as Error).message}`);
   }
   let closing: Promise<void> | null = null;
   return {
     server,
     joined,
     url,
+    joinedAt: heartbeats.joinUrl,
     beats: () => heartbeats.beats,
     close() {
       closing ??= (async () => {

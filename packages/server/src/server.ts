@@ -17,6 +17,7 @@ import { FileService } from "./services/file-service.js";
 import { FleetService, isLocalHostName, placedOnPeers } from "./services/fleet/fleet-service.js";
 import { LocalHost, localHostName } from "./services/fleet/local-host.js";
 import { RemoteSandboxes } from "./services/fleet/remote-sandboxes.js";
+import { StrandedStarts } from "./services/fleet/stranded-starts.js";
 import { HostImageResolver } from "./services/host-images.js";
 import { HostLostService } from "./services/host-lost-service.js";
 import type { ImageResolver } from "./services/image-resolver.js";
@@ -224,8 +225,12 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   // Single-box mode: this process's own VMs are its host (after reconciliation decided which
   // sandboxes are still active).
   await localHost.start(owned);
-  fleet.start();
   const remote = new RemoteSandboxes({ fleet, store, log: cfg.logger ? log : silentLogger });
+  // Creates a stopped control plane (a lost peer, or this one before a restart) left starting on
+  // workers are finished or ended after each reaping.
+  const stranded = new StrandedStarts({ fleet, store, remote, log: cfg.logger ? log : silentLogger });
+  fleet.onReaped(() => stranded.sweep());
+  fleet.start();
   sandboxes.useRemote(remote);
   fleet.onSandboxReports((host, reports) => remote.applyReports(host, reports));
   // A sandbox that ends here (delete, timeout) ends on its worker too.
@@ -280,6 +285,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
         // cancelled first), then close the database.
         await built.close().catch(() => {});
         fleet.stop();
+        stranded.stop();
         await timeouts.stop().catch(() => {});
         await checkpoints.close().catch(() => {});
         await sandboxes.close().catch(() => {});

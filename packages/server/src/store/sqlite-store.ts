@@ -73,6 +73,7 @@ const MIGRATIONS: Array<[name: string, sql: string]> = [
   ["0009-metering", meter.METERING_MIGRATION],
   ["0010-fleet-hosts", hosts.HOSTS_MIGRATION],
   ["0011-host-urls", HOST_URLS_MIGRATION],
+  ["0012-placed-by", hosts.PLACED_BY_MIGRATION],
 ];
 
 type SandboxRow = Omit<Sandbox, "environment_vars" | "labels" | "secrets"> & {

@@ -14,7 +14,7 @@ import {
   SandtreeError,
 } from "@sandtree/protocol";
 import type { z } from "zod";
-import type { HostRow, HostStore, LostHost } from "../../store/host-store.js";
+import type { HostRow, HostStore, LostHost, StrandedStart } from "../../store/host-store.js";
 import type { HostUrls } from "../../store/host-urls.js";
 import type { Principal } from "../auth-service.js";
 import type { Logger } from "../logger.js";
@@ -98,6 +98,7 @@ export class FleetService {
   private localId: string | null = null;
   private localBeat: (() => Promise<void>) | null = null;
   private reportHook: ((host: HostRow, reports: SandboxReport[]) => Promise<void>) | null = null;
+  private reapHook: (() => Promise<void>) | null = null;
 
   constructor(private readonly deps: FleetServiceDeps) {
     const t = loadOrCreateJoinToken(deps.dataDir);
@@ -230,7 +231,7 @@ export class FleetService {
         disk_gib: req.disk_gib,
         placed_at: placedAt,
       };
-      if (await this.deps.hosts.place(row, { freshSince })) {
+      if (await this.deps.hosts.place(row, { freshSince, ...(this.localId ? { placedBy: this.localId } : {}) })) {
         h.usage.vcpus += req.vcpus;
         h.usage.memory_mib += req.memory_mib;
         h.usage.disk_gib += req.disk_gib;
@@ -252,6 +253,24 @@ export class FleetService {
   /** Told of the status changes a worker reports with its heartbeat (RemoteSandboxes applies them). */
   onSandboxReports(hook: (host: HostRow, reports: SandboxReport[]) => Promise<void>): void {
     this.reportHook = hook;
+  }
+
+  /** Told after every reaping (StrandedStarts sweeps then). */
+  onReaped(hook: () => Promise<void>): void {
+    this.reapHook = hook;
+  }
+
+  /**
+   * Creates this control plane placed on a worker and no process is finishing: its own from
+   * before a restart, and those of peers whose own host is LOST (see HostStore.strandedStarts).
+   */
+  async strandedStarts(): Promise<StrandedStart[]> {
+    return this.localId ? this.deps.hosts.strandedStarts(this.localId) : [];
+  }
+
+  /** A host's name by id (for reasons and events). */
+  async hostName(id: string): Promise<string> {
+    return (this.cache.get(id)?.name ?? (await this.deps.hosts.getHost(id))?.name) || id;
   }
 
   /** The host a sandbox is placed on (its id), if any. */
@@ -354,7 +373,7 @@ export class FleetService {
         disk_gib: s.disk_size_gb,
         placed_at: this.nowIso(),
       },
-      { freshSince: this.nowIso(), force: true },
+      { freshSince: this.nowIso(), force: true, placedBy: this.localId },
     );
   }
 
@@ -394,6 +413,7 @@ export class FleetService {
         this.deps.log.error({ host: l.host.name, err: (err as Error).message }, "handling a lost host failed");
       }
     }
+    await this.reapHook?.().catch((err: Error) => this.deps.log.error({ err: err.message }, "sweeping stranded starts failed"));
     return lost;
   }
 
