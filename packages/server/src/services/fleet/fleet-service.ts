@@ -213,8 +213,16 @@ export class FleetService {
     return this.placeSandbox(req);
   }
 
-  /** The placement of a create (the caller checked who may pin): decides, records, starts nothing. */
-  async placeSandbox(req: z.output<typeof PlacementRequest>, eligible?: (hostId: string) => boolean): Promise<Placement> {
+  /**
+   * The placement of a create (the caller checked who may pin): decides, records, starts nothing.
+   * `startsHere`: this process starts the sandbox there, which the placement records (a peer
+   * finishes the start if this process is lost meanwhile; an admin's bare reservation has none).
+   */
+  async placeSandbox(
+    req: z.output<typeof PlacementRequest>,
+    eligible?: (hostId: string) => boolean,
+    o: { startsHere?: boolean } = {},
+  ): Promise<Placement> {
     const all = await this.hostsView();
     const view = eligible ? new Map([...all].filter(([id]) => eligible(id))) : all;
     const nowMs = this.deps.clock.now();
@@ -231,7 +239,8 @@ export class FleetService {
         disk_gib: req.disk_gib,
         placed_at: placedAt,
       };
-      if (await this.deps.hosts.place(row, { freshSince, ...(this.localId ? { placedBy: this.localId } : {}) })) {
+      const placedBy = o.startsHere && this.localId ? { placedBy: this.localId } : {};
+      if (await this.deps.hosts.place(row, { freshSince, ...placedBy })) {
         h.usage.vcpus += req.vcpus;
         h.usage.memory_mib += req.memory_mib;
         h.usage.disk_gib += req.disk_gib;
@@ -373,7 +382,7 @@ export class FleetService {
         disk_gib: s.disk_size_gb,
         placed_at: this.nowIso(),
       },
-      { freshSince: this.nowIso(), force: true, placedBy: this.localId },
+      { freshSince: this.nowIso(), force: true },
     );
   }
 

@@ -71,6 +71,7 @@ export class RemoteSandboxes {
           ...(pin ? { host: pin } : {}),
         },
         (hostId) => urls.has(hostId) || this.deps.fleet.isLocal(hostId),
+        { startsHere: true },
       )
       .catch((err: unknown) => {
         this.starting.delete(sb.id);
