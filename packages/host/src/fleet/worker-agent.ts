@@ -49,7 +49,7 @@ export class JoinError extends Error {
  * The worker side of fleet mode: registers this machine with the join token, then heartbeats
  * with the host secret it got, sending capacity and locality when they change. A heartbeat
  * refused as unauthorized (the host was registered again elsewhere) registers again; one that
- * fails to arrive is retried at the next beat. It runs no sandboxes: that is not built yet.
+ * fails to arrive at any control plane is retried at the next beat.
  */
 export class WorkerAgent {
   private hostId: string | null = null;
