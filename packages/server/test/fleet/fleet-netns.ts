@@ -50,6 +50,7 @@ export function pidsIn(ns: string): number[] {
  * namespace also reaches the other host-end addresses (the host delivers to any of its addresses).
  */
 export function createFleetNets(count: number): FleetNets {
+  if (process.getuid?.() !== 0) throw new Error("network namespaces need root (ip netns add): run this test as root");
   const tag = randomBytes(3).toString("hex");
   // A random /24 block per run, so two runs at once do not collide.
   const base = 1 + (randomBytes(1)[0] ?? 0) * 2;
