@@ -75,6 +75,8 @@ export const ERROR_STATUS = {
   WORKER_UNREACHABLE: 502,
   /** The call is not built yet for a sandbox that runs on a remote worker (checkpoints, forks, resets, ports). */
   NOT_ON_REMOTE_HOST: 501,
+  /** At start: this server's server.key or join token differs from the one its database was first used with. */
+  KEY_MISMATCH: 500,
   HOST_DISK_FULL: 507,
   TIMEOUT: 504,
 } as const;

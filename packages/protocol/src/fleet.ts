@@ -83,6 +83,11 @@ export const HeartbeatRequest = z.strictObject({
   locality: HostLocality.optional(),
   /** Status changes of the sandboxes it runs since the last heartbeat answered (ended, paused, resumed). */
   sandboxes: z.array(SandboxReport).max(20_000).optional(),
+  /**
+   * The id of every sandbox it runs (not ended), sent now and then (every 10th heartbeat, and the
+   * first after a silence): the answer's `end` names those the control plane has ended.
+   */
+  running: z.array(z.string().min(1).max(64)).max(20_000).optional(),
 });
 export type HeartbeatRequest = z.input<typeof HeartbeatRequest>;
 
@@ -90,6 +95,8 @@ export const HeartbeatResponse = z.object({
   host_id: z.string(),
   state: HostState,
   heartbeat_interval_ms: z.number().int(),
+  /** Of the `running` sent: those whose record here has ended (HOST_LOST while it was away, a create abandoned) or that it never had: the worker ends them. */
+  end: z.array(z.string()).optional(),
 });
 export type HeartbeatResponse = z.infer<typeof HeartbeatResponse>;
 

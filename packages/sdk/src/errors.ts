@@ -224,6 +224,7 @@ export const ERROR_CLASSES: Record<ErrorCode, ApiErrorClass> = {
   HOST_UNSCHEDULABLE: ConflictError,
   WORKER_UNREACHABLE: ServerError,
   NOT_ON_REMOTE_HOST: ServerError,
+  KEY_MISMATCH: ServerError,
   HOST_DISK_FULL: ServerError,
   HOST_COMMAND_FAILED: ServerError,
   TIMEOUT: ServerError,

@@ -8,6 +8,7 @@ import {
 } from "@sandtree/protocol";
 import { type RunningServer, startServer } from "./server.js";
 import { sha256Hex, workerCallKey } from "./services/fleet/join-token.js";
+import { ACTIVE } from "./services/sandbox-machines.js";
 
 /** The changes a control plane's record follows: ended, paused, resumed. */
 const REPORTED = new Set<SandboxStatus>([...TERMINAL_STATUSES, "PAUSED", "RUNNING"]);
@@ -104,6 +105,15 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
       ...(o.version ? { version: o.version } : {}),
       ...(o.log ? { log: o.log } : {}),
       reports,
+      inventory: {
+        running: async () => (await server.store.listSandboxesByStatus(ACTIVE)).map((s) => s.id),
+        end: async (ids) => {
+          for (const id of ids) {
+            const sb = await server.store.getSandbox(id);
+            if (sb) await server.services.sandboxes.delete(sb.team_id, id);
+          }
+        },
+      },
       onRegistered: (r) => {
         key = workerCallKey(o.joinToken, r.host_id, sha256Hex(r.secret));
       },

@@ -15,8 +15,10 @@ import { DesktopService } from "./services/desktop/desktop-service.js";
 import { ExecService } from "./services/exec-service.js";
 import { FileService } from "./services/file-service.js";
 import { FleetService, isLocalHostName, placedOnPeers } from "./services/fleet/fleet-service.js";
+import { loadOrCreateJoinToken } from "./services/fleet/join-token.js";
 import { LocalHost, localHostName } from "./services/fleet/local-host.js";
 import { RemoteSandboxes } from "./services/fleet/remote-sandboxes.js";
+import { checkSharedKeys } from "./services/fleet/shared-keys.js";
 import { StrandedStarts } from "./services/fleet/stranded-starts.js";
 import { HostImageResolver } from "./services/host-images.js";
 import { HostLostService } from "./services/host-lost-service.js";
@@ -39,8 +41,9 @@ import type { Services } from "./services/services.js";
 import { TeamService } from "./services/team-service.js";
 import { TimeoutService } from "./services/timeout-service.js";
 import type { HostStore } from "./store/host-store.js";
-import { openHostStore, openHostUrls, openStore } from "./store/open-store.js";
+import { openHostStore, openHostUrls, openKeyFingerprints, openStore } from "./store/open-store.js";
 import type { SandboxPatch } from "./store/rows.js";
+import type { Store } from "./store/store.js";
 
 export { ServerConfig, type ServerConfigInput, VmDeadlines } from "./config.js";
 
@@ -50,6 +53,8 @@ export interface RunningServer {
   url: string;
   /** Set on the first start only: the admin key of the default team. */
   firstKey: string | null;
+  /** Its store, for the process that embeds it (the worker reads its sandboxes' records). */
+  store: Store;
   close(): Promise<void>;
 }
 
@@ -112,7 +117,17 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     if (!team) throw new Error("a worker's data dir needs its default team");
     auth.useWorkerKey(team.id, opts.workerKey);
   }
-  const admission = new AdmissionService(store, new SecretBox(loadOrCreateServerKey(cfg.dataDir)));
+  // Every server on one database holds the same keys: refused here, before anything starts.
+  const serverKey = loadOrCreateServerKey(cfg.dataDir);
+  const joinToken = loadOrCreateJoinToken(cfg.dataDir);
+  await checkSharedKeys(openKeyFingerprints(store), cfg.dataDir, [
+    { name: "server.key", key: serverKey },
+    { name: "join-token", key: joinToken.token },
+  ]).catch(async (err: unknown) => {
+    await store.close();
+    throw err;
+  });
+  const admission = new AdmissionService(store, new SecretBox(serverKey));
   admission.setBudgetCheck((teamId) => metering.checkBudget(teamId));
   const images =
     opts.images ??
@@ -191,6 +206,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     heartbeatIntervalMs: cfg.heartbeatIntervalMs,
     hostLostAfterMs: cfg.hostLostAfterMs,
     localHostName: ownHostName,
+    joinToken,
     onHostLost: async (lost): Promise<void> => {
       await hostLost.sandboxesLost(lost);
     },
@@ -233,6 +249,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   fleet.start();
   sandboxes.useRemote(remote);
   fleet.onSandboxReports((host, reports) => remote.applyReports(host, reports));
+  fleet.onInventory((host, running) => remote.endedAmong(host, running));
   // A sandbox that ends here (delete, timeout) ends on its worker too.
   sandboxes.onTeardown((id) => remote.teardown(id));
   const exec = new ExecService(sandboxes);
@@ -279,6 +296,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     services,
     url,
     firstKey,
+    store,
     close() {
       closing ??= (async () => {
         // Ordered and idempotent: stop accepting, stop VMs (adoptions still running are

@@ -5,13 +5,12 @@ The sync and async clients only differ in how they send a `Call`, so both stay i
 
 from __future__ import annotations
 
-import base64
-import json
 import uuid
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Union
 from urllib.parse import quote
 
-from .errors import APIError, CheckpointFailedError, error_for, CommandTimeoutError, SandboxNotRunningError, SandboxTimeoutError
+from ._exec_stream import EXEC_STREAM_ACCEPT, exec_decoder
+from .errors import CheckpointFailedError, CommandTimeoutError, SandboxNotRunningError, SandboxTimeoutError
 from .models import (
     BackgroundJob,
     BackgroundJobStatus,
@@ -157,28 +156,11 @@ def execute_stream(
     timeout: Optional[float],
     user: Optional[str],
 ) -> Call:
-    """The streamed form of `execute`: the answer is NDJSON events (see `exec_event`)."""
+    """The streamed form of `execute`: `parse` takes the answer's Content-Type and gives its decoder
+    (binary records, or NDJSON from a server that answers with it: see `_exec_stream`)."""
     call = execute(sandbox_id, command, working_dir, env, timeout, user, None)
-    kw = dict(call.kw, headers={"accept": "application/x-ndjson"}, timeout=None)
-    return Call(call.method, call.path, kw, exec_event)
-
-
-def exec_event(line: str) -> Optional[ExecEvent]:
-    """One NDJSON line of a streamed exec; an error event is raised as its typed APIError."""
-    if not line.strip():
-        return None
-    d = json.loads(line)
-    kind = d.get("type")
-    if kind == "error":
-        err: APIError = error_for(str(d.get("code")), str(d.get("message")), status=0)
-        raise err
-    if kind in ("stdout", "stderr"):
-        return ExecEvent(kind, data=base64.b64decode(d.get("data", "")))
-    if kind == "started":
-        return ExecEvent(kind, exec_id=d.get("exec_id"), pid=d.get("pid"))
-    if kind == "exit":
-        return ExecEvent(kind, exit_code=d.get("exit_code"), signal=d.get("signal"), timed_out=bool(d.get("timed_out")))
-    return None  # an event type of a newer server
+    kw = dict(call.kw, headers={"accept": EXEC_STREAM_ACCEPT}, timeout=None)
+    return Call(call.method, call.path, kw, exec_decoder)
 
 
 def start_job(sandbox_id: str, command: Command, working_dir: Optional[str], env: Optional[Dict[str, str]]) -> Call:

@@ -176,10 +176,11 @@ class AsyncSandboxClient:
         """
         call = c.execute_stream(sandbox_id, command, working_dir, env, timeout, user)
         async with self.client.stream(call.method, call.path, **call.kw) as r:
-            async for line in r.aiter_lines():
-                event = call.parse(line)
-                if event is not None:
+            decoder = call.parse(r.headers.get("content-type"))
+            async for chunk in r.aiter_bytes():
+                for event in decoder.push(chunk):
                     yield event
+            decoder.finish()
 
     async def start_background_job(
         self, sandbox_id: str, command: Command, working_dir: Optional[str] = None, env: Optional[Dict[str, str]] = None

@@ -179,10 +179,11 @@ class SandboxClient:
         """
         call = c.execute_stream(sandbox_id, command, working_dir, env, timeout, user)
         with self.client.stream(call.method, call.path, **call.kw) as r:
-            for line in r.iter_lines():
-                event = call.parse(line)
-                if event is not None:
+            decoder = call.parse(r.headers.get("content-type"))
+            for chunk in r.iter_bytes():
+                for event in decoder.push(chunk):
                     yield event
+            decoder.finish()
 
     def start_background_job(
         self, sandbox_id: str, command: Command, working_dir: Optional[str] = None, env: Optional[Dict[str, str]] = None

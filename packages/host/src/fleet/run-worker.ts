@@ -24,6 +24,8 @@ export interface RunWorkerOptions {
   url?: string;
   /** Status changes of this host's sandboxes, sent with each heartbeat. */
   reports?: { take(): SandboxReport[]; putBack(r: SandboxReport[]): void };
+  /** The sandboxes it runs, sent now and then; `end` stops those the control plane has ended. */
+  inventory?: { running(): Promise<string[]>; end(ids: string[]): Promise<void> };
   /** Told of every registration: the host id and its new secret. */
   onRegistered?: (r: RegisterHostResponse) => void;
   log?: (line: string) => void;
@@ -57,6 +59,7 @@ export async function runWorker(o: RunWorkerOptions): Promise<{ agent: WorkerAge
     ...(o.url ? { url: o.url } : {}),
     ...(o.onRegistered ? { onRegistered: o.onRegistered } : {}),
     ...(o.reports ? { reports: o.reports } : {}),
+    ...(o.inventory ? { inventory: o.inventory } : {}),
     ...(o.log ? { log: o.log } : {}),
   });
   const joined = await agent.start();

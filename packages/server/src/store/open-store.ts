@@ -1,6 +1,7 @@
 import path from "node:path";
 import type { HostStore } from "./host-store.js";
 import type { HostUrls } from "./host-urls.js";
+import type { KeyFingerprints } from "./key-fingerprints.js";
 import { PgStore } from "./pg-store.js";
 import { SqliteStore } from "./sqlite-store.js";
 import type { Store } from "./store.js";
@@ -19,6 +20,12 @@ export async function openStore(cfg: { database?: string | undefined; dataDir: s
 export function openHostStore(store: Store): HostStore {
   if (store instanceof SqliteStore || store instanceof PgStore) return store.hostStore();
   throw new Error("this store has no host registry");
+}
+
+/** The fingerprints of the keys every server on the store's database must share. */
+export function openKeyFingerprints(store: Store): KeyFingerprints {
+  if (store instanceof SqliteStore || store instanceof PgStore) return store.keyFingerprints();
+  throw new Error("this store keeps no key fingerprints");
 }
 
 /** Where workers are reached (table `host_urls`), in the server's own store. */

@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { KEY_FINGERPRINTS_MIGRATION } from "./key-fingerprints.js";
 import { PG_HOST_URLS_MIGRATION } from "./pg-host-urls.js";
 import { PG_HOSTS_MIGRATION, PG_PLACED_BY_MIGRATION } from "./pg-hosts.js";
 
@@ -76,7 +77,8 @@ export const PG_MIGRATIONS: ReadonlyArray<readonly [name: string, sql: string]> 
   ["0003-metering", METERING],
   ["0004-fleet-hosts", PG_HOSTS_MIGRATION],
   ["0005-host-urls", PG_HOST_URLS_MIGRATION],
-  ["0006-placed-by", PG_PLACED_BY_MIGRATION],
+  ["0006-key-fingerprints", KEY_FINGERPRINTS_MIGRATION],
+  ["0007-placed-by", PG_PLACED_BY_MIGRATION],
 ];
 
 /**

@@ -1,5 +1,6 @@
 import type { CheckpointState, Sandbox, SandboxStatus, TeamLimits, TeamUsage } from "@sandtree/protocol";
 import type pg from "pg";
+import { PgKeyFingerprints } from "./key-fingerprints.js";
 import * as ck from "./pg-checkpoints.js";
 import { createPool, type Db, tx } from "./pg-db.js";
 import { PgHostUrls } from "./pg-host-urls.js";
@@ -82,6 +83,11 @@ export class PgStore implements Store {
   /** Where workers are reached (their own table, beside the host registry). */
   hostUrls(): PgHostUrls {
     return new PgHostUrls(this.pool);
+  }
+
+  /** The fingerprints of the keys every server on this database shares. */
+  keyFingerprints(): PgKeyFingerprints {
+    return new PgKeyFingerprints(this.pool);
   }
 
   private get db(): Db {

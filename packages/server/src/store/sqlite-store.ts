@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { CheckpointState, Sandbox, SandboxStatus, TeamLimits, TeamUsage } from "@sandtree/protocol";
 import Database from "better-sqlite3";
+import { KEY_FINGERPRINTS_MIGRATION, SqliteKeyFingerprints } from "./key-fingerprints.js";
 import type {
   AdmissionResult,
   ApiKeyRow,
@@ -73,7 +74,8 @@ const MIGRATIONS: Array<[name: string, sql: string]> = [
   ["0009-metering", meter.METERING_MIGRATION],
   ["0010-fleet-hosts", hosts.HOSTS_MIGRATION],
   ["0011-host-urls", HOST_URLS_MIGRATION],
-  ["0012-placed-by", hosts.PLACED_BY_MIGRATION],
+  ["0012-key-fingerprints", KEY_FINGERPRINTS_MIGRATION],
+  ["0013-placed-by", hosts.PLACED_BY_MIGRATION],
 ];
 
 type SandboxRow = Omit<Sandbox, "environment_vars" | "labels" | "secrets"> & {
@@ -118,6 +120,11 @@ export class SqliteStore implements Store {
   /** Where workers are reached (their own table, beside the host registry). */
   hostUrls(): SqliteHostUrls {
     return new SqliteHostUrls(this.db);
+  }
+
+  /** The fingerprints of the keys every server on this database shares. */
+  keyFingerprints(): SqliteKeyFingerprints {
+    return new SqliteKeyFingerprints(this.db);
   }
 
   private migrate(): void {

@@ -5,7 +5,7 @@
 // Sandbox rows are written through a PgStore on the same database, as a third server would;
 // time is a ManualClock: the bound is crossed by advancing it, never by waiting. A survivor ends the
 // creates a lost control plane was starting on a worker (StrandedStarts).
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Sandbox } from "@sandtree/protocol";
@@ -27,9 +27,13 @@ describe("fleet on a shared PostgreSQL", () => {
   let adminKey = "";
   const api = (s: RunningServer, token = adminKey): Api => jsonApi(s.url, () => token);
 
+  /** A control plane on the shared database; a new one gets the first one's keys, as every replica must. */
   async function start(dataDir?: string): Promise<RunningServer> {
     const dir = dataDir ?? mkdtempSync(path.join(tmpdir(), "sandtree-fleet-pg-"));
-    if (!dataDir) dirs.push(dir);
+    if (!dataDir) {
+      if (dirs[0]) for (const f of ["server.key", "join-token"]) copyFileSync(path.join(dirs[0], f), path.join(dir, f));
+      dirs.push(dir);
+    }
     const s = await startServer(
       { dataDir: dir, database: url, host: "127.0.0.1", port: 0, logger: false, network: "off", hostLostAfterMs: BOUND_MS },
       { fleetClock: clock },
@@ -66,6 +70,36 @@ describe("fleet on a shared PostgreSQL", () => {
     await store?.close();
     await db?.stop();
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  });
+
+  it("a control plane whose server.key or join token differs from the database's is refused at start (KEY_MISMATCH)", async () => {
+    for (const [file, content] of [
+      ["server.key", Buffer.alloc(32, 7)],
+      ["join-token", `stj_${"x".repeat(40)}\n`],
+    ] as const) {
+      const dir = mkdtempSync(path.join(tmpdir(), "sandtree-fleet-pg-"));
+      dirs.push(dir);
+      for (const f of ["server.key", "join-token"]) copyFileSync(path.join(dirs[0] ?? "", f), path.join(dir, f));
+      writeFileSync(path.join(dir, file), content, { mode: 0o600 });
+      const err = await startServer({
+        dataDir: dir,
+        database: url,
+        host: "127.0.0.1",
+        port: 0,
+        logger: false,
+        network: "off",
+      }).then(
+        async (s) => {
+          await s.close();
+          return null;
+        },
+        (e: unknown) => e,
+      );
+      expect(err).toMatchObject({ code: "KEY_MISMATCH", details: { file } });
+      expect(String((err as Error).message)).not.toContain(
+        typeof content === "string" ? content.trim() : content.toString("hex"),
+      );
+    }
   });
 
   it("both control planes list one registry: each its own local-<id> host, and a worker joined at either", async () => {

@@ -110,6 +110,34 @@ describe("fleet: a worker that dies", () => {
     survivor = b;
   }, 600_000);
 
+  it("a worker that comes back after HOST_LOST stops the VMs of the sandboxes marked lost", async () => {
+    const wb = workers[1] as Worker;
+    const b = survivor;
+    const pids = qemuPidsOf(b);
+    expect(pids.length).toBe(1);
+    // Stopped, not killed: it stops heartbeating while its VM runs on.
+    wb.proc.kill("SIGSTOP");
+    try {
+      const lost = await until(b, (x) => ENDED.includes(x.status), 120_000);
+      expect(lost).toMatchObject({ status: "ERROR", error_reason: expect.stringMatching(/^HOST_LOST: host wb /) });
+      expect(qemuPidsOf(b)).toEqual(pids);
+    } finally {
+      wb.proc.kill("SIGCONT");
+    }
+    // Back: its first heartbeat after the silence carries its inventory; the answer names b, which it stops.
+    const deadline = Date.now() + 120_000;
+    while (qemuPidsOf(b).length > 0) {
+      if (Date.now() > deadline) throw new Error(`the VM of ${b} still runs on wb:\n${wb.output()}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const hosts = (await api("GET", "/v1/hosts")).body.hosts as Array<{ name: string; state: string }>;
+    expect(hosts.find((h) => h.name === "wb")?.state).toBe("ACTIVE");
+    // The record stays what it was: lost, not revived.
+    expect(await sandbox(b)).toMatchObject({ status: "ERROR", error_reason: expect.stringMatching(/^HOST_LOST/) });
+    expect(await placements()).toMatchObject({ wb: 0 });
+    survivor = await createOn("wb");
+  }, 600_000);
+
   it("SIGTERM of a worker: it ends its sandboxes and reports them before it exits", async () => {
     const wb = workers[1] as Worker;
     expect((await sandbox(survivor)).status).toBe("RUNNING");

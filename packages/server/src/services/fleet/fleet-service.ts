@@ -20,7 +20,15 @@ import type { Principal } from "../auth-service.js";
 import type { Logger } from "../logger.js";
 import type { Clock } from "../metering/clock.js";
 import { candidateOf, hostView } from "./host-view.js";
-import { bearer, loadOrCreateJoinToken, matchesHash, sameSecret, sha256Hex, workerCallKey } from "./join-token.js";
+import {
+  bearer,
+  type JoinToken,
+  loadOrCreateJoinToken,
+  matchesHash,
+  sameSecret,
+  sha256Hex,
+  workerCallKey,
+} from "./join-token.js";
 import { type Candidate, rankHosts } from "./placement.js";
 
 export interface FleetServiceDeps {
@@ -41,6 +49,8 @@ export interface FleetServiceDeps {
   localHostName?: string;
   /** Told of every host the reaper marks LOST, with the sandboxes placed on it. */
   onHostLost?: (lost: LostHost) => Promise<void> | void;
+  /** The join token, already loaded (absent: loaded or created from the data dir here). */
+  joinToken?: JoinToken;
 }
 
 /** A worker that runs sandboxes for the control plane: where to call it, and with which key. */
@@ -99,9 +109,10 @@ export class FleetService {
   private localBeat: (() => Promise<void>) | null = null;
   private reportHook: ((host: HostRow, reports: SandboxReport[]) => Promise<void>) | null = null;
   private reapHook: (() => Promise<void>) | null = null;
+  private inventoryHook: ((host: HostRow, running: string[]) => Promise<string[]>) | null = null;
 
   constructor(private readonly deps: FleetServiceDeps) {
-    const t = loadOrCreateJoinToken(deps.dataDir);
+    const t = deps.joinToken ?? loadOrCreateJoinToken(deps.dataDir);
     this.joinToken = t.token;
     this.joinTokenCreated = t.created;
     this.joinTokenFile = t.file;
@@ -182,7 +193,13 @@ export class FleetService {
     if (beat.sandboxes?.length) await this.reportHook?.(row, beat.sandboxes);
     if (known.state === "LOST" && row.state !== "LOST") this.deps.log.info({ host: row.name }, "host is back");
     this.remember(row);
-    return { host_id: row.id, state: row.state, heartbeat_interval_ms: this.deps.heartbeatIntervalMs };
+    const end = beat.running?.length ? ((await this.inventoryHook?.(row, beat.running)) ?? []) : [];
+    return {
+      host_id: row.id,
+      state: row.state,
+      heartbeat_interval_ms: this.deps.heartbeatIntervalMs,
+      ...(end.length ? { end } : {}),
+    };
   }
 
   /** `GET /v1/hosts` (admin). */
@@ -257,6 +274,11 @@ export class FleetService {
       ...(req.host ? { host: req.host } : {}),
       tried: ranked.length,
     });
+  }
+
+  /** Asked, with a worker's inventory, which of its sandboxes have ended here (RemoteSandboxes answers). */
+  onInventory(hook: (host: HostRow, running: string[]) => Promise<string[]>): void {
+    this.inventoryHook = hook;
   }
 
   /** Told of the status changes a worker reports with its heartbeat (RemoteSandboxes applies them). */

@@ -6,7 +6,14 @@ import path from "node:path";
  * The fleet's join token: random, made at the first start, kept in `<data-dir>/join-token`
  * (mode 0600). `created` is true only on the start that made it (the one that prints it).
  */
-export function loadOrCreateJoinToken(dataDir: string): { token: string; created: boolean; file: string } {
+export interface JoinToken {
+  token: string;
+  /** True only on the start that made it. */
+  created: boolean;
+  file: string;
+}
+
+export function loadOrCreateJoinToken(dataDir: string): JoinToken {
   const file = path.join(dataDir, "join-token");
   let created = false;
   try {

@@ -219,6 +219,25 @@ export class RemoteSandboxes {
   }
 
   /**
+   * Of the sandboxes a worker says it runs, those it must end: their record here has ended
+   * (marked HOST_LOST while the worker was away, a create abandoned by a control plane that
+   * stopped), was never here, or places the sandbox on another host. Without this a worker that
+   * comes back keeps VMs nobody can reach or bill.
+   */
+  async endedAmong(host: HostRow, running: string[]): Promise<string[]> {
+    const { store, fleet } = this.deps;
+    const end: string[] = [];
+    for (const id of running) {
+      const row = await store.getSandbox(id);
+      const placed = row && !TERMINAL_STATUSES.includes(row.status) ? await fleet.placedOn(id) : null;
+      if (!row || TERMINAL_STATUSES.includes(row.status) || (placed !== null && placed !== host.id)) end.push(id);
+    }
+    if (end.length)
+      this.deps.log.warn({ host: host.name, sandboxes: end }, "ending sandboxes a worker ran after their record here ended");
+    return end;
+  }
+
+  /**
    * Pause or resume of a sandbox on a worker: done there, followed here. False when the sandbox
    * runs on this host (or is not the team's): the caller does it as for any sandbox.
    */
