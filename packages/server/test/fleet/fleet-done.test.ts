@@ -247,13 +247,21 @@ describe("fleet: PostgreSQL + S3, two control planes, three workers in their own
   }, 600_000);
 
   it("kill -9 of a worker: its sandboxes become ERROR HOST_LOST, the others' run on", async () => {
-    const listed = (await api("GET", "/v1/sandboxes?label=run=burst&status=RUNNING&limit=1000")).body.sandboxes as Sb[];
+    // One pinned to each worker (an admin's pin), beside what runs already.
+    const pinned: Record<string, string> = {};
+    for (const w of ["w1", "w2", "w3"]) {
+      const r = await api("POST", "/v1/sandboxes", { ...SMALL, host: w });
+      expect(r.status, JSON.stringify(r.body)).toBe(201);
+      pinned[w] = r.body.id as string;
+    }
+    for (const id of Object.values(pinned)) expect((await settled(id)).status).toBe("RUNNING");
+    const listed = (await api("GET", "/v1/sandboxes?status=RUNNING&limit=1000")).body.sandboxes as Sb[];
     const placed = await placements(listed.map((s) => s.id));
-    const w1 = workers[0] as Worker;
     const onW1 = listed.filter((s) => placed.get(s.id) === "w1").map((s) => s.id);
     const others = listed.filter((s) => placed.get(s.id) !== "w1").map((s) => s.id);
-    expect(onW1.length).toBeGreaterThan(0);
-    await stopChildProcess(w1.proc, "SIGKILL");
+    expect(onW1).toContain(pinned.w1);
+    expect(others).toEqual(expect.arrayContaining([pinned.w2, pinned.w3]));
+    await stopChildProcess((workers[0] as Worker).proc, "SIGKILL");
     for (const id of onW1) {
       const s = await until(
         id,
