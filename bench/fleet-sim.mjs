@@ -8,7 +8,7 @@
 // p50/p99, and the API's latency at that load (GET /v1/hosts, a placement). Beside them, in the
 // same run: the store's plain insert rate (one autocommit INSERT per row, the same pragmas) and
 // HostStore.place in-process (no HTTP), and the floor (bare QEMU, raw-floor.py) as every bench.
-// `--database postgres` runs it all on a throwaway PostgreSQL (bench/lib/postgres.mjs, default
+// `--database postgres` runs it all on a throwaway PostgreSQL (scripts/lib/postgres.mjs, default
 // durability) instead of SQLite, `--database postgres://...` on an empty database of your own.
 // Usage: node bench/fleet-sim.mjs [--hosts 1000] [--sandboxes 20000] [--procs 4]
 // [--concurrency 16] [--heartbeat-ms 5000] [--database sqlite|postgres|URL] [--no-floor].
@@ -25,8 +25,8 @@ import { detectAccel } from "@sandtree/host";
 import { PgStore, SqliteStore } from "@sandtree/server";
 import Database from "better-sqlite3";
 import pg from "pg";
+import { startPostgres } from "../scripts/lib/postgres.mjs";
 import { measureFloor } from "./lib/floor.mjs";
-import { startPostgres } from "./lib/postgres.mjs";
 
 const here = fileURLToPath(import.meta.url);
 const repo = path.resolve(path.dirname(here), "..");
@@ -303,8 +303,8 @@ async function main() {
   let cluster = null;
   let dbUrl = null;
   if (values.database === "postgres") {
-    cluster = await startPostgres();
-    dbUrl = cluster.url;
+    cluster = await startPostgres({ durable: true });
+    dbUrl = cluster.url("postgres");
   } else if (backend === "postgres") dbUrl = values.database;
   try {
     const serve = spawn(

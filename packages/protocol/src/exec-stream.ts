@@ -54,7 +54,7 @@ export class ExecStreamDecoder {
       this.parts.push(new Uint8Array(chunk)); // a copy (a Buffer's slice() would be a view)
       this.partsBytes += chunk.length;
       if (this.partsBytes < this.needed) return [];
-      buf = concat(this.parts, this.partsBytes);
+      buf = concatBytes(this.parts, this.partsBytes);
       this.parts = [];
       this.partsBytes = 0;
     }
@@ -108,8 +108,9 @@ export class ExecStreamDecoder {
   }
 }
 
-function concat(parts: readonly Uint8Array[], total: number): Uint8Array {
-  const out = new Uint8Array(total);
+/** The parts joined into one new array; `total` is their summed length when the caller knows it. */
+export function concatBytes(parts: readonly Uint8Array[], total?: number): Uint8Array {
+  const out = new Uint8Array(total ?? parts.reduce((n, p) => n + p.length, 0));
   let at = 0;
   for (const p of parts) {
     out.set(p, at);

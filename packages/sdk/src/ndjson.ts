@@ -1,3 +1,5 @@
+import { concatBytes } from "@sandtree/protocol";
+
 /**
  * Splits a byte stream into NDJSON lines. Splits on the newline byte before decoding, so a
  * multi-byte UTF-8 character cut across two chunks is decoded whole.
@@ -41,20 +43,8 @@ export class NdjsonDecoder {
     const parts = this.pending;
     this.pending = [];
     this.pendingBytes = 0;
-    const bytes = parts.length === 1 ? (parts[0] as Uint8Array) : concat(parts);
+    const bytes = parts.length === 1 ? (parts[0] as Uint8Array) : concatBytes(parts);
     const line = this.text.decode(bytes).replace(/\r$/, "");
     if (line.trim() !== "") lines.push(line);
   }
-}
-
-export function concat(parts: readonly Uint8Array[]): Uint8Array {
-  let total = 0;
-  for (const p of parts) total += p.length;
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
 }

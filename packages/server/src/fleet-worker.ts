@@ -1,5 +1,5 @@
+import type { RunWorkerOptions } from "@sandtree/host";
 import {
-  type AccelChoice,
   type RegisterHostResponse,
   type SandboxReport,
   type SandboxStatus,
@@ -13,26 +13,19 @@ import { ACTIVE } from "./services/sandbox-machines.js";
 /** The changes a control plane's record follows: ended, paused, resumed. */
 const REPORTED = new Set<SandboxStatus>([...TERMINAL_STATUSES, "PAUSED", "RUNNING"]);
 
-export interface FleetWorkerOptions {
-  /** The control planes' URLs: one, or several sharing one database (failed over in order). */
-  joinUrls: readonly string[];
-  joinToken: string;
-  name: string;
-  /** This worker's own state: its SQLite, sandbox disks, logs (default: the server's data dir). */
-  dataDir?: string;
-  cacheDir?: string;
-  accel?: AccelChoice;
-  /** vCPUs offered to placements (default: this machine's CPUs; more overcommits them). */
-  vcpus?: number;
+/**
+ * runWorker's options (join URL and token, name, data and cache dirs, accelerator, version, log),
+ * less what startFleetWorker fills in itself: the URL it registers, the status reports, the
+ * registration hook. `dataDir` holds this worker's own state too: its SQLite, sandbox disks, logs.
+ */
+export interface FleetWorkerOptions extends Omit<RunWorkerOptions, "url" | "reports" | "inventory" | "onRegistered"> {
   /** Where its sandbox API listens (default 127.0.0.1, port 7071). */
   host?: string;
   port?: number;
   /** The URL the control plane calls (default: the listen address; set it behind NAT or 0.0.0.0). */
   advertiseUrl?: string;
-  version?: string;
   /** The sandbox API's request log (default off: the worker prints its own lines). */
   logger?: boolean;
-  log?: (line: string) => void;
 }
 
 export interface RunningFleetWorker {

@@ -34,6 +34,7 @@ const MACHINE_INTERNALS = [
   "resumeAfterSave",
   "loadVmState",
   "findQemuProcesses",
+  "qemuPidsNamed",
   "qemuAlive",
   "buildQemuArgs",
 ];

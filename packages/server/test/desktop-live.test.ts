@@ -1,5 +1,5 @@
-import { DesktopEvent } from "@sandtree/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { desktopCalls } from "./desktop-helpers.js";
 import { startTestServer, type TestServer } from "./helpers.js";
 import { RfbClient } from "./rfb-client.js";
 
@@ -8,21 +8,8 @@ import { RfbClient } from "./rfb-client.js";
 // display up. A small display keeps TCG's framebuffer work cheap. No timing is asserted.
 const DISPLAY = { width: 640, height: 480, accessibility: true };
 let t: TestServer;
+const { sandboxes, create, act, deleteAll } = desktopCalls(() => t);
 let d = "";
-const sandboxes: string[] = [];
-
-async function create(body: object): Promise<string> {
-  const r = await t.api("POST", "/v1/sandboxes", body);
-  expect(r.status, JSON.stringify(r.body)).toBe(201);
-  sandboxes.push(r.body.id);
-  return r.body.id as string;
-}
-
-async function act(id: string, action: object): Promise<DesktopEvent> {
-  const r = await t.api("POST", `/v1/sandboxes/${id}/desktop/actions`, action);
-  expect(r.status, JSON.stringify(r.body)).toBe(200);
-  return DesktopEvent.parse(r.body);
-}
 
 const vncUrl = (id: string, query = "") => `${t.url.replace("http", "ws")}/v1/sandboxes/${id}/desktop/vnc${query}`;
 
@@ -41,7 +28,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const id of sandboxes) await t?.api("DELETE", `/v1/sandboxes/${id}`);
+  await deleteAll();
   await t?.close();
 });
 

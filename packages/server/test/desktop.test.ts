@@ -4,30 +4,18 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { DesktopEvent } from "@sandtree/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { desktopCalls } from "./desktop-helpers.js";
 import { runCli, startTestServer, type TestServer } from "./helpers.js";
 
 // One recorded desktop (A), one fresh desktop to replay into (B, booted alongside A), two memory
 // forks of A. A small display keeps TCG's screenshots cheap. No timing is asserted.
 const DISPLAY = { width: 800, height: 600 };
 let t: TestServer;
+const { sandboxes, create, act, deleteAll } = desktopCalls(() => t);
 let a = "";
 let b = "";
-const sandboxes: string[] = [];
 
 const sandtree = (args: string[]) => runCli(t, args);
-
-async function create(body: object): Promise<string> {
-  const r = await t.api("POST", "/v1/sandboxes", body);
-  expect(r.status, JSON.stringify(r.body)).toBe(201);
-  sandboxes.push(r.body.id);
-  return r.body.id as string;
-}
-
-async function act(id: string, action: object): Promise<DesktopEvent> {
-  const r = await t.api("POST", `/v1/sandboxes/${id}/desktop/actions`, action);
-  expect(r.status, JSON.stringify(r.body)).toBe(200);
-  return DesktopEvent.parse(r.body);
-}
 
 async function events(id: string): Promise<DesktopEvent[]> {
   const res = await fetch(`${t.url}/v1/sandboxes/${id}/desktop/events`, { headers: { authorization: `Bearer ${t.key}` } });
@@ -49,7 +37,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const id of sandboxes) await t?.api("DELETE", `/v1/sandboxes/${id}`);
+  await deleteAll();
   await t?.close();
 });
 

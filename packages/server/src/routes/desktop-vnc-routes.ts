@@ -1,11 +1,11 @@
-import { DesktopVncQuery, SandtreeError } from "@sandtree/protocol";
+import { DesktopVncQuery } from "@sandtree/protocol";
 import type { FastifyInstance } from "fastify";
-import { type RawData, WebSocket, WebSocketServer } from "ws";
+import { type RawData, WebSocket } from "ws";
 import { z } from "zod";
 import { parse } from "../errors.js";
 import type { VncStream } from "../services/desktop/vnc-stream.js";
 import type { Services } from "../services/services.js";
-import { upgrades } from "./upgrades.js";
+import { webSocketUpgrades } from "./websocket-upgrade.js";
 
 const Params = z.object({ id: z.string().min(1).max(64) });
 /** Above this many unsent bytes either way we stop reading the other side. */
@@ -18,41 +18,15 @@ const HIGH_WATER = 1024 * 1024;
  * NO_DISPLAY and the rest arrive as ordinary JSON errors.
  */
 export function desktopVncRoutes(app: FastifyInstance, s: Services): void {
-  const pending = upgrades(app);
-  const open = new Set<WebSocket>();
-  const wss = new WebSocketServer({
-    noServer: true,
-    maxPayload: 1024 * 1024,
-    // noVNC offers "binary"; the bearer.<key> protocol is never echoed back.
-    handleProtocols: (protocols) => (protocols.has("binary") ? "binary" : false),
-  });
-  app.addHook("preClose", async () => {
-    for (const ws of open) ws.terminate();
-  });
-
+  // noVNC offers "binary".
+  const upgrade = webSocketUpgrades(app, "binary");
   app.get("/v1/sandboxes/:id/desktop/vnc", async (req, reply) => {
     const { id } = parse(Params, req.params);
     const { interactive } = parse(DesktopVncQuery, req.query);
-    const up = pending.get(req.raw);
-    if (!up || String(req.headers.upgrade).toLowerCase() !== "websocket") {
-      throw new SandtreeError("BAD_REQUEST", "this endpoint is a WebSocket: send `Upgrade: websocket`");
-    }
-    const vnc = await s.desktop.openVnc(req.principal.teamId, id, interactive);
-    pending.take(req.raw);
-    reply.hijack();
-    if (up.socket.destroyed) {
-      vnc.close(); // the client left while x11vnc started
-      return;
-    }
-    let bridged = false;
-    up.socket.once("close", () => {
-      if (!bridged) vnc.close();
-    });
-    wss.handleUpgrade(req.raw, up.socket, up.head, (ws) => {
-      bridged = true;
-      open.add(ws);
-      ws.once("close", () => open.delete(ws));
-      bridge(ws, vnc);
+    await upgrade(req, reply, {
+      open: () => s.desktop.openVnc(req.principal.teamId, id, interactive),
+      abandon: (vnc) => vnc.close(),
+      bridge,
     });
   });
 }

@@ -1,12 +1,12 @@
-import { PTY_SUBPROTOCOL, PtyClientMessage, PtyQuery, type PtyServerMessage, SandtreeError } from "@sandtree/protocol";
+import { PTY_SUBPROTOCOL, PtyClientMessage, PtyQuery, type PtyServerMessage } from "@sandtree/protocol";
 import type { FastifyInstance } from "fastify";
-import { type RawData, WebSocket, WebSocketServer } from "ws";
+import { type RawData, WebSocket } from "ws";
 import { z } from "zod";
 import { parse } from "../errors.js";
 import { streamErrorCode } from "../services/error-codes.js";
 import type { PtySession } from "../services/pty-service.js";
 import type { Services } from "../services/services.js";
-import { upgrades } from "./upgrades.js";
+import { webSocketUpgrades } from "./websocket-upgrade.js";
 
 const Params = z.object({ id: z.string().min(1).max(64) });
 /** Above this many unsent bytes we stop taking output (the guest then runs out of credit). */
@@ -18,43 +18,15 @@ const HIGH_WATER = 1024 * 1024;
  * upgrades.ts), and the route's handler upgrades only once the process started.
  */
 export function ptyRoutes(app: FastifyInstance, s: Services): void {
-  const pending = upgrades(app);
-  const open = new Set<WebSocket>();
-  const wss = new WebSocketServer({
-    noServer: true,
-    maxPayload: 1024 * 1024,
-    // Browsers cannot set headers: they offer `bearer.<key>` (read below) and this protocol.
-    handleProtocols: (protocols) => (protocols.has(PTY_SUBPROTOCOL) ? PTY_SUBPROTOCOL : false),
-  });
-
-  // Upgraded sockets still count for server.close(): end them first, or close would wait forever.
-  app.addHook("preClose", async () => {
-    for (const ws of open) ws.terminate();
-  });
-
+  // Browsers cannot set headers: they offer `bearer.<key>` (read by upgrades.ts) and this protocol.
+  const upgrade = webSocketUpgrades(app, PTY_SUBPROTOCOL);
   app.get("/v1/sandboxes/:id/pty", async (req, reply) => {
     const { id } = parse(Params, req.params);
     const query = parse(PtyQuery, req.query);
-    const up = pending.get(req.raw);
-    if (!up || String(req.headers.upgrade).toLowerCase() !== "websocket") {
-      throw new SandtreeError("BAD_REQUEST", "this endpoint is a WebSocket: send `Upgrade: websocket`");
-    }
-    const pty = await s.pty.open(req.principal.teamId, id, query);
-    pending.take(req.raw);
-    reply.hijack();
-    if (up.socket.destroyed) {
-      pty.kill(); // the client left while the process started
-      return;
-    }
-    let bridged = false;
-    up.socket.once("close", () => {
-      if (!bridged) pty.kill(); // the handshake failed
-    });
-    wss.handleUpgrade(req.raw, up.socket, up.head, (ws) => {
-      bridged = true;
-      open.add(ws);
-      ws.once("close", () => open.delete(ws));
-      bridge(ws, pty);
+    await upgrade(req, reply, {
+      open: () => s.pty.open(req.principal.teamId, id, query),
+      abandon: (pty) => pty.kill(),
+      bridge,
     });
   });
 }

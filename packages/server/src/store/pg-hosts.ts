@@ -1,5 +1,5 @@
-import type { HostState } from "@sandtree/protocol";
 import type pg from "pg";
+import { type HostTableRow, hostFromRow } from "./host-rows.js";
 import type { HostRow, HostStore, LostHost, NewHost, PlacementRow, PlaceOptions, StrandedStart } from "./host-store.js";
 import { all, one, run, tx } from "./pg-db.js";
 
@@ -31,41 +31,9 @@ const STRANDED_STARTS = `
     AND (s.id IS NULL OR s.status IN ('PENDING', 'PROVISIONING'))
   ORDER BY p.placed_at, p.sandbox_id`;
 
-interface Row {
-  id: string;
-  name: string;
-  state: HostState;
-  cordoned: boolean;
-  vcpus: number;
-  memory_mib: number;
-  disk_gib: number;
-  accel: "kvm" | "tcg";
-  images: string;
-  templates: string;
-  layers: string;
-  used_vcpus: number;
-  used_memory_mib: number;
-  used_disk_gib: number;
-  placements: number;
-  registered_at: string;
-  last_heartbeat_at: string;
-  secret_hash: string;
-}
+type Row = HostTableRow<boolean>;
 
-function fromRow(r: Row): HostRow {
-  return {
-    id: r.id,
-    name: r.name,
-    state: r.state,
-    cordoned: r.cordoned,
-    capacity: { vcpus: r.vcpus, memory_mib: r.memory_mib, disk_gib: r.disk_gib, accel: r.accel },
-    locality: { images: JSON.parse(r.images), templates: JSON.parse(r.templates), layers: JSON.parse(r.layers) },
-    usage: { vcpus: r.used_vcpus, memory_mib: r.used_memory_mib, disk_gib: r.used_disk_gib, placements: r.placements },
-    registered_at: r.registered_at,
-    last_heartbeat_at: r.last_heartbeat_at,
-    secret_hash: r.secret_hash,
-  };
-}
+const fromRow = (r: Row): HostRow => hostFromRow(r, (c) => c);
 
 const PLACEMENT_COLUMNS = "sandbox_id, host_id, vcpus, memory_mib, disk_gib, placed_at";
 

@@ -1,3 +1,4 @@
+import { type NetworkTableRow, networkFromRow } from "./network-rows.js";
 import { all, type Db, one, run } from "./pg-db.js";
 import type { ExposedPortRow, NetworkPolicyUpdate, NetworkRow } from "./rows.js";
 
@@ -8,16 +9,9 @@ import type { ExposedPortRow, NetworkPolicyUpdate, NetworkRow } from "./rows.js"
 /** The advisory lock key of slot allocation ("netslots" in ASCII). */
 export const SLOT_LOCK = 0x6e6574736c6f7473n;
 
-type Raw = Omit<NetworkRow, "allowlist" | "denylist" | "tunnels"> & { allowlist: string; denylist: string; tunnels: string };
+type Raw = NetworkTableRow<boolean>;
 
-function fromRaw(r: Raw): NetworkRow {
-  return {
-    ...r,
-    allowlist: JSON.parse(r.allowlist) as string[],
-    denylist: JSON.parse(r.denylist) as string[],
-    tunnels: JSON.parse(r.tunnels) as Record<string, string>,
-  };
-}
+const fromRaw = (r: Raw): NetworkRow => networkFromRow(r, (b) => b);
 
 export async function getNetwork(db: Db, sandboxId: string): Promise<NetworkRow | undefined> {
   const r = await one<Raw>(db, "SELECT * FROM sandbox_networks WHERE sandbox_id = $1", [sandboxId]);

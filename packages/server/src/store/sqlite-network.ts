@@ -1,4 +1,5 @@
 import type Database from "better-sqlite3";
+import { type NetworkTableRow, networkFromRow } from "./network-rows.js";
 import type { NetworkPolicyUpdate, NetworkRow } from "./rows.js";
 
 // The SQL behind SqliteStore's sandbox-network methods.
@@ -10,24 +11,9 @@ export const NETWORK_MIGRATION = `
     updated_at TEXT NOT NULL);
   CREATE UNIQUE INDEX sandbox_networks_slot ON sandbox_networks(slot) WHERE slot IS NOT NULL;`;
 
-type Raw = Omit<NetworkRow, "enabled" | "applied" | "allowlist" | "denylist" | "tunnels"> & {
-  enabled: number;
-  applied: number;
-  allowlist: string;
-  denylist: string;
-  tunnels: string;
-};
+type Raw = NetworkTableRow<number>;
 
-function fromRaw(r: Raw): NetworkRow {
-  return {
-    ...r,
-    enabled: r.enabled === 1,
-    applied: r.applied === 1,
-    allowlist: JSON.parse(r.allowlist) as string[],
-    denylist: JSON.parse(r.denylist) as string[],
-    tunnels: JSON.parse(r.tunnels) as Record<string, string>,
-  };
-}
+const fromRaw = (r: Raw): NetworkRow => networkFromRow(r, (b) => b === 1);
 
 export function getNetwork(db: Database.Database, sandboxId: string): NetworkRow | undefined {
   const r = db.prepare("SELECT * FROM sandbox_networks WHERE sandbox_id = ?").get(sandboxId) as Raw | undefined;

@@ -1,8 +1,9 @@
 // The real-process fleet harness: `sandtree worker` children on loopback, each with its own data
 // dir, and what their own stores hold. Shared by the fleet-worker*.test.ts files.
 import { type ChildProcess, spawn } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import path from "node:path";
+import { qemuPidsNamed } from "@sandtree/host";
 import Database from "better-sqlite3";
 
 export const CLI_MAIN = path.resolve(import.meta.dirname, "../../../cli/dist/main.js");
@@ -50,19 +51,7 @@ export function idsOnWorker(w: Worker): string[] {
 
 /** PIDs of the QEMU processes that run a sandbox's VM (named `sandtree-<id>`), found in /proc. */
 export function qemuPidsOf(sandboxId: string): number[] {
-  const pids: number[] = [];
-  for (const e of readdirSync("/proc")) {
-    if (!/^\d+$/.test(e)) continue;
-    let argv: string[];
-    try {
-      argv = readFileSync(`/proc/${e}/cmdline`, "utf8").split("\0");
-    } catch {
-      continue;
-    }
-    if ((argv[0] ?? "").includes("qemu-system") && argv[argv.indexOf("-name") + 1] === `sandtree-${sandboxId}`)
-      pids.push(Number(e));
-  }
-  return pids;
+  return qemuPidsNamed(`sandtree-${sandboxId}`);
 }
 
 export interface ControlPlane {
