@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { HostName } from "./host-name.js";
 
 export const CHECKPOINT_STATES = ["PENDING", "FROZEN", "DURABLE", "FAILED", "DELETING"] as const;
 export const CheckpointState = z.enum(CHECKPOINT_STATES);
@@ -55,6 +56,8 @@ export const ForkRequest = z.strictObject({
   count: z.number().int().min(1).max(64).optional(),
   /** How long to wait for the checkpoint to become DURABLE before giving up. */
   wait_timeout_seconds: z.number().positive().max(3600).default(300),
+  /** Start the children on this fleet host (admin keys only): refused, never moved, when it cannot take them. */
+  host: HostName.optional(),
 });
 export type ForkRequest = z.input<typeof ForkRequest>;
 

@@ -75,6 +75,13 @@ export const ERROR_STATUS = {
   WORKER_UNREACHABLE: 502,
   /** The call is not built yet for a sandbox that runs on a remote worker (checkpoints, forks, resets, ports). */
   NOT_ON_REMOTE_HOST: 501,
+  /** A worker joined with a blob store (SANDTREE_BLOB_STORE) other than the control plane's. */
+  BLOB_STORE_MISMATCH: 409,
+  /**
+   * A restore or fork elsewhere of a checkpoint whose layers live only on the host that took it
+   * (the control plane keeps layers in a local directory, not an object store).
+   */
+  CHECKPOINT_NOT_ON_HOST: 409,
   /** At start: this server's server.key or join token differs from the one its database was first used with. */
   KEY_MISMATCH: 500,
   HOST_DISK_FULL: 507,

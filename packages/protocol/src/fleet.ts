@@ -57,6 +57,11 @@ export const RegisterHostRequest = z.strictObject({
     .url({ protocol: /^https?$/ })
     .max(512)
     .optional(),
+  /**
+   * The worker's own blob-store setting (SANDTREE_BLOB_STORE), when it has one: the control plane
+   * refuses the join (BLOB_STORE_MISMATCH) unless it is the control plane's own.
+   */
+  blob_store: z.string().min(1).max(2048).optional(),
 });
 export type RegisterHostRequest = z.input<typeof RegisterHostRequest>;
 
@@ -66,6 +71,12 @@ export const RegisterHostResponse = z.object({
   name: z.string(),
   secret: z.string(),
   heartbeat_interval_ms: z.number().int(),
+  /**
+   * The control plane's object store (an s3:// URL, never credentials: each process takes them from
+   * its own AWS environment), which the worker stores its checkpoint layers in; null when the control
+   * plane keeps layers in a local directory (checkpoints then stay on the worker that took them).
+   */
+  blob_store: z.string().nullable().default(null),
 });
 export type RegisterHostResponse = z.infer<typeof RegisterHostResponse>;
 

@@ -31,6 +31,8 @@ export interface ForkOptions extends RequestOptions {
   waitTimeoutMs?: number;
   /** Fork with memory: the child resumes with the parent's processes running. */
   memory?: boolean;
+  /** Start the children on this fleet host (admin keys only). */
+  host?: string;
 }
 
 const ForkMany = z.object({ sandboxes: z.array(Sandbox), checkpoint_id: z.string() });
@@ -113,7 +115,7 @@ export function forkMany(
 }
 
 function forkBody(options: ForkOptions) {
-  const { name, cpuCores, memoryGb, timeoutMinutes, waitTimeoutMs, memory, ...rest } = options;
+  const { name, cpuCores, memoryGb, timeoutMinutes, waitTimeoutMs, memory, host, ...rest } = options;
   const json: ForkRequest = {
     ...(memory ? { memory: true } : {}),
     ...(name !== undefined ? { name } : {}),
@@ -121,6 +123,7 @@ function forkBody(options: ForkOptions) {
     ...(memoryGb !== undefined ? { memory_gb: memoryGb } : {}),
     ...(timeoutMinutes !== undefined ? { timeout_minutes: timeoutMinutes } : {}),
     ...(waitTimeoutMs !== undefined ? { wait_timeout_seconds: waitTimeoutMs / 1000 } : {}),
+    ...(host !== undefined ? { host } : {}),
   };
   return { json, rest, wait: waitTimeoutMs ?? 300_000 };
 }

@@ -149,6 +149,10 @@ const HINTS: Partial<Record<ErrorCode, Hint>> = {
   HOST_UNSCHEDULABLE: " (that host takes no new sandbox: pin another, or leave host out; `sandtree host list`)",
   WORKER_UNREACHABLE: " (the fleet worker holding this sandbox did not answer: retry; an admin checks `sandtree host list`)",
   NOT_ON_REMOTE_HOST: " (not built yet for sandboxes on fleet workers: create it on the host `local` to use this)",
+  BLOB_STORE_MISMATCH:
+    " (a worker uses the control plane's object store: unset SANDTREE_BLOB_STORE on the worker, or set it to the control plane's)",
+  CHECKPOINT_NOT_ON_HOST:
+    " (its layers are only on the host that took it: restore it there (host), or give the fleet an object store)",
   HOST_DISK_FULL: " (the server's disk is full: free space on the host, then retry)",
   HOST_COMMAND_FAILED: " (a tool on the server failed: details.command and details.stderr say which; check the server's setup)",
 };
@@ -224,6 +228,8 @@ export const ERROR_CLASSES: Record<ErrorCode, ApiErrorClass> = {
   HOST_UNSCHEDULABLE: ConflictError,
   WORKER_UNREACHABLE: ServerError,
   NOT_ON_REMOTE_HOST: ServerError,
+  BLOB_STORE_MISMATCH: ConflictError,
+  CHECKPOINT_NOT_ON_HOST: ConflictError,
   KEY_MISMATCH: ServerError,
   HOST_DISK_FULL: ServerError,
   HOST_COMMAND_FAILED: ServerError,

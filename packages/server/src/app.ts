@@ -12,6 +12,7 @@ import { desktopVncRoutes } from "./routes/desktop-vnc-routes.js";
 import { execOutputRoutes } from "./routes/exec-output-routes.js";
 import { execRoutes } from "./routes/exec-routes.js";
 import { fileRoutes } from "./routes/file-routes.js";
+import { fleetCheckpointRoutes } from "./routes/fleet-checkpoint-routes.js";
 import { fleetRoutes, WORKER_ROUTE_PREFIX } from "./routes/fleet-routes.js";
 import { imageRoutes } from "./routes/image-routes.js";
 import { jobRoutes } from "./routes/job-routes.js";
@@ -133,6 +134,7 @@ export function buildApp(
   usageRoutes(app, services);
   metricsRoutes(app, services, { metricsToken: opts.metricsToken });
   fleetRoutes(app, services);
+  fleetCheckpointRoutes(app, services);
   return app;
 }
 

@@ -122,3 +122,24 @@ export function makeBlobStore(setting: BlobStoreSetting | undefined, layersDir: 
     localDir: layersDir,
   });
 }
+
+/**
+ * The URL of an S3 setting, in one canonical form (what a control plane tells its workers; it
+ * holds no credentials: the URL never does).
+ */
+export function s3Url(s: Extract<BlobStoreSetting, { kind: "s3" }>): string {
+  const q = new URLSearchParams();
+  if (s.endpoint) q.set("endpoint", s.endpoint);
+  if (s.region) q.set("region", s.region);
+  q.set("force_path_style", String(s.forcePathStyle));
+  q.set("verify_etag", String(s.verifyEtag));
+  if (s.partSizeMb) q.set("part_size_mb", String(s.partSizeMb));
+  return `s3://${s.bucket}/${s.prefix}?${q.toString()}`;
+}
+
+/** Whether two settings name the same store (the same bucket, prefix and endpoint, or the same directory). */
+export function sameBlobStore(a: BlobStoreSetting, b: BlobStoreSetting): boolean {
+  if (a.kind === "local") return b.kind === "local" && a.dir === b.dir;
+  if (b.kind === "local") return false;
+  return a.bucket === b.bucket && a.prefix === b.prefix && (a.endpoint ?? "") === (b.endpoint ?? "");
+}

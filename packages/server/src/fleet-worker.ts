@@ -6,9 +6,14 @@ import {
   SandtreeError,
   TERMINAL_STATUSES,
 } from "@sandtree/protocol";
+import { BlobStoreUrl, makeBlobStore } from "./blob-store-config.js";
 import { type RunningServer, startServer } from "./server.js";
 import { sha256Hex, workerCallKey } from "./services/fleet/join-token.js";
+import { JoinedBlobStore } from "./services/fleet/joined-blob-store.js";
 import { ACTIVE } from "./services/sandbox-machines.js";
+
+/** The deepest flatten depth the configuration takes: workers do not flatten (see JoinedBlobStore.replace). */
+const FLATTEN_NEVER = 1000;
 
 /** The changes a control plane's record follows: ended, paused, resumed. */
 const REPORTED = new Set<SandboxStatus>([...TERMINAL_STATUSES, "PAUSED", "RUNNING"]);
@@ -16,9 +21,11 @@ const REPORTED = new Set<SandboxStatus>([...TERMINAL_STATUSES, "PAUSED", "RUNNIN
 /**
  * runWorker's options (join URL and token, name, data and cache dirs, accelerator, version, log),
  * less what startFleetWorker fills in itself: the URL it registers, the status reports, the
- * registration hook. `dataDir` holds this worker's own state too: its SQLite, sandbox disks, logs.
+ * registration hook, the layers it reports. `dataDir` holds this worker's own state too: its SQLite,
+ * sandbox disks, logs. `blobStore` (the CLI passes $SANDTREE_BLOB_STORE) is only checked at join: the
+ * worker stores layers where the control plane says (its bucket, or its own data dir).
  */
-export interface FleetWorkerOptions extends Omit<RunWorkerOptions, "url" | "reports" | "inventory" | "onRegistered"> {
+export interface FleetWorkerOptions extends Omit<RunWorkerOptions, "url" | "reports" | "inventory" | "onRegistered" | "layers"> {
   /** Where its sandbox API listens (default 127.0.0.1, port 7071). */
   host?: string;
   port?: number;
@@ -63,6 +70,8 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
       for (const x of r) if (!pending.has(x.id)) pending.set(x.id, x);
     },
   };
+  let blobs: JoinedBlobStore | null = null;
+  let joinedStore: string | null = null;
   const server = await startServer(
     {
       ...(o.dataDir ? { dataDir: o.dataDir } : {}),
@@ -71,8 +80,15 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
       host: o.host ?? "127.0.0.1",
       port: o.port ?? 7071,
       logger: o.logger ?? false,
+      // A flattened layer gets a new sha256: in a shared bucket, the control plane's record (and
+      // every other host's) would no longer match the object. Workers keep their chains as taken.
+      flattenDepth: FLATTEN_NEVER,
     },
     {
+      makeBlobs: (layersDir) => {
+        blobs = new JoinedBlobStore(layersDir);
+        return blobs;
+      },
       workerKey: () => key,
       onSandboxStatus: (id, patch) => {
         if (patch.status && REPORTED.has(patch.status))
@@ -81,6 +97,7 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
     },
   );
   const url = o.advertiseUrl ?? server.url;
+  const ownStore = o.blobStore;
   // Loaded lazily through the server module, as `serve` loads the host package.
   const { runWorker } = await import("@sandtree/host");
   let joined: Awaited<ReturnType<typeof runWorker>>["joined"];
@@ -98,6 +115,8 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
       ...(o.version ? { version: o.version } : {}),
       ...(o.log ? { log: o.log } : {}),
       reports,
+      ...(ownStore ? { blobStore: ownStore } : {}),
+      layers: async () => server.services.workerCheckpoints?.layers() ?? [],
       inventory: {
         running: async () => (await server.store.listSandboxesByStatus(ACTIVE)).map((s) => s.id),
         end: async (ids) => {
@@ -108,6 +127,14 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
         },
       },
       onRegistered: (r) => {
+        // The control plane's object store, from the first join on (a later join names the same one).
+        if (!r.blob_store) blobs?.keepLocal();
+        else if (r.blob_store !== joinedStore && blobs) {
+          const setting = BlobStoreUrl.parse(r.blob_store);
+          blobs.use(makeBlobStore(setting, blobs.localDir));
+          joinedStore = r.blob_store;
+          o.log?.(`checkpoint layers go to ${r.blob_store}`);
+        }
         key = workerCallKey(o.joinToken, r.host_id, sha256Hex(r.secret));
       },
     }));

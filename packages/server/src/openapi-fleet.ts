@@ -1,10 +1,13 @@
 import {
+  CheckpointRecord,
   HeartbeatRequest,
   HeartbeatResponse,
   HostList,
   HostStateChange,
   Placement,
   PlacementRequest,
+  PrepareCheckpointRequest,
+  PrepareCheckpointResponse,
   RegisterHostRequest,
   RegisterHostResponse,
 } from "@sandtree/protocol";
@@ -22,6 +25,9 @@ export const FLEET_SCHEMAS = {
   PlacementRequest,
   Placement,
   PlacementReleased: z.object({ released: z.boolean() }),
+  CheckpointRecord,
+  PrepareCheckpointRequest,
+  PrepareCheckpointResponse,
 };
 
 type Name = keyof typeof FLEET_SCHEMAS;
@@ -52,4 +58,14 @@ export const FLEET_OPERATIONS = {
     responses: { 201: ok("Placement") },
   },
   "DELETE /v1/fleet/placements/:id": { summary: "Release a reservation (admin)", responses: { 200: ok("PlacementReleased") } },
+  "GET /v1/fleet/checkpoints/:cid": {
+    summary: "On a worker, for its control plane only: the record of a checkpoint it took (layer key, sha256, state)",
+    responses: { 200: ok("CheckpointRecord") },
+  },
+  "POST /v1/fleet/checkpoints/prepare": {
+    summary:
+      "On a worker, for its control plane only: record a checkpoint chain taken elsewhere and fetch and verify its layers from the object store",
+    body: "PrepareCheckpointRequest",
+    responses: { 200: ok("PrepareCheckpointResponse") },
+  },
 } as const;

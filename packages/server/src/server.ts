@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { detectAccel, guestArtifacts, ImageStore } from "@sandtree/host";
+import { type BlobStore, detectAccel, guestArtifacts, ImageStore } from "@sandtree/host";
 import type { FastifyInstance } from "fastify";
 import { buildApp } from "./app.js";
 import { makeBlobStore } from "./blob-store-config.js";
@@ -17,9 +17,11 @@ import { FileService } from "./services/file-service.js";
 import { FleetService, isLocalHostName, placedOnPeers } from "./services/fleet/fleet-service.js";
 import { loadOrCreateJoinToken } from "./services/fleet/join-token.js";
 import { LocalHost, localHostName } from "./services/fleet/local-host.js";
+import { RemoteCheckpoints } from "./services/fleet/remote-checkpoints.js";
 import { RemoteSandboxes } from "./services/fleet/remote-sandboxes.js";
 import { checkSharedKeys } from "./services/fleet/shared-keys.js";
 import { StrandedStarts } from "./services/fleet/stranded-starts.js";
+import { WorkerCheckpoints } from "./services/fleet/worker-checkpoints.js";
 import { HostImageResolver } from "./services/host-images.js";
 import { HostLostService } from "./services/host-lost-service.js";
 import type { ImageResolver } from "./services/image-resolver.js";
@@ -96,6 +98,8 @@ export interface StartServerOptions {
   workerKey?: () => string | null;
   /** Told of every sandbox status change (a worker reports them to its control plane). */
   onSandboxStatus?: (id: string, patch: SandboxPatch) => void;
+  /** The blob store, given its local directory (a worker's: the one its control plane names at join). */
+  makeBlobs?: (layersDir: string) => BlobStore;
 }
 
 export async function startServer(input: ServerConfigInput = {}, opts: StartServerOptions = {}): Promise<RunningServer> {
@@ -112,10 +116,12 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   const accel = await detectAccel(cfg.accel);
   const auth = new AuthService(store);
   const firstKey = await auth.bootstrap();
+  let workerTeamId: string | null = null;
   if (opts.workerKey) {
     const team = await store.getTeamByName("default");
     if (!team) throw new Error("a worker's data dir needs its default team");
     auth.useWorkerKey(team.id, opts.workerKey);
+    workerTeamId = team.id;
   }
   // Every server on one database holds the same keys: refused here, before anything starts.
   const serverKey = loadOrCreateServerKey(cfg.dataDir);
@@ -167,7 +173,8 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   await network.start(shared ? { notMine: await placedOnPeers(hostRegistry, ownHostName) } : {});
   // Sandbox disks live beside the layers they overlay: in the local store's directory, or in the
   // local cache of a remote one.
-  const blobs = makeBlobStore(cfg.blobStore, path.join(cfg.dataDir, "layers"));
+  const layersDir = path.join(cfg.dataDir, "layers");
+  const blobs = opts.makeBlobs ? opts.makeBlobs(layersDir) : makeBlobStore(cfg.blobStore, layersDir);
   const sandboxes = new SandboxService({
     network,
     store,
@@ -205,6 +212,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     clock: opts.fleetClock ?? systemClock,
     heartbeatIntervalMs: cfg.heartbeatIntervalMs,
     hostLostAfterMs: cfg.hostLostAfterMs,
+    blobStore: cfg.blobStore,
     localHostName: ownHostName,
     joinToken,
     onHostLost: async (lost): Promise<void> => {
@@ -221,8 +229,11 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   const { settled, owned } = await sandboxes.reconcile({ placedHere });
   void settled.catch((err: Error) => log.error({ err: err.message }, "reconciling sandboxes failed"));
   // On a shared store: a checkpoint in progress is this server's to fail when its sandbox is placed
-  // here, or has ended (whoever was taking it is gone); another server may be taking the rest.
+  // here, or has ended (whoever was taking it is gone); another server may be taking the rest. One
+  // of a sandbox on a worker is being taken there: it is followed again below.
+  const onWorkers = await placedOnWorkers(hostRegistry);
   await checkpoints.reconcile(async (sandboxId) => {
+    if (onWorkers.has(sandboxId)) return false;
     if (placedHere === null || placedHere.has(sandboxId)) return true;
     const status = (await store.getSandbox(sandboxId))?.status;
     return status === undefined || !ACTIVE.includes(status);
@@ -249,6 +260,8 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   fleet.start();
   sandboxes.useRemote(remote);
   fleet.onSandboxReports((host, reports) => remote.applyReports(host, reports));
+  const remoteCheckpoints = new RemoteCheckpoints({ store, fleet, remote, log: cfg.logger ? log : silentLogger });
+  await remoteCheckpoints.resume();
   fleet.onInventory((host, running) => remote.endedAmong(host, running));
   // A sandbox that ends here (delete, timeout) ends on its worker too.
   sandboxes.onTeardown((id) => remote.teardown(id));
@@ -258,7 +271,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     auth,
     sandboxes,
     checkpoints,
-    restores: new RestoreService({ sandboxes, checkpoints, admission, network }),
+    restores: new RestoreService({ sandboxes, checkpoints, admission, network, store, images, remoteCheckpoints }),
     exec,
     files,
     images,
@@ -275,6 +288,8 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     desktop: new DesktopService({ sandboxes, exec, files, log: cfg.logger ? log : silentLogger }),
     fleet,
     remote,
+    remoteCheckpoints,
+    ...(workerTeamId ? { workerCheckpoints: new WorkerCheckpoints({ store, blobs, images, teamId: workerTeamId }) } : {}),
   };
   // Exposed ports end with their sandbox.
   sandboxes.onTeardown((id) => services.ports.forget(id));
@@ -304,6 +319,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
         await built.close().catch(() => {});
         fleet.stop();
         stranded.stop();
+        remoteCheckpoints.close();
         await timeouts.stop().catch(() => {});
         await checkpoints.close().catch(() => {});
         await sandboxes.close().catch(() => {});

@@ -177,6 +177,8 @@ _BY_CODE: Dict[str, Type[APIError]] = {
     "HOST_UNSCHEDULABLE": ConflictError,
     "WORKER_UNREACHABLE": ServerError,
     "NOT_ON_REMOTE_HOST": ServerError,
+    "BLOB_STORE_MISMATCH": ConflictError,
+    "CHECKPOINT_NOT_ON_HOST": ConflictError,
     "KEY_MISMATCH": ServerError,
     "HOST_DISK_FULL": ServerError,
     "HOST_COMMAND_FAILED": ServerError,

@@ -166,40 +166,44 @@ export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): v
     .option("--memory", "fork with memory: children resume the parent's running processes")
     .option("--count <n>", "start this many children from one checkpoint", parseIntArg("--count"))
     .option("--wait", "wait until the children are RUNNING (progress on stderr)")
+    .option("--host <name>", "start the children on this fleet host (admin keys only; `sandtree host list`)")
     .addOption(outputOption())
-    .action(async (id: string, o: ChildFlags & { memory?: boolean; count?: number; wait?: boolean }, cmd: Command) => {
-      const client = await ctx.client(globalFlags(cmd));
-      const spin = spinner(ctx.stderr, `forking ${id}`);
-      const opts = {
-        ...(o.name !== undefined ? { name: o.name } : {}),
-        ...(o.cpuCores !== undefined ? { cpuCores: o.cpuCores } : {}),
-        ...(o.memoryGb !== undefined ? { memoryGb: o.memoryGb } : {}),
-        ...(o.timeoutMinutes !== undefined ? { timeoutMinutes: o.timeoutMinutes } : {}),
-        ...(o.memory ? { memory: true } : {}),
-        waitTimeoutMs: o.waitTimeout * 1000,
-      };
-      let children: Sandbox[];
-      try {
-        children =
-          o.count === undefined
-            ? [await client.sandboxes.fork(id, opts)]
-            : (await client.sandboxes.forkMany(id, o.count, opts)).sandboxes;
-      } finally {
-        spin.stop();
-      }
-      if (o.wait) {
-        const running = await waitRunning(
-          ctx,
-          client,
-          children.map((c) => c.id),
-          o.waitTimeout,
-        );
-        if (running.length < children.length) return;
-        children = running;
-      }
-      if (o.output === "json") printJson(ctx.stdout, o.count === undefined ? children[0] : children);
-      else ctx.stdout.write(children.map((c) => `${c.id}\n`).join(""));
-    });
+    .action(
+      async (id: string, o: ChildFlags & { memory?: boolean; count?: number; wait?: boolean; host?: string }, cmd: Command) => {
+        const client = await ctx.client(globalFlags(cmd));
+        const spin = spinner(ctx.stderr, `forking ${id}`);
+        const opts = {
+          ...(o.name !== undefined ? { name: o.name } : {}),
+          ...(o.cpuCores !== undefined ? { cpuCores: o.cpuCores } : {}),
+          ...(o.memoryGb !== undefined ? { memoryGb: o.memoryGb } : {}),
+          ...(o.timeoutMinutes !== undefined ? { timeoutMinutes: o.timeoutMinutes } : {}),
+          ...(o.memory ? { memory: true } : {}),
+          ...(o.host !== undefined ? { host: o.host } : {}),
+          waitTimeoutMs: o.waitTimeout * 1000,
+        };
+        let children: Sandbox[];
+        try {
+          children =
+            o.count === undefined
+              ? [await client.sandboxes.fork(id, opts)]
+              : (await client.sandboxes.forkMany(id, o.count, opts)).sandboxes;
+        } finally {
+          spin.stop();
+        }
+        if (o.wait) {
+          const running = await waitRunning(
+            ctx,
+            client,
+            children.map((c) => c.id),
+            o.waitTimeout,
+          );
+          if (running.length < children.length) return;
+          children = running;
+        }
+        if (o.output === "json") printJson(ctx.stdout, o.count === undefined ? children[0] : children);
+        else ctx.stdout.write(children.map((c) => `${c.id}\n`).join(""));
+      },
+    );
 
   sandbox
     .command("reset")

@@ -120,12 +120,14 @@ export function registerWorkerCommands(program: Command, ctx: CliContext): void 
         ...(vcpus ? { vcpus } : {}),
         ...(o.listen ? { host: o.listen.host, port: o.listen.port } : {}),
         ...(o.url ? { advertiseUrl: o.url } : {}),
+        ...(ctx.env.SANDTREE_BLOB_STORE ? { blobStore: ctx.env.SANDTREE_BLOB_STORE } : {}),
         log: (line) => ctx.stderr.write(`${line}\n`),
       });
       const { joined } = worker;
       ctx.stdout.write(
         `joined ${worker.joinedAt} as ${joined.name} (${joined.host_id}); sandboxes served at ${worker.url}; ` +
-          `heartbeating every ${joined.heartbeat_interval_ms} ms until SIGTERM\n`,
+          `heartbeating every ${joined.heartbeat_interval_ms} ms until SIGTERM; ` +
+          `checkpoint layers in ${joined.blob_store ?? "its data dir"}\n`,
       );
       await new Promise<void>((resolve) => {
         const stop = () => {

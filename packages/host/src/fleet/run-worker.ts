@@ -28,6 +28,10 @@ export interface RunWorkerOptions {
   inventory?: { running(): Promise<string[]>; end(ids: string[]): Promise<void> };
   /** Told of every registration: the host id and its new secret. */
   onRegistered?: (r: RegisterHostResponse) => void;
+  /** This worker's own blob-store setting, sent at join for the control plane to check against its own. */
+  blobStore?: string;
+  /** The checkpoint layers this host holds (their blob keys), reported as locality. */
+  layers?: () => Promise<string[]>;
   log?: (line: string) => void;
 }
 
@@ -53,10 +57,11 @@ export async function runWorker(o: RunWorkerOptions): Promise<{ agent: WorkerAge
     locality: async () => ({
       images: [...new Set((await images.list().catch(() => [])).map((i) => i.digest))].sort(),
       templates: [],
-      layers: [],
+      layers: o.layers ? (await o.layers().catch(() => [])).sort() : [],
     }),
     ...(o.version ? { version: o.version } : {}),
     ...(o.url ? { url: o.url } : {}),
+    ...(o.blobStore ? { blobStore: o.blobStore } : {}),
     ...(o.onRegistered ? { onRegistered: o.onRegistered } : {}),
     ...(o.reports ? { reports: o.reports } : {}),
     ...(o.inventory ? { inventory: o.inventory } : {}),

@@ -1,21 +1,38 @@
-import { CreateCheckpointRequest } from "@sandtree/protocol";
+import { CreateCheckpointRequest, SandtreeError } from "@sandtree/protocol";
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { parse } from "../errors.js";
+import { CONTROL_PLANE_KEY_ID } from "../services/auth-service.js";
 import { publicCheckpoint } from "../services/checkpoint-view.js";
+import { CHECKPOINT_ID_HEADER } from "../services/fleet/worker-client.js";
 import type { Services } from "../services/services.js";
 
 const SandboxParams = z.object({ id: z.string().min(1).max(64) });
 const CheckpointParams = z.object({ cid: z.string().min(1).max(64) });
+const CheckpointIdHeader = z.string().regex(/^ck-[0-9a-f]{20}$/, "a checkpoint id (ck- and 20 hex digits)");
+
+/** A fleet worker takes the checkpoint its control plane asked for under the control plane's id. */
+function givenId(headers: Record<string, unknown>, keyId: string): { id?: string } {
+  const given = headers[CHECKPOINT_ID_HEADER];
+  if (given === undefined) return {};
+  if (keyId !== CONTROL_PLANE_KEY_ID)
+    throw new SandtreeError("FORBIDDEN", `${CHECKPOINT_ID_HEADER} is for a fleet worker's control plane only`);
+  return { id: parse(CheckpointIdHeader, given) };
+}
 
 export function checkpointRoutes(app: FastifyInstance, s: Services): void {
   app.post("/v1/sandboxes/:id/checkpoints", async (req, reply) => {
     const { id } = parse(SandboxParams, req.params);
     const body = parse(CreateCheckpointRequest, req.body ?? {});
-    const c = await s.checkpoints.create(req.principal.teamId, id, {
+    const opts = {
       ...(body.ttl_seconds ? { ttlSeconds: body.ttl_seconds } : {}),
       includeMemory: body.include_memory,
-    });
+      ...givenId(req.headers, req.principal.keyId),
+    };
+    // A sandbox on a fleet worker is checkpointed there; this control plane keeps the record.
+    const c =
+      (await s.remoteCheckpoints?.create(req.principal.teamId, id, opts)) ??
+      (await s.checkpoints.create(req.principal.teamId, id, opts));
     return reply.status(201).send(publicCheckpoint(c));
   });
 
@@ -35,12 +52,21 @@ export function checkpointRoutes(app: FastifyInstance, s: Services): void {
 
   app.delete("/v1/checkpoints/:cid", async (req) => {
     const { cid } = parse(CheckpointParams, req.params);
-    return publicCheckpoint(await s.checkpoints.delete(req.principal.teamId, cid));
+    const c = await s.checkpoints.delete(req.principal.teamId, cid);
+    // Workers drop their copies too (the object in a shared bucket is this control plane's to delete).
+    await s.remoteCheckpoints?.forget(cid);
+    return publicCheckpoint(c);
   });
 
   // Checkpoint, wait until DURABLE, start a child (or `count` children) from it.
   app.post("/v1/sandboxes/:id/fork", async (req, reply) => {
     const { id } = parse(SandboxParams, req.params);
+    const body = req.body;
+    if (body !== null && typeof body === "object" && "host" in body && !req.principal.isAdmin) {
+      throw new SandtreeError("FORBIDDEN", "host (pinning a fork's children to a fleet host) needs an admin key", {
+        field: "host",
+      });
+    }
     const out = await s.restores.fork(req.principal.teamId, id, req.body);
     return reply.status(201).send("sandbox" in out ? out.sandbox : out);
   });
@@ -48,6 +74,9 @@ export function checkpointRoutes(app: FastifyInstance, s: Services): void {
   // Puts a running sandbox back to a memory checkpoint's state, keeping its id.
   app.post("/v1/sandboxes/:id/reset", async (req) => {
     const { id } = parse(SandboxParams, req.params);
-    return s.restores.reset(req.principal.teamId, id, req.body);
+    return (
+      (await s.remoteCheckpoints?.reset(req.principal.teamId, id, req.body)) ??
+      s.restores.reset(req.principal.teamId, id, req.body)
+    );
   });
 }

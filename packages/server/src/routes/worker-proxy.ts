@@ -11,20 +11,21 @@ import { upgrades } from "./upgrades.js";
 
 // Calls answered by the control plane itself for a sandbox on a worker: its record (this
 // store's row), its deletion (which deletes it on the worker, see RemoteSandboxes.teardown), its
-// checkpoints (none yet: they are not built for remote sandboxes), pause and resume (done on the
-// worker through RemoteSandboxes.control, answered with this record).
+// checkpoints (taken on the worker, recorded here: RemoteCheckpoints), forks (a checkpoint there,
+// children placed like any restore), resets (the chain sent there first), pause and resume (done on
+// the worker through RemoteSandboxes.control, answered with this record).
 const ANSWERED_HERE = new Set([
   "GET /v1/sandboxes/:id",
   "DELETE /v1/sandboxes/:id",
   "GET /v1/sandboxes/:id/checkpoints",
+  "POST /v1/sandboxes/:id/checkpoints",
+  "POST /v1/sandboxes/:id/fork",
+  "POST /v1/sandboxes/:id/reset",
   "POST /v1/sandboxes/:id/pause",
   "POST /v1/sandboxes/:id/resume",
 ]);
 // Not built for remote sandboxes: said so, never run on the wrong host.
 const NOT_REMOTE = new Set([
-  "POST /v1/sandboxes/:id/checkpoints",
-  "POST /v1/sandboxes/:id/fork",
-  "POST /v1/sandboxes/:id/reset",
   "POST /v1/sandboxes/:id/ports",
   "GET /v1/sandboxes/:id/ports",
   "DELETE /v1/sandboxes/:id/ports/:port",

@@ -97,7 +97,7 @@ export class CheckpointService {
   async create(
     teamId: string,
     sandboxId: string,
-    opts: { ttlSeconds?: number; includeMemory?: boolean } = {},
+    opts: { ttlSeconds?: number; includeMemory?: boolean; id?: string } = {},
   ): Promise<CheckpointRow> {
     const { store } = this.deps;
     await this.deps.sandboxes.running(teamId, sandboxId);
@@ -112,7 +112,7 @@ export class CheckpointService {
       if (!frozenDisk) throw new SandtreeError("CONFLICT", "this sandbox has no disk to checkpoint");
       const now = new Date().toISOString();
       const row: CheckpointRow = {
-        id: newId(),
+        id: opts.id ?? newId(),
         sandbox_id: sandboxId,
         parent_id: parent?.id ?? null,
         team_id: teamId,

@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import path from "node:path";
 import {
   type CreateSandboxParams,
@@ -9,8 +10,13 @@ import {
 } from "@sandtree/protocol";
 import { z } from "zod";
 import { parse } from "../errors.js";
+import type { Store } from "../store/store.js";
 import type { AdmissionService } from "./admission-service.js";
 import type { CheckpointService } from "./checkpoint-service.js";
+import { chainOf, ensureBase } from "./fleet/checkpoint-records.js";
+import type { RemoteCheckpoints } from "./fleet/remote-checkpoints.js";
+import type { RestorePlan } from "./fleet/restore-plan.js";
+import type { ImageResolver } from "./image-resolver.js";
 import type { NetworkService } from "./network-service.js";
 import type { RestoreLayers } from "./provisioner.js";
 import type { SandboxService } from "./sandbox-service.js";
@@ -22,6 +28,10 @@ export interface RestoreServiceDeps {
   checkpoints: CheckpointService;
   admission: AdmissionService;
   network: NetworkService;
+  store: Store;
+  images: ImageResolver;
+  /** Fleet mode: checkpoints of sandboxes on workers are taken there (unset: every one here). */
+  remoteCheckpoints?: RemoteCheckpoints;
 }
 
 /**
@@ -31,6 +41,45 @@ export interface RestoreServiceDeps {
  */
 export class RestoreService {
   constructor(private readonly deps: RestoreServiceDeps) {}
+
+  /**
+   * A restore of the checkpoint, to be placed: its layers are checked on the host chosen (here,
+   * after the image base of a checkpoint taken on a worker is found here; or on that worker).
+   */
+  private async plan(teamId: string, checkpointId: string, memory: boolean): Promise<RestorePlan> {
+    const { store, sandboxes } = this.deps;
+    const row = await this.deps.checkpoints.get(teamId, checkpointId);
+    if (row.state !== "DURABLE") {
+      const code = row.state === "FAILED" ? "CHECKPOINT_FAILED" : "CHECKPOINT_NOT_READY";
+      throw new SandtreeError(code, `checkpoint ${row.id} is ${row.state}, not DURABLE`, {
+        checkpoint_id: row.id,
+        state: row.state,
+      });
+    }
+    if (memory && !row.mem_key)
+      throw new SandtreeError("CHECKPOINT_HAS_NO_MEMORY", `checkpoint ${row.id} has no memory to restore`, {
+        checkpoint_id: row.id,
+      });
+    const layers = (await chainOf(store, row)).flatMap((c) => (c.blob_key ? [c.blob_key] : []));
+    return {
+      kind: "plan",
+      checkpoint: row,
+      layers,
+      memory,
+      localHolds: layers.every((k) => existsSync(path.join(sandboxes.layersDir, k))),
+      prepare: async (worker) => {
+        if (!worker) {
+          await ensureBase(store, this.deps.images, sandboxes.layersDir, row);
+          return (await this.layers(teamId, checkpointId, memory)).layers;
+        }
+        const remote = this.deps.remoteCheckpoints;
+        if (!remote) throw new SandtreeError("INTERNAL", "a restore was placed on a worker without fleet checkpoints");
+        await remote.prepareOn(worker, row.id, memory);
+        // What the worker restores from; nothing of it is used here.
+        return { layerName: row.blob_key ?? "", digest: row.image_digest, memState: memory ? (row.mem_key ?? null) : null };
+      },
+    };
+  }
 
   private async layers(teamId: string, checkpointId: string, memory: boolean) {
     const { row, path: top, memPath } = await this.deps.checkpoints.restorePath(teamId, checkpointId, undefined, { memory });
@@ -57,7 +106,8 @@ export class RestoreService {
       z.object({ checkpoint_id: z.string().min(1).max(64), restore_memory: z.boolean().optional() }),
       r,
     );
-    const { row, layers } = await this.layers(teamId, checkpoint_id, restore_memory === true);
+    const plan = await this.plan(teamId, checkpoint_id, restore_memory === true);
+    const row = plan.checkpoint;
     const shape: Record<string, unknown> = {};
     if (restore_memory && row.cpu_cores !== null && row.memory_mb !== null) {
       // A running VM's memory fits only the same machine: CPUs and memory come from the checkpoint.
@@ -88,7 +138,7 @@ export class RestoreService {
       image: row.image,
       disk_size_gb: Math.round(row.disk_size_bytes / GiB),
     });
-    return this.deps.sandboxes.createOrReplay(teamId, params, layers);
+    return this.deps.sandboxes.createOrReplay(teamId, params, plan, opts);
   }
 
   private async sourceSandbox(teamId: string, id: string): Promise<Sandbox | undefined> {
@@ -116,9 +166,12 @@ export class RestoreService {
         field: body.cpu_cores !== undefined ? "cpu_cores" : "memory_gb",
       });
     }
-    const ck = await checkpoints.create(teamId, id, { includeMemory: body.memory });
+    // A sandbox on a worker is checkpointed there; its children are placed like any restore.
+    const ck =
+      (await this.deps.remoteCheckpoints?.create(teamId, id, { includeMemory: body.memory })) ??
+      (await checkpoints.create(teamId, id, { includeMemory: body.memory }));
     await checkpoints.waitDurable(teamId, ck.id, body.wait_timeout_seconds * 1000);
-    const { layers } = await this.layers(teamId, ck.id, body.memory);
+    const plan = await this.plan(teamId, ck.id, body.memory);
     const secrets = await this.deps.admission.secretsOf(src.id);
     const params: CreateSandboxParams = parse(CreateSandboxRequest, {
       image: src.image,
@@ -133,10 +186,11 @@ export class RestoreService {
       ...(await this.deps.network.inheritedParams(src.id)),
       ...(Object.keys(secrets).length > 0 ? { secrets } : {}),
       ...(body.name ? { name: body.name } : {}),
+      ...(body.host ? { host: body.host } : {}),
     });
-    if (body.count === undefined) return { sandbox: (await sandboxes.createOrReplay(teamId, params, layers)).sandbox };
+    if (body.count === undefined) return { sandbox: (await sandboxes.createOrReplay(teamId, params, plan)).sandbox };
     const children: Sandbox[] = [];
-    for (let i = 0; i < body.count; i++) children.push((await sandboxes.createOrReplay(teamId, params, layers)).sandbox);
+    for (let i = 0; i < body.count; i++) children.push((await sandboxes.createOrReplay(teamId, params, plan)).sandbox);
     return { sandboxes: children, checkpoint_id: ck.id };
   }
 

@@ -6,6 +6,7 @@ import { type CreateSandboxParams, type Sandbox, type SandboxStatus, SandtreeErr
 import type { Store } from "../store/store.js";
 import type { AdmissionService } from "./admission-service.js";
 import type { RemoteSandboxes } from "./fleet/remote-sandboxes.js";
+import { placeHere, type RestorePlan } from "./fleet/restore-plan.js";
 import type { ImageResolver } from "./image-resolver.js";
 import { lifetimeFields } from "./lifetime.js";
 import type { Logger } from "./logger.js";
@@ -159,17 +160,16 @@ export class SandboxService {
 
   /**
    * Creates a sandbox, or answers the one an unexpired idempotency key already created
-   * (`created: false`). A restore's checkpoint was verified by the restore service, which hands
-   * its resolved layers here.
+   * (`created: false`). A restore comes with its plan (its layers verified where it is placed).
    */
   async createOrReplay(
     teamId: string,
     params: CreateSandboxParams,
-    restore: RestoreLayers | null = null,
+    given: RestoreLayers | RestorePlan | null = null,
     opts: { id?: string } = {},
   ): Promise<{ sandbox: Sandbox; created: boolean }> {
     if (this.closing) throw new SandtreeError("UNAVAILABLE", "the server is shutting down");
-    if (params.checkpoint_id && !restore) {
+    if (params.checkpoint_id && !given) {
       throw new SandtreeError("VALIDATION_FAILED", "a restore goes through the checkpoint's verification", {
         field: "checkpoint_id",
       });
@@ -204,9 +204,9 @@ export class SandboxService {
     };
     // Placed (fleet), then quotas, rate limits and idempotency in the insert's transaction.
     const admit = () => this.deps.admission.admit(sandbox, params);
-    const { worker, admitted } = this.remote
-      ? await this.remote.placeAndAdmit(sandbox, params, admit)
-      : { worker: null, admitted: await admit() };
+    const { worker, admitted, restore } = this.remote
+      ? await this.remote.placeAndAdmit(sandbox, params, admit, given)
+      : await placeHere(given, admit);
     if (!admitted.created) return admitted;
     if (!worker) await this.deps.network?.register(sandbox.id, params);
     sandbox.secrets = admitted.sandbox.secrets ?? {};

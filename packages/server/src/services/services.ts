@@ -6,7 +6,9 @@ import type { DesktopService } from "./desktop/desktop-service.js";
 import type { ExecService } from "./exec-service.js";
 import type { FileService } from "./file-service.js";
 import type { FleetService } from "./fleet/fleet-service.js";
+import type { RemoteCheckpoints } from "./fleet/remote-checkpoints.js";
 import type { RemoteSandboxes } from "./fleet/remote-sandboxes.js";
+import type { WorkerCheckpoints } from "./fleet/worker-checkpoints.js";
 import type { ImageResolver } from "./image-resolver.js";
 import type { JobService } from "./job-service.js";
 import type { MeteringService } from "./metering/metering-service.js";
@@ -43,4 +45,8 @@ export interface Services {
   fleet: FleetService;
   /** Sandboxes on workers: where creates go, and which calls are proxied (routes/worker-proxy.ts). */
   remote: RemoteSandboxes;
+  /** Checkpoints, forks' checkpoints and resets of sandboxes on workers (unset: none run there). */
+  remoteCheckpoints?: RemoteCheckpoints;
+  /** On a fleet worker: its checkpoint records for the control plane, and imports of chains taken elsewhere. */
+  workerCheckpoints?: WorkerCheckpoints;
 }

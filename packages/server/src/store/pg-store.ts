@@ -1,11 +1,11 @@
 import type { CheckpointState, Sandbox, SandboxStatus, TeamLimits, TeamUsage } from "@sandtree/protocol";
 import type pg from "pg";
-import { PgKeyFingerprints } from "./key-fingerprints.js";
 import * as ck from "./pg-checkpoints.js";
 import { createPool, type Db, tx } from "./pg-db.js";
 import { PgHostUrls } from "./pg-host-urls.js";
 import { PgHostStore } from "./pg-hosts.js";
 import * as jobs from "./pg-jobs.js";
+import { PgKeyFingerprints } from "./pg-key-fingerprints.js";
 import * as meter from "./pg-metering.js";
 import { migrate } from "./pg-migrations.js";
 import * as netw from "./pg-network.js";

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { CheckpointState, Sandbox, SandboxStatus, TeamLimits, TeamUsage } from "@sandtree/protocol";
 import Database from "better-sqlite3";
-import { KEY_FINGERPRINTS_MIGRATION, SqliteKeyFingerprints } from "./key-fingerprints.js";
+import { KEY_FINGERPRINTS_MIGRATION } from "./key-fingerprints.js";
 import type {
   AdmissionResult,
   ApiKeyRow,
@@ -24,6 +24,7 @@ import * as ck from "./sqlite-checkpoints.js";
 import { HOST_URLS_MIGRATION, SqliteHostUrls } from "./sqlite-host-urls.js";
 import * as hosts from "./sqlite-hosts.js";
 import * as jobs from "./sqlite-jobs.js";
+import { SqliteKeyFingerprints } from "./sqlite-key-fingerprints.js";
 import * as meter from "./sqlite-metering.js";
 import * as netw from "./sqlite-network.js";
 import * as ports from "./sqlite-ports.js";

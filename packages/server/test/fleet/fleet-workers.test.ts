@@ -206,8 +206,8 @@ describe("fleet: sandboxes on workers behind one API", () => {
     // Its console and events come from the worker; what is not built for workers says so.
     const logs = await api("GET", `/v1/sandboxes/${d}/logs`);
     expect(logs.body.events.map((e: { message: string }) => e.message).join("\n")).toMatch(/running \((tcg|kvm), pid \d+\)/);
-    const ck = await api("POST", `/v1/sandboxes/${d}/checkpoints`, {});
-    expect([ck.status, ck.body.code, ck.body.details?.host]).toEqual([501, "NOT_ON_REMOTE_HOST", idle]);
+    const port = await api("POST", `/v1/sandboxes/${d}/ports`, { port: 8080 });
+    expect([port.status, port.body.code, port.body.details?.host]).toEqual([501, "NOT_ON_REMOTE_HOST", idle]);
 
     // A terminal (WebSocket) through the control plane to the worker's VM.
     const pty = await new SandtreeClient({ apiUrl: cpUrl, apiKey: cpKey, env: {} }).sandboxes.pty(d, { rows: 24, cols: 80 });

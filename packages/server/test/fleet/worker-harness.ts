@@ -116,3 +116,18 @@ export async function startWorkerIn(
     await new Promise((r) => setTimeout(r, 50));
   }
 }
+
+/** A checkpoint's row in the store of the server (control plane or worker) whose data dir is `dir`. */
+export function checkpointRowIn(
+  dir: string,
+  id: string,
+): { id: string; state: string; blob_key: string | null; sha256: string | null; parent_id: string | null } | undefined {
+  const db = new Database(path.join(dir, "sandtree.db"), { readonly: true, fileMustExist: true });
+  try {
+    return db.prepare("SELECT id, state, blob_key, sha256, parent_id FROM checkpoints WHERE id = ?").get(id) as
+      | { id: string; state: string; blob_key: string | null; sha256: string | null; parent_id: string | null }
+      | undefined;
+  } finally {
+    db.close();
+  }
+}

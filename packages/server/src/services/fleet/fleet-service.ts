@@ -14,11 +14,13 @@ import {
   SandtreeError,
 } from "@sandtree/protocol";
 import type { z } from "zod";
+import type { BlobStoreSetting } from "../../blob-store-config.js";
 import type { HostRow, HostStore, LostHost, StrandedStart } from "../../store/host-store.js";
 import type { HostUrls } from "../../store/host-urls.js";
 import type { Principal } from "../auth-service.js";
 import type { Logger } from "../logger.js";
 import type { Clock } from "../metering/clock.js";
+import { blobStoreForWorker } from "./blob-store-join.js";
 import { candidateOf, hostView } from "./host-view.js";
 import {
   bearer,
@@ -47,6 +49,8 @@ export interface FleetServiceDeps {
    * `local-<id>` (localHostName()) when several control planes share the store.
    */
   localHostName?: string;
+  /** This control plane's blob store (unset: a local directory); workers are told an S3 one's URL. */
+  blobStore?: BlobStoreSetting | undefined;
   /** Told of every host the reaper marks LOST, with the sandboxes placed on it. */
   onHostLost?: (lost: LostHost) => Promise<void> | void;
   /** The join token, already loaded (absent: loaded or created from the data dir here). */
@@ -156,6 +160,7 @@ export class FleetService {
         "ALREADY_EXISTS",
         `the host name ${req.name} is reserved (${LOCAL_HOST} and ${LOCAL_HOST}-* are control planes' own)`,
       );
+    const blobStore = blobStoreForWorker(this.deps.blobStore, req.blob_store);
     const secret = `sth_${randomBytes(32).toString("base64url")}`;
     const row = await this.deps.hosts.registerHost({
       id: `host_${randomUUID().replaceAll("-", "").slice(0, 16)}`,
@@ -168,7 +173,13 @@ export class FleetService {
     await this.deps.urls?.set(row.id, req.url ?? null);
     this.remember(row);
     this.deps.log.info({ host: row.name, host_id: row.id, capacity: row.capacity, url: req.url }, "host registered");
-    return { host_id: row.id, name: row.name, secret, heartbeat_interval_ms: this.deps.heartbeatIntervalMs };
+    return {
+      host_id: row.id,
+      name: row.name,
+      secret,
+      heartbeat_interval_ms: this.deps.heartbeatIntervalMs,
+      blob_store: blobStore,
+    };
   }
 
   /** `POST /v1/fleet/hosts/{id}/heartbeat`, authenticated by the host's secret. */
@@ -317,6 +328,17 @@ export class FleetService {
   /** Host id -> URL of every worker that runs sandboxes. */
   async workerUrls(): Promise<Map<string, string>> {
     return (await this.deps.urls?.all()) ?? new Map();
+  }
+
+  /** Whether the hosts share an object store (S3): any host can restore any DURABLE checkpoint. */
+  sharesLayers(): boolean {
+    return this.deps.blobStore?.kind === "s3";
+  }
+
+  /** Hosts whose reported locality holds every one of these layers. */
+  async hostsHolding(layers: readonly string[]): Promise<Set<string>> {
+    const view = await this.hostsView();
+    return new Set([...view.values()].filter((h) => layers.every((l) => h.layers.has(l))).map((h) => h.id));
   }
 
   /** A host by name (pinned creates check its state before placing). */

@@ -1,10 +1,13 @@
 import { type CreateSandboxParams, type Sandbox, type SandboxReport, SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
 import { z } from "zod";
 import type { HostRow } from "../../store/host-store.js";
+import type { CheckpointRow } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
 import type { Logger } from "../logger.js";
+import type { RestoreLayers } from "../provisioner.js";
 import { ACTIVE } from "../sandbox-machines.js";
 import type { FleetService, RemoteHost } from "./fleet-service.js";
+import { isRestorePlan, type RestorePlan } from "./restore-plan.js";
 import { WorkerClient } from "./worker-client.js";
 
 export interface RemoteSandboxesDeps {
@@ -43,62 +46,101 @@ export class RemoteSandboxes {
   /**
    * Where a new sandbox runs: null for this host (also when no worker with a URL has joined:
    * single-box mode as before), or the worker placed (its reservation recorded). A pin names
-   * the host and is never moved elsewhere.
+   * the host and is never moved elsewhere. A restore prefers the hosts that hold the checkpoint's
+   * layers; without a shared object store only those can take it (CHECKPOINT_NOT_ON_HOST).
    */
-  async place(sb: Sandbox, params: CreateSandboxParams): Promise<RemoteHost | null> {
+  async place(
+    sb: Sandbox,
+    params: CreateSandboxParams,
+    restore: RestoreLayers | RestorePlan | null = null,
+  ): Promise<RemoteHost | null> {
+    const { fleet } = this.deps;
     const pin = params.host;
     const pinned = pin ? await this.checkPin(pin) : null;
-    if (params.checkpoint_id) {
-      // Restores read this host's layers: they run here.
-      if (pinned && !this.deps.fleet.isLocal(pinned.id))
-        throw new SandtreeError("NOT_ON_REMOTE_HOST", "a restore runs on the control plane's own host: omit host", {
+    const plan = isRestorePlan(restore) ? restore : null;
+    if (params.checkpoint_id && !plan) {
+      // Layers already verified on this host: the restore runs here.
+      if (pinned && !fleet.isLocal(pinned.id))
+        throw new SandtreeError("NOT_ON_REMOTE_HOST", "this restore runs on the control plane's own host: omit host", {
           field: "host",
         });
       return null;
     }
-    const urls = await this.deps.fleet.workerUrls();
+    const urls = await fleet.workerUrls();
     if (urls.size === 0 && !pin) return null;
+    let eligible = (hostId: string) => urls.has(hostId) || fleet.isLocal(hostId);
+    const holders = plan ? await this.holders(plan.checkpoint, plan.layers) : null;
+    if (plan && holders) {
+      eligible = (hostId) => (fleet.isLocal(hostId) ? plan.localHolds : urls.has(hostId) && holders.has(hostId));
+      if ((pinned && !eligible(pinned.id)) || (!plan.localHolds && holders.size === 0)) {
+        const where = pinned ? `host ${pinned.name}` : "any host that can take it";
+        throw new SandtreeError(
+          "CHECKPOINT_NOT_ON_HOST",
+          `checkpoint ${plan.checkpoint.id} is not on ${where}: without an object store its layers stay on the host that took it`,
+          { checkpoint_id: plan.checkpoint.id, ...(pinned ? { host: pinned.name } : {}) },
+        );
+      }
+    }
     // Before the placement is recorded: a sweep of stranded starts must never take this one over.
     this.starting.add(sb.id);
-    const placed = await this.deps.fleet
+    const placed = await fleet
       .placeSandbox(
         {
           sandbox_id: sb.id,
           vcpus: sb.cpu_cores,
           memory_mib: Math.round(sb.memory_gb * 1024),
           disk_gib: sb.disk_size_gb,
-          layers: [],
+          layers: plan?.layers ?? [],
           ...(pin ? { host: pin } : {}),
         },
-        (hostId) => urls.has(hostId) || this.deps.fleet.isLocal(hostId),
+        eligible,
         { startsHere: true },
       )
       .catch((err: unknown) => {
         this.starting.delete(sb.id);
         throw err;
       });
-    const remote = await this.deps.fleet.remoteHost(placed.host_id);
+    const remote = await fleet.remoteHost(placed.host_id);
     this.where.set(sb.id, remote ? remote.id : null);
     if (!remote) this.starting.delete(sb.id);
     return remote;
   }
 
-  /** place(), then `admit`; a refused or replayed create gives the reservation back. */
+  /**
+   * The hosts that hold a checkpoint's layers when the hosts share no object store (null when they
+   * do: any host can restore it): those that report them, and the host of the sandbox it was taken from.
+   */
+  async holders(ck: CheckpointRow, layers: readonly string[] = ck.blob_key ? [ck.blob_key] : []): Promise<Set<string> | null> {
+    const { fleet } = this.deps;
+    if (fleet.sharesLayers()) return null;
+    const ids = await fleet.hostsHolding(layers);
+    const source = await fleet.placedOn(ck.sandbox_id);
+    if (source) ids.add(source);
+    return ids;
+  }
+
+  /**
+   * place(), then the restore's layers checked where it will run, then `admit`; a refused or
+   * replayed create gives the reservation back.
+   */
   async placeAndAdmit<T extends { created: boolean }>(
     sb: Sandbox,
     params: CreateSandboxParams,
     admit: () => Promise<T>,
-  ): Promise<{ worker: RemoteHost | null; admitted: T }> {
-    const worker = await this.place(sb, params);
+    restore: RestoreLayers | RestorePlan | null = null,
+  ): Promise<{ worker: RemoteHost | null; admitted: T; restore: RestoreLayers | null }> {
+    const worker = await this.place(sb, params, restore);
     let admitted: T;
+    let layers: RestoreLayers | null;
     try {
+      layers = isRestorePlan(restore) ? await restore.prepare(worker) : restore;
       admitted = await admit();
     } catch (err) {
       await this.unplace(sb.id);
       throw err;
     }
     if (!admitted.created) await this.unplace(sb.id);
-    return { worker, admitted };
+    return { worker, admitted, restore: layers };
   }
 
   private async checkPin(name: string): Promise<HostRow> {
@@ -150,7 +192,10 @@ export class RemoteSandboxes {
     try {
       if (!(await store.updateSandbox(sb.id, { status: "PROVISIONING" }, ["PENDING"]))) return;
       const { host: _pin, idempotency_key: _key, ...spec } = params;
-      await this.client.call(host, "POST", "/v1/sandboxes", { body: spec, sandboxId: sb.id, signal });
+      // A restore's image and disk come from the checkpoint (the worker refuses them given).
+      const { image: _image, disk_size_gb: _disk, ...restore } = spec;
+      const body = params.checkpoint_id ? restore : spec;
+      await this.client.call(host, "POST", "/v1/sandboxes", { body, sandboxId: sb.id, signal });
       const deadline = AbortSignal.any([signal, AbortSignal.timeout(this.deps.startDeadlineMs ?? 600_000)]);
       for (;;) {
         const w = WorkerSandbox.parse(await this.client.call(host, "GET", `/v1/sandboxes/${sb.id}`, { signal: deadline }));

@@ -4,6 +4,9 @@ import type { RemoteHost } from "./fleet-service.js";
 /** The header that gives a create on a worker the control plane's sandbox id (honored only for the control plane's key). */
 export const SANDBOX_ID_HEADER = "x-sandtree-sandbox-id";
 
+/** The header that gives a checkpoint on a worker the control plane's checkpoint id (the control plane's key only). */
+export const CHECKPOINT_ID_HEADER = "x-sandtree-checkpoint-id";
+
 /** How long one JSON call into a worker may take (a create answers once admitted; a delete stops a VM). */
 const CALL_MS = 60_000;
 
@@ -17,9 +20,10 @@ export class WorkerClient {
     host: RemoteHost,
     method: "GET" | "POST" | "DELETE",
     path: string,
-    o: { body?: unknown; sandboxId?: string; signal?: AbortSignal },
+    o: { body?: unknown; sandboxId?: string; checkpointId?: string; signal?: AbortSignal; timeoutMs?: number },
   ): Promise<unknown> {
-    const signal = o.signal ? AbortSignal.any([o.signal, AbortSignal.timeout(CALL_MS)]) : AbortSignal.timeout(CALL_MS);
+    const deadline = AbortSignal.timeout(o.timeoutMs ?? CALL_MS);
+    const signal = o.signal ? AbortSignal.any([o.signal, deadline]) : deadline;
     let res: Response;
     try {
       res = await fetch(new URL(path, host.url), {
@@ -28,6 +32,7 @@ export class WorkerClient {
           authorization: `Bearer ${host.key}`,
           ...(o.body !== undefined ? { "content-type": "application/json" } : {}),
           ...(o.sandboxId ? { [SANDBOX_ID_HEADER]: o.sandboxId } : {}),
+          ...(o.checkpointId ? { [CHECKPOINT_ID_HEADER]: o.checkpointId } : {}),
         },
         ...(o.body !== undefined ? { body: JSON.stringify(o.body) } : {}),
         signal,

@@ -1,0 +1,61 @@
+import { existsSync } from "node:fs";
+import { ensureBaseLink } from "@sandtree/host";
+import { type CheckpointRecord, SandtreeError } from "@sandtree/protocol";
+import type { CheckpointRow } from "../../store/rows.js";
+import type { Store } from "../../store/store.js";
+import type { ImageResolver } from "../image-resolver.js";
+
+/** A checkpoint row as another host needs it: everything but this host's paths and team. */
+export function checkpointRecord(r: CheckpointRow): CheckpointRecord {
+  const { team_id: _t, base_path: _b, updated_at: _u, ...rec } = r;
+  return rec;
+}
+
+/** A checkpoint's chain in this store, top first (its ancestors' rows, as far as they go). */
+export async function chainOf(store: Store, top: CheckpointRow): Promise<CheckpointRow[]> {
+  const chain: CheckpointRow[] = [top];
+  for (let c = top; c.parent_id; ) {
+    const parent = await store.getCheckpoint(c.parent_id);
+    if (!parent || chain.length >= 10_000) break;
+    chain.push(parent);
+    c = parent;
+  }
+  return chain;
+}
+
+/** The image reference pinned to a digest: `repo@sha256:...` (the tag, if any, dropped). */
+function pinned(image: string, digest: string): string {
+  const repo = image.replace(/@.*$/, "").replace(/:([^/:]+)$/, "");
+  return `${repo}@${digest}`;
+}
+
+/**
+ * The image base under a checkpoint's chain on this host, pulled (by the digest it recorded) when
+ * this host never had it, with the link its bottom layer names beside the layers. A checkpoint taken
+ * on another host records that host's path: this one's goes into the row.
+ */
+export async function ensureBase(
+  store: Store,
+  images: ImageResolver,
+  layersDir: string,
+  row: CheckpointRow,
+  signal?: AbortSignal,
+): Promise<string> {
+  let base = row.base_path;
+  if (!base || !existsSync(base)) {
+    const o = signal ? { signal } : {};
+    try {
+      const r = await images.resolve(row.image_digest ? pinned(row.image, row.image_digest) : row.image, o);
+      base = r.basePath;
+    } catch (err) {
+      throw new SandtreeError(
+        "CHECKPOINT_CORRUPT",
+        `the image of checkpoint ${row.id} (${row.image}${row.image_digest ? `@${row.image_digest}` : ""}) cannot be had on this host: ${(err as Error).message}`,
+        { checkpoint_id: row.id },
+      );
+    }
+    await store.updateCheckpoint(row.id, { base_path: base });
+  }
+  ensureBaseLink(layersDir, base);
+  return base;
+}
