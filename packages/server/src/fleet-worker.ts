@@ -40,6 +40,8 @@ export interface RunningFleetWorker {
   joined: RegisterHostResponse;
   /** The URL it registered. */
   url: string;
+  /** The control plane it registered with (the first of the join URLs that answered). */
+  joinedAt: string;
   beats(): number;
   /**
    * Stops heartbeating, then the sandbox API and its VMs, then reports the sandboxes it ended to
@@ -102,13 +104,14 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
   let heartbeats: Awaited<ReturnType<typeof runWorker>>["agent"];
   try {
     ({ joined, agent: heartbeats } = await runWorker({
-      joinUrl: o.joinUrl,
+      joinUrls: o.joinUrls,
       joinToken: o.joinToken,
       name: o.name,
       url,
       ...(o.dataDir ? { dataDir: o.dataDir } : {}),
       ...(o.cacheDir ? { cacheDir: o.cacheDir } : {}),
       ...(o.accel ? { accel: o.accel } : {}),
+      ...(o.vcpus ? { vcpus: o.vcpus } : {}),
       ...(o.version ? { version: o.version } : {}),
       ...(o.log ? { log: o.log } : {}),
       reports,
@@ -138,13 +141,14 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
   } catch (err) {
     await server.close();
     if (err instanceof SandtreeError) throw err;
-    throw new SandtreeError("UNAVAILABLE", `joining ${o.joinUrl} failed: ${(err as Error).message}`);
+    throw new SandtreeError("UNAVAILABLE", `joining ${o.joinUrls.join(", ")} failed: ${(err as Error).message}`);
   }
   let closing: Promise<void> | null = null;
   return {
     server,
     joined,
     url,
+    joinedAt: heartbeats.joinUrl,
     beats: () => heartbeats.beats,
     close() {
       closing ??= (async () => {

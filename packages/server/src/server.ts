@@ -20,6 +20,7 @@ import { LocalHost, localHostName } from "./services/fleet/local-host.js";
 import { RemoteCheckpoints } from "./services/fleet/remote-checkpoints.js";
 import { RemoteSandboxes } from "./services/fleet/remote-sandboxes.js";
 import { checkSharedKeys } from "./services/fleet/shared-keys.js";
+import { StrandedStarts } from "./services/fleet/stranded-starts.js";
 import { WorkerCheckpoints } from "./services/fleet/worker-checkpoints.js";
 import { HostImageResolver } from "./services/host-images.js";
 import { HostLostService } from "./services/host-lost-service.js";
@@ -251,8 +252,12 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   // Single-box mode: this process's own VMs are its host (after reconciliation decided which
   // sandboxes are still active).
   await localHost.start(owned);
-  fleet.start();
   const remote = new RemoteSandboxes({ fleet, store, log: cfg.logger ? log : silentLogger });
+  // Creates a stopped control plane (a lost peer, or this one before a restart) left starting on
+  // workers are finished or ended after each reaping.
+  const stranded = new StrandedStarts({ fleet, store, remote, log: cfg.logger ? log : silentLogger });
+  fleet.onReaped(() => stranded.sweep());
+  fleet.start();
   sandboxes.useRemote(remote);
   fleet.onSandboxReports((host, reports) => remote.applyReports(host, reports));
   const remoteCheckpoints = new RemoteCheckpoints({ store, fleet, remote, log: cfg.logger ? log : silentLogger });
@@ -313,6 +318,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
         // cancelled first), then close the database.
         await built.close().catch(() => {});
         fleet.stop();
+        stranded.stop();
         remoteCheckpoints.close();
         await timeouts.stop().catch(() => {});
         await checkpoints.close().catch(() => {});

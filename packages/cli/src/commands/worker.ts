@@ -7,13 +7,14 @@ import { VERSION } from "../version.js";
 import { loadServerModule } from "./serve.js";
 
 interface WorkerFlags {
-  join: string;
+  join: string[];
   joinToken?: string;
   dataDir?: string;
   name?: string;
   accel?: AccelChoice;
   listen?: { host: string; port: number };
   url?: string;
+  vcpus?: number;
 }
 
 /** HOST:PORT ([v6]:PORT) where the worker's sandbox API listens. */
@@ -30,6 +31,19 @@ function urlArg(input: string): string {
     if (u.protocol === "http:" || u.protocol === "https:") return input.replace(/\/+$/, "");
   } catch {}
   throw new InvalidArgumentError("expected an http:// or https:// URL");
+}
+
+/** --join: repeated or comma-separated, each an http(s) URL; collected in order. */
+function joinArg(input: string, previous: string[] = []): string[] {
+  const urls = input.split(",").map((u) => u.trim());
+  if (urls.some((u) => u === "")) throw new InvalidArgumentError("expected URLs separated by commas");
+  return [...previous, ...urls.map(urlArg)];
+}
+
+function vcpusArg(input: string): number {
+  const n = Number(input);
+  if (!/^\d+$/.test(input) || n < 1 || n > 4096) throw new InvalidArgumentError("expected a whole number from 1 to 4096");
+  return n;
 }
 
 function hostNameArg(input: string): string {
@@ -51,7 +65,12 @@ export function registerWorkerCommands(program: Command, ctx: CliContext): void 
         "--listen (only the control plane may call it), registers this machine's capacity, images and that URL, then " +
         "heartbeats until stopped",
     )
-    .requiredOption("--join <url>", "the control plane's URL, e.g. http://10.0.0.5:7070")
+    .requiredOption(
+      "--join <url>",
+      "the control plane's URL, e.g. http://10.0.0.5:7070; several control planes on one database: repeat it or " +
+        "separate URLs with commas (the worker moves to the next when one stops answering)",
+      joinArg,
+    )
     .option("--join-token <token>", "the join token `sandtree serve` printed (default: $SANDTREE_JOIN_TOKEN)")
     .option(
       "--data-dir <dir>",
@@ -60,6 +79,11 @@ export function registerWorkerCommands(program: Command, ctx: CliContext): void 
     .option("--name <name>", "this host's name in the fleet (default: the machine's hostname)", hostNameArg)
     .option("--listen <host:port>", "where the sandbox API listens for the control plane (default 127.0.0.1:7071)", listenArg)
     .option("--url <url>", "the URL the control plane calls (default: http://<listen address>)", urlArg)
+    .option(
+      "--vcpus <n>",
+      "vCPUs offered to placements (default: $SANDTREE_WORKER_VCPUS, then this machine's CPUs; more overcommits them)",
+      vcpusArg,
+    )
     .addOption(
       new Option("--accel <mode>", "VM acceleration reported (default: $SANDTREE_ACCEL, then auto)").choices([...ACCEL_CHOICES]),
     )
@@ -76,14 +100,24 @@ export function registerWorkerCommands(program: Command, ctx: CliContext): void 
       const accel = o.accel ?? (ctx.env.SANDTREE_ACCEL as AccelChoice | undefined);
       if (o.listen?.host === "0.0.0.0" && !o.url)
         throw new UsageError("--listen 0.0.0.0:PORT needs --url: the address the control plane reaches this worker at");
+      const envVcpus = ctx.env.SANDTREE_WORKER_VCPUS;
+      let vcpus = o.vcpus;
+      if (vcpus === undefined && envVcpus) {
+        try {
+          vcpus = vcpusArg(envVcpus);
+        } catch (err) {
+          throw new UsageError(`SANDTREE_WORKER_VCPUS: ${(err as Error).message}`);
+        }
+      }
       const worker = await mod.startFleetWorker({
-        joinUrl: o.join,
+        joinUrls: o.join,
         joinToken,
         name,
         version: VERSION,
         ...(dataDir ? { dataDir } : {}),
         ...(cacheDir ? { cacheDir } : {}),
         ...(accel ? { accel } : {}),
+        ...(vcpus ? { vcpus } : {}),
         ...(o.listen ? { host: o.listen.host, port: o.listen.port } : {}),
         ...(o.url ? { advertiseUrl: o.url } : {}),
         ...(ctx.env.SANDTREE_BLOB_STORE ? { blobStore: ctx.env.SANDTREE_BLOB_STORE } : {}),
@@ -91,7 +125,7 @@ export function registerWorkerCommands(program: Command, ctx: CliContext): void 
       });
       const { joined } = worker;
       ctx.stdout.write(
-        `joined ${o.join} as ${joined.name} (${joined.host_id}); sandboxes served at ${worker.url}; ` +
+        `joined ${worker.joinedAt} as ${joined.name} (${joined.host_id}); sandboxes served at ${worker.url}; ` +
           `heartbeating every ${joined.heartbeat_interval_ms} ms until SIGTERM; ` +
           `checkpoint layers in ${joined.blob_store ?? "its data dir"}\n`,
       );

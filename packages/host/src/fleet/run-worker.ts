@@ -8,7 +8,8 @@ import { machineCapacity } from "./capacity.js";
 import { WorkerAgent } from "./worker-agent.js";
 
 export interface RunWorkerOptions {
-  joinUrl: string;
+  /** The control planes' URLs: one, or several sharing one database (failed over in order). */
+  joinUrls: readonly string[];
   joinToken: string;
   name: string;
   /** Default: the server's data dir (~/.local/share/sandtree). */
@@ -16,6 +17,8 @@ export interface RunWorkerOptions {
   /** Default: ~/.cache/sandtree (its images are reported). */
   cacheDir?: string;
   accel?: AccelChoice;
+  /** vCPUs offered to placements (default: this machine's CPUs; more overcommits them). */
+  vcpus?: number;
   version?: string;
   /** Where the control plane reaches this worker's sandbox API (absent: it runs nothing). */
   url?: string;
@@ -44,10 +47,13 @@ export async function runWorker(o: RunWorkerOptions): Promise<{ agent: WorkerAge
   const accel = await detectAccel(o.accel ?? "auto");
   const images = new ImageStore({ root: path.join(o.cacheDir ?? cacheDir(), "images") });
   const agent = new WorkerAgent({
-    joinUrl: o.joinUrl,
+    joinUrls: o.joinUrls,
     joinToken: o.joinToken,
     name: o.name,
-    capacity: () => machineCapacity(dataDir, accel),
+    capacity: () => {
+      const c = machineCapacity(dataDir, accel);
+      return o.vcpus ? { ...c, vcpus: o.vcpus } : c;
+    },
     locality: async () => ({
       images: [...new Set((await images.list().catch(() => [])).map((i) => i.digest))].sort(),
       templates: [],

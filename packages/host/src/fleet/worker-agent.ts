@@ -8,8 +8,11 @@ import {
 } from "@sandtree/protocol";
 
 export interface WorkerAgentOptions {
-  /** The control plane's URL. */
-  joinUrl: string;
+  /**
+   * The control planes' URLs (several processes sharing one database): every call goes to the
+   * current one; one that cannot be reached (or answers 5xx) hands the call to the next.
+   */
+  joinUrls: readonly string[];
   joinToken: string;
   /** This host's name in the fleet. */
   name: string;
@@ -50,7 +53,7 @@ export class JoinError extends Error {
  * The worker side of fleet mode: registers this machine with the join token, then heartbeats
  * with the host secret it got, sending capacity and locality when they change. A heartbeat
  * refused as unauthorized (the host was registered again elsewhere) registers again; one that
- * fails to arrive is retried at the next beat. It runs no sandboxes: that is not built yet.
+ * fails to arrive at any control plane is retried at the next beat.
  */
 export class WorkerAgent {
   private hostId: string | null = null;
@@ -59,13 +62,22 @@ export class WorkerAgent {
   private timer: NodeJS.Timeout | null = null;
   private sent = { capacity: "", locality: "" };
   private beating: Promise<void> | null = null;
+  /** Index in joinUrls of the control plane calls go to. */
+  private current = 0;
   /** Heartbeats answered, for the status line. */
   beats = 0;
   /** When the last heartbeat was answered, and how many were answered since the last inventory. */
   private answeredAt = 0;
   private sinceInventory = Number.POSITIVE_INFINITY;
 
-  constructor(private readonly o: WorkerAgentOptions) {}
+  constructor(private readonly o: WorkerAgentOptions) {
+    if (o.joinUrls.length === 0) throw new Error("a worker needs at least one control plane URL");
+  }
+
+  /** The control plane the worker talks to now. */
+  get joinUrl(): string {
+    return this.o.joinUrls[this.current] as string;
+  }
 
   get id(): string | null {
     return this.hostId;
@@ -75,8 +87,38 @@ export class WorkerAgent {
     return this.intervalMs;
   }
 
+  /**
+   * One call, to the current control plane first, then to each other one in turn while the call
+   * fails to arrive or gets a 5xx (that process is gone or failing: its peers share the database,
+   * so the host's id and secret hold there too). The first that answers becomes the current one.
+   * An answer of 4xx is the control plane's word and is not retried elsewhere.
+   */
   private async call<T>(schema: { parse(v: unknown): T }, path: string, token: string, body: unknown): Promise<T> {
-    const res = await (this.o.fetch ?? fetch)(new URL(path, this.o.joinUrl), {
+    const urls = this.o.joinUrls;
+    let last: unknown;
+    for (let i = 0; i < urls.length; i++) {
+      const at = (this.current + i) % urls.length;
+      try {
+        const r = await this.callAt(urls[at] as string, schema, path, token, body);
+        if (at !== this.current) this.o.log?.(`control plane ${urls[this.current]} failed: now using ${urls[at]}`);
+        this.current = at;
+        return r;
+      } catch (err) {
+        if (err instanceof JoinError && err.status < 500) throw err;
+        last = err;
+      }
+    }
+    throw last;
+  }
+
+  private async callAt<T>(
+    base: string,
+    schema: { parse(v: unknown): T },
+    path: string,
+    token: string,
+    body: unknown,
+  ): Promise<T> {
+    const res = await (this.o.fetch ?? fetch)(new URL(path, base), {
       method: "POST",
       headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
       body: JSON.stringify(body),

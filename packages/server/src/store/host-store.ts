@@ -25,6 +25,20 @@ export interface PlacementRow {
   placed_at: string;
 }
 
+/** A sandbox placed on `host_id` by the control plane whose own host is `placed_by`. */
+export interface StrandedStart {
+  sandbox_id: string;
+  host_id: string;
+  placed_by: string;
+}
+
+export interface PlaceOptions {
+  freshSince: string;
+  force?: boolean;
+  /** The own host (`local`/`local-<id>`) of the control plane that starts the sandbox. */
+  placedBy?: string;
+}
+
 export interface NewHost {
   id: string;
   name: string;
@@ -77,11 +91,18 @@ export interface HostStore {
    * capacity, for the local host's own sandboxes). False when refused; a sandbox already
    * placed is refused too.
    */
-  place(p: PlacementRow, opts: { freshSince: string; force?: boolean }): Promise<boolean>;
+  place(p: PlacementRow, opts: PlaceOptions): Promise<boolean>;
   /** Removes the placement and gives its capacity back; false when there was none. */
   release(sandboxId: string): Promise<boolean>;
   getPlacement(sandboxId: string): Promise<PlacementRow | undefined>;
   listPlacements(hostId: string): Promise<PlacementRow[]>;
   /** How many placements in all. */
   countPlacements(): Promise<number>;
+  /**
+   * Starts left stranded: sandboxes placed on a host other than the control plane that placed
+   * them (`placedBy`), where that control plane is `ownHostId` or its own host is LOST, and whose
+   * sandbox is still PENDING or PROVISIONING or has no row at all (it stopped between placing and
+   * admitting). Ordered by placement time.
+   */
+  strandedStarts(ownHostId: string): Promise<StrandedStart[]>;
 }

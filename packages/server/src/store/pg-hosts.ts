@@ -1,6 +1,6 @@
 import type pg from "pg";
 import { type HostTableRow, hostFromRow } from "./host-rows.js";
-import type { HostRow, HostStore, LostHost, NewHost, PlacementRow } from "./host-store.js";
+import type { HostRow, HostStore, LostHost, NewHost, PlacementRow, PlaceOptions, StrandedStart } from "./host-store.js";
 import { all, one, run, tx } from "./pg-db.js";
 
 /**
@@ -17,6 +17,19 @@ export const PG_HOSTS_MIGRATION = `
   CREATE TABLE placements (sandbox_id TEXT PRIMARY KEY, host_id TEXT NOT NULL REFERENCES hosts(id),
     vcpus INTEGER NOT NULL, memory_mib BIGINT NOT NULL, disk_gib BIGINT NOT NULL, placed_at TEXT COLLATE "C" NOT NULL);
   CREATE INDEX placements_host ON placements(host_id, placed_at, sandbox_id);`;
+
+/** Who starts each sandbox placed on a host: the placing control plane's own host (strandedStarts). */
+export const PG_PLACED_BY_MIGRATION = `
+  ALTER TABLE placements ADD COLUMN placed_by TEXT;
+  CREATE INDEX placements_placed_by ON placements(placed_by);`;
+
+/** See HostStore.strandedStarts. */
+const STRANDED_STARTS = `
+  SELECT p.sandbox_id, p.host_id, p.placed_by FROM placements p LEFT JOIN sandboxes s ON s.id = p.sandbox_id
+  WHERE p.placed_by IS NOT NULL AND p.host_id <> p.placed_by
+    AND (p.placed_by = $1 OR p.placed_by IN (SELECT id FROM hosts WHERE state = 'LOST'))
+    AND (s.id IS NULL OR s.status IN ('PENDING', 'PROVISIONING'))
+  ORDER BY p.placed_at, p.sandbox_id`;
 
 type Row = HostTableRow<boolean>;
 
@@ -147,7 +160,7 @@ export class PgHostStore implements HostStore {
     return lost;
   }
 
-  async place(p: PlacementRow, opts: { freshSince: string; force?: boolean }): Promise<boolean> {
+  async place(p: PlacementRow, opts: PlaceOptions): Promise<boolean> {
     // One round trip: the claim's row lock orders concurrent placements on one host; the insert runs
     // only when the claim matched, and a sandbox already placed makes the whole statement fail on
     // the primary key (rolled back with its claim) and answers false.
@@ -160,9 +173,19 @@ export class PgHostStore implements HostStore {
            WHERE id = $2 AND ($7 OR (state = 'ACTIVE' AND last_heartbeat_at >= $8
              AND used_vcpus + $3 <= vcpus AND used_memory_mib + $4 <= memory_mib AND used_disk_gib + $5 <= disk_gib))
            RETURNING id)
-         INSERT INTO placements (${PLACEMENT_COLUMNS})
-           SELECT $1, id, $3, $4, $5, $6 FROM claim`,
-        [p.sandbox_id, p.host_id, p.vcpus, p.memory_mib, p.disk_gib, p.placed_at, opts.force === true, opts.freshSince],
+         INSERT INTO placements (${PLACEMENT_COLUMNS}, placed_by)
+           SELECT $1, id, $3, $4, $5, $6, $9 FROM claim`,
+        [
+          p.sandbox_id,
+          p.host_id,
+          p.vcpus,
+          p.memory_mib,
+          p.disk_gib,
+          p.placed_at,
+          opts.force === true,
+          opts.freshSince,
+          opts.placedBy ?? null,
+        ],
       );
       return n === 1;
     } catch (err) {
@@ -197,5 +220,9 @@ export class PgHostStore implements HostStore {
 
   async countPlacements(): Promise<number> {
     return ((await one<{ n: number }>(this.pool, "SELECT COUNT(*) AS n FROM placements")) as { n: number }).n;
+  }
+
+  strandedStarts(ownHostId: string): Promise<StrandedStart[]> {
+    return all<StrandedStart>(this.pool, STRANDED_STARTS, [ownHostId]);
   }
 }

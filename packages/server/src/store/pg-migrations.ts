@@ -1,7 +1,7 @@
 import type pg from "pg";
 import { KEY_FINGERPRINTS_MIGRATION } from "./key-fingerprints.js";
 import { PG_HOST_URLS_MIGRATION } from "./pg-host-urls.js";
-import { PG_HOSTS_MIGRATION } from "./pg-hosts.js";
+import { PG_HOSTS_MIGRATION, PG_PLACED_BY_MIGRATION } from "./pg-hosts.js";
 
 // PostgreSQL's schema: its own SQL, with the columns and meanings of SQLite's (times are ISO-8601
 // text as there, compared and sorted bytewise (COLLATE "C", whatever the database's locale),
@@ -78,6 +78,7 @@ export const PG_MIGRATIONS: ReadonlyArray<readonly [name: string, sql: string]> 
   ["0004-fleet-hosts", PG_HOSTS_MIGRATION],
   ["0005-host-urls", PG_HOST_URLS_MIGRATION],
   ["0006-key-fingerprints", KEY_FINGERPRINTS_MIGRATION],
+  ["0007-placed-by", PG_PLACED_BY_MIGRATION],
 ];
 
 /**

@@ -1,6 +1,6 @@
 import type Database from "better-sqlite3";
 import { type HostTableRow, hostFromRow } from "./host-rows.js";
-import type { HostRow, HostStore, LostHost, NewHost, PlacementRow } from "./host-store.js";
+import type { HostRow, HostStore, LostHost, NewHost, PlacementRow, PlaceOptions, StrandedStart } from "./host-store.js";
 
 /**
  * The fleet's tables, in SqliteStore's migration sequence (same database file and connection).
@@ -17,6 +17,21 @@ export const HOSTS_MIGRATION = `
   CREATE TABLE placements (sandbox_id TEXT PRIMARY KEY, host_id TEXT NOT NULL REFERENCES hosts(id),
     vcpus INTEGER NOT NULL, memory_mib INTEGER NOT NULL, disk_gib INTEGER NOT NULL, placed_at TEXT NOT NULL);
   CREATE INDEX placements_host ON placements(host_id);`;
+
+/** Who starts each sandbox placed on a host: the placing control plane's own host (strandedStarts). */
+export const PLACED_BY_MIGRATION = `
+  ALTER TABLE placements ADD COLUMN placed_by TEXT;
+  CREATE INDEX placements_placed_by ON placements(placed_by);`;
+
+const PLACEMENT_COLUMNS = "sandbox_id, host_id, vcpus, memory_mib, disk_gib, placed_at";
+
+/** See HostStore.strandedStarts. */
+const STRANDED_STARTS = `
+  SELECT p.sandbox_id, p.host_id, p.placed_by FROM placements p LEFT JOIN sandboxes s ON s.id = p.sandbox_id
+  WHERE p.placed_by IS NOT NULL AND p.host_id <> p.placed_by
+    AND (p.placed_by = ? OR p.placed_by IN (SELECT id FROM hosts WHERE state = 'LOST'))
+    AND (s.id IS NULL OR s.status IN ('PENDING', 'PROVISIONING'))
+  ORDER BY p.placed_at, p.sandbox_id`;
 
 type Row = HostTableRow<number>;
 
@@ -127,10 +142,10 @@ export class SqliteHostStore implements HostStore {
     })();
   }
 
-  private placeTx: ((p: PlacementRow, force: number, fresh: string) => void) | null = null;
+  private placeTx: ((p: PlacementRow & { placed_by: string | null }, force: number, fresh: string) => void) | null = null;
 
-  async place(p: PlacementRow, opts: { freshSince: string; force?: boolean }): Promise<boolean> {
-    this.placeTx ??= this.db.transaction((row: PlacementRow, force: number, fresh: string) => {
+  async place(p: PlacementRow, opts: PlaceOptions): Promise<boolean> {
+    this.placeTx ??= this.db.transaction((row: PlacementRow & { placed_by: string | null }, force: number, fresh: string) => {
       const claim = this.q(
         `UPDATE hosts SET used_vcpus = used_vcpus + @vcpus, used_memory_mib = used_memory_mib + @memory_mib,
            used_disk_gib = used_disk_gib + @disk_gib, placements = placements + 1
@@ -139,14 +154,16 @@ export class SqliteHostStore implements HostStore {
            AND used_disk_gib + @disk_gib <= disk_gib))`,
       );
       const insert = this.q(
-        `INSERT INTO placements (sandbox_id, host_id, vcpus, memory_mib, disk_gib, placed_at)
-         VALUES (@sandbox_id, @host_id, @vcpus, @memory_mib, @disk_gib, @placed_at) ON CONFLICT (sandbox_id) DO NOTHING`,
+        `INSERT INTO placements (sandbox_id, host_id, vcpus, memory_mib, disk_gib, placed_at, placed_by)
+         VALUES (@sandbox_id, @host_id, @vcpus, @memory_mib, @disk_gib, @placed_at, @placed_by)
+         ON CONFLICT (sandbox_id) DO NOTHING`,
       );
       if (claim.run({ ...row, force, fresh }).changes === 0) throw new Refused();
       if (insert.run(row).changes === 0) throw new Refused();
     });
     try {
-      this.placeTx(p, opts.force ? 1 : 0, opts.freshSince);
+      const row = { ...p, placed_by: opts.placedBy ?? null };
+      this.placeTx(row, opts.force ? 1 : 0, opts.freshSince);
       return true;
     } catch (err) {
       if (err instanceof Refused) return false;
@@ -156,7 +173,9 @@ export class SqliteHostStore implements HostStore {
 
   async release(sandboxId: string): Promise<boolean> {
     return this.db.transaction(() => {
-      const p = this.q("DELETE FROM placements WHERE sandbox_id = ? RETURNING *").get(sandboxId) as PlacementRow | undefined;
+      const p = this.q(`DELETE FROM placements WHERE sandbox_id = ? RETURNING ${PLACEMENT_COLUMNS}`).get(sandboxId) as
+        | PlacementRow
+        | undefined;
       if (!p) return false;
       this.q(
         `UPDATE hosts SET used_vcpus = used_vcpus - @vcpus, used_memory_mib = used_memory_mib - @memory_mib,
@@ -167,14 +186,20 @@ export class SqliteHostStore implements HostStore {
   }
 
   async getPlacement(sandboxId: string): Promise<PlacementRow | undefined> {
-    return this.q("SELECT * FROM placements WHERE sandbox_id = ?").get(sandboxId) as PlacementRow | undefined;
+    return this.q(`SELECT ${PLACEMENT_COLUMNS} FROM placements WHERE sandbox_id = ?`).get(sandboxId) as PlacementRow | undefined;
   }
 
   async listPlacements(hostId: string): Promise<PlacementRow[]> {
-    return this.q("SELECT * FROM placements WHERE host_id = ? ORDER BY placed_at, sandbox_id").all(hostId) as PlacementRow[];
+    return this.q(`SELECT ${PLACEMENT_COLUMNS} FROM placements WHERE host_id = ? ORDER BY placed_at, sandbox_id`).all(
+      hostId,
+    ) as PlacementRow[];
   }
 
   async countPlacements(): Promise<number> {
     return (this.q("SELECT COUNT(*) AS n FROM placements").get() as { n: number }).n;
+  }
+
+  async strandedStarts(ownHostId: string): Promise<StrandedStart[]> {
+    return this.q(STRANDED_STARTS).all(ownHostId) as StrandedStart[];
   }
 }

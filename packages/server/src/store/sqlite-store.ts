@@ -76,6 +76,7 @@ const MIGRATIONS: Array<[name: string, sql: string]> = [
   ["0010-fleet-hosts", hosts.HOSTS_MIGRATION],
   ["0011-host-urls", HOST_URLS_MIGRATION],
   ["0012-key-fingerprints", KEY_FINGERPRINTS_MIGRATION],
+  ["0013-placed-by", hosts.PLACED_BY_MIGRATION],
 ];
 
 type SandboxRow = Omit<Sandbox, "environment_vars" | "labels" | "secrets"> & {

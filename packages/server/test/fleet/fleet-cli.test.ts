@@ -2,6 +2,7 @@
 // as a child process, `sandtree host list|drain|uncordon` show and change it.
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
+import { type AddressInfo, createServer } from "node:net";
 import { availableParallelism, tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -94,5 +95,33 @@ describe("sandtree worker and sandtree host", () => {
     }
     expect(await w.exited).toBe(0);
     expect(w.out()).toMatch(/stopped after \d+ heartbeats/);
+  });
+
+  it("--join takes several control planes (the first that answers wins); --vcpus sets the vCPUs offered", async () => {
+    const bad = startWorker(["--join", t.url, "--join-token", "x", "--vcpus", "0"]);
+    expect(await bad.exited).toBe(2);
+    expect(bad.err()).toContain("--vcpus");
+    // A port nothing listens on: the control plane there is gone.
+    const gone = await new Promise<number>((resolve) => {
+      const srv = createServer().listen(0, "127.0.0.1", () => {
+        const port = (srv.address() as AddressInfo).port;
+        srv.close(() => resolve(port));
+      });
+    });
+    const token = t.server.services.fleet.joinToken;
+    const w = startWorker([
+      ...["--join", `http://127.0.0.1:${gone},${t.url}`, "--join-token", token, "--name", "cli-w2", "--vcpus", "7"],
+      ...["--data-dir", mkdtempSync(path.join(dir, "w2-")), "--accel", "tcg", "--listen", "127.0.0.1:0"],
+    ]);
+    await w.joined;
+    try {
+      expect(w.out()).toContain(`joined ${t.url} as cli-w2`);
+      const json = await runCli(t, ["host", "list", "-o", "json"]);
+      const hosts = JSON.parse(json.stdout) as Array<{ name: string; capacity: { vcpus: number } }>;
+      expect(hosts.find((h) => h.name === "cli-w2")?.capacity.vcpus).toBe(7);
+    } finally {
+      w.child.kill("SIGTERM");
+    }
+    expect(await w.exited).toBe(0);
   });
 });

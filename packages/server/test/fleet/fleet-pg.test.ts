@@ -3,7 +3,8 @@
 // control plane reaps), their placements released and their billing closed; a control plane
 // that starts (or restarts) on the shared database reconciles only its own host's sandboxes.
 // Sandbox rows are written through a PgStore on the same database, as a third server would;
-// time is a ManualClock: the bound is crossed by advancing it, never by waiting.
+// time is a ManualClock: the bound is crossed by advancing it, never by waiting. A survivor ends the
+// creates a lost control plane was starting on a worker (StrandedStarts).
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -235,5 +236,51 @@ describe("fleet on a shared PostgreSQL", () => {
     expect(await store.getCheckpoint(ck.id)).toMatchObject({ state: "FAILED", error: expect.stringContaining("restarted") });
     expect(readFileSync(path.join(dirs[0] ?? "", "local-host-name"), "utf8").trim()).toBe(aName);
     await again.services.fleet.reap();
+  });
+
+  it("creates a lost control plane was starting on a worker are ended by a survivor; never-admitted placements released", async () => {
+    const b = servers[servers.length - 1] as RunningServer;
+    const c = await start();
+    const joined = await jsonApi(c.url, () => c.services.fleet.joinToken)("POST", "/v1/fleet/hosts/register", {
+      name: "w-strand",
+      capacity: { vcpus: 8, memory_mib: 8192, disk_gib: 100, accel: "tcg" },
+    });
+    expect(joined.status).toBe(201);
+    const team = await store.getTeamByName("default");
+    const ask = (id: string) => ({ sandbox_id: id, vcpus: 1, memory_mib: 1024, disk_gib: 1, layers: [], host: "w-strand" });
+    // C admitted one create and placed it on the worker (as its create path does), placed another
+    // it never admitted, and has a RUNNING one there; an admin's bare reservation has no starter.
+    const { sandbox: starting } = await store.admitSandbox({
+      sandbox: sandboxRow(team?.id ?? "", { cpu_cores: 1, memory_gb: 1, disk_size_gb: 1 }),
+      sealedSecrets: null,
+      idempotency: null,
+      nowMs: Date.now(),
+      check: () => {},
+    });
+    await c.services.fleet.placeSandbox(ask(starting.id), undefined, { startsHere: true });
+    await c.services.fleet.placeSandbox(ask("sb-neveradmitted"), undefined, { startsHere: true });
+    const running = await runningSandbox();
+    await c.services.fleet.placeSandbox(ask(running), undefined, { startsHere: true });
+    expect((await api(b)("POST", "/v1/fleet/placements", ask("sb-adminreserved"))).status).toBe(201);
+    // Nothing is stranded while C lives.
+    expect((await b.services.fleet.strandedStarts()).map((s) => s.sandbox_id)).toEqual([]);
+    // C stops; the bound passes; the worker beats on; B reaps and sweeps.
+    await c.close();
+    clock.advance(BOUND_MS + 1000);
+    const secret = joined.body.secret as string;
+    const beat = await jsonApi(b.url, () => secret)("POST", `/v1/fleet/hosts/${joined.body.host_id}/heartbeat`, {});
+    expect(beat.status).toBe(200);
+    await b.services.fleet.reap();
+    await expect.poll(async () => (await store.getSandbox(starting.id))?.status).toBe("ERROR");
+    const cName = readFileSync(path.join(dirs[dirs.length - 1] ?? "", "local-host-name"), "utf8").trim();
+    expect((await store.getSandbox(starting.id))?.error_reason).toBe(
+      `HOST_LOST: control plane ${cName}, which was starting it on host w-strand, stopped (the host runs no sandboxes)`,
+    );
+    await expect.poll(() => b.services.fleet.placedOn("sb-neveradmitted")).toBeNull();
+    expect(await b.services.fleet.placedOn(starting.id)).toBeNull();
+    // Untouched: the RUNNING sandbox and its placement, the admin's reservation.
+    expect((await store.getSandbox(running))?.status).toBe("RUNNING");
+    expect(await b.services.fleet.placedOn(running)).toBe(joined.body.host_id);
+    expect(await b.services.fleet.placedOn("sb-adminreserved")).toBe(joined.body.host_id);
   });
 });

@@ -1,6 +1,7 @@
 // The real-process fleet harness: `sandtree worker` children on loopback, each with its own data
 // dir, and what their own stores hold. Shared by the fleet-worker*.test.ts files.
 import { type ChildProcess, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { qemuPidsNamed } from "@sandtree/host";
 import Database from "better-sqlite3";
@@ -51,6 +52,69 @@ export function idsOnWorker(w: Worker): string[] {
 /** PIDs of the QEMU processes that run a sandbox's VM (named `sandtree-<id>`), found in /proc. */
 export function qemuPidsOf(sandboxId: string): number[] {
   return qemuPidsNamed(`sandtree-${sandboxId}`);
+}
+
+export interface ControlPlane {
+  dir: string;
+  proc: ChildProcess;
+  url: string;
+  /** The admin key it printed at first start ("" when the database already had one). */
+  key: string;
+  /** Its own host's name (`local-<id>` on PostgreSQL). */
+  hostName(): string;
+  output(): string;
+}
+
+/** `sandtree serve` as a child with extra flags (listen address, database, blob store); resolves once it listens. */
+export async function startControlPlane(
+  dir: string,
+  o: { listen: string; args?: string[]; env?: Record<string, string> },
+): Promise<ControlPlane> {
+  const args = ["serve", "--data-dir", dir, "--host", o.listen, "--port", "0", ...(o.args ?? [])];
+  const proc = spawn(process.execPath, [CLI_MAIN, ...args], {
+    env: { ...process.env, ...ENV, ...o.env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  proc.stdout?.setEncoding("utf8").on("data", (d: string) => (out += d));
+  proc.stderr?.setEncoding("utf8").on("data", (d: string) => (out += d));
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const m = /(?:SANDTREE_API_URL=|listening on )(http:\/\/[\d.:]+)/.exec(out);
+    if (m?.[1]) {
+      const key = /SANDTREE_API_KEY=(\S+)/.exec(out)?.[1] ?? "";
+      const hostName = () => readFileSync(path.join(dir, "local-host-name"), "utf8").trim();
+      return { dir, proc, url: m[1], key, hostName, output: () => out };
+    }
+    if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`control plane did not start:\n${out}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/**
+ * `sandtree worker` as a child inside a network namespace (`ip netns exec` execs, so the PID held
+ * is the worker's own), joined to every URL of `joinUrls`, listening on `listen`; extra flags in `args`.
+ */
+export async function startWorkerIn(
+  ns: string,
+  o: { joinUrls: string[]; token: string; name: string; dir: string; listen: string; args?: string[] },
+): Promise<Worker> {
+  const args = ["worker", "--join", o.joinUrls.join(","), "--join-token", o.token, "--name", o.name];
+  args.push("--data-dir", o.dir, "--listen", o.listen, ...(o.args ?? []));
+  const proc = spawn("ip", ["netns", "exec", ns, process.execPath, CLI_MAIN, ...args], {
+    env: { ...process.env, ...ENV },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  proc.stdout?.setEncoding("utf8").on("data", (d: string) => (out += d));
+  proc.stderr?.setEncoding("utf8").on("data", (d: string) => (out += d));
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const m = /sandboxes served at (http:\/\/[\d.:]+)/.exec(out);
+    if (m?.[1]) return { name: o.name, dir: o.dir, proc, url: m[1], output: () => out };
+    if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`worker ${o.name} did not join:\n${out}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }
 
 /** A checkpoint's row in the store of the server (control plane or worker) whose data dir is `dir`. */

@@ -153,5 +153,28 @@ export function describeHostStoreConformance(name: string, open: () => Promise<O
       expect(await hosts.setCordoned("host_a", false)).toMatchObject({ state: "ACTIVE", cordoned: false });
       expect((await hosts.getHost("host_b"))?.state).toBe("ACTIVE");
     });
+
+    it("stranded starts: a placer's own, or a LOST placer's, placed on another host (no sandbox row: never admitted)", async () => {
+      for (const n of ["cp1", "cp2"]) await hosts.registerHost(newHost(n));
+      const big = { capacity: { vcpus: 64, memory_mib: 100_000, disk_gib: 1000, accel: "tcg" as const } };
+      await hosts.registerHost(newHost("w", big));
+      await hosts.place(placement("sb1", "host_w"), { freshSince: T0, placedBy: "host_cp1" });
+      await hosts.place(placement("sb2", "host_w", { placed_at: T2 }), { freshSince: T0, placedBy: "host_cp2" });
+      // On the placer's own host, or placed by nobody: never stranded.
+      await hosts.place(placement("sb3", "host_cp1"), { freshSince: T0, force: true, placedBy: "host_cp1" });
+      await hosts.place(placement("sb4", "host_w"), { freshSince: T0 });
+      const ids = async (own: string) => (await hosts.strandedStarts(own)).map((s) => s.sandbox_id);
+      expect(await hosts.strandedStarts("host_cp1")).toEqual([{ sandbox_id: "sb1", host_id: "host_w", placed_by: "host_cp1" }]);
+      expect(await ids("host_w")).toEqual([]);
+      // cp2 stops beating: once it is LOST its starts are any survivor's.
+      await hosts.heartbeat("host_cp1", { at: T2 });
+      await hosts.heartbeat("host_w", { at: T2 });
+      expect((await hosts.markLost(T1)).map((l) => l.host.name)).toEqual(["cp2"]);
+      expect(await ids("host_cp1")).toEqual(["sb1", "sb2"]);
+      expect(await ids("host_w")).toEqual(["sb2"]);
+      expect(await hosts.getPlacement("sb2")).toEqual(placement("sb2", "host_w", { placed_at: T2 }));
+      await hosts.release("sb2");
+      expect(await ids("host_w")).toEqual([]);
+    });
   });
 }

@@ -15,7 +15,7 @@ import {
 } from "@sandtree/protocol";
 import type { z } from "zod";
 import type { BlobStoreSetting } from "../../blob-store-config.js";
-import type { HostRow, HostStore, LostHost } from "../../store/host-store.js";
+import type { HostRow, HostStore, LostHost, StrandedStart } from "../../store/host-store.js";
 import type { HostUrls } from "../../store/host-urls.js";
 import type { Principal } from "../auth-service.js";
 import type { Logger } from "../logger.js";
@@ -112,6 +112,7 @@ export class FleetService {
   private localId: string | null = null;
   private localBeat: (() => Promise<void>) | null = null;
   private reportHook: ((host: HostRow, reports: SandboxReport[]) => Promise<void>) | null = null;
+  private reapHook: (() => Promise<void>) | null = null;
   private inventoryHook: ((host: HostRow, running: string[]) => Promise<string[]>) | null = null;
 
   constructor(private readonly deps: FleetServiceDeps) {
@@ -240,8 +241,16 @@ export class FleetService {
     return this.placeSandbox(req);
   }
 
-  /** The placement of a create (the caller checked who may pin): decides, records, starts nothing. */
-  async placeSandbox(req: z.output<typeof PlacementRequest>, eligible?: (hostId: string) => boolean): Promise<Placement> {
+  /**
+   * The placement of a create (the caller checked who may pin): decides, records, starts nothing.
+   * `startsHere`: this process starts the sandbox there, which the placement records (a peer
+   * finishes the start if this process is lost meanwhile; an admin's bare reservation has none).
+   */
+  async placeSandbox(
+    req: z.output<typeof PlacementRequest>,
+    eligible?: (hostId: string) => boolean,
+    o: { startsHere?: boolean } = {},
+  ): Promise<Placement> {
     const all = await this.hostsView();
     const view = eligible ? new Map([...all].filter(([id]) => eligible(id))) : all;
     const nowMs = this.deps.clock.now();
@@ -258,7 +267,8 @@ export class FleetService {
         disk_gib: req.disk_gib,
         placed_at: placedAt,
       };
-      if (await this.deps.hosts.place(row, { freshSince })) {
+      const placedBy = o.startsHere && this.localId ? { placedBy: this.localId } : {};
+      if (await this.deps.hosts.place(row, { freshSince, ...placedBy })) {
         h.usage.vcpus += req.vcpus;
         h.usage.memory_mib += req.memory_mib;
         h.usage.disk_gib += req.disk_gib;
@@ -285,6 +295,24 @@ export class FleetService {
   /** Told of the status changes a worker reports with its heartbeat (RemoteSandboxes applies them). */
   onSandboxReports(hook: (host: HostRow, reports: SandboxReport[]) => Promise<void>): void {
     this.reportHook = hook;
+  }
+
+  /** Told after every reaping (StrandedStarts sweeps then). */
+  onReaped(hook: () => Promise<void>): void {
+    this.reapHook = hook;
+  }
+
+  /**
+   * Creates this control plane placed on a worker and no process is finishing: its own from
+   * before a restart, and those of peers whose own host is LOST (see HostStore.strandedStarts).
+   */
+  async strandedStarts(): Promise<StrandedStart[]> {
+    return this.localId ? this.deps.hosts.strandedStarts(this.localId) : [];
+  }
+
+  /** A host's name by id (for reasons and events). */
+  async hostName(id: string): Promise<string> {
+    return (this.cache.get(id)?.name ?? (await this.deps.hosts.getHost(id))?.name) || id;
   }
 
   /** The host a sandbox is placed on (its id), if any. */
@@ -438,6 +466,7 @@ export class FleetService {
         this.deps.log.error({ host: l.host.name, err: (err as Error).message }, "handling a lost host failed");
       }
     }
+    await this.reapHook?.().catch((err: Error) => this.deps.log.error({ err: err.message }, "sweeping stranded starts failed"));
     return lost;
   }
 

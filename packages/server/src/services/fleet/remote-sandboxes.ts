@@ -37,6 +37,8 @@ export class RemoteSandboxes {
    * a worker's URL and key are read again for each call (its key changes when it registers again).
    */
   private readonly where = new Map<string, string | null>();
+  /** Creates this process placed and has not finished starting (no other process takes them over). */
+  private readonly starting = new Set<string>();
   readonly client = new WorkerClient();
 
   constructor(private readonly deps: RemoteSandboxesDeps) {}
@@ -79,19 +81,28 @@ export class RemoteSandboxes {
         );
       }
     }
-    const placed = await fleet.placeSandbox(
-      {
-        sandbox_id: sb.id,
-        vcpus: sb.cpu_cores,
-        memory_mib: Math.round(sb.memory_gb * 1024),
-        disk_gib: sb.disk_size_gb,
-        layers: plan?.layers ?? [],
-        ...(pin ? { host: pin } : {}),
-      },
-      eligible,
-    );
+    // Before the placement is recorded: a sweep of stranded starts must never take this one over.
+    this.starting.add(sb.id);
+    const placed = await fleet
+      .placeSandbox(
+        {
+          sandbox_id: sb.id,
+          vcpus: sb.cpu_cores,
+          memory_mib: Math.round(sb.memory_gb * 1024),
+          disk_gib: sb.disk_size_gb,
+          layers: plan?.layers ?? [],
+          ...(pin ? { host: pin } : {}),
+        },
+        eligible,
+        { startsHere: true },
+      )
+      .catch((err: unknown) => {
+        this.starting.delete(sb.id);
+        throw err;
+      });
     const remote = await fleet.remoteHost(placed.host_id);
     this.where.set(sb.id, remote ? remote.id : null);
+    if (!remote) this.starting.delete(sb.id);
     return remote;
   }
 
@@ -153,7 +164,13 @@ export class RemoteSandboxes {
   /** Gives back a reservation made by place() when the create did not go ahead. */
   async unplace(id: string): Promise<void> {
     this.where.delete(id);
+    this.starting.delete(id);
     await this.deps.fleet.release(id);
+  }
+
+  /** Whether this process is starting the sandbox on a worker (placed, not yet RUNNING or failed). */
+  isStarting(id: string): boolean {
+    return this.starting.has(id);
   }
 
   /** The worker holding a sandbox, or null when it runs here. */
@@ -188,8 +205,11 @@ export class RemoteSandboxes {
             started_at: new Date().toISOString(),
             image_digest: w.image_digest ?? null,
           };
-          if (!(await store.updateSandbox(sb.id, patch, ["PROVISIONING"])))
+          if (!(await store.updateSandbox(sb.id, patch, ["PROVISIONING"]))) {
+            // A peer that took this start over (this process looked lost) may have finished it.
+            if ((await store.getSandbox(sb.id))?.status === "RUNNING") return;
             throw new SandtreeError("SANDBOX_NOT_RUNNING", "sandbox was deleted while provisioning", { id: sb.id });
+          }
           await store.addEvent(sb.id, `running on host ${host.name}`);
           return;
         }
@@ -206,6 +226,8 @@ export class RemoteSandboxes {
         await store.addEvent(sb.id, `error: ${reason}`);
         log.warn({ sandbox: sb.id, host: host.name, reason }, "starting on a worker failed");
       }
+    } finally {
+      this.starting.delete(sb.id);
     }
   }
 
