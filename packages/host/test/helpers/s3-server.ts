@@ -21,15 +21,18 @@ export interface TestS3 {
   close(): Promise<void>;
 }
 
-/** A real S3-protocol server (s3rver) on loopback over a temporary directory, with one bucket. */
-export async function startS3(bucket = "sandtree-test"): Promise<TestS3> {
+/**
+ * A real S3-protocol server (s3rver) over a temporary directory, with one bucket, on loopback
+ * (or on `address`: one that network namespaces of a test reach).
+ */
+export async function startS3(bucket = "sandtree-test", address = "127.0.0.1"): Promise<TestS3> {
   const directory = mkdtempSync(path.join(tmpdir(), "sandtree-s3-"));
   const make = (port: number) =>
-    new S3rver({ address: "127.0.0.1", port, silent: true, directory, configureBuckets: [{ name: bucket }] });
+    new S3rver({ address, port, silent: true, directory, configureBuckets: [{ name: bucket }] });
   let server = make(0);
   const { port } = await server.run();
   let running = true;
-  const endpoint = `http://127.0.0.1:${port}`;
+  const endpoint = `http://${address}:${port}`;
   const client = new S3Client({
     endpoint,
     region: "us-east-1",

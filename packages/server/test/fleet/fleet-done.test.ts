@@ -1,8 +1,9 @@
-// Fleet mode end to end, as #18's "Done when" asks (its checkpoint case is the checkpoint work's):
+// Fleet mode end to end, as #18's "Done when" asks (fleet-checkpoints.test.ts covers checkpoints deeper):
 // a real PostgreSQL, an S3 server (s3rver on loopback), two control planes (`sandtree serve`
 // children on that database and bucket, sharing one join token and server key, as replicas do)
 // and three `sandtree worker` children, each with its own data dir in its own network namespace,
-// joined to both control planes. Runs as root (ip netns). Bounds are small (heartbeat 1 s, a host
+// joined to both control planes. A checkpoint taken on w1 forks onto w2 and, after w1's kill -9,
+// restores on another worker from the bucket. Runs as root (ip netns). Bounds are small (heartbeat 1 s, a host
 // silent 5 s is LOST) and every wait polls under a generous deadline: no timing assertion.
 import { copyFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -79,10 +80,11 @@ describe("fleet: PostgreSQL + S3, two control planes, three workers in their own
     dbUrl = await db.createDatabase("fleet_done");
     sql = new pg.Client({ connectionString: dbUrl });
     await sql.connect();
-    s3 = await startS3("sandtree-fleet");
     nets = createFleetNets(3);
-    // The control planes listen where the namespaces reach this one (the first veth's host end).
+    // The control planes and the object store listen where the namespaces reach this one (the
+    // first veth's host end): workers store and fetch checkpoint layers in the bucket themselves.
     const listen = nets.nets[0]?.hostAddress ?? "";
+    s3 = await startS3("sandtree-fleet", listen);
     const blob = `s3://${s3.bucket}/fleet?endpoint=${s3.endpoint}&region=us-east-1`;
     const env = {
       ...CP_ENV,
@@ -111,6 +113,8 @@ describe("fleet: PostgreSQL + S3, two control planes, three workers in their own
         dir: mkdir(name),
         listen: `${net.address}:0`,
         args: ["--vcpus", "16"],
+        // Workers store and fetch layers in the bucket with their own credentials.
+        env: { AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId, AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey },
       });
       workers.push(w);
     }
@@ -246,7 +250,7 @@ describe("fleet: PostgreSQL + S3, two control planes, three workers in their own
     for (const w of workers) expect(w.output()).toContain(`now using ${b.url}`);
   }, 600_000);
 
-  it("kill -9 of a worker: its sandboxes become ERROR HOST_LOST, the others' run on", async () => {
+  it("kill -9 of a worker: its sandboxes become ERROR HOST_LOST, the others' run on; its checkpoint forks and restores elsewhere", async () => {
     // One pinned to each worker (an admin's pin), beside what runs already.
     const pinned: Record<string, string> = {};
     for (const w of ["w1", "w2", "w3"]) {
@@ -255,6 +259,26 @@ describe("fleet: PostgreSQL + S3, two control planes, three workers in their own
       pinned[w] = r.body.id as string;
     }
     for (const id of Object.values(pinned)) expect((await settled(id)).status).toBe("RUNNING");
+    // A checkpoint taken on w1 (DURABLE: in the bucket), forked onto w2 (through B: A is dead): the child reads w1's file.
+    const src = pinned.w1 as string;
+    const wrote = await api("POST", `/v1/sandboxes/${src}/exec`, { command: "echo from-w1 > /keep && sync" });
+    expect(wrote.body.exit_code, JSON.stringify(wrote.body)).toBe(0);
+    const ck = await api("POST", `/v1/sandboxes/${src}/checkpoints`, {});
+    expect(ck.status, JSON.stringify(ck.body)).toBe(201);
+    const ckId = ck.body.id as string;
+    const durable = await until(
+      ckId,
+      async () => (await api("GET", `/v1/checkpoints/${ckId}`)).body as { state: string },
+      (c) => c.state === "DURABLE" || c.state === "FAILED",
+      180_000,
+    );
+    expect(durable.state, JSON.stringify(durable)).toBe("DURABLE");
+    const fork = await api("POST", `/v1/sandboxes/${src}/fork`, { host: "w2" });
+    expect(fork.status, JSON.stringify(fork.body)).toBe(201);
+    const child = fork.body.id as string;
+    expect((await settled(child)).status).toBe("RUNNING");
+    expect((await placements([child])).get(child)).toBe("w2");
+    expect((await api("POST", `/v1/sandboxes/${child}/exec`, { command: "cat /keep" })).body.stdout).toBe("from-w1\n");
     const listed = (await api("GET", "/v1/sandboxes?status=RUNNING&limit=1000")).body.sandboxes as Sb[];
     const placed = await placements(listed.map((s) => s.id));
     const onW1 = listed.filter((s) => placed.get(s.id) === "w1").map((s) => s.id);
@@ -273,5 +297,12 @@ describe("fleet: PostgreSQL + S3, two control planes, three workers in their own
     }
     expect((await hosts()).find((h) => h.name === "w1")).toMatchObject({ state: "LOST", usage: { placements: 0 } });
     for (const id of others) expect((await sandbox(id)).status, id).toBe("RUNNING");
-  }, 300_000);
+    // w1 is gone; its checkpoint is in the bucket: it restores on another worker.
+    const restored = await api("POST", "/v1/sandboxes", { checkpoint_id: ckId });
+    expect(restored.status, JSON.stringify(restored.body)).toBe(201);
+    const rid = restored.body.id as string;
+    expect((await settled(rid)).status).toBe("RUNNING");
+    expect(["w2", "w3"]).toContain((await placements([rid])).get(rid));
+    expect((await api("POST", `/v1/sandboxes/${rid}/exec`, { command: "cat /keep" })).body.stdout).toBe("from-w1\n");
+  }, 600_000);
 });

@@ -97,12 +97,21 @@ export async function startControlPlane(
  */
 export async function startWorkerIn(
   ns: string,
-  o: { joinUrls: string[]; token: string; name: string; dir: string; listen: string; args?: string[] },
+  o: {
+    joinUrls: string[];
+    token: string;
+    name: string;
+    dir: string;
+    listen: string;
+    args?: string[];
+    /** More environment (the object store's AWS_* credentials). */
+    env?: Record<string, string>;
+  },
 ): Promise<Worker> {
   const args = ["worker", "--join", o.joinUrls.join(","), "--join-token", o.token, "--name", o.name];
   args.push("--data-dir", o.dir, "--listen", o.listen, ...(o.args ?? []));
   const proc = spawn("ip", ["netns", "exec", ns, process.execPath, CLI_MAIN, ...args], {
-    env: { ...process.env, ...ENV },
+    env: { ...process.env, ...ENV, ...o.env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";
