@@ -27,8 +27,7 @@ export interface TestS3 {
  */
 export async function startS3(bucket = "sandtree-test", address = "127.0.0.1"): Promise<TestS3> {
   const directory = mkdtempSync(path.join(tmpdir(), "sandtree-s3-"));
-  const make = (port: number) =>
-    new S3rver({ address, port, silent: true, directory, configureBuckets: [{ name: bucket }] });
+  const make = (port: number) => new S3rver({ address, port, silent: true, directory, configureBuckets: [{ name: bucket }] });
   let server = make(0);
   const { port } = await server.run();
   let running = true;
