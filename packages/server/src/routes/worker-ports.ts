@@ -1,6 +1,7 @@
 // Exposed ports of sandboxes on workers, as the control plane serves them: the worker renders
 // `url`/`tcp_url` on its own address, the control plane re-renders them on the address its
 // caller reached it at; the ways in (`/ports/...`, `/tcp/...`) carry the port's token through.
+import type { Sandbox } from "@sandtree/protocol";
 import type { FastifyRequest } from "fastify";
 import { z } from "zod";
 import type { Services } from "../services/services.js";
@@ -49,4 +50,20 @@ export async function wayInAuth(req: FastifyRequest, s: Services, id: string, ho
   const principal = await s.auth.authenticate(req.headers.authorization);
   await s.sandboxes.get(principal.teamId, id); // 404 for another team's sandbox
   return `Bearer ${hostKey}`;
+}
+
+// The worker's refusals of a way in (PORT_TOKEN_INVALID, PORT_NOT_FOUND, SANDBOX_NOT_RUNNING or
+// NETWORK_DISABLED): not activity. A guest's own 401, 404 or 409 is not counted either.
+const REFUSED = new Set([401, 404, 409]);
+
+/**
+ * Idle timeouts on this control plane (whose reaper ends sandboxes on workers too): a way in the
+ * worker let through keeps the sandbox active while the exchange lasts, as on a single server.
+ */
+export function countsAsActivity(s: Services, sb: Sandbox): (status: number, conn: NodeJS.EventEmitter) => void {
+  return (status, conn) => {
+    if (REFUSED.has(status)) return;
+    const end = s.timeouts.beginSoon(sb.team_id, sb.id);
+    conn.once("close", end);
+  };
 }

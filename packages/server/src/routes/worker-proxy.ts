@@ -8,7 +8,7 @@ import type { RemoteHost } from "../services/fleet/fleet-service.js";
 import { unreachable } from "../services/fleet/worker-client.js";
 import type { Services } from "../services/services.js";
 import { upgrades } from "./upgrades.js";
-import { PORT_MANAGEMENT, PORT_WAYS_IN, rewritePortUrls, wayInAuth } from "./worker-ports.js";
+import { countsAsActivity, PORT_MANAGEMENT, PORT_WAYS_IN, rewritePortUrls, wayInAuth } from "./worker-ports.js";
 
 // Calls answered by the control plane itself for a sandbox on a worker: its record (this
 // store's row), its deletion (which deletes it on the worker, see RemoteSandboxes.teardown), its
@@ -48,6 +48,9 @@ function forwardHeaders(
   return { ...out, ...extra, ...(auth === null ? {} : { authorization: auth }) };
 }
 
+/** Told the worker's status once it answers, with what closes when the exchange ends. */
+type Answered = (status: number, conn: NodeJS.EventEmitter) => void;
+
 function open(host: RemoteHost, req: FastifyRequest, headers: Record<string, string | string[]>) {
   const target = new URL(req.url, host.url);
   const fn = target.protocol === "https:" ? httpsRequest : httpRequest;
@@ -72,7 +75,7 @@ function pipeHttp(
   req: FastifyRequest,
   reply: FastifyReply,
   host: RemoteHost,
-  o: { auth: string | null; rewrite?: ((body: Buffer) => Buffer) | undefined },
+  o: { auth: string | null; rewrite?: ((body: Buffer) => Buffer) | undefined; answered?: Answered | undefined },
 ): void {
   reply.hijack();
   const up = open(host, req, forwardHeaders(req.headers, o.auth));
@@ -80,6 +83,7 @@ function pipeHttp(
     const headers = { ...res.headers };
     delete headers.connection;
     delete headers["keep-alive"];
+    o.answered?.(res.statusCode ?? 502, reply.raw);
     const rewrite = o.rewrite;
     if (!rewrite) {
       reply.raw.writeHead(res.statusCode ?? 502, headers);
@@ -111,6 +115,7 @@ function pipeUpgrade(
   reply: FastifyReply,
   host: RemoteHost,
   auth: string | null,
+  answered?: Answered,
 ): boolean {
   const client = upgrades(app).take(req.raw);
   if (!client) return false;
@@ -127,6 +132,7 @@ function pipeUpgrade(
     let head101 = `HTTP/1.1 101 Switching Protocols\r\n`;
     for (let i = 0; i < res.rawHeaders.length; i += 2) head101 += `${res.rawHeaders[i]}: ${res.rawHeaders[i + 1]}\r\n`;
     client.socket.write(`${head101}\r\n`);
+    answered?.(101, client.socket);
     if (head.length > 0) client.socket.write(head);
     if (client.head.length > 0) socket.write(client.head);
     socket.pipe(client.socket).pipe(socket);
@@ -193,12 +199,14 @@ export function workerProxy(app: FastifyInstance, s: Services): void {
     const id = (req.params as { id?: unknown }).id;
     if (typeof id !== "string") return;
     // Only a live sandbox of this store is looked up (an unknown id is answered by the route: 404).
-    if (!(await s.ports.live(id))) return;
+    const sb = await s.ports.live(id);
+    if (!sb) return;
     const host = await remote.hostOf(id);
     if (!host) return;
     const auth = await wayInAuth(req, s, id, host.key);
-    if (req.headers.upgrade && pipeUpgrade(app, req, reply, host, auth)) return reply;
-    pipeHttp(req, reply, host, { auth });
+    const answered = countsAsActivity(s, sb);
+    if (req.headers.upgrade && pipeUpgrade(app, req, reply, host, auth, answered)) return reply;
+    pipeHttp(req, reply, host, { auth, answered });
     return reply;
   }
 }

@@ -138,6 +138,19 @@ describe("fleet: exposed ports of a sandbox on a worker", () => {
     await expect(tcpEcho(`${tunnel.body.tcp_url}?sandtree_token=nope`, "x")).rejects.toThrow(/refused: 401/);
     await expect(tcpEcho(tunnel.body.tcp_url, "x", { authorization: "Bearer st_not-a-key" })).rejects.toThrow(/refused: 401/);
 
+    // Idle timeouts run on the control plane too: a way in the worker let through is activity there
+    // (last_activity_at is written at most every 5 s: wait that long without any, then try).
+    const activity = async () => (await api("GET", `/v1/sandboxes/${id}`)).body.last_activity_at as string | null;
+    const before = await activity();
+    await new Promise((r) => setTimeout(r, 5_500));
+    const refused = await fetch(`${exposed.body.url}index.html`, { headers: { "x-sandtree-token": "wrong" } });
+    expect(refused.status).toBe(401);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await activity()).toBe(before);
+    const used = await fetch(`${exposed.body.url}index.html`, { headers: { "x-sandtree-token": token } });
+    expect(await used.text()).toBe("hello-from-the-worker\n");
+    await expect.poll(async () => (await activity()) ?? "", { timeout: 10_000 }).not.toBe(before ?? "");
+
     // Unexposed: the way in answers 404.
     expect((await api("DELETE", `/v1/sandboxes/${id}/ports/8080`)).status).toBe(204);
     const gone = await fetch(`${exposed.body.url}index.html`, { headers: { "x-sandtree-token": token } });
