@@ -3,6 +3,7 @@
 // root: ip netns), running a real VM with busybox httpd and a busybox nc echo inside. The
 // management calls are forwarded and answer URLs on the control plane; `/ports` and `/tcp` on the
 // control plane reach the guest through the worker, guarded by the worker's token check.
+import { createHash, randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -89,7 +90,11 @@ describe("fleet: exposed ports of a sandbox on a worker", () => {
     }
     const start = await api("POST", `/v1/sandboxes/${id}/exec`, {
       command:
-        "mkdir -p /www && echo hello-from-the-worker > /www/index.html && busybox httpd -p 8080 -h /www && " +
+        "mkdir -p /www/cgi-bin && echo hello-from-the-worker > /www/index.html && " +
+        // A CGI that answers the length and MD5 of the body it was sent (its header ends in CRLF: busybox
+        // httpd passes a CGI's header on as it is, and a bare LF is not HTTP).
+        `printf '%s\\n' '#!/bin/sh' 'printf "Content-Type: text/plain\\r\\n\\r\\n"' 'echo "$REQUEST_METHOD $CONTENT_LENGTH"' 'head -c "$CONTENT_LENGTH" | md5sum' > /www/cgi-bin/sum && ` +
+        "chmod +x /www/cgi-bin/sum && busybox httpd -p 8080 -h /www && " +
         "(busybox nc -ll -p 7000 -e cat </dev/null >/dev/null 2>&1 &)",
       timeout_seconds: 20,
     });
@@ -122,6 +127,16 @@ describe("fleet: exposed ports of a sandbox on a worker", () => {
     expect(page.headers.get("set-cookie")).toContain(`sandtree_port_8080=${token}`);
     const viaHeader = await fetch(`${exposed.body.url}index.html`, { headers: { "x-sandtree-token": token } });
     expect(await viaHeader.text()).toBe("hello-from-the-worker\n");
+    // A request body streams to the guest through both proxies.
+    const body = randomBytes(3 * 1024 * 1024);
+    const posted = await fetch(`${exposed.body.url}cgi-bin/sum`, {
+      method: "POST",
+      body,
+      headers: { "x-sandtree-token": token },
+    });
+    const md5 = createHash("md5").update(body).digest("hex");
+    const postedText = await posted.text();
+    expect([posted.status, postedText]).toEqual([200, `POST ${body.length}\n${md5}  -\n`]);
     // A wrong or missing token: refused by the worker, whatever the caller's API key.
     const wrong = await fetch(`${exposed.body.url}index.html`, { headers: { "x-sandtree-token": `${token}x` } });
     expect([wrong.status, ((await wrong.json()) as { code: string }).code]).toEqual([401, "PORT_TOKEN_INVALID"]);
