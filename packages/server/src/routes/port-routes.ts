@@ -206,16 +206,20 @@ export function portRoutes(app: FastifyInstance, s: Services): void {
 
 /** The ExposedPort answer: URLs on the address the client reached this server at. */
 function render(req: FastifyRequest, p: ExposedPortInfo): ExposedPort {
-  const base = `${req.protocol}://${req.host}`;
-  const path = `${encodeURIComponent(p.sandbox_id)}/${p.port}`;
   return {
     sandbox_id: p.sandbox_id,
     port: p.port,
-    url: `${base}/ports/${path}/`,
-    tcp_url: `${base.replace(/^http/, "ws")}/tcp/${path}`,
+    ...portUrls(req, p.sandbox_id, p.port),
     ...(p.token !== undefined ? { token: p.token } : {}),
     created_at: p.created_at,
   };
+}
+
+/** A port's `url` and `tcp_url` on the address the client reached this server at. */
+export function portUrls(req: FastifyRequest, id: string, port: number): { url: string; tcp_url: string } {
+  const base = `${req.protocol}://${req.host}`;
+  const path = `${encodeURIComponent(id)}/${port}`;
+  return { url: `${base}/ports/${path}/`, tcp_url: `${base.replace(/^http/, "ws")}/tcp/${path}` };
 }
 
 /** Path and query (null when there is none) of a request URL, as sent. */

@@ -1,13 +1,14 @@
 import { request as httpRequest, type IncomingHttpHeaders, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import type { Duplex } from "node:stream";
-import { SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
+import { type SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { renderError } from "../errors.js";
 import type { RemoteHost } from "../services/fleet/fleet-service.js";
 import { unreachable } from "../services/fleet/worker-client.js";
 import type { Services } from "../services/services.js";
 import { upgrades } from "./upgrades.js";
+import { countsAsActivity, PORT_MANAGEMENT, PORT_WAYS_IN, rewritePortUrls, wayInAuth } from "./worker-ports.js";
 
 // Calls answered by the control plane itself for a sandbox on a worker: its record (this
 // store's row), its deletion (which deletes it on the worker, see RemoteSandboxes.teardown), its
@@ -24,18 +25,13 @@ const ANSWERED_HERE = new Set([
   "POST /v1/sandboxes/:id/pause",
   "POST /v1/sandboxes/:id/resume",
 ]);
-// Not built for remote sandboxes: said so, never run on the wrong host.
-const NOT_REMOTE = new Set([
-  "POST /v1/sandboxes/:id/ports",
-  "GET /v1/sandboxes/:id/ports",
-  "DELETE /v1/sandboxes/:id/ports/:port",
-]);
-// Hop-by-hop headers, and the caller's key (the worker gets the host's call key instead).
+// Hop-by-hop headers, and the caller's key (the worker gets the host's call key instead, or, on
+// a port's way in, none: see wayInAuth).
 const DROPPED = new Set(["connection", "keep-alive", "transfer-encoding", "upgrade", "host", "authorization", "te", "trailer"]);
 
 function forwardHeaders(
   h: IncomingHttpHeaders,
-  host: RemoteHost,
+  auth: string | null,
   extra: Record<string, string> = {},
 ): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
@@ -49,8 +45,11 @@ function forwardHeaders(
     if (kept.length > 0) out["sec-websocket-protocol"] = kept.join(", ");
     else delete out["sec-websocket-protocol"];
   }
-  return { ...out, ...extra, authorization: `Bearer ${host.key}` };
+  return { ...out, ...extra, ...(auth === null ? {} : { authorization: auth }) };
 }
+
+/** Told the worker's status once it answers, with what closes when the exchange ends. */
+type Answered = (status: number, conn: NodeJS.EventEmitter) => void;
 
 function open(host: RemoteHost, req: FastifyRequest, headers: Record<string, string | string[]>) {
   const target = new URL(req.url, host.url);
@@ -68,16 +67,38 @@ function sendError(reply: FastifyReply, req: FastifyRequest, err: SandtreeError)
   reply.raw.end(JSON.stringify(r.body));
 }
 
-/** Streams the request body to the worker and its answer back, neither buffered. */
-function pipeHttp(req: FastifyRequest, reply: FastifyReply, host: RemoteHost): void {
+/**
+ * Streams the request body to the worker and its answer back, neither buffered; with `rewrite`,
+ * the answer (a small JSON one) is read whole and rewritten first.
+ */
+function pipeHttp(
+  req: FastifyRequest,
+  reply: FastifyReply,
+  host: RemoteHost,
+  o: { auth: string | null; rewrite?: ((body: Buffer) => Buffer) | undefined; answered?: Answered | undefined },
+): void {
   reply.hijack();
-  const up = open(host, req, forwardHeaders(req.headers, host));
+  const up = open(host, req, forwardHeaders(req.headers, o.auth));
   up.on("response", (res: IncomingMessage) => {
     const headers = { ...res.headers };
     delete headers.connection;
     delete headers["keep-alive"];
-    reply.raw.writeHead(res.statusCode ?? 502, headers);
-    res.pipe(reply.raw);
+    o.answered?.(res.statusCode ?? 502, reply.raw);
+    const rewrite = o.rewrite;
+    if (!rewrite) {
+      reply.raw.writeHead(res.statusCode ?? 502, headers);
+      res.pipe(reply.raw);
+      return;
+    }
+    const chunks: Buffer[] = [];
+    res.on("data", (c: Buffer) => chunks.push(c));
+    res.on("end", () => {
+      const body = rewrite(Buffer.concat(chunks));
+      delete headers["transfer-encoding"];
+      if (res.statusCode !== 204) headers["content-length"] = String(body.length);
+      reply.raw.writeHead(res.statusCode ?? 502, headers);
+      reply.raw.end(res.statusCode === 204 ? undefined : body);
+    });
   });
   up.on("error", (err) => sendError(reply, req, unreachable(host, err.message)));
   // The caller went away: so does the call into the worker (a long exec stops streaming).
@@ -88,11 +109,18 @@ function pipeHttp(req: FastifyRequest, reply: FastifyReply, host: RemoteHost): v
 }
 
 /** Pipes a WebSocket upgrade (PTY, VNC) to the worker: the 101 answer and then bytes, both ways. */
-function pipeUpgrade(app: FastifyInstance, req: FastifyRequest, reply: FastifyReply, host: RemoteHost): boolean {
+function pipeUpgrade(
+  app: FastifyInstance,
+  req: FastifyRequest,
+  reply: FastifyReply,
+  host: RemoteHost,
+  auth: string | null,
+  answered?: Answered,
+): boolean {
   const client = upgrades(app).take(req.raw);
   if (!client) return false;
   reply.hijack();
-  const up = open(host, req, forwardHeaders(req.headers, host, { connection: "Upgrade", upgrade: String(req.headers.upgrade) }));
+  const up = open(host, req, forwardHeaders(req.headers, auth, { connection: "Upgrade", upgrade: String(req.headers.upgrade) }));
   const fail = (err: SandtreeError) => {
     const r = renderError(err, String(req.id), req.log);
     const body = JSON.stringify(r.body);
@@ -104,6 +132,7 @@ function pipeUpgrade(app: FastifyInstance, req: FastifyRequest, reply: FastifyRe
     let head101 = `HTTP/1.1 101 Switching Protocols\r\n`;
     for (let i = 0; i < res.rawHeaders.length; i += 2) head101 += `${res.rawHeaders[i]}: ${res.rawHeaders[i + 1]}\r\n`;
     client.socket.write(`${head101}\r\n`);
+    answered?.(101, client.socket);
     if (head.length > 0) client.socket.write(head);
     if (client.head.length > 0) socket.write(client.head);
     socket.pipe(client.socket).pipe(socket);
@@ -117,7 +146,8 @@ function pipeUpgrade(app: FastifyInstance, req: FastifyRequest, reply: FastifyRe
     let text = `HTTP/1.1 ${res.statusCode} ${res.statusMessage}\r\n`;
     for (let i = 0; i < res.rawHeaders.length; i += 2) {
       const k = String(res.rawHeaders[i]).toLowerCase();
-      if (k !== "connection" && k !== "transfer-encoding" && k !== "keep-alive")
+      // Framing is set below (content-length of the body read whole): never sent twice.
+      if (k !== "connection" && k !== "transfer-encoding" && k !== "keep-alive" && k !== "content-length")
         text += `${res.rawHeaders[i]}: ${res.rawHeaders[i + 1]}\r\n`;
     }
     const chunks: Buffer[] = [];
@@ -142,6 +172,7 @@ export function workerProxy(app: FastifyInstance, s: Services): void {
   const remote = s.remote;
   app.addHook("onRequest", async (req, reply) => {
     const route = req.routeOptions.url ?? "";
+    if (PORT_WAYS_IN.has(route)) return wayIn(req, reply);
     if (!route.startsWith("/v1/sandboxes/:id") || !req.principal) return;
     const id = (req.params as { id?: unknown }).id;
     if (typeof id !== "string") return;
@@ -155,18 +186,27 @@ export function workerProxy(app: FastifyInstance, s: Services): void {
     if (!host) return;
     const key = `${req.method} ${route}`;
     if (ANSWERED_HERE.has(key)) return;
-    if (NOT_REMOTE.has(key)) {
-      throw new SandtreeError(
-        "NOT_ON_REMOTE_HOST",
-        `${key.replace(":id", id)} is not built for sandboxes on workers (${id} runs on ${host.name})`,
-        {
-          id,
-          host: host.name,
-        },
-      );
-    }
-    if (req.headers.upgrade && pipeUpgrade(app, req, reply, host)) return reply;
-    pipeHttp(req, reply, host);
+    const auth = `Bearer ${host.key}`;
+    if (req.headers.upgrade && pipeUpgrade(app, req, reply, host, auth)) return reply;
+    // Exposed ports: the worker renders their URLs on its address; the caller gets this one's.
+    const rewrite = PORT_MANAGEMENT.has(key) ? (body: Buffer) => rewritePortUrls(req, body) : undefined;
+    pipeHttp(req, reply, host, { auth, rewrite });
     return reply;
   });
+
+  /** `/ports/{id}/{port}/...` and `/tcp/{id}/{port}` of a live sandbox on a worker: piped to the worker's same path. */
+  async function wayIn(req: FastifyRequest, reply: FastifyReply) {
+    const id = (req.params as { id?: unknown }).id;
+    if (typeof id !== "string") return;
+    // Only a live sandbox of this store is looked up (an unknown id is answered by the route: 404).
+    const sb = await s.ports.live(id);
+    if (!sb) return;
+    const host = await remote.hostOf(id);
+    if (!host) return;
+    const auth = await wayInAuth(req, s, id, host.key);
+    const answered = countsAsActivity(s, sb);
+    if (req.headers.upgrade && pipeUpgrade(app, req, reply, host, auth, answered)) return reply;
+    pipeHttp(req, reply, host, { auth, answered });
+    return reply;
+  }
 }

@@ -97,6 +97,12 @@ export class PortService {
     return this.target(sb, port);
   }
 
+  /** A sandbox that has not ended, found by id alone (the ways in hold no team), else undefined. */
+  async live(sandboxId: string): Promise<Sandbox | undefined> {
+    const sb = await this.store.getSandbox(sandboxId);
+    return sb && !TERMINAL_STATUSES.includes(sb.status) ? sb : undefined;
+  }
+
   /** For a caller with an API key of the sandbox's team (raw TCP tunnels): no exposure needed. */
   async authorizeTeam(teamId: string, sandboxId: string, port: number): Promise<PortTarget> {
     return this.target(await this.sandboxes.get(teamId, sandboxId), port);

@@ -203,11 +203,12 @@ describe("fleet: sandboxes on workers behind one API", () => {
     expect(ended.status, JSON.stringify(ended)).toMatch(/^(ERROR|TERMINATED)$/);
     await expect.poll(async () => (await hosts()).get(busy)?.usage.placements, { timeout: 10_000 }).toBe(0);
 
-    // Its console and events come from the worker; what is not built for workers says so.
+    // Its console and events come from the worker; so does the answer about its ports (these
+    // workers run without sandbox networks: fleet-ports.test.ts exposes one with them on).
     const logs = await api("GET", `/v1/sandboxes/${d}/logs`);
     expect(logs.body.events.map((e: { message: string }) => e.message).join("\n")).toMatch(/running \((tcg|kvm), pid \d+\)/);
     const port = await api("POST", `/v1/sandboxes/${d}/ports`, { port: 8080 });
-    expect([port.status, port.body.code, port.body.details?.host]).toEqual([501, "NOT_ON_REMOTE_HOST", idle]);
+    expect([port.status, port.body.code]).toEqual([409, "NETWORK_DISABLED"]);
 
     // A terminal (WebSocket) through the control plane to the worker's VM.
     const pty = await new SandtreeClient({ apiUrl: cpUrl, apiKey: cpKey, env: {} }).sandboxes.pty(d, { rows: 24, cols: 80 });
