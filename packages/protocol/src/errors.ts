@@ -73,7 +73,7 @@ export const ERROR_STATUS = {
   HOST_UNSCHEDULABLE: 409,
   /** The worker that holds the sandbox did not answer the control plane (down, unreachable, refused its key). */
   WORKER_UNREACHABLE: 502,
-  /** The call is not built yet for a sandbox that runs on a remote worker (checkpoints, forks, resets, ports). */
+  /** The call cannot run on the host it names (a restore that must run on the control plane's own host). */
   NOT_ON_REMOTE_HOST: 501,
   /** A worker joined with a blob store (SANDTREE_BLOB_STORE) other than the control plane's. */
   BLOB_STORE_MISMATCH: 409,

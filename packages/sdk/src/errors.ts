@@ -148,7 +148,7 @@ const HINTS: Partial<Record<ErrorCode, Hint>> = {
   HOST_LOST: " (its host stopped answering: create a new sandbox, or restore one of its checkpoints)",
   HOST_UNSCHEDULABLE: " (that host takes no new sandbox: pin another, or leave host out; `sandtree host list`)",
   WORKER_UNREACHABLE: " (the fleet worker holding this sandbox did not answer: retry; an admin checks `sandtree host list`)",
-  NOT_ON_REMOTE_HOST: " (not built yet for sandboxes on fleet workers: create it on the host `local` to use this)",
+  NOT_ON_REMOTE_HOST: " (that call runs on another host than the one named: omit host)",
   BLOB_STORE_MISMATCH:
     " (a worker uses the control plane's object store: unset SANDTREE_BLOB_STORE on the worker, or set it to the control plane's)",
   CHECKPOINT_NOT_ON_HOST:
