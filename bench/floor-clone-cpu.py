@@ -5,7 +5,7 @@ clone runs (fork + exec under TCG translates those kernel paths anew in every QE
 the same clone fired N at once (the floor of a burst of creates on this host).
 Uses the functions of the team's raw-floor.py ($SANDTREE_FLOOR_SCRIPT, else
 ../shared/bench/raw-floor.py beside the project's root). Prints one JSON object.
-  python3 bench/floor-clone-cpu.py [--clones 6] [--burst 64]"""
+  python3 bench/floor-clone-cpu.py [--clones 6] [--burst 64] [--cpu qemu64,+arat]"""
 import argparse, importlib.util, json, os, statistics, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -28,8 +28,11 @@ def ask(s, line, marker):
         b += s.recv(4096)
 
 
+CPU = []  # ["-cpu", MODEL] with --cpu, else QEMU's default model
+
+
 def template(kern, initrd):
-    p = rf.qemu(kern, initrd, "t", [], share="on")
+    p = rf.qemu(kern, initrd, "t", CPU, share="on")
     s = rf.connect(f"{rf.WORK}/t.agent")
     rf.until(s, "UP", "echo UP\n")
     q = rf.qmp(f"{rf.WORK}/t.qmp")
@@ -42,7 +45,7 @@ def template(kern, initrd):
 
 
 def clone_start(kern, initrd, tag):
-    p = rf.qemu(kern, initrd, tag, ["-incoming", "defer"], share="off")
+    p = rf.qemu(kern, initrd, tag, CPU + ["-incoming", "defer"], share="off")
     q = rf.qmp(f"{rf.WORK}/{tag}.qmp")
     q("migrate-set-capabilities", {"capabilities": [{"capability": "x-ignore-shared", "state": True}]})
     q("migrate-incoming", {"uri": f"exec:cat {rf.WORK}/tpl.state"})
@@ -108,11 +111,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--clones", type=int, default=6)
     ap.add_argument("--burst", type=int, default=64)
+    ap.add_argument("--cpu", help="a -cpu model for the template and its clones (e.g. qemu64,+arat)")
     a = ap.parse_args()
+    if a.cpu:
+        CPU.extend(["-cpu", a.cpu])
     kern, initrd = rf.prepare()
     template(kern, initrd)
     out = {"source": "bare QEMU copy-on-write clones of raw-floor.py's busybox guest (no sandtree code)",
-           "cpus": os.cpu_count(), "clone": one_by_one(kern, initrd, a.clones)}
+           "cpus": os.cpu_count(), "cpu_model": a.cpu or "qemu default", "clone": one_by_one(kern, initrd, a.clones)}
     if a.burst > 0:
         out["burst"] = burst(kern, initrd, a.burst)
     os.unlink("/dev/shm/raw-baseline.ram")

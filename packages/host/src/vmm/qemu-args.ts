@@ -45,7 +45,16 @@ export const GUEST_MAC = "52:54:00:5a:4e:01";
  * Bumped whenever the devices or their properties change: saved states (templates, memory
  * checkpoints) only restore into the same device model, so template keys include it.
  */
-export const DEVICE_MODEL = 3;
+export const DEVICE_MODEL = 4;
+
+/**
+ * The guest CPU under TCG: QEMU's default model plus ARAT (the local APIC timer keeps running in
+ * deep idle). Without ARAT the guest's only clock-event device may stop in idle, so the kernel
+ * never leaves its periodic tick: an idle guest takes 250 timer interrupts a second, ~3.5% of a
+ * host core under TCG, and 64 idle sandboxes fill 2 cores. With it the tick stops when the guest
+ * is idle (NOHZ): ~10 interrupts a second, ~0.5% (`bench/floor-clone-cpu.py` measures clones).
+ */
+export const TCG_CPU_MODEL = "qemu64,+arat";
 
 let tscKhzCache: number | null | undefined;
 
@@ -113,7 +122,7 @@ export function buildQemuArgs(spec: QemuVmSpec): string[] {
     "-pidfile",
     spec.pidFile,
   ];
-  if (spec.accel === "kvm") args.push("-cpu", "host");
+  args.push("-cpu", spec.accel === "kvm" ? "host" : TCG_CPU_MODEL);
   // RAM is always the backend object `mem`, so a state saved from any VM (plain RAM, template,
   // clone) names the same RAM block and restores into any other.
   if (spec.memoryFile) {
