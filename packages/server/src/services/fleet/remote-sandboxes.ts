@@ -18,7 +18,8 @@ export interface RemoteSandboxesDeps {
   startDeadlineMs?: number;
 }
 
-const WorkerSandbox = z.looseObject({
+/** What a worker answers for one of its sandboxes (the fields the control plane reads of it). */
+export const WorkerSandbox = z.looseObject({
   id: z.string(),
   status: z.string(),
   error_reason: z.string().nullable().optional(),
