@@ -271,13 +271,11 @@ export class RemoteSandboxes {
    * comes back keeps VMs nobody can reach or bill.
    */
   async endedAmong(host: HostRow, running: string[]): Promise<string[]> {
-    const { store, fleet } = this.deps;
-    const end: string[] = [];
-    for (const id of running) {
-      const row = await store.getSandbox(id);
-      const placed = row && !TERMINAL_STATUSES.includes(row.status) ? await fleet.placedOn(id) : null;
-      if (!row || TERMINAL_STATUSES.includes(row.status) || (placed !== null && placed !== host.id)) end.push(id);
-    }
+    const known = new Map((await this.deps.fleet.whereabouts(running)).map((w) => [w.sandbox_id, w]));
+    const end = running.filter((id) => {
+      const w = known.get(id);
+      return !w || TERMINAL_STATUSES.includes(w.status) || (w.host_id !== null && w.host_id !== host.id);
+    });
     if (end.length)
       this.deps.log.warn({ host: host.name, sandboxes: end }, "ending sandboxes a worker ran after their record here ended");
     return end;
