@@ -2,21 +2,18 @@
 // network service makes its nftables table `sandtree_<tag>` before the server listens; a port in
 // use then fails the start. Nothing may stay: no table, no tap, no process holding the namespace,
 // and the process exits by itself. The server runs in a child inside a namespace this test makes.
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { UnwindStack } from "../src/unwind-stack.js";
+import { ServerNetns } from "./shutdown/server-netns.js";
 
 const SCRIPT = fileURLToPath(new URL("./shutdown/serve-start-fails.mjs", import.meta.url));
-const NS = `ststart-${process.pid.toString(36)}`;
+const ns = new ServerNetns("ststart");
 /** Bound on each wait: a process holding nothing exits at once; a regression must fail, not hang. */
 const EXIT_BOUND_MS = 60_000;
-
-const inNs = (cmd: string, ...argv: string[]) => execFileSync("ip", ["netns", "exec", NS, cmd, ...argv]).toString();
-const nsPids = () => execFileSync("ip", ["netns", "pids", NS]).toString().split("\n").filter(Boolean).map(Number);
 
 /** Waits (polling) until `done()` holds; fails naming `what` after EXIT_BOUND_MS: a regression must fail, not hang. */
 async function bounded(done: () => boolean, what: string): Promise<void> {
@@ -28,17 +25,10 @@ async function bounded(done: () => boolean, what: string): Promise<void> {
 }
 
 let dataDir = "";
-let child: ChildProcess | null = null;
 
 afterAll(() => {
-  // Whatever a failure left: the child and its processes (by PID), the namespace, the files.
-  if (child?.exitCode === null && child.pid) process.kill(child.pid, "SIGKILL");
-  try {
-    for (const pid of nsPids()) process.kill(pid, "SIGKILL");
-  } catch {}
-  try {
-    execFileSync("ip", ["netns", "del", NS], { stdio: "pipe" });
-  } catch {}
+  // Whatever a failure left: the child, the namespace, the files.
+  ns.destroy();
   if (dataDir) rmSync(dataDir, { recursive: true, force: true });
 });
 
@@ -46,11 +36,9 @@ describe("a start that fails", () => {
   it("late (its port in use, networking on) leaves no nftables table, tap or process, and the process exits", {
     timeout: 180_000,
   }, async () => {
-    execFileSync("ip", ["netns", "add", NS]);
-    execFileSync("ip", ["-n", NS, "link", "set", "lo", "up"]);
+    ns.create();
     dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-startfail-"));
-    const proc = spawn("ip", ["netns", "exec", NS, process.execPath, SCRIPT, dataDir], { stdio: ["ignore", "pipe", "pipe"] });
-    child = proc;
+    const proc = ns.spawnNode(SCRIPT, [dataDir]);
     let stdout = "";
     let stderr = "";
     proc.stdout?.setEncoding("utf8").on("data", (d: string) => (stdout += d));
@@ -62,15 +50,12 @@ describe("a start that fails", () => {
     expect(out.started, stderr).toBeUndefined();
     expect(out, stderr).toMatchObject({ code: "EADDRINUSE" });
     // Reported once startServer rejected: what it set up is gone by then.
-    expect(inNs("nft", "list", "tables")).not.toContain("sandtree_");
-    expect(
-      inNs("ip", "-o", "link")
-        .split("\n")
-        .filter((l) => /: st[0-9a-z]+-/.test(l)),
-    ).toEqual([]);
+    const left = ns.leftovers();
+    expect(left.tables).not.toContain("sandtree_");
+    expect(left.taps).toEqual([]);
     await bounded(() => exit !== null, "the process to exit by itself").catch(() => {});
     expect(exit ?? `still running ${EXIT_BOUND_MS / 1000} s after the failed start`, `${stdout}\n${stderr}`).toBe(0);
-    expect(nsPids()).toEqual([]);
+    expect(ns.pids()).toEqual([]);
   });
 
   it("UnwindStack undoes last first, runs every step when one fails, once, and reports the first failure", async () => {
