@@ -71,6 +71,7 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
     },
   };
   let blobs: JoinedBlobStore | null = null;
+  let serverClosed = false;
   let joinedStore: string | null = null;
   const server = await startServer(
     {
@@ -118,7 +119,9 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
       ...(ownStore ? { blobStore: ownStore } : {}),
       layers: async () => server.services.workerCheckpoints?.layers() ?? [],
       inventory: {
-        running: async () => (await server.store.listSandboxesByStatus(ACTIVE)).map((s) => s.id),
+        // Once the server closed (its database too) it runs nothing: the last heartbeat's inventory,
+        // when it falls due then (every 10th beat, or after a silence), is empty, not a read that fails.
+        running: async () => (serverClosed ? [] : (await server.store.listSandboxesByStatus(ACTIVE)).map((s) => s.id)),
         end: async (ids) => {
           for (const id of ids) {
             const sb = await server.store.getSandbox(id);
@@ -155,6 +158,7 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
         await heartbeats.stop().catch(() => {});
         // Ends its sandboxes (TERMINATED "the server shut down"), which queues their reports...
         await server.close();
+        serverClosed = true;
         // ...sent in a last heartbeat, so the control plane ends its rows now, not at HOST_LOST.
         await heartbeats.beat().catch((err: Error) => o.log?.(`last report failed: ${err.message}`));
       })();

@@ -6,7 +6,7 @@ import { type BlobStore, detectAccel, guestArtifacts, ImageStore } from "@sandtr
 import type { FastifyInstance } from "fastify";
 import { buildApp } from "./app.js";
 import { makeBlobStore } from "./blob-store-config.js";
-import { loadConfig, type ServerConfigInput, type VmDeadlines, workerEnv } from "./config.js";
+import { loadConfig, type ServerConfigInput, type ServerConfigValues, type VmDeadlines, workerEnv } from "./config.js";
 import { AdmissionService } from "./services/admission-service.js";
 import { AuthService } from "./services/auth-service.js";
 import { BulkService } from "./services/bulk-service.js";
@@ -46,6 +46,7 @@ import type { HostStore } from "./store/host-store.js";
 import { openHostStore, openHostUrls, openKeyFingerprints, openStore } from "./store/open-store.js";
 import type { SandboxPatch } from "./store/rows.js";
 import type { Store } from "./store/store.js";
+import { UnwindStack } from "./unwind-stack.js";
 
 export { ServerConfig, type ServerConfigInput, VmDeadlines } from "./config.js";
 
@@ -106,9 +107,23 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   const given = { ...input, ...(opts.deadlines ? { deadlines: { ...input.deadlines, ...opts.deadlines } } : {}) };
   // A worker keeps its own state: the control plane's database and object store are not its own.
   const cfg = opts.workerKey ? loadConfig(given, workerEnv()) : loadConfig(given);
-  const deadlines = cfg.deadlines;
   mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
+  // A start that fails part way (a port in use, a value found bad late) undoes what it started.
+  const unwind = new UnwindStack();
+  try {
+    return await start(cfg, opts, unwind);
+  } catch (err) {
+    // The start's own error is the one to report; what undoing it met is secondary.
+    await unwind.run().catch(() => {});
+    throw err;
+  }
+}
+
+/** startServer's steps; each pushes its undoing on `unwind` (close() runs it too). */
+async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: UnwindStack): Promise<RunningServer> {
+  const deadlines = cfg.deadlines;
   const store = await openStore(cfg);
+  unwind.push("the store", () => store.close());
   if (opts.onSandboxStatus) store.onSandboxStatus(opts.onSandboxStatus);
   // Before anything can change a sandbox's state: every transition is metered on this clock.
   const metering = new MeteringService(store, opts.clock ?? systemClock, loadPriceTable(cfg.prices));
@@ -129,10 +144,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   await checkSharedKeys(openKeyFingerprints(store), cfg.dataDir, [
     { name: "server.key", key: serverKey },
     { name: "join-token", key: joinToken.token },
-  ]).catch(async (err: unknown) => {
-    await store.close();
-    throw err;
-  });
+  ]);
   const admission = new AdmissionService(store, new SecretBox(serverKey));
   admission.setBudgetCheck((teamId) => metering.checkBudget(teamId));
   const images =
@@ -152,6 +164,11 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     warn: (o, m) => (app ? app.log.warn(o, m) : early.push(["warn", o, m])),
     error: (o, m) => (app ? app.log.error(o, m) : early.push(["error", o, m])),
   };
+  // Sandbox disks live beside the layers they overlay: in the local store's directory, or in the
+  // local cache of a remote one.
+  const layersDir = path.join(cfg.dataDir, "layers");
+  const blobs = opts.makeBlobs ? opts.makeBlobs(layersDir) : makeBlobStore(cfg.blobStore, layersDir);
+  unwind.push("the blob store", () => blobs.close?.());
   const network = new NetworkService({
     store,
     log: cfg.logger ? log : silentLogger,
@@ -169,12 +186,10 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   // own host (`local-<id>`): a peer's get no rules here.
   const shared = cfg.database !== undefined;
   const ownHostName = localHostName(cfg.dataDir, shared);
+  // Every VM is gone by the time this runs: the rules, taps and resolver go too.
+  unwind.push("sandbox networks", () => network.close({ destroy: true }).catch(() => {}));
   // Before adoption: rules and tunnels for the sandboxes still active.
   await network.start(shared ? { notMine: await placedOnPeers(hostRegistry, ownHostName) } : {});
-  // Sandbox disks live beside the layers they overlay: in the local store's directory, or in the
-  // local cache of a remote one.
-  const layersDir = path.join(cfg.dataDir, "layers");
-  const blobs = opts.makeBlobs ? opts.makeBlobs(layersDir) : makeBlobStore(cfg.blobStore, layersDir);
   const sandboxes = new SandboxService({
     network,
     store,
@@ -190,6 +205,8 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     warmTemplates: cfg.warmTemplates,
     placedElsewhere: () => placedOnWorkers(hostRegistry),
   });
+  // Adoptions still running are cancelled first, then every VM is stopped.
+  unwind.push("sandboxes", () => sandboxes.close().catch(() => {}));
   const checkpoints = new CheckpointService({
     store,
     sandboxes,
@@ -198,6 +215,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     deadlines,
     flattenDepth: cfg.flattenDepth,
   });
+  unwind.push("checkpoints", () => checkpoints.close().catch(() => {}));
   // The fleet's registry first: only this process's own host's sandboxes are reconciled.
   const hostLost = new HostLostService({
     store,
@@ -248,6 +266,7 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     // A peer control plane's own sandboxes are its to time out.
     ...(shared ? { notMine: () => fleet.peerPlacements() } : {}),
   });
+  unwind.push("the timeout reaper", () => timeouts.stop().catch(() => {}));
   timeouts.start();
   // Single-box mode: this process's own VMs are its host (after reconciliation decided which
   // sandboxes are still active).
@@ -256,11 +275,14 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
   // Creates a stopped control plane (a lost peer, or this one before a restart) left starting on
   // workers are finished or ended after each reaping.
   const stranded = new StrandedStarts({ fleet, store, remote, log: cfg.logger ? log : silentLogger });
+  unwind.push("stranded starts", () => stranded.stop());
   fleet.onReaped(() => stranded.sweep());
+  unwind.push("the fleet's reaper", () => fleet.stop());
   fleet.start();
   sandboxes.useRemote(remote);
   fleet.onSandboxReports((host, reports) => remote.applyReports(host, reports));
   const remoteCheckpoints = new RemoteCheckpoints({ store, fleet, remote, log: cfg.logger ? log : silentLogger });
+  unwind.push("remote checkpoints", () => remoteCheckpoints.close());
   await remoteCheckpoints.resume();
   fleet.onInventory((host, running) => remote.endedAmong(host, running));
   // A sandbox that ends here (delete, timeout) ends on its worker too.
@@ -300,36 +322,22 @@ export async function startServer(input: ServerConfigInput = {}, opts: StartServ
     metricsToken: cfg.metricsToken,
   });
   app = built;
+  // First undone: stop accepting.
+  unwind.push("the API", () => built.close().catch(() => {}));
   for (const [lvl, o, m] of early.splice(0)) built.log[lvl](o, m);
   await built.listen({ host: cfg.host, port: cfg.port });
   const addr = built.server.address();
   const port = typeof addr === "object" && addr ? addr.port : cfg.port;
   const url = `http://${cfg.host.includes(":") ? `[${cfg.host}]` : cfg.host}:${port}`;
-  let closing: Promise<void> | null = null;
   return {
     app: built,
     services,
     url,
     firstKey,
     store,
-    close() {
-      closing ??= (async () => {
-        // Ordered and idempotent: stop accepting, stop VMs (adoptions still running are
-        // cancelled first), then close the database.
-        await built.close().catch(() => {});
-        fleet.stop();
-        stranded.stop();
-        remoteCheckpoints.close();
-        await timeouts.stop().catch(() => {});
-        await checkpoints.close().catch(() => {});
-        await sandboxes.close().catch(() => {});
-        // Every VM is gone: the rules, taps and resolver go too.
-        await network.close({ destroy: true }).catch(() => {});
-        await blobs.close?.();
-        await store.close();
-      })();
-      return closing;
-    },
+    // Ordered and idempotent: stop accepting, stop the background loops, stop VMs, take the
+    // networks down, then close the database (the start's steps undone, last first).
+    close: () => unwind.run(),
   };
 }
 

@@ -139,29 +139,45 @@ export async function spawnServe(
   dataDir: string,
   opts: { env?: Record<string, string>; onOutput?: (text: string) => void; port?: number } = {},
 ): Promise<{ proc: ChildProcess; url: string; key: string }> {
-  let output = "";
-  const proc = spawn(
-    process.execPath,
-    [CLI_MAIN, "serve", "--data-dir", dataDir, "--host", "127.0.0.1", "--port", String(opts.port ?? 0)],
-    {
-      env: { ...process.env, SANDTREE_LOG_LEVEL: "warn", ...opts.env },
-      stdio: ["ignore", "pipe", "pipe"],
-    },
+  const { proc, match } = await spawnUntil(
+    [process.execPath, CLI_MAIN, "serve", "--data-dir", dataDir, "--host", "127.0.0.1", "--port", String(opts.port ?? 0)],
+    { SANDTREE_LOG_LEVEL: "warn", ...opts.env },
+    /(?:SANDTREE_API_URL=|listening on )(http:\/\/[\d.:]+)/,
+    { what: "server did not start", ...(opts.onOutput ? { onOutput: opts.onOutput } : {}) },
   );
+  const key = /SANDTREE_API_KEY=(\S+)/.exec(readFileSync(path.join(dataDir, "credentials.env"), "utf8"))?.[1] ?? "";
+  return { proc, url: match[1] ?? "", key };
+}
+
+/**
+ * Spawns `argv` (its program first; `env` on top of this process's) with its stdout and stderr
+ * captured, and resolves once `pattern` matches what it printed. A child that exits first, or
+ * prints no match within `ms` (default 120 s; it is killed then), fails with `what` and its output.
+ */
+export async function spawnUntil(
+  argv: readonly string[],
+  env: Record<string, string>,
+  pattern: RegExp,
+  o: { what: string; ms?: number; onOutput?: (text: string) => void },
+): Promise<{ proc: ChildProcess; match: RegExpExecArray; output(): string }> {
+  const [program, ...args] = argv;
+  if (!program) throw new Error("spawnUntil: empty argv");
+  const proc = spawn(program, args, { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
   const take = (d: string) => {
-    output += d;
-    opts.onOutput?.(d);
+    out += d;
+    o.onOutput?.(d);
   };
   proc.stdout?.setEncoding("utf8").on("data", take);
   proc.stderr?.setEncoding("utf8").on("data", take);
-  const deadline = Date.now() + 120_000;
+  const deadline = Date.now() + (o.ms ?? 120_000);
   for (;;) {
-    const m = /(?:SANDTREE_API_URL=|listening on )(http:\/\/[\d.:]+)/.exec(output);
-    if (m?.[1]) {
-      const key = /SANDTREE_API_KEY=(\S+)/.exec(readFileSync(path.join(dataDir, "credentials.env"), "utf8"))?.[1] ?? "";
-      return { proc, url: m[1], key };
+    const match = pattern.exec(out);
+    if (match) return { proc, match, output: () => out };
+    if (proc.exitCode !== null || proc.signalCode !== null || Date.now() > deadline) {
+      proc.kill("SIGKILL");
+      throw new Error(`${o.what}:\n${out}`);
     }
-    if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`server did not start:\n${output}`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }

@@ -2,34 +2,24 @@
 // leave nothing behind (no nftables table, no tap, no QEMU, no RAM file on tmpfs), and the
 // process must then exit by itself. The server runs in a child process inside a network
 // namespace this test makes, so what it leaves is visible and nothing else's is counted.
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
+import { ServerNetns } from "./shutdown/server-netns.js";
 
 const SCRIPT = fileURLToPath(new URL("./shutdown/serve-fork-close.mjs", import.meta.url));
-const NS = `sthalt-${process.pid.toString(36)}`;
+const ns = new ServerNetns("sthalt");
 /** Bound on the exit after close(): a healthy process exits at once; a regression must fail, not hang. */
 const EXIT_AFTER_CLOSE_MS = 60_000;
 
-const inNs = (cmd: string, ...argv: string[]) => execFileSync("ip", ["netns", "exec", NS, cmd, ...argv]).toString();
-const nsPids = () => execFileSync("ip", ["netns", "pids", NS]).toString().split("\n").filter(Boolean).map(Number);
-
 let dataDir = "";
-let child: ChildProcess | null = null;
 
 afterAll(() => {
-  // Whatever a failure left: the child and its processes (by PID), the namespace, the files.
-  if (child?.exitCode === null && child.pid) process.kill(child.pid, "SIGKILL");
-  try {
-    for (const pid of nsPids()) process.kill(pid, "SIGKILL");
-  } catch {}
-  try {
-    execFileSync("ip", ["netns", "del", NS], { stdio: "pipe" });
-  } catch {}
+  // Whatever a failure left: the child, the namespace, the files.
+  ns.destroy();
   if (dataDir) {
     rmSync(dataDir, { recursive: true, force: true });
     rmSync(ramDirOf(dataDir), { recursive: true, force: true });
@@ -45,11 +35,9 @@ describe("server shutdown", () => {
   it("close() after memory forks with networking on leaves no table, tap, VM or RAM file, and the process exits", {
     timeout: 600_000,
   }, async () => {
-    execFileSync("ip", ["netns", "add", NS]);
-    execFileSync("ip", ["-n", NS, "link", "set", "lo", "up"]);
+    ns.create();
     dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-shutdown-"));
-    const proc = spawn("ip", ["netns", "exec", NS, process.execPath, SCRIPT, dataDir], { stdio: ["ignore", "pipe", "pipe"] });
-    child = proc;
+    const proc = ns.spawnNode(SCRIPT, [dataDir]);
     let stdout = "";
     let stderr = "";
     let closedAt = 0;
@@ -79,13 +67,10 @@ describe("server shutdown", () => {
     expect(out.checkpoint).toBe("FROZEN");
     expect(out.closed).toBe(true);
     expect(exit, stderr).toBe(0);
-    expect(inNs("nft", "list", "tables")).not.toContain("sandtree_");
-    expect(
-      inNs("ip", "-o", "link")
-        .split("\n")
-        .filter((l) => /: st[0-9a-z]+-/.test(l)),
-    ).toEqual([]);
-    expect(nsPids()).toEqual([]);
+    const left = ns.leftovers();
+    expect(left.tables).not.toContain("sandtree_");
+    expect(left.taps).toEqual([]);
+    expect(ns.pids()).toEqual([]);
     expect(existsSync(ramDirOf(dataDir))).toBe(false);
   });
 });

@@ -4,13 +4,14 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { SqliteStore } from "../src/index.js";
-import { describeHostStoreConformance } from "./store/host-conformance.js";
+import { describeHostStoreConformance, sandboxAdder } from "./store/host-conformance.js";
 
 describeHostStoreConformance("SQLite", async () => {
   const dir = mkdtempSync(path.join(tmpdir(), "sandtree-hosts-"));
   const store = new SqliteStore(path.join(dir, "sandtree.db"));
   return {
     hosts: store.hostStore(),
+    addSandbox: sandboxAdder(store),
     async destroy() {
       store.close();
       rmSync(dir, { recursive: true, force: true });

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { PgStore } from "../src/index.js";
 import { type PgServer, startPostgres } from "./postgres-server.js";
 import { describeStoreConformance } from "./store/conformance.js";
-import { describeHostStoreConformance } from "./store/host-conformance.js";
+import { describeHostStoreConformance, sandboxAdder } from "./store/host-conformance.js";
 
 let server: PgServer;
 let n = 0;
@@ -59,6 +59,7 @@ describeHostStoreConformance("PostgreSQL", async () => {
   const store = await PgStore.open(url, { poolSize: 4 });
   return {
     hosts: store.hostStore(),
+    addSandbox: sandboxAdder(store),
     async destroy() {
       await store.close();
       await server.dropSchema(DB, name);

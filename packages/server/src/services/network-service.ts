@@ -159,7 +159,11 @@ export class NetworkService {
       await this.openTunnels(l).catch((err) => log.warn({ sandbox: row.sandbox_id, err: String(err) }, "tunnels not restored"));
       specs.push(l.spec);
     }
-    await manager.init(specs);
+    await manager.init(specs).catch(async (err: unknown) => {
+      // Half set up (forwarding, the table, taps): taken down before the failure goes on.
+      await manager.destroy().catch(() => {});
+      throw err;
+    });
     this.manager = manager;
     this.unavailable = null;
     for (const l of this.live.values()) await this.markApplied(l, true);

@@ -1,4 +1,4 @@
-import type { HostCapacity, HostLocality, HostState, HostUsage } from "@sandtree/protocol";
+import type { HostCapacity, HostLocality, HostState, HostUsage, SandboxStatus } from "@sandtree/protocol";
 
 /** A host of the fleet as stored. `secret_hash` is the sha256 of its per-host secret. */
 export interface HostRow {
@@ -30,6 +30,13 @@ export interface StrandedStart {
   sandbox_id: string;
   host_id: string;
   placed_by: string;
+}
+
+/** A sandbox's status in this database and the host it is placed on (null: placed nowhere). */
+export interface SandboxWhereabouts {
+  sandbox_id: string;
+  status: SandboxStatus;
+  host_id: string | null;
 }
 
 export interface PlaceOptions {
@@ -96,6 +103,11 @@ export interface HostStore {
   release(sandboxId: string): Promise<boolean>;
   getPlacement(sandboxId: string): Promise<PlacementRow | undefined>;
   listPlacements(hostId: string): Promise<PlacementRow[]>;
+  /**
+   * The status and placement of each of `ids` that has a sandbox row, in one query (a worker's
+   * whole inventory at once); ids without a row are left out. Ordered by sandbox id.
+   */
+  whereabouts(ids: readonly string[]): Promise<SandboxWhereabouts[]>;
   /** How many placements in all. */
   countPlacements(): Promise<number>;
   /**

@@ -1,6 +1,15 @@
 import type pg from "pg";
 import { type HostTableRow, hostFromRow } from "./host-rows.js";
-import type { HostRow, HostStore, LostHost, NewHost, PlacementRow, PlaceOptions, StrandedStart } from "./host-store.js";
+import type {
+  HostRow,
+  HostStore,
+  LostHost,
+  NewHost,
+  PlacementRow,
+  PlaceOptions,
+  SandboxWhereabouts,
+  StrandedStart,
+} from "./host-store.js";
 import { all, one, run, tx } from "./pg-db.js";
 
 /**
@@ -30,6 +39,11 @@ const STRANDED_STARTS = `
     AND (p.placed_by = $1 OR p.placed_by IN (SELECT id FROM hosts WHERE state = 'LOST'))
     AND (s.id IS NULL OR s.status IN ('PENDING', 'PROVISIONING'))
   ORDER BY p.placed_at, p.sandbox_id`;
+
+/** See HostStore.whereabouts. */
+const WHEREABOUTS = `
+  SELECT s.id AS sandbox_id, s.status, p.host_id FROM sandboxes s LEFT JOIN placements p ON p.sandbox_id = s.id
+  WHERE s.id = ANY($1) ORDER BY s.id`;
 
 type Row = HostTableRow<boolean>;
 
@@ -220,6 +234,10 @@ export class PgHostStore implements HostStore {
 
   async countPlacements(): Promise<number> {
     return ((await one<{ n: number }>(this.pool, "SELECT COUNT(*) AS n FROM placements")) as { n: number }).n;
+  }
+
+  async whereabouts(ids: readonly string[]): Promise<SandboxWhereabouts[]> {
+    return ids.length ? all<SandboxWhereabouts>(this.pool, WHEREABOUTS, [ids]) : [];
   }
 
   strandedStarts(ownHostId: string): Promise<StrandedStart[]> {

@@ -1,6 +1,15 @@
 import type Database from "better-sqlite3";
 import { type HostTableRow, hostFromRow } from "./host-rows.js";
-import type { HostRow, HostStore, LostHost, NewHost, PlacementRow, PlaceOptions, StrandedStart } from "./host-store.js";
+import type {
+  HostRow,
+  HostStore,
+  LostHost,
+  NewHost,
+  PlacementRow,
+  PlaceOptions,
+  SandboxWhereabouts,
+  StrandedStart,
+} from "./host-store.js";
 
 /**
  * The fleet's tables, in SqliteStore's migration sequence (same database file and connection).
@@ -32,6 +41,11 @@ const STRANDED_STARTS = `
     AND (p.placed_by = ? OR p.placed_by IN (SELECT id FROM hosts WHERE state = 'LOST'))
     AND (s.id IS NULL OR s.status IN ('PENDING', 'PROVISIONING'))
   ORDER BY p.placed_at, p.sandbox_id`;
+
+/** See HostStore.whereabouts: the ids go as one JSON array (no limit on bound variables). */
+const WHEREABOUTS = `
+  SELECT s.id AS sandbox_id, s.status, p.host_id FROM sandboxes s LEFT JOIN placements p ON p.sandbox_id = s.id
+  WHERE s.id IN (SELECT value FROM json_each(?)) ORDER BY s.id`;
 
 type Row = HostTableRow<number>;
 
@@ -187,6 +201,10 @@ export class SqliteHostStore implements HostStore {
 
   async getPlacement(sandboxId: string): Promise<PlacementRow | undefined> {
     return this.q(`SELECT ${PLACEMENT_COLUMNS} FROM placements WHERE sandbox_id = ?`).get(sandboxId) as PlacementRow | undefined;
+  }
+
+  async whereabouts(ids: readonly string[]): Promise<SandboxWhereabouts[]> {
+    return ids.length ? (this.q(WHEREABOUTS).all(JSON.stringify(ids)) as SandboxWhereabouts[]) : [];
   }
 
   async listPlacements(hostId: string): Promise<PlacementRow[]> {

@@ -12,7 +12,17 @@ import { GetObjectCommand, HeadObjectCommand, PutObjectCommand } from "@aws-sdk/
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { corruptObject, S3RVER_CREDENTIALS, startS3, type TestS3 } from "../../../host/test/helpers/s3-server.js";
 import { type Api, jsonApi, spawnServe, startTestServer, stopChildProcess, type TestServer } from "../helpers.js";
-import { checkpointRowIn, ENV, idsOnWorker, qemuPidsOf, SMALL, startWorker, type Worker } from "./worker-harness.js";
+import {
+  checkpointRowIn,
+  ENV,
+  idsOnWorker,
+  qemuPidsOf,
+  SMALL,
+  startWorker,
+  until,
+  type Worker,
+  waitRunning,
+} from "./worker-harness.js";
 
 const PREFIX = "fleet-ck";
 const CP_ENV = { ...ENV, SANDTREE_HEARTBEAT_INTERVAL_MS: "1000" };
@@ -29,17 +39,6 @@ describe("fleet: checkpoints on workers, forks and restores through the object s
   let wa: Worker;
   let wb: Worker;
 
-  const waitRunning = async (id: string) => {
-    const deadline = Date.now() + 240_000;
-    for (;;) {
-      const r = await api("GET", `/v1/sandboxes/${id}`);
-      if (r.body.status === "RUNNING") return r.body;
-      if (["ERROR", "TERMINATED", "TIMEOUT"].includes(r.body.status))
-        throw new Error(`${id} ended ${r.body.status}: ${r.body.error_reason}`);
-      if (Date.now() > deadline) throw new Error(`${id} still ${r.body.status}`);
-      await new Promise((res) => setTimeout(res, 200));
-    }
-  };
   const run = async (id: string, command: string) => {
     const r = await api("POST", `/v1/sandboxes/${id}/exec`, { command });
     expect(r.status, JSON.stringify(r.body)).toBe(200);
@@ -48,21 +47,18 @@ describe("fleet: checkpoints on workers, forks and restores through the object s
   const object = (key: string) => s3.client.send(new HeadObjectCommand({ Bucket: s3.bucket, Key: `${PREFIX}/${key}` }));
   /** Follows a checkpoint to DURABLE; whenever the control plane says DURABLE, its object is in the bucket. */
   const durable = async (cid: string) => {
-    const deadline = Date.now() + 120_000;
-    for (;;) {
+    const read = async () => {
       const r = await api("GET", `/v1/checkpoints/${cid}`);
       expect(r.status).toBe(200);
       expect(["PENDING", "FROZEN", "DURABLE"], JSON.stringify(r.body)).toContain(r.body.state);
-      if (r.body.state === "DURABLE") {
-        const row = checkpointRowIn(cpDir, cid);
-        expect(row?.blob_key && row.sha256).toBeTruthy();
-        const head = await object(row?.blob_key as string);
-        expect(head.Metadata?.sha256).toBe(row?.sha256);
-        return row as { blob_key: string; sha256: string; parent_id: string | null };
-      }
-      if (Date.now() > deadline) throw new Error(`checkpoint ${cid} still ${r.body.state}`);
-      await new Promise((res) => setTimeout(res, 100));
-    }
+      return r.body as { state: string };
+    };
+    await until(`checkpoint ${cid} not DURABLE`, read, (c) => c.state === "DURABLE", { ms: 120_000, everyMs: 100 });
+    const row = checkpointRowIn(cpDir, cid);
+    expect(row?.blob_key && row.sha256).toBeTruthy();
+    const head = await object(row?.blob_key as string);
+    expect(head.Metadata?.sha256).toBe(row?.sha256);
+    return row as { blob_key: string; sha256: string; parent_id: string | null };
   };
   const checkpoint = async (sandbox: string) => {
     const r = await api("POST", `/v1/sandboxes/${sandbox}/checkpoints`, {});
@@ -132,7 +128,7 @@ describe("fleet: checkpoints on workers, forks and restores through the object s
     const r = await api("POST", "/v1/sandboxes", { ...SMALL, cpu_cores: 1, host: "wa" });
     expect(r.status, JSON.stringify(r.body)).toBe(201);
     const src = r.body.id as string;
-    await waitRunning(src);
+    await waitRunning(api, src);
     expect(idsOnWorker(wa)).toContain(src);
     expect((await run(src, "mkdir -p /srv && echo from-wa > /srv/note && sync")).exit_code).toBe(0);
 
@@ -146,7 +142,7 @@ describe("fleet: checkpoints on workers, forks and restores through the object s
     const f = await api("POST", `/v1/sandboxes/${src}/fork`, { host: "wb" });
     expect(f.status, JSON.stringify(f.body)).toBe(201);
     const child = f.body.id as string;
-    await waitRunning(child);
+    await waitRunning(api, child);
     expect(idsOnWorker(wb)).toContain(child);
     expect((await run(child, "cat /srv/note")).stdout).toBe("from-wa\n");
 
@@ -176,7 +172,7 @@ describe("fleet: checkpoints on workers, forks and restores through the object s
     const atFork = await count(src);
     const m = await api("POST", `/v1/sandboxes/${src}/fork`, { host: "wb", memory: true });
     expect(m.status, JSON.stringify(m.body)).toBe(201);
-    await waitRunning(m.body.id);
+    await waitRunning(api, m.body.id);
     expect(idsOnWorker(wb)).toContain(m.body.id);
     const c1 = await count(m.body.id);
     expect(c1).toBeGreaterThanOrEqual(atFork);
@@ -214,7 +210,7 @@ describe("fleet: checkpoints on workers, forks and restores through the object s
     await stopChildProcess(wa.proc, "SIGKILL");
     const r = await api("POST", "/v1/sandboxes", { checkpoint_id: ck, host: "wb" });
     expect(r.status, JSON.stringify(r.body)).toBe(201);
-    await waitRunning(r.body.id);
+    await waitRunning(api, r.body.id);
     expect(idsOnWorker(wb)).toContain(r.body.id);
     expect((await run(r.body.id, "cat /srv/note /srv/two")).stdout).toBe("from-wa\nsecond\n");
     expect(sha256Of(path.join(wb.dir, "layers", row.blob_key))).toBe(row.sha256);

@@ -14,10 +14,18 @@ import { S3RVER_CREDENTIALS, startS3, type TestS3 } from "../../../host/test/hel
 import { type Api, jsonApi, runCli, stopChildProcess } from "../helpers.js";
 import { type PgServer, startPostgres } from "../postgres-server.js";
 import { createFleetNets, type FleetNets } from "./fleet-netns.js";
-import { type ControlPlane, idsOnWorker, SMALL, startControlPlane, startWorkerIn, type Worker } from "./worker-harness.js";
+import {
+  type ControlPlane,
+  ENDED,
+  idsOnWorker,
+  SMALL,
+  startControlPlane,
+  startWorkerIn,
+  until,
+  type Worker,
+} from "./worker-harness.js";
 
 const CP_ENV = { SANDTREE_HEARTBEAT_INTERVAL_MS: "1000", SANDTREE_HOST_LOST_AFTER_MS: "5000" };
-const ENDED = ["ERROR", "TERMINATED", "TIMEOUT"];
 type Sb = { id: string; status: string; error_reason: string | null; labels: Record<string, string> };
 
 describe("fleet: PostgreSQL + S3, two control planes, three workers in their own network namespaces", () => {
@@ -39,16 +47,6 @@ describe("fleet: PostgreSQL + S3, two control planes, three workers in their own
     return d;
   };
   const sandbox = async (id: string) => (await api("GET", `/v1/sandboxes/${id}`)).body as Sb;
-  /** Polls until `done` holds (or fails after a generous deadline). */
-  async function until<T>(what: string, read: () => Promise<T>, done: (v: T) => boolean, ms = 300_000): Promise<T> {
-    const deadline = Date.now() + ms;
-    for (;;) {
-      const v = await read();
-      if (done(v)) return v;
-      if (Date.now() > deadline) throw new Error(`${what}: ${JSON.stringify(v)}`);
-      await new Promise((r) => setTimeout(r, 250));
-    }
-  }
   const settled = (id: string) =>
     until(
       id,
@@ -139,7 +137,10 @@ describe("fleet: PostgreSQL + S3, two control planes, three workers in their own
       expect(r.status, JSON.stringify(r.body)).toBe(201);
       ids.push(r.body.id as string);
     }
-    for (const id of ids) expect((await settled(id)).status).toBe("RUNNING");
+    for (const id of ids) {
+      const s = await settled(id);
+      expect(s.status, JSON.stringify(s)).toBe("RUNNING");
+    }
     const placed = await placements(ids);
     const held = holders(ids);
     for (const id of ids) expect(held.get(id), id).toEqual([placed.get(id)]);
@@ -270,7 +271,7 @@ describe("fleet: PostgreSQL + S3, two control planes, three workers in their own
       ckId,
       async () => (await api("GET", `/v1/checkpoints/${ckId}`)).body as { state: string },
       (c) => c.state === "DURABLE" || c.state === "FAILED",
-      180_000,
+      { ms: 180_000 },
     );
     expect(durable.state, JSON.stringify(durable)).toBe("DURABLE");
     const fork = await api("POST", `/v1/sandboxes/${src}/fork`, { host: "w2" });
@@ -291,7 +292,7 @@ describe("fleet: PostgreSQL + S3, two control planes, three workers in their own
         id,
         () => sandbox(id),
         (x) => ENDED.includes(x.status),
-        120_000,
+        { ms: 120_000 },
       );
       expect(s).toMatchObject({ status: "ERROR", error_reason: expect.stringMatching(/^HOST_LOST: host w1 /) });
     }

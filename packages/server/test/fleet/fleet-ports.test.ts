@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
 import { type Api, jsonApi, stopChildProcess } from "../helpers.js";
 import { createFleetNets, type FleetNets } from "./fleet-netns.js";
-import { type ControlPlane, ENV, SMALL, startControlPlane, startWorkerIn, type Worker } from "./worker-harness.js";
+import { type ControlPlane, ENV, SMALL, startControlPlane, startWorkerIn, type Worker, waitRunning } from "./worker-harness.js";
 
 const CP_ENV = { ...ENV, SANDTREE_HEARTBEAT_INTERVAL_MS: "1000" };
 
@@ -80,14 +80,7 @@ describe("fleet: exposed ports of a sandbox on a worker", () => {
     const r = await api("POST", "/v1/sandboxes", SMALL);
     expect(r.status, JSON.stringify(r.body)).toBe(201);
     id = r.body.id;
-    const deadline = Date.now() + 240_000;
-    for (;;) {
-      const s = await api("GET", `/v1/sandboxes/${id}`);
-      if (s.body.status === "RUNNING") break;
-      if (["ERROR", "TERMINATED", "TIMEOUT"].includes(s.body.status) || Date.now() > deadline)
-        throw new Error(`${id}: ${JSON.stringify(s.body)}\n${worker.output()}`);
-      await new Promise((res) => setTimeout(res, 200));
-    }
+    await waitRunning(api, id, { context: () => worker?.output() ?? "" });
     const start = await api("POST", `/v1/sandboxes/${id}/exec`, {
       command:
         "mkdir -p /www/cgi-bin && echo hello-from-the-worker > /www/index.html && " +

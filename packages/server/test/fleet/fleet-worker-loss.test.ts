@@ -9,11 +9,10 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Api, jsonApi, spawnServe, stopChildProcess } from "../helpers.js";
-import { ENV, idsOnWorker, qemuPidsOf, SMALL, startWorker, type Worker } from "./worker-harness.js";
+import { ENDED, ENV, idsOnWorker, qemuPidsOf, SMALL, startWorker, until, type Worker } from "./worker-harness.js";
 
 // Beats every second; a host silent for 5 s is LOST (the default bound is 30 s).
 const CP_ENV = { ...ENV, SANDTREE_HEARTBEAT_INTERVAL_MS: "1000", SANDTREE_HOST_LOST_AFTER_MS: "5000" };
-const ENDED = ["ERROR", "TERMINATED", "TIMEOUT"];
 
 describe("fleet: a worker that dies", () => {
   const dirs: string[] = [];
@@ -32,20 +31,18 @@ describe("fleet: a worker that dies", () => {
   };
   const sandbox = async (id: string) => (await api("GET", `/v1/sandboxes/${id}`)).body;
   /** Polls a sandbox until `done` holds for it (or fails after a generous deadline). */
-  const until = async (id: string, done: (s: { status: string }) => boolean, deadlineMs = 240_000) => {
-    const deadline = Date.now() + deadlineMs;
-    for (;;) {
-      const s = await sandbox(id);
-      if (done(s)) return s;
-      if (Date.now() > deadline) throw new Error(`${id}: ${JSON.stringify(s)}`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  };
+  const untilSandbox = (id: string, done: (s: { status: string }) => boolean, ms = 240_000) =>
+    until(
+      id,
+      () => sandbox(id),
+      (s) => done(s),
+      { ms, everyMs: 200 },
+    );
   const createOn = async (host: string) => {
     const r = await api("POST", "/v1/sandboxes", { ...SMALL, host });
     expect(r.status, JSON.stringify(r.body)).toBe(201);
     const id = r.body.id as string;
-    const s = await until(id, (x) => x.status === "RUNNING" || ENDED.includes(x.status));
+    const s = await untilSandbox(id, (x) => x.status === "RUNNING" || ENDED.includes(x.status));
     expect(s.status, JSON.stringify(s)).toBe("RUNNING");
     return id;
   };
@@ -89,7 +86,7 @@ describe("fleet: a worker that dies", () => {
     await stopChildProcess(wa.proc, "SIGKILL");
 
     // No timing assertion: poll (generously) until the reaper has marked it.
-    const lost = await until(a, (x) => ENDED.includes(x.status), 120_000);
+    const lost = await untilSandbox(a, (x) => ENDED.includes(x.status), 120_000);
     expect(lost).toMatchObject({ status: "ERROR", error_reason: expect.stringMatching(/^HOST_LOST: host wa /) });
     expect(lost.terminated_at).toEqual(expect.any(String));
     const hosts = (await api("GET", "/v1/hosts")).body.hosts as Array<{ name: string; state: string }>;
@@ -118,18 +115,19 @@ describe("fleet: a worker that dies", () => {
     // Stopped, not killed: it stops heartbeating while its VM runs on.
     wb.proc.kill("SIGSTOP");
     try {
-      const lost = await until(b, (x) => ENDED.includes(x.status), 120_000);
+      const lost = await untilSandbox(b, (x) => ENDED.includes(x.status), 120_000);
       expect(lost).toMatchObject({ status: "ERROR", error_reason: expect.stringMatching(/^HOST_LOST: host wb /) });
       expect(qemuPidsOf(b)).toEqual(pids);
     } finally {
       wb.proc.kill("SIGCONT");
     }
     // Back: its first heartbeat after the silence carries its inventory; the answer names b, which it stops.
-    const deadline = Date.now() + 120_000;
-    while (qemuPidsOf(b).length > 0) {
-      if (Date.now() > deadline) throw new Error(`the VM of ${b} still runs on wb:\n${wb.output()}`);
-      await new Promise((r) => setTimeout(r, 200));
-    }
+    await until(
+      () => `the VM of ${b} still runs on wb:\n${wb.output()}`,
+      async () => qemuPidsOf(b),
+      (pids) => pids.length === 0,
+      { ms: 120_000, everyMs: 200 },
+    );
     const hosts = (await api("GET", "/v1/hosts")).body.hosts as Array<{ name: string; state: string }>;
     expect(hosts.find((h) => h.name === "wb")?.state).toBe("ACTIVE");
     // The record stays what it was: lost, not revived.

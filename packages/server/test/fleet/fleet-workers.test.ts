@@ -9,7 +9,7 @@ import path from "node:path";
 import { SandtreeClient } from "@sandtree/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Api, jsonApi, spawnServe, stopChildProcess } from "../helpers.js";
-import { ENV, idsOnWorker, SMALL, startWorker, type Worker } from "./worker-harness.js";
+import { ENDED, ENV, idsOnWorker, SMALL, startWorker, until, type Worker, waitRunning } from "./worker-harness.js";
 
 const CP_ENV = { ...ENV, SANDTREE_HEARTBEAT_INTERVAL_MS: "1000" };
 
@@ -31,17 +31,6 @@ describe("fleet: sandboxes on workers behind one API", () => {
         h,
       ]),
     );
-  };
-  const waitRunning = async (id: string) => {
-    const deadline = Date.now() + 240_000;
-    for (;;) {
-      const r = await api("GET", `/v1/sandboxes/${id}`);
-      if (r.body.status === "RUNNING") return r.body;
-      if (["ERROR", "TERMINATED", "TIMEOUT"].includes(r.body.status))
-        throw new Error(`${id} ended ${r.body.status}: ${r.body.error_reason}`);
-      if (Date.now() > deadline) throw new Error(`${id} still ${r.body.status}`);
-      await new Promise((res) => setTimeout(res, 200));
-    }
   };
   const create = async (extra: Record<string, unknown> = {}) => {
     const r = await api("POST", "/v1/sandboxes", { ...SMALL, ...extra });
@@ -88,7 +77,7 @@ describe("fleet: sandboxes on workers behind one API", () => {
   it("spreads creates over the workers; exec and files go through the control plane; cordon and pins hold; deletes free", async () => {
     const a = await create();
     const b = await create();
-    await Promise.all([waitRunning(a), waitRunning(b)]);
+    await Promise.all([waitRunning(api, a), waitRunning(api, b)]);
     const on = { [a]: workerOf(a), [b]: workerOf(b) };
     expect(new Set(Object.values(on))).toEqual(new Set(["wa", "wb"]));
     let h = await hosts();
@@ -161,7 +150,7 @@ describe("fleet: sandboxes on workers behind one API", () => {
     // A cordoned worker gets none: the next create goes to the other one, though it has more room.
     expect((await api("POST", `/v1/hosts/${idle}/cordon`)).status).toBe(200);
     const c = await create();
-    await waitRunning(c);
+    await waitRunning(api, c);
     expect(workerOf(c)).toBe(busy);
     // Its host registered again (as a restarted worker would): a new secret, so a new key for
     // calls into it; the worker learns it at its next heartbeat (refused: it registers again).
@@ -186,7 +175,7 @@ describe("fleet: sandboxes on workers behind one API", () => {
     // Uncordoned, pinned: it lands there.
     expect((await api("POST", `/v1/hosts/${idle}/uncordon`)).status).toBe(200);
     const d = await create({ host: idle });
-    await waitRunning(d);
+    await waitRunning(api, d);
     expect(workerOf(d)).toBe(idle);
     expect((await api("POST", `/v1/sandboxes/${d}/exec`, { command: "echo pinned" })).body.stdout).toBe("pinned\n");
     h = await hosts();
@@ -194,12 +183,12 @@ describe("fleet: sandboxes on workers behind one API", () => {
 
     // A sandbox that ends on its worker by itself (its VM exits) ends here too, by the heartbeat's report.
     await api("POST", `/v1/sandboxes/${c}/exec`, { command: "reboot -f", timeout_seconds: 5 }).catch(() => {});
-    const deadline = Date.now() + 60_000;
-    let ended = (await api("GET", `/v1/sandboxes/${c}`)).body;
-    while (!["ERROR", "TERMINATED", "TIMEOUT"].includes(ended.status) && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 250));
-      ended = (await api("GET", `/v1/sandboxes/${c}`)).body;
-    }
+    const ended = await until(
+      `${c} still running`,
+      async () => (await api("GET", `/v1/sandboxes/${c}`)).body,
+      (s) => ENDED.includes(s.status),
+      { ms: 60_000 },
+    );
     expect(ended.status, JSON.stringify(ended)).toMatch(/^(ERROR|TERMINATED)$/);
     await expect.poll(async () => (await hosts()).get(busy)?.usage.placements, { timeout: 10_000 }).toBe(0);
 

@@ -1,15 +1,19 @@
 // The real-process fleet harness: `sandtree worker` children on loopback, each with its own data
 // dir, and what their own stores hold. Shared by the fleet-worker*.test.ts files.
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { qemuPidsNamed } from "@sandtree/host";
 import Database from "better-sqlite3";
+import { type Api, spawnUntil } from "../helpers.js";
 
 export const CLI_MAIN = path.resolve(import.meta.dirname, "../../../cli/dist/main.js");
 // No sandbox networks (many servers share this network namespace), no background template builds.
 export const ENV = { SANDTREE_NETWORK: "off", SANDTREE_LOG_LEVEL: "warn", SANDTREE_WARM_TEMPLATES: "false" };
 export const SMALL = { image: "sandtree/busybox", memory_gb: 0.125, disk_size_gb: 1 };
+export const ENDED = ["ERROR", "TERMINATED", "TIMEOUT"];
+/** What a worker prints once it joined, with the URL it serves sandboxes at. */
+const JOINED = /sandboxes served at (http:\/\/[\d.:]+)/;
 
 export interface Worker {
   name: string;
@@ -23,20 +27,10 @@ export interface Worker {
 /** `sandtree worker` as a child; resolves once it printed that it joined. */
 export async function startWorker(cpUrl: string, token: string, name: string, dir: string): Promise<Worker> {
   const args = ["worker", "--join", cpUrl, "--join-token", token, "--name", name, "--data-dir", dir, "--listen", "127.0.0.1:0"];
-  const proc = spawn(process.execPath, [CLI_MAIN, ...args], {
-    env: { ...process.env, ...ENV },
-    stdio: ["ignore", "pipe", "pipe"],
+  const { proc, match, output } = await spawnUntil([process.execPath, CLI_MAIN, ...args], ENV, JOINED, {
+    what: `worker ${name} did not join`,
   });
-  let out = "";
-  proc.stdout?.setEncoding("utf8").on("data", (d: string) => (out += d));
-  proc.stderr?.setEncoding("utf8").on("data", (d: string) => (out += d));
-  const deadline = Date.now() + 120_000;
-  for (;;) {
-    const m = /sandboxes served at (http:\/\/[\d.:]+)/.exec(out);
-    if (m?.[1]) return { name, dir, proc, url: m[1], output: () => out };
-    if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`worker ${name} did not join:\n${out}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  return { name, dir, proc, url: match[1] ?? "", output };
 }
 
 /** The sandbox ids in a worker's own store (its SQLite in its data dir). */
@@ -71,24 +65,15 @@ export async function startControlPlane(
   o: { listen: string; args?: string[]; env?: Record<string, string> },
 ): Promise<ControlPlane> {
   const args = ["serve", "--data-dir", dir, "--host", o.listen, "--port", "0", ...(o.args ?? [])];
-  const proc = spawn(process.execPath, [CLI_MAIN, ...args], {
-    env: { ...process.env, ...ENV, ...o.env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let out = "";
-  proc.stdout?.setEncoding("utf8").on("data", (d: string) => (out += d));
-  proc.stderr?.setEncoding("utf8").on("data", (d: string) => (out += d));
-  const deadline = Date.now() + 120_000;
-  for (;;) {
-    const m = /(?:SANDTREE_API_URL=|listening on )(http:\/\/[\d.:]+)/.exec(out);
-    if (m?.[1]) {
-      const key = /SANDTREE_API_KEY=(\S+)/.exec(out)?.[1] ?? "";
-      const hostName = () => readFileSync(path.join(dir, "local-host-name"), "utf8").trim();
-      return { dir, proc, url: m[1], key, hostName, output: () => out };
-    }
-    if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`control plane did not start:\n${out}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  const { proc, match, output } = await spawnUntil(
+    [process.execPath, CLI_MAIN, ...args],
+    { ...ENV, ...o.env },
+    /(?:SANDTREE_API_URL=|listening on )(http:\/\/[\d.:]+)/,
+    { what: "control plane did not start" },
+  );
+  const key = /SANDTREE_API_KEY=(\S+)/.exec(output())?.[1] ?? "";
+  const hostName = () => readFileSync(path.join(dir, "local-host-name"), "utf8").trim();
+  return { dir, proc, url: match[1] ?? "", key, hostName, output };
 }
 
 /**
@@ -110,20 +95,13 @@ export async function startWorkerIn(
 ): Promise<Worker> {
   const args = ["worker", "--join", o.joinUrls.join(","), "--join-token", o.token, "--name", o.name];
   args.push("--data-dir", o.dir, "--listen", o.listen, ...(o.args ?? []));
-  const proc = spawn("ip", ["netns", "exec", ns, process.execPath, CLI_MAIN, ...args], {
-    env: { ...process.env, ...ENV, ...o.env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let out = "";
-  proc.stdout?.setEncoding("utf8").on("data", (d: string) => (out += d));
-  proc.stderr?.setEncoding("utf8").on("data", (d: string) => (out += d));
-  const deadline = Date.now() + 120_000;
-  for (;;) {
-    const m = /sandboxes served at (http:\/\/[\d.:]+)/.exec(out);
-    if (m?.[1]) return { name: o.name, dir: o.dir, proc, url: m[1], output: () => out };
-    if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`worker ${o.name} did not join:\n${out}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  const { proc, match, output } = await spawnUntil(
+    ["ip", "netns", "exec", ns, process.execPath, CLI_MAIN, ...args],
+    { ...ENV, ...o.env },
+    JOINED,
+    { what: `worker ${o.name} did not join` },
+  );
+  return { name: o.name, dir: o.dir, proc, url: match[1] ?? "", output };
 }
 
 /** A checkpoint's row in the store of the server (control plane or worker) whose data dir is `dir`. */
@@ -139,4 +117,43 @@ export function checkpointRowIn(
   } finally {
     db.close();
   }
+}
+
+/**
+ * Reads again (every `everyMs`, default 250) until `done` holds, and returns what it read; past a
+ * generous deadline (`ms`, default 300 s) it fails naming `what` and the last value: no timing assertion.
+ */
+export async function until<T>(
+  what: string | (() => string),
+  read: () => Promise<T>,
+  done: (v: T) => boolean,
+  o: { ms?: number; everyMs?: number } = {},
+): Promise<T> {
+  const deadline = Date.now() + (o.ms ?? 300_000);
+  for (;;) {
+    const v = await read();
+    if (done(v)) return v;
+    if (Date.now() > deadline) throw new Error(`${typeof what === "string" ? what : what()}: ${JSON.stringify(v)}`);
+    await new Promise((r) => setTimeout(r, o.everyMs ?? 250));
+  }
+}
+
+/**
+ * Follows a sandbox through `api` until it is RUNNING (within `ms`, default 240 s) and returns it;
+ * one that ends first fails with its status and reason, and `context()` (a worker's output) when given.
+ */
+export async function waitRunning(
+  api: Api,
+  id: string,
+  o: { ms?: number; context?: () => string } = {},
+): Promise<Record<string, any>> {
+  const more = () => (o.context ? `\n${o.context()}` : "");
+  const s = await until(
+    () => `${id} still starting${more()}`,
+    async () => (await api("GET", `/v1/sandboxes/${id}`)).body,
+    (b) => b.status === "RUNNING" || ENDED.includes(b.status),
+    { ms: o.ms ?? 240_000, everyMs: 200 },
+  );
+  if (s.status !== "RUNNING") throw new Error(`${id} ended ${s.status}: ${s.error_reason}${more()}`);
+  return s;
 }

@@ -1,9 +1,23 @@
+import type { SandboxStatus } from "@sandtree/protocol";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { HostStore, NewHost, PlacementRow } from "../../src/store/host-store.js";
+import type { Store } from "../../src/store/store.js";
+import { addSandbox } from "./fixtures.js";
 
 export interface OpenedHostStore {
   hosts: HostStore;
+  /** Adds a sandbox row in the same database (through its Store: the fleet reads sandbox rows). */
+  addSandbox(id: string, status: SandboxStatus): Promise<void>;
   destroy(): Promise<void>;
+}
+
+/** OpenedHostStore.addSandbox for a Store on the host store's database (its rows in one team). */
+export function sandboxAdder(store: Store): OpenedHostStore["addSandbox"] {
+  let team: Promise<string> | null = null;
+  return async (id, status) => {
+    team ??= store.createTeam("fleet").then((t) => t.id);
+    await addSandbox(store, await team, { id, status });
+  };
 }
 
 /**
@@ -175,6 +189,27 @@ export function describeHostStoreConformance(name: string, open: () => Promise<O
       expect(await hosts.getPlacement("sb2")).toEqual(placement("sb2", "host_w", { placed_at: T2 }));
       await hosts.release("sb2");
       expect(await ids("host_w")).toEqual([]);
+    });
+
+    it("whereabouts: the status and placement of many sandboxes in one lookup; ids without a row left out", async () => {
+      await hosts.registerHost(newHost("w"));
+      await opened.addSandbox("sb-run", "RUNNING");
+      await opened.addSandbox("sb-end", "TERMINATED");
+      await opened.addSandbox("sb-none", "PENDING");
+      await hosts.place(placement("sb-run", "host_w"), { freshSince: T0 });
+      await hosts.place(placement("sb-end", "host_w", { vcpus: 1 }), { freshSince: T0 });
+      expect(await hosts.whereabouts(["sb-none", "sb-gone", "sb-run", "sb-end"])).toEqual([
+        { sandbox_id: "sb-end", status: "TERMINATED", host_id: "host_w" },
+        { sandbox_id: "sb-none", status: "PENDING", host_id: null },
+        { sandbox_id: "sb-run", status: "RUNNING", host_id: "host_w" },
+      ]);
+      expect(await hosts.whereabouts([])).toEqual([]);
+      expect(await hosts.whereabouts(["sb-gone"])).toEqual([]);
+      // A whole inventory at once: more ids than one statement may bind one by one.
+      const many = Array.from({ length: 40_000 }, (_, i) => `sb-x${i}`);
+      expect(await hosts.whereabouts([...many, "sb-run"])).toEqual([
+        { sandbox_id: "sb-run", status: "RUNNING", host_id: "host_w" },
+      ]);
     });
   });
 }

@@ -15,7 +15,7 @@ import {
 } from "@sandtree/protocol";
 import type { z } from "zod";
 import type { BlobStoreSetting } from "../../blob-store-config.js";
-import type { HostRow, HostStore, LostHost, StrandedStart } from "../../store/host-store.js";
+import type { HostRow, HostStore, LostHost, SandboxWhereabouts, StrandedStart } from "../../store/host-store.js";
 import type { HostUrls } from "../../store/host-urls.js";
 import type { Principal } from "../auth-service.js";
 import type { Logger } from "../logger.js";
@@ -318,6 +318,11 @@ export class FleetService {
   /** The host a sandbox is placed on (its id), if any. */
   async placedOn(sandboxId: string): Promise<string | null> {
     return (await this.deps.hosts.getPlacement(sandboxId))?.host_id ?? null;
+  }
+
+  /** The status and placement of each of `ids` that has a sandbox row (one query). */
+  whereabouts(ids: readonly string[]): Promise<SandboxWhereabouts[]> {
+    return this.deps.hosts.whereabouts(ids);
   }
 
   /** Whether the host is this control plane's own (`local`). */

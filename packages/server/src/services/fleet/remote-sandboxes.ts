@@ -18,7 +18,8 @@ export interface RemoteSandboxesDeps {
   startDeadlineMs?: number;
 }
 
-const WorkerSandbox = z.looseObject({
+/** What a worker answers for one of its sandboxes (the fields the control plane reads of it). */
+export const WorkerSandbox = z.looseObject({
   id: z.string(),
   status: z.string(),
   error_reason: z.string().nullable().optional(),
@@ -270,13 +271,11 @@ export class RemoteSandboxes {
    * comes back keeps VMs nobody can reach or bill.
    */
   async endedAmong(host: HostRow, running: string[]): Promise<string[]> {
-    const { store, fleet } = this.deps;
-    const end: string[] = [];
-    for (const id of running) {
-      const row = await store.getSandbox(id);
-      const placed = row && !TERMINAL_STATUSES.includes(row.status) ? await fleet.placedOn(id) : null;
-      if (!row || TERMINAL_STATUSES.includes(row.status) || (placed !== null && placed !== host.id)) end.push(id);
-    }
+    const known = new Map((await this.deps.fleet.whereabouts(running)).map((w) => [w.sandbox_id, w]));
+    const end = running.filter((id) => {
+      const w = known.get(id);
+      return !w || TERMINAL_STATUSES.includes(w.status) || (w.host_id !== null && w.host_id !== host.id);
+    });
     if (end.length)
       this.deps.log.warn({ host: host.name, sandboxes: end }, "ending sandboxes a worker ran after their record here ended");
     return end;

@@ -1,10 +1,9 @@
 import { SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
-import { z } from "zod";
 import type { StrandedStart } from "../../store/host-store.js";
 import type { Store } from "../../store/store.js";
 import type { Logger } from "../logger.js";
 import type { FleetService } from "./fleet-service.js";
-import type { RemoteSandboxes } from "./remote-sandboxes.js";
+import { type RemoteSandboxes, WorkerSandbox } from "./remote-sandboxes.js";
 
 export interface StrandedStartsDeps {
   fleet: FleetService;
@@ -16,13 +15,6 @@ export interface StrandedStartsDeps {
   /** Between two looks at the worker (default 250 ms). */
   pollMs?: number;
 }
-
-const WorkerSandbox = z.looseObject({
-  id: z.string(),
-  status: z.string(),
-  error_reason: z.string().nullable().optional(),
-  image_digest: z.string().nullable().optional(),
-});
 
 const STARTING = ["PENDING", "PROVISIONING"] as const;
 
