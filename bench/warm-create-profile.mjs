@@ -7,12 +7,18 @@
 // the server's store and network service in this process (no change to the product): each call's
 // time, summed per create, and the server's own events (created -> image ready -> starting the VM
 // -> running) against the client's view (POST answered, RUNNING seen, first output).
-// Usage: node bench/warm-create-profile.mjs [--runs 10]. Prints one JSON document.
+// `qemu_marks_p50`: the clone's QEMU at QMP ready, after `cont`, at the HELLO's answer and after
+// the first and a second exec: when, its CPU time (/proc/PID/stat, 10 ms steps), its minor page
+// faults and (TCG) the guest code blocks it has translated (HMP `info jit`). `hello_frames_per_create`:
+// HELLOs written per start (more than one: an answer came later than the resend interval).
+// Usage: node bench/warm-create-profile.mjs [--runs 10]. Prints one JSON document; with
+// PROFILE_VERBOSE=1 each create's marks and HELLO/ACK times also go to stderr.
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { AgentClient, detectAccel, QemuVm, QmpClient } from "@sandtree/host";
+import { FrameType } from "@sandtree/protocol";
 import { SandtreeClient } from "@sandtree/sdk";
 import { SqliteStore, startServer } from "@sandtree/server";
 import { measureFloor } from "./lib/floor.mjs";
@@ -29,7 +35,7 @@ function wrap(owner, name, label) {
     const t = performance.now();
     const r = orig.apply(this, args);
     if (!r || typeof r.then !== "function") return r;
-    const done = () => trace?.push({ label: typeof label === "function" ? label(args) : label, ms: performance.now() - t });
+    const done = () => trace?.calls.push({ label: typeof label === "function" ? label(args) : label, ms: performance.now() - t });
     return r.finally(done);
   };
 }
@@ -37,6 +43,84 @@ wrap(QemuVm, "start", "QemuVm.start (spawn -> agent answered)");
 wrap(QmpClient, "connect", "qmp.connect");
 wrap(AgentClient, "connect", "agent.connect (HELLO answered)");
 wrap(QmpClient.prototype, "execute", (a) => `qmp:${a[0]}`);
+
+/** CPU time (user + system, ms) and minor page faults QEMU `pid` has had so far, from /proc/PID/stat. */
+function procStat(pid) {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const v = f.slice(f.lastIndexOf(")") + 2).split(" ");
+    // minflt, utime and stime (USER_HZ, 100 per second): fields 10, 14 and 15.
+    return { cpu_ms: ((Number(v[11]) + Number(v[12])) * 1000) / 100, minflt: Number(v[7]) };
+  } catch {
+    return { cpu_ms: null, minflt: null };
+  }
+}
+const pidOf = (socketPath) => {
+  try {
+    return Number(readFileSync(path.join(path.dirname(socketPath), "qemu.pid"), "utf8").trim());
+  } catch {
+    return null;
+  }
+};
+/** Marks `at` (ms since the create call) and QEMU's CPU time then, once `owner[name]` resolved. */
+function mark(owner, name, label, socketOf) {
+  const orig = owner[name];
+  owner[name] = function (...args) {
+    const r = orig.apply(this, args);
+    const sock = socketOf(this, args);
+    if (!sock || !trace) return r;
+    return r.then((v) => {
+      const pid = pidOf(sock);
+      if (trace && pid) {
+        const m = { label, at: performance.now() - trace.t0, ...procStat(pid) };
+        trace.marks.push(m);
+        // Not awaited: the create goes on as it would without the profile.
+        if (label === "hello_answered") trace.pending.push(tbCount(trace.qmp).then((n) => (m.tbs = n)));
+      }
+      return v;
+    });
+  };
+}
+mark(QmpClient, "connect", "qmp_ready", (_t, a) => a[0]);
+mark(AgentClient, "connect", "hello_answered", (_t, a) => a[0]);
+// The QMP socket of each client, to find its QEMU for the CPU mark after `cont`.
+const qmpSock = new WeakMap();
+const qmpConnect = QmpClient.connect;
+QmpClient.connect = async function (sock, o) {
+  const c = await qmpConnect.call(this, sock, o);
+  qmpSock.set(c, sock);
+  if (trace) trace.qmp = c;
+  return c;
+};
+/** Guest code blocks TCG has translated in this QEMU so far (HMP `info jit`; null under KVM). */
+async function tbCount(qmp) {
+  if (accel !== "tcg" || !qmp) return null;
+  const out = await qmp.execute("human-monitor-command", { "command-line": "info jit" }).catch(() => "");
+  const m = /TB count\s+(\d+)/.exec(String(out));
+  return m ? Number(m[1]) : null;
+}
+mark(QmpClient.prototype, "execute", "after_cont", (t, a) => (a[0] === "cont" ? qmpSock.get(t) : null));
+// HELLOs written per create, and which one the guest answered (by nonce) and when.
+const sendRaw = AgentClient.prototype.sendRaw;
+AgentClient.prototype.sendRaw = function (type, stream, payload) {
+  if (type === FrameType.HELLO && trace) {
+    trace.hellos++;
+    trace.helloLog.push({ sent_ms: performance.now() - trace.t0, nonce: payload.subarray(0, 16).toString("hex") });
+  }
+  return sendRaw.call(this, type, stream, payload);
+};
+const dispatch = AgentClient.prototype.dispatch;
+AgentClient.prototype.dispatch = function (frame) {
+  if (trace && frame.stream === 0 && (frame.type === FrameType.HELLO_ACK || frame.type === FrameType.READY)) {
+    const nonce = frame.type === FrameType.HELLO_ACK ? frame.payload.subarray(0, 16).toString("hex") : null;
+    const which = trace.helloLog.findIndex((h) => h.nonce === nonce);
+    trace.helloLog.push({
+      got_ms: performance.now() - trace.t0,
+      type: frame.type === FrameType.READY ? "READY" : `ACK of #${which + 1}`,
+    });
+  }
+  return dispatch.call(this, frame);
+};
 for (const m of Object.getOwnPropertyNames(SqliteStore.prototype)) {
   if (m !== "constructor" && typeof SqliteStore.prototype[m] === "function") wrap(SqliteStore.prototype, m, `store.${m}`);
 }
@@ -73,18 +157,28 @@ try {
   await client.sandboxes.waitForCreation(seed.id, { intervalMs: 10, timeoutMs: 600_000 });
   await templatesBuilt(dataDir, 256);
   for (let i = 0; i < RUNS; i++) {
-    trace = [];
     const wall0 = Date.now();
     const t0 = performance.now();
+    trace = { t0, calls: [], marks: [], hellos: 0, helloLog: [], pending: [], qmp: null };
     const sb = await client.sandboxes.create(SPEC);
     const posted = performance.now() - t0;
     const got = await client.sandboxes.waitForCreation(sb.id, { intervalMs: 10, timeoutMs: 600_000 });
     const running = performance.now() - t0;
     await client.sandboxes.run(sb.id, ["echo", "ready"]);
     const first = performance.now() - t0;
-    const calls = trace;
+    const { calls, marks, hellos, helloLog, qmp, pending } = trace;
+    await Promise.all(pending);
+    if (process.env.PROFILE_VERBOSE) console.error(JSON.stringify({ marks, helloLog: helloLog.map(({ nonce, ...h }) => h) }));
     trace = null;
     const { events } = await client.sandboxes.logs(sb.id);
+    const pid = Number(/pid (\d+)/.exec(events.find((e) => e.message.startsWith("running"))?.message ?? "")?.[1]);
+    if (pid) marks.push({ label: "first_output", at: first, ...procStat(pid), tbs: await tbCount(qmp) });
+    // The same exec again: what the first one cost beyond it is the clone's first time through
+    // that code (TCG translates it anew in every QEMU process) and its first writes to pages.
+    const t1 = performance.now();
+    await client.sandboxes.run(sb.id, ["echo", "ready"]);
+    if (pid)
+      marks.push({ label: "second_output", at: first + performance.now() - t1, ...procStat(pid), tbs: await tbCount(qmp) });
     const at = (prefix) => {
       const e = events.find((x) => x.message.startsWith(prefix));
       return e ? Date.parse(e.at) - wall0 : null;
@@ -105,6 +199,8 @@ try {
         running: at("running"),
       },
       calls: sums,
+      marks: Object.fromEntries(marks.map((m) => [m.label, m])),
+      hellos,
     });
     await client.sandboxes.delete(sb.id);
   }
@@ -141,6 +237,20 @@ console.log(
         starting_vm: field((r) => r.server_events.starting_vm),
         running: field((r) => r.server_events.running),
       },
+      // A clone's QEMU at each step: when (ms since the create call), its CPU time so far (ms) and its
+      // minor page faults so far; second_output: `at` is the second exec's own round trip added to first_output.
+      qemu_marks_p50: Object.fromEntries(
+        ["qmp_ready", "after_cont", "hello_answered", "first_output", "second_output"].map((l) => [
+          l,
+          {
+            at_ms: field((r) => r.marks[l]?.at ?? null),
+            cpu_ms: field((r) => r.marks[l]?.cpu_ms ?? null),
+            minflt: field((r) => r.marks[l]?.minflt ?? null),
+            tcg_blocks: field((r) => r.marks[l]?.tbs ?? null),
+          },
+        ]),
+      ),
+      hello_frames_per_create: { p50: field((r) => r.hellos), max: Math.max(...runs.map((r) => r.hellos)) },
       calls_per_create: perCreate,
     },
     null,

@@ -48,10 +48,20 @@ export class AgentClient extends EventEmitter {
     sock.on("close", () => this.fail(new AgentClosedError("agent connection closed")));
   }
 
-  /** Connects (retrying until QEMU serves the socket) and handshakes with a fresh nonce. */
+  /**
+   * Connects (retrying until QEMU serves the socket) and handshakes with a fresh nonce.
+   * `beforeHello` runs between the two, connected: a restore loads and runs its guest there, so
+   * QEMU's port is already open when the guest's saved state says it was (see QemuVm.start).
+   */
   static async connect(
     socketPath: string,
-    opts: { signal?: AbortSignal; timeoutMs?: number; net?: string; rootBytes?: number } = {},
+    opts: {
+      signal?: AbortSignal;
+      timeoutMs?: number;
+      net?: string;
+      rootBytes?: number;
+      beforeHello?: () => Promise<void>;
+    } = {},
   ): Promise<AgentClient> {
     // A strongly held deadline (see deadline.ts: AbortSignal.any over AbortSignal.timeout can lose its timer).
     const deadline = new Deadline(opts.timeoutMs ?? 120_000, "the guest agent", opts.signal);
@@ -67,7 +77,11 @@ export class AgentClient extends EventEmitter {
       client.net = opts.net ?? null;
       client.root = opts.rootBytes ?? null;
       try {
-        await deadline.race(client.handshake(signal));
+        if (opts.beforeHello) await deadline.race(opts.beforeHello());
+        // A restored guest's port was open all along (connected before the load), so its HELLO is
+        // not lost, only answered late (~80 ms of CPU under TCG, more on a busy host), and each
+        // resend costs the guest another clock set, reseed and network set: resend later.
+        await deadline.race(client.handshake(signal, opts.beforeHello ? 250 : 50));
       } catch (err) {
         client.close();
         throw err;
@@ -78,12 +92,12 @@ export class AgentClient extends EventEmitter {
     }
   }
 
-  private async handshake(signal: AbortSignal): Promise<void> {
+  private async handshake(signal: AbortSignal, firstRetryMs: number): Promise<void> {
     // Resend with a new nonce until answered: a HELLO written before the guest opened its
     // port may be lost, and the byte stream is ordered so older nonces cannot arrive later.
     // A lost HELLO is resent soon (then less often): newer nonces supersede older ones in the
     // ordered byte stream, and no stream exists yet, so resending is harmless.
-    let retryMs = 50;
+    let retryMs = firstRetryMs;
     for (;;) {
       signal.throwIfAborted();
       if (this.closedError) throw this.closedError;

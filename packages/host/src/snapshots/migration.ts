@@ -72,8 +72,11 @@ export async function loadVmState(
   file: string,
   opts: { ignoreShared: boolean; signal?: AbortSignal; beforeRun?: () => Promise<void>; run?: boolean },
 ): Promise<void> {
-  await setCapabilities(qmp, opts.ignoreShared);
-  await qmp.execute("migrate-incoming", { uri: `exec:cat ${quote(file)}` });
+  // Sent together: QMP runs a connection's commands in order, so the second waits for no round trip.
+  await Promise.all([
+    setCapabilities(qmp, opts.ignoreShared),
+    qmp.execute("migrate-incoming", { uri: `exec:cat ${quote(file)}` }),
+  ]);
   await waitMigration(qmp, opts.signal);
   await opts.beforeRun?.();
   // `run: false` leaves it paused (a state saved from a stopped VM loads paused).
