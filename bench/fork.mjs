@@ -14,7 +14,8 @@
 //   exec_output        MB/s of `head -c 64M /dev/zero` streamed through the API (beside the bare
 //                      virtio-serial port's floor, lib/serial-floor.mjs, same run)
 //   upload, download   MB/s of 64 MiB through files.upload / files.download
-//   burst              --burst (64) creates of 128 MiB fired at once -> all RUNNING
+//   burst              --burst (64) creates of 128 MiB fired at once -> all RUNNING (beside the
+//                      same number of bare QEMU clones fired at once: bench/floor-clone-cpu.py)
 // In warm mode a create of an image that has its own template clones it (root mounted); every
 // other start (another image, a fork, a restore) clones the shape template and mounts its disk;
 // memory forks and resets clone the checkpoint's RAM file.
@@ -25,10 +26,10 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { detectAccel } from "@sandtree/host";
+import { detectAccel, TCG_CPU_MODEL } from "@sandtree/host";
 import { SandtreeClient } from "@sandtree/sdk";
 import { startServer } from "@sandtree/server";
-import { measureFloor, ratio } from "./lib/floor.mjs";
+import { measureCloneBurstFloor, measureFloor, ratio } from "./lib/floor.mjs";
 import { measureSerialFloor } from "./lib/serial-floor.mjs";
 
 const { values } = parseArgs({
@@ -251,6 +252,7 @@ async function measureMode(mode) {
 const accel = await detectAccel("auto");
 const floor = await measureFloor(accel);
 const serialFloor = await measureSerialFloor(accel);
+const burstFloor = BURST > 0 ? await measureCloneBurstFloor(accel, BURST, accel === "kvm" ? "host" : TCG_CPU_MODEL) : null;
 const modes = {};
 for (const mode of values.modes.split(",")) {
   modes[mode] = await measureMode(mode);
@@ -266,6 +268,7 @@ console.log(
       runs: RUNS,
       floor,
       serial_floor: serialFloor,
+      burst_floor: burstFloor,
       warm: w,
       cold: modes.cold ?? null,
       vs_floor: {
@@ -287,7 +290,12 @@ console.log(
         upload: { mb_s: w.upload_mb_s, floor_serial_in_mb_s: serialFloor.in_mb_s ?? null },
         download: { mb_s: w.download_mb_s, floor_serial_out_large_mb_s: serialFloor.out_large_mb_s ?? null },
         memory_fork_16_ms: { ms: w.memory_fork_all_answered_ms?.[16], aim_ms: 3000 },
-        burst_per_second: { value: w.burst?.per_second, aim: 10 },
+        burst_per_second: {
+          value: w.burst?.per_second,
+          floor_bare_clones_echoed_per_s: burstFloor?.burst?.echoed_per_s ?? null,
+          floor_bare_clones_ran_a_process_per_s: burstFloor?.burst?.ran_a_process_per_s ?? null,
+          aim: 10,
+        },
       },
     },
     null,

@@ -44,3 +44,29 @@ export async function measureFloor(accel) {
 export function ratio(a, b) {
   return typeof a === "number" && typeof b === "number" && b > 0 ? +(a / b).toFixed(3) : null;
 }
+
+/**
+ * The burst floor: `n` bare copy-on-write clones of raw-floor.py's guest fired at once
+ * (bench/floor-clone-cpu.py, same run and accelerator, the guest CPU model the project gives its
+ * own VMs): how many a second all answer, and each clone's CPU. `{ error }` when it fails.
+ */
+export async function measureCloneBurstFloor(accel, n, cpuModel) {
+  const script = path.join(repo, "bench", "floor-clone-cpu.py");
+  const source = "floor-clone-cpu.py: bare QEMU clones of raw-floor.py's guest, no sandtree code, same run";
+  const args = [script, "--clones", "3", "--burst", String(n), ...(cpuModel ? ["--cpu", cpuModel] : [])];
+  const out = await new Promise((resolve) => {
+    const child = spawn("python3", args, { env: { ...process.env, RAW_ACCEL: accel }, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr = (stderr + d).slice(-2000)));
+    child.on("error", (err) => resolve({ error: err.message }));
+    child.on("close", (code) => resolve(code === 0 ? { stdout } : { error: `exit ${code}: ${stderr.trim()}` }));
+  });
+  if (out.error) return { source, error: out.error };
+  try {
+    return { source, ...JSON.parse(out.stdout.trim().split("\n").at(-1)) };
+  } catch {
+    return { source, error: `unreadable output: ${out.stdout.slice(-200)}` };
+  }
+}
