@@ -4,8 +4,6 @@ import path from "node:path";
 import {
   type BlobStore,
   createOverlay,
-  ensureBaseLink,
-  flattenLayer,
   MachineRefusedError,
   MachineTimeoutError,
   sealLayer,
@@ -15,6 +13,8 @@ import { type CheckpointState, SandtreeError } from "@sandtree/protocol";
 import type { CheckpointRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
 import { storeLayerAgain, verifyChain } from "./checkpoint-chain.js";
+import { flattenCheckpoint } from "./checkpoint-flatten.js";
+import { guarded } from "./checkpoint-guard.js";
 import type { Logger } from "./logger.js";
 import { liveDiskName, memoryMbFor } from "./sandbox-paths.js";
 import type { SandboxService } from "./sandbox-service.js";
@@ -163,7 +163,7 @@ export class CheckpointService {
         } else {
           const freezing = vm.fsfreeze("/");
           try {
-            await this.guarded(sandboxId, freezing, this.freezeDeadlineMs, "the guest's filesystem freeze");
+            await guarded(this.deps.sandboxes, sandboxId, freezing, this.freezeDeadlineMs, "the guest's filesystem freeze");
           } catch (err) {
             // The freeze may still complete later (a VM paused on a host disk error runs on once
             // space is back): thaw right then, and let the next checkpoint of this sandbox wait for it.
@@ -184,7 +184,7 @@ export class CheckpointService {
             await vm.snapshotDisk(next, { timeoutMs: this.qmpDeadlineMs });
             snapshotting = false;
           } finally {
-            await this.guarded(sandboxId, vm.fsthaw("/"), this.qmpDeadlineMs, "the guest's thaw").catch(() => {});
+            await guarded(this.deps.sandboxes, sandboxId, vm.fsthaw("/"), this.qmpDeadlineMs, "the guest's thaw").catch(() => {});
           }
         }
       } catch (err) {
@@ -248,31 +248,6 @@ export class CheckpointService {
     this.failRetries.add(retry);
   }
 
-  /** `p` with a deadline; rejects at once on a host disk error (the guest cannot answer). */
-  private guarded<T>(sandboxId: string, p: Promise<T>, ms: number, what: string): Promise<T> {
-    const { sandboxes } = this.deps;
-    return new Promise<T>((resolve, reject) => {
-      const onIoError = (id: string, reason: string) => {
-        if (id === sandboxId) finish(new Error(reason));
-      };
-      const timer = setTimeout(() => finish(new Error(`${what} did not answer within ${Math.round(ms / 1000)} s`)), ms);
-      timer.unref();
-      function finish(err: Error | null, v?: T) {
-        clearTimeout(timer);
-        sandboxes.ioEvents.off("io-error", onIoError);
-        if (err) reject(err);
-        else resolve(v as T);
-      }
-      sandboxes.ioEvents.on("io-error", onIoError);
-      const held = sandboxes.ioErrorOf(sandboxId);
-      if (held) finish(new Error(held));
-      p.then(
-        (v) => finish(null, v),
-        (e: Error) => finish(e),
-      );
-    });
-  }
-
   /** Makes the frozen layer durable: fsync, sha256, into the blob store (in place for a local one). */
   private startUpload(row: CheckpointRow, key: string): void {
     const { id } = row;
@@ -327,23 +302,7 @@ export class CheckpointService {
    * interrupted, by comparing the temp file's hash with the database.
    */
   private flattenInBackground(id: string): void {
-    const run = async () => {
-      const row = await this.deps.store.getCheckpoint(id);
-      if (!row?.blob_key || row.state !== "DURABLE") return;
-      const dir = this.deps.blobs.localDir;
-      const tmp = `.tmp-flat-${id}`;
-      try {
-        const { sha256, size } = await flattenLayer(dir, row.blob_key, ensureBaseLink(dir, row.base_path), tmp);
-        // Stored (for a remote store: uploaded) before the new hash is recorded, then swapped locally.
-        const commit = () => this.deps.store.updateCheckpoint(id, { sha256, stored_bytes: size }, ["DURABLE"]);
-        if (!(await this.deps.blobs.replace(row.blob_key, path.join(dir, tmp), { sha256, size }, commit))) return;
-        this.deps.log.info({ checkpoint: id, depth: row.depth, bytes: size }, "checkpoint layer flattened");
-      } catch (err) {
-        rmSync(path.join(dir, tmp), { force: true });
-        this.deps.log.warn({ checkpoint: id, err: (err as Error).message }, "flattening failed; the chain stays as it was");
-      }
-    };
-    const p = run().finally(() => this.flattens.delete(id));
+    const p = flattenCheckpoint(this.deps, id).finally(() => this.flattens.delete(id));
     this.flattens.set(id, p);
   }
 
