@@ -94,6 +94,14 @@ describe("forks and restores from a FROZEN checkpoint", () => {
       expect((await run(c, `cat /proc/${pid}/cmdline | tr '\\0' ' '`)).stdout).toBe("sleep 100000 ");
     }
 
+    // A reset to the FROZEN checkpoint maps the same RAM image: the child is back at the fork point.
+    const [first, second] = children as [string, string];
+    await run(second, "rm /root/a && sync");
+    const reset = await t.api("POST", `/v1/sandboxes/${second}/reset`, { checkpoint_id: ckId });
+    expect(reset.status, JSON.stringify(reset.body)).toBe(200);
+    expect((await run(second, "cat /root/a")).stdout).toBe("from-parent\n");
+    expect((await t.api("GET", `/v1/checkpoints/${ckId}`)).body.state).toBe("FROZEN");
+
     // The seal cannot reach the bucket: the checkpoint fails, the children run on, on a layer kept for them.
     await closeHole();
     const failed = await settle(ckId);
@@ -104,7 +112,6 @@ describe("forks and restores from a FROZEN checkpoint", () => {
     expect(refused.body.code).toBe("CHECKPOINT_FAILED");
     await t.api("DELETE", `/v1/sandboxes/${parent}`);
     await t.server.services.checkpoints.collect();
-    const [first, second] = children as [string, string];
     await run(first, "echo from-child >> /root/a && sync");
     expect((await run(first, "cat /root/a")).stdout).toBe("from-parent\nfrom-child\n");
     expect((await t.api("GET", `/v1/sandboxes/${second}`)).body.status).toBe("RUNNING");

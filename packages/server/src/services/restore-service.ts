@@ -238,14 +238,19 @@ export class RestoreService {
   /** Puts a running sandbox back to a memory checkpoint's state, keeping its id. */
   async reset(teamId: string, id: string, raw: unknown): Promise<Sandbox> {
     const body = parse(ResetRequest, raw ?? {});
-    const { row, layers } = await this.layers(teamId, body.checkpoint_id, true);
-    if (!layers.memState) throw new SandtreeError("CHECKPOINT_HAS_NO_MEMORY", `checkpoint ${row.id} has no memory`);
-    return this.deps.sandboxes.reset(teamId, id, {
-      checkpointId: row.id,
-      layerName: layers.layerName,
-      memPath: layers.memState,
-      memoryMb: row.memory_mb,
-      cpuCores: row.cpu_cores,
-    });
+    const release = this.deps.checkpoints.hold(body.checkpoint_id);
+    try {
+      const { row, layers } = await this.layers(teamId, body.checkpoint_id, true);
+      if (!layers.memState) throw new SandtreeError("CHECKPOINT_HAS_NO_MEMORY", `checkpoint ${row.id} has no memory`);
+      return await this.deps.sandboxes.reset(teamId, id, {
+        checkpointId: row.id,
+        layerName: layers.layerName,
+        memPath: layers.memState,
+        memoryMb: row.memory_mb,
+        cpuCores: row.cpu_cores,
+      });
+    } finally {
+      release();
+    }
   }
 }
