@@ -1,5 +1,6 @@
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import net from "node:net";
+import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { S3RVER_CREDENTIALS, startS3, type TestS3 } from "../../host/test/helpers/s3-server.js";
 import { layerFile, startTestServer, type TestServer } from "./helpers.js";
@@ -154,5 +155,39 @@ describe("forks and restores from a FROZEN checkpoint", () => {
     expect((await run(child.body.id, "cat /root/b")).stdout).toBe("kept\n");
     expect(existsSync(layerFile(t.dataDir, ck.body.id))).toBe(true);
     await t.api("DELETE", `/v1/sandboxes/${child.body.id}`);
+  });
+
+  // Last: a registered worker makes this server place sandboxes as a fleet from here on.
+  it("places children on another host only once DURABLE: a fork pinned there times out while the bucket hangs", {
+    timeout: 300_000,
+  }, async () => {
+    const token = readFileSync(path.join(t.dataDir, "join-token"), "utf8").trim();
+    // A worker that joined (its URL answers nothing: no call may reach it before the layers are stored).
+    const capacity = { vcpus: 64, memory_mib: 1 << 16, disk_gib: 1000, accel: "tcg" };
+    const joined = await t.api(
+      "POST",
+      "/v1/fleet/hosts/register",
+      { name: "wfar", url: "http://127.0.0.1:9", capacity },
+      { authorization: `Bearer ${token}` },
+    );
+    expect(joined.status, JSON.stringify(joined.body)).toBe(201);
+    const p = await t.api("POST", "/v1/sandboxes", { ...SMALL, host: "local" });
+    expect(p.status, JSON.stringify(p.body)).toBe(201);
+    await t.waitRunning(p.body.id);
+    await blackhole();
+    const beat = await t.api(
+      "POST",
+      `/v1/fleet/hosts/${joined.body.host_id}/heartbeat`,
+      {},
+      { authorization: `Bearer ${joined.body.secret}` },
+    );
+    expect(beat.status).toBe(200);
+    const f = await t.api("POST", `/v1/sandboxes/${p.body.id}/fork`, { host: "wfar", wait_timeout_seconds: 1 });
+    expect([f.status, f.body.code], JSON.stringify(f.body)).toEqual([504, "TIMEOUT"]);
+    const cks = (await t.api("GET", `/v1/sandboxes/${p.body.id}/checkpoints`)).body.checkpoints as Array<{ state: string }>;
+    expect(cks.map((c) => c.state)).toEqual(["FROZEN"]);
+    await closeHole();
+    await s3.restart();
+    await t.api("DELETE", `/v1/sandboxes/${p.body.id}`);
   });
 });
