@@ -54,7 +54,7 @@ export const ForkRequest = z.strictObject({
   memory: z.boolean().default(false),
   /** Start this many children from one checkpoint; the answer is then `{sandboxes, checkpoint_id}`. */
   count: z.number().int().min(1).max(64).optional(),
-  /** How long to wait for the checkpoint to become DURABLE before giving up. */
+  /** How long children placed on another host wait for the checkpoint to become DURABLE (here they start once it is FROZEN). */
   wait_timeout_seconds: z.number().positive().max(3600).default(300),
   /** Start the children on this fleet host (admin keys only): refused, never moved, when it cannot take them. */
   host: HostName.optional(),

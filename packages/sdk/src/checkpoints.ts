@@ -27,7 +27,7 @@ export interface ForkOptions extends RequestOptions {
   cpuCores?: number;
   memoryGb?: number;
   timeoutMinutes?: number;
-  /** How long the server waits for the checkpoint to become DURABLE (default 300 s). */
+  /** How long children placed on another fleet host wait for the checkpoint to become DURABLE (default 300 s; here they start once it is FROZEN). */
   waitTimeoutMs?: number;
   /** Fork with memory: the child resumes with the parent's processes running. */
   memory?: boolean;
@@ -91,7 +91,7 @@ export class Checkpoints {
   }
 }
 
-/** Checkpoints the sandbox, waits until DURABLE and starts a child from it (server side). */
+/** Checkpoints the sandbox and starts a child from it (server side; it starts once the checkpoint is FROZEN). */
 export function forkSandbox(http: HttpClient, id: string, options: ForkOptions = {}): Promise<Sandbox> {
   const { json, rest, wait } = forkBody(options);
   return http.json(Sandbox, { timeoutMs: wait + 60_000, ...rest, method: "POST", path: `/v1/sandboxes/${enc(id)}/fork`, json });

@@ -122,7 +122,7 @@ export class Sandboxes {
     return this.http.json(Sandbox, { ...options, method: "POST", path: `${sandboxPath(id)}/resume` });
   }
 
-  /** Checkpoints the sandbox, waits for DURABLE and starts a child with its files (see ForkOptions). */
+  /** Checkpoints the sandbox and starts a child with its files, once the checkpoint is FROZEN (see ForkOptions). */
   fork(id: string, options: ForkOptions = {}): Promise<Sandbox> {
     return forkSandbox(this.http, id, options);
   }

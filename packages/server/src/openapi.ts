@@ -266,7 +266,7 @@ const OPERATIONS: Record<string, Operation> = {
   "GET /v1/checkpoints/:cid": { summary: "One checkpoint", responses: { 200: ok("Checkpoint") } },
   "DELETE /v1/checkpoints/:cid": { summary: "Delete a checkpoint", responses: { 200: ok("Checkpoint") } },
   "POST /v1/sandboxes/:id/fork": {
-    summary: "Checkpoint, wait for DURABLE, start a child (count: that many children)",
+    summary: "Checkpoint, start a child once FROZEN (count: that many children)",
     body: "ForkRequest",
     responses: { 201: { description: "Sandbox, or {sandboxes, checkpoint_id} with count", ...json("Sandbox") } },
   },

@@ -57,14 +57,17 @@ describe("a server on PostgreSQL", () => {
     await t.waitRunning(parent);
     expect(await exec(parent, "echo from-parent > /data.txt && cat /data.txt")).toBe("from-parent\n");
 
-    // A filesystem fork: checkpoint (DURABLE) and a child booted from it, which sees the file.
+    // A filesystem fork: checkpoint and a child booted from it, which sees the file.
     const forked = await t.api("POST", `/v1/sandboxes/${parent}/fork`, { memory_gb: 0.25 });
     expect(forked.status, JSON.stringify(forked.body)).toBe(201);
     const child = forked.body.id as string;
     await t.waitRunning(child);
     expect(await exec(child, "cat /data.txt")).toBe("from-parent\n");
     const checkpointId = forked.body.source_checkpoint_id as string;
-    expect((await t.api("GET", `/v1/checkpoints/${checkpointId}`)).body.state).toBe("DURABLE");
+    // The child starts once the checkpoint is FROZEN; the seal ends behind it.
+    await expect
+      .poll(async () => (await t.api("GET", `/v1/checkpoints/${checkpointId}`)).body.state, { timeout: 120_000 })
+      .toBe("DURABLE");
 
     for (const id of [child, parent]) {
       expect((await t.api("DELETE", `/v1/sandboxes/${id}`)).status).toBeLessThan(300);

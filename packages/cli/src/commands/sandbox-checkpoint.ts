@@ -161,7 +161,9 @@ export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): v
       else ctx.stdout.write(`${c.id}\n`);
     });
 
-  childOptions(sandbox.command("fork").description("checkpoint a sandbox, wait for DURABLE, start a child; prints its id"))
+  childOptions(
+    sandbox.command("fork").description("checkpoint a sandbox, start a child (it does not wait for the seal); prints its id"),
+  )
     .argument("<id>", "sandbox id")
     .option("--memory", "fork with memory: children resume the parent's running processes")
     .option("--count <n>", "start this many children from one checkpoint", parseIntArg("--count"))

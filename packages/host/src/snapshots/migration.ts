@@ -1,3 +1,5 @@
+import { existsSync, rmSync } from "node:fs";
+import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { QmpClient } from "../vmm/qmp-client.js";
 
@@ -23,9 +25,15 @@ async function setCapabilities(qmp: QmpClient, ignoreShared: boolean): Promise<v
   });
 }
 
+/** How long after QEMU reports a save `completed` its `cat` may take to write the rest and exit. */
+const SAVE_SETTLE_MS = 30_000;
+
 /**
  * Stops the VM and writes its state to `file`. With `ignoreShared` (RAM in a shared file) only
- * device state is written: milliseconds, kilobytes.
+ * device state is written: milliseconds, kilobytes. Resolves only once `file` is complete: QEMU
+ * reports the migration `completed` before it closes the pipe and waits for `cat`, which may
+ * still be writing the tail then, so `cat` writes a temporary name and the shell renames it after
+ * `cat` exited; a reader (a fork's child, the seal) never sees a file still being written.
  */
 export async function saveVmState(
   qmp: QmpClient,
@@ -36,12 +44,20 @@ export async function saveVmState(
   // The default 128 MiB/s throttles local saves (FACTS.md).
   await qmp.execute("migrate-set-parameters", { "max-bandwidth": 17179869184 });
   await qmp.execute("stop", undefined, { timeoutMs: 10_000 });
-  await qmp.execute("migrate", { uri: `exec:cat > ${quote(file)}` }, { timeoutMs: 10_000 });
+  const part = path.join(path.dirname(file), `.${path.basename(file)}.part`);
+  rmSync(file, { force: true });
+  const uri = `exec:cat > ${quote(part)} && exec mv -f ${quote(part)} ${quote(file)}`;
+  await qmp.execute("migrate", { uri }, { timeoutMs: 10_000 });
   try {
     await waitMigration(qmp, opts.signal);
+    for (const deadline = Date.now() + SAVE_SETTLE_MS; !existsSync(file); await sleep(2)) {
+      opts.signal?.throwIfAborted();
+      if (Date.now() > deadline) throw new Error(`the saved state was not written in full to ${file}`);
+    }
   } catch (err) {
     // A save cut short (deadline, full disk) must not keep running behind our back.
     await qmp.execute("migrate_cancel", undefined, { timeoutMs: 5000 }).catch(() => {});
+    rmSync(part, { force: true });
     throw err;
   }
 }

@@ -58,7 +58,7 @@ export function checkpointRoutes(app: FastifyInstance, s: Services): void {
     return publicCheckpoint(c);
   });
 
-  // Checkpoint, wait until DURABLE, start a child (or `count` children) from it.
+  // Checkpoint, start a child (or `count` children) from it once FROZEN (RestoreService.fork).
   app.post("/v1/sandboxes/:id/fork", async (req, reply) => {
     const { id } = parse(SandboxParams, req.params);
     const body = req.body;

@@ -21,22 +21,37 @@ async function materialize(blobs: BlobStore, id: string, key: string, sha256: st
 /**
  * Verifies every layer of a DURABLE checkpoint's chain (sha256 against what was recorded) and,
  * with `memory`, its memory file; returns the top layer's path, to back a new sandbox's overlay.
- * A corrupt or missing layer is CHECKPOINT_CORRUPT: such a checkpoint never boots.
+ * A corrupt or missing layer is CHECKPOINT_CORRUPT: such a checkpoint never boots. With
+ * `sealingHere`, a FROZEN checkpoint this process is sealing counts too: its layer (and RAM file)
+ * are used from this host's layer directory unhashed (they have no hash yet; QEMU wrote them here,
+ * and nothing writes to them again). Only the host that took it can say so: a worker, or a host
+ * reading the object store, never passes it.
  */
 export async function verifyChain(
   store: Store,
   blobs: BlobStore,
   top: CheckpointRow,
-  opts: { memory: boolean; signal?: AbortSignal },
+  opts: { memory: boolean; signal?: AbortSignal; sealingHere?: (id: string) => boolean },
 ): Promise<{ path: string; row: CheckpointRow; memPath: string | null }> {
   const id = top.id;
   const { signal } = opts;
-  if (top.state !== "DURABLE") {
+  const here = (c: CheckpointRow) => c.state === "FROZEN" && !c.sha256 && opts.sealingHere?.(c.id) === true;
+  const local = (key: string, what: string) => {
+    const p = path.join(blobs.localDir, key);
+    if (!existsSync(p)) throw new SandtreeError("CHECKPOINT_CORRUPT", `${what} of ${id} is missing`, { checkpoint_id: id });
+    return p;
+  };
+  if (top.state !== "DURABLE" && !here(top)) {
     const code = top.state === "FAILED" ? "CHECKPOINT_FAILED" : "CHECKPOINT_NOT_READY";
     throw new SandtreeError(code, `checkpoint ${id} is ${top.state}, not DURABLE`, { checkpoint_id: id, state: top.state });
   }
   let topPath = "";
   for (let c: CheckpointRow | undefined = top; c; c = c.parent_id ? await store.getCheckpoint(c.parent_id) : undefined) {
+    if (here(c) && c.blob_key) {
+      const p = local(c.blob_key, `the frozen layer ${c.id}`);
+      if (c === top) topPath = p;
+      continue;
+    }
     if (!c.blob_key || !c.sha256)
       throw new SandtreeError("CHECKPOINT_CORRUPT", `layer of ${c.id} was never stored`, { checkpoint_id: id });
     const { blob_key, sha256 } = c;
@@ -63,7 +78,9 @@ export async function verifyChain(
     if (c === top) topPath = p;
   }
   let memPath: string | null = null;
-  if (opts.memory) {
+  if (opts.memory && top.mem_key && here(top)) {
+    memPath = local(top.mem_key, "the RAM file");
+  } else if (opts.memory) {
     if (!top.mem_key || !top.mem_sha256) {
       throw new SandtreeError("CHECKPOINT_HAS_NO_MEMORY", `checkpoint ${id} has no memory to restore`, { checkpoint_id: id });
     }

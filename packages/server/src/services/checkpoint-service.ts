@@ -1,25 +1,18 @@
 import { randomBytes } from "node:crypto";
 import { existsSync, readdirSync, renameSync, rmSync } from "node:fs";
 import path from "node:path";
-import {
-  type BlobStore,
-  createOverlay,
-  ensureBaseLink,
-  flattenLayer,
-  MachineRefusedError,
-  MachineTimeoutError,
-  sealLayer,
-  sha256File,
-} from "@sandtree/host";
-import { type CheckpointState, SandtreeError } from "@sandtree/protocol";
+import { type BlobStore, createOverlay, MachineRefusedError, MachineTimeoutError, sealLayer, sha256File } from "@sandtree/host";
+import { SandtreeError } from "@sandtree/protocol";
 import type { CheckpointRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
 import { storeLayerAgain, verifyChain } from "./checkpoint-chain.js";
+import { flattenCheckpoint } from "./checkpoint-flatten.js";
+import { guarded } from "./checkpoint-guard.js";
+import { LIVE, neededCheckpoints, sealAncestors } from "./checkpoint-lineage.js";
 import type { Logger } from "./logger.js";
 import { liveDiskName, memoryMbFor } from "./sandbox-paths.js";
 import type { SandboxService } from "./sandbox-service.js";
 
-const LIVE: readonly CheckpointState[] = ["PENDING", "FROZEN", "DURABLE"];
 /** Deadline of a memory save (the whole migration; its QMP commands have the QMP deadline each). */
 const MEMORY_SAVE_DEADLINE_MS = 120_000;
 
@@ -52,6 +45,8 @@ export class CheckpointService {
   private readonly sandboxLocks = new Map<string, Promise<unknown>>();
   private readonly uploads = new Map<string, { sandboxId: string; abort: AbortController; done: Promise<void> }>();
   private readonly durableWaiters = new Map<string, Array<() => void>>();
+  /** Checkpoints a fork or restore in flight starts from (kept by the collector until its rows exist). */
+  private readonly holds = new Map<string, number>();
   private reaper: NodeJS.Timeout | null = null;
   private readonly flattens = new Map<string, Promise<void>>();
   /** Thaws pending after a freeze that answered only after its checkpoint gave up. */
@@ -163,7 +158,7 @@ export class CheckpointService {
         } else {
           const freezing = vm.fsfreeze("/");
           try {
-            await this.guarded(sandboxId, freezing, this.freezeDeadlineMs, "the guest's filesystem freeze");
+            await guarded(this.deps.sandboxes, sandboxId, freezing, this.freezeDeadlineMs, "the guest's filesystem freeze");
           } catch (err) {
             // The freeze may still complete later (a VM paused on a host disk error runs on once
             // space is back): thaw right then, and let the next checkpoint of this sandbox wait for it.
@@ -184,7 +179,7 @@ export class CheckpointService {
             await vm.snapshotDisk(next, { timeoutMs: this.qmpDeadlineMs });
             snapshotting = false;
           } finally {
-            await this.guarded(sandboxId, vm.fsthaw("/"), this.qmpDeadlineMs, "the guest's thaw").catch(() => {});
+            await guarded(this.deps.sandboxes, sandboxId, vm.fsthaw("/"), this.qmpDeadlineMs, "the guest's thaw").catch(() => {});
           }
         }
       } catch (err) {
@@ -248,31 +243,6 @@ export class CheckpointService {
     this.failRetries.add(retry);
   }
 
-  /** `p` with a deadline; rejects at once on a host disk error (the guest cannot answer). */
-  private guarded<T>(sandboxId: string, p: Promise<T>, ms: number, what: string): Promise<T> {
-    const { sandboxes } = this.deps;
-    return new Promise<T>((resolve, reject) => {
-      const onIoError = (id: string, reason: string) => {
-        if (id === sandboxId) finish(new Error(reason));
-      };
-      const timer = setTimeout(() => finish(new Error(`${what} did not answer within ${Math.round(ms / 1000)} s`)), ms);
-      timer.unref();
-      function finish(err: Error | null, v?: T) {
-        clearTimeout(timer);
-        sandboxes.ioEvents.off("io-error", onIoError);
-        if (err) reject(err);
-        else resolve(v as T);
-      }
-      sandboxes.ioEvents.on("io-error", onIoError);
-      const held = sandboxes.ioErrorOf(sandboxId);
-      if (held) finish(new Error(held));
-      p.then(
-        (v) => finish(null, v),
-        (e: Error) => finish(e),
-      );
-    });
-  }
-
   /** Makes the frozen layer durable: fsync, sha256, into the blob store (in place for a local one). */
   private startUpload(row: CheckpointRow, key: string): void {
     const { id } = row;
@@ -293,6 +263,7 @@ export class CheckpointService {
           memBytes = m.size;
           mem_sha256 = m.sha256;
         }
+        await sealAncestors(this.deps, row, (a) => this.uploads.get(a)?.done, abort.signal);
         if (
           await this.deps.store.updateCheckpoint(id, { state: "DURABLE", sha256, mem_sha256, stored_bytes: size + memBytes }, [
             "FROZEN",
@@ -327,29 +298,31 @@ export class CheckpointService {
    * interrupted, by comparing the temp file's hash with the database.
    */
   private flattenInBackground(id: string): void {
-    const run = async () => {
-      const row = await this.deps.store.getCheckpoint(id);
-      if (!row?.blob_key || row.state !== "DURABLE") return;
-      const dir = this.deps.blobs.localDir;
-      const tmp = `.tmp-flat-${id}`;
-      try {
-        const { sha256, size } = await flattenLayer(dir, row.blob_key, ensureBaseLink(dir, row.base_path), tmp);
-        // Stored (for a remote store: uploaded) before the new hash is recorded, then swapped locally.
-        const commit = () => this.deps.store.updateCheckpoint(id, { sha256, stored_bytes: size }, ["DURABLE"]);
-        if (!(await this.deps.blobs.replace(row.blob_key, path.join(dir, tmp), { sha256, size }, commit))) return;
-        this.deps.log.info({ checkpoint: id, depth: row.depth, bytes: size }, "checkpoint layer flattened");
-      } catch (err) {
-        rmSync(path.join(dir, tmp), { force: true });
-        this.deps.log.warn({ checkpoint: id, err: (err as Error).message }, "flattening failed; the chain stays as it was");
-      }
-    };
-    const p = run().finally(() => this.flattens.delete(id));
+    const p = flattenCheckpoint(this.deps, id).finally(() => this.flattens.delete(id));
     this.flattens.set(id, p);
   }
 
   /** Resolves when background flattening (if any) of these checkpoints is done. */
   async flattened(ids: string[]): Promise<void> {
     await Promise.all(ids.map((id) => this.flattens.get(id)));
+  }
+
+  /** Whether this process is sealing the checkpoint: FROZEN, its layer (and RAM file) complete on this host. */
+  sealingHere(id: string): boolean {
+    return this.uploads.has(id);
+  }
+
+  /** Keeps the checkpoint's layers from the collector until the returned release is called. */
+  hold(id: string): () => void {
+    this.holds.set(id, (this.holds.get(id) ?? 0) + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const n = (this.holds.get(id) ?? 1) - 1;
+      if (n > 0) this.holds.set(id, n);
+      else this.holds.delete(id);
+    };
   }
 
   /** Waits until the checkpoint is DURABLE; throws CHECKPOINT_FAILED, or TIMEOUT (not a failure). */
@@ -380,7 +353,8 @@ export class CheckpointService {
   /**
    * Verifies every layer of the checkpoint's chain (sha256 against what was recorded) and returns
    * the top layer's path, to back a new sandbox's overlay. A corrupt or missing layer is
-   * CHECKPOINT_CORRUPT: such a checkpoint never boots.
+   * CHECKPOINT_CORRUPT: such a checkpoint never boots. Layers this process is still sealing are
+   * used as they are on this host (no hash yet: QEMU wrote them here and writes no more to them).
    */
   async restorePath(
     teamId: string | undefined,
@@ -390,7 +364,21 @@ export class CheckpointService {
   ): Promise<{ path: string; row: CheckpointRow; memPath: string | null }> {
     const top = teamId === undefined ? await this.deps.store.getCheckpoint(id) : await this.get(teamId, id);
     if (!top) throw new SandtreeError("CHECKPOINT_NOT_FOUND", `checkpoint ${id} not found`, { id });
-    return verifyChain(this.deps.store, this.deps.blobs, top, { ...(signal ? { signal } : {}), memory: opts.memory === true });
+    const verify = (row: CheckpointRow) =>
+      verifyChain(this.deps.store, this.deps.blobs, row, {
+        ...(signal ? { signal } : {}),
+        memory: opts.memory === true,
+        sealingHere: (c) => this.uploads.has(c),
+      });
+    if (top.state === "DURABLE") return verify(top);
+    try {
+      return await verify(top);
+    } catch (err) {
+      // Its seal (or an ancestor's) may have ended in between: once more with what the rows say now.
+      const now = await this.deps.store.getCheckpoint(id);
+      if (!now || now.state === top.state) throw err;
+      return verify(now);
+    }
   }
 
   /** Deleting stops the checkpoint's bill at once; its layer stays while descendants need it. */
@@ -411,15 +399,7 @@ export class CheckpointService {
   async collect(): Promise<void> {
     const { store } = this.deps;
     const all = await store.listCheckpoints({});
-    const byId = new Map(all.map((c) => [c.id, c]));
-    const needed = new Set<string>();
-    const markChain = (id: string | null) => {
-      for (let c = id ? byId.get(id) : undefined; c && !needed.has(c.id); c = c.parent_id ? byId.get(c.parent_id) : undefined) {
-        needed.add(c.id);
-      }
-    };
-    for (const c of all) if (LIVE.includes(c.state)) markChain(c.id);
-    for (const id of await store.checkpointsInUse()) markChain(id);
+    const needed = await neededCheckpoints(store, this.holds.keys(), { all });
     for (const c of all) {
       if (needed.has(c.id) || this.uploads.has(c.id)) continue;
       if (c.blob_key || c.mem_key) {
@@ -432,9 +412,16 @@ export class CheckpointService {
     }
   }
 
-  /** A sandbox is going away: checkpoints not yet durable fail with a clear reason. */
+  /**
+   * A sandbox is going away: its checkpoints not yet durable fail with a clear reason, except
+   * those another sandbox started from (a fork's children): their layers stay anyway, so their
+   * seals carry on.
+   */
   async onSandboxTeardown(sandboxId: string): Promise<void> {
-    const pending = [...this.uploads.values()].filter((u) => u.sandboxId === sandboxId);
+    const mine = [...this.uploads.entries()].filter(([, u]) => u.sandboxId === sandboxId);
+    const needed =
+      mine.length > 0 ? await neededCheckpoints(this.deps.store, this.holds.keys(), { exceptSandbox: sandboxId }) : new Set();
+    const pending = mine.filter(([id]) => !needed.has(id)).map(([, u]) => u);
     for (const u of pending) u.abort.abort(new Error("the source sandbox ended before the checkpoint was durable"));
     await Promise.allSettled(pending.map((u) => u.done));
     await this.sandboxLocks.get(sandboxId);

@@ -34,10 +34,15 @@ export interface RestoreServiceDeps {
   remoteCheckpoints?: RemoteCheckpoints;
 }
 
+/** How long a restore placed on another host waits for a FROZEN checkpoint to be stored (a fork says). */
+const WAIT_DURABLE_MS = 300_000;
+
 /**
  * Everything that starts from a checkpoint: a create with `checkpoint_id`, a fork (checkpoint,
- * wait until DURABLE, start children) and an episode reset. The checkpoint's chain is verified
- * once per call here, and its resolved layers are handed to provisioning.
+ * start children) and an episode reset. The checkpoint's chain is verified once per call here,
+ * and its resolved layers are handed to provisioning. On the host that took it, a checkpoint is
+ * usable once FROZEN (its layer and RAM file are complete; the seal carries on in the background);
+ * another host reads it from the object store, so a start placed there waits until it is DURABLE.
  */
 export class RestoreService {
   constructor(private readonly deps: RestoreServiceDeps) {}
@@ -46,10 +51,11 @@ export class RestoreService {
    * A restore of the checkpoint, to be placed: its layers are checked on the host chosen (here,
    * after the image base of a checkpoint taken on a worker is found here; or on that worker).
    */
-  private async plan(teamId: string, checkpointId: string, memory: boolean): Promise<RestorePlan> {
-    const { store, sandboxes } = this.deps;
-    const row = await this.deps.checkpoints.get(teamId, checkpointId);
-    if (row.state !== "DURABLE") {
+  private async plan(teamId: string, checkpointId: string, memory: boolean, waitMs = WAIT_DURABLE_MS): Promise<RestorePlan> {
+    const { store, sandboxes, checkpoints } = this.deps;
+    const row = await checkpoints.get(teamId, checkpointId);
+    const frozenHere = row.state === "FROZEN" && checkpoints.sealingHere(row.id);
+    if (row.state !== "DURABLE" && !frozenHere) {
       const code = row.state === "FAILED" ? "CHECKPOINT_FAILED" : "CHECKPOINT_NOT_READY";
       throw new SandtreeError(code, `checkpoint ${row.id} is ${row.state}, not DURABLE`, {
         checkpoint_id: row.id,
@@ -74,6 +80,8 @@ export class RestoreService {
         }
         const remote = this.deps.remoteCheckpoints;
         if (!remote) throw new SandtreeError("INTERNAL", "a restore was placed on a worker without fleet checkpoints");
+        // The worker reads the chain from the object store: stored first.
+        if (frozenHere) await checkpoints.waitDurable(teamId, row.id, waitMs);
         await remote.prepareOn(worker, row.id, memory);
         // What the worker restores from; nothing of it is used here.
         return { layerName: row.blob_key ?? "", digest: row.image_digest, memState: memory ? (row.mem_key ?? null) : null };
@@ -106,7 +114,22 @@ export class RestoreService {
       z.object({ checkpoint_id: z.string().min(1).max(64), restore_memory: z.boolean().optional() }),
       r,
     );
-    const plan = await this.plan(teamId, checkpoint_id, restore_memory === true);
+    const release = this.deps.checkpoints.hold(checkpoint_id);
+    try {
+      return await this.restore(teamId, r, checkpoint_id, restore_memory === true, opts);
+    } finally {
+      release();
+    }
+  }
+
+  private async restore(
+    teamId: string,
+    r: Record<string, unknown>,
+    checkpoint_id: string,
+    restore_memory: boolean,
+    opts: { id?: string },
+  ): Promise<{ sandbox: Sandbox; created: boolean }> {
+    const plan = await this.plan(teamId, checkpoint_id, restore_memory);
     const row = plan.checkpoint;
     const shape: Record<string, unknown> = {};
     if (restore_memory && row.cpu_cores !== null && row.memory_mb !== null) {
@@ -150,8 +173,10 @@ export class RestoreService {
   }
 
   /**
-   * Checkpoint, wait until DURABLE, start children from it; they inherit CPU, memory, timeout,
-   * environment, secrets, labels and network policy unless overridden.
+   * Checkpoint, start children from it; they inherit CPU, memory, timeout, environment, secrets,
+   * labels and network policy unless overridden. Children here start from the FROZEN checkpoint
+   * and keep its layers while they run, whatever becomes of its seal; a checkpoint taken on a
+   * worker, or children placed on another host, wait until it is DURABLE.
    */
   async fork(
     teamId: string,
@@ -167,15 +192,31 @@ export class RestoreService {
       });
     }
     // A sandbox on a worker is checkpointed there; its children are placed like any restore.
-    const ck =
-      (await this.deps.remoteCheckpoints?.create(teamId, id, { includeMemory: body.memory })) ??
-      (await checkpoints.create(teamId, id, { includeMemory: body.memory }));
-    await checkpoints.waitDurable(teamId, ck.id, body.wait_timeout_seconds * 1000);
-    const plan = await this.plan(teamId, ck.id, body.memory);
+    const onWorker = await this.deps.remoteCheckpoints?.create(teamId, id, { includeMemory: body.memory });
+    const ck = onWorker ?? (await checkpoints.create(teamId, id, { includeMemory: body.memory }));
+    const waitMs = body.wait_timeout_seconds * 1000;
+    if (onWorker) await checkpoints.waitDurable(teamId, ck.id, waitMs);
+    const release = checkpoints.hold(ck.id);
+    try {
+      return await this.startChildren(teamId, src, body, ck.id, waitMs);
+    } finally {
+      release();
+    }
+  }
+
+  private async startChildren(
+    teamId: string,
+    src: Sandbox,
+    body: z.infer<typeof ForkRequest>,
+    checkpointId: string,
+    waitMs: number,
+  ): Promise<{ sandbox: Sandbox } | { sandboxes: Sandbox[]; checkpoint_id: string }> {
+    const { sandboxes } = this.deps;
+    const plan = await this.plan(teamId, checkpointId, body.memory, waitMs);
     const secrets = await this.deps.admission.secretsOf(src.id);
     const params: CreateSandboxParams = parse(CreateSandboxRequest, {
       image: src.image,
-      checkpoint_id: ck.id,
+      checkpoint_id: checkpointId,
       restore_memory: body.memory,
       disk_size_gb: src.disk_size_gb,
       cpu_cores: body.cpu_cores ?? src.cpu_cores,
@@ -191,20 +232,25 @@ export class RestoreService {
     if (body.count === undefined) return { sandbox: (await sandboxes.createOrReplay(teamId, params, plan)).sandbox };
     const children: Sandbox[] = [];
     for (let i = 0; i < body.count; i++) children.push((await sandboxes.createOrReplay(teamId, params, plan)).sandbox);
-    return { sandboxes: children, checkpoint_id: ck.id };
+    return { sandboxes: children, checkpoint_id: checkpointId };
   }
 
   /** Puts a running sandbox back to a memory checkpoint's state, keeping its id. */
   async reset(teamId: string, id: string, raw: unknown): Promise<Sandbox> {
     const body = parse(ResetRequest, raw ?? {});
-    const { row, layers } = await this.layers(teamId, body.checkpoint_id, true);
-    if (!layers.memState) throw new SandtreeError("CHECKPOINT_HAS_NO_MEMORY", `checkpoint ${row.id} has no memory`);
-    return this.deps.sandboxes.reset(teamId, id, {
-      checkpointId: row.id,
-      layerName: layers.layerName,
-      memPath: layers.memState,
-      memoryMb: row.memory_mb,
-      cpuCores: row.cpu_cores,
-    });
+    const release = this.deps.checkpoints.hold(body.checkpoint_id);
+    try {
+      const { row, layers } = await this.layers(teamId, body.checkpoint_id, true);
+      if (!layers.memState) throw new SandtreeError("CHECKPOINT_HAS_NO_MEMORY", `checkpoint ${row.id} has no memory`);
+      return await this.deps.sandboxes.reset(teamId, id, {
+        checkpointId: row.id,
+        layerName: layers.layerName,
+        memPath: layers.memState,
+        memoryMb: row.memory_mb,
+        cpuCores: row.cpu_cores,
+      });
+    } finally {
+      release();
+    }
   }
 }
