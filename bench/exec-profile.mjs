@@ -13,7 +13,7 @@
 // Usage: node bench/exec-profile.mjs [--image sandtree/debian] [--memory-gb 1] [--runs 5] [--execs 60] [--no-api] [--no-floor] [--baseline-guest DIR]
 // Prints one JSON document.
 import { randomBytes } from "node:crypto";
-import { createReadStream, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createReadStream, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
@@ -62,6 +62,24 @@ async function inGuest(vm, cmd) {
   return mbs(N, (e - s) * 1000);
 }
 
+/**
+ * CPU time QEMU (the guest's vCPU and its devices) has used, in ms: unlike wall time it does not
+ * grow while other processes hold the host's cores, so guest builds compare on a loaded machine.
+ * Kernel ticks (10 ms): summed over many calls.
+ */
+function qemuCpuMs(vm) {
+  const f = readFileSync(`/proc/${vm.pid}/stat`, "utf8").split(") ")[1].split(" ");
+  return (Number(f[11]) + Number(f[12])) * 10;
+}
+
+/** Runs fn, adding QEMU's CPU time during it to acc.cpu[key]; returns fn's value. */
+async function charged(vm, acc, key, fn) {
+  const c = qemuCpuMs(vm);
+  const v = await fn();
+  acc.cpu[key] = (acc.cpu[key] ?? 0) + qemuCpuMs(vm) - c;
+  return v;
+}
+
 async function rawTrue(vm, argv0) {
   const t = performance.now();
   const info = await vm.agent.exec({ argv: [argv0] }).exited;
@@ -104,11 +122,18 @@ async function rawVm(work, accel, tag, initramfs) {
 }
 
 function layer() {
-  return { true_ms: [], abs_true_ms: [], out_mb_s: [], upload_mb_s: [], alone: [], pipe: [], write: [] };
+  return { true_ms: [], abs_true_ms: [], out_mb_s: [], upload_mb_s: [], alone: [], pipe: [], write: [], cpu: {} };
 }
 
+const per = (total, n) => (n ? +(total / n).toFixed(2) : null);
+
 function summary(l) {
+  const mib = (l.out_mb_s.length * N) / MiB;
   return {
+    // QEMU's CPU ms per exec `true` and per MiB moved (see qemuCpuMs): the load-independent view.
+    qemu_cpu_ms_per_exec_true: per(l.cpu.exec ?? 0, l.true_ms.length + l.abs_true_ms.length),
+    qemu_cpu_ms_per_mib_out: per(l.cpu.out ?? 0, mib),
+    qemu_cpu_ms_per_mib_upload: per(l.cpu.upload ?? 0, mib),
     exec_true_p50_ms: median(l.true_ms),
     exec_abs_true_p50_ms: median(l.abs_true_ms),
     out_head_zero_mb_s: median(l.out_mb_s),
@@ -147,9 +172,9 @@ try {
   for (let i = 0; i < EXECS; i++) {
     // Alternating orders: neither VM nor argv form always runs first after a pause.
     for (const { vm, l } of i % 2 ? [...vms].reverse() : vms) {
-      if (i % 2) l.abs_true_ms.push(await rawTrue(vm, "/bin/true"));
-      l.true_ms.push(await rawTrue(vm, "true"));
-      if (!(i % 2)) l.abs_true_ms.push(await rawTrue(vm, "/bin/true"));
+      if (i % 2) l.abs_true_ms.push(await charged(vm, l, "exec", () => rawTrue(vm, "/bin/true")));
+      l.true_ms.push(await charged(vm, l, "exec", () => rawTrue(vm, "true")));
+      if (!(i % 2)) l.abs_true_ms.push(await charged(vm, l, "exec", () => rawTrue(vm, "/bin/true")));
     }
     if (client && sb) {
       const t = performance.now();
@@ -163,8 +188,8 @@ try {
       l.pipe.push(await inGuest(vm, `${HEAD} | cat > /dev/null`));
       l.write.push(await inGuest(vm, `dd if=/dev/zero of=/root/w.bin bs=1M count=${N / MiB} 2>/dev/null`));
       await vm.agent.exec({ argv: ["rm", "-f", "/root/w.bin"] }).exited;
-      l.out_mb_s.push(await rawOutput(vm));
-      l.upload_mb_s.push(await rawUpload(vm, local));
+      l.out_mb_s.push(await charged(vm, l, "out", () => rawOutput(vm)));
+      l.upload_mb_s.push(await charged(vm, l, "upload", () => rawUpload(vm, local)));
     }
     if (client && sb) {
       let t = performance.now();
