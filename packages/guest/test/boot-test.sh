@@ -66,6 +66,14 @@ check "cwd" "/tmp" "$(ctl exec --cwd /tmp -- pwd 2>/dev/null)"
 ctl exec --shell 'mkdir -p /tmp/bin && echo "echo no-shebang \$1" > /tmp/bin/s && chmod 755 /tmp/bin/s' 2>/dev/null
 check "script without #! (absolute)" "no-shebang a" "$(ctl exec -- /tmp/bin/s a 2>/dev/null)"
 check "PATH from the request's env" "no-shebang b" "$(ctl exec --env PATH=/nowhere:/tmp/bin -- s b 2>/dev/null)"
+# PATH entries without the file are skipped before execve; a non-executable one is passed over
+# (as execvp does) and reported as 126 only when nothing later on PATH runs.
+ctl exec --shell 'mkdir -p /tmp/noexec && echo "echo wrong" > /tmp/noexec/s && chmod 644 /tmp/noexec/s' 2>/dev/null
+check "PATH passes over a non-executable file" "no-shebang c" \
+  "$(ctl exec --env PATH=/tmp/noexec:/nowhere/x:/etc/passwd/x:/tmp/bin -- s c 2>/dev/null)"
+set +e
+ctl exec --env PATH=/nowhere:/tmp/noexec -- s 2>/dev/null; check "only non-executable on PATH -> 126" 126 $?
+set -e
 # Output written in small pieces arrives whole and in order (coalesced into large frames).
 check "10 MB of small writes" "$(yes abcdefghijklmnopqrstuvwxyz | head -c 10000000 | sha256sum)" \
   "$(ctl exec --shell 'yes abcdefghijklmnopqrstuvwxyz | head -c 10000000' 2>/dev/null | sha256sum)"

@@ -95,4 +95,17 @@ describe("file transfer", () => {
     expect((await client.files.download(id, "/tmp/big", back)).bytes).toBe(BIG);
     expect(sha(readFileSync(back))).toBe(await guestSha("/tmp/big"));
   });
+
+  it("an upload whose writes fail mid-way is refused, and the next transfer is byte-exact", async () => {
+    // Every write to /dev/full fails (ENOSPC): the guest ends the stream at the first DATA and
+    // passes over the rest of what the host already sent (two frames here), staying in step.
+    // (Small: the server answers before it has read a larger body, and the client then waits.)
+    const local = path.join(t.dataDir, "full.bin");
+    writeFileSync(local, randomBytes(64 * 1024 + 333));
+    await expect(client.files.upload(id, local, "/dev/full")).rejects.toThrow(/\/dev\/full/);
+    const bytes = randomBytes(1024 * 1024 + 7);
+    writeFileSync(local, bytes);
+    expect((await client.files.upload(id, local, "/tmp/after.bin")).bytes).toBe(bytes.length);
+    expect(await guestSha("/tmp/after.bin")).toBe(sha(bytes));
+  });
 });

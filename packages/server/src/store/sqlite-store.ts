@@ -210,12 +210,13 @@ export class SqliteStore implements Store {
     return this.getSandboxNow(id, teamId);
   }
 
+  /** Prepared once: every exec and file request reads its sandbox several times. */
+  private sandboxStmt: Database.Statement | null = null;
+  private teamSandboxStmt: Database.Statement | null = null;
   private getSandboxNow(id: string, teamId?: string): Sandbox | undefined {
-    const r = (
-      teamId === undefined
-        ? this.db.prepare("SELECT * FROM sandboxes WHERE id = ?").get(id)
-        : this.db.prepare("SELECT * FROM sandboxes WHERE id = ? AND team_id = ?").get(id, teamId)
-    ) as SandboxRow | undefined;
+    this.sandboxStmt ??= this.db.prepare("SELECT * FROM sandboxes WHERE id = ?");
+    this.teamSandboxStmt ??= this.db.prepare("SELECT * FROM sandboxes WHERE id = ? AND team_id = ?");
+    const r = (teamId === undefined ? this.sandboxStmt.get(id) : this.teamSandboxStmt.get(id, teamId)) as SandboxRow | undefined;
     return r ? fromRow(r) : undefined;
   }
 
