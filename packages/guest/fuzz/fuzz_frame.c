@@ -34,32 +34,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   frame_parser_init(&p, buf, MAXP);
   if (size == 0) return 0;
   size_t step = (size_t)(data[0] % 17) + 1, off = 1;
-  /* Odd first bytes: pause at each header as the agent does; bit 5 takes the payload directly
-   * (skipped here, as the agent writes it to a file) instead of pushing on to collect it. */
-  p.pause_at_header = data[0] & 1;
-  int direct = (data[0] & 32) != 0;
-  uint32_t skip = 0;
   while (off < size) {
     size_t n = size - off < step ? size - off : step;
     size_t used = 0;
     while (used < n) {
-      if (skip) {
-        size_t k = n - used < skip ? n - used : skip;
-        used += k;
-        skip -= (uint32_t)k;
-        continue;
-      }
       struct frame f;
       int got;
       size_t k = frame_push(&p, data + off + used, n - used, &f, &got);
       if (k == 0 && !got) abort(); /* must always make progress */
       used += k;
-      if (got == 2 && (p.need == 0 || p.need > p.max || p.hlen != FRAME_HDR)) abort();
-      if (got == 2 && direct) {
-        skip = p.need;
-        frame_parser_reset(&p);
-      }
-      if (got == 1) check_frame(&f);
+      if (got) check_frame(&f);
     }
     off += n;
   }

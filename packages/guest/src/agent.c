@@ -239,13 +239,8 @@ static void on_frame(const struct frame *f) {
   req_free(&r);
 }
 
-/* A FILE_WRITE's DATA payload is written from the port's read buffer as it arrives, without
- * collecting it in the parser's frame buffer first (one copy less per uploaded byte). */
-static uint32_t direct_stream, direct_left;
-
 static void on_disconnect(void) {
   connected = 0;
-  direct_left = 0;
   frame_parser_reset(&parser);
   outq_drop(0);
 }
@@ -265,26 +260,10 @@ static void serial_read(void) {
     }
     size_t off = 0;
     while (off < (size_t)n) {
-      if (direct_left) {
-        size_t take = (size_t)n - off < direct_left ? (size_t)n - off : direct_left;
-        struct stream *s = stream_find(direct_stream); /* gone (error, HELLO): bytes dropped */
-        if (s) files_data(s, in + off, take);
-        off += take;
-        direct_left -= (uint32_t)take;
-        continue;
-      }
       struct frame f;
       int got;
       off += frame_push(&parser, in + off, (size_t)n - off, &f, &got);
-      if (got == 1) on_frame(&f);
-      else if (got == 2) { /* a header: DATA for a file being written goes direct */
-        struct stream *s = parser.hdr[2] == T_DATA ? stream_find(rd32(parser.hdr + 4)) : NULL;
-        if (s && s->kind == S_FWRITE) {
-          direct_stream = s->id;
-          direct_left = parser.need;
-          frame_parser_reset(&parser);
-        }
-      }
+      if (got) on_frame(&f);
     }
   }
 }
@@ -351,7 +330,6 @@ int main(int argc, char **argv) {
   int sfd = setup_signals();
   static uint8_t pbuf[FRAME_MAX];
   frame_parser_init(&parser, pbuf, FRAME_MAX);
-  parser.pause_at_header = 1;
   serial_fd = open_port();
   if (serial_fd < 0) for (;;) pause();
   struct timespec bt;

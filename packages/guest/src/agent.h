@@ -64,7 +64,6 @@ void exec_detach(struct stream *s);
 /* files.c */
 void files_request(uint8_t type, uint32_t id, struct req *r);
 void files_frame(struct stream *s, uint8_t type, const uint8_t *p, size_t n);
-void files_data(struct stream *s, const uint8_t *p, size_t n); /* FILE_WRITE bytes */
 void files_pump(struct stream *s); /* FILE_READ / LIST: produce within credit */
 
 /* fsfreeze.c */

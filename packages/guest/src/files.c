@@ -163,21 +163,15 @@ void files_request(uint8_t type, uint32_t id, struct req *r) {
   }
 }
 
-/* Bytes of a FILE_WRITE's DATA, written at once (synchronous: DATA to files is not
- * credit-limited). A whole frame or, straight from the port's read buffer, a piece of one. */
-void files_data(struct stream *s, const uint8_t *p, size_t n) {
-  while (n > 0 && !s->dead) {
-    ssize_t w = write(s->fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) { send_error(s->id, errno, NULL); stream_end(s); return; }
-    p += w; n -= (size_t)w; s->bytes += (uint64_t)w;
-  }
-}
-
 void files_frame(struct stream *s, uint8_t type, const uint8_t *p, size_t n) {
   if (s->kind == S_FWRITE) {
     if (type == T_DATA) {
-      files_data(s, p, n);
+      while (n > 0) { /* synchronous: DATA to files is not credit-limited */
+        ssize_t w = write(s->fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) { send_error(s->id, errno, NULL); stream_end(s); return; }
+        p += w; n -= (size_t)w; s->bytes += (uint64_t)w;
+      }
     } else if (type == T_END) {
       int e = close(s->fd) < 0 ? errno : 0;
       s->fd = -1;

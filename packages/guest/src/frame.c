@@ -57,7 +57,6 @@ size_t frame_push(struct frame_parser *p, const uint8_t *data, size_t len, struc
       if (r <= 0) continue;
       p->need = rd32(p->hdr + 8);
       p->have = 0;
-      if (p->need > 0 && p->pause_at_header) { *got = 2; return used; }
       if (p->need > 0) continue;
     } else {
       size_t take = p->need - p->have;

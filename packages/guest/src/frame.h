@@ -20,15 +20,12 @@ struct frame_parser {
   uint32_t max;     /* largest accepted payload */
   uint8_t *buf;     /* max bytes, owned by the caller */
   uint64_t resyncs; /* bytes dropped while hunting for a magic (diagnostics) */
-  int pause_at_header; /* report a complete header (*got = 2) before collecting its payload */
 };
 
 void frame_parser_init(struct frame_parser *p, uint8_t *buf, uint32_t max);
 void frame_parser_reset(struct frame_parser *p);
 /* Consumes bytes from data until one frame completes or data runs out. Returns the number of
- * bytes consumed; *out is filled and *got set to 1 when a frame completed. With
- * pause_at_header, a header with a payload to come stops there with *got = 2: the caller may
- * take the payload's p->need bytes itself (frame_parser_reset after) or push on to collect it. */
+ * bytes consumed; *out is filled and *got set to 1 when a frame completed. */
 size_t frame_push(struct frame_parser *p, const uint8_t *data, size_t len, struct frame *out,
                   int *got);
 void frame_header(uint8_t hdr[12], uint8_t type, uint32_t stream, uint32_t len);
