@@ -44,13 +44,15 @@ export class Files {
   async upload(id: string, localPath: string, remotePath: string, options: UploadOptions = {}): Promise<UploadResult> {
     const { onProgress, mode, ...request } = options;
     const file = await open(localPath, "r");
+    let source: ReturnType<typeof file.createReadStream>;
     let body: ReadableStream<Uint8Array>;
     let total: number;
     try {
       const st = await file.stat();
       if (!st.isFile()) throw Object.assign(new Error(`${localPath} is not a regular file`), { code: "EISDIR" });
       total = st.size;
-      body = Readable.toWeb(file.createReadStream()) as unknown as ReadableStream<Uint8Array>;
+      source = file.createReadStream();
+      body = Readable.toWeb(source) as unknown as ReadableStream<Uint8Array>;
     } catch (err) {
       await file.close();
       throw err;
@@ -66,14 +68,20 @@ export class Files {
       }),
     );
     // The answer comes after the whole body: no deadline unless one is asked for.
-    return this.http.json(UploadResult, {
-      timeoutMs: 0,
-      ...request,
-      method: "PUT",
-      path: filesPath(id),
-      query: { path: remotePath, mode: modeString(mode) },
-      body: counted,
-    });
+    try {
+      return await this.http.json(UploadResult, {
+        timeoutMs: 0,
+        ...request,
+        method: "PUT",
+        path: filesPath(id),
+        query: { path: remotePath, mode: modeString(mode) },
+        body: counted,
+      });
+    } finally {
+      // An answer before the whole body was read (a refusal, a dropped connection) leaves the
+      // stream unfinished: close the file now rather than when the handle is collected.
+      if (!source.closed) source.destroy();
+    }
   }
 
   /** Streams a file out of the sandbox to `localPath` (written whole or not at all). */

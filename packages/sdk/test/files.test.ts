@@ -1,4 +1,5 @@
-import { mkdtemp, readdir, readFile, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, readlink, writeFile } from "node:fs/promises";
+import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -30,6 +31,32 @@ describe("files", () => {
     expect(req?.url.searchParams.get("mode")).toBe("755");
     expect(req?.headers["transfer-encoding"]).toBe("chunked");
     expect(req?.body.equals(content)).toBe(true);
+  });
+
+  it("upload refused before its body was read closes the local file", async () => {
+    // A server that answers at once and drops the connection, as one refusing a large upload would.
+    const raw = createServer((req, res) => {
+      res.writeHead(404, { "content-type": "application/json", connection: "close" });
+      res.end(JSON.stringify({ code: "SANDBOX_NOT_FOUND", message: "no such sandbox" }), () => req.socket.destroy());
+    });
+    await new Promise<void>((r) => raw.listen(0, "127.0.0.1", r));
+    const { port } = raw.address() as { port: number };
+    const dir = await mkdtemp(join(tmpdir(), "sdk-files-"));
+    const local = join(dir, "big.bin");
+    await writeFile(local, Buffer.alloc(32 * 1024 * 1024, 3));
+    const openOnIt = async () => {
+      let n = 0;
+      for (const fd of await readdir("/proc/self/fd")) if ((await readlink(`/proc/self/fd/${fd}`).catch(() => "")) === local) n++;
+      return n;
+    };
+    try {
+      const client = new SandtreeClient({ apiUrl: `http://127.0.0.1:${port}`, apiKey: "k" });
+      await expect(client.files.upload("sb", local, "/big.bin")).rejects.toBeTruthy();
+      for (let i = 0; i < 100 && (await openOnIt()) > 0; i++) await sleep(10);
+      expect(await openOnIt()).toBe(0);
+    } finally {
+      await new Promise((r) => raw.close(r));
+    }
   });
 
   it("download writes the file whole, and leaves nothing behind on failure", async () => {
