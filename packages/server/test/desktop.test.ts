@@ -178,7 +178,8 @@ describe("desktop sessions", () => {
       const typed = await act(id, { type: "type", text: `printf '\\033]0;%s\\007' child-${i}\n` });
       expect(typed.seq).toBe(parentLog.length + 1);
       expect(typed.screen_before.sha256).toBe(parentLog.at(-1)?.screen_after.sha256);
-      await act(id, { type: "wait_window", title: `child-${i}` });
+      // A generous wait: two forked desktops share 2 TCG cores with the rest of the suite.
+      await act(id, { type: "wait_window", title: `child-${i}`, timeout_ms: 60_000 });
       ends.push((await act(id, { type: "screenshot" })).screen_after.sha256);
       const log = await events(id);
       expect(log.slice(0, parentLog.length)).toEqual(parentLog);
