@@ -22,8 +22,17 @@ export async function measureFloor(accel) {
   const script = floorScript();
   const source = "raw-floor.py: bare QEMU, no sandtree code, same run and accelerator";
   if (!existsSync(script)) return { source, accel, error: `${script} not found (set SANDTREE_FLOOR_SCRIPT)` };
+  const out = await runJsonScript([script], accel);
+  return out.error ? { source, accel, error: out.error } : { source, accel, ...out.json };
+}
+
+/**
+ * Runs a Python script of the floor (RAW_ACCEL set) and parses the JSON object on its last line;
+ * `{ error }` when it cannot start, fails or prints something else.
+ */
+async function runJsonScript(args, accel) {
   const out = await new Promise((resolve) => {
-    const child = spawn("python3", [script], { env: { ...process.env, RAW_ACCEL: accel }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn("python3", args, { env: { ...process.env, RAW_ACCEL: accel }, stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d) => (stdout += d));
@@ -31,12 +40,11 @@ export async function measureFloor(accel) {
     child.on("error", (err) => resolve({ error: err.message }));
     child.on("close", (code) => resolve(code === 0 ? { stdout } : { error: `exit ${code}: ${stderr.trim()}` }));
   });
-  if (out.error) return { source, accel, error: out.error };
+  if (out.error) return { error: out.error };
   try {
-    const lastLine = out.stdout.trim().split("\n").at(-1);
-    return { source, accel, ...JSON.parse(lastLine) };
+    return { json: JSON.parse(out.stdout.trim().split("\n").at(-1)) };
   } catch {
-    return { source, accel, error: `unreadable output: ${out.stdout.slice(-200)}` };
+    return { error: `unreadable output: ${out.stdout.slice(-200)}` };
   }
 }
 
@@ -54,19 +62,6 @@ export async function measureCloneBurstFloor(accel, n, cpuModel) {
   const script = path.join(repo, "bench", "floor-clone-cpu.py");
   const source = "floor-clone-cpu.py: bare QEMU clones of raw-floor.py's guest, no sandtree code, same run";
   const args = [script, "--clones", "3", "--burst", String(n), ...(cpuModel ? ["--cpu", cpuModel] : [])];
-  const out = await new Promise((resolve) => {
-    const child = spawn("python3", args, { env: { ...process.env, RAW_ACCEL: accel }, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d) => (stdout += d));
-    child.stderr.on("data", (d) => (stderr = (stderr + d).slice(-2000)));
-    child.on("error", (err) => resolve({ error: err.message }));
-    child.on("close", (code) => resolve(code === 0 ? { stdout } : { error: `exit ${code}: ${stderr.trim()}` }));
-  });
-  if (out.error) return { source, error: out.error };
-  try {
-    return { source, ...JSON.parse(out.stdout.trim().split("\n").at(-1)) };
-  } catch {
-    return { source, error: `unreadable output: ${out.stdout.slice(-200)}` };
-  }
+  const out = await runJsonScript(args, accel);
+  return out.error ? { source, error: out.error } : { source, ...out.json };
 }
