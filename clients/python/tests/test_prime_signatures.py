@@ -11,6 +11,7 @@ from conftest import LABEL, Server, small
 
 from sandtree import (
     APIClient,
+    AsyncAPIClient,
     AsyncSandboxClient,
     BackgroundJobStatusSnapshot,
     CheckpointState,
@@ -133,3 +134,11 @@ async def test_async_client_takes_the_same_arguments(server: Server, sandbox_id:
         assert status.job_id == job.job_id
         with pytest.raises(CommandTimeoutError):
             await client.run_background_job(sandbox_id, "sleep 30", timeout=1, poll_interval=0.2)
+
+
+@pytest.mark.asyncio
+async def test_async_client_still_takes_an_api_client_first(server: Server, sandbox_id: str) -> None:
+    api = AsyncAPIClient(server.key, base_url=server.url)
+    async with AsyncSandboxClient(api) as client:
+        assert (await client.get(sandbox_id)).id == sandbox_id
+    await api.aclose()

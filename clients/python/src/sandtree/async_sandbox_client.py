@@ -39,6 +39,9 @@ class AsyncSandboxClient(AsyncSandboxes, AsyncCommands, AsyncFiles, AsyncCheckpo
     ) -> None:
         check_output_limits(background_job_output_concurrency, background_job_output_queue_size, background_job_output_cache_bytes)
         self.background_job_output_concurrency = background_job_output_concurrency
+        if isinstance(api_key, AsyncAPIClient) and api_client is None:
+            # sandtree's earlier form, AsyncSandboxClient(AsyncAPIClient(...)), where api_key now stands.
+            api_client, api_key = api_key, None
         if api_client is not None:
             custom = {"api_key": api_key} if api_key is not None else {}
             if (max_connections, max_keepalive_connections) != (1000, 200):
