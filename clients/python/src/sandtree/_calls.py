@@ -25,7 +25,6 @@ from .models import (
     Checkpoint,
     CheckpointState,
     CommandResponse,
-    ExecEvent,
     CreateSandboxRequest,
     ExposedPort,
     Sandbox,

@@ -51,7 +51,7 @@ class Sandboxes(Base):
         *,
         cursor: Optional[str] = None,
     ) -> SandboxListResponse:
-        """Page `page` (from 1) of `per_page` sandboxes, with `total` and `has_next`, newest first.
+        """Page `page` (from 1) of `per_page` sandboxes, with `total` and `has_next`.
 
         `labels` is a dict, or prime_sandboxes' list ("k=v" or "k"); a sandbox must carry all. With
         `cursor` (sandtree's paging: pass `next_cursor` back) one page of the server is returned as is.

@@ -6,7 +6,7 @@ generated synchronous twins (scripts/unasync.py), so each method is written once
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 from ._async_checkpoints import AsyncCheckpoints
 from ._async_commands import AsyncCommands
@@ -43,7 +43,7 @@ class AsyncSandboxClient(AsyncSandboxes, AsyncCommands, AsyncFiles, AsyncCheckpo
             # sandtree's earlier form, AsyncSandboxClient(AsyncAPIClient(...)), where api_key now stands.
             api_client, api_key = api_key, None
         if api_client is not None:
-            custom = {"api_key": api_key} if api_key is not None else {}
+            custom: Dict[str, Any] = {"api_key": api_key} if api_key is not None else {}
             if (max_connections, max_keepalive_connections) != (1000, 200):
                 custom["max_connections"] = max_connections
             api_kw(api_client, {**custom, **kw})
