@@ -211,7 +211,13 @@ class Sandboxes(Base):
         return result
 
     def expose(self, sandbox_id: str, port: int, name: Optional[str] = None) -> ExposedPort:
-        """Makes `port` reachable through the server (`url`, `tcp_url`, with `token`); `name` is accepted for prime_sandboxes."""
+        """Makes `port` reachable through the server (`url`, `tcp_url`, with `token`).
+
+        `name` is in the signature for code written for older prime_sandboxes; sandtree's exposed
+        ports have no names, so a name is refused rather than dropped.
+        """
+        if name is not None:
+            raise ValueError("expose(name=...): sandtree's exposed ports have no names; call expose(sandbox_id, port)")
         result: ExposedPort = self._run(c.expose(sandbox_id, port))
         return result
 
