@@ -127,7 +127,9 @@ describe("the sandtree CLI against a real server", () => {
     expect(table.stdout).toMatch(/^NAME\s+IMAGE\s+AGE\nbase:latest\s+sandtree\/busybox:latest\s/);
     const json = await sandtree(["image", "aliases", "-o", "json"]);
     expect(JSON.parse(json.stdout).aliases.map((a: { name: string }) => a.name)).toEqual(["base:latest"]);
-    expect((await sandtree(["image", "unalias", "base"])).code).toBe(0);
+    const removed = await sandtree(["image", "unalias", "base"]);
+    expect(removed.code).toBe(0);
+    expect(removed.stdout).toBe("base\n");
     const gone = await sandtree(["image", "unalias", "base"]);
     expect(gone.code).toBe(1);
     expect(gone.stderr).toContain("NOT_FOUND");

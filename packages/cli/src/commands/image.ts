@@ -86,10 +86,13 @@ export function registerImageCommands(program: Command, ctx: CliContext): void {
 
   image
     .command("unalias")
-    .description("remove an image alias (admin key); sandboxes created through it keep their image")
+    .description("remove an image alias (admin key); prints its name. Sandboxes created through it keep their image")
     .argument("<name>", "the alias")
-    .action(async (name: string, _o: unknown, cmd: Command) => {
+    .addOption(outputOption())
+    .action(async (name: string, o: { output: OutputFormat }, cmd: Command) => {
       await (await ctx.client(globalFlags(cmd))).images.deleteAlias(name);
+      if (o.output === "json") printJson(ctx.stdout, { name, deleted: true });
+      else ctx.stdout.write(`${name}\n`);
     });
 }
 
