@@ -87,9 +87,11 @@ class AsyncSandboxClient:
         labels: Optional[Dict[str, str]] = None,
         per_page: int = 100,
         cursor: Optional[str] = None,
+        host: Optional[str] = None,
     ) -> SandboxListResponse:
-        """One page; pass `next_cursor` back as `cursor` for the next."""
-        result: SandboxListResponse = await self._run(c.list_(status, labels, per_page, cursor))
+        """One page; pass `next_cursor` back as `cursor` for the next. `host`: only sandboxes on that
+        fleet host (admin keys only)."""
+        result: SandboxListResponse = await self._run(c.list_(status, labels, per_page, cursor, host))
         return result
 
     async def delete(self, sandbox_id: str) -> Sandbox:

@@ -119,6 +119,8 @@ class Sandbox:
     start_path: Optional[str] = None
     source_checkpoint_id: Optional[str] = None
     head_checkpoint_id: Optional[str] = None
+    # The fleet host that runs it ("local": the server's own); admin keys only, None otherwise.
+    host: Optional[str] = None
 
     @property
     def image(self) -> str:
@@ -158,6 +160,7 @@ class Sandbox:
                 start_path=d.get("start_path"),
                 source_checkpoint_id=d.get("source_checkpoint_id"),
                 head_checkpoint_id=d.get("head_checkpoint_id"),
+                host=d.get("host"),
             )
 
         result: Sandbox = _parse("sandbox", d, build)

@@ -10,7 +10,7 @@ import type { ImageResolver } from "./image-resolver.js";
 import { lifetimeFields } from "./lifetime.js";
 import type { Logger } from "./logger.js";
 import type { NetworkService } from "./network-service.js";
-import { Provisioner, type RestoreLayers } from "./provisioner.js";
+import { causeChain, Provisioner, type RestoreLayers } from "./provisioner.js";
 import { type ReconcileOptions, type ReconcileResult, Reconciler } from "./reconciler.js";
 import { ACTIVE, SandboxMachines } from "./sandbox-machines.js";
 import { memoryMbFor, newSandboxId, SandboxPaths } from "./sandbox-paths.js";
@@ -200,7 +200,7 @@ export class SandboxService {
     // Placed (fleet), then quotas, rate limits and idempotency in the insert's transaction.
     const admit = () => this.deps.admission.admit(sandbox, params);
     const { worker, admitted, restore } = this.remote
-      ? await this.remote.placeAndAdmit(sandbox, params, admit, given)
+      ? await this.remote.placeAndAdmit(sandbox, params, admit, given, { checkFit: opts.id === undefined })
       : await placeHere(given, admit);
     if (!admitted.created) return admitted;
     if (!worker) await this.deps.network?.register(sandbox.id, params);
@@ -270,6 +270,7 @@ export class SandboxService {
       await store.addEvent(id, `reset to checkpoint ${r.checkpointId}`);
     } catch (err) {
       const reason = `reset failed: ${(err as Error).message}`;
+      this.deps.log.warn({ sandbox: id, reason, detail: causeChain(err) }, "reset failed");
       if (
         await store.updateSandbox(id, { status: "ERROR", error_reason: reason, terminated_at: new Date().toISOString() }, ACTIVE)
       ) {
@@ -314,7 +315,10 @@ export class SandboxService {
     return sb;
   }
 
-  async list(teamId: string, q: { status?: SandboxStatus; labels?: Record<string, string>; limit: number; cursor?: string }) {
+  async list(
+    teamId: string,
+    q: { status?: SandboxStatus; labels?: Record<string, string>; hostId?: string; limit: number; cursor?: string },
+  ) {
     let beforeSeq: number | undefined;
     if (q.cursor !== undefined) {
       beforeSeq = Number.parseInt(Buffer.from(q.cursor, "base64url").toString("utf8"), 10);
@@ -323,6 +327,7 @@ export class SandboxService {
     const { sandboxes, lastSeq } = await this.deps.store.listSandboxes(teamId, {
       ...(q.status ? { status: q.status } : {}),
       ...(q.labels ? { labels: q.labels } : {}),
+      ...(q.hostId !== undefined ? { hostId: q.hostId } : {}),
       limit: q.limit,
       ...(beforeSeq !== undefined ? { beforeSeq } : {}),
     });
