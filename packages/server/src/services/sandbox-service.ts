@@ -2,6 +2,7 @@ import { readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import { type Accel, type GuestArtifacts, type Machine, type MachineHost, QemuMachineHost, tailOfFile } from "@sandtree/host";
 import { type CreateSandboxParams, type Sandbox, type SandboxStatus, SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
+import type { SandboxFilter } from "../store/rows.js";
 import type { Store } from "../store/store.js";
 import type { AdmissionService } from "./admission-service.js";
 import type { RemoteSandboxes } from "./fleet/remote-sandboxes.js";
@@ -315,26 +316,15 @@ export class SandboxService {
     return sb;
   }
 
-  async list(
-    teamId: string,
-    q: { status?: SandboxStatus; labels?: Record<string, string>; hostId?: string; limit: number; cursor?: string },
-  ) {
-    let beforeSeq: number | undefined;
-    if (q.cursor !== undefined) {
-      beforeSeq = Number.parseInt(Buffer.from(q.cursor, "base64url").toString("utf8"), 10);
-      if (!Number.isSafeInteger(beforeSeq)) throw new SandtreeError("VALIDATION_FAILED", "invalid cursor", { field: "cursor" });
-    }
-    const { sandboxes, lastSeq } = await this.deps.store.listSandboxes(teamId, {
-      ...(q.status ? { status: q.status } : {}),
-      ...(q.labels ? { labels: q.labels } : {}),
-      ...(q.hostId !== undefined ? { hostId: q.hostId } : {}),
-      limit: q.limit,
-      ...(beforeSeq !== undefined ? { beforeSeq } : {}),
-    });
-    return {
-      sandboxes,
-      next_cursor: lastSeq === null ? null : Buffer.from(String(lastSeq)).toString("base64url"),
-    };
+  /** One page of a team's sandboxes (filters as the store takes them), newest first. */
+  async list(teamId: string, q: Omit<SandboxFilter, "beforeSeq"> & { cursor?: string }) {
+    const { cursor, ...filter } = q;
+    const beforeSeq = cursor === undefined ? undefined : Number.parseInt(Buffer.from(cursor, "base64url").toString("utf8"), 10);
+    if (beforeSeq !== undefined && !Number.isSafeInteger(beforeSeq))
+      throw new SandtreeError("VALIDATION_FAILED", "invalid cursor", { field: "cursor" });
+    const page = await this.deps.store.listSandboxes(teamId, { ...filter, ...(beforeSeq !== undefined ? { beforeSeq } : {}) });
+    const next_cursor = page.lastSeq === null ? null : Buffer.from(String(page.lastSeq)).toString("base64url");
+    return { sandboxes: page.sandboxes, next_cursor };
   }
 
   /** The running machine of a sandbox, or 404 / 409 SANDBOX_NOT_RUNNING / 507 HOST_DISK_FULL. */

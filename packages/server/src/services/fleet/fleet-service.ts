@@ -21,7 +21,7 @@ import type { Principal } from "../auth-service.js";
 import type { Logger } from "../logger.js";
 import type { Clock } from "../metering/clock.js";
 import { blobStoreForWorker } from "./blob-store-join.js";
-import { checkFits, type SizeAsk } from "./host-fit.js";
+import { checkFitsAmong, type SizeAsk } from "./host-fit.js";
 import { candidateOf, hostView } from "./host-view.js";
 import {
   bearer,
@@ -290,10 +290,7 @@ export class FleetService {
 
   /** Refuses a size that no host (not LOST, among `eligible`) could hold even empty: host-fit.ts. */
   async checkFits(ask: SizeAsk, eligible: (hostId: string) => boolean): Promise<void> {
-    checkFits(
-      [...(await this.hostsView()).values()].filter((h) => h.state !== "LOST" && eligible(h.id)),
-      ask,
-    );
+    checkFitsAmong((await this.hostsView()).values(), ask, eligible);
   }
 
   /** Asked, with a worker's inventory, which of its sandboxes have ended here (RemoteSandboxes answers). */

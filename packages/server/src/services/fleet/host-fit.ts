@@ -1,4 +1,4 @@
-import { type HostCapacity, SandtreeError } from "@sandtree/protocol";
+import { type HostCapacity, type HostState, SandtreeError } from "@sandtree/protocol";
 
 /** The size of a sandbox as placement counts it. */
 export interface SizeAsk {
@@ -67,4 +67,16 @@ export function checkFits(hosts: readonly SizedHost[], ask: SizeAsk): void {
     largest: { host: best.host.name, vcpus: c.vcpus, memory_mib: c.memory_mib, disk_gib: c.disk_gib },
     exceeds: best.short,
   });
+}
+
+/** checkFits over the hosts that are not LOST among those `eligible` takes. */
+export function checkFitsAmong(
+  hosts: Iterable<SizedHost & { id: string; state: HostState }>,
+  ask: SizeAsk,
+  eligible: (hostId: string) => boolean,
+): void {
+  checkFits(
+    [...hosts].filter((h) => h.state !== "LOST" && eligible(h.id)),
+    ask,
+  );
 }
