@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { CheckpointState, Sandbox, SandboxStatus, TeamLimits, TeamUsage } from "@sandtree/protocol";
 import Database from "better-sqlite3";
+import { IMAGE_ALIASES_MIGRATION } from "./image-aliases.js";
 import { KEY_FINGERPRINTS_MIGRATION } from "./key-fingerprints.js";
 import type {
   AdmissionResult,
@@ -23,6 +24,7 @@ import type {
 import * as ck from "./sqlite-checkpoints.js";
 import { HOST_URLS_MIGRATION, SqliteHostUrls } from "./sqlite-host-urls.js";
 import * as hosts from "./sqlite-hosts.js";
+import { SqliteImageAliases } from "./sqlite-image-aliases.js";
 import * as jobs from "./sqlite-jobs.js";
 import { SqliteKeyFingerprints } from "./sqlite-key-fingerprints.js";
 import * as meter from "./sqlite-metering.js";
@@ -77,6 +79,8 @@ const MIGRATIONS: Array<[name: string, sql: string]> = [
   ["0011-host-urls", HOST_URLS_MIGRATION],
   ["0012-key-fingerprints", KEY_FINGERPRINTS_MIGRATION],
   ["0013-placed-by", hosts.PLACED_BY_MIGRATION],
+  ["0014-image-aliases", IMAGE_ALIASES_MIGRATION],
+  ["0015-display", "ALTER TABLE sandboxes ADD COLUMN display TEXT;"],
 ];
 
 type SandboxRow = Omit<Sandbox, "environment_vars" | "labels" | "secrets"> & {
@@ -121,6 +125,11 @@ export class SqliteStore implements Store {
   /** Where workers are reached (their own table, beside the host registry). */
   hostUrls(): SqliteHostUrls {
     return new SqliteHostUrls(this.db);
+  }
+
+  /** The admin-set image aliases (see image-aliases.ts). */
+  imageAliases(): SqliteImageAliases {
+    return new SqliteImageAliases(this.db);
   }
 
   /** The fingerprints of the keys every server on this database shares. */
@@ -185,11 +194,11 @@ export class SqliteStore implements Store {
         `INSERT INTO sandboxes (id, team_id, name, image, image_digest, status, cpu_cores, memory_gb, disk_size_gb,
           environment_vars, labels, start_command, accel, error_reason, created_at, updated_at, started_at, terminated_at,
           secrets, timeout_minutes, idle_timeout_minutes, expires_at, last_activity_at, start_path, source_checkpoint_id,
-          head_checkpoint_id)
+          head_checkpoint_id, display)
          VALUES (@id, @team_id, @name, @image, @image_digest, @status, @cpu_cores, @memory_gb, @disk_size_gb,
           @environment_vars, @labels, @start_command, @accel, @error_reason, @created_at, @updated_at, @started_at, @terminated_at,
           @secrets, @timeout_minutes, @idle_timeout_minutes, @expires_at, @last_activity_at, @start_path, @source_checkpoint_id,
-          @head_checkpoint_id)`,
+          @head_checkpoint_id, @display)`,
       )
       .run({
         ...s,
@@ -203,6 +212,7 @@ export class SqliteStore implements Store {
         start_path: s.start_path ?? null,
         source_checkpoint_id: s.source_checkpoint_id ?? null,
         head_checkpoint_id: s.head_checkpoint_id ?? null,
+        display: s.display ?? null,
       });
   }
 
