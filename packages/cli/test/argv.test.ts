@@ -217,6 +217,7 @@ describe("argv handling", () => {
     const cases: Array<[string[], Record<string, unknown>, string]> = [
       [["host", "list"], { hosts: { list: async () => [{ name: "local" }] } }, "hosts"],
       [["image", "list"], { images: { list: async () => [{ ref: "sandtree/busybox" }] } }, "images"],
+      [["image", "aliases"], { images: { listAliases: async () => [{ name: "python", target: "sandtree/debian" }] } }, "aliases"],
       [["team", "list"], { teams: { list: async () => [{ name: "default" }] } }, "teams"],
       [["key", "list"], { keys: { list: async () => [{ id: "key_1" }] } }, "keys"],
       [["sandbox", "job", "list", "sb_1"], { sandboxes: { jobs: { list: async () => ({ jobs: [{ job_id: "j1" }] }) } } }, "jobs"],
