@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the local images into the image store: sandtree/busybox (tiny, for tests),
-# sandtree/debian (bookworm minbase + python3) and sandtree/docker (Debian's Docker engine, for
+# sandtree/debian (bookworm minbase + python3 + kmod) and sandtree/docker (Debian's Docker engine, for
 # containers inside a sandbox), plus fixtures/hello-docker.tar, a docker-archive of a busybox
 # image that tests `docker load` inside a sandbox (no registry, no Docker engine on the host),
 # and sandtree/desktop (build-desktop-image.sh, which keys its own debootstrap).
@@ -17,8 +17,6 @@ stamps="$SANDTREE_CACHE_DIR/images/recipes"; mkdir -p "$stamps"
 recipe_key() { for part; do if [ -f "$part" ]; then cat "$part"; else declare -f "$part"; fi; done | sha256sum | cut -c1-16; }
 stamp_of() { printf '%s/%s' "$stamps" "${1//\//_}"; }
 built_from() { [ "$(cat "$(stamp_of "$1")" 2>/dev/null)" = "$2" ]; }
-# An image built before recipes were keyed is adopted once instead of rebuilt (same recipe).
-adopt_unkeyed() { [ -e "$(stamp_of "$1")" ] || ! "${tool[@]}" has "$1" || echo "$2" >"$(stamp_of "$1")"; }
 
 busybox_rootfs() {
   local rfs=$1
@@ -49,6 +47,11 @@ debian_rootfs() { # DIR [EXTRA_PACKAGES]
   rm -rf "$rfs"/var/cache/apt/archives/*.deb "$rfs"/var/lib/apt/lists/*
   echo sandbox > "$rfs/etc/hostname"
 }
+
+# sandtree/debian: python3, and kmod so `modprobe`, `lsmod` and `modinfo` work (the modules are on
+# the guest's modules disk at /lib/modules/$(uname -r)). Its key hashes both functions, so a cache
+# built before kmod was added rebuilds.
+debian_image_rootfs() { debian_rootfs "$1" kmod; }
 
 # Docker's engine from Debian, and what the fidelity suite (scripts/fidelity/suite.py) uses.
 # iptables stays on Debian's default nft backend; overlay2 on the ext4 root (overlay autoloads).
@@ -97,8 +100,7 @@ build_hello_archive() {
 
 build_image sandtree/busybox "static busybox" '{}' busybox_rootfs "$files/nohup"
 if [ "${SANDTREE_SKIP_DEBIAN:-0}" != 1 ]; then
-  adopt_unkeyed sandtree/debian "$(recipe_key debian_rootfs)"
-  build_image sandtree/debian "debootstrap, about a minute" '{}' debian_rootfs
+  build_image sandtree/debian "debootstrap, about a minute" '{}' debian_image_rootfs debian_rootfs
   build_image sandtree/docker "debootstrap with docker.io, a few minutes" \
     '{"cmd":["/usr/local/bin/start-dockerd"],"labels":{"sandtree.start-command":"start-dockerd"}}' \
     docker_rootfs debian_rootfs "$files/start-dockerd"

@@ -22,8 +22,9 @@ from sandtree import (
     SandboxVMError,
     ServerError,
     UnauthorizedError,
+    ValidationError,
 )
-from sandtree import _calls
+from sandtree import Sandbox, _calls
 from sandtree.api_client import _retry_after
 from sandtree.errors import _BY_CODE, error_for
 
@@ -55,6 +56,7 @@ def test_create_request_maps_prime_sandboxes_names_onto_the_api() -> None:
         ("RATE_LIMIT_BURST", 429, RateLimitError),
         ("QUOTA_MEMORY", 429, BudgetExceededError),
         ("BUDGET_EXCEEDED", 402, BudgetExceededError),
+        ("EXCEEDS_HOST_CAPACITY", 422, ValidationError),
         ("SOMETHING_NEW", 404, NotFoundError),
         ("SOMETHING_NEW", 503, ServerError),
     ],
@@ -95,3 +97,22 @@ def test_a_failed_checkpoint_is_a_runtime_error() -> None:
     assert isinstance(e.value, CheckpointFailedError)
     assert _calls.checkpoint_done(Checkpoint(id="cp-2", sandbox_id="sb-1", state=CheckpointState.DURABLE))
     assert not _calls.checkpoint_done(Checkpoint(id="cp-3", sandbox_id="sb-1", state=CheckpointState.FROZEN))
+
+
+def test_a_sandbox_carries_its_host_for_admin_keys_and_lists_filter_by_host() -> None:
+    """`host` is in admin keys' answers only: None when absent; list(host=...) sends ?host=."""
+    wire = {
+        "id": "sb-1",
+        "name": None,
+        "team_id": "team_1",
+        "image": "sandtree/busybox",
+        "status": "RUNNING",
+        "cpu_cores": 1,
+        "memory_gb": 0.25,
+        "disk_size_gb": 1,
+    }
+    assert Sandbox.from_dict({**wire, "host": "worker-1"}).host == "worker-1"
+    assert Sandbox.from_dict(wire).host is None
+    call = _calls.list_(None, {"a": "b"}, 10, None, "worker-1")
+    assert ("host", "worker-1") in call.kw["params"]
+    assert not any(k == "host" for k, _ in _calls.list_(None, None, 10, None).kw["params"])

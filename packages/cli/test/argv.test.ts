@@ -30,6 +30,24 @@ async function cli(argv: string[], client: Record<string, unknown> = {}) {
 }
 
 const sb = { id: "sb_1", status: "PENDING" };
+/** A whole Sandbox, for the commands that render one. */
+const full = {
+  ...sb,
+  name: null,
+  image: "sandtree/busybox",
+  image_digest: null,
+  cpu_cores: 1,
+  memory_gb: 0.25,
+  disk_size_gb: 1,
+  environment_vars: {},
+  labels: {},
+  start_command: null,
+  accel: "tcg",
+  error_reason: null,
+  created_at: new Date().toISOString(),
+  started_at: null,
+  terminated_at: null,
+};
 
 describe("argv handling", () => {
   it("create maps flags to the wire request and prints the id", async () => {
@@ -135,19 +153,84 @@ describe("argv handling", () => {
     expect(r).toMatchObject({ code: 1, out: "a\n", err: "error: SANDBOX_NOT_FOUND: gone\n" });
   });
 
-  it("list -o json prints every page's sandboxes as one array", async () => {
+  it("list -o json prints one page as the API answers it, { sandboxes, next_cursor }", async () => {
     const seen: unknown[] = [];
-    const r = await cli(["sandbox", "list", "--status", "running", "--label", "a=b", "-o", "json"], {
-      sandboxes: {
-        listAll: async function* (opts: unknown) {
-          seen.push(opts);
-          yield sb;
-          yield { ...sb, id: "sb_2" };
+    const page = { sandboxes: [sb, { ...sb, id: "sb_2" }], next_cursor: "c2" };
+    const r = await cli(
+      ["sandbox", "list", "--status", "running", "--label", "a=b", "--host", "w1", "--limit", "2", "-o", "json"],
+      {
+        sandboxes: {
+          list: async (opts: unknown) => {
+            seen.push(opts);
+            return page;
+          },
         },
       },
-    });
-    expect(seen).toEqual([{ status: "RUNNING", labels: { a: "b" } }]);
-    expect(JSON.parse(r.out)).toEqual([sb, { ...sb, id: "sb_2" }]);
+    );
+    expect(r.code, r.err).toBe(0);
+    expect(seen).toEqual([{ status: "RUNNING", labels: { a: "b" }, host: "w1", limit: 2 }]);
+    expect(JSON.parse(r.out)).toEqual(page);
+  });
+
+  it("list --all follows next_cursor to the end; the table names the next page without --all", async () => {
+    const seen: Array<{ cursor?: string }> = [];
+    const pages: Record<string, { sandboxes: unknown[]; next_cursor: string | null }> = {
+      first: { sandboxes: [sb], next_cursor: "c2" },
+      c2: { sandboxes: [{ ...sb, id: "sb_2" }], next_cursor: "c3" },
+      c3: { sandboxes: [{ ...sb, id: "sb_3" }], next_cursor: null },
+    };
+    const client = {
+      sandboxes: {
+        list: async (opts: { cursor?: string }) => {
+          seen.push(opts);
+          return pages[opts.cursor ?? "first"];
+        },
+      },
+    };
+    const all = await cli(["sandbox", "list", "--all", "-o", "json"], client);
+    expect(seen.map((o) => o.cursor)).toEqual([undefined, "c2", "c3"]);
+    expect(JSON.parse(all.out)).toEqual({ sandboxes: [sb, { ...sb, id: "sb_2" }, { ...sb, id: "sb_3" }], next_cursor: null });
+    const from = await cli(["sandbox", "list", "--cursor", "c2", "-o", "json"], client);
+    expect(JSON.parse(from.out)).toEqual(pages.c2);
+    const table = await cli(["sandbox", "list"], { sandboxes: { list: async () => ({ sandboxes: [full], next_cursor: "c2" }) } });
+    expect(table.err).toBe("more on the next page: --cursor c2 (or --all for every page)\n");
+  });
+
+  it("shows a sandbox's host (admin keys get it) in get and in the list's HOST column", async () => {
+    const client = {
+      sandboxes: {
+        get: async () => ({ ...full, host: "worker-1" }),
+        list: async () => ({ sandboxes: [{ ...full, host: "worker-1" }], next_cursor: null }),
+      },
+    };
+    expect((await cli(["sandbox", "get", "sb_1"], client)).out).toMatch(/^host: +worker-1$/m);
+    const table = (await cli(["sandbox", "list"], client)).out.split("\n");
+    expect(table[0]).toMatch(/\bAGE +HOST +LABELS$/);
+    expect(table[1]).toMatch(/ worker-1 +-$/);
+    // A non-admin key's answer has no host: no HOST column, no host line.
+    const plain = { sandboxes: { get: async () => full, list: async () => ({ sandboxes: [full], next_cursor: null }) } };
+    expect((await cli(["sandbox", "get", "sb_1"], plain)).out).not.toMatch(/^host:/m);
+    expect((await cli(["sandbox", "list"], plain)).out).not.toContain("HOST");
+  });
+
+  it("every list command's -o json is the API's answer: an object naming its list", async () => {
+    const cases: Array<[string[], Record<string, unknown>, string]> = [
+      [["host", "list"], { hosts: { list: async () => [{ name: "local" }] } }, "hosts"],
+      [["image", "list"], { images: { list: async () => [{ ref: "sandtree/busybox" }] } }, "images"],
+      [["image", "aliases"], { images: { listAliases: async () => [{ name: "python", target: "sandtree/debian" }] } }, "aliases"],
+      [["team", "list"], { teams: { list: async () => [{ name: "default" }] } }, "teams"],
+      [["key", "list"], { keys: { list: async () => [{ id: "key_1" }] } }, "keys"],
+      [["sandbox", "job", "list", "sb_1"], { sandboxes: { jobs: { list: async () => ({ jobs: [{ job_id: "j1" }] }) } } }, "jobs"],
+      [["sandbox", "list-ports", "sb_1"], { sandboxes: { listPorts: async () => [{ port: 80 }] } }, "ports"],
+      [["sandbox", "checkpoint", "list", "sb_1"], { checkpoints: { list: async () => [{ id: "ck-1" }] } }, "checkpoints"],
+    ];
+    for (const [argv, client, field] of cases) {
+      const r = await cli([...argv, "-o", "json"], client);
+      expect(r.code, `${argv.join(" ")}: ${r.err}`).toBe(0);
+      const body = JSON.parse(r.out);
+      expect(Object.keys(body), argv.join(" ")).toEqual([field]);
+      expect(Array.isArray(body[field])).toBe(true);
+    }
   });
 
   it("image pull reads the password from stdin", async () => {

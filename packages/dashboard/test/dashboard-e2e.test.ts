@@ -209,6 +209,9 @@ describe("the web dashboard at /", () => {
     const logs = (await t.api("GET", `/v1/sandboxes/${web}/logs`)).body;
     expect(await page.locator("#events li").count()).toBe(logs.events.length);
     expect((await page.locator("#console-log").textContent())?.length).toBeGreaterThan(0);
+    // Signed in with an admin key: the sandbox's host is shown (the server's own, `local`).
+    const host = page.locator("dl.details dt", { hasText: /^Host$/ }).locator("xpath=following-sibling::dd[1]");
+    expect(await host.textContent()).toBe("local");
     await page.getByLabel("Command (runs under /bin/sh -c)").fill("echo dashboard-$((6 * 7)); cat /root/two");
     await page.getByRole("button", { name: "Run" }).click();
     await page.locator("#exec-stdout").waitFor();

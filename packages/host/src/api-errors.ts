@@ -26,7 +26,7 @@ export function hostErrorToApi(err: unknown): SandtreeError | undefined {
   if (err instanceof QmpClosedError) {
     return new SandtreeError(
       "VM_ERROR",
-      "the VM exited while the server was controlling it (its QMP connection closed); see the sandbox's logs",
+      "the VM exited while the server was controlling it; see the sandbox's logs",
       {},
       { cause: err },
     );

@@ -67,6 +67,11 @@ export const ERROR_STATUS = {
   UNAVAILABLE: 503,
   /** No host of the fleet has the free vCPUs, memory, disk or accelerator (or the pinned host has not). */
   NO_CAPACITY: 503,
+  /**
+   * A create, restore or fork asks for more vCPUs, memory or disk than any host has in all (not a
+   * busy fleet: no host could ever hold it); details say what was asked and what the largest host has.
+   */
+  EXCEEDS_HOST_CAPACITY: 422,
   /** The sandbox's host stopped heartbeating (also the error_reason prefix of its sandboxes). */
   HOST_LOST: 503,
   /** A create pinned (`host`) to a cordoned, draining or LOST host: it takes no new sandbox. */

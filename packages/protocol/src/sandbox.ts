@@ -113,12 +113,19 @@ export const Sandbox = z.object({
   source_checkpoint_id: z.string().nullable().optional(),
   /** The newest checkpoint in this sandbox's chain (the parent of its next checkpoint). */
   head_checkpoint_id: z.string().nullable().optional(),
+  /**
+   * The fleet host that runs it (`local`: the server's own), shown to admin keys only; null once
+   * it ended (its placement is given back). Absent for other keys and from older servers.
+   */
+  host: z.string().nullable().optional(),
 });
 export type Sandbox = z.infer<typeof Sandbox>;
 
 export const ListSandboxesQuery = z.strictObject({
   status: SandboxStatus.optional(),
   label: z.union([z.string(), z.array(z.string())]).optional(),
+  /** Only sandboxes running on this fleet host (admin keys only). */
+  host: HostName.optional(),
   limit: z.coerce.number().int().min(1).max(1000).default(100),
   cursor: z.string().max(200).optional(),
 });

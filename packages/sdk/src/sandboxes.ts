@@ -30,6 +30,8 @@ export interface ListSandboxesOptions extends RequestOptions {
   status?: SandboxStatus;
   /** Only sandboxes carrying all of these labels. */
   labels?: Record<string, string>;
+  /** Only sandboxes running on this fleet host (admin keys only; `sandtree host list`). */
+  host?: string;
   limit?: number;
   cursor?: string;
 }
@@ -149,7 +151,7 @@ export class Sandboxes {
 
   /** One page of sandboxes; pass `next_cursor` back as `cursor` for the next one. */
   list(options: ListSandboxesOptions = {}): Promise<SandboxList> {
-    const { status, labels, limit, cursor, ...rest } = options;
+    const { status, labels, host, limit, cursor, ...rest } = options;
     return this.http.json(SandboxList, {
       ...rest,
       method: "GET",
@@ -157,6 +159,7 @@ export class Sandboxes {
       query: {
         status,
         label: Object.entries(labels ?? {}).map(([k, v]) => `${k}=${v}`),
+        host,
         limit,
         cursor,
       },

@@ -32,6 +32,18 @@ describe("listing", () => {
     expect(q?.get("limit")).toBe("2");
     expect(q?.get("cursor")).toBe("c1");
   });
+
+  it("list({host}) asks for one host's sandboxes, and Sandbox.host parses (admin answers carry it)", async () => {
+    server = await fakeServer((req, res) =>
+      sendJson(res, 200, { sandboxes: [sandbox({ id: "a", host: req.url.searchParams.get("host") })], next_cursor: null }),
+    );
+    const client = new SandtreeClient({ apiUrl: server.url, apiKey: "k" });
+    const page = await client.sandboxes.list({ host: "worker-1" });
+    expect(server.requests[0]?.url.searchParams.get("host")).toBe("worker-1");
+    expect(page.sandboxes[0]?.host).toBe("worker-1");
+    await client.sandboxes.list();
+    expect(server.requests[1]?.url.searchParams.has("host")).toBe(false);
+  });
 });
 
 describe("waitForCreation", () => {

@@ -163,8 +163,8 @@ const OPERATIONS: Record<string, Operation> = {
     responses: { 201: ok("Sandbox"), 200: { ...ok("Sandbox"), description: "idempotency_key replay" } },
   },
   "GET /v1/sandboxes": {
-    summary: "List sandboxes",
-    parameters: query("status", "label", "limit", "cursor"),
+    summary: "List sandboxes (admin keys: each with its host; host=NAME: only that host's)",
+    parameters: query("status", "label", "host", "limit", "cursor"),
     responses: { 200: ok("SandboxList") },
   },
   "GET /v1/sandboxes/:id": { summary: "One sandbox", responses: { 200: ok("Sandbox") } },

@@ -62,8 +62,14 @@ describe("the sandtree CLI against a real server", () => {
     expect((await sandtree(["sandbox", "download", sb.id, "/root/up.txt", path.join(work, "down.txt")])).code).toBe(0);
     expect(readFileSync(path.join(work, "down.txt"), "utf8")).toBe("payload\n");
 
-    const list = await sandtree(["sandbox", "list", "--label", "cli=yes", "-o", "json"]);
-    expect(JSON.parse(list.stdout).map((s: { id: string }) => s.id)).toEqual([sb.id]);
+    // -o json prints the API's answer; an admin key sees (and filters by) each sandbox's host.
+    const list = await sandtree(["sandbox", "list", "--label", "cli=yes", "--host", "local", "-o", "json"]);
+    expect(JSON.parse(list.stdout)).toEqual({
+      sandboxes: [expect.objectContaining({ id: sb.id, host: "local" })],
+      next_cursor: null,
+    });
+    expect((await sandtree(["sandbox", "get", sb.id])).stdout).toMatch(/^host: +local$/m);
+    expect((await sandtree(["sandbox", "list", "--label", "cli=yes"])).stdout).toMatch(/\bHOST\b[\s\S]*\blocal\b/);
     expect((await sandtree(["sandbox", "logs", sb.id])).code).toBe(0);
 
     const missing = await sandtree(["sandbox", "get", "sb-nope"]);
@@ -74,7 +80,7 @@ describe("the sandtree CLI against a real server", () => {
     expect(ck.code, ck.stderr).toBe(0);
     const cid = ck.stdout.trim();
     const listed = await sandtree(["sandbox", "checkpoint", "list", sb.id, "-o", "json"]);
-    expect(JSON.parse(listed.stdout)[0]).toMatchObject({ id: cid, state: "DURABLE" });
+    expect(JSON.parse(listed.stdout).checkpoints[0]).toMatchObject({ id: cid, state: "DURABLE" });
     const forked = await sandtree(["sandbox", "fork", sb.id, "--memory-gb", "0.25", "-y"]);
     expect(forked.code, forked.stderr).toBe(0);
     const childId = forked.stdout.trim();
@@ -112,7 +118,7 @@ describe("the sandtree CLI against a real server", () => {
   it("lists images as a table and as JSON", async () => {
     const json = await sandtree(["image", "list", "-o", "json"]);
     expect(json.code).toBe(0);
-    const refs = JSON.parse(json.stdout).map((i: { ref: string }) => i.ref);
+    const refs = JSON.parse(json.stdout).images.map((i: { ref: string }) => i.ref);
     expect(refs.some((r: string) => r.startsWith("sandtree/busybox"))).toBe(true);
     const unknown = await sandtree(["sandbox", "create", "sandtree/nope"]);
     expect(unknown.code).toBe(1);

@@ -44,6 +44,18 @@ describe("kernel fidelity", () => {
     expect(await ok("cut -d' ' -f1 /proc/modules | sort")).toMatch(/nf_tables[\s\S]*nfnetlink[\s\S]*veth/);
   });
 
+  it("has kmod: `modprobe br_netfilter` loads it (with bridge), lsmod and /sys/module show it", async () => {
+    expect(await ok("for c in modprobe lsmod modinfo; do command -v $c; done")).toMatch(/modprobe\n.*lsmod\n.*modinfo\n$/);
+    // Not loaded before (nothing autoloads it); a module of the kernel, not built in.
+    expect(await ok("test -e /sys/module/br_netfilter || echo absent")).toBe("absent\n");
+    expect(await ok("modinfo -F filename br_netfilter")).toMatch(/br_netfilter\.ko/);
+    await ok("modprobe br_netfilter");
+    expect(await ok("lsmod")).toMatch(/^br_netfilter\s+\d+\s+0\s*$/m);
+    expect(await ok("lsmod | grep -w ^bridge")).toMatch(/br_netfilter/);
+    expect(await ok("cat /sys/module/br_netfilter/initstate")).toBe("live\n");
+    expect(await ok("cat /proc/sys/net/bridge/bridge-nf-call-iptables")).toBe("1\n");
+  });
+
   it("mounts cgroup v2 with its controllers delegated, and a memory limit OOM-kills a child", async () => {
     expect(await ok("stat -fc %T /sys/fs/cgroup")).toBe("cgroup2fs\n");
     expect(await ok("cat /sys/fs/cgroup/cgroup.subtree_control")).toMatch(/memory.*pids|pids.*memory/);

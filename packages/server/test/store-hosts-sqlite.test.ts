@@ -12,6 +12,7 @@ describeHostStoreConformance("SQLite", async () => {
   return {
     hosts: store.hostStore(),
     addSandbox: sandboxAdder(store),
+    store,
     async destroy() {
       store.close();
       rmSync(dir, { recursive: true, force: true });

@@ -60,6 +60,7 @@ describeHostStoreConformance("PostgreSQL", async () => {
   return {
     hosts: store.hostStore(),
     addSandbox: sandboxAdder(store),
+    store,
     async destroy() {
       await store.close();
       await server.dropSchema(DB, name);

@@ -155,8 +155,9 @@ describe("quotas and rate limits", () => {
       });
       return { status: res.status, retryAfter: res.headers.get("retry-after"), body: (await res.json()) as any };
     };
-    await setLimits("sized", { max_vcpus: 2, max_memory_gb: 0.5, max_storage_gb: 2 });
-    const cpu = await post({ ...small, cpu_cores: 3 });
+    // Sizes a 2-core host holds (more than the host has is EXCEEDS_HOST_CAPACITY, before quotas).
+    await setLimits("sized", { max_vcpus: 1, max_memory_gb: 0.5, max_storage_gb: 2 });
+    const cpu = await post({ ...small, cpu_cores: 2 });
     expect([cpu.status, cpu.body.code]).toEqual([429, "QUOTA_VCPUS"]);
     expect(Number(cpu.retryAfter)).toBeGreaterThan(0);
     const mem = await post({ ...small, memory_gb: 0.75 });

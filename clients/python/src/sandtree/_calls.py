@@ -65,11 +65,19 @@ def get(sandbox_id: str) -> Call:
     return Call("GET", sandbox_path(sandbox_id), {}, _sandbox)
 
 
-def list_(status: Optional[Union[str, SandboxStatus]], labels: Optional[Dict[str, str]], per_page: int, cursor: Optional[str]) -> Call:
+def list_(
+    status: Optional[Union[str, SandboxStatus]],
+    labels: Optional[Dict[str, str]],
+    per_page: int,
+    cursor: Optional[str],
+    host: Optional[str] = None,
+) -> Call:
     params: List[Any] = [("limit", per_page)]
     if status is not None:
         params.append(("status", SandboxStatus(status).value))
     params += [("label", f"{k}={v}") for k, v in (labels or {}).items()]
+    if host is not None:
+        params.append(("host", host))
     if cursor:
         params.append(("cursor", cursor))
     return Call(

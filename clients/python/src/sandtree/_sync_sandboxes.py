@@ -50,23 +50,25 @@ class Sandboxes(Base):
         user_id: Optional[str] = None,
         *,
         cursor: Optional[str] = None,
+        host: Optional[str] = None,
     ) -> SandboxListResponse:
         """Page `page` (from 1) of `per_page` sandboxes, with `total` and `has_next`.
 
         `labels` is a dict, or prime_sandboxes' list ("k=v" or "k"); a sandbox must carry all. With
         `cursor` (sandtree's paging: pass `next_cursor` back) one page of the server is returned as is.
+        `host` (admin keys only): only the sandboxes placed on that fleet host.
         """
         pa.check_unset({"user_id": user_id}, pa.WHY)
         if page < 1 or per_page < 1:
             raise ValueError("page and per_page start at 1")
         wanted = pa.labels_dict(labels)
         if cursor is not None:
-            result: SandboxListResponse = self._run(c.list_(status, wanted, per_page, cursor))
+            result: SandboxListResponse = self._run(c.list_(status, wanted, per_page, cursor, host))
             result.per_page = per_page
             return result
         found = [
             s
-            for s in self._all(status, wanted)
+            for s in self._all(status, wanted, host)
             if (team_id is None or s.team_id == team_id) and not (exclude_terminated and s.status.is_terminal)
         ]
         start = (page - 1) * per_page
@@ -74,11 +76,11 @@ class Sandboxes(Base):
             found[start : start + per_page], total=len(found), page=page, per_page=per_page, has_next=start + per_page < len(found)
         )
 
-    def _all(self, status: Optional[str], labels: Optional[Dict[str, str]]) -> List[Sandbox]:
+    def _all(self, status: Optional[str], labels: Optional[Dict[str, str]], host: Optional[str] = None) -> List[Sandbox]:
         out: List[Sandbox] = []
         cursor: Optional[str] = None
         while True:
-            part: SandboxListResponse = self._run(c.list_(status, labels, _LIST_PAGE, cursor))
+            part: SandboxListResponse = self._run(c.list_(status, labels, _LIST_PAGE, cursor, host))
             out += part.sandboxes
             if not part.next_cursor:
                 return out

@@ -209,6 +209,7 @@ _BY_CODE: Dict[str, Type[APIError]] = {
     "NO_DISPLAY": ConflictError,
     "OUT_OF_DISPLAY": ValidationError,
     "DESKTOP_ACTION_FAILED": ValidationError,
+    "EXCEEDS_HOST_CAPACITY": ValidationError,
     "RATE_LIMITED": RateLimitError,
     "RATE_LIMIT_HOURLY": RateLimitError,
     "RATE_LIMIT_BURST": RateLimitError,

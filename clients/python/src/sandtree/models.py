@@ -165,6 +165,8 @@ class Sandbox:
     user_id: Optional[str] = None
     region: Optional[str] = None
     pending_image_build_id: Optional[str] = None
+    # The fleet host that runs it ("local": the server's own); admin keys only, None otherwise.
+    host: Optional[str] = None
 
     @property
     def image(self) -> str:
@@ -208,6 +210,7 @@ class Sandbox:
                 network_denylist=d.get("network_denylist"),
                 termination_reason=d.get("termination_reason"),
                 error_type=d.get("error_type") or ("TIMEOUT" if d["status"] == "TIMEOUT" else None),
+                host=d.get("host"),
             )
 
         result: Sandbox = _parse("sandbox", d, build)

@@ -35,7 +35,7 @@ export function registerHostCommands(program: Command, ctx: CliContext): void {
     .addOption(outputOption())
     .action(async (o: { output: OutputFormat }, cmd: Command) => {
       const hosts = await (await ctx.client(globalFlags(cmd))).hosts.list();
-      if (o.output === "json") return printJson(ctx.stdout, hosts);
+      if (o.output === "json") return printJson(ctx.stdout, { hosts });
       ctx.stdout.write(hostTable(hosts));
     });
 

@@ -17,7 +17,7 @@ export function registerImageCommands(program: Command, ctx: CliContext): void {
     .addOption(outputOption())
     .action(async (o: { output: OutputFormat }, cmd: Command) => {
       const images = await (await ctx.client(globalFlags(cmd))).images.list();
-      if (o.output === "json") return printJson(ctx.stdout, images);
+      if (o.output === "json") return printJson(ctx.stdout, { images });
       ctx.stdout.write(imageTable(images));
     });
 

@@ -93,7 +93,7 @@ export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): v
     .action(async (id: string | undefined, o: { output: OutputFormat }, cmd: Command) => {
       const client = await ctx.client(globalFlags(cmd));
       const list = await client.checkpoints.list(id);
-      if (o.output === "json") return printJson(ctx.stdout, list);
+      if (o.output === "json") return printJson(ctx.stdout, { checkpoints: list });
       ctx.stdout.write(
         renderTable(
           ["ID", "STATE", "SANDBOX", "PARENT", "DEPTH", "STORED", "AGE"],

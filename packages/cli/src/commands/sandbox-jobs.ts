@@ -51,7 +51,7 @@ export function registerJobCommands(sandbox: Command, ctx: CliContext): void {
     .addOption(outputOption())
     .action(async (id: string, o: { output: OutputFormat }, cmd: Command) => {
       const { jobs } = await (await ctx.client(globalFlags(cmd))).sandboxes.jobs.list(id);
-      if (o.output === "json") return printJson(ctx.stdout, jobs);
+      if (o.output === "json") return printJson(ctx.stdout, { jobs });
       ctx.stdout.write(
         renderTable(
           ["JOB", "STATUS", "EXIT", "AGE", "COMMAND"],

@@ -69,7 +69,7 @@ export function registerPortCommands(sandbox: Command, ctx: CliContext): void {
     .addOption(new Option("--json", "same as -o json").hideHelp())
     .action(async (id: string, o: { output: OutputFormat; json?: boolean }, cmd: Command) => {
       const ports = await (await ctx.client(globalFlags(cmd))).sandboxes.listPorts(id);
-      if (o.json || o.output === "json") return printJson(ctx.stdout, ports);
+      if (o.json || o.output === "json") return printJson(ctx.stdout, { ports });
       ctx.stdout.write(portTable(ports));
     });
 

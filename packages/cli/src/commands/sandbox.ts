@@ -17,6 +17,16 @@ import { registerSshCommand } from "./sandbox-ssh.js";
 import { registerWaitCommand, waitRunning } from "./sandbox-wait.js";
 import { choice, globalFlags, MIN_MEMORY_GB, outputOption } from "./shared.js";
 
+interface ListFlags {
+  status?: SandboxStatus;
+  label?: Record<string, string>;
+  host?: string;
+  limit?: number;
+  cursor?: string;
+  all?: boolean;
+  output: OutputFormat;
+}
+
 interface CreateFlags {
   name?: string;
   cpuCores?: number;
@@ -121,21 +131,34 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
   sandbox
     .command("list")
     .alias("ls")
-    .description("list sandboxes")
+    .description("list sandboxes, newest first: one page (--limit, --cursor), or every page with --all")
     .option("--status <status>", `only this status (${SANDBOX_STATUSES.join(", ")})`, choice("--status", SANDBOX_STATUSES))
     .option("--label <K=V>", "only sandboxes with this label (repeatable)", collectKeyValue)
+    .option("--host <name>", "only sandboxes on this fleet host (admin keys only; `sandtree host list`)")
+    .option("--limit <n>", "sandboxes per page (server default 100, at most 1000)", parseIntArg("--limit"))
+    .option("--cursor <cursor>", "start at this page (a next_cursor of an earlier answer)")
+    .option("--all", "follow next_cursor to the last page")
     .addOption(outputOption())
-    .action(async (o: { status?: SandboxStatus; label?: Record<string, string>; output: OutputFormat }, cmd: Command) => {
+    .action(async (o: ListFlags, cmd: Command) => {
       const client = await ctx.client(globalFlags(cmd));
-      const all: Sandbox[] = [];
-      for await (const sb of client.sandboxes.listAll({
+      const filters = {
         ...(o.status ? { status: o.status } : {}),
         ...(o.label ? { labels: o.label } : {}),
-      })) {
-        all.push(sb);
+        ...(o.host !== undefined ? { host: o.host } : {}),
+        ...(o.limit !== undefined ? { limit: o.limit } : {}),
+      };
+      // The API's answer, { sandboxes, next_cursor }; with --all every page's, next_cursor null.
+      const page = await client.sandboxes.list({ ...filters, ...(o.cursor !== undefined ? { cursor: o.cursor } : {}) });
+      const sandboxes = [...page.sandboxes];
+      let next = page.next_cursor;
+      while (o.all && next !== null) {
+        const more = await client.sandboxes.list({ ...filters, cursor: next });
+        sandboxes.push(...more.sandboxes);
+        next = more.next_cursor;
       }
-      if (o.output === "json") return printJson(ctx.stdout, all);
-      ctx.stdout.write(sandboxTable(all));
+      if (o.output === "json") return printJson(ctx.stdout, { sandboxes, next_cursor: next });
+      ctx.stdout.write(sandboxTable(sandboxes));
+      if (next !== null) ctx.stderr.write(`more on the next page: --cursor ${next} (or --all for every page)\n`);
     });
 
   sandbox
@@ -246,8 +269,10 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
 }
 
 export function sandboxTable(sandboxes: readonly Sandbox[], now = Date.now()): string {
+  // Admin keys see where each runs: a HOST column then.
+  const hosts = sandboxes.some((s) => s.host !== undefined);
   return renderTable(
-    ["ID", "NAME", "IMAGE", "STATUS", "CPU", "MEM", "DISK", "AGE", "LABELS"],
+    ["ID", "NAME", "IMAGE", "STATUS", "CPU", "MEM", "DISK", "AGE", ...(hosts ? ["HOST"] : []), "LABELS"],
     sandboxes.map((s) => [
       s.id,
       s.name ?? "-",
@@ -257,6 +282,7 @@ export function sandboxTable(sandboxes: readonly Sandbox[], now = Date.now()): s
       `${s.memory_gb}G`,
       `${s.disk_size_gb}G`,
       formatAge(s.created_at, now),
+      ...(hosts ? [s.host ?? "-"] : []),
       formatLabels(s.labels),
     ]),
   );
@@ -272,6 +298,7 @@ function sandboxFields(s: Sandbox): string {
     ["image", s.image_digest ? `${s.image} (${s.image_digest})` : s.image],
     ["resources", `${s.cpu_cores} cpu, ${s.memory_gb} GiB memory, ${s.disk_size_gb} GiB disk`],
     ["accel", s.accel ?? "-"],
+    ...(s.host !== undefined ? [["host", s.host ?? "-"] as const] : []),
     ["labels", formatLabels(s.labels)],
     ["env", env.length > 0 ? env.join(" ") : "-"],
     ["start command", s.start_command ?? "-"],

@@ -58,7 +58,7 @@ export function registerTeamCommands(program: Command, ctx: CliContext): void {
     .addOption(outputOption())
     .action(async (o: { output: OutputFormat }, cmd: Command) => {
       const teams = await (await ctx.client(globalFlags(cmd))).teams.list();
-      if (o.output === "json") return printJson(ctx.stdout, teams);
+      if (o.output === "json") return printJson(ctx.stdout, { teams });
       ctx.stdout.write(teamTable(teams));
     });
 
@@ -141,7 +141,7 @@ export function registerTeamCommands(program: Command, ctx: CliContext): void {
     .addOption(outputOption())
     .action(async (o: { output: OutputFormat }, cmd: Command) => {
       const keys = await (await ctx.client(globalFlags(cmd))).keys.list();
-      if (o.output === "json") return printJson(ctx.stdout, keys);
+      if (o.output === "json") return printJson(ctx.stdout, { keys });
       ctx.stdout.write(keyTable(keys));
     });
 

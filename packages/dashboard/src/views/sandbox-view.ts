@@ -16,6 +16,8 @@ function details(s: Sandbox): HTMLElement {
     ["Age", age(s.created_at, s.terminated_at)],
     ["Cost so far", usd(s.cost_usd)],
     ["Start path", s.start_path ?? "–"],
+    // Admin keys only: the fleet host that runs it (none once it ended).
+    ...(s.host !== undefined ? [["Host", s.host ?? "–"] as [string, string]] : []),
     ["Created", new Date(s.created_at).toLocaleString()],
   ];
   if (s.error_reason) rows.push(["Error", s.error_reason]);

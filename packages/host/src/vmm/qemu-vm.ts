@@ -9,7 +9,8 @@ import { modulesDiskFor } from "../paths.js";
 import { loadVmState } from "../snapshots/migration.js";
 import { Deadline } from "./deadline.js";
 import { type Accel, buildQemuArgs, ROOT_NODE } from "./qemu-args.js";
-import { QmpClient } from "./qmp-client.js";
+import { QmpClient, QmpClosedError } from "./qmp-client.js";
+import { startFailureSentence } from "./start-failure.js";
 
 export interface VmOptions {
   name: string;
@@ -304,11 +305,21 @@ export class QemuVm extends EventEmitter {
       vm.agent = agent;
       return vm;
     } catch (err) {
+      // Exited on its own (before stop() marks any exit expected), or its control socket closed.
+      const exitedItself = (vm.exit !== null && !vm.exit.expected) || err instanceof QmpClosedError;
       await vm.stop({ graceMs: 0 });
       const console = tailOfFile(vm.consoleLog, 1500).trim();
       const why = deadline.timedOut ? "guest agent did not answer in time" : (err as Error).message;
       const tail = console ? `; console: ${console.split("\n").slice(-5).join(" | ")}` : "";
-      throw new SandtreeError("VM_START_FAILED", `VM start failed: ${why}${tail}`, { vm: opts.name }, { cause: err });
+      // The user reads the message (a sandbox's error_reason); QEMU's and QMP's words stay in the
+      // cause, which the server logs.
+      const detail = new Error(`VM start failed: ${why}${tail}`, { cause: err });
+      throw new SandtreeError(
+        "VM_START_FAILED",
+        startFailureSentence(deadline.timedOut, exitedItself, deadline.ms),
+        { vm: opts.name },
+        { cause: detail },
+      );
     } finally {
       // Its timer would otherwise hold the process alive for the whole boot deadline after every start.
       deadline.clear();

@@ -3,6 +3,7 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { parse } from "../errors.js";
 import { CONTROL_PLANE_KEY_ID } from "../services/auth-service.js";
+import { hostIdNamed, withHosts } from "../services/fleet/sandbox-hosts.js";
 import { SANDBOX_ID_HEADER } from "../services/fleet/worker-client.js";
 import type { Services } from "../services/services.js";
 
@@ -45,17 +46,26 @@ export function sandboxRoutes(app: FastifyInstance, s: Services): void {
   app.get("/v1/sandboxes", async (req) => {
     const q = parse(ListSandboxesQuery, req.query);
     const labels = parseLabels(q.label);
-    return await s.sandboxes.list(req.principal.teamId, {
+    if (q.host !== undefined && !req.principal.isAdmin) {
+      throw new SandtreeError("FORBIDDEN", "host (sandboxes of one fleet host) needs an admin key", { field: "host" });
+    }
+    const hostId = q.host !== undefined ? await hostIdNamed(s.fleet, q.host) : undefined;
+    const list = await s.sandboxes.list(req.principal.teamId, {
       limit: q.limit,
       ...(q.status ? { status: q.status } : {}),
       ...(labels ? { labels } : {}),
+      ...(hostId !== undefined ? { hostId } : {}),
       ...(q.cursor ? { cursor: q.cursor } : {}),
     });
+    // Where each runs is for operators: admin keys only.
+    if (req.principal.isAdmin) await withHosts(s.fleet, list.sandboxes);
+    return list;
   });
 
   app.get("/v1/sandboxes/:id", async (req) => {
     const { id } = parse(IdParams, req.params);
-    return await s.sandboxes.get(req.principal.teamId, id);
+    const sb = await s.sandboxes.get(req.principal.teamId, id);
+    return req.principal.isAdmin ? (await withHosts(s.fleet, [sb]))[0] : sb;
   });
 
   app.delete("/v1/sandboxes/:id", async (req) => {

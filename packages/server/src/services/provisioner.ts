@@ -25,6 +25,13 @@ import { liveDiskName, machineNameOf, memoryMbFor, type SandboxPaths } from "./s
 
 const GiB = 1024 ** 3;
 
+/** The messages of an error's causes, outermost first (for the log: users get the error's own message). */
+export function causeChain(err: unknown): string {
+  const parts: string[] = [];
+  for (let e: unknown = err; e instanceof Error && parts.length < 5; e = e.cause) parts.push(e.message);
+  return parts.join(" <- ");
+}
+
 /** A verified checkpoint a sandbox starts from (resolved once, by the restore service). */
 export interface RestoreLayers {
   /** The checkpoint's top layer, by file name in the layers directory. */
@@ -286,7 +293,8 @@ export class Provisioner {
         ])
       ) {
         await store.addEvent(sb.id, `error: ${reason}`);
-        log.warn({ sandbox: sb.id, reason }, "provisioning failed");
+        // The user's reason is a sentence; what QEMU, QMP or a tool said is here.
+        log.warn({ sandbox: sb.id, reason, detail: causeChain(err) }, "provisioning failed");
       }
     }
   }

@@ -2,6 +2,7 @@ import { readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import { type Accel, type GuestArtifacts, type Machine, type MachineHost, QemuMachineHost, tailOfFile } from "@sandtree/host";
 import { type CreateSandboxParams, type Sandbox, type SandboxStatus, SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
+import type { SandboxFilter } from "../store/rows.js";
 import type { Store } from "../store/store.js";
 import type { AdmissionService } from "./admission-service.js";
 import type { RemoteSandboxes } from "./fleet/remote-sandboxes.js";
@@ -11,7 +12,7 @@ import type { ImageResolver } from "./image-resolver.js";
 import { lifetimeFields } from "./lifetime.js";
 import type { Logger } from "./logger.js";
 import type { NetworkService } from "./network-service.js";
-import { Provisioner, type RestoreLayers } from "./provisioner.js";
+import { causeChain, Provisioner, type RestoreLayers } from "./provisioner.js";
 import { type ReconcileOptions, type ReconcileResult, Reconciler } from "./reconciler.js";
 import { ACTIVE, SandboxMachines } from "./sandbox-machines.js";
 import { memoryMbFor, newSandboxId, SandboxPaths } from "./sandbox-paths.js";
@@ -204,7 +205,7 @@ export class SandboxService {
     // Placed (fleet), then quotas, rate limits and idempotency in the insert's transaction.
     const admit = () => this.deps.admission.admit(sandbox, params);
     const { worker, admitted, restore } = this.remote
-      ? await this.remote.placeAndAdmit(sandbox, params, admit, given)
+      ? await this.remote.placeAndAdmit(sandbox, params, admit, given, { checkFit: opts.id === undefined })
       : await placeHere(given, admit);
     if (!admitted.created) return admitted;
     if (!worker) await this.deps.network?.register(sandbox.id, params);
@@ -274,6 +275,7 @@ export class SandboxService {
       await store.addEvent(id, `reset to checkpoint ${r.checkpointId}`);
     } catch (err) {
       const reason = `reset failed: ${(err as Error).message}`;
+      this.deps.log.warn({ sandbox: id, reason, detail: causeChain(err) }, "reset failed");
       if (
         await store.updateSandbox(id, { status: "ERROR", error_reason: reason, terminated_at: new Date().toISOString() }, ACTIVE)
       ) {
@@ -318,22 +320,15 @@ export class SandboxService {
     return sb;
   }
 
-  async list(teamId: string, q: { status?: SandboxStatus; labels?: Record<string, string>; limit: number; cursor?: string }) {
-    let beforeSeq: number | undefined;
-    if (q.cursor !== undefined) {
-      beforeSeq = Number.parseInt(Buffer.from(q.cursor, "base64url").toString("utf8"), 10);
-      if (!Number.isSafeInteger(beforeSeq)) throw new SandtreeError("VALIDATION_FAILED", "invalid cursor", { field: "cursor" });
-    }
-    const { sandboxes, lastSeq } = await this.deps.store.listSandboxes(teamId, {
-      ...(q.status ? { status: q.status } : {}),
-      ...(q.labels ? { labels: q.labels } : {}),
-      limit: q.limit,
-      ...(beforeSeq !== undefined ? { beforeSeq } : {}),
-    });
-    return {
-      sandboxes,
-      next_cursor: lastSeq === null ? null : Buffer.from(String(lastSeq)).toString("base64url"),
-    };
+  /** One page of a team's sandboxes (filters as the store takes them), newest first. */
+  async list(teamId: string, q: Omit<SandboxFilter, "beforeSeq"> & { cursor?: string }) {
+    const { cursor, ...filter } = q;
+    const beforeSeq = cursor === undefined ? undefined : Number.parseInt(Buffer.from(cursor, "base64url").toString("utf8"), 10);
+    if (beforeSeq !== undefined && !Number.isSafeInteger(beforeSeq))
+      throw new SandtreeError("VALIDATION_FAILED", "invalid cursor", { field: "cursor" });
+    const page = await this.deps.store.listSandboxes(teamId, { ...filter, ...(beforeSeq !== undefined ? { beforeSeq } : {}) });
+    const next_cursor = page.lastSeq === null ? null : Buffer.from(String(page.lastSeq)).toString("base64url");
+    return { sandboxes: page.sandboxes, next_cursor };
   }
 
   /** The running machine of a sandbox, or 404 / 409 SANDBOX_NOT_RUNNING / 507 HOST_DISK_FULL. */

@@ -86,6 +86,7 @@ export async function listSandboxes(
   for (const [k, v] of Object.entries(filter.labels ?? {})) {
     where.push(`(labels::jsonb ->> ${add(k.replaceAll('"', ""))}) = ${add(v)}`);
   }
+  if (filter.hostId !== undefined) where.push(`id IN (SELECT sandbox_id FROM placements WHERE host_id = ${add(filter.hostId)})`);
   if (filter.beforeSeq !== undefined) where.push(`seq < ${add(filter.beforeSeq)}`);
   const limit = add(filter.limit);
   const rows = await all<SandboxRow>(

@@ -21,6 +21,8 @@ export interface ApiKeyRow {
 export interface SandboxFilter {
   status?: SandboxStatus;
   labels?: Record<string, string>;
+  /** Only sandboxes placed on this fleet host (its id). */
+  hostId?: string;
   limit: number;
   /** Exclusive upper bound on the sequence number (pagination cursor). */
   beforeSeq?: number;

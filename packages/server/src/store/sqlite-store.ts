@@ -241,6 +241,10 @@ export class SqliteStore implements Store {
       where.push("json_extract(labels, ?) = ?");
       params.push(`$."${k.replaceAll('"', "")}"`, v);
     }
+    if (filter.hostId !== undefined) {
+      where.push("id IN (SELECT sandbox_id FROM placements WHERE host_id = ?)");
+      params.push(filter.hostId);
+    }
     if (filter.beforeSeq !== undefined) {
       where.push("seq < ?");
       params.push(filter.beforeSeq);

@@ -73,7 +73,11 @@ describe("sandtree worker and sandtree host", () => {
     try {
       const json = await runCli(t, ["host", "list", "-o", "json"]);
       expect(json.code).toBe(0);
-      const hosts = JSON.parse(json.stdout) as Array<{ name: string; state: string; capacity: { vcpus: number; accel: string } }>;
+      const hosts = JSON.parse(json.stdout).hosts as Array<{
+        name: string;
+        state: string;
+        capacity: { vcpus: number; accel: string };
+      }>;
       expect(hosts.map((h) => h.name)).toEqual(["cli-w1", "local"]);
       expect(hosts[0]).toMatchObject({ state: "ACTIVE", capacity: { vcpus: availableParallelism(), accel: "tcg" } });
       expect(JSON.stringify(hosts)).not.toContain(token);
@@ -117,7 +121,7 @@ describe("sandtree worker and sandtree host", () => {
     try {
       expect(w.out()).toContain(`joined ${t.url} as cli-w2`);
       const json = await runCli(t, ["host", "list", "-o", "json"]);
-      const hosts = JSON.parse(json.stdout) as Array<{ name: string; capacity: { vcpus: number } }>;
+      const hosts = JSON.parse(json.stdout).hosts as Array<{ name: string; capacity: { vcpus: number } }>;
       expect(hosts.find((h) => h.name === "cli-w2")?.capacity.vcpus).toBe(7);
     } finally {
       w.child.kill("SIGTERM");

@@ -8,6 +8,8 @@ export interface OpenedHostStore {
   hosts: HostStore;
   /** Adds a sandbox row in the same database (through its Store: the fleet reads sandbox rows). */
   addSandbox(id: string, status: SandboxStatus): Promise<void>;
+  /** The Store on the same database (its sandbox list filters by placement). */
+  store: Store;
   destroy(): Promise<void>;
 }
 
@@ -56,6 +58,27 @@ export function describeHostStoreConformance(name: string, open: () => Promise<O
       disk_gib: 10,
       placed_at: T1,
       ...over,
+    });
+
+    it("the store lists a team's sandboxes placed on one host (hostId), newest first", async () => {
+      await hosts.registerHost(newHost("w"));
+      await hosts.registerHost(newHost("v"));
+      for (const id of ["sb1", "sb2", "sb3", "sb4"]) await opened.addSandbox(id, "RUNNING");
+      expect(await hosts.place(placement("sb1", "host_w"), { freshSince: T0 })).toBe(true);
+      expect(await hosts.place(placement("sb2", "host_v"), { freshSince: T0 })).toBe(true);
+      expect(await hosts.place(placement("sb3", "host_w"), { freshSince: T0 })).toBe(true);
+      const team = (await opened.store.getTeamByName("fleet"))?.id ?? "";
+      const on = async (hostId: string, limit = 10) =>
+        (await opened.store.listSandboxes(team, { hostId, limit })).sandboxes.map((s) => s.id);
+      expect(await on("host_w")).toEqual(["sb3", "sb1"]);
+      expect(await on("host_v")).toEqual(["sb2"]);
+      expect(await on("host_none")).toEqual([]);
+      const first = await opened.store.listSandboxes(team, { hostId: "host_w", limit: 1 });
+      expect(first.sandboxes.map((s) => s.id)).toEqual(["sb3"]);
+      const rest = await opened.store.listSandboxes(team, { hostId: "host_w", limit: 1, beforeSeq: first.lastSeq ?? 0 });
+      expect(rest.sandboxes.map((s) => s.id)).toEqual(["sb1"]);
+      await hosts.release("sb1");
+      expect(await on("host_w")).toEqual(["sb3"]);
     });
 
     it("registers, gets and lists hosts with capacity, locality and zero usage", async () => {

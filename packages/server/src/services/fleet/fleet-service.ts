@@ -21,6 +21,7 @@ import type { Principal } from "../auth-service.js";
 import type { Logger } from "../logger.js";
 import type { Clock } from "../metering/clock.js";
 import { blobStoreForWorker } from "./blob-store-join.js";
+import { checkFitsAmong, type SizeAsk } from "./host-fit.js";
 import { candidateOf, hostView } from "./host-view.js";
 import {
   bearer,
@@ -285,6 +286,11 @@ export class FleetService {
       ...(req.host ? { host: req.host } : {}),
       tried: ranked.length,
     });
+  }
+
+  /** Refuses a size that no host (not LOST, among `eligible`) could hold even empty: host-fit.ts. */
+  async checkFits(ask: SizeAsk, eligible: (hostId: string) => boolean): Promise<void> {
+    checkFitsAmong((await this.hostsView()).values(), ask, eligible);
   }
 
   /** Asked, with a worker's inventory, which of its sandboxes have ended here (RemoteSandboxes answers). */

@@ -26,6 +26,14 @@ export const WorkerSandbox = z.looseObject({
   image_digest: z.string().nullable().optional(),
 });
 
+export interface PlaceOptions {
+  /**
+   * Refuse a size no host could hold (EXCEEDS_HOST_CAPACITY). Off for a create a control plane
+   * placed on this worker: it checked its fleet, which knows the capacity this worker offers.
+   */
+  checkFit?: boolean;
+}
+
 /**
  * The control plane's side of sandboxes that run on workers: where a create goes (placement,
  * or the admin's pin), starting it on the worker with the same id and spec (quotas, keys and
@@ -54,22 +62,27 @@ export class RemoteSandboxes {
     sb: Sandbox,
     params: CreateSandboxParams,
     restore: RestoreLayers | RestorePlan | null = null,
+    o: PlaceOptions = {},
   ): Promise<RemoteHost | null> {
     const { fleet } = this.deps;
     const pin = params.host;
     const pinned = pin ? await this.checkPin(pin) : null;
     const plan = isRestorePlan(restore) ? restore : null;
+    const size = { vcpus: sb.cpu_cores, memory_mib: Math.round(sb.memory_gb * 1024), disk_gib: sb.disk_size_gb };
     if (params.checkpoint_id && !plan) {
       // Layers already verified on this host: the restore runs here.
       if (pinned && !fleet.isLocal(pinned.id))
         throw new SandtreeError("NOT_ON_REMOTE_HOST", "this restore runs on the control plane's own host: omit host", {
           field: "host",
         });
+      if (o.checkFit) await fleet.checkFits(size, (id) => fleet.isLocal(id));
       return null;
     }
     const urls = await fleet.workerUrls();
-    if (urls.size === 0 && !pin) return null;
     let eligible = (hostId: string) => urls.has(hostId) || fleet.isLocal(hostId);
+    // Before anything starts: a size no host could ever hold is refused with what the largest has.
+    if (o.checkFit) await fleet.checkFits(size, pinned ? (id) => id === pinned.id : eligible);
+    if (urls.size === 0 && !pin) return null;
     const holders = plan ? await this.holders(plan.checkpoint, plan.layers) : null;
     if (plan && holders) {
       eligible = (hostId) => (fleet.isLocal(hostId) ? plan.localHolds : urls.has(hostId) && holders.has(hostId));
@@ -129,8 +142,9 @@ export class RemoteSandboxes {
     params: CreateSandboxParams,
     admit: () => Promise<T>,
     restore: RestoreLayers | RestorePlan | null = null,
+    o: PlaceOptions = {},
   ): Promise<{ worker: RemoteHost | null; admitted: T; restore: RestoreLayers | null }> {
-    const worker = await this.place(sb, params, restore);
+    const worker = await this.place(sb, params, restore, o);
     let admitted: T;
     let layers: RestoreLayers | null;
     try {
