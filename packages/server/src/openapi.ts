@@ -59,6 +59,7 @@ import {
 } from "@sandtree/protocol";
 import { z } from "zod";
 import { FLEET_OPERATIONS, FLEET_SCHEMAS } from "./openapi-fleet.js";
+import { PRIME_OPERATIONS } from "./openapi-prime.js";
 import { VERSION } from "./version.js";
 
 const schemas = {
@@ -389,6 +390,7 @@ const OPERATIONS: Record<string, Operation> = {
   "GET /v1/keys": { summary: "List API keys (admin)", responses: { 200: ok("ApiKeyList") } },
   "DELETE /v1/keys/:id": { summary: "Revoke an API key (admin)", responses: { 200: ok("ApiKey") } },
   ...FLEET_OPERATIONS,
+  ...PRIME_OPERATIONS,
 };
 
 /** A route as fastify's onRoute hook reports it. */
@@ -466,6 +468,7 @@ export function openApiDocument(routes: readonly RegisteredRoute[]): object {
       securitySchemes: {
         bearer: { type: "http", scheme: "bearer" },
         portToken: { type: "apiKey", in: "header", name: "X-Sandtree-Token" },
+        gatewayToken: { type: "http", scheme: "bearer", description: "a Prime gateway token (POST /prime/api/v1/sandbox/{id}/auth)" },
       },
     },
     security: [{ bearer: [] }],

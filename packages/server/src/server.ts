@@ -38,6 +38,7 @@ import { PtyService } from "./services/pty-service.js";
 import { RestoreService } from "./services/restore-service.js";
 import { ACTIVE } from "./services/sandbox-machines.js";
 import { SandboxService } from "./services/sandbox-service.js";
+import { GatewayTokens } from "./services/gateway-tokens.js";
 import { loadOrCreateServerKey, SecretBox } from "./services/secret-box.js";
 import type { Services } from "./services/services.js";
 import { TeamService } from "./services/team-service.js";
@@ -305,6 +306,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     bulk: new BulkService(store, sandboxes, cfg.logger ? log : silentLogger),
     network,
     ports: new PortService(store, sandboxes, (id) => sandboxes.guestAddressOf(id)),
+    gatewayTokens: new GatewayTokens(serverKey, store),
     metering,
     metrics: new MetricsService(store, admission, metering),
     desktop: new DesktopService({ sandboxes, exec, files, log: cfg.logger ? log : silentLogger }),

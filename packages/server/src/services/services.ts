@@ -6,6 +6,7 @@ import type { DesktopService } from "./desktop/desktop-service.js";
 import type { ExecService } from "./exec-service.js";
 import type { FileService } from "./file-service.js";
 import type { FleetService } from "./fleet/fleet-service.js";
+import type { GatewayTokens } from "./gateway-tokens.js";
 import type { RemoteCheckpoints } from "./fleet/remote-checkpoints.js";
 import type { RemoteSandboxes } from "./fleet/remote-sandboxes.js";
 import type { WorkerCheckpoints } from "./fleet/worker-checkpoints.js";
@@ -38,6 +39,8 @@ export interface Services {
   bulk: BulkService;
   network: NetworkService;
   ports: PortService;
+  /** Short-lived tokens for one sandbox (the Prime gateway's). */
+  gatewayTokens: GatewayTokens;
   metering: MeteringService;
   metrics: MetricsService;
   desktop: DesktopService;
