@@ -468,7 +468,11 @@ export function openApiDocument(routes: readonly RegisteredRoute[]): object {
       securitySchemes: {
         bearer: { type: "http", scheme: "bearer" },
         portToken: { type: "apiKey", in: "header", name: "X-Sandtree-Token" },
-        gatewayToken: { type: "http", scheme: "bearer", description: "a Prime gateway token (POST /prime/api/v1/sandbox/{id}/auth)" },
+        gatewayToken: {
+          type: "http",
+          scheme: "bearer",
+          description: "a Prime gateway token (POST /prime/api/v1/sandbox/{id}/auth)",
+        },
       },
     },
     security: [{ bearer: [] }],

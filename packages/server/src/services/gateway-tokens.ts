@@ -43,8 +43,10 @@ export class GatewayTokens {
   async verify(token: string | undefined, sandboxId: string, now = Date.now()): Promise<Principal> {
     const claims = token ? this.claims(token) : null;
     if (!claims) throw new SandtreeError("UNAUTHORIZED", "missing or invalid gateway token: ask POST /sandbox/{id}/auth for one");
-    if (claims.s !== sandboxId) throw new SandtreeError("UNAUTHORIZED", `this gateway token is for sandbox ${claims.s}, not ${sandboxId}`);
-    if (claims.e <= now) throw new SandtreeError("UNAUTHORIZED", "the gateway token expired: ask POST /sandbox/{id}/auth for a new one");
+    if (claims.s !== sandboxId)
+      throw new SandtreeError("UNAUTHORIZED", `this gateway token is for sandbox ${claims.s}, not ${sandboxId}`);
+    if (claims.e <= now)
+      throw new SandtreeError("UNAUTHORIZED", "the gateway token expired: ask POST /sandbox/{id}/auth for a new one");
     const key = await this.store.getApiKey(claims.k);
     if (!key || key.revoked_at || key.team_id !== claims.t) {
       throw new SandtreeError("UNAUTHORIZED", "the API key this gateway token was issued to is revoked");

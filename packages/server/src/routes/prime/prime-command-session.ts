@@ -1,6 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
-import { ExecRequest, SandtreeError } from "@sandtree/protocol";
+import { ExecRequest, isErrorCode, type Sandbox, SandtreeError } from "@sandtree/protocol";
+import { connectContextKey, toConnectError } from "../../connect/engine.js";
 import { parse } from "../../errors.js";
 import {
   type CommandSession,
@@ -13,45 +14,25 @@ import {
   Signal,
   StartResponseSchema,
 } from "../../gen/command_session/command_session_pb.js";
+import type { Principal } from "../../services/auth-service.js";
 import type { Services } from "../../services/services.js";
-import { gatewayCaller, SandboxGoneError } from "./prime-gateway-auth.js";
-import { type EventQueue, EventQueue as Queue, type PrimeSessions, type Session, type SessionEvent } from "./prime-sessions.js";
+import { type EventQueue, type PrimeSessions, EventQueue as Queue, type Session, type SessionEvent } from "./prime-sessions.js";
 
 /** A silent command's stream carries a keepalive this often (proxies drop idle streams). */
 const KEEPALIVE_MS = 15_000;
 
-/** sandtree's error codes as Connect's (the client turns NOT_FOUND into "the sandbox is gone"). */
-function connectCode(code: string, status: number): Code {
-  if (code === "UNAUTHORIZED") return Code.Unauthenticated;
-  if (code === "FORBIDDEN") return Code.PermissionDenied;
-  if (code === "SANDBOX_NOT_RUNNING" || status === 404) return Code.NotFound;
-  if (status === 400) return Code.InvalidArgument;
-  if (status === 409) return Code.FailedPrecondition;
-  if (status === 429) return Code.ResourceExhausted;
-  if (status === 503 || status === 504) return Code.Unavailable;
-  return Code.Internal;
+/** Who calls, on which sandbox: the mount's context (prime-connect.ts), set on every call. */
+export interface GatewayCall {
+  principal: Principal;
+  sandbox: Sandbox;
 }
 
-export function toConnectError(err: unknown): ConnectError {
-  if (err instanceof ConnectError) return err;
-  if (err instanceof SandboxGoneError) return new ConnectError(err.message, Code.NotFound);
-  if (err instanceof SandtreeError) return new ConnectError(`${err.code}: ${err.message}`, connectCode(err.code, err.status));
-  return new ConnectError((err as Error).message ?? String(err), Code.Internal);
-}
+export const PRIME_CALL = connectContextKey<GatewayCall | null>("sandtree.prime.call", null);
 
-/** The gateway path of a call: `/prime/gateway/{ns}/{sid}/command_session.CommandSession/{Method}`. */
-function pathParams(ctx: HandlerContext): { ns: string; sid: string } {
-  const m = /\/gateway\/([^/]+)\/([^/]+)\/command_session\.CommandSession\//.exec(new URL(ctx.url).pathname);
-  if (!m?.[1] || !m[2]) throw new ConnectError("not a gateway path", Code.NotFound);
-  return { ns: decodeURIComponent(m[1]), sid: decodeURIComponent(m[2]) };
-}
-
-async function caller(s: Services, ctx: HandlerContext) {
-  try {
-    return await gatewayCaller(s, pathParams(ctx), ctx.requestHeader.get("authorization") ?? undefined);
-  } catch (err) {
-    throw toConnectError(err);
-  }
+function caller(ctx: HandlerContext): GatewayCall {
+  const call = ctx.values.get(PRIME_CALL);
+  if (!call) throw new ConnectError("no gateway caller", Code.Unauthenticated);
+  return call;
 }
 
 type EventInit = Parameters<typeof create<typeof CommandSessionEventSchema>>[1];
@@ -67,7 +48,7 @@ function eventOf(ev: SessionEvent): EventInit {
     case "end":
       return { event: { case: "end", value: { exitCode: ev.exitCode, exited: true, status: ev.status } } };
     case "error":
-      throw toConnectError(new SandtreeError(ev.code as "GUEST_ERROR", ev.message));
+      throw toConnectError(new SandtreeError(isErrorCode(ev.code) ? ev.code : "GUEST_ERROR", ev.message));
   }
 }
 
@@ -108,8 +89,9 @@ function selected(sessions: PrimeSessions, teamId: string, sid: string, sel: Com
 export function commandSessionService(s: Services, sessions: PrimeSessions): ServiceImpl<typeof CommandSession> {
   return {
     async *start(req, ctx) {
-      const { principal, sandbox } = await caller(s, ctx);
-      if (req.pty !== undefined) throw new ConnectError("PTY sessions are not served by sandtree's Prime gateway", Code.Unimplemented);
+      const { principal, sandbox } = caller(ctx);
+      if (req.pty !== undefined)
+        throw new ConnectError("PTY sessions are not served by sandtree's Prime gateway", Code.Unimplemented);
       const uuid = req.sessionUuid ?? null;
       const existing = uuid === null ? undefined : sessions.find(principal.teamId, sandbox.id, { uuid });
       let session = existing;
@@ -147,7 +129,7 @@ export function commandSessionService(s: Services, sessions: PrimeSessions): Ser
     },
 
     async *connect(req, ctx) {
-      const { principal, sandbox } = await caller(s, ctx);
+      const { principal, sandbox } = caller(ctx);
       const session = selected(sessions, principal.teamId, sandbox.id, req.session);
       const q = sessions.subscribe(session);
       try {
@@ -158,7 +140,7 @@ export function commandSessionService(s: Services, sessions: PrimeSessions): Ser
     },
 
     async sendInput(req, ctx) {
-      const { principal, sandbox } = await caller(s, ctx);
+      const { principal, sandbox } = caller(ctx);
       const session = selected(sessions, principal.teamId, sandbox.id, req.session);
       const input = req.input?.input;
       if (input?.case === "pty") throw new ConnectError("PTY input: this session has no PTY", Code.InvalidArgument);
@@ -184,7 +166,7 @@ export function commandSessionService(s: Services, sessions: PrimeSessions): Ser
     },
 
     async sendSignal(req, ctx) {
-      const { principal, sandbox } = await caller(s, ctx);
+      const { principal, sandbox } = caller(ctx);
       const session = selected(sessions, principal.teamId, sandbox.id, req.session);
       if (req.signal !== Signal.SIGTERM && req.signal !== Signal.SIGKILL) {
         throw new ConnectError("signal: SIGNAL_SIGTERM or SIGNAL_SIGKILL", Code.InvalidArgument);
@@ -201,7 +183,7 @@ export function commandSessionService(s: Services, sessions: PrimeSessions): Ser
     },
 
     async list(_req, ctx) {
-      const { principal, sandbox } = await caller(s, ctx);
+      const { principal, sandbox } = caller(ctx);
       return create(ListResponseSchema, {
         sessions: sessions
           .live(principal.teamId, sandbox.id)
@@ -220,7 +202,10 @@ export function commandSessionService(s: Services, sessions: PrimeSessions): Ser
     },
 
     async update() {
-      throw new ConnectError("Update (PTY resize) is not served by sandtree's Prime gateway: sessions have no PTY", Code.Unimplemented);
+      throw new ConnectError(
+        "Update (PTY resize) is not served by sandtree's Prime gateway: sessions have no PTY",
+        Code.Unimplemented,
+      );
     },
 
     async streamInput() {

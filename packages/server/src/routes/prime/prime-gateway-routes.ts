@@ -30,7 +30,9 @@ function filePart(req: FastifyRequest): Promise<Readable> {
     try {
       bb = busboy({ headers: req.headers, limits: { files: 1, fields: 16 } });
     } catch (err) {
-      reject(new SandtreeError("UNSUPPORTED_MEDIA_TYPE", `upload: a multipart/form-data body is expected (${(err as Error).message})`));
+      reject(
+        new SandtreeError("UNSUPPORTED_MEDIA_TYPE", `upload: a multipart/form-data body is expected (${(err as Error).message})`),
+      );
       return;
     }
     let found = false;

@@ -30,7 +30,8 @@ async function sandboxJobs(s: Services, teamId: string, sandboxId: string, ids: 
   try {
     sb = await s.sandboxes.get(teamId, sandboxId);
   } catch (err) {
-    if (err instanceof SandtreeError && err.status === 404) return ids.map((j) => fail(j, "NOT_FOUND", `sandbox ${sandboxId} not found`));
+    if (err instanceof SandtreeError && err.status === 404)
+      return ids.map((j) => fail(j, "NOT_FOUND", `sandbox ${sandboxId} not found`));
     throw err;
   }
   if (sb.status !== "RUNNING") {

@@ -40,9 +40,22 @@ export function primeRoutes(app: FastifyInstance, s: Services): void {
   app.register(
     async (prime) => {
       prime.setErrorHandler(primeErrorHandler);
+      // The client sends `Content-Type: application/json` on every call, bodiless POSTs too.
+      prime.removeContentTypeParser("application/json");
+      prime.addContentTypeParser("application/json", { parseAs: "string" }, (_req, body, done) => {
+        if (body === "") return done(null, undefined);
+        try {
+          done(null, JSON.parse(body as string));
+        } catch (err) {
+          done(new SandtreeError("BAD_REQUEST", `the body is not JSON: ${(err as Error).message}`), undefined);
+        }
+      });
       prime.setNotFoundHandler((req, reply) =>
         primeErrorHandler(
-          new SandtreeError("ROUTE_NOT_FOUND", `sandtree does not serve Prime's ${req.method} ${req.url.split("?")[0]} (docs/prime.md)`),
+          new SandtreeError(
+            "ROUTE_NOT_FOUND",
+            `sandtree does not serve Prime's ${req.method} ${req.url.split("?")[0]} (docs/prime.md)`,
+          ),
           req,
           reply,
         ),

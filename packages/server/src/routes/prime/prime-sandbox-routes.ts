@@ -96,7 +96,9 @@ export function primeSandboxRoutes(app: FastifyInstance, s: Services): void {
     const body = parse(PrimeBulkDeleteRequest, req.body ?? {});
     checkTeam(req.principal, body.team_id);
     if (body.user_id !== undefined || body.all_users) {
-      throw new SandtreeError("VALIDATION_FAILED", "user_id, all_users: sandtree keys belong to teams, not users", { field: "user_id" });
+      throw new SandtreeError("VALIDATION_FAILED", "user_id, all_users: sandtree keys belong to teams, not users", {
+        field: "user_id",
+      });
     }
     if ((body.sandbox_ids === undefined) === (body.labels === undefined)) {
       throw new SandtreeError("VALIDATION_FAILED", "give exactly one of sandbox_ids or labels", { field: "sandbox_ids" });

@@ -1,0 +1,145 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestServer, type TestServer } from "../helpers.js";
+import { runPrime } from "./prime-helpers.js";
+
+// The real `prime_sandboxes` client (PyPI, pinned in clients/compat/requirements.txt) against a
+// real server and real VMs, configured only by PRIME_API_BASE_URL and PRIME_API_KEY (#39).
+
+let t: TestServer;
+let env: { base: string; key: string };
+let foreignEnv: { base: string; key: string };
+let id: string;
+let created: any;
+
+const step = (name: string, args: object = {}, e = env) => runPrime("prime_steps.py", [name, JSON.stringify(args)], e);
+
+beforeAll(async () => {
+  t = await startTestServer();
+  env = { base: `${t.url}/prime`, key: t.key };
+  expect((await t.api("POST", "/v1/teams", { name: "elsewhere" })).status).toBe(201);
+  const other = await t.api("POST", "/v1/keys", { team: "elsewhere" });
+  foreignEnv = { base: env.base, key: other.body.key };
+  created = await step("create", {
+    name: "prime-main",
+    image: "sandtree/debian",
+    start_command: { executable: "/bin/sh", args: ["-c", "echo started > /tmp/start-ran; exec sleep infinity"] },
+    environment_vars: { FROM_CREATE: "yes" },
+    secrets: { SECRET_TOKEN: "s3cret" },
+    labels: ["suite", "team=prime"],
+    idle_timeout_minutes: 30,
+    idempotency_key: "prime-main-once",
+  });
+  id = created.created.id;
+}, 600_000);
+
+afterAll(async () => {
+  await t?.close();
+});
+
+describe("prime_sandboxes against sandtree", () => {
+  it("creates a sandbox with the client's fields and waits for it (the idempotency key replays it)", () => {
+    const sb = created.got;
+    expect(sb.status).toBe("RUNNING");
+    expect(created.replayed_id).toBe(id);
+    expect(sb.docker_image).toBe("sandtree/debian");
+    expect(sb.start_command).toEqual({ executable: "/bin/sh", args: ["-c", "echo started > /tmp/start-ran; exec sleep infinity"] });
+    expect(sb.cpu_cores).toBe(1);
+    expect(sb.memory_gb).toBe(0.5);
+    expect(sb.disk_size_gb).toBe(2);
+    expect(sb.timeout_minutes).toBe(-1);
+    expect(sb.idle_timeout_minutes).toBe(30);
+    expect(sb.environment_vars).toEqual({ FROM_CREATE: "yes" });
+    expect(sb.secrets).toEqual({ SECRET_TOKEN: "***" });
+    expect(sb.labels.sort()).toEqual(["suite", "team=prime"]);
+    expect(sb.vm).toBe(true);
+  });
+
+  it("executes commands over the Connect command session: stdout, stderr, exit code, env, cwd, user, timeout", async () => {
+    const r = await step("exec", { id });
+    expect(r.stdout).toBe("out\nhi s3cret\n/tmp\n");
+    expect(r.stderr).toBe("err\n");
+    expect(r.exit_code).toBe(3);
+    expect(r.user).toBe("nobody");
+    expect(r.timeout_error).toMatch(/timed out after 2s/);
+    // The command that timed out was killed in the VM.
+    expect(r.sleeps_left).toBe("0");
+  });
+
+  it("uploads and downloads 100 MiB through the gateway with matching sha256, and reads windows and tails", async () => {
+    const r = await step("files", { id, mib: 100 });
+    expect(r.uploaded.success).toBe(true);
+    expect(r.uploaded.size).toBe(r.size);
+    expect(r.sha_inside).toBe(r.sha_local);
+    expect(r.sha_back).toBe(r.sha_local);
+    expect(r.whole).toMatchObject({ content: "0123456789abcdefghij", size: 20, total_size: 20, offset: 0, truncated: false });
+    expect(r.window).toMatchObject({ content: "5678", size: 4, total_size: 20, offset: 5, truncated: true });
+    expect(r.tail).toMatchObject({ content: "efghij", size: 6, total_size: 20, offset: 14, truncated: true });
+    expect(r.missing).toBe("SandboxFileNotFoundError");
+  });
+
+  it("runs background jobs as the client writes them, polled one by one and in one batch call", async () => {
+    const r = await step("jobs", { id });
+    expect(r.batch_supported).toBe(true);
+    expect(r.first).toHaveLength(2);
+    expect(r.quick).toMatchObject({ completed: true, exit_code: 7, stdout: "done-out\n", stderr: "done-err\n" });
+    expect(r.slow).toMatchObject({ completed: true, exit_code: 0, stdout: "slow\n" });
+    expect(r.ran).toMatchObject({ completed: true, exit_code: 0, stdout: "ran\n" });
+  });
+
+  it("lists with pages and label filters, batch-gets statuses, and bulk-deletes by ids and by labels", async () => {
+    const r = await step("listing", { image: "sandtree/busybox", label: "batch-x" });
+    expect(r.statuses.statuses.map((x: any) => x.sandbox_id)).toEqual(r.ids);
+    expect(r.total).toBe(3);
+    expect([...r.page1, ...r.page2].sort()).toEqual([...r.ids].sort());
+    expect(r.page1).toHaveLength(2);
+    expect(r.has_next).toEqual([true, false]);
+    expect(r.one).toEqual([r.ids[1]]);
+    expect(r.one_labels.sort()).toEqual(["batch-x", "n=1"]);
+    expect(r.by_ids.succeeded).toEqual([r.ids[0]]);
+    expect(r.by_ids.failed.map((f: any) => f.sandbox_id)).toEqual(["sb-doesnotexist0000"]);
+    expect(r.by_labels.succeeded.sort()).toEqual([r.ids[1], r.ids[2]].sort());
+    expect(r.left).toBe(0);
+  });
+
+  it("refuses another team's key with the client's not-found error", async () => {
+    const r = await step("foreign", { id }, foreignEnv);
+    expect(r.get).toMatch(/^APIError: HTTP 404: sandbox .* not found/);
+    expect(r.exec).toMatch(/^APIError: HTTP 404/);
+    expect(r.delete).toMatch(/^APIError: HTTP 404/);
+  });
+
+  it("streams a live process over Connect (AsyncSandboxClient): stdout, stdin, stderr, SIGTERM, SIGKILL", async () => {
+    const r = await step("session", { id });
+    expect(r.exec).toMatchObject({ stdout: "async\n", exit_code: 4 });
+    expect(r.pid).toBeGreaterThan(1);
+    expect(r.stdout).toEqual(["ready\n", "got:first\n"]);
+    expect(r.stderr).toBe("got:second\n");
+    expect(r.terminated).toBe(143);
+    expect(r.armed).toBe("armed\n");
+    expect(r.after_term).toBeNull();
+    expect(r.killed).toBe(137);
+  });
+
+  it("serves logs and the error context", async () => {
+    const r = await step("logs", { id });
+    expect(r.logs).toMatch(/running/);
+    expect(r.context).toEqual({ status: "RUNNING", error_type: null, error_message: null });
+  });
+
+  it("checkpoints, waits for DURABLE, lists, batch-gets and restores into a new sandbox", async () => {
+    const r = await step("checkpoints", { id });
+    expect(["PENDING", "FROZEN", "DURABLE"]).toContain(r.first_state);
+    expect(r.durable.state).toBe("DURABLE");
+    expect(r.listed).toContain(r.durable.id);
+    expect(r.got_state).toBe("DURABLE");
+    expect(r.batch_found).toEqual([r.durable.id]);
+    expect(r.batch_errors).toEqual(["NOT_FOUND"]);
+    expect(r.child_image).toBe("sandtree/debian");
+    expect(r.marker).toBe("kept\n");
+  });
+
+  it("deletes the sandbox", async () => {
+    const r = await step("delete", { id });
+    expect(r.status).toBe("TERMINATED");
+  });
+});
