@@ -2,6 +2,8 @@
 // translate the `prime_sandboxes` client's calls onto sandtree's (docs/prime.md). Their bodies
 // are Prime's (see that client's models), so they are described in words here.
 
+import { CommandSession } from "./gen/command_session/command_session_pb.js";
+
 const none = (description: string) => ({ description });
 const P = "/prime/api/v1/sandbox";
 const G = "/prime/gateway/:ns/:sid";
@@ -80,9 +82,14 @@ export const PRIME_OPERATIONS = {
     security: gatewayAuth,
     responses: { 200: none("{content, size, total_size, offset, truncated}") },
   },
-  [`POST ${G}/command_session.CommandSession/:method`]: {
-    summary: "Prime gateway: the Connect-RPC command session (binary protobuf): Start, Connect, SendInput, SendSignal, List",
-    security: gatewayAuth,
-    responses: { 200: none("application/proto, application/connect+proto") },
-  },
+  ...Object.fromEntries(
+    CommandSession.methods.map((m) => [
+      `POST ${G}/${CommandSession.typeName}/${m.name}`,
+      {
+        summary: `Prime gateway: command session ${m.name} (Connect-RPC, binary protobuf; ${m.methodKind})`,
+        security: gatewayAuth,
+        responses: { 200: none("application/proto, application/connect+proto") },
+      },
+    ]),
+  ),
 };

@@ -42,7 +42,10 @@ describe("prime_sandboxes against sandtree", () => {
     expect(sb.status).toBe("RUNNING");
     expect(created.replayed_id).toBe(id);
     expect(sb.docker_image).toBe("sandtree/debian");
-    expect(sb.start_command).toEqual({ executable: "/bin/sh", args: ["-c", "echo started > /tmp/start-ran; exec sleep infinity"] });
+    expect(sb.start_command).toEqual({
+      executable: "/bin/sh",
+      args: ["-c", "echo started > /tmp/start-ran; exec sleep infinity"],
+    });
     expect(sb.cpu_cores).toBe(1);
     expect(sb.memory_gb).toBe(0.5);
     expect(sb.disk_size_gb).toBe(2);
