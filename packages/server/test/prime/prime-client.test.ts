@@ -66,6 +66,8 @@ describe("prime_sandboxes against sandtree", () => {
     expect(r.timeout_error).toMatch(/timed out after 2s/);
     // The command that timed out was killed in the VM.
     expect(r.sleeps_left).toBe("0");
+    // The start command ran (executable and args, no shell of the client's), with the sandbox's environment.
+    expect(r.start_ran).toBe("started\nyes\n");
   });
 
   it("uploads and downloads 100 MiB through the gateway with matching sha256, and reads windows and tails", async () => {
@@ -144,5 +146,22 @@ describe("prime_sandboxes against sandtree", () => {
   it("deletes the sandbox", async () => {
     const r = await step("delete", { id });
     expect(r.status).toBe("TERMINATED");
+  });
+});
+
+describe("verifiers (0.4.0, unpatched) on sandtree", () => {
+  it("runs rollouts of a fixed policy on its Prime runtime: sandboxes made, used, scored and deleted", async () => {
+    const r = await runPrime("vf_rollouts.py", ["sandtree/debian", "2"], env);
+    expect(r.rollouts).toHaveLength(2);
+    for (const [n, x] of r.rollouts.entries()) {
+      const i = n + 1;
+      expect(x.task).toBe(`${i}+${i * 10}`);
+      expect(x.outputs.map((o: any) => o.exit_code)).toEqual([0, 0]);
+      expect(x.outputs[1].stdout).toBe(`${i * 11}\n`);
+      expect(x.live).toBe("live:hello\n");
+      expect(x.live_exit).toBe(0);
+      expect(x.reward).toBe(1);
+      expect((await t.api("GET", `/v1/sandboxes/${x.id}`)).body.status).toBe("TERMINATED");
+    }
   });
 });

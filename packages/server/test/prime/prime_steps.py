@@ -70,6 +70,7 @@ def exec_(args):
         timed_out = str(e)
     elapsed = time.monotonic() - t0
     after = c.execute_command(sid, "ps -eo args | grep -c '^sleep 30' || true")
+    start_ran = c.execute_command(sid, "cat /tmp/start-ran; echo $FROM_CREATE").stdout
     return {
         "stdout": r.stdout,
         "stderr": r.stderr,
@@ -78,6 +79,7 @@ def exec_(args):
         "timeout_error": timed_out,
         "timeout_elapsed": elapsed,
         "sleeps_left": after.stdout.strip(),
+        "start_ran": start_ran,
     }
 
 
