@@ -37,11 +37,11 @@ const stats = (xs) => ({
   min_ms: +Math.min(...xs).toFixed(3),
 });
 
-function primeRun(base, key, home) {
+function primeRun(base, key, home, args) {
   return new Promise((resolve, reject) =>
     execFile(
       compatPython(),
-      [path.join(HERE, "prime", "prime_bench.py"), IMAGE, String(RUNS), String(EXECS)],
+      [path.join(HERE, "prime", "prime_bench.py"), ...args],
       { env: { PATH: process.env.PATH, HOME: home, PRIME_API_BASE_URL: base, PRIME_API_KEY: key }, maxBuffer: 16 << 20 },
       (err, stdout, stderr) =>
         err ? reject(new Error(`${err.message}\n${stderr.slice(-3000)}`)) : resolve(JSON.parse(stdout.trim().split("\n").at(-1))),
@@ -55,25 +55,37 @@ const work = mkdtempSync(path.join(tmpdir(), "sandtree-bench-prime-"));
 const server = await startServer({ dataDir: path.join(work, "data"), port: 0, logger: false, network: "off" });
 try {
   const client = new SandtreeClient({ apiUrl: server.url, apiKey: server.firstKey ?? "" });
-  const sdkCreate = [];
-  const sdkTrue = [];
-  let sb;
-  for (let i = 0; i < RUNS; i++) {
+  const prime = (args) => primeRun(`${server.url}/prime`, server.firstKey ?? "", work, args);
+  const sdkCreateOnce = async () => {
     const t0 = performance.now();
-    sb = await client.sandboxes.create({ image: IMAGE, memory_gb: 0.5, disk_size_gb: 2 });
+    const sb = await client.sandboxes.create({ image: IMAGE, memory_gb: 0.5, disk_size_gb: 2 });
     await client.sandboxes.waitForCreation(sb.id, { intervalMs: 20, timeoutMs: 300_000 });
     const res = await client.sandboxes.run(sb.id, ["/bin/bash", "-c", "echo ready"]);
     if (res.stdout !== "ready\n") throw new Error(`unexpected output ${JSON.stringify(res)}`);
-    sdkCreate.push(performance.now() - t0);
-    if (i < RUNS - 1) await client.sandboxes.delete(sb.id);
+    return { ms: performance.now() - t0, sb };
+  };
+  // Not measured: the first create builds the warm template every later one clones.
+  await client.sandboxes.delete((await sdkCreateOnce()).sb.id);
+  const sdkCreate = [];
+  const p = { create_to_first_output_wait_for_creation_ms: [], create_to_first_output_polled_ms: [] };
+  // Alternated, so drift on a shared machine hits both alike.
+  for (let i = 0; i < RUNS; i++) {
+    const { ms, sb } = await sdkCreateOnce();
+    sdkCreate.push(ms);
+    await client.sandboxes.delete(sb.id);
+    const r = await prime(["create", IMAGE]);
+    p.create_to_first_output_wait_for_creation_ms.push(r.wait_for_creation_ms);
+    p.create_to_first_output_polled_ms.push(r.polled_ms);
   }
+  const { sb } = await sdkCreateOnce();
+  const sdkTrue = [];
   for (let j = 0; j < EXECS; j++) {
     const t = performance.now();
     await client.sandboxes.run(sb.id, ["/bin/bash", "-c", "true"]);
     sdkTrue.push(performance.now() - t);
   }
   await client.sandboxes.delete(sb.id);
-  const p = await primeRun(`${server.url}/prime`, server.firstKey ?? "", work);
+  Object.assign(p, await prime(["exec", IMAGE, String(EXECS)]));
   const floorBoot = floor.raw_cold_boot_to_first_command_s ? floor.raw_cold_boot_to_first_command_s * 1000 : null;
   const out = {
     bench: "prime",

@@ -106,6 +106,14 @@ describe("prime_sandboxes against sandtree", () => {
     expect(r.left).toBe(0);
   });
 
+  it("refuses what sandtree cannot do by name, never ignoring it", async () => {
+    const r = await step("refusals", { image: "sandtree/busybox" });
+    expect(r.gpu).toMatch(/^HTTP 400: gpu_count: sandtree sandboxes have no GPUs/);
+    expect(r.region).toMatch(/^HTTP 400: region:/);
+    expect(r.fractional_cpu).toMatch(/^HTTP 400: cpu_cores: sandtree takes whole numbers/);
+    expect(r.team).toMatch(/^HTTP 403: team_id someone-else/);
+  });
+
   it("refuses another team's key with the client's not-found error", async () => {
     const r = await step("foreign", { id }, foreignEnv);
     expect(r.get).toMatch(/^APIError: HTTP 404: sandbox .* not found/);
@@ -141,6 +149,34 @@ describe("prime_sandboxes against sandtree", () => {
     expect(r.batch_errors).toEqual(["NOT_FOUND"]);
     expect(r.child_image).toBe("sandtree/debian");
     expect(r.marker).toBe("kept\n");
+  });
+
+  it("binds gateway tokens to one sandbox, one team and a key that is not revoked", async () => {
+    const auth = async (key: string) =>
+      (
+        await fetch(`${env.base}/api/v1/sandbox/${id}/auth`, { method: "POST", headers: { authorization: `Bearer ${key}` } })
+      ).json();
+    const read = async (token: string, ns: string, sid: string) =>
+      (
+        await fetch(`${env.base}/gateway/${ns}/${sid}/read-file?path=/etc/hostname`, {
+          headers: { authorization: `Bearer ${token}` },
+        })
+      ).status;
+    const a = await auth(t.key);
+    expect(a.gateway_url).toBe(`${env.base}/gateway`);
+    expect(a.job_id).toBe(id);
+    expect(Date.parse(a.expires_at) - Date.now()).toBeLessThanOrEqual(15 * 60_000);
+    expect(await read(a.token, a.user_ns, id)).toBe(200);
+    expect(await read(a.token, a.user_ns, "sb-aaaaaaaaaaaaaaaa")).toBe(401);
+    expect(await read(a.token, "tm-someoneelse", id)).toBe(401);
+    expect(await read(`${a.token.slice(0, -2)}xx`, a.user_ns, id)).toBe(401);
+    expect(await read("", a.user_ns, id)).toBe(401);
+    // A key's tokens end with it.
+    const extra = await t.api("POST", "/v1/keys", { team: "default" });
+    const b = await auth(extra.body.key);
+    expect(await read(b.token, b.user_ns, id)).toBe(200);
+    expect((await t.api("DELETE", `/v1/keys/${extra.body.id}`)).status).toBe(200);
+    expect(await read(b.token, b.user_ns, id)).toBe(401);
   });
 
   it("deletes the sandbox", async () => {

@@ -253,6 +253,23 @@ def checkpoints(args):
     }
 
 
+def refusals(args):
+    c = client()
+    out = {}
+    for name, fields in {
+        "gpu": {"gpu_count": 1, "gpu_type": "H100"},
+        "region": {"region": "us-east"},
+        "fractional_cpu": {"cpu_cores": 0.5},
+        "team": {"team_id": "someone-else"},
+    }.items():
+        try:
+            c.create(CreateSandboxRequest(name="refused", docker_image=args["image"], **fields))
+            out[name] = None
+        except APIError as e:
+            out[name] = str(e)
+    return out
+
+
 def delete(args):
     return client().delete(args["id"])
 
@@ -267,6 +284,7 @@ STEPS = {
     "logs": logs,
     "session": lambda a: asyncio.run(session(a)),
     "checkpoints": checkpoints,
+    "refusals": refusals,
     "delete": delete,
 }
 
