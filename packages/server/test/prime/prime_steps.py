@@ -270,6 +270,31 @@ def refusals(args):
     return out
 
 
+PROBE = "import sys, urllib.request\ntry:\n    print('OK ' + urllib.request.urlopen(sys.argv[1], timeout=4).read().decode())\nexcept Exception as e:\n    print('ERR ' + type(e).__name__)"
+
+
+def egress(args):
+    c = client()
+    sb = c.create(CreateSandboxRequest(name="egress", docker_image=args["image"], memory_gb=0.5, disk_size_gb=2, network_allowlist=["allowed.test"]))
+    c.wait_for_creation(sb.id, max_attempts=180)
+
+    def probe(url):
+        return c.execute_command(sb.id, f"python3 -c \"$P\" {url}", env={"P": PROBE}).stdout.strip()
+
+    out = {"created": c.get(sb.id).network_allowlist, "initial": c.get_network(sb.id).model_dump(mode="json")}
+    out["initial_probes"] = [probe("http://allowed.test/"), probe("http://other.test/")]
+    out["allow_other"] = c.set_network(sb.id, allow=["other.test"]).model_dump(mode="json")
+    out["allow_other_probes"] = [probe("http://allowed.test/"), probe("http://other.test/")]
+    out["deny_all"] = c.set_network(sb.id, deny=["*"]).model_dump(mode="json")
+    out["deny_all_probes"] = [probe("http://other.test/")]
+    out["allow_all"] = c.set_network(sb.id, allow=["*"]).model_dump(mode="json")
+    out["allow_all_probes"] = [probe("http://allowed.test/"), probe("http://denied.test/")]
+    out["deny_one"] = c.set_network(sb.id, deny=["denied.test"]).model_dump(mode="json")
+    out["deny_one_probes"] = [probe("http://allowed.test/"), probe("http://denied.test/")]
+    c.delete(sb.id)
+    return out
+
+
 def delete(args):
     return client().delete(args["id"])
 
@@ -285,6 +310,7 @@ STEPS = {
     "session": lambda a: asyncio.run(session(a)),
     "checkpoints": checkpoints,
     "refusals": refusals,
+    "egress": egress,
     "delete": delete,
 }
 
