@@ -21,7 +21,8 @@ def policy(task: str) -> list[list[str]]:
 
 
 async def rollout(i: int, image: str) -> dict:
-    config = PrimeConfig(image=image, cpu=1, memory=0.5, disk=2, idle_timeout=600, labels=["vf-test"])
+    # An empty image: verifiers' default (python:3.11-slim).
+    config = PrimeConfig(**({"image": image} if image else {}), cpu=1, memory=0.5, disk=2, idle_timeout=600, labels=["vf-test"])
     async with provision_runtime(config, name=f"vf-rollout-{i}") as runtime:
         task = f"{i}+{i * 10}"
         await runtime.write("task.txt", task.encode())
@@ -38,7 +39,7 @@ async def rollout(i: int, image: str) -> dict:
         code = await proc.wait()
         answer = (await runtime.read("answer.txt")).decode().strip()
         reward = 1.0 if answer == str(i + i * 10) else 0.0
-        return {"id": runtime.info.id, "task": seen, "outputs": outputs, "live": live.decode(), "live_exit": code, "reward": reward}
+        return {"id": runtime.info.id, "image": runtime.config.image, "task": seen, "outputs": outputs, "live": live.decode(), "live_exit": code, "reward": reward}
 
 
 async def main(image: str, n: int) -> dict:
