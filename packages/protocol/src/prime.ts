@@ -89,3 +89,19 @@ export const PrimeReadFileQuery = z.strictObject({
   offset: z.coerce.number().int().optional(),
   length: z.coerce.number().int().min(0).optional(),
 });
+
+/** The REST gateway's exec (clients before 0.5 run every command through it). */
+export const PrimeExecRequest = z.strictObject({
+  command: z.string().min(1),
+  working_dir: z.string().min(1).nullable().optional(),
+  env: z.record(z.string(), z.string()).default({}),
+  sandbox_id: z.string().optional(),
+  /** Seconds; past it the answer is 408 (the client's CommandTimeoutError). */
+  timeout: z
+    .number()
+    .int()
+    .positive()
+    .max(7 * 24 * 3600)
+    .optional(),
+  user: z.string().min(1).optional(),
+});

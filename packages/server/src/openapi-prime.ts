@@ -67,6 +67,11 @@ export const PRIME_OPERATIONS = {
     summary: "Prime: delete every checkpoint of the sandbox",
     responses: { 200: none("{deleted, errors}") },
   },
+  [`POST ${G}/exec`]: {
+    summary: "Prime gateway: run a command under sh -c (clients before 0.5); 408 past its timeout",
+    security: gatewayAuth,
+    responses: { 200: none("{stdout, stderr, exit_code}") },
+  },
   [`POST ${G}/upload`]: {
     summary: "Prime gateway: upload a file (multipart, part `file`; ?path=), missing directories made",
     security: gatewayAuth,

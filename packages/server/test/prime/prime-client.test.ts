@@ -155,7 +155,7 @@ describe("prime_sandboxes against sandtree", () => {
   });
 
   it("binds gateway tokens to one sandbox, one team and a key that is not revoked", async () => {
-    const auth = async (key: string) =>
+    const auth = async (key: string): Promise<any> =>
       (
         await fetch(`${env.base}/api/v1/sandbox/${id}/auth`, { method: "POST", headers: { authorization: `Bearer ${key}` } })
       ).json();
@@ -174,6 +174,16 @@ describe("prime_sandboxes against sandtree", () => {
     expect(await read(a.token, "tm-someoneelse", id)).toBe(401);
     expect(await read(`${a.token.slice(0, -2)}xx`, a.user_ns, id)).toBe(401);
     expect(await read("", a.user_ns, id)).toBe(401);
+    // The REST exec older clients use, behind the same token.
+    const exec = async (body: object) =>
+      fetch(`${a.gateway_url}/${a.user_ns}/${id}/exec`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${a.token}`, "content-type": "application/json" },
+        body: JSON.stringify({ sandbox_id: id, env: { V: "rest" }, ...body }),
+      });
+    const ok = await exec({ command: "echo $V; pwd; echo e >&2; exit 2", working_dir: "/tmp", timeout: 30 });
+    expect(await ok.json()).toEqual({ stdout: "rest\n/tmp\n", stderr: "e\n", exit_code: 2 });
+    expect((await exec({ command: "sleep 30", timeout: 1 })).status).toBe(408);
     // A key's tokens end with it.
     const extra = await t.api("POST", "/v1/keys", { team: "default" });
     const b = await auth(extra.body.key);

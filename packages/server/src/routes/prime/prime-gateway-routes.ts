@@ -1,6 +1,6 @@
 import path from "node:path";
 import { Readable } from "node:stream";
-import { PrimeFileQuery, PrimeReadFileQuery, SandtreeError } from "@sandtree/protocol";
+import { PrimeExecRequest, PrimeFileQuery, PrimeReadFileQuery, SandtreeError } from "@sandtree/protocol";
 import busboy from "busboy";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { parse } from "../../errors.js";
@@ -54,6 +54,27 @@ function filePart(req: FastifyRequest): Promise<Readable> {
  * (prime-command-session.ts).
  */
 export function primeGatewayRoutes(app: FastifyInstance, s: Services): void {
+  // Clients before 0.5 run commands here (`sh -c`); 0.5 uses the command session.
+  app.post(`${GATEWAY_PREFIX}/exec`, { bodyLimit: 32 * 1024 * 1024 }, async (req, reply) => {
+    const { principal, sandbox } = await gatewayCaller(s, req.params, req.headers.authorization);
+    const body = parse(PrimeExecRequest, req.body);
+    await activity(s, reply, principal.teamId, sandbox.id);
+    const r = await s.exec.runBuffered(principal.teamId, sandbox.id, {
+      command: body.command,
+      env: body.env,
+      stdin_open: false,
+      ...(body.working_dir ? { cwd: body.working_dir } : {}),
+      ...(body.user ? { user: body.user } : {}),
+      ...(body.timeout ? { timeout_seconds: body.timeout } : {}),
+    });
+    if (r.timed_out) {
+      return reply
+        .status(408)
+        .send({ detail: `the command timed out after ${body.timeout}s`, code: "TIMEOUT", stdout: r.stdout, stderr: r.stderr });
+    }
+    return { stdout: r.stdout, stderr: r.stderr, exit_code: r.exit_code };
+  });
+
   app.post(`${GATEWAY_PREFIX}/upload`, { bodyLimit: Number.MAX_SAFE_INTEGER }, async (req, reply) => {
     const { principal, sandbox } = await gatewayCaller(s, req.params, req.headers.authorization);
     const q = parse(PrimeFileQuery, req.query);
