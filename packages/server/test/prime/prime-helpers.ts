@@ -25,7 +25,9 @@ export function runPrime(script: string, args: string[], env: { base: string; ke
       },
       (err, stdout, stderr) => {
         if (err) {
-          reject(new Error(`${script} ${args[0] ?? ""} failed: ${err.message}\n${stderr.slice(-6000)}`));
+          reject(
+            new Error(`${script} ${(args[0] ?? "").slice(0, 40)} failed (${err.code ?? err.signal}):\n${stderr.slice(-6000)}`),
+          );
           return;
         }
         const last = stdout.trim().split("\n").at(-1) ?? "";
