@@ -44,6 +44,7 @@ describe("prime_sandboxes against sandtree", () => {
     const sb = created.got;
     expect(sb.status).toBe("RUNNING");
     expect(created.replayed_id).toBe(id);
+    expect(created.auth_seeded).toBe(true);
     expect(sb.docker_image).toBe("sandtree/debian:latest");
     expect(sb.start_command).toEqual({
       executable: "/bin/sh",

@@ -45,6 +45,8 @@ def create(args):
     )
     t0 = time.monotonic()
     sb = c.create(req)
+    # The create answer's gatewayAuth seeds the client's auth cache (no POST /auth before the first command).
+    seeded = sb.id in c._auth_cache._auth_cache
     again = c.create(req) if args.get("idempotency_key") else None
     if args.get("wait", True):
         c.wait_for_creation(sb.id, max_attempts=args.get("max_attempts", 180))
@@ -52,6 +54,7 @@ def create(args):
     return {
         "created": sb.model_dump(mode="json"),
         "replayed_id": again.id if again else None,
+        "auth_seeded": seeded,
         "got": got.model_dump(mode="json"),
         "seconds": time.monotonic() - t0,
     }

@@ -37,6 +37,12 @@ export function gatewayUrl(req: FastifyRequest): string {
   return `${req.protocol}://${req.host}/prime/gateway`;
 }
 
+/** What `POST /sandbox/{id}/auth` answers: where the gateway is and a token for this sandbox there. */
+function gatewayGrant(req: FastifyRequest, s: Services, id: string) {
+  const { token, expiresAt } = s.gatewayTokens.issue(req.principal, id);
+  return { gateway_url: gatewayUrl(req), user_ns: req.principal.teamId, job_id: id, token, expires_at: expiresAt.toISOString() };
+}
+
 async function listAll(s: Services, teamId: string, q: z.output<typeof PrimeListQuery>): Promise<Sandbox[]> {
   const status = q.status === undefined ? undefined : parse(SandboxStatus, q.status);
   const labels = q.labels === undefined ? undefined : labelsFromPrime(Array.isArray(q.labels) ? q.labels : [q.labels]);
@@ -61,7 +67,9 @@ export function primeSandboxRoutes(app: FastifyInstance, s: Services): void {
   app.post("/api/v1/sandbox", async (req, reply) => {
     const body = parse(PrimeCreateSandboxRequest, req.body);
     const { sandbox, created } = await s.restores.create(req.principal.teamId, nativeCreateBody(req.principal, body));
-    return reply.status(created ? 201 : 200).send(await view(s, sandbox));
+    // The client seeds its gateway auth from this, saving a POST /auth before its first command.
+    const gatewayAuth = TERMINAL_STATUSES.includes(sandbox.status) ? {} : { gatewayAuth: gatewayGrant(req, s, sandbox.id) };
+    return reply.status(created ? 201 : 200).send({ ...(await view(s, sandbox)), ...gatewayAuth });
   });
 
   app.get("/api/v1/sandbox", async (req) => {
@@ -149,13 +157,6 @@ export function primeSandboxRoutes(app: FastifyInstance, s: Services): void {
     if (TERMINAL_STATUSES.includes(sb.status)) {
       throw new SandtreeError("SANDBOX_NOT_RUNNING", `sandbox ${id} is ${sb.status}`, { id, status: sb.status });
     }
-    const { token, expiresAt } = s.gatewayTokens.issue(req.principal, id);
-    return {
-      gateway_url: gatewayUrl(req),
-      user_ns: req.principal.teamId,
-      job_id: id,
-      token,
-      expires_at: expiresAt.toISOString(),
-    };
+    return gatewayGrant(req, s, id);
   });
 }
