@@ -12,6 +12,7 @@ export * from "./guest-frames.js";
 export * from "./images.js";
 export * from "./jobs.js";
 export * from "./network.js";
+export * from "./prime.js";
 export * from "./pty.js";
 export * from "./sandbox.js";
 export * from "./signals.js";

@@ -20,6 +20,7 @@ import { metricsRoutes } from "./routes/metrics-routes.js";
 import { networkRoutes } from "./routes/network-routes.js";
 import { pauseRoutes } from "./routes/pause-routes.js";
 import { portRoutes, withoutToken } from "./routes/port-routes.js";
+import { primeRoutes } from "./routes/prime/prime-plugin.js";
 import { ptyRoutes } from "./routes/pty-routes.js";
 import { sandboxRoutes } from "./routes/sandbox-routes.js";
 import { teamRoutes } from "./routes/team-routes.js";
@@ -135,6 +136,8 @@ export function buildApp(
   metricsRoutes(app, services, { metricsToken: opts.metricsToken });
   fleetRoutes(app, services);
   fleetCheckpointRoutes(app, services);
+  // The Prime Sandboxes wire API, on the same services (docs/prime.md).
+  primeRoutes(app, services);
   return app;
 }
 

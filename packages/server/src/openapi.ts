@@ -62,6 +62,7 @@ import {
 } from "@sandtree/protocol";
 import { z } from "zod";
 import { FLEET_OPERATIONS, FLEET_SCHEMAS } from "./openapi-fleet.js";
+import { PRIME_OPERATIONS } from "./openapi-prime.js";
 import { VERSION } from "./version.js";
 
 const schemas = {
@@ -402,6 +403,7 @@ const OPERATIONS: Record<string, Operation> = {
   "GET /v1/keys": { summary: "List API keys (admin)", responses: { 200: ok("ApiKeyList") } },
   "DELETE /v1/keys/:id": { summary: "Revoke an API key (admin)", responses: { 200: ok("ApiKey") } },
   ...FLEET_OPERATIONS,
+  ...PRIME_OPERATIONS,
 };
 
 /** A route as fastify's onRoute hook reports it. */
@@ -479,6 +481,11 @@ export function openApiDocument(routes: readonly RegisteredRoute[]): object {
       securitySchemes: {
         bearer: { type: "http", scheme: "bearer" },
         portToken: { type: "apiKey", in: "header", name: "X-Sandtree-Token" },
+        gatewayToken: {
+          type: "http",
+          scheme: "bearer",
+          description: "a Prime gateway token (POST /prime/api/v1/sandbox/{id}/auth)",
+        },
       },
     },
     security: [{ bearer: [] }],

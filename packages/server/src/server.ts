@@ -22,6 +22,7 @@ import { RemoteSandboxes } from "./services/fleet/remote-sandboxes.js";
 import { checkSharedKeys } from "./services/fleet/shared-keys.js";
 import { StrandedStarts } from "./services/fleet/stranded-starts.js";
 import { WorkerCheckpoints } from "./services/fleet/worker-checkpoints.js";
+import { GatewayTokens } from "./services/gateway-tokens.js";
 import { HostImageResolver } from "./services/host-images.js";
 import { HostLostService } from "./services/host-lost-service.js";
 import { ImageAliases } from "./services/image-aliases.js";
@@ -309,6 +310,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     bulk: new BulkService(store, sandboxes, cfg.logger ? log : silentLogger),
     network,
     ports: new PortService(store, sandboxes, (id) => sandboxes.guestAddressOf(id)),
+    gatewayTokens: new GatewayTokens(serverKey, store),
     metering,
     metrics: new MetricsService(store, admission, metering),
     desktop: new DesktopService({ sandboxes, exec, files, log: cfg.logger ? log : silentLogger }),

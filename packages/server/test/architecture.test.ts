@@ -78,9 +78,11 @@ describe("architecture", () => {
     expect(offenders).toEqual([]);
   });
 
-  it("keeps every source file under 500 lines", () => {
+  it("keeps every source file under 500 lines (generated code in src/gen aside)", () => {
     const sources = [
-      ...files(path.join(root, "packages"), [".ts", ".c", ".h", ".py"]).filter((f) => !f.includes(`${path.sep}test${path.sep}`)),
+      ...files(path.join(root, "packages"), [".ts", ".c", ".h", ".py"]).filter(
+        (f) => !f.includes(`${path.sep}test${path.sep}`) && !f.includes(`${path.sep}src${path.sep}gen${path.sep}`),
+      ),
       ...files(path.join(root, "clients/python/src"), [".py"]),
     ];
     const long = sources

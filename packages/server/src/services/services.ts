@@ -9,6 +9,7 @@ import type { FleetService } from "./fleet/fleet-service.js";
 import type { RemoteCheckpoints } from "./fleet/remote-checkpoints.js";
 import type { RemoteSandboxes } from "./fleet/remote-sandboxes.js";
 import type { WorkerCheckpoints } from "./fleet/worker-checkpoints.js";
+import type { GatewayTokens } from "./gateway-tokens.js";
 import type { ImageAliases } from "./image-aliases.js";
 import type { ImageResolver } from "./image-resolver.js";
 import type { JobService } from "./job-service.js";
@@ -41,6 +42,8 @@ export interface Services {
   bulk: BulkService;
   network: NetworkService;
   ports: PortService;
+  /** Short-lived tokens for one sandbox (the Prime gateway's). */
+  gatewayTokens: GatewayTokens;
   metering: MeteringService;
   metrics: MetricsService;
   desktop: DesktopService;
