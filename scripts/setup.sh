@@ -16,4 +16,5 @@ fi
 bash scripts/setup-kernel.sh
 bash scripts/build-guest.sh
 bash scripts/build-images.sh
+bash scripts/setup-compat-venv.sh
 log "setup complete (cache: $SANDTREE_CACHE_DIR)"

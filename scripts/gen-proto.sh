@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Generates TypeScript for the server's Connect services (packages/server/proto -> src/gen) and
+# the tests' (test/proto -> test/gen) with the pinned buf and protoc-gen-es. Generated files are
+# committed; connect-engine.test.ts fails when they are stale.
+set -euo pipefail
+cd "$(dirname "$0")/../packages/server"
+export PATH="$PWD/../../node_modules/.bin:$PATH"
+for pair in "proto:buf.gen.yaml:src/gen" "test/proto:buf.gen.test.yaml:test/gen"; do
+  IFS=: read -r dir template out <<<"$pair"
+  rm -rf "$out"
+  if [ -n "$(find "$dir" -name '*.proto' -print -quit)" ]; then buf generate --template "$template"; fi
+done
