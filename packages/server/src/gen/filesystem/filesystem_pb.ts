@@ -5,21 +5,17 @@
 // @generated from file filesystem/filesystem.proto (package filesystem, syntax proto3)
 /* eslint-disable */
 
-import type { Message } from "@bufbuild/protobuf";
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file filesystem/filesystem.proto.
  */
-export const file_filesystem_filesystem: GenFile =
-  /*@__PURE__*/
-  fileDesc(
-    "ChtmaWxlc3lzdGVtL2ZpbGVzeXN0ZW0ucHJvdG8SCmZpbGVzeXN0ZW0iMgoLTW92ZVJlcXVlc3QSDgoGc291cmNlGAEgASgJEhMKC2Rlc3RpbmF0aW9uGAIgASgJIjQKDE1vdmVSZXNwb25zZRIkCgVlbnRyeRgBIAEoCzIVLmZpbGVzeXN0ZW0uRW50cnlJbmZvIh4KDk1ha2VEaXJSZXF1ZXN0EgwKBHBhdGgYASABKAkiNwoPTWFrZURpclJlc3BvbnNlEiQKBWVudHJ5GAEgASgLMhUuZmlsZXN5c3RlbS5FbnRyeUluZm8iHQoNUmVtb3ZlUmVxdWVzdBIMCgRwYXRoGAEgASgJIhAKDlJlbW92ZVJlc3BvbnNlIhsKC1N0YXRSZXF1ZXN0EgwKBHBhdGgYASABKAkiNAoMU3RhdFJlc3BvbnNlEiQKBWVudHJ5GAEgASgLMhUuZmlsZXN5c3RlbS5FbnRyeUluZm8i5QIKCUVudHJ5SW5mbxIMCgRuYW1lGAEgASgJEiIKBHR5cGUYAiABKA4yFC5maWxlc3lzdGVtLkZpbGVUeXBlEgwKBHBhdGgYAyABKAkSDAoEc2l6ZRgEIAEoAxIMCgRtb2RlGAUgASgNEhMKC3Blcm1pc3Npb25zGAYgASgJEg0KBW93bmVyGAcgASgJEg0KBWdyb3VwGAggASgJEjEKDW1vZGlmaWVkX3RpbWUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhsKDnN5bWxpbmtfdGFyZ2V0GAogASgJSACIAQESNQoIbWV0YWRhdGEYCyADKAsyIy5maWxlc3lzdGVtLkVudHJ5SW5mby5NZXRhZGF0YUVudHJ5Gi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIRCg9fc3ltbGlua190YXJnZXQiLQoOTGlzdERpclJlcXVlc3QSDAoEcGF0aBgBIAEoCRINCgVkZXB0aBgCIAEoDSI5Cg9MaXN0RGlyUmVzcG9uc2USJgoHZW50cmllcxgBIAMoCzIVLmZpbGVzeXN0ZW0uRW50cnlJbmZvImcKD1dhdGNoRGlyUmVxdWVzdBIMCgRwYXRoGAEgASgJEhEKCXJlY3Vyc2l2ZRgCIAEoCBIVCg1pbmNsdWRlX2VudHJ5GAMgASgIEhwKFGFsbG93X25ldHdvcmtfbW91bnRzGAQgASgIInkKD0ZpbGVzeXN0ZW1FdmVudBIMCgRuYW1lGAEgASgJEiMKBHR5cGUYAiABKA4yFS5maWxlc3lzdGVtLkV2ZW50VHlwZRIpCgVlbnRyeRgDIAEoCzIVLmZpbGVzeXN0ZW0uRW50cnlJbmZvSACIAQFCCAoGX2VudHJ5IuABChBXYXRjaERpclJlc3BvbnNlEjgKBXN0YXJ0GAEgASgLMicuZmlsZXN5c3RlbS5XYXRjaERpclJlc3BvbnNlLlN0YXJ0RXZlbnRIABIxCgpmaWxlc3lzdGVtGAIgASgLMhsuZmlsZXN5c3RlbS5GaWxlc3lzdGVtRXZlbnRIABI7CglrZWVwYWxpdmUYAyABKAsyJi5maWxlc3lzdGVtLldhdGNoRGlyUmVzcG9uc2UuS2VlcEFsaXZlSAAaDAoKU3RhcnRFdmVudBoLCglLZWVwQWxpdmVCBwoFZXZlbnQibAoUQ3JlYXRlV2F0Y2hlclJlcXVlc3QSDAoEcGF0aBgBIAEoCRIRCglyZWN1cnNpdmUYAiABKAgSFQoNaW5jbHVkZV9lbnRyeRgDIAEoCBIcChRhbGxvd19uZXR3b3JrX21vdW50cxgEIAEoCCIrChVDcmVhdGVXYXRjaGVyUmVzcG9uc2USEgoKd2F0Y2hlcl9pZBgBIAEoCSItChdHZXRXYXRjaGVyRXZlbnRzUmVxdWVzdBISCgp3YXRjaGVyX2lkGAEgASgJIkcKGEdldFdhdGNoZXJFdmVudHNSZXNwb25zZRIrCgZldmVudHMYASADKAsyGy5maWxlc3lzdGVtLkZpbGVzeXN0ZW1FdmVudCIqChRSZW1vdmVXYXRjaGVyUmVxdWVzdBISCgp3YXRjaGVyX2lkGAEgASgJIhcKFVJlbW92ZVdhdGNoZXJSZXNwb25zZSppCghGaWxlVHlwZRIZChVGSUxFX1RZUEVfVU5TUEVDSUZJRUQQABISCg5GSUxFX1RZUEVfRklMRRABEhcKE0ZJTEVfVFlQRV9ESVJFQ1RPUlkQAhIVChFGSUxFX1RZUEVfU1lNTElOSxADKpgBCglFdmVudFR5cGUSGgoWRVZFTlRfVFlQRV9VTlNQRUNJRklFRBAAEhUKEUVWRU5UX1RZUEVfQ1JFQVRFEAESFAoQRVZFTlRfVFlQRV9XUklURRACEhUKEUVWRU5UX1RZUEVfUkVNT1ZFEAMSFQoRRVZFTlRfVFlQRV9SRU5BTUUQBBIUChBFVkVOVF9UWVBFX0NITU9EEAUynwUKCkZpbGVzeXN0ZW0SOQoEU3RhdBIXLmZpbGVzeXN0ZW0uU3RhdFJlcXVlc3QaGC5maWxlc3lzdGVtLlN0YXRSZXNwb25zZRJCCgdNYWtlRGlyEhouZmlsZXN5c3RlbS5NYWtlRGlyUmVxdWVzdBobLmZpbGVzeXN0ZW0uTWFrZURpclJlc3BvbnNlEjkKBE1vdmUSFy5maWxlc3lzdGVtLk1vdmVSZXF1ZXN0GhguZmlsZXN5c3RlbS5Nb3ZlUmVzcG9uc2USQgoHTGlzdERpchIaLmZpbGVzeXN0ZW0uTGlzdERpclJlcXVlc3QaGy5maWxlc3lzdGVtLkxpc3REaXJSZXNwb25zZRI/CgZSZW1vdmUSGS5maWxlc3lzdGVtLlJlbW92ZVJlcXVlc3QaGi5maWxlc3lzdGVtLlJlbW92ZVJlc3BvbnNlEkcKCFdhdGNoRGlyEhsuZmlsZXN5c3RlbS5XYXRjaERpclJlcXVlc3QaHC5maWxlc3lzdGVtLldhdGNoRGlyUmVzcG9uc2UwARJUCg1DcmVhdGVXYXRjaGVyEiAuZmlsZXN5c3RlbS5DcmVhdGVXYXRjaGVyUmVxdWVzdBohLmZpbGVzeXN0ZW0uQ3JlYXRlV2F0Y2hlclJlc3BvbnNlEl0KEEdldFdhdGNoZXJFdmVudHMSIy5maWxlc3lzdGVtLkdldFdhdGNoZXJFdmVudHNSZXF1ZXN0GiQuZmlsZXN5c3RlbS5HZXRXYXRjaGVyRXZlbnRzUmVzcG9uc2USVAoNUmVtb3ZlV2F0Y2hlchIgLmZpbGVzeXN0ZW0uUmVtb3ZlV2F0Y2hlclJlcXVlc3QaIS5maWxlc3lzdGVtLlJlbW92ZVdhdGNoZXJSZXNwb25zZWIGcHJvdG8z",
-    [file_google_protobuf_timestamp],
-  );
+export const file_filesystem_filesystem: GenFile = /*@__PURE__*/
+  fileDesc("ChtmaWxlc3lzdGVtL2ZpbGVzeXN0ZW0ucHJvdG8SCmZpbGVzeXN0ZW0iMgoLTW92ZVJlcXVlc3QSDgoGc291cmNlGAEgASgJEhMKC2Rlc3RpbmF0aW9uGAIgASgJIjQKDE1vdmVSZXNwb25zZRIkCgVlbnRyeRgBIAEoCzIVLmZpbGVzeXN0ZW0uRW50cnlJbmZvIh4KDk1ha2VEaXJSZXF1ZXN0EgwKBHBhdGgYASABKAkiNwoPTWFrZURpclJlc3BvbnNlEiQKBWVudHJ5GAEgASgLMhUuZmlsZXN5c3RlbS5FbnRyeUluZm8iHQoNUmVtb3ZlUmVxdWVzdBIMCgRwYXRoGAEgASgJIhAKDlJlbW92ZVJlc3BvbnNlIhsKC1N0YXRSZXF1ZXN0EgwKBHBhdGgYASABKAkiNAoMU3RhdFJlc3BvbnNlEiQKBWVudHJ5GAEgASgLMhUuZmlsZXN5c3RlbS5FbnRyeUluZm8i5QIKCUVudHJ5SW5mbxIMCgRuYW1lGAEgASgJEiIKBHR5cGUYAiABKA4yFC5maWxlc3lzdGVtLkZpbGVUeXBlEgwKBHBhdGgYAyABKAkSDAoEc2l6ZRgEIAEoAxIMCgRtb2RlGAUgASgNEhMKC3Blcm1pc3Npb25zGAYgASgJEg0KBW93bmVyGAcgASgJEg0KBWdyb3VwGAggASgJEjEKDW1vZGlmaWVkX3RpbWUYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhsKDnN5bWxpbmtfdGFyZ2V0GAogASgJSACIAQESNQoIbWV0YWRhdGEYCyADKAsyIy5maWxlc3lzdGVtLkVudHJ5SW5mby5NZXRhZGF0YUVudHJ5Gi8KDU1ldGFkYXRhRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIRCg9fc3ltbGlua190YXJnZXQiLQoOTGlzdERpclJlcXVlc3QSDAoEcGF0aBgBIAEoCRINCgVkZXB0aBgCIAEoDSI5Cg9MaXN0RGlyUmVzcG9uc2USJgoHZW50cmllcxgBIAMoCzIVLmZpbGVzeXN0ZW0uRW50cnlJbmZvImcKD1dhdGNoRGlyUmVxdWVzdBIMCgRwYXRoGAEgASgJEhEKCXJlY3Vyc2l2ZRgCIAEoCBIVCg1pbmNsdWRlX2VudHJ5GAMgASgIEhwKFGFsbG93X25ldHdvcmtfbW91bnRzGAQgASgIInkKD0ZpbGVzeXN0ZW1FdmVudBIMCgRuYW1lGAEgASgJEiMKBHR5cGUYAiABKA4yFS5maWxlc3lzdGVtLkV2ZW50VHlwZRIpCgVlbnRyeRgDIAEoCzIVLmZpbGVzeXN0ZW0uRW50cnlJbmZvSACIAQFCCAoGX2VudHJ5IuABChBXYXRjaERpclJlc3BvbnNlEjgKBXN0YXJ0GAEgASgLMicuZmlsZXN5c3RlbS5XYXRjaERpclJlc3BvbnNlLlN0YXJ0RXZlbnRIABIxCgpmaWxlc3lzdGVtGAIgASgLMhsuZmlsZXN5c3RlbS5GaWxlc3lzdGVtRXZlbnRIABI7CglrZWVwYWxpdmUYAyABKAsyJi5maWxlc3lzdGVtLldhdGNoRGlyUmVzcG9uc2UuS2VlcEFsaXZlSAAaDAoKU3RhcnRFdmVudBoLCglLZWVwQWxpdmVCBwoFZXZlbnQibAoUQ3JlYXRlV2F0Y2hlclJlcXVlc3QSDAoEcGF0aBgBIAEoCRIRCglyZWN1cnNpdmUYAiABKAgSFQoNaW5jbHVkZV9lbnRyeRgDIAEoCBIcChRhbGxvd19uZXR3b3JrX21vdW50cxgEIAEoCCIrChVDcmVhdGVXYXRjaGVyUmVzcG9uc2USEgoKd2F0Y2hlcl9pZBgBIAEoCSItChdHZXRXYXRjaGVyRXZlbnRzUmVxdWVzdBISCgp3YXRjaGVyX2lkGAEgASgJIkcKGEdldFdhdGNoZXJFdmVudHNSZXNwb25zZRIrCgZldmVudHMYASADKAsyGy5maWxlc3lzdGVtLkZpbGVzeXN0ZW1FdmVudCIqChRSZW1vdmVXYXRjaGVyUmVxdWVzdBISCgp3YXRjaGVyX2lkGAEgASgJIhcKFVJlbW92ZVdhdGNoZXJSZXNwb25zZSppCghGaWxlVHlwZRIZChVGSUxFX1RZUEVfVU5TUEVDSUZJRUQQABISCg5GSUxFX1RZUEVfRklMRRABEhcKE0ZJTEVfVFlQRV9ESVJFQ1RPUlkQAhIVChFGSUxFX1RZUEVfU1lNTElOSxADKpgBCglFdmVudFR5cGUSGgoWRVZFTlRfVFlQRV9VTlNQRUNJRklFRBAAEhUKEUVWRU5UX1RZUEVfQ1JFQVRFEAESFAoQRVZFTlRfVFlQRV9XUklURRACEhUKEUVWRU5UX1RZUEVfUkVNT1ZFEAMSFQoRRVZFTlRfVFlQRV9SRU5BTUUQBBIUChBFVkVOVF9UWVBFX0NITU9EEAUynwUKCkZpbGVzeXN0ZW0SOQoEU3RhdBIXLmZpbGVzeXN0ZW0uU3RhdFJlcXVlc3QaGC5maWxlc3lzdGVtLlN0YXRSZXNwb25zZRJCCgdNYWtlRGlyEhouZmlsZXN5c3RlbS5NYWtlRGlyUmVxdWVzdBobLmZpbGVzeXN0ZW0uTWFrZURpclJlc3BvbnNlEjkKBE1vdmUSFy5maWxlc3lzdGVtLk1vdmVSZXF1ZXN0GhguZmlsZXN5c3RlbS5Nb3ZlUmVzcG9uc2USQgoHTGlzdERpchIaLmZpbGVzeXN0ZW0uTGlzdERpclJlcXVlc3QaGy5maWxlc3lzdGVtLkxpc3REaXJSZXNwb25zZRI/CgZSZW1vdmUSGS5maWxlc3lzdGVtLlJlbW92ZVJlcXVlc3QaGi5maWxlc3lzdGVtLlJlbW92ZVJlc3BvbnNlEkcKCFdhdGNoRGlyEhsuZmlsZXN5c3RlbS5XYXRjaERpclJlcXVlc3QaHC5maWxlc3lzdGVtLldhdGNoRGlyUmVzcG9uc2UwARJUCg1DcmVhdGVXYXRjaGVyEiAuZmlsZXN5c3RlbS5DcmVhdGVXYXRjaGVyUmVxdWVzdBohLmZpbGVzeXN0ZW0uQ3JlYXRlV2F0Y2hlclJlc3BvbnNlEl0KEEdldFdhdGNoZXJFdmVudHMSIy5maWxlc3lzdGVtLkdldFdhdGNoZXJFdmVudHNSZXF1ZXN0GiQuZmlsZXN5c3RlbS5HZXRXYXRjaGVyRXZlbnRzUmVzcG9uc2USVAoNUmVtb3ZlV2F0Y2hlchIgLmZpbGVzeXN0ZW0uUmVtb3ZlV2F0Y2hlclJlcXVlc3QaIS5maWxlc3lzdGVtLlJlbW92ZVdhdGNoZXJSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message filesystem.MoveRequest
@@ -40,7 +36,8 @@ export type MoveRequest = Message<"filesystem.MoveRequest"> & {
  * Describes the message filesystem.MoveRequest.
  * Use `create(MoveRequestSchema)` to create a new message.
  */
-export const MoveRequestSchema: GenMessage<MoveRequest> = /*@__PURE__*/ messageDesc(file_filesystem_filesystem, 0);
+export const MoveRequestSchema: GenMessage<MoveRequest> = /*@__PURE__*/
+  messageDesc(file_filesystem_filesystem, 0);
 
 /**
  * @generated from message filesystem.MoveResponse
@@ -56,7 +53,8 @@ export type MoveResponse = Message<"filesystem.MoveResponse"> & {
  * Describes the message filesystem.MoveResponse.
  * Use `create(MoveResponseSchema)` to create a new message.
  */
-export const MoveResponseSchema: GenMessage<MoveResponse> = /*@__PURE__*/ messageDesc(file_filesystem_filesystem, 1);
+export const MoveResponseSchema: GenMessage<MoveResponse> = /*@__PURE__*/
+  messageDesc(file_filesystem_filesystem, 1);
 
 /**
  * @generated from message filesystem.MakeDirRequest
@@ -72,7 +70,8 @@ export type MakeDirRequest = Message<"filesystem.MakeDirRequest"> & {
  * Describes the message filesystem.MakeDirRequest.
  * Use `create(MakeDirRequestSchema)` to create a new message.
  */
-export const MakeDirRequestSchema: GenMessage<MakeDirRequest> = /*@__PURE__*/ messageDesc(file_filesystem_filesystem, 2);
+export const MakeDirRequestSchema: GenMessage<MakeDirRequest> = /*@__PURE__*/
+  messageDesc(file_filesystem_filesystem, 2);
 
 /**
  * @generated from message filesystem.MakeDirResponse
@@ -88,7 +87,8 @@ export type MakeDirResponse = Message<"filesystem.MakeDirResponse"> & {
  * Describes the message filesystem.MakeDirResponse.
  * Use `create(MakeDirResponseSchema)` to create a new message.
  */
-export const MakeDirResponseSchema: GenMessage<MakeDirResponse> = /*@__PURE__*/ messageDesc(file_filesystem_filesystem, 3);
+export const MakeDirResponseSchema: GenMessage<MakeDirResponse> = /*@__PURE__*/
+  messageDesc(file_filesystem_filesystem, 3);
 
 /**
  * @generated from message filesystem.RemoveRequest
@@ -104,18 +104,21 @@ export type RemoveRequest = Message<"filesystem.RemoveRequest"> & {
  * Describes the message filesystem.RemoveRequest.
  * Use `create(RemoveRequestSchema)` to create a new message.
  */
-export const RemoveRequestSchema: GenMessage<RemoveRequest> = /*@__PURE__*/ messageDesc(file_filesystem_filesystem, 4);
+export const RemoveRequestSchema: GenMessage<RemoveRequest> = /*@__PURE__*/
+  messageDesc(file_filesystem_filesystem, 4);
 
 /**
  * @generated from message filesystem.RemoveResponse
  */
-export type RemoveResponse = Message<"filesystem.RemoveResponse"> & {};
+export type RemoveResponse = Message<"filesystem.RemoveResponse"> & {
+};
 
 /**
  * Describes the message filesystem.RemoveResponse.
  * Use `create(RemoveResponseSchema)` to create a new message.
  */
-export const RemoveResponseSchema: GenMessage<RemoveResponse> = /*@__PURE__*/ messageDesc(file_filesystem_filesystem, 5);
+export const RemoveResponseSchema: GenMessage<RemoveResponse> = /*@__PURE__*/
+  messageDesc(file_filesystem_filesystem, 5);
 
 /**
  * @generated from message filesystem.StatRequest
@@ -131,7 +134,8 @@ export type StatRequest = Message<"filesystem.StatRequest"> & {
  * Describes the message filesystem.StatRequest.
  * Use `create(StatRequestSchema)` to create a new message.
  */
-export const StatRequestSchema: GenMessage<StatRequest> = /*@__PURE__*/ messageDesc(file_filesystem_filesystem, 6);
+export const StatRequestSchema: GenMessage<StatRequest> = /*@__PURE__*/
+  messageDesc(file_filesystem_filesystem, 6);
 
 /**
  * @generated from message filesystem.StatResponse
@@ -147,7 +151,8 @@ export type StatResponse = Message<"filesystem.StatResponse"> & {
  * Describes the message filesystem.StatResponse.
  * Use `create(StatResponseSchema)` to create a new message.
  */
-export const StatResponseSchema: GenMessage<StatResponse> = /*@__PURE__*/ messageDesc(file_filesystem_filesystem, 7);
+export const StatResponseSchema: GenMessage<StatResponse> = /*@__PURE__*/
+  messageDesc(file_filesystem_filesystem, 7);
 
 /**
  * @generated from message filesystem.EntryInfo
@@ -213,7 +218,8 @@ export type EntryInfo = Message<"filesystem.EntryInfo"> & {
  * Describes the message filesystem.EntryInfo.
  * Use `create(EntryInfoSchema)` to create a new message.
  */
-export const EntryInfoSchema: GenMessage<EntryInfo> = /*@__PURE__*/ messageDesc(file_filesystem_filesystem, 8);
+export const EntryInfoSchema: GenMessage<EntryInfo> = /*@__PURE__*/
+  messageDesc(file_filesystem_filesystem, 8);
 
 /**
  * @generated from message filesystem.ListDirRequest
@@ -234,7 +240,8 @@ export type ListDirRequest = Message<"filesystem.ListDirRequest"> & {
  * Describes the message filesystem.ListDirRequest.
  * Use `create(ListDirRequestSchema)` to create a new message.
  */
-export const ListDirRequestSchema: GenMessage<ListDirRequest> = /*@__PURE__*/ messageDesc(file_filesystem_filesystem, 9);
+export const ListDirRequestSchema: GenMessage<ListDirRequest> = /*@__PURE__*/
+  messageDesc(file_filesystem_filesystem, 9);
 
 /**
  * @generated from message filesystem.ListDirResponse
@@ -250,7 +257,8 @@ export type ListDirResponse = Message<"filesystem.ListDirResponse"> & {
  * Describes the message filesystem.ListDirResponse.
  * Use `create(ListDirResponseSchema)` to create a new message.
  */
-export const ListDirResponseSchema: GenMessage<ListDirResponse> = /*@__PURE__*/ messageDesc(file_filesystem_filesystem, 10);
+export const ListDirResponseSchema: GenMessage<ListDirResponse> = /*@__PURE__*/
+  messageDesc(file_filesystem_filesystem, 10);
 
 /**
  * @generated from message filesystem.WatchDirRequest
@@ -281,7 +289,8 @@ export type WatchDirRequest = Message<"filesystem.WatchDirRequest"> & {
  * Describes the message filesystem.WatchDirRequest.
  * Use `create(WatchDirRequestSchema)` to create a new message.
  */
-export const WatchDirRequestSchema: GenMessage<WatchDirRequest> = /*@__PURE__*/ messageDesc(file_filesystem_filesystem, 11);
+export const WatchDirRequestSchema: GenMessage<WatchDirRequest> = /*@__PURE__*/
+  messageDesc(file_filesystem_filesystem, 11);
 
 /**
  * @generated from message filesystem.FilesystemEvent
@@ -307,7 +316,8 @@ export type FilesystemEvent = Message<"filesystem.FilesystemEvent"> & {
  * Describes the message filesystem.FilesystemEvent.
  * Use `create(FilesystemEventSchema)` to create a new message.
  */
-export const FilesystemEventSchema: GenMessage<FilesystemEvent> = /*@__PURE__*/ messageDesc(file_filesystem_filesystem, 12);
+export const FilesystemEventSchema: GenMessage<FilesystemEvent> = /*@__PURE__*/
+  messageDesc(file_filesystem_filesystem, 12);
 
 /**
  * @generated from message filesystem.WatchDirResponse
@@ -316,61 +326,58 @@ export type WatchDirResponse = Message<"filesystem.WatchDirResponse"> & {
   /**
    * @generated from oneof filesystem.WatchDirResponse.event
    */
-  event:
-    | {
-        /**
-         * @generated from field: filesystem.WatchDirResponse.StartEvent start = 1;
-         */
-        value: WatchDirResponse_StartEvent;
-        case: "start";
-      }
-    | {
-        /**
-         * @generated from field: filesystem.FilesystemEvent filesystem = 2;
-         */
-        value: FilesystemEvent;
-        case: "filesystem";
-      }
-    | {
-        /**
-         * @generated from field: filesystem.WatchDirResponse.KeepAlive keepalive = 3;
-         */
-        value: WatchDirResponse_KeepAlive;
-        case: "keepalive";
-      }
-    | { case: undefined; value?: undefined };
+  event: {
+    /**
+     * @generated from field: filesystem.WatchDirResponse.StartEvent start = 1;
+     */
+    value: WatchDirResponse_StartEvent;
+    case: "start";
+  } | {
+    /**
+     * @generated from field: filesystem.FilesystemEvent filesystem = 2;
+     */
+    value: FilesystemEvent;
+    case: "filesystem";
+  } | {
+    /**
+     * @generated from field: filesystem.WatchDirResponse.KeepAlive keepalive = 3;
+     */
+    value: WatchDirResponse_KeepAlive;
+    case: "keepalive";
+  } | { case: undefined; value?: undefined };
 };
 
 /**
  * Describes the message filesystem.WatchDirResponse.
  * Use `create(WatchDirResponseSchema)` to create a new message.
  */
-export const WatchDirResponseSchema: GenMessage<WatchDirResponse> = /*@__PURE__*/ messageDesc(file_filesystem_filesystem, 13);
+export const WatchDirResponseSchema: GenMessage<WatchDirResponse> = /*@__PURE__*/
+  messageDesc(file_filesystem_filesystem, 13);
 
 /**
  * @generated from message filesystem.WatchDirResponse.StartEvent
  */
-export type WatchDirResponse_StartEvent = Message<"filesystem.WatchDirResponse.StartEvent"> & {};
+export type WatchDirResponse_StartEvent = Message<"filesystem.WatchDirResponse.StartEvent"> & {
+};
 
 /**
  * Describes the message filesystem.WatchDirResponse.StartEvent.
  * Use `create(WatchDirResponse_StartEventSchema)` to create a new message.
  */
-export const WatchDirResponse_StartEventSchema: GenMessage<WatchDirResponse_StartEvent> =
-  /*@__PURE__*/
+export const WatchDirResponse_StartEventSchema: GenMessage<WatchDirResponse_StartEvent> = /*@__PURE__*/
   messageDesc(file_filesystem_filesystem, 13, 0);
 
 /**
  * @generated from message filesystem.WatchDirResponse.KeepAlive
  */
-export type WatchDirResponse_KeepAlive = Message<"filesystem.WatchDirResponse.KeepAlive"> & {};
+export type WatchDirResponse_KeepAlive = Message<"filesystem.WatchDirResponse.KeepAlive"> & {
+};
 
 /**
  * Describes the message filesystem.WatchDirResponse.KeepAlive.
  * Use `create(WatchDirResponse_KeepAliveSchema)` to create a new message.
  */
-export const WatchDirResponse_KeepAliveSchema: GenMessage<WatchDirResponse_KeepAlive> =
-  /*@__PURE__*/
+export const WatchDirResponse_KeepAliveSchema: GenMessage<WatchDirResponse_KeepAlive> = /*@__PURE__*/
   messageDesc(file_filesystem_filesystem, 13, 1);
 
 /**
@@ -402,8 +409,7 @@ export type CreateWatcherRequest = Message<"filesystem.CreateWatcherRequest"> & 
  * Describes the message filesystem.CreateWatcherRequest.
  * Use `create(CreateWatcherRequestSchema)` to create a new message.
  */
-export const CreateWatcherRequestSchema: GenMessage<CreateWatcherRequest> =
-  /*@__PURE__*/
+export const CreateWatcherRequestSchema: GenMessage<CreateWatcherRequest> = /*@__PURE__*/
   messageDesc(file_filesystem_filesystem, 14);
 
 /**
@@ -420,8 +426,7 @@ export type CreateWatcherResponse = Message<"filesystem.CreateWatcherResponse"> 
  * Describes the message filesystem.CreateWatcherResponse.
  * Use `create(CreateWatcherResponseSchema)` to create a new message.
  */
-export const CreateWatcherResponseSchema: GenMessage<CreateWatcherResponse> =
-  /*@__PURE__*/
+export const CreateWatcherResponseSchema: GenMessage<CreateWatcherResponse> = /*@__PURE__*/
   messageDesc(file_filesystem_filesystem, 15);
 
 /**
@@ -438,8 +443,7 @@ export type GetWatcherEventsRequest = Message<"filesystem.GetWatcherEventsReques
  * Describes the message filesystem.GetWatcherEventsRequest.
  * Use `create(GetWatcherEventsRequestSchema)` to create a new message.
  */
-export const GetWatcherEventsRequestSchema: GenMessage<GetWatcherEventsRequest> =
-  /*@__PURE__*/
+export const GetWatcherEventsRequestSchema: GenMessage<GetWatcherEventsRequest> = /*@__PURE__*/
   messageDesc(file_filesystem_filesystem, 16);
 
 /**
@@ -456,8 +460,7 @@ export type GetWatcherEventsResponse = Message<"filesystem.GetWatcherEventsRespo
  * Describes the message filesystem.GetWatcherEventsResponse.
  * Use `create(GetWatcherEventsResponseSchema)` to create a new message.
  */
-export const GetWatcherEventsResponseSchema: GenMessage<GetWatcherEventsResponse> =
-  /*@__PURE__*/
+export const GetWatcherEventsResponseSchema: GenMessage<GetWatcherEventsResponse> = /*@__PURE__*/
   messageDesc(file_filesystem_filesystem, 17);
 
 /**
@@ -474,21 +477,20 @@ export type RemoveWatcherRequest = Message<"filesystem.RemoveWatcherRequest"> & 
  * Describes the message filesystem.RemoveWatcherRequest.
  * Use `create(RemoveWatcherRequestSchema)` to create a new message.
  */
-export const RemoveWatcherRequestSchema: GenMessage<RemoveWatcherRequest> =
-  /*@__PURE__*/
+export const RemoveWatcherRequestSchema: GenMessage<RemoveWatcherRequest> = /*@__PURE__*/
   messageDesc(file_filesystem_filesystem, 18);
 
 /**
  * @generated from message filesystem.RemoveWatcherResponse
  */
-export type RemoveWatcherResponse = Message<"filesystem.RemoveWatcherResponse"> & {};
+export type RemoveWatcherResponse = Message<"filesystem.RemoveWatcherResponse"> & {
+};
 
 /**
  * Describes the message filesystem.RemoveWatcherResponse.
  * Use `create(RemoveWatcherResponseSchema)` to create a new message.
  */
-export const RemoveWatcherResponseSchema: GenMessage<RemoveWatcherResponse> =
-  /*@__PURE__*/
+export const RemoveWatcherResponseSchema: GenMessage<RemoveWatcherResponse> = /*@__PURE__*/
   messageDesc(file_filesystem_filesystem, 19);
 
 /**
@@ -519,7 +521,8 @@ export enum FileType {
 /**
  * Describes the enum filesystem.FileType.
  */
-export const FileTypeSchema: GenEnum<FileType> = /*@__PURE__*/ enumDesc(file_filesystem_filesystem, 0);
+export const FileTypeSchema: GenEnum<FileType> = /*@__PURE__*/
+  enumDesc(file_filesystem_filesystem, 0);
 
 /**
  * @generated from enum filesystem.EventType
@@ -559,7 +562,8 @@ export enum EventType {
 /**
  * Describes the enum filesystem.EventType.
  */
-export const EventTypeSchema: GenEnum<EventType> = /*@__PURE__*/ enumDesc(file_filesystem_filesystem, 1);
+export const EventTypeSchema: GenEnum<EventType> = /*@__PURE__*/
+  enumDesc(file_filesystem_filesystem, 1);
 
 /**
  * @generated from service filesystem.Filesystem
@@ -572,7 +576,7 @@ export const Filesystem: GenService<{
     methodKind: "unary";
     input: typeof StatRequestSchema;
     output: typeof StatResponseSchema;
-  };
+  },
   /**
    * @generated from rpc filesystem.Filesystem.MakeDir
    */
@@ -580,7 +584,7 @@ export const Filesystem: GenService<{
     methodKind: "unary";
     input: typeof MakeDirRequestSchema;
     output: typeof MakeDirResponseSchema;
-  };
+  },
   /**
    * @generated from rpc filesystem.Filesystem.Move
    */
@@ -588,7 +592,7 @@ export const Filesystem: GenService<{
     methodKind: "unary";
     input: typeof MoveRequestSchema;
     output: typeof MoveResponseSchema;
-  };
+  },
   /**
    * @generated from rpc filesystem.Filesystem.ListDir
    */
@@ -596,7 +600,7 @@ export const Filesystem: GenService<{
     methodKind: "unary";
     input: typeof ListDirRequestSchema;
     output: typeof ListDirResponseSchema;
-  };
+  },
   /**
    * @generated from rpc filesystem.Filesystem.Remove
    */
@@ -604,7 +608,7 @@ export const Filesystem: GenService<{
     methodKind: "unary";
     input: typeof RemoveRequestSchema;
     output: typeof RemoveResponseSchema;
-  };
+  },
   /**
    * @generated from rpc filesystem.Filesystem.WatchDir
    */
@@ -612,7 +616,7 @@ export const Filesystem: GenService<{
     methodKind: "server_streaming";
     input: typeof WatchDirRequestSchema;
     output: typeof WatchDirResponseSchema;
-  };
+  },
   /**
    * Polling watchers: events collected on the server, fetched by the client.
    *
@@ -622,7 +626,7 @@ export const Filesystem: GenService<{
     methodKind: "unary";
     input: typeof CreateWatcherRequestSchema;
     output: typeof CreateWatcherResponseSchema;
-  };
+  },
   /**
    * @generated from rpc filesystem.Filesystem.GetWatcherEvents
    */
@@ -630,7 +634,7 @@ export const Filesystem: GenService<{
     methodKind: "unary";
     input: typeof GetWatcherEventsRequestSchema;
     output: typeof GetWatcherEventsResponseSchema;
-  };
+  },
   /**
    * @generated from rpc filesystem.Filesystem.RemoveWatcher
    */
@@ -638,5 +642,7 @@ export const Filesystem: GenService<{
     methodKind: "unary";
     input: typeof RemoveWatcherRequestSchema;
     output: typeof RemoveWatcherResponseSchema;
-  };
-}> = /*@__PURE__*/ serviceDesc(file_filesystem_filesystem, 0);
+  },
+}> = /*@__PURE__*/
+  serviceDesc(file_filesystem_filesystem, 0);
+

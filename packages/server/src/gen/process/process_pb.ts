@@ -5,18 +5,15 @@
 // @generated from file process/process.proto (package process, syntax proto3)
 /* eslint-disable */
 
-import type { Message } from "@bufbuild/protobuf";
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file process/process.proto.
  */
-export const file_process_process: GenFile =
-  /*@__PURE__*/
-  fileDesc(
-    "ChVwcm9jZXNzL3Byb2Nlc3MucHJvdG8SB3Byb2Nlc3MiSgoDUFRZEh8KBHNpemUYASABKAsyES5wcm9jZXNzLlBUWS5TaXplGiIKBFNpemUSDAoEY29scxgBIAEoDRIMCgRyb3dzGAIgASgNIqEBCg1Qcm9jZXNzQ29uZmlnEgsKA2NtZBgBIAEoCRIMCgRhcmdzGAIgAygJEi4KBGVudnMYAyADKAsyIC5wcm9jZXNzLlByb2Nlc3NDb25maWcuRW52c0VudHJ5EhAKA2N3ZBgEIAEoCUgAiAEBGisKCUVudnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgYKBF9jd2QiDQoLTGlzdFJlcXVlc3QiXAoLUHJvY2Vzc0luZm8SJgoGY29uZmlnGAEgASgLMhYucHJvY2Vzcy5Qcm9jZXNzQ29uZmlnEgsKA3BpZBgCIAEoDRIQCgN0YWcYAyABKAlIAIgBAUIGCgRfdGFnIjcKDExpc3RSZXNwb25zZRInCglwcm9jZXNzZXMYASADKAsyFC5wcm9jZXNzLlByb2Nlc3NJbmZvIpcBCgxTdGFydFJlcXVlc3QSJwoHcHJvY2VzcxgBIAEoCzIWLnByb2Nlc3MuUHJvY2Vzc0NvbmZpZxIeCgNwdHkYAiABKAsyDC5wcm9jZXNzLlBUWUgAiAEBEhAKA3RhZxgDIAEoCUgBiAEBEhIKBXN0ZGluGAQgASgISAKIAQFCBgoEX3B0eUIGCgRfdGFnQggKBl9zdGRpbiJiCg1VcGRhdGVSZXF1ZXN0EikKB3Byb2Nlc3MYASABKAsyGC5wcm9jZXNzLlByb2Nlc3NTZWxlY3RvchIeCgNwdHkYAiABKAsyDC5wcm9jZXNzLlBUWUgAiAEBQgYKBF9wdHkiEAoOVXBkYXRlUmVzcG9uc2UirwMKDFByb2Nlc3NFdmVudBIxCgVzdGFydBgBIAEoCzIgLnByb2Nlc3MuUHJvY2Vzc0V2ZW50LlN0YXJ0RXZlbnRIABIvCgRkYXRhGAIgASgLMh8ucHJvY2Vzcy5Qcm9jZXNzRXZlbnQuRGF0YUV2ZW50SAASLQoDZW5kGAMgASgLMh4ucHJvY2Vzcy5Qcm9jZXNzRXZlbnQuRW5kRXZlbnRIABI0CglrZWVwYWxpdmUYBCABKAsyHy5wcm9jZXNzLlByb2Nlc3NFdmVudC5LZWVwQWxpdmVIABoZCgpTdGFydEV2ZW50EgsKA3BpZBgBIAEoDRpICglEYXRhRXZlbnQSEAoGc3Rkb3V0GAEgASgMSAASEAoGc3RkZXJyGAIgASgMSAASDQoDcHR5GAMgASgMSABCCAoGb3V0cHV0GlsKCEVuZEV2ZW50EhEKCWV4aXRfY29kZRgBIAEoERIOCgZleGl0ZWQYAiABKAgSDgoGc3RhdHVzGAMgASgJEhIKBWVycm9yGAQgASgJSACIAQFCCAoGX2Vycm9yGgsKCUtlZXBBbGl2ZUIHCgVldmVudCI1Cg1TdGFydFJlc3BvbnNlEiQKBWV2ZW50GAEgASgLMhUucHJvY2Vzcy5Qcm9jZXNzRXZlbnQiNwoPQ29ubmVjdFJlc3BvbnNlEiQKBWV2ZW50GAEgASgLMhUucHJvY2Vzcy5Qcm9jZXNzRXZlbnQiYwoQU2VuZElucHV0UmVxdWVzdBIpCgdwcm9jZXNzGAEgASgLMhgucHJvY2Vzcy5Qcm9jZXNzU2VsZWN0b3ISJAoFaW5wdXQYAiABKAsyFS5wcm9jZXNzLlByb2Nlc3NJbnB1dCITChFTZW5kSW5wdXRSZXNwb25zZSI3CgxQcm9jZXNzSW5wdXQSDwoFc3RkaW4YASABKAxIABINCgNwdHkYAiABKAxIAEIHCgVpbnB1dCLCAgoSU3RyZWFtSW5wdXRSZXF1ZXN0EjcKBXN0YXJ0GAEgASgLMiYucHJvY2Vzcy5TdHJlYW1JbnB1dFJlcXVlc3QuU3RhcnRFdmVudEgAEjUKBGRhdGEYAiABKAsyJS5wcm9jZXNzLlN0cmVhbUlucHV0UmVxdWVzdC5EYXRhRXZlbnRIABI6CglrZWVwYWxpdmUYAyABKAsyJS5wcm9jZXNzLlN0cmVhbUlucHV0UmVxdWVzdC5LZWVwQWxpdmVIABo3CgpTdGFydEV2ZW50EikKB3Byb2Nlc3MYASABKAsyGC5wcm9jZXNzLlByb2Nlc3NTZWxlY3RvchoxCglEYXRhRXZlbnQSJAoFaW5wdXQYAiABKAsyFS5wcm9jZXNzLlByb2Nlc3NJbnB1dBoLCglLZWVwQWxpdmVCBwoFZXZlbnQiFQoTU3RyZWFtSW5wdXRSZXNwb25zZSJfChFTZW5kU2lnbmFsUmVxdWVzdBIpCgdwcm9jZXNzGAEgASgLMhgucHJvY2Vzcy5Qcm9jZXNzU2VsZWN0b3ISHwoGc2lnbmFsGAIgASgOMg8ucHJvY2Vzcy5TaWduYWwiFAoSU2VuZFNpZ25hbFJlc3BvbnNlIj4KEUNsb3NlU3RkaW5SZXF1ZXN0EikKB3Byb2Nlc3MYASABKAsyGC5wcm9jZXNzLlByb2Nlc3NTZWxlY3RvciIUChJDbG9zZVN0ZGluUmVzcG9uc2UiOwoOQ29ubmVjdFJlcXVlc3QSKQoHcHJvY2VzcxgBIAEoCzIYLnByb2Nlc3MuUHJvY2Vzc1NlbGVjdG9yIjsKD1Byb2Nlc3NTZWxlY3RvchINCgNwaWQYASABKA1IABINCgN0YWcYAiABKAlIAEIKCghzZWxlY3RvcipICgZTaWduYWwSFgoSU0lHTkFMX1VOU1BFQ0lGSUVEEAASEgoOU0lHTkFMX1NJR1RFUk0QDxISCg5TSUdOQUxfU0lHS0lMTBAJMpEECgdQcm9jZXNzEjMKBExpc3QSFC5wcm9jZXNzLkxpc3RSZXF1ZXN0GhUucHJvY2Vzcy5MaXN0UmVzcG9uc2USPgoHQ29ubmVjdBIXLnByb2Nlc3MuQ29ubmVjdFJlcXVlc3QaGC5wcm9jZXNzLkNvbm5lY3RSZXNwb25zZTABEjgKBVN0YXJ0EhUucHJvY2Vzcy5TdGFydFJlcXVlc3QaFi5wcm9jZXNzLlN0YXJ0UmVzcG9uc2UwARI5CgZVcGRhdGUSFi5wcm9jZXNzLlVwZGF0ZVJlcXVlc3QaFy5wcm9jZXNzLlVwZGF0ZVJlc3BvbnNlEkoKC1N0cmVhbUlucHV0EhsucHJvY2Vzcy5TdHJlYW1JbnB1dFJlcXVlc3QaHC5wcm9jZXNzLlN0cmVhbUlucHV0UmVzcG9uc2UoARJCCglTZW5kSW5wdXQSGS5wcm9jZXNzLlNlbmRJbnB1dFJlcXVlc3QaGi5wcm9jZXNzLlNlbmRJbnB1dFJlc3BvbnNlEkUKClNlbmRTaWduYWwSGi5wcm9jZXNzLlNlbmRTaWduYWxSZXF1ZXN0GhsucHJvY2Vzcy5TZW5kU2lnbmFsUmVzcG9uc2USRQoKQ2xvc2VTdGRpbhIaLnByb2Nlc3MuQ2xvc2VTdGRpblJlcXVlc3QaGy5wcm9jZXNzLkNsb3NlU3RkaW5SZXNwb25zZWIGcHJvdG8z",
-  );
+export const file_process_process: GenFile = /*@__PURE__*/
+  fileDesc("ChVwcm9jZXNzL3Byb2Nlc3MucHJvdG8SB3Byb2Nlc3MiSgoDUFRZEh8KBHNpemUYASABKAsyES5wcm9jZXNzLlBUWS5TaXplGiIKBFNpemUSDAoEY29scxgBIAEoDRIMCgRyb3dzGAIgASgNIqEBCg1Qcm9jZXNzQ29uZmlnEgsKA2NtZBgBIAEoCRIMCgRhcmdzGAIgAygJEi4KBGVudnMYAyADKAsyIC5wcm9jZXNzLlByb2Nlc3NDb25maWcuRW52c0VudHJ5EhAKA2N3ZBgEIAEoCUgAiAEBGisKCUVudnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgYKBF9jd2QiDQoLTGlzdFJlcXVlc3QiXAoLUHJvY2Vzc0luZm8SJgoGY29uZmlnGAEgASgLMhYucHJvY2Vzcy5Qcm9jZXNzQ29uZmlnEgsKA3BpZBgCIAEoDRIQCgN0YWcYAyABKAlIAIgBAUIGCgRfdGFnIjcKDExpc3RSZXNwb25zZRInCglwcm9jZXNzZXMYASADKAsyFC5wcm9jZXNzLlByb2Nlc3NJbmZvIpcBCgxTdGFydFJlcXVlc3QSJwoHcHJvY2VzcxgBIAEoCzIWLnByb2Nlc3MuUHJvY2Vzc0NvbmZpZxIeCgNwdHkYAiABKAsyDC5wcm9jZXNzLlBUWUgAiAEBEhAKA3RhZxgDIAEoCUgBiAEBEhIKBXN0ZGluGAQgASgISAKIAQFCBgoEX3B0eUIGCgRfdGFnQggKBl9zdGRpbiJiCg1VcGRhdGVSZXF1ZXN0EikKB3Byb2Nlc3MYASABKAsyGC5wcm9jZXNzLlByb2Nlc3NTZWxlY3RvchIeCgNwdHkYAiABKAsyDC5wcm9jZXNzLlBUWUgAiAEBQgYKBF9wdHkiEAoOVXBkYXRlUmVzcG9uc2UirwMKDFByb2Nlc3NFdmVudBIxCgVzdGFydBgBIAEoCzIgLnByb2Nlc3MuUHJvY2Vzc0V2ZW50LlN0YXJ0RXZlbnRIABIvCgRkYXRhGAIgASgLMh8ucHJvY2Vzcy5Qcm9jZXNzRXZlbnQuRGF0YUV2ZW50SAASLQoDZW5kGAMgASgLMh4ucHJvY2Vzcy5Qcm9jZXNzRXZlbnQuRW5kRXZlbnRIABI0CglrZWVwYWxpdmUYBCABKAsyHy5wcm9jZXNzLlByb2Nlc3NFdmVudC5LZWVwQWxpdmVIABoZCgpTdGFydEV2ZW50EgsKA3BpZBgBIAEoDRpICglEYXRhRXZlbnQSEAoGc3Rkb3V0GAEgASgMSAASEAoGc3RkZXJyGAIgASgMSAASDQoDcHR5GAMgASgMSABCCAoGb3V0cHV0GlsKCEVuZEV2ZW50EhEKCWV4aXRfY29kZRgBIAEoERIOCgZleGl0ZWQYAiABKAgSDgoGc3RhdHVzGAMgASgJEhIKBWVycm9yGAQgASgJSACIAQFCCAoGX2Vycm9yGgsKCUtlZXBBbGl2ZUIHCgVldmVudCI1Cg1TdGFydFJlc3BvbnNlEiQKBWV2ZW50GAEgASgLMhUucHJvY2Vzcy5Qcm9jZXNzRXZlbnQiNwoPQ29ubmVjdFJlc3BvbnNlEiQKBWV2ZW50GAEgASgLMhUucHJvY2Vzcy5Qcm9jZXNzRXZlbnQiYwoQU2VuZElucHV0UmVxdWVzdBIpCgdwcm9jZXNzGAEgASgLMhgucHJvY2Vzcy5Qcm9jZXNzU2VsZWN0b3ISJAoFaW5wdXQYAiABKAsyFS5wcm9jZXNzLlByb2Nlc3NJbnB1dCITChFTZW5kSW5wdXRSZXNwb25zZSI3CgxQcm9jZXNzSW5wdXQSDwoFc3RkaW4YASABKAxIABINCgNwdHkYAiABKAxIAEIHCgVpbnB1dCLCAgoSU3RyZWFtSW5wdXRSZXF1ZXN0EjcKBXN0YXJ0GAEgASgLMiYucHJvY2Vzcy5TdHJlYW1JbnB1dFJlcXVlc3QuU3RhcnRFdmVudEgAEjUKBGRhdGEYAiABKAsyJS5wcm9jZXNzLlN0cmVhbUlucHV0UmVxdWVzdC5EYXRhRXZlbnRIABI6CglrZWVwYWxpdmUYAyABKAsyJS5wcm9jZXNzLlN0cmVhbUlucHV0UmVxdWVzdC5LZWVwQWxpdmVIABo3CgpTdGFydEV2ZW50EikKB3Byb2Nlc3MYASABKAsyGC5wcm9jZXNzLlByb2Nlc3NTZWxlY3RvchoxCglEYXRhRXZlbnQSJAoFaW5wdXQYAiABKAsyFS5wcm9jZXNzLlByb2Nlc3NJbnB1dBoLCglLZWVwQWxpdmVCBwoFZXZlbnQiFQoTU3RyZWFtSW5wdXRSZXNwb25zZSJfChFTZW5kU2lnbmFsUmVxdWVzdBIpCgdwcm9jZXNzGAEgASgLMhgucHJvY2Vzcy5Qcm9jZXNzU2VsZWN0b3ISHwoGc2lnbmFsGAIgASgOMg8ucHJvY2Vzcy5TaWduYWwiFAoSU2VuZFNpZ25hbFJlc3BvbnNlIj4KEUNsb3NlU3RkaW5SZXF1ZXN0EikKB3Byb2Nlc3MYASABKAsyGC5wcm9jZXNzLlByb2Nlc3NTZWxlY3RvciIUChJDbG9zZVN0ZGluUmVzcG9uc2UiOwoOQ29ubmVjdFJlcXVlc3QSKQoHcHJvY2VzcxgBIAEoCzIYLnByb2Nlc3MuUHJvY2Vzc1NlbGVjdG9yIjsKD1Byb2Nlc3NTZWxlY3RvchINCgNwaWQYASABKA1IABINCgN0YWcYAiABKAlIAEIKCghzZWxlY3RvcipICgZTaWduYWwSFgoSU0lHTkFMX1VOU1BFQ0lGSUVEEAASEgoOU0lHTkFMX1NJR1RFUk0QDxISCg5TSUdOQUxfU0lHS0lMTBAJMpEECgdQcm9jZXNzEjMKBExpc3QSFC5wcm9jZXNzLkxpc3RSZXF1ZXN0GhUucHJvY2Vzcy5MaXN0UmVzcG9uc2USPgoHQ29ubmVjdBIXLnByb2Nlc3MuQ29ubmVjdFJlcXVlc3QaGC5wcm9jZXNzLkNvbm5lY3RSZXNwb25zZTABEjgKBVN0YXJ0EhUucHJvY2Vzcy5TdGFydFJlcXVlc3QaFi5wcm9jZXNzLlN0YXJ0UmVzcG9uc2UwARI5CgZVcGRhdGUSFi5wcm9jZXNzLlVwZGF0ZVJlcXVlc3QaFy5wcm9jZXNzLlVwZGF0ZVJlc3BvbnNlEkoKC1N0cmVhbUlucHV0EhsucHJvY2Vzcy5TdHJlYW1JbnB1dFJlcXVlc3QaHC5wcm9jZXNzLlN0cmVhbUlucHV0UmVzcG9uc2UoARJCCglTZW5kSW5wdXQSGS5wcm9jZXNzLlNlbmRJbnB1dFJlcXVlc3QaGi5wcm9jZXNzLlNlbmRJbnB1dFJlc3BvbnNlEkUKClNlbmRTaWduYWwSGi5wcm9jZXNzLlNlbmRTaWduYWxSZXF1ZXN0GhsucHJvY2Vzcy5TZW5kU2lnbmFsUmVzcG9uc2USRQoKQ2xvc2VTdGRpbhIaLnByb2Nlc3MuQ2xvc2VTdGRpblJlcXVlc3QaGy5wcm9jZXNzLkNsb3NlU3RkaW5SZXNwb25zZWIGcHJvdG8z");
 
 /**
  * @generated from message process.PTY
@@ -32,7 +29,8 @@ export type PTY = Message<"process.PTY"> & {
  * Describes the message process.PTY.
  * Use `create(PTYSchema)` to create a new message.
  */
-export const PTYSchema: GenMessage<PTY> = /*@__PURE__*/ messageDesc(file_process_process, 0);
+export const PTYSchema: GenMessage<PTY> = /*@__PURE__*/
+  messageDesc(file_process_process, 0);
 
 /**
  * @generated from message process.PTY.Size
@@ -53,7 +51,8 @@ export type PTY_Size = Message<"process.PTY.Size"> & {
  * Describes the message process.PTY.Size.
  * Use `create(PTY_SizeSchema)` to create a new message.
  */
-export const PTY_SizeSchema: GenMessage<PTY_Size> = /*@__PURE__*/ messageDesc(file_process_process, 0, 0);
+export const PTY_SizeSchema: GenMessage<PTY_Size> = /*@__PURE__*/
+  messageDesc(file_process_process, 0, 0);
 
 /**
  * @generated from message process.ProcessConfig
@@ -84,18 +83,21 @@ export type ProcessConfig = Message<"process.ProcessConfig"> & {
  * Describes the message process.ProcessConfig.
  * Use `create(ProcessConfigSchema)` to create a new message.
  */
-export const ProcessConfigSchema: GenMessage<ProcessConfig> = /*@__PURE__*/ messageDesc(file_process_process, 1);
+export const ProcessConfigSchema: GenMessage<ProcessConfig> = /*@__PURE__*/
+  messageDesc(file_process_process, 1);
 
 /**
  * @generated from message process.ListRequest
  */
-export type ListRequest = Message<"process.ListRequest"> & {};
+export type ListRequest = Message<"process.ListRequest"> & {
+};
 
 /**
  * Describes the message process.ListRequest.
  * Use `create(ListRequestSchema)` to create a new message.
  */
-export const ListRequestSchema: GenMessage<ListRequest> = /*@__PURE__*/ messageDesc(file_process_process, 2);
+export const ListRequestSchema: GenMessage<ListRequest> = /*@__PURE__*/
+  messageDesc(file_process_process, 2);
 
 /**
  * @generated from message process.ProcessInfo
@@ -121,7 +123,8 @@ export type ProcessInfo = Message<"process.ProcessInfo"> & {
  * Describes the message process.ProcessInfo.
  * Use `create(ProcessInfoSchema)` to create a new message.
  */
-export const ProcessInfoSchema: GenMessage<ProcessInfo> = /*@__PURE__*/ messageDesc(file_process_process, 3);
+export const ProcessInfoSchema: GenMessage<ProcessInfo> = /*@__PURE__*/
+  messageDesc(file_process_process, 3);
 
 /**
  * @generated from message process.ListResponse
@@ -137,7 +140,8 @@ export type ListResponse = Message<"process.ListResponse"> & {
  * Describes the message process.ListResponse.
  * Use `create(ListResponseSchema)` to create a new message.
  */
-export const ListResponseSchema: GenMessage<ListResponse> = /*@__PURE__*/ messageDesc(file_process_process, 4);
+export const ListResponseSchema: GenMessage<ListResponse> = /*@__PURE__*/
+  messageDesc(file_process_process, 4);
 
 /**
  * @generated from message process.StartRequest
@@ -168,7 +172,8 @@ export type StartRequest = Message<"process.StartRequest"> & {
  * Describes the message process.StartRequest.
  * Use `create(StartRequestSchema)` to create a new message.
  */
-export const StartRequestSchema: GenMessage<StartRequest> = /*@__PURE__*/ messageDesc(file_process_process, 5);
+export const StartRequestSchema: GenMessage<StartRequest> = /*@__PURE__*/
+  messageDesc(file_process_process, 5);
 
 /**
  * @generated from message process.UpdateRequest
@@ -189,18 +194,21 @@ export type UpdateRequest = Message<"process.UpdateRequest"> & {
  * Describes the message process.UpdateRequest.
  * Use `create(UpdateRequestSchema)` to create a new message.
  */
-export const UpdateRequestSchema: GenMessage<UpdateRequest> = /*@__PURE__*/ messageDesc(file_process_process, 6);
+export const UpdateRequestSchema: GenMessage<UpdateRequest> = /*@__PURE__*/
+  messageDesc(file_process_process, 6);
 
 /**
  * @generated from message process.UpdateResponse
  */
-export type UpdateResponse = Message<"process.UpdateResponse"> & {};
+export type UpdateResponse = Message<"process.UpdateResponse"> & {
+};
 
 /**
  * Describes the message process.UpdateResponse.
  * Use `create(UpdateResponseSchema)` to create a new message.
  */
-export const UpdateResponseSchema: GenMessage<UpdateResponse> = /*@__PURE__*/ messageDesc(file_process_process, 7);
+export const UpdateResponseSchema: GenMessage<UpdateResponse> = /*@__PURE__*/
+  messageDesc(file_process_process, 7);
 
 /**
  * @generated from message process.ProcessEvent
@@ -209,43 +217,39 @@ export type ProcessEvent = Message<"process.ProcessEvent"> & {
   /**
    * @generated from oneof process.ProcessEvent.event
    */
-  event:
-    | {
-        /**
-         * @generated from field: process.ProcessEvent.StartEvent start = 1;
-         */
-        value: ProcessEvent_StartEvent;
-        case: "start";
-      }
-    | {
-        /**
-         * @generated from field: process.ProcessEvent.DataEvent data = 2;
-         */
-        value: ProcessEvent_DataEvent;
-        case: "data";
-      }
-    | {
-        /**
-         * @generated from field: process.ProcessEvent.EndEvent end = 3;
-         */
-        value: ProcessEvent_EndEvent;
-        case: "end";
-      }
-    | {
-        /**
-         * @generated from field: process.ProcessEvent.KeepAlive keepalive = 4;
-         */
-        value: ProcessEvent_KeepAlive;
-        case: "keepalive";
-      }
-    | { case: undefined; value?: undefined };
+  event: {
+    /**
+     * @generated from field: process.ProcessEvent.StartEvent start = 1;
+     */
+    value: ProcessEvent_StartEvent;
+    case: "start";
+  } | {
+    /**
+     * @generated from field: process.ProcessEvent.DataEvent data = 2;
+     */
+    value: ProcessEvent_DataEvent;
+    case: "data";
+  } | {
+    /**
+     * @generated from field: process.ProcessEvent.EndEvent end = 3;
+     */
+    value: ProcessEvent_EndEvent;
+    case: "end";
+  } | {
+    /**
+     * @generated from field: process.ProcessEvent.KeepAlive keepalive = 4;
+     */
+    value: ProcessEvent_KeepAlive;
+    case: "keepalive";
+  } | { case: undefined; value?: undefined };
 };
 
 /**
  * Describes the message process.ProcessEvent.
  * Use `create(ProcessEventSchema)` to create a new message.
  */
-export const ProcessEventSchema: GenMessage<ProcessEvent> = /*@__PURE__*/ messageDesc(file_process_process, 8);
+export const ProcessEventSchema: GenMessage<ProcessEvent> = /*@__PURE__*/
+  messageDesc(file_process_process, 8);
 
 /**
  * @generated from message process.ProcessEvent.StartEvent
@@ -261,8 +265,7 @@ export type ProcessEvent_StartEvent = Message<"process.ProcessEvent.StartEvent">
  * Describes the message process.ProcessEvent.StartEvent.
  * Use `create(ProcessEvent_StartEventSchema)` to create a new message.
  */
-export const ProcessEvent_StartEventSchema: GenMessage<ProcessEvent_StartEvent> =
-  /*@__PURE__*/
+export const ProcessEvent_StartEventSchema: GenMessage<ProcessEvent_StartEvent> = /*@__PURE__*/
   messageDesc(file_process_process, 8, 0);
 
 /**
@@ -272,37 +275,32 @@ export type ProcessEvent_DataEvent = Message<"process.ProcessEvent.DataEvent"> &
   /**
    * @generated from oneof process.ProcessEvent.DataEvent.output
    */
-  output:
-    | {
-        /**
-         * @generated from field: bytes stdout = 1;
-         */
-        value: Uint8Array;
-        case: "stdout";
-      }
-    | {
-        /**
-         * @generated from field: bytes stderr = 2;
-         */
-        value: Uint8Array;
-        case: "stderr";
-      }
-    | {
-        /**
-         * @generated from field: bytes pty = 3;
-         */
-        value: Uint8Array;
-        case: "pty";
-      }
-    | { case: undefined; value?: undefined };
+  output: {
+    /**
+     * @generated from field: bytes stdout = 1;
+     */
+    value: Uint8Array;
+    case: "stdout";
+  } | {
+    /**
+     * @generated from field: bytes stderr = 2;
+     */
+    value: Uint8Array;
+    case: "stderr";
+  } | {
+    /**
+     * @generated from field: bytes pty = 3;
+     */
+    value: Uint8Array;
+    case: "pty";
+  } | { case: undefined; value?: undefined };
 };
 
 /**
  * Describes the message process.ProcessEvent.DataEvent.
  * Use `create(ProcessEvent_DataEventSchema)` to create a new message.
  */
-export const ProcessEvent_DataEventSchema: GenMessage<ProcessEvent_DataEvent> =
-  /*@__PURE__*/
+export const ProcessEvent_DataEventSchema: GenMessage<ProcessEvent_DataEvent> = /*@__PURE__*/
   messageDesc(file_process_process, 8, 1);
 
 /**
@@ -334,21 +332,20 @@ export type ProcessEvent_EndEvent = Message<"process.ProcessEvent.EndEvent"> & {
  * Describes the message process.ProcessEvent.EndEvent.
  * Use `create(ProcessEvent_EndEventSchema)` to create a new message.
  */
-export const ProcessEvent_EndEventSchema: GenMessage<ProcessEvent_EndEvent> =
-  /*@__PURE__*/
+export const ProcessEvent_EndEventSchema: GenMessage<ProcessEvent_EndEvent> = /*@__PURE__*/
   messageDesc(file_process_process, 8, 2);
 
 /**
  * @generated from message process.ProcessEvent.KeepAlive
  */
-export type ProcessEvent_KeepAlive = Message<"process.ProcessEvent.KeepAlive"> & {};
+export type ProcessEvent_KeepAlive = Message<"process.ProcessEvent.KeepAlive"> & {
+};
 
 /**
  * Describes the message process.ProcessEvent.KeepAlive.
  * Use `create(ProcessEvent_KeepAliveSchema)` to create a new message.
  */
-export const ProcessEvent_KeepAliveSchema: GenMessage<ProcessEvent_KeepAlive> =
-  /*@__PURE__*/
+export const ProcessEvent_KeepAliveSchema: GenMessage<ProcessEvent_KeepAlive> = /*@__PURE__*/
   messageDesc(file_process_process, 8, 3);
 
 /**
@@ -365,7 +362,8 @@ export type StartResponse = Message<"process.StartResponse"> & {
  * Describes the message process.StartResponse.
  * Use `create(StartResponseSchema)` to create a new message.
  */
-export const StartResponseSchema: GenMessage<StartResponse> = /*@__PURE__*/ messageDesc(file_process_process, 9);
+export const StartResponseSchema: GenMessage<StartResponse> = /*@__PURE__*/
+  messageDesc(file_process_process, 9);
 
 /**
  * @generated from message process.ConnectResponse
@@ -381,7 +379,8 @@ export type ConnectResponse = Message<"process.ConnectResponse"> & {
  * Describes the message process.ConnectResponse.
  * Use `create(ConnectResponseSchema)` to create a new message.
  */
-export const ConnectResponseSchema: GenMessage<ConnectResponse> = /*@__PURE__*/ messageDesc(file_process_process, 10);
+export const ConnectResponseSchema: GenMessage<ConnectResponse> = /*@__PURE__*/
+  messageDesc(file_process_process, 10);
 
 /**
  * @generated from message process.SendInputRequest
@@ -402,18 +401,21 @@ export type SendInputRequest = Message<"process.SendInputRequest"> & {
  * Describes the message process.SendInputRequest.
  * Use `create(SendInputRequestSchema)` to create a new message.
  */
-export const SendInputRequestSchema: GenMessage<SendInputRequest> = /*@__PURE__*/ messageDesc(file_process_process, 11);
+export const SendInputRequestSchema: GenMessage<SendInputRequest> = /*@__PURE__*/
+  messageDesc(file_process_process, 11);
 
 /**
  * @generated from message process.SendInputResponse
  */
-export type SendInputResponse = Message<"process.SendInputResponse"> & {};
+export type SendInputResponse = Message<"process.SendInputResponse"> & {
+};
 
 /**
  * Describes the message process.SendInputResponse.
  * Use `create(SendInputResponseSchema)` to create a new message.
  */
-export const SendInputResponseSchema: GenMessage<SendInputResponse> = /*@__PURE__*/ messageDesc(file_process_process, 12);
+export const SendInputResponseSchema: GenMessage<SendInputResponse> = /*@__PURE__*/
+  messageDesc(file_process_process, 12);
 
 /**
  * @generated from message process.ProcessInput
@@ -422,29 +424,27 @@ export type ProcessInput = Message<"process.ProcessInput"> & {
   /**
    * @generated from oneof process.ProcessInput.input
    */
-  input:
-    | {
-        /**
-         * @generated from field: bytes stdin = 1;
-         */
-        value: Uint8Array;
-        case: "stdin";
-      }
-    | {
-        /**
-         * @generated from field: bytes pty = 2;
-         */
-        value: Uint8Array;
-        case: "pty";
-      }
-    | { case: undefined; value?: undefined };
+  input: {
+    /**
+     * @generated from field: bytes stdin = 1;
+     */
+    value: Uint8Array;
+    case: "stdin";
+  } | {
+    /**
+     * @generated from field: bytes pty = 2;
+     */
+    value: Uint8Array;
+    case: "pty";
+  } | { case: undefined; value?: undefined };
 };
 
 /**
  * Describes the message process.ProcessInput.
  * Use `create(ProcessInputSchema)` to create a new message.
  */
-export const ProcessInputSchema: GenMessage<ProcessInput> = /*@__PURE__*/ messageDesc(file_process_process, 13);
+export const ProcessInputSchema: GenMessage<ProcessInput> = /*@__PURE__*/
+  messageDesc(file_process_process, 13);
 
 /**
  * @generated from message process.StreamInputRequest
@@ -453,36 +453,33 @@ export type StreamInputRequest = Message<"process.StreamInputRequest"> & {
   /**
    * @generated from oneof process.StreamInputRequest.event
    */
-  event:
-    | {
-        /**
-         * @generated from field: process.StreamInputRequest.StartEvent start = 1;
-         */
-        value: StreamInputRequest_StartEvent;
-        case: "start";
-      }
-    | {
-        /**
-         * @generated from field: process.StreamInputRequest.DataEvent data = 2;
-         */
-        value: StreamInputRequest_DataEvent;
-        case: "data";
-      }
-    | {
-        /**
-         * @generated from field: process.StreamInputRequest.KeepAlive keepalive = 3;
-         */
-        value: StreamInputRequest_KeepAlive;
-        case: "keepalive";
-      }
-    | { case: undefined; value?: undefined };
+  event: {
+    /**
+     * @generated from field: process.StreamInputRequest.StartEvent start = 1;
+     */
+    value: StreamInputRequest_StartEvent;
+    case: "start";
+  } | {
+    /**
+     * @generated from field: process.StreamInputRequest.DataEvent data = 2;
+     */
+    value: StreamInputRequest_DataEvent;
+    case: "data";
+  } | {
+    /**
+     * @generated from field: process.StreamInputRequest.KeepAlive keepalive = 3;
+     */
+    value: StreamInputRequest_KeepAlive;
+    case: "keepalive";
+  } | { case: undefined; value?: undefined };
 };
 
 /**
  * Describes the message process.StreamInputRequest.
  * Use `create(StreamInputRequestSchema)` to create a new message.
  */
-export const StreamInputRequestSchema: GenMessage<StreamInputRequest> = /*@__PURE__*/ messageDesc(file_process_process, 14);
+export const StreamInputRequestSchema: GenMessage<StreamInputRequest> = /*@__PURE__*/
+  messageDesc(file_process_process, 14);
 
 /**
  * @generated from message process.StreamInputRequest.StartEvent
@@ -498,8 +495,7 @@ export type StreamInputRequest_StartEvent = Message<"process.StreamInputRequest.
  * Describes the message process.StreamInputRequest.StartEvent.
  * Use `create(StreamInputRequest_StartEventSchema)` to create a new message.
  */
-export const StreamInputRequest_StartEventSchema: GenMessage<StreamInputRequest_StartEvent> =
-  /*@__PURE__*/
+export const StreamInputRequest_StartEventSchema: GenMessage<StreamInputRequest_StartEvent> = /*@__PURE__*/
   messageDesc(file_process_process, 14, 0);
 
 /**
@@ -516,33 +512,34 @@ export type StreamInputRequest_DataEvent = Message<"process.StreamInputRequest.D
  * Describes the message process.StreamInputRequest.DataEvent.
  * Use `create(StreamInputRequest_DataEventSchema)` to create a new message.
  */
-export const StreamInputRequest_DataEventSchema: GenMessage<StreamInputRequest_DataEvent> =
-  /*@__PURE__*/
+export const StreamInputRequest_DataEventSchema: GenMessage<StreamInputRequest_DataEvent> = /*@__PURE__*/
   messageDesc(file_process_process, 14, 1);
 
 /**
  * @generated from message process.StreamInputRequest.KeepAlive
  */
-export type StreamInputRequest_KeepAlive = Message<"process.StreamInputRequest.KeepAlive"> & {};
+export type StreamInputRequest_KeepAlive = Message<"process.StreamInputRequest.KeepAlive"> & {
+};
 
 /**
  * Describes the message process.StreamInputRequest.KeepAlive.
  * Use `create(StreamInputRequest_KeepAliveSchema)` to create a new message.
  */
-export const StreamInputRequest_KeepAliveSchema: GenMessage<StreamInputRequest_KeepAlive> =
-  /*@__PURE__*/
+export const StreamInputRequest_KeepAliveSchema: GenMessage<StreamInputRequest_KeepAlive> = /*@__PURE__*/
   messageDesc(file_process_process, 14, 2);
 
 /**
  * @generated from message process.StreamInputResponse
  */
-export type StreamInputResponse = Message<"process.StreamInputResponse"> & {};
+export type StreamInputResponse = Message<"process.StreamInputResponse"> & {
+};
 
 /**
  * Describes the message process.StreamInputResponse.
  * Use `create(StreamInputResponseSchema)` to create a new message.
  */
-export const StreamInputResponseSchema: GenMessage<StreamInputResponse> = /*@__PURE__*/ messageDesc(file_process_process, 15);
+export const StreamInputResponseSchema: GenMessage<StreamInputResponse> = /*@__PURE__*/
+  messageDesc(file_process_process, 15);
 
 /**
  * @generated from message process.SendSignalRequest
@@ -563,18 +560,21 @@ export type SendSignalRequest = Message<"process.SendSignalRequest"> & {
  * Describes the message process.SendSignalRequest.
  * Use `create(SendSignalRequestSchema)` to create a new message.
  */
-export const SendSignalRequestSchema: GenMessage<SendSignalRequest> = /*@__PURE__*/ messageDesc(file_process_process, 16);
+export const SendSignalRequestSchema: GenMessage<SendSignalRequest> = /*@__PURE__*/
+  messageDesc(file_process_process, 16);
 
 /**
  * @generated from message process.SendSignalResponse
  */
-export type SendSignalResponse = Message<"process.SendSignalResponse"> & {};
+export type SendSignalResponse = Message<"process.SendSignalResponse"> & {
+};
 
 /**
  * Describes the message process.SendSignalResponse.
  * Use `create(SendSignalResponseSchema)` to create a new message.
  */
-export const SendSignalResponseSchema: GenMessage<SendSignalResponse> = /*@__PURE__*/ messageDesc(file_process_process, 17);
+export const SendSignalResponseSchema: GenMessage<SendSignalResponse> = /*@__PURE__*/
+  messageDesc(file_process_process, 17);
 
 /**
  * @generated from message process.CloseStdinRequest
@@ -590,18 +590,21 @@ export type CloseStdinRequest = Message<"process.CloseStdinRequest"> & {
  * Describes the message process.CloseStdinRequest.
  * Use `create(CloseStdinRequestSchema)` to create a new message.
  */
-export const CloseStdinRequestSchema: GenMessage<CloseStdinRequest> = /*@__PURE__*/ messageDesc(file_process_process, 18);
+export const CloseStdinRequestSchema: GenMessage<CloseStdinRequest> = /*@__PURE__*/
+  messageDesc(file_process_process, 18);
 
 /**
  * @generated from message process.CloseStdinResponse
  */
-export type CloseStdinResponse = Message<"process.CloseStdinResponse"> & {};
+export type CloseStdinResponse = Message<"process.CloseStdinResponse"> & {
+};
 
 /**
  * Describes the message process.CloseStdinResponse.
  * Use `create(CloseStdinResponseSchema)` to create a new message.
  */
-export const CloseStdinResponseSchema: GenMessage<CloseStdinResponse> = /*@__PURE__*/ messageDesc(file_process_process, 19);
+export const CloseStdinResponseSchema: GenMessage<CloseStdinResponse> = /*@__PURE__*/
+  messageDesc(file_process_process, 19);
 
 /**
  * @generated from message process.ConnectRequest
@@ -617,7 +620,8 @@ export type ConnectRequest = Message<"process.ConnectRequest"> & {
  * Describes the message process.ConnectRequest.
  * Use `create(ConnectRequestSchema)` to create a new message.
  */
-export const ConnectRequestSchema: GenMessage<ConnectRequest> = /*@__PURE__*/ messageDesc(file_process_process, 20);
+export const ConnectRequestSchema: GenMessage<ConnectRequest> = /*@__PURE__*/
+  messageDesc(file_process_process, 20);
 
 /**
  * @generated from message process.ProcessSelector
@@ -626,29 +630,27 @@ export type ProcessSelector = Message<"process.ProcessSelector"> & {
   /**
    * @generated from oneof process.ProcessSelector.selector
    */
-  selector:
-    | {
-        /**
-         * @generated from field: uint32 pid = 1;
-         */
-        value: number;
-        case: "pid";
-      }
-    | {
-        /**
-         * @generated from field: string tag = 2;
-         */
-        value: string;
-        case: "tag";
-      }
-    | { case: undefined; value?: undefined };
+  selector: {
+    /**
+     * @generated from field: uint32 pid = 1;
+     */
+    value: number;
+    case: "pid";
+  } | {
+    /**
+     * @generated from field: string tag = 2;
+     */
+    value: string;
+    case: "tag";
+  } | { case: undefined; value?: undefined };
 };
 
 /**
  * Describes the message process.ProcessSelector.
  * Use `create(ProcessSelectorSchema)` to create a new message.
  */
-export const ProcessSelectorSchema: GenMessage<ProcessSelector> = /*@__PURE__*/ messageDesc(file_process_process, 21);
+export const ProcessSelectorSchema: GenMessage<ProcessSelector> = /*@__PURE__*/
+  messageDesc(file_process_process, 21);
 
 /**
  * @generated from enum process.Signal
@@ -673,7 +675,8 @@ export enum Signal {
 /**
  * Describes the enum process.Signal.
  */
-export const SignalSchema: GenEnum<Signal> = /*@__PURE__*/ enumDesc(file_process_process, 0);
+export const SignalSchema: GenEnum<Signal> = /*@__PURE__*/
+  enumDesc(file_process_process, 0);
 
 /**
  * @generated from service process.Process
@@ -686,7 +689,7 @@ export const Process: GenService<{
     methodKind: "unary";
     input: typeof ListRequestSchema;
     output: typeof ListResponseSchema;
-  };
+  },
   /**
    * @generated from rpc process.Process.Connect
    */
@@ -694,7 +697,7 @@ export const Process: GenService<{
     methodKind: "server_streaming";
     input: typeof ConnectRequestSchema;
     output: typeof ConnectResponseSchema;
-  };
+  },
   /**
    * @generated from rpc process.Process.Start
    */
@@ -702,7 +705,7 @@ export const Process: GenService<{
     methodKind: "server_streaming";
     input: typeof StartRequestSchema;
     output: typeof StartResponseSchema;
-  };
+  },
   /**
    * @generated from rpc process.Process.Update
    */
@@ -710,7 +713,7 @@ export const Process: GenService<{
     methodKind: "unary";
     input: typeof UpdateRequestSchema;
     output: typeof UpdateResponseSchema;
-  };
+  },
   /**
    * @generated from rpc process.Process.StreamInput
    */
@@ -718,7 +721,7 @@ export const Process: GenService<{
     methodKind: "client_streaming";
     input: typeof StreamInputRequestSchema;
     output: typeof StreamInputResponseSchema;
-  };
+  },
   /**
    * @generated from rpc process.Process.SendInput
    */
@@ -726,7 +729,7 @@ export const Process: GenService<{
     methodKind: "unary";
     input: typeof SendInputRequestSchema;
     output: typeof SendInputResponseSchema;
-  };
+  },
   /**
    * @generated from rpc process.Process.SendSignal
    */
@@ -734,7 +737,7 @@ export const Process: GenService<{
     methodKind: "unary";
     input: typeof SendSignalRequestSchema;
     output: typeof SendSignalResponseSchema;
-  };
+  },
   /**
    * @generated from rpc process.Process.CloseStdin
    */
@@ -742,5 +745,7 @@ export const Process: GenService<{
     methodKind: "unary";
     input: typeof CloseStdinRequestSchema;
     output: typeof CloseStdinResponseSchema;
-  };
-}> = /*@__PURE__*/ serviceDesc(file_process_process, 0);
+  },
+}> = /*@__PURE__*/
+  serviceDesc(file_process_process, 0);
+
