@@ -28,7 +28,11 @@ beforeAll(async () => {
   process.env.E2B_API_URL = `${t.url}/e2b`;
   process.env.E2B_SANDBOX_URL = `${t.url}/e2b`;
   process.env.E2B_API_KEY = t.key;
-  sbx = await Sandbox.create(TEMPLATE, { metadata: { suite: SUITE, role: "main" }, envs: { FROM_CREATE: "yes" }, timeoutMs: 600_000 });
+  sbx = await Sandbox.create(TEMPLATE, {
+    metadata: { suite: SUITE, role: "main" },
+    envs: { FROM_CREATE: "yes" },
+    timeoutMs: 600_000,
+  });
 }, 300_000);
 
 afterAll(async () => {
@@ -39,7 +43,10 @@ afterAll(async () => {
 
 describe("the e2b SDK on sandtree: commands", () => {
   it("runs a command: stdout, stderr, exit code, env (create's and the call's), cwd", async () => {
-    const r = await sbx.commands.run('echo out; echo err >&2; echo "$FROM_CREATE $MINE"; pwd', { envs: { MINE: "mine" }, cwd: "/tmp" });
+    const r = await sbx.commands.run('echo out; echo err >&2; echo "$FROM_CREATE $MINE"; pwd', {
+      envs: { MINE: "mine" },
+      cwd: "/tmp",
+    });
     expect(r.exitCode).toBe(0);
     expect(r.stdout).toBe("out\nyes mine\n/tmp\n");
     expect(r.stderr).toBe("err\n");
@@ -192,7 +199,10 @@ describe("the e2b SDK on sandtree: the control plane", () => {
   });
 
   it("pause, then connect resumes it: a counter keeps counting", async () => {
-    await sbx.commands.run("i=0; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; done", { background: true, timeoutMs: 0 });
+    await sbx.commands.run("i=0; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; done", {
+      background: true,
+      timeoutMs: 0,
+    });
     const read = async () => Number((await sbx.files.read("/tmp/count")).trim());
     const before = await until("the counter", async () => ((await read().catch(() => 0)) > 2 ? read() : undefined));
     expect(await sbx.pause()).toBe(true);
