@@ -13,6 +13,7 @@ const Config = z
     env: z.array(z.string()).optional(),
     workingDir: z.string().optional(),
     user: z.string().optional(),
+    labels: z.record(z.string(), z.string()).optional(),
   })
   .strict();
 const config = (text) => Config.parse(JSON.parse(text ?? "{}"));

@@ -27,3 +27,22 @@ export const ImportImageRequest = z.strictObject({
   layout_ref: z.string().min(1).max(512).optional(),
 });
 export type ImportImageRequest = z.input<typeof ImportImageRequest>;
+
+/** An admin-set image alias: `name` (as Docker compares names) stands for the image `target`. */
+export const ImageAlias = z.object({
+  name: z.string(),
+  target: z.string(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
+export type ImageAlias = z.infer<typeof ImageAlias>;
+
+export const ImageAliasList = z.object({ aliases: z.array(ImageAlias) });
+export type ImageAliasList = z.infer<typeof ImageAliasList>;
+
+/** Sets an image alias (admin keys only); the target must resolve when it is set. */
+export const SetImageAliasRequest = z.strictObject({
+  name: z.string().min(1).max(512),
+  target: z.string().min(1).max(512),
+});
+export type SetImageAliasRequest = z.input<typeof SetImageAliasRequest>;

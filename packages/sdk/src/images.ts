@@ -1,4 +1,4 @@
-import { Image, ImageList, type RegistryCredentials } from "@sandtree/protocol";
+import { Image, ImageAlias, ImageAliasList, ImageList, type RegistryCredentials } from "@sandtree/protocol";
 import type { HttpClient, RequestOptions } from "./http.js";
 
 export interface PullImageOptions extends RequestOptions {
@@ -37,5 +37,20 @@ export class Images {
       path: "/v1/images/import",
       json: { path, name, ...(layoutRef ? { layout_ref: layoutRef } : {}) },
     });
+  }
+
+  /** The image alias table: names users' code gives (`python:3.11-slim`) mapped to images here. */
+  async listAliases(options: RequestOptions = {}): Promise<ImageAlias[]> {
+    return (await this.http.json(ImageAliasList, { ...options, method: "GET", path: "/v1/images/aliases" })).aliases;
+  }
+
+  /** Makes `name` stand for the image `target` in every create and pull (admin keys only; the target must resolve). */
+  setAlias(name: string, target: string, options: RequestOptions = {}): Promise<ImageAlias> {
+    return this.http.json(ImageAlias, { ...options, method: "PUT", path: "/v1/images/aliases", json: { name, target } });
+  }
+
+  /** Removes an alias (admin keys only); sandboxes created through it keep their image. */
+  deleteAlias(name: string, options: RequestOptions = {}): Promise<void> {
+    return this.http.empty({ ...options, method: "DELETE", path: `/v1/images/aliases/${encodeURIComponent(name)}` });
   }
 }

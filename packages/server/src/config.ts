@@ -90,8 +90,16 @@ export const ServerConfig = z.object({
   flattenDepth: z.coerce.number().int().min(2).max(1000).default(16),
   /** Warm starts from booted templates (SANDTREE_WARM_TEMPLATES=0 turns them off). */
   warmTemplates: boolText.default(true),
-  /** Registry of image references without one (SANDTREE_DEFAULT_REGISTRY). */
-  defaultRegistry: z.string().min(1).optional(),
+  /**
+   * Where image names without a registry (`python:3.11-slim`, `acme/tool`) are pulled from, as
+   * Docker does (SANDTREE_DEFAULT_REGISTRY; default Docker Hub, `docker.io`); `none` keeps such
+   * names local-only (the store, then the alias table). Names under `sandtree/` never leave the store.
+   */
+  defaultRegistry: z
+    .string()
+    .min(1)
+    .default("docker.io")
+    .transform((v) => (v === "none" ? null : v)),
   /** Registries reached over plain HTTP (SANDTREE_INSECURE_REGISTRIES, comma-separated). */
   insecureRegistries: z.array(z.string().min(1)).default([]),
   /**

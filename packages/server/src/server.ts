@@ -25,6 +25,7 @@ import { StrandedStarts } from "./services/fleet/stranded-starts.js";
 import { WorkerCheckpoints } from "./services/fleet/worker-checkpoints.js";
 import { HostImageResolver } from "./services/host-images.js";
 import { HostLostService } from "./services/host-lost-service.js";
+import { ImageAliases } from "./services/image-aliases.js";
 import type { ImageResolver } from "./services/image-resolver.js";
 import { JobService } from "./services/job-service.js";
 import { type LogFormat, prettyLogStream, resolveLogFormat } from "./services/log-format.js";
@@ -46,7 +47,7 @@ import type { Services } from "./services/services.js";
 import { TeamService } from "./services/team-service.js";
 import { TimeoutService } from "./services/timeout-service.js";
 import type { HostStore } from "./store/host-store.js";
-import { openHostStore, openHostUrls, openKeyFingerprints, openStore } from "./store/open-store.js";
+import { openHostStore, openHostUrls, openImageAliases, openKeyFingerprints, openStore } from "./store/open-store.js";
 import type { SandboxPatch } from "./store/rows.js";
 import type { Store } from "./store/store.js";
 import { UnwindStack } from "./unwind-stack.js";
@@ -156,7 +157,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
       new ImageStore({
         root: path.join(cfg.cacheDir, "images"),
         insecureRegistries: cfg.insecureRegistries,
-        ...(cfg.defaultRegistry ? { defaultRegistry: cfg.defaultRegistry } : {}),
+        defaultRegistry: cfg.defaultRegistry,
       }),
     );
   let app: FastifyInstance | null = null;
@@ -193,10 +194,12 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
   unwind.push("sandbox networks", () => network.close({ destroy: true }).catch(() => {}));
   // Before adoption: rules and tunnels for the sandboxes still active.
   await network.start(shared ? { notMine: await placedOnPeers(hostRegistry, ownHostName) } : {});
+  const aliases = new ImageAliases(openImageAliases(store), images);
   const sandboxes = new SandboxService({
     network,
     store,
     images,
+    aliases,
     dataDir: cfg.dataDir,
     runRoot: runRootFor(cfg.dataDir),
     layersDir: blobs.localDir,
@@ -300,6 +303,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     exec,
     files,
     images,
+    aliases,
     teams: new TeamService(store, auth, admission),
     admission,
     timeouts,

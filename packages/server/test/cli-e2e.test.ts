@@ -118,4 +118,18 @@ describe("the sandtree CLI against a real server", () => {
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain("IMAGE_NOT_FOUND");
   });
+
+  it("aliases an image name, lists the aliases and removes one", async () => {
+    const set = await sandtree(["image", "alias", "base", "sandtree/busybox"]);
+    expect(set.code, set.stderr).toBe(0);
+    expect(set.stdout).toBe("base:latest -> sandtree/busybox:latest\n");
+    const table = await sandtree(["image", "aliases"]);
+    expect(table.stdout).toMatch(/^NAME\s+IMAGE\s+AGE\nbase:latest\s+sandtree\/busybox:latest\s/);
+    const json = await sandtree(["image", "aliases", "-o", "json"]);
+    expect(JSON.parse(json.stdout).aliases.map((a: { name: string }) => a.name)).toEqual(["base:latest"]);
+    expect((await sandtree(["image", "unalias", "base"])).code).toBe(0);
+    const gone = await sandtree(["image", "unalias", "base"]);
+    expect(gone.code).toBe(1);
+    expect(gone.stderr).toContain("NOT_FOUND");
+  });
 });

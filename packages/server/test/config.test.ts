@@ -38,6 +38,9 @@ describe("config", () => {
       dnsUpstreams: ["192.0.2.1:53", "192.0.2.2"],
     });
     expect(loadConfig({}, {}).warmTemplates).toBe(true);
+    // Short image names resolve on Docker Hub by default, as Docker resolves them; `none` keeps them local.
+    expect(loadConfig({}, {}).defaultRegistry).toBe("docker.io");
+    expect(loadConfig({}, { SANDTREE_DEFAULT_REGISTRY: "none" }).defaultRegistry).toBeNull();
   });
 
   it("refuses a bad value naming the setting and its variable", () => {

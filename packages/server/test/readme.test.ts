@@ -77,6 +77,10 @@ const EXPECT: Array<[RegExp, (r: Result, work: string) => void]> = [
     (r) => expect(r.stdout).toMatch(/^localhost:5000\/team\/tool:1\.2 sha256:[0-9a-f]{64}\n$/),
   ],
   [
+    / image alias python:3\.11-slim sandtree\/debian/,
+    (r) => expect(r.stdout).toBe("python:3.11-slim -> sandtree/debian:latest\n"),
+  ],
+  [
     / team create research && sandtree key create --team research/,
     (r) => {
       expect(r.stdout).toMatch(/^research \S+\n/);

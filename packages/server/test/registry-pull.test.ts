@@ -34,7 +34,10 @@ beforeAll(async () => {
   work = mkdtempSync(path.join(tmpdir(), "sandtree-pull-"));
   registry = await startRegistry();
   imageRef = await pushBusybox();
-  t = await startTestServer({ images: new HostImageResolver(new ImageStore({ root: path.join(work, "images") })) });
+  // Short names resolve on the default registry (Docker Hub unless set; here the test's registry).
+  t = await startTestServer({
+    images: new HostImageResolver(new ImageStore({ root: path.join(work, "images"), defaultRegistry: registry.host })),
+  });
 });
 afterAll(async () => {
   await t?.close();
@@ -92,5 +95,18 @@ describe("importing a local OCI layout", () => {
     const missing = await t.api("POST", "/v1/images/import", { path: path.join(work, "nope"), name: "local/x:1" });
     expect(missing.status).toBeGreaterThanOrEqual(400);
     expect(missing.status).toBeLessThan(500);
+  });
+
+  it("resolves a name without a registry on the default registry, as Docker does", { timeout: 300_000 }, async () => {
+    const short = imageRef.slice(registry.host.length + 1);
+    expect(short).toBe("e2e/busybox:1.0");
+    const sb = await t.api("POST", "/v1/sandboxes", { image: short, memory_gb: 0.25, disk_size_gb: 1 });
+    expect(sb.status, JSON.stringify(sb.body)).toBe(201);
+    await t.waitRunning(sb.body.id);
+    const out = await t.api("POST", `/v1/sandboxes/${sb.body.id}/exec`, { command: ["cat", "/etc/pulled-from"] });
+    expect(out.body.stdout).toBe("registry\n");
+    await t.api("DELETE", `/v1/sandboxes/${sb.body.id}`);
+    const missing = await t.api("POST", "/v1/sandboxes", { image: "e2e/nosuch:1" });
+    expect(missing.body.code).toBe("IMAGE_NOT_FOUND");
   });
 });

@@ -1,5 +1,5 @@
 import path from "node:path";
-import type { Image, RegistryCredentials } from "@sandtree/protocol";
+import type { Image, ImageAlias, RegistryCredentials } from "@sandtree/protocol";
 import type { Command } from "commander";
 import type { CliContext, In } from "../context.js";
 import { UsageError } from "../errors.js";
@@ -8,7 +8,7 @@ import { spinner } from "../progress.js";
 import { globalFlags, outputOption } from "./shared.js";
 
 export function registerImageCommands(program: Command, ctx: CliContext): void {
-  const image = program.command("image").description("list and pull images");
+  const image = program.command("image").description("list, pull and alias images");
 
   image
     .command("list")
@@ -61,6 +61,43 @@ export function registerImageCommands(program: Command, ctx: CliContext): void {
       if (o.output === "json") printJson(ctx.stdout, imported);
       else ctx.stdout.write(`${imported.ref} ${imported.digest}\n`);
     });
+
+  image
+    .command("alias")
+    .description("make a name stand for an image in every create and pull (admin key), e.g. python:3.11-slim sandtree/debian")
+    .argument("<name>", "the name users' code gives, e.g. python:3.11-slim")
+    .argument("<image>", "the image it stands for (local or pullable now)")
+    .addOption(outputOption())
+    .action(async (name: string, target: string, o: { output: OutputFormat }, cmd: Command) => {
+      const alias = await (await ctx.client(globalFlags(cmd))).images.setAlias(name, target);
+      if (o.output === "json") printJson(ctx.stdout, alias);
+      else ctx.stdout.write(`${alias.name} -> ${alias.target}\n`);
+    });
+
+  image
+    .command("aliases")
+    .description("list the image aliases")
+    .addOption(outputOption())
+    .action(async (o: { output: OutputFormat }, cmd: Command) => {
+      const aliases = await (await ctx.client(globalFlags(cmd))).images.listAliases();
+      if (o.output === "json") return printJson(ctx.stdout, { aliases });
+      ctx.stdout.write(aliasTable(aliases));
+    });
+
+  image
+    .command("unalias")
+    .description("remove an image alias (admin key); sandboxes created through it keep their image")
+    .argument("<name>", "the alias")
+    .action(async (name: string, _o: unknown, cmd: Command) => {
+      await (await ctx.client(globalFlags(cmd))).images.deleteAlias(name);
+    });
+}
+
+export function aliasTable(aliases: readonly ImageAlias[], now = Date.now()): string {
+  return renderTable(
+    ["NAME", "IMAGE", "AGE"],
+    aliases.map((a) => [a.name, a.target, formatAge(a.created_at, now)]),
+  );
 }
 
 async function readCredentials(

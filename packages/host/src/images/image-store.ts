@@ -105,13 +105,15 @@ export class ImageStore {
   }
 
   private registryFor(ref: ImageReference): string {
-    const registry = ref.registry ?? (ref.repository.startsWith(LOCAL_NAMESPACE) ? undefined : this.defaultRegistry);
+    const local = ref.registry === undefined && ref.repository.startsWith(LOCAL_NAMESPACE);
+    const registry = ref.registry ?? (local ? undefined : this.defaultRegistry);
     if (registry === undefined) {
-      throw new SandtreeError(
-        "IMAGE_NOT_FOUND",
-        `image ${ref.canonical} is not in the local store; name a registry (e.g. localhost:5000/${ref.canonical}) to pull it`,
-        { ref: ref.canonical },
-      );
+      const why = local
+        ? `names under ${LOCAL_NAMESPACE} are built by setup or imported, never pulled`
+        : `short names are local-only on this server (SANDTREE_DEFAULT_REGISTRY=none); name a registry (e.g. localhost:5000/${ref.canonical}) or have an admin alias it (sandtree image alias ${ref.canonical} IMAGE)`;
+      throw new SandtreeError("IMAGE_NOT_FOUND", `image ${ref.canonical} is not in the local store: ${why}`, {
+        ref: ref.canonical,
+      });
     }
     return registry;
   }
@@ -205,7 +207,12 @@ export class ImageStore {
     } catch (e) {
       // An unreachable registry says nothing of the image: REGISTRY_UNREACHABLE, not IMAGE_NOT_FOUND.
       if (e instanceof SandtreeError && e.code === "REGISTRY_UNREACHABLE") {
-        throw new SandtreeError("REGISTRY_UNREACHABLE", `cannot fetch ${ref.canonical}: ${e.message}`, {
+        // A short name went to the default registry: say so, and how to point it elsewhere.
+        const viaDefault =
+          ref.registry === undefined
+            ? ` (${ref.canonical} has no registry, so it was asked of the default registry ${registry}, as Docker does; set SANDTREE_DEFAULT_REGISTRY to another registry or to none, or have an admin alias the name: sandtree image alias NAME IMAGE)`
+            : "";
+        throw new SandtreeError("REGISTRY_UNREACHABLE", `cannot fetch ${ref.canonical}: ${e.message}${viaDefault}`, {
           ...e.details,
           ref: ref.canonical,
         });

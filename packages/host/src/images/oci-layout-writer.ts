@@ -93,6 +93,7 @@ async function writeImage(outDir: string, image: ImageSpec, signal?: AbortSignal
       Cmd: c.cmd ?? ["/bin/sh"],
       WorkingDir: c.workingDir ?? "/",
       ...(c.user ? { User: c.user } : {}),
+      ...(c.labels && Object.keys(c.labels).length > 0 ? { Labels: c.labels } : {}),
     },
     rootfs: { type: "layers", diff_ids: diffIds },
   };

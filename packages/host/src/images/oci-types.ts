@@ -63,6 +63,8 @@ export interface ImageRuntimeConfig {
   cmd: string[];
   workingDir: string;
   user: string;
+  /** The image config's labels (optional: bases built before labels were kept have none). */
+  labels?: Record<string, string>;
 }
 
 export const DEFAULT_PLATFORM: Platform = { os: "linux", architecture: "amd64" };
@@ -160,6 +162,9 @@ export function parseRuntimeConfig(doc: Record<string, unknown>): ImageRuntimeCo
     cmd: strings(c.Cmd),
     workingDir: typeof c.WorkingDir === "string" ? c.WorkingDir : "",
     user: typeof c.User === "string" ? c.User : "",
+    labels: isObject(c.Labels)
+      ? Object.fromEntries(Object.entries(c.Labels).filter((e): e is [string, string] => typeof e[1] === "string"))
+      : {},
   };
 }
 

@@ -6,6 +6,7 @@ import type { Store } from "../store/store.js";
 import type { AdmissionService } from "./admission-service.js";
 import type { RemoteSandboxes } from "./fleet/remote-sandboxes.js";
 import { placeHere, type RestorePlan } from "./fleet/restore-plan.js";
+import { type ImageAliases, imageOfCreate } from "./image-aliases.js";
 import type { ImageResolver } from "./image-resolver.js";
 import { lifetimeFields } from "./lifetime.js";
 import type { Logger } from "./logger.js";
@@ -21,6 +22,7 @@ export { liveDiskName, memoryMbFor } from "./sandbox-paths.js";
 export interface SandboxServiceDeps {
   store: Store;
   images: ImageResolver;
+  aliases?: ImageAliases;
   dataDir: string;
   /** Short directory for Unix sockets (path length limit). */
   runRoot: string;
@@ -172,15 +174,16 @@ export class SandboxService {
     const replayed = await this.deps.admission.replay(teamId, params);
     if (replayed) return { sandbox: replayed, created: false };
     const credentials = params.registry_credentials;
+    const { image, alias } = await imageOfCreate(this.deps.aliases, params);
     // A restore's image comes from its checkpoint, which was verified.
-    if (!params.checkpoint_id) await this.deps.images.check(params.image, credentials ? { credentials } : {});
+    if (!params.checkpoint_id) await this.deps.images.check(image, credentials ? { credentials } : {});
     this.deps.network?.validate(params);
     const now = new Date().toISOString();
     const sandbox: Sandbox = {
       id: opts.id ?? newSandboxId(),
       name: params.name ?? null,
       team_id: teamId,
-      image: params.image,
+      image,
       image_digest: null,
       status: "PENDING",
       cpu_cores: params.cpu_cores,
@@ -210,7 +213,7 @@ export class SandboxService {
       await this.deps.store.updateSandbox(sandbox.id, lineage);
       Object.assign(sandbox, lineage);
     }
-    await this.deps.store.addEvent(sandbox.id, `created from ${params.image}`);
+    await this.deps.store.addEvent(sandbox.id, `created from ${params.image}${alias ? ` (an image alias for ${image})` : ""}`);
     const abort = new AbortController();
     const plan = restore && params.restore_memory ? restore : restore ? { ...restore, memState: null } : null;
     const started =

@@ -10,6 +10,7 @@ import type { FleetService } from "./fleet/fleet-service.js";
 import type { RemoteCheckpoints } from "./fleet/remote-checkpoints.js";
 import type { RemoteSandboxes } from "./fleet/remote-sandboxes.js";
 import type { WorkerCheckpoints } from "./fleet/worker-checkpoints.js";
+import type { ImageAliases } from "./image-aliases.js";
 import type { ImageResolver } from "./image-resolver.js";
 import type { JobService } from "./job-service.js";
 import type { MeteringService } from "./metering/metering-service.js";
@@ -33,6 +34,8 @@ export interface Services {
   exec: ExecService;
   files: FileService;
   images: ImageResolver;
+  /** The admin-set image alias table (creates and pulls go through it). */
+  aliases: ImageAliases;
   teams: TeamService;
   admission: AdmissionService;
   timeouts: TimeoutService;

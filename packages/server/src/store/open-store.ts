@@ -1,6 +1,7 @@
 import path from "node:path";
 import type { HostStore } from "./host-store.js";
 import type { HostUrls } from "./host-urls.js";
+import type { ImageAliasStore } from "./image-aliases.js";
 import type { KeyFingerprints } from "./key-fingerprints.js";
 import { PgStore } from "./pg-store.js";
 import { SqliteStore } from "./sqlite-store.js";
@@ -32,4 +33,10 @@ export function openKeyFingerprints(store: Store): KeyFingerprints {
 export function openHostUrls(store: Store): HostUrls {
   if (store instanceof SqliteStore || store instanceof PgStore) return store.hostUrls();
   throw new Error("this store has no host registry");
+}
+
+/** The admin-set image aliases, in the server's own store (every server on its database shares them). */
+export function openImageAliases(store: Store): ImageAliasStore {
+  if (store instanceof SqliteStore || store instanceof PgStore) return store.imageAliases();
+  throw new Error("this store keeps no image aliases");
 }

@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { PG_IMAGE_ALIASES_MIGRATION } from "./image-aliases.js";
 import { KEY_FINGERPRINTS_MIGRATION } from "./key-fingerprints.js";
 import { PG_HOST_URLS_MIGRATION } from "./pg-host-urls.js";
 import { PG_HOSTS_MIGRATION, PG_PLACED_BY_MIGRATION } from "./pg-hosts.js";
@@ -79,6 +80,7 @@ export const PG_MIGRATIONS: ReadonlyArray<readonly [name: string, sql: string]> 
   ["0005-host-urls", PG_HOST_URLS_MIGRATION],
   ["0006-key-fingerprints", KEY_FINGERPRINTS_MIGRATION],
   ["0007-placed-by", PG_PLACED_BY_MIGRATION],
+  ["0008-image-aliases", PG_IMAGE_ALIASES_MIGRATION],
 ];
 
 /**

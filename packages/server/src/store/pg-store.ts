@@ -4,6 +4,7 @@ import * as ck from "./pg-checkpoints.js";
 import { createPool, type Db, tx } from "./pg-db.js";
 import { PgHostUrls } from "./pg-host-urls.js";
 import { PgHostStore } from "./pg-hosts.js";
+import { PgImageAliases } from "./pg-image-aliases.js";
 import * as jobs from "./pg-jobs.js";
 import { PgKeyFingerprints } from "./pg-key-fingerprints.js";
 import * as meter from "./pg-metering.js";
@@ -83,6 +84,11 @@ export class PgStore implements Store {
   /** Where workers are reached (their own table, beside the host registry). */
   hostUrls(): PgHostUrls {
     return new PgHostUrls(this.pool);
+  }
+
+  /** The admin-set image aliases (see image-aliases.ts). */
+  imageAliases(): PgImageAliases {
+    return new PgImageAliases(this.pool);
   }
 
   /** The fingerprints of the keys every server on this database shares. */

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { CheckpointState, Sandbox, SandboxStatus, TeamLimits, TeamUsage } from "@sandtree/protocol";
 import Database from "better-sqlite3";
+import { IMAGE_ALIASES_MIGRATION } from "./image-aliases.js";
 import { KEY_FINGERPRINTS_MIGRATION } from "./key-fingerprints.js";
 import type {
   AdmissionResult,
@@ -23,6 +24,7 @@ import type {
 import * as ck from "./sqlite-checkpoints.js";
 import { HOST_URLS_MIGRATION, SqliteHostUrls } from "./sqlite-host-urls.js";
 import * as hosts from "./sqlite-hosts.js";
+import { SqliteImageAliases } from "./sqlite-image-aliases.js";
 import * as jobs from "./sqlite-jobs.js";
 import { SqliteKeyFingerprints } from "./sqlite-key-fingerprints.js";
 import * as meter from "./sqlite-metering.js";
@@ -77,6 +79,7 @@ const MIGRATIONS: Array<[name: string, sql: string]> = [
   ["0011-host-urls", HOST_URLS_MIGRATION],
   ["0012-key-fingerprints", KEY_FINGERPRINTS_MIGRATION],
   ["0013-placed-by", hosts.PLACED_BY_MIGRATION],
+  ["0014-image-aliases", IMAGE_ALIASES_MIGRATION],
 ];
 
 type SandboxRow = Omit<Sandbox, "environment_vars" | "labels" | "secrets"> & {
@@ -121,6 +124,11 @@ export class SqliteStore implements Store {
   /** Where workers are reached (their own table, beside the host registry). */
   hostUrls(): SqliteHostUrls {
     return new SqliteHostUrls(this.db);
+  }
+
+  /** The admin-set image aliases (see image-aliases.ts). */
+  imageAliases(): SqliteImageAliases {
+    return new SqliteImageAliases(this.db);
   }
 
   /** The fingerprints of the keys every server on this database shares. */

@@ -3,6 +3,7 @@ import { admissionCases } from "./admission-cases.js";
 import { checkpointCases } from "./checkpoint-cases.js";
 import type { StoreContext, StoreFactory } from "./fixtures.js";
 import { fleetCases, fleetLockCases } from "./fleet-cases.js";
+import { imageAliasCases } from "./image-alias-cases.js";
 import { jobAndPortCases } from "./job-port-cases.js";
 import { meteringCases } from "./metering-cases.js";
 import { networkCases } from "./network-cases.js";
@@ -40,5 +41,6 @@ export function describeStoreConformance(name: string, makeStore: StoreFactory):
     meteringCases(ctx);
     fleetCases(ctx);
     fleetLockCases(ctx);
+    imageAliasCases(ctx);
   });
 }

@@ -195,7 +195,8 @@ export class RemoteSandboxes {
       const { host: _pin, idempotency_key: _key, ...spec } = params;
       // A restore's image and disk come from the checkpoint (the worker refuses them given).
       const { image: _image, disk_size_gb: _disk, ...restore } = spec;
-      const body = params.checkpoint_id ? restore : spec;
+      // The image as this server resolved it (an alias's target: the worker knows no aliases).
+      const body = params.checkpoint_id ? restore : { ...spec, image: sb.image };
       await this.client.call(host, "POST", "/v1/sandboxes", { body, sandboxId: sb.id, signal });
       const deadline = AbortSignal.any([signal, AbortSignal.timeout(this.deps.startDeadlineMs ?? 600_000)]);
       for (;;) {
