@@ -41,6 +41,7 @@ import { PtyService } from "./services/pty-service.js";
 import { RestoreService } from "./services/restore-service.js";
 import { ACTIVE } from "./services/sandbox-machines.js";
 import { SandboxService } from "./services/sandbox-service.js";
+import { SandboxStarts } from "./services/sandbox-starts.js";
 import { SandboxTokens } from "./services/sandbox-tokens.js";
 import { loadOrCreateServerKey, SecretBox } from "./services/secret-box.js";
 import type { Services } from "./services/services.js";
@@ -312,6 +313,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     processes: new ProcessTable(sandboxes),
     dirWatch: new DirWatchService(files, sandboxes),
     sandboxTokens: new SandboxTokens(serverKey, store),
+    starts: new SandboxStarts(sandboxes),
     bulk: new BulkService(store, sandboxes, cfg.logger ? log : silentLogger),
     network,
     ports: new PortService(store, sandboxes, (id) => sandboxes.guestAddressOf(id)),

@@ -458,11 +458,6 @@ export class SandboxService {
   }
 
   /** Resolves when the sandbox's adoption after a restart has settled (undefined: none in flight). */
-  /** Settles once a sandbox being provisioned here is RUNNING or failed (undefined: none is). */
-  whenProvisioned(id: string): Promise<void> | undefined {
-    return this.provisioning.get(id)?.done;
-  }
-
   whenAdopted(id: string): Promise<void> | undefined {
     return this.reconciler.adopting.get(id)?.done;
   }

@@ -21,6 +21,7 @@ import type { ProcessTable } from "./process-table.js";
 import type { PtyService } from "./pty-service.js";
 import type { RestoreService } from "./restore-service.js";
 import type { SandboxService } from "./sandbox-service.js";
+import type { SandboxStarts } from "./sandbox-starts.js";
 import type { SandboxTokens } from "./sandbox-tokens.js";
 import type { TeamService } from "./team-service.js";
 import type { TimeoutService } from "./timeout-service.js";
@@ -45,6 +46,8 @@ export interface Services {
   processes: ProcessTable;
   /** Directory watches (polled). */
   dirWatch: DirWatchService;
+  /** Starts in flight, to wait for one to run. */
+  starts: SandboxStarts;
   /** Per-sandbox access tokens (the E2B daemon routes). */
   sandboxTokens: SandboxTokens;
   bulk: BulkService;

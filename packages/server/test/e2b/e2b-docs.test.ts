@@ -51,7 +51,7 @@ describe("the e2b SDK's refusals on sandtree", () => {
     await expect(Sandbox.list({ ...opts(), apiKey: "st_wrong" }).nextItems()).rejects.toBeInstanceOf(AuthenticationError);
     const raw = await fetch(`${t.url}/e2b/templates`, { headers: { "x-api-key": t.key } });
     expect(raw.status).toBe(404);
-    expect((await raw.json()).code).toBe(404);
+    expect(((await raw.json()) as { code: number }).code).toBe(404);
   });
 
   it("a daemon call without the sandbox's access token is refused", async () => {
@@ -59,6 +59,6 @@ describe("the e2b SDK's refusals on sandtree", () => {
       headers: { "e2b-sandbox-id": "sb-aaaaaaaaaaaaaaaa", "x-access-token": "sbt_forged" },
     });
     expect(res.status).toBe(401);
-    expect((await res.json()).message).toMatch(/^UNAUTHORIZED: /);
+    expect(((await res.json()) as { message: string }).message).toMatch(/^UNAUTHORIZED: /);
   });
 });

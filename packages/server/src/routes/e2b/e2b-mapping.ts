@@ -78,7 +78,7 @@ export function live(sb: Sandbox): Sandbox {
 
 /** Waits until a sandbox just created here runs; its failure is the call's. */
 export async function started(s: Services, teamId: string, id: string): Promise<Sandbox> {
-  await s.sandboxes.whenProvisioned(id);
+  await s.starts.settled(id);
   const sb = await s.sandboxes.get(teamId, id);
   if (sb.status !== "RUNNING") {
     throw new SandtreeError(
