@@ -52,6 +52,7 @@ describe("the e2b SDK on sandtree: commands", () => {
     expect(r.exitCode).toBe(0);
     expect(r.stdout).toBe("out\nyes mine\n/tmp\n");
     expect(r.stderr).toBe("err\n");
+    expect((await sbx.commands.run("id -un", { user: "root" })).stdout).toBe("root\n");
   });
 
   it("a non-zero exit raises CommandExitError with the output; a timeout raises TimeoutError", async () => {
