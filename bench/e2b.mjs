@@ -92,7 +92,8 @@ try {
       e2b_sdk: stats(create.e2b),
       native_sdk: stats(create.native),
       ratio_p50_e2b_vs_native: ratio(pct(create.e2b, 50), pct(create.native, 50)),
-      floor_ms: floor.raw_cold_boot_to_first_command_s * 1000 || null,
+      floor_cold_boot_ms: floor.raw_cold_boot_to_first_command_s * 1000 || null,
+      floor_cow_clone_ms: floor.raw_cow_clone_to_first_command_s * 1000 || null,
       aim: 1.2,
     },
     exec_true: {
