@@ -13,7 +13,9 @@ work="$SANDTREE_CACHE_DIR/work"; mkdir -p "$work"
 # sandtree-gtk-demo, an application with a real at-spi tree (xterm has none).
 pkgs=python3,xvfb,openbox,xdotool,x11vnc,xterm,fonts-dejavu-core,x11-utils,wmctrl,at-spi2-core,python3-pyatspi,dbus-daemon,dbus-x11,procps,python3-gi,gir1.2-gtk-3.0
 base="$work/desktop-base-$(printf '%s' "$pkgs" | sha256sum | cut -c1-12).tar"
-stamp="$( { printf '%s\n' "$base"; cat "$root"/scripts/desktop/*; } | sha256sum | cut -c1-16)"
+# The image says what it needs (image-defaults.ts): a create without --display gets this one.
+config='{"labels":{"sandtree.display":"1280x800"}}'
+stamp="$( { printf '%s\n' "$base" "$config"; cat "$root"/scripts/desktop/*; } | sha256sum | cut -c1-16)"
 if "${tool[@]}" has sandtree/desktop && [ "$(cat "$work/desktop.stamp" 2>/dev/null)" = "$stamp" ]; then
   exit 0
 fi
@@ -34,6 +36,6 @@ install -m 0755 "$root/scripts/desktop/sandtree-gtk-demo" "$rfs/usr/local/bin/sa
 # openbox's default configuration with our key bindings added (a terminal by keyboard).
 sed -e "/<keyboard>/r $root/scripts/desktop/keybinds.xml" "$rfs/etc/xdg/openbox/rc.xml" >"$rfs/etc/xdg/openbox/sandtree-rc.xml"
 grep -q 'C-A-t' "$rfs/etc/xdg/openbox/sandtree-rc.xml" || { log "openbox rc.xml has no <keyboard> section"; exit 1; }
-"${tool[@]}" register "$rfs" sandtree/desktop
+"${tool[@]}" register "$rfs" sandtree/desktop "$config"
 rm -rf "$rfs"
 echo "$stamp" > "$work/desktop.stamp"

@@ -62,7 +62,9 @@ docker_rootfs() {
 
 build_image() { # REF WHAT CONFIG_JSON RECIPE_FUNCTION [MORE KEY PARTS]
   local ref=$1 what=$2 config=$3 recipe=$4 key rfs
+  # The config is part of the image (a changed label rebuilds it); '{}' keeps older keys.
   key=$(recipe_key "${@:4}")
+  [ "$config" = '{}' ] || key=$(printf '%s %s' "$key" "$config" | sha256sum | cut -c1-16)
   "${tool[@]}" has "$ref" && built_from "$ref" "$key" && return 0
   log "building $ref ($what)"
   rfs="$work/${ref//\//-}-rootfs"; rm -rf "$rfs"; mkdir -p "$rfs"
@@ -97,7 +99,8 @@ build_image sandtree/busybox "static busybox" '{}' busybox_rootfs "$files/nohup"
 if [ "${SANDTREE_SKIP_DEBIAN:-0}" != 1 ]; then
   adopt_unkeyed sandtree/debian "$(recipe_key debian_rootfs)"
   build_image sandtree/debian "debootstrap, about a minute" '{}' debian_rootfs
-  build_image sandtree/docker "debootstrap with docker.io, a few minutes" '{"cmd":["/usr/local/bin/start-dockerd"]}' \
+  build_image sandtree/docker "debootstrap with docker.io, a few minutes" \
+    '{"cmd":["/usr/local/bin/start-dockerd"],"labels":{"sandtree.start-command":"start-dockerd"}}' \
     docker_rootfs debian_rootfs "$files/start-dockerd"
 fi
 build_hello_archive

@@ -25,7 +25,7 @@ async def test_async_client_runs_commands_and_moves_files(server: Server, sandbo
         assert (await client.upload_file(sandbox_id, "/tmp/async.bin", str(tmp_path / "a.bin"))).bytes == len(data)
         assert await client.download_file(sandbox_id, "/tmp/async.bin", str(tmp_path / "b.bin")) == len(data)
         assert (tmp_path / "b.bin").read_bytes() == data
-        assert await client.read_file(sandbox_id, "/tmp/async.bin", encoding=None) == data
+        assert (await client.read_file(sandbox_id, "/tmp/async.bin", encoding=None)).content == data
 
         events = [e async for e in client.execute_command_stream(sandbox_id, "echo streamed")]
         assert [(e.type, e.text) for e in events if e.type == "stdout"] == [("stdout", "streamed\n")]
@@ -35,7 +35,7 @@ async def test_async_client_runs_commands_and_moves_files(server: Server, sandbo
         assert (job.completed, job.exit_code, job.stdout) == (True, 4, "job\n")
 
         statuses = await client.get_sandbox_statuses([sandbox_id])
-        assert statuses.statuses[sandbox_id].status == SandboxStatus.RUNNING
+        assert statuses.by_id()[sandbox_id].status == SandboxStatus.RUNNING
         assert sandbox_id in [s.id for s in (await client.list(labels=LABEL)).sandboxes]
         with pytest.raises(SandboxNotFoundError):
             await client.get("sb-does-not-exist")
@@ -54,7 +54,7 @@ async def test_async_create_wait_and_delete(server: Server) -> None:
                 assert (await client.execute_command(i, "uname -s")).stdout == "Linux\n"
         finally:
             assert sorted((await client.bulk_delete(sandbox_ids=ids)).deleted) == sorted(ids)
-        assert {s.status for s in (await client.get_sandbox_statuses(ids)).statuses.values()} == {SandboxStatus.TERMINATED}
+        assert {s.status for s in (await client.get_sandbox_statuses(ids)).statuses} == {SandboxStatus.TERMINATED}
     finally:
         await client.aclose()
     async with AsyncSandboxClient(api_key="st_wrong", base_url=server.url) as bad:

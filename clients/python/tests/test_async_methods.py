@@ -49,7 +49,7 @@ async def test_async_client_covers_the_remaining_methods(server: Server, sandbox
         child = await client.fork(sandbox_id, name="py-async-child")
         try:
             await client.wait_for_creation(child.id, timeout=300)
-            assert await client.read_file(child.id, "/root/async-state.txt") == "async\n"
+            assert (await client.read_file(child.id, "/root/async-state.txt")).content == "async\n"
         finally:
             assert (await client.delete(child.id)).status == SandboxStatus.TERMINATED
         await client.delete_checkpoint(cp.id)

@@ -24,10 +24,10 @@ def test_checkpoint_then_fork_carries_the_files(client: SandboxClient, sandbox_i
         assert child.id != sandbox_id
         assert child.source_checkpoint_id is not None
         client.wait_for_creation(child.id, timeout=300)
-        assert client.read_file(child.id, "/root/state.txt") == "before fork\n"
+        assert client.read_file(child.id, "/root/state.txt").content == "before fork\n"
         # The child's writes stay its own.
         client.upload_bytes(child.id, "/root/state.txt", b"child\n")
-        assert client.read_file(sandbox_id, "/root/state.txt") == "before fork\n"
+        assert client.read_file(sandbox_id, "/root/state.txt").content == "before fork\n"
     finally:
         assert client.delete(child.id).status == SandboxStatus.TERMINATED
 

@@ -55,7 +55,7 @@ def test_get_list_statuses_and_logs_of_a_running_sandbox(client: SandboxClient, 
     assert client.list(labels={"suite": "nobody"}).sandboxes == []
 
     statuses = client.get_sandbox_statuses([sandbox_id, "sb-missing"])
-    assert statuses.statuses[sandbox_id].status == SandboxStatus.RUNNING
+    assert statuses.by_id()[sandbox_id].status == SandboxStatus.RUNNING
     assert statuses.not_found == ["sb-missing"]
     assert isinstance(client.get_logs(sandbox_id), str)
 
@@ -72,7 +72,7 @@ def test_upload_and_download_round_trip(client: SandboxClient, sandbox_id: str, 
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".partial")] == []
 
     client.upload_bytes(sandbox_id, "/tmp/py/hello.txt", "héllo\n".encode(), "hello.txt")
-    assert client.read_file(sandbox_id, "/tmp/py/hello.txt") == "héllo\n"
+    assert client.read_file(sandbox_id, "/tmp/py/hello.txt").content == "héllo\n"
     assert client.execute_command(sandbox_id, "cat /tmp/py/hello.txt").stdout == "héllo\n"
 
 

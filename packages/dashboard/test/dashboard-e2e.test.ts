@@ -219,8 +219,12 @@ describe("the web dashboard at /", () => {
 
   it("draws the checkpoints as a tree with state, stored bytes and cost", async () => {
     await page.getByRole("link", { name: "Checkpoints" }).click();
+    // The checkpoints view itself (the sandbox view draws a checkpoint tree too, and the click
+    // replaces it only once the view's data came back): wait for what only this view shows.
+    await page.locator("#checkpoint-summary").waitFor();
     await page.locator(`[data-checkpoint="${c1}"]`).waitFor();
     // The second checkpoint is drawn inside the first, its parent.
+    await page.locator(`[data-checkpoint="${c1}"] [data-checkpoint="${c2}"]`).waitFor();
     expect(await page.locator(`[data-checkpoint="${c1}"] [data-checkpoint="${c2}"]`).count()).toBe(1);
     const cps = (await t.api("GET", "/v1/checkpoints")).body.checkpoints as { id: string; parent_id: string | null }[];
     expect(cps.find((c) => c.id === c2)?.parent_id).toBe(c1);

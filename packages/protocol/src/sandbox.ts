@@ -85,6 +85,11 @@ export const Sandbox = z.object({
   environment_vars: z.record(z.string(), z.string()),
   labels: z.record(z.string(), z.string()),
   start_command: z.string().nullable(),
+  /**
+   * The desktop's display size (`1280x800`) when it has one: asked on create, or the image's
+   * default (label `sandtree.display`); null without. Optional: older servers omit it.
+   */
+  display: z.string().nullable().optional(),
   /** Secret names, each value masked as "***". */
   secrets: z.record(z.string(), z.string()).optional(),
   accel: z.string().nullable(),

@@ -70,10 +70,21 @@ describe("desktop sessions", () => {
 
   it("answers 409 NO_DISPLAY for a sandbox created without a display", { timeout: 300_000 }, async () => {
     const plain = await create({ image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 });
-    await t.waitRunning(plain);
+    // An image that declares nothing keeps the idle default: no display, no start command.
+    expect(await t.waitRunning(plain)).toMatchObject({ display: null, start_command: null });
     const r = await t.api("POST", `/v1/sandboxes/${plain}/desktop/actions`, { type: "screenshot" });
     expect(r.status).toBe(409);
     expect(r.body.code).toBe("NO_DISPLAY");
+    await t.api("DELETE", `/v1/sandboxes/${plain}`);
+  });
+
+  it("gives a desktop image created without a display the display its image declares", { timeout: 400_000 }, async () => {
+    const plain = await create({ image: "sandtree/desktop", memory_gb: 0.75 });
+    // The label sandtree.display of sandtree/desktop: the sandbox's record shows what was used.
+    expect((await t.waitRunning(plain)).display).toBe("1280x800");
+    const info = await t.api("GET", `/v1/sandboxes/${plain}/desktop`);
+    expect(info.status, JSON.stringify(info.body)).toBe(200);
+    expect(info.body).toMatchObject({ width: 1280, height: 800, running: true });
     await t.api("DELETE", `/v1/sandboxes/${plain}`);
   });
 

@@ -40,11 +40,11 @@ beforeAll(async () => {
     image: "sandtree/docker",
     memory_gb: 1,
     disk_size_gb: 4,
-    start_command: "start-dockerd",
   });
   expect(r.status, JSON.stringify(r.body)).toBe(201);
   parent = r.body.id as string;
-  await t.waitRunning(parent);
+  // No start command asked: the image's own (label sandtree.start-command) starts dockerd.
+  expect((await t.waitRunning(parent)).start_command).toBe("start-dockerd");
   for (const [file, dst] of [
     [SUITE, "/opt/fidelity/suite.py"],
     [TARBALL, "/opt/fidelity/hello-docker.tar"],

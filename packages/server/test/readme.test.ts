@@ -70,6 +70,17 @@ const EXPECT: Array<[RegExp, (r: Result, work: string) => void]> = [
     },
   ],
   [/ port-forward \$id 5432 --local 15432/, (r) => expect(r.stdout).toBe("127.0.0.1:15432\n")],
+  [/^dock=\$\(sandtree sandbox create sandtree\/docker --wait\)/, (r) => expect(r.stdout).toBe("")],
+  [/ run \$dock -- sh -c 'until docker info/, (r) => expect(r.stdout).toMatch(/^\d+\.\d+\.\d+\S*\n$/)],
+  [/^desk=\$\(sandtree sandbox create sandtree\/desktop --wait\)/, (r) => expect(r.stdout).toBe("")],
+  [
+    / desktop info \$desk/,
+    (r) => {
+      expect(r.stdout).toMatch(/^display: +1280x800$/m);
+      expect(r.stdout).toMatch(/^running: +true$/m);
+    },
+  ],
+  [/ delete \$dock \$desk -y$/, (r) => expect(ids(r)).toHaveLength(2)],
   [/ delete \$child \$id -y$/, (r) => expect(ids(r)).toHaveLength(2)],
   [/ delete --label run=42 -y/, (r) => expect(ids(r)).toHaveLength(1)],
   [

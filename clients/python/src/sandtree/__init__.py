@@ -13,6 +13,14 @@ from .async_sandbox_client import AsyncSandboxClient
 from .errors import (
     APIConnectionError,
     APIError,
+    APITimeoutError,
+    BatchStatusUnsupportedError,
+    DownloadTimeoutError,
+    PaymentRequiredError,
+    SandboxFileTooLargeError,
+    SandboxOOMError,
+    SandboxWaitTimeoutError,
+    UploadTimeoutError,
     BudgetExceededError,
     CheckpointFailedError,
     CheckpointNotFoundError,
@@ -36,8 +44,18 @@ from .errors import (
 from .models import (
     BackgroundJob,
     BackgroundJobStatus,
+    BackgroundJobStatusSnapshot,
+    BatchCheckpointResponse,
+    BatchSandboxStatusResponse,
     BulkDeleteSandboxResponse,
     Checkpoint,
+    CheckpointDeleteError,
+    CheckpointLookupError,
+    DeleteSandboxCheckpointsResponse,
+    ReadFileResponse,
+    SandboxEgressPolicy,
+    SandboxStatusLookupError,
+    SandboxStatusSnapshot,
     CheckpointState,
     CommandResponse,
     CreateSandboxRequest,
@@ -53,6 +71,11 @@ from .models import (
 )
 from .sandbox_client import SandboxClient
 
+# prime_sandboxes' names of the same things.
+SandboxCheckpoint = Checkpoint
+EgressPolicyStatus = SandboxNetwork
+TimeoutError = APITimeoutError  # noqa: A001 (prime_sandboxes exports this alias; the builtin stays `builtins.TimeoutError`)
+
 __all__ = [
     "__version__",
     "APIClient",
@@ -61,6 +84,15 @@ __all__ = [
     "AsyncSandboxClient",
     "APIError",
     "APIConnectionError",
+    "APITimeoutError",
+    "BatchStatusUnsupportedError",
+    "DownloadTimeoutError",
+    "PaymentRequiredError",
+    "SandboxFileTooLargeError",
+    "SandboxOOMError",
+    "SandboxWaitTimeoutError",
+    "TimeoutError",
+    "UploadTimeoutError",
     "BudgetExceededError",
     "CheckpointFailedError",
     "CheckpointNotFoundError",
@@ -82,6 +114,18 @@ __all__ = [
     "ValidationError",
     "BackgroundJob",
     "BackgroundJobStatus",
+    "BackgroundJobStatusSnapshot",
+    "BatchCheckpointResponse",
+    "BatchSandboxStatusResponse",
+    "CheckpointDeleteError",
+    "CheckpointLookupError",
+    "DeleteSandboxCheckpointsResponse",
+    "EgressPolicyStatus",
+    "ReadFileResponse",
+    "SandboxCheckpoint",
+    "SandboxEgressPolicy",
+    "SandboxStatusLookupError",
+    "SandboxStatusSnapshot",
     "BulkDeleteSandboxResponse",
     "Checkpoint",
     "CheckpointState",

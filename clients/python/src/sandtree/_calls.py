@@ -10,23 +10,29 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Un
 from urllib.parse import quote
 
 from ._exec_stream import EXEC_STREAM_ACCEPT, exec_decoder
-from .errors import CheckpointFailedError, CommandTimeoutError, SandboxNotRunningError, SandboxTimeoutError
+from .errors import (
+    CheckpointFailedError,
+    CommandTimeoutError,
+    SandboxNotRunningError,
+    SandboxTimeoutError,
+    SandboxWaitTimeoutError,
+)
 from .models import (
     BackgroundJob,
     BackgroundJobStatus,
+    BatchSandboxStatusResponse,
     BulkDeleteSandboxResponse,
     Checkpoint,
     CheckpointState,
     CommandResponse,
-    ExecEvent,
     CreateSandboxRequest,
     ExposedPort,
     Sandbox,
     SandboxListResponse,
     SandboxNetwork,
     SandboxStatus,
-    SandboxStatusEntry,
-    SandboxStatuses,
+    SandboxStatusLookupError,
+    SandboxStatusSnapshot,
 )
 
 Command = Union[str, Sequence[str]]
@@ -70,7 +76,9 @@ def list_(status: Optional[Union[str, SandboxStatus]], labels: Optional[Dict[str
         "GET",
         "/v1/sandboxes",
         {"params": params},
-        lambda d: SandboxListResponse([Sandbox.from_dict(s) for s in d["sandboxes"]], d.get("next_cursor")),
+        lambda d: SandboxListResponse(
+            [Sandbox.from_dict(s) for s in d["sandboxes"]], next_cursor=d.get("next_cursor"), has_next=bool(d.get("next_cursor"))
+        ),
     )
 
 
@@ -87,25 +95,38 @@ def bulk_delete(sandbox_ids: Optional[List[str]], labels: Optional[Dict[str, str
         "POST",
         "/v1/sandboxes/bulk-delete",
         {"json": body, "idempotent": True},
-        lambda d: BulkDeleteSandboxResponse(list(d["deleted"]), list(d["not_found"])),
+        _bulk_deleted,
     )
 
 
+def _bulk_deleted(d: Any) -> BulkDeleteSandboxResponse:
+    deleted, missing = list(d["deleted"]), list(d["not_found"])
+    failed = [{"sandbox_id": i, "error": "SANDBOX_NOT_FOUND"} for i in missing]
+    return BulkDeleteSandboxResponse(deleted, failed, f"{len(deleted)} deleted, {len(missing)} not found")
+
+
 def batch_status(ids: List[str]) -> Call:
-    def parse(d: Any) -> SandboxStatuses:
-        entries = {
-            s["id"]: SandboxStatusEntry(s["id"], SandboxStatus(s["status"]), s.get("error_reason")) for s in d["sandboxes"]
-        }
-        return SandboxStatuses(entries, list(d["not_found"]))
+    def parse(d: Any) -> BatchSandboxStatusResponse:
+        snaps = [
+            SandboxStatusSnapshot(
+                s["id"],
+                SandboxStatus(s["status"]),
+                error_type="TIMEOUT" if s["status"] == "TIMEOUT" else None,
+                error_message=s.get("error_reason"),
+            )
+            for s in d["sandboxes"]
+        ]
+        errors = [SandboxStatusLookupError(i, "SANDBOX_NOT_FOUND", f"sandbox {i} not found") for i in d["not_found"]]
+        return BatchSandboxStatusResponse(snaps, errors)
 
     return Call("POST", "/v1/sandboxes/batch-status", {"json": {"ids": ids}, "idempotent": True}, parse)
 
 
-def merge_statuses(parts: List[SandboxStatuses]) -> SandboxStatuses:
-    out = SandboxStatuses({}, [])
+def merge_statuses(parts: List[BatchSandboxStatusResponse]) -> BatchSandboxStatusResponse:
+    out = BatchSandboxStatusResponse([], [])
     for p in parts:
-        out.statuses.update(p.statuses)
-        out.not_found += p.not_found
+        out.statuses += p.statuses
+        out.errors += p.errors
     return out
 
 
@@ -163,18 +184,33 @@ def execute_stream(
     return Call(call.method, call.path, kw, exec_decoder)
 
 
-def start_job(sandbox_id: str, command: Command, working_dir: Optional[str], env: Optional[Dict[str, str]]) -> Call:
+def start_job(
+    sandbox_id: str, command: Command, working_dir: Optional[str], env: Optional[Dict[str, str]], user: Optional[str]
+) -> Call:
     body: Dict[str, Any] = {"command": command if isinstance(command, str) else list(command)}
-    if working_dir is not None:
-        body["cwd"] = working_dir
-    if env is not None:
-        body["env"] = env
+    for key, value in (("cwd", working_dir), ("env", env), ("user", user)):
+        if value is not None:
+            body[key] = value
     return Call("POST", f"{sandbox_path(sandbox_id)}/jobs", {"json": body}, BackgroundJob.from_dict)
 
 
-def get_job(sandbox_id: str, job: Union[str, BackgroundJob]) -> Call:
+def get_job(sandbox_id: str, job: Union[str, BackgroundJob], timeout: Optional[float] = None) -> Call:
     job_id = job.job_id if isinstance(job, BackgroundJob) else job
-    return Call("GET", f"{sandbox_path(sandbox_id)}/jobs/{quote(job_id, safe='')}", {}, BackgroundJobStatus.from_dict)
+    kw: Dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+    return Call("GET", f"{sandbox_path(sandbox_id)}/jobs/{quote(job_id, safe='')}", kw, BackgroundJobStatus.from_dict)
+
+
+def job_timeout(sandbox_id: str, command: Command, timeout: float, last: str) -> CommandTimeoutError:
+    return CommandTimeoutError(
+        f"command {command!r} did not end within {timeout} s in sandbox {sandbox_id} (still {last}); the job keeps "
+        "running: poll it with get_background_job",
+        code="COMMAND_TIMEOUT",
+        details={"sandbox_id": sandbox_id, "timeout": timeout},
+    )
+
+
+def file_stat(sandbox_id: str, path: str) -> Call:
+    return Call("GET", f"{files_path(sandbox_id)}/stat", {"params": {"path": path}}, lambda d: d)
 
 
 def files_path(sandbox_id: str) -> str:
@@ -270,13 +306,20 @@ def running(sandbox_id: str, status: SandboxStatus, error_reason: Optional[str])
             code="SANDBOX_NOT_RUNNING",
             status=409,
             details={"status": status.value, "error_reason": error_reason},
+            sandbox_id=sandbox_id,
+            error_type="TIMEOUT" if status == SandboxStatus.TIMEOUT else None,
         )
     return False
 
 
-def wait_timeout(what: str, timeout: float, last: Optional[str]) -> TimeoutError:
+def wait_timeout(what: str, timeout: float, last: Optional[str], sandbox_id: Optional[str] = None) -> SandboxWaitTimeoutError:
+    """A SandboxNotRunningError (as prime_sandboxes raises) that is also a TimeoutError (as sandtree did)."""
     still = f" (still {last})" if last else ""
-    return TimeoutError(f"{what} after {timeout} s{still}; wait longer (timeout=)")
+    return SandboxWaitTimeoutError(
+        f"{what} after {timeout} s{still}; wait longer (max_attempts= or timeout=)",
+        code="WAIT_TIMEOUT",
+        sandbox_id=sandbox_id,
+    )
 
 
 def expose(sandbox_id: str, port: int) -> Call:
@@ -296,6 +339,7 @@ def get_network(sandbox_id: str) -> Call:
 
 
 def set_network(sandbox_id: str, allowlist: Optional[List[str]], denylist: Optional[List[str]]) -> Call:
+    """Both lists None: the server's default policy."""
     body: Dict[str, Any] = {}
     if allowlist is not None:
         body["network_allowlist"] = allowlist

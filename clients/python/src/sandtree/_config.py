@@ -41,6 +41,7 @@ def resolve(
     api_key: Optional[str],
     base_url: Optional[str],
     env: Optional[Mapping[str, str]] = None,
+    require_key: bool = True,
 ) -> Tuple[str, str]:
     """(base_url, api_key); the credentials file is only read when something is still unset."""
     env = os.environ if env is None else env
@@ -54,11 +55,11 @@ def resolve(
             creds = {}
         url = url or creds.get("SANDTREE_API_URL")
         key = key or creds.get("SANDTREE_API_KEY")
-    if not key:
+    if not key and require_key:
         raise ValueError(
             f"no API key: pass api_key=, set SANDTREE_API_KEY, or start a server with `sandtree serve` (it writes {file})"
         )
-    return (url or DEFAULT_API_URL).rstrip("/"), key
+    return (url or DEFAULT_API_URL).rstrip("/"), key or ""
 
 
 def user_agent(prefix: Optional[str] = None) -> str:

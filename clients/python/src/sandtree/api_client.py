@@ -18,7 +18,7 @@ from typing import Any, AsyncIterator, Callable, Dict, Iterator, List, Mapping, 
 import httpx
 
 from . import _config
-from .errors import APIConnectionError, APIError, RateLimitError, error_for
+from .errors import APIConnectionError, APIError, APITimeoutError, RateLimitError, error_for
 
 Params = Union[Mapping[str, Any], Sequence[Tuple[str, Any]], None]
 # A body that can be produced again for each attempt (a streamed upload is re-read from its start).
@@ -74,7 +74,16 @@ def _error_from_response(r: httpx.Response, body: bytes) -> APIError:
 
 
 def _connection_error(e: Exception, method: str, url: str) -> APIConnectionError:
+    if isinstance(e, httpx.TimeoutException):
+        return APITimeoutError(f"{method} {url}: no answer in time ({e!r})", code="TIMEOUT", status=0)
     return APIConnectionError(f"{method} {url}: {e}", code="CONNECTION_ERROR", status=0)
+
+
+def _prime_kw(params: Any, json: Any, timeout: Optional[float], idempotent_post: bool) -> Dict[str, Any]:
+    kw: Dict[str, Any] = {"params": params, "json": json, "timeout": DEFAULT if timeout is None else timeout}
+    if idempotent_post:
+        kw["idempotent"] = True
+    return kw
 
 
 class _Policy:
@@ -108,22 +117,37 @@ class _Policy:
 
 
 class _Base:
+    """prime_sandboxes' parameters first (api_key, require_auth, user_agent), sandtree's after `*`.
+
+    `request`, `get`, `post`, `patch` and `delete` take prime_sandboxes' arguments and return the
+    answer's JSON; their `endpoint` is a path of sandtree's API (``/v1/sandboxes``), which is not
+    Prime's (``/sandbox``): a Prime path answers 404 ROUTE_NOT_FOUND.
+    """
+
     def __init__(
         self,
         api_key: Optional[str] = None,
-        base_url: Optional[str] = None,
+        require_auth: bool = True,
+        user_agent: Optional[str] = None,
         *,
+        base_url: Optional[str] = None,
         timeout: float = 30.0,
         max_retries: int = 4,
-        user_agent: Optional[str] = None,
+        max_connections: Optional[int] = None,
+        max_keepalive_connections: Optional[int] = None,
     ) -> None:
-        self.base_url, self.api_key = _config.resolve(api_key, base_url)
+        self.base_url, key = _config.resolve(api_key, base_url, require_key=require_auth)
+        self.api_key: Optional[str] = key or None
+        self.require_auth = require_auth
         self.timeout = timeout
         self.user_agent = _config.user_agent(user_agent)
         self._policy = _Policy(max_retries)
+        self._limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_keepalive_connections)
 
     def _headers(self, extra: Optional[Mapping[str, str]]) -> Dict[str, str]:
-        h = {"authorization": f"Bearer {self.api_key}", "user-agent": self.user_agent, "accept": "application/json"}
+        h = {"user-agent": self.user_agent, "accept": "application/json"}
+        if self.api_key:
+            h["authorization"] = f"Bearer {self.api_key}"
         if extra:
             h.update(extra)
         return h
@@ -153,9 +177,9 @@ def _params(params: Params) -> List[Tuple[str, Any]]:
 class APIClient(_Base):
     """Synchronous HTTP client of the sandtree API (httpx)."""
 
-    def __init__(self, api_key: Optional[str] = None, base_url: Optional[str] = None, **kw: Any) -> None:
-        super().__init__(api_key, base_url, **kw)
-        self._http = httpx.Client(base_url=self.base_url, timeout=self.timeout)
+    def __init__(self, api_key: Optional[str] = None, require_auth: bool = True, user_agent: Optional[str] = None, **kw: Any) -> None:
+        super().__init__(api_key, require_auth, user_agent, **kw)
+        self._http = httpx.Client(base_url=self.base_url, timeout=self.timeout, limits=self._limits)
 
     def close(self) -> None:
         self._http.close()
@@ -210,7 +234,7 @@ class APIClient(_Base):
                 raise err
             time.sleep(wait)
 
-    def request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+    def send(self, method: str, path: str, **kw: Any) -> httpx.Response:
         """The whole answer, read (the body is in `.content`)."""
         try:
             with self.stream(method, path, **kw) as r:
@@ -220,16 +244,40 @@ class APIClient(_Base):
             raise _connection_error(e, method, path) from e
 
     def json(self, method: str, path: str, **kw: Any) -> Any:
-        r = self.request(method, path, **kw)
+        r = self.send(method, path, **kw)
         return r.json() if r.content else None
+
+    def request(
+        self,
+        method: str,
+        endpoint: str,
+        params: Optional[Dict[str, Any]] = None,
+        json: Optional[Dict[str, Any]] = None,
+        timeout: Optional[float] = None,
+        idempotent_post: bool = False,
+    ) -> Dict[str, Any]:
+        """prime_sandboxes' call: the JSON answer of `method endpoint` ({} for an empty one)."""
+        return self.json(method, endpoint, **_prime_kw(params, json, timeout, idempotent_post)) or {}
+
+    def get(self, endpoint: str, params: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        return self.request("GET", endpoint, params=params)
+
+    def post(self, endpoint: str, json: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        return self.request("POST", endpoint, json=json)
+
+    def patch(self, endpoint: str, json: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        return self.request("PATCH", endpoint, json=json)
+
+    def delete(self, endpoint: str) -> Dict[str, Any]:
+        return self.request("DELETE", endpoint)
 
 
 class AsyncAPIClient(_Base):
     """Asynchronous HTTP client of the sandtree API (httpx)."""
 
-    def __init__(self, api_key: Optional[str] = None, base_url: Optional[str] = None, **kw: Any) -> None:
-        super().__init__(api_key, base_url, **kw)
-        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout)
+    def __init__(self, api_key: Optional[str] = None, require_auth: bool = True, user_agent: Optional[str] = None, **kw: Any) -> None:
+        super().__init__(api_key, require_auth, user_agent, **kw)
+        self._http = httpx.AsyncClient(base_url=self.base_url, timeout=self.timeout, limits=self._limits)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -237,7 +285,7 @@ class AsyncAPIClient(_Base):
     async def __aenter__(self) -> AsyncAPIClient:
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> None:
         await self.aclose()
 
     @asynccontextmanager
@@ -283,7 +331,7 @@ class AsyncAPIClient(_Base):
                 raise err
             await asyncio.sleep(wait)
 
-    async def request(self, method: str, path: str, **kw: Any) -> httpx.Response:
+    async def send(self, method: str, path: str, **kw: Any) -> httpx.Response:
         try:
             async with self.stream(method, path, **kw) as r:
                 await r.aread()
@@ -292,5 +340,29 @@ class AsyncAPIClient(_Base):
             raise _connection_error(e, method, path) from e
 
     async def json(self, method: str, path: str, **kw: Any) -> Any:
-        r = await self.request(method, path, **kw)
+        r = await self.send(method, path, **kw)
         return r.json() if r.content else None
+
+    async def request(
+        self,
+        method: str,
+        endpoint: str,
+        params: Optional[Dict[str, Any]] = None,
+        json: Optional[Dict[str, Any]] = None,
+        timeout: Optional[float] = None,
+        idempotent_post: bool = False,
+    ) -> Dict[str, Any]:
+        """prime_sandboxes' call: the JSON answer of `method endpoint` ({} for an empty one)."""
+        return await self.json(method, endpoint, **_prime_kw(params, json, timeout, idempotent_post)) or {}
+
+    async def get(self, endpoint: str, params: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        return await self.request("GET", endpoint, params=params)
+
+    async def post(self, endpoint: str, json: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        return await self.request("POST", endpoint, json=json)
+
+    async def patch(self, endpoint: str, json: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        return await self.request("PATCH", endpoint, json=json)
+
+    async def delete(self, endpoint: str) -> Dict[str, Any]:
+        return await self.request("DELETE", endpoint)

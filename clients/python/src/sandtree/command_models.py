@@ -59,10 +59,16 @@ class ExecEvent:
 
 @dataclass
 class BackgroundJob:
+    """A started job. sandtree's server keeps its output and exit status itself (no files in the guest),
+    so prime_sandboxes' `stdout_log_file`, `stderr_log_file` and `exit_file` are None."""
+
     job_id: str
     sandbox_id: str
     command: str
     started_at: Optional[datetime] = None
+    stdout_log_file: Optional[str] = None
+    stderr_log_file: Optional[str] = None
+    exit_file: Optional[str] = None
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> BackgroundJob:
@@ -93,6 +99,9 @@ class BackgroundJobStatus:
     stderr_truncated: bool = False
     ended_at: Optional[datetime] = None
     error_reason: Optional[str] = None
+    # prime_sandboxes' per-stream read errors: the server reads both streams itself, so None.
+    stdout_error: Optional[str] = None
+    stderr_error: Optional[str] = None
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> BackgroundJobStatus:
@@ -113,3 +122,17 @@ class BackgroundJobStatus:
             ),
         )
         return result
+
+
+@dataclass
+class BackgroundJobStatusSnapshot:
+    """A job's state without its output (`get_background_job_status`)."""
+
+    sandbox_id: str
+    job_id: str
+    completed: bool
+    exit_code: Optional[int] = None
+
+    @classmethod
+    def of(cls, sandbox_id: str, s: BackgroundJobStatus) -> BackgroundJobStatusSnapshot:
+        return cls(sandbox_id, s.job_id, s.completed, s.exit_code)

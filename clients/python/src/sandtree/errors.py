@@ -38,6 +38,14 @@ class APIConnectionError(APIError):
     """The server could not be reached, or the connection broke before an answer."""
 
 
+class APITimeoutError(APIConnectionError):
+    """No answer came within the request's timeout (prime_sandboxes' name; also exported as TimeoutError)."""
+
+
+class PaymentRequiredError(APIError):
+    """The team's monthly budget is used up (402 BUDGET_EXCEEDED): see BudgetExceededError."""
+
+
 class InvalidResponseError(APIError):
     """The server answered something this client does not understand (a version mismatch?)."""
 
@@ -66,6 +74,16 @@ class SandboxFileNotFoundError(NotFoundError):
     """No file at that path in the sandbox; `details['path']` names it."""
 
 
+class SandboxFileTooLargeError(ValidationError):
+    """A file or body is over a size limit of the server (413 PAYLOAD_TOO_LARGE): read a window of it
+    with read_file(offset=..., length=...), or download_file()."""
+
+
+class BatchStatusUnsupportedError(APIError):
+    """prime_sandboxes raises it when a batch status route is missing; sandtree always has one, so it is
+    only raised by a server that answers a batch route with 501 (never by sandtree itself)."""
+
+
 class CheckpointNotFoundError(NotFoundError):
     pass
 
@@ -78,20 +96,50 @@ class ConflictError(APIError):
     """The request conflicts with the current state (e.g. IDEMPOTENCY_MISMATCH, ALREADY_EXISTS)."""
 
 
-class SandboxNotRunningError(APIError):
-    """The sandbox is not RUNNING: still starting, PAUSED, or ended (`details['status']` says which)."""
+class SandboxNotRunningError(APIError, RuntimeError):
+    """The sandbox is not RUNNING: still starting, PAUSED, or ended (`details['status']` says which).
+
+    A RuntimeError as in prime_sandboxes, with its attributes: `sandbox_id`, `sandbox_status` (also
+    `details['status']`; `status` stays the HTTP status), `error_type` and `command`.
+    """
+
+    def __init__(self, message: str, **kw: Any) -> None:
+        self.sandbox_id: Optional[str] = kw.pop("sandbox_id", None)
+        self.error_type: Optional[str] = kw.pop("error_type", None)
+        self.command: Optional[str] = kw.pop("command", None)
+        super().__init__(message, **kw)
+        self.sandbox_status: Optional[str] = self.details.get("status")
+        if self.sandbox_id is None and isinstance(self.details.get("sandbox_id"), str):
+            self.sandbox_id = self.details["sandbox_id"]
 
 
 class SandboxTimeoutError(SandboxNotRunningError):
     """The sandbox reached its lifetime or idle timeout (status TIMEOUT)."""
 
 
-class SandboxImagePullError(APIError):
+class SandboxOOMError(SandboxNotRunningError):
+    """The sandbox ended because its memory ran out (error_type OOM_KILLED)."""
+
+
+class SandboxImagePullError(SandboxNotRunningError):
     """The image could not be pulled or is not usable (registry unreachable, unauthorized, invalid)."""
 
 
-class CommandTimeoutError(APIError):
-    """A command ran past its timeout and was killed."""
+class SandboxWaitTimeoutError(SandboxNotRunningError, TimeoutError):
+    """A wait for RUNNING ran out of time: prime_sandboxes raises SandboxNotRunningError there,
+    sandtree's own client raised TimeoutError; this is both."""
+
+
+class CommandTimeoutError(APIError, RuntimeError):
+    """A command ran past its timeout and was killed (a RuntimeError, as in prime_sandboxes)."""
+
+
+class UploadTimeoutError(APIError, RuntimeError):
+    """An upload did not finish within its `timeout` (a RuntimeError, as in prime_sandboxes)."""
+
+
+class DownloadTimeoutError(APIError, RuntimeError):
+    """A download did not finish within its `timeout` (a RuntimeError, as in prime_sandboxes)."""
 
 
 class CheckpointFailedError(APIError, RuntimeError):
@@ -106,7 +154,7 @@ class RateLimitError(APIError):
         self.retry_after = retry_after
 
 
-class BudgetExceededError(RateLimitError):
+class BudgetExceededError(RateLimitError, PaymentRequiredError):
     """A team quota (sandboxes, vCPUs, memory, storage) or the team's monthly budget (402
     BUDGET_EXCEEDED) is used up: end sandboxes, or ask an admin to raise the limit or the budget."""
 
@@ -124,7 +172,7 @@ _BY_CODE: Dict[str, Type[APIError]] = {
     "BAD_REQUEST": ValidationError,
     "VALIDATION_FAILED": ValidationError,
     "INVALID_PATH": ValidationError,
-    "PAYLOAD_TOO_LARGE": ValidationError,
+    "PAYLOAD_TOO_LARGE": SandboxFileTooLargeError,
     "UNSUPPORTED_MEDIA_TYPE": ValidationError,
     "CHECKPOINT_CORRUPT": ValidationError,
     "METHOD_NOT_ALLOWED": APIError,

@@ -11,9 +11,22 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Dict, List, Optional
 
+from . import _prime_args as pa
 from ._parsing import _dt, _parse
-from .command_models import BackgroundJob, BackgroundJobStatus, CommandResponse, ExecEvent
-from .resource_models import Checkpoint, CheckpointState, ExposedPort, FileUploadResponse, SandboxNetwork
+from .command_models import BackgroundJob, BackgroundJobStatus, BackgroundJobStatusSnapshot, CommandResponse, ExecEvent
+from .resource_models import (
+    BatchCheckpointResponse,
+    Checkpoint,
+    CheckpointDeleteError,
+    CheckpointLookupError,
+    CheckpointState,
+    DeleteSandboxCheckpointsResponse,
+    ExposedPort,
+    FileUploadResponse,
+    ReadFileResponse,
+    SandboxEgressPolicy,
+    SandboxNetwork,
+)
 
 
 class SandboxStatus(str, Enum):
@@ -32,22 +45,25 @@ class SandboxStatus(str, Enum):
 
 @dataclass
 class CreateSandboxRequest:
-    """What `create` takes. `docker_image` is the image reference (sent as the API's `image`)."""
+    """What `create` takes, with prime_sandboxes' field names. `docker_image` is the image reference
+    (sent as the API's `image`); `labels` a dict, or prime_sandboxes' list ("k=v" or "k"). Fields of
+    Prime's platform that sandtree has no counterpart of (GPUs, regions, LAN networks, volumes,
+    advanced configs, arm64) are refused by `create` when set."""
 
     docker_image: Optional[str] = None
     name: Optional[str] = None
-    start_command: Optional[str] = None
-    cpu_cores: Optional[int] = None
+    start_command: Optional[Any] = None
+    cpu_cores: Optional[float] = None
     memory_gb: Optional[float] = None
-    disk_size_gb: Optional[int] = None
+    disk_size_gb: Optional[float] = None
     timeout_minutes: Optional[float] = None
     idle_timeout_minutes: Optional[float] = None
     environment_vars: Optional[Dict[str, str]] = None
     secrets: Optional[Dict[str, str]] = None
-    labels: Optional[Dict[str, str]] = None
+    labels: Optional[Any] = None
     network_allowlist: Optional[List[str]] = None
     network_denylist: Optional[List[str]] = None
-    # Accepted for prime_sandboxes compatibility; a sandtree key belongs to one team already.
+    # A sandtree key belongs to one team: `create` checks the sandbox landed in this one.
     team_id: Optional[str] = None
     idempotency_key: Optional[str] = None
     checkpoint_id: Optional[str] = None
@@ -58,24 +74,32 @@ class CreateSandboxRequest:
     display: Optional[Dict[str, Any]] = None
     # Fleet mode: run it on this host (admin keys only; GET /v1/hosts lists them).
     host: Optional[str] = None
+    # prime_sandboxes' fields of its own platform: refused when set (see _prime_args.WHY).
+    arch: Optional[str] = None
+    gpu_count: int = 0
+    gpu_type: Optional[str] = None
+    region: Optional[str] = None
+    advanced_configs: Optional[Any] = None
+    lan_network_id: Optional[str] = None
+    lan_tags: Optional[List[str]] = None
+    volumes: Optional[List[Any]] = None
 
     def to_wire(self) -> Dict[str, Any]:
         if self.docker_image is None and self.checkpoint_id is None:
             raise ValueError("give docker_image, or checkpoint_id to restore a checkpoint")
+        pa.arch(self.arch)
+        own = ("gpu_count", "gpu_type", "region", "advanced_configs", "lan_network_id", "lan_tags", "volumes")
+        pa.check_unset({k: getattr(self, k) for k in own}, pa.WHY)
         body: Dict[str, Any] = {}
         if self.docker_image is not None:
             body["image"] = self.docker_image
         for key in (
             "name",
-            "start_command",
-            "cpu_cores",
             "memory_gb",
-            "disk_size_gb",
             "timeout_minutes",
             "idle_timeout_minutes",
             "environment_vars",
             "secrets",
-            "labels",
             "network_allowlist",
             "network_denylist",
             "idempotency_key",
@@ -89,6 +113,13 @@ class CreateSandboxRequest:
             value = getattr(self, key)
             if value is not None:
                 body[key] = value
+        extra = {
+            "start_command": pa.start_command(self.start_command),
+            "cpu_cores": pa.whole_cores(self.cpu_cores),
+            "disk_size_gb": pa.whole_gb(self.disk_size_gb),
+            "labels": pa.labels_dict(self.labels),
+        }
+        body.update({k: v for k, v in extra.items() if v is not None})
         return body
 
 
@@ -119,6 +150,21 @@ class Sandbox:
     start_path: Optional[str] = None
     source_checkpoint_id: Optional[str] = None
     head_checkpoint_id: Optional[str] = None
+    # prime_sandboxes' fields. Every sandtree sandbox is a microVM whose disk is its root, without
+    # GPUs, users within a team, regions or image builds: those fields say so.
+    vm: bool = True
+    disk_mount_path: str = "/"
+    gpu_count: int = 0
+    gpu_type: Optional[str] = None
+    network_allowlist: Optional[List[str]] = None
+    network_denylist: Optional[List[str]] = None
+    termination_reason: Optional[str] = None
+    error_type: Optional[str] = None
+    exit_code: Optional[int] = None
+    advanced_configs: Optional[Dict[str, Any]] = None
+    user_id: Optional[str] = None
+    region: Optional[str] = None
+    pending_image_build_id: Optional[str] = None
 
     @property
     def image(self) -> str:
@@ -158,6 +204,10 @@ class Sandbox:
                 start_path=d.get("start_path"),
                 source_checkpoint_id=d.get("source_checkpoint_id"),
                 head_checkpoint_id=d.get("head_checkpoint_id"),
+                network_allowlist=d.get("network_allowlist"),
+                network_denylist=d.get("network_denylist"),
+                termination_reason=d.get("termination_reason"),
+                error_type=d.get("error_type") or ("TIMEOUT" if d["status"] == "TIMEOUT" else None),
             )
 
         result: Sandbox = _parse("sandbox", d, build)
@@ -166,38 +216,95 @@ class Sandbox:
 
 @dataclass
 class SandboxListResponse:
+    """One page of `list`: prime_sandboxes' page fields, or with `cursor=` the server's `next_cursor`."""
+
     sandboxes: List[Sandbox]
-    next_cursor: Optional[str]
+    total: Optional[int] = None
+    page: Optional[int] = None
+    per_page: Optional[int] = None
+    has_next: bool = False
+    next_cursor: Optional[str] = None
+
+
+@dataclass
+class SandboxStatusSnapshot:
+    """One sandbox of `get_sandbox_statuses`; `error_reason` is sandtree's name of `error_message`."""
+
+    sandbox_id: str
+    status: SandboxStatus
+    error_type: Optional[str] = None
+    error_message: Optional[str] = None
+    pending_image_build_id: Optional[str] = None
 
     @property
-    def has_next(self) -> bool:
-        return self.next_cursor is not None
+    def id(self) -> str:
+        return self.sandbox_id
+
+    @property
+    def error_reason(self) -> Optional[str]:
+        return self.error_message
 
 
 @dataclass
-class SandboxStatusEntry:
-    id: str
-    status: SandboxStatus
-    error_reason: Optional[str] = None
+class SandboxStatusLookupError:
+    """An id `get_sandbox_statuses` did not find (code SANDBOX_NOT_FOUND)."""
+
+    sandbox_id: str
+    code: str
+    message: str
 
 
 @dataclass
-class SandboxStatuses:
-    """Answer of `get_sandbox_statuses`: `statuses` by id; unknown ids in `not_found`."""
+class BatchSandboxStatusResponse:
+    """Answer of `get_sandbox_statuses`: a snapshot per found id (in the order asked), an error per other."""
 
-    statuses: Dict[str, SandboxStatusEntry]
-    not_found: List[str]
+    statuses: List[SandboxStatusSnapshot]
+    errors: List[SandboxStatusLookupError]
+
+    @property
+    def not_found(self) -> List[str]:
+        return [e.sandbox_id for e in self.errors]
+
+    def by_id(self) -> Dict[str, SandboxStatusSnapshot]:
+        return {s.sandbox_id: s for s in self.statuses}
+
+
+# sandtree's earlier names of the same answer.
+SandboxStatuses = BatchSandboxStatusResponse
+SandboxStatusEntry = SandboxStatusSnapshot
 
 
 @dataclass
 class BulkDeleteSandboxResponse:
-    deleted: List[str]
-    not_found: List[str]
+    """`succeeded`: deleted ids; `failed`: {"sandbox_id", "error"} for each other; `deleted` and
+    `not_found` are sandtree's earlier names."""
+
+    succeeded: List[str]
+    failed: List[Dict[str, str]]
+    message: str
+
+    @property
+    def deleted(self) -> List[str]:
+        return self.succeeded
+
+    @property
+    def not_found(self) -> List[str]:
+        return [f["sandbox_id"] for f in self.failed]
 
 
 __all__ = [
     "BackgroundJob",
     "BackgroundJobStatus",
+    "BackgroundJobStatusSnapshot",
+    "BatchCheckpointResponse",
+    "BatchSandboxStatusResponse",
+    "CheckpointDeleteError",
+    "CheckpointLookupError",
+    "DeleteSandboxCheckpointsResponse",
+    "ReadFileResponse",
+    "SandboxEgressPolicy",
+    "SandboxStatusLookupError",
+    "SandboxStatusSnapshot",
     "BulkDeleteSandboxResponse",
     "Checkpoint",
     "CheckpointState",

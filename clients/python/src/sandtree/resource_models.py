@@ -35,6 +35,16 @@ class Checkpoint:
     updated_at: Optional[datetime] = None
     expires_at: Optional[datetime] = None
 
+    @property
+    def docker_image(self) -> Optional[str]:
+        """prime_sandboxes' name of `image`."""
+        return self.image
+
+    @property
+    def occupied_bytes(self) -> int:
+        """prime_sandboxes' name: the bytes this checkpoint keeps in the store (`stored_bytes`)."""
+        return self.stored_bytes
+
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> Checkpoint:
         result: Checkpoint = _parse(
@@ -65,6 +75,55 @@ class FileUploadResponse:
     path: str
     bytes: int
     success: bool = True
+    timestamp: Optional[datetime] = None
+
+    @property
+    def size(self) -> int:
+        """prime_sandboxes' name of `bytes`."""
+        return self.bytes
+
+
+@dataclass
+class ReadFileResponse:
+    """A file, or the window of it asked for: `size` bytes of `content` (str, or bytes with
+    encoding=None) from `offset`; `total_size` is the file's; `truncated` when bytes follow."""
+
+    content: Any
+    size: int
+    total_size: Optional[int] = None
+    offset: Optional[int] = None
+    truncated: Optional[bool] = None
+
+    def __str__(self) -> str:
+        return self.content if isinstance(self.content, str) else self.content.decode("utf-8", "replace")
+
+
+@dataclass
+class SandboxEgressPolicy:
+    allowlist: Optional[List[str]] = None
+    denylist: Optional[List[str]] = None
+
+
+@dataclass
+class CheckpointLookupError:
+    checkpoint_id: str
+    code: str
+    message: str
+
+
+CheckpointDeleteError = CheckpointLookupError
+
+
+@dataclass
+class BatchCheckpointResponse:
+    checkpoints: List[Checkpoint]
+    errors: List[CheckpointLookupError]
+
+
+@dataclass
+class DeleteSandboxCheckpointsResponse:
+    deleted: List[str]
+    errors: List[CheckpointLookupError]
 
 
 @dataclass
@@ -107,6 +166,20 @@ class SandboxNetwork:
     network_denylist: List[str] = field(default_factory=list)
     tunnels: List[Dict[str, str]] = field(default_factory=list)
     applied: bool = False
+
+    @property
+    def policy(self) -> SandboxEgressPolicy:
+        """prime_sandboxes' view of the two lists (None where a list is empty)."""
+        return SandboxEgressPolicy(self.network_allowlist or None, self.network_denylist or None)
+
+    @property
+    def generation(self) -> Optional[int]:
+        """prime_sandboxes numbers policy versions; sandtree does not (None): read `applied`."""
+        return None
+
+    @property
+    def applied_generation(self) -> Optional[int]:
+        return None
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> SandboxNetwork:

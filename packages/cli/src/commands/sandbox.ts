@@ -275,6 +275,7 @@ function sandboxFields(s: Sandbox): string {
     ["labels", formatLabels(s.labels)],
     ["env", env.length > 0 ? env.join(" ") : "-"],
     ["start command", s.start_command ?? "-"],
+    ...(s.display ? [["display", s.display] as const] : []),
     ["created", s.created_at],
     ["started", s.started_at ?? "-"],
     ["terminated", s.terminated_at ?? "-"],

@@ -6,8 +6,9 @@ import type { ImageResolver, ImageSummary, ResolvedImage } from "./image-resolve
 export class HostImageResolver implements ImageResolver {
   constructor(private readonly store: ImageStore = new ImageStore()) {}
 
-  resolve(ref: string, opts: { credentials?: RegistryCredentials; signal?: AbortSignal }): Promise<ResolvedImage> {
-    return this.store.resolve(ref, opts);
+  async resolve(ref: string, opts: { credentials?: RegistryCredentials; signal?: AbortSignal }): Promise<ResolvedImage> {
+    const image = await this.store.resolve(ref, opts);
+    return { ...image, labels: image.config.labels ?? {} };
   }
 
   check(ref: string, opts: { credentials?: RegistryCredentials; signal?: AbortSignal }): Promise<void> {

@@ -6,6 +6,8 @@ export interface ResolvedImage {
   basePath: string;
   virtualSizeBytes: number;
   source: "local" | "registry";
+  /** The image config's labels (image-defaults.ts reads sandtree's). */
+  labels?: Record<string, string>;
 }
 
 export interface ImageSummary {

@@ -16,6 +16,7 @@ import {
 } from "@sandtree/host";
 import { type CreateSandboxParams, type Sandbox, SandtreeError } from "@sandtree/protocol";
 import type { Store } from "../store/store.js";
+import { imageDefaults } from "./image-defaults.js";
 import type { ImageResolver } from "./image-resolver.js";
 import type { Logger } from "./logger.js";
 import type { NetworkService } from "./network-service.js";
@@ -181,6 +182,7 @@ export class Provisioner {
       mkdirSync(paths.layersDir, { recursive: true });
       let backing: string;
       let image: { digest: string | null; virtualSizeBytes: number };
+      let defaults: ReturnType<typeof imageDefaults>["patch"] = {};
       if (restore) {
         backing = restore.layerName;
         image = { digest: restore.digest, virtualSizeBytes: 0 };
@@ -189,9 +191,15 @@ export class Provisioner {
         this.imageBases.set(sb.id, resolved.basePath);
         backing = ensureBaseLink(paths.layersDir, resolved.basePath);
         image = resolved;
+        // What the image says it needs, where the create did not say otherwise.
+        const found = imageDefaults(sb, resolved.labels);
+        for (const why of found.ignored) log.warn({ sandbox: sb.id, image: sb.image }, why);
+        defaults = found.patch;
+        Object.assign(sb, defaults);
       }
       const memState = restore?.memState ?? null;
-      await store.updateSandbox(sb.id, { image_digest: image.digest });
+      await store.updateSandbox(sb.id, { image_digest: image.digest, ...defaults });
+      for (const [field, value] of Object.entries(defaults)) await store.addEvent(sb.id, `${field} from the image: ${value}`);
       // Boot progress for `sandtree sandbox logs` (the console of a quiet kernel says little).
       await store.addEvent(
         sb.id,

@@ -192,6 +192,7 @@ export class SandboxService {
       environment_vars: params.environment_vars,
       labels: params.labels,
       start_command: params.start_command ?? null,
+      display: params.display ? `${params.display.width}x${params.display.height}` : null,
       accel: this.deps.accel,
       error_reason: null,
       created_at: now,

@@ -81,6 +81,7 @@ export const PG_MIGRATIONS: ReadonlyArray<readonly [name: string, sql: string]> 
   ["0006-key-fingerprints", KEY_FINGERPRINTS_MIGRATION],
   ["0007-placed-by", PG_PLACED_BY_MIGRATION],
   ["0008-image-aliases", PG_IMAGE_ALIASES_MIGRATION],
+  ["0009-display", "ALTER TABLE sandboxes ADD COLUMN display TEXT;"],
 ];
 
 /**

@@ -25,6 +25,7 @@ const COLUMNS = [
   "environment_vars",
   "labels",
   "start_command",
+  "display",
   "accel",
   "error_reason",
   "created_at",

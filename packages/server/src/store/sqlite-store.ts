@@ -80,6 +80,7 @@ const MIGRATIONS: Array<[name: string, sql: string]> = [
   ["0012-key-fingerprints", KEY_FINGERPRINTS_MIGRATION],
   ["0013-placed-by", hosts.PLACED_BY_MIGRATION],
   ["0014-image-aliases", IMAGE_ALIASES_MIGRATION],
+  ["0015-display", "ALTER TABLE sandboxes ADD COLUMN display TEXT;"],
 ];
 
 type SandboxRow = Omit<Sandbox, "environment_vars" | "labels" | "secrets"> & {
@@ -193,11 +194,11 @@ export class SqliteStore implements Store {
         `INSERT INTO sandboxes (id, team_id, name, image, image_digest, status, cpu_cores, memory_gb, disk_size_gb,
           environment_vars, labels, start_command, accel, error_reason, created_at, updated_at, started_at, terminated_at,
           secrets, timeout_minutes, idle_timeout_minutes, expires_at, last_activity_at, start_path, source_checkpoint_id,
-          head_checkpoint_id)
+          head_checkpoint_id, display)
          VALUES (@id, @team_id, @name, @image, @image_digest, @status, @cpu_cores, @memory_gb, @disk_size_gb,
           @environment_vars, @labels, @start_command, @accel, @error_reason, @created_at, @updated_at, @started_at, @terminated_at,
           @secrets, @timeout_minutes, @idle_timeout_minutes, @expires_at, @last_activity_at, @start_path, @source_checkpoint_id,
-          @head_checkpoint_id)`,
+          @head_checkpoint_id, @display)`,
       )
       .run({
         ...s,
@@ -211,6 +212,7 @@ export class SqliteStore implements Store {
         start_path: s.start_path ?? null,
         source_checkpoint_id: s.source_checkpoint_id ?? null,
         head_checkpoint_id: s.head_checkpoint_id ?? null,
+        display: s.display ?? null,
       });
   }
 

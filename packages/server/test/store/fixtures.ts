@@ -55,6 +55,7 @@ export function sandboxRow(teamId: string, over: Partial<Sandbox> = {}): Sandbox
     environment_vars: {},
     labels: {},
     start_command: null,
+    display: null,
     accel: null,
     error_reason: null,
     created_at: iso(NOW),

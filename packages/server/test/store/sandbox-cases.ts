@@ -35,6 +35,7 @@ export function sandboxCases(ctx: StoreContext): void {
       start_path: "warm",
       source_checkpoint_id: "ck-src",
       head_checkpoint_id: "ck-head",
+      display: "1280x800",
     });
     await s.insertSandbox(full);
     expect(await s.getSandbox(full.id)).toEqual(full);

@@ -1,6 +1,7 @@
 import { DESKTOP_VNC_PORT, type DesktopAction, DesktopEvent, DesktopInfo, SandtreeError } from "@sandtree/protocol";
 import type { ExecService } from "../exec-service.js";
 import type { FileService } from "../file-service.js";
+import { parseDisplay } from "../image-defaults.js";
 import type { Logger } from "../logger.js";
 import type { SandboxService, SandboxStart } from "../sandbox-service.js";
 import { type HelperAnswer, HelperSession } from "./helper-session.js";
@@ -51,13 +52,18 @@ export class DesktopService {
     const { sandbox, params, restored } = start;
     // A reset replaced the machine under the same id: its helper session went with it.
     this.dropSession(sandbox.id);
-    const display = params?.display;
-    if (display === undefined && restored !== "disk") return;
-    const args = display ? ["start", String(display.width), String(display.height)] : ["up"];
-    if (display?.accessibility) args.push("--accessibility");
+    const asked = params?.display;
+    // A fresh sandbox without `display` may get its image's (label sandtree.display), known once
+    // the image is resolved: the sandbox's record says, when it runs.
+    if (asked === undefined && restored === "memory") return;
     const done = (async () => {
       await start.ready;
-      if ((await this.deps.sandboxes.get(sandbox.team_id, sandbox.id)).status !== "RUNNING") return;
+      const current = await this.deps.sandboxes.get(sandbox.team_id, sandbox.id);
+      if (current.status !== "RUNNING") return;
+      const display = asked ?? (restored === "none" ? (parseDisplay(current.display ?? "") ?? undefined) : undefined);
+      if (display === undefined && restored !== "disk") return;
+      const args = display ? ["start", String(display.width), String(display.height)] : ["up"];
+      if (asked?.accessibility) args.push("--accessibility");
       const r = await this.exec(sandbox.team_id, sandbox.id, args);
       if (r.exit_code === 0 || (!display && (r.exit_code === EXIT_NO_DISPLAY || r.exit_code === EXIT_NOT_FOUND))) return;
       throw new Error(helperError(r.stdout) ?? (r.stderr.trim().slice(-500) || `exit code ${r.exit_code}`));
