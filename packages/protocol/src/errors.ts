@@ -91,6 +91,8 @@ export const ERROR_STATUS = {
   KEY_MISMATCH: 500,
   HOST_DISK_FULL: 507,
   TIMEOUT: 504,
+  /** A feature of a foreign API (the E2B adapter's) that sandtree has no counterpart for; the message names it. */
+  NOT_SUPPORTED: 501,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;

@@ -236,6 +236,7 @@ export const ERROR_CLASSES: Record<ErrorCode, ApiErrorClass> = {
   HOST_DISK_FULL: ServerError,
   HOST_COMMAND_FAILED: ServerError,
   TIMEOUT: ServerError,
+  NOT_SUPPORTED: ServerError,
   IMAGE_PULL_FAILED: ImagePullError,
   REGISTRY_UNAUTHORIZED: ImagePullError,
   REGISTRY_UNREACHABLE: ImagePullError,

@@ -9,6 +9,7 @@ import { costHook } from "./routes/cost-hook.js";
 import { dashboardRoutes } from "./routes/dashboard-routes.js";
 import { desktopRoutes } from "./routes/desktop-routes.js";
 import { desktopVncRoutes } from "./routes/desktop-vnc-routes.js";
+import { E2B_PREFIX, e2bRoutes } from "./routes/e2b/e2b-routes.js";
 import { execOutputRoutes } from "./routes/exec-output-routes.js";
 import { execRoutes } from "./routes/exec-routes.js";
 import { fileRoutes } from "./routes/file-routes.js";
@@ -34,6 +35,10 @@ import { VERSION } from "./version.js";
 declare module "fastify" {
   interface FastifyRequest {
     principal: Principal;
+  }
+  interface FastifyInstance {
+    /** The E2B API's routes ("METHOD URL"), documented in docs/e2b.md rather than the OpenAPI document. */
+    e2bRoutes: string[];
   }
 }
 
@@ -90,7 +95,13 @@ export function buildApp(
   dashboardRoutes(app);
   // The OpenAPI document lists every route registered, as registered.
   const routes: RegisteredRoute[] = [];
-  app.addHook("onRoute", (r) => void routes.push({ method: r.method, url: r.url }));
+  const e2b: string[] = [];
+  app.decorate("e2bRoutes", e2b);
+  app.addHook("onRoute", (r) => {
+    if (r.url.startsWith(`${E2B_PREFIX}/`)) {
+      for (const m of [r.method].flat()) if (m !== "HEAD") e2b.push(`${m} ${r.url}`);
+    } else routes.push({ method: r.method, url: r.url });
+  });
   let openApi: object | null = null;
   app.get("/healthz", async () => ({ ok: true, version: VERSION }));
   app.get("/v1/openapi.json", async () => (openApi ??= openApiDocument(routes)));
@@ -138,6 +149,8 @@ export function buildApp(
   fleetCheckpointRoutes(app, services);
   // The Prime Sandboxes wire API, on the same services (docs/prime.md).
   primeRoutes(app, services);
+  // E2B's API under /e2b: the `e2b` SDKs' E2B_API_URL and E2B_SANDBOX_URL (docs/e2b.md).
+  e2bRoutes(app, services);
   return app;
 }
 

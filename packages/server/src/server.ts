@@ -12,6 +12,7 @@ import { AuthService } from "./services/auth-service.js";
 import { BulkService } from "./services/bulk-service.js";
 import { CheckpointService } from "./services/checkpoint-service.js";
 import { DesktopService } from "./services/desktop/desktop-service.js";
+import { DirWatchService } from "./services/dir-watch-service.js";
 import { ExecService } from "./services/exec-service.js";
 import { FileService } from "./services/file-service.js";
 import { FleetService, isLocalHostName, placedOnPeers } from "./services/fleet/fleet-service.js";
@@ -36,10 +37,13 @@ import { loadPriceTable } from "./services/metering/prices.js";
 import { MetricsService } from "./services/metrics-service.js";
 import { NetworkService } from "./services/network-service.js";
 import { PortService } from "./services/port-service.js";
+import { ProcessTable } from "./services/process-table.js";
 import { PtyService } from "./services/pty-service.js";
 import { RestoreService } from "./services/restore-service.js";
 import { ACTIVE } from "./services/sandbox-machines.js";
 import { SandboxService } from "./services/sandbox-service.js";
+import { SandboxStarts } from "./services/sandbox-starts.js";
+import { SandboxTokens } from "./services/sandbox-tokens.js";
 import { loadOrCreateServerKey, SecretBox } from "./services/secret-box.js";
 import type { Services } from "./services/services.js";
 import { TeamService } from "./services/team-service.js";
@@ -307,6 +311,10 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     timeouts,
     jobs: new JobService(store, sandboxes),
     pty: new PtyService(sandboxes),
+    processes: new ProcessTable(sandboxes),
+    dirWatch: new DirWatchService(files, sandboxes),
+    sandboxTokens: new SandboxTokens(serverKey, store),
+    starts: new SandboxStarts(sandboxes),
     bulk: new BulkService(store, sandboxes, cfg.logger ? log : silentLogger),
     network,
     ports: new PortService(store, sandboxes, (id) => sandboxes.guestAddressOf(id)),

@@ -78,10 +78,11 @@ describe("architecture", () => {
     expect(offenders).toEqual([]);
   });
 
-  it("keeps every source file under 500 lines (generated code in src/gen aside)", () => {
+  it("keeps every source file under 500 lines (generated code, src/gen, aside)", () => {
+    const generated = `${path.sep}src${path.sep}gen${path.sep}`;
     const sources = [
       ...files(path.join(root, "packages"), [".ts", ".c", ".h", ".py"]).filter(
-        (f) => !f.includes(`${path.sep}test${path.sep}`) && !f.includes(`${path.sep}src${path.sep}gen${path.sep}`),
+        (f) => !f.includes(`${path.sep}test${path.sep}`) && !f.includes(generated),
       ),
       ...files(path.join(root, "clients/python/src"), [".py"]),
     ];

@@ -87,4 +87,24 @@ export class FileService {
     const vm = await this.sandboxes.running(teamId, id);
     await mapErrors(gp, () => vm.remove(gp, { recursive }));
   }
+
+  /** Renames (moves) a file or directory in the guest; the destination's parent must exist. */
+  async rename(teamId: string, id: string, from: string, to: string): Promise<FileStat> {
+    const src = guestPath(from);
+    const dst = guestPath(to);
+    const vm = await this.sandboxes.running(teamId, id);
+    await mapErrors(src, () => vm.stat(src));
+    const exec = vm.exec({ argv: ["mv", "--", src, dst], timeoutMs: 60_000 });
+    let stderr = "";
+    let code = -1;
+    for await (const ev of exec.events) {
+      if (ev.type === "stderr") stderr += ev.data.toString("utf8");
+      else if (ev.type === "exit") code = ev.info.exit_code;
+    }
+    if (code !== 0) {
+      const missing = /no such file|not found/i.test(stderr);
+      throw new SandtreeError(missing ? "FILE_NOT_FOUND" : "GUEST_ERROR", `mv ${src} ${dst}: ${stderr.trim()}`, { path: dst });
+    }
+    return { path: dst, ...(await mapErrors(dst, () => vm.stat(dst))) };
+  }
 }

@@ -3,6 +3,7 @@ import type { AuthService } from "./auth-service.js";
 import type { BulkService } from "./bulk-service.js";
 import type { CheckpointService } from "./checkpoint-service.js";
 import type { DesktopService } from "./desktop/desktop-service.js";
+import type { DirWatchService } from "./dir-watch-service.js";
 import type { ExecService } from "./exec-service.js";
 import type { FileService } from "./file-service.js";
 import type { FleetService } from "./fleet/fleet-service.js";
@@ -17,9 +18,12 @@ import type { MeteringService } from "./metering/metering-service.js";
 import type { MetricsService } from "./metrics-service.js";
 import type { NetworkService } from "./network-service.js";
 import type { PortService } from "./port-service.js";
+import type { ProcessTable } from "./process-table.js";
 import type { PtyService } from "./pty-service.js";
 import type { RestoreService } from "./restore-service.js";
 import type { SandboxService } from "./sandbox-service.js";
+import type { SandboxStarts } from "./sandbox-starts.js";
+import type { SandboxTokens } from "./sandbox-tokens.js";
 import type { TeamService } from "./team-service.js";
 import type { TimeoutService } from "./timeout-service.js";
 
@@ -39,6 +43,14 @@ export interface Services {
   timeouts: TimeoutService;
   jobs: JobService;
   pty: PtyService;
+  /** Processes that outlive their request, attached to by pid or tag (the E2B daemon's model). */
+  processes: ProcessTable;
+  /** Directory watches (polled). */
+  dirWatch: DirWatchService;
+  /** Starts in flight, to wait for one to run. */
+  starts: SandboxStarts;
+  /** Per-sandbox access tokens (the E2B daemon routes). */
+  sandboxTokens: SandboxTokens;
   bulk: BulkService;
   network: NetworkService;
   ports: PortService;

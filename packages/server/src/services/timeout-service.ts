@@ -1,10 +1,11 @@
-import type { SandboxStatus } from "@sandtree/protocol";
+import { type SandboxStatus, SandtreeError } from "@sandtree/protocol";
 import type { Store } from "../store/store.js";
 import { expiryReason } from "./lifetime.js";
 import type { Logger } from "./logger.js";
 import type { SandboxService } from "./sandbox-service.js";
 
 const ACTIVE: readonly SandboxStatus[] = ["PENDING", "PROVISIONING", "RUNNING"];
+const ACTIVE_OR_PAUSED: readonly SandboxStatus[] = [...ACTIVE, "PAUSED"];
 /** Activity is written to the store at most this often per sandbox (it is tracked in memory). */
 const PERSIST_EVERY_MS = 5_000;
 
@@ -94,6 +95,17 @@ export class TimeoutService {
       return () => {};
     });
     return () => void began.then((end) => end());
+  }
+
+  /** Sets an active sandbox's lifetime to end `seconds` from now (its timeout_minutes follows). */
+  async setLifetime(teamId: string, id: string, seconds: number): Promise<void> {
+    const sb = await this.deps.sandboxes.get(teamId, id);
+    const now = Date.now();
+    const minutes = (now - Date.parse(sb.created_at) + seconds * 1000) / 60_000;
+    const patch = { timeout_minutes: minutes, expires_at: new Date(now + seconds * 1000).toISOString() };
+    if (!(await this.deps.store.updateSandbox(id, patch, ACTIVE_OR_PAUSED))) {
+      throw new SandtreeError("SANDBOX_NOT_RUNNING", `sandbox ${id} is ${sb.status}`, { id, status: sb.status });
+    }
   }
 
   /** One pass of the reaper: starts tearing down expired sandboxes (without waiting) and names them. */
