@@ -125,6 +125,19 @@ describe("the Connect engine", () => {
     expect(await rest.json()).toEqual({ rest: true, params: { ns: "n", job: "j" } });
     const unknown = await fetch(`${base}/gw/n/j/sandtree.test.v1.Echo/Nope`, { method: "POST", body: "{}" });
     expect(unknown.status).toBe(404);
+    // What is not an RPC gets sandtree's error shape, not the library's bare 415.
+    for (const [method, type] of [
+      ["Say", "text/plain"],
+      ["Count", "application/json"],
+    ]) {
+      const res = await fetch(`${base}/gw/n/j/sandtree.test.v1.Echo/${method}`, {
+        method: "POST",
+        headers: { "content-type": type ?? "" },
+        body: "{}",
+      });
+      expect(res.status).toBe(415);
+      expect(await res.json()).toMatchObject({ code: "UNSUPPORTED_MEDIA_TYPE", message: expect.stringContaining("Connect-RPC") });
+    }
   });
 
   it("has generated code up to date with the .proto files", () => {

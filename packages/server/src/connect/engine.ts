@@ -121,7 +121,17 @@ export function mountConnect<C>(app: FastifyInstance, key: ConnectContextKey<C>,
         const rpcPath = `/${service.typeName}/${method.name}`;
         const url = `${prefix}${rpcPath}`;
         urls.push(url);
+        const types = acceptedTypes(method.methodKind);
         scope.post(url, async (req, reply) => {
+          // Anything but an RPC (a browser, a fuzzer, a wrong client) gets sandtree's error shape;
+          // the library would answer a bare 415.
+          const type = (req.headers["content-type"] ?? "").split(";")[0]?.trim().toLowerCase() ?? "";
+          if (!types.has(type)) {
+            throw new SandtreeError(
+              "UNSUPPORTED_MEDIA_TYPE",
+              `${url} is a Connect-RPC method: send ${[...types].slice(0, 2).join(" or ")} (or gRPC, gRPC-web)`,
+            );
+          }
           const raw = req.raw as typeof req.raw & Tagged;
           try {
             raw.sandtreeConnect = { context: await mount.context(req) };
@@ -140,4 +150,13 @@ export function mountConnect<C>(app: FastifyInstance, key: ConnectContextKey<C>,
     }
   });
   return urls;
+}
+
+/** The content types of the protocols the library serves (Connect, gRPC, gRPC-web) for a kind of method. */
+function acceptedTypes(kind: string): Set<string> {
+  const grpc = ["application/grpc", "application/grpc+proto", "application/grpc+json"];
+  const grpcWeb = ["application/grpc-web", "application/grpc-web+proto", "application/grpc-web+json"];
+  const connect =
+    kind === "unary" ? ["application/json", "application/proto"] : ["application/connect+json", "application/connect+proto"];
+  return new Set([...connect, ...grpc, ...grpcWeb]);
 }

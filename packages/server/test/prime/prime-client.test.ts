@@ -116,6 +116,12 @@ describe("prime_sandboxes against sandtree", () => {
     expect(r.region).toMatch(/^HTTP 400: region:/);
     expect(r.fractional_cpu).toMatch(/^HTTP 400: cpu_cores: sandtree takes whole numbers/);
     expect(r.team).toMatch(/^HTTP 403: team_id someone-else/);
+    // A bulk delete naming no sandbox and no label deletes nothing: it is refused.
+    for (const body of [{}, { labels: [] }]) {
+      const del = await t.api("DELETE", "/prime/api/v1/sandbox", body);
+      expect(del.status, JSON.stringify(del.body)).toBe(400);
+    }
+    expect((await t.api("GET", `/prime/api/v1/sandbox/${id}`)).body.status).toBe("RUNNING");
   });
 
   it("refuses another team's key with the client's not-found error", async () => {

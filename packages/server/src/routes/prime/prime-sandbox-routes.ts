@@ -111,6 +111,12 @@ export function primeSandboxRoutes(app: FastifyInstance, s: Services): void {
     if ((body.sandbox_ids === undefined) === (body.labels === undefined)) {
       throw new SandtreeError("VALIDATION_FAILED", "give exactly one of sandbox_ids or labels", { field: "sandbox_ids" });
     }
+    // No labels would match every sandbox of the team: a delete of everything is never implied.
+    if (body.labels?.length === 0) {
+      throw new SandtreeError("VALIDATION_FAILED", "labels: give at least one label (an empty list would match every sandbox)", {
+        field: "labels",
+      });
+    }
     const r = await s.bulk.delete(
       req.principal.teamId,
       body.sandbox_ids ? { ids: body.sandbox_ids } : { labels: labelsFromPrime(body.labels ?? []) },
