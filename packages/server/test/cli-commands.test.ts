@@ -36,7 +36,9 @@ function sandtree(args: string[]): Promise<{ code: number | null; stdout: string
 }
 
 beforeAll(async () => {
-  t = await startTestServer();
+  // Names without a registry go to a default registry that never answers (Docker Hub's stand-in,
+  // so the answer does not depend on whether this machine reaches Docker Hub).
+  t = await startTestServer({ defaultRegistry: "127.0.0.1:1" });
   work = mkdtempSync(path.join(tmpdir(), "sandtree-cli21-"));
   const r = await sandtree(["sandbox", "create", "sandtree/busybox", "--memory-gb", "0.25", "--disk-size-gb", "1", "--wait"]);
   expect(r.code, r.stderr).toBe(0);
@@ -122,8 +124,13 @@ describe("the CLI does what its help says (#21)", () => {
     expect(unreachable.code).toBe(1);
     expect(unreachable.stderr).toContain("REGISTRY_UNREACHABLE");
     expect(unreachable.stderr).not.toContain("pull it first");
+    // A short name's failure says where it was looked for and how to point it elsewhere.
     const tagged = await sandtree(["sandbox", "create", "alpine:3.20"]);
-    expect(tagged.stderr).toContain("localhost:5000/alpine:3.20");
+    expect(tagged.code).toBe(1);
+    expect(tagged.stderr).toContain("REGISTRY_UNREACHABLE");
+    expect(tagged.stderr).toContain("alpine:3.20 has no registry, so it was asked of the default registry 127.0.0.1:1");
+    expect(tagged.stderr).toContain("SANDTREE_DEFAULT_REGISTRY");
+    expect(tagged.stderr).toContain("sandtree image alias");
     expect((await sandtree(["sandbox", "pause", id])).code).toBe(0);
     const paused = await sandtree(["sandbox", "run", id, "--", "true"]);
     expect(paused.stderr).toContain("SANDBOX_NOT_RUNNING");

@@ -56,6 +56,8 @@ export async function startTestServer(
     blobStore?: string;
     /** Chains this deep get flattened (ServerConfig.flattenDepth). */
     flattenDepth?: number;
+    /** Where names without a registry are pulled from (ServerConfig.defaultRegistry; default Docker Hub). */
+    defaultRegistry?: string;
   } = {},
 ): Promise<TestServer> {
   const dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-test-"));
@@ -72,6 +74,7 @@ export async function startTestServer(
       ...(opts.database ? { database: opts.database } : {}),
       ...(opts.blobStore ? { blobStore: opts.blobStore } : {}),
       ...(opts.flattenDepth ? { flattenDepth: opts.flattenDepth } : {}),
+      ...(opts.defaultRegistry ? { defaultRegistry: opts.defaultRegistry } : {}),
     },
     opts,
   );
