@@ -226,6 +226,7 @@ _BY_CODE: Dict[str, Type[APIError]] = {
     "HOST_UNSCHEDULABLE": ConflictError,
     "WORKER_UNREACHABLE": ServerError,
     "NOT_ON_REMOTE_HOST": ServerError,
+    "NOT_SUPPORTED": ServerError,
     "BLOB_STORE_MISMATCH": ConflictError,
     "CHECKPOINT_NOT_ON_HOST": ConflictError,
     "KEY_MISMATCH": ServerError,
