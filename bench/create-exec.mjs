@@ -15,22 +15,12 @@ import { createOverlay, detectAccel, guestArtifacts, ImageStore, QemuVm } from "
 import { SandtreeClient } from "@sandtree/sdk";
 import { startServer } from "@sandtree/server";
 import { measureFloor, ratio } from "./lib/floor.mjs";
+import { pct, stats } from "./lib/stats.mjs";
 
 const { values } = parseArgs({ options: { runs: { type: "string", default: "5" }, execs: { type: "string", default: "200" } } });
 const RUNS = Number(values.runs);
 const EXECS = Number(values.execs);
 const IMAGE = "sandtree/busybox";
-
-const pct = (xs, p) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
-};
-const stats = (xs) => ({
-  n: xs.length,
-  p50_ms: +pct(xs, 50).toFixed(3),
-  p99_ms: +pct(xs, 99).toFixed(3),
-  min_ms: +Math.min(...xs).toFixed(3),
-});
 
 async function rawBoot(work, image, accel, i) {
   const guest = guestArtifacts();

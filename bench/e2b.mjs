@@ -16,6 +16,7 @@ import { SandtreeClient } from "@sandtree/sdk";
 import { startServer } from "@sandtree/server";
 import { Sandbox } from "e2b";
 import { measureFloor, ratio } from "./lib/floor.mjs";
+import { pct, stats } from "./lib/stats.mjs";
 
 const { values } = parseArgs({ options: { runs: { type: "string", default: "3" }, execs: { type: "string", default: "30" } } });
 const RUNS = Number(values.runs);
@@ -23,17 +24,6 @@ const EXECS = Number(values.execs);
 /** E2B's commands need bash: the smallest image here that has it. */
 const IMAGE = "sandtree/debian";
 const BASH = (cmd) => ["/bin/bash", "-l", "-c", cmd];
-
-const pct = (xs, p) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
-};
-const stats = (xs) => ({
-  n: xs.length,
-  p50_ms: +pct(xs, 50).toFixed(3),
-  p99_ms: +pct(xs, 99).toFixed(3),
-  min_ms: +Math.min(...xs).toFixed(3),
-});
 
 const work = mkdtempSync(path.join(tmpdir(), "sandtree-bench-e2b-"));
 const server = await startServer({ dataDir: path.join(work, "data"), port: 0, logger: false });

@@ -18,6 +18,7 @@ import { SandtreeClient } from "@sandtree/sdk";
 import { startServer } from "@sandtree/server";
 import { compatPython } from "./lib/compat-python.mjs";
 import { measureFloor, ratio } from "./lib/floor.mjs";
+import { pct, stats } from "./lib/stats.mjs";
 
 const { values } = parseArgs({ options: { runs: { type: "string", default: "3" }, execs: { type: "string", default: "100" } } });
 const RUNS = Number(values.runs);
@@ -25,17 +26,6 @@ const EXECS = Number(values.execs);
 // The client runs every command under /bin/bash: an image that has it.
 const IMAGE = "sandtree/debian";
 const HERE = path.dirname(fileURLToPath(import.meta.url));
-
-const pct = (xs, p) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))];
-};
-const stats = (xs) => ({
-  n: xs.length,
-  p50_ms: +pct(xs, 50).toFixed(3),
-  p99_ms: +pct(xs, 99).toFixed(3),
-  min_ms: +Math.min(...xs).toFixed(3),
-});
 
 function primeRun(base, key, home, args) {
   return new Promise((resolve, reject) =>
