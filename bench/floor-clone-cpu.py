@@ -31,10 +31,17 @@ def ask(s, line, marker):
 
 
 CPU = []  # ["-cpu", MODEL] with --cpu, else QEMU's default model
+STARTED = []  # every QEMU started, killed on the way out (a bench's Ctrl-C included)
+
+
+def qemu(*a, **k):
+    p = rf.qemu(*a, **k)
+    STARTED.append(p)
+    return p
 
 
 def template(kern, initrd):
-    p = rf.qemu(kern, initrd, "t", CPU, share="on")
+    p = qemu(kern, initrd, "t", CPU, share="on")
     s = rf.connect(f"{rf.WORK}/t.agent")
     rf.until(s, "UP", "echo UP\n")
     q = rf.qmp(f"{rf.WORK}/t.qmp")
@@ -47,7 +54,7 @@ def template(kern, initrd):
 
 
 def clone_start(kern, initrd, tag):
-    p = rf.qemu(kern, initrd, tag, CPU + ["-incoming", "defer"], share="off")
+    p = qemu(kern, initrd, tag, CPU + ["-incoming", "defer"], share="off")
     q = rf.qmp(f"{rf.WORK}/{tag}.qmp")
     q("migrate-set-capabilities", {"capabilities": [{"capability": "x-ignore-shared", "state": True}]})
     q("migrate-incoming", {"uri": f"exec:cat {rf.WORK}/tpl.state"})
@@ -172,4 +179,10 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    finally:
+        for p in STARTED:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
