@@ -81,7 +81,11 @@ function parseInterrupts(text) {
   for (const line of text.split("\n").slice(1)) {
     const m = /^\s*([^:]+):\s+([\d\s]+?)(\s+\D.*)?$/.exec(line);
     if (!m) continue;
-    const n = m[2].trim().split(/\s+/).map(Number).reduce((a, b) => a + b, 0);
+    const n = m[2]
+      .trim()
+      .split(/\s+/)
+      .map(Number)
+      .reduce((a, b) => a + b, 0);
     const name = `${m[1].trim()}${m[3] ? ` ${m[3].trim().split(/\s+/).at(-1)}` : ""}`;
     out[name] = n;
   }
@@ -99,7 +103,8 @@ function cleanup() {
   cleaning ??= (async () => {
     floorChild?.kill("SIGTERM");
     if (client) {
-      for (let i = 0; i < made.length; i += 100) await client.sandboxes.bulkDelete({ ids: made.slice(i, i + 100) }).catch(() => {});
+      for (let i = 0; i < made.length; i += 100)
+        await client.sandboxes.bulkDelete({ ids: made.slice(i, i + 100) }).catch(() => {});
     }
     await server?.close().catch(() => {});
     const left = qemuPids(made);
@@ -139,7 +144,11 @@ function measureIdleFloor(accel, n) {
     floorChild.on("close", (code) => {
       floorChild = null;
       try {
-        resolve(code === 0 ? { source, ...JSON.parse(stdout.trim().split("\n").at(-1)) } : { source, error: `exit ${code}: ${stderr.trim()}` });
+        resolve(
+          code === 0
+            ? { source, ...JSON.parse(stdout.trim().split("\n").at(-1)) }
+            : { source, error: `exit ${code}: ${stderr.trim()}` },
+        );
       } catch {
         resolve({ source, error: `unreadable output: ${stdout.slice(-200)}` });
       }
@@ -192,10 +201,19 @@ async function fill(spec, n, alone) {
       else firstFailure ??= { at_n: ids.length + 1, error: r.reason?.message };
     });
     // A neighbour's view: `exec true` in 20 sandboxes spread over those up.
-    const sample = Array.from({ length: Math.min(20, ids.length) }, (_, i) => ids[Math.floor((i * ids.length) / Math.min(20, ids.length))]);
+    const sample = Array.from(
+      { length: Math.min(20, ids.length) },
+      (_, i) => ids[Math.floor((i * ids.length) / Math.min(20, ids.length))],
+    );
     const s = await execTrue(sample);
     const p99 = s.ms.length ? pct(s.ms, 99) : null;
-    steps.push({ n: ids.length, exec_true_p50_ms: r1(s.ms.length ? pct(s.ms, 50) : null), exec_true_p99_ms: r1(p99), failed: s.failed.length, load_1m: loadavg()[0] });
+    steps.push({
+      n: ids.length,
+      exec_true_p50_ms: r1(s.ms.length ? pct(s.ms, 50) : null),
+      exec_true_p99_ms: r1(p99),
+      failed: s.failed.length,
+      load_1m: loadavg()[0],
+    });
     if (knee === null && alone && (s.failed.length > 0 || (p99 ?? Number.POSITIVE_INFINITY) > 3 * alone.p99)) knee = ids.length;
   }
   return { ids, steps, knee, firstFailure };
@@ -238,7 +256,11 @@ async function idleFigures(ids, usedBefore) {
       server_per_sandbox: r3(serverPct / ids.length),
     },
     guest_irq_per_s: irq,
-    host_mem_used_mib: { before: Math.round(usedBefore), all_up: Math.round(usedMib()), per_sandbox: r1((usedMib() - usedBefore) / ids.length) },
+    host_mem_used_mib: {
+      before: Math.round(usedBefore),
+      all_up: Math.round(usedMib()),
+      per_sandbox: r1((usedMib() - usedBefore) / ids.length),
+    },
     answered_exec_true: {
       ok: answered.ms.length,
       of: ids.length,
@@ -256,7 +278,11 @@ try {
   const usedBefore = usedMib();
   server = await startServer({ dataDir: path.join(work, "data"), port: 0, logger: false });
   client = new SandtreeClient({ apiUrl: server.url, apiKey: server.firstKey });
-  const out = { bench: "density", accel, machine: { cores: cpus().length, mem_gib: +(meminfoKb("MemTotal") / 1024 ** 2).toFixed(1) } };
+  const out = {
+    bench: "density",
+    accel,
+    machine: { cores: cpus().length, mem_gib: +(meminfoKb("MemTotal") / 1024 ** 2).toFixed(1) },
+  };
 
   // One sandbox alone, a warm clone (the first creates of a shape boot while its template is
   // built): the `exec true` a neighbour is judged against, and its first exec after idling.
@@ -284,7 +310,11 @@ try {
   }
   const alone = { p50: pct(aloneMs, 50), p99: pct(aloneMs, 99) };
   await client.sandboxes.delete(one.id);
-  out.alone = { first_exec_true_after_10s_idle_ms: r1(firstExecMs), exec_true_p50_ms: r1(alone.p50), exec_true_p99_ms: r1(alone.p99) };
+  out.alone = {
+    first_exec_true_after_10s_idle_ms: r1(firstExecMs),
+    exec_true_p50_ms: r1(alone.p50),
+    exec_true_p99_ms: r1(alone.p99),
+  };
 
   const bb = await fill(BUSYBOX, COUNT, alone);
   out.busybox = {
@@ -304,7 +334,13 @@ try {
     await sleep(3000);
     const usedDeb = usedMib();
     const deb = await fill(DEB, DEBIAN, null);
-    out.debian = { spec: DEB, asked: DEBIAN, held: deb.ids.length, first_create_failure: deb.firstFailure, ...(deb.ids.length ? await idleFigures(deb.ids, usedDeb) : {}) };
+    out.debian = {
+      spec: DEB,
+      asked: DEBIAN,
+      held: deb.ids.length,
+      first_create_failure: deb.firstFailure,
+      ...(deb.ids.length ? await idleFigures(deb.ids, usedDeb) : {}),
+    };
   }
   out.floor = floor;
   out.ratio_vs_floor = floor?.idle

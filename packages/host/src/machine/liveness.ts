@@ -32,37 +32,34 @@ export function startLiveness(o: LivenessOptions): () => void {
   let lastPing = Date.now();
   const interval = Math.min(5000, Math.max(200, o.deadlineMs / 4));
   const idleInterval = Math.max(interval, o.idleIntervalMs ?? 60_000);
-  const timer = setInterval(
-    () => {
-      if (o.ended()) return clearInterval(timer);
-      const conn = o.connection();
-      if (inFlight || o.quiet() || !conn) return;
-      if (conn.busy === false && Date.now() - lastPing < idleInterval) return;
-      inFlight = true;
-      lastPing = Date.now();
-      const epoch = o.epoch();
-      let settled = false;
-      const miss = setTimeout(() => {
-        settled = true;
+  const timer = setInterval(() => {
+    if (o.ended()) return clearInterval(timer);
+    const conn = o.connection();
+    if (inFlight || o.quiet() || !conn) return;
+    if (conn.busy === false && Date.now() - lastPing < idleInterval) return;
+    inFlight = true;
+    lastPing = Date.now();
+    const epoch = o.epoch();
+    let settled = false;
+    const miss = setTimeout(() => {
+      settled = true;
+      inFlight = false;
+      const counted = !o.ended() && o.connection() === conn && !o.quiet() && o.epoch() === epoch;
+      if (!counted) return;
+      clearInterval(timer);
+      o.onMiss();
+    }, o.deadlineMs);
+    miss.unref();
+    // A closed connection is not a miss: the exit supervision or a reconnect deals with it.
+    conn
+      .ping()
+      .catch(() => {})
+      .finally(() => {
+        if (settled) return;
+        clearTimeout(miss);
         inFlight = false;
-        const counted = !o.ended() && o.connection() === conn && !o.quiet() && o.epoch() === epoch;
-        if (!counted) return;
-        clearInterval(timer);
-        o.onMiss();
-      }, o.deadlineMs);
-      miss.unref();
-      // A closed connection is not a miss: the exit supervision or a reconnect deals with it.
-      conn
-        .ping()
-        .catch(() => {})
-        .finally(() => {
-          if (settled) return;
-          clearTimeout(miss);
-          inFlight = false;
-        });
-    },
-    interval,
-  );
+      });
+  }, interval);
   timer.unref();
   return () => clearInterval(timer);
 }
