@@ -8,7 +8,7 @@ Uses the functions of the team's raw-floor.py ($SANDTREE_FLOOR_SCRIPT, else
 With --idle N: N clones held at once, idle, each answering `/bin/true`; their CPU over --window
 seconds and their PSS (the floor of bench/density.mjs).
   python3 bench/floor-clone-cpu.py [--clones 6] [--burst 64] [--cpu qemu64,+arat] [--idle N --window 30]"""
-import argparse, importlib.util, json, os, signal, statistics, sys, time
+import argparse, importlib.util, json, os, signal, statistics, subprocess, sys, tempfile, time, types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.environ.get("SANDTREE_FLOOR_SCRIPT") or os.path.join(HERE, "..", "..", "shared", "bench", "raw-floor.py")
@@ -32,6 +32,19 @@ def ask(s, line, marker):
 
 CPU = []  # ["-cpu", MODEL] with --cpu, else QEMU's default model
 STARTED = []  # every QEMU started, killed on the way out (a bench's Ctrl-C included)
+# raw-floor.py's sockets and template RAM file have fixed names: two runs at once on one machine
+# (other benches) would share the template's RAM file and corrupt each other's clones. This run
+# keeps its sockets, state and RAM file to itself (the kernel and initramfs stay shared).
+RAM = f"/dev/shm/floor-clone-{os.getpid()}.ram"
+
+
+def _popen(args, *a, **k):
+    return subprocess.Popen([x.replace("/dev/shm/raw-baseline.ram", RAM) for x in args], *a, **k)
+
+
+def isolate():
+    rf.WORK = tempfile.mkdtemp(prefix="floor-clone-")
+    rf.subprocess = types.SimpleNamespace(Popen=_popen, run=subprocess.run)
 
 
 def qemu(*a, **k):
@@ -140,8 +153,12 @@ def idle(kern, initrd, n, window):
         pss = [pss_kb(p.pid) / 1024 for p in procs]
         ok = 0
         for i, s in enumerate(socks):
-            ask(s, f"/bin/true && echo Q{i}\n", f"Q{i}\n")
-            ok += 1
+            s.settimeout(120)
+            try:
+                ask(s, f"/bin/true && echo Q{i}\n", f"Q{i}\n")
+                ok += 1
+            except OSError:
+                pass
         q = lambda xs, p: sorted(xs)[min(len(xs) - 1, int(p / 100 * len(xs)))]
         return {"n": n, "window_s": window, "answered_true": ok,
                 "cpu_pct_of_core_p50": round(q(cpu, 50), 3), "cpu_pct_of_core_p95": round(q(cpu, 95), 3),
@@ -165,6 +182,7 @@ def main():
     if a.cpu:
         CPU.extend(["-cpu", a.cpu])
     kern, initrd = rf.prepare()
+    isolate()
     template(kern, initrd)
     out = {"source": "bare QEMU copy-on-write clones of raw-floor.py's busybox guest (no sandtree code)",
            "cpus": os.cpu_count(), "cpu_model": a.cpu or "qemu default"}
@@ -174,7 +192,6 @@ def main():
         out["idle"] = idle(kern, initrd, a.idle, a.window)
     if a.burst > 0:
         out["burst"] = burst(kern, initrd, a.burst)
-    os.unlink("/dev/shm/raw-baseline.ram")
     print(json.dumps(out))
 
 
@@ -186,3 +203,7 @@ if __name__ == "__main__":
             if p.poll() is None:
                 p.kill()
                 p.wait()
+        if os.path.exists(RAM):
+            os.unlink(RAM)
+        if rf.WORK.startswith(tempfile.gettempdir() + "/floor-clone-"):
+            subprocess.run(["rm", "-rf", rf.WORK])
