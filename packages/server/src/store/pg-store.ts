@@ -1,3 +1,4 @@
+import { PgVolumes } from "./pg-volumes.js";
 import type { CheckpointState, Sandbox, SandboxStatus, TeamLimits, TeamUsage } from "@sandtree/protocol";
 import type pg from "pg";
 import * as ck from "./pg-checkpoints.js";
@@ -89,6 +90,11 @@ export class PgStore implements Store {
   /** The admin-set image aliases (see image-aliases.ts). */
   imageAliases(): PgImageAliases {
     return new PgImageAliases(this.pool);
+  }
+
+  /** Volumes and their mounts (see volume-rows.ts), metered on this store's clock. */
+  volumes(): PgVolumes {
+    return new PgVolumes(this.pool, () => this.meterNow());
   }
 
   /** The fingerprints of the keys every server on this database shares. */

@@ -31,7 +31,9 @@ import * as meter from "./sqlite-metering.js";
 import * as netw from "./sqlite-network.js";
 import * as ports from "./sqlite-ports.js";
 import * as tenancy from "./sqlite-tenancy.js";
+import { SqliteVolumes } from "./sqlite-volumes.js";
 import type { Store } from "./store.js";
+import { VOLUMES_MIGRATION } from "./volume-rows.js";
 
 /**
  * Schema migrations, applied once each by name (recorded in `schema_migrations`), so features
@@ -81,6 +83,7 @@ const MIGRATIONS: Array<[name: string, sql: string]> = [
   ["0013-placed-by", hosts.PLACED_BY_MIGRATION],
   ["0014-image-aliases", IMAGE_ALIASES_MIGRATION],
   ["0015-display", "ALTER TABLE sandboxes ADD COLUMN display TEXT;"],
+  ["0016-volumes", VOLUMES_MIGRATION],
 ];
 
 type SandboxRow = Omit<Sandbox, "environment_vars" | "labels" | "secrets"> & {
@@ -130,6 +133,10 @@ export class SqliteStore implements Store {
   /** The admin-set image aliases (see image-aliases.ts). */
   imageAliases(): SqliteImageAliases {
     return new SqliteImageAliases(this.db);
+  }
+
+  volumes(): SqliteVolumes {
+    return new SqliteVolumes(this.db, () => this.meterNow());
   }
 
   /** The fingerprints of the keys every server on this database shares. */
