@@ -10,6 +10,7 @@ import { Keys } from "./keys.js";
 import { DEFAULT_RETRY, type ResolvedRetry, type RetryOptions } from "./retry.js";
 import { Sandboxes } from "./sandboxes.js";
 import { Teams } from "./teams.js";
+import { Volumes } from "./volumes.js";
 import { Usage } from "./usage.js";
 import { VERSION } from "./version.js";
 
@@ -85,6 +86,8 @@ export class SandtreeClient {
   readonly images: Images;
   /** Filesystem checkpoints. */
   readonly checkpoints: Checkpoints;
+  /** Volumes and their files (no sandbox needed). */
+  readonly volumes: Volumes;
   /** Teams and their limits (admin keys). */
   readonly teams: Teams;
   /** Metered usage, cost and stats. */
@@ -111,6 +114,7 @@ export class SandtreeClient {
     this.desktop = new Desktop(http);
     this.images = new Images(http);
     this.checkpoints = new Checkpoints(http);
+    this.volumes = new Volumes(http);
     this.teams = new Teams(http);
     this.usage = new Usage(http);
     this.keys = new Keys(http);

@@ -31,8 +31,8 @@ const f = (route: string, p: string, extra = "") => `/v1/volumes/${vol.id}/${rou
 
 describe("the file API of a volume", () => {
   it("uploads, downloads (ranges too), stats, lists, makes directories and removes, as a sandbox's files", async () => {
-    const up = await t.api("PUT", f("files", "/docs/a.txt"), bytes("hello volume"));
-    expect(up.body.code).toBe("FILE_NOT_FOUND");
+    // Parents are created, as for a sandbox's files.
+    expect((await t.api("PUT", f("files", "/docs/made/b.txt"), bytes("b"))).status).toBe(200);
     expect((await t.api("POST", `/v1/volumes/${vol.id}/files/mkdir`, { path: "/docs/deep/er" })).status).toBe(201);
     expect((await t.api("POST", `/v1/volumes/${vol.id}/files/mkdir`, { path: "/docs", parents: false })).body.code).toBe(
       "ALREADY_EXISTS",
@@ -46,6 +46,7 @@ describe("the file API of a volume", () => {
     expect(list.body.entries.map((e: { path: string; type: string }) => [e.path, e.type])).toEqual([
       ["/docs/a.txt", "file"],
       ["/docs/deep", "dir"],
+      ["/docs/made", "dir"],
     ]);
     expect((await t.api("GET", f("files", "/docs"))).body.code).toBe("IS_A_DIRECTORY");
     expect((await t.api("GET", f("files", "/nope"))).body.code).toBe("FILE_NOT_FOUND");

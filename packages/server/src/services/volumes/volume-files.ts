@@ -15,10 +15,16 @@ export interface WriteBudget {
   volumeId: string;
 }
 
-async function withDir<T>(root: string, parts: readonly string[], p: string, fn: (dir: FileHandle) => Promise<T>): Promise<T> {
+async function withDir<T>(
+  root: string,
+  parts: readonly string[],
+  p: string,
+  fn: (dir: FileHandle) => Promise<T>,
+  create = false,
+): Promise<T> {
   const r = await openRoot(root);
   try {
-    const dir = await walk(r, parts, p);
+    const dir = create && parts.length > 0 ? await makeDirs(r, parts, p, 0o755, true) : await walk(r, parts, p);
     try {
       return await fn(dir);
     } finally {
@@ -92,6 +98,7 @@ export class VolumeFiles {
   async upload(p: string, body: AsyncIterable<Uint8Array>, mode: number, budget: WriteBudget): Promise<{ path: string; bytes: number }> {
     const { parent, leaf, shownPath } = split(p);
     if (leaf === undefined) throw new SandtreeError("IS_A_DIRECTORY", "/ is a directory", { path: "/" });
+    // Parents are created, as for a sandbox's files.
     return withDir(this.root, parent, shownPath, async (dir) => {
       const existing = await lstat(at(dir.fd, leaf)).catch(() => null);
       if (existing?.isDirectory()) throw new SandtreeError("IS_A_DIRECTORY", `${shownPath} is a directory`, { path: shownPath });
@@ -122,30 +129,21 @@ export class VolumeFiles {
         throw fsError(err, shownPath);
       }
       return { path: shownPath, bytes };
-    });
+    }, true);
   }
 
   async mkdir(p: string, parents: boolean, mode: number): Promise<FileStat> {
     const { parts, shownPath } = split(p);
     if (parts.length === 0) return this.stat("/");
     const r = await openRoot(this.root);
-    let dir = r;
     try {
-      for (const [i, name] of parts.entries()) {
-        const last = i === parts.length - 1;
-        try {
-          await mkdir(at(dir.fd, name), mode);
-        } catch (err) {
-          const code = (err as NodeJS.ErrnoException).code;
-          if (code !== "EEXIST" || (last && !parents)) throw fsError(err, shownPath);
-        }
-        const next = await openDirAt(dir, name, shownPath);
-        if (dir !== r) await dir.close();
-        dir = next;
+      const dir = await makeDirs(r, parts, shownPath, mode, parents);
+      try {
+        return toFileStat(shownPath, await dir.stat(), parts.at(-1));
+      } finally {
+        await dir.close();
       }
-      return toFileStat(shownPath, await dir.stat(), parts.at(-1));
     } finally {
-      if (dir !== r) await dir.close();
       await r.close();
     }
   }
@@ -178,6 +176,30 @@ export class VolumeFiles {
 }
 
 /** Removes the directory `name` in `dir` and its tree, each level opened O_NOFOLLOW from its parent. */
+/**
+ * Makes each directory of `parts` that is missing (mkdirat from its parent's descriptor) and
+ * answers the last one open. An existing last one is ALREADY_EXISTS unless `parents` (mkdir -p).
+ */
+async function makeDirs(root: FileHandle, parts: readonly string[], p: string, mode: number, parents: boolean): Promise<FileHandle> {
+  let dir = root;
+  try {
+    for (const [i, name] of parts.entries()) {
+      try {
+        await mkdir(at(dir.fd, name), mode);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== "EEXIST" || (i === parts.length - 1 && !parents)) throw fsError(err, p);
+      }
+      const next = await openDirAt(dir, name, p);
+      if (dir !== root) await dir.close();
+      dir = next;
+    }
+    return dir;
+  } catch (err) {
+    if (dir !== root) await dir.close();
+    throw err;
+  }
+}
+
 async function removeTree(dir: FileHandle, name: string, p: string): Promise<void> {
   const sub = await openDirAt(dir, name, p);
   try {
