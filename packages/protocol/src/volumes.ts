@@ -60,10 +60,7 @@ export const VolumeMountPath = z
   .refine((p) => !p.split("/").some((c) => c === ".." || c === "."), "must not contain '.' or '..' components")
   .transform((p) => p.replace(/\/+/g, "/").replace(/\/$/, ""))
   .refine((p) => p !== "" && p !== "/", "cannot be /")
-  .refine(
-    (p) => !RESERVED_MOUNT_ROOTS.some((r) => p === r || p.startsWith(`${r}/`)),
-    "cannot be under /proc, /sys or /dev",
-  );
+  .refine((p) => !RESERVED_MOUNT_ROOTS.some((r) => p === r || p.startsWith(`${r}/`)), "cannot be under /proc, /sys or /dev");
 
 /** One volume of a sandbox create: mounted at `path` in the guest. */
 export const VolumeMount = z.strictObject({

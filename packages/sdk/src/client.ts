@@ -10,9 +10,9 @@ import { Keys } from "./keys.js";
 import { DEFAULT_RETRY, type ResolvedRetry, type RetryOptions } from "./retry.js";
 import { Sandboxes } from "./sandboxes.js";
 import { Teams } from "./teams.js";
-import { Volumes } from "./volumes.js";
 import { Usage } from "./usage.js";
 import { VERSION } from "./version.js";
+import { Volumes } from "./volumes.js";
 
 export const DEFAULT_API_URL = "http://127.0.0.1:7070";
 export const DEFAULT_TIMEOUT_MS = 60_000;

@@ -48,6 +48,7 @@ import { loadOrCreateServerKey, SecretBox } from "./services/secret-box.js";
 import type { Services } from "./services/services.js";
 import { TeamService } from "./services/team-service.js";
 import { TimeoutService } from "./services/timeout-service.js";
+import { VolumeService } from "./services/volumes/volume-service.js";
 import type { HostStore } from "./store/host-store.js";
 import {
   openHostStore,
@@ -60,7 +61,6 @@ import {
 import type { SandboxPatch } from "./store/rows.js";
 import type { Store } from "./store/store.js";
 import { UnwindStack } from "./unwind-stack.js";
-import { VolumeService } from "./services/volumes/volume-service.js";
 
 export { ServerConfig, type ServerConfigInput, VmDeadlines } from "./config.js";
 

@@ -37,11 +37,19 @@ describe("the file API of a volume", () => {
     expect((await t.api("POST", `/v1/volumes/${vol.id}/files/mkdir`, { path: "/docs", parents: false })).body.code).toBe(
       "ALREADY_EXISTS",
     );
-    expect((await t.api("PUT", f("files", "docs/a.txt", "&mode=600"), bytes("hello volume"))).body).toEqual({ path: "/docs/a.txt", bytes: 12 });
+    expect((await t.api("PUT", f("files", "docs/a.txt", "&mode=600"), bytes("hello volume"))).body).toEqual({
+      path: "/docs/a.txt",
+      bytes: 12,
+    });
     expect(readFileSync(path.join(dir, "docs/a.txt"), "utf8")).toBe("hello volume");
     expect((await t.api("GET", f("files", "/docs/a.txt"))).body).toBe("hello volume");
     expect((await t.api("GET", f("files", "/docs/a.txt", "&offset=6&length=3"))).body).toBe("vol");
-    expect((await t.api("GET", f("files/stat", "/docs/a.txt"))).body).toMatchObject({ path: "/docs/a.txt", type: "file", size: 12, mode: 0o600 });
+    expect((await t.api("GET", f("files/stat", "/docs/a.txt"))).body).toMatchObject({
+      path: "/docs/a.txt",
+      type: "file",
+      size: 12,
+      mode: 0o600,
+    });
     const list = await t.api("GET", f("files/list", "/docs"));
     expect(list.body.entries.map((e: { path: string; type: string }) => [e.path, e.type])).toEqual([
       ["/docs/a.txt", "file"],
@@ -106,7 +114,10 @@ describe("paths an attacker tries", () => {
     expect((await t.api("DELETE", f("files", "/to-dir/secret"))).body.code).toBe("UNSAFE_PATH");
     // Listing shows a link as a link; stat does not follow it; removing removes the link only.
     const list = await t.api("GET", f("files/list", "/"));
-    expect(list.body.entries.find((e: { name: string }) => e.name === "to-dir")).toMatchObject({ type: "symlink", target: outside });
+    expect(list.body.entries.find((e: { name: string }) => e.name === "to-dir")).toMatchObject({
+      type: "symlink",
+      target: outside,
+    });
     expect((await t.api("GET", f("files/stat", "/to-secret"))).body).toMatchObject({ type: "symlink" });
     expect((await t.api("DELETE", f("files", "/to-dir", "&recursive=true"))).status).toBe(204);
     expect(readFileSync(path.join(outside, "secret"), "utf8")).toBe("host secret");
@@ -145,7 +156,12 @@ describe("paths an attacker tries", () => {
     // The attacker, in its own process: flips /swap between the real directory and a symlink out.
     const flipper = spawn(
       "sh",
-      ["-c", 'while :; do mv -T swap real; ln -s "$1" swap; sleep 0.002; rm -f swap; mv -T real swap; sleep 0.002; done', "sh", outside],
+      [
+        "-c",
+        'while :; do mv -T swap real; ln -s "$1" swap; sleep 0.002; rm -f swap; mv -T real swap; sleep 0.002; done',
+        "sh",
+        outside,
+      ],
       { cwd: dir, stdio: "ignore" },
     );
     const seen = new Set<string>();

@@ -36,7 +36,10 @@ describe("client.volumes", () => {
     await client.volumes.files.write("ds", "/notes/a.txt", "hello");
     expect(await client.volumes.files.read(v.id, "/notes/a.txt", { encoding: "utf8" })).toBe("hello");
     writeFileSync(path.join(local, "in.bin"), Buffer.alloc(4096, 1));
-    expect(await client.volumes.files.upload("ds", path.join(local, "in.bin"), "/bin/in.bin")).toEqual({ path: "/bin/in.bin", bytes: 4096 });
+    expect(await client.volumes.files.upload("ds", path.join(local, "in.bin"), "/bin/in.bin")).toEqual({
+      path: "/bin/in.bin",
+      bytes: 4096,
+    });
     await client.volumes.files.download("ds", "/bin/in.bin", path.join(local, "out.bin"));
     expect(readFileSync(path.join(local, "out.bin"))).toEqual(Buffer.alloc(4096, 1));
     expect((await client.volumes.files.list("ds", "/")).entries.map((e) => e.name)).toEqual(["bin", "notes"]);
@@ -53,7 +56,9 @@ describe("client.volumes", () => {
   it("a mounted volume's delete is a ConflictError naming the sandbox; a quota is a QuotaExceededError", async () => {
     const v = await client.volumes.create({ name: "busy" });
     const sb = await t.api("POST", "/v1/sandboxes", { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 });
-    await openVolumeStore(t.server.store).attachVolumes(sb.body.id, [{ sandbox_id: sb.body.id, volume_id: v.id, path: "/w", read_only: false }]);
+    await openVolumeStore(t.server.store).attachVolumes(sb.body.id, [
+      { sandbox_id: sb.body.id, volume_id: v.id, path: "/w", read_only: false },
+    ]);
     const err = await client.volumes.delete("busy").catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ConflictError);
     expect(err).toMatchObject({ code: "VOLUME_IN_USE", details: { sandboxes: [sb.body.id] } });
@@ -72,7 +77,11 @@ describe("client.volumes", () => {
     clock.set(T0 + 10 * H);
     await client.volumes.delete("metered");
     clock.set(T0 + 20 * H);
-    const report = await client.usage.get({ from: new Date(T0).toISOString(), to: new Date(T0 + 20 * H).toISOString(), group_by: "sandbox" });
+    const report = await client.usage.get({
+      from: new Date(T0).toISOString(),
+      to: new Date(T0 + 20 * H).toISOString(),
+      group_by: "sandbox",
+    });
     const line = report.lines.find((l) => l.key === v.id);
     expect(line?.volume_gib_hours).toBeCloseTo(730, 6);
     expect(line?.cost_usd).toBeCloseTo(0.1, 9);

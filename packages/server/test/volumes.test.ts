@@ -39,7 +39,14 @@ describe("volumes as a resource", () => {
   it("creates, lists, gets by id or name and deletes; its directory lives and goes with it", async () => {
     const c = await t.api("POST", "/v1/volumes", { name: "data", size_gb: 2, labels: { app: "rl" } });
     expect(c.status).toBe(201);
-    expect(c.body).toMatchObject({ name: "data", size_gb: 2, status: "READY", used_bytes: 0, labels: { app: "rl" }, mounted_by: [] });
+    expect(c.body).toMatchObject({
+      name: "data",
+      size_gb: 2,
+      status: "READY",
+      used_bytes: 0,
+      labels: { app: "rl" },
+      mounted_by: [],
+    });
     expect(c.body.id).toMatch(/^vol-[0-9a-f]{16}$/);
     const dir = path.join(t.dataDir, "volumes", c.body.id, "data");
     expect(statSync(dir).isDirectory()).toBe(true);
@@ -64,7 +71,9 @@ describe("volumes as a resource", () => {
     expect(sb.status).toBe(201);
     // What a create will record once volumes can be mounted (the mount medium is wired separately).
     const store = openVolumeStore(t.server.store);
-    expect(await store.attachVolumes(sb.body.id, [{ sandbox_id: sb.body.id, volume_id: v.id, path: "/data", read_only: false }])).toBe(true);
+    expect(
+      await store.attachVolumes(sb.body.id, [{ sandbox_id: sb.body.id, volume_id: v.id, path: "/data", read_only: false }]),
+    ).toBe(true);
     expect((await t.api("GET", "/v1/volumes/shared")).body.mounted_by).toEqual([sb.body.id]);
     const refused = await t.api("DELETE", "/v1/volumes/shared");
     expect(refused.status).toBe(409);
@@ -75,7 +84,9 @@ describe("volumes as a resource", () => {
     }
     expect((await t.api("DELETE", "/v1/volumes/shared")).status).toBe(204);
     // A deleted volume takes no new mount.
-    expect(await store.attachVolumes("sb-other", [{ sandbox_id: "sb-other", volume_id: v.id, path: "/d", read_only: false }])).toBe(false);
+    expect(
+      await store.attachVolumes("sb-other", [{ sandbox_id: "sb-other", volume_id: v.id, path: "/d", read_only: false }]),
+    ).toBe(false);
   });
 
   it("team quotas bound the count and the GiB of volumes", async () => {
@@ -111,7 +122,10 @@ describe("volumes as a resource", () => {
     expect((await other("PUT", `/v1/volumes/${v.id}/files?path=/x`, bytes("x"))).status).toBe(404);
     expect((await other("POST", `/v1/volumes/${v.id}/files/mkdir`, { path: "/d" })).status).toBe(404);
     expect((await other("GET", "/v1/volumes")).body.volumes).toEqual([]);
-    const create = await other("POST", "/v1/sandboxes", { image: "sandtree/busybox", volumes: [{ volume: v.id, path: "/data" }] });
+    const create = await other("POST", "/v1/sandboxes", {
+      image: "sandtree/busybox",
+      volumes: [{ volume: v.id, path: "/data" }],
+    });
     expect([create.status, create.body.code]).toEqual([404, "VOLUME_NOT_FOUND"]);
     expect((await t.api("GET", `/v1/volumes/${v.id}/files?path=/secret`)).body).toBe("s3cret");
   });

@@ -38,7 +38,15 @@ export function registerVolumeCommands(program: Command, ctx: CliContext): void 
       ctx.stdout.write(
         renderTable(
           ["ID", "NAME", "STATUS", "USED", "SIZE", "MOUNTED BY", "AGE"],
-          volumes.map((v) => [v.id, v.name, v.status, formatBytes(v.used_bytes), `${v.size_gb} GiB`, String(v.mounted_by.length), formatAge(v.created_at)]),
+          volumes.map((v) => [
+            v.id,
+            v.name,
+            v.status,
+            formatBytes(v.used_bytes),
+            `${v.size_gb} GiB`,
+            String(v.mounted_by.length),
+            formatAge(v.created_at),
+          ]),
         ),
       );
     });

@@ -16,8 +16,8 @@ import { causeChain, Provisioner, type RestoreLayers } from "./provisioner.js";
 import { type ReconcileOptions, type ReconcileResult, Reconciler } from "./reconciler.js";
 import { ACTIVE, SandboxMachines } from "./sandbox-machines.js";
 import { memoryMbFor, newSandboxId, SandboxPaths } from "./sandbox-paths.js";
-import { WarmStarts } from "./warm-starts.js";
 import type { VolumeService } from "./volumes/volume-service.js";
+import { WarmStarts } from "./warm-starts.js";
 
 export { liveDiskName, memoryMbFor } from "./sandbox-paths.js";
 

@@ -1,4 +1,3 @@
-import { PgVolumes } from "./pg-volumes.js";
 import type { CheckpointState, Sandbox, SandboxStatus, TeamLimits, TeamUsage } from "@sandtree/protocol";
 import type pg from "pg";
 import * as ck from "./pg-checkpoints.js";
@@ -13,6 +12,7 @@ import { migrate } from "./pg-migrations.js";
 import * as netw from "./pg-network.js";
 import * as sbx from "./pg-sandboxes.js";
 import * as tenancy from "./pg-tenancy.js";
+import { PgVolumes } from "./pg-volumes.js";
 import type {
   AdmissionResult,
   ApiKeyRow,

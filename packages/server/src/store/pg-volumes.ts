@@ -39,7 +39,17 @@ export class PgVolumes implements VolumeStore {
         c,
         `INSERT INTO volumes (id, team_id, name, status, size_gb, labels, used_bytes, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-        [row.id, row.team_id, row.name, row.status, row.size_gb, JSON.stringify(row.labels), row.used_bytes, row.created_at, row.updated_at],
+        [
+          row.id,
+          row.team_id,
+          row.name,
+          row.status,
+          row.size_gb,
+          JSON.stringify(row.labels),
+          row.used_bytes,
+          row.created_at,
+          row.updated_at,
+        ],
       );
       await this.meter(c, row.id);
       return true;

@@ -42,7 +42,9 @@ export class SqliteVolumes implements VolumeStore {
   async getVolume(ref: string, teamId?: string): Promise<VolumeRow | undefined> {
     const team = teamId === undefined ? "" : "AND team_id = @teamId";
     const r = this.db
-      .prepare(`SELECT * FROM volumes WHERE (id = @ref OR name = @ref) ${team} AND status <> 'DELETED' ORDER BY id = @ref DESC LIMIT 1`)
+      .prepare(
+        `SELECT * FROM volumes WHERE (id = @ref OR name = @ref) ${team} AND status <> 'DELETED' ORDER BY id = @ref DESC LIMIT 1`,
+      )
       .get({ ref, ...(teamId === undefined ? {} : { teamId }) }) as Raw | undefined;
     return r ? fromRaw(r) : undefined;
   }
@@ -119,7 +121,9 @@ export class SqliteVolumes implements VolumeStore {
       if (mounters.length > 0) return { changed: false, mounters };
       const changed =
         this.db
-          .prepare("UPDATE volumes SET status = 'DELETING', updated_at = ? WHERE id = ? AND status IN ('CREATING', 'READY', 'DELETING')")
+          .prepare(
+            "UPDATE volumes SET status = 'DELETING', updated_at = ? WHERE id = ? AND status IN ('CREATING', 'READY', 'DELETING')",
+          )
           .run(new Date().toISOString(), id).changes > 0;
       if (changed) this.meter(id);
       return { changed, mounters };

@@ -9,7 +9,14 @@ const GiB = 1024 ** 3;
 export const UPLOAD_HOURS = 24;
 
 export function zeroAmounts(): UsageAmounts {
-  return { vcpu_seconds: 0, memory_gib_seconds: 0, disk_gib_seconds: 0, checkpoint_gib_hours: 0, cost_usd: 0, volume_gib_hours: 0 };
+  return {
+    vcpu_seconds: 0,
+    memory_gib_seconds: 0,
+    disk_gib_seconds: 0,
+    checkpoint_gib_hours: 0,
+    cost_usd: 0,
+    volume_gib_hours: 0,
+  };
 }
 
 export function addAmounts(into: UsageAmounts, a: UsageAmounts): void {

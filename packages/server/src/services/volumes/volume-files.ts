@@ -2,7 +2,19 @@ import { randomBytes } from "node:crypto";
 import { constants as C, createReadStream } from "node:fs";
 import { type FileHandle, lstat, mkdir, readdir, readlink, rename, rmdir, unlink } from "node:fs/promises";
 import { type FileList, type FileStat, SandtreeError } from "@sandtree/protocol";
-import { at, components, fsError, openDirAt, openFileAt, openRoot, shown, statAt, toFileStat, unsafe, walk } from "./volume-fs.js";
+import {
+  at,
+  components,
+  fsError,
+  openDirAt,
+  openFileAt,
+  openRoot,
+  shown,
+  statAt,
+  toFileStat,
+  unsafe,
+  walk,
+} from "./volume-fs.js";
 
 /** Names of uploads in flight (renamed over their target once complete, removed on failure). */
 const TMP_PREFIX = ".sandtree-upload-";
@@ -70,7 +82,10 @@ export class VolumeFiles {
   }
 
   /** The file's bytes from `offset` (at most `length`): checked to be a regular file before any byte is sent. */
-  async download(p: string, opts: { offset?: number; length?: number }): Promise<{ size: number; chunks: AsyncIterable<Uint8Array> }> {
+  async download(
+    p: string,
+    opts: { offset?: number; length?: number },
+  ): Promise<{ size: number; chunks: AsyncIterable<Uint8Array> }> {
     const { parent, leaf, shownPath } = split(p);
     if (leaf === undefined) throw new SandtreeError("IS_A_DIRECTORY", "/ is a directory", { path: "/" });
     const fh = await withDir(this.root, parent, shownPath, (dir) => openFileAt(dir, leaf, C.O_RDONLY, shownPath));
@@ -95,41 +110,57 @@ export class VolumeFiles {
    * refused or failed write (past the volume's size, the host's disk full, a broken upload)
    * leaves the target as it was and no partial file.
    */
-  async upload(p: string, body: AsyncIterable<Uint8Array>, mode: number, budget: WriteBudget): Promise<{ path: string; bytes: number }> {
+  async upload(
+    p: string,
+    body: AsyncIterable<Uint8Array>,
+    mode: number,
+    budget: WriteBudget,
+  ): Promise<{ path: string; bytes: number }> {
     const { parent, leaf, shownPath } = split(p);
     if (leaf === undefined) throw new SandtreeError("IS_A_DIRECTORY", "/ is a directory", { path: "/" });
     // Parents are created, as for a sandbox's files.
-    return withDir(this.root, parent, shownPath, async (dir) => {
-      const existing = await lstat(at(dir.fd, leaf)).catch(() => null);
-      if (existing?.isDirectory()) throw new SandtreeError("IS_A_DIRECTORY", `${shownPath} is a directory`, { path: shownPath });
-      if (existing && !existing.isFile()) throw unsafe(shownPath, existing);
-      const allowed = budget.limitBytes - budget.usedOthers(existing?.size ?? 0);
-      const tmp = `${TMP_PREFIX}${randomBytes(8).toString("hex")}`;
-      const fh = await openFileAt(dir, tmp, C.O_WRONLY | C.O_CREAT | C.O_EXCL, shownPath, mode);
-      let bytes = 0;
-      try {
-        for await (const chunk of body) {
-          bytes += chunk.byteLength;
-          if (bytes > allowed) {
-            throw new SandtreeError("VOLUME_FULL", `${shownPath}: the write would take volume ${budget.volumeId} past its size`, {
-              path: shownPath,
-              volume: budget.volumeId,
-              limit_bytes: budget.limitBytes,
-            });
+    return withDir(
+      this.root,
+      parent,
+      shownPath,
+      async (dir) => {
+        const existing = await lstat(at(dir.fd, leaf)).catch(() => null);
+        if (existing?.isDirectory())
+          throw new SandtreeError("IS_A_DIRECTORY", `${shownPath} is a directory`, { path: shownPath });
+        if (existing && !existing.isFile()) throw unsafe(shownPath, existing);
+        const allowed = budget.limitBytes - budget.usedOthers(existing?.size ?? 0);
+        const tmp = `${TMP_PREFIX}${randomBytes(8).toString("hex")}`;
+        const fh = await openFileAt(dir, tmp, C.O_WRONLY | C.O_CREAT | C.O_EXCL, shownPath, mode);
+        let bytes = 0;
+        try {
+          for await (const chunk of body) {
+            bytes += chunk.byteLength;
+            if (bytes > allowed) {
+              throw new SandtreeError(
+                "VOLUME_FULL",
+                `${shownPath}: the write would take volume ${budget.volumeId} past its size`,
+                {
+                  path: shownPath,
+                  volume: budget.volumeId,
+                  limit_bytes: budget.limitBytes,
+                },
+              );
+            }
+            await fh.write(chunk);
           }
-          await fh.write(chunk);
+          await fh.chmod(mode);
+          await fh.sync();
+          await fh.close();
+          await rename(at(dir.fd, tmp), at(dir.fd, leaf));
+        } catch (err) {
+          await fh.close().catch(() => {});
+          await unlink(at(dir.fd, tmp)).catch(() => {});
+          throw fsError(err, shownPath);
         }
-        await fh.chmod(mode);
-        await fh.sync();
-        await fh.close();
-        await rename(at(dir.fd, tmp), at(dir.fd, leaf));
-      } catch (err) {
-        await fh.close().catch(() => {});
-        await unlink(at(dir.fd, tmp)).catch(() => {});
-        throw fsError(err, shownPath);
-      }
-      return { path: shownPath, bytes };
-    }, true);
+        return { path: shownPath, bytes };
+      },
+      true,
+    );
   }
 
   async mkdir(p: string, parents: boolean, mode: number): Promise<FileStat> {
@@ -180,7 +211,13 @@ export class VolumeFiles {
  * Makes each directory of `parts` that is missing (mkdirat from its parent's descriptor) and
  * answers the last one open. An existing last one is ALREADY_EXISTS unless `parents` (mkdir -p).
  */
-async function makeDirs(root: FileHandle, parts: readonly string[], p: string, mode: number, parents: boolean): Promise<FileHandle> {
+async function makeDirs(
+  root: FileHandle,
+  parts: readonly string[],
+  p: string,
+  mode: number,
+  parents: boolean,
+): Promise<FileHandle> {
   let dir = root;
   try {
     for (const [i, name] of parts.entries()) {

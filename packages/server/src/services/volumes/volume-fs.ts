@@ -63,8 +63,18 @@ export function fsError(err: unknown, p: string): unknown {
   const hit = code ? map[code] : undefined;
   return hit ? mk(hit[0], `${p}: ${hit[1]}`, p) : err;
 }
-const mk = (code: "FILE_NOT_FOUND" | "NOT_A_DIRECTORY" | "IS_A_DIRECTORY" | "ALREADY_EXISTS" | "DIRECTORY_NOT_EMPTY" | "HOST_DISK_FULL" | "INVALID_PATH", m: string, p: string) =>
-  new SandtreeError(code, m, { path: p });
+const mk = (
+  code:
+    | "FILE_NOT_FOUND"
+    | "NOT_A_DIRECTORY"
+    | "IS_A_DIRECTORY"
+    | "ALREADY_EXISTS"
+    | "DIRECTORY_NOT_EMPTY"
+    | "HOST_DISK_FULL"
+    | "INVALID_PATH",
+  m: string,
+  p: string,
+) => new SandtreeError(code, m, { path: p });
 
 /** Opens the directory `name` in `dir` without following a symlink; a symlink or device there is UNSAFE_PATH. */
 export async function openDirAt(dir: FileHandle, name: string, p: string): Promise<FileHandle> {

@@ -146,9 +146,13 @@ export class VolumeService {
       throw new SandtreeError("VALIDATION_FAILED", "volumes: the same volume named twice", { field: "volumes" });
     }
     if (!this.mountsSupported) {
-      throw new SandtreeError("NOT_SUPPORTED", "volumes cannot be mounted in sandboxes yet (issue #36): create the sandbox without them", {
-        field: "volumes",
-      });
+      throw new SandtreeError(
+        "NOT_SUPPORTED",
+        "volumes cannot be mounted in sandboxes yet (issue #36): create the sandbox without them",
+        {
+          field: "volumes",
+        },
+      );
     }
     return out;
   }
