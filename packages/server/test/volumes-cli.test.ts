@@ -31,7 +31,8 @@ describe("sandtree volume", () => {
     const dup = await runCli(t, ["volume", "create", "work"]);
     expect(dup.code).not.toBe(0);
     expect(dup.stderr).toMatch(/ALREADY_EXISTS/);
-    expect((await runCli(t, ["volume", "delete", "work", "other"])).stdout).toBe("work\nother\n");
+    expect((await runCli(t, ["volume", "delete", "work"])).stdout).toBe("work\n");
+    expect(JSON.parse((await runCli(t, ["volume", "rm", "other", "-o", "json"])).stdout)).toEqual({ deleted: ["other"] });
     const gone = await runCli(t, ["volume", "get", "work"]);
     expect(gone.code).not.toBe(0);
     expect(gone.stderr).toMatch(/VOLUME_NOT_FOUND/);

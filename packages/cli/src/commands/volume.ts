@@ -67,12 +67,16 @@ export function registerVolumeCommands(program: Command, ctx: CliContext): void 
     .alias("rm")
     .description("delete volumes and their files (refused while a sandbox mounts one); prints each id")
     .argument("<volumes...>", "ids or names")
-    .action(async (refs: string[], _o: unknown, cmd: Command) => {
+    .addOption(outputOption())
+    .action(async (refs: string[], o: { output: OutputFormat }, cmd: Command) => {
       const client = await ctx.client(globalFlags(cmd));
+      const deleted: string[] = [];
       for (const ref of refs) {
         await client.volumes.delete(ref);
-        ctx.stdout.write(`${ref}\n`);
+        deleted.push(ref);
+        if (o.output !== "json") ctx.stdout.write(`${ref}\n`);
       }
+      if (o.output === "json") printJson(ctx.stdout, { deleted });
     });
 }
 
