@@ -17,6 +17,10 @@ afterAll(() => {
 
 const budget = { volumeId: "vol-test", limitBytes: 1 << 20, usedOthers: () => 0 };
 
+async function* once(chunk: Uint8Array): AsyncIterable<Uint8Array> {
+  yield chunk;
+}
+
 async function* failing(code: string): AsyncIterable<Uint8Array> {
   yield new Uint8Array(10);
   throw Object.assign(new Error(`write: ${code}`), { code });
@@ -39,7 +43,7 @@ describe("volume-fs", () => {
 
   it("a write failing with ENOSPC mid-body (or a body that breaks) leaves the old file and no partial one", async () => {
     const files = new VolumeFiles(root);
-    await files.upload("/f", [new Uint8Array([1, 2, 3])], 0o644, budget);
+    await files.upload("/f", once(new Uint8Array([1, 2, 3])), 0o644, budget);
     await expect(files.upload("/f", failing("ENOSPC"), 0o644, budget)).rejects.toMatchObject({ code: "HOST_DISK_FULL" });
     await expect(files.upload("/g", failing("ECONNRESET"), 0o644, budget)).rejects.toThrow(/ECONNRESET/);
     expect(readdirSync(root)).toEqual(["f"]);

@@ -37,13 +37,16 @@ function kindOf(st: Stats): string {
   if (st.isFIFO()) return "a fifo";
   if (st.isSocket()) return "a socket";
   if (st.isCharacterDevice() || st.isBlockDevice()) return "a device file";
+  // A directory here was something else a moment before (the path changed while it was opened).
+  if (st.isDirectory()) return "a path that changed while it was opened";
   return "not a regular file";
 }
 
-export function unsafe(p: string, st: Stats): SandtreeError {
-  return new SandtreeError("UNSAFE_PATH", `${p} is ${kindOf(st)}: the volume file API never follows or opens one`, {
+export function unsafe(p: string, what: Stats | string): SandtreeError {
+  const kind = typeof what === "string" ? what : kindOf(what);
+  return new SandtreeError("UNSAFE_PATH", `${p} is ${kind}: the volume file API never follows or opens one`, {
     path: p,
-    kind: kindOf(st).replace(/^an? /, ""),
+    kind: kind.replace(/^an? /, ""),
   });
 }
 
@@ -82,9 +85,12 @@ export async function openDirAt(dir: FileHandle, name: string, p: string): Promi
     return await open(at(dir.fd, name), C.O_RDONLY | C.O_DIRECTORY | C.O_NOFOLLOW);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    if (code === "ELOOP" || code === "ENOTDIR") {
+    // O_NOFOLLOW on a symlink: ELOOP. ENOTDIR: a file (a plain refusal), or anything else, or a
+    // directory swapped in since (the path changed under the call): refused as unsafe.
+    if (code === "ELOOP") throw unsafe(p, "a symlink");
+    if (code === "ENOTDIR") {
       const st = await lstat(at(dir.fd, name)).catch(() => null);
-      if (st && !st.isDirectory() && !st.isFile()) throw unsafe(p, st);
+      if (st && !st.isFile()) throw unsafe(p, st);
     }
     throw fsError(err, p);
   }
@@ -123,10 +129,7 @@ export async function openFileAt(dir: FileHandle, name: string, flags: number, p
   try {
     fh = await open(at(dir.fd, name), flags | C.O_NOFOLLOW | C.O_NONBLOCK | C.O_NOCTTY, mode);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ELOOP") {
-      const st = await lstat(at(dir.fd, name)).catch(() => null);
-      if (st) throw unsafe(p, st);
-    }
+    if ((err as NodeJS.ErrnoException).code === "ELOOP") throw unsafe(p, "a symlink");
     throw fsError(err, p);
   }
   const st = await fh.stat();
