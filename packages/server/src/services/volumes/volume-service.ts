@@ -75,7 +75,11 @@ export class VolumeService {
       await mkdir(this.dirOf(row.id), { recursive: true, mode: 0o755 });
     } catch (err) {
       await this.deps.store.setVolumeState(row.id, "DELETED", ["CREATING"]);
-      throw new SandtreeError("INTERNAL", `could not make the volume's directory: ${(err as Error).message}`);
+      const full = ["ENOSPC", "EDQUOT"].includes((err as NodeJS.ErrnoException).code ?? "");
+      throw new SandtreeError(
+        full ? "HOST_DISK_FULL" : "INTERNAL",
+        `could not make the volume's directory: ${(err as Error).message}`,
+      );
     }
     await this.deps.store.setVolumeState(row.id, "READY", ["CREATING"]);
     return this.view({ ...row, status: "READY" });
