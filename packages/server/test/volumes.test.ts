@@ -71,9 +71,7 @@ describe("volumes as a resource", () => {
     expect(sb.status).toBe(201);
     // What a create will record once volumes can be mounted (the mount medium is wired separately).
     const store = openVolumeStore(t.server.store);
-    expect(
-      await store.attachVolumes(sb.body.id, [{ sandbox_id: sb.body.id, volume_id: v.id, path: "/data", read_only: false }]),
-    ).toBe(true);
+    await t.server.services.volumes.attach(sb.body.id, [{ volume_id: v.id, path: "/data", read_only: false }]);
     expect((await t.api("GET", "/v1/volumes/shared")).body.mounted_by).toEqual([sb.body.id]);
     const refused = await t.api("DELETE", "/v1/volumes/shared");
     expect(refused.status).toBe(409);
@@ -87,6 +85,8 @@ describe("volumes as a resource", () => {
     expect(
       await store.attachVolumes("sb-other", [{ sandbox_id: "sb-other", volume_id: v.id, path: "/d", read_only: false }]),
     ).toBe(false);
+    const late = t.server.services.volumes.attach("sb-other", [{ volume_id: v.id, path: "/d", read_only: false }]);
+    await expect(late).rejects.toMatchObject({ code: "CONFLICT" });
   });
 
   it("team quotas bound the count and the GiB of volumes", async () => {

@@ -161,6 +161,19 @@ export class VolumeService {
     return out;
   }
 
+  /**
+   * Records a created sandbox's mounts (what resolveMounts answered), each volume still READY at
+   * that moment: a volume deleted meanwhile fails the create (CONFLICT) rather than mount nothing.
+   */
+  async attach(sandboxId: string, mounts: readonly Omit<VolumeMountRow, "sandbox_id">[]): Promise<void> {
+    if (mounts.length === 0) return;
+    const ok = await this.deps.store.attachVolumes(
+      sandboxId,
+      mounts.map((m) => ({ ...m, sandbox_id: sandboxId })),
+    );
+    if (!ok) throw new SandtreeError("CONFLICT", "a volume of this create was deleted meanwhile", { field: "volumes" });
+  }
+
   // The file API: the same routes and semantics as a sandbox's files, on the volume's directory.
 
   async files(teamId: string, ref: string): Promise<{ row: VolumeRow; files: VolumeFiles }> {
