@@ -48,8 +48,16 @@ import { loadOrCreateServerKey, SecretBox } from "./services/secret-box.js";
 import type { Services } from "./services/services.js";
 import { TeamService } from "./services/team-service.js";
 import { TimeoutService } from "./services/timeout-service.js";
+import { VolumeService } from "./services/volumes/volume-service.js";
 import type { HostStore } from "./store/host-store.js";
-import { openHostStore, openHostUrls, openImageAliases, openKeyFingerprints, openStore } from "./store/open-store.js";
+import {
+  openHostStore,
+  openHostUrls,
+  openImageAliases,
+  openKeyFingerprints,
+  openStore,
+  openVolumeStore,
+} from "./store/open-store.js";
 import type { SandboxPatch } from "./store/rows.js";
 import type { Store } from "./store/store.js";
 import { UnwindStack } from "./unwind-stack.js";
@@ -197,7 +205,15 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
   // Before adoption: rules and tunnels for the sandboxes still active.
   await network.start(shared ? { notMine: await placedOnPeers(hostRegistry, ownHostName) } : {});
   const aliases = new ImageAliases(openImageAliases(store), images);
+  const volumes = new VolumeService({
+    store: openVolumeStore(store),
+    root: path.join(cfg.dataDir, "volumes"),
+    limits: (teamId) => admission.limits(teamId),
+    log: cfg.logger ? log : silentLogger,
+  });
+  await volumes.reconcile();
   const sandboxes = new SandboxService({
+    volumes,
     network,
     store,
     images,
@@ -304,9 +320,10 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     restores: new RestoreService({ sandboxes, checkpoints, admission, network, store, images, accel, remoteCheckpoints }),
     exec,
     files,
+    volumes,
     images,
     aliases,
-    teams: new TeamService(store, auth, admission),
+    teams: new TeamService(store, auth, admission, (teamId) => openVolumeStore(store).volumeUsage(teamId)),
     admission,
     timeouts,
     jobs: new JobService(store, sandboxes),
