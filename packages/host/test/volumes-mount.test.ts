@@ -54,7 +54,10 @@ async function sh(m: Machine, script: string, timeoutMs = 120_000): Promise<stri
 
 /** Writes `text` to a file in the share with write + fsync + close. */
 const writeSynced = (m: Machine, name: string, text: string) =>
-  sh(m, `python3 -c 'import os,sys; f=open(sys.argv[1],"w"); f.write(sys.argv[2]); f.flush(); os.fsync(f.fileno()); f.close()' ${MOUNT}/${name} '${text}'`);
+  sh(
+    m,
+    `python3 -c 'import os,sys; f=open(sys.argv[1],"w"); f.write(sys.argv[2]); f.flush(); os.fsync(f.fileno()); f.close()' ${MOUNT}/${name} '${text}'`,
+  );
 
 describe.skipIf(unavailable)("volumes mounted in machines (NFSv3 from the host)", () => {
   let volumes: VolumeFileServer;
@@ -166,7 +169,10 @@ print(len(os.listdir(d)))
     expect([st.uid, st.gid, st.mode & 0o777]).toEqual([1000, 1000, 0o640]);
     expect(statSync(path.join(share, "work", "hard7")).ino).toBe(statSync(path.join(share, "work", "f7")).ino);
     // A user of the guest writes as itself: the owner on the host is its uid.
-    await sh(b, `mkdir -p ${MOUNT}/nobody && chown 65534 ${MOUNT}/nobody && su -s /bin/sh nobody -c 'echo hi > ${MOUNT}/nobody/x'`);
+    await sh(
+      b,
+      `mkdir -p ${MOUNT}/nobody && chown 65534 ${MOUNT}/nobody && su -s /bin/sh nobody -c 'echo hi > ${MOUNT}/nobody/x'`,
+    );
     expect(statSync(path.join(share, "nobody", "x")).uid).toBe(65534);
     // A file larger than the guest's RAM (256 MiB).
     await sh(b, `dd if=/dev/zero of=${MOUNT}/big bs=1M count=300 conv=fsync status=none`, 300_000);

@@ -1,5 +1,15 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { existsSync, mkdirSync, openSync, closeSync, readFileSync, realpathSync, renameSync, statSync, writeFileSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { SandtreeError } from "@sandtree/protocol";
@@ -239,7 +249,20 @@ export class VolumeFileServer {
     try {
       child = spawn(
         "unshare",
-        ["--mount", "--propagation", "private", "--", "sh", "-c", script, "sh", runDir, this.logFile, this.configFile, path.join(runDir, "ganesha.pid")],
+        [
+          "--mount",
+          "--propagation",
+          "private",
+          "--",
+          "sh",
+          "-c",
+          script,
+          "sh",
+          runDir,
+          this.logFile,
+          this.configFile,
+          path.join(runDir, "ganesha.pid"),
+        ],
         { stdio: ["ignore", logFd, logFd], detached: true },
       );
     } finally {
@@ -253,11 +276,15 @@ export class VolumeFileServer {
       this.opts.log?.warn({ code, signal, restarts: this.restarts }, "volume file server exited; restarting it");
       this.restarts++;
       // Guests' hard mounts wait; a server that dies at once again is retried less often.
-      setTimeout(() => void this.serial(() => (this.closed || this.child ? Promise.resolve() : this.start())).catch(() => {}), Math.min(5000, 200 * this.restarts));
+      setTimeout(
+        () => void this.serial(() => (this.closed || this.child ? Promise.resolve() : this.start())).catch(() => {}),
+        Math.min(5000, 200 * this.restarts),
+      );
     });
     const deadline = Date.now() + (this.opts.startTimeoutMs ?? 30_000);
     for (;;) {
-      if (this.child !== child) throw new SandtreeError("INTERNAL", `the volume file server exited at start; see ${this.logFile}`);
+      if (this.child !== child)
+        throw new SandtreeError("INTERNAL", `the volume file server exited at start; see ${this.logFile}`);
       if ((await portAnswers(this.ports.nfs)) && (await portAnswers(this.ports.mount))) return;
       if (Date.now() > deadline) {
         child.kill("SIGKILL");

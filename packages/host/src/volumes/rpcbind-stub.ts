@@ -50,6 +50,6 @@ function acceptedTrue(xid: number): Buffer {
   const words = [xid, 1, 0, 0, 0, 0, 1];
   const out = Buffer.alloc(4 + words.length * 4);
   out.writeUInt32BE(0x80000000 + words.length * 4, 0);
-  words.forEach((w, i) => out.writeUInt32BE(w >>> 0, 4 + i * 4));
+  for (const [i, w] of words.entries()) out.writeUInt32BE(w >>> 0, 4 + i * 4);
   return out;
 }
