@@ -63,6 +63,11 @@ export interface MachineSpec {
    * A resumed machine (template, memory state) mounts what its state does not hold already.
    */
   mounts?: VolumeMount[];
+  /**
+   * Hardware virtualization inside the guest (its own `/dev/kvm`). A template or memory state
+   * restores only into a machine with the same value (the guest CPU differs).
+   */
+  nested?: boolean;
   signal?: AbortSignal;
 }
 
