@@ -71,8 +71,7 @@ const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
-const summarize = (runs) =>
-  Object.fromEntries(Object.keys(runs[0]).map((k) => [k, +median(runs.map((r) => r[k])).toFixed(1)]));
+const summarize = (runs) => Object.fromEntries(Object.keys(runs[0]).map((k) => [k, +median(runs.map((r) => r[k])).toFixed(1)]));
 
 async function guestProbe(machine, dir) {
   const exec = machine.exec({
@@ -93,6 +92,7 @@ async function guestProbe(machine, dir) {
   return JSON.parse(out);
 }
 
+const loadBefore = loadavg().map((x) => +x.toFixed(2));
 const dir = mkdtempSync("/tmp/stvbench-");
 const share = path.join(dir, "share");
 mkdirSync(share);
@@ -144,7 +144,7 @@ try {
     runs: RUNS,
     seq_mb: MB,
     small_files: FILES,
-    load: loadavg().map((x) => +x.toFixed(2)),
+    load_before: loadBefore,
     volume: summarize(runs.volume),
     sandbox_disk: summarize(runs.sandbox_disk),
     host_disk: summarize(runs.host_disk),

@@ -249,11 +249,9 @@ export class QemuMachineHost implements MachineHost {
   /** Exports the mounts to the machine's address (before it runs: a resumed guest's mounts reconnect at once). */
   private async grantMounts(name: string, mounts: VolumeMount[] | undefined, guestNet: string | undefined) {
     if (!mounts?.length) return null;
-    if (!guestNet) {
-      throw new SandtreeError(
-        "NETWORK_DISABLED",
-        "volumes are mounted over the sandbox's network, and this sandbox has none (the server runs with networks off)",
-      );
+    if (!guestNet || guestNet === "-") {
+      const why = guestNet ? "the sandbox was created with its network off" : "the server runs with networks off";
+      throw new SandtreeError("NETWORK_DISABLED", `volumes are mounted over the sandbox's network, and it has none (${why})`);
     }
     const volumes = this.opts.volumes;
     if (!volumes) throw new SandtreeError("NOT_SUPPORTED", "this host does not serve volumes (no volume file server)");
