@@ -230,6 +230,18 @@ print(len(os.listdir(d)))
     expect(readFileSync(path.join(share, "after-reset"), "utf8")).toBe("written after the reset");
   }, 400_000);
 
+  it("restarts a file server that died, and the guests' mounts carry on (same ports and handles)", async () => {
+    const before = volumes.pid as number;
+    process.kill(before, "SIGKILL");
+    const deadline = Date.now() + 60_000;
+    while (volumes.pid === undefined || volumes.pid === before) {
+      if (Date.now() > deadline) throw new Error("the file server was not restarted");
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    await writeSynced(a, "after-server-restart", "written after the server died");
+    expect(await sh(b, `cat ${MOUNT}/after-server-restart`)).toBe("written after the server died");
+  }, 180_000);
+
   it("keeps what a guest fsynced when its QEMU is killed with SIGKILL, and closes the export to it", async () => {
     await writeSynced(b, "before-kill", "fsynced before kill -9");
     const exited = new Promise<void>((r) => b.once("exit", () => r()));
