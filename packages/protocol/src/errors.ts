@@ -73,6 +73,7 @@ export const ERROR_STATUS = {
   /** QEMU did not answer its control socket in time: the VM is stopped or hung. */
   VM_UNRESPONSIVE: 504,
   VM_START_FAILED: 500,
+  VOLUME_MOUNT_FAILED: 500,
   /** A host tool (qemu-img, zstd, ip, nft...) failed; details carry its argv, exit code and stderr. */
   HOST_COMMAND_FAILED: 500,
   UNAVAILABLE: 503,

@@ -148,6 +148,7 @@ const HINTS: Partial<Record<ErrorCode, Hint>> = {
   VM_ERROR: VM_FAILED,
   VM_UNRESPONSIVE: " (the sandbox's VM did not answer in time: retry; if it persists, delete the sandbox and create a new one)",
   VM_START_FAILED: " (the VM did not boot: read `sandtree sandbox logs ID` and the server's log, then retry)",
+  VOLUME_MOUNT_FAILED: " (the sandbox could not mount a volume: read the message and the server's log, then retry)",
   NO_CAPACITY: " (no host has room for it now: retry later, or ask an admin to add hosts: `sandtree host list`)",
   EXCEEDS_HOST_CAPACITY: " (ask for at most what the largest host has: details.largest; an admin adds larger hosts)",
   NESTED_VIRT_UNAVAILABLE:
@@ -260,6 +261,7 @@ export const ERROR_CLASSES: Record<ErrorCode, ApiErrorClass> = {
   VM_ERROR: SandboxVmError,
   VM_UNRESPONSIVE: SandboxVmError,
   VM_START_FAILED: SandboxVmError,
+  VOLUME_MOUNT_FAILED: SandboxVmError,
 };
 
 /** A code this SDK does not know (a newer server, or a proxy's answer): the class of its HTTP status. */

@@ -2,7 +2,15 @@ import { createHash } from "node:crypto";
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { type BlobStore, detectAccel, guestArtifacts, ImageStore } from "@sandtree/host";
+import {
+  type BlobStore,
+  detectAccel,
+  guestArtifacts,
+  ImageStore,
+  QemuMachineHost,
+  VolumeFileServer,
+  volumeServerUnavailableReason,
+} from "@sandtree/host";
 import type { FastifyInstance } from "fastify";
 import { buildApp } from "./app.js";
 import { makeBlobStore } from "./blob-store-config.js";
@@ -183,6 +191,13 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
   const layersDir = path.join(cfg.dataDir, "layers");
   const blobs = opts.makeBlobs ? opts.makeBlobs(layersDir) : makeBlobStore(cfg.blobStore, layersDir);
   unwind.push("the blob store", () => blobs.close?.());
+  // Volumes' file server (NFS-Ganesha, a child started on the first mount): its ports are chosen
+  // now, for the sandboxes' network rules; a host without it refuses mounts (NOT_SUPPORTED).
+  const volumes =
+    cfg.network === "off" || volumeServerUnavailableReason()
+      ? undefined
+      : await VolumeFileServer.open({ dir: path.join(cfg.dataDir, "volume-server"), log: cfg.logger ? log : silentLogger });
+  unwind.push("the volume file server", () => volumes?.close());
   const network = new NetworkService({
     store,
     log: cfg.logger ? log : silentLogger,
@@ -193,6 +208,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
       defaultPolicy: cfg.networkDefault,
       dnsUpstreams: cfg.dnsUpstreams,
       dnsRateLimit: cfg.dnsRateLimit,
+      ...(volumes ? { volumePorts: [volumes.ports.nfs, volumes.ports.mount] } : {}),
     },
   });
   const hostRegistry = openHostStore(store);
@@ -215,6 +231,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
   const sandboxes = new SandboxService({
     volumes,
     network,
+    host: new QemuMachineHost({ volumes }),
     store,
     images,
     aliases,

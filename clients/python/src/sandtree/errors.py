@@ -245,6 +245,7 @@ _BY_CODE: Dict[str, Type[APIError]] = {
     "VM_ERROR": SandboxVMError,
     "VM_UNRESPONSIVE": SandboxVMError,
     "VM_START_FAILED": SandboxVMError,
+    "VOLUME_MOUNT_FAILED": SandboxVMError,
 }
 
 
