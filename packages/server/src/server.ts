@@ -56,6 +56,7 @@ import { loadOrCreateServerKey, SecretBox } from "./services/secret-box.js";
 import type { Services } from "./services/services.js";
 import { TeamService } from "./services/team-service.js";
 import { TimeoutService } from "./services/timeout-service.js";
+import { MountingHost } from "./services/volumes/mounting-host.js";
 import { VolumeService } from "./services/volumes/volume-service.js";
 import type { HostStore } from "./store/host-store.js";
 import {
@@ -193,11 +194,11 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
   unwind.push("the blob store", () => blobs.close?.());
   // Volumes' file server (NFS-Ganesha, a child started on the first mount): its ports are chosen
   // now, for the sandboxes' network rules; a host without it refuses mounts (NOT_SUPPORTED).
-  const volumes =
+  const volumeServer =
     cfg.network === "off" || volumeServerUnavailableReason()
       ? undefined
       : await VolumeFileServer.open({ dir: path.join(cfg.dataDir, "volume-server"), log: cfg.logger ? log : silentLogger });
-  unwind.push("the volume file server", () => volumes?.close());
+  unwind.push("the volume file server", () => volumeServer?.close());
   const network = new NetworkService({
     store,
     log: cfg.logger ? log : silentLogger,
@@ -208,7 +209,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
       defaultPolicy: cfg.networkDefault,
       dnsUpstreams: cfg.dnsUpstreams,
       dnsRateLimit: cfg.dnsRateLimit,
-      ...(volumes ? { volumePorts: [volumes.ports.nfs, volumes.ports.mount] } : {}),
+      ...(volumeServer ? { volumePorts: [volumeServer.ports.nfs, volumeServer.ports.mount] } : {}),
     },
   });
   const hostRegistry = openHostStore(store);
@@ -228,10 +229,12 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     log: cfg.logger ? log : silentLogger,
   });
   await volumes.reconcile();
+  volumes.mountsSupported = volumeServer !== undefined;
   const sandboxes = new SandboxService({
     volumes,
     network,
-    host: new QemuMachineHost({ volumes }),
+    // Each sandbox's volumes are added to its machine's spec (NFS exports granted to its address).
+    host: new MountingHost(new QemuMachineHost(volumeServer ? { volumes: volumeServer } : {}), (id) => volumes.machineMounts(id)),
     store,
     images,
     aliases,
@@ -334,7 +337,17 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     auth,
     sandboxes,
     checkpoints,
-    restores: new RestoreService({ sandboxes, checkpoints, admission, network, store, images, accel, remoteCheckpoints }),
+    restores: new RestoreService({
+      sandboxes,
+      checkpoints,
+      admission,
+      network,
+      store,
+      images,
+      accel,
+      volumes,
+      remoteCheckpoints,
+    }),
     exec,
     files,
     volumes,

@@ -239,8 +239,27 @@ export class VolumeFileServer {
     return this.starting;
   }
 
+  /**
+   * A server left by a previous sandtree process that died without closing it (kill -9) still
+   * holds the ports and serves its old exports: it is stopped first (checked by its command line,
+   * since pids are reused), so the new one binds and serves the grants of this process.
+   */
+  private async stopLeftover(pidFile: string): Promise<void> {
+    let pid: number;
+    try {
+      pid = Number.parseInt(readFileSync(pidFile, "utf8"), 10);
+      const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+      if (!cmd.includes("ganesha.nfsd") || !cmd.includes(this.configFile)) return;
+      process.kill(pid, "SIGKILL");
+    } catch {
+      return;
+    }
+    for (let i = 0; i < 100 && existsSync(`/proc/${pid}`); i++) await sleep(50);
+  }
+
   private async spawnServer(): Promise<void> {
     const runDir = path.join(this.opts.dir, "run");
+    await this.stopLeftover(path.join(runDir, "ganesha.pid"));
     this.stub ??= await RpcbindStub.listen(path.join(runDir, "rpcbind.sock"));
     // A private mount namespace where the stub's directory is /run (rpcbind's socket path).
     const script = 'mount --bind "$1" /run && exec ganesha.nfsd -F -L "$2" -f "$3" -p "$4" -N NIV_EVENT';

@@ -41,7 +41,7 @@ export interface SandboxServiceDeps {
   /** Where machines run (default: QEMU microVMs on this host). */
   host?: MachineHost;
   /** Checks a create's `volumes` (refuses them until they can be mounted). */
-  volumes?: Pick<VolumeService, "resolveMounts">;
+  volumes?: Pick<VolumeService, "resolveMounts" | "attach">;
   /** Warm starts from booted templates (default on). */
   warmTemplates?: boolean;
   /** Deadlines of calls into VMs (ms); see the config module. Absent: the defaults. */
@@ -182,7 +182,7 @@ export class SandboxService {
     // A restore's image comes from its checkpoint, which was verified.
     if (!params.checkpoint_id) await this.deps.images.check(image, credentials ? { credentials } : {});
     this.deps.network?.validate(params);
-    await this.deps.volumes?.resolveMounts(teamId, params.volumes);
+    const mounts = (await this.deps.volumes?.resolveMounts(teamId, params.volumes, params.network)) ?? [];
     const now = new Date().toISOString();
     const sandbox: Sandbox = {
       id: opts.id ?? newSandboxId(),
@@ -213,6 +213,7 @@ export class SandboxService {
       ? await this.remote.placeAndAdmit(sandbox, params, admit, given, { checkFit: opts.id === undefined })
       : await placeHere(given, admit);
     if (!admitted.created) return admitted;
+    await this.deps.volumes?.attach(sandbox.id, mounts);
     if (!worker) await this.deps.network?.register(sandbox.id, params);
     sandbox.secrets = admitted.sandbox.secrets ?? {};
     if (params.checkpoint_id) {

@@ -43,7 +43,7 @@ describe("the e2b SDK's refusals on sandtree", () => {
     expect((await t.api("POST", "/v1/volumes", { name: "vol", size_gb: 1 })).status).toBe(201);
     const err = await mount();
     expect(err).toBeInstanceOf(SandboxError);
-    expect(String((err as Error).message)).toMatch(/^501: NOT_SUPPORTED: volumes cannot be mounted in sandboxes yet/);
+    expect(String((err as Error).message)).toMatch(/^501: NOT_SUPPORTED: volumes cannot be mounted in sandboxes on this server/);
     await expect(Volume.create("vol", opts())).rejects.toThrow(/NOT_SUPPORTED: volumes \(not available yet\)/);
     const raw = await fetch(`${t.url}/e2b/volumes`, { headers: { "x-api-key": t.key } });
     expect(raw.status).toBe(501);

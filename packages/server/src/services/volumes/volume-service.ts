@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { mkdir, rm } from "node:fs/promises";
 import path from "node:path";
+import type { VolumeMount as HostVolumeMount } from "@sandtree/host";
 import {
   CreateVolumeRequest,
   type FileList,
@@ -137,8 +138,18 @@ export class VolumeService {
    * A create's `volumes`: each must be the team's and READY (else 404 / 409), paths checked by
    * the schema. Answers the rows to record with the sandbox (attachVolumes) once it may mount them.
    */
-  async resolveMounts(teamId: string, raw: readonly VolumeMount[] | undefined): Promise<Omit<VolumeMountRow, "sandbox_id">[]> {
+  async resolveMounts(
+    teamId: string,
+    raw: readonly VolumeMount[] | undefined,
+    network = true,
+  ): Promise<Omit<VolumeMountRow, "sandbox_id">[]> {
     if (raw === undefined || raw.length === 0) return [];
+    if (!network) {
+      // Volumes are NFS over the sandbox's own network interface.
+      throw new SandtreeError("NETWORK_DISABLED", "volumes are mounted over the sandbox's network: drop network: false", {
+        field: "volumes",
+      });
+    }
     const mounts = parse(VolumeMounts, raw);
     const out: Omit<VolumeMountRow, "sandbox_id">[] = [];
     for (const m of mounts) {
@@ -152,10 +163,8 @@ export class VolumeService {
     if (!this.mountsSupported) {
       throw new SandtreeError(
         "NOT_SUPPORTED",
-        "volumes cannot be mounted in sandboxes yet (issue #36): create the sandbox without them",
-        {
-          field: "volumes",
-        },
+        "volumes cannot be mounted in sandboxes on this server (it needs sandbox networks and NFS-Ganesha): create the sandbox without them",
+        { field: "volumes" },
       );
     }
     return out;
@@ -172,6 +181,24 @@ export class VolumeService {
       mounts.map((m) => ({ ...m, sandbox_id: sandboxId })),
     );
     if (!ok) throw new SandtreeError("CONFLICT", "a volume of this create was deleted meanwhile", { field: "volumes" });
+  }
+
+  /** A sandbox's mounts as its machine takes them (host directories), for every start, restore and adoption. */
+  async machineMounts(sandboxId: string): Promise<HostVolumeMount[]> {
+    return (await this.deps.store.mountsOf(sandboxId)).map((m) => ({
+      hostDir: this.dirOf(m.volume_id),
+      guestPath: m.path,
+      readOnly: m.read_only,
+    }));
+  }
+
+  /** A sandbox's mounts as a create names them: what its forks and restores mount by default. */
+  async mountsAsRequest(sandboxId: string): Promise<VolumeMount[]> {
+    return (await this.deps.store.mountsOf(sandboxId)).map((m) => ({
+      volume: m.volume_id,
+      path: m.path,
+      read_only: m.read_only,
+    }));
   }
 
   // The file API: the same routes and semantics as a sandbox's files, on the volume's directory.
