@@ -303,9 +303,19 @@ const OPERATIONS: Record<string, Operation> = {
     responses: { 200: ok("DesktopInfo") },
   },
   "POST /v1/sandboxes/:id/desktop/actions": {
-    summary: "Perform one desktop action; the answer is its event (a screenshot with Accept: image/png: the PNG)",
+    summary:
+      "Perform one desktop action; the answer is its event, or with Accept: image/png (or format=png) the PNG of the screen after it (the event in x-sandtree-desktop-event, base64url JSON)",
     body: "DesktopAction",
-    responses: { 200: ok("DesktopEvent") },
+    parameters: query("format"),
+    responses: {
+      200: {
+        description: "DesktopEvent, or the PNG of the screen after the action",
+        content: {
+          "application/json": { schema: ref("DesktopEvent") },
+          "image/png": { schema: { type: "string", format: "binary" } },
+        },
+      },
+    },
   },
   "GET /v1/sandboxes/:id/desktop/events": {
     summary: "The desktop's event log (JSONL of DesktopEvent)",
