@@ -303,19 +303,10 @@ const OPERATIONS: Record<string, Operation> = {
     responses: { 200: ok("DesktopInfo") },
   },
   "POST /v1/sandboxes/:id/desktop/actions": {
-    summary:
-      "Perform one desktop action; the answer is its event, or with Accept: image/png (or format=png) the PNG of the screen after it (the event in x-sandtree-desktop-event, base64url JSON)",
+    summary: "Perform one desktop action: its event, or as image/png (Accept, format=png) the screen after it, event in a header",
     body: "DesktopAction",
     parameters: query("format"),
-    responses: {
-      200: {
-        description: "DesktopEvent, or the PNG of the screen after the action",
-        content: {
-          "application/json": { schema: ref("DesktopEvent") },
-          "image/png": { schema: { type: "string", format: "binary" } },
-        },
-      },
-    },
+    responses: { 200: { description: "DesktopEvent or PNG", content: { ...json("DesktopEvent").content, "image/png": {} } } },
   },
   "GET /v1/sandboxes/:id/desktop/events": {
     summary: "The desktop's event log (JSONL of DesktopEvent)",
