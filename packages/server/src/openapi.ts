@@ -305,9 +305,10 @@ const OPERATIONS: Record<string, Operation> = {
     responses: { 200: ok("DesktopInfo") },
   },
   "POST /v1/sandboxes/:id/desktop/actions": {
-    summary: "Perform one desktop action; the answer is its event (a screenshot with Accept: image/png: the PNG)",
+    summary: "Perform one desktop action: its event, or as image/png (Accept, format=png) the screen after it, event in a header",
     body: "DesktopAction",
-    responses: { 200: ok("DesktopEvent") },
+    parameters: query("format"),
+    responses: { 200: { description: "DesktopEvent or PNG", content: { ...json("DesktopEvent").content, "image/png": {} } } },
   },
   "GET /v1/sandboxes/:id/desktop/events": {
     summary: "The desktop's event log (JSONL of DesktopEvent)",
