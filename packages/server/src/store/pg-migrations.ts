@@ -3,6 +3,7 @@ import { PG_IMAGE_ALIASES_MIGRATION } from "./image-aliases.js";
 import { KEY_FINGERPRINTS_MIGRATION } from "./key-fingerprints.js";
 import { PG_HOST_URLS_MIGRATION } from "./pg-host-urls.js";
 import { PG_HOSTS_MIGRATION, PG_PLACED_BY_MIGRATION } from "./pg-hosts.js";
+import { METER_WINDOW_MIGRATION } from "./usage-sums.js";
 
 // PostgreSQL's schema: its own SQL, with the columns and meanings of SQLite's (times are ISO-8601
 // text as there, compared and sorted bytewise (COLLATE "C", whatever the database's locale),
@@ -82,6 +83,7 @@ export const PG_MIGRATIONS: ReadonlyArray<readonly [name: string, sql: string]> 
   ["0007-placed-by", PG_PLACED_BY_MIGRATION],
   ["0008-image-aliases", PG_IMAGE_ALIASES_MIGRATION],
   ["0009-display", "ALTER TABLE sandboxes ADD COLUMN display TEXT;"],
+  ["0010-meter-window", METER_WINDOW_MIGRATION],
 ];
 
 /**

@@ -32,6 +32,7 @@ import * as netw from "./sqlite-network.js";
 import * as ports from "./sqlite-ports.js";
 import * as tenancy from "./sqlite-tenancy.js";
 import type { Store } from "./store.js";
+import { METER_WINDOW_MIGRATION, type UsageSumRow, type UsageSumsQuery } from "./usage-sums.js";
 
 /**
  * Schema migrations, applied once each by name (recorded in `schema_migrations`), so features
@@ -81,6 +82,7 @@ const MIGRATIONS: Array<[name: string, sql: string]> = [
   ["0013-placed-by", hosts.PLACED_BY_MIGRATION],
   ["0014-image-aliases", IMAGE_ALIASES_MIGRATION],
   ["0015-display", "ALTER TABLE sandboxes ADD COLUMN display TEXT;"],
+  ["0016-meter-window", METER_WINDOW_MIGRATION],
 ];
 
 type SandboxRow = Omit<Sandbox, "environment_vars" | "labels" | "secrets"> & {
@@ -462,6 +464,9 @@ export class SqliteStore implements Store {
   }
   async meterRecordsOf(subject: "sandbox" | "checkpoint", ids: readonly string[]): Promise<MeterRecord[]> {
     return meter.meterRecordsOf(this.db, subject, ids);
+  }
+  async usageSums(q: UsageSumsQuery): Promise<UsageSumRow[]> {
+    return meter.usageSums(this.db, q);
   }
   async insertMeterRecords(records: ReadonlyArray<Omit<MeterRecord, "id">>): Promise<void> {
     this.db.transaction(() => {
