@@ -1,7 +1,8 @@
 import type Database from "better-sqlite3";
 import { checkpointBilled, checkpointMeterRecords, sandboxMeterRecord } from "./meter-rules.js";
 import type { MeterKind, MeterRecord, MeterRecordWithLabels } from "./rows.js";
-import { sqliteParams, type UsageSumRow, type UsageSumsQuery, usageSumsSql } from "./usage-sums.js";
+import { sqliteUsageSums } from "./sqlite-usage.js";
+import type { UsageSumRow, UsageSumsQuery } from "./usage-sums.js";
 
 // The SQL behind metering: an append-only table of intervals. A sandbox gets one record per
 // billed state it enters (RUNNING, PAUSED), a DURABLE checkpoint one per stored size, and a
@@ -82,8 +83,7 @@ export function listMeterRecords(
 
 /** Usage sums of a window (usage-sums.ts). */
 export function usageSums(db: Database.Database, q: UsageSumsQuery): UsageSumRow[] {
-  const { sql, params } = usageSumsSql("sqlite", q);
-  return db.prepare(sql).all(sqliteParams(params)) as UsageSumRow[];
+  return sqliteUsageSums(db, q);
 }
 
 /** Every record of these sandboxes (kind sandbox) or checkpoints (checkpoint, upload). */

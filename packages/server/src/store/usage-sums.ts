@@ -11,12 +11,18 @@ export const OPEN_END_MS = 9007199254740991;
 export const NO_BUCKETS_MS = 1_000_000_000_000_000;
 
 /**
- * Indexes for the window of the sums (both stores' SQL): records ending at or after its start (open ones: OPEN_END_MS),
- * of one team or of all, so a month's sums read the month's records, not the history.
+ * Indexes of the sums: records ending at or after a window's start (open ones: OPEN_END_MS), of
+ * one team or of all, so a month's sums read the month's records, not the history; and the
+ * columns the sums read in start order, per team and for all teams, so SQLite's per-piece
+ * aggregates (sqlite-usage.ts) read an index range and never the table.
  */
 export const METER_WINDOW_MIGRATION = `
   CREATE INDEX meter_records_team_end ON meter_records(team_id, coalesce(end_ms, ${OPEN_END_MS}));
-  CREATE INDEX meter_records_end ON meter_records(coalesce(end_ms, ${OPEN_END_MS}));`;
+  CREATE INDEX meter_records_end ON meter_records(coalesce(end_ms, ${OPEN_END_MS}));
+  CREATE INDEX meter_records_team_sums ON meter_records(team_id, start_ms, end_ms, kind, vcpus, memory_gib, disk_gib,
+    stored_bytes, sandbox_id);
+  CREATE INDEX meter_records_sums ON meter_records(start_ms, end_ms, kind, vcpus, memory_gib, disk_gib, stored_bytes,
+    team_id);`;
 
 export interface UsageSumsQuery {
   teamId?: string | undefined;
@@ -64,8 +70,13 @@ type Dialect = "sqlite" | "pg";
 
 const KEYS = { none: "NULL", sandbox: "m.sandbox_id", team: "m.team_id", labels: "s.labels", subject: "m.subject_id" };
 
-/** The statement and its parameters (`$n` for PostgreSQL, `@pn` for SQLite: bind them with sqliteParams). */
-export function usageSumsSql(dialect: Dialect, q: UsageSumsQuery): { sql: string; params: unknown[] } {
+/**
+ * The statement and its parameters (`$n` for PostgreSQL, `@pn` for SQLite: bind them with
+ * sqliteParams). `crossing`: only what records carry past the piece (period and bucket) they
+ * start in, and what records started before the window carry into it (sqlite-usage.ts adds the
+ * rest per piece); uploads then not at all.
+ */
+export function usageSumsSql(dialect: Dialect, q: UsageSumsQuery, crossing = false): { sql: string; params: unknown[] } {
   const first = q.periods[0];
   const last = q.periods.at(-1);
   if (!first || !last) throw new Error("usage sums need at least one period");
@@ -95,19 +106,30 @@ export function usageSumsSql(dialect: Dialect, q: UsageSumsQuery): { sql: string
     );
     where.push(`m.kind IN (${q.subjects.kinds.map(text).join(", ")})`);
   }
+  const open = `coalesce(m.end_ms, ${greatest}(${now}, m.start_ms))`;
+  let start = `${greatest}(m.start_ms, p.p0)`;
+  if (crossing) {
+    // A cheap test first: open, started before the window, past its bucket, or across a price change.
+    const edges = q.periods.slice(1).map((p) => {
+      const e = int(p.fromMs);
+      return `(m.start_ms < ${e} AND m.end_ms > ${e})`;
+    });
+    const past = [`m.end_ms IS NULL`, `m.start_ms < ${int(first.fromMs)}`, `m.end_ms > (m.start_ms / ${size} + 1) * ${size}`];
+    where.push(`m.kind <> 'upload'`, `(${[...past, ...edges].join(" OR ")})`);
+    start = `CASE WHEN m.start_ms >= p.p0 THEN ${least}((m.start_ms / ${size} + 1) * ${size}, p.p1) ELSE p.p0 END`;
+  }
   const labels = q.key === "labels" ? "LEFT JOIN sandboxes s ON s.id = m.sandbox_id" : "";
   const key = pg && q.key === "none" ? "NULL::text" : KEYS[q.key];
-  const open = `coalesce(m.end_ms, ${greatest}(${now}, m.start_ms))`;
   const sql = `
     WITH periods(i, p0, p1) AS (VALUES ${periods}),
-    c AS (
+    c AS ${pg ? "" : "MATERIALIZED "}(
       SELECT p.i AS i, ${key} AS key, m.kind AS kind,
         CASE WHEN m.kind = 'sandbox' THEN m.vcpus ELSE 0 END AS cv,
         CASE WHEN m.kind = 'sandbox' THEN m.memory_gib ELSE 0 END AS cm,
         CASE WHEN m.kind = 'sandbox' THEN m.disk_gib ELSE 0 END AS cd,
         CASE WHEN m.kind = 'checkpoint' THEN ${float("m.stored_bytes")} ELSE 0 END AS cb,
         CASE WHEN m.kind = 'upload' THEN ${float("m.stored_bytes")} ELSE 0 END AS ub,
-        CASE WHEN m.kind = 'upload' THEN m.start_ms ELSE ${greatest}(m.start_ms, p.p0) END AS a,
+        CASE WHEN m.kind = 'upload' THEN m.start_ms ELSE ${start} END AS a,
         CASE WHEN m.kind = 'upload' THEN m.start_ms ELSE ${least}(${open}, p.p1) END AS b,
         m.kind = 'upload' AND m.start_ms >= p.p0 AND m.start_ms < p.p1 AS upload_in
       FROM meter_records m CROSS JOIN periods p ${labels}
