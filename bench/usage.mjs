@@ -31,7 +31,12 @@ const { values } = parseArgs({
 const SIZES = values.sizes.split(",").map(Number);
 const RUNS = Number(values.runs);
 const DAY = 86_400_000;
-const summary = (xs) => ({ n: xs.length, first_ms: +xs[0].toFixed(2), p50_ms: +pct(xs, 50).toFixed(2), max_ms: +Math.max(...xs).toFixed(2) });
+const summary = (xs) => ({
+  n: xs.length,
+  first_ms: +xs[0].toFixed(2),
+  p50_ms: +pct(xs, 50).toFixed(2),
+  max_ms: +Math.max(...xs).toFixed(2),
+});
 
 async function timed(runs, fn) {
   const times = [];

@@ -132,4 +132,3 @@ export function usageLines(c: UsageComputation): { lines: UsageLine[]; total: Us
   for (const l of lines) addAmounts(total, l);
   return { lines, total };
 }
-

@@ -74,7 +74,16 @@ export function sqliteUsageSums(db: Database.Database, q: UsageSumsQuery): Usage
   if (q.teamId !== undefined) base.team = q.teamId;
   if (q.subjects) base.subjects = JSON.stringify(q.subjects.ids);
   const rows: UsageSumRow[] = [];
-  const zero = { tail_vcpu_ms: 0, tail_memory_ms: 0, tail_disk_ms: 0, tail_bytes_ms: 0, vcpus: 0, memory_gib: 0, disk_gib: 0, stored_bytes: 0 };
+  const zero = {
+    tail_vcpu_ms: 0,
+    tail_memory_ms: 0,
+    tail_disk_ms: 0,
+    tail_bytes_ms: 0,
+    vcpus: 0,
+    memory_gib: 0,
+    disk_gib: 0,
+    stored_bytes: 0,
+  };
   for (const p of pieces) {
     for (const h of heads.all({ ...base, q0: p.q0, q1: p.q1 }) as HeadRow[]) {
       if (h.n > 0) rows.push({ ...zero, ...h, key: h.key ?? null, period: p.period, ka: p.bucket, kb: p.bucket });

@@ -92,7 +92,8 @@ export function spreadSums(
       keyOf(row.key, row.ka),
       priced(row.head_vcpu_ms, row.head_memory_ms, row.head_disk_ms, row.head_bytes_ms, row.upload_bytes, p),
     );
-    if (row.kb > row.ka) add(keyOf(row.key, row.kb), priced(row.tail_vcpu_ms, row.tail_memory_ms, row.tail_disk_ms, row.tail_bytes_ms, 0, p));
+    if (row.kb > row.ka)
+      add(keyOf(row.key, row.kb), priced(row.tail_vcpu_ms, row.tail_memory_ms, row.tail_disk_ms, row.tail_bytes_ms, 0, p));
     if (row.kb > row.ka + 1) {
       shift(row, row.ka + 1, 1);
       shift(row, row.kb, -1);
