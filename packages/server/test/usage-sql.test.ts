@@ -134,8 +134,9 @@ async function compare(store: Store, seedNo: number): Promise<void> {
   const upload = seeded.find((x) => x.kind === "upload")?.start_ms ?? T0;
   const change = prices.at(-1)?.fromMs ?? T0;
   for (let w = 0; w < 5; w++) {
-    const fromMs = w === 0 ? T0 - 40 * H : w === 1 ? upload : w === 2 ? change - 30 * H : T0 + Math.floor((r() - 0.6) * 60 * H);
-    const toMs = w === 0 ? T0 + 40 * H : w === 2 ? change : fromMs + 1 + Math.floor(r() * 50 * H);
+    // Window 3: over 2,000 hours (SQLite's pieces give way to the general statement for hours).
+    const fromMs = [T0 - 40 * H, upload, change - 30 * H, T0 - 2100 * H][w] ?? T0 + Math.floor((r() - 0.6) * 60 * H);
+    const toMs = w === 0 || w === 3 ? T0 + 40 * H : w === 2 ? change : fromMs + 1 + Math.floor(r() * 50 * H);
     for (const scope of [{ teamId: teams[0] as string }, { allTeams: true as const }]) {
       const teamId = "teamId" in scope ? scope.teamId : undefined;
       for (const group of GROUPS) {
@@ -186,7 +187,7 @@ describe("usage sums on SQLite equal the JavaScript arithmetic", () => {
   afterAll(() => {
     rmSync(dir, { recursive: true, force: true });
   });
-  for (const seedNo of [1, 2, 3, 4, 5, 6]) {
+  for (const seedNo of [1, 2, 3, 4]) {
     it(`on random records (seed ${seedNo})`, async () => {
       const store = new SqliteStore(path.join(dir, `s${seedNo}.db`));
       try {
@@ -207,7 +208,7 @@ describe("usage sums on PostgreSQL equal the JavaScript arithmetic", () => {
   afterAll(async () => {
     await server?.stop();
   });
-  for (const seedNo of [1, 2, 3, 4, 5, 6]) {
+  for (const seedNo of [1, 2, 3, 4]) {
     it(`on random records (seed ${seedNo})`, async () => {
       const schemaUrl = await (server as PgServer).createSchema("usage", `s${seedNo}`);
       const store = await PgStore.open(schemaUrl, { poolSize: 2 });
