@@ -13,15 +13,15 @@ export const NO_BUCKETS_MS = 1_000_000_000_000_000;
 /**
  * Indexes of the sums: records ending at or after a window's start (open ones: OPEN_END_MS), of
  * one team or of all, so a month's sums read the month's records, not the history; and the
- * columns the sums read in start order, per team and for all teams, so SQLite's per-piece
+ * columns the sums read by kind in start order, per team and for all teams, so SQLite's per-piece
  * aggregates (sqlite-usage.ts) read an index range and never the table.
  */
 export const METER_WINDOW_MIGRATION = `
   CREATE INDEX meter_records_team_end ON meter_records(team_id, coalesce(end_ms, ${OPEN_END_MS}));
   CREATE INDEX meter_records_end ON meter_records(coalesce(end_ms, ${OPEN_END_MS}));
-  CREATE INDEX meter_records_team_sums ON meter_records(team_id, start_ms, end_ms, kind, vcpus, memory_gib, disk_gib,
+  CREATE INDEX meter_records_team_sums ON meter_records(team_id, kind, start_ms, end_ms, vcpus, memory_gib, disk_gib,
     stored_bytes, sandbox_id);
-  CREATE INDEX meter_records_sums ON meter_records(start_ms, end_ms, kind, vcpus, memory_gib, disk_gib, stored_bytes,
+  CREATE INDEX meter_records_sums ON meter_records(kind, start_ms, end_ms, vcpus, memory_gib, disk_gib, stored_bytes,
     team_id);`;
 
 export interface UsageSumsQuery {
@@ -115,7 +115,7 @@ export function usageSumsSql(dialect: Dialect, q: UsageSumsQuery, crossing = fal
       return `(m.start_ms < ${e} AND m.end_ms > ${e})`;
     });
     const past = [`m.end_ms IS NULL`, `m.start_ms < ${int(first.fromMs)}`, `m.end_ms > (m.start_ms / ${size} + 1) * ${size}`];
-    where.push(`m.kind <> 'upload'`, `(${[...past, ...edges].join(" OR ")})`);
+    where.push(`m.kind IN ('sandbox', 'checkpoint')`, `(${[...past, ...edges].join(" OR ")})`);
     start = `CASE WHEN m.start_ms >= p.p0 THEN ${least}((m.start_ms / ${size} + 1) * ${size}, p.p1) ELSE p.p0 END`;
   }
   const labels = q.key === "labels" ? "LEFT JOIN sandboxes s ON s.id = m.sandbox_id" : "";
