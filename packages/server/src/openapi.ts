@@ -63,6 +63,7 @@ import {
 import { z } from "zod";
 import { FLEET_OPERATIONS, FLEET_SCHEMAS } from "./openapi-fleet.js";
 import { PRIME_OPERATIONS } from "./openapi-prime.js";
+import { VOLUME_OPERATIONS, VOLUME_SCHEMAS } from "./openapi-volumes.js";
 import { VERSION } from "./version.js";
 
 const schemas = {
@@ -128,6 +129,7 @@ const schemas = {
   DesktopVncRequest,
   ForkManyResult: z.object({ sandboxes: z.array(Sandbox), checkpoint_id: z.string() }),
   ...FLEET_SCHEMAS,
+  ...VOLUME_SCHEMAS,
 };
 
 type SchemaName = keyof typeof schemas;
@@ -404,6 +406,7 @@ const OPERATIONS: Record<string, Operation> = {
   "DELETE /v1/keys/:id": { summary: "Revoke an API key (admin)", responses: { 200: ok("ApiKey") } },
   ...FLEET_OPERATIONS,
   ...PRIME_OPERATIONS,
+  ...VOLUME_OPERATIONS,
 };
 
 /** A route as fastify's onRoute hook reports it. */

@@ -50,6 +50,10 @@ export function amountsOver(r: MeterRecord, a: number, b: number, prices: readon
       out.memory_gib_seconds += mem;
       out.disk_gib_seconds += disk;
       out.cost_usd += cpu * p.vcpuSecond + mem * p.memoryGibSecond + disk * p.diskGibSecond;
+    } else if (r.kind === "volume") {
+      const gibHours = (r.stored_bytes / GiB) * (seconds / 3600);
+      out.volume_gib_hours += gibHours;
+      out.cost_usd += gibHours * p.volumeGibHour;
     } else {
       const gibHours = (r.stored_bytes / GiB) * (seconds / 3600);
       out.checkpoint_gib_hours += gibHours;
@@ -124,7 +128,8 @@ export function usageLines(c: UsageComputation): { lines: UsageLine[]; total: Us
       }
       continue;
     }
-    const key = c.group === "sandbox" ? r.sandbox_id : c.group === "team" ? r.team_id : labelKey(r.labels, c.labelKey);
+    const key =
+      c.group === "sandbox" ? r.sandbox_id || r.subject_id : c.group === "team" ? r.team_id : labelKey(r.labels, c.labelKey);
     add(key, amountsOver(r, a, b, c.prices));
   }
   const lines = [...byKey].sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)).map(([key, a]) => ({ key, ...a }));

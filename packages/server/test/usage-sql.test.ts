@@ -8,10 +8,12 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import type { UsageAmounts, UsageGroup } from "@sandtree/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ManualClock, PgStore, SqliteStore } from "../src/index.js";
+import { ManualClock } from "../src/services/metering/clock.js";
 import { MeteringService } from "../src/services/metering/metering-service.js";
 import { compilePrices, type PriceEntry } from "../src/services/metering/prices.js";
+import { PgStore } from "../src/store/pg-store.js";
 import type { MeterKind, MeterRecord } from "../src/store/rows.js";
+import { SqliteStore } from "../src/store/sqlite-store.js";
 import type { Store } from "../src/store/store.js";
 import { costBySubject, usageLines } from "./metering-oracle.js";
 import { type PgServer, startPostgres } from "./postgres-server.js";
@@ -38,7 +40,14 @@ function close(got: number, want: number, what: string): void {
 }
 
 function closeAmounts(got: UsageAmounts, want: UsageAmounts, what: string): void {
-  for (const k of ["vcpu_seconds", "memory_gib_seconds", "disk_gib_seconds", "checkpoint_gib_hours", "cost_usd"] as const)
+  for (const k of [
+    "vcpu_seconds",
+    "memory_gib_seconds",
+    "disk_gib_seconds",
+    "checkpoint_gib_hours",
+    "volume_gib_hours",
+    "cost_usd",
+  ] as const)
     close(got[k], want[k], `${what} ${k}`);
 }
 
@@ -50,6 +59,7 @@ function randomPrices(r: () => number): PriceEntry[] {
     memory_gib_hour_usd: +(r() * 0.05).toFixed(5),
     disk_gib_hour_usd: +(r() * 0.001).toFixed(6),
     checkpoint_gib_month_usd: +(r() * 0.5).toFixed(4),
+    volume_gib_month_usd: +(r() * 0.3).toFixed(4),
   }));
 }
 
@@ -93,7 +103,8 @@ async function seed(store: Store, r: () => number): Promise<string[]> {
   for (let i = 0; i < 300; i++) {
     const k = Math.floor(r() * ids.length);
     const sandbox = ids[k] as string;
-    const kind: MeterKind = r() < 0.7 ? "sandbox" : r() < 0.6 ? "checkpoint" : "upload";
+    const roll = r();
+    const kind: MeterKind = roll < 0.6 ? "sandbox" : roll < 0.75 ? "checkpoint" : roll < 0.87 ? "volume" : "upload";
     // Some on the hour (bucket edges); mostly minutes to hours, some days long, some open, some empty.
     const onHour = r() < 0.2;
     const raw = T0 + Math.floor((r() - 0.5) * 72 * H);
@@ -104,10 +115,11 @@ async function seed(store: Store, r: () => number): Promise<string[]> {
     const bytes = Math.floor(r() * 5 * GiB);
     records.push({
       kind,
-      subject_id: kind === "sandbox" ? sandbox : `ck-${Math.floor(r() * 20)}`,
-      sandbox_id: sandbox,
+      subject_id: kind === "sandbox" ? sandbox : kind === "volume" ? `vol-${Math.floor(r() * 5)}` : `ck-${Math.floor(r() * 20)}`,
+      // A volume bills to no sandbox.
+      sandbox_id: kind === "volume" ? "" : sandbox,
       team_id: teams[k % 2] as string,
-      state: kind === "sandbox" ? "RUNNING" : "DURABLE",
+      state: kind === "sandbox" ? "RUNNING" : kind === "volume" ? "READY" : "DURABLE",
       vcpus: kind === "sandbox" ? Math.floor(r() * 8) : 0,
       memory_gib: kind === "sandbox" ? Math.floor(r() * 64) / 8 + (r() < 0.2 ? r() : 0) : 0,
       disk_gib: kind === "sandbox" ? 1 + Math.floor(r() * 20) : bytes / GiB,

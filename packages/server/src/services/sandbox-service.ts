@@ -16,6 +16,7 @@ import { causeChain, Provisioner, type RestoreLayers } from "./provisioner.js";
 import { type ReconcileOptions, type ReconcileResult, Reconciler } from "./reconciler.js";
 import { ACTIVE, SandboxMachines } from "./sandbox-machines.js";
 import { memoryMbFor, newSandboxId, SandboxPaths } from "./sandbox-paths.js";
+import type { VolumeService } from "./volumes/volume-service.js";
 import { WarmStarts } from "./warm-starts.js";
 
 export { liveDiskName, memoryMbFor } from "./sandbox-paths.js";
@@ -39,6 +40,8 @@ export interface SandboxServiceDeps {
   placedElsewhere?: () => Promise<Set<string>>;
   /** Where machines run (default: QEMU microVMs on this host). */
   host?: MachineHost;
+  /** Checks a create's `volumes` (refuses them until they can be mounted). */
+  volumes?: Pick<VolumeService, "resolveMounts">;
   /** Warm starts from booted templates (default on). */
   warmTemplates?: boolean;
   /** Deadlines of calls into VMs (ms); see the config module. Absent: the defaults. */
@@ -179,6 +182,7 @@ export class SandboxService {
     // A restore's image comes from its checkpoint, which was verified.
     if (!params.checkpoint_id) await this.deps.images.check(image, credentials ? { credentials } : {});
     this.deps.network?.validate(params);
+    await this.deps.volumes?.resolveMounts(teamId, params.volumes);
     const now = new Date().toISOString();
     const sandbox: Sandbox = {
       id: opts.id ?? newSandboxId(),
@@ -194,6 +198,7 @@ export class SandboxService {
       labels: params.labels,
       start_command: params.start_command ?? null,
       display: params.display ? `${params.display.width}x${params.display.height}` : null,
+      nested_virtualization: params.nested_virtualization,
       accel: this.deps.accel,
       error_reason: null,
       created_at: now,

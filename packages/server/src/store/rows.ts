@@ -48,6 +48,8 @@ export interface CheckpointRow extends Omit<Checkpoint, "has_memory"> {
   mem_sha256: string | null;
   cpu_cores: number | null;
   memory_mb: number | null;
+  /** The machine the memory state loads into (`tcg`, `kvm+nested`: see machineOf); null without memory. */
+  machine?: string | null;
   image_digest: string | null;
   base_path: string;
   sha256: string | null;
@@ -111,7 +113,7 @@ export interface JobRow {
 
 export type JobPatch = Partial<Omit<JobRow, "id" | "team_id" | "sandbox_id" | "command" | "started_at">>;
 
-export type MeterKind = "sandbox" | "checkpoint" | "upload";
+export type MeterKind = "sandbox" | "checkpoint" | "upload" | "volume";
 
 /**
  * One metered interval: a sandbox in a billed status (RUNNING, PAUSED), a DURABLE checkpoint at

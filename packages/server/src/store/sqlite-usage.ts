@@ -1,5 +1,5 @@
 import type Database from "better-sqlite3";
-import { sqliteParams, type UsageSumRow, type UsageSumsQuery, usageSumsSql } from "./usage-sums.js";
+import { SANDBOX_KEY, sqliteParams, type UsageSumRow, type UsageSumsQuery, usageSumsSql } from "./usage-sums.js";
 
 // SQLite's way to the usage sums: its aggregates have no hash grouping (a GROUP BY sorts every
 // row) and its expressions are interpreted, so the general statement costs as much as reading
@@ -32,14 +32,14 @@ function piecesOf(q: UsageSumsQuery): Piece[] | null {
   return out;
 }
 
-const KEYS = { none: "NULL", sandbox: "m.sandbox_id", team: "m.team_id", labels: "s.labels", subject: "m.subject_id" };
+const KEYS = { none: "NULL", sandbox: SANDBOX_KEY, team: "m.team_id", labels: "s.labels", subject: "m.subject_id" };
 
 /**
  * The amounts of the records of `kinds` starting in [@q0, @q1), up to @q1 (uploads: their
- * charge): sandboxes apart from checkpoints and uploads, each an index range with no CASE per row.
+ * charge): sandboxes apart from checkpoints, volumes and uploads, each an index range with no CASE per row.
  */
 function headsSql(q: UsageSumsQuery, sandboxes: boolean): string {
-  const kinds = sandboxes ? "m.kind = 'sandbox'" : "m.kind IN ('checkpoint', 'upload')";
+  const kinds = sandboxes ? "m.kind = 'sandbox'" : "m.kind IN ('checkpoint', 'volume', 'upload')";
   const where = [kinds, "m.start_ms >= CAST(@q0 AS INTEGER)", "m.start_ms < CAST(@q1 AS INTEGER)"];
   if (q.teamId !== undefined) where.unshift("m.team_id = @team");
   if (q.subjects) {
@@ -54,9 +54,10 @@ function headsSql(q: UsageSumsQuery, sandboxes: boolean): string {
   const key = q.key === "team" && q.teamId !== undefined ? "@team" : KEYS[q.key];
   const sums = sandboxes
     ? `total(m.vcpus * ${span}) AS head_vcpu_ms, total(m.memory_gib * ${span}) AS head_memory_ms,
-       total(m.disk_gib * ${span}) AS head_disk_ms, 0 AS head_bytes_ms, 0 AS upload_bytes`
+       total(m.disk_gib * ${span}) AS head_disk_ms, 0 AS head_bytes_ms, 0 AS head_volume_ms, 0 AS upload_bytes`
     : `0 AS head_vcpu_ms, 0 AS head_memory_ms, 0 AS head_disk_ms,
        total(CASE WHEN m.kind = 'checkpoint' THEN m.stored_bytes * 1.0 * ${span} END) AS head_bytes_ms,
+       total(CASE WHEN m.kind = 'volume' THEN m.stored_bytes * 1.0 * ${span} END) AS head_volume_ms,
        total(CASE WHEN m.kind = 'upload' THEN m.stored_bytes * 1.0 END) AS upload_bytes`;
   return `SELECT ${key} AS key, count(*) AS n, ${sums}
     FROM meter_records m ${q.key === "labels" ? "LEFT JOIN sandboxes s ON s.id = m.sandbox_id" : ""}
@@ -65,7 +66,7 @@ function headsSql(q: UsageSumsQuery, sandboxes: boolean): string {
 
 type HeadRow = Pick<
   UsageSumRow,
-  "key" | "n" | "head_vcpu_ms" | "head_memory_ms" | "head_disk_ms" | "head_bytes_ms" | "upload_bytes"
+  "key" | "n" | "head_vcpu_ms" | "head_memory_ms" | "head_disk_ms" | "head_bytes_ms" | "head_volume_ms" | "upload_bytes"
 >;
 
 export function sqliteUsageSums(db: Database.Database, q: UsageSumsQuery): UsageSumRow[] {
@@ -94,14 +95,17 @@ export function sqliteUsageSums(db: Database.Database, q: UsageSumsQuery): Usage
           head_memory_ms: h.head_memory_ms,
           head_disk_ms: h.head_disk_ms,
           head_bytes_ms: h.head_bytes_ms,
+          head_volume_ms: h.head_volume_ms,
           tail_vcpu_ms: 0,
           tail_memory_ms: 0,
           tail_disk_ms: 0,
           tail_bytes_ms: 0,
+          tail_volume_ms: 0,
           vcpus: 0,
           memory_gib: 0,
           disk_gib: 0,
           stored_bytes: 0,
+          volume_bytes: 0,
           upload_bytes: h.upload_bytes,
         });
       }

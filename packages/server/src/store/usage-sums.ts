@@ -43,7 +43,7 @@ export interface UsageSumsQuery {
  * bucket `ka` and end in bucket `kb` (uploads: ka = kb, their instant). head_*: amount-milliseconds
  * in bucket ka (the whole span when ka = kb); tail_*: in bucket kb when kb > ka; the plain sums
  * (vcpus ...) are what each full bucket between them holds per millisecond. `*_bytes` are
- * checkpoint records' stored bytes; upload_bytes the upload records'.
+ * checkpoint records' stored bytes, `*_volume*` volume records'; upload_bytes the upload records'.
  */
 export interface UsageSumRow {
   period: number;
@@ -55,20 +55,26 @@ export interface UsageSumRow {
   head_memory_ms: number;
   head_disk_ms: number;
   head_bytes_ms: number;
+  head_volume_ms: number;
   tail_vcpu_ms: number;
   tail_memory_ms: number;
   tail_disk_ms: number;
   tail_bytes_ms: number;
+  tail_volume_ms: number;
   vcpus: number;
   memory_gib: number;
   disk_gib: number;
   stored_bytes: number;
+  volume_bytes: number;
   upload_bytes: number;
 }
 
 type Dialect = "sqlite" | "pg";
 
-const KEYS = { none: "NULL", sandbox: "m.sandbox_id", team: "m.team_id", labels: "s.labels", subject: "m.subject_id" };
+/** A volume's records bill to no sandbox (sandbox_id ''): grouped by sandbox, under the volume. */
+export const SANDBOX_KEY = "coalesce(nullif(m.sandbox_id, ''), m.subject_id)";
+
+const KEYS = { none: "NULL", sandbox: SANDBOX_KEY, team: "m.team_id", labels: "s.labels", subject: "m.subject_id" };
 
 /**
  * The statement and its parameters (`$n` for PostgreSQL, `@pn` for SQLite: bind them with
@@ -115,7 +121,7 @@ export function usageSumsSql(dialect: Dialect, q: UsageSumsQuery, crossing = fal
       return `(m.start_ms < ${e} AND m.end_ms > ${e})`;
     });
     const past = [`m.end_ms IS NULL`, `m.start_ms < ${int(first.fromMs)}`, `m.end_ms > (m.start_ms / ${size} + 1) * ${size}`];
-    where.push(`m.kind IN ('sandbox', 'checkpoint')`, `(${[...past, ...edges].join(" OR ")})`);
+    where.push(`m.kind IN ('sandbox', 'checkpoint', 'volume')`, `(${[...past, ...edges].join(" OR ")})`);
     start = `CASE WHEN m.start_ms >= p.p0 THEN ${least}((m.start_ms / ${size} + 1) * ${size}, p.p1) ELSE p.p0 END`;
   }
   const labels = q.key === "labels" ? "LEFT JOIN sandboxes s ON s.id = m.sandbox_id" : "";
@@ -128,6 +134,7 @@ export function usageSumsSql(dialect: Dialect, q: UsageSumsQuery, crossing = fal
         CASE WHEN m.kind = 'sandbox' THEN m.memory_gib ELSE 0 END AS cm,
         CASE WHEN m.kind = 'sandbox' THEN m.disk_gib ELSE 0 END AS cd,
         CASE WHEN m.kind = 'checkpoint' THEN ${float("m.stored_bytes")} ELSE 0 END AS cb,
+        CASE WHEN m.kind = 'volume' THEN ${float("m.stored_bytes")} ELSE 0 END AS cw,
         CASE WHEN m.kind = 'upload' THEN ${float("m.stored_bytes")} ELSE 0 END AS ub,
         CASE WHEN m.kind = 'upload' THEN m.start_ms ELSE ${start} END AS a,
         CASE WHEN m.kind = 'upload' THEN m.start_ms ELSE ${least}(${open}, p.p1) END AS b,
@@ -136,7 +143,7 @@ export function usageSumsSql(dialect: Dialect, q: UsageSumsQuery, crossing = fal
       WHERE ${where.join(" AND ")}
     ),
     d AS (
-      SELECT i, key, cv, cm, cd, cb, ub, a, b, a / ${size} AS ka,
+      SELECT i, key, cv, cm, cd, cb, cw, ub, a, b, a / ${size} AS ka,
         CASE WHEN kind = 'upload' THEN a / ${size} ELSE (b - 1) / ${size} END AS kb
       FROM c WHERE upload_in OR (kind <> 'upload' AND b > a)
     ),
@@ -145,11 +152,11 @@ export function usageSumsSql(dialect: Dialect, q: UsageSumsQuery, crossing = fal
     )
     SELECT i AS period, key, ka, kb, count(*) AS n,
       ${sum("cv * h")} AS head_vcpu_ms, ${sum("cm * h")} AS head_memory_ms,
-      ${sum("cd * h")} AS head_disk_ms, ${sum("cb * h")} AS head_bytes_ms,
+      ${sum("cd * h")} AS head_disk_ms, ${sum("cb * h")} AS head_bytes_ms, ${sum("cw * h")} AS head_volume_ms,
       ${sum("cv * t")} AS tail_vcpu_ms, ${sum("cm * t")} AS tail_memory_ms,
-      ${sum("cd * t")} AS tail_disk_ms, ${sum("cb * t")} AS tail_bytes_ms,
+      ${sum("cd * t")} AS tail_disk_ms, ${sum("cb * t")} AS tail_bytes_ms, ${sum("cw * t")} AS tail_volume_ms,
       ${sum("cv")} AS vcpus, ${sum("cm")} AS memory_gib, ${sum("cd")} AS disk_gib,
-      ${sum("cb")} AS stored_bytes, ${sum("ub")} AS upload_bytes
+      ${sum("cb")} AS stored_bytes, ${sum("cw")} AS volume_bytes, ${sum("ub")} AS upload_bytes
     FROM e GROUP BY i, key, ka, kb`;
   return { sql, params };
 }

@@ -6,7 +6,14 @@ import type { UsageAmounts } from "@sandtree/protocol";
 export const UPLOAD_HOURS = 24;
 
 export function zeroAmounts(): UsageAmounts {
-  return { vcpu_seconds: 0, memory_gib_seconds: 0, disk_gib_seconds: 0, checkpoint_gib_hours: 0, cost_usd: 0 };
+  return {
+    vcpu_seconds: 0,
+    memory_gib_seconds: 0,
+    disk_gib_seconds: 0,
+    checkpoint_gib_hours: 0,
+    cost_usd: 0,
+    volume_gib_hours: 0,
+  };
 }
 
 export function addAmounts(into: UsageAmounts, a: UsageAmounts): void {
@@ -15,4 +22,5 @@ export function addAmounts(into: UsageAmounts, a: UsageAmounts): void {
   into.disk_gib_seconds += a.disk_gib_seconds;
   into.checkpoint_gib_hours += a.checkpoint_gib_hours;
   into.cost_usd += a.cost_usd;
+  into.volume_gib_hours += a.volume_gib_hours;
 }

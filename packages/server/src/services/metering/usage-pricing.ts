@@ -31,18 +31,33 @@ export function pricePeriods(prices: readonly Price[], fromMs = -EDGE_MS, toMs =
   return out;
 }
 
-/** The amounts of `ms`-weighted sums (vCPU-ms, GiB-ms, byte-ms) and upload bytes, at one price. */
-function priced(vcpuMs: number, memoryMs: number, diskMs: number, bytesMs: number, uploadBytes: number, p: Price): UsageAmounts {
+/** The amounts of `ms`-weighted sums (vCPU-ms, GiB-ms, byte-ms of checkpoints and volumes) and upload bytes, at one price. */
+function priced(
+  vcpuMs: number,
+  memoryMs: number,
+  diskMs: number,
+  bytesMs: number,
+  volumeMs: number,
+  uploadBytes: number,
+  p: Price,
+): UsageAmounts {
   const vcpu = vcpuMs / 1000;
   const memory = memoryMs / 1000;
   const disk = diskMs / 1000;
   const gibHours = bytesMs / 1000 / 3600 / GiB + (uploadBytes / GiB) * UPLOAD_HOURS;
+  const volumeGibHours = volumeMs / 1000 / 3600 / GiB;
   return {
     vcpu_seconds: vcpu,
     memory_gib_seconds: memory,
     disk_gib_seconds: disk,
     checkpoint_gib_hours: gibHours,
-    cost_usd: vcpu * p.vcpuSecond + memory * p.memoryGibSecond + disk * p.diskGibSecond + gibHours * p.checkpointGibHour,
+    volume_gib_hours: volumeGibHours,
+    cost_usd:
+      vcpu * p.vcpuSecond +
+      memory * p.memoryGibSecond +
+      disk * p.diskGibSecond +
+      gibHours * p.checkpointGibHour +
+      volumeGibHours * p.volumeGibHour,
   };
 }
 
@@ -72,14 +87,14 @@ export function spreadSums(
     if (!line) byKey.set(key, (line = zeroAmounts()));
     addAmounts(line, a);
   };
-  // Per period and key: bucket number -> change of [n, vcpus, memory, disk, bytes] there.
+  // Per period and key: bucket number -> change of [n, vcpus, memory, disk, bytes, volume bytes] there.
   const deltas = new Map<string, { period: number; key: string | null; at: Map<number, number[]> }>();
   const shift = (row: UsageSumRow, k: number, sign: number) => {
     const id = `${row.period}\0${row.key ?? ""}\0${row.key === null ? 0 : 1}`;
     let d = deltas.get(id);
     if (!d) deltas.set(id, (d = { period: row.period, key: row.key, at: new Map() }));
-    const v = d.at.get(k) ?? [0, 0, 0, 0, 0];
-    const by = [row.n, row.vcpus, row.memory_gib, row.disk_gib, row.stored_bytes];
+    const v = d.at.get(k) ?? [0, 0, 0, 0, 0, 0];
+    const by = [row.n, row.vcpus, row.memory_gib, row.disk_gib, row.stored_bytes, row.volume_bytes];
     d.at.set(
       k,
       v.map((x, j) => x + sign * (by[j] ?? 0)),
@@ -90,10 +105,13 @@ export function spreadSums(
     if (!p) throw new Error(`usage sums: no period ${row.period}`);
     add(
       keyOf(row.key, row.ka),
-      priced(row.head_vcpu_ms, row.head_memory_ms, row.head_disk_ms, row.head_bytes_ms, row.upload_bytes, p),
+      priced(row.head_vcpu_ms, row.head_memory_ms, row.head_disk_ms, row.head_bytes_ms, row.head_volume_ms, row.upload_bytes, p),
     );
     if (row.kb > row.ka)
-      add(keyOf(row.key, row.kb), priced(row.tail_vcpu_ms, row.tail_memory_ms, row.tail_disk_ms, row.tail_bytes_ms, 0, p));
+      add(
+        keyOf(row.key, row.kb),
+        priced(row.tail_vcpu_ms, row.tail_memory_ms, row.tail_disk_ms, row.tail_bytes_ms, row.tail_volume_ms, 0, p),
+      );
     if (row.kb > row.ka + 1) {
       shift(row, row.ka + 1, 1);
       shift(row, row.kb, -1);
@@ -104,12 +122,16 @@ export function spreadSums(
     const ks = [...d.at.keys()].sort((x, y) => x - y);
     const first = ks[0] ?? 0;
     const last = ks.at(-1) ?? 0;
-    const level = [0, 0, 0, 0, 0];
+    const level = [0, 0, 0, 0, 0, 0];
     for (let k = first; k < last; k++) {
       const change = d.at.get(k);
-      if (change) for (let j = 0; j < 5; j++) level[j] = (level[j] ?? 0) + (change[j] ?? 0);
-      const [n = 0, vcpus = 0, memory = 0, disk = 0, bytes = 0] = level;
-      if (n > 0) add(keyOf(d.key, k), priced(vcpus * bucketMs, memory * bucketMs, disk * bucketMs, bytes * bucketMs, 0, p));
+      if (change) for (let j = 0; j < 6; j++) level[j] = (level[j] ?? 0) + (change[j] ?? 0);
+      const [n = 0, vcpus = 0, memory = 0, disk = 0, bytes = 0, volume = 0] = level;
+      if (n > 0)
+        add(
+          keyOf(d.key, k),
+          priced(vcpus * bucketMs, memory * bucketMs, disk * bucketMs, bytes * bucketMs, volume * bucketMs, 0, p),
+        );
     }
   }
   return byKey;
