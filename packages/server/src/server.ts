@@ -151,7 +151,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
   // Before anything can change a sandbox's state: every transition is metered on this clock.
   const metering = new MeteringService(store, opts.clock ?? systemClock, loadPriceTable(cfg.prices));
   const guest = guestArtifacts(cfg.cacheDir);
-  const accel = await detectAccel(cfg.accel);
+  const accel = await detectAccel(cfg.accel, { trialMs: cfg.accelTrialMs });
   const auth = new AuthService(store);
   const firstKey = await auth.bootstrap();
   let workerTeamId: string | null = null;
