@@ -12,6 +12,9 @@ import base64, http.client, json, os, socket, struct, subprocess, time
 PORT = 9222
 LAUNCHER = "/usr/local/bin/sandtree-browser"
 TEXT_LIMIT = 100_000
+# Every call to the browser gets at least this long to answer, whatever is left of the action's
+# timeout_ms (which bounds the wait for a page or an element): a busy browser under TCG is slow.
+MIN_ANSWER_S = 15
 
 
 class BrowserError(Exception):
@@ -107,6 +110,7 @@ class Cdp:
         self.next_id += 1
         mid = self.next_id
         self._send(1, json.dumps({"id": mid, "method": method, "params": params}).encode())
+        deadline = max(deadline, time.monotonic() + MIN_ANSWER_S)
         while True:
             self.sock.settimeout(max(0.05, deadline - time.monotonic()))
             try:
@@ -168,7 +172,7 @@ def page(deadline):
         if not pages:
             pages = [_http("PUT", "/json/new?about:blank")]
         if pages[0].get("webSocketDebuggerUrl"):
-            return Cdp(pages[0]["webSocketDebuggerUrl"], max(1, deadline - time.monotonic()))
+            return Cdp(pages[0]["webSocketDebuggerUrl"], max(MIN_ANSWER_S, deadline - time.monotonic()))
         if time.monotonic() >= deadline:
             raise BrowserError("the browser's page is held by another DevTools client")
         time.sleep(0.2)
@@ -185,10 +189,12 @@ def open_url(env, run_dir, url, timeout_ms):
     t0 = time.monotonic()
     deadline = t0 + timeout_ms / 1000
     started = start(env, run_dir, deadline)
-    start_ms = round((time.monotonic() - t0) * 1000)
     cdp = page(deadline)
     try:
         cdp.call("Page.enable", deadline)
+        # Until the browser's page answers: a browser just started is busy for a while after its
+        # DevTools port opens.
+        start_ms = round((time.monotonic() - t0) * 1000)
         t1 = time.monotonic()
         nav = cdp.call("Page.navigate", deadline, url=url)
         if nav.get("errorText"):

@@ -29,6 +29,8 @@ describe("desktop: the browser", () => {
   it("opens a page served in the sandbox, clicks a button by its name and reads the changed page", {
     timeout: 600_000,
   }, async () => {
+    // ctrl+alt+b starts the browser, a desktop action like any other; open_url then uses it.
+    await act(d, { type: "key", keys: "ctrl+alt+b" });
     const serve = await t.api("POST", `/v1/sandboxes/${d}/exec`, {
       command: [
         "sh",
@@ -39,8 +41,6 @@ describe("desktop: the browser", () => {
     });
     expect(serve.body.exit_code, JSON.stringify(serve.body)).toBe(0);
 
-    // ctrl+alt+b starts the browser, a desktop action like any other; open_url then uses it.
-    await act(d, { type: "key", keys: "ctrl+alt+b" });
     await act(d, { type: "wait_window", title: "Chromium", timeout_ms: 300_000 });
     const opened = await act(d, { type: "open_url", url: "http://127.0.0.1:8000/", timeout_ms: 300_000 });
     expect(opened.result).toMatchObject({ url: "http://127.0.0.1:8000/", title: "sandtree page", browser_started: false });
@@ -79,6 +79,7 @@ describe("desktop: the browser", () => {
     });
     expect(missing.status).toBe(422);
     expect(missing.body.code).toBe("DESKTOP_ACTION_FAILED");
-    expect(missing.body.details.event).toMatchObject({ ok: false, error: "no element named 'No such button' on the page" });
+    expect(missing.body.details.event).toMatchObject({ ok: false, action: { type: "click_element" } });
+    expect(missing.body.message).toMatch(/no element named 'No such button' on the page/);
   });
 });
