@@ -42,6 +42,7 @@ def test_create_request_maps_prime_sandboxes_names_onto_the_api() -> None:
     assert call.kw["json"]["idempotency_key"].startswith("py-")
     assert call.kw["idempotent"] is True
     assert _calls.create(CreateSandboxRequest(checkpoint_id="cp-1")).kw["json"]["checkpoint_id"] == "cp-1"
+    assert CreateSandboxRequest(docker_image="x", nested_virtualization=True).to_wire()["nested_virtualization"] is True
     with pytest.raises(ValueError):
         CreateSandboxRequest().to_wire()
 

@@ -150,6 +150,7 @@ static int find_disk(const char *root, const char *serial, char *dev, size_t n, 
 /* The kernel's whole module tree (the read-only disk build-guest.sh makes) at
  * root/lib/modules/<release>, and the kernel's module loader pointed at its static modprobe. */
 static char g_modules_on[16];
+static void load_kvm(const char *moddir);
 /* Where /sys is when the modules disk is looked for: "" before the switch, the new root after. */
 static const char *g_sysroot = "";
 
@@ -171,6 +172,34 @@ static void mount_modules_at(const char *dst, const char *procdir) {
   snprintf(loader, sizeof loader, "/lib/modules/%s/bin/modprobe", g_kernel_release);
   snprintf(p, sizeof p, "%s/sys/kernel/modprobe", procdir);
   write_file(p, loader);
+  load_kvm(dst);
+}
+
+/* With sandtree.kvm=on (a sandbox asked for nested virtualization) the guest's CPU offers SVM or
+ * VMX: load KVM for it, so /dev/kvm exists without a modprobe (there is no udev to do it). */
+static char g_kvm_on[8];
+
+static void insmod(const char *dir, const char *rel) {
+  char p[256];
+  snprintf(p, sizeof p, "%s/%s", dir, rel);
+  int fd = open(p, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) { agent_log("module %s: %s", rel, strerror(errno)); return; }
+  if (syscall(SYS_finit_module, fd, "", 0) < 0 && errno != EEXIST) agent_log("finit_module %s: %s", rel, strerror(errno));
+  close(fd);
+}
+
+static void load_kvm(const char *moddir) {
+  char buf[4096] = {0};
+  if (strcmp(g_kvm_on, "on") != 0) return;
+  int fd = open("/proc/cpuinfo", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ssize_t r = read(fd, buf, sizeof buf - 1);
+    (void)r;
+    close(fd);
+  }
+  insmod(moddir, "kernel/virt/lib/irqbypass.ko");
+  insmod(moddir, "kernel/arch/x86/kvm/kvm.ko");
+  insmod(moddir, strstr(buf, "GenuineIntel") ? "kernel/arch/x86/kvm/kvm-intel.ko" : "kernel/arch/x86/kvm/kvm-amd.ko");
 }
 
 static void mount_modules(const char *root) {
@@ -315,6 +344,7 @@ int init_boot(void) {
   char root[64];
   cmdline_get("sandtree.root", root, sizeof root, "/dev/vda");
   cmdline_get("sandtree.modules", g_modules_on, sizeof g_modules_on, "off");
+  cmdline_get("sandtree.kvm", g_kvm_on, sizeof g_kvm_on, "off");
   int rc = 0;
   if (strcmp(root, "none") == 0) late_mounts("");
   else if (strcmp(root, "wait") == 0) {

@@ -21,6 +21,12 @@ export const Checkpoint = z.object({
   expires_at: z.string().nullable(),
   /** Carries RAM and device state too: restores resume with processes running. */
   has_memory: z.boolean(),
+  /**
+   * The machine a memory checkpoint's state loads into: the accelerator, with `+nested` when the
+   * guest had hardware virtualization (`tcg`, `kvm+nested`, ...); null without memory. A memory
+   * restore, fork or reset needs the same. Optional: older servers omit it.
+   */
+  machine: z.string().nullable().optional(),
   /** Metered storage cost so far in USD, the upload charge included (unrounded). Optional: older servers omit it. */
   cost_usd: z.number().optional(),
 });

@@ -93,6 +93,10 @@ export const ERROR_STATUS = {
   TIMEOUT: 504,
   /** A feature of a foreign API (the E2B adapter's) that sandtree has no counterpart for; the message names it. */
   NOT_SUPPORTED: 501,
+  /** nested_virtualization asked of a host whose KVM does not allow nested guests. */
+  NESTED_VIRT_UNAVAILABLE: 422,
+  /** A memory state saved on another accelerator or CPU model than the machine it would load into. */
+  MEMORY_STATE_INCOMPATIBLE: 409,
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_STATUS;

@@ -68,6 +68,11 @@ export const CreateSandboxRequest = z.strictObject({
   tunnels: Tunnels.optional(),
   /** A desktop (image sandtree/desktop): the display brought up once the sandbox runs; absent: no display. */
   display: DisplaySize.optional(),
+  /**
+   * Hardware virtualization inside the sandbox: the guest gets `/dev/kvm` (VMs, Firecracker,
+   * emulators, a sandtree of its own). Off by default: the guest CPU then hides SVM and VMX.
+   */
+  nested_virtualization: z.boolean().default(false),
 });
 export type CreateSandboxRequest = z.input<typeof CreateSandboxRequest>;
 export type CreateSandboxParams = z.output<typeof CreateSandboxRequest>;
@@ -90,6 +95,8 @@ export const Sandbox = z.object({
    * default (label `sandtree.display`); null without. Optional: older servers omit it.
    */
   display: z.string().nullable().optional(),
+  /** Whether the guest has hardware virtualization (`/dev/kvm`). Optional: older servers omit it. */
+  nested_virtualization: z.boolean().optional(),
   /** Secret names, each value masked as "***". */
   secrets: z.record(z.string(), z.string()).optional(),
   accel: z.string().nullable(),

@@ -301,7 +301,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     auth,
     sandboxes,
     checkpoints,
-    restores: new RestoreService({ sandboxes, checkpoints, admission, network, store, images, remoteCheckpoints }),
+    restores: new RestoreService({ sandboxes, checkpoints, admission, network, store, images, accel, remoteCheckpoints }),
     exec,
     files,
     images,

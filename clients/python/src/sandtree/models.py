@@ -72,6 +72,8 @@ class CreateSandboxRequest:
     network: Optional[bool] = None
     # A desktop (image sandtree/desktop): {"width": 1280, "height": 800}; None: no display.
     display: Optional[Dict[str, Any]] = None
+    # Hardware virtualization inside the sandbox (its own /dev/kvm); off by default.
+    nested_virtualization: Optional[bool] = None
     # Fleet mode: run it on this host (admin keys only; GET /v1/hosts lists them).
     host: Optional[str] = None
     # prime_sandboxes' fields of its own platform: refused when set (see _prime_args.WHY).
@@ -108,6 +110,7 @@ class CreateSandboxRequest:
             "tunnels",
             "network",
             "display",
+            "nested_virtualization",
             "host",
         ):
             value = getattr(self, key)

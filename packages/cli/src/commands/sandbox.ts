@@ -44,6 +44,7 @@ interface CreateFlags {
   tunnel?: Record<string, string>;
   network: boolean;
   display?: { width: number; height: number };
+  nestedVirt?: boolean;
   host?: string;
   wait?: boolean;
   waitTimeout: number;
@@ -89,6 +90,7 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
     )
     .option("--no-network", "no network interface at all")
     .option("--display <WxH>", "a desktop's display, e.g. 1280x800 (image sandtree/desktop)", parseDisplay)
+    .option("--nested-virt", "hardware virtualization inside the sandbox: /dev/kvm for VMs of its own")
     .option("--host <name>", "run it on this fleet host (admin keys only; `sandtree host list`)")
     .option("--wait", "wait until the sandbox is RUNNING (progress on stderr)")
     .option("--wait-timeout <seconds>", "give up waiting after this long", parseIntArg("--wait-timeout"), 300)
@@ -116,6 +118,7 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
         ...(o.tunnel !== undefined ? { tunnels: o.tunnel } : {}),
         ...(o.network ? {} : { network: false }),
         ...(o.display !== undefined ? { display: o.display } : {}),
+        ...(o.nestedVirt ? { nested_virtualization: true } : {}),
         ...(o.host !== undefined ? { host: o.host } : {}),
       };
       let sb = await client.sandboxes.create(request);
@@ -297,7 +300,7 @@ function sandboxFields(s: Sandbox): string {
     ...(s.error_reason ? [["error", s.error_reason] as const] : []),
     ["image", s.image_digest ? `${s.image} (${s.image_digest})` : s.image],
     ["resources", `${s.cpu_cores} cpu, ${s.memory_gb} GiB memory, ${s.disk_size_gb} GiB disk`],
-    ["accel", s.accel ?? "-"],
+    ["accel", s.nested_virtualization ? `${s.accel ?? "-"} (nested virtualization)` : (s.accel ?? "-")],
     ...(s.host !== undefined ? [["host", s.host ?? "-"] as const] : []),
     ["labels", formatLabels(s.labels)],
     ["env", env.length > 0 ? env.join(" ") : "-"],

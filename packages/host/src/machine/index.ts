@@ -1,2 +1,3 @@
 export * from "./machine.js";
+export * from "./nested.js";
 export { QemuMachine, QemuMachineHost } from "./qemu-machine.js";

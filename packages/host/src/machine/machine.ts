@@ -56,6 +56,11 @@ export interface MachineSpec {
   template?: { ramFile: string; stateFile: string; rootWait?: boolean };
   /** Resume a memory checkpoint (RAM and devices) instead of booting. */
   memoryState?: string;
+  /**
+   * Hardware virtualization inside the guest (its own `/dev/kvm`). A template or memory state
+   * restores only into a machine with the same value (the guest CPU differs).
+   */
+  nested?: boolean;
   signal?: AbortSignal;
 }
 

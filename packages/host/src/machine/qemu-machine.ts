@@ -245,6 +245,7 @@ export class QemuMachineHost implements MachineHost {
       runDir: spec.runDir,
       logDir: spec.logDir,
       ...(spec.nic ? { tap: spec.nic.tap, guestNet: spec.nic.guestNet } : {}),
+      ...(spec.nested ? { nested: true } : {}),
       ...(spec.signal ? { signal: spec.signal } : {}),
       ...(spec.template
         ? {

@@ -15,7 +15,7 @@ import {
 import path from "node:path";
 import { createBlankDisk } from "../disks/overlay.js";
 import { modulesDiskFor } from "../paths.js";
-import { type Accel, buildQemuArgs, DEVICE_MODEL } from "../vmm/qemu-args.js";
+import { type Accel, buildQemuArgs, cpuModel, DEVICE_MODEL } from "../vmm/qemu-args.js";
 import { QmpClient } from "../vmm/qmp-client.js";
 import { loadVmState, saveVmState } from "./migration.js";
 import { fitsInRam } from "./ram-placement.js";
@@ -30,6 +30,8 @@ export interface MemoryShape {
   initramfs: string;
   /** Whether the saved VM had a NIC. */
   nic: boolean;
+  /** Whether its CPU offered hardware virtualization (see cpuModel). */
+  nested?: boolean;
 }
 
 /** A memory state as a RAM file children map copy-on-write, plus its device state. */
@@ -97,7 +99,14 @@ export class MemoryImages {
 
   private key(memState: string, shape: MemoryShape): string {
     const st = statSync(memState);
-    const stamp = JSON.stringify({ memState, size: st.size, mtime: st.mtimeMs, ...shape, devices: DEVICE_MODEL });
+    const stamp = JSON.stringify({
+      memState,
+      size: st.size,
+      mtime: st.mtimeMs,
+      ...shape,
+      cpu: cpuModel(shape.accel, shape.nested === true),
+      devices: DEVICE_MODEL,
+    });
     return createHash("sha256").update(stamp).digest("hex").slice(0, 24);
   }
 
@@ -217,6 +226,7 @@ export class MemoryImages {
       memoryFile: { path: image.ramFile, share: true },
       incoming: true,
       ...(tap ? { tap } : {}),
+      ...(shape.nested ? { nested: true } : {}),
     });
     const log = openSync(path.join(dir, "qemu.log"), "a");
     let child: ReturnType<typeof spawn>;

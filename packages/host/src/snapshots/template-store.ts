@@ -13,7 +13,7 @@ import {
 import path from "node:path";
 import { createBlankDisk, createOverlay, qcow2BackingName } from "../disks/overlay.js";
 import { modulesDiskFor } from "../paths.js";
-import { type Accel, DEVICE_MODEL } from "../vmm/qemu-args.js";
+import { type Accel, cpuModel, DEVICE_MODEL } from "../vmm/qemu-args.js";
 import { QemuVm } from "../vmm/qemu-vm.js";
 import { saveVmState } from "./migration.js";
 
@@ -31,6 +31,8 @@ export interface TemplateInputs {
   memoryMb: number;
   /** Whether the VM has a NIC (clones must have the template's devices). */
   nic?: boolean;
+  /** Whether its CPU offers hardware virtualization (clones must have the template's CPU). */
+  nested?: boolean;
   /** An image template: the image's digest, its base in `layersDir` and the disk size. */
   image?: { digest: string; backing: string; diskBytes: number };
 }
@@ -72,6 +74,7 @@ export function templateKey(i: TemplateInputs): string {
     // The modules disk is part of the device model and of the guest's view of its kernel.
     modules: ((m) => (m ? fileStamp(m) : null))(modulesDiskFor(i.initramfs)),
     devices: DEVICE_MODEL,
+    cpu: cpuModel(i.accel, i.nested === true),
     format: i.image ? TEMPLATE_FORMAT.image : TEMPLATE_FORMAT.shape,
   });
   return createHash("sha256").update(stamp).digest("hex").slice(0, 24);
@@ -209,6 +212,7 @@ export class TemplateStore {
           memoryMb: t.inputs.memoryMb,
         };
         if (t.inputs.nic) again.nic = true;
+        if (t.inputs.nested) again.nested = true;
         try {
           if (!rebuild.some((r) => templateKey(r) === templateKey(again))) rebuild.push(again);
         } catch {}
@@ -270,6 +274,7 @@ export class TemplateStore {
       runDir: path.join(this.runRoot, `tmpl-${key.slice(0, 12)}`),
       logDir: path.join(dir, "logs"),
       memoryFile: { path: ramFile, share: true },
+      ...(inputs.nested ? { nested: true } : {}),
       signal: this.abort.signal,
     }).catch(async (err) => {
       if (tap) await this.taps?.release(tap);

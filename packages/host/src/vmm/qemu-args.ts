@@ -22,6 +22,8 @@ export interface QemuVmSpec {
   consoleLog: string;
   pidFile: string;
   extraKernelArgs?: string[];
+  /** Hardware virtualization for the guest (its own KVM): see cpuModel. */
+  nested?: boolean;
   /**
    * Guest RAM in a file: `share: true` for a template (its RAM is saved by being the file),
    * `share: false` for a clone (a private copy-on-write mapping of the template's file).
@@ -56,6 +58,20 @@ export const DEVICE_MODEL = 4;
  */
 export const TCG_CPU_MODEL = "qemu64,+arat";
 
+/**
+ * The one place that decides the guest CPU. By default the guest sees no hardware
+ * virtualization: QEMU's `qemu64` model exposes AMD SVM under TCG, so root in a guest could load
+ * `kvm_amd` and drive the host's emulator through it (FACTS.md); under KVM, `host` passes VMX/SVM
+ * through where the host allows nesting. With `nested` the guest gets them on purpose: SVM and
+ * nested paging under TCG (its `/dev/kvm` works: TCG emulates SVM), the host's own CPU under KVM
+ * (checked by `nestedSupport` first). Saved states restore only into the same model, so template
+ * and memory-image keys include this string.
+ */
+export function cpuModel(accel: Accel, nested: boolean): string {
+  if (accel === "kvm") return nested ? "host" : "host,-vmx,-svm";
+  return nested ? `${TCG_CPU_MODEL},+svm,+npt` : `${TCG_CPU_MODEL},-svm`;
+}
+
 let tscKhzCache: number | null | undefined;
 
 /**
@@ -73,7 +89,9 @@ export function hostTscKhz(): number | null {
   return tscKhzCache;
 }
 
-export function kernelCmdline(spec: Pick<QemuVmSpec, "accel" | "rootDisk" | "modulesDisk" | "extraKernelArgs">): string {
+export function kernelCmdline(
+  spec: Pick<QemuVmSpec, "accel" | "rootDisk" | "modulesDisk" | "extraKernelArgs" | "nested">,
+): string {
   const args = ["console=ttyS0", "quiet", "panic=-1", "reboot=t"];
   if (spec.accel === "tcg") {
     const khz = hostTscKhz();
@@ -85,6 +103,8 @@ export function kernelCmdline(spec: Pick<QemuVmSpec, "accel" | "rootDisk" | "mod
   }
   if (!spec.rootDisk) args.push("sandtree.root=none");
   if (spec.modulesDisk) args.push("sandtree.modules=on");
+  // init loads the KVM modules for the guest's CPU so /dev/kvm is there without a modprobe.
+  if (spec.nested) args.push("sandtree.kvm=on");
   args.push(...(spec.extraKernelArgs ?? []));
   return args.join(" ");
 }
@@ -122,7 +142,7 @@ export function buildQemuArgs(spec: QemuVmSpec): string[] {
     "-pidfile",
     spec.pidFile,
   ];
-  args.push("-cpu", spec.accel === "kvm" ? "host" : TCG_CPU_MODEL);
+  args.push("-cpu", cpuModel(spec.accel, spec.nested === true));
   // RAM is always the backend object `mem`, so a state saved from any VM (plain RAM, template,
   // clone) names the same RAM block and restores into any other.
   if (spec.memoryFile) {

@@ -41,6 +41,8 @@ export interface VmOptions {
    * size in QEMU and the agent mounts it at the handshake.
    */
   rootWait?: boolean;
+  /** Hardware virtualization for the guest (cpuModel in qemu-args.ts). */
+  nested?: boolean;
 }
 
 /** A QEMU that outlived the server which started it (found by its pid and `-name`). */
@@ -237,6 +239,7 @@ export class QemuVm extends EventEmitter {
       ...(opts.restoreFrom ? { incoming: true } : {}),
       ...(opts.tap ? { tap: opts.tap } : {}),
       ...(opts.rootWait ? { extraKernelArgs: ["sandtree.root=wait"] } : {}),
+      ...(opts.nested ? { nested: true } : {}),
     });
     // A clone of a root-waiting template: its own disk's size, sent with the HELLO that mounts it.
     const rootBytes = opts.rootWait && opts.restoreFrom && opts.rootDisk ? qcow2VirtualSize(opts.rootDisk) : null;

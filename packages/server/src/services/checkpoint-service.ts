@@ -10,6 +10,7 @@ import { flattenCheckpoint } from "./checkpoint-flatten.js";
 import { guarded } from "./checkpoint-guard.js";
 import { LIVE, neededCheckpoints, sealAncestors } from "./checkpoint-lineage.js";
 import type { Logger } from "./logger.js";
+import { machineOf } from "./machine-identity.js";
 import { liveDiskName, memoryMbFor } from "./sandbox-paths.js";
 import type { SandboxService } from "./sandbox-service.js";
 
@@ -128,6 +129,7 @@ export class CheckpointService {
         mem_sha256: null,
         cpu_cores: opts.includeMemory ? sb.cpu_cores : null,
         memory_mb: opts.includeMemory ? memoryMbFor(sb.memory_gb) : null,
+        machine: opts.includeMemory ? machineOf(sb.accel, sb.nested_virtualization) : null,
       };
       await store.insertCheckpoint(row);
       // The next overlay is made first (names the current disk relatively), so the guest is

@@ -14,5 +14,5 @@ export function publicCheckpoint(r: CheckpointRow): Checkpoint {
     memory_mb,
     ...pub
   } = r;
-  return { ...pub, has_memory: memory_mb !== null };
+  return { ...pub, has_memory: memory_mb !== null, machine: memory_mb !== null ? (pub.machine ?? null) : null };
 }

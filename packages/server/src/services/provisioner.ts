@@ -79,7 +79,7 @@ export class Provisioner {
   }
 
   /** The warm template a start of this shape clones, or null when warm starts are off. */
-  templateInputs(cpuCores: number, memoryMb: number): TemplateInputs | null {
+  templateInputs(cpuCores: number, memoryMb: number, nested = false): TemplateInputs | null {
     if (!this.deps.templates) return null;
     return {
       kernel: this.deps.guest.kernel,
@@ -88,6 +88,7 @@ export class Provisioner {
       cpuCores,
       memoryMb,
       nic: this.deps.network?.enabled ?? false,
+      ...(nested ? { nested: true } : {}),
     };
   }
 
@@ -100,10 +101,11 @@ export class Provisioner {
   private pickTemplate(
     cpuCores: number,
     memoryMb: number,
+    nested: boolean,
     image: TemplateInputs["image"] | null,
   ): { template: Template | null; build: TemplateInputs[] } {
     const templates = this.deps.templates;
-    const shape = this.templateInputs(cpuCores, memoryMb);
+    const shape = this.templateInputs(cpuCores, memoryMb, nested);
     if (!templates || !shape) return { template: null, build: [] };
     const build: TemplateInputs[] = [];
     if (image) {
@@ -126,6 +128,7 @@ export class Provisioner {
       kernel: this.deps.guest.kernel,
       initramfs: this.deps.guest.initramfs,
       nic: this.deps.network?.enabled ?? false,
+      ...(sb.nested_virtualization ? { nested: true } : {}),
     };
   }
 
@@ -171,6 +174,7 @@ export class Provisioner {
       rootDisk,
       runDir: paths.runDir(sb.id),
       logDir: paths.logDir(sb.id),
+      ...(sb.nested_virtualization ? { nested: true } : {}),
     };
   }
 
@@ -230,6 +234,7 @@ export class Provisioner {
         : this.pickTemplate(
             sb.cpu_cores,
             memoryMb,
+            sb.nested_virtualization === true,
             restore || !image.digest ? null : { digest: image.digest, backing, diskBytes },
           );
       const template = warm.template;

@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
 import path from "node:path";
 import {
+  type Accel,
   type CreateSandboxParams,
   CreateSandboxRequest,
   ForkRequest,
@@ -17,6 +18,7 @@ import { chainOf, ensureBase } from "./fleet/checkpoint-records.js";
 import type { RemoteCheckpoints } from "./fleet/remote-checkpoints.js";
 import type { RestorePlan } from "./fleet/restore-plan.js";
 import type { ImageResolver } from "./image-resolver.js";
+import { inheritedNesting, nestedOfMachine, refuseOtherMachine, refuseUnavailableNesting } from "./machine-identity.js";
 import type { NetworkService } from "./network-service.js";
 import type { RestoreLayers } from "./provisioner.js";
 import type { SandboxService } from "./sandbox-service.js";
@@ -30,6 +32,8 @@ export interface RestoreServiceDeps {
   network: NetworkService;
   store: Store;
   images: ImageResolver;
+  /** This server's accelerator (what nested virtualization and memory states are checked against). */
+  accel: Accel;
   /** Fleet mode: checkpoints of sandboxes on workers are taken there (unset: every one here). */
   remoteCheckpoints?: RemoteCheckpoints;
 }
@@ -102,7 +106,9 @@ export class RestoreService {
    */
   async create(teamId: string, raw: unknown, opts: { id?: string } = {}): Promise<{ sandbox: Sandbox; created: boolean }> {
     if (raw === null || typeof raw !== "object" || Array.isArray(raw) || !("checkpoint_id" in raw)) {
-      return this.deps.sandboxes.createOrReplay(teamId, parse(CreateSandboxRequest, raw), null, opts);
+      const params = parse(CreateSandboxRequest, raw);
+      refuseUnavailableNesting(this.deps.accel, params);
+      return this.deps.sandboxes.createOrReplay(teamId, params, null, opts);
     }
     const r = raw as Record<string, unknown>;
     for (const field of ["image", "disk_size_gb"]) {
@@ -146,6 +152,21 @@ export class RestoreService {
         }
       }
       Object.assign(shape, { cpu_cores: row.cpu_cores, memory_gb });
+      // ... and the CPU model: nested virtualization as it was saved.
+      const nested = nestedOfMachine(row.machine);
+      if (nested !== null) {
+        if ("nested_virtualization" in r && r.nested_virtualization !== nested) {
+          throw new SandtreeError(
+            "VALIDATION_FAILED",
+            `nested_virtualization: a memory restore keeps the checkpoint's (${nested})`,
+            {
+              field: "nested_virtualization",
+            },
+          );
+        }
+        shape.nested_virtualization = nested;
+      }
+      refuseOtherMachine(row, { accel: this.deps.accel, nested: nested ?? false }, "this server");
     } else {
       // As a fork: CPUs, memory and lifetime not given are the source sandbox's (kept after it ended).
       const src = await this.sourceSandbox(teamId, row.sandbox_id);
@@ -153,6 +174,7 @@ export class RestoreService {
         if (!("cpu_cores" in r)) shape.cpu_cores = src.cpu_cores;
         if (!("memory_gb" in r)) shape.memory_gb = src.memory_gb;
         if (!("timeout_minutes" in r)) shape.timeout_minutes = src.timeout_minutes ?? -1;
+        if (!("nested_virtualization" in r)) shape.nested_virtualization = inheritedNesting(src);
       }
     }
     const params = parse(CreateSandboxRequest, {
@@ -161,6 +183,7 @@ export class RestoreService {
       image: row.image,
       disk_size_gb: Math.round(row.disk_size_bytes / GiB),
     });
+    refuseUnavailableNesting(this.deps.accel, params);
     return this.deps.sandboxes.createOrReplay(teamId, params, plan, opts);
   }
 
@@ -221,6 +244,7 @@ export class RestoreService {
       disk_size_gb: src.disk_size_gb,
       cpu_cores: body.cpu_cores ?? src.cpu_cores,
       memory_gb: body.memory_gb ?? src.memory_gb,
+      nested_virtualization: inheritedNesting(src),
       timeout_minutes: body.timeout_minutes ?? src.timeout_minutes ?? -1,
       environment_vars: src.environment_vars,
       labels: src.labels,
@@ -242,6 +266,8 @@ export class RestoreService {
     try {
       const { row, layers } = await this.layers(teamId, body.checkpoint_id, true);
       if (!layers.memState) throw new SandtreeError("CHECKPOINT_HAS_NO_MEMORY", `checkpoint ${row.id} has no memory`);
+      const sb = await this.deps.sandboxes.get(teamId, id);
+      refuseOtherMachine(row, { accel: sb.accel, nested: sb.nested_virtualization }, `sandbox ${id}`);
       return await this.deps.sandboxes.reset(teamId, id, {
         checkpointId: row.id,
         layerName: layers.layerName,

@@ -194,6 +194,7 @@ export class SandboxService {
       labels: params.labels,
       start_command: params.start_command ?? null,
       display: params.display ? `${params.display.width}x${params.display.height}` : null,
+      nested_virtualization: params.nested_virtualization,
       accel: this.deps.accel,
       error_reason: null,
       created_at: now,

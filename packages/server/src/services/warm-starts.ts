@@ -73,7 +73,7 @@ export class WarmStarts {
           "stale warm templates pruned",
         );
       for (const old of r.rebuild) {
-        const inputs = provisioner.templateInputs(old.cpuCores, old.memoryMb);
+        const inputs = provisioner.templateInputs(old.cpuCores, old.memoryMb, old.nested === true);
         if (inputs && old.accel === this.deps.accel) provisioner.prewarm(inputs);
       }
     } catch (err) {

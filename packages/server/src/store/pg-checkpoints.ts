@@ -26,6 +26,7 @@ const COLUMNS = [
   "mem_sha256",
   "cpu_cores",
   "memory_mb",
+  "machine",
 ];
 const SELECT = `SELECT ${COLUMNS.join(", ")} FROM checkpoints`;
 

@@ -82,6 +82,10 @@ export const PG_MIGRATIONS: ReadonlyArray<readonly [name: string, sql: string]> 
   ["0007-placed-by", PG_PLACED_BY_MIGRATION],
   ["0008-image-aliases", PG_IMAGE_ALIASES_MIGRATION],
   ["0009-display", "ALTER TABLE sandboxes ADD COLUMN display TEXT;"],
+  [
+    "0010-nested-virtualization",
+    "ALTER TABLE sandboxes ADD COLUMN nested_virtualization BOOLEAN NOT NULL DEFAULT false; ALTER TABLE checkpoints ADD COLUMN machine TEXT;",
+  ],
 ];
 
 /**

@@ -26,6 +26,7 @@ const COLUMNS = [
   "labels",
   "start_command",
   "display",
+  "nested_virtualization",
   "accel",
   "error_reason",
   "created_at",
@@ -49,6 +50,7 @@ function fromRow(r: SandboxRow): Sandbox {
     environment_vars: JSON.parse(r.environment_vars),
     labels: JSON.parse(r.labels),
     secrets: JSON.parse(r.secrets ?? "{}"),
+    nested_virtualization: r.nested_virtualization === true,
   };
 }
 
@@ -59,6 +61,7 @@ export async function insertSandbox(db: Db, s: Sandbox): Promise<void> {
     environment_vars: JSON.stringify(s.environment_vars),
     labels: JSON.stringify(s.labels),
     secrets: JSON.stringify(s.secrets ?? {}),
+    nested_virtualization: s.nested_virtualization === true,
   } as Record<string, unknown>;
   await run(db, ...insertSql("sandboxes", row, COLUMNS));
 }

@@ -17,7 +17,7 @@ export const CHECKPOINT_MIGRATION = `
   ALTER TABLE sandboxes ADD COLUMN head_checkpoint_id TEXT;`;
 
 const COLUMNS = `id, team_id, sandbox_id, parent_id, state, depth, image, image_digest, base_path, disk_size_bytes,
-  stored_bytes, sha256, blob_key, error, created_at, updated_at, expires_at, mem_key, mem_sha256, cpu_cores, memory_mb`;
+  stored_bytes, sha256, blob_key, error, created_at, updated_at, expires_at, mem_key, mem_sha256, cpu_cores, memory_mb, machine`;
 
 export const CHECKPOINT_MEMORY_MIGRATION = `
   ALTER TABLE checkpoints ADD COLUMN mem_key TEXT;
@@ -29,8 +29,8 @@ export function insertCheckpoint(db: Database.Database, c: CheckpointRow): void 
   db.prepare(
     `INSERT INTO checkpoints (${COLUMNS}) VALUES (@id, @team_id, @sandbox_id, @parent_id, @state, @depth, @image,
       @image_digest, @base_path, @disk_size_bytes, @stored_bytes, @sha256, @blob_key, @error, @created_at, @updated_at, @expires_at,
-      @mem_key, @mem_sha256, @cpu_cores, @memory_mb)`,
-  ).run(c);
+      @mem_key, @mem_sha256, @cpu_cores, @memory_mb, @machine)`,
+  ).run({ ...c, machine: c.machine ?? null });
 }
 
 export function getCheckpoint(db: Database.Database, id: string, teamId?: string): CheckpointRow | undefined {

@@ -81,6 +81,10 @@ const MIGRATIONS: Array<[name: string, sql: string]> = [
   ["0013-placed-by", hosts.PLACED_BY_MIGRATION],
   ["0014-image-aliases", IMAGE_ALIASES_MIGRATION],
   ["0015-display", "ALTER TABLE sandboxes ADD COLUMN display TEXT;"],
+  [
+    "0016-nested-virtualization",
+    "ALTER TABLE sandboxes ADD COLUMN nested_virtualization INTEGER NOT NULL DEFAULT 0; ALTER TABLE checkpoints ADD COLUMN machine TEXT;",
+  ],
 ];
 
 type SandboxRow = Omit<Sandbox, "environment_vars" | "labels" | "secrets"> & {
@@ -97,6 +101,7 @@ function fromRow(r: SandboxRow): Sandbox {
     environment_vars: JSON.parse(r.environment_vars),
     labels: JSON.parse(r.labels),
     secrets: JSON.parse(r.secrets ?? "{}"),
+    nested_virtualization: Boolean(r.nested_virtualization),
   };
 }
 
@@ -194,11 +199,11 @@ export class SqliteStore implements Store {
         `INSERT INTO sandboxes (id, team_id, name, image, image_digest, status, cpu_cores, memory_gb, disk_size_gb,
           environment_vars, labels, start_command, accel, error_reason, created_at, updated_at, started_at, terminated_at,
           secrets, timeout_minutes, idle_timeout_minutes, expires_at, last_activity_at, start_path, source_checkpoint_id,
-          head_checkpoint_id, display)
+          head_checkpoint_id, display, nested_virtualization)
          VALUES (@id, @team_id, @name, @image, @image_digest, @status, @cpu_cores, @memory_gb, @disk_size_gb,
           @environment_vars, @labels, @start_command, @accel, @error_reason, @created_at, @updated_at, @started_at, @terminated_at,
           @secrets, @timeout_minutes, @idle_timeout_minutes, @expires_at, @last_activity_at, @start_path, @source_checkpoint_id,
-          @head_checkpoint_id, @display)`,
+          @head_checkpoint_id, @display, @nested_virtualization)`,
       )
       .run({
         ...s,
@@ -213,6 +218,7 @@ export class SqliteStore implements Store {
         source_checkpoint_id: s.source_checkpoint_id ?? null,
         head_checkpoint_id: s.head_checkpoint_id ?? null,
         display: s.display ?? null,
+        nested_virtualization: s.nested_virtualization ? 1 : 0,
       });
   }
 

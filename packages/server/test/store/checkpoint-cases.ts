@@ -19,6 +19,7 @@ export function checkpointCases(ctx: StoreContext): void {
       mem_sha256: "bb",
       cpu_cores: 2,
       memory_mb: 1024,
+      machine: "kvm+nested",
     });
     const elsewhere = checkpointRow(team.id, sb2.id, { state: "FAILED", error: "disk full" });
     const foreign = checkpointRow(other.id, theirs.id);

@@ -56,6 +56,7 @@ export function sandboxRow(teamId: string, over: Partial<Sandbox> = {}): Sandbox
     labels: {},
     start_command: null,
     display: null,
+    nested_virtualization: false,
     accel: null,
     error_reason: null,
     created_at: iso(NOW),
@@ -97,6 +98,7 @@ export function checkpointRow(teamId: string, sandboxId: string, over: Partial<C
     mem_sha256: null,
     cpu_cores: null,
     memory_mb: null,
+    machine: null,
     ...over,
   };
 }

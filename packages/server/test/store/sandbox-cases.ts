@@ -36,6 +36,7 @@ export function sandboxCases(ctx: StoreContext): void {
       source_checkpoint_id: "ck-src",
       head_checkpoint_id: "ck-head",
       display: "1280x800",
+      nested_virtualization: true,
     });
     await s.insertSandbox(full);
     expect(await s.getSandbox(full.id)).toEqual(full);
