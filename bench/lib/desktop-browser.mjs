@@ -17,6 +17,7 @@ export async function measureBrowser(client, { rounds, display }) {
   const id = (await client.sandboxes.create({ image: "sandtree/desktop", memory_gb: 1.5, display })).id;
   try {
     await client.sandboxes.waitForCreation(id, { timeoutMs: 600_000 });
+    await client.desktop.info(id); // answers once the display is up (the page's server starts on it)
     const serve = await client.sandboxes.run(
       id,
       [
@@ -26,7 +27,7 @@ export async function measureBrowser(client, { rounds, display }) {
       ],
       { stdin: PAGE },
     );
-    if (serve.exit_code !== 0) throw new Error(`serving the page failed: ${serve.stderr}`);
+    if (serve.exit_code !== 0) throw new Error(`serving the page failed (${serve.exit_code}): ${serve.stdout}${serve.stderr}`);
     const timed = async (into, fn) => {
       const t0 = performance.now();
       const r = await fn();
