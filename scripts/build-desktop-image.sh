@@ -33,8 +33,11 @@ fi
 echo sandbox > "$rfs/etc/hostname"
 install -m 0755 "$root/scripts/desktop/sandtree-desktop" "$rfs/usr/local/bin/sandtree-desktop"
 install -m 0755 "$root/scripts/desktop/sandtree-gtk-demo" "$rfs/usr/local/bin/sandtree-gtk-demo"
+# The helper's modules (it puts this directory first on its path): the screen, and X11 in-process.
+install -d "$rfs/usr/local/lib/sandtree-desktop"
+install -m 0644 "$root/scripts/desktop/sandtree_screen.py" "$root/scripts/desktop/sandtree_x11.py" \
+  "$root/scripts/desktop/sandtree_browser.py" "$rfs/usr/local/lib/sandtree-desktop/"
 install -m 0755 "$root/scripts/desktop/sandtree-browser" "$rfs/usr/local/bin/sandtree-browser"
-install -D -m 0644 "$root/scripts/desktop/sandtree_browser.py" "$rfs/usr/local/lib/sandtree-desktop/sandtree_browser.py"
 # openbox's default configuration with our key bindings added (a terminal by keyboard).
 sed -e "/<keyboard>/r $root/scripts/desktop/keybinds.xml" "$rfs/etc/xdg/openbox/rc.xml" >"$rfs/etc/xdg/openbox/sandtree-rc.xml"
 grep -q 'C-A-b' "$rfs/etc/xdg/openbox/sandtree-rc.xml" || { log "openbox rc.xml has no <keyboard> section"; exit 1; }

@@ -167,6 +167,11 @@ export const DesktopInfo = z.object({
 });
 export type DesktopInfo = z.infer<typeof DesktopInfo>;
 
+/** POST .../desktop/actions?format=png: the answer is the PNG of the screen after the action (as `Accept: image/png`). */
+export const DesktopActionQuery = z.strictObject({
+  format: z.enum(["json", "png"]).optional(),
+});
+
 export const DesktopEventsQuery = z.strictObject({
   /** Only events with seq greater than this. */
   after_seq: z.coerce.number().int().min(0).default(0),

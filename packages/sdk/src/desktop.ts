@@ -7,7 +7,8 @@ import {
   DesktopVnc,
   type DesktopWindow,
 } from "@sandtree/protocol";
-import type { HttpClient, RequestOptions } from "./http.js";
+import { InvalidResponseError } from "./errors.js";
+import { type HttpClient, parseOrThrow, type RequestOptions } from "./http.js";
 import { sandboxPath } from "./sandbox-path.js";
 
 /**
@@ -35,10 +36,48 @@ export class Desktop {
     });
   }
 
-  /** Takes a screenshot (an event in the log) and answers it with the PNG. */
-  async screenshot(id: string, options: RequestOptions = {}): Promise<{ event: DesktopEvent; png: Uint8Array }> {
-    const event = await this.act(id, { type: "screenshot" }, options);
-    return { event, png: await this.screenshotFile(id, event.screen_after.sha256, options) };
+  /** Takes a screenshot (an event in the log) and answers it with the PNG, in one request. */
+  screenshot(id: string, options: RequestOptions = {}): Promise<{ event: DesktopEvent; png: Uint8Array }> {
+    return this.actWithScreen(id, { type: "screenshot" }, options);
+  }
+
+  /**
+   * Performs one action and answers its event with the PNG of the screen after it, in one request
+   * (`Accept: image/png`: the body is the PNG's bytes, the event comes in a header).
+   */
+  async actWithScreen(
+    id: string,
+    action: DesktopActionInput,
+    options: RequestOptions = {},
+  ): Promise<{ event: DesktopEvent; png: Uint8Array }> {
+    const { response, mapError, done } = await this.http.open({
+      timeoutMs: 0,
+      ...options,
+      method: "POST",
+      path: `${sandboxPath(id)}/desktop/actions`,
+      json: action,
+      accept: "image/png",
+    });
+    let body: Uint8Array;
+    try {
+      body = new Uint8Array(await response.arrayBuffer());
+    } catch (err) {
+      throw mapError(err);
+    } finally {
+      done();
+    }
+    if (!(response.headers.get("content-type") ?? "").startsWith("image/png")) {
+      // A server that answers PNGs for screenshots only: the event, then its screen's file.
+      const event = parseOrThrow(DesktopEvent, JSON.parse(new TextDecoder().decode(body)), "desktop action");
+      return { event, png: await this.screenshotFile(id, event.screen_after.sha256, options) };
+    }
+    const header = response.headers.get("x-sandtree-desktop-event");
+    const seq = Number(response.headers.get("x-sandtree-desktop-seq"));
+    const event = header
+      ? parseOrThrow(DesktopEvent, JSON.parse(Buffer.from(header, "base64url").toString("utf8")), "x-sandtree-desktop-event")
+      : (await this.events(id, seq - 1, options)).find((e) => e.seq === seq);
+    if (!event) throw new InvalidResponseError(`the desktop answered a PNG without its event (seq ${seq})`);
+    return { event, png: body };
   }
 
   /** A screenshot of the log by its sha256 (as events name them). */

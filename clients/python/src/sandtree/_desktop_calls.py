@@ -5,8 +5,9 @@ Events and reports are the API's JSON objects (dicts): see DesktopEvent in docs/
 
 from __future__ import annotations
 
+import base64
 import json
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from ._calls import Call, sandbox_path
 
@@ -34,6 +35,13 @@ def click_element(name: str, role: Optional[str], button: str, timeout_ms: int) 
 
 def screenshot_kw() -> Dict[str, Any]:
     return {"headers": {"accept": "image/png"}, "timeout": None}
+
+
+def event_from_headers(headers: Mapping[str, str]) -> Dict[str, Any]:
+    """The event of an action answered as a PNG: x-sandtree-desktop-event, base64url JSON."""
+    raw = headers.get("x-sandtree-desktop-event", "")
+    event: Dict[str, Any] = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
+    return event
 
 
 def screenshot_path(sandbox_id: str, sha256: str) -> str:

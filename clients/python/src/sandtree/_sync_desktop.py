@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import _desktop_calls as dc
 from ._sync_base import Base
@@ -25,6 +25,12 @@ class Desktop(Base):
         """Takes a screenshot (recorded in the log) and returns the PNG."""
         r = self.client.send("POST", f"{dc.desktop_path(sandbox_id)}/actions", json={"type": "screenshot"}, **dc.screenshot_kw())
         return r.content
+
+    def desktop_act_with_screen(self, sandbox_id: str, action: Dict[str, Any]) -> Tuple[Dict[str, Any], bytes]:
+        """Performs one action and returns its event and the PNG of the screen after it, in one request
+        (the PNG as the body's bytes, the event from a header)."""
+        r = self.client.send("POST", f"{dc.desktop_path(sandbox_id)}/actions", json=action, **dc.screenshot_kw())
+        return dc.event_from_headers(r.headers), r.content
 
     def desktop_screenshot_file(self, sandbox_id: str, sha256: str) -> bytes:
         """A screenshot of the log, by the sha256 its events name."""

@@ -12,6 +12,7 @@ import { migrate } from "./pg-migrations.js";
 import * as netw from "./pg-network.js";
 import * as sbx from "./pg-sandboxes.js";
 import * as tenancy from "./pg-tenancy.js";
+import { PgVolumes } from "./pg-volumes.js";
 import type {
   AdmissionResult,
   ApiKeyRow,
@@ -89,6 +90,11 @@ export class PgStore implements Store {
   /** The admin-set image aliases (see image-aliases.ts). */
   imageAliases(): PgImageAliases {
     return new PgImageAliases(this.pool);
+  }
+
+  /** Volumes and their mounts (see volume-rows.ts), metered on this store's clock. */
+  volumes(): PgVolumes {
+    return new PgVolumes(this.pool, () => this.meterNow());
   }
 
   /** The fingerprints of the keys every server on this database shares. */

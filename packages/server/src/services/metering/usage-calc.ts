@@ -9,7 +9,14 @@ const GiB = 1024 ** 3;
 export const UPLOAD_HOURS = 24;
 
 export function zeroAmounts(): UsageAmounts {
-  return { vcpu_seconds: 0, memory_gib_seconds: 0, disk_gib_seconds: 0, checkpoint_gib_hours: 0, cost_usd: 0 };
+  return {
+    vcpu_seconds: 0,
+    memory_gib_seconds: 0,
+    disk_gib_seconds: 0,
+    checkpoint_gib_hours: 0,
+    cost_usd: 0,
+    volume_gib_hours: 0,
+  };
 }
 
 export function addAmounts(into: UsageAmounts, a: UsageAmounts): void {
@@ -18,6 +25,7 @@ export function addAmounts(into: UsageAmounts, a: UsageAmounts): void {
   into.disk_gib_seconds += a.disk_gib_seconds;
   into.checkpoint_gib_hours += a.checkpoint_gib_hours;
   into.cost_usd += a.cost_usd;
+  into.volume_gib_hours += a.volume_gib_hours;
 }
 
 /** The price in force at `ms` (the earliest entry covers everything before it). */
@@ -58,6 +66,10 @@ export function amountsOver(r: MeterRecord, a: number, b: number, prices: readon
       out.memory_gib_seconds += mem;
       out.disk_gib_seconds += disk;
       out.cost_usd += cpu * p.vcpuSecond + mem * p.memoryGibSecond + disk * p.diskGibSecond;
+    } else if (r.kind === "volume") {
+      const gibHours = (r.stored_bytes / GiB) * (seconds / 3600);
+      out.volume_gib_hours += gibHours;
+      out.cost_usd += gibHours * p.volumeGibHour;
     } else {
       const gibHours = (r.stored_bytes / GiB) * (seconds / 3600);
       out.checkpoint_gib_hours += gibHours;

@@ -69,7 +69,8 @@ export function usageLines(c: UsageComputation): { lines: UsageLine[]; total: Us
       }
       continue;
     }
-    const key = c.group === "sandbox" ? r.sandbox_id : c.group === "team" ? r.team_id : labelKey(r.labels, c.labelKey);
+    const key =
+      c.group === "sandbox" ? r.sandbox_id || r.subject_id : c.group === "team" ? r.team_id : labelKey(r.labels, c.labelKey);
     add(key, amountsOver(r, a, b, c.prices));
   }
   const lines = [...byKey].sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)).map(([key, a]) => ({ key, ...a }));
