@@ -35,8 +35,12 @@ def _http(method, path, timeout=5):
 
 
 def _listening():
+    """Whether the browser listens; one that takes its connection but is slow to answer (busy
+    under TCG) does, and must not be started a second time."""
     try:
-        _http("GET", "/json/version", timeout=2)
+        _http("GET", "/json/version", timeout=MIN_ANSWER_S)
+        return True
+    except TimeoutError:
         return True
     except (OSError, ValueError, BrowserError):
         return False
@@ -166,9 +170,14 @@ def page(deadline):
     """The DevTools connection of the browser's page (the one last used), opening one if none."""
     while True:
         try:
-            pages = [t for t in _http("GET", "/json/list") if t.get("type") == "page"]
-        except (OSError, ValueError) as e:
-            raise BrowserError(f"the browser is not running (open a page with open_url first): {e}")
+            pages = [t for t in _http("GET", "/json/list", timeout=MIN_ANSWER_S) if t.get("type") == "page"]
+        except ConnectionRefusedError:
+            raise BrowserError("the browser is not running (open a page with open_url first)")
+        except (OSError, ValueError) as e:  # busy: it took the connection but answered late
+            if time.monotonic() >= deadline:
+                raise BrowserError(f"the browser did not answer: {e}")
+            time.sleep(0.2)
+            continue
         if not pages:
             pages = [_http("PUT", "/json/new?about:blank")]
         if pages[0].get("webSocketDebuggerUrl"):
