@@ -32,6 +32,7 @@ import type {
   TeamRow,
 } from "./rows.js";
 import type { Store } from "./store.js";
+import type { UsageSumRow, UsageSumsQuery } from "./usage-sums.js";
 
 /** The URL without its password, for messages. */
 function redact(url: string): string {
@@ -332,6 +333,9 @@ export class PgStore implements Store {
   }
   meterRecordsOf(subject: "sandbox" | "checkpoint", ids: readonly string[]): Promise<MeterRecord[]> {
     return meter.meterRecordsOf(this.db, subject, ids);
+  }
+  usageSums(q: UsageSumsQuery): Promise<UsageSumRow[]> {
+    return meter.usageSums(this.db, q);
   }
   insertMeterRecords(records: ReadonlyArray<Omit<MeterRecord, "id">>): Promise<void> {
     return tx(this.pool, (c) => meter.insertMeterRecords(c, records));

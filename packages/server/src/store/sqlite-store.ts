@@ -32,6 +32,7 @@ import * as ports from "./sqlite-ports.js";
 import * as tenancy from "./sqlite-tenancy.js";
 import { SqliteVolumes } from "./sqlite-volumes.js";
 import type { Store } from "./store.js";
+import type { UsageSumRow, UsageSumsQuery } from "./usage-sums.js";
 
 type SandboxRow = Omit<Sandbox, "environment_vars" | "labels" | "secrets"> & {
   seq: number;
@@ -404,6 +405,9 @@ export class SqliteStore implements Store {
   }
   async meterRecordsOf(subject: "sandbox" | "checkpoint", ids: readonly string[]): Promise<MeterRecord[]> {
     return meter.meterRecordsOf(this.db, subject, ids);
+  }
+  async usageSums(q: UsageSumsQuery): Promise<UsageSumRow[]> {
+    return meter.usageSums(this.db, q);
   }
   async insertMeterRecords(records: ReadonlyArray<Omit<MeterRecord, "id">>): Promise<void> {
     this.db.transaction(() => {
