@@ -13,8 +13,10 @@
 //   ratio:     api p50 / raw p50 (and p95 / p95) per action: the goal is at most 1.5
 //   floor:     bare QEMU (../shared/bench/raw-floor.py, same run and accelerator): `/bin/true`
 //              round trip over the serial port
-// Usage: node bench/desktop.mjs [--rounds 10] [--width 800 --height 600]. Prints one JSON
-// document; deletes everything it made.
+//   browser:   Chromium's start, a page's load, open_url/click_element/page_text (its own sandbox;
+//              bench/lib/desktop-browser.mjs)
+// Usage: node bench/desktop.mjs [--rounds 10] [--width 800 --height 600] [--browser on|off|only].
+// Prints one JSON document; deletes everything it made.
 import { mkdtempSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import path from "node:path";
@@ -22,6 +24,7 @@ import { parseArgs } from "node:util";
 import { detectAccel } from "@sandtree/host";
 import { SandtreeClient } from "@sandtree/sdk";
 import { startServer } from "@sandtree/server";
+import { measureBrowser } from "./lib/desktop-browser.mjs";
 import { measureFloor, ratio } from "./lib/floor.mjs";
 import { pct } from "./lib/stats.mjs";
 
@@ -30,6 +33,8 @@ const { values } = parseArgs({
     rounds: { type: "string", default: "10" },
     width: { type: "string", default: "800" },
     height: { type: "string", default: "600" },
+    /** The browser section (bench/lib/desktop-browser.mjs): on, off, or only it. */
+    browser: { type: "string", default: "on" },
   },
 });
 const ROUNDS = Number(values.rounds);
@@ -88,6 +93,17 @@ const floor = await measureFloor(accel);
 const work = mkdtempSync(path.join(tmpdir(), "sandtree-bench-desktop-"));
 const server = await startServer({ dataDir: path.join(work, "data"), port: 0, logger: false, network: "off" });
 const client = new SandtreeClient({ apiUrl: server.url, apiKey: server.firstKey });
+const browserSection = () => measureBrowser(client, { rounds: Math.min(ROUNDS, 5), display: DISPLAY });
+if (values.browser === "only") {
+  try {
+    const browser = await browserSection();
+    console.log(JSON.stringify({ accel, load_average_1m: +loadavg()[0].toFixed(2), browser, floor }, null, 2));
+  } finally {
+    await server.close();
+    rmSync(work, { recursive: true, force: true });
+  }
+  process.exit(0);
+}
 let id = null;
 try {
   id = (await client.sandboxes.create({ image: "sandtree/desktop", memory_gb: 0.75, display: DISPLAY })).id;
@@ -117,6 +133,7 @@ try {
     api_over_raw: ratios(api, raw),
     floor,
   };
+  if (values.browser === "on") out.browser = await browserSection();
   console.log(JSON.stringify(out, null, 2));
 } finally {
   if (id) await client.sandboxes.delete(id).catch(() => {});

@@ -156,6 +156,52 @@ export class Desktop {
     return (await this.act(id, { type: "accessibility_tree", max_depth: maxDepth }, options)).result?.tree ?? null;
   }
 
+  /**
+   * Opens a page in the desktop's browser (Chromium), starting it first when it is not running.
+   * The event's result: {url, title, browser_started, start_ms, load_ms}.
+   */
+  openUrl(id: string, url: string, timeoutMs = 60_000, options: RequestOptions = {}): Promise<DesktopEvent> {
+    return this.act(id, { type: "open_url", url, timeout_ms: timeoutMs }, options);
+  }
+
+  /**
+   * Clicks the page's element with this accessible name (a button's label, a link's text), and
+   * this role when given, with a real pointer click. The event's result: {x, y, role, name}.
+   */
+  clickElement(
+    id: string,
+    name: string,
+    opts: { role?: string; button?: "left" | "middle" | "right"; timeoutMs?: number } = {},
+    options: RequestOptions = {},
+  ): Promise<DesktopEvent> {
+    const { role, button, timeoutMs } = opts;
+    return this.act(
+      id,
+      {
+        type: "click_element",
+        name,
+        ...(role !== undefined ? { role } : {}),
+        ...(button !== undefined ? { button } : {}),
+        ...(timeoutMs !== undefined ? { timeout_ms: timeoutMs } : {}),
+      },
+      options,
+    );
+  }
+
+  /** The text of the browser's page (its body's innerText, 100,000 characters at most), its URL and title. */
+  async pageText(
+    id: string,
+    options: RequestOptions = {},
+  ): Promise<{ url: string; title: string; text: string; truncated: boolean }> {
+    const r = (await this.act(id, { type: "page_text" }, options)).result ?? {};
+    return {
+      url: String(r.url ?? ""),
+      title: String(r.title ?? ""),
+      text: String(r.text ?? ""),
+      truncated: r.truncated === true,
+    };
+  }
+
   /** The session's events (with seq greater than `afterSeq`). */
   async events(id: string, afterSeq = 0, options: RequestOptions = {}): Promise<DesktopEvent[]> {
     const { response, mapError, done } = await this.http.open({

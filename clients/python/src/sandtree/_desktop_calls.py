@@ -26,6 +26,13 @@ def act(sandbox_id: str, action: Dict[str, Any]) -> Call:
     return Call("POST", f"{desktop_path(sandbox_id)}/actions", {"json": action, "timeout": None}, lambda d: d)
 
 
+def click_element(name: str, role: Optional[str], button: str, timeout_ms: int) -> Dict[str, Any]:
+    action: Dict[str, Any] = {"type": "click_element", "name": name, "button": button, "timeout_ms": timeout_ms}
+    if role is not None:
+        action["role"] = role
+    return action
+
+
 def screenshot_kw() -> Dict[str, Any]:
     return {"headers": {"accept": "image/png"}, "timeout": None}
 

@@ -50,3 +50,21 @@ class Desktop(Base):
         """Starts VNC in the guest (view-only unless writable) and exposes its port (token shown once)."""
         result: Dict[str, Any] = self._run(dc.vnc(sandbox_id, writable))
         return result
+
+    def desktop_open_url(self, sandbox_id: str, url: str, timeout_ms: int = 60_000) -> Dict[str, Any]:
+        """Opens url in the desktop's browser (Chromium), starting it when it is not running; its event
+        (result: url, title, browser_started, start_ms, load_ms)."""
+        return self.desktop_act(sandbox_id, {"type": "open_url", "url": url, "timeout_ms": timeout_ms})
+
+    def desktop_click_element(
+        self, sandbox_id: str, name: str, role: Optional[str] = None, button: str = "left", timeout_ms: int = 10_000
+    ) -> Dict[str, Any]:
+        """Clicks the page's element with this accessible name (and role, when given) with a real
+        pointer click; its event (result: x, y, role, name)."""
+        return self.desktop_act(sandbox_id, dc.click_element(name, role, button, timeout_ms))
+
+    def desktop_page_text(self, sandbox_id: str) -> Dict[str, Any]:
+        """The browser page's text, URL and title: {url, title, text, truncated}."""
+        event = self.desktop_act(sandbox_id, {"type": "page_text"})
+        result: Dict[str, Any] = event["result"]
+        return result
