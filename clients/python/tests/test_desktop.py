@@ -4,10 +4,14 @@ The desktop itself (xterm, replay, forks) is tested in packages/server/test/desk
 
 from __future__ import annotations
 
+import base64
+import json
+
 import pytest
 from conftest import Server
 
 from sandtree import AsyncSandboxClient, ConflictError, SandboxClient, ValidationError
+from sandtree import _desktop_calls as dc
 
 
 def test_desktop_calls_on_a_sandbox_without_a_display(client: SandboxClient, sandbox_id: str) -> None:
@@ -30,3 +34,10 @@ async def test_async_desktop_calls_on_a_sandbox_without_a_display(server: Server
         with pytest.raises(ValidationError) as bad:
             await client.desktop_act(sandbox_id, {"type": "key", "keys": ""})
         assert bad.value.details["field"] == "keys"
+
+
+def test_an_action_answered_as_a_png_carries_its_event_in_a_header() -> None:
+    # desktop_act_with_screen: the body is the PNG, the event is base64url JSON (unpadded) in a header.
+    event = {"seq": 7, "action": {"type": "move", "x": 1, "y": 2}, "focused_window": {"title": "é ~?", "class": "a.B"}}
+    raw = base64.urlsafe_b64encode(json.dumps(event).encode()).decode().rstrip("=")
+    assert dc.event_from_headers({"x-sandtree-desktop-event": raw}) == event

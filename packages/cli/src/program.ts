@@ -5,6 +5,7 @@ import { registerSandboxCommands } from "./commands/sandbox.js";
 import { registerServeCommands } from "./commands/serve.js";
 import { registerTeamCommands } from "./commands/team.js";
 import { registerUsageCommands } from "./commands/usage.js";
+import { registerVolumeCommands } from "./commands/volume.js";
 import { registerWorkerCommands } from "./commands/worker.js";
 import type { CliContext } from "./context.js";
 import { commanderExitCode, describeError } from "./errors.js";
@@ -27,6 +28,7 @@ export function buildProgram(ctx: CliContext): Command {
     });
   registerSandboxCommands(program, ctx);
   registerImageCommands(program, ctx);
+  registerVolumeCommands(program, ctx);
   registerServeCommands(program, ctx);
   registerTeamCommands(program, ctx);
   registerUsageCommands(program, ctx);

@@ -81,6 +81,8 @@ describe("team and key commands", () => {
         max_storage_gb: 32768,
         max_creations_per_hour: 102400,
         max_creations_per_10s: 192,
+        max_volumes: 100,
+        max_volume_gb: 10240,
       },
       usage: { active_sandboxes: 1, vcpus: 1, memory_gb: 0.5, storage_gb: 4, creations_last_hour: 3, creations_last_10s: 0 },
     };

@@ -53,8 +53,10 @@ describe("sandtree usage", () => {
     expect(calls).toEqual([{ group_by: "sandbox", from: "2026-12-01T00:00:00.000Z", to: "2026-12-03T00:00:00.000Z" }]);
     const lines = r.out.trim().split("\n");
     expect(lines[0]).toBe("usage 2026-12-01T00:00:00.000Z to 2026-12-03T00:00:00.000Z (USD)");
-    expect(lines[1]).toMatch(/^SANDBOX +VCPU_SECONDS +MEMORY_GIB_SECONDS +DISK_GIB_SECONDS +CHECKPOINT_GIB_HOURS +COST_USD$/);
-    expect(lines[2]).toMatch(/^sb-abc +7200 +1800 +3600 +0\.500 +0\.046450$/);
+    expect(lines[1]).toMatch(
+      /^SANDBOX +VCPU_SECONDS +MEMORY_GIB_SECONDS +DISK_GIB_SECONDS +CHECKPOINT_GIB_HOURS +VOLUME_GIB_HOURS +COST_USD$/,
+    );
+    expect(lines[2]).toMatch(/^sb-abc +7200 +1800 +3600 +0\.500 +0 +0\.046450$/);
     expect(lines[3]).toMatch(/^TOTAL +7200 .* 0\.046450$/);
     await cli(["usage", "--by", "label", "--label-key", "project"], { usage });
     expect(calls[1]).toEqual({ group_by: "label", label_key: "project" });

@@ -9,6 +9,7 @@ import type {
   SandboxLogs,
   Stats,
   UsageReport,
+  VolumeList,
 } from "@sandtree/protocol";
 
 const KEY = "sandtree.api_key";
@@ -86,6 +87,7 @@ export const api = {
   exec: (id: string, command: string) =>
     call<ExecResult>("POST", `/v1/sandboxes/${encodeURIComponent(id)}/exec`, { command, timeout_seconds: 60 }),
   checkpoints: () => call<{ checkpoints: Checkpoint[] }>("GET", "/v1/checkpoints"),
+  volumes: () => call<VolumeList>("GET", "/v1/volumes"),
   usage: (p: UsageParams) => call<UsageReport>("GET", `/v1/usage${query(p)}`),
   desktop: (id: string) => call<DesktopInfo>("GET", `/v1/sandboxes/${encodeURIComponent(id)}/desktop`),
   usageCsv: (p: UsageParams) => call<string>("GET", `/v1/usage${query({ ...p, format: "csv" })}`),

@@ -8,11 +8,13 @@ import { overviewView } from "./views/overview-view.js";
 import { sandboxView } from "./views/sandbox-view.js";
 import { sandboxesView } from "./views/sandboxes-view.js";
 import { usageView } from "./views/usage-view.js";
+import { volumesView } from "./views/volumes-view.js";
 
 const SECTIONS = [
   { hash: "#/", label: "Overview" },
   { hash: "#/sandboxes", label: "Sandboxes" },
   { hash: "#/checkpoints", label: "Checkpoints" },
+  { hash: "#/volumes", label: "Volumes" },
   { hash: "#/usage", label: "Usage" },
 ];
 
@@ -88,6 +90,7 @@ async function route(): Promise<void> {
     else if (parts[0] === "sandboxes" && parts[1]) await sandboxView(root, parts[1]);
     else if (parts[0] === "sandboxes") await sandboxesView(root);
     else if (parts[0] === "checkpoints") await checkpointsView(root);
+    else if (parts[0] === "volumes") await volumesView(root);
     else if (parts[0] === "usage") await usageView(root);
     else await overviewView(root);
   } catch (err) {

@@ -260,6 +260,7 @@ describe("the web dashboard at /", () => {
       usageAmount(usage.total.memory_gib_seconds),
       usageAmount(usage.total.disk_gib_seconds),
       usageAmount(usage.total.checkpoint_gib_hours),
+      usageAmount(usage.total.volume_gib_hours),
       usageCost(usage.total.cost_usd),
     ]);
     expect(usage.total.vcpu_seconds).toBeGreaterThan(0);

@@ -324,7 +324,8 @@ static void at_most(int64_t *timeout, int64_t us) {
 }
 
 int main(int argc, char **argv) {
-  (void)argc; (void)argv;
+  /* Run by EXEC as /proc/1/exe: a helper, not a second agent. */
+  if (getpid() != 1 && argc > 1 && strcmp(argv[1], "mount") == 0) return mount_main(argc, argv);
   umask(0);
   if (getpid() == 1 && init_boot() < 0) agent_log("boot incomplete; serving anyway");
   int sfd = setup_signals();

@@ -87,6 +87,8 @@ void init_poweroff(void);   /* SHUTDOWN: never returns */
 
 /* net.c */
 void net_apply(const char *spec); /* TAG_NET: configure eth0, the default route, resolv.conf */
+int mount_main(int argc, char **argv); /* `/proc/1/exe mount ...` (mounthelp.c) */
+void net_abort_stale(uint32_t old_addr); /* TCP connections of a former eth0 address (net-abort.c) */
 void net_boot(void);              /* eth0 up, no address (when there is one) */
 extern char g_kernel_release[65];
 extern uint64_t g_boot_ms;

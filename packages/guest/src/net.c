@@ -105,7 +105,8 @@ void net_apply(const char *spec) {
     close(s);
     return;
   }
-  if (current_addr(s) != a.s_addr) {
+  in_addr_t old = current_addr(s);
+  if (old != a.s_addr) {
     struct ifreq ifr;
     memset(&ifr, 0, sizeof ifr);
     snprintf(ifr.ifr_name, sizeof ifr.ifr_name, IFACE);
@@ -113,6 +114,7 @@ void net_apply(const char *spec) {
     if (ioctl(s, SIOCSIFADDR, &ifr) < 0) agent_log("net: address: %s", strerror(errno));
     set_sin(&ifr.ifr_netmask, htonl(0xffffffffu << (32 - prefix)));
     if (ioctl(s, SIOCSIFNETMASK, &ifr) < 0) agent_log("net: netmask: %s", strerror(errno));
+    net_abort_stale(old);
   }
   if (if_flags(s, IFF_UP | IFF_RUNNING, 0) < 0) agent_log("net: up: %s", strerror(errno));
   /* The old default route (a clone's source's gateway) goes, the new one comes. */

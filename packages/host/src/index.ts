@@ -28,3 +28,5 @@ export * from "./vmm/deadline.js";
 export * from "./vmm/qemu-args.js";
 export * from "./vmm/qemu-vm.js";
 export * from "./vmm/qmp-client.js";
+export * from "./volumes/file-server.js";
+export * from "./volumes/guest-mount.js";

@@ -20,6 +20,14 @@ const bothMessage = { message: "give both x and y, or neither", path: ["x"] };
 /** One chord or several separated by spaces, e.g. "ctrl+l", "Return", "ctrl+alt+t", "Down Down Return". */
 const KEYS = /^[A-Za-z0-9_]+(\+[A-Za-z0-9_]+)*( [A-Za-z0-9_]+(\+[A-Za-z0-9_]+)*)*$/;
 
+/** What the browser may open: a web page (http, https), a file in the guest (file) or about:blank. */
+const BrowserUrl = z
+  .string()
+  .max(8192)
+  .refine((u) => URL.canParse(u) && ["http:", "https:", "file:", "about:"].includes(new URL(u).protocol), {
+    message: "an absolute http, https, file or about URL",
+  });
+
 export const DesktopAction = z.discriminatedUnion("type", [
   z.strictObject({ type: z.literal("screenshot") }),
   z.strictObject({ type: z.literal("move"), x: coord, y: coord }),
@@ -71,6 +79,27 @@ export const DesktopAction = z.discriminatedUnion("type", [
   z.strictObject({ type: z.literal("cursor") }),
   z.strictObject({ type: z.literal("windows") }),
   z.strictObject({ type: z.literal("accessibility_tree"), max_depth: z.number().int().min(0).max(32).default(8) }),
+  // The browser (Chromium in sandtree/desktop): started by the first open_url (or ctrl+alt+b).
+  z.strictObject({
+    type: z.literal("open_url"),
+    url: BrowserUrl,
+    /** Covers starting the browser when it is not running (tens of seconds under TCG) and the page's load. */
+    timeout_ms: z.number().int().min(1).max(300_000).default(60_000),
+  }),
+  z.strictObject({
+    type: z.literal("click_element"),
+    /** The element's accessible name, exactly (a button's label, a link's text, an input's label). */
+    name: z.string().min(1).max(1024),
+    /** Its accessibility role, e.g. "button", "link", "textbox" (any role when absent). */
+    role: z
+      .string()
+      .regex(/^[A-Za-z]{1,64}$/, "a role such as button, link or textbox")
+      .optional(),
+    button,
+    /** How long to wait for the element to appear on the page. */
+    timeout_ms: z.number().int().min(1).max(300_000).default(10_000),
+  }),
+  z.strictObject({ type: z.literal("page_text"), timeout_ms: z.number().int().min(1).max(300_000).default(10_000) }),
 ]);
 export type DesktopActionInput = z.input<typeof DesktopAction>;
 export type DesktopAction = z.output<typeof DesktopAction>;
@@ -137,6 +166,11 @@ export const DesktopInfo = z.object({
   vnc: z.boolean(),
 });
 export type DesktopInfo = z.infer<typeof DesktopInfo>;
+
+/** POST .../desktop/actions?format=png: the answer is the PNG of the screen after the action (as `Accept: image/png`). */
+export const DesktopActionQuery = z.strictObject({
+  format: z.enum(["json", "png"]).optional(),
+});
 
 export const DesktopEventsQuery = z.strictObject({
   /** Only events with seq greater than this. */

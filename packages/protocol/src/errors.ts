@@ -16,6 +16,13 @@ export const ERROR_STATUS = {
   KEY_NOT_FOUND: 404,
   HOST_NOT_FOUND: 404,
   CHECKPOINT_NOT_FOUND: 404,
+  VOLUME_NOT_FOUND: 404,
+  /** A volume delete while a sandbox that is not ended mounts it; details.sandboxes names them. */
+  VOLUME_IN_USE: 409,
+  /** A write that would take a volume past its size_gb; nothing of it is left in the volume. */
+  VOLUME_FULL: 507,
+  /** A volume file path names a symlink, device, fifo or socket (or crosses one): never followed nor opened. */
+  UNSAFE_PATH: 400,
   CHECKPOINT_NOT_READY: 409,
   CHECKPOINT_FAILED: 409,
   CHECKPOINT_CORRUPT: 422,
@@ -51,6 +58,10 @@ export const ERROR_STATUS = {
   QUOTA_VCPUS: 429,
   QUOTA_MEMORY: 429,
   QUOTA_STORAGE: 429,
+  /** The team has max_volumes volumes already. */
+  QUOTA_VOLUMES: 429,
+  /** The team's volumes' size_gb would sum past max_volume_gb. */
+  QUOTA_VOLUME_STORAGE: 429,
   INTERNAL: 500,
   IMAGE_PULL_FAILED: 502,
   REGISTRY_UNAUTHORIZED: 502,
@@ -62,6 +73,7 @@ export const ERROR_STATUS = {
   /** QEMU did not answer its control socket in time: the VM is stopped or hung. */
   VM_UNRESPONSIVE: 504,
   VM_START_FAILED: 500,
+  VOLUME_MOUNT_FAILED: 500,
   /** A host tool (qemu-img, zstd, ip, nft...) failed; details carry its argv, exit code and stderr. */
   HOST_COMMAND_FAILED: 500,
   UNAVAILABLE: 503,

@@ -19,3 +19,4 @@ export * from "./signals.js";
 export * from "./teams.js";
 export * from "./usage.js";
 export * from "./version.js";
+export * from "./volumes.js";

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { DisplaySize } from "./desktop.js";
 import { HostName } from "./host-name.js";
 import { NetworkRuleList, Tunnels } from "./network.js";
+import { VolumeMounts } from "./volumes.js";
 
 export const SANDBOX_STATUSES = ["PENDING", "PROVISIONING", "RUNNING", "PAUSED", "TERMINATED", "ERROR", "TIMEOUT"] as const;
 export const SandboxStatus = z.enum(SANDBOX_STATUSES);
@@ -73,6 +74,8 @@ export const CreateSandboxRequest = z.strictObject({
    * emulators, a sandtree of its own). Off by default: the guest CPU then hides SVM and VMX.
    */
   nested_virtualization: z.boolean().default(false),
+  /** Volumes mounted in the guest (by id or name, each at its own absolute path). */
+  volumes: VolumeMounts.optional(),
 });
 export type CreateSandboxRequest = z.input<typeof CreateSandboxRequest>;
 export type CreateSandboxParams = z.output<typeof CreateSandboxRequest>;

@@ -53,6 +53,10 @@ export const TeamLimits = z.object({
   max_creations_per_hour: count,
   /** Burst: creations within any 10 seconds. */
   max_creations_per_10s: count,
+  /** Volumes not deleted. */
+  max_volumes: count,
+  /** Sum of size_gb of volumes not deleted. */
+  max_volume_gb: count,
 });
 export type TeamLimits = z.infer<typeof TeamLimits>;
 
@@ -63,6 +67,8 @@ export const DEFAULT_TEAM_LIMITS: TeamLimits = {
   max_storage_gb: 32_768,
   max_creations_per_hour: 102_400,
   max_creations_per_10s: 192,
+  max_volumes: 100,
+  max_volume_gb: 10_240,
 };
 
 /** PUT body: only the limits to change; `null` puts one back to its default. */
@@ -80,6 +86,10 @@ export const TeamUsage = z.object({
   storage_gb: z.number(),
   creations_last_hour: z.number(),
   creations_last_10s: z.number(),
+  /** Volumes not deleted (optional: older servers omit it). */
+  volumes: z.number().optional(),
+  /** Their size_gb summed. */
+  volume_gb: z.number().optional(),
 });
 export type TeamUsage = z.infer<typeof TeamUsage>;
 

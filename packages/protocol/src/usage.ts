@@ -30,6 +30,8 @@ export const UsageAmounts = z.object({
   /** Stored GiB-hours of DURABLE checkpoints, the upload charge (24 GiB-hours per GiB) included. */
   checkpoint_gib_hours: z.number(),
   cost_usd: z.number(),
+  /** Stored GiB-hours of volumes (their files' bytes, measured at each write through the API and each read). Older servers omit it. */
+  volume_gib_hours: z.number().default(0),
 });
 export type UsageAmounts = z.infer<typeof UsageAmounts>;
 
@@ -54,6 +56,7 @@ export const USAGE_CSV_COLUMNS = [
   "disk_gib_seconds",
   "checkpoint_gib_hours",
   "cost_usd",
+  "volume_gib_hours",
 ] as const;
 
 export const StatsQuery = z.strictObject({

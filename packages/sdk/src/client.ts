@@ -12,6 +12,7 @@ import { Sandboxes } from "./sandboxes.js";
 import { Teams } from "./teams.js";
 import { Usage } from "./usage.js";
 import { VERSION } from "./version.js";
+import { Volumes } from "./volumes.js";
 
 export const DEFAULT_API_URL = "http://127.0.0.1:7070";
 export const DEFAULT_TIMEOUT_MS = 60_000;
@@ -85,6 +86,8 @@ export class SandtreeClient {
   readonly images: Images;
   /** Filesystem checkpoints. */
   readonly checkpoints: Checkpoints;
+  /** Volumes and their files (no sandbox needed). */
+  readonly volumes: Volumes;
   /** Teams and their limits (admin keys). */
   readonly teams: Teams;
   /** Metered usage, cost and stats. */
@@ -111,6 +114,7 @@ export class SandtreeClient {
     this.desktop = new Desktop(http);
     this.images = new Images(http);
     this.checkpoints = new Checkpoints(http);
+    this.volumes = new Volumes(http);
     this.teams = new Teams(http);
     this.usage = new Usage(http);
     this.keys = new Keys(http);

@@ -7,7 +7,8 @@ import {
   DesktopVnc,
   type DesktopWindow,
 } from "@sandtree/protocol";
-import type { HttpClient, RequestOptions } from "./http.js";
+import { InvalidResponseError } from "./errors.js";
+import { type HttpClient, parseOrThrow, type RequestOptions } from "./http.js";
 import { sandboxPath } from "./sandbox-path.js";
 
 /**
@@ -35,10 +36,48 @@ export class Desktop {
     });
   }
 
-  /** Takes a screenshot (an event in the log) and answers it with the PNG. */
-  async screenshot(id: string, options: RequestOptions = {}): Promise<{ event: DesktopEvent; png: Uint8Array }> {
-    const event = await this.act(id, { type: "screenshot" }, options);
-    return { event, png: await this.screenshotFile(id, event.screen_after.sha256, options) };
+  /** Takes a screenshot (an event in the log) and answers it with the PNG, in one request. */
+  screenshot(id: string, options: RequestOptions = {}): Promise<{ event: DesktopEvent; png: Uint8Array }> {
+    return this.actWithScreen(id, { type: "screenshot" }, options);
+  }
+
+  /**
+   * Performs one action and answers its event with the PNG of the screen after it, in one request
+   * (`Accept: image/png`: the body is the PNG's bytes, the event comes in a header).
+   */
+  async actWithScreen(
+    id: string,
+    action: DesktopActionInput,
+    options: RequestOptions = {},
+  ): Promise<{ event: DesktopEvent; png: Uint8Array }> {
+    const { response, mapError, done } = await this.http.open({
+      timeoutMs: 0,
+      ...options,
+      method: "POST",
+      path: `${sandboxPath(id)}/desktop/actions`,
+      json: action,
+      accept: "image/png",
+    });
+    let body: Uint8Array;
+    try {
+      body = new Uint8Array(await response.arrayBuffer());
+    } catch (err) {
+      throw mapError(err);
+    } finally {
+      done();
+    }
+    if (!(response.headers.get("content-type") ?? "").startsWith("image/png")) {
+      // A server that answers PNGs for screenshots only: the event, then its screen's file.
+      const event = parseOrThrow(DesktopEvent, JSON.parse(new TextDecoder().decode(body)), "desktop action");
+      return { event, png: await this.screenshotFile(id, event.screen_after.sha256, options) };
+    }
+    const header = response.headers.get("x-sandtree-desktop-event");
+    const seq = Number(response.headers.get("x-sandtree-desktop-seq"));
+    const event = header
+      ? parseOrThrow(DesktopEvent, JSON.parse(Buffer.from(header, "base64url").toString("utf8")), "x-sandtree-desktop-event")
+      : (await this.events(id, seq - 1, options)).find((e) => e.seq === seq);
+    if (!event) throw new InvalidResponseError(`the desktop answered a PNG without its event (seq ${seq})`);
+    return { event, png: body };
   }
 
   /** A screenshot of the log by its sha256 (as events name them). */
@@ -115,6 +154,52 @@ export class Desktop {
   /** The focused window's accessibility tree (at-spi); null when its application has none (xterm). */
   async accessibilityTree(id: string, maxDepth = 8, options: RequestOptions = {}): Promise<unknown> {
     return (await this.act(id, { type: "accessibility_tree", max_depth: maxDepth }, options)).result?.tree ?? null;
+  }
+
+  /**
+   * Opens a page in the desktop's browser (Chromium), starting it first when it is not running.
+   * The event's result: {url, title, browser_started, start_ms, load_ms}.
+   */
+  openUrl(id: string, url: string, timeoutMs = 60_000, options: RequestOptions = {}): Promise<DesktopEvent> {
+    return this.act(id, { type: "open_url", url, timeout_ms: timeoutMs }, options);
+  }
+
+  /**
+   * Clicks the page's element with this accessible name (a button's label, a link's text), and
+   * this role when given, with a real pointer click. The event's result: {x, y, role, name}.
+   */
+  clickElement(
+    id: string,
+    name: string,
+    opts: { role?: string; button?: "left" | "middle" | "right"; timeoutMs?: number } = {},
+    options: RequestOptions = {},
+  ): Promise<DesktopEvent> {
+    const { role, button, timeoutMs } = opts;
+    return this.act(
+      id,
+      {
+        type: "click_element",
+        name,
+        ...(role !== undefined ? { role } : {}),
+        ...(button !== undefined ? { button } : {}),
+        ...(timeoutMs !== undefined ? { timeout_ms: timeoutMs } : {}),
+      },
+      options,
+    );
+  }
+
+  /** The text of the browser's page (its body's innerText, 100,000 characters at most), its URL and title. */
+  async pageText(
+    id: string,
+    options: RequestOptions = {},
+  ): Promise<{ url: string; title: string; text: string; truncated: boolean }> {
+    const r = (await this.act(id, { type: "page_text" }, options)).result ?? {};
+    return {
+      url: String(r.url ?? ""),
+      title: String(r.title ?? ""),
+      text: String(r.text ?? ""),
+      truncated: r.truncated === true,
+    };
   }
 
   /** The session's events (with seq greater than `afterSeq`). */

@@ -139,10 +139,16 @@ const HINTS: Partial<Record<ErrorCode, Hint>> = {
   QUOTA_VCPUS: QUOTA,
   QUOTA_MEMORY: QUOTA,
   QUOTA_STORAGE: QUOTA,
+  QUOTA_VOLUMES: QUOTA,
+  QUOTA_VOLUME_STORAGE: QUOTA,
+  VOLUME_IN_USE: " (delete the sandboxes that mount it first: details.sandboxes names them)",
+  VOLUME_FULL: " (delete files in the volume, or create a larger volume and copy the files there)",
+  UNSAFE_PATH: " (the path is a symlink, device, fifo or socket, or goes through one: the volume file API never follows them)",
   GUEST_ERROR: VM_FAILED,
   VM_ERROR: VM_FAILED,
   VM_UNRESPONSIVE: " (the sandbox's VM did not answer in time: retry; if it persists, delete the sandbox and create a new one)",
   VM_START_FAILED: " (the VM did not boot: read `sandtree sandbox logs ID` and the server's log, then retry)",
+  VOLUME_MOUNT_FAILED: " (the sandbox could not mount a volume: read the message and the server's log, then retry)",
   NO_CAPACITY: " (no host has room for it now: retry later, or ask an admin to add hosts: `sandtree host list`)",
   EXCEEDS_HOST_CAPACITY: " (ask for at most what the largest host has: details.largest; an admin adds larger hosts)",
   NESTED_VIRT_UNAVAILABLE:
@@ -202,6 +208,12 @@ export const ERROR_CLASSES: Record<ErrorCode, ApiErrorClass> = {
   KEY_NOT_FOUND: NotFoundError,
   HOST_NOT_FOUND: NotFoundError,
   CHECKPOINT_NOT_FOUND: NotFoundError,
+  VOLUME_NOT_FOUND: NotFoundError,
+  VOLUME_IN_USE: ConflictError,
+  VOLUME_FULL: ServerError,
+  UNSAFE_PATH: ValidationError,
+  QUOTA_VOLUMES: QuotaExceededError,
+  QUOTA_VOLUME_STORAGE: QuotaExceededError,
   ROUTE_NOT_FOUND: NotFoundError,
   PORT_NOT_FOUND: NotFoundError,
   SANDBOX_NOT_RUNNING: SandboxNotRunningError,
@@ -249,6 +261,7 @@ export const ERROR_CLASSES: Record<ErrorCode, ApiErrorClass> = {
   VM_ERROR: SandboxVmError,
   VM_UNRESPONSIVE: SandboxVmError,
   VM_START_FAILED: SandboxVmError,
+  VOLUME_MOUNT_FAILED: SandboxVmError,
 };
 
 /** A code this SDK does not know (a newer server, or a proxy's answer): the class of its HTTP status. */

@@ -37,8 +37,15 @@ export interface RemoveOptions extends RequestOptions {
   recursive?: boolean;
 }
 
+/**
+ * A sandbox's files (`client.files`, by sandbox id) or a volume's (`client.volumes.files`, by
+ * volume id or name): the same calls on either, the first argument naming the owner.
+ */
 export class Files {
-  constructor(private readonly http: HttpClient) {}
+  constructor(
+    private readonly http: HttpClient,
+    private readonly filesPath: (id: string) => string = sandboxFilesPath,
+  ) {}
 
   /** Streams a local file into the sandbox (any size; parents are created). */
   async upload(id: string, localPath: string, remotePath: string, options: UploadOptions = {}): Promise<UploadResult> {
@@ -73,7 +80,7 @@ export class Files {
         timeoutMs: 0,
         ...request,
         method: "PUT",
-        path: filesPath(id),
+        path: this.filesPath(id),
         query: { path: remotePath, mode: modeString(mode) },
         body: counted,
       });
@@ -95,7 +102,7 @@ export class Files {
       ...request,
       timeoutScope: "headers",
       method: "GET",
-      path: filesPath(id),
+      path: this.filesPath(id),
       query: { path: remotePath },
       accept: "application/octet-stream",
     });
@@ -135,7 +142,7 @@ export class Files {
     const { response, mapError, done } = await this.http.open({
       ...request,
       method: "GET",
-      path: filesPath(id),
+      path: this.filesPath(id),
       query: { path, offset, length },
       accept: "application/octet-stream",
     });
@@ -156,18 +163,18 @@ export class Files {
     return this.http.json(UploadResult, {
       ...request,
       method: "PUT",
-      path: filesPath(id),
+      path: this.filesPath(id),
       query: { path, mode: modeString(mode) },
       body: data,
     });
   }
 
   stat(id: string, path: string, options: RequestOptions = {}): Promise<FileStat> {
-    return this.http.json(FileStat, { ...options, method: "GET", path: `${filesPath(id)}/stat`, query: { path } });
+    return this.http.json(FileStat, { ...options, method: "GET", path: `${this.filesPath(id)}/stat`, query: { path } });
   }
 
   list(id: string, path: string, options: RequestOptions = {}): Promise<FileList> {
-    return this.http.json(FileList, { ...options, method: "GET", path: `${filesPath(id)}/list`, query: { path } });
+    return this.http.json(FileList, { ...options, method: "GET", path: `${this.filesPath(id)}/list`, query: { path } });
   }
 
   mkdir(id: string, path: string, options: MkdirOptions = {}): Promise<FileStat> {
@@ -175,7 +182,7 @@ export class Files {
     return this.http.json(FileStat, {
       ...request,
       method: "POST",
-      path: `${filesPath(id)}/mkdir`,
+      path: `${this.filesPath(id)}/mkdir`,
       json: { path, ...(parents !== undefined ? { parents } : {}), ...(mode !== undefined ? { mode } : {}) },
     });
   }
@@ -185,13 +192,13 @@ export class Files {
     return this.http.empty({
       ...request,
       method: "DELETE",
-      path: filesPath(id),
+      path: this.filesPath(id),
       query: { path, recursive: recursive ? "true" : undefined },
     });
   }
 }
 
-function filesPath(id: string): string {
+function sandboxFilesPath(id: string): string {
   return `${sandboxPath(id)}/files`;
 }
 

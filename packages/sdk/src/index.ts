@@ -32,6 +32,8 @@ export type {
   TeamLimitsResponse,
   UpdateNetworkRequest,
   UploadResult,
+  Volume,
+  VolumeMount,
 } from "@sandtree/protocol";
 export type { ForkOptions, WaitForCheckpointOptions } from "./checkpoints.js";
 export { CheckpointFailedError, Checkpoints } from "./checkpoints.js";
@@ -70,3 +72,4 @@ export { Sandboxes } from "./sandboxes.js";
 export { Teams } from "./teams.js";
 export { Usage } from "./usage.js";
 export { VERSION } from "./version.js";
+export { Volumes } from "./volumes.js";

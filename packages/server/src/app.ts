@@ -27,6 +27,7 @@ import { sandboxRoutes } from "./routes/sandbox-routes.js";
 import { teamRoutes } from "./routes/team-routes.js";
 import { usageRoutes } from "./routes/usage-routes.js";
 import { versionRoutes } from "./routes/version-routes.js";
+import { volumeRoutes } from "./routes/volume-routes.js";
 import { workerProxy } from "./routes/worker-proxy.js";
 import type { Principal } from "./services/auth-service.js";
 import type { Services } from "./services/services.js";
@@ -139,6 +140,7 @@ export function buildApp(
   ptyRoutes(app, services);
   portRoutes(app, services);
   fileRoutes(app, services);
+  volumeRoutes(app, services);
   desktopRoutes(app, services);
   desktopVncRoutes(app, services);
   imageRoutes(app, services);

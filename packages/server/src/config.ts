@@ -48,6 +48,12 @@ export const ServerConfig = z.object({
   host: z.string().min(1).default("127.0.0.1"),
   port: z.coerce.number().int().min(0).max(65535).default(7070),
   accel: AccelChoice.default("auto"),
+  /**
+   * How long `accel: auto`'s trial KVM boot may take to reach the agent (SANDTREE_ACCEL_TRIAL_MS).
+   * A working KVM boots in well under a second, a broken one hangs; nested KVM under an emulated
+   * CPU (a sandtree inside a sandbox) takes seconds to tens of seconds.
+   */
+  accelTrialMs: z.coerce.number().int().min(1000).max(600_000).default(5000),
   logger: z.boolean().default(true),
   /** The log's form: JSON lines, or readable lines ("auto": readable on a terminal). */
   logFormat: z.enum(["auto", "pretty", "json"]).default("auto"),
@@ -131,6 +137,7 @@ function fromEnv(env: Env): Record<string, unknown> {
     host: e("SANDTREE_HOST"),
     port: e("SANDTREE_PORT"),
     accel: e("SANDTREE_ACCEL"),
+    accelTrialMs: e("SANDTREE_ACCEL_TRIAL_MS"),
     logFormat: e("SANDTREE_LOG_FORMAT"),
     logLevel: e("SANDTREE_LOG_LEVEL"),
     heartbeatIntervalMs: e("SANDTREE_HEARTBEAT_INTERVAL_MS"),
@@ -163,6 +170,7 @@ const ENV_NAMES: Record<string, string> = {
   host: "SANDTREE_HOST",
   port: "SANDTREE_PORT",
   accel: "SANDTREE_ACCEL",
+  accelTrialMs: "SANDTREE_ACCEL_TRIAL_MS",
   logFormat: "SANDTREE_LOG_FORMAT",
   logLevel: "SANDTREE_LOG_LEVEL",
   heartbeatIntervalMs: "SANDTREE_HEARTBEAT_INTERVAL_MS",

@@ -63,6 +63,7 @@ import {
 import { z } from "zod";
 import { FLEET_OPERATIONS, FLEET_SCHEMAS } from "./openapi-fleet.js";
 import { PRIME_OPERATIONS } from "./openapi-prime.js";
+import { VOLUME_OPERATIONS, VOLUME_SCHEMAS } from "./openapi-volumes.js";
 import { VERSION } from "./version.js";
 
 const schemas = {
@@ -128,6 +129,7 @@ const schemas = {
   DesktopVncRequest,
   ForkManyResult: z.object({ sandboxes: z.array(Sandbox), checkpoint_id: z.string() }),
   ...FLEET_SCHEMAS,
+  ...VOLUME_SCHEMAS,
 };
 
 type SchemaName = keyof typeof schemas;
@@ -303,9 +305,10 @@ const OPERATIONS: Record<string, Operation> = {
     responses: { 200: ok("DesktopInfo") },
   },
   "POST /v1/sandboxes/:id/desktop/actions": {
-    summary: "Perform one desktop action; the answer is its event (a screenshot with Accept: image/png: the PNG)",
+    summary: "Perform one desktop action: its event, or as image/png (Accept, format=png) the screen after it, event in a header",
     body: "DesktopAction",
-    responses: { 200: ok("DesktopEvent") },
+    parameters: query("format"),
+    responses: { 200: { description: "DesktopEvent or PNG", content: { ...json("DesktopEvent").content, "image/png": {} } } },
   },
   "GET /v1/sandboxes/:id/desktop/events": {
     summary: "The desktop's event log (JSONL of DesktopEvent)",
@@ -404,6 +407,7 @@ const OPERATIONS: Record<string, Operation> = {
   "DELETE /v1/keys/:id": { summary: "Revoke an API key (admin)", responses: { 200: ok("ApiKey") } },
   ...FLEET_OPERATIONS,
   ...PRIME_OPERATIONS,
+  ...VOLUME_OPERATIONS,
 };
 
 /** A route as fastify's onRoute hook reports it. */

@@ -2,7 +2,15 @@ import { createHash } from "node:crypto";
 import { chmodSync, mkdirSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { type BlobStore, detectAccel, guestArtifacts, ImageStore } from "@sandtree/host";
+import {
+  type BlobStore,
+  detectAccel,
+  guestArtifacts,
+  ImageStore,
+  QemuMachineHost,
+  VolumeFileServer,
+  volumeServerUnavailableReason,
+} from "@sandtree/host";
 import type { FastifyInstance } from "fastify";
 import { buildApp } from "./app.js";
 import { makeBlobStore } from "./blob-store-config.js";
@@ -48,8 +56,17 @@ import { loadOrCreateServerKey, SecretBox } from "./services/secret-box.js";
 import type { Services } from "./services/services.js";
 import { TeamService } from "./services/team-service.js";
 import { TimeoutService } from "./services/timeout-service.js";
+import { MountingHost } from "./services/volumes/mounting-host.js";
+import { VolumeService } from "./services/volumes/volume-service.js";
 import type { HostStore } from "./store/host-store.js";
-import { openHostStore, openHostUrls, openImageAliases, openKeyFingerprints, openStore } from "./store/open-store.js";
+import {
+  openHostStore,
+  openHostUrls,
+  openImageAliases,
+  openKeyFingerprints,
+  openStore,
+  openVolumeStore,
+} from "./store/open-store.js";
 import type { SandboxPatch } from "./store/rows.js";
 import type { Store } from "./store/store.js";
 import { UnwindStack } from "./unwind-stack.js";
@@ -134,7 +151,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
   // Before anything can change a sandbox's state: every transition is metered on this clock.
   const metering = new MeteringService(store, opts.clock ?? systemClock, loadPriceTable(cfg.prices));
   const guest = guestArtifacts(cfg.cacheDir);
-  const accel = await detectAccel(cfg.accel);
+  const accel = await detectAccel(cfg.accel, { trialMs: cfg.accelTrialMs });
   const auth = new AuthService(store);
   const firstKey = await auth.bootstrap();
   let workerTeamId: string | null = null;
@@ -175,6 +192,13 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
   const layersDir = path.join(cfg.dataDir, "layers");
   const blobs = opts.makeBlobs ? opts.makeBlobs(layersDir) : makeBlobStore(cfg.blobStore, layersDir);
   unwind.push("the blob store", () => blobs.close?.());
+  // Volumes' file server (NFS-Ganesha, a child started on the first mount): its ports are chosen
+  // now, for the sandboxes' network rules; a host without it refuses mounts (NOT_SUPPORTED).
+  const volumeServer =
+    cfg.network === "off" || volumeServerUnavailableReason()
+      ? undefined
+      : await VolumeFileServer.open({ dir: path.join(cfg.dataDir, "volume-server"), log: cfg.logger ? log : silentLogger });
+  unwind.push("the volume file server", () => volumeServer?.close());
   const network = new NetworkService({
     store,
     log: cfg.logger ? log : silentLogger,
@@ -185,6 +209,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
       defaultPolicy: cfg.networkDefault,
       dnsUpstreams: cfg.dnsUpstreams,
       dnsRateLimit: cfg.dnsRateLimit,
+      ...(volumeServer ? { volumePorts: [volumeServer.ports.nfs, volumeServer.ports.mount] } : {}),
     },
   });
   const hostRegistry = openHostStore(store);
@@ -197,8 +222,19 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
   // Before adoption: rules and tunnels for the sandboxes still active.
   await network.start(shared ? { notMine: await placedOnPeers(hostRegistry, ownHostName) } : {});
   const aliases = new ImageAliases(openImageAliases(store), images);
+  const volumes = new VolumeService({
+    store: openVolumeStore(store),
+    root: path.join(cfg.dataDir, "volumes"),
+    limits: (teamId) => admission.limits(teamId),
+    log: cfg.logger ? log : silentLogger,
+  });
+  await volumes.reconcile();
+  volumes.mountsSupported = volumeServer !== undefined;
   const sandboxes = new SandboxService({
+    volumes,
     network,
+    // Each sandbox's volumes are added to its machine's spec (NFS exports granted to its address).
+    host: new MountingHost(new QemuMachineHost(volumeServer ? { volumes: volumeServer } : {}), (id) => volumes.machineMounts(id)),
     store,
     images,
     aliases,
@@ -301,12 +337,23 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     auth,
     sandboxes,
     checkpoints,
-    restores: new RestoreService({ sandboxes, checkpoints, admission, network, store, images, accel, remoteCheckpoints }),
+    restores: new RestoreService({
+      sandboxes,
+      checkpoints,
+      admission,
+      network,
+      store,
+      images,
+      accel,
+      volumes,
+      remoteCheckpoints,
+    }),
     exec,
     files,
+    volumes,
     images,
     aliases,
-    teams: new TeamService(store, auth, admission),
+    teams: new TeamService(store, auth, admission, (teamId) => openVolumeStore(store).volumeUsage(teamId)),
     admission,
     timeouts,
     jobs: new JobService(store, sandboxes),

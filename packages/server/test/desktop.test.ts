@@ -229,5 +229,19 @@ describe("desktop sessions", () => {
     expect(failed.body.code).toBe("DESKTOP_ACTION_FAILED");
     expect(failed.body.details.event).toMatchObject({ seq: 11, ok: false, action: { type: "wait_window" } });
     expect((await events(b)).at(-1)).toEqual(failed.body.details.event);
+    // Any action asked with ?format=png answers the screen after it as the PNG's bytes, its event in a header.
+    const res = await fetch(`${t.url}/v1/sandboxes/${b}/desktop/actions?format=png`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${t.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ type: "move", x: 20, y: 20 }),
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("image/png");
+    const png = Buffer.from(await res.arrayBuffer());
+    const header = Buffer.from(res.headers.get("x-sandtree-desktop-event") ?? "", "base64url").toString("utf8");
+    const moved = DesktopEvent.parse(JSON.parse(header));
+    expect(moved).toMatchObject({ seq: 12, ok: true, action: { type: "move" }, pointer: { x: 20, y: 20 } });
+    expect(createHash("sha256").update(png).digest("hex")).toBe(moved.screen_after.sha256);
+    expect((await events(b)).at(-1)).toEqual(moved);
   });
 });

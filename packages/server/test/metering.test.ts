@@ -144,7 +144,7 @@ describe("metering by the second, by state, against the price table", () => {
     );
     expect(res.headers.get("content-type")).toMatch(/^text\/csv/);
     const rows = (await res.text()).trim().split("\n");
-    expect(rows[0]).toBe("key,vcpu_seconds,memory_gib_seconds,disk_gib_seconds,checkpoint_gib_hours,cost_usd");
+    expect(rows[0]).toBe("key,vcpu_seconds,memory_gib_seconds,disk_gib_seconds,checkpoint_gib_hours,cost_usd,volume_gib_hours");
     const json = await usage("group_by=sandbox");
     expect(rows[1]?.split(",")[0]).toBe(id);
     expect(Number(rows[1]?.split(",")[5])).toBe(json.lines[0].cost_usd);

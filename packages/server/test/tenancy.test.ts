@@ -118,6 +118,8 @@ describe("quotas and rate limits", () => {
       max_storage_gb: 32_768,
       max_creations_per_hour: 102_400,
       max_creations_per_10s: 192,
+      max_volumes: 100,
+      max_volume_gb: 10_240,
     });
     expect(r.body.usage).toMatchObject({ active_sandboxes: 0, vcpus: 0 });
     expect((await setLimits("limits", { max_vcpus: 8 })).limits.max_vcpus).toBe(8);

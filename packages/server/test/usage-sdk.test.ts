@@ -49,7 +49,7 @@ describe("client.usage and budgets", () => {
     expect(own.total.vcpu_seconds).toBe(4 * 3600);
     expect(own.total.cost_usd).toBeCloseTo(COST_B, 12);
     const csv = await member.usage.csv({ ...q, group_by: "sandbox" });
-    expect(csv.split("\n")[1]).toBe(`sb-b,14400,28800,3600,0,${own.total.cost_usd}`);
+    expect(csv.split("\n")[1]).toBe(`sb-b,14400,28800,3600,0,${own.total.cost_usd},0`);
     const stats = await member.usage.stats({ window_hours: 3, bucket_minutes: 60 });
     // Buckets from T0-1h: the record runs T0 to T0+1h.
     expect(stats.series.map((b) => b.running)).toEqual([0, 1, 0]);

@@ -69,6 +69,7 @@ from .models import (
     SandboxStatusEntry,
     SandboxStatuses,
 )
+from .resource_models import Volume, VolumeState
 from .sandbox_client import SandboxClient
 
 # prime_sandboxes' names of the same things.
@@ -78,6 +79,8 @@ TimeoutError = APITimeoutError  # noqa: A001 (prime_sandboxes exports this alias
 
 __all__ = [
     "__version__",
+    "Volume",
+    "VolumeState",
     "APIClient",
     "AsyncAPIClient",
     "SandboxClient",

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import _desktop_calls as dc
 from ._async_base import AsyncBase
@@ -25,6 +25,12 @@ class AsyncDesktop(AsyncBase):
         r = await self.client.send("POST", f"{dc.desktop_path(sandbox_id)}/actions", json={"type": "screenshot"}, **dc.screenshot_kw())
         return r.content
 
+    async def desktop_act_with_screen(self, sandbox_id: str, action: Dict[str, Any]) -> Tuple[Dict[str, Any], bytes]:
+        """Performs one action and returns its event and the PNG of the screen after it, in one request
+        (the PNG as the body's bytes, the event from a header)."""
+        r = await self.client.send("POST", f"{dc.desktop_path(sandbox_id)}/actions", json=action, **dc.screenshot_kw())
+        return dc.event_from_headers(r.headers), r.content
+
     async def desktop_screenshot_file(self, sandbox_id: str, sha256: str) -> bytes:
         """A screenshot of the log, by the sha256 its events name."""
         return (await self.client.send("GET", dc.screenshot_path(sandbox_id, sha256))).content
@@ -42,4 +48,22 @@ class AsyncDesktop(AsyncBase):
     async def desktop_vnc(self, sandbox_id: str, writable: bool = False) -> Dict[str, Any]:
         """Starts VNC in the guest (view-only unless writable) and exposes its port (token shown once)."""
         result: Dict[str, Any] = await self._run(dc.vnc(sandbox_id, writable))
+        return result
+
+    async def desktop_open_url(self, sandbox_id: str, url: str, timeout_ms: int = 60_000) -> Dict[str, Any]:
+        """Opens url in the desktop's browser (Chromium), starting it when it is not running; its event
+        (result: url, title, browser_started, start_ms, load_ms)."""
+        return await self.desktop_act(sandbox_id, {"type": "open_url", "url": url, "timeout_ms": timeout_ms})
+
+    async def desktop_click_element(
+        self, sandbox_id: str, name: str, role: Optional[str] = None, button: str = "left", timeout_ms: int = 10_000
+    ) -> Dict[str, Any]:
+        """Clicks the page's element with this accessible name (and role, when given) with a real
+        pointer click; its event (result: x, y, role, name)."""
+        return await self.desktop_act(sandbox_id, dc.click_element(name, role, button, timeout_ms))
+
+    async def desktop_page_text(self, sandbox_id: str) -> Dict[str, Any]:
+        """The browser page's text, URL and title: {url, title, text, truncated}."""
+        event = await self.desktop_act(sandbox_id, {"type": "page_text"})
+        result: Dict[str, Any] = event["result"]
         return result

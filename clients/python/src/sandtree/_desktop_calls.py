@@ -5,8 +5,9 @@ Events and reports are the API's JSON objects (dicts): see DesktopEvent in docs/
 
 from __future__ import annotations
 
+import base64
 import json
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from ._calls import Call, sandbox_path
 
@@ -25,8 +26,22 @@ def act(sandbox_id: str, action: Dict[str, Any]) -> Call:
     return Call("POST", f"{desktop_path(sandbox_id)}/actions", {"json": action, "timeout": None}, lambda d: d)
 
 
+def click_element(name: str, role: Optional[str], button: str, timeout_ms: int) -> Dict[str, Any]:
+    action: Dict[str, Any] = {"type": "click_element", "name": name, "button": button, "timeout_ms": timeout_ms}
+    if role is not None:
+        action["role"] = role
+    return action
+
+
 def screenshot_kw() -> Dict[str, Any]:
     return {"headers": {"accept": "image/png"}, "timeout": None}
+
+
+def event_from_headers(headers: Mapping[str, str]) -> Dict[str, Any]:
+    """The event of an action answered as a PNG: x-sandtree-desktop-event, base64url JSON."""
+    raw = headers.get("x-sandtree-desktop-event", "")
+    event: Dict[str, Any] = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
+    return event
 
 
 def screenshot_path(sandbox_id: str, sha256: str) -> str:

@@ -13,11 +13,12 @@ from ._async_commands import AsyncCommands
 from ._async_desktop import AsyncDesktop
 from ._async_files import AsyncFiles
 from ._async_sandboxes import AsyncSandboxes
+from ._async_volumes import AsyncVolumes
 from ._client_options import OUTPUT_CACHE_BYTES, OUTPUT_CONCURRENCY, OUTPUT_QUEUE_SIZE, api_kw, check_output_limits
 from .api_client import AsyncAPIClient
 
 
-class AsyncSandboxClient(AsyncSandboxes, AsyncCommands, AsyncFiles, AsyncCheckpoints, AsyncDesktop):
+class AsyncSandboxClient(AsyncSandboxes, AsyncCommands, AsyncFiles, AsyncCheckpoints, AsyncDesktop, AsyncVolumes):
     """``async with AsyncSandboxClient() as client``: the server from SANDTREE_API_URL / SANDTREE_API_KEY,
     then the local server's credentials.env; or ``AsyncSandboxClient(api_key=..., base_url=...)``, or
     ``AsyncSandboxClient(api_client=AsyncAPIClient(...))``.

@@ -188,6 +188,10 @@ _BY_CODE: Dict[str, Type[APIError]] = {
     "SANDBOX_NOT_FOUND": SandboxNotFoundError,
     "FILE_NOT_FOUND": SandboxFileNotFoundError,
     "CHECKPOINT_NOT_FOUND": CheckpointNotFoundError,
+    "VOLUME_NOT_FOUND": NotFoundError,
+    "VOLUME_IN_USE": ConflictError,
+    "VOLUME_FULL": ServerError,
+    "UNSAFE_PATH": ValidationError,
     "JOB_NOT_FOUND": JobNotFoundError,
     "IMAGE_NOT_FOUND": SandboxImagePullError,
     "IMAGE_PULL_FAILED": SandboxImagePullError,
@@ -219,6 +223,8 @@ _BY_CODE: Dict[str, Type[APIError]] = {
     "QUOTA_VCPUS": BudgetExceededError,
     "QUOTA_MEMORY": BudgetExceededError,
     "QUOTA_STORAGE": BudgetExceededError,
+    "QUOTA_VOLUMES": BudgetExceededError,
+    "QUOTA_VOLUME_STORAGE": BudgetExceededError,
     "BUDGET_EXCEEDED": BudgetExceededError,
     "INTERNAL": ServerError,
     "NETWORK_SETUP_FAILED": ServerError,
@@ -239,6 +245,7 @@ _BY_CODE: Dict[str, Type[APIError]] = {
     "VM_ERROR": SandboxVMError,
     "VM_UNRESPONSIVE": SandboxVMError,
     "VM_START_FAILED": SandboxVMError,
+    "VOLUME_MOUNT_FAILED": SandboxVMError,
 }
 
 

@@ -199,3 +199,46 @@ class SandboxNetwork:
             ),
         )
         return result
+
+
+class VolumeState(str, Enum):
+    CREATING = "CREATING"
+    READY = "READY"
+    DELETING = "DELETING"
+    DELETED = "DELETED"
+
+
+@dataclass
+class Volume:
+    """Storage that outlives sandboxes (docs/volumes.md); every call takes its id or its name."""
+
+    id: str
+    name: str
+    status: VolumeState
+    size_gb: int
+    used_bytes: int = 0
+    team_id: Optional[str] = None
+    labels: Dict[str, str] = field(default_factory=dict)
+    mounted_by: List[str] = field(default_factory=list)
+    created_at: Optional[datetime] = None
+    updated_at: Optional[datetime] = None
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> Volume:
+        result: Volume = _parse(
+            "volume",
+            d,
+            lambda d: cls(
+                id=str(d["id"]),
+                name=str(d["name"]),
+                status=VolumeState(d["status"]),
+                size_gb=int(d["size_gb"]),
+                used_bytes=int(d.get("used_bytes", 0)),
+                team_id=d.get("team_id"),
+                labels=dict(d.get("labels") or {}),
+                mounted_by=list(d.get("mounted_by") or []),
+                created_at=_dt(d.get("created_at")),
+                updated_at=_dt(d.get("updated_at")),
+            ),
+        )
+        return result

@@ -14,10 +14,11 @@ from ._sync_commands import Commands
 from ._sync_desktop import Desktop
 from ._sync_files import Files
 from ._sync_sandboxes import Sandboxes
+from ._sync_volumes import Volumes
 from .api_client import APIClient
 
 
-class SandboxClient(Sandboxes, Commands, Files, Checkpoints, Desktop):
+class SandboxClient(Sandboxes, Commands, Files, Checkpoints, Desktop, Volumes):
     """Sandboxes of a sandtree server.
 
     ``SandboxClient()`` finds the server from SANDTREE_API_URL / SANDTREE_API_KEY, then the local

@@ -5,6 +5,7 @@ import type { CliContext } from "../context.js";
 import { UsageError } from "../errors.js";
 import { parseIntArg } from "../kv.js";
 import { type OutputFormat, printJson, renderFields, renderTable } from "../output.js";
+import { registerBrowserCommands } from "./sandbox-desktop-browser.js";
 import { globalFlags, outputOption } from "./shared.js";
 
 const DESKTOP_HELP = `
@@ -18,6 +19,9 @@ Examples:
   sandtree sandbox desktop type ID 'ls -l\\n'
   sandtree sandbox desktop click ID 400 300 --button right
   sandtree sandbox desktop screenshot ID shot.png
+  sandtree sandbox desktop open ID http://127.0.0.1:8000/
+  sandtree sandbox desktop click-element ID 'Sign in' --role button
+  sandtree sandbox desktop page-text ID
   sandtree sandbox desktop events ID -o json > session.jsonl
   sandtree sandbox desktop replay NEW_ID --from ID
   sandtree sandbox desktop view ID`;
@@ -44,6 +48,8 @@ export function registerDesktopCommands(sandbox: Command, ctx: CliContext): void
   const client = (cmd: Command) => ctx.client(globalFlags(cmd));
   const printEvent = (e: DesktopEvent, o: { output: OutputFormat }) =>
     o.output === "json" ? printJson(ctx.stdout, e) : ctx.stdout.write(eventLine(e));
+
+  registerBrowserCommands(desktop, ctx);
 
   desktop
     .command("info")

@@ -89,7 +89,7 @@ export function registerServeCommands(program: Command, ctx: CliContext): void {
         choice,
         choiceFrom: o.accel ? "--accel" : envAccel ? "SANDTREE_ACCEL" : "default",
         // The server's own verdict, read back from its cache (or the explicit choice).
-        accel: await mod.detectAccel(choice),
+        accel: await mod.detectAccel(choice, { trialMs: Number(ctx.env.SANDTREE_ACCEL_TRIAL_MS) || 5000 }),
         kvmDevice: kvmDeviceUsable(),
         networkEnabled: server.services.network.enabled,
         networkUnavailable: server.services.network.unavailable,

@@ -12,6 +12,8 @@ const LIMIT_NAMES = [
   "max_storage_gb",
   "max_creations_per_hour",
   "max_creations_per_10s",
+  "max_volumes",
+  "max_volume_gb",
 ] as const satisfies ReadonlyArray<keyof TeamLimits>;
 
 /** `--set NAME=VALUE` (repeatable); VALUE `default` restores the default. */
@@ -79,6 +81,8 @@ export function registerTeamCommands(program: Command, ctx: CliContext): void {
         max_storage_gb: r.usage.storage_gb,
         max_creations_per_hour: r.usage.creations_last_hour,
         max_creations_per_10s: r.usage.creations_last_10s,
+        max_volumes: r.usage.volumes ?? 0,
+        max_volume_gb: r.usage.volume_gb ?? 0,
       };
       ctx.stdout.write(
         renderTable(

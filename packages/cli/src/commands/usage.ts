@@ -26,10 +26,19 @@ export function usageTable(r: UsageReport): string {
     num(a.memory_gib_seconds),
     num(a.disk_gib_seconds),
     num(a.checkpoint_gib_hours),
+    num(a.volume_gib_hours ?? 0),
     money(a.cost_usd),
   ];
   return renderTable(
-    [r.group_by.toUpperCase(), "VCPU_SECONDS", "MEMORY_GIB_SECONDS", "DISK_GIB_SECONDS", "CHECKPOINT_GIB_HOURS", "COST_USD"],
+    [
+      r.group_by.toUpperCase(),
+      "VCPU_SECONDS",
+      "MEMORY_GIB_SECONDS",
+      "DISK_GIB_SECONDS",
+      "CHECKPOINT_GIB_HOURS",
+      "VOLUME_GIB_HOURS",
+      "COST_USD",
+    ],
     [...r.lines.map((l) => row(l.key, l)), row("TOTAL", r.total)],
   );
 }

@@ -13,6 +13,7 @@ function cells(a: UsageAmounts): HTMLElement[] {
     h("td", { class: "num" }, usageAmount(a.memory_gib_seconds)),
     h("td", { class: "num" }, usageAmount(a.disk_gib_seconds)),
     h("td", { class: "num" }, usageAmount(a.checkpoint_gib_hours)),
+    h("td", { class: "num" }, usageAmount(a.volume_gib_hours ?? 0)),
     h("td", { class: "num" }, usageCost(a.cost_usd)),
   ];
 }
@@ -53,7 +54,15 @@ export async function usageView(root: HTMLElement): Promise<void> {
     replace(result, h("p", {}, "Loading…"));
     try {
       const r = await api.usage(params());
-      const head = ["Key", "vCPU-seconds", "Memory GiB-seconds", "Disk GiB-seconds", "Checkpoint GiB-hours", "Cost"];
+      const head = [
+        "Key",
+        "vCPU-seconds",
+        "Memory GiB-seconds",
+        "Disk GiB-seconds",
+        "Checkpoint GiB-hours",
+        "Volume GiB-hours",
+        "Cost",
+      ];
       replace(
         result,
         h("p", {}, `${new Date(r.from).toLocaleString()} to ${new Date(r.to).toLocaleString()}, by ${r.group_by}, ${r.currency}`),

@@ -1,5 +1,6 @@
 import type { AgentExec, AgentExecEvent, ExecSpec, StatInfo } from "../agent/agent-client.js";
 import type { Accel } from "../vmm/qemu-args.js";
+import type { VolumeMount } from "../volumes/guest-mount.js";
 
 /**
  * The seam between the control plane and the machines that run sandboxes. The server holds
@@ -57,6 +58,12 @@ export interface MachineSpec {
   /** Resume a memory checkpoint (RAM and devices) instead of booting. */
   memoryState?: string;
   /**
+   * Host directories the guest sees at `guestPath`, shared read-write with every other machine
+   * that mounts them (NFSv3 over the machine's network: `nic` is required, else NETWORK_DISABLED).
+   * A resumed machine (template, memory state) mounts what its state does not hold already.
+   */
+  mounts?: VolumeMount[];
+  /**
    * Hardware virtualization inside the guest (its own `/dev/kvm`). A template or memory state
    * restores only into a machine with the same value (the guest CPU differs).
    */
@@ -75,6 +82,8 @@ export interface AdoptSpec {
   guestNet?: string;
   /** Stop its CPUs again once it has answered (the sandbox was paused). */
   keepPaused: boolean;
+  /** The mounts it was started with (MachineSpec.mounts): exported to it again. */
+  mounts?: VolumeMount[];
   signal?: AbortSignal;
 }
 

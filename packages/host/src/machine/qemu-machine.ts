@@ -1,8 +1,12 @@
 import { EventEmitter } from "node:events";
+import { SandtreeError } from "@sandtree/protocol";
 import type { ExecSpec, StatInfo } from "../agent/agent-client.js";
 import { resumeAfterSave, saveVmState } from "../snapshots/migration.js";
 import { findQemuProcesses, QemuVm, qemuAlive, type VmExit } from "../vmm/qemu-vm.js";
 import { QmpCommandError, QmpTimeoutError } from "../vmm/qmp-client.js";
+import type { VolumeFileServer } from "../volumes/file-server.js";
+import { guestAddressOf, type VolumeMount } from "../volumes/guest-mount.js";
+import { mountInGuest } from "../volumes/mount-in-guest.js";
 import { watchDiskErrors } from "./disk-errors.js";
 import { startLiveness } from "./liveness.js";
 import {
@@ -231,9 +235,58 @@ export class QemuMachine extends EventEmitter implements Machine {
   }
 }
 
+export interface QemuMachineHostOptions {
+  /** Serves MachineSpec.mounts; without it a spec with mounts is refused (NOT_SUPPORTED). */
+  volumes?: VolumeFileServer | undefined;
+  /** How long the guest may take to mount one volume. */
+  mountTimeoutMs?: number;
+}
+
 /** This host's QEMU microVMs. */
 export class QemuMachineHost implements MachineHost {
+  constructor(private readonly opts: QemuMachineHostOptions = {}) {}
+
+  /** Exports the mounts to the machine's address (before it runs: a resumed guest's mounts reconnect at once). */
+  private async grantMounts(name: string, mounts: VolumeMount[] | undefined, guestNet: string | undefined) {
+    if (!mounts?.length) return null;
+    if (!guestNet || guestNet === "-") {
+      const why = guestNet ? "the sandbox was created with its network off" : "the server runs with networks off";
+      throw new SandtreeError("NETWORK_DISABLED", `volumes are mounted over the sandbox's network, and it has none (${why})`);
+    }
+    const volumes = this.opts.volumes;
+    if (!volumes) throw new SandtreeError("NOT_SUPPORTED", "this host does not serve volumes (no volume file server)");
+    return volumes.grant(name, guestAddressOf(guestNet), mounts);
+  }
+
+  private revokeOnExit(machine: QemuMachine, name: string): void {
+    const volumes = this.opts.volumes;
+    if (!volumes) return;
+    const revoke = () => void volumes.revoke(name).catch(() => {});
+    if (machine.exit) revoke();
+    else machine.once("exit", revoke);
+  }
+
   async start(spec: MachineSpec): Promise<QemuMachine> {
+    const guestMounts = await this.grantMounts(spec.name, spec.mounts, spec.nic?.guestNet);
+    let machine: QemuMachine;
+    try {
+      machine = await this.boot(spec);
+    } catch (err) {
+      if (guestMounts) await this.opts.volumes?.revoke(spec.name).catch(() => {});
+      throw err;
+    }
+    if (!guestMounts) return machine;
+    this.revokeOnExit(machine, spec.name);
+    try {
+      await mountInGuest(machine, guestMounts, { timeoutMs: this.opts.mountTimeoutMs ?? 60_000 });
+    } catch (err) {
+      await machine.stop({ graceMs: 0 }).catch(() => {});
+      throw err;
+    }
+    return machine;
+  }
+
+  private async boot(spec: MachineSpec): Promise<QemuMachine> {
     const vm = await QemuVm.start({
       name: spec.name,
       accel: spec.accel,
@@ -260,6 +313,7 @@ export class QemuMachineHost implements MachineHost {
   }
 
   async adopt(spec: AdoptSpec): Promise<QemuMachine> {
+    if (spec.mounts?.length) await this.grantMounts(spec.name, spec.mounts, spec.guestNet);
     const vm = await QemuVm.adopt({
       name: spec.name,
       pid: spec.pid,
@@ -271,7 +325,9 @@ export class QemuMachineHost implements MachineHost {
       ...(spec.guestNet ? { guestNet: spec.guestNet } : {}),
     });
     // A paused sandbox's VM was stopped again after the handshake.
-    return new QemuMachine(vm, { paused: spec.keepPaused });
+    const machine = new QemuMachine(vm, { paused: spec.keepPaused });
+    if (spec.mounts?.length) this.revokeOnExit(machine, spec.name);
+    return machine;
   }
 
   survivors(runRoot: string): Array<{ name: string; pid: number }> {

@@ -1,6 +1,7 @@
 import { accessSync, constants, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { classifyNetworkRule, type NetworkMode } from "@sandtree/protocol";
 import { runCommand } from "../util/run-command.js";
+import { VOLUME_SERVER_ADDRESS } from "../volumes/guest-mount.js";
 import { type SandboxSlot, slotOf } from "./addresses.js";
 
 /**
@@ -23,8 +24,10 @@ import { type SandboxSlot, slotOf } from "./addresses.js";
  *   loopback/link-local/multicast/the pool, then the egress policy. An accepted flow is marked
  *   with the policy's generation; established packets pass only while the mark is current,
  *   so a policy change re-checks live connections at their next packet.
- * - input: from a tap only the resolver and the sandbox's own tunnel proxies are reachable;
- *   every other host service (the API, SSH, anything on 0.0.0.0) is dropped.
+ * - input: from a tap only the resolver, the sandbox's own tunnel proxies and the volume file
+ *   server's ports (on its own gateway, reached at VOLUME_SERVER_ADDRESS by DNAT) are reachable;
+ *   every other host service (the API, SSH, anything on 0.0.0.0) is dropped. The volume ports
+ *   take nothing but loopback from outside the taps.
  * - postrouting: sandbox traffic leaving through another interface is masqueraded.
  */
 
@@ -65,6 +68,8 @@ export interface NetworkManagerOptions {
   tag: string;
   subnet: string;
   resolverPort: number;
+  /** TCP ports of the volume file server (VolumeFileServer.ports), when this server has one. */
+  volumePorts?: number[];
   /** Where what the host looked like before us (ip_forward) is kept across crashes. */
   stateFile?: string;
   log?: { warn(o: object, m: string): void };
@@ -113,6 +118,12 @@ export class NetworkManager {
     if (!/^[a-z0-9]{1,6}$/.test(opts.tag)) throw new RangeError("network tag: 1-6 of a-z0-9");
     this.table = `sandtree_${opts.tag}`;
     this.tapPrefix = `st${opts.tag}-`;
+  }
+
+  /** The volume file server's ports as an nft set, or null without one. */
+  private get volumePorts(): string | null {
+    const ports = this.opts.volumePorts ?? [];
+    return ports.length ? `{ ${ports.join(", ")} }` : null;
   }
 
   tapName(index: number): string {
@@ -197,6 +208,9 @@ export class NetworkManager {
       `add chain inet ${t} input { type filter hook input priority filter - 10; policy accept; }`,
       // The resolver serves sandboxes only.
       `add rule inet ${t} input iifname != ${taps} meta l4proto { tcp, udp } th dport ${p} drop`,
+      ...(this.volumePorts
+        ? [`add rule inet ${t} input iifname != ${taps} iifname != "lo" tcp dport ${this.volumePorts} drop`]
+        : []),
       `add rule inet ${t} input iifname ${taps} meta nfproto ipv6 drop`,
       `add rule inet ${t} input iifname ${taps} ct state established,related accept`,
       `add rule inet ${t} input iifname ${taps} iifname vmap @tapin`,
@@ -260,6 +274,12 @@ export class NetworkManager {
       lines.push(`${inp} ip daddr ${gateway} tcp dport ${tun.proxyPort} accept`);
       lines.push(
         `add rule inet ${t} sbp${i} ip daddr ${tun.address} tcp dport ${tun.port} dnat ip to ${gateway}:${tun.proxyPort}`,
+      );
+    }
+    if (this.volumePorts) {
+      lines.push(`${inp} ip daddr ${gateway} tcp dport ${this.volumePorts} accept`);
+      lines.push(
+        `add rule inet ${t} sbp${i} ip daddr ${VOLUME_SERVER_ADDRESS} tcp dport ${this.volumePorts} dnat ip to ${gateway}`,
       );
     }
     lines.push(`${inp} drop`);

@@ -12,7 +12,10 @@ export type { AccelChoice };
  * (a nested or paravirtual KVM can exist and still crash guests), TCG otherwise.
  * The verdict is cached per kernel release.
  */
-export async function detectAccel(choice: AccelChoice = "auto", opts: { signal?: AbortSignal } = {}): Promise<Accel> {
+export async function detectAccel(
+  choice: AccelChoice = "auto",
+  opts: { signal?: AbortSignal; trialMs?: number } = {},
+): Promise<Accel> {
   if (choice !== "auto") return choice;
   try {
     accessSync("/dev/kvm", constants.R_OK | constants.W_OK);
@@ -21,7 +24,9 @@ export async function detectAccel(choice: AccelChoice = "auto", opts: { signal?:
   }
   const guest = guestArtifacts();
   const cacheFile = path.join(cacheDir(), "accel.json");
-  const key = `${guest.kernelRelease}`;
+  // A verdict holds for this kernel and this deadline (a longer one may see a slow KVM boot through).
+  const trialMs = opts.trialMs ?? 5000;
+  const key = trialMs === 5000 ? guest.kernelRelease : `${guest.kernelRelease}:${trialMs}`;
   if (existsSync(cacheFile)) {
     try {
       const c = JSON.parse(readFileSync(cacheFile, "utf8")) as { key?: string; accel?: Accel };
@@ -40,7 +45,7 @@ export async function detectAccel(choice: AccelChoice = "auto", opts: { signal?:
       initramfs: guest.initramfs,
       runDir: path.join(dir, "run"),
       logDir: path.join(dir, "log"),
-      bootTimeoutMs: 5000,
+      bootTimeoutMs: trialMs,
       ...(opts.signal ? { signal: opts.signal } : {}),
     });
     await vm.stop({ graceMs: 0 });

@@ -1,6 +1,7 @@
 import {
   DESKTOP_VNC_PORT,
   DesktopAction,
+  DesktopActionQuery,
   DesktopEventsQuery,
   DesktopReplayRequest,
   DesktopVncRequest,
@@ -30,21 +31,22 @@ export function desktopRoutes(app: FastifyInstance, s: Services): void {
     return s.desktop.info(req.principal.teamId, id);
   });
 
-  // One action; its event is the answer. A screenshot asked with `Accept: image/png` answers the PNG
-  // itself (the event's seq and hash in x-sandtree-desktop-seq and x-sandtree-screenshot-sha256).
+  // One action; its event is the answer. Asked as a PNG (`Accept: image/png` or `?format=png`), the
+  // answer is the PNG of the screen after it, as bytes (the helper hands them over with the event);
+  // the event rides in headers: its seq, the PNG's hash, and the whole event as base64url JSON.
   app.post("/v1/sandboxes/:id/desktop/actions", async (req, reply) => {
     const { id } = parse(Params, req.params);
+    const { format } = parse(DesktopActionQuery, req.query ?? {});
     const action = parseAction(req.body);
-    const event = await s.desktop.act(req.principal.teamId, id, action);
-    if (action.type === "screenshot" && String(req.headers.accept ?? "").includes("image/png")) {
-      const png = await s.desktop.screenshot(req.principal.teamId, id, event.screen_after.sha256);
-      return reply
-        .header("content-type", "image/png")
-        .header("x-sandtree-desktop-seq", String(event.seq))
-        .header("x-sandtree-screenshot-sha256", event.screen_after.sha256)
-        .send(png);
-    }
-    return event;
+    const wantsPng = format === "png" || (format === undefined && String(req.headers.accept ?? "").includes("image/png"));
+    if (!wantsPng) return s.desktop.act(req.principal.teamId, id, action);
+    const { event, png } = await s.desktop.actForPng(req.principal.teamId, id, action);
+    return reply
+      .header("content-type", "image/png")
+      .header("x-sandtree-desktop-seq", String(event.seq))
+      .header("x-sandtree-screenshot-sha256", event.screen_after.sha256)
+      .header("x-sandtree-desktop-event", Buffer.from(JSON.stringify(event)).toString("base64url"))
+      .send(png);
   });
 
   app.get("/v1/sandboxes/:id/desktop/events", async (req, reply) => {

@@ -45,6 +45,8 @@ export interface NetworkConfig {
   dnsUpstreams: string[];
   /** Each sandbox's DNS budget (token bucket): queries per second and burst; REFUSED beyond. */
   dnsRateLimit?: { perSecond: number; burst: number };
+  /** The volume file server's TCP ports (VolumeFileServer.ports), opened to every sandbox's gateway. */
+  volumePorts?: number[];
 }
 
 /** Where servers claim their address pools (one file per pool and network namespace). */
@@ -140,12 +142,9 @@ export class NetworkService {
       log: { warn: (o, m) => log.warn(o, m) },
     });
     const { udpPort } = await this.resolver.listen("0.0.0.0", 0);
-    const manager = new NetworkManager({
-      tag,
-      subnet: this.subnet,
-      resolverPort: udpPort,
-      stateFile: path.join(this.deps.dataDir, "network-host-state.json"),
-    });
+    const stateFile = path.join(this.deps.dataDir, "network-host-state.json");
+    const volumePorts = config.volumePorts ?? [];
+    const manager = new NetworkManager({ tag, subnet: this.subnet, resolverPort: udpPort, stateFile, volumePorts });
     // Sandboxes that ended while the server was down give their slots back.
     const specs: SandboxNetSpec[] = [];
     for (const row of await store.listSlottedNetworks()) {

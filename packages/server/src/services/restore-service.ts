@@ -22,6 +22,7 @@ import { inheritedNesting, nestedOfMachine, refuseOtherMachine, refuseUnavailabl
 import type { NetworkService } from "./network-service.js";
 import type { RestoreLayers } from "./provisioner.js";
 import type { SandboxService } from "./sandbox-service.js";
+import type { VolumeService } from "./volumes/volume-service.js";
 
 const GiB = 1024 ** 3;
 
@@ -32,6 +33,8 @@ export interface RestoreServiceDeps {
   network: NetworkService;
   store: Store;
   images: ImageResolver;
+  /** A sandbox's volume mounts, which its forks and restores mount too. */
+  volumes?: Pick<VolumeService, "mountsAsRequest">;
   /** This server's accelerator (what nested virtualization and memory states are checked against). */
   accel: Accel;
   /** Fleet mode: checkpoints of sandboxes on workers are taken there (unset: every one here). */
@@ -167,6 +170,12 @@ export class RestoreService {
         shape.nested_virtualization = nested;
       }
       refuseOtherMachine(row, { accel: this.deps.accel, nested: nested ?? false }, "this server");
+      // The guest's NFS mounts are in its memory: the same volumes, or its mounts would hang.
+      if ("volumes" in r) {
+        throw new SandtreeError("VALIDATION_FAILED", "volumes: a memory restore mounts its source sandbox's volumes", {
+          field: "volumes",
+        });
+      }
     } else {
       // As a fork: CPUs, memory and lifetime not given are the source sandbox's (kept after it ended).
       const src = await this.sourceSandbox(teamId, row.sandbox_id);
@@ -177,6 +186,8 @@ export class RestoreService {
         if (!("nested_virtualization" in r)) shape.nested_virtualization = inheritedNesting(src);
       }
     }
+    const mounts = "volumes" in r ? [] : ((await this.deps.volumes?.mountsAsRequest(row.sandbox_id)) ?? []);
+    if (mounts.length > 0) shape.volumes = mounts;
     const params = parse(CreateSandboxRequest, {
       ...r,
       ...shape,
@@ -237,6 +248,7 @@ export class RestoreService {
     const { sandboxes } = this.deps;
     const plan = await this.plan(teamId, checkpointId, body.memory, waitMs);
     const secrets = await this.deps.admission.secretsOf(src.id);
+    const mounts = (await this.deps.volumes?.mountsAsRequest(src.id)) ?? [];
     const params: CreateSandboxParams = parse(CreateSandboxRequest, {
       image: src.image,
       checkpoint_id: checkpointId,
@@ -250,6 +262,7 @@ export class RestoreService {
       labels: src.labels,
       ...(await this.deps.network.inheritedParams(src.id)),
       ...(Object.keys(secrets).length > 0 ? { secrets } : {}),
+      ...(mounts.length > 0 ? { volumes: mounts } : {}),
       ...(body.name ? { name: body.name } : {}),
       ...(body.host ? { host: body.host } : {}),
     });

@@ -16,6 +16,7 @@ import { causeChain, Provisioner, type RestoreLayers } from "./provisioner.js";
 import { type ReconcileOptions, type ReconcileResult, Reconciler } from "./reconciler.js";
 import { ACTIVE, SandboxMachines } from "./sandbox-machines.js";
 import { memoryMbFor, newSandboxId, SandboxPaths } from "./sandbox-paths.js";
+import type { VolumeService } from "./volumes/volume-service.js";
 import { WarmStarts } from "./warm-starts.js";
 
 export { liveDiskName, memoryMbFor } from "./sandbox-paths.js";
@@ -39,6 +40,8 @@ export interface SandboxServiceDeps {
   placedElsewhere?: () => Promise<Set<string>>;
   /** Where machines run (default: QEMU microVMs on this host). */
   host?: MachineHost;
+  /** Checks a create's `volumes` (refuses them until they can be mounted). */
+  volumes?: Pick<VolumeService, "resolveMounts" | "attach">;
   /** Warm starts from booted templates (default on). */
   warmTemplates?: boolean;
   /** Deadlines of calls into VMs (ms); see the config module. Absent: the defaults. */
@@ -179,6 +182,7 @@ export class SandboxService {
     // A restore's image comes from its checkpoint, which was verified.
     if (!params.checkpoint_id) await this.deps.images.check(image, credentials ? { credentials } : {});
     this.deps.network?.validate(params);
+    const mounts = (await this.deps.volumes?.resolveMounts(teamId, params.volumes, params.network)) ?? [];
     const now = new Date().toISOString();
     const sandbox: Sandbox = {
       id: opts.id ?? newSandboxId(),
@@ -209,6 +213,7 @@ export class SandboxService {
       ? await this.remote.placeAndAdmit(sandbox, params, admit, given, { checkFit: opts.id === undefined })
       : await placeHere(given, admit);
     if (!admitted.created) return admitted;
+    await this.deps.volumes?.attach(sandbox.id, mounts);
     if (!worker) await this.deps.network?.register(sandbox.id, params);
     sandbox.secrets = admitted.sandbox.secrets ?? {};
     if (params.checkpoint_id) {

@@ -26,6 +26,7 @@ import type { SandboxStarts } from "./sandbox-starts.js";
 import type { SandboxTokens } from "./sandbox-tokens.js";
 import type { TeamService } from "./team-service.js";
 import type { TimeoutService } from "./timeout-service.js";
+import type { VolumeService } from "./volumes/volume-service.js";
 
 export interface Services {
   auth: AuthService;
@@ -35,6 +36,8 @@ export interface Services {
   restores: RestoreService;
   exec: ExecService;
   files: FileService;
+  /** Volumes, their directories on this host and their file API. */
+  volumes: VolumeService;
   images: ImageResolver;
   /** The admin-set image alias table (creates and pulls go through it). */
   aliases: ImageAliases;

@@ -19,6 +19,8 @@ export class TeamService {
     private readonly store: Store,
     private readonly auth: AuthService,
     private readonly admission: AdmissionService,
+    /** The team's volumes (count, size_gb summed), shown beside its sandboxes' usage. */
+    private readonly volumeUsage?: (teamId: string) => Promise<{ count: number; size_gb: number }>,
   ) {}
 
   private requireAdmin(p: Principal, what: string): void {
@@ -83,8 +85,14 @@ export class TeamService {
     return {
       team: team.name,
       limits: await this.admission.limits(team.id),
-      usage: await this.store.teamUsage(team.id, Date.now()),
+      usage: { ...(await this.store.teamUsage(team.id, Date.now())), ...(await this.volumesOf(team.id)) },
     };
+  }
+
+  private async volumesOf(teamId: string): Promise<{ volumes?: number; volume_gb?: number }> {
+    if (!this.volumeUsage) return {};
+    const u = await this.volumeUsage(teamId);
+    return { volumes: u.count, volume_gb: u.size_gb };
   }
 
   async setLimits(p: Principal, teamName: string, update: UpdateTeamLimitsRequest): Promise<TeamLimitsResponse> {

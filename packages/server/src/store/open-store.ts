@@ -6,6 +6,7 @@ import type { KeyFingerprints } from "./key-fingerprints.js";
 import { PgStore } from "./pg-store.js";
 import { SqliteStore } from "./sqlite-store.js";
 import type { Store } from "./store.js";
+import type { VolumeStore } from "./volume-rows.js";
 
 /**
  * The store a server's settings name: PostgreSQL when `database` is a postgres:// URL (several
@@ -39,4 +40,10 @@ export function openHostUrls(store: Store): HostUrls {
 export function openImageAliases(store: Store): ImageAliasStore {
   if (store instanceof SqliteStore || store instanceof PgStore) return store.imageAliases();
   throw new Error("this store keeps no image aliases");
+}
+
+/** Volumes and their mounts, in the server's own store. */
+export function openVolumeStore(store: Store): VolumeStore {
+  if (store instanceof SqliteStore || store instanceof PgStore) return store.volumes();
+  throw new Error("this store keeps no volumes");
 }

@@ -1,6 +1,7 @@
 import { checkpointBilled, checkpointMeterRecords, sandboxMeterRecord } from "./meter-rules.js";
 import { all, type Db, one, run } from "./pg-db.js";
 import type { MeterKind, MeterRecord, MeterRecordWithLabels } from "./rows.js";
+import { type UsageSumRow, type UsageSumsQuery, usageSumsSql } from "./usage-sums.js";
 
 // The SQL behind PgStore's metering, the same intervals as sqlite-metering.ts: one record per
 // billed sandbox status, one per stored size of a DURABLE checkpoint, one upload instant. The
@@ -97,6 +98,12 @@ export function listMeterRecords(
      ORDER BY m.id`,
     params,
   );
+}
+
+/** Usage sums of a window (usage-sums.ts). */
+export function usageSums(db: Db, q: UsageSumsQuery): Promise<UsageSumRow[]> {
+  const { sql, params } = usageSumsSql("pg", q);
+  return all<UsageSumRow>(db, sql, params);
 }
 
 /** Every record of these sandboxes (kind sandbox) or checkpoints (checkpoint, upload). */

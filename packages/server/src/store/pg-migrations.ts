@@ -3,6 +3,8 @@ import { PG_IMAGE_ALIASES_MIGRATION } from "./image-aliases.js";
 import { KEY_FINGERPRINTS_MIGRATION } from "./key-fingerprints.js";
 import { PG_HOST_URLS_MIGRATION } from "./pg-host-urls.js";
 import { PG_HOSTS_MIGRATION, PG_PLACED_BY_MIGRATION } from "./pg-hosts.js";
+import { METER_WINDOW_MIGRATION } from "./usage-sums.js";
+import { PG_VOLUMES_MIGRATION } from "./volume-rows.js";
 
 // PostgreSQL's schema: its own SQL, with the columns and meanings of SQLite's (times are ISO-8601
 // text as there, compared and sorted bytewise (COLLATE "C", whatever the database's locale),
@@ -86,6 +88,8 @@ export const PG_MIGRATIONS: ReadonlyArray<readonly [name: string, sql: string]> 
     "0010-nested-virtualization",
     "ALTER TABLE sandboxes ADD COLUMN nested_virtualization BOOLEAN NOT NULL DEFAULT false; ALTER TABLE checkpoints ADD COLUMN machine TEXT;",
   ],
+  ["0011-volumes", PG_VOLUMES_MIGRATION],
+  ["0012-meter-window", METER_WINDOW_MIGRATION],
 ];
 
 /**

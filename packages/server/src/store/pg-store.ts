@@ -12,6 +12,7 @@ import { migrate } from "./pg-migrations.js";
 import * as netw from "./pg-network.js";
 import * as sbx from "./pg-sandboxes.js";
 import * as tenancy from "./pg-tenancy.js";
+import { PgVolumes } from "./pg-volumes.js";
 import type {
   AdmissionResult,
   ApiKeyRow,
@@ -31,6 +32,7 @@ import type {
   TeamRow,
 } from "./rows.js";
 import type { Store } from "./store.js";
+import type { UsageSumRow, UsageSumsQuery } from "./usage-sums.js";
 
 /** The URL without its password, for messages. */
 function redact(url: string): string {
@@ -89,6 +91,11 @@ export class PgStore implements Store {
   /** The admin-set image aliases (see image-aliases.ts). */
   imageAliases(): PgImageAliases {
     return new PgImageAliases(this.pool);
+  }
+
+  /** Volumes and their mounts (see volume-rows.ts), metered on this store's clock. */
+  volumes(): PgVolumes {
+    return new PgVolumes(this.pool, () => this.meterNow());
   }
 
   /** The fingerprints of the keys every server on this database shares. */
@@ -326,6 +333,9 @@ export class PgStore implements Store {
   }
   meterRecordsOf(subject: "sandbox" | "checkpoint", ids: readonly string[]): Promise<MeterRecord[]> {
     return meter.meterRecordsOf(this.db, subject, ids);
+  }
+  usageSums(q: UsageSumsQuery): Promise<UsageSumRow[]> {
+    return meter.usageSums(this.db, q);
   }
   insertMeterRecords(records: ReadonlyArray<Omit<MeterRecord, "id">>): Promise<void> {
     return tx(this.pool, (c) => meter.insertMeterRecords(c, records));

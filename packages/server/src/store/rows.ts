@@ -113,7 +113,7 @@ export interface JobRow {
 
 export type JobPatch = Partial<Omit<JobRow, "id" | "team_id" | "sandbox_id" | "command" | "started_at">>;
 
-export type MeterKind = "sandbox" | "checkpoint" | "upload";
+export type MeterKind = "sandbox" | "checkpoint" | "upload" | "volume";
 
 /**
  * One metered interval: a sandbox in a billed status (RUNNING, PAUSED), a DURABLE checkpoint at

@@ -1,6 +1,8 @@
 import type Database from "better-sqlite3";
 import { checkpointBilled, checkpointMeterRecords, sandboxMeterRecord } from "./meter-rules.js";
 import type { MeterKind, MeterRecord, MeterRecordWithLabels } from "./rows.js";
+import { sqliteUsageSums } from "./sqlite-usage.js";
+import type { UsageSumRow, UsageSumsQuery } from "./usage-sums.js";
 
 // The SQL behind metering: an append-only table of intervals. A sandbox gets one record per
 // billed state it enters (RUNNING, PAUSED), a DURABLE checkpoint one per stored size, and a
@@ -77,6 +79,11 @@ export function listMeterRecords(
        WHERE ${team} m.start_ms < @toMs AND (m.end_ms IS NULL OR m.end_ms > @fromMs OR (m.kind = 'upload' AND m.start_ms >= @fromMs))`,
     )
     .all({ ...(q.teamId === undefined ? {} : { teamId: q.teamId }), fromMs: q.fromMs, toMs: q.toMs }) as MeterRecordWithLabels[];
+}
+
+/** Usage sums of a window (usage-sums.ts). */
+export function usageSums(db: Database.Database, q: UsageSumsQuery): UsageSumRow[] {
+  return sqliteUsageSums(db, q);
 }
 
 /** Every record of these sandboxes (kind sandbox) or checkpoints (checkpoint, upload). */

@@ -17,6 +17,7 @@ import type {
   SandboxPatch,
   TeamRow,
 } from "./rows.js";
+import type { UsageSumRow, UsageSumsQuery } from "./usage-sums.js";
 
 /** The job part of the persistence seam. */
 export interface JobStore {
@@ -37,6 +38,8 @@ export interface MeterStore {
   setMeterClock(now: () => number): void;
   listMeterRecords(q: { teamId?: string; fromMs: number; toMs: number; withLabels?: boolean }): Promise<MeterRecordWithLabels[]>;
   meterRecordsOf(subject: "sandbox" | "checkpoint", ids: readonly string[]): Promise<MeterRecord[]>;
+  /** Usage added up by the database: a few rows per price period, key and bucket (usage-sums.ts). */
+  usageSums(q: UsageSumsQuery): Promise<UsageSumRow[]>;
   /** Seeds records as they are (benchmarks, imports). */
   insertMeterRecords(records: ReadonlyArray<Omit<MeterRecord, "id">>): Promise<void>;
   /** null: no budget. */

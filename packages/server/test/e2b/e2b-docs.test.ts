@@ -36,11 +36,14 @@ describe("the e2b SDK's refusals on sandtree", () => {
   const opts = () => ({ apiKey: t.key, apiUrl: `${t.url}/e2b`, sandboxUrl: `${t.url}/e2b` });
 
   it("volumes are refused with E2B's error shape, naming what is missing", async () => {
-    const err = await Sandbox.create("sandtree/busybox", { ...opts(), volumeMounts: { "/data": "vol" } }).catch(
-      (e: unknown) => e,
-    );
+    const mount = () =>
+      Sandbox.create("sandtree/busybox", { ...opts(), volumeMounts: { "/data": "vol" } }).catch((e: unknown) => e);
+    // Checked where every create's volumes are: a volume the team lacks is 404, one it has cannot be mounted yet.
+    expect(String(((await mount()) as Error).message)).toMatch(/^404: VOLUME_NOT_FOUND: volume vol not found/);
+    expect((await t.api("POST", "/v1/volumes", { name: "vol", size_gb: 1 })).status).toBe(201);
+    const err = await mount();
     expect(err).toBeInstanceOf(SandboxError);
-    expect(String((err as Error).message)).toMatch(/^501: NOT_SUPPORTED: volumeMounts \(volumes are not available yet\)/);
+    expect(String((err as Error).message)).toMatch(/^501: NOT_SUPPORTED: volumes cannot be mounted in sandboxes on this server/);
     await expect(Volume.create("vol", opts())).rejects.toThrow(/NOT_SUPPORTED: volumes \(not available yet\)/);
     const raw = await fetch(`${t.url}/e2b/volumes`, { headers: { "x-api-key": t.key } });
     expect(raw.status).toBe(501);

@@ -9,6 +9,7 @@ import { meteringCases } from "./metering-cases.js";
 import { networkCases } from "./network-cases.js";
 import { sandboxCases } from "./sandbox-cases.js";
 import { tenancyCases } from "./tenancy-cases.js";
+import { volumeCases } from "./volume-cases.js";
 
 export type { OpenedStore, StoreFactory } from "./fixtures.js";
 
@@ -42,5 +43,6 @@ export function describeStoreConformance(name: string, makeStore: StoreFactory):
     fleetCases(ctx);
     fleetLockCases(ctx);
     imageAliasCases(ctx);
+    volumeCases(ctx);
   });
 }

@@ -38,7 +38,6 @@ export function e2bSandboxRoutes(app: FastifyInstance, s: Services): void {
   app.post("/v2/sandboxes", async (req, reply) => {
     const b = parse(NewSandbox, req.body);
     const teamId = req.principal.teamId;
-    if (b.volumeMounts && b.volumeMounts.length > 0) throw notSupported("volumeMounts (volumes are not available yet)");
     if (b.autoPause) throw notSupported("autoPause (pausing on timeout: sandtree ends a sandbox at its timeout)");
     if (b.autoResume?.enabled) throw notSupported("autoResume");
     if (b.mcp != null) throw notSupported("mcp (the MCP gateway)");
@@ -49,6 +48,10 @@ export function e2bSandboxRoutes(app: FastifyInstance, s: Services): void {
       ...(b.metadata ? { labels: b.metadata } : {}),
       ...(b.envVars ? { environment_vars: b.envVars } : {}),
       ...egressPolicy(b.network, b.allow_internet_access),
+      // Validated and refused (until they can be mounted) where every create's volumes are.
+      ...(b.volumeMounts && b.volumeMounts.length > 0
+        ? { volumes: b.volumeMounts.map((m) => ({ volume: m.name, path: m.path })) }
+        : {}),
     });
     return reply.status(201).send(toE2bSandbox(s, await started(s, teamId, sandbox.id)));
   });

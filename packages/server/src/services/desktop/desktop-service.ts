@@ -95,14 +95,14 @@ export class DesktopService {
    * or replaced) is dropped: should it end with an action sent, that action is run again one-shot,
    * on the machine that replaced it.
    */
-  private async viaSession(teamId: string, id: string, actionJson: string): Promise<HelperAnswer | null> {
+  private async viaSession(teamId: string, id: string, actionJson: string, png: boolean): Promise<HelperAnswer | null> {
     if (this.noSession.has(id)) return null;
     let session = this.sessions.get(id);
     if (!session?.alive) {
       session = new HelperSession(await this.deps.sandboxes.running(teamId, id), HELPER);
       this.sessions.set(id, session);
     }
-    const answer = await session.run(actionJson);
+    const answer = await session.run(actionJson, { png });
     if (answer === null) {
       if (this.sessions.get(id) === session) this.sessions.delete(id);
       session.close();
@@ -126,16 +126,38 @@ export class DesktopService {
 
   /** Performs one action and answers its event; a failed action is 422 with its event in details. */
   async act(teamId: string, id: string, action: DesktopAction, opts: { check?: boolean } = {}): Promise<DesktopEvent> {
+    return (await this.perform(teamId, id, action, { ...opts, png: false })).event;
+  }
+
+  /**
+   * Performs one action and answers its event with the PNG of the screen after it: through the
+   * helper's session in the same answer (an older helper's from its file, read afterwards).
+   */
+  async actForPng(teamId: string, id: string, action: DesktopAction): Promise<{ event: DesktopEvent; png: Buffer }> {
+    const { event, png } = await this.perform(teamId, id, action, { png: true });
+    return { event, png: png ?? (await this.screenshot(teamId, id, event.screen_after.sha256)) };
+  }
+
+  private async perform(
+    teamId: string,
+    id: string,
+    action: DesktopAction,
+    opts: { check?: boolean; png: boolean },
+  ): Promise<{ event: DesktopEvent; png?: Buffer | undefined }> {
     const display = await this.display(teamId, id);
     checkCoordinates(action, display);
-    const out = await this.helper(teamId, id, ["act"], JSON.stringify(action), { allowFailure: true, session: true });
+    const out = await this.helper(teamId, id, ["act"], JSON.stringify(action), {
+      allowFailure: true,
+      session: true,
+      png: opts.png,
+    });
     const event = parseEvent(out.stdout);
     if (!event.ok && opts.check !== false) {
       throw new SandtreeError("DESKTOP_ACTION_FAILED", `${action.type} failed: ${event.error ?? "unknown error"}`, {
         event,
       });
     }
-    return event;
+    return { event, png: out.png };
   }
 
   /** The session's event log (JSONL lines, each a DesktopEvent), from after `afterSeq`. */
@@ -211,17 +233,17 @@ export class DesktopService {
     id: string,
     args: string[],
     stdin: string,
-    opts: { allowFailure: true; session?: boolean },
-  ): Promise<{ stdout: string; exitCode: number }>;
+    opts: { allowFailure: true; session?: boolean; png?: boolean },
+  ): Promise<{ stdout: string; exitCode: number; png?: Buffer | undefined }>;
   private async helper(
     teamId: string,
     id: string,
     args: string[],
     stdin?: string,
-    opts: { allowFailure?: boolean; session?: boolean } = {},
-  ): Promise<string | { stdout: string; exitCode: number }> {
+    opts: { allowFailure?: boolean; session?: boolean; png?: boolean } = {},
+  ): Promise<string | { stdout: string; exitCode: number; png?: Buffer | undefined }> {
     await this.arranging.get(id);
-    const viaSession = opts.session && stdin !== undefined ? await this.viaSession(teamId, id, stdin) : null;
+    const viaSession = opts.session && stdin !== undefined ? await this.viaSession(teamId, id, stdin, opts.png === true) : null;
     const r = viaSession ? { ...viaSession, stderr: "" } : await this.exec(teamId, id, args, stdin);
     if (r.exit_code === EXIT_NO_DISPLAY || r.exit_code === EXIT_NOT_FOUND) {
       const failed = this.arrangeFailed.get(id);
@@ -236,7 +258,7 @@ export class DesktopService {
       );
     }
     if (opts.allowFailure && (r.exit_code === 0 || r.exit_code === EXIT_FAILED)) {
-      return { stdout: r.stdout, exitCode: r.exit_code ?? -1 };
+      return { stdout: r.stdout, exitCode: r.exit_code ?? -1, png: viaSession?.png };
     }
     if (r.exit_code !== 0) {
       const why = helperError(r.stdout) ?? r.stderr.trim().slice(-500);

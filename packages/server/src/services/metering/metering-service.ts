@@ -4,11 +4,13 @@ import type { Store } from "../../store/store.js";
 import type { Principal } from "../auth-service.js";
 import type { Clock } from "./clock.js";
 import { compilePrices, type Price, type PriceEntry } from "./prices.js";
-import { costBySubject } from "./usage-calc.js";
-import { concurrencySeries, usageCsv, usageLines } from "./usage-report.js";
+import { bucketMsOf, pricePeriods, sortedLines, spreadSums, sumKeyOf } from "./usage-pricing.js";
+import { concurrencySeries, labelKey, timeKey, usageCsv } from "./usage-report.js";
 
 /** How stale the month-to-date cost behind a budget check may be (it is a check at start, not a meter). */
 const BUDGET_CHECK_MAX_AGE_MS = 5_000;
+/** How old the all-teams cost a /metrics scrape answers may be before the scrape starts a refresh. */
+const METRICS_COST_MAX_AGE_MS = 15_000;
 
 /** Whose usage a call sees: one team, or every team (an admin key). */
 export type UsageScope = { teamId: string } | { allTeams: true };
@@ -30,6 +32,8 @@ export function monthStart(ms: number): number {
 export class MeteringService {
   private readonly prices: Price[];
   private readonly monthCache = new Map<string, { monthStartMs: number; usd: number; atMs: number }>();
+  private allTeams: { monthStartMs: number; usd: number; atMs: number } | null = null;
+  private allTeamsRefresh: Promise<{ monthStartMs: number; usd: number; atMs: number }> | null = null;
 
   constructor(
     private readonly store: Store,
@@ -48,22 +52,7 @@ export class MeteringService {
     const fromMs = q.from ? Date.parse(q.from) : monthStart(nowMs);
     const toMs = q.to ? Date.parse(q.to) : nowMs;
     if (!(toMs > fromMs)) throw new SandtreeError("VALIDATION_FAILED", "to must be after from", { field: "to" });
-    const teamId = teamOf(scope);
-    const records = await this.store.listMeterRecords({
-      ...(teamId === undefined ? {} : { teamId }),
-      fromMs,
-      toMs,
-      withLabels: q.group_by === "label",
-    });
-    const { lines, total } = usageLines({
-      records,
-      prices: this.prices,
-      fromMs,
-      toMs,
-      nowMs,
-      group: q.group_by,
-      labelKey: q.label_key,
-    });
+    const { lines, total } = await this.lines(scope, fromMs, toMs, nowMs, q.group_by, q.label_key);
     return {
       from: new Date(fromMs).toISOString(),
       to: new Date(toMs).toISOString(),
@@ -78,11 +67,56 @@ export class MeteringService {
     return usageCsv(report.lines, report.total);
   }
 
+  /** Usage lines over [fromMs, toMs): the database's sums (store/usage-sums.ts), priced here. */
+  private async lines(scope: UsageScope, fromMs: number, toMs: number, nowMs: number, group: UsageGroup, label?: string) {
+    const periods = pricePeriods(this.prices, fromMs, toMs);
+    if (periods.length === 0) return sortedLines(new Map());
+    const bucketMs = bucketMsOf(group);
+    const rows = await this.store.usageSums({ teamId: teamOf(scope), nowMs, periods, bucketMs, key: sumKeyOf(group) });
+    const labels = new Map<string | null, string>();
+    const keyOf = (key: string | null, bucket: number): string => {
+      if (group === "day" || group === "hour") return timeKey(group, bucket * bucketMs);
+      if (group !== "label") return key ?? "";
+      let k = labels.get(key);
+      if (k === undefined) labels.set(key, (k = labelKey(key, label)));
+      return k;
+    };
+    return sortedLines(spreadSums(rows, periods, bucketMs, keyOf));
+  }
+
   /** Metered cost of one team (or all) over [fromMs, toMs). */
   async costBetween(scope: UsageScope, fromMs: number, toMs: number): Promise<number> {
-    const teamId = teamOf(scope);
-    const records = await this.store.listMeterRecords({ ...(teamId === undefined ? {} : { teamId }), fromMs, toMs });
-    return usageLines({ records, prices: this.prices, fromMs, toMs, nowMs: this.clock.now(), group: "team" }).total.cost_usd;
+    return (await this.lines(scope, fromMs, toMs, this.clock.now(), "team")).total.cost_usd;
+  }
+
+  /**
+   * The month-to-date cost of every team, for a /metrics scrape: answered from the last
+   * computation (one aggregate) and refreshed behind the answer once it is 15 s old, so a scrape
+   * takes the same time whatever the number of records. The first scrape of a month waits for it.
+   */
+  async metricsCost(): Promise<number> {
+    const nowMs = this.clock.now();
+    const cached = this.allTeams;
+    if (cached && cached.monthStartMs === monthStart(nowMs)) {
+      if (nowMs - cached.atMs > METRICS_COST_MAX_AGE_MS || nowMs < cached.atMs) this.refreshAllTeams().catch(() => {});
+      return cached.usd;
+    }
+    return (await this.refreshAllTeams()).usd;
+  }
+
+  private refreshAllTeams(): Promise<{ monthStartMs: number; usd: number; atMs: number }> {
+    this.allTeamsRefresh ??= (async () => {
+      try {
+        const nowMs = this.clock.now();
+        const start = monthStart(nowMs);
+        const fresh = { monthStartMs: start, usd: await this.costBetween({ allTeams: true }, start, nowMs), atMs: nowMs };
+        this.allTeams = fresh;
+        return fresh;
+      } finally {
+        this.allTeamsRefresh = null;
+      }
+    })();
+    return this.allTeamsRefresh;
   }
 
   async stats(scope: UsageScope, q: { window_hours: number; bucket_minutes: number }): Promise<Stats> {
@@ -94,6 +128,7 @@ export class MeteringService {
     const team = teamId === undefined ? {} : { teamId };
     const records = await this.store.listMeterRecords({ ...team, fromMs, toMs: nowMs + 1 });
     const running = records.filter((r) => r.kind === "sandbox" && r.state === "RUNNING");
+    const cost = await this.lines(scope, fromMs, nowMs, nowMs, "team");
     const concurrency = concurrencySeries(running, fromMs, bucketMs, buckets, nowMs);
     const series = concurrency.map((n, k) => ({
       t: new Date(fromMs + k * bucketMs).toISOString(),
@@ -122,14 +157,26 @@ export class MeteringService {
       failed,
       error_rate: created === 0 ? 0 : failed / created,
       running: await this.store.countRunning(teamId),
-      estimated_cost_usd: usageLines({ records, prices: this.prices, fromMs, toMs: nowMs, nowMs, group: "team" }).total.cost_usd,
+      estimated_cost_usd: cost.total.cost_usd,
       series,
     };
   }
 
   /** cost_usd so far of each sandbox (or checkpoint) of `ids`. */
   async costsOf(subject: "sandbox" | "checkpoint", ids: readonly string[]): Promise<Map<string, number>> {
-    return costBySubject(await this.store.meterRecordsOf(subject, ids), this.prices, this.clock.now());
+    const out = new Map<string, number>();
+    if (ids.length === 0) return out;
+    const periods = pricePeriods(this.prices);
+    const kinds = subject === "sandbox" ? (["sandbox"] as const) : (["checkpoint", "upload"] as const);
+    const rows = await this.store.usageSums({
+      nowMs: this.clock.now(),
+      periods,
+      bucketMs: bucketMsOf("team"),
+      key: "subject",
+      subjects: { kinds, ids },
+    });
+    for (const [id, a] of spreadSums(rows, periods, bucketMsOf("team"), (key) => key ?? "")) out.set(id, a.cost_usd);
+    return out;
   }
 
   /**

@@ -9,6 +9,8 @@ export const PriceEntry = z.strictObject({
   disk_gib_hour_usd: z.number().min(0).default(0.0002),
   /** Checkpoint storage per GiB-month of 730 hours, billed by the hour's fraction. */
   checkpoint_gib_month_usd: z.number().min(0).default(0.1),
+  /** Volume storage (bytes its files take) per GiB-month of 730 hours, billed by the hour's fraction. */
+  volume_gib_month_usd: z.number().min(0).default(0.1),
 });
 export type PriceEntry = z.infer<typeof PriceEntry>;
 
@@ -25,6 +27,7 @@ export interface Price {
   memoryGibSecond: number;
   diskGibSecond: number;
   checkpointGibHour: number;
+  volumeGibHour: number;
 }
 
 /** The table sorted by effective time; the earliest entry also covers everything before it. */
@@ -36,6 +39,7 @@ export function compilePrices(entries: readonly PriceEntry[]): Price[] {
       memoryGibSecond: e.memory_gib_hour_usd / 3600,
       diskGibSecond: e.disk_gib_hour_usd / 3600,
       checkpointGibHour: e.checkpoint_gib_month_usd / HOURS_PER_MONTH,
+      volumeGibHour: e.volume_gib_month_usd / HOURS_PER_MONTH,
     }))
     .sort((a, b) => a.fromMs - b.fromMs);
 }

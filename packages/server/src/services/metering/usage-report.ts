@@ -1,81 +1,21 @@
-import { USAGE_CSV_COLUMNS, type UsageAmounts, type UsageGroup, type UsageLine } from "@sandtree/protocol";
-import type { MeterRecordWithLabels } from "../../store/rows.js";
-import type { Price } from "./prices.js";
-import { addAmounts, amountsOver, clip, zeroAmounts } from "./usage-calc.js";
+import { USAGE_CSV_COLUMNS, type UsageAmounts, type UsageLine } from "@sandtree/protocol";
 
-// Usage lines: records clipped to the period, split at day or hour boundaries when grouped by time.
+// What a usage report looks like: its line keys, the CSV export and the concurrency series.
 
-const HOUR_MS = 3_600_000;
-
-const DAY_MS = 24 * HOUR_MS;
-
-/** The start of the UTC day or hour that `ms` falls in (UTC days are exactly 86,400,000 ms). */
-function bucketStart(group: "day" | "hour", ms: number): number {
-  const size = group === "day" ? DAY_MS : HOUR_MS;
-  return Math.floor(ms / size) * size;
-}
-
-function timeKey(group: "day" | "hour", bucket: number): string {
+/** The key of a UTC day or hour starting at `bucket` (ms). */
+export function timeKey(group: "day" | "hour", bucket: number): string {
   const iso = new Date(bucket).toISOString();
   return group === "day" ? iso.slice(0, 10) : `${iso.slice(0, 13)}:00:00Z`;
 }
 
-function labelKey(labelsJson: string | null, labelName: string | undefined): string {
+/** The line key of a sandbox's labels (JSON; null: the sandbox is gone): one label's value, or every pair. */
+export function labelKey(labelsJson: string | null, labelName: string | undefined): string {
   const labels: Record<string, string> = labelsJson ? JSON.parse(labelsJson) : {};
   if (labelName !== undefined) return labels[labelName] ?? "(none)";
   const pairs = Object.keys(labels)
     .sort()
     .map((k) => `${k}=${labels[k]}`);
   return pairs.length > 0 ? pairs.join(",") : "(none)";
-}
-
-export interface UsageComputation {
-  records: readonly MeterRecordWithLabels[];
-  prices: readonly Price[];
-  fromMs: number;
-  toMs: number;
-  nowMs: number;
-  group: UsageGroup;
-  labelKey?: string | undefined;
-}
-
-/** Lines sorted by key, and their total. */
-export function usageLines(c: UsageComputation): { lines: UsageLine[]; total: UsageAmounts } {
-  const byKey = new Map<string, UsageAmounts>();
-  const add = (key: string, a: UsageAmounts) => {
-    let line = byKey.get(key);
-    if (!line) byKey.set(key, (line = zeroAmounts()));
-    addAmounts(line, a);
-  };
-  // Keys of time buckets, made once per bucket (not per record).
-  const keys = new Map<number, string>();
-  const keyOf = (group: "day" | "hour", bucket: number) => {
-    let k = keys.get(bucket);
-    if (k === undefined) keys.set(bucket, (k = timeKey(group, bucket)));
-    return k;
-  };
-  for (const r of c.records) {
-    const span = clip(r, c.fromMs, c.toMs, c.nowMs);
-    if (!span) continue;
-    const [a, b] = span;
-    if (c.group === "day" || c.group === "hour") {
-      const size = c.group === "day" ? DAY_MS : HOUR_MS;
-      if (r.kind === "upload") add(keyOf(c.group, bucketStart(c.group, a)), amountsOver(r, a, b, c.prices));
-      for (let t = a; t < b; ) {
-        const bucket = bucketStart(c.group, t);
-        const end = Math.min(b, bucket + size);
-        add(keyOf(c.group, bucket), amountsOver(r, t, end, c.prices));
-        t = end;
-      }
-      continue;
-    }
-    const key = c.group === "sandbox" ? r.sandbox_id : c.group === "team" ? r.team_id : labelKey(r.labels, c.labelKey);
-    add(key, amountsOver(r, a, b, c.prices));
-  }
-  const lines = [...byKey].sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)).map(([key, a]) => ({ key, ...a }));
-  const total = zeroAmounts();
-  for (const l of lines) addAmounts(total, l);
-  return { lines, total };
 }
 
 function csvField(v: string | number): string {

@@ -1,0 +1,127 @@
+#!/usr/bin/env node
+// The KVM path's figures, as ratios to bare QEMU measured in the same run. Every KVM figure is
+// NESTED: an L2 guest under KVM inside an L1 sandbox whose CPU is emulated by TCG (the build
+// machines' own KVM cannot run guests), so absolute times are far from a KVM host's; the ratios
+// to the floor measured in the same place are what carry over.
+//   nested_kvm: inside a sandbox with nested_virtualization, raw-floor.py under RAW_ACCEL=kvm (the
+//     floor: bare cold boot and copy-on-write clone), then scripts/kvm/inner-suite.mjs (a sandtree
+//     server there under -accel kvm: cold create, warm create, filesystem fork, memory fork of 4).
+//   tcg: the same inner suite and raw-floor.py on this host under TCG, for the same ratios.
+// Usage: node bench/kvm-nested.mjs   (root, after setup and `npm run build`; ~15-25 min here)
+// Prints one JSON object.
+import { execFileSync, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { loadavg, tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { SandtreeClient } from "@sandtree/sdk";
+import { startServer } from "@sandtree/server";
+import { floorScript, measureFloor, ratio } from "./lib/floor.mjs";
+
+const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const work = mkdtempSync(path.join(tmpdir(), "sandtree-bench-kvm-"));
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const load = () => loadavg().map((x) => +x.toFixed(1));
+
+/** Runs the inner suite here (TCG) as a direct child and returns its report. */
+function suiteHere() {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [path.join(repo, "scripts/kvm/inner-suite.mjs")], {
+      env: { ...process.env, INNER_ACCEL: "tcg", INNER_PORT: String(20_000 + Math.floor(Math.random() * 20_000)) },
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    let out = "";
+    child.stdout.on("data", (b) => (out += b));
+    child.on("close", () => {
+      try {
+        resolve(JSON.parse(out.trim().split("\n").at(-1)));
+      } catch {
+        resolve({ error: out.slice(-1000) });
+      }
+    });
+  });
+}
+
+/** The figures of a suite report: each step's own timing detail. */
+function figures(report) {
+  const d = (name) => report.steps?.find((s) => s.name === name)?.detail;
+  return {
+    ok: report.steps?.every((s) => s.ok) ?? false,
+    cold_create_ms: d("cold create and exec")?.create_ms ?? null,
+    warm_create_ms: d("warm create from a template")?.create_ms ?? null,
+    fs_fork_ms: d("filesystem checkpoint and fork")?.fork_ms ?? null,
+    memory_fork_4_ms: d("memory fork into 4: distinct random bytes, correct clocks")?.fork_ms ?? null,
+    failed: report.steps?.filter((s) => !s.ok).map((s) => s.name) ?? [report.error],
+  };
+}
+
+function ratios(f, floor) {
+  const cold = floor.raw_cold_boot_to_first_command_s * 1000;
+  const clone = floor.raw_cow_clone_to_first_command_s * 1000;
+  return {
+    cold_create_over_floor_cold_boot: ratio(f.cold_create_ms, cold),
+    warm_create_over_floor_clone: ratio(f.warm_create_ms, clone),
+    fs_fork_over_floor_cold_boot: ratio(f.fs_fork_ms, cold),
+    memory_fork_4_over_floor_clone: ratio(f.memory_fork_4_ms, clone),
+  };
+}
+
+async function nested() {
+  const server = await startServer({
+    dataDir: path.join(work, "data"),
+    host: "127.0.0.1",
+    port: 0,
+    logger: false,
+    network: "off",
+  });
+  const client = new SandtreeClient({ apiUrl: server.url, apiKey: server.firstKey ?? "", timeoutMs: 0 });
+  try {
+    const bundle = path.join(work, "bundle.tar");
+    const rawWork = process.env.RAW_WORK ?? path.join(tmpdir(), "raw-baseline");
+    execFileSync(process.execPath, [path.join(repo, "scripts/kvm/bundle.mjs"), bundle], { stdio: "ignore" });
+    const sb = await client.sandboxes.create({
+      image: "sandtree/debian",
+      memory_gb: 3,
+      cpu_cores: 2,
+      disk_size_gb: 6,
+      nested_virtualization: true,
+      timeout_minutes: 90,
+    });
+    await client.sandboxes.waitForCreation(sb.id, { timeoutMs: 600_000 });
+    await client.files.upload(sb.id, bundle, "/root/bundle.tar");
+    await client.files.upload(sb.id, floorScript(), "/opt/raw/raw-floor.py");
+    const kernel = execFileSync("sh", ["-c", `ls ${rawWork}/x/boot/vmlinuz-*`], { encoding: "utf8" }).trim();
+    await client.files.upload(sb.id, kernel, `/opt/raw/x/boot/${path.basename(kernel)}`);
+    await client.files.upload(sb.id, path.join(rawWork, "initrd.gz"), "/opt/raw/initrd.gz");
+    const job = async (command) => {
+      const j = await client.jobs.start(sb.id, command);
+      for (;;) {
+        const s = await client.jobs.get(sb.id, j.job_id);
+        if (s.status !== "RUNNING") return s.stdout_tail.trim().split("\n").at(-1);
+        await sleep(5000);
+      }
+    };
+    await job("tar -C / --keep-directory-symlink -xf /root/bundle.tar && rm /root/bundle.tar");
+    const floor = JSON.parse(await job("RAW_ACCEL=kvm RAW_WORK=/opt/raw python3 /opt/raw/raw-floor.py"));
+    const report = JSON.parse(await job("cd /opt/sandtree && node inner-suite.mjs"));
+    return { floor, report };
+  } finally {
+    await server.close();
+  }
+}
+
+const out = { load_before: load(), note: "nested_kvm: L2 under KVM inside an L1 under TCG; compare ratios, not times" };
+try {
+  const inner = await nested();
+  const nf = figures(inner.report);
+  out.nested_kvm = { floor: inner.floor, sandtree: nf, ratios: ratios(nf, inner.floor), accel: inner.report.accel };
+  const floor = await measureFloor("tcg");
+  const tf = figures(await suiteHere());
+  out.tcg = { floor, sandtree: tf, ratios: ratios(tf, floor) };
+} catch (err) {
+  out.error = String(err?.stack ?? err);
+} finally {
+  rmSync(work, { recursive: true, force: true });
+}
+out.load_after = load();
+console.log(JSON.stringify(out, null, 2));

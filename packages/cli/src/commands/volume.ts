@@ -1,0 +1,94 @@
+import type { Volume } from "@sandtree/protocol";
+import type { Command } from "commander";
+import type { CliContext } from "../context.js";
+import { collectKeyValue, parseIntArg } from "../kv.js";
+import { formatAge, formatBytes, formatLabels, type OutputFormat, printJson, renderFields, renderTable } from "../output.js";
+import { globalFlags, outputOption } from "./shared.js";
+
+/** `sandtree volume create|list|get|delete` (docs/volumes.md). */
+export function registerVolumeCommands(program: Command, ctx: CliContext): void {
+  const volume = program.command("volume").description("create, list, show and delete volumes (storage that outlives sandboxes)");
+
+  volume
+    .command("create")
+    .description("create a volume; prints its id")
+    .argument("<name>", "a name unique in the team (1-63 letters, digits, '.', '_', '-')")
+    .option("--size <gb>", "the most its files may hold, in GiB (default 10)", parseIntArg("--size"))
+    .option("--label <K=V>", "label (repeatable)", collectKeyValue)
+    .addOption(outputOption())
+    .action(async (name: string, o: { size?: number; label?: Record<string, string>; output: OutputFormat }, cmd: Command) => {
+      const client = await ctx.client(globalFlags(cmd));
+      const v = await client.volumes.create({
+        name,
+        ...(o.size !== undefined ? { size_gb: o.size } : {}),
+        ...(o.label ? { labels: o.label } : {}),
+      });
+      if (o.output === "json") printJson(ctx.stdout, v);
+      else ctx.stdout.write(`${v.id}\n`);
+    });
+
+  volume
+    .command("list")
+    .alias("ls")
+    .description("list the team's volumes")
+    .addOption(outputOption())
+    .action(async (o: { output: OutputFormat }, cmd: Command) => {
+      const volumes = await (await ctx.client(globalFlags(cmd))).volumes.list();
+      if (o.output === "json") return printJson(ctx.stdout, { volumes });
+      ctx.stdout.write(
+        renderTable(
+          ["ID", "NAME", "STATUS", "USED", "SIZE", "MOUNTED BY", "AGE"],
+          volumes.map((v) => [
+            v.id,
+            v.name,
+            v.status,
+            formatBytes(v.used_bytes),
+            `${v.size_gb} GiB`,
+            String(v.mounted_by.length),
+            formatAge(v.created_at),
+          ]),
+        ),
+      );
+    });
+
+  volume
+    .command("get")
+    .description("show a volume (by id or name), its bytes measured again")
+    .argument("<volume>", "id or name")
+    .addOption(outputOption())
+    .action(async (ref: string, o: { output: OutputFormat }, cmd: Command) => {
+      const v = await (await ctx.client(globalFlags(cmd))).volumes.get(ref);
+      if (o.output === "json") return printJson(ctx.stdout, v);
+      ctx.stdout.write(volumeFields(v));
+    });
+
+  volume
+    .command("delete")
+    .alias("rm")
+    .description("delete volumes and their files (refused while a sandbox mounts one); prints each id")
+    .argument("<volumes...>", "ids or names")
+    .addOption(outputOption())
+    .action(async (refs: string[], o: { output: OutputFormat }, cmd: Command) => {
+      const client = await ctx.client(globalFlags(cmd));
+      const deleted: string[] = [];
+      for (const ref of refs) {
+        await client.volumes.delete(ref);
+        deleted.push(ref);
+        if (o.output !== "json") ctx.stdout.write(`${ref}\n`);
+      }
+      if (o.output === "json") printJson(ctx.stdout, { deleted });
+    });
+}
+
+function volumeFields(v: Volume): string {
+  return renderFields([
+    ["id", v.id],
+    ["name", v.name],
+    ["status", v.status],
+    ["size", `${v.size_gb} GiB`],
+    ["used", formatBytes(v.used_bytes)],
+    ["labels", formatLabels(v.labels)],
+    ["mounted by", v.mounted_by.join(", ") || "-"],
+    ["created", v.created_at],
+  ]);
+}

@@ -1,0 +1,77 @@
+import { z } from "zod";
+
+// Volumes: directories on a host that outlive sandboxes, shared by the sandboxes that mount them
+// (issue #36). A volume is a team's resource like a sandbox: another team's answers as missing.
+
+export const VOLUME_STATES = ["CREATING", "READY", "DELETING", "DELETED"] as const;
+export const VolumeState = z.enum(VOLUME_STATES);
+export type VolumeState = z.infer<typeof VolumeState>;
+
+export const VolumeName = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/, "volume names are 1-63 letters, digits, '.', '_', '-'");
+
+/** A volume's id (`vol-` and 16 hex digits) or its name: every volume route and mount takes either. */
+export const VolumeRef = z.string().min(1).max(64);
+
+const labelKey = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._\-/]{0,62}$/, "label keys are 1-63 letters, digits, '.', '_', '-', '/'");
+
+/** The largest size_gb a volume may ask for (a team's max_volume_gb bounds the sum). */
+export const MAX_VOLUME_GB = 16_384;
+
+export const CreateVolumeRequest = z.strictObject({
+  name: VolumeName,
+  /** The most its files may hold, in GiB: a write past it is refused (VOLUME_FULL). */
+  size_gb: z.number().int().min(1).max(MAX_VOLUME_GB).default(10),
+  labels: z.record(labelKey, z.string().max(256)).default({}),
+});
+export type CreateVolumeRequest = z.input<typeof CreateVolumeRequest>;
+
+export const Volume = z.object({
+  id: z.string(),
+  name: z.string(),
+  team_id: z.string(),
+  status: VolumeState,
+  size_gb: z.number().int(),
+  labels: z.record(z.string(), z.string()),
+  /** Bytes its files take (allocated blocks), as last measured (at its last read or write through the API). */
+  used_bytes: z.number(),
+  created_at: z.string(),
+  updated_at: z.string(),
+  /** Sandboxes (not ended) that mount it; a volume is deleted only when none does. */
+  mounted_by: z.array(z.string()).default([]),
+});
+export type Volume = z.infer<typeof Volume>;
+
+export const VolumeList = z.object({ volumes: z.array(Volume) });
+export type VolumeList = z.infer<typeof VolumeList>;
+
+/** Guest paths a volume may not be mounted at (the guest's own kernel filesystems). */
+const RESERVED_MOUNT_ROOTS = ["/proc", "/sys", "/dev"];
+
+export const VolumeMountPath = z
+  .string()
+  .min(2)
+  .max(4096)
+  .refine((p) => !p.includes("\0"), "must not contain NUL")
+  .refine((p) => p.startsWith("/"), "must be absolute")
+  .refine((p) => !p.split("/").some((c) => c === ".." || c === "."), "must not contain '.' or '..' components")
+  .transform((p) => p.replace(/\/+/g, "/").replace(/\/$/, ""))
+  .refine((p) => p !== "" && p !== "/", "cannot be /")
+  .refine((p) => !RESERVED_MOUNT_ROOTS.some((r) => p === r || p.startsWith(`${r}/`)), "cannot be under /proc, /sys or /dev");
+
+/** One volume of a sandbox create: mounted at `path` in the guest. */
+export const VolumeMount = z.strictObject({
+  volume: VolumeRef,
+  path: VolumeMountPath,
+  read_only: z.boolean().default(false),
+});
+export type VolumeMount = z.input<typeof VolumeMount>;
+
+export const VolumeMounts = z
+  .array(VolumeMount)
+  .max(16)
+  .refine((ms) => new Set(ms.map((m) => m.path)).size === ms.length, "two volumes mounted at the same path")
+  .refine((ms) => new Set(ms.map((m) => m.volume)).size === ms.length, "the same volume named twice");

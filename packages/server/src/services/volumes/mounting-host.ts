@@ -1,0 +1,39 @@
+import type { AdoptSpec, Machine, MachineHost, MachineSpec, VolumeMount } from "@sandtree/host";
+
+const PREFIX = "sandtree-";
+
+/**
+ * The machine host with each sandbox's volumes added to its machine: every start (cold, warm
+ * clone, memory restore, fork, reset) and every adoption after a restart of a sandbox that
+ * mounts volumes gets them, read from the store by the sandbox's id (its machine's name, see
+ * machineNameOf). A memory state already holds the guest's NFS mounts: its machine must get the
+ * same exports again, or the guest's mounts hang.
+ */
+export class MountingHost implements MachineHost {
+  constructor(
+    private readonly host: MachineHost,
+    private readonly mountsOf: (sandboxId: string) => Promise<VolumeMount[]>,
+  ) {}
+
+  private async mounts(name: string): Promise<VolumeMount[]> {
+    return name.startsWith(PREFIX) ? this.mountsOf(name.slice(PREFIX.length)) : [];
+  }
+
+  async start(spec: MachineSpec): Promise<Machine> {
+    const mounts = await this.mounts(spec.name);
+    return this.host.start(mounts.length > 0 ? { ...spec, mounts } : spec);
+  }
+
+  async adopt(spec: AdoptSpec): Promise<Machine> {
+    const mounts = await this.mounts(spec.name);
+    return this.host.adopt(mounts.length > 0 ? { ...spec, mounts } : spec);
+  }
+
+  survivors(runRoot: string): Array<{ name: string; pid: number }> {
+    return this.host.survivors(runRoot);
+  }
+
+  killSurvivor(pid: number, name: string): void {
+    this.host.killSurvivor(pid, name);
+  }
+}

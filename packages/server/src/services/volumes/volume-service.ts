@@ -1,0 +1,294 @@
+import { randomBytes } from "node:crypto";
+import { mkdir, rm } from "node:fs/promises";
+import path from "node:path";
+import type { VolumeMount as HostVolumeMount } from "@sandtree/host";
+import {
+  CreateVolumeRequest,
+  type FileList,
+  type FileStat,
+  SandtreeError,
+  type TeamLimits,
+  type Volume,
+  type VolumeMount,
+  VolumeMounts,
+} from "@sandtree/protocol";
+import { parse } from "../../errors.js";
+import type { VolumeMountRow, VolumeRow, VolumeStore, VolumeUsage } from "../../store/volume-rows.js";
+import { KeyedSerial } from "../keyed-serial.js";
+import type { Logger } from "../logger.js";
+import { VolumeFiles } from "./volume-files.js";
+
+const GiB = 1024 ** 3;
+
+export function newVolumeId(): string {
+  return `vol-${randomBytes(8).toString("hex")}`;
+}
+
+export interface VolumeServiceDeps {
+  store: VolumeStore;
+  /** Where volumes' directories are made: `<root>/<id>/data` (single box: the data dir's `volumes`). */
+  root: string;
+  limits: (teamId: string) => Promise<TeamLimits>;
+  log: Logger;
+}
+
+/**
+ * Volumes as a team's resource, their directories on this host, and their file API (no sandbox
+ * needed). States: CREATING (row written, directory being made), READY, DELETING (no sandbox
+ * mounts it; its directory being removed), DELETED. Every step is idempotent: a server that
+ * stops between two finishes it at its next start (reconcile).
+ */
+export class VolumeService {
+  /** Writes through the API to one volume run one at a time (its size check reads what the others wrote). */
+  private readonly writes = new KeyedSerial();
+  /**
+   * Whether creates may mount volumes: off until the mount medium (the host package's) is wired
+   * in; until then a create naming volumes is validated, then refused with NOT_SUPPORTED.
+   */
+  mountsSupported = false;
+
+  constructor(private readonly deps: VolumeServiceDeps) {}
+
+  dirOf(id: string): string {
+    return path.join(this.deps.root, id, "data");
+  }
+
+  async create(teamId: string, raw: unknown): Promise<Volume> {
+    const req = parse(CreateVolumeRequest, raw);
+    const limits = await this.deps.limits(teamId);
+    const now = new Date().toISOString();
+    const row: VolumeRow = {
+      id: newVolumeId(),
+      team_id: teamId,
+      name: req.name,
+      status: "CREATING",
+      size_gb: req.size_gb,
+      labels: req.labels,
+      used_bytes: 0,
+      created_at: now,
+      updated_at: now,
+    };
+    const created = await this.deps.store.createVolume(row, (u) => quotaCheck(u, req.size_gb, limits));
+    if (!created) {
+      throw new SandtreeError("ALREADY_EXISTS", `the team has a volume named ${req.name} already`, { name: req.name });
+    }
+    try {
+      await mkdir(this.dirOf(row.id), { recursive: true, mode: 0o755 });
+    } catch (err) {
+      await this.deps.store.setVolumeState(row.id, "DELETED", ["CREATING"]);
+      const full = ["ENOSPC", "EDQUOT"].includes((err as NodeJS.ErrnoException).code ?? "");
+      throw new SandtreeError(
+        full ? "HOST_DISK_FULL" : "INTERNAL",
+        `could not make the volume's directory: ${(err as Error).message}`,
+      );
+    }
+    await this.deps.store.setVolumeState(row.id, "READY", ["CREATING"]);
+    return this.view({ ...row, status: "READY" });
+  }
+
+  async list(teamId: string): Promise<Volume[]> {
+    const rows = await this.deps.store.listVolumes({ teamId });
+    return Promise.all(rows.map((r) => this.view(r)));
+  }
+
+  /** The volume, its bytes measured again. */
+  async get(teamId: string, ref: string): Promise<Volume> {
+    const row = await this.row(teamId, ref);
+    return this.view(await this.measure(row));
+  }
+
+  /**
+   * Deletes the volume unless a sandbox not ended mounts it (VOLUME_IN_USE, naming them).
+   * Deleting one already DELETING finishes the job; its files go, then the row is DELETED.
+   */
+  async delete(teamId: string, ref: string): Promise<void> {
+    const row = await this.row(teamId, ref);
+    const { changed, mounters } = await this.deps.store.beginDeleteVolume(row.id);
+    if (mounters.length > 0) {
+      throw new SandtreeError("VOLUME_IN_USE", `volume ${row.name} is mounted by ${mounters.join(", ")}: delete them first`, {
+        volume: row.id,
+        sandboxes: mounters,
+      });
+    }
+    if (!changed) throw notFound(ref);
+    await this.finishDelete(row.id);
+  }
+
+  private async finishDelete(id: string): Promise<void> {
+    await this.writes.run(id, () => rm(path.join(this.deps.root, id), { recursive: true, force: true }));
+    await this.deps.store.setVolumeState(id, "DELETED", ["DELETING"]);
+  }
+
+  /** At start: finishes creates and deletes a stopped server left half done. */
+  async reconcile(): Promise<void> {
+    for (const v of await this.deps.store.listVolumes({ states: ["CREATING", "DELETING"] })) {
+      try {
+        if (v.status === "DELETING") await this.finishDelete(v.id);
+        else {
+          await mkdir(this.dirOf(v.id), { recursive: true, mode: 0o755 });
+          await this.deps.store.setVolumeState(v.id, "READY", ["CREATING"]);
+        }
+      } catch (err) {
+        this.deps.log.warn({ volume: v.id, err: (err as Error).message }, "could not finish a volume's create or delete");
+      }
+    }
+  }
+
+  /**
+   * A create's `volumes`: each must be the team's and READY (else 404 / 409), paths checked by
+   * the schema. Answers the rows to record with the sandbox (attachVolumes) once it may mount them.
+   */
+  async resolveMounts(
+    teamId: string,
+    raw: readonly VolumeMount[] | undefined,
+    network = true,
+  ): Promise<Omit<VolumeMountRow, "sandbox_id">[]> {
+    if (raw === undefined || raw.length === 0) return [];
+    if (!network) {
+      // Volumes are NFS over the sandbox's own network interface.
+      throw new SandtreeError("NETWORK_DISABLED", "volumes are mounted over the sandbox's network: drop network: false", {
+        field: "volumes",
+      });
+    }
+    const mounts = parse(VolumeMounts, raw);
+    const out: Omit<VolumeMountRow, "sandbox_id">[] = [];
+    for (const m of mounts) {
+      const v = await this.row(teamId, m.volume);
+      if (v.status !== "READY") throw new SandtreeError("CONFLICT", `volume ${v.name} is ${v.status}`, { volume: v.id });
+      out.push({ volume_id: v.id, path: m.path, read_only: m.read_only });
+    }
+    if (new Set(out.map((m) => m.volume_id)).size !== out.length) {
+      throw new SandtreeError("VALIDATION_FAILED", "volumes: the same volume named twice", { field: "volumes" });
+    }
+    if (!this.mountsSupported) {
+      throw new SandtreeError(
+        "NOT_SUPPORTED",
+        "volumes cannot be mounted in sandboxes on this server (it needs sandbox networks and NFS-Ganesha): create the sandbox without them",
+        { field: "volumes" },
+      );
+    }
+    return out;
+  }
+
+  /**
+   * Records a created sandbox's mounts (what resolveMounts answered), each volume still READY at
+   * that moment: a volume deleted meanwhile fails the create (CONFLICT) rather than mount nothing.
+   */
+  async attach(sandboxId: string, mounts: readonly Omit<VolumeMountRow, "sandbox_id">[]): Promise<void> {
+    if (mounts.length === 0) return;
+    const ok = await this.deps.store.attachVolumes(
+      sandboxId,
+      mounts.map((m) => ({ ...m, sandbox_id: sandboxId })),
+    );
+    if (!ok) throw new SandtreeError("CONFLICT", "a volume of this create was deleted meanwhile", { field: "volumes" });
+  }
+
+  /** A sandbox's mounts as its machine takes them (host directories), for every start, restore and adoption. */
+  async machineMounts(sandboxId: string): Promise<HostVolumeMount[]> {
+    return (await this.deps.store.mountsOf(sandboxId)).map((m) => ({
+      hostDir: this.dirOf(m.volume_id),
+      guestPath: m.path,
+      readOnly: m.read_only,
+    }));
+  }
+
+  /** A sandbox's mounts as a create names them: what its forks and restores mount by default. */
+  async mountsAsRequest(sandboxId: string): Promise<VolumeMount[]> {
+    return (await this.deps.store.mountsOf(sandboxId)).map((m) => ({
+      volume: m.volume_id,
+      path: m.path,
+      read_only: m.read_only,
+    }));
+  }
+
+  // The file API: the same routes and semantics as a sandbox's files, on the volume's directory.
+
+  async files(teamId: string, ref: string): Promise<{ row: VolumeRow; files: VolumeFiles }> {
+    const row = await this.row(teamId, ref);
+    if (row.status !== "READY") throw new SandtreeError("CONFLICT", `volume ${row.name} is ${row.status}`, { volume: row.id });
+    return { row, files: new VolumeFiles(this.dirOf(row.id)) };
+  }
+
+  async stat(teamId: string, ref: string, p: string): Promise<FileStat> {
+    return (await this.files(teamId, ref)).files.stat(p);
+  }
+
+  async listFiles(teamId: string, ref: string, p: string): Promise<FileList> {
+    return (await this.files(teamId, ref)).files.list(p);
+  }
+
+  async download(teamId: string, ref: string, p: string, opts: { offset?: number; length?: number }) {
+    return (await this.files(teamId, ref)).files.download(p, opts);
+  }
+
+  async mkdir(teamId: string, ref: string, p: string, parents: boolean, mode: number): Promise<FileStat> {
+    return (await this.files(teamId, ref)).files.mkdir(p, parents, mode);
+  }
+
+  async upload(teamId: string, ref: string, p: string, body: AsyncIterable<Uint8Array>, mode = 0o644) {
+    const { row, files } = await this.files(teamId, ref);
+    return this.writes.run(row.id, async () => {
+      const used = await files.usedBytes();
+      try {
+        return await files.upload(p, body, mode, {
+          volumeId: row.id,
+          limitBytes: row.size_gb * GiB,
+          usedOthers: (existing) => used - existing,
+        });
+      } finally {
+        await this.measure(row);
+      }
+    });
+  }
+
+  async remove(teamId: string, ref: string, p: string, recursive: boolean): Promise<void> {
+    const { row, files } = await this.files(teamId, ref);
+    await this.writes.run(row.id, async () => {
+      try {
+        await files.remove(p, recursive);
+      } finally {
+        await this.measure(row);
+      }
+    });
+  }
+
+  private async row(teamId: string, ref: string): Promise<VolumeRow> {
+    const row = await this.deps.store.getVolume(ref, teamId);
+    if (!row) throw notFound(ref);
+    return row;
+  }
+
+  /** Measures its files again and records the figure (metered) when it changed. */
+  private async measure(row: VolumeRow): Promise<VolumeRow> {
+    if (row.status !== "READY") return row;
+    const used = await new VolumeFiles(this.dirOf(row.id)).usedBytes().catch(() => row.used_bytes);
+    if (used !== row.used_bytes) await this.deps.store.setVolumeUsed(row.id, used);
+    return { ...row, used_bytes: used };
+  }
+
+  private async view(row: VolumeRow): Promise<Volume> {
+    const mounted_by = row.status === "DELETED" ? [] : await this.deps.store.mountersOf(row.id);
+    return { ...row, mounted_by };
+  }
+}
+
+function notFound(ref: string): SandtreeError {
+  return new SandtreeError("VOLUME_NOT_FOUND", `volume ${ref} not found`, { volume: ref });
+}
+
+function quotaCheck(u: VolumeUsage, sizeGb: number, l: TeamLimits): void {
+  if (u.count + 1 > l.max_volumes) {
+    throw new SandtreeError("QUOTA_VOLUMES", `team quota exceeded: volumes ${u.count} + 1 requested > limit ${l.max_volumes}`, {
+      limit: l.max_volumes,
+      used: u.count,
+      requested: 1,
+    });
+  }
+  if (u.size_gb + sizeGb > l.max_volume_gb) {
+    throw new SandtreeError(
+      "QUOTA_VOLUME_STORAGE",
+      `team quota exceeded: volume GiB ${u.size_gb} in use + ${sizeGb} requested > limit ${l.max_volume_gb}`,
+      { limit: l.max_volume_gb, used: u.size_gb, requested: sizeGb },
+    );
+  }
+}

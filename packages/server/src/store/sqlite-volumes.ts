@@ -1,0 +1,147 @@
+import type { VolumeState } from "@sandtree/protocol";
+import type Database from "better-sqlite3";
+import { insertMeterRecord } from "./sqlite-metering.js";
+import {
+  mountersSql,
+  type VolumeMountRow,
+  type VolumeRow,
+  type VolumeStore,
+  type VolumeUsage,
+  volumeBilled,
+  volumeMeterRecord,
+} from "./volume-rows.js";
+
+type Raw = Omit<VolumeRow, "labels"> & { labels: string };
+const fromRaw = (r: Raw): VolumeRow => ({ ...r, labels: JSON.parse(r.labels) });
+
+/** The volume tables on SQLite (see volume-rows.ts); meter records commit with each change. */
+export class SqliteVolumes implements VolumeStore {
+  constructor(
+    private readonly db: Database.Database,
+    private readonly meterNow: () => number,
+  ) {}
+
+  async createVolume(row: VolumeRow, check: (usage: VolumeUsage) => void): Promise<boolean> {
+    return this.db.transaction(() => {
+      const taken = this.db
+        .prepare("SELECT 1 FROM volumes WHERE team_id = ? AND name = ? AND status <> 'DELETED'")
+        .get(row.team_id, row.name);
+      if (taken) return false;
+      check(this.usageNow(row.team_id));
+      this.db
+        .prepare(
+          `INSERT INTO volumes (id, team_id, name, status, size_gb, labels, used_bytes, created_at, updated_at)
+           VALUES (@id, @team_id, @name, @status, @size_gb, @labels, @used_bytes, @created_at, @updated_at)`,
+        )
+        .run({ ...row, labels: JSON.stringify(row.labels) });
+      this.meter(row.id);
+      return true;
+    })();
+  }
+
+  async getVolume(ref: string, teamId?: string): Promise<VolumeRow | undefined> {
+    const team = teamId === undefined ? "" : "AND team_id = @teamId";
+    const r = this.db
+      .prepare(
+        `SELECT * FROM volumes WHERE (id = @ref OR name = @ref) ${team} AND status <> 'DELETED' ORDER BY id = @ref DESC LIMIT 1`,
+      )
+      .get({ ref, ...(teamId === undefined ? {} : { teamId }) }) as Raw | undefined;
+    return r ? fromRaw(r) : undefined;
+  }
+
+  async listVolumes(filter: { teamId?: string; states?: readonly VolumeState[] }): Promise<VolumeRow[]> {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    if (filter.teamId !== undefined) {
+      where.push("team_id = ?");
+      params.push(filter.teamId);
+    }
+    const states = filter.states ?? ["CREATING", "READY", "DELETING"];
+    where.push(`status IN (${states.map(() => "?").join(",")})`);
+    params.push(...states);
+    const rows = this.db.prepare(`SELECT * FROM volumes WHERE ${where.join(" AND ")} ORDER BY created_at, id`).all(...params);
+    return (rows as Raw[]).map(fromRaw);
+  }
+
+  async setVolumeState(id: string, status: VolumeState, from: readonly VolumeState[]): Promise<boolean> {
+    return this.db.transaction(() => {
+      const applied =
+        this.db
+          .prepare(`UPDATE volumes SET status = ?, updated_at = ? WHERE id = ? AND status IN (${from.map(() => "?").join(",")})`)
+          .run(status, new Date().toISOString(), id, ...from).changes > 0;
+      if (applied) this.meter(id);
+      return applied;
+    })();
+  }
+
+  async setVolumeUsed(id: string, bytes: number): Promise<void> {
+    this.db.transaction(() => {
+      this.db.prepare("UPDATE volumes SET used_bytes = ? WHERE id = ?").run(bytes, id);
+      this.meter(id);
+    })();
+  }
+
+  async volumeUsage(teamId: string): Promise<VolumeUsage> {
+    return this.usageNow(teamId);
+  }
+
+  private usageNow(teamId: string): VolumeUsage {
+    return this.db
+      .prepare(
+        "SELECT COUNT(*) AS count, COALESCE(SUM(size_gb), 0) AS size_gb FROM volumes WHERE team_id = ? AND status <> 'DELETED'",
+      )
+      .get(teamId) as VolumeUsage;
+  }
+
+  async attachVolumes(sandboxId: string, mounts: readonly VolumeMountRow[]): Promise<boolean> {
+    return this.db.transaction(() => {
+      for (const m of mounts) {
+        if (!this.db.prepare("SELECT 1 FROM volumes WHERE id = ? AND status = 'READY'").get(m.volume_id)) return false;
+      }
+      const ins = this.db.prepare("INSERT INTO volume_mounts (sandbox_id, volume_id, path, read_only) VALUES (?, ?, ?, ?)");
+      for (const m of mounts) ins.run(sandboxId, m.volume_id, m.path, m.read_only ? 1 : 0);
+      return true;
+    })();
+  }
+
+  async mountsOf(sandboxId: string): Promise<VolumeMountRow[]> {
+    const rows = this.db.prepare("SELECT * FROM volume_mounts WHERE sandbox_id = ? ORDER BY path").all(sandboxId) as Array<
+      Omit<VolumeMountRow, "read_only"> & { read_only: number }
+    >;
+    return rows.map((r) => ({ ...r, read_only: r.read_only === 1 }));
+  }
+
+  async mountersOf(volumeId: string): Promise<string[]> {
+    return (this.db.prepare(mountersSql("?")).all(volumeId) as Array<{ sandbox_id: string }>).map((r) => r.sandbox_id);
+  }
+
+  async beginDeleteVolume(id: string): Promise<{ changed: boolean; mounters: string[] }> {
+    return this.db.transaction(() => {
+      const mounters = (this.db.prepare(mountersSql("?")).all(id) as Array<{ sandbox_id: string }>).map((r) => r.sandbox_id);
+      if (mounters.length > 0) return { changed: false, mounters };
+      const changed =
+        this.db
+          .prepare(
+            "UPDATE volumes SET status = 'DELETING', updated_at = ? WHERE id = ? AND status IN ('CREATING', 'READY', 'DELETING')",
+          )
+          .run(new Date().toISOString(), id).changes > 0;
+      if (changed) this.meter(id);
+      return { changed, mounters };
+    })();
+  }
+
+  /** Closes the volume's open record unless it still holds; opens the next while it is billed. */
+  private meter(id: string): void {
+    const now = this.meterNow();
+    const v = this.db.prepare("SELECT id, team_id, status, used_bytes FROM volumes WHERE id = ?").get(id) as
+      | Pick<VolumeRow, "id" | "team_id" | "status" | "used_bytes">
+      | undefined;
+    const open = this.db
+      .prepare("SELECT id, stored_bytes, start_ms FROM meter_records WHERE subject_id = ? AND kind = 'volume' AND end_ms IS NULL")
+      .get(id) as { id: number; stored_bytes: number; start_ms: number } | undefined;
+    const billed = v !== undefined && volumeBilled(v.status);
+    if (open && billed && open.stored_bytes === v.used_bytes) return;
+    if (open) this.db.prepare("UPDATE meter_records SET end_ms = ? WHERE id = ?").run(Math.max(now, open.start_ms), open.id);
+    if (billed) insertMeterRecord(this.db, volumeMeterRecord(v, now));
+  }
+}

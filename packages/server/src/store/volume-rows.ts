@@ -1,0 +1,109 @@
+import type { VolumeState } from "@sandtree/protocol";
+
+/**
+ * The volume tables (issue #36): `volumes`, one row per volume a team made (its files are a
+ * directory on the host, see services/volumes), and `volume_mounts`, which sandbox mounts which
+ * volume at which guest path. A mount counts while its sandbox has not ended, so a volume is
+ * deleted only when no running (or starting, or paused) sandbox has it.
+ */
+export interface VolumeRow {
+  id: string;
+  team_id: string;
+  name: string;
+  status: VolumeState;
+  size_gb: number;
+  labels: Record<string, string>;
+  used_bytes: number;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface VolumeMountRow {
+  sandbox_id: string;
+  volume_id: string;
+  path: string;
+  read_only: boolean;
+}
+
+/** A team's volumes that are not DELETED: how many, and their size_gb summed. */
+export interface VolumeUsage {
+  count: number;
+  size_gb: number;
+}
+
+export interface VolumeStore {
+  /**
+   * Inserts the volume (CREATING) after `check` accepted the team's current usage, in one
+   * transaction (concurrent creates never overshoot a quota). Answers false when the team has a
+   * volume of that name already (not DELETED).
+   */
+  createVolume(row: VolumeRow, check: (usage: VolumeUsage) => void): Promise<boolean>;
+  /** By id or name, within the team (any team without one); DELETED volumes are not found. */
+  getVolume(ref: string, teamId?: string): Promise<VolumeRow | undefined>;
+  listVolumes(filter: { teamId?: string; states?: readonly VolumeState[] }): Promise<VolumeRow[]>;
+  /** Applies the state when the current one is among `from`; true when applied. Metered in the same transaction. */
+  setVolumeState(id: string, status: VolumeState, from: readonly VolumeState[]): Promise<boolean>;
+  /** Records a new measure of its files (metered in the same transaction). */
+  setVolumeUsed(id: string, bytes: number): Promise<void>;
+  volumeUsage(teamId: string): Promise<VolumeUsage>;
+  /**
+   * Records the sandbox's mounts, each volume READY at that moment (the volume's row locked):
+   * false, and nothing recorded, when one is not.
+   */
+  attachVolumes(sandboxId: string, mounts: readonly VolumeMountRow[]): Promise<boolean>;
+  mountsOf(sandboxId: string): Promise<VolumeMountRow[]>;
+  /** Sandboxes not ended that mount the volume. */
+  mountersOf(volumeId: string): Promise<string[]>;
+  /**
+   * READY (or DELETING again) to DELETING unless a sandbox not ended mounts it, atomically with
+   * attachVolumes: answers the sandboxes that mount it (empty: the state changed).
+   */
+  beginDeleteVolume(id: string): Promise<{ changed: boolean; mounters: string[] }>;
+}
+
+const ENDED = "('TERMINATED', 'ERROR', 'TIMEOUT')";
+
+/** Sandboxes not ended that mount volume `?`/$1 (the same SQL for both backends but the placeholder). */
+export const mountersSql = (ph: string) =>
+  `SELECT m.sandbox_id FROM volume_mounts m JOIN sandboxes s ON s.id = m.sandbox_id
+   WHERE m.volume_id = ${ph} AND s.status NOT IN ${ENDED} ORDER BY m.sandbox_id`;
+
+export const VOLUMES_MIGRATION = `
+  CREATE TABLE volumes (id TEXT PRIMARY KEY, team_id TEXT NOT NULL REFERENCES teams(id), name TEXT NOT NULL,
+    status TEXT NOT NULL, size_gb INTEGER NOT NULL, labels TEXT NOT NULL, used_bytes INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
+  CREATE UNIQUE INDEX volumes_team_name ON volumes(team_id, name) WHERE status <> 'DELETED';
+  CREATE TABLE volume_mounts (sandbox_id TEXT NOT NULL, volume_id TEXT NOT NULL, path TEXT NOT NULL,
+    read_only INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (sandbox_id, path));
+  CREATE INDEX volume_mounts_volume ON volume_mounts(volume_id);`;
+
+export const PG_VOLUMES_MIGRATION = `
+  CREATE TABLE volumes (id TEXT PRIMARY KEY, team_id TEXT NOT NULL REFERENCES teams(id), name TEXT COLLATE "C" NOT NULL,
+    status TEXT NOT NULL, size_gb INTEGER NOT NULL, labels TEXT NOT NULL, used_bytes BIGINT NOT NULL DEFAULT 0,
+    created_at TEXT COLLATE "C" NOT NULL, updated_at TEXT NOT NULL);
+  CREATE UNIQUE INDEX volumes_team_name ON volumes(team_id, name) WHERE status <> 'DELETED';
+  CREATE TABLE volume_mounts (sandbox_id TEXT NOT NULL, volume_id TEXT NOT NULL, path TEXT NOT NULL,
+    read_only BOOLEAN NOT NULL DEFAULT false, PRIMARY KEY (sandbox_id, path));
+  CREATE INDEX volume_mounts_volume ON volume_mounts(volume_id);`;
+
+/** A volume's meter record while it exists: its measured bytes, billed per GiB-hour (meter-rules). */
+export function volumeMeterRecord(v: Pick<VolumeRow, "id" | "team_id" | "used_bytes">, nowMs: number) {
+  return {
+    kind: "volume" as const,
+    subject_id: v.id,
+    sandbox_id: "",
+    team_id: v.team_id,
+    state: "READY",
+    vcpus: 0,
+    memory_gib: 0,
+    disk_gib: 0,
+    stored_bytes: v.used_bytes,
+    start_ms: nowMs,
+    end_ms: null,
+  };
+}
+
+/** Whether a volume in this state is billed (from created until its delete begins). */
+export function volumeBilled(status: VolumeState | undefined): boolean {
+  return status === "CREATING" || status === "READY";
+}

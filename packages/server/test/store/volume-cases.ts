@@ -1,0 +1,105 @@
+import { expect, it } from "vitest";
+import { openVolumeStore } from "../../src/store/open-store.js";
+import type { VolumeRow } from "../../src/store/volume-rows.js";
+import { attempt, NOW, type StoreContext, sandboxRow } from "./fixtures.js";
+
+const GiB = 1024 ** 3;
+
+function volumeRow(teamId: string, name: string, over: Partial<VolumeRow> = {}): VolumeRow {
+  return {
+    id: `vol-${Math.random().toString(16).slice(2, 18).padEnd(16, "0")}`,
+    team_id: teamId,
+    name,
+    status: "CREATING",
+    size_gb: 10,
+    labels: { app: "rl" },
+    used_bytes: 0,
+    created_at: new Date(NOW).toISOString(),
+    updated_at: new Date(NOW).toISOString(),
+    ...over,
+  };
+}
+
+/** Volumes, their quotas, their mounts (which hold off a delete) and their meter records. */
+export function volumeCases(ctx: StoreContext): void {
+  it("creates volumes with names unique per team (free again once DELETED), finds them by id or name within the team", async () => {
+    const s = ctx.store;
+    const vs = openVolumeStore(s);
+    const a = await s.createTeam("alpha");
+    const b = await s.createTeam("beta");
+    const ok = () => {};
+    const v = volumeRow(a.id, "data");
+    expect(await vs.createVolume(v, ok)).toBe(true);
+    expect(await vs.createVolume(volumeRow(a.id, "data"), ok)).toBe(false);
+    expect(await vs.createVolume(volumeRow(b.id, "data"), ok)).toBe(true);
+    expect(await vs.getVolume(v.id, a.id)).toEqual(v);
+    expect(await vs.getVolume("data", a.id)).toEqual(v);
+    expect(await vs.getVolume(v.id, b.id)).toBeUndefined();
+    expect((await vs.getVolume("data", b.id))?.team_id).toBe(b.id);
+    expect(await vs.setVolumeState(v.id, "READY", ["CREATING"])).toBe(true);
+    expect(await vs.setVolumeState(v.id, "READY", ["CREATING"])).toBe(false);
+    expect((await vs.listVolumes({ teamId: a.id })).map((x) => [x.name, x.status])).toEqual([["data", "READY"]]);
+    expect(await vs.volumeUsage(a.id)).toEqual({ count: 1, size_gb: 10 });
+    expect(await vs.beginDeleteVolume(v.id)).toEqual({ changed: true, mounters: [] });
+    expect(await vs.setVolumeState(v.id, "DELETED", ["DELETING"])).toBe(true);
+    expect(await vs.getVolume(v.id, a.id)).toBeUndefined();
+    expect(await vs.volumeUsage(a.id)).toEqual({ count: 0, size_gb: 0 });
+    expect(await vs.createVolume(volumeRow(a.id, "data"), ok)).toBe(true);
+    // A refusing check inserts nothing.
+    await expect(
+      attempt(() =>
+        vs.createVolume(volumeRow(a.id, "more"), (u) => {
+          throw new Error(`quota at ${u.count}`);
+        }),
+      ),
+    ).rejects.toThrow("quota at 1");
+    expect(await vs.getVolume("more", a.id)).toBeUndefined();
+    const reopened = openVolumeStore(await ctx.opened.reopen());
+    expect((await reopened.getVolume("data", a.id))?.labels).toEqual({ app: "rl" });
+  });
+
+  it("a mount by a sandbox that has not ended holds off a delete; a volume not READY takes no mount", async () => {
+    const s = ctx.store;
+    const vs = openVolumeStore(s);
+    const team = await s.createTeam("alpha");
+    const v = volumeRow(team.id, "ws", { status: "READY" });
+    await vs.createVolume(v, () => {});
+    const sb = sandboxRow(team.id, { status: "RUNNING" });
+    await s.insertSandbox(sb);
+    expect(await vs.attachVolumes(sb.id, [{ sandbox_id: sb.id, volume_id: v.id, path: "/data", read_only: true }])).toBe(true);
+    expect(await vs.mountsOf(sb.id)).toEqual([{ sandbox_id: sb.id, volume_id: v.id, path: "/data", read_only: true }]);
+    expect(await vs.mountersOf(v.id)).toEqual([sb.id]);
+    expect(await vs.beginDeleteVolume(v.id)).toEqual({ changed: false, mounters: [sb.id] });
+    expect((await vs.getVolume(v.id))?.status).toBe("READY");
+    expect(await s.updateSandbox(sb.id, { status: "TERMINATED" })).toBe(true);
+    expect(await vs.mountersOf(v.id)).toEqual([]);
+    expect(await vs.beginDeleteVolume(v.id)).toEqual({ changed: true, mounters: [] });
+    const late = sandboxRow(team.id);
+    await s.insertSandbox(late);
+    expect(await vs.attachVolumes(late.id, [{ sandbox_id: late.id, volume_id: v.id, path: "/d", read_only: false }])).toBe(false);
+    expect(await vs.mountsOf(late.id)).toEqual([]);
+  });
+
+  it("meters a volume's measured bytes from its create until its delete begins", async () => {
+    const s = ctx.store;
+    const vs = openVolumeStore(s);
+    let t = NOW;
+    await s.setMeterClock(() => t);
+    const team = await s.createTeam("alpha");
+    const v = volumeRow(team.id, "m");
+    await vs.createVolume(v, () => {});
+    await vs.setVolumeState(v.id, "READY", ["CREATING"]);
+    t += 1000;
+    await vs.setVolumeUsed(v.id, GiB);
+    await vs.setVolumeUsed(v.id, GiB);
+    t += 3_600_000;
+    await vs.beginDeleteVolume(v.id);
+    const records = (await s.listMeterRecords({ teamId: team.id, fromMs: NOW - 1, toMs: t + 1 }))
+      .filter((r) => r.kind === "volume")
+      .map((r) => [r.subject_id, r.stored_bytes, r.start_ms - NOW, r.end_ms === null ? null : r.end_ms - NOW]);
+    expect(records).toEqual([
+      [v.id, 0, 0, 1000],
+      [v.id, GiB, 1000, 3_601_000],
+    ]);
+  });
+}
