@@ -214,6 +214,11 @@ export class AgentClient extends EventEmitter {
     this.streams.delete(id);
   }
 
+  /** Whether a call is waiting on the guest (an open stream: exec, file, request). */
+  get busy(): boolean {
+    return this.streams.size > 0;
+  }
+
   /** Round trip through the guest; with `timeoutMs`, rejects with DeadlineError when it is not answered in time. */
   async ping(data: Buffer = randomBytes(8), opts: { timeoutMs?: number } = {}): Promise<void> {
     if (this.closedError) throw this.closedError;
