@@ -8,7 +8,7 @@ import asyncio
 import pytest
 from conftest import Server
 
-from sandtree import AsyncSandboxClient, ConflictError, NotFoundError, SandboxClient, ValidationError, Volume, VolumeState
+from sandtree import AsyncSandboxClient, ConflictError, NotFoundError, SandboxClient, ValidationError, VolumeInfo, VolumeState
 from sandtree import _volume_calls as vc
 from sandtree.errors import _BY_CODE
 
@@ -19,7 +19,7 @@ def test_calls_and_model_without_a_server() -> None:
     assert vc.create_volume("d", None, None).kw == {"json": {"name": "d"}}
     assert vc.get_volume("a b/c").path == "/v1/volumes/a%20b%2Fc"
     assert vc.delete_volume_file("v", "/x", True).kw == {"params": {"path": "/x", "recursive": "true"}}
-    v = Volume.from_dict(
+    v = VolumeInfo.from_dict(
         {"id": "vol-0123456789abcdef", "name": "data", "team_id": "t", "status": "READY", "size_gb": 3, "labels": {},
          "used_bytes": 7, "created_at": "2026-12-05T08:00:00.000Z", "updated_at": "2026-12-05T08:00:00.000Z", "mounted_by": ["sb-x"]}
     )

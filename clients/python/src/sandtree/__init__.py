@@ -69,7 +69,7 @@ from .models import (
     SandboxStatusEntry,
     SandboxStatuses,
 )
-from .resource_models import Volume, VolumeState
+from .resource_models import VolumeInfo, VolumeState
 from .sandbox_client import SandboxClient
 
 # prime_sandboxes' names of the same things.
@@ -79,7 +79,7 @@ TimeoutError = APITimeoutError  # noqa: A001 (prime_sandboxes exports this alias
 
 __all__ = [
     "__version__",
-    "Volume",
+    "VolumeInfo",
     "VolumeState",
     "APIClient",
     "AsyncAPIClient",

@@ -6,22 +6,22 @@ from typing import Any, Dict, List, Optional, Union
 
 from . import _volume_calls as vc
 from ._async_base import AsyncBase
-from .resource_models import Volume
+from .resource_models import VolumeInfo
 
 
 class AsyncVolumes(AsyncBase):
-    async def create_volume(self, name: str, size_gb: Optional[int] = None, labels: Optional[Dict[str, str]] = None) -> Volume:
+    async def create_volume(self, name: str, size_gb: Optional[int] = None, labels: Optional[Dict[str, str]] = None) -> VolumeInfo:
         """A new volume of the team (names are unique per team); `size_gb` bounds its files (default 10)."""
-        result: Volume = await self._run(vc.create_volume(name, size_gb, labels))
+        result: VolumeInfo = await self._run(vc.create_volume(name, size_gb, labels))
         return result
 
-    async def list_volumes(self) -> List[Volume]:
-        result: List[Volume] = await self._run(vc.list_volumes())
+    async def list_volumes(self) -> List[VolumeInfo]:
+        result: List[VolumeInfo] = await self._run(vc.list_volumes())
         return result
 
-    async def get_volume(self, volume: str) -> Volume:
+    async def get_volume(self, volume: str) -> VolumeInfo:
         """By id or name; `used_bytes` measured again."""
-        result: Volume = await self._run(vc.get_volume(volume))
+        result: VolumeInfo = await self._run(vc.get_volume(volume))
         return result
 
     async def delete_volume(self, volume: str) -> None:

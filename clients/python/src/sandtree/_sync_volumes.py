@@ -7,22 +7,22 @@ from typing import Any, Dict, List, Optional, Union
 
 from . import _volume_calls as vc
 from ._sync_base import Base
-from .resource_models import Volume
+from .resource_models import VolumeInfo
 
 
 class Volumes(Base):
-    def create_volume(self, name: str, size_gb: Optional[int] = None, labels: Optional[Dict[str, str]] = None) -> Volume:
+    def create_volume(self, name: str, size_gb: Optional[int] = None, labels: Optional[Dict[str, str]] = None) -> VolumeInfo:
         """A new volume of the team (names are unique per team); `size_gb` bounds its files (default 10)."""
-        result: Volume = self._run(vc.create_volume(name, size_gb, labels))
+        result: VolumeInfo = self._run(vc.create_volume(name, size_gb, labels))
         return result
 
-    def list_volumes(self) -> List[Volume]:
-        result: List[Volume] = self._run(vc.list_volumes())
+    def list_volumes(self) -> List[VolumeInfo]:
+        result: List[VolumeInfo] = self._run(vc.list_volumes())
         return result
 
-    def get_volume(self, volume: str) -> Volume:
+    def get_volume(self, volume: str) -> VolumeInfo:
         """By id or name; `used_bytes` measured again."""
-        result: Volume = self._run(vc.get_volume(volume))
+        result: VolumeInfo = self._run(vc.get_volume(volume))
         return result
 
     def delete_volume(self, volume: str) -> None:

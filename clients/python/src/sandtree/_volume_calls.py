@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Optional
 from urllib.parse import quote
 
 from ._calls import Call
-from .resource_models import Volume
+from .resource_models import VolumeInfo
 
 
 def volume_path(ref: str) -> str:
@@ -23,15 +23,15 @@ def create_volume(name: str, size_gb: Optional[int], labels: Optional[Dict[str, 
         body["size_gb"] = size_gb
     if labels:
         body["labels"] = labels
-    return Call("POST", "/v1/volumes", {"json": body}, Volume.from_dict)
+    return Call("POST", "/v1/volumes", {"json": body}, VolumeInfo.from_dict)
 
 
 def list_volumes() -> Call:
-    return Call("GET", "/v1/volumes", {}, lambda d: [Volume.from_dict(v) for v in d["volumes"]])
+    return Call("GET", "/v1/volumes", {}, lambda d: [VolumeInfo.from_dict(v) for v in d["volumes"]])
 
 
 def get_volume(ref: str) -> Call:
-    return Call("GET", volume_path(ref), {}, Volume.from_dict)
+    return Call("GET", volume_path(ref), {}, VolumeInfo.from_dict)
 
 
 def delete_volume(ref: str) -> Call:

@@ -209,7 +209,7 @@ class VolumeState(str, Enum):
 
 
 @dataclass
-class Volume:
+class VolumeInfo:
     """Storage that outlives sandboxes (docs/volumes.md); every call takes its id or its name."""
 
     id: str
@@ -224,8 +224,8 @@ class Volume:
     updated_at: Optional[datetime] = None
 
     @classmethod
-    def from_dict(cls, d: Dict[str, Any]) -> Volume:
-        result: Volume = _parse(
+    def from_dict(cls, d: Dict[str, Any]) -> VolumeInfo:
+        result: VolumeInfo = _parse(
             "volume",
             d,
             lambda d: cls(

@@ -89,9 +89,9 @@ export function registerPortCommands(sandbox: Command, ctx: CliContext): void {
         ...(o.token !== undefined ? { token: o.token } : {}),
         onError: (err) => ctx.stderr.write(`${describeError(err).line}\n`),
       });
-      ctx.stdout.write(`${fwd.host}:${fwd.localPort}\n`);
-      ctx.stderr.write(`forwarding ${fwd.host}:${fwd.localPort} -> ${id}:${p} (Ctrl-C stops)\n`);
-      await new Promise<void>((resolve) => {
+      // Ctrl-C is caught before anything is printed: whoever reads the address may signal at once,
+      // and a signal before the handler exists would kill the process (130) without closing.
+      const stopped = new Promise<void>((resolve) => {
         const stop = () => {
           process.off("SIGINT", stop);
           process.off("SIGTERM", stop);
@@ -100,6 +100,9 @@ export function registerPortCommands(sandbox: Command, ctx: CliContext): void {
         process.once("SIGINT", stop);
         process.once("SIGTERM", stop);
       });
+      ctx.stdout.write(`${fwd.host}:${fwd.localPort}\n`);
+      ctx.stderr.write(`forwarding ${fwd.host}:${fwd.localPort} -> ${id}:${p} (Ctrl-C stops)\n`);
+      await stopped;
       await fwd.close();
     });
 }
