@@ -161,6 +161,14 @@ describe("forks and restores from a FROZEN checkpoint", () => {
   it("places children on another host only once DURABLE: a fork pinned there times out while the bucket hangs", {
     timeout: 300_000,
   }, async () => {
+    // The earlier cases' sandboxes still hold this host's vCPUs until their VMs are gone (a DELETE
+    // answers before that): once a worker joined, placement counts them, and this host has 2.
+    for (let i = 0; ; i++) {
+      const list = (await t.api("GET", "/v1/sandboxes?limit=1000")).body.sandboxes as Array<{ status: string }>;
+      if (list.every((s) => ["TERMINATED", "ERROR", "TIMEOUT"].includes(s.status))) break;
+      if (i > 600) throw new Error(`sandboxes of the earlier cases never ended: ${list.map((s) => s.status)}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
     const token = readFileSync(path.join(t.dataDir, "join-token"), "utf8").trim();
     // A worker that joined (its URL answers nothing: no call may reach it before the layers are stored).
     const capacity = { vcpus: 64, memory_mib: 1 << 16, disk_gib: 1000, accel: "tcg" };

@@ -90,11 +90,14 @@ export class Reconciler {
     const onWorker = (sb: Sandbox) => remote.has(sb.id) && (sb.status === "RUNNING" || sb.status === "PAUSED");
     const active = listed.filter((sb) => !machines.has(sb.id) && !this.deps.provisioning(sb.id) && !onWorker(sb));
     const settled: Array<Promise<unknown>> = [];
+    // A lost sandbox is ERROR with nothing of it left (disk, tap, rules) before the API answers:
+    // a client that saw the restart must not find it RUNNING, nor its address still routed.
+    const losses: Array<Promise<unknown>> = [];
     for (const sb of active) {
       const pid = found.get(machineNameOf(sb.id));
       if (sb.status !== "RUNNING" && sb.status !== "PAUSED")
-        settled.push(this.lose(sb, `the server restarted while provisioning the sandbox (${sb.status})`));
-      else if (pid === undefined) settled.push(this.lose(sb, "the server restarted and the sandbox's VM was gone"));
+        losses.push(this.lose(sb, `the server restarted while provisioning the sandbox (${sb.status})`));
+      else if (pid === undefined) losses.push(this.lose(sb, "the server restarted and the sandbox's VM was gone"));
       else {
         const abort = new AbortController();
         const done = this.adoptOne(sb, pid, abort.signal)
@@ -124,6 +127,7 @@ export class Reconciler {
         if (m?.[1]) ids.add(m[1]);
       }
     }
+    await Promise.all(losses);
     const cleanups: Array<Promise<void>> = [];
     for (const id of ids) {
       if (machines.has(id) || this.deps.provisioning(id) || this.adopting.has(id) || machines.resetting.has(id)) continue;
