@@ -8,14 +8,17 @@
 // The test (kvm-nested.test.ts) asserts on the steps; bench/kvm-nested.mjs reports their times.
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { homedir, tmpdir } from "node:os";
 import path from "node:path";
 import { SandtreeClient } from "@sandtree/sdk";
 
 // In the bundle the app sits beside this script; in a checkout (the bench's TCG run) two levels up.
 const HERE = path.dirname(new URL(import.meta.url).pathname);
 const APP = existsSync(path.join(HERE, "packages")) ? HERE : path.resolve(HERE, "../..");
-const CACHE = process.env.SANDTREE_CACHE_DIR ?? "/opt/sandtree-cache";
+const IN_BUNDLE = APP === HERE;
+// The bundle's cache sits at /opt/sandtree-cache; a checkout's run (the bench's TCG side) uses the
+// host's own (SANDTREE_CACHE_DIR, else the server's default).
+const CACHE = process.env.SANDTREE_CACHE_DIR ?? (IN_BUNDLE ? "/opt/sandtree-cache" : undefined);
 const PORT = Number(process.env.INNER_PORT ?? 7171);
 const DATA = mkdtempSync(path.join(tmpdir(), "sandtree-inner-"));
 const SPEC = { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 };
@@ -46,7 +49,7 @@ async function startServer() {
     {
       env: {
         ...process.env,
-        SANDTREE_CACHE_DIR: CACHE,
+        ...(CACHE ? { SANDTREE_CACHE_DIR: CACHE } : {}),
         SANDTREE_NETWORK: "off",
         SANDTREE_ACCEL: process.env.INNER_ACCEL ?? "auto",
         // Nested KVM under an emulated CPU is tens of times slower than a KVM host: its trial
@@ -100,9 +103,9 @@ async function bareBoot() {
       "-serial",
       "stdio",
       "-kernel",
-      path.join(CACHE, "kernel/vmlinuz"),
+      path.join(CACHE ?? path.join(homedir(), ".cache/sandtree"), "kernel/vmlinuz"),
       "-initrd",
-      path.join(CACHE, "guest/initramfs.cpio.gz"),
+      path.join(CACHE ?? path.join(homedir(), ".cache/sandtree"), "guest/initramfs.cpio.gz"),
     ],
     ...["-append", "console=ttyS0 panic=-1 sandtree.root=none"],
   ]);

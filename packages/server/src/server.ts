@@ -5,6 +5,7 @@ import path from "node:path";
 import {
   type BlobStore,
   detectAccel,
+  setKvmCpuModel,
   guestArtifacts,
   ImageStore,
   QemuMachineHost,
@@ -151,6 +152,8 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
   // Before anything can change a sandbox's state: every transition is metered on this clock.
   const metering = new MeteringService(store, opts.clock ?? systemClock, loadPriceTable(cfg.prices));
   const guest = guestArtifacts(cfg.cacheDir);
+  // Before the trial boot: it starts a VM with the CPU every later one gets.
+  setKvmCpuModel(cfg.kvmCpuModel);
   const accel = await detectAccel(cfg.accel, { trialMs: cfg.accelTrialMs });
   const auth = new AuthService(store);
   const firstKey = await auth.bootstrap();

@@ -15,7 +15,7 @@ import {
 import path from "node:path";
 import { createBlankDisk } from "../disks/overlay.js";
 import { modulesDiskFor } from "../paths.js";
-import { type Accel, buildQemuArgs, cpuModel, DEVICE_MODEL } from "../vmm/qemu-args.js";
+import { type Accel, buildQemuArgs, cpuKey, DEVICE_MODEL } from "../vmm/qemu-args.js";
 import { QmpClient } from "../vmm/qmp-client.js";
 import { loadVmState, saveVmState } from "./migration.js";
 import { fitsInRam } from "./ram-placement.js";
@@ -104,7 +104,7 @@ export class MemoryImages {
       size: st.size,
       mtime: st.mtimeMs,
       ...shape,
-      cpu: cpuModel(shape.accel, shape.nested === true),
+      cpu: cpuKey(shape.accel, shape.nested === true),
       devices: DEVICE_MODEL,
     });
     return createHash("sha256").update(stamp).digest("hex").slice(0, 24);

@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import type { Accel } from "@sandtree/protocol";
+import { cpuIdentity, kvmCpuModel } from "./cpu-identity.js";
 
 export type { Accel };
 
@@ -68,8 +69,22 @@ export const TCG_CPU_MODEL = "qemu64,+arat";
  * and memory-image keys include this string.
  */
 export function cpuModel(accel: Accel, nested: boolean): string {
-  if (accel === "kvm") return nested ? "host" : "host,-vmx,-svm";
+  if (accel === "kvm") {
+    // A named model (the fleet's choice, cpu-identity.ts) must be whole on this host: `enforce`
+    // refuses to start rather than give guests a CPU without some of the model's features.
+    const model = kvmCpuModel();
+    return `${model}${nested ? "" : ",-vmx,-svm"}${model === "host" ? "" : ",enforce"}`;
+  }
   return nested ? `${TCG_CPU_MODEL},+svm,+npt` : `${TCG_CPU_MODEL},-svm`;
+}
+
+/**
+ * The CPU part of a saved state's cache key: the model string and the CPU it stands for (under
+ * `-cpu host`, this host's: a template or memory image built on one CPU is never loaded on another).
+ */
+export function cpuKey(accel: Accel, nested: boolean): string {
+  const model = cpuModel(accel, nested);
+  return accel === "kvm" ? `${model}@${cpuIdentity(accel)}` : model;
 }
 
 let tscKhzCache: number | null | undefined;
