@@ -31,7 +31,10 @@ const rawBase = process.env.RAW_WORK ?? path.join(tmpdir(), "raw-baseline");
  */
 function privateFloor() {
   const script = path.join(work, "raw-floor.py");
-  const text = readFileSync(floorScript(), "utf8").replaceAll("/dev/shm/raw-baseline.ram", `/dev/shm/raw-floor-${process.pid}.ram`);
+  const text = readFileSync(floorScript(), "utf8").replaceAll(
+    "/dev/shm/raw-baseline.ram",
+    `/dev/shm/raw-floor-${process.pid}.ram`,
+  );
   writeFileSync(script, text);
   const raw = path.join(work, "raw");
   mkdirSync(raw);
@@ -121,7 +124,8 @@ async function nested() {
           continue;
         }
         const last = s.stdout_tail.trim().split("\n").at(-1);
-        if (!last?.startsWith("{")) throw new Error(`${command}: ${s.status}: ${s.stdout_tail.slice(-1500)} ${s.stderr_tail.slice(-1500)}`);
+        if (!last?.startsWith("{"))
+          throw new Error(`${command}: ${s.status}: ${s.stdout_tail.slice(-1500)} ${s.stderr_tail.slice(-1500)}`);
         return last;
       }
     };

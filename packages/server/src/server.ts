@@ -5,10 +5,10 @@ import path from "node:path";
 import {
   type BlobStore,
   detectAccel,
-  setKvmCpuModel,
   guestArtifacts,
   ImageStore,
   QemuMachineHost,
+  setKvmCpuModel,
   VolumeFileServer,
   volumeServerUnavailableReason,
 } from "@sandtree/host";

@@ -9,7 +9,8 @@ import { startTestServer, type TestServer } from "./helpers.js";
 // /dev/kvm works) runs a sandtree server of its own, which must detect KVM by its trial boot and
 // then create, clone, checkpoint, fork, reset, pause and adopt its sandboxes under -accel kvm.
 // scripts/kvm/bundle.mjs packs this checkout's server for it; scripts/kvm/inner-suite.mjs is what
-// runs inside (and prints each step's verdict). Slow under nested emulation: one sandbox, one run.
+// runs inside (and prints each step's verdict), ending with Docker in an inner sandbox. Slow under
+// nested emulation: one sandbox, one run.
 
 const repo = path.resolve(import.meta.dirname, "../../..");
 const work = mkdtempSync(path.join(tmpdir(), "sandtree-kvm-"));
@@ -30,7 +31,7 @@ beforeAll(async () => {
   expect(r.status).toBe(201);
   outer = r.body.id;
   const bundle = path.join(work, "bundle.tar");
-  execFileSync(process.execPath, [path.join(repo, "scripts/kvm/bundle.mjs"), bundle], { stdio: "ignore" });
+  execFileSync(process.execPath, [path.join(repo, "scripts/kvm/bundle.mjs"), "--with-docker", bundle], { stdio: "ignore" });
   await t.waitRunning(outer);
   const up = await t.api("PUT", `/v1/sandboxes/${outer}/files?path=/root/bundle.tar`, readFileSync(bundle), {
     "content-type": "application/octet-stream",
@@ -92,6 +93,7 @@ describe("sandtree under KVM, inside a nested sandbox", () => {
     "pause and resume",
     "restart of the server adopts its VMs",
     "delete",
+    "docker run in a sandbox",
   ]) {
     it(name, () => {
       const s = verdict(name);
