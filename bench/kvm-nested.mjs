@@ -6,8 +6,12 @@
 //   nested_kvm: inside a sandbox with nested_virtualization, raw-floor.py under RAW_ACCEL=kvm (the
 //     floor: bare cold boot and copy-on-write clone), then scripts/kvm/inner-suite.mjs (a sandtree
 //     server there under -accel kvm: cold create, warm create, filesystem fork, memory fork of 4).
+//   tuning: bench/kvm-tuning.py there: the PIT kept or dropped and the TCG command-line flags
+//     under KVM (cold boot and idle CPU of bare QEMU).
 //   tcg: the same inner suite and raw-floor.py on this host under TCG, for the same ratios.
-// Usage: node bench/kvm-nested.mjs   (root, after setup and `npm run build`; ~15-25 min here)
+// Usage: node bench/kvm-nested.mjs [--parts suite,tcg,tuning]   (root, after setup and
+// `npm run build`; ~30-40 min at load 15-25 on the 2-core build machine). SANDTREE_FLOOR_SCRIPT
+// names raw-floor.py where it is not ../shared/bench beside the checkout.
 // Prints one JSON object.
 import { execFileSync, spawn } from "node:child_process";
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
@@ -22,6 +26,10 @@ const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const work = mkdtempSync(path.join(tmpdir(), "sandtree-bench-kvm-"));
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const load = () => loadavg().map((x) => +x.toFixed(1));
+// What to run (all by default): --parts suite,tcg,tuning (the floor always runs).
+const PARTS = new Set(
+  (process.argv.includes("--parts") ? process.argv[process.argv.indexOf("--parts") + 1] : "suite,tcg,tuning").split(","),
+);
 const rawBase = process.env.RAW_WORK ?? path.join(tmpdir(), "raw-baseline");
 
 /**
@@ -112,6 +120,7 @@ async function nested() {
     await client.sandboxes.waitForCreation(sb.id, { timeoutMs: 600_000 });
     await client.files.upload(sb.id, bundle, "/root/bundle.tar");
     await client.files.upload(sb.id, floorScript(), "/opt/raw/raw-floor.py");
+    await client.files.upload(sb.id, path.join(repo, "bench/kvm-tuning.py"), "/opt/raw/kvm-tuning.py");
     const kernel = execFileSync("sh", ["-c", `ls ${rawWork}/x/boot/vmlinuz-*`], { encoding: "utf8" }).trim();
     await client.files.upload(sb.id, kernel, `/opt/raw/x/boot/${path.basename(kernel)}`);
     await client.files.upload(sb.id, path.join(rawWork, "initrd.gz"), "/opt/raw/initrd.gz");
@@ -124,15 +133,22 @@ async function nested() {
           continue;
         }
         const last = s.stdout_tail.trim().split("\n").at(-1);
-        if (!last?.startsWith("{"))
-          throw new Error(`${command}: ${s.status}: ${s.stdout_tail.slice(-1500)} ${s.stderr_tail.slice(-1500)}`);
+        if (!last?.startsWith("{")) {
+          const box = await client.sandboxes.get(sb.id).catch((e) => ({ status: String(e) }));
+          throw new Error(
+            `${command}: ${s.status} (${s.error_reason}; sandbox ${box.status} ${box.error_reason ?? ""}): ${s.stdout_tail.slice(-1500)} ${s.stderr_tail.slice(-1500)}`,
+          );
+        }
         return last;
       }
     };
     await job("tar -C / --keep-directory-symlink -xf /root/bundle.tar && rm /root/bundle.tar && echo {}");
     const floor = JSON.parse(await job("RAW_ACCEL=kvm RAW_WORK=/opt/raw python3 /opt/raw/raw-floor.py"));
-    const report = JSON.parse(await job("cd /opt/sandtree && node inner-suite.mjs"));
-    return { floor, report };
+    const tuning = PARTS.has("tuning")
+      ? JSON.parse(await job("RAW_ACCEL=kvm RAW_WORK=/opt/raw python3 /opt/raw/kvm-tuning.py"))
+      : null;
+    const report = PARTS.has("suite") ? JSON.parse(await job("cd /opt/sandtree && node inner-suite.mjs")) : { steps: [] };
+    return { floor, tuning, report };
   } finally {
     await server.close();
   }
@@ -143,14 +159,24 @@ try {
   privateFloor();
   const inner = await nested();
   const nf = figures(inner.report);
-  out.nested_kvm = { floor: inner.floor, sandtree: nf, ratios: ratios(nf, inner.floor), accel: inner.report.accel };
-  const floor = await measureFloor("tcg");
-  const tf = figures(await suiteHere());
-  out.tcg = { floor, sandtree: tf, ratios: ratios(tf, floor) };
+  out.nested_kvm = {
+    floor: inner.floor,
+    sandtree: nf,
+    ratios: ratios(nf, inner.floor),
+    accel: inner.report.accel,
+    ...(inner.tuning ? { tuning: inner.tuning } : {}),
+  };
+  if (PARTS.has("tcg")) {
+    const floor = await measureFloor("tcg");
+    const tf = figures(await suiteHere());
+    out.tcg = { floor, sandtree: tf, ratios: ratios(tf, floor) };
+  }
 } catch (err) {
   out.error = String(err?.stack ?? err);
 } finally {
-  rmSync(work, { recursive: true, force: true });
+  // Kept after a failure: the outer sandbox's console and logs are under data/sandboxes.
+  if (out.error) out.kept = work;
+  else rmSync(work, { recursive: true, force: true });
 }
 out.load_after = load();
 console.log(JSON.stringify(out, null, 2));
