@@ -82,10 +82,14 @@ export class RemoteSandboxes {
     // that mounts one runs here, or is refused; never started on a worker that has no such volume.
     const mountsVolumes = (params.volumes?.length ?? 0) > 0;
     if (mountsVolumes && pinned && !fleet.isLocal(pinned.id)) {
-      throw new SandtreeError("VOLUME_NOT_ON_HOST", `volumes live on the control plane's own host, not on ${pinned.name}: omit host`, {
-        field: "host",
-        host: pinned.name,
-      });
+      throw new SandtreeError(
+        "VOLUME_NOT_ON_HOST",
+        `volumes live on the control plane's own host, not on ${pinned.name}: omit host`,
+        {
+          field: "host",
+          host: pinned.name,
+        },
+      );
     }
     const urls = await fleet.workerUrls();
     let eligible = (hostId: string) => urls.has(hostId) || fleet.isLocal(hostId);
