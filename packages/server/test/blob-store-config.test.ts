@@ -35,10 +35,10 @@ describe("blob store setting", () => {
       const b = loadConfig({}, { SANDTREE_BLOB_STORE: url, ...env }).blobStore;
       return b?.kind === "s3" ? b.region : "not s3";
     };
-    expect(region("s3://b", { AWS_REGION: "eu-north-1", AWS_DEFAULT_REGION: "us-west-2" })).toBe("eu-north-1");
-    expect(region("s3://b", { AWS_DEFAULT_REGION: "us-west-2" })).toBe("us-west-2");
-    expect(region("s3://b?region=auto", { AWS_REGION: "eu-north-1" })).toBe("auto");
-    expect(region("s3://b", {})).toBeUndefined();
+    expect(region("s3://bkt", { AWS_REGION: "eu-north-1", AWS_DEFAULT_REGION: "us-west-2" })).toBe("eu-north-1");
+    expect(region("s3://bkt", { AWS_DEFAULT_REGION: "us-west-2" })).toBe("us-west-2");
+    expect(region("s3://bkt?region=auto", { AWS_REGION: "eu-north-1" })).toBe("auto");
+    expect(region("s3://bkt", {})).toBeUndefined();
   });
 
   it("takes a directory as a file:// URL or a path", () => {
