@@ -37,6 +37,9 @@ async function step(name, fn) {
   } catch (err) {
     steps.push({ name, ok: false, ms: Math.round(performance.now() - t0), detail: String(err?.stack ?? err).slice(0, 1500) });
     return undefined;
+  } finally {
+    // Progress, one line a step: a caller that gives up early still sees how far it got.
+    console.log(`step: ${JSON.stringify(steps.at(-1))}`);
   }
 }
 
