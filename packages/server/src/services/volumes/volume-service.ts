@@ -6,6 +6,7 @@ import {
   CreateVolumeRequest,
   type FileList,
   type FileStat,
+  type SandboxVolume,
   SandtreeError,
   type TeamLimits,
   type Volume,
@@ -17,6 +18,7 @@ import type { VolumeMountRow, VolumeRow, VolumeStore, VolumeUsage } from "../../
 import { KeyedSerial } from "../keyed-serial.js";
 import type { Logger } from "../logger.js";
 import { VolumeFiles } from "./volume-files.js";
+import { cloneTree, SNAPSHOT_OF_LABEL, snapshotName } from "./volume-snapshots.js";
 
 const GiB = 1024 ** 3;
 
@@ -55,27 +57,44 @@ export class VolumeService {
 
   async create(teamId: string, raw: unknown): Promise<Volume> {
     const req = parse(CreateVolumeRequest, raw);
+    const row = await this.make(teamId, req.name, req.size_gb, req.labels, (dir) => mkdir(dir, { recursive: true, mode: 0o755 }));
+    return this.view(row);
+  }
+
+  /**
+   * A new volume of the team (quotas checked), its directory filled by `fill`: CREATING while it
+   * runs, READY after, DELETED (and its directory gone) when it fails.
+   */
+  private async make(
+    teamId: string,
+    name: string,
+    sizeGb: number,
+    labels: Record<string, string>,
+    fill: (dir: string) => Promise<unknown>,
+  ): Promise<VolumeRow> {
     const limits = await this.deps.limits(teamId);
     const now = new Date().toISOString();
     const row: VolumeRow = {
       id: newVolumeId(),
       team_id: teamId,
-      name: req.name,
+      name,
       status: "CREATING",
-      size_gb: req.size_gb,
-      labels: req.labels,
+      size_gb: sizeGb,
+      labels,
       used_bytes: 0,
       created_at: now,
       updated_at: now,
     };
-    const created = await this.deps.store.createVolume(row, (u) => quotaCheck(u, req.size_gb, limits));
+    const created = await this.deps.store.createVolume(row, (u) => quotaCheck(u, sizeGb, limits));
     if (!created) {
-      throw new SandtreeError("ALREADY_EXISTS", `the team has a volume named ${req.name} already`, { name: req.name });
+      throw new SandtreeError("ALREADY_EXISTS", `the team has a volume named ${name} already`, { name });
     }
     try {
-      await mkdir(this.dirOf(row.id), { recursive: true, mode: 0o755 });
+      await fill(this.dirOf(row.id));
     } catch (err) {
+      await rm(path.join(this.deps.root, row.id), { recursive: true, force: true }).catch(() => {});
       await this.deps.store.setVolumeState(row.id, "DELETED", ["CREATING"]);
+      if (err instanceof SandtreeError) throw err;
       const full = ["ENOSPC", "EDQUOT"].includes((err as NodeJS.ErrnoException).code ?? "");
       throw new SandtreeError(
         full ? "HOST_DISK_FULL" : "INTERNAL",
@@ -83,7 +102,43 @@ export class VolumeService {
       );
     }
     await this.deps.store.setVolumeState(row.id, "READY", ["CREATING"]);
-    return this.view({ ...row, status: "READY" });
+    return this.measure({ ...row, status: "READY" });
+  }
+
+  /**
+   * `volumes: "snapshot"` of a restore or fork: a copy-on-write snapshot of each volume the source
+   * sandbox mounts, each a new volume of the team (named, listed, metered, deleted like any),
+   * mounted at the same path. All or none: a failure deletes the snapshots already made.
+   */
+  async snapshotMounts(teamId: string, sourceSandboxId: string): Promise<VolumeMount[]> {
+    const out: VolumeMount[] = [];
+    try {
+      for (const m of await this.deps.store.mountsOf(sourceSandboxId)) {
+        const src = await this.row(teamId, m.volume_id);
+        if (src.status !== "READY")
+          throw new SandtreeError("CONFLICT", `volume ${src.name} is ${src.status}`, { volume: src.id });
+        const labels = { ...src.labels, [SNAPSHOT_OF_LABEL]: src.id };
+        const snap = await this.writes.run(src.id, () =>
+          this.make(teamId, snapshotName(src.name), src.size_gb, labels, async (dir) => {
+            await mkdir(dir, { recursive: true, mode: 0o755 });
+            await cloneTree(this.dirOf(src.id), dir);
+          }),
+        );
+        out.push({ volume: snap.id, path: m.path, read_only: m.read_only });
+      }
+    } catch (err) {
+      await this.discard(out.map((m) => m.volume));
+      throw err;
+    }
+    return out;
+  }
+
+  /** Deletes volumes this server made for a create that did not happen (snapshots): never throws. */
+  async discard(ids: readonly string[]): Promise<void> {
+    for (const id of ids) {
+      const { changed } = await this.deps.store.beginDeleteVolume(id).catch(() => ({ changed: false }));
+      if (changed) await this.finishDelete(id).catch(() => {});
+    }
   }
 
   async list(teamId: string): Promise<Volume[]> {
@@ -140,9 +195,14 @@ export class VolumeService {
    */
   async resolveMounts(
     teamId: string,
-    raw: readonly VolumeMount[] | undefined,
+    raw: readonly VolumeMount[] | string | undefined,
     network = true,
   ): Promise<Omit<VolumeMountRow, "sandbox_id">[]> {
+    if (typeof raw === "string") {
+      throw new SandtreeError("VALIDATION_FAILED", `volumes: "${raw}" names a source sandbox's volumes: give checkpoint_id`, {
+        field: "volumes",
+      });
+    }
     if (raw === undefined || raw.length === 0) return [];
     if (!network) {
       // Volumes are NFS over the sandbox's own network interface.
@@ -190,6 +250,17 @@ export class VolumeService {
       guestPath: m.path,
       readOnly: m.read_only,
     }));
+  }
+
+  /** The Sandbox answer's `volumes`, for each of these sandboxes (absent: none). */
+  async sandboxVolumes(sandboxIds: readonly string[]): Promise<Map<string, SandboxVolume[]>> {
+    const out = new Map<string, SandboxVolume[]>();
+    for (const m of await this.deps.store.mountsOfSandboxes(sandboxIds)) {
+      const list = out.get(m.sandbox_id) ?? [];
+      list.push({ volume_id: m.volume_id, name: m.name, path: m.path, read_only: m.read_only });
+      out.set(m.sandbox_id, list);
+    }
+    return out;
   }
 
   /** A sandbox's mounts as a create names them: what its forks and restores mount by default. */
