@@ -3,7 +3,7 @@
 // (new volumes of the team, named, listed, metered, deletable; their files a copy the source
 // never sees written), and the Sandbox answer's `volumes`. Images resolve through a stub that
 // never finishes pulling, so a sandbox stays PROVISIONING (not ended) and holds its mounts.
-import { readFileSync } from "node:fs";
+import { readFileSync, truncateSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ImageResolver } from "../src/index.js";
@@ -87,5 +87,27 @@ describe("volume snapshots", () => {
       [],
     );
     expect((await t.api("DELETE", `/v1/sandboxes/${sb.body.id}`)).status).toBeLessThan(300);
+  });
+
+  it("a GET answers the used bytes measured within measureTtlMs; an API write counts at once", async () => {
+    const v = (await t.api("POST", "/v1/volumes", { name: "cached", size_gb: 1 })).body;
+    const guest = path.join(t.dataDir, "volumes", v.id, "data", "guest");
+    writeFileSync(guest, "");
+    truncateSync(guest, 5000);
+    // Measured at its create: a GET does not walk again within the TTL (30 s by default)...
+    expect((await t.api("GET", `/v1/volumes/${v.id}`)).body.used_bytes).toBe(0);
+    // ... an API write walks first (its size check counts what guests wrote) and adds its bytes ...
+    await t.api("PUT", `/v1/volumes/${v.id}/files?path=/api`, bytes("12345"));
+    expect((await t.api("GET", `/v1/volumes/${v.id}`)).body.used_bytes).toBe(5005);
+    truncateSync(guest, 7000);
+    expect((await t.api("GET", `/v1/volumes/${v.id}`)).body.used_bytes).toBe(5005);
+    // ... and once the figure is older than the TTL, the next GET walks.
+    t.server.services.volumes.measureTtlMs = 0;
+    try {
+      expect((await t.api("GET", `/v1/volumes/${v.id}`)).body.used_bytes).toBe(7005);
+    } finally {
+      t.server.services.volumes.measureTtlMs = 30_000;
+    }
+    expect((await t.api("DELETE", `/v1/volumes/${v.id}`)).status).toBe(204);
   });
 });

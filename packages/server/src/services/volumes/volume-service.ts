@@ -14,10 +14,11 @@ import {
   VolumeMounts,
 } from "@sandtree/protocol";
 import { parse } from "../../errors.js";
-import type { VolumeMountRow, VolumeRow, VolumeStore, VolumeUsage } from "../../store/volume-rows.js";
+import type { VolumeMountRow, VolumeRow, VolumeStore } from "../../store/volume-rows.js";
 import { KeyedSerial } from "../keyed-serial.js";
 import type { Logger } from "../logger.js";
 import { VolumeFiles } from "./volume-files.js";
+import { quotaCheck } from "./volume-quota.js";
 import { cloneTree, SNAPSHOT_OF_LABEL, snapshotName } from "./volume-snapshots.js";
 
 const GiB = 1024 ** 3;
@@ -48,6 +49,15 @@ export class VolumeService {
    * in; until then a create naming volumes is validated, then refused with NOT_SUPPORTED.
    */
   mountsSupported = false;
+  /**
+   * How old a `used_bytes` a GET may answer, in ms: a measure walks the volume's tree (an lstat
+   * per file), so GETs walk it at most once per this long (concurrent GETs share one walk). API
+   * writes walk it before they write (their size check) and account for what they wrote; what
+   * a guest wrote over NFS counts at the first GET this long after the last measure.
+   */
+  measureTtlMs = 30_000;
+  private readonly measuredAt = new Map<string, number>();
+  private readonly measuring = new Map<string, Promise<VolumeRow>>();
 
   constructor(private readonly deps: VolumeServiceDeps) {}
 
@@ -170,6 +180,7 @@ export class VolumeService {
   }
 
   private async finishDelete(id: string): Promise<void> {
+    this.measuredAt.delete(id);
     await this.writes.run(id, () => rm(path.join(this.deps.root, id), { recursive: true, force: true }));
     await this.deps.store.setVolumeState(id, "DELETED", ["DELETING"]);
   }
@@ -299,16 +310,19 @@ export class VolumeService {
   async upload(teamId: string, ref: string, p: string, body: AsyncIterable<Uint8Array>, mode = 0o644) {
     const { row, files } = await this.files(teamId, ref);
     return this.writes.run(row.id, async () => {
-      const used = await files.usedBytes();
-      try {
-        return await files.upload(p, body, mode, {
-          volumeId: row.id,
-          limitBytes: row.size_gb * GiB,
-          usedOthers: (existing) => used - existing,
-        });
-      } finally {
-        await this.measure(row);
-      }
+      // The size check needs what guests wrote too: a walk, whatever the last GET measured.
+      const used = (await this.measure(row, true)).used_bytes;
+      let replaced = 0;
+      const out = await files.upload(p, body, mode, {
+        volumeId: row.id,
+        limitBytes: row.size_gb * GiB,
+        usedOthers: (existing) => {
+          replaced = existing;
+          return used - existing;
+        },
+      });
+      await this.recordUsed(row.id, used - replaced + out.bytes, used);
+      return out;
     });
   }
 
@@ -318,7 +332,7 @@ export class VolumeService {
       try {
         await files.remove(p, recursive);
       } finally {
-        await this.measure(row);
+        await this.measure(row, true);
       }
     });
   }
@@ -329,12 +343,34 @@ export class VolumeService {
     return row;
   }
 
-  /** Measures its files again and records the figure (metered) when it changed. */
-  private async measure(row: VolumeRow): Promise<VolumeRow> {
+  /**
+   * Its files' bytes: the figure recorded when it was measured less than measureTtlMs ago (or
+   * `force`: always), else a walk of its tree (one at a time per volume), recorded (metered) when
+   * it changed.
+   */
+  private async measure(row: VolumeRow, force = false): Promise<VolumeRow> {
     if (row.status !== "READY") return row;
-    const used = await new VolumeFiles(this.dirOf(row.id)).usedBytes().catch(() => row.used_bytes);
-    if (used !== row.used_bytes) await this.deps.store.setVolumeUsed(row.id, used);
-    return { ...row, used_bytes: used };
+    const at = this.measuredAt.get(row.id);
+    if (!force && at !== undefined && Date.now() - at < this.measureTtlMs) return row;
+    const running = this.measuring.get(row.id);
+    if (running && !force) return running;
+    const walk = (async () => {
+      const started = Date.now();
+      const used = await new VolumeFiles(this.dirOf(row.id)).usedBytes().catch(() => row.used_bytes);
+      await this.recordUsed(row.id, used, row.used_bytes, started);
+      return { ...row, used_bytes: used };
+    })();
+    this.measuring.set(row.id, walk);
+    try {
+      return await walk;
+    } finally {
+      if (this.measuring.get(row.id) === walk) this.measuring.delete(row.id);
+    }
+  }
+
+  private async recordUsed(id: string, used: number, was?: number, at = Date.now()): Promise<void> {
+    if (used !== was) await this.deps.store.setVolumeUsed(id, used);
+    this.measuredAt.set(id, at);
   }
 
   private async view(row: VolumeRow): Promise<Volume> {
@@ -345,21 +381,4 @@ export class VolumeService {
 
 function notFound(ref: string): SandtreeError {
   return new SandtreeError("VOLUME_NOT_FOUND", `volume ${ref} not found`, { volume: ref });
-}
-
-function quotaCheck(u: VolumeUsage, sizeGb: number, l: TeamLimits): void {
-  if (u.count + 1 > l.max_volumes) {
-    throw new SandtreeError("QUOTA_VOLUMES", `team quota exceeded: volumes ${u.count} + 1 requested > limit ${l.max_volumes}`, {
-      limit: l.max_volumes,
-      used: u.count,
-      requested: 1,
-    });
-  }
-  if (u.size_gb + sizeGb > l.max_volume_gb) {
-    throw new SandtreeError(
-      "QUOTA_VOLUME_STORAGE",
-      `team quota exceeded: volume GiB ${u.size_gb} in use + ${sizeGb} requested > limit ${l.max_volume_gb}`,
-      { limit: l.max_volume_gb, used: u.size_gb, requested: sizeGb },
-    );
-  }
 }
