@@ -32,6 +32,29 @@ function pipWheel(): string {
   return found;
 }
 
+/**
+ * The pip wheel as a zip that also holds each module compiled (`.pyc` beside its `.py`,
+ * unchecked-hash: valid whatever the files' times), so a guest under TCG imports pip without
+ * compiling it (zipimport caches nothing): pip runs as `python3 pip.zip/pip`.
+ */
+function compiledPip(dir: string): string {
+  const tree = path.join(dir, "pip");
+  const out = path.join(dir, "pip.zip");
+  const code = String.raw`
+import compileall, os, sys, zipfile
+whl, tree, out = sys.argv[1:4]
+zipfile.ZipFile(whl).extractall(tree)
+compileall.compile_dir(tree, quiet=1, legacy=True, invalidation_mode=compileall.py_compile.PycInvalidationMode.UNCHECKED_HASH)
+with zipfile.ZipFile(out, "w") as z:
+    for root, _, files in os.walk(tree):
+        for f in files:
+            full = os.path.join(root, f)
+            z.write(full, os.path.relpath(full, tree))
+`;
+  execFileSync("python3", ["-c", code, pipWheel(), tree, out]);
+  return out;
+}
+
 /** A wheel `tinypkg` 0.1 whose module says ANSWER = 42 (RECORD hashes as pip checks them). */
 function tinyWheel(dir: string): string {
   const out = path.join(dir, "tinypkg-0.1-py3-none-any.whl");
@@ -73,7 +96,7 @@ export function guestTools(): GuestTools {
     return {
       git: readFileSync(which("git")),
       bundle: readFileSync(repoBundle(dir)),
-      pip: readFileSync(pipWheel()),
+      pip: readFileSync(compiledPip(dir)),
       wheel: { name: path.basename(wheel), bytes: readFileSync(wheel) },
     };
   } finally {

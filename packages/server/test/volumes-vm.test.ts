@@ -110,7 +110,7 @@ describe.skipIf(unavailable !== null)(`volumes in sandboxes${unavailable ? ` (sk
     expect([clone.exit_code, clone.stdout]).toEqual([0, "two\none\none\ntwo\n"]);
     const pip = await sh(
       c,
-      `cd /mnt/shared/w && python3 pip.whl/pip install -q --no-index --no-cache-dir --target site ${tools.wheel.name} 2>&1 | grep -v WARNING; ` +
+      `cd /mnt/shared/w && python3 pip.whl/pip install -q --no-index --no-cache-dir --no-compile --disable-pip-version-check --target site ${tools.wheel.name} 2>&1 | grep -v WARNING; ` +
         `PYTHONPATH=/mnt/shared/w/site python3 -c 'import tinypkg; print(tinypkg.ANSWER)'`,
       300,
     );
