@@ -40,7 +40,7 @@ function pipWheel(): string {
 function compiledPip(dir: string): string {
   const tree = path.join(dir, "pip");
   const out = path.join(dir, "pip.zip");
-  const code = String.raw`
+  const code = `
 import compileall, os, sys, zipfile
 whl, tree, out = sys.argv[1:4]
 zipfile.ZipFile(whl).extractall(tree)
