@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
 import type net from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
-import { Flag, FrameType, Tag } from "@sandtree/protocol";
+import { Flag, FrameType, GuestBytesSchema, GuestEmptySchema, GuestHelloSchema, GuestStatSchema, Tag } from "@sandtree/protocol";
 import { connectUnix, Deadline, DeadlineError } from "../vmm/deadline.js";
 import { AgentExec } from "./agent-exec.js";
 import {
@@ -10,16 +10,22 @@ import {
   type ExecSpec,
   FILE_CHUNK,
   guestError,
-  parseJson,
+  parseReply,
+  type ReplySchema,
   type StatInfo,
   type StreamHandler,
 } from "./agent-types.js";
 import { CreditQueue } from "./credit-queue.js";
 import { encodeFrame, encodeTlv, type Frame, FrameDecoder, type TlvValue } from "./frame-codec.js";
-import { AgentClosedError } from "./guest-error.js";
+import { AgentClosedError, AgentProtocolError, GuestError } from "./guest-error.js";
 
 export { AgentExec, type ExecTransport } from "./agent-exec.js";
 export type { AgentExecEvent, AgentInfo, ExecSpec, ExitInfo, StatInfo } from "./agent-types.js";
+
+/** The most a directory listing may hold in the host's memory (a guest could stream one forever). */
+export const LIST_MAX_BYTES = 64 * 1024 * 1024;
+/** A PONG longer than any ping the host sends is not one of its answers. */
+const PING_MAX_BYTES = 64;
 
 /**
  * Host side of the guest protocol (docs/protocol.md) over the Unix socket QEMU serves for the
@@ -42,7 +48,15 @@ export class AgentClient extends EventEmitter {
   private constructor(private readonly sock: net.Socket) {
     super();
     sock.on("data", (chunk: Buffer) => {
-      for (const frame of this.decoder.push(chunk)) this.dispatch(frame);
+      try {
+        for (const frame of this.decoder.push(chunk)) {
+          if (this.closedError) return;
+          this.dispatch(frame);
+        }
+      } catch (err) {
+        // Whatever a frame broke must not reach the event loop (it would end the server).
+        this.violate(err);
+      }
     });
     sock.on("error", () => {});
     sock.on("close", () => this.fail(new AgentClosedError("agent connection closed")));
@@ -133,7 +147,7 @@ export class AgentClient extends EventEmitter {
     if (frame.stream === 0) {
       if (frame.type === FrameType.HELLO_ACK && this.helloNonce && frame.payload.length >= 16) {
         if (frame.payload.subarray(0, 16).equals(this.helloNonce)) {
-          const info = parseJson<AgentInfo>(frame.payload.subarray(16));
+          const info = parseReply(GuestHelloSchema, frame.payload.subarray(16), "HELLO_ACK");
           this.helloNonce = null;
           const cb = this.onHelloAck;
           this.onHelloAck = null;
@@ -141,7 +155,7 @@ export class AgentClient extends EventEmitter {
         }
       } else if (frame.type === FrameType.READY) {
         if (this.helloNonce) this.emit("guest-ready");
-      } else if (frame.type === FrameType.PONG) {
+      } else if (frame.type === FrameType.PONG && frame.payload.length <= PING_MAX_BYTES) {
         const key = frame.payload.toString("hex");
         const cb = this.pings.get(key);
         this.pings.delete(key);
@@ -161,6 +175,22 @@ export class AgentClient extends EventEmitter {
     for (const cb of this.pings.values()) cb();
     this.pings.clear();
     this.emit("close", err);
+  }
+
+  /**
+   * Closes the connection for good after the guest broke the protocol (only a replaced agent
+   * does), failing every call with the reason; `violation` tells the machine to stop the VM.
+   * @internal
+   */
+  violate(err: unknown): void {
+    if (this.closedError) return;
+    const e =
+      err instanceof AgentProtocolError
+        ? err
+        : new AgentProtocolError(`a frame broke the host's reader (${err instanceof Error ? err.message : String(err)})`);
+    this.sock.destroy();
+    this.fail(e);
+    this.emit("violation", e.message);
   }
 
   get isClosed(): boolean {
@@ -267,15 +297,16 @@ export class AgentClient extends EventEmitter {
    * A request answered by one RESULT or ERROR frame. With `timeoutMs` it rejects with
    * DeadlineError when the guest does not answer in time (a late answer is dropped).
    */
-  private request<T>(type: number, entries: Array<[number, TlvValue]>, timeoutMs?: number): Promise<T> {
+  private request<T>(type: number, schema: ReplySchema<T>, entries: Array<[number, TlvValue]>, timeoutMs?: number): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
       const id = this.openStream({
         onFrame: (f) => {
           if (f.type === FrameType.RESULT) {
+            const value = parseReply(schema, f.payload, `RESULT of frame type ${type}`);
             clearTimeout(timer);
             this.endStream(id);
-            resolve(parseJson<T>(f.payload));
+            resolve(value);
           } else if (f.type === FrameType.ERROR) {
             clearTimeout(timer);
             this.endStream(id);
@@ -299,11 +330,11 @@ export class AgentClient extends EventEmitter {
   }
 
   stat(path: string): Promise<StatInfo> {
-    return this.request<StatInfo>(FrameType.STAT, [[Tag.PATH, path]]);
+    return this.request(FrameType.STAT, GuestStatSchema, [[Tag.PATH, path]]);
   }
 
   mkdir(path: string, opts: { parents?: boolean; mode?: number } = {}): Promise<void> {
-    return this.request<void>(FrameType.MKDIR, [
+    return this.request(FrameType.MKDIR, GuestEmptySchema, [
       [Tag.PATH, path],
       [Tag.MODE, { u32: opts.mode ?? 0o755 }],
       [Tag.FLAGS, { u32: opts.parents === false ? 0 : Flag.RECURSIVE }],
@@ -311,7 +342,7 @@ export class AgentClient extends EventEmitter {
   }
 
   remove(path: string, opts: { recursive?: boolean } = {}): Promise<void> {
-    return this.request<void>(FrameType.REMOVE, [
+    return this.request(FrameType.REMOVE, GuestEmptySchema, [
       [Tag.PATH, path],
       [Tag.FLAGS, { u32: opts.recursive ? Flag.RECURSIVE : 0 }],
     ]);
@@ -319,7 +350,7 @@ export class AgentClient extends EventEmitter {
 
   /** A request answered by DATA frames then END (or ERROR), delivered with flow control. */
   private dataStream(type: number, entries: Array<[number, TlvValue]>, signal?: AbortSignal): AsyncIterable<Buffer> {
-    const queue = new CreditQueue<Buffer>((n) => this.sendWindow(id, n));
+    const queue = new CreditQueue<Buffer>((n) => this.sendWindow(id, n), { what: () => `data stream ${id}` });
     const id = this.openStream({
       onFrame: (f) => {
         if (f.type === FrameType.DATA) queue.push(f.payload, f.payload.length);
@@ -361,12 +392,25 @@ export class AgentClient extends EventEmitter {
   }
 
   async list(path: string): Promise<StatInfo[]> {
-    let text = "";
-    for await (const chunk of this.dataStream(FrameType.LIST, [[Tag.PATH, path]])) text += chunk.toString("utf8");
-    return text
-      .split("\n")
-      .filter((l) => l.length > 0)
-      .map((l) => JSON.parse(l) as StatInfo);
+    const chunks: Buffer[] = [];
+    let bytes = 0;
+    for await (const chunk of this.dataStream(FrameType.LIST, [[Tag.PATH, path]])) {
+      bytes += chunk.length;
+      // Leaving the loop cancels the listing in the guest.
+      if (bytes > LIST_MAX_BYTES)
+        throw new GuestError("E2BIG", 7, `the listing of ${path} is larger than ${LIST_MAX_BYTES} bytes`);
+      chunks.push(chunk);
+    }
+    try {
+      return Buffer.concat(chunks)
+        .toString("utf8")
+        .split("\n")
+        .filter((l) => l.length > 0)
+        .map((l) => parseReply(GuestStatSchema, Buffer.from(l), "LIST entry"));
+    } catch (err) {
+      this.violate(err);
+      throw err;
+    }
   }
 
   /** Streams `source` into a file in the guest; resolves with the bytes written. */
@@ -381,8 +425,9 @@ export class AgentClient extends EventEmitter {
       const id = this.openStream({
         onFrame: (f) => {
           if (f.type === FrameType.RESULT) {
+            const value = parseReply(GuestBytesSchema, f.payload, "RESULT of FILE_WRITE");
             this.endStream(id);
-            resolve(parseJson<{ bytes: number }>(f.payload));
+            resolve(value);
           } else if (f.type === FrameType.ERROR) {
             this.endStream(id);
             failed = guestError(f.payload);
@@ -426,11 +471,11 @@ export class AgentClient extends EventEmitter {
 
   /** Syncs and freezes a filesystem (default `/`); the guest thaws by itself after 10 s. */
   fsfreeze(path = "/", opts: { timeoutMs?: number } = {}): Promise<void> {
-    return this.request<void>(FrameType.FSFREEZE, [[Tag.PATH, path]], opts.timeoutMs);
+    return this.request(FrameType.FSFREEZE, GuestEmptySchema, [[Tag.PATH, path]], opts.timeoutMs);
   }
 
   fsthaw(path = "/", opts: { timeoutMs?: number } = {}): Promise<void> {
-    return this.request<void>(FrameType.FSTHAW, [[Tag.PATH, path]], opts.timeoutMs);
+    return this.request(FrameType.FSTHAW, GuestEmptySchema, [[Tag.PATH, path]], opts.timeoutMs);
   }
 
   /** Sets the guest clock to the host's and reseeds its RNG (after a resume), keeping streams. */
