@@ -2,28 +2,26 @@ import { randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
 import type net from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
-import { Flag, FrameType, GuestBytesSchema, GuestEmptySchema, GuestHelloSchema, GuestStatSchema, Tag } from "@sandtree/protocol";
+import { Flag, FrameType, GuestEmptySchema, GuestHelloSchema, GuestStatSchema, Tag } from "@sandtree/protocol";
 import { connectUnix, Deadline, DeadlineError } from "../vmm/deadline.js";
 import { AgentExec } from "./agent-exec.js";
+import { listDir, readFileStream, writeFileStream } from "./agent-files.js";
 import {
   type AgentInfo,
   type ExecSpec,
-  FILE_CHUNK,
   guestError,
   parseReply,
   type ReplySchema,
   type StatInfo,
   type StreamHandler,
 } from "./agent-types.js";
-import { CreditQueue } from "./credit-queue.js";
 import { encodeFrame, encodeTlv, type Frame, FrameDecoder, type TlvValue } from "./frame-codec.js";
-import { AgentClosedError, AgentProtocolError, GuestError } from "./guest-error.js";
+import { AgentClosedError, AgentProtocolError } from "./guest-error.js";
 
 export { AgentExec, type ExecTransport } from "./agent-exec.js";
+export { LIST_MAX_BYTES } from "./agent-files.js";
 export type { AgentExecEvent, AgentInfo, ExecSpec, ExitInfo, StatInfo } from "./agent-types.js";
 
-/** The most a directory listing may hold in the host's memory (a guest could stream one forever). */
-export const LIST_MAX_BYTES = 64 * 1024 * 1024;
 /** A PONG longer than any ping the host sends is not one of its answers. */
 const PING_MAX_BYTES = 64;
 
@@ -232,7 +230,8 @@ export class AgentClient extends EventEmitter {
     this.sendRaw(FrameType.WINDOW, stream, b);
   }
 
-  private openStream(handler: StreamHandler): number {
+  /** @internal */
+  openStream(handler: StreamHandler): number {
     if (this.closedError) throw this.closedError;
     const id = this.nextStream;
     this.nextStream = this.nextStream >= 0x7fffffff ? 1 : this.nextStream + 1;
@@ -240,8 +239,14 @@ export class AgentClient extends EventEmitter {
     return id;
   }
 
-  private endStream(id: number): void {
+  /** @internal */
+  endStream(id: number): void {
     this.streams.delete(id);
+  }
+
+  /** @internal */
+  hasStream(id: number): boolean {
+    return this.streams.has(id);
   }
 
   /** Whether a call is waiting on the guest (an open stream: exec, file, request). */
@@ -348,125 +353,21 @@ export class AgentClient extends EventEmitter {
     ]);
   }
 
-  /** A request answered by DATA frames then END (or ERROR), delivered with flow control. */
-  private dataStream(type: number, entries: Array<[number, TlvValue]>, signal?: AbortSignal): AsyncIterable<Buffer> {
-    const queue = new CreditQueue<Buffer>((n) => this.sendWindow(id, n), { what: () => `data stream ${id}` });
-    const id = this.openStream({
-      onFrame: (f) => {
-        if (f.type === FrameType.DATA) queue.push(f.payload, f.payload.length);
-        else if (f.type === FrameType.END) {
-          this.endStream(id);
-          queue.end();
-        } else if (f.type === FrameType.ERROR) {
-          this.endStream(id);
-          queue.fail(guestError(f.payload));
-        }
-      },
-      onClose: (err) => queue.fail(err),
-    });
-    this.sendRaw(type, id, encodeTlv(entries));
-    const cancel = () => {
-      if (this.streams.has(id)) this.sendRaw(FrameType.CANCEL, id);
-    };
-    signal?.addEventListener("abort", cancel, { once: true });
-    const self = this;
-    return {
-      async *[Symbol.asyncIterator]() {
-        try {
-          for await (const chunk of queue) yield chunk;
-        } finally {
-          signal?.removeEventListener("abort", cancel);
-          if (self.streams.has(id)) {
-            cancel();
-          }
-        }
-      },
-    };
-  }
-
   readFile(path: string, opts: { offset?: number; length?: number; signal?: AbortSignal } = {}): AsyncIterable<Buffer> {
-    const entries: Array<[number, TlvValue]> = [[Tag.PATH, path]];
-    if (opts.offset !== undefined) entries.push([Tag.OFFSET, { u64: opts.offset }]);
-    if (opts.length !== undefined) entries.push([Tag.LENGTH, { u64: opts.length }]);
-    return this.dataStream(FrameType.FILE_READ, entries, opts.signal);
+    return readFileStream(this, path, opts);
   }
 
-  async list(path: string): Promise<StatInfo[]> {
-    const chunks: Buffer[] = [];
-    let bytes = 0;
-    for await (const chunk of this.dataStream(FrameType.LIST, [[Tag.PATH, path]])) {
-      bytes += chunk.length;
-      // Leaving the loop cancels the listing in the guest.
-      if (bytes > LIST_MAX_BYTES)
-        throw new GuestError("E2BIG", 7, `the listing of ${path} is larger than ${LIST_MAX_BYTES} bytes`);
-      chunks.push(chunk);
-    }
-    try {
-      return Buffer.concat(chunks)
-        .toString("utf8")
-        .split("\n")
-        .filter((l) => l.length > 0)
-        .map((l) => parseReply(GuestStatSchema, Buffer.from(l), "LIST entry"));
-    } catch (err) {
-      this.violate(err);
-      throw err;
-    }
+  list(path: string): Promise<StatInfo[]> {
+    return listDir(this, path);
   }
 
   /** Streams `source` into a file in the guest; resolves with the bytes written. */
-  async writeFile(
+  writeFile(
     path: string,
     source: AsyncIterable<Uint8Array>,
     opts: { mode?: number; append?: boolean; signal?: AbortSignal } = {},
   ): Promise<{ bytes: number }> {
-    let failed: Error | null = null;
-    let streamId = 0;
-    const result = new Promise<{ bytes: number }>((resolve, reject) => {
-      const id = this.openStream({
-        onFrame: (f) => {
-          if (f.type === FrameType.RESULT) {
-            const value = parseReply(GuestBytesSchema, f.payload, "RESULT of FILE_WRITE");
-            this.endStream(id);
-            resolve(value);
-          } else if (f.type === FrameType.ERROR) {
-            this.endStream(id);
-            failed = guestError(f.payload);
-            reject(failed);
-          }
-        },
-        onClose: (err) => {
-          failed = err;
-          reject(err);
-        },
-      });
-      streamId = id;
-    });
-    result.catch(() => {});
-    this.sendRaw(
-      FrameType.FILE_WRITE,
-      streamId,
-      encodeTlv([
-        [Tag.PATH, path],
-        [Tag.MODE, { u32: opts.mode ?? 0o644 }],
-        [Tag.FLAGS, { u32: opts.append ? Flag.APPEND : 0 }],
-      ]),
-    );
-    try {
-      for await (const chunk of source) {
-        opts.signal?.throwIfAborted();
-        if (failed) break;
-        const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-        for (let off = 0; off < buf.length && !failed; off += FILE_CHUNK) {
-          await this.sendData(FrameType.DATA, streamId, buf.subarray(off, off + FILE_CHUNK));
-        }
-      }
-    } catch (err) {
-      // Tell the guest to stop; it answers with an error or result we no longer need.
-      this.sendRaw(FrameType.CANCEL, streamId);
-      throw err;
-    }
-    if (!failed) this.sendRaw(FrameType.END, streamId);
-    return result;
+    return writeFileStream(this, path, source, opts);
   }
 
   /** Syncs and freezes a filesystem (default `/`); the guest thaws by itself after 10 s. */

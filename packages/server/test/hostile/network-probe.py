@@ -1,6 +1,5 @@
 # Probes run as root inside a hostile sandbox (network.test.ts): each prints one line.
 #   tcp HOST PORT            OK connected | ERR refused | ERR timeout
-#   tcpfrom SRC HOST PORT    the same from a source address that is not ours (IP_FREEBIND)
 #   udpflood HOST PORT N     N datagrams of 1 KiB: OK sent N
 #   synflood HOST PORT N     N connects left half-open: OK tried N
 #   arpspoof IP N            N gratuitous ARP replies claiming IP with our MAC: OK sent N
@@ -9,12 +8,9 @@ import os, socket, struct, sys, time
 
 def out(s): print(s); sys.exit(0)
 
-def tcp(host, port, src=None):
+def tcp(host, port):
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.settimeout(2)
-    if src:
-        s.setsockopt(socket.SOL_IP, 15, 1)  # IP_FREEBIND
-        s.bind((src, 0))
     try:
         s.connect((host, int(port)))
         out("OK connected")
@@ -31,8 +27,6 @@ def resolver():
 cmd, args = sys.argv[1], sys.argv[2:]
 if cmd == "tcp":
     tcp(args[0], args[1])
-elif cmd == "tcpfrom":
-    tcp(args[1], args[2], src=args[0])
 elif cmd == "udpflood":
     host = resolver() if args[0] == "resolver" else args[0]
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
