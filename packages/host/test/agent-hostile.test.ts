@@ -21,13 +21,17 @@ async function fakeGuest(attack: Attack, prelude?: (sock: net.Socket) => void) {
   const sockPath = path.join(dir, "agent.sock");
   const server = net.createServer((sock) => {
     const dec = new FrameDecoder();
+    // Once: after every ACK, a slow host (a loaded machine) would resend its HELLO before reading
+    // through the prelude, and never see the ACK of its newest nonce.
+    let preluded = false;
     sock.on("error", () => {});
     sock.on("data", (chunk) => {
       for (const f of dec.push(chunk)) {
         if (f.type === FrameType.HELLO) {
           const info = Buffer.from(JSON.stringify({ version: 1, kernel: "6.1.0-fake", boot_ms: 1, root: "mounted" }));
           sock.write(encodeFrame(FrameType.HELLO_ACK, 0, Buffer.concat([f.payload.subarray(0, 16), info])));
-          prelude?.(sock);
+          if (!preluded) prelude?.(sock);
+          preluded = true;
         } else if (f.type === FrameType.PING) sock.write(encodeFrame(FrameType.PONG, 0, f.payload));
         else if (f.stream !== 0 && f.type !== FrameType.WINDOW && f.type !== FrameType.CANCEL) attack(sock, f.stream, f.type);
       }
