@@ -12,6 +12,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { AgentClient } from "../src/agent/agent-client.js";
 import { encodeFrame, FrameDecoder } from "../src/agent/frame-codec.js";
 import { AgentProtocolError, GuestError } from "../src/agent/guest-error.js";
+import { DeadlineError } from "../src/util/deadline.js";
 
 type Attack = (sock: net.Socket, stream: number, type: number) => void;
 
@@ -139,6 +140,18 @@ describe("a hostile guest agent", () => {
       await expect(client.stat("/")).rejects.toBeInstanceOf(AgentProtocolError);
     });
   }
+
+  it("an exec the guest starts and never ends fails past its timeout, while pings are answered", async () => {
+    const { client, violations } = await fakeGuest((sock, stream, type) => {
+      if (type === FrameType.EXEC) sock.write(encodeFrame(FrameType.STARTED, stream, json({ pid: 7 })));
+    });
+    client.execGraceMs = 200;
+    const err = await client.exec({ argv: ["sleep", "inf"], timeoutMs: 100 }).exited.catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DeadlineError);
+    await client.ping(undefined, { timeoutMs: 10_000 });
+    expect(client.busy).toBe(false);
+    expect(violations).toEqual([]);
+  });
 
   it("a stat with a megabyte name, a listing line that is not a stat: protocol violations", async () => {
     for (const reply of [

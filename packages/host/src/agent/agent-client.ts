@@ -40,6 +40,8 @@ export class AgentClient extends EventEmitter {
   info: AgentInfo | null = null;
   /** eth0's configuration ("ADDR/PREFIX GATEWAY" or "-"), applied by the guest at every HELLO. */
   private net: string | null = null;
+  /** How long past its timeout an exec may go on before the host gives up on it (AgentExec.giveUpAfter). @internal */
+  execGraceMs = 60_000;
   /** Sent with the HELLO: a guest waiting for its root disk (a template's clone) mounts it, this size. */
   private root: number | null = null;
 
@@ -295,6 +297,9 @@ export class AgentClient extends EventEmitter {
     });
     exec = new AgentExec(this, id);
     this.sendRaw(FrameType.EXEC, id, payload);
+    if (spec.timeoutMs !== undefined) {
+      exec.giveUpAfter(spec.timeoutMs + this.execGraceMs, () => this.streams.has(id) && (this.endStream(id), true));
+    }
     return exec;
   }
 

@@ -1,4 +1,5 @@
 import { FrameType, GuestExitSchema, GuestStartedSchema, STREAM_WINDOW_BYTES, Tag } from "@sandtree/protocol";
+import { DeadlineError } from "../util/deadline.js";
 import { type AgentExecEvent, type ExitInfo, FILE_CHUNK, guestError, parseReply } from "./agent-types.js";
 import { CreditQueue } from "./credit-queue.js";
 import { encodeTlv, type Frame } from "./frame-codec.js";
@@ -66,6 +67,24 @@ export class AgentExec {
       default:
         return false;
     }
+  }
+
+  /**
+   * @internal The guest enforces an exec's timeout; a guest that answers pings but never ends the
+   * exec (a replaced agent) would hold the call forever. After `ms`, if `drop()` says the stream
+   * was still open (and drops it), the process group gets SIGKILL and the exec fails.
+   */
+  giveUpAfter(ms: number, drop: () => boolean): void {
+    const timer = setTimeout(() => {
+      if (!drop()) return;
+      this.signal(9);
+      this.close(new DeadlineError("the guest's exec (past its timeout)", ms));
+    }, ms);
+    timer.unref();
+    this.exited.then(
+      () => clearTimeout(timer),
+      () => clearTimeout(timer),
+    );
   }
 
   /** @internal */
