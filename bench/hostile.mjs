@@ -50,7 +50,7 @@ async function sandbox() {
   for (;;) {
     const s = await json("GET", `/v1/sandboxes/${id}`);
     if (s.status === "RUNNING") break;
-    if (s.status !== "STARTING" && s.status !== "CREATING") throw new Error(`${id}: ${s.status} ${s.error_reason}`);
+    if (["ERROR", "TERMINATED", "TIMEOUT"].includes(s.status)) throw new Error(`${id}: ${s.status} ${s.error_reason}`);
     await sleep(100);
   }
   await call("PUT", `/v1/sandboxes/${id}/files?path=/tmp/impostor&mode=755`, impostor, {
