@@ -9,6 +9,7 @@
 //   stall:   STARTED then silence, until the watchdog (--agent-deadline ms) stops the VM
 // Each case also records the server's RSS growth and how the hostile sandbox ended.
 // Usage: node bench/hostile.mjs [--samples 40] [--agent-deadline 10000]. Prints one JSON document.
+// (SANDTREE_FLOOR_SCRIPT names raw-floor.py where the checkout is not beside ../shared.)
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -71,10 +72,10 @@ async function launch(id, args) {
   }
 }
 
-/** Neighbour round trips until `done()` (at least `min`, at most SAMPLES). */
-async function sample(neighbour, done, min = 5) {
+/** Neighbour round trips until `done()` (at least `min`, at most `max`). */
+async function sample(neighbour, done, min = 5, max = SAMPLES * 10) {
   const xs = [];
-  while (xs.length < SAMPLES && (xs.length < min || !done())) {
+  while (xs.length < max && (xs.length < min || !done())) {
     const t0 = performance.now();
     const r = await exec(neighbour, "true");
     if (r.exit_code !== 0) throw new Error(`neighbour: ${JSON.stringify(r)}`);
@@ -89,7 +90,7 @@ try {
   const neighbour = await sandbox();
   const idle = await sandbox();
   await sample(neighbour, () => true, 5); // warm-up
-  const quiet = stats(await sample(neighbour, () => false, SAMPLES));
+  const quiet = stats(await sample(neighbour, () => false, SAMPLES, SAMPLES));
   out.neighbour_exec_true.quiet = quiet;
   await json("DELETE", `/v1/sandboxes/${idle}`);
 
