@@ -177,11 +177,7 @@ export class AgentClient extends EventEmitter {
     this.emit("close", err);
   }
 
-  /**
-   * Closes the connection for good after the guest broke the protocol (only a replaced agent
-   * does), failing every call with the reason; `violation` tells the machine to stop the VM.
-   * @internal
-   */
+  /** @internal Closes the connection for good: the guest broke the protocol (a replaced agent). */
   violate(err: unknown): void {
     if (this.closedError) return;
     const e =
@@ -297,9 +293,8 @@ export class AgentClient extends EventEmitter {
     });
     exec = new AgentExec(this, id);
     this.sendRaw(FrameType.EXEC, id, payload);
-    if (spec.timeoutMs !== undefined) {
-      exec.giveUpAfter(spec.timeoutMs + this.execGraceMs, () => this.streams.has(id) && (this.endStream(id), true));
-    }
+    // The stream is dropped (a late EXIT is then ignored) only if it was still open.
+    if (spec.timeoutMs !== undefined) exec.giveUpAfter(spec.timeoutMs + this.execGraceMs, () => this.streams.delete(id));
     return exec;
   }
 
