@@ -135,8 +135,9 @@ export function buildQemuArgs(spec: QemuVmSpec): string[] {
     // No i8254 PIT under TCG: Linux leaves it counting (mode 3, count 0) after moving to the
     // local APIC timer, and QEMU then wakes its main loop every 27 ms for a timer nobody reads:
     // a bare idle guest took 0.27% of a core with it, 0.10% without (same run). The TSC
-    // frequency and lpj are passed in, so the kernel never calibrates against it. (KVM keeps it:
-    // untested here.)
+    // frequency and lpj are passed in, so the kernel never calibrates against it. KVM keeps it:
+    // emulated in the host kernel, and without it a bare nested-KVM boot took twice as long
+    // (bench/kvm-tuning.py, docs/architecture.md).
     `microvm${spec.accel === "tcg" ? ",pit=off" : ""},memory-backend=mem`,
     "-accel",
     spec.accel,
