@@ -82,7 +82,7 @@ export class RestoreService {
       localHolds: layers.every((k) => existsSync(path.join(sandboxes.layersDir, k))),
       prepare: async (worker) => {
         if (!worker) {
-          await ensureBase(store, this.deps.images, sandboxes.layersDir, row);
+          await ensureBase(store, this.deps.images, { dir: sandboxes.layersDir, disks: sandboxes.host }, row);
           return (await this.layers(teamId, checkpointId, memory)).layers;
         }
         const remote = this.deps.remoteCheckpoints;
