@@ -56,7 +56,7 @@ describe("a thousand sandboxes on the fake host", () => {
       if (r.body.status === "RUNNING") return;
       if (r.body.status !== "PENDING" && r.body.status !== "PROVISIONING")
         throw new Error(`${id}: ${r.body.status} ${r.body.error_reason}`);
-      await new Promise((res) => setTimeout(res, 2));
+      await new Promise((res) => setTimeout(res, 20));
     }
   }
 
