@@ -110,7 +110,7 @@ export class RestoreService {
   async create(teamId: string, raw: unknown, opts: { id?: string } = {}): Promise<{ sandbox: Sandbox; created: boolean }> {
     if (raw === null || typeof raw !== "object" || Array.isArray(raw) || !("checkpoint_id" in raw)) {
       const params = parse(CreateSandboxRequest, raw);
-      refuseUnavailableNesting(this.deps.accel, params);
+      refuseUnavailableNesting(this.deps.sandboxes.host.capabilities, params);
       return this.deps.sandboxes.createOrReplay(teamId, params, null, opts);
     }
     const r = raw as Record<string, unknown>;
@@ -194,7 +194,7 @@ export class RestoreService {
       image: row.image,
       disk_size_gb: Math.round(row.disk_size_bytes / GiB),
     });
-    refuseUnavailableNesting(this.deps.accel, params);
+    refuseUnavailableNesting(this.deps.sandboxes.host.capabilities, params);
     return this.deps.sandboxes.createOrReplay(teamId, params, plan, opts);
   }
 
