@@ -7,7 +7,7 @@ import {
   detectAccel,
   guestArtifacts,
   ImageStore,
-  QemuMachineHost,
+  type MachineHost,
   VolumeFileServer,
   volumeServerUnavailableReason,
 } from "@sandtree/host";
@@ -15,6 +15,7 @@ import type { FastifyInstance } from "fastify";
 import { buildApp } from "./app.js";
 import { makeBlobStore } from "./blob-store-config.js";
 import { loadConfig, type ServerConfigInput, type ServerConfigValues, type VmDeadlines, workerEnv } from "./config.js";
+import { defaultHost } from "./default-host.js";
 import { AdmissionService } from "./services/admission-service.js";
 import { AuthService } from "./services/auth-service.js";
 import { BulkService } from "./services/bulk-service.js";
@@ -126,6 +127,11 @@ export interface StartServerOptions {
   onSandboxStatus?: (id: string, patch: SandboxPatch) => void;
   /** The blob store, given its local directory (a worker's: the one its control plane names at join). */
   makeBlobs?: (layersDir: string) => BlobStore;
+  /**
+   * Where machines run (default: this host's microVMs, see default-host.ts). Tests give an in-memory
+   * host; another isolation class gives its own.
+   */
+  host?: MachineHost;
 }
 
 export async function startServer(input: ServerConfigInput = {}, opts: StartServerOptions = {}): Promise<RunningServer> {
@@ -236,7 +242,9 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     volumes,
     network,
     // Each sandbox's volumes are added to its machine's spec (NFS exports granted to its address).
-    host: new MountingHost(new QemuMachineHost(volumeServer ? { volumes: volumeServer } : {}), (id) => volumes.machineMounts(id)),
+    host: new MountingHost(opts.host ?? defaultHost({ accel, deadlines, volumes: volumeServer }), (id) =>
+      volumes.machineMounts(id),
+    ),
     store,
     images,
     aliases,
@@ -254,6 +262,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
   // Adoptions still running are cancelled first, then every VM is stopped.
   unwind.push("sandboxes", () => sandboxes.close().catch(() => {}));
   const checkpoints = new CheckpointService({
+    host: sandboxes.host,
     store,
     sandboxes,
     blobs,
@@ -374,7 +383,9 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     fleet,
     remote,
     remoteCheckpoints,
-    ...(workerTeamId ? { workerCheckpoints: new WorkerCheckpoints({ store, blobs, images, teamId: workerTeamId }) } : {}),
+    ...(workerTeamId
+      ? { workerCheckpoints: new WorkerCheckpoints({ store, blobs, images, teamId: workerTeamId, disks: sandboxes.host }) }
+      : {}),
   };
   // Exposed ports end with their sandbox.
   sandboxes.onTeardown((id) => services.ports.forget(id));

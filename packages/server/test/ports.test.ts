@@ -7,6 +7,7 @@ import http from "node:http";
 import net, { type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { createQemuHost } from "@sandtree/host";
 import { ErrorBody, type Sandbox } from "@sandtree/protocol";
 import { SandtreeClient } from "@sandtree/sdk";
 import type { FastifyInstance } from "fastify";
@@ -143,6 +144,7 @@ beforeAll(async () => {
     guest: { kernel: "", initramfs: "", kernelRelease: "" },
     log: silent,
     admission,
+    host: createQemuHost(),
   });
   const timeouts = new TimeoutService({ store, sandboxes, log: silent, intervalMs: 60_000 });
   ports = new PortService(store, sandboxes, (id) => addresses.get(id) ?? null);

@@ -3,7 +3,7 @@
 import type { ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import path from "node:path";
-import { qemuPidsNamed } from "@sandtree/host";
+import { qemuPidsNamed } from "@sandtree/host/qemu";
 import Database from "better-sqlite3";
 import { type Api, spawnUntil } from "../helpers.js";
 
