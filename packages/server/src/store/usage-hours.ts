@@ -31,7 +31,6 @@ const SUMS = [
 ] as const;
 type Sum = (typeof SUMS)[number];
 
-
 type Dialect = "sqlite" | "pg";
 
 /** The rollup row of record `r` (NEW in a trigger, m in the backfill): the same arithmetic as usage-sums.ts. */
@@ -140,7 +139,10 @@ export interface HourStatement {
 }
 
 /** The statements behind a rollup answer: the rollup's rows of the window, open records, and per cut hour two ranges. */
-export function hourPlan(d: Dialect, q: UsageSumsQuery): { rollup: HourStatement; raw: HourStatement[]; cuts: Map<number, Segment[]> } {
+export function hourPlan(
+  d: Dialect,
+  q: UsageSumsQuery,
+): { rollup: HourStatement; raw: HourStatement[]; cuts: Map<number, Segment[]> } {
   const first = q.periods[0];
   const last = q.periods.at(-1);
   if (!first || !last) throw new Error("usage sums need at least one period");
@@ -204,11 +206,16 @@ export function hourRows(
   rollup: readonly HourRow[],
   raw: ReadonlyArray<readonly SumArray[]>,
 ): UsageSumRow[] {
-  const out = new Map<string, { period: number; key: string | null; ka: number; kb: number; n: number; v: Float64Array }>();
-  const acc = (period: number, key: string | null, ka: number, kb: number, n: number) => {
-    const id = `${period}\0${key ?? "\u0001"}\0${ka}\0${kb}`;
-    let row = out.get(id);
-    if (!row) out.set(id, (row = { period, key, ka, kb, n: 0, v: new Float64Array(S) }));
+  // Per period and key, rows by hour pair (a number: ka, and kb - ka below 2^21 hours).
+  type Acc = { period: number; key: string | null; ka: number; kb: number; n: number; v: number[] };
+  const groups = new Map<string, Map<number, Acc>>();
+  const acc = (period: number, key: string | null, ka: number, kb: number, n: number): number[] => {
+    const g = `${period}\0${key ?? "\u0001"}`;
+    let rows = groups.get(g);
+    if (!rows) groups.set(g, (rows = new Map()));
+    const id = ka * 2_097_152 + (kb - ka);
+    let row = rows.get(id);
+    if (!row) rows.set(id, (row = { period, key, ka, kb, n: 0, v: new Array<number>(S).fill(0) }));
     row.n += n;
     return row.v;
   };
@@ -259,29 +266,30 @@ export function hourRows(
     }
   });
   const rows: UsageSumRow[] = [];
-  for (const { period, key, ka, kb, n, v } of out.values())
-    rows.push({
-      period,
-      key,
-      ka,
-      kb,
-      n,
-      head_vcpu_ms: v[0] ?? 0,
-      head_memory_ms: v[1] ?? 0,
-      head_disk_ms: v[2] ?? 0,
-      head_bytes_ms: v[3] ?? 0,
-      head_volume_ms: v[4] ?? 0,
-      tail_vcpu_ms: v[5] ?? 0,
-      tail_memory_ms: v[6] ?? 0,
-      tail_disk_ms: v[7] ?? 0,
-      tail_bytes_ms: v[8] ?? 0,
-      tail_volume_ms: v[9] ?? 0,
-      vcpus: v[10] ?? 0,
-      memory_gib: v[11] ?? 0,
-      disk_gib: v[12] ?? 0,
-      stored_bytes: v[13] ?? 0,
-      volume_bytes: v[14] ?? 0,
-      upload_bytes: v[15] ?? 0,
-    });
+  for (const g of groups.values())
+    for (const { period, key, ka, kb, n, v } of g.values())
+      rows.push({
+        period,
+        key,
+        ka,
+        kb,
+        n,
+        head_vcpu_ms: v[0] ?? 0,
+        head_memory_ms: v[1] ?? 0,
+        head_disk_ms: v[2] ?? 0,
+        head_bytes_ms: v[3] ?? 0,
+        head_volume_ms: v[4] ?? 0,
+        tail_vcpu_ms: v[5] ?? 0,
+        tail_memory_ms: v[6] ?? 0,
+        tail_disk_ms: v[7] ?? 0,
+        tail_bytes_ms: v[8] ?? 0,
+        tail_volume_ms: v[9] ?? 0,
+        vcpus: v[10] ?? 0,
+        memory_gib: v[11] ?? 0,
+        disk_gib: v[12] ?? 0,
+        stored_bytes: v[13] ?? 0,
+        volume_bytes: v[14] ?? 0,
+        upload_bytes: v[15] ?? 0,
+      });
   return rows;
 }
