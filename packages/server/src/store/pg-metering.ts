@@ -1,5 +1,5 @@
-import { checkpointBilled, checkpointMeterRecords, sandboxMeterRecord } from "./meter-rules.js";
 import type pg from "pg";
+import { checkpointBilled, checkpointMeterRecords, sandboxMeterRecord } from "./meter-rules.js";
 import { all, type Db, one, run, tx } from "./pg-db.js";
 import type { MeterKind, MeterRecord, MeterRecordWithLabels } from "./rows.js";
 import { type HourRow, hourPlan, hourRows, rollupAnswers, type SumArray } from "./usage-hours.js";

@@ -5,10 +5,10 @@ import * as ck from "./sqlite-checkpoints.js";
 import { HOST_URLS_MIGRATION } from "./sqlite-host-urls.js";
 import * as hosts from "./sqlite-hosts.js";
 import * as meter from "./sqlite-metering.js";
-import { SQLITE_METER_HOURS_MIGRATION } from "./usage-hours.js";
 import * as netw from "./sqlite-network.js";
 import * as ports from "./sqlite-ports.js";
 import * as tenancy from "./sqlite-tenancy.js";
+import { SQLITE_METER_HOURS_MIGRATION } from "./usage-hours.js";
 import { METER_WINDOW_MIGRATION } from "./usage-sums.js";
 import { VOLUMES_MIGRATION } from "./volume-rows.js";
 

@@ -123,7 +123,11 @@ export function usageSumsSql(
         ? [`m.start_ms < ${int(last.toMs)}`, `${endOf} >= ${OPEN_END_MS}`]
         : "startIn" in only
           ? [`m.start_ms >= ${bound(only.startIn.fromMs)}`, `m.start_ms < ${bound(only.startIn.toMs)}`, "m.end_ms IS NOT NULL"]
-          : [`${endOf} > ${bound(only.endIn.fromMs)}`, `${endOf} <= ${bound(only.endIn.toMs)}`, `m.start_ms < ${bound(only.endIn.fromMs)}`];
+          : [
+              `${endOf} > ${bound(only.endIn.fromMs)}`,
+              `${endOf} <= ${bound(only.endIn.toMs)}`,
+              `m.start_ms < ${bound(only.endIn.fromMs)}`,
+            ];
   if (q.teamId !== undefined) where.unshift(`m.team_id = ${text(q.teamId)}`);
   if (q.subjects) {
     where.push(

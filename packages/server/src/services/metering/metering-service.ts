@@ -1,7 +1,7 @@
 import { SandtreeError, type Stats, type TeamBudget, type UsageGroup, type UsageReport } from "@sandtree/protocol";
 import type { TeamRow } from "../../store/rows.js";
-import { HOUR_MS } from "../../store/usage-hours.js";
 import type { Store } from "../../store/store.js";
+import { HOUR_MS } from "../../store/usage-hours.js";
 import type { Principal } from "../auth-service.js";
 import type { Clock } from "./clock.js";
 import { compilePrices, type Price, type PriceEntry } from "./prices.js";
