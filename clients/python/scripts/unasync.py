@@ -27,6 +27,7 @@ SUBS = [
     (r"\bAsyncAPIClient\b", "APIClient"),
     (r"\bAsyncSandboxClient\b", "SandboxClient"),
     (r"\bAsync([A-Z]\w*)", r"\1"),
+    (r"\basynccontextmanager\b", "contextmanager"),
     (r"\baiter_bytes\b", "iter_bytes"),
     (r"\baread\b", "read"),
     (r"\baclose\b", "close"),
