@@ -27,7 +27,7 @@ class AsyncAPIClient(_Base):
     async def __aenter__(self) -> AsyncAPIClient:
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, exc_type: Any, exc_val: Any, exc_tb: Any) -> None:
         await self.aclose()
 
     @asynccontextmanager
