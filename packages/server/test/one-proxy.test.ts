@@ -31,6 +31,11 @@ describe("one reverse proxy", () => {
     expect(proxy).not.toMatch(/"(GET|POST|DELETE|PUT|PATCH) \/v1\//);
     expect(proxy).not.toMatch(/new Set\(\[/);
     const declared = where(/\b(ANSWERED_HERE|PORT_URLS|WAY_IN), /).sort();
-    expect(declared).toEqual(["routes/checkpoint-routes.ts", "routes/pause-routes.ts", "routes/port-routes.ts", "routes/sandbox-routes.ts"]);
+    expect(declared).toEqual([
+      "routes/checkpoint-routes.ts",
+      "routes/pause-routes.ts",
+      "routes/port-routes.ts",
+      "routes/sandbox-routes.ts",
+    ]);
   });
 });
