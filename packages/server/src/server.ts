@@ -45,6 +45,7 @@ import { loadPriceTable } from "./services/metering/prices.js";
 import { MetricsService } from "./services/metrics-service.js";
 import { NetworkService } from "./services/network-service.js";
 import { PortService } from "./services/port-service.js";
+import { openResourceLimits } from "./services/resource-limits.js";
 import { ProcessTable } from "./services/process-table.js";
 import { PtyService } from "./services/pty-service.js";
 import { RestoreService } from "./services/restore-service.js";
@@ -221,6 +222,12 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
   unwind.push("sandbox networks", () => network.close({ destroy: true }).catch(() => {}));
   // Before adoption: rules and tunnels for the sandboxes still active.
   await network.start(shared ? { notMine: await placedOnPeers(hostRegistry, ownHostName) } : {});
+  const limiter = await openResourceLimits({
+    enabled: cfg.resourceLimits,
+    dataDir: cfg.dataDir,
+    network: network.enabled,
+    log: cfg.logger ? log : silentLogger,
+  });
   const aliases = new ImageAliases(openImageAliases(store), images);
   const volumes = new VolumeService({
     store: openVolumeStore(store),
@@ -234,7 +241,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     volumes,
     network,
     // Each sandbox's volumes are added to its machine's spec (NFS exports granted to its address).
-    host: new MountingHost(new QemuMachineHost(volumeServer ? { volumes: volumeServer } : {}), (id) => volumes.machineMounts(id)),
+    host: new MountingHost(new QemuMachineHost({ ...(volumeServer ? { volumes: volumeServer } : {}), ...(limiter ? { limiter } : {}) }), (id) => volumes.machineMounts(id)),
     store,
     images,
     aliases,
