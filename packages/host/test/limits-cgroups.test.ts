@@ -34,10 +34,10 @@ const fakeRmdir = (dir: string) => {
   rmSync(dir, { recursive: true });
 };
 const v1Files = {
-  "cpu/cpu.cfs_quota_us": "-1",
-  "memory/memory.limit_in_bytes": "9223372036854771712",
-  "pids/pids.max": "max",
-  "blkio/blkio.throttle.read_bps_device": "",
+  "cpu/cgroup.procs": "1\n",
+  "memory/cgroup.procs": "1\n",
+  "pids/cgroup.procs": "1\n",
+  "blkio/cgroup.procs": "1\n",
   "unified/cgroup.controllers": "",
 };
 const read = (root: string, f: string) => readFileSync(path.join(root, f), "utf8").trim();
@@ -98,6 +98,7 @@ describe("a machine's cgroup", () => {
     writeFileSync(path.join(root, d, "pids.current"), "9\n");
     writeFileSync(path.join(root, d, "io.stat"), "254:0 rbytes=100 wbytes=50 rios=1 wios=1\n");
     expect(cg.usage("sandtree-sb-b")).toEqual({
+      cpuPeriods: 10,
       cpuThrottledPeriods: 4,
       cpuThrottledUs: 1234,
       memoryBytes: 1000,

@@ -10,12 +10,9 @@ export type CgroupLayout =
   | { version: 1; cpu: string; memory: string; pids: string; blkio: string };
 
 const V2_NEEDED = ["cpu", "memory", "pids", "io"] as const;
-const V1_NEEDED = {
-  cpu: "cpu.cfs_quota_us",
-  memory: "memory.limit_in_bytes",
-  pids: "pids.max",
-  blkio: "blkio.throttle.read_bps_device",
-} as const;
+// A v1 controller's root: its mount (named for the controller) holds cgroup.procs; the root
+// cgroup lacks most limit files (no pids.max there), so those are no probe.
+const V1_NEEDED = { cpu: "cgroup.procs", memory: "cgroup.procs", pids: "cgroup.procs", blkio: "cgroup.procs" } as const;
 
 /**
  * Finds the controllers under `root` (default /sys/fs/cgroup; tests pass a fake directory).

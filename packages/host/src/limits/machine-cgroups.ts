@@ -5,7 +5,8 @@ import type { CgroupValues } from "./machine-limits.js";
 
 /** What a machine's cgroup counted: throttling, memory, tasks and disk bytes. */
 export interface CgroupUsage {
-  /** Periods in which the CPU quota ran out, and the time the machine waited for it. */
+  /** Quota periods in which it ran (counted only while a quota is set), those in which the quota ran out, and the time it waited. */
+  cpuPeriods: number;
   cpuThrottledPeriods: number;
   cpuThrottledUs: number;
   memoryBytes: number;
@@ -194,6 +195,7 @@ export class MachineCgroups {
       for (const m of readText(path.join(dir, "io.stat")).matchAll(/[rw]bytes=(\d+)/g)) ioBytes += Number(m[1]);
       const current = num(readText(path.join(dir, "memory.current")));
       return {
+        cpuPeriods: cpu.get("nr_periods") ?? 0,
         cpuThrottledPeriods: cpu.get("nr_throttled") ?? 0,
         cpuThrottledUs: cpu.get("throttled_usec") ?? 0,
         memoryBytes: current,
@@ -208,6 +210,7 @@ export class MachineCgroups {
     const cpu = keyed(at(l.cpu, "cpu.stat"));
     const io = /^Total (\d+)/m.exec(at(l.blkio, "blkio.throttle.io_service_bytes"));
     return {
+      cpuPeriods: cpu.get("nr_periods") ?? 0,
       cpuThrottledPeriods: cpu.get("nr_throttled") ?? 0,
       cpuThrottledUs: Math.round((cpu.get("throttled_time") ?? 0) / 1000),
       memoryBytes: num(at(l.memory, "memory.usage_in_bytes")),
