@@ -9,7 +9,7 @@ import { qemuPidsFor, startTestServer, type TestServer } from "../helpers.js";
 // and a neighbour sandbox keeps answering. Two sandboxes for the whole file. No timing assertions
 // (the figures are bench/isolation.mjs's).
 
-const DISK_MBPS = 32;
+const DISK_MBPS = 96;
 let t: TestServer;
 let hostile: string;
 let neighbour: string;
