@@ -82,6 +82,8 @@ export interface RunningServer {
   firstKey: string | null;
   /** Its store, for the process that embeds it (the worker reads its sandboxes' records). */
   store: Store;
+  /** Its data directory, as the config resolved it. */
+  dataDir: string;
   close(): Promise<void>;
 }
 
@@ -402,6 +404,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     services,
     url,
     firstKey,
+    dataDir: cfg.dataDir,
     store,
     // Ordered and idempotent: stop accepting, stop the background loops, stop VMs, take the
     // networks down, then close the database (the start's steps undone, last first).
@@ -448,8 +451,7 @@ export async function runServer(input: ServerConfigInput = {}): Promise<RunningS
     void shutDown(server);
     return server;
   }
-  const cfg = loadConfig(input);
-  const credFile = path.join(cfg.dataDir, "credentials.env");
+  const credFile = path.join(server.dataDir, "credentials.env");
   if (server.firstKey) {
     const text = `export SANDTREE_API_URL=${server.url}\nexport SANDTREE_API_KEY=${server.firstKey}\n`;
     writeFileSync(credFile, text, { mode: 0o600 });

@@ -3,7 +3,7 @@ import { EventEmitter } from "node:events";
 import type net from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Flag, FrameType, Tag } from "@sandtree/protocol";
-import { connectUnix, Deadline, DeadlineError } from "../vmm/deadline.js";
+import { connectUnix, Deadline, DeadlineError } from "../util/deadline.js";
 import { AgentExec } from "./agent-exec.js";
 import {
   type AgentInfo,

@@ -1,5 +1,5 @@
 import { type ErrorCode, SandtreeError } from "@sandtree/protocol";
-import { DeadlineError } from "../vmm/deadline.js";
+import { DeadlineError } from "../util/deadline.js";
 
 /** An error the guest agent reported for one request: errno name plus message. */
 export class GuestError extends Error {

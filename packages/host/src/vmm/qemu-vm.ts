@@ -7,7 +7,7 @@ import { AgentClient } from "../agent/agent-client.js";
 import { qcow2VirtualSize } from "../disks/overlay.js";
 import { modulesDiskFor } from "../paths.js";
 import { loadVmState } from "../snapshots/migration.js";
-import { Deadline } from "./deadline.js";
+import { Deadline } from "../util/deadline.js";
 import { type Accel, buildQemuArgs, ROOT_NODE } from "./qemu-args.js";
 import { QmpClient, QmpClosedError } from "./qmp-client.js";
 import { startFailureSentence } from "./start-failure.js";
