@@ -45,7 +45,9 @@ const values = cgroupValues({ cpuCores: 2, memoryMb: 256 }, DEFAULT_MACHINE_RATE
 
 describe("cgroup detection", () => {
   it("finds v2 when the unified root has every controller, v1 per controller (hybrid), else none", () => {
-    expect(detectCgroups(fakeRoot({ "cgroup.controllers": "cpuset cpu io memory hugetlb pids rdma" }))).toMatchObject({ version: 2 });
+    expect(detectCgroups(fakeRoot({ "cgroup.controllers": "cpuset cpu io memory hugetlb pids rdma" }))).toMatchObject({
+      version: 2,
+    });
     const v1 = fakeRoot(v1Files);
     expect(detectCgroups(v1)).toEqual({
       version: 1,
@@ -70,10 +72,12 @@ describe("a machine's cgroup", () => {
     expect(read(root, "pids/sandtree/sandtree-sb-a/pids.max")).toBe("256");
     expect(read(root, "blkio/sandtree/sandtree-sb-a/blkio.throttle.write_bps_device")).toBe(`254:0 ${256 * 1024 ** 2}`);
     expect(read(root, "blkio/sandtree/sandtree-sb-a/blkio.throttle.read_iops_device")).toBe("254:0 10000");
-    for (const c of ["cpu", "memory", "pids", "blkio"]) expect(read(root, `${c}/sandtree/sandtree-sb-a/cgroup.procs`)).toBe("4242");
+    for (const c of ["cpu", "memory", "pids", "blkio"])
+      expect(read(root, `${c}/sandtree/sandtree-sb-a/cgroup.procs`)).toBe("4242");
     // Busy while its process is in it; removed (idempotently) once empty.
     expect(cg.remove("sandtree-sb-a")).toBe(false);
-    for (const c of ["cpu", "memory", "pids", "blkio"]) writeFileSync(path.join(root, c, "sandtree/sandtree-sb-a/cgroup.procs"), "");
+    for (const c of ["cpu", "memory", "pids", "blkio"])
+      writeFileSync(path.join(root, c, "sandtree/sandtree-sb-a/cgroup.procs"), "");
     expect(cg.remove("sandtree-sb-a")).toBe(true);
     expect(cg.remove("sandtree-sb-a")).toBe(true);
     expect(existsSync(path.join(root, "memory/sandtree/sandtree-sb-a"))).toBe(false);

@@ -45,9 +45,9 @@ import { loadPriceTable } from "./services/metering/prices.js";
 import { MetricsService } from "./services/metrics-service.js";
 import { NetworkService } from "./services/network-service.js";
 import { PortService } from "./services/port-service.js";
-import { openResourceLimits } from "./services/resource-limits.js";
 import { ProcessTable } from "./services/process-table.js";
 import { PtyService } from "./services/pty-service.js";
+import { openResourceLimits } from "./services/resource-limits.js";
 import { RestoreService } from "./services/restore-service.js";
 import { ACTIVE } from "./services/sandbox-machines.js";
 import { SandboxService } from "./services/sandbox-service.js";
@@ -243,7 +243,10 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     volumes,
     network,
     // Each sandbox's volumes are added to its machine's spec (NFS exports granted to its address).
-    host: new MountingHost(new QemuMachineHost({ ...(volumeServer ? { volumes: volumeServer } : {}), ...(limiter ? { limiter } : {}) }), (id) => volumes.machineMounts(id)),
+    host: new MountingHost(
+      new QemuMachineHost({ ...(volumeServer ? { volumes: volumeServer } : {}), ...(limiter ? { limiter } : {}) }),
+      (id) => volumes.machineMounts(id),
+    ),
     store,
     images,
     aliases,

@@ -421,7 +421,11 @@ open("/tmp/live.out", "a").write(res + "\n")
     await server.kill("SIGTERM");
     expect(taps()).toEqual([]);
     // Their ifbs (the shaping of traffic from each guest) went with them.
-    expect(hostNs("ip", "-o", "link").split("\n").filter((l) => /: si[0-9a-f]{4}-/.test(l))).toEqual([]);
+    expect(
+      hostNs("ip", "-o", "link")
+        .split("\n")
+        .filter((l) => /: si[0-9a-f]{4}-/.test(l)),
+    ).toEqual([]);
     expect(hostNs("nft", "list", "tables")).not.toContain("sandtree_");
     expect(hostNs("cat", "/proc/sys/net/ipv4/ip_forward").trim()).toBe("0");
   });

@@ -1,7 +1,7 @@
 import { accessSync, constants, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { classifyNetworkRule, type NetworkMode } from "@sandtree/protocol";
-import { runCommand } from "../util/run-command.js";
 import { removeTapRate } from "../limits/tap-rate.js";
+import { runCommand } from "../util/run-command.js";
 import { VOLUME_SERVER_ADDRESS } from "../volumes/guest-mount.js";
 import { type SandboxSlot, slotOf } from "./addresses.js";
 

@@ -1,8 +1,8 @@
 import path from "node:path";
 import { toSandtreeError } from "@sandtree/host";
 import { type FileStat, SandtreeError } from "@sandtree/protocol";
-import type { SandboxService } from "./sandbox-service.js";
 import { HeadBuffer } from "./output-spill.js";
+import type { SandboxService } from "./sandbox-service.js";
 
 /** Normalises a user path to an absolute guest path; refuses NUL and empty paths. */
 export function guestPath(p: string): string {

@@ -3,9 +3,9 @@ import { GuestError, type Machine, type StatInfo } from "@sandtree/host";
 import { type Job, SandtreeError, type StartJobParams } from "@sandtree/protocol";
 import type { JobRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
+import { HeadBuffer } from "./output-spill.js";
 import type { SandboxService } from "./sandbox-service.js";
 import { signalNumber } from "./signals.js";
-import { HeadBuffer } from "./output-spill.js";
 
 /** Where a job's pid, output and exit status live in the guest (/run is a tmpfs in most images). */
 const JOBS_ROOT = "/run/sandtree/jobs";

@@ -37,7 +37,12 @@ beforeAll(async () => {
   // The default team's per-sandbox disk rate, low enough that a flood meets it.
   expect((await t.api("PUT", "/v1/teams/default/limits", { sandbox_disk_mbps: DISK_MBPS })).status).toBe(200);
   const create = async (disk: number) => {
-    const r = await t.api("POST", "/v1/sandboxes", { image: "sandtree/busybox", cpu_cores: 1, memory_gb: 0.25, disk_size_gb: disk });
+    const r = await t.api("POST", "/v1/sandboxes", {
+      image: "sandtree/busybox",
+      cpu_cores: 1,
+      memory_gb: 0.25,
+      disk_size_gb: disk,
+    });
     expect(r.status, JSON.stringify(r.body)).toBe(201);
     return r.body.id as string;
   };
@@ -66,7 +71,10 @@ describe("a guest that attacks its host's resources", () => {
 
   it("tight loops on every vCPU: held to its quota, the neighbour still answers", async () => {
     const before = cgroups.usage(`sandtree-${hostile}`);
-    const loop = await run(hostile, "n=$(nproc); for i in $(seq $n); do (while :; do :; done) & done; sleep 8; kill $(jobs -p); echo $n");
+    const loop = await run(
+      hostile,
+      "n=$(nproc); for i in $(seq $n); do (while :; do :; done) & done; sleep 8; kill $(jobs -p); echo $n",
+    );
     expect(loop.stdout.trim()).toBe("1");
     await neighbourAnswers();
     const after = cgroups.usage(`sandtree-${hostile}`);
