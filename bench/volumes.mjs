@@ -1,12 +1,13 @@
 #!/usr/bin/env node
 // Volumes (NFSv3 from the host's NFS-Ganesha, MachineSpec.mounts) against the sandbox's own disk
 // (qcow2 on virtio-blk) and the host's disk, in one run: sequential write (fsync) and read (guest
-// caches dropped) MB/s, small-file creates per second, and a 10,000-file tree walk (lstat of
-// every entry, what `git status` does) in ms. One sandbox of sandtree/debian mounts one host
+// caches dropped) MB/s, small-file creates per second, a 10,000-file tree walk (lstat of
+// every entry) and `git status` of that tree committed (the host's git binary, run from the
+// volume in the guest: the image has none) in ms. One sandbox of sandtree/debian mounts one host
 // directory. Medians of BENCH_RUNS (default 3). Prints one JSON object.
 //   node bench/volumes.mjs        (root; after scripts/setup.sh; BENCH_MB=128 by default)
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { loadavg } from "node:os";
 import path from "node:path";
 import {
@@ -61,6 +62,16 @@ walk()
 t = time.monotonic(); n = walk()
 out["tree_walk_10k_ms"] = (time.monotonic() - t) * 1000
 assert n == 10000, n
+git = sys.argv[5] if len(sys.argv) > 5 else ""
+if git:
+    import subprocess
+    env = dict(os.environ, GIT_EXEC_PATH=os.path.dirname(git), HOME=d)
+    g = lambda *a: subprocess.run([git, "-c", "user.email=b@b", "-c", "user.name=b", "-C", tree, *a], env=env, check=True, capture_output=True)
+    g("init", "-q"); g("add", "-A"); g("commit", "-qm", "tree")
+    g("status", "--porcelain")
+    t = time.monotonic(); r = g("status", "--porcelain")
+    out["git_status_10k_ms"] = (time.monotonic() - t) * 1000
+    assert r.stdout == b"", r.stdout
 for root, dirs, fs in os.walk(d, topdown=False):
     for name in fs: os.unlink(os.path.join(root, name))
     for name in dirs: os.rmdir(os.path.join(root, name))
@@ -75,7 +86,7 @@ const summarize = (runs) => Object.fromEntries(Object.keys(runs[0]).map((k) => [
 
 async function guestProbe(machine, dir) {
   const exec = machine.exec({
-    argv: ["python3", "-c", PROBE, dir, String(MB), String(FILES), "1"],
+    argv: ["python3", "-c", PROBE, dir, String(MB), String(FILES), "1", GUEST_GIT],
     user: "root",
     env: {},
     timeoutMs: 900_000,
@@ -96,6 +107,11 @@ const loadBefore = loadavg().map((x) => +x.toFixed(2));
 const dir = mkdtempSync("/tmp/stvbench-");
 const share = path.join(dir, "share");
 mkdirSync(share);
+// The host's git (Debian 12 on both sides), where the guest finds it: in the volume.
+const HOST_GIT = execFileSync("sh", ["-c", "command -v git"], { encoding: "utf8" }).trim();
+mkdirSync(path.join(share, ".gitbin"));
+copyFileSync(HOST_GIT, path.join(share, ".gitbin", "git"));
+const GUEST_GIT = "/mnt/vol/.gitbin/git";
 const volumes = await VolumeFileServer.open({ dir: path.join(dir, "nfs") });
 const net = new NetworkManager({
   tag: `vb${Math.floor(Math.random() * 999)}`,
@@ -134,7 +150,7 @@ try {
     runs.volume.push(await guestProbe(machine, `/mnt/vol/b${i}`));
     runs.sandbox_disk.push(await guestProbe(machine, `/root/b${i}`));
     // The host's disk: the same filesystem the volume's directory is on (page cache not dropped).
-    const hostOut = execFileSync("python3", ["-c", PROBE, path.join(dir, `host${i}`), String(MB), String(FILES), "0"]);
+    const hostOut = execFileSync("python3", ["-c", PROBE, path.join(dir, `host${i}`), String(MB), String(FILES), "0", HOST_GIT]);
     runs.host_disk.push(JSON.parse(hostOut.toString()));
   }
   const result = {

@@ -9,6 +9,8 @@ import pytest
 from conftest import Server
 
 from sandtree import AsyncSandboxClient, ConflictError, NotFoundError, SandboxClient, ValidationError, VolumeInfo, VolumeState
+from sandtree import CreateSandboxRequest, Sandbox, SandboxVolume
+from sandtree import _calls as sc
 from sandtree import _volume_calls as vc
 from sandtree.errors import _BY_CODE
 
@@ -27,6 +29,14 @@ def test_calls_and_model_without_a_server() -> None:
     assert _BY_CODE["VOLUME_NOT_FOUND"] is NotFoundError
     assert _BY_CODE["VOLUME_IN_USE"] is ConflictError
     assert _BY_CODE["UNSAFE_PATH"] is ValidationError
+    # Forks and restores take volumes="snapshot"; a Sandbox lists what it mounts.
+    assert sc.fork("sb-1", None, None, None, None, False, None, "snapshot").kw["json"] == {"volumes": "snapshot"}
+    assert CreateSandboxRequest(checkpoint_id="ck-1", restore_volumes="snapshot").to_wire()["volumes"] == "snapshot"
+    sb = Sandbox.from_dict(
+        {"id": "sb-1", "image": "i", "status": "RUNNING", "cpu_cores": 1, "memory_gb": 1, "disk_size_gb": 1, "team_id": "t",
+         "volumes": [{"volume_id": "vol-1", "name": "data", "path": "/data", "read_only": True}]}
+    )
+    assert sb.volumes == [SandboxVolume("vol-1", "data", "/data", True)]
 
 
 def test_volume_and_its_files_through_the_sync_client(client: SandboxClient) -> None:

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { HostName } from "./host-name.js";
+import { VolumeSourceMode } from "./volumes.js";
 
 export const CHECKPOINT_STATES = ["PENDING", "FROZEN", "DURABLE", "FAILED", "DELETING"] as const;
 export const CheckpointState = z.enum(CHECKPOINT_STATES);
@@ -64,6 +65,8 @@ export const ForkRequest = z.strictObject({
   wait_timeout_seconds: z.number().positive().max(3600).default(300),
   /** Start the children on this fleet host (admin keys only): refused, never moved, when it cannot take them. */
   host: HostName.optional(),
+  /** The parent's volumes: `shared` (default) the same ones; `snapshot` a copy-on-write snapshot of each (not with memory). */
+  volumes: VolumeSourceMode.default("shared"),
 });
 export type ForkRequest = z.input<typeof ForkRequest>;
 

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { DisplaySize } from "./desktop.js";
 import { HostName } from "./host-name.js";
 import { NetworkRuleList, Tunnels } from "./network.js";
-import { VolumeMounts } from "./volumes.js";
+import { CreateVolumes, SandboxVolume } from "./volumes.js";
 
 export const SANDBOX_STATUSES = ["PENDING", "PROVISIONING", "RUNNING", "PAUSED", "TERMINATED", "ERROR", "TIMEOUT"] as const;
 export const SandboxStatus = z.enum(SANDBOX_STATUSES);
@@ -74,8 +74,12 @@ export const CreateSandboxRequest = z.strictObject({
    * emulators, a sandtree of its own). Off by default: the guest CPU then hides SVM and VMX.
    */
   nested_virtualization: z.boolean().default(false),
-  /** Volumes mounted in the guest (by id or name, each at its own absolute path). */
-  volumes: VolumeMounts.optional(),
+  /**
+   * Volumes mounted in the guest (by id or name, each at its own absolute path). With
+   * checkpoint_id: `"shared"` (the default) mounts the source sandbox's volumes, `"snapshot"` a
+   * copy-on-write snapshot of each (new volumes of the team).
+   */
+  volumes: CreateVolumes.optional(),
 });
 export type CreateSandboxRequest = z.input<typeof CreateSandboxRequest>;
 export type CreateSandboxParams = z.output<typeof CreateSandboxRequest>;
@@ -128,6 +132,8 @@ export const Sandbox = z.object({
    * it ended (its placement is given back). Absent for other keys and from older servers.
    */
   host: z.string().nullable().optional(),
+  /** The volumes it mounts (none: empty). Optional: older servers omit it. */
+  volumes: z.array(SandboxVolume).optional(),
 });
 export type Sandbox = z.infer<typeof Sandbox>;
 

@@ -75,3 +75,23 @@ export const VolumeMounts = z
   .max(16)
   .refine((ms) => new Set(ms.map((m) => m.path)).size === ms.length, "two volumes mounted at the same path")
   .refine((ms) => new Set(ms.map((m) => m.volume)).size === ms.length, "the same volume named twice");
+
+/**
+ * What a restore or a fork mounts of its source sandbox's volumes: `shared` (the default) the
+ * same volumes; `snapshot` a copy-on-write snapshot of each, made a new volume of the team
+ * (named `<name>-snap-<6 hex>`), so the child's writes never reach the source's volume.
+ */
+export const VolumeSourceMode = z.enum(["shared", "snapshot"]);
+export type VolumeSourceMode = z.infer<typeof VolumeSourceMode>;
+
+/** A create's `volumes`: mounts by name, or (with checkpoint_id) what to do with the source's. */
+export const CreateVolumes = z.union([VolumeMounts, VolumeSourceMode]);
+
+/** A volume as a sandbox mounts it (the Sandbox answer's `volumes`). */
+export const SandboxVolume = z.object({
+  volume_id: z.string(),
+  name: z.string(),
+  path: z.string(),
+  read_only: z.boolean(),
+});
+export type SandboxVolume = z.infer<typeof SandboxVolume>;

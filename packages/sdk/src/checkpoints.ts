@@ -33,6 +33,8 @@ export interface ForkOptions extends RequestOptions {
   memory?: boolean;
   /** Start the children on this fleet host (admin keys only). */
   host?: string;
+  /** The parent's volumes: "shared" (default) the same ones, "snapshot" a copy-on-write snapshot of each per child. */
+  volumes?: "shared" | "snapshot";
 }
 
 const ForkMany = z.object({ sandboxes: z.array(Sandbox), checkpoint_id: z.string() });
@@ -115,7 +117,7 @@ export function forkMany(
 }
 
 function forkBody(options: ForkOptions) {
-  const { name, cpuCores, memoryGb, timeoutMinutes, waitTimeoutMs, memory, host, ...rest } = options;
+  const { name, cpuCores, memoryGb, timeoutMinutes, waitTimeoutMs, memory, host, volumes, ...rest } = options;
   const json: ForkRequest = {
     ...(memory ? { memory: true } : {}),
     ...(name !== undefined ? { name } : {}),
@@ -124,6 +126,7 @@ function forkBody(options: ForkOptions) {
     ...(timeoutMinutes !== undefined ? { timeout_minutes: timeoutMinutes } : {}),
     ...(waitTimeoutMs !== undefined ? { wait_timeout_seconds: waitTimeoutMs / 1000 } : {}),
     ...(host !== undefined ? { host } : {}),
+    ...(volumes !== undefined ? { volumes } : {}),
   };
   return { json, rest, wait: waitTimeoutMs ?? 300_000 };
 }

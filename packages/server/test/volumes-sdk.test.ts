@@ -69,7 +69,9 @@ describe("client.volumes", () => {
   it("a volume's bytes are metered per GiB-hour at $0.10 per GiB-month by default, shown in usage", async () => {
     clock.set(T0);
     const v = await client.volumes.create({ name: "metered", size_gb: 100 });
-    // 73 GiB of apparent size (sparse: no disk) written as a guest would, measured at the next read.
+    // 73 GiB of apparent size (sparse: no disk) written as a guest would, measured at the next read
+    // (every read walks here: a guest's write counts at the first GET measureTtlMs after the last).
+    t.server.services.volumes.measureTtlMs = 0;
     const f = path.join(t.dataDir, "volumes", v.id, "data", "big");
     writeFileSync(f, "");
     truncateSync(f, 73 * GiB);

@@ -68,6 +68,7 @@ from .models import (
     SandboxStatus,
     SandboxStatusEntry,
     SandboxStatuses,
+    SandboxVolume,
 )
 from .resource_models import VolumeInfo, VolumeState
 from .sandbox_client import SandboxClient
@@ -140,6 +141,7 @@ __all__ = [
     "Sandbox",
     "SandboxListResponse",
     "SandboxNetwork",
+    "SandboxVolume",
     "SandboxStatus",
     "SandboxStatusEntry",
     "SandboxStatuses",

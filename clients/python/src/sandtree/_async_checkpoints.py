@@ -103,9 +103,14 @@ class AsyncCheckpoints(AsyncBase):
         timeout_minutes: Optional[float] = None,
         memory: bool = False,
         wait_timeout_seconds: Optional[float] = None,
+        *,
+        volumes: Optional[str] = None,
     ) -> Sandbox:
-        """Checkpoints the sandbox and starts a child with its files (and with memory=True its processes)."""
-        call = c.fork(sandbox_id, name, cpu_cores, memory_gb, timeout_minutes, memory, wait_timeout_seconds)
+        """Checkpoints the sandbox and starts a child with its files (and with memory=True its processes).
+
+        volumes="snapshot" mounts a copy-on-write snapshot of each of the parent's volumes (new volumes
+        of the team) instead of the same ones ("shared", the default)."""
+        call = c.fork(sandbox_id, name, cpu_cores, memory_gb, timeout_minutes, memory, wait_timeout_seconds, volumes)
         result: Sandbox = await self._run(call)
         return result
 

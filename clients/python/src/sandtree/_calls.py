@@ -271,10 +271,12 @@ def fork(
     timeout_minutes: Optional[float],
     memory: bool,
     wait_timeout_seconds: Optional[float],
+    volumes: Optional[str] = None,
 ) -> Call:
     body: Dict[str, Any] = {}
     for key, value in (
         ("name", name),
+        ("volumes", volumes),
         ("cpu_cores", cpu_cores),
         ("memory_gb", memory_gb),
         ("timeout_minutes", timeout_minutes),

@@ -85,6 +85,8 @@ class CreateSandboxRequest:
     lan_network_id: Optional[str] = None
     lan_tags: Optional[List[str]] = None
     volumes: Optional[List[Any]] = None
+    # With checkpoint_id: the source sandbox's volumes, "shared" (default) or "snapshot" (copies).
+    restore_volumes: Optional[str] = None
 
     def to_wire(self) -> Dict[str, Any]:
         if self.docker_image is None and self.checkpoint_id is None:
@@ -116,6 +118,8 @@ class CreateSandboxRequest:
             value = getattr(self, key)
             if value is not None:
                 body[key] = value
+        if self.restore_volumes is not None:
+            body["volumes"] = self.restore_volumes
         extra = {
             "start_command": pa.start_command(self.start_command),
             "cpu_cores": pa.whole_cores(self.cpu_cores),
@@ -124,6 +128,16 @@ class CreateSandboxRequest:
         }
         body.update({k: v for k, v in extra.items() if v is not None})
         return body
+
+
+@dataclass
+class SandboxVolume:
+    """A volume a sandbox mounts: its id, name, guest path and whether read-only."""
+
+    volume_id: str
+    name: str
+    path: str
+    read_only: bool = False
 
 
 @dataclass
@@ -170,6 +184,7 @@ class Sandbox:
     pending_image_build_id: Optional[str] = None
     # The fleet host that runs it ("local": the server's own); admin keys only, None otherwise.
     host: Optional[str] = None
+    volumes: List[SandboxVolume] = field(default_factory=list)
 
     @property
     def image(self) -> str:
@@ -214,6 +229,10 @@ class Sandbox:
                 termination_reason=d.get("termination_reason"),
                 error_type=d.get("error_type") or ("TIMEOUT" if d["status"] == "TIMEOUT" else None),
                 host=d.get("host"),
+                volumes=[
+                    SandboxVolume(str(v["volume_id"]), str(v["name"]), str(v["path"]), bool(v.get("read_only")))
+                    for v in d.get("volumes") or []
+                ],
             )
 
         result: Sandbox = _parse("sandbox", d, build)
@@ -322,6 +341,7 @@ __all__ = [
     "Sandbox",
     "SandboxListResponse",
     "SandboxNetwork",
+    "SandboxVolume",
     "SandboxStatus",
     "SandboxStatusEntry",
     "SandboxStatuses",

@@ -14,6 +14,7 @@ interface ChildFlags {
   cpuCores?: number;
   memoryGb?: number;
   timeoutMinutes?: number;
+  volumes?: "shared" | "snapshot";
   waitTimeout: number;
   output: OutputFormat;
 }
@@ -49,6 +50,12 @@ const childOptions = (cmd: Command) =>
     .option("--cpu-cores <n>", "virtual CPUs (default: the source's)", parseIntArg("--cpu-cores"))
     .option("--memory-gb <gb>", "memory in GiB (default: the source's)", parseNumberArg("--memory-gb", MIN_MEMORY_GB))
     .option("--timeout-minutes <m>", "lifetime of the new sandbox (default: the source's)", parseNumberArg("--timeout-minutes"))
+    .addOption(
+      new Option("--volumes <mode>", "the source's volumes: shared (default) or a copy-on-write snapshot of each").choices([
+        "shared",
+        "snapshot",
+      ]),
+    )
     .option("--wait-timeout <seconds>", "how long to wait", parseIntArg("--wait-timeout"), 300)
     // Creating never needs confirming; -y is still accepted from older scripts.
     .addOption(new Option("-y, --yes").hideHelp());
@@ -133,6 +140,7 @@ export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): v
         ...(o.cpuCores !== undefined ? { cpu_cores: o.cpuCores } : {}),
         ...(o.memoryGb !== undefined ? { memory_gb: o.memoryGb } : {}),
         ...(o.timeoutMinutes !== undefined ? { timeout_minutes: o.timeoutMinutes } : {}),
+        ...(o.volumes !== undefined ? { volumes: o.volumes } : {}),
       });
       if (o.wait) {
         const [running] = await waitRunning(ctx, client, [sb.id], o.waitTimeout);
@@ -180,6 +188,7 @@ export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): v
           ...(o.memoryGb !== undefined ? { memoryGb: o.memoryGb } : {}),
           ...(o.timeoutMinutes !== undefined ? { timeoutMinutes: o.timeoutMinutes } : {}),
           ...(o.memory ? { memory: true } : {}),
+          ...(o.volumes !== undefined ? { volumes: o.volumes } : {}),
           ...(o.host !== undefined ? { host: o.host } : {}),
           waitTimeoutMs: o.waitTimeout * 1000,
         };

@@ -1,8 +1,9 @@
 import type { FastifyInstance } from "fastify";
 import type { Services } from "../services/services.js";
 
-// Every Sandbox and Checkpoint the API answers carries `cost_usd` (so far), added here, in one
-// place, for single objects and for lists (`sandboxes`, `checkpoints`), in one query per answer.
+// Every Sandbox and Checkpoint the API answers carries `cost_usd` (so far), and every Sandbox its
+// `volumes`, added here, in one place, for single objects (also a fork's `{sandbox}`) and for
+// lists (`sandboxes`, `checkpoints`), in one query per answer.
 
 type Obj = Record<string, unknown>;
 
@@ -18,7 +19,7 @@ function collect(payload: unknown): { sandboxes: Obj[]; checkpoints: Obj[] } {
     if (isSandbox(v)) sandboxes.push(v);
     else if (isCheckpoint(v)) checkpoints.push(v);
   };
-  visit(payload);
+  visit(isObj(payload) && isObj(payload.sandbox) && !isSandbox(payload) ? payload.sandbox : payload);
   if (isObj(payload)) {
     for (const field of ["sandboxes", "checkpoints", "results", "items"]) {
       const list = payload[field];
@@ -38,6 +39,8 @@ export function costHook(app: FastifyInstance, s: Services): void {
         sandboxes.map((x) => x.id as string),
       );
       for (const x of sandboxes) x.cost_usd = costs.get(x.id as string) ?? 0;
+      const volumes = await s.volumes.sandboxVolumes(sandboxes.map((x) => x.id as string));
+      for (const x of sandboxes) x.volumes = volumes.get(x.id as string) ?? [];
     }
     if (checkpoints.length > 0) {
       const costs = await s.metering.costsOf(

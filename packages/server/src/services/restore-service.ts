@@ -8,6 +8,9 @@ import {
   ResetRequest,
   type Sandbox,
   SandtreeError,
+  type VolumeMount,
+  VolumeMounts,
+  VolumeSourceMode,
 } from "@sandtree/protocol";
 import { z } from "zod";
 import { parse } from "../errors.js";
@@ -34,7 +37,7 @@ export interface RestoreServiceDeps {
   store: Store;
   images: ImageResolver;
   /** A sandbox's volume mounts, which its forks and restores mount too. */
-  volumes?: Pick<VolumeService, "mountsAsRequest">;
+  volumes?: Pick<VolumeService, "mountsAsRequest" | "snapshotMounts" | "discard">;
   /** This server's accelerator (what nested virtualization and memory states are checked against). */
   accel: Accel;
   /** Fleet mode: checkpoints of sandboxes on workers are taken there (unset: every one here). */
@@ -171,8 +174,8 @@ export class RestoreService {
       }
       refuseOtherMachine(row, { accel: this.deps.accel, nested: nested ?? false }, "this server");
       // The guest's NFS mounts are in its memory: the same volumes, or its mounts would hang.
-      if ("volumes" in r) {
-        throw new SandtreeError("VALIDATION_FAILED", "volumes: a memory restore mounts its source sandbox's volumes", {
+      if ("volumes" in r && r.volumes !== "shared") {
+        throw new SandtreeError("VALIDATION_FAILED", "volumes: a memory restore mounts its source sandbox's volumes (shared)", {
           field: "volumes",
         });
       }
@@ -186,8 +189,11 @@ export class RestoreService {
         if (!("nested_virtualization" in r)) shape.nested_virtualization = inheritedNesting(src);
       }
     }
-    const mounts = "volumes" in r ? [] : ((await this.deps.volumes?.mountsAsRequest(row.sandbox_id)) ?? []);
-    if (mounts.length > 0) shape.volumes = mounts;
+    const mode = "volumes" in r ? r.volumes : "shared";
+    if (typeof mode === "string") {
+      const { volumes } = parse(z.object({ volumes: VolumeSourceMode }), { volumes: mode });
+      shape.volumes = await this.sourceMounts(teamId, row.sandbox_id, volumes);
+    }
     const params = parse(CreateSandboxRequest, {
       ...r,
       ...shape,
@@ -195,7 +201,32 @@ export class RestoreService {
       disk_size_gb: Math.round(row.disk_size_bytes / GiB),
     });
     refuseUnavailableNesting(this.deps.accel, params);
-    return this.deps.sandboxes.createOrReplay(teamId, params, plan, opts);
+    return this.withSnapshots(mode === "snapshot" ? shape.volumes : [], () =>
+      this.deps.sandboxes.createOrReplay(teamId, params, plan, opts),
+    );
+  }
+
+  /** The source sandbox's volumes, shared or (snapshot) copies of them made now. */
+  private async sourceMounts(teamId: string, sandboxId: string, mode: VolumeSourceMode): Promise<VolumeMount[]> {
+    const v = this.deps.volumes;
+    if (!v) return [];
+    return mode === "snapshot" ? v.snapshotMounts(teamId, sandboxId) : v.mountsAsRequest(sandboxId);
+  }
+
+  /** Runs a create that mounts `snapshots` (made for it): deleted again when it fails or replays another sandbox. */
+  private async withSnapshots(
+    snapshots: unknown,
+    create: () => Promise<{ sandbox: Sandbox; created: boolean }>,
+  ): Promise<{ sandbox: Sandbox; created: boolean }> {
+    const ids = Array.isArray(snapshots) ? (snapshots as VolumeMount[]).map((m) => m.volume) : [];
+    try {
+      const out = await create();
+      if (!out.created) await this.deps.volumes?.discard(ids);
+      return out;
+    } catch (err) {
+      await this.deps.volumes?.discard(ids);
+      throw err;
+    }
   }
 
   private async sourceSandbox(teamId: string, id: string): Promise<Sandbox | undefined> {
@@ -225,6 +256,12 @@ export class RestoreService {
         field: body.cpu_cores !== undefined ? "cpu_cores" : "memory_gb",
       });
     }
+    if (body.memory && body.volumes === "snapshot") {
+      // The guest's NFS mounts are in its memory, with file handles of the parent's volumes.
+      throw new SandtreeError("VALIDATION_FAILED", "volumes: a memory fork mounts its parent's volumes (shared)", {
+        field: "volumes",
+      });
+    }
     // A sandbox on a worker is checkpointed there; its children are placed like any restore.
     const onWorker = await this.deps.remoteCheckpoints?.create(teamId, id, { includeMemory: body.memory });
     const ck = onWorker ?? (await checkpoints.create(teamId, id, { includeMemory: body.memory }));
@@ -248,8 +285,8 @@ export class RestoreService {
     const { sandboxes } = this.deps;
     const plan = await this.plan(teamId, checkpointId, body.memory, waitMs);
     const secrets = await this.deps.admission.secretsOf(src.id);
-    const mounts = (await this.deps.volumes?.mountsAsRequest(src.id)) ?? [];
-    const params: CreateSandboxParams = parse(CreateSandboxRequest, {
+    const shared = body.volumes === "shared" ? await this.sourceMounts(teamId, src.id, "shared") : [];
+    const base: CreateSandboxParams = parse(CreateSandboxRequest, {
       image: src.image,
       checkpoint_id: checkpointId,
       restore_memory: body.memory,
@@ -262,13 +299,20 @@ export class RestoreService {
       labels: src.labels,
       ...(await this.deps.network.inheritedParams(src.id)),
       ...(Object.keys(secrets).length > 0 ? { secrets } : {}),
-      ...(mounts.length > 0 ? { volumes: mounts } : {}),
+      ...(shared.length > 0 ? { volumes: shared } : {}),
       ...(body.name ? { name: body.name } : {}),
       ...(body.host ? { host: body.host } : {}),
     });
-    if (body.count === undefined) return { sandbox: (await sandboxes.createOrReplay(teamId, params, plan)).sandbox };
+    // Each child gets snapshots of its own (volumes: "snapshot"): siblings never see each other's writes.
+    const child = async () => {
+      if (body.volumes === "shared") return (await sandboxes.createOrReplay(teamId, base, plan)).sandbox;
+      const snaps = await this.sourceMounts(teamId, src.id, "snapshot");
+      const params = snaps.length > 0 ? { ...base, volumes: parse(VolumeMounts, snaps) } : base;
+      return (await this.withSnapshots(snaps, () => sandboxes.createOrReplay(teamId, params, plan))).sandbox;
+    };
+    if (body.count === undefined) return { sandbox: await child() };
     const children: Sandbox[] = [];
-    for (let i = 0; i < body.count; i++) children.push((await sandboxes.createOrReplay(teamId, params, plan)).sandbox);
+    for (let i = 0; i < body.count; i++) children.push(await child());
     return { sandboxes: children, checkpoint_id: checkpointId };
   }
 

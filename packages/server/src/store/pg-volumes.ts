@@ -124,6 +124,16 @@ export class PgVolumes implements VolumeStore {
     return all<VolumeMountRow>(this.pool, "SELECT * FROM volume_mounts WHERE sandbox_id = $1 ORDER BY path", [sandboxId]);
   }
 
+  mountsOfSandboxes(sandboxIds: readonly string[]): Promise<Array<VolumeMountRow & { name: string }>> {
+    if (sandboxIds.length === 0) return Promise.resolve([]);
+    return all<VolumeMountRow & { name: string }>(
+      this.pool,
+      `SELECT m.*, v.name FROM volume_mounts m JOIN volumes v ON v.id = m.volume_id
+       WHERE m.sandbox_id = ANY($1) ORDER BY m.sandbox_id, m.path`,
+      [[...sandboxIds]],
+    );
+  }
+
   async mountersOf(volumeId: string): Promise<string[]> {
     return (await all<{ sandbox_id: string }>(this.pool, mountersSql("$1"), [volumeId])).map((r) => r.sandbox_id);
   }

@@ -111,6 +111,17 @@ export class SqliteVolumes implements VolumeStore {
     return rows.map((r) => ({ ...r, read_only: r.read_only === 1 }));
   }
 
+  async mountsOfSandboxes(sandboxIds: readonly string[]): Promise<Array<VolumeMountRow & { name: string }>> {
+    if (sandboxIds.length === 0) return [];
+    const rows = this.db
+      .prepare(
+        `SELECT m.*, v.name FROM volume_mounts m JOIN volumes v ON v.id = m.volume_id
+         WHERE m.sandbox_id IN (${sandboxIds.map(() => "?").join(",")}) ORDER BY m.sandbox_id, m.path`,
+      )
+      .all(...sandboxIds) as Array<Omit<VolumeMountRow, "read_only"> & { read_only: number; name: string }>;
+    return rows.map((r) => ({ ...r, read_only: r.read_only === 1 }));
+  }
+
   async mountersOf(volumeId: string): Promise<string[]> {
     return (this.db.prepare(mountersSql("?")).all(volumeId) as Array<{ sandbox_id: string }>).map((r) => r.sandbox_id);
   }

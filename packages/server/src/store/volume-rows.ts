@@ -52,6 +52,8 @@ export interface VolumeStore {
    */
   attachVolumes(sandboxId: string, mounts: readonly VolumeMountRow[]): Promise<boolean>;
   mountsOf(sandboxId: string): Promise<VolumeMountRow[]>;
+  /** The mounts of these sandboxes with each volume's name (one query, for answers that list sandboxes). */
+  mountsOfSandboxes(sandboxIds: readonly string[]): Promise<Array<VolumeMountRow & { name: string }>>;
   /** Sandboxes not ended that mount the volume. */
   mountersOf(volumeId: string): Promise<string[]>;
   /**

@@ -6,6 +6,7 @@ import {
   CreateVolumeRequest,
   type FileList,
   type FileStat,
+  type SandboxVolume,
   SandtreeError,
   type TeamLimits,
   type Volume,
@@ -13,10 +14,12 @@ import {
   VolumeMounts,
 } from "@sandtree/protocol";
 import { parse } from "../../errors.js";
-import type { VolumeMountRow, VolumeRow, VolumeStore, VolumeUsage } from "../../store/volume-rows.js";
+import type { VolumeMountRow, VolumeRow, VolumeStore } from "../../store/volume-rows.js";
 import { KeyedSerial } from "../keyed-serial.js";
 import type { Logger } from "../logger.js";
 import { VolumeFiles } from "./volume-files.js";
+import { quotaCheck } from "./volume-quota.js";
+import { cloneTree, SNAPSHOT_OF_LABEL, snapshotName } from "./volume-snapshots.js";
 
 const GiB = 1024 ** 3;
 
@@ -46,6 +49,15 @@ export class VolumeService {
    * in; until then a create naming volumes is validated, then refused with NOT_SUPPORTED.
    */
   mountsSupported = false;
+  /**
+   * How old a `used_bytes` a GET may answer, in ms: a measure walks the volume's tree (an lstat
+   * per file), so GETs walk it at most once per this long (concurrent GETs share one walk). API
+   * writes walk it before they write (their size check) and account for what they wrote; what
+   * a guest wrote over NFS counts at the first GET this long after the last measure.
+   */
+  measureTtlMs = 30_000;
+  private readonly measuredAt = new Map<string, number>();
+  private readonly measuring = new Map<string, Promise<VolumeRow>>();
 
   constructor(private readonly deps: VolumeServiceDeps) {}
 
@@ -55,27 +67,44 @@ export class VolumeService {
 
   async create(teamId: string, raw: unknown): Promise<Volume> {
     const req = parse(CreateVolumeRequest, raw);
+    const row = await this.make(teamId, req.name, req.size_gb, req.labels, (dir) => mkdir(dir, { recursive: true, mode: 0o755 }));
+    return this.view(row);
+  }
+
+  /**
+   * A new volume of the team (quotas checked), its directory filled by `fill`: CREATING while it
+   * runs, READY after, DELETED (and its directory gone) when it fails.
+   */
+  private async make(
+    teamId: string,
+    name: string,
+    sizeGb: number,
+    labels: Record<string, string>,
+    fill: (dir: string) => Promise<unknown>,
+  ): Promise<VolumeRow> {
     const limits = await this.deps.limits(teamId);
     const now = new Date().toISOString();
     const row: VolumeRow = {
       id: newVolumeId(),
       team_id: teamId,
-      name: req.name,
+      name,
       status: "CREATING",
-      size_gb: req.size_gb,
-      labels: req.labels,
+      size_gb: sizeGb,
+      labels,
       used_bytes: 0,
       created_at: now,
       updated_at: now,
     };
-    const created = await this.deps.store.createVolume(row, (u) => quotaCheck(u, req.size_gb, limits));
+    const created = await this.deps.store.createVolume(row, (u) => quotaCheck(u, sizeGb, limits));
     if (!created) {
-      throw new SandtreeError("ALREADY_EXISTS", `the team has a volume named ${req.name} already`, { name: req.name });
+      throw new SandtreeError("ALREADY_EXISTS", `the team has a volume named ${name} already`, { name });
     }
     try {
-      await mkdir(this.dirOf(row.id), { recursive: true, mode: 0o755 });
+      await fill(this.dirOf(row.id));
     } catch (err) {
+      await rm(path.join(this.deps.root, row.id), { recursive: true, force: true }).catch(() => {});
       await this.deps.store.setVolumeState(row.id, "DELETED", ["CREATING"]);
+      if (err instanceof SandtreeError) throw err;
       const full = ["ENOSPC", "EDQUOT"].includes((err as NodeJS.ErrnoException).code ?? "");
       throw new SandtreeError(
         full ? "HOST_DISK_FULL" : "INTERNAL",
@@ -83,7 +112,43 @@ export class VolumeService {
       );
     }
     await this.deps.store.setVolumeState(row.id, "READY", ["CREATING"]);
-    return this.view({ ...row, status: "READY" });
+    return this.measure({ ...row, status: "READY" });
+  }
+
+  /**
+   * `volumes: "snapshot"` of a restore or fork: a copy-on-write snapshot of each volume the source
+   * sandbox mounts, each a new volume of the team (named, listed, metered, deleted like any),
+   * mounted at the same path. All or none: a failure deletes the snapshots already made.
+   */
+  async snapshotMounts(teamId: string, sourceSandboxId: string): Promise<VolumeMount[]> {
+    const out: VolumeMount[] = [];
+    try {
+      for (const m of await this.deps.store.mountsOf(sourceSandboxId)) {
+        const src = await this.row(teamId, m.volume_id);
+        if (src.status !== "READY")
+          throw new SandtreeError("CONFLICT", `volume ${src.name} is ${src.status}`, { volume: src.id });
+        const labels = { ...src.labels, [SNAPSHOT_OF_LABEL]: src.id };
+        const snap = await this.writes.run(src.id, () =>
+          this.make(teamId, snapshotName(src.name), src.size_gb, labels, async (dir) => {
+            await mkdir(dir, { recursive: true, mode: 0o755 });
+            await cloneTree(this.dirOf(src.id), dir);
+          }),
+        );
+        out.push({ volume: snap.id, path: m.path, read_only: m.read_only });
+      }
+    } catch (err) {
+      await this.discard(out.map((m) => m.volume));
+      throw err;
+    }
+    return out;
+  }
+
+  /** Deletes volumes this server made for a create that did not happen (snapshots): never throws. */
+  async discard(ids: readonly string[]): Promise<void> {
+    for (const id of ids) {
+      const { changed } = await this.deps.store.beginDeleteVolume(id).catch(() => ({ changed: false }));
+      if (changed) await this.finishDelete(id).catch(() => {});
+    }
   }
 
   async list(teamId: string): Promise<Volume[]> {
@@ -115,6 +180,7 @@ export class VolumeService {
   }
 
   private async finishDelete(id: string): Promise<void> {
+    this.measuredAt.delete(id);
     await this.writes.run(id, () => rm(path.join(this.deps.root, id), { recursive: true, force: true }));
     await this.deps.store.setVolumeState(id, "DELETED", ["DELETING"]);
   }
@@ -140,9 +206,14 @@ export class VolumeService {
    */
   async resolveMounts(
     teamId: string,
-    raw: readonly VolumeMount[] | undefined,
+    raw: readonly VolumeMount[] | string | undefined,
     network = true,
   ): Promise<Omit<VolumeMountRow, "sandbox_id">[]> {
+    if (typeof raw === "string") {
+      throw new SandtreeError("VALIDATION_FAILED", `volumes: "${raw}" names a source sandbox's volumes: give checkpoint_id`, {
+        field: "volumes",
+      });
+    }
     if (raw === undefined || raw.length === 0) return [];
     if (!network) {
       // Volumes are NFS over the sandbox's own network interface.
@@ -192,6 +263,17 @@ export class VolumeService {
     }));
   }
 
+  /** The Sandbox answer's `volumes`, for each of these sandboxes (absent: none). */
+  async sandboxVolumes(sandboxIds: readonly string[]): Promise<Map<string, SandboxVolume[]>> {
+    const out = new Map<string, SandboxVolume[]>();
+    for (const m of await this.deps.store.mountsOfSandboxes(sandboxIds)) {
+      const list = out.get(m.sandbox_id) ?? [];
+      list.push({ volume_id: m.volume_id, name: m.name, path: m.path, read_only: m.read_only });
+      out.set(m.sandbox_id, list);
+    }
+    return out;
+  }
+
   /** A sandbox's mounts as a create names them: what its forks and restores mount by default. */
   async mountsAsRequest(sandboxId: string): Promise<VolumeMount[]> {
     return (await this.deps.store.mountsOf(sandboxId)).map((m) => ({
@@ -228,16 +310,19 @@ export class VolumeService {
   async upload(teamId: string, ref: string, p: string, body: AsyncIterable<Uint8Array>, mode = 0o644) {
     const { row, files } = await this.files(teamId, ref);
     return this.writes.run(row.id, async () => {
-      const used = await files.usedBytes();
-      try {
-        return await files.upload(p, body, mode, {
-          volumeId: row.id,
-          limitBytes: row.size_gb * GiB,
-          usedOthers: (existing) => used - existing,
-        });
-      } finally {
-        await this.measure(row);
-      }
+      // The size check needs what guests wrote too: a walk, whatever the last GET measured.
+      const used = (await this.measure(row, true)).used_bytes;
+      let replaced = 0;
+      const out = await files.upload(p, body, mode, {
+        volumeId: row.id,
+        limitBytes: row.size_gb * GiB,
+        usedOthers: (existing) => {
+          replaced = existing;
+          return used - existing;
+        },
+      });
+      await this.recordUsed(row.id, used - replaced + out.bytes, used);
+      return out;
     });
   }
 
@@ -247,7 +332,7 @@ export class VolumeService {
       try {
         await files.remove(p, recursive);
       } finally {
-        await this.measure(row);
+        await this.measure(row, true);
       }
     });
   }
@@ -258,12 +343,34 @@ export class VolumeService {
     return row;
   }
 
-  /** Measures its files again and records the figure (metered) when it changed. */
-  private async measure(row: VolumeRow): Promise<VolumeRow> {
+  /**
+   * Its files' bytes: the figure recorded when it was measured less than measureTtlMs ago (or
+   * `force`: always), else a walk of its tree (one at a time per volume), recorded (metered) when
+   * it changed.
+   */
+  private async measure(row: VolumeRow, force = false): Promise<VolumeRow> {
     if (row.status !== "READY") return row;
-    const used = await new VolumeFiles(this.dirOf(row.id)).usedBytes().catch(() => row.used_bytes);
-    if (used !== row.used_bytes) await this.deps.store.setVolumeUsed(row.id, used);
-    return { ...row, used_bytes: used };
+    const at = this.measuredAt.get(row.id);
+    if (!force && at !== undefined && Date.now() - at < this.measureTtlMs) return row;
+    const running = this.measuring.get(row.id);
+    if (running && !force) return running;
+    const walk = (async () => {
+      const started = Date.now();
+      const used = await new VolumeFiles(this.dirOf(row.id)).usedBytes().catch(() => row.used_bytes);
+      await this.recordUsed(row.id, used, row.used_bytes, started);
+      return { ...row, used_bytes: used };
+    })();
+    this.measuring.set(row.id, walk);
+    try {
+      return await walk;
+    } finally {
+      if (this.measuring.get(row.id) === walk) this.measuring.delete(row.id);
+    }
+  }
+
+  private async recordUsed(id: string, used: number, was?: number, at = Date.now()): Promise<void> {
+    if (used !== was) await this.deps.store.setVolumeUsed(id, used);
+    this.measuredAt.set(id, at);
   }
 
   private async view(row: VolumeRow): Promise<Volume> {
@@ -274,21 +381,4 @@ export class VolumeService {
 
 function notFound(ref: string): SandtreeError {
   return new SandtreeError("VOLUME_NOT_FOUND", `volume ${ref} not found`, { volume: ref });
-}
-
-function quotaCheck(u: VolumeUsage, sizeGb: number, l: TeamLimits): void {
-  if (u.count + 1 > l.max_volumes) {
-    throw new SandtreeError("QUOTA_VOLUMES", `team quota exceeded: volumes ${u.count} + 1 requested > limit ${l.max_volumes}`, {
-      limit: l.max_volumes,
-      used: u.count,
-      requested: 1,
-    });
-  }
-  if (u.size_gb + sizeGb > l.max_volume_gb) {
-    throw new SandtreeError(
-      "QUOTA_VOLUME_STORAGE",
-      `team quota exceeded: volume GiB ${u.size_gb} in use + ${sizeGb} requested > limit ${l.max_volume_gb}`,
-      { limit: l.max_volume_gb, used: u.size_gb, requested: sizeGb },
-    );
-  }
 }
