@@ -11,8 +11,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { type Api, jsonApi } from "../helpers.js";
+import { withHostCgroups } from "../host-cgroups.js";
 import type { FakeInternet } from "./fake-internet.js";
-import { withHostCgroups } from "./host-cgroups.js";
 
 const CLI = fileURLToPath(new URL("../../../cli/dist/main.js", import.meta.url));
 
