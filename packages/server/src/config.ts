@@ -94,6 +94,11 @@ export const ServerConfig = z.object({
   deadlines: VmDeadlines.prefault({}),
   /** Chains at least this deep get their top layer flattened in the background. */
   flattenDepth: z.coerce.number().int().min(2).max(1000).default(16),
+  /**
+   * Each sandbox's VMM in its own cgroup and its tap rate-limited (docs/limits.md). Off
+   * (SANDTREE_RESOURCE_LIMITS=0) is for debugging and benchmarks only, and logged loudly.
+   */
+  resourceLimits: boolText.default(true),
   /** Warm starts from booted templates (SANDTREE_WARM_TEMPLATES=0 turns them off). */
   warmTemplates: boolText.default(true),
   /**
@@ -151,6 +156,7 @@ function fromEnv(env: Env): Record<string, unknown> {
     metricsToken: e("SANDTREE_METRICS_TOKEN"),
     flattenDepth: e("SANDTREE_FLATTEN_DEPTH"),
     warmTemplates: e("SANDTREE_WARM_TEMPLATES"),
+    resourceLimits: e("SANDTREE_RESOURCE_LIMITS"),
     defaultRegistry: e("SANDTREE_DEFAULT_REGISTRY"),
     insecureRegistries: list(e("SANDTREE_INSECURE_REGISTRIES")),
     blobStore: e("SANDTREE_BLOB_STORE"),
@@ -184,6 +190,7 @@ const ENV_NAMES: Record<string, string> = {
   metricsToken: "SANDTREE_METRICS_TOKEN",
   flattenDepth: "SANDTREE_FLATTEN_DEPTH",
   warmTemplates: "SANDTREE_WARM_TEMPLATES",
+  resourceLimits: "SANDTREE_RESOURCE_LIMITS",
   defaultRegistry: "SANDTREE_DEFAULT_REGISTRY",
   insecureRegistries: "SANDTREE_INSECURE_REGISTRIES",
   blobStore: "SANDTREE_BLOB_STORE",

@@ -48,6 +48,7 @@ import { NetworkService } from "./services/network-service.js";
 import { PortService } from "./services/port-service.js";
 import { ProcessTable } from "./services/process-table.js";
 import { PtyService } from "./services/pty-service.js";
+import { openResourceLimits } from "./services/resource-limits.js";
 import { RestoreService } from "./services/restore-service.js";
 import { ACTIVE } from "./services/sandbox-machines.js";
 import { SandboxService } from "./services/sandbox-service.js";
@@ -229,6 +230,15 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
   unwind.push("sandbox networks", () => network.close({ destroy: true }).catch(() => {}));
   // Before adoption: rules and tunnels for the sandboxes still active.
   await network.start(shared ? { notMine: await placedOnPeers(hostRegistry, ownHostName) } : {});
+  // A given host (the fake, a remote one) limits its own machines.
+  const limiter = opts.host
+    ? undefined
+    : await openResourceLimits({
+        enabled: cfg.resourceLimits,
+        dataDir: cfg.dataDir,
+        network: network.enabled,
+        log: cfg.logger ? log : silentLogger,
+      });
   const aliases = new ImageAliases(openImageAliases(store), images);
   const volumes = new VolumeService({
     store: openVolumeStore(store),
@@ -242,8 +252,9 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     volumes,
     network,
     // Each sandbox's volumes are added to its machine's spec (NFS exports granted to its address).
-    host: new MountingHost(opts.host ?? defaultHost({ accel, deadlines, volumes: volumeServer }), (id) =>
-      volumes.machineMounts(id),
+    host: new MountingHost(
+      opts.host ?? defaultHost({ accel, deadlines, volumes: volumeServer, limiter: limiter ?? undefined }),
+      (id) => volumes.machineMounts(id),
     ),
     store,
     images,

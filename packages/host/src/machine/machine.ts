@@ -1,4 +1,5 @@
 import type { AgentExec, AgentExecEvent, ExecSpec, StatInfo } from "../agent/agent-client.js";
+import type { MachineRates } from "../limits/machine-limits.js";
 import type { MemoryImages } from "../snapshots/memory-images.js";
 import type { TemplateStore, TemplateTaps } from "../snapshots/template-store.js";
 import type { Accel } from "../vmm/qemu-args.js";
@@ -121,6 +122,11 @@ export interface MachineSpec {
    * restores only into a machine with the same value (the guest CPU differs).
    */
   nested?: boolean;
+  /**
+   * Its disk and network rates. On a host with limits on (QemuMachineHostOptions.limiter) the
+   * machine also runs in its own cgroup: CPU to its vCPUs, memory to its size plus QEMU's overhead.
+   */
+  rates?: MachineRates;
   signal?: AbortSignal;
 }
 

@@ -1,6 +1,8 @@
 import { EventEmitter } from "node:events";
 import { SandtreeError } from "@sandtree/protocol";
 import type { ExecSpec, StatInfo } from "../agent/agent-client.js";
+import type { MachineLimiter } from "../limits/machine-limiter.js";
+import { DEFAULT_MACHINE_RATES } from "../limits/machine-limits.js";
 import { resumeAfterSave, saveVmState } from "../snapshots/migration.js";
 import type { Accel } from "../vmm/qemu-args.js";
 import { findQemuProcesses, QemuVm, qemuAlive, type VmExit } from "../vmm/qemu-vm.js";
@@ -276,6 +278,8 @@ export interface QemuMachineHostOptions {
   mountTimeoutMs?: number;
   /** Each QMP command's deadline (pause, resume, a checkpoint's disk snapshot); default 15 s. */
   controlDeadlineMs?: number;
+  /** Each machine in its own cgroup and its tap rate-limited; without it machines run unlimited. */
+  limiter?: MachineLimiter | undefined;
 }
 
 /** This host's QEMU microVMs. */
@@ -346,8 +350,22 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
     return machine;
   }
 
+  /** The machine's cgroup goes once it exited (adopted ones keep theirs while they run). */
+  private releaseOnExit(machine: QemuMachine): void {
+    const limiter = this.opts.limiter;
+    if (!limiter) return;
+    const release = () => void limiter.release(machine.name).catch(() => {});
+    if (machine.exit) release();
+    else machine.once("exit", release);
+  }
+
   private async boot(spec: MachineSpec): Promise<QemuMachine> {
+    const limiter = this.opts.limiter;
+    const rates = spec.rates ?? DEFAULT_MACHINE_RATES;
+    if (limiter && spec.nic) await limiter.limitTap(spec.nic.tap, rates, spec.signal);
+    const place = limiter ? { onSpawn: (pid: number) => limiter.place(spec.name, pid, spec, rates) } : {};
     const vm = await QemuVm.start({
+      ...place,
       name: spec.name,
       accel: spec.accel,
       cpuCores: spec.cpuCores,
@@ -368,8 +386,13 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
           }
         : {}),
       ...(spec.memoryState ? { restoreFrom: spec.memoryState } : {}),
+    }).catch((err: unknown) => {
+      if (limiter) void limiter.release(spec.name).catch(() => {});
+      throw err;
     });
-    return this.wrap(vm, spec);
+    const machine = this.wrap(vm, spec);
+    this.releaseOnExit(machine);
+    return machine;
   }
 
   async adopt(spec: AdoptSpec): Promise<QemuMachine> {
@@ -387,6 +410,7 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
     // A paused sandbox's VM was stopped again after the handshake.
     const machine = this.wrap(vm, null, spec.keepPaused);
     if (spec.mounts?.length) this.revokeOnExit(machine, spec.name);
+    this.releaseOnExit(machine);
     return machine;
   }
 
@@ -398,5 +422,6 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
     try {
       if (qemuAlive(pid, name)) process.kill(pid, "SIGKILL");
     } catch {}
+    void this.opts.limiter?.release(name).catch(() => {});
   }
 }

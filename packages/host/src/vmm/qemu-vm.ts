@@ -43,6 +43,8 @@ export interface VmOptions {
   rootWait?: boolean;
   /** Hardware virtualization for the guest (cpuModel in qemu-args.ts). */
   nested?: boolean;
+  /** Runs with QEMU's pid the moment it is spawned (its cgroup); a throw fails the start and kills it. */
+  onSpawn?: (pid: number) => void;
 }
 
 /** A QEMU that outlived the server which started it (found by its pid and `-name`). */
@@ -262,6 +264,7 @@ export class QemuVm extends EventEmitter {
       throw new Error(e.reason);
     });
     try {
+      opts.onSpawn?.(vm.pid);
       const [qmp, agent] = await Promise.race([
         opts.restoreFrom
           ? // A restored guest's port is closed until its state is loaded (bytes sent earlier are

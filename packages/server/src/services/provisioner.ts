@@ -12,12 +12,13 @@ import type {
   TemplateInputs,
   TemplateStore,
 } from "@sandtree/host";
-import { type CreateSandboxParams, type Sandbox, SandtreeError } from "@sandtree/protocol";
+import { type CreateSandboxParams, DEFAULT_TEAM_LIMITS, type Sandbox, SandtreeError } from "@sandtree/protocol";
 import type { Store } from "../store/store.js";
 import { imageDefaults } from "./image-defaults.js";
 import type { ImageResolver } from "./image-resolver.js";
 import type { Logger } from "./logger.js";
 import type { NetworkService } from "./network-service.js";
+import { ratesOf } from "./resource-limits.js";
 import type { SandboxMachines } from "./sandbox-machines.js";
 import { liveDiskName, machineNameOf, memoryMbFor, type SandboxPaths } from "./sandbox-paths.js";
 
@@ -160,9 +161,15 @@ export class Provisioner {
     });
   }
 
-  private spec(sb: Sandbox, rootDisk: string) {
+  /** The sandbox's disk and network rates: its team's (a default, or the team's own setting). */
+  private async ratesOf(sb: Sandbox) {
+    return ratesOf({ ...DEFAULT_TEAM_LIMITS, ...(await this.deps.store.getTeamLimitOverrides(sb.team_id)) });
+  }
+
+  private async spec(sb: Sandbox, rootDisk: string) {
     const { paths } = this.deps;
     return {
+      rates: await this.ratesOf(sb),
       name: machineNameOf(sb.id),
       accel: this.deps.accel,
       cpuCores: sb.cpu_cores,
@@ -257,7 +264,7 @@ export class Provisioner {
           : "cold boot";
       await store.addEvent(sb.id, `starting the VM (${how}, ${sb.cpu_cores} cpu, ${memoryMb} MiB)`);
       machine = await this.deps.host.start({
-        ...this.spec(sb, rootDisk),
+        ...(await this.spec(sb, rootDisk)),
         ...(nic ? { nic: { tap: nic.tap, guestNet: nic.guestNet } } : {}),
         signal,
         ...(template
@@ -317,7 +324,7 @@ export class Provisioner {
     const tap = this.deps.network?.tapOf(sb.id);
     const guestNet = this.deps.network?.guestNetOf(sb.id);
     const machine = await this.deps.host.start({
-      ...this.spec(sb, disk),
+      ...(await this.spec(sb, disk)),
       ...(tap && guestNet ? { nic: { tap, guestNet } } : {}),
       ...resume,
     });
