@@ -29,7 +29,8 @@ import { SandboxService } from "../src/services/sandbox-service.js";
 import { SecretBox } from "../src/services/secret-box.js";
 import type { Services } from "../src/services/services.js";
 import { TimeoutService } from "../src/services/timeout-service.js";
-import { openHostStore, openHostUrls } from "../src/store/open-store.js";
+import { VolumeService } from "../src/services/volumes/volume-service.js";
+import { openHostStore, openHostUrls, openVolumeStore } from "../src/store/open-store.js";
 
 const silent: Logger = { info() {}, warn() {}, error() {} };
 const noImages: ImageResolver = {
@@ -162,7 +163,14 @@ beforeAll(async () => {
     hostLostAfterMs: 30_000,
   });
   const remote = new RemoteSandboxes({ fleet, store, log: silent });
-  const services = { auth, sandboxes, timeouts, admission, ports, metering, fleet, remote } as unknown as Services;
+  // Sandbox answers list their volumes too.
+  const volumes = new VolumeService({
+    store: openVolumeStore(store),
+    root: path.join(dataDir, "volumes"),
+    limits: (team) => admission.limits(team),
+    log: silent,
+  });
+  const services = { auth, sandboxes, timeouts, admission, ports, metering, fleet, remote, volumes } as unknown as Services;
   app = buildApp(services, { logger: { level: "info", stream: { write: (line: string) => logLines.push(line) } } });
   await app.listen({ host: "127.0.0.1", port: 0 });
   base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
