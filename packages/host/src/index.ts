@@ -25,6 +25,7 @@ export * from "./snapshots/template-store.js";
 export * from "./util/run-command.js";
 export * from "./vmm/accel.js";
 export * from "./vmm/deadline.js";
+export * from "./vmm/jail.js";
 export * from "./vmm/qemu-args.js";
 export * from "./vmm/qemu-vm.js";
 export * from "./vmm/qmp-client.js";
