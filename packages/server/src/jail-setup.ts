@@ -1,4 +1,4 @@
-import { chmodSync, lstatSync, readdirSync } from "node:fs";
+import { chmodSync, lstatSync, mkdirSync, readdirSync } from "node:fs";
 import path from "node:path";
 import { configureJail } from "@sandtree/host";
 import type { ServerConfigValues } from "./config.js";
@@ -21,6 +21,8 @@ export function configureServerJail(cfg: ServerConfigValues): string | null {
  * through reaches nothing else.
  */
 export function closeDataDir(dataDir: string): void {
+  // Made now (closed), not later by whoever writes there first with the default mode.
+  for (const dir of ["layers", "sandboxes", "templates", "memory-images"]) mkdirSync(path.join(dataDir, dir), { recursive: true, mode: 0o700 });
   for (const name of readdirSync(dataDir)) {
     const p = path.join(dataDir, name);
     try {

@@ -47,7 +47,7 @@ function receiveInto(dir: string, part: string, file: string): { socket: string;
   done.catch(() => {});
   const server = createServer((conn: Socket) => {
     server.close();
-    const out = createWriteStream(part);
+    const out = createWriteStream(part, { mode: 0o600 });
     conn.pipe(out);
     conn.on("error", (err) => out.destroy(err));
     out.on("error", rejectDone);

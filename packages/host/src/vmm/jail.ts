@@ -93,6 +93,18 @@ function uidsInUse(): Set<number> {
   return uids;
 }
 
+let aclQueue: Promise<unknown> = Promise.resolve();
+
+/**
+ * setfacl reads a file's ACL, edits it and writes it back: two at once on one file (16 clones
+ * of one template starting together) lose an entry. This process's calls run one at a time.
+ */
+function setfacl(args: string[]): Promise<unknown> {
+  const run = aclQueue.then(() => runCommand(["setfacl", ...args]));
+  aclQueue = run.catch(() => {});
+  return run;
+}
+
 /** Undoes a lease's grants: owned files back to root, ACL entries removed. Idempotent. */
 async function undoGrants(uid: number, grants: Grant[]): Promise<void> {
   for (const g of grants) {
@@ -103,7 +115,39 @@ async function undoGrants(uid: number, grants: Grant[]): Promise<void> {
   }
   const acl = [...new Set(grants.filter((g) => g.kind === "acl").map((g) => g.path))];
   // setfacl goes on past a missing file and exits non-zero: what is gone holds no grant.
-  if (acl.length) await runCommand(["setfacl", "-x", `u:${uid}`, "--", ...acl]).catch(() => {});
+  if (acl.length) await setfacl(["-x", `u:${uid}`, "--", ...acl]).catch(() => {});
+}
+
+/**
+ * The jail's launcher for `argv` as `uid`, exec by exec so the spawned pid is the program's own:
+ * a private mount namespace whose /proc shows the jailed uid's own processes alone
+ * (hidepid=invisible, subset=pid), then setpriv to `uid` and gid `uid` with no supplementary
+ * groups, no capability (bounding and inheritable sets cleared) and no_new_privs. The escape
+ * test runs its probe through this same function.
+ */
+export function jailCommand(uid: number, argv: string[]): [string, string[]] {
+  return [
+    "unshare",
+    [
+      "--mount",
+      "--propagation",
+      "private",
+      "--",
+      "/bin/sh",
+      "-c",
+      'mount -t proc -o hidepid=invisible,subset=pid proc /proc && exec "$@"',
+      "sandtree-jail",
+      "setpriv",
+      `--reuid=${uid}`,
+      `--regid=${uid}`,
+      "--clear-groups",
+      "--inh-caps=-all",
+      "--bounding-set=-all",
+      "--no-new-privs",
+      "--",
+      ...argv,
+    ],
+  ];
 }
 
 let nextIndex = Math.floor(Math.random() * 4096);
@@ -186,8 +230,10 @@ export class JailLease {
 
   /**
    * Lets the VM open `files` (`rw`: read and write, the RAM file of a template it clones; `r`:
-   * read, its disk's backing chain) and reach them through their directories: a named-user ACL
-   * entry on each file and directory that others may not already use. Nothing else changes.
+   * read, its disk's backing chain): a named-user ACL entry on each file others may not already
+   * use. The directories on the way that others may not cross are made crossable (`o+x`, not
+   * listable; kept): every entry at the data directory's top is closed on its own, and an ACL
+   * per uid on directories many VMs share would churn.
    */
   async allow(files: string[], perm: "r" | "rw"): Promise<void> {
     const want = perm === "rw" ? 0o6 : 0o4;
@@ -195,22 +241,19 @@ export class JailLease {
       const st = statSync(f);
       return st.uid !== this.uid && (st.mode & want) !== want;
     });
-    const dirs = new Set<string>();
     // A base layer is a link into the image cache: the directories of both paths are walked.
     const walked = [...new Set(files.flatMap((f) => [path.resolve(f), realpathSync(f)]))];
     for (const f of walked) {
-      for (let d = path.dirname(path.resolve(f)); ; d = path.dirname(d)) {
+      for (let d = path.dirname(f); ; d = path.dirname(d)) {
         const st = statSync(d);
-        if (st.uid !== this.uid && (st.mode & 0o001) === 0) dirs.add(d);
+        if (st.uid !== this.uid && (st.mode & 0o001) === 0) chmodSync(d, (st.mode & 0o7777) | 0o001);
         if (d === path.dirname(d)) break;
       }
     }
-    const newDirs = [...dirs].filter((d) => !this.grants.some((g) => g.path === d));
-    if (!needFile.length && !newDirs.length) return;
-    for (const p of [...needFile, ...newDirs]) this.grants.push({ path: p, kind: "acl" });
+    if (!needFile.length) return;
+    for (const p of needFile) this.grants.push({ path: p, kind: "acl" });
     this.save();
-    if (needFile.length) await runCommand(["setfacl", "-m", `u:${this.uid}:${perm}`, "--", ...needFile]);
-    if (newDirs.length) await runCommand(["setfacl", "-m", `u:${this.uid}:x`, "--", ...newDirs]);
+    await setfacl(["-m", `u:${this.uid}:${perm}`, "--", ...needFile]);
   }
 
   /** The qcow2 files `disk` reads through (its backing chain, from each header), `disk` excluded. */
@@ -226,39 +269,9 @@ export class JailLease {
     return chain;
   }
 
-  /**
-   * The argv that runs `binary args` in the jail, keeping the spawned pid QEMU's (each step
-   * execs the next): a mount namespace whose /proc shows the VM's own process alone
-   * (hidepid=invisible, subset=pid), then setpriv to the lease's uid and gid with no groups, no
-   * capability (bounding and inheritable sets cleared) and no_new_privs, then QEMU with its
-   * seccomp filter.
-   */
+  /** The argv that runs QEMU (`binary args`) in the jail (jailCommand) with its seccomp filter. */
   argv(binary: string, args: string[]): [string, string[]] {
-    return [
-      "unshare",
-      [
-        "--mount",
-        "--propagation",
-        "private",
-        "--",
-        "/bin/sh",
-        "-c",
-        'mount -t proc -o hidepid=invisible,subset=pid proc /proc && exec "$@"',
-        "sandtree-jail",
-        "setpriv",
-        `--reuid=${this.uid}`,
-        `--regid=${this.uid}`,
-        "--clear-groups",
-        "--inh-caps=-all",
-        "--bounding-set=-all",
-        "--no-new-privs",
-        "--",
-        binary,
-        ...args,
-        "-sandbox",
-        QEMU_SANDBOX,
-      ],
-    ];
+    return jailCommand(this.uid, [binary, ...args, "-sandbox", QEMU_SANDBOX]);
   }
 
   /** Gives the uid back: owned files to root, ACL entries removed, the lock file deleted. Idempotent. */
