@@ -9,7 +9,12 @@ import type { ServerConfigValues } from "./config.js";
  */
 export function configureServerJail(cfg: ServerConfigValues): string | null {
   const root = typeof process.getuid === "function" && process.getuid() === 0;
-  const why = cfg.jail === "off" ? "SANDTREE_JAIL=off" : root ? null : "the server does not run as root, so it cannot give QEMU its own uid";
+  const why =
+    cfg.jail === "off"
+      ? "SANDTREE_JAIL=off"
+      : root
+        ? null
+        : "the server does not run as root, so it cannot give QEMU its own uid";
   configureJail({ enabled: why === null, uidBase: cfg.jailUidBase, uidCount: cfg.jailUidCount });
   return why;
 }
@@ -22,13 +27,15 @@ export function configureServerJail(cfg: ServerConfigValues): string | null {
  */
 export function closeDataDir(dataDir: string): void {
   // Made now (closed), not later by whoever writes there first with the default mode.
-  for (const dir of ["layers", "sandboxes", "templates", "memory-images"]) mkdirSync(path.join(dataDir, dir), { recursive: true, mode: 0o700 });
+  for (const dir of ["layers", "sandboxes", "templates", "memory-images"])
+    mkdirSync(path.join(dataDir, dir), { recursive: true, mode: 0o700 });
   for (const name of readdirSync(dataDir)) {
     const p = path.join(dataDir, name);
     try {
       const st = lstatSync(p);
       if (st.isSymbolicLink()) continue;
-      if (st.mode & 0o007) chmodSync(p, st.mode & 0o7770);
+      // Others keep only the right to cross a directory (jail.ts grants it on the way to a VM's files).
+      if (st.mode & 0o006) chmodSync(p, st.mode & 0o7771);
     } catch {}
   }
 }

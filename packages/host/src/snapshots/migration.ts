@@ -140,10 +140,7 @@ export async function loadVmState(
   opts: { ignoreShared: boolean; signal?: AbortSignal; beforeRun?: () => Promise<void>; run?: boolean },
 ): Promise<void> {
   // Sent together: QMP runs a connection's commands in order, so the second waits for no round trip.
-  await Promise.all([
-    setCapabilities(qmp, opts.ignoreShared),
-    qmp.execute("migrate-incoming", { uri: `fd:${fd}` }),
-  ]);
+  await Promise.all([setCapabilities(qmp, opts.ignoreShared), qmp.execute("migrate-incoming", { uri: `fd:${fd}` })]);
   await waitMigration(qmp, opts.signal);
   await opts.beforeRun?.();
   // `run: false` leaves it paused (a state saved from a stopped VM loads paused).

@@ -123,9 +123,13 @@ async function undoGrants(uid: number, grants: Grant[]): Promise<void> {
  * a private mount namespace whose /proc shows the jailed uid's own processes alone
  * (hidepid=invisible, subset=pid), then setpriv to `uid` and gid `uid` with no supplementary
  * groups, no capability (bounding and inheritable sets cleared) and no_new_privs. The escape
- * test runs its probe through this same function.
+ * test runs its probe through this same function. `tun`: the namespace's own /dev/net/tun.
  */
-export function jailCommand(uid: number, argv: string[]): [string, string[]] {
+export function jailCommand(uid: number, argv: string[], opts: { tun?: boolean } = {}): [string, string[]] {
+  const steps = ["mount -t proc -o hidepid=invisible,subset=pid proc /proc"];
+  // A VM on a tap opens /dev/net/tun, which hosts may keep 0600: the jail has its own node,
+  // usable for the taps its uid owns alone (attaching to any other needs CAP_NET_ADMIN).
+  if (opts.tun) steps.push("mount -t tmpfs -o mode=0755,size=16k tmpfs /dev/net", "mknod -m 0666 /dev/net/tun c 10 200");
   return [
     "unshare",
     [
@@ -135,7 +139,7 @@ export function jailCommand(uid: number, argv: string[]): [string, string[]] {
       "--",
       "/bin/sh",
       "-c",
-      'mount -t proc -o hidepid=invisible,subset=pid proc /proc && exec "$@"',
+      `${steps.join(" && ")} && exec "$@"`,
       "sandtree-jail",
       "setpriv",
       `--reuid=${uid}`,
@@ -270,8 +274,8 @@ export class JailLease {
   }
 
   /** The argv that runs QEMU (`binary args`) in the jail (jailCommand) with its seccomp filter. */
-  argv(binary: string, args: string[]): [string, string[]] {
-    return jailCommand(this.uid, [binary, ...args, "-sandbox", QEMU_SANDBOX]);
+  argv(binary: string, args: string[], opts: { tun?: boolean } = {}): [string, string[]] {
+    return jailCommand(this.uid, [binary, ...args, "-sandbox", QEMU_SANDBOX], opts);
   }
 
   /** Gives the uid back: owned files to root, ACL entries removed, the lock file deleted. Idempotent. */

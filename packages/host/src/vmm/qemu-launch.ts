@@ -91,7 +91,9 @@ export async function launchQemu(o: LaunchOptions): Promise<Launched> {
       ...(o.spec.modulesDisk ? { modulesDisk: fdPath(FD_MODULES) } : {}),
     };
     const args = buildQemuArgs(spec);
-    const [file, argv] = lease ? lease.argv(o.binary ?? "qemu-system-x86_64", args) : [o.binary ?? "qemu-system-x86_64", args];
+    const [file, argv] = lease
+      ? lease.argv(o.binary ?? "qemu-system-x86_64", args, { tun: o.spec.tap !== undefined })
+      : [o.binary ?? "qemu-system-x86_64", args];
     const log = stdio[1];
     // Own process group: a Ctrl-C meant for the server must not kill guests mid-write.
     const child = spawn(file, argv, {
