@@ -12,28 +12,9 @@ import { exitStatusOf } from "../src/commands/sandbox-run.js";
 import { MIN_MEMORY_GB } from "../src/commands/shared.js";
 import type { CliContext } from "../src/context.js";
 import { describeError } from "../src/errors.js";
-import { buildProgram, runCli } from "../src/program.js";
+import { buildProgram } from "../src/program.js";
 import { serveInfoLines } from "../src/serve-info.js";
-
-/** Runs the CLI with a stub client standing in for the SDK (these tests need no server). */
-async function cli(argv: string[], client: Record<string, unknown> = {}) {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  let out = "";
-  let err = "";
-  stdout.on("data", (d) => (out += d));
-  stderr.on("data", (d) => (err += d));
-  const ctx: CliContext = {
-    stdout,
-    stderr,
-    stdin: Object.assign(new PassThrough(), { isTTY: false }),
-    env: {},
-    client: async () => client as unknown as SandtreeClient,
-    exitCode: 0,
-  };
-  const code = await runCli(argv, ctx);
-  return { code, out, err };
-}
+import { cli } from "./stub-cli.js";
 
 function leaves(cmd: Command, prefix = ""): Array<{ name: string; cmd: Command }> {
   const name = `${prefix}${prefix ? " " : ""}${cmd.name()}`;

@@ -1,29 +1,5 @@
-import { PassThrough } from "node:stream";
-import type { SandtreeClient } from "@sandtree/sdk";
 import { describe, expect, it } from "vitest";
-import type { CliContext } from "../src/context.js";
-import { runCli } from "../src/program.js";
-
-/** Runs the CLI with a stub client that records what the commands ask the SDK for. */
-async function cli(argv: string[], client: Record<string, unknown> = {}) {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  const stdin = Object.assign(new PassThrough(), { isTTY: false });
-  let out = "";
-  let err = "";
-  stdout.on("data", (d) => (out += d));
-  stderr.on("data", (d) => (err += d));
-  const ctx: CliContext = {
-    stdout,
-    stderr,
-    stdin,
-    env: {},
-    client: async () => client as unknown as SandtreeClient,
-    exitCode: 0,
-  };
-  const code = await runCli(argv, ctx);
-  return { code, out, err };
-}
+import { cli } from "./stub-cli.js";
 
 /** Records `call` in `calls` and answers `answer`. */
 function recorded<T>(calls: unknown[], call: unknown, answer: T): T {

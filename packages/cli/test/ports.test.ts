@@ -1,26 +1,5 @@
-import { PassThrough } from "node:stream";
-import type { SandtreeClient } from "@sandtree/sdk";
 import { describe, expect, it } from "vitest";
-import type { CliContext } from "../src/context.js";
-import { runCli } from "../src/program.js";
-
-function cli(argv: string[], client: Record<string, unknown>) {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  const out = { text: "" };
-  const err = { text: "" };
-  stdout.on("data", (d) => (out.text += d));
-  stderr.on("data", (d) => (err.text += d));
-  const ctx: CliContext = {
-    stdout,
-    stderr,
-    stdin: Object.assign(new PassThrough(), { isTTY: false }),
-    env: {},
-    client: async () => client as unknown as SandtreeClient,
-    exitCode: 0,
-  };
-  return { done: runCli(argv, ctx), out, err };
-}
+import { startCli as cli } from "./stub-cli.js";
 
 const exposed = {
   sandbox_id: "sb-1",

@@ -1,27 +1,5 @@
-import { PassThrough } from "node:stream";
-import type { SandtreeClient } from "@sandtree/sdk";
 import { describe, expect, it } from "vitest";
-import type { CliContext } from "../src/context.js";
-import { runCli } from "../src/program.js";
-
-async function cli(argv: string[], client: Record<string, unknown>) {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  let out = "";
-  let err = "";
-  stdout.on("data", (d) => (out += d));
-  stderr.on("data", (d) => (err += d));
-  const ctx: CliContext = {
-    stdout,
-    stderr,
-    stdin: Object.assign(new PassThrough(), { isTTY: false }),
-    env: {},
-    client: async () => client as unknown as SandtreeClient,
-    exitCode: 0,
-  };
-  const code = await runCli(argv, ctx);
-  return { code, out, err };
-}
+import { cli } from "./stub-cli.js";
 
 const amounts = {
   vcpu_seconds: 7200,

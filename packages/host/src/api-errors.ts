@@ -2,7 +2,7 @@ import { SandtreeError } from "@sandtree/protocol";
 import { AgentClosedError, GuestError, toSandtreeError } from "./agent/guest-error.js";
 import { BlobCorruptError, BlobMissingError } from "./blobs/blob-store.js";
 import { MachineRefusedError, MachineTimeoutError } from "./machine/machine.js";
-import { DeadlineError } from "./vmm/deadline.js";
+import { DeadlineError } from "./util/deadline.js";
 import { QmpClosedError, QmpCommandError, QmpTimeoutError } from "./vmm/qmp-client.js";
 
 /**

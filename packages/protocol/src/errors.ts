@@ -99,6 +99,8 @@ export const ERROR_STATUS = {
    * (the control plane keeps layers in a local directory, not an object store).
    */
   CHECKPOINT_NOT_ON_HOST: 409,
+  /** A create that mounts volumes was pinned to a host that does not hold them. */
+  VOLUME_NOT_ON_HOST: 409,
   /** At start: this server's server.key or join token differs from the one its database was first used with. */
   KEY_MISMATCH: 500,
   HOST_DISK_FULL: 507,

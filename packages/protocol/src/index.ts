@@ -9,6 +9,7 @@ export * from "./files.js";
 export * from "./fleet.js";
 export * from "./fleet-checkpoints.js";
 export * from "./guest-frames.js";
+export * from "./guest-replies.js";
 export * from "./images.js";
 export * from "./jobs.js";
 export * from "./network.js";

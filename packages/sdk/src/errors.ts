@@ -163,6 +163,7 @@ const HINTS: Partial<Record<ErrorCode, Hint>> = {
     " (a worker uses the control plane's object store: unset SANDTREE_BLOB_STORE on the worker, or set it to the control plane's)",
   CHECKPOINT_NOT_ON_HOST:
     " (its layers are only on the host that took it: restore it there (host), or give the fleet an object store)",
+  VOLUME_NOT_ON_HOST: " (volumes live on the control plane's own host: omit host)",
   HOST_DISK_FULL: " (the server's disk is full: free space on the host, then retry)",
   HOST_COMMAND_FAILED: " (a tool on the server failed: details.command and details.stderr say which; check the server's setup)",
 };
@@ -249,6 +250,7 @@ export const ERROR_CLASSES: Record<ErrorCode, ApiErrorClass> = {
   NOT_ON_REMOTE_HOST: ServerError,
   BLOB_STORE_MISMATCH: ConflictError,
   CHECKPOINT_NOT_ON_HOST: ConflictError,
+  VOLUME_NOT_ON_HOST: ConflictError,
   KEY_MISMATCH: ServerError,
   HOST_DISK_FULL: ServerError,
   HOST_COMMAND_FAILED: ServerError,

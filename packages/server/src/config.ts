@@ -241,5 +241,10 @@ export function loadConfig(input: ServerConfigInput = {}, env: Env = process.env
     const where = variable ? ` (option ${field} or ${variable})` : ` (option ${field})`;
     throw new SandtreeError("VALIDATION_FAILED", `invalid setting${where}: ${issue?.message ?? "invalid"}`, { field });
   }
+  const blob = r.data.blobStore;
+  // The AWS convention for an S3 store's region, read here with every other variable.
+  const awsRegion = env.AWS_REGION || env.AWS_DEFAULT_REGION;
+  if (blob?.kind === "s3" && blob.region === undefined && awsRegion)
+    return { ...r.data, blobStore: { ...blob, region: awsRegion } };
   return r.data;
 }

@@ -14,8 +14,8 @@ import {
 import type { FastifyInstance } from "fastify";
 import { buildApp } from "./app.js";
 import { makeBlobStore } from "./blob-store-config.js";
-import { closeDataDir, configureServerJail } from "./jail-setup.js";
 import { loadConfig, type ServerConfigInput, type ServerConfigValues, type VmDeadlines, workerEnv } from "./config.js";
+import { closeDataDir, configureServerJail } from "./jail-setup.js";
 import { AdmissionService } from "./services/admission-service.js";
 import { AuthService } from "./services/auth-service.js";
 import { BulkService } from "./services/bulk-service.js";
@@ -82,6 +82,8 @@ export interface RunningServer {
   firstKey: string | null;
   /** Its store, for the process that embeds it (the worker reads its sandboxes' records). */
   store: Store;
+  /** Its data directory, as the config resolved it. */
+  dataDir: string;
   close(): Promise<void>;
 }
 
@@ -404,6 +406,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     services,
     url,
     firstKey,
+    dataDir: cfg.dataDir,
     store,
     // Ordered and idempotent: stop accepting, stop the background loops, stop VMs, take the
     // networks down, then close the database (the start's steps undone, last first).
@@ -450,8 +453,7 @@ export async function runServer(input: ServerConfigInput = {}): Promise<RunningS
     void shutDown(server);
     return server;
   }
-  const cfg = loadConfig(input);
-  const credFile = path.join(cfg.dataDir, "credentials.env");
+  const credFile = path.join(server.dataDir, "credentials.env");
   if (server.firstKey) {
     const text = `export SANDTREE_API_URL=${server.url}\nexport SANDTREE_API_KEY=${server.firstKey}\n`;
     writeFileSync(credFile, text, { mode: 0o600 });

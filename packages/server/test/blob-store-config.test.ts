@@ -30,6 +30,17 @@ describe("blob store setting", () => {
     expect(cfg.blobStore).toMatchObject({ bucket: "from-option" });
   });
 
+  it("takes an S3 store's region from AWS_REGION (then AWS_DEFAULT_REGION) when its URL names none", () => {
+    const region = (url: string, env: Record<string, string>) => {
+      const b = loadConfig({}, { SANDTREE_BLOB_STORE: url, ...env }).blobStore;
+      return b?.kind === "s3" ? b.region : "not s3";
+    };
+    expect(region("s3://bkt", { AWS_REGION: "eu-north-1", AWS_DEFAULT_REGION: "us-west-2" })).toBe("eu-north-1");
+    expect(region("s3://bkt", { AWS_DEFAULT_REGION: "us-west-2" })).toBe("us-west-2");
+    expect(region("s3://bkt?region=auto", { AWS_REGION: "eu-north-1" })).toBe("auto");
+    expect(region("s3://bkt", {})).toBeUndefined();
+  });
+
   it("takes a directory as a file:// URL or a path", () => {
     expect(blobStore("file:///srv/sandtree/layers")).toEqual({ kind: "local", dir: "/srv/sandtree/layers" });
     expect(blobStore("/srv/layers")).toEqual({ kind: "local", dir: "/srv/layers" });

@@ -102,7 +102,7 @@ describe("the QEMU jail", () => {
       expect(r.out.trim()).toMatch(/^(EACCES|ENOENT)$/);
     }
     // Its /proc lists its uid's processes alone (the probe, A's QEMU), none of the host's.
-    const procs = inJailOfA(["/bin/sh", "-c", 'for p in /proc/[0-9]*; do echo "${p#/proc/}"; done'])
+    const procs = inJailOfA(["/bin/sh", "-c", 'for p in /proc/[0-9]*; do basename "$p"; done'])
       .out.trim()
       .split("\n")
       .map(Number);

@@ -237,6 +237,7 @@ _BY_CODE: Dict[str, Type[APIError]] = {
     "NOT_SUPPORTED": ServerError,
     "BLOB_STORE_MISMATCH": ConflictError,
     "CHECKPOINT_NOT_ON_HOST": ConflictError,
+    "VOLUME_NOT_ON_HOST": ConflictError,
     "KEY_MISMATCH": ServerError,
     "HOST_DISK_FULL": ServerError,
     "HOST_COMMAND_FAILED": ServerError,

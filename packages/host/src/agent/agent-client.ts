@@ -2,24 +2,28 @@ import { randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
 import type net from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
-import { Flag, FrameType, Tag } from "@sandtree/protocol";
-import { connectUnix, Deadline, DeadlineError } from "../vmm/deadline.js";
+import { Flag, FrameType, GuestEmptySchema, GuestHelloSchema, GuestStatSchema, Tag } from "@sandtree/protocol";
+import { connectUnix, Deadline, DeadlineError } from "../util/deadline.js";
 import { AgentExec } from "./agent-exec.js";
+import { listDir, readFileStream, writeFileStream } from "./agent-files.js";
 import {
   type AgentInfo,
   type ExecSpec,
-  FILE_CHUNK,
   guestError,
-  parseJson,
+  parseReply,
+  type ReplySchema,
   type StatInfo,
   type StreamHandler,
 } from "./agent-types.js";
-import { CreditQueue } from "./credit-queue.js";
 import { encodeFrame, encodeTlv, type Frame, FrameDecoder, type TlvValue } from "./frame-codec.js";
-import { AgentClosedError } from "./guest-error.js";
+import { AgentClosedError, AgentProtocolError } from "./guest-error.js";
 
 export { AgentExec, type ExecTransport } from "./agent-exec.js";
+export { LIST_MAX_BYTES } from "./agent-files.js";
 export type { AgentExecEvent, AgentInfo, ExecSpec, ExitInfo, StatInfo } from "./agent-types.js";
+
+/** A PONG longer than any ping the host sends is not one of its answers. */
+const PING_MAX_BYTES = 64;
 
 /**
  * Host side of the guest protocol (docs/protocol.md) over the Unix socket QEMU serves for the
@@ -36,13 +40,23 @@ export class AgentClient extends EventEmitter {
   info: AgentInfo | null = null;
   /** eth0's configuration ("ADDR/PREFIX GATEWAY" or "-"), applied by the guest at every HELLO. */
   private net: string | null = null;
+  /** How long past its timeout an exec may go on before the host gives up on it (AgentExec.giveUpAfter). @internal */
+  execGraceMs = 60_000;
   /** Sent with the HELLO: a guest waiting for its root disk (a template's clone) mounts it, this size. */
   private root: number | null = null;
 
   private constructor(private readonly sock: net.Socket) {
     super();
     sock.on("data", (chunk: Buffer) => {
-      for (const frame of this.decoder.push(chunk)) this.dispatch(frame);
+      try {
+        for (const frame of this.decoder.push(chunk)) {
+          if (this.closedError) return;
+          this.dispatch(frame);
+        }
+      } catch (err) {
+        // Whatever a frame broke must not reach the event loop (it would end the server).
+        this.violate(err);
+      }
     });
     sock.on("error", () => {});
     sock.on("close", () => this.fail(new AgentClosedError("agent connection closed")));
@@ -133,7 +147,7 @@ export class AgentClient extends EventEmitter {
     if (frame.stream === 0) {
       if (frame.type === FrameType.HELLO_ACK && this.helloNonce && frame.payload.length >= 16) {
         if (frame.payload.subarray(0, 16).equals(this.helloNonce)) {
-          const info = parseJson<AgentInfo>(frame.payload.subarray(16));
+          const info = parseReply(GuestHelloSchema, frame.payload.subarray(16), "HELLO_ACK");
           this.helloNonce = null;
           const cb = this.onHelloAck;
           this.onHelloAck = null;
@@ -141,7 +155,7 @@ export class AgentClient extends EventEmitter {
         }
       } else if (frame.type === FrameType.READY) {
         if (this.helloNonce) this.emit("guest-ready");
-      } else if (frame.type === FrameType.PONG) {
+      } else if (frame.type === FrameType.PONG && frame.payload.length <= PING_MAX_BYTES) {
         const key = frame.payload.toString("hex");
         const cb = this.pings.get(key);
         this.pings.delete(key);
@@ -161,6 +175,18 @@ export class AgentClient extends EventEmitter {
     for (const cb of this.pings.values()) cb();
     this.pings.clear();
     this.emit("close", err);
+  }
+
+  /** @internal Closes the connection for good: the guest broke the protocol (a replaced agent). */
+  violate(err: unknown): void {
+    if (this.closedError) return;
+    const e =
+      err instanceof AgentProtocolError
+        ? err
+        : new AgentProtocolError(`a frame broke the host's reader (${err instanceof Error ? err.message : String(err)})`);
+    this.sock.destroy();
+    this.fail(e);
+    this.emit("violation", e.message);
   }
 
   get isClosed(): boolean {
@@ -202,7 +228,8 @@ export class AgentClient extends EventEmitter {
     this.sendRaw(FrameType.WINDOW, stream, b);
   }
 
-  private openStream(handler: StreamHandler): number {
+  /** @internal */
+  openStream(handler: StreamHandler): number {
     if (this.closedError) throw this.closedError;
     const id = this.nextStream;
     this.nextStream = this.nextStream >= 0x7fffffff ? 1 : this.nextStream + 1;
@@ -210,8 +237,14 @@ export class AgentClient extends EventEmitter {
     return id;
   }
 
-  private endStream(id: number): void {
+  /** @internal */
+  endStream(id: number): void {
     this.streams.delete(id);
+  }
+
+  /** @internal */
+  hasStream(id: number): boolean {
+    return this.streams.has(id);
   }
 
   /** Whether a call is waiting on the guest (an open stream: exec, file, request). */
@@ -260,6 +293,8 @@ export class AgentClient extends EventEmitter {
     });
     exec = new AgentExec(this, id);
     this.sendRaw(FrameType.EXEC, id, payload);
+    // The stream is dropped (a late EXIT is then ignored) only if it was still open.
+    if (spec.timeoutMs !== undefined) exec.giveUpAfter(spec.timeoutMs + this.execGraceMs, () => this.streams.delete(id));
     return exec;
   }
 
@@ -267,15 +302,16 @@ export class AgentClient extends EventEmitter {
    * A request answered by one RESULT or ERROR frame. With `timeoutMs` it rejects with
    * DeadlineError when the guest does not answer in time (a late answer is dropped).
    */
-  private request<T>(type: number, entries: Array<[number, TlvValue]>, timeoutMs?: number): Promise<T> {
+  private request<T>(type: number, schema: ReplySchema<T>, entries: Array<[number, TlvValue]>, timeoutMs?: number): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       let timer: NodeJS.Timeout | undefined;
       const id = this.openStream({
         onFrame: (f) => {
           if (f.type === FrameType.RESULT) {
+            const value = parseReply(schema, f.payload, `RESULT of frame type ${type}`);
             clearTimeout(timer);
             this.endStream(id);
-            resolve(parseJson<T>(f.payload));
+            resolve(value);
           } else if (f.type === FrameType.ERROR) {
             clearTimeout(timer);
             this.endStream(id);
@@ -299,11 +335,11 @@ export class AgentClient extends EventEmitter {
   }
 
   stat(path: string): Promise<StatInfo> {
-    return this.request<StatInfo>(FrameType.STAT, [[Tag.PATH, path]]);
+    return this.request(FrameType.STAT, GuestStatSchema, [[Tag.PATH, path]]);
   }
 
   mkdir(path: string, opts: { parents?: boolean; mode?: number } = {}): Promise<void> {
-    return this.request<void>(FrameType.MKDIR, [
+    return this.request(FrameType.MKDIR, GuestEmptySchema, [
       [Tag.PATH, path],
       [Tag.MODE, { u32: opts.mode ?? 0o755 }],
       [Tag.FLAGS, { u32: opts.parents === false ? 0 : Flag.RECURSIVE }],
@@ -311,126 +347,36 @@ export class AgentClient extends EventEmitter {
   }
 
   remove(path: string, opts: { recursive?: boolean } = {}): Promise<void> {
-    return this.request<void>(FrameType.REMOVE, [
+    return this.request(FrameType.REMOVE, GuestEmptySchema, [
       [Tag.PATH, path],
       [Tag.FLAGS, { u32: opts.recursive ? Flag.RECURSIVE : 0 }],
     ]);
   }
 
-  /** A request answered by DATA frames then END (or ERROR), delivered with flow control. */
-  private dataStream(type: number, entries: Array<[number, TlvValue]>, signal?: AbortSignal): AsyncIterable<Buffer> {
-    const queue = new CreditQueue<Buffer>((n) => this.sendWindow(id, n));
-    const id = this.openStream({
-      onFrame: (f) => {
-        if (f.type === FrameType.DATA) queue.push(f.payload, f.payload.length);
-        else if (f.type === FrameType.END) {
-          this.endStream(id);
-          queue.end();
-        } else if (f.type === FrameType.ERROR) {
-          this.endStream(id);
-          queue.fail(guestError(f.payload));
-        }
-      },
-      onClose: (err) => queue.fail(err),
-    });
-    this.sendRaw(type, id, encodeTlv(entries));
-    const cancel = () => {
-      if (this.streams.has(id)) this.sendRaw(FrameType.CANCEL, id);
-    };
-    signal?.addEventListener("abort", cancel, { once: true });
-    const self = this;
-    return {
-      async *[Symbol.asyncIterator]() {
-        try {
-          for await (const chunk of queue) yield chunk;
-        } finally {
-          signal?.removeEventListener("abort", cancel);
-          if (self.streams.has(id)) {
-            cancel();
-          }
-        }
-      },
-    };
-  }
-
   readFile(path: string, opts: { offset?: number; length?: number; signal?: AbortSignal } = {}): AsyncIterable<Buffer> {
-    const entries: Array<[number, TlvValue]> = [[Tag.PATH, path]];
-    if (opts.offset !== undefined) entries.push([Tag.OFFSET, { u64: opts.offset }]);
-    if (opts.length !== undefined) entries.push([Tag.LENGTH, { u64: opts.length }]);
-    return this.dataStream(FrameType.FILE_READ, entries, opts.signal);
+    return readFileStream(this, path, opts);
   }
 
-  async list(path: string): Promise<StatInfo[]> {
-    let text = "";
-    for await (const chunk of this.dataStream(FrameType.LIST, [[Tag.PATH, path]])) text += chunk.toString("utf8");
-    return text
-      .split("\n")
-      .filter((l) => l.length > 0)
-      .map((l) => JSON.parse(l) as StatInfo);
+  list(path: string): Promise<StatInfo[]> {
+    return listDir(this, path);
   }
 
   /** Streams `source` into a file in the guest; resolves with the bytes written. */
-  async writeFile(
+  writeFile(
     path: string,
     source: AsyncIterable<Uint8Array>,
     opts: { mode?: number; append?: boolean; signal?: AbortSignal } = {},
   ): Promise<{ bytes: number }> {
-    let failed: Error | null = null;
-    let streamId = 0;
-    const result = new Promise<{ bytes: number }>((resolve, reject) => {
-      const id = this.openStream({
-        onFrame: (f) => {
-          if (f.type === FrameType.RESULT) {
-            this.endStream(id);
-            resolve(parseJson<{ bytes: number }>(f.payload));
-          } else if (f.type === FrameType.ERROR) {
-            this.endStream(id);
-            failed = guestError(f.payload);
-            reject(failed);
-          }
-        },
-        onClose: (err) => {
-          failed = err;
-          reject(err);
-        },
-      });
-      streamId = id;
-    });
-    result.catch(() => {});
-    this.sendRaw(
-      FrameType.FILE_WRITE,
-      streamId,
-      encodeTlv([
-        [Tag.PATH, path],
-        [Tag.MODE, { u32: opts.mode ?? 0o644 }],
-        [Tag.FLAGS, { u32: opts.append ? Flag.APPEND : 0 }],
-      ]),
-    );
-    try {
-      for await (const chunk of source) {
-        opts.signal?.throwIfAborted();
-        if (failed) break;
-        const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-        for (let off = 0; off < buf.length && !failed; off += FILE_CHUNK) {
-          await this.sendData(FrameType.DATA, streamId, buf.subarray(off, off + FILE_CHUNK));
-        }
-      }
-    } catch (err) {
-      // Tell the guest to stop; it answers with an error or result we no longer need.
-      this.sendRaw(FrameType.CANCEL, streamId);
-      throw err;
-    }
-    if (!failed) this.sendRaw(FrameType.END, streamId);
-    return result;
+    return writeFileStream(this, path, source, opts);
   }
 
   /** Syncs and freezes a filesystem (default `/`); the guest thaws by itself after 10 s. */
   fsfreeze(path = "/", opts: { timeoutMs?: number } = {}): Promise<void> {
-    return this.request<void>(FrameType.FSFREEZE, [[Tag.PATH, path]], opts.timeoutMs);
+    return this.request(FrameType.FSFREEZE, GuestEmptySchema, [[Tag.PATH, path]], opts.timeoutMs);
   }
 
   fsthaw(path = "/", opts: { timeoutMs?: number } = {}): Promise<void> {
-    return this.request<void>(FrameType.FSTHAW, [[Tag.PATH, path]], opts.timeoutMs);
+    return this.request(FrameType.FSTHAW, GuestEmptySchema, [[Tag.PATH, path]], opts.timeoutMs);
   }
 
   /** Sets the guest clock to the host's and reseeds its RNG (after a resume), keeping streams. */

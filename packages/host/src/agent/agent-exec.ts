@@ -1,7 +1,9 @@
-import { FrameType, STREAM_WINDOW_BYTES, Tag } from "@sandtree/protocol";
-import { type AgentExecEvent, type ExitInfo, FILE_CHUNK, guestError, parseJson } from "./agent-types.js";
+import { FrameType, GuestExitSchema, GuestStartedSchema, STREAM_WINDOW_BYTES, Tag } from "@sandtree/protocol";
+import { DeadlineError } from "../util/deadline.js";
+import { type AgentExecEvent, type ExitInfo, FILE_CHUNK, guestError, parseReply } from "./agent-types.js";
 import { CreditQueue } from "./credit-queue.js";
 import { encodeTlv, type Frame } from "./frame-codec.js";
+import { AgentProtocolError } from "./guest-error.js";
 
 /** What an exec needs of its connection: frames out and credit back. */
 export interface ExecTransport {
@@ -23,7 +25,7 @@ export class AgentExec {
     private readonly client: ExecTransport,
     readonly stream: number,
   ) {
-    this.events = new CreditQueue<AgentExecEvent>((n) => client.sendWindow(stream, n));
+    this.events = new CreditQueue<AgentExecEvent>((n) => client.sendWindow(stream, n), { what: () => `exec stream ${stream}` });
     this.exited = new Promise<ExitInfo>((resolve, reject) => {
       this.resolveExit = resolve;
       this.rejectExit = reject;
@@ -35,7 +37,7 @@ export class AgentExec {
   handle(frame: Frame): boolean {
     switch (frame.type) {
       case FrameType.STARTED:
-        this.events.push({ type: "started", pid: parseJson<{ pid: number }>(frame.payload).pid });
+        this.events.push({ type: "started", pid: parseReply(GuestStartedSchema, frame.payload, "STARTED").pid });
         return false;
       case FrameType.STDOUT:
         this.events.push({ type: "stdout", data: frame.payload }, frame.payload.length);
@@ -44,12 +46,13 @@ export class AgentExec {
         this.events.push({ type: "stderr", data: frame.payload }, frame.payload.length);
         return false;
       case FrameType.WINDOW:
+        if (frame.payload.length !== 4) throw new AgentProtocolError(`a WINDOW of ${frame.payload.length} bytes`);
         this.stdinCredit += frame.payload.readUInt32LE(0);
         this.creditWaiter?.();
         this.creditWaiter = null;
         return false;
       case FrameType.EXIT: {
-        const info = parseJson<ExitInfo>(frame.payload);
+        const info = parseReply(GuestExitSchema, frame.payload, "EXIT");
         this.events.push({ type: "exit", info });
         this.events.end();
         this.resolveExit(info);
@@ -64,6 +67,24 @@ export class AgentExec {
       default:
         return false;
     }
+  }
+
+  /**
+   * @internal The guest enforces an exec's timeout; a guest that answers pings but never ends the
+   * exec (a replaced agent) would hold the call forever. After `ms`, if `drop()` says the stream
+   * was still open (and drops it), the process group gets SIGKILL and the exec fails.
+   */
+  giveUpAfter(ms: number, drop: () => boolean): void {
+    const timer = setTimeout(() => {
+      if (!drop()) return;
+      this.signal(9);
+      this.close(new DeadlineError("the guest's exec (past its timeout)", ms));
+    }, ms);
+    timer.unref();
+    this.exited.then(
+      () => clearTimeout(timer),
+      () => clearTimeout(timer),
+    );
   }
 
   /** @internal */

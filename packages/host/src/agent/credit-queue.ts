@@ -1,7 +1,20 @@
+import { STREAM_WINDOW_BYTES } from "@sandtree/protocol";
+import { AgentProtocolError } from "./guest-error.js";
+
+export interface CreditQueueOptions {
+  /** Names the stream in a violation report. */
+  what: () => string;
+  /** The guest's initial credit: the data bytes it may have sent that were not handed back yet. */
+  credit?: number;
+  grantBatch?: number;
+}
+
 /**
  * An async queue between the agent connection and one consumer. Data items carry a byte
  * count; as the consumer takes them, credit is handed back to the guest (flow control), so a
  * consumer that stops reading stops the guest's producer instead of growing this queue.
+ * A guest that sends past its credit (only a replaced agent does) would grow it without bound:
+ * `push` then throws AgentProtocolError.
  */
 export class CreditQueue<T> implements AsyncIterable<T> {
   private items: Array<{ item: T; bytes: number }> = [];
@@ -9,14 +22,25 @@ export class CreditQueue<T> implements AsyncIterable<T> {
   private ended = false;
   private failure: Error | null = null;
   private pendingGrant = 0;
+  /** Data bytes the guest sent that were not handed back as credit. */
+  private outstanding = 0;
+  private readonly credit: number;
+  private readonly grantBatch: number;
 
   constructor(
     private readonly grant: (bytes: number) => void,
-    private readonly grantBatch = 64 * 1024,
-  ) {}
+    private readonly opts: CreditQueueOptions,
+  ) {
+    this.credit = opts.credit ?? STREAM_WINDOW_BYTES;
+    this.grantBatch = opts.grantBatch ?? 64 * 1024;
+  }
 
   push(item: T, bytes = 0): void {
     if (this.ended) return;
+    this.outstanding += bytes;
+    if (this.outstanding > this.credit) {
+      throw new AgentProtocolError(`${this.opts.what()} sent ${this.outstanding} bytes against a credit of ${this.credit}`);
+    }
     this.items.push({ item, bytes });
     this.wake();
   }
@@ -52,6 +76,7 @@ export class CreditQueue<T> implements AsyncIterable<T> {
           if (this.pendingGrant >= this.grantBatch || this.items.length === 0) {
             const g = this.pendingGrant;
             this.pendingGrant = 0;
+            this.outstanding -= g;
             this.grant(g);
           }
         }

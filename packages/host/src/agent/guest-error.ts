@@ -1,5 +1,5 @@
 import { type ErrorCode, SandtreeError } from "@sandtree/protocol";
-import { DeadlineError } from "../vmm/deadline.js";
+import { DeadlineError } from "../util/deadline.js";
 
 /** An error the guest agent reported for one request: errno name plus message. */
 export class GuestError extends Error {
@@ -15,7 +15,18 @@ export class GuestError extends Error {
 
 /** The agent's connection is gone (the VM died or was killed, e.g. after missing a deadline). */
 export class AgentClosedError extends Error {
-  override readonly name = "AgentClosedError";
+  override readonly name: string = "AgentClosedError";
+}
+
+/**
+ * The guest broke the protocol (a reply of the wrong shape, output past its credit, a malformed
+ * frame): its connection is closed and its VM stopped, since only a replaced agent does that.
+ */
+export class AgentProtocolError extends AgentClosedError {
+  override readonly name = "AgentProtocolError";
+  constructor(readonly violation: string) {
+    super(`the guest agent broke the protocol: ${violation}`);
+  }
 }
 
 const ERRNO_TO_CODE: Record<string, ErrorCode> = {

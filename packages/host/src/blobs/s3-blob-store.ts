@@ -69,7 +69,7 @@ export class S3BlobStore implements BlobStore {
     this.cache = new VerifiedCache(this.localDir);
     this.clientConfig = {
       ...(opts.endpoint ? { endpoint: opts.endpoint } : {}),
-      region: opts.region ?? process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION ?? "us-east-1",
+      region: opts.region ?? "us-east-1",
       forcePathStyle: opts.forcePathStyle ?? false,
       maxAttempts: this.attempts,
       // Only what the operation requires: many S3-compatible servers refuse the SDK's default

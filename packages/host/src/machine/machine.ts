@@ -97,7 +97,9 @@ export interface SuperviseOptions {
 
 /**
  * Events: `exit` (MachineExit), `unresponsive` (reason: the watchdog's ping went unanswered;
- * the machine is left running for the caller to decide), `disk-error` (reason: the VMM paused
+ * the machine is left running for the caller to decide), `protocol-violation` (reason: the guest
+broke the agent protocol, so root in it replaced its agent; the connection is closed, the machine
+left running for the caller to stop), `disk-error` (reason: the VMM paused
  * the machine on a host disk error; it retries and runs on by itself once space is back),
  * `disk-error-cleared`.
  */
@@ -155,7 +157,7 @@ export interface Machine {
   forceKill(): void;
 
   on(event: "exit", fn: (exit: MachineExit) => void): this;
-  on(event: "unresponsive" | "disk-error", fn: (reason: string) => void): this;
+  on(event: "unresponsive" | "protocol-violation" | "disk-error", fn: (reason: string) => void): this;
   on(event: "disk-error-cleared", fn: () => void): this;
   once(event: "exit", fn: (exit: MachineExit) => void): this;
 }

@@ -187,6 +187,10 @@ export class QemuMachine extends EventEmitter implements Machine {
     if (this.supervised || this.vm.exit) return;
     this.supervised = true;
     const ended = () => this.vm.exit !== null;
+    const agent = this.vm.agent;
+    const violated = (reason: string) => this.emit("protocol-violation", `${reason}; the VM was stopped`);
+    agent.on("violation", violated);
+    this.stops.push(() => agent.off("violation", violated));
     this.stops.push(
       startLiveness({
         deadlineMs: opts.agentDeadlineMs,

@@ -1,7 +1,7 @@
 import { EventEmitter } from "node:events";
 import type net from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
-import { connectUnix, Deadline } from "./deadline.js";
+import { connectUnix, Deadline } from "../util/deadline.js";
 
 /** What every command waits at most unless the caller says otherwise. */
 export const QMP_DEFAULT_TIMEOUT_MS = 30_000;

@@ -103,6 +103,10 @@ export class SandboxMachines {
     machine.on("unresponsive", (reason: string) => {
       if (current()) void this.failVm(id, machine, reason);
     });
+    // Only a replaced agent breaks the protocol: root in the guest did it, so the VM goes.
+    machine.on("protocol-violation", (reason: string) => {
+      if (current()) void this.failVm(id, machine, reason);
+    });
     let pausedAt = "";
     let heldFor = "";
     let recorded = false;

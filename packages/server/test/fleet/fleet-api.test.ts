@@ -4,6 +4,7 @@
 import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import type { CreateSandboxParams, Sandbox } from "@sandtree/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ManualClock, type RunningServer, startServer } from "../../src/index.js";
 import { type Api, jsonApi } from "../helpers.js";
@@ -140,6 +141,31 @@ describe("fleet API", () => {
     expect(back.body).toMatchObject({ host: { state: "ACTIVE", cordoned: false }, remaining_sandboxes: 1 });
     const missing = await admin("POST", "/v1/hosts/nope/drain");
     expect([missing.status, missing.body.code]).toEqual([404, "HOST_NOT_FOUND"]);
+  });
+
+  it("a create that mounts volumes is placed on the host that holds them, and refused pinned elsewhere", async () => {
+    await register("vol-w", undefined, { url: "http://127.0.0.1:9" });
+    const remote = server.services.remote;
+    const sb = (id: string) => ({ id, cpu_cores: 1, memory_gb: 0.125, disk_size_gb: 1 }) as Sandbox;
+    const params = (extra: object = {}) => ({ image: "sandtree/busybox", ...extra }) as CreateSandboxParams;
+    const withVolume = { volumes: [{ volume: "data", path: "/data", read_only: false }] };
+    // Without volumes the worker takes it (the local host is cordoned).
+    expect((await remote.place(sb("sb-v1"), params()))?.name).toBe("vol-w");
+    await remote.unplace("sb-v1");
+    // With one: only the local host may take it, and it is cordoned.
+    await expect(remote.place(sb("sb-v2"), params(withVolume))).rejects.toMatchObject({ code: "NO_CAPACITY" });
+    await expect(remote.place(sb("sb-v3"), params({ ...withVolume, host: "vol-w" }))).rejects.toMatchObject({
+      code: "VOLUME_NOT_ON_HOST",
+    });
+    expect((await admin("POST", "/v1/hosts/local/uncordon")).status).toBe(200);
+    try {
+      expect(await remote.place(sb("sb-v4"), params(withVolume))).toBeNull();
+      const local = (await admin("GET", "/v1/hosts")).body.hosts.find((h: { name: string }) => h.name === "local");
+      expect(local.usage.placements).toBe(1);
+      await remote.unplace("sb-v4");
+    } finally {
+      expect((await admin("POST", "/v1/hosts/local/cordon")).status).toBe(200);
+    }
   });
 
   it("a host silent past the bound is LOST with its sandboxes reported; a heartbeat brings it back", async () => {

@@ -19,6 +19,8 @@ export interface HostServer {
   dataDir: string;
   /** The API's base URL as seen from this process. */
   base: string;
+  /** The API's port on the host namespace's loopback. */
+  port: number;
   /** The first API key (admin of the default team). */
   key(): string;
   api: Api;
@@ -93,6 +95,7 @@ export async function startHostServer(
   return {
     dataDir,
     base,
+    port,
     key: () => key,
     api,
     proc: () => proc,

@@ -78,6 +78,19 @@ export class RemoteSandboxes {
       if (o.checkFit) await fleet.checkFits(size, (id) => fleet.isLocal(id));
       return null;
     }
+    // Volumes live in this host's data directory (served to its sandboxes over NFS): a sandbox
+    // that mounts one runs here, or is refused; never started on a worker that has no such volume.
+    const mountsVolumes = (params.volumes?.length ?? 0) > 0;
+    if (mountsVolumes && pinned && !fleet.isLocal(pinned.id)) {
+      throw new SandtreeError(
+        "VOLUME_NOT_ON_HOST",
+        `volumes live on the control plane's own host, not on ${pinned.name}: omit host`,
+        {
+          field: "host",
+          host: pinned.name,
+        },
+      );
+    }
     const urls = await fleet.workerUrls();
     let eligible = (hostId: string) => urls.has(hostId) || fleet.isLocal(hostId);
     // Before anything starts: a size no host could ever hold is refused with what the largest has.
@@ -94,6 +107,10 @@ export class RemoteSandboxes {
           { checkpoint_id: plan.checkpoint.id, ...(pinned ? { host: pinned.name } : {}) },
         );
       }
+    }
+    if (mountsVolumes) {
+      const fits = eligible;
+      eligible = (hostId) => fleet.isLocal(hostId) && fits(hostId);
     }
     // Before the placement is recorded: a sweep of stranded starts must never take this one over.
     this.starting.add(sb.id);
