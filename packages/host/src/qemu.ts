@@ -7,6 +7,7 @@ export * from "./snapshots/memory-images.js";
 export * from "./snapshots/migration.js";
 export { ramDirFor } from "./snapshots/ram-placement.js";
 export * from "./snapshots/template-store.js";
+export * from "./vmm/jail.js";
 export * from "./vmm/qemu-args.js";
 export * from "./vmm/qemu-vm.js";
 export * from "./vmm/qmp-client.js";

@@ -16,6 +16,7 @@ import { buildApp } from "./app.js";
 import { makeBlobStore } from "./blob-store-config.js";
 import { loadConfig, type ServerConfigInput, type ServerConfigValues, type VmDeadlines, workerEnv } from "./config.js";
 import { defaultHost } from "./default-host.js";
+import { closeDataDir, configureServerJail } from "./jail-setup.js";
 import { AdmissionService } from "./services/admission-service.js";
 import { AuthService } from "./services/auth-service.js";
 import { BulkService } from "./services/bulk-service.js";
@@ -160,6 +161,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
   // Before anything can change a sandbox's state: every transition is metered on this clock.
   const metering = new MeteringService(store, opts.clock ?? systemClock, loadPriceTable(cfg.prices));
   const guest = guestArtifacts(cfg.cacheDir);
+  const jailOff = configureServerJail(cfg);
   const accel = await detectAccel(cfg.accel, { trialMs: cfg.accelTrialMs });
   const auth = new AuthService(store);
   const firstKey = await auth.bootstrap();
@@ -177,6 +179,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     { name: "server.key", key: serverKey },
     { name: "join-token", key: joinToken.token },
   ]);
+  if (!jailOff) closeDataDir(cfg.dataDir);
   const admission = new AdmissionService(store, new SecretBox(serverKey));
   admission.setBudgetCheck((teamId) => metering.checkBudget(teamId));
   const images =
@@ -196,6 +199,12 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     warn: (o, m) => (app ? app.log.warn(o, m) : early.push(["warn", o, m])),
     error: (o, m) => (app ? app.log.error(o, m) : early.push(["error", o, m])),
   };
+  if (jailOff) {
+    log.warn(
+      { jail: "off", why: jailOff },
+      `QEMU JAIL OFF (${jailOff}): every VM runs as this server's user, with no seccomp filter and every capability it has; for debugging only, never in production (docs/security.md)`,
+    );
+  }
   // Sandbox disks live beside the layers they overlay: in the local store's directory, or in the
   // local cache of a remote one.
   const layersDir = path.join(cfg.dataDir, "layers");

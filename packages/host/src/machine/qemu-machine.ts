@@ -192,7 +192,9 @@ export class QemuMachine extends EventEmitter implements Machine {
 
   async saveMemory(file: string, opts: { signal: AbortSignal }): Promise<void> {
     this.saved = true;
-    await qmpCall(() => saveVmState(this.qmp, file, { ignoreShared: false, signal: opts.signal }));
+    await qmpCall(() =>
+      saveVmState(this.qmp, file, { ignoreShared: false, socketDir: this.vm.opts.runDir, signal: opts.signal }),
+    );
   }
 
   checkpoint(req: CheckpointRequest): Promise<SavedCheckpoint> {
