@@ -15,8 +15,8 @@ import type { FastifyInstance } from "fastify";
 import { buildApp } from "./app.js";
 import { makeBlobStore } from "./blob-store-config.js";
 import { loadConfig, type ServerConfigInput, type ServerConfigValues, type VmDeadlines, workerEnv } from "./config.js";
-import { defaultHost } from "./default-host.js";
-import { closeDataDir, configureServerJail } from "./jail-setup.js";
+import { configureServerJail, defaultHost, jailOffWarning } from "./default-host.js";
+import { closeDataDir } from "./jail-setup.js";
 import { AdmissionService } from "./services/admission-service.js";
 import { AuthService } from "./services/auth-service.js";
 import { BulkService } from "./services/bulk-service.js";
@@ -200,10 +200,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     error: (o, m) => (app ? app.log.error(o, m) : early.push(["error", o, m])),
   };
   if (jailOff) {
-    log.warn(
-      { jail: "off", why: jailOff },
-      `QEMU JAIL OFF (${jailOff}): every VM runs as this server's user, with no seccomp filter and every capability it has; for debugging only, never in production (docs/security.md)`,
-    );
+    log.warn({ jail: "off", why: jailOff }, jailOffWarning(jailOff));
   }
   // Sandbox disks live beside the layers they overlay: in the local store's directory, or in the
   // local cache of a remote one.
