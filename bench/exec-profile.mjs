@@ -17,7 +17,8 @@ import { createReadStream, mkdtempSync, readFileSync, rmSync, writeFileSync } fr
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { createOverlay, detectAccel, guestArtifacts, ImageStore, QemuVm } from "@sandtree/host";
+import { detectAccel, guestArtifacts, ImageStore } from "@sandtree/host";
+import { createOverlay, QemuVm } from "@sandtree/host/qemu";
 import { SandtreeClient } from "@sandtree/sdk";
 import { startServer } from "@sandtree/server";
 import { measureFloor, ratio } from "./lib/floor.mjs";

@@ -26,7 +26,8 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { detectAccel, TCG_CPU_MODEL } from "@sandtree/host";
+import { detectAccel } from "@sandtree/host";
+import { TCG_CPU_MODEL } from "@sandtree/host/qemu";
 import { SandtreeClient } from "@sandtree/sdk";
 import { startServer } from "@sandtree/server";
 import { measureCloneBurstFloor, measureFloor, ratio } from "./lib/floor.mjs";

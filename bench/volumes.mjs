@@ -10,15 +10,8 @@ import { execFileSync } from "node:child_process";
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { loadavg } from "node:os";
 import path from "node:path";
-import {
-  createOverlay,
-  detectAccel,
-  guestArtifacts,
-  ImageStore,
-  NetworkManager,
-  QemuMachineHost,
-  VolumeFileServer,
-} from "../packages/host/dist/index.js";
+import { detectAccel, guestArtifacts, ImageStore, NetworkManager, VolumeFileServer } from "../packages/host/dist/index.js";
+import { createOverlay, QemuMachineHost } from "../packages/host/dist/qemu.js";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const MB = Number(process.env.BENCH_MB ?? 128);

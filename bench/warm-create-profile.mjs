@@ -17,7 +17,8 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { AgentClient, detectAccel, QemuVm, QmpClient } from "@sandtree/host";
+import { AgentClient, detectAccel } from "@sandtree/host";
+import { QemuVm, QmpClient } from "@sandtree/host/qemu";
 import { FrameType } from "@sandtree/protocol";
 import { SandtreeClient } from "@sandtree/sdk";
 import { SqliteStore, startServer } from "@sandtree/server";

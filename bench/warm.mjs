@@ -15,7 +15,8 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { createOverlay, detectAccel, guestArtifacts, QemuVm } from "@sandtree/host";
+import { detectAccel, guestArtifacts } from "@sandtree/host";
+import { createOverlay, QemuVm } from "@sandtree/host/qemu";
 import { SandtreeClient } from "@sandtree/sdk";
 import { startServer } from "@sandtree/server";
 import { measureFloor, ratio } from "./lib/floor.mjs";

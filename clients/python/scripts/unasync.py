@@ -27,10 +27,13 @@ SUBS = [
     (r"\bAsyncAPIClient\b", "APIClient"),
     (r"\bAsyncSandboxClient\b", "SandboxClient"),
     (r"\bAsync([A-Z]\w*)", r"\1"),
+    (r"\basynccontextmanager\b", "contextmanager"),
     (r"\baiter_bytes\b", "iter_bytes"),
     (r"\baread\b", "read"),
     (r"\baclose\b", "close"),
     (r"\b__aenter__\b", "__enter__"),
+    # prime_sandboxes' shapes: __aexit__(exc_type, exc_val, exc_tb), __exit__(*exc).
+    (r"\b__aexit__\(self, exc_type: Any, exc_val: Any, exc_tb: Any\)", "__exit__(self, *exc: Any)"),
     (r"\b__aexit__\b", "__exit__"),
 ]
 

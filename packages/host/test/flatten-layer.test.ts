@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { flattenLayer } from "../src/index.js";
+import { flattenLayer } from "../src/qemu.js";
 
 const dir = mkdtempSync(path.join(tmpdir(), "sandtree-flatten-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

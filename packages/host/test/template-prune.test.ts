@@ -15,7 +15,7 @@ import {
   type TemplateInputs,
   TemplateStore,
   templateKey,
-} from "../src/index.js";
+} from "../src/qemu.js";
 
 const dir = mkdtempSync(path.join(tmpdir(), "sandtree-tmpl-prune-"));
 const layers = path.join(dir, "layers");

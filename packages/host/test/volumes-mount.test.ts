@@ -7,18 +7,17 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync }
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
-  createOverlay,
   detectAccel,
   guestArtifacts,
   ImageStore,
   type Machine,
   NetworkManager,
   networkUnavailableReason,
-  QemuMachineHost,
   type SandboxSlot,
   VolumeFileServer,
   volumeServerUnavailableReason,
 } from "../src/index.js";
+import { createOverlay, type QemuMachine, QemuMachineHost } from "../src/qemu.js";
 
 function artifactsMissing(): string | null {
   try {
@@ -200,8 +199,8 @@ print(len(os.listdir(d)))
     memFile = path.join(dir, "mem-a");
     await a.pause({ timeoutMs: 10_000 });
     try {
-      frozen = await a.snapshotDisk(next, { timeoutMs: 10_000 });
-      await a.saveMemory(memFile, { signal: AbortSignal.timeout(120_000) });
+      frozen = await (a as QemuMachine).snapshotDisk(next, { timeoutMs: 10_000 });
+      await (a as QemuMachine).saveMemory(memFile, { signal: AbortSignal.timeout(120_000) });
     } finally {
       await a.resume({ timeoutMs: 10_000 });
     }

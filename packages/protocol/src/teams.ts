@@ -42,6 +42,8 @@ export const ApiKeyList = z.object({ keys: z.array(ApiKey) });
 export type ApiKeyList = z.infer<typeof ApiKeyList>;
 
 const count = z.number().int().min(0).max(1_000_000_000);
+/** A per-sandbox rate: at least 1 (a limit of nothing would stall the guest), at most a million. */
+const rate = z.number().int().min(1).max(1_000_000);
 
 export const TeamLimits = z.object({
   /** Sandboxes PENDING, PROVISIONING or RUNNING at once. */
@@ -57,6 +59,12 @@ export const TeamLimits = z.object({
   max_volumes: count,
   /** Sum of size_gb of volumes not deleted. */
   max_volume_gb: count,
+  /** Each sandbox's disk reads and writes, each, in MiB/s (its cgroup's blkio/io rate). */
+  sandbox_disk_mbps: rate,
+  /** Each sandbox's disk read and write operations, each, per second. */
+  sandbox_disk_iops: rate,
+  /** Each sandbox's network rate, each direction, in Mbit/s (tc on its tap). */
+  sandbox_net_mbit: rate,
 });
 export type TeamLimits = z.infer<typeof TeamLimits>;
 
@@ -69,6 +77,9 @@ export const DEFAULT_TEAM_LIMITS: TeamLimits = {
   max_creations_per_10s: 192,
   max_volumes: 100,
   max_volume_gb: 10_240,
+  sandbox_disk_mbps: 256,
+  sandbox_disk_iops: 10_000,
+  sandbox_net_mbit: 1000,
 };
 
 /** PUT body: only the limits to change; `null` puts one back to its default. */

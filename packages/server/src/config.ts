@@ -99,6 +99,11 @@ export const ServerConfig = z.object({
   deadlines: VmDeadlines.prefault({}),
   /** Chains at least this deep get their top layer flattened in the background. */
   flattenDepth: z.coerce.number().int().min(2).max(1000).default(16),
+  /**
+   * Each sandbox's VMM in its own cgroup and its tap rate-limited (docs/limits.md). Off
+   * (SANDTREE_RESOURCE_LIMITS=0) is for debugging and benchmarks only, and logged loudly.
+   */
+  resourceLimits: boolText.default(true),
   /** Warm starts from booted templates (SANDTREE_WARM_TEMPLATES=0 turns them off). */
   warmTemplates: boolText.default(true),
   /**
@@ -118,6 +123,16 @@ export const ServerConfig = z.object({
    * `s3://BUCKET[/PREFIX]?endpoint=URL&region=R` (see blob-store-config.ts); unset: DATA_DIR/layers.
    */
   blobStore: BlobStoreUrl.optional(),
+  /**
+   * Each QEMU in its own jail (docs/security.md): its own uid from the pool, a seccomp filter,
+   * no capability (SANDTREE_JAIL). `off` is for debugging only: every QEMU then runs as the
+   * server's user with no filter, and the server logs a warning at start. Tests never turn it off.
+   */
+  jail: z.enum(["on", "off"]).default("on"),
+  /** The first uid (and gid) of the jail's pool (SANDTREE_JAIL_UID_BASE); uids nothing else on the host uses. */
+  jailUidBase: z.coerce.number().int().min(1000).max(4_000_000_000).default(1_100_000),
+  /** How many uids the pool holds (SANDTREE_JAIL_UID_COUNT): at least the VMs this host runs at once. */
+  jailUidCount: z.coerce.number().int().min(1).max(1_000_000).default(4096),
 });
 export type ServerConfigInput = z.input<typeof ServerConfig>;
 export type ServerConfigValues = z.output<typeof ServerConfig>;
@@ -157,9 +172,13 @@ function fromEnv(env: Env): Record<string, unknown> {
     metricsToken: e("SANDTREE_METRICS_TOKEN"),
     flattenDepth: e("SANDTREE_FLATTEN_DEPTH"),
     warmTemplates: e("SANDTREE_WARM_TEMPLATES"),
+    resourceLimits: e("SANDTREE_RESOURCE_LIMITS"),
     defaultRegistry: e("SANDTREE_DEFAULT_REGISTRY"),
     insecureRegistries: list(e("SANDTREE_INSECURE_REGISTRIES")),
     blobStore: e("SANDTREE_BLOB_STORE"),
+    jail: e("SANDTREE_JAIL"),
+    jailUidBase: e("SANDTREE_JAIL_UID_BASE"),
+    jailUidCount: e("SANDTREE_JAIL_UID_COUNT"),
     deadlines: {
       adoptMs: e("SANDTREE_ADOPT_DEADLINE_MS"),
       qmpMs: e("SANDTREE_QMP_DEADLINE_MS"),
@@ -191,9 +210,13 @@ const ENV_NAMES: Record<string, string> = {
   metricsToken: "SANDTREE_METRICS_TOKEN",
   flattenDepth: "SANDTREE_FLATTEN_DEPTH",
   warmTemplates: "SANDTREE_WARM_TEMPLATES",
+  resourceLimits: "SANDTREE_RESOURCE_LIMITS",
   defaultRegistry: "SANDTREE_DEFAULT_REGISTRY",
   insecureRegistries: "SANDTREE_INSECURE_REGISTRIES",
   blobStore: "SANDTREE_BLOB_STORE",
+  jail: "SANDTREE_JAIL",
+  jailUidBase: "SANDTREE_JAIL_UID_BASE",
+  jailUidCount: "SANDTREE_JAIL_UID_COUNT",
   "deadlines.adoptMs": "SANDTREE_ADOPT_DEADLINE_MS",
   "deadlines.qmpMs": "SANDTREE_QMP_DEADLINE_MS",
   "deadlines.agentMs": "SANDTREE_AGENT_DEADLINE_MS",

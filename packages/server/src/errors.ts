@@ -1,4 +1,6 @@
-import type { ServerResponse } from "node:http";
+import { type IncomingMessage, ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import type { Duplex } from "node:stream";
 import { type ErrorBody, type ErrorCode, SandtreeError } from "@sandtree/protocol";
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
 import type { z } from "zod";
@@ -97,10 +99,16 @@ export function notFoundHandler(req: FastifyRequest, reply: FastifyReply): void 
   sendRendered(reply, renderError(err, String(req.id), req.log));
 }
 
-/** An answer written before fastify saw the request (an Upgrade refused on arrival); then the connection closes. */
-export function sendRawError(res: ServerResponse, err: SandtreeError, requestId: string): void {
+/**
+ * The one writer of an error on a raw socket (an Upgrade refused before fastify routed it): the
+ * rendered error as an HTTP answer written by Node, then the connection closes.
+ */
+export function writeSocketError(socket: Duplex, req: IncomingMessage, err: SandtreeError, requestId: string): void {
   const r = renderError(err, requestId);
   const text = JSON.stringify(r.body);
+  const res = new ServerResponse(req);
+  res.assignSocket(socket as Socket);
+  res.on("finish", () => socket.end());
   res.writeHead(r.status, {
     "content-type": "application/json; charset=utf-8",
     "content-length": Buffer.byteLength(text),

@@ -7,7 +7,7 @@ import {
   detectAccel,
   guestArtifacts,
   ImageStore,
-  QemuMachineHost,
+  type MachineHost,
   setKvmCpuModel,
   VolumeFileServer,
   volumeServerUnavailableReason,
@@ -16,6 +16,8 @@ import type { FastifyInstance } from "fastify";
 import { buildApp } from "./app.js";
 import { makeBlobStore } from "./blob-store-config.js";
 import { loadConfig, type ServerConfigInput, type ServerConfigValues, type VmDeadlines, workerEnv } from "./config.js";
+import { configureServerJail, defaultHost, jailOffWarning } from "./default-host.js";
+import { closeDataDir } from "./jail-setup.js";
 import { AdmissionService } from "./services/admission-service.js";
 import { AuthService } from "./services/auth-service.js";
 import { BulkService } from "./services/bulk-service.js";
@@ -48,6 +50,7 @@ import { NetworkService } from "./services/network-service.js";
 import { PortService } from "./services/port-service.js";
 import { ProcessTable } from "./services/process-table.js";
 import { PtyService } from "./services/pty-service.js";
+import { openResourceLimits } from "./services/resource-limits.js";
 import { RestoreService } from "./services/restore-service.js";
 import { ACTIVE } from "./services/sandbox-machines.js";
 import { SandboxService } from "./services/sandbox-service.js";
@@ -127,6 +130,11 @@ export interface StartServerOptions {
   onSandboxStatus?: (id: string, patch: SandboxPatch) => void;
   /** The blob store, given its local directory (a worker's: the one its control plane names at join). */
   makeBlobs?: (layersDir: string) => BlobStore;
+  /**
+   * Where machines run (default: this host's microVMs, see default-host.ts). Tests give an in-memory
+   * host; another isolation class gives its own.
+   */
+  host?: MachineHost;
 }
 
 export async function startServer(input: ServerConfigInput = {}, opts: StartServerOptions = {}): Promise<RunningServer> {
@@ -154,6 +162,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
   // Before anything can change a sandbox's state: every transition is metered on this clock.
   const metering = new MeteringService(store, opts.clock ?? systemClock, loadPriceTable(cfg.prices));
   const guest = guestArtifacts(cfg.cacheDir);
+  const jailOff = configureServerJail(cfg);
   // Before the trial boot: it starts a VM with the CPU every later one gets.
   setKvmCpuModel(cfg.kvmCpuModel);
   const accel = await detectAccel(cfg.accel, { trialMs: cfg.accelTrialMs });
@@ -173,6 +182,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     { name: "server.key", key: serverKey },
     { name: "join-token", key: joinToken.token },
   ]);
+  if (!jailOff) closeDataDir(cfg.dataDir);
   const admission = new AdmissionService(store, new SecretBox(serverKey));
   admission.setBudgetCheck((teamId) => metering.checkBudget(teamId));
   const images =
@@ -192,6 +202,9 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     warn: (o, m) => (app ? app.log.warn(o, m) : early.push(["warn", o, m])),
     error: (o, m) => (app ? app.log.error(o, m) : early.push(["error", o, m])),
   };
+  if (jailOff) {
+    log.warn({ jail: "off", why: jailOff }, jailOffWarning(jailOff));
+  }
   // Sandbox disks live beside the layers they overlay: in the local store's directory, or in the
   // local cache of a remote one.
   const layersDir = path.join(cfg.dataDir, "layers");
@@ -226,6 +239,15 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
   unwind.push("sandbox networks", () => network.close({ destroy: true }).catch(() => {}));
   // Before adoption: rules and tunnels for the sandboxes still active.
   await network.start(shared ? { notMine: await placedOnPeers(hostRegistry, ownHostName) } : {});
+  // A given host (the fake, a remote one) limits its own machines.
+  const limiter = opts.host
+    ? undefined
+    : await openResourceLimits({
+        enabled: cfg.resourceLimits,
+        dataDir: cfg.dataDir,
+        network: network.enabled,
+        log: cfg.logger ? log : silentLogger,
+      });
   const aliases = new ImageAliases(openImageAliases(store), images);
   const volumes = new VolumeService({
     store: openVolumeStore(store),
@@ -239,7 +261,10 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     volumes,
     network,
     // Each sandbox's volumes are added to its machine's spec (NFS exports granted to its address).
-    host: new MountingHost(new QemuMachineHost(volumeServer ? { volumes: volumeServer } : {}), (id) => volumes.machineMounts(id)),
+    host: new MountingHost(
+      opts.host ?? defaultHost({ accel, deadlines, volumes: volumeServer, limiter: limiter ?? undefined }),
+      (id) => volumes.machineMounts(id),
+    ),
     store,
     images,
     aliases,
@@ -257,6 +282,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
   // Adoptions still running are cancelled first, then every VM is stopped.
   unwind.push("sandboxes", () => sandboxes.close().catch(() => {}));
   const checkpoints = new CheckpointService({
+    host: sandboxes.host,
     store,
     sandboxes,
     blobs,
@@ -377,7 +403,9 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     fleet,
     remote,
     remoteCheckpoints,
-    ...(workerTeamId ? { workerCheckpoints: new WorkerCheckpoints({ store, blobs, images, teamId: workerTeamId }) } : {}),
+    ...(workerTeamId
+      ? { workerCheckpoints: new WorkerCheckpoints({ store, blobs, images, teamId: workerTeamId, disks: sandboxes.host }) }
+      : {}),
   };
   // Exposed ports end with their sandbox.
   sandboxes.onTeardown((id) => services.ports.forget(id));

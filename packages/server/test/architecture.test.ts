@@ -57,6 +57,43 @@ describe("architecture", () => {
     expect(offenders).toEqual([]);
   });
 
+  it("no server source names QEMU, QMP, qcow2 or the host's disk and template internals", () => {
+    // config.ts keeps its public setting names (deadlines.qmpMs, SANDTREE_QMP_DEADLINE_MS), and
+    // default-host.ts is the one place that picks the QEMU implementation and maps that setting.
+    const allowed = new Set(["config.ts", "default-host.ts"].map((f) => path.join(root, "packages/server/src", f)));
+    const words = [
+      /qemu/i,
+      /\bqmp/i,
+      /qcow2/i,
+      /(?<![.\w])(createOverlay|createBlankDisk|ensureBaseLink)\(/,
+      /\b(snapshotDisk|saveMemory)\b/,
+      /\bnew (TemplateStore|MemoryImages)\b/,
+      /\bfs(freeze|thaw)\b/,
+    ];
+    const offenders: string[] = [];
+    for (const f of serverSources) {
+      if (allowed.has(f)) continue;
+      const lines = readFileSync(f, "utf8").split("\n");
+      lines.forEach((line, i) => {
+        for (const w of words) if (w.test(line)) offenders.push(`${path.relative(root, f)}:${i + 1}: ${w.source}`);
+      });
+    }
+    expect(offenders).toEqual([]);
+  });
+
+  it("the host package's index exports the interface and the QEMU factory, not QEMU's modules", () => {
+    const index = readFileSync(path.join(root, "packages/host/src/index.ts"), "utf8");
+    const exported = [...index.matchAll(/from "\.\/([^"]+)\.js"/g)].map((m) => m[1]);
+    expect(exported).toContain("machine/machine");
+    expect(exported).toContain("machine/qemu-host");
+    for (const internal of ["vmm/qemu-vm", "vmm/qmp-client", "vmm/qemu-args", "snapshots/migration", "disks/overlay"]) {
+      const line = index.split("\n").find((l) => l.includes(`./${internal}.js`)) ?? "";
+      // A named utility may be re-exported from a module (tailOfFile); the module itself is not.
+      expect(line.startsWith("export *"), `${internal} is exported whole`).toBe(false);
+    }
+    expect(index).not.toMatch(/QemuVm|QmpClient|QemuMachineHost\b(?!Options)/);
+  });
+
   it("reads the environment only in the config module", () => {
     const offenders = serverSources
       .filter((f) => !f.endsWith(`${path.sep}config.ts`))

@@ -1,14 +1,6 @@
 import net from "node:net";
-import {
-  AgentClosedError,
-  GuestError,
-  MachineRefusedError,
-  MachineTimeoutError,
-  QmpClosedError,
-  QmpCommandError,
-  QmpTimeoutError,
-  runCommand,
-} from "@sandtree/host";
+import { AgentClosedError, GuestError, MachineRefusedError, MachineTimeoutError, runCommand } from "@sandtree/host";
+import { QmpClosedError, QmpCommandError, QmpTimeoutError } from "@sandtree/host/qemu";
 import { SandtreeError } from "@sandtree/protocol";
 import { NotFoundError, SandtreeClient, ValidationError } from "@sandtree/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

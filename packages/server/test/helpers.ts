@@ -2,6 +2,7 @@ import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import type { MachineHost } from "@sandtree/host";
 import Database from "better-sqlite3";
 import { type Clock, type ImageResolver, type RunningServer, type ServerConfigInput, startServer } from "../src/index.js";
 
@@ -58,6 +59,8 @@ export async function startTestServer(
     flattenDepth?: number;
     /** Where names without a registry are pulled from (ServerConfig.defaultRegistry; default Docker Hub). */
     defaultRegistry?: string;
+    /** Where machines run (default: QEMU microVMs; tests above the seam give the fake host). */
+    host?: MachineHost;
   } = {},
 ): Promise<TestServer> {
   const dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-test-"));

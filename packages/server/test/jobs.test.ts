@@ -1,5 +1,6 @@
 import path from "node:path";
-import { AgentClient, type QemuMachine } from "@sandtree/host";
+import { AgentClient } from "@sandtree/host";
+import type { QemuMachine } from "@sandtree/host/qemu";
 import { SandtreeClient } from "@sandtree/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "./helpers.js";

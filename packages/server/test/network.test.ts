@@ -170,6 +170,19 @@ describe.skipIf(unavailable !== null)(`sandbox networking${unavailable ? ` (skip
     expect(views[2]?.body.tunnels).toEqual([expect.objectContaining({ name: "llm", hostname: "llm.sandtree.internal" })]);
   });
 
+  it("shapes each sandbox's tap both ways at its team's rate: tbf on the tap, and on the ifb its ingress goes to", () => {
+    const taps = hostNs("ip", "-o", "link")
+      .split("\n")
+      .map((l) => /: (st[0-9a-f]{4}-[0-9]+)[:@]/.exec(l)?.[1])
+      .filter((t): t is string => t !== undefined);
+    expect(taps.length).toBeGreaterThanOrEqual(3);
+    for (const tap of taps) {
+      expect(hostNs("tc", "qdisc", "show", "dev", tap)).toMatch(/qdisc tbf .*rate 1Gbit/);
+      expect(hostNs("tc", "filter", "show", "dev", tap, "ingress")).toContain(`Redirect to device si${tap.slice(2)}`);
+      expect(hostNs("tc", "qdisc", "show", "dev", `si${tap.slice(2)}`)).toMatch(/qdisc tbf .*rate 1Gbit/);
+    }
+  });
+
   it("allowlist: allowed names, wildcards and CIDRs are reachable; everything else is blocked over TCP, UDP and ICMP", async () => {
     await inet.clearLog();
     expect(await probe(ids.allow as string, "http", "http://allowed.test/")).toBe("OK hello from 203.0.113.10");
@@ -407,6 +420,12 @@ open("/tmp/live.out", "a").write(res + "\n")
     expect(taps().length).toBeGreaterThan(0);
     await server.kill("SIGTERM");
     expect(taps()).toEqual([]);
+    // Their ifbs (the shaping of traffic from each guest) went with them.
+    expect(
+      hostNs("ip", "-o", "link")
+        .split("\n")
+        .filter((l) => /: si[0-9a-f]{4}-/.test(l)),
+    ).toEqual([]);
     expect(hostNs("nft", "list", "tables")).not.toContain("sandtree_");
     expect(hostNs("cat", "/proc/sys/net/ipv4/ip_forward").trim()).toBe("0");
   });

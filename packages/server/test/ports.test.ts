@@ -7,6 +7,7 @@ import http from "node:http";
 import net, { type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { createQemuHost } from "@sandtree/host";
 import { ErrorBody, type Sandbox } from "@sandtree/protocol";
 import { SandtreeClient } from "@sandtree/sdk";
 import type { FastifyInstance } from "fastify";
@@ -28,7 +29,8 @@ import { SandboxService } from "../src/services/sandbox-service.js";
 import { SecretBox } from "../src/services/secret-box.js";
 import type { Services } from "../src/services/services.js";
 import { TimeoutService } from "../src/services/timeout-service.js";
-import { openHostStore, openHostUrls } from "../src/store/open-store.js";
+import { VolumeService } from "../src/services/volumes/volume-service.js";
+import { openHostStore, openHostUrls, openVolumeStore } from "../src/store/open-store.js";
 
 const silent: Logger = { info() {}, warn() {}, error() {} };
 const noImages: ImageResolver = {
@@ -143,6 +145,7 @@ beforeAll(async () => {
     guest: { kernel: "", initramfs: "", kernelRelease: "" },
     log: silent,
     admission,
+    host: createQemuHost(),
   });
   const timeouts = new TimeoutService({ store, sandboxes, log: silent, intervalMs: 60_000 });
   ports = new PortService(store, sandboxes, (id) => addresses.get(id) ?? null);
@@ -160,7 +163,14 @@ beforeAll(async () => {
     hostLostAfterMs: 30_000,
   });
   const remote = new RemoteSandboxes({ fleet, store, log: silent });
-  const services = { auth, sandboxes, timeouts, admission, ports, metering, fleet, remote } as unknown as Services;
+  // Sandbox answers list their volumes too.
+  const volumes = new VolumeService({
+    store: openVolumeStore(store),
+    root: path.join(dataDir, "volumes"),
+    limits: (team) => admission.limits(team),
+    log: silent,
+  });
+  const services = { auth, sandboxes, timeouts, admission, ports, metering, fleet, remote, volumes } as unknown as Services;
   app = buildApp(services, { logger: { level: "info", stream: { write: (line: string) => logLines.push(line) } } });
   await app.listen({ host: "127.0.0.1", port: 0 });
   base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;

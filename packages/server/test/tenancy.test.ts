@@ -120,12 +120,18 @@ describe("quotas and rate limits", () => {
       max_creations_per_10s: 192,
       max_volumes: 100,
       max_volume_gb: 10_240,
+      sandbox_disk_mbps: 256,
+      sandbox_disk_iops: 10_000,
+      sandbox_net_mbit: 1000,
     });
     expect(r.body.usage).toMatchObject({ active_sandboxes: 0, vcpus: 0 });
     expect((await setLimits("limits", { max_vcpus: 8 })).limits.max_vcpus).toBe(8);
     expect((await setLimits("limits", { max_vcpus: null })).limits.max_vcpus).toBe(4096);
     expect((await t.api("PUT", "/v1/teams/limits/limits", { max_vcpus: -1 })).status).toBe(400);
     expect((await t.api("PUT", "/v1/teams/limits/limits", { bogus: 1 })).status).toBe(400);
+    expect((await setLimits("limits", { sandbox_net_mbit: 50 })).limits.sandbox_net_mbit).toBe(50);
+    const zero = await t.api("PUT", "/v1/teams/limits/limits", { sandbox_disk_mbps: 0 });
+    expect([zero.status, zero.body.code]).toEqual([400, "VALIDATION_FAILED"]);
     expect((await t.api("PUT", "/v1/teams/nope/limits", {})).body.code).toBe("TEAM_NOT_FOUND");
   });
 

@@ -1,12 +1,15 @@
 // Usage added up by the database (store/usage-sums.ts, priced by usage-pricing.ts) against the
 // JavaScript arithmetic it replaced (metering-oracle.ts), on random record sets: every grouping,
 // random windows cut inside spans, price changes at random instants, open records, uploads,
-// checkpoints, labels and sandboxes gone. On SQLite (a temporary file) and on a real PostgreSQL
+// checkpoints, labels and sandboxes gone, records closed after they were written (the hourly
+// rollup's close trigger, store/usage-hours.ts). On SQLite (a temporary file) and on a real PostgreSQL
 // (postgres-server.ts, stopped by PID). Amounts must agree to 1e-9 (relative above 1).
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { UsageAmounts, UsageGroup } from "@sandtree/protocol";
+import Database from "better-sqlite3";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ManualClock, PgStore, SqliteStore } from "../src/index.js";
 import { MeteringService } from "../src/services/metering/metering-service.js";
@@ -131,9 +134,11 @@ async function seed(store: Store, r: () => number): Promise<string[]> {
 }
 
 /** One random case: a record set, a price table, a clock, then every grouping on random windows. */
-async function compare(store: Store, seedNo: number): Promise<void> {
+async function compare(store: Store, seedNo: number, exec: (sql: string) => Promise<unknown>): Promise<void> {
   const r = rng(seedNo);
   const teams = await seed(store, r);
+  // Half the open records close later, by the UPDATE the stores make (the rollup's close trigger).
+  await exec("UPDATE meter_records SET end_ms = start_ms + (id % 7) * 1234567 + 1 WHERE end_ms IS NULL AND id % 2 = 0");
   const priceTable = randomPrices(r);
   const prices = compilePrices(priceTable);
   const clock = new ManualClock(T0 + Math.floor((r() - 0.3) * 48 * H));
@@ -199,10 +204,13 @@ describe("usage sums on SQLite equal the JavaScript arithmetic", () => {
   });
   for (const seedNo of [1, 2, 3, 4]) {
     it(`on random records (seed ${seedNo})`, async () => {
-      const store = new SqliteStore(path.join(dir, `s${seedNo}.db`));
+      const file = path.join(dir, `s${seedNo}.db`);
+      const store = new SqliteStore(file);
+      const db = new Database(file);
       try {
-        await compare(store, seedNo);
+        await compare(store, seedNo, async (sql) => db.exec(sql));
       } finally {
+        db.close();
         await store.close();
       }
     });
@@ -222,9 +230,12 @@ describe("usage sums on PostgreSQL equal the JavaScript arithmetic", () => {
     it(`on random records (seed ${seedNo})`, async () => {
       const schemaUrl = await (server as PgServer).createSchema("usage", `s${seedNo}`);
       const store = await PgStore.open(schemaUrl, { poolSize: 2 });
+      const db = new pg.Client({ connectionString: schemaUrl });
+      await db.connect();
       try {
-        await compare(store, seedNo);
+        await compare(store, seedNo, (sql) => db.query(sql));
       } finally {
+        await db.end();
         await store.close();
       }
     });

@@ -14,6 +14,9 @@ const LIMIT_NAMES = [
   "max_creations_per_10s",
   "max_volumes",
   "max_volume_gb",
+  "sandbox_disk_mbps",
+  "sandbox_disk_iops",
+  "sandbox_net_mbit",
 ] as const satisfies ReadonlyArray<keyof TeamLimits>;
 
 /** `--set NAME=VALUE` (repeatable); VALUE `default` restores the default. */
@@ -74,7 +77,8 @@ export function registerTeamCommands(program: Command, ctx: CliContext): void {
       const client = await ctx.client(globalFlags(cmd));
       const r = o.set ? await client.teams.setLimits(name, o.set) : await client.teams.getLimits(name);
       if (o.output === "json") return printJson(ctx.stdout, r);
-      const usage: Record<(typeof LIMIT_NAMES)[number], number> = {
+      // Per-sandbox rates have no team-wide usage.
+      const usage: Partial<Record<(typeof LIMIT_NAMES)[number], number>> = {
         max_active_sandboxes: r.usage.active_sandboxes,
         max_vcpus: r.usage.vcpus,
         max_memory_gb: r.usage.memory_gb,
@@ -87,7 +91,7 @@ export function registerTeamCommands(program: Command, ctx: CliContext): void {
       ctx.stdout.write(
         renderTable(
           ["LIMIT", "USED", "MAX"],
-          LIMIT_NAMES.map((n) => [n, String(usage[n]), String(r.limits[n])]),
+          LIMIT_NAMES.map((n) => [n, String(usage[n] ?? "-"), String(r.limits[n])]),
         ),
       );
     });

@@ -1,4 +1,7 @@
 import type { AgentExec, AgentExecEvent, ExecSpec, StatInfo } from "../agent/agent-client.js";
+import type { MachineRates } from "../limits/machine-limits.js";
+import type { MemoryImages } from "../snapshots/memory-images.js";
+import type { TemplateStore, TemplateTaps } from "../snapshots/template-store.js";
 import type { Accel } from "../vmm/qemu-args.js";
 import type { VolumeMount } from "../volumes/guest-mount.js";
 
@@ -30,6 +33,57 @@ export class MachineTimeoutError extends Error {
 /** The machine answered a control command with an error (it is alive and said no). */
 export class MachineRefusedError extends Error {
   override readonly name = "MachineRefusedError";
+}
+
+/**
+ * One checkpoint of a running machine, taken by `Machine.checkpoint`: the guest's filesystem is
+ * frozen (or, with memory, its CPUs stopped) only while its disk is cut; rolled back on failure.
+ */
+export interface CheckpointRequest {
+  /** The disk the guest writes to from now on, made on top of the one it wrote to until now. */
+  nextDisk: string;
+  /** Its size (the guest-visible disk size). */
+  diskSizeBytes: number;
+  /** Also saves RAM and device state to this file (the CPUs stop for the save). */
+  memoryFile?: string;
+  /** How long the guest may take to freeze its filesystem. */
+  freezeDeadlineMs: number;
+}
+
+/** What a checkpoint saved. */
+export interface SavedCheckpoint {
+  /** The disk layer now read-only: what changed since the previous checkpoint (its backing). */
+  layer: string;
+  /** The memory state file, or null for a files-only checkpoint. */
+  memoryState: string | null;
+  /** What a memory state needs of the machine it loads into (`tcg`, `kvm+nested`...), when known. */
+  machine: string | null;
+}
+
+/**
+ * A checkpoint failed, and was rolled back. `machineLost` (why): the machine can no longer be
+ * trusted (its control channel hung, or whether the guest writes to the new disk is unknown) and
+ * must be stopped by the caller; null: it runs on as before the checkpoint.
+ */
+export class CheckpointFailedError extends Error {
+  override readonly name = "CheckpointFailedError";
+  constructor(
+    message: string,
+    readonly machineLost: string | null,
+    opts?: { cause?: unknown },
+  ) {
+    super(message, opts);
+  }
+}
+
+/** What a host can do (a property of the host, not asked per machine). */
+export interface HostCapabilities {
+  /** Checkpoints with memory, and starts that resume one. */
+  memorySnapshots: boolean;
+  /** Hardware virtualization inside the guest; `why` says why not. */
+  nested: { ok: true } | { ok: false; why: string };
+  /** How machines run here (`kvm`, `tcg`, ...): a memory state restores only into the same. */
+  accel: string;
 }
 
 /** What a new machine boots or resumes from. */
@@ -68,6 +122,11 @@ export interface MachineSpec {
    * restores only into a machine with the same value (the guest CPU differs).
    */
   nested?: boolean;
+  /**
+   * Its disk and network rates. On a host with limits on (QemuMachineHostOptions.limiter) the
+   * machine also runs in its own cgroup: CPU to its vCPUs, memory to its size plus QEMU's overhead.
+   */
+  rates?: MachineRates;
   signal?: AbortSignal;
 }
 
@@ -129,22 +188,24 @@ export interface Machine {
   list(path: string): Promise<StatInfo[]>;
   mkdir(path: string, opts?: { parents?: boolean; mode?: number }): Promise<void>;
   remove(path: string, opts?: { recursive?: boolean }): Promise<void>;
-  /** Freezes / thaws the guest filesystem at `path` (around a disk snapshot). */
-  fsfreeze(path: string): Promise<void>;
-  fsthaw(path: string): Promise<void>;
   /** Sets the guest clock from the host's (after a pause or a restore). */
   syncClock(): void;
 
-  /** Stops the CPUs; memory and disk stay. MachineTimeoutError when the VMM does not answer. */
-  pause(opts: { timeoutMs: number }): Promise<void>;
-  /** Continues the CPUs (after pause, or after a memory save). */
-  resume(opts: { timeoutMs: number }): Promise<void>;
+  /**
+   * Stops the CPUs; memory and disk stay. MachineTimeoutError when the VMM does not answer within
+   * `timeoutMs` (default: the host's control deadline).
+   */
+  pause(opts?: { timeoutMs?: number }): Promise<void>;
+  /** Continues the CPUs (after pause). */
+  resume(opts?: { timeoutMs?: number }): Promise<void>;
   /** The VMM's run state (`running`, `paused`, `io-error`...), undefined when it does not answer. */
   runState(opts: { timeoutMs: number }): Promise<string | undefined>;
-  /** Puts `newOverlay` (whose backing is the active disk) on top; returns the now read-only disk. */
-  snapshotDisk(newOverlay: string, opts: { timeoutMs: number }): Promise<string>;
-  /** Writes RAM and device state to `file` with the CPUs stopped; resume() runs it again. */
-  saveMemory(file: string, opts: { signal: AbortSignal }): Promise<void>;
+  /**
+   * The checkpoint sequence as one call: freeze (files only) or stop the CPUs (with memory), cut
+   * the disk, save memory, thaw or resume, reset the guest clock. Throws CheckpointFailedError
+   * with the machine rolled back (or `machineLost`).
+   */
+  checkpoint(req: CheckpointRequest): Promise<SavedCheckpoint>;
 
   /** Tells the watchdog the guest is held still on purpose until the returned function is called. */
   hold(): () => void;
@@ -162,8 +223,53 @@ export interface Machine {
   once(event: "exit", fn: (exit: MachineExit) => void): this;
 }
 
+/** How the names of disk and layer files end on a host (their format: qcow2 for QEMU's). */
+export const DISK_FILE_SUFFIX = ".qcow2";
+
+/**
+ * Disks and layers, owned by the host: a sandbox's writable disk lies on top of a chain of
+ * read-only layers (checkpoints) over an image base. Names are relative to `dir` (the layers
+ * directory), so stored layers do not depend on where a sandbox lived.
+ */
+export interface HostDisks {
+  /** A name in `dir` for the image base at `basePath` (a disk can then lie on it). Idempotent. */
+  linkBase(dir: string, basePath: string): string;
+  /** A new writable disk at `file` over `backing` (a name in the disk's directory). */
+  createDisk(backing: string, file: string, sizeBytes: number, opts?: { signal?: AbortSignal }): Promise<void>;
+  /** Makes a frozen layer (or a memory state file) durable where it lies: its sha256 and size. */
+  sealLayer(file: string, opts?: { signal?: AbortSignal }): Promise<{ sha256: string; size: number }>;
+  /** Writes `dest` as one layer holding the whole chain of `layer` down to `backing` (names in `dir`). */
+  flattenLayer(
+    dir: string,
+    layer: string,
+    backing: string,
+    dest: string,
+    opts?: { signal?: AbortSignal },
+  ): Promise<{ sha256: string; size: number }>;
+}
+
+/** Where a host keeps what makes starts warm. */
+export interface WarmCacheOptions {
+  dataDir: string;
+  runRoot: string;
+  layersDir: string;
+  /** Lends template builds a tap (null: networks off). */
+  taps: TemplateTaps | null;
+  /** Told why a memory image build failed (starts from that checkpoint load its whole state). */
+  onMemoryImageError?: (err: Error, memState: string) => void;
+}
+
+/** The booted templates (one per shape, and per image) and the copy-on-write images of memory states. */
+export interface WarmCaches {
+  templates: TemplateStore;
+  memoryImages: MemoryImages;
+}
+
 /** One host's machines: start, restore, and find again after a restart. */
-export interface MachineHost {
+export interface MachineHost extends HostDisks {
+  readonly capabilities: HostCapabilities;
+  /** The caches that make starts warm; null: this host has none (every start is a cold one). */
+  warmCaches(opts: WarmCacheOptions): WarmCaches | null;
   /** Boots (or resumes from a template or memory state) and resolves once the guest answered. */
   start(spec: MachineSpec): Promise<Machine>;
   /** Reconnects to a machine a previous host process started. */

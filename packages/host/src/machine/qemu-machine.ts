@@ -1,7 +1,10 @@
 import { EventEmitter } from "node:events";
 import { SandtreeError } from "@sandtree/protocol";
 import type { ExecSpec, StatInfo } from "../agent/agent-client.js";
+import type { MachineLimiter } from "../limits/machine-limiter.js";
+import { DEFAULT_MACHINE_RATES } from "../limits/machine-limits.js";
 import { resumeAfterSave, saveVmState } from "../snapshots/migration.js";
+import type { Accel } from "../vmm/qemu-args.js";
 import { findQemuProcesses, QemuVm, qemuAlive, type VmExit } from "../vmm/qemu-vm.js";
 import { QmpCommandError, QmpTimeoutError } from "../vmm/qmp-client.js";
 import type { VolumeFileServer } from "../volumes/file-server.js";
@@ -11,6 +14,8 @@ import { watchDiskErrors } from "./disk-errors.js";
 import { startLiveness } from "./liveness.js";
 import {
   type AdoptSpec,
+  type CheckpointRequest,
+  type HostCapabilities,
   type Machine,
   type MachineExec,
   type MachineExit,
@@ -18,14 +23,24 @@ import {
   MachineRefusedError,
   type MachineSpec,
   MachineTimeoutError,
+  type SavedCheckpoint,
   type SuperviseOptions,
 } from "./machine.js";
+import { nestedSupport } from "./nested.js";
+import { checkpointQemu } from "./qemu-checkpoint.js";
+import { QemuDisks } from "./qemu-disks.js";
+import { qemuWarmCaches, type WarmCacheOptions, type WarmCaches } from "./qemu-warm.js";
 
 /** QMP's answers as the machine's errors: a timeout means QEMU is hung, `QMP Class: desc` a refusal. */
 function machineError(err: unknown): unknown {
   if (err instanceof QmpTimeoutError) return new MachineTimeoutError(err.message, { cause: err });
   if (err instanceof QmpCommandError) return new MachineRefusedError(err.message, { cause: err });
   return err;
+}
+
+/** A control command's timeout, said as what did not answer. */
+function timedOut(err: unknown, what: string): unknown {
+  return err instanceof MachineTimeoutError ? new MachineTimeoutError(what, { cause: err }) : err;
 }
 
 async function qmpCall<T>(p: () => Promise<T>): Promise<T> {
@@ -47,13 +62,20 @@ export class QemuMachine extends EventEmitter implements Machine {
   private saved = false;
   private readonly stops: Array<() => void> = [];
 
+  /** Each QMP command's deadline where the caller gives none. */
+  readonly controlDeadlineMs: number;
+  /** What its memory state needs of a machine it loads into (`tcg`, `kvm+nested`), when known. */
+  readonly identity: string | null;
+
   constructor(
     /** The VM behind it (tests reach its agent connection through it). */
     readonly vm: QemuVm,
-    opts: { paused?: boolean } = {},
+    opts: { paused?: boolean; controlDeadlineMs?: number; identity?: string | null } = {},
   ) {
     super();
     this.paused = opts.paused ?? false;
+    this.controlDeadlineMs = opts.controlDeadlineMs ?? 15_000;
+    this.identity = opts.identity ?? null;
     this.setMaxListeners(0);
     vm.on("exit", (exit: VmExit) => {
       for (const stop of this.stops.splice(0)) stop();
@@ -128,26 +150,30 @@ export class QemuMachine extends EventEmitter implements Machine {
     return qmp;
   }
 
-  async pause(opts: { timeoutMs: number }): Promise<void> {
+  async pause(opts: { timeoutMs?: number } = {}): Promise<void> {
     this.epoch++;
     this.paused = true;
+    const timeoutMs = opts.timeoutMs ?? this.controlDeadlineMs;
     try {
-      await qmpCall(() => this.qmp.execute("stop", undefined, { timeoutMs: opts.timeoutMs }));
+      await qmpCall(() => this.qmp.execute("stop", undefined, { timeoutMs }));
     } catch (err) {
       this.paused = false;
-      throw err;
+      throw timedOut(err, `QEMU did not answer a pause (QMP stop) within ${timeoutMs} ms`);
     } finally {
       this.epoch++;
     }
   }
 
-  async resume(opts: { timeoutMs: number }): Promise<void> {
+  async resume(opts: { timeoutMs?: number } = {}): Promise<void> {
     this.epoch++;
+    const timeoutMs = opts.timeoutMs ?? this.controlDeadlineMs;
     try {
       if (this.saved) await qmpCall(() => resumeAfterSave(this.qmp));
-      else await qmpCall(() => this.qmp.execute("cont", undefined, { timeoutMs: opts.timeoutMs }));
+      else await qmpCall(() => this.qmp.execute("cont", undefined, { timeoutMs }));
       this.saved = false;
       this.paused = false;
+    } catch (err) {
+      throw timedOut(err, `QEMU did not answer a resume (QMP cont) within ${timeoutMs} ms`);
     } finally {
       this.epoch++;
     }
@@ -166,7 +192,13 @@ export class QemuMachine extends EventEmitter implements Machine {
 
   async saveMemory(file: string, opts: { signal: AbortSignal }): Promise<void> {
     this.saved = true;
-    await qmpCall(() => saveVmState(this.qmp, file, { ignoreShared: false, signal: opts.signal }));
+    await qmpCall(() =>
+      saveVmState(this.qmp, file, { ignoreShared: false, socketDir: this.vm.opts.runDir, signal: opts.signal }),
+    );
+  }
+
+  checkpoint(req: CheckpointRequest): Promise<SavedCheckpoint> {
+    return checkpointQemu(this, req);
   }
 
   hold(): () => void {
@@ -240,15 +272,45 @@ export class QemuMachine extends EventEmitter implements Machine {
 }
 
 export interface QemuMachineHostOptions {
+  /** The accelerator machines run under (detectAccel); default `tcg`. */
+  accel?: Accel;
   /** Serves MachineSpec.mounts; without it a spec with mounts is refused (NOT_SUPPORTED). */
   volumes?: VolumeFileServer | undefined;
   /** How long the guest may take to mount one volume. */
   mountTimeoutMs?: number;
+  /** Each QMP command's deadline (pause, resume, a checkpoint's disk snapshot); default 15 s. */
+  controlDeadlineMs?: number;
+  /** Each machine in its own cgroup and its tap rate-limited; without it machines run unlimited. */
+  limiter?: MachineLimiter | undefined;
 }
 
 /** This host's QEMU microVMs. */
-export class QemuMachineHost implements MachineHost {
-  constructor(private readonly opts: QemuMachineHostOptions = {}) {}
+export class QemuMachineHost extends QemuDisks implements MachineHost {
+  readonly capabilities: HostCapabilities;
+
+  constructor(private readonly opts: QemuMachineHostOptions = {}) {
+    super();
+    const accel = opts.accel ?? "tcg";
+    const nested = nestedSupport(accel);
+    this.capabilities = {
+      accel,
+      memorySnapshots: true,
+      nested: nested.ok ? { ok: true } : { ok: false, why: nested.why },
+    };
+  }
+
+  /** The booted templates and memory images that make starts warm (see WarmCaches). */
+  warmCaches(opts: WarmCacheOptions): WarmCaches {
+    return qemuWarmCaches(opts);
+  }
+
+  private wrap(vm: QemuVm, spec: { accel?: string; nested?: boolean | undefined } | null, paused = false): QemuMachine {
+    return new QemuMachine(vm, {
+      paused,
+      ...(this.opts.controlDeadlineMs !== undefined ? { controlDeadlineMs: this.opts.controlDeadlineMs } : {}),
+      identity: spec?.accel ? `${spec.accel}${spec.nested ? "+nested" : ""}` : null,
+    });
+  }
 
   /** Exports the mounts to the machine's address (before it runs: a resumed guest's mounts reconnect at once). */
   private async grantMounts(name: string, mounts: VolumeMount[] | undefined, guestNet: string | undefined) {
@@ -290,8 +352,22 @@ export class QemuMachineHost implements MachineHost {
     return machine;
   }
 
+  /** The machine's cgroup goes once it exited (adopted ones keep theirs while they run). */
+  private releaseOnExit(machine: QemuMachine): void {
+    const limiter = this.opts.limiter;
+    if (!limiter) return;
+    const release = () => void limiter.release(machine.name).catch(() => {});
+    if (machine.exit) release();
+    else machine.once("exit", release);
+  }
+
   private async boot(spec: MachineSpec): Promise<QemuMachine> {
+    const limiter = this.opts.limiter;
+    const rates = spec.rates ?? DEFAULT_MACHINE_RATES;
+    if (limiter && spec.nic) await limiter.limitTap(spec.nic.tap, rates, spec.signal);
+    const place = limiter ? { onSpawn: (pid: number) => limiter.place(spec.name, pid, spec, rates) } : {};
     const vm = await QemuVm.start({
+      ...place,
       name: spec.name,
       accel: spec.accel,
       cpuCores: spec.cpuCores,
@@ -312,8 +388,13 @@ export class QemuMachineHost implements MachineHost {
           }
         : {}),
       ...(spec.memoryState ? { restoreFrom: spec.memoryState } : {}),
+    }).catch((err: unknown) => {
+      if (limiter) void limiter.release(spec.name).catch(() => {});
+      throw err;
     });
-    return new QemuMachine(vm);
+    const machine = this.wrap(vm, spec);
+    this.releaseOnExit(machine);
+    return machine;
   }
 
   async adopt(spec: AdoptSpec): Promise<QemuMachine> {
@@ -329,8 +410,9 @@ export class QemuMachineHost implements MachineHost {
       ...(spec.guestNet ? { guestNet: spec.guestNet } : {}),
     });
     // A paused sandbox's VM was stopped again after the handshake.
-    const machine = new QemuMachine(vm, { paused: spec.keepPaused });
+    const machine = this.wrap(vm, null, spec.keepPaused);
     if (spec.mounts?.length) this.revokeOnExit(machine, spec.name);
+    this.releaseOnExit(machine);
     return machine;
   }
 
@@ -342,5 +424,6 @@ export class QemuMachineHost implements MachineHost {
     try {
       if (qemuAlive(pid, name)) process.kill(pid, "SIGKILL");
     } catch {}
+    void this.opts.limiter?.release(name).catch(() => {});
   }
 }

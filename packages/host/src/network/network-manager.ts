@@ -1,5 +1,6 @@
 import { accessSync, constants, existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { classifyNetworkRule, type NetworkMode } from "@sandtree/protocol";
+import { removeTapRate } from "../limits/tap-rate.js";
 import { runCommand } from "../util/run-command.js";
 import { VOLUME_SERVER_ADDRESS } from "../volumes/guest-mount.js";
 import { type SandboxSlot, slotOf } from "./addresses.js";
@@ -306,6 +307,7 @@ export class NetworkManager {
 
   async deleteTap(tap: string): Promise<void> {
     if (existsSync(`/sys/class/net/${tap}`)) await run("ip", ["link", "del", tap]).catch(() => {});
+    await removeTapRate(tap);
   }
 
   /**

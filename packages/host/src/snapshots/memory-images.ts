@@ -1,21 +1,10 @@
-import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import {
-  closeSync,
-  existsSync,
-  mkdirSync,
-  openSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { createBlankDisk } from "../disks/overlay.js";
 import { modulesDiskFor } from "../paths.js";
-import { type Accel, buildQemuArgs, cpuKey, DEVICE_MODEL } from "../vmm/qemu-args.js";
+import { type Accel, cpuKey, DEVICE_MODEL } from "../vmm/qemu-args.js";
+import { INCOMING_FD, launchQemu } from "../vmm/qemu-launch.js";
 import { QmpClient } from "../vmm/qmp-client.js";
 import { loadVmState, saveVmState } from "./migration.js";
 import { fitsInRam } from "./ram-placement.js";
@@ -210,46 +199,48 @@ export class MemoryImages {
     if (shape.nic && !this.taps) throw new Error("a memory image with a NIC needs taps");
     signal.throwIfAborted();
     const tap = shape.nic && this.taps ? await this.taps.acquire() : null;
-    const args = buildQemuArgs({
-      name: `sandtree-memimage-${key.slice(0, 12)}`,
-      accel: shape.accel,
-      cpuCores: shape.cpuCores,
-      memoryMb: shape.memoryMb,
-      kernel: shape.kernel,
-      initramfs: shape.initramfs,
-      rootDisk: disk,
-      ...(modulesDisk ? { modulesDisk } : {}),
-      agentSocket: path.join(runDir, "agent.sock"),
-      qmpSocket,
-      consoleLog: path.join(dir, "console.log"),
-      pidFile: path.join(runDir, "qemu.pid"),
-      memoryFile: { path: image.ramFile, share: true },
-      incoming: true,
-      ...(tap ? { tap } : {}),
-      ...(shape.nested ? { nested: true } : {}),
-    });
-    const log = openSync(path.join(dir, "qemu.log"), "a");
-    let child: ReturnType<typeof spawn>;
+    let launched: Awaited<ReturnType<typeof launchQemu>>;
     try {
-      child = spawn("qemu-system-x86_64", args, { stdio: ["ignore", log, log], detached: true });
+      launched = await launchQemu({
+        spec: {
+          name: `sandtree-memimage-${key.slice(0, 12)}`,
+          accel: shape.accel,
+          cpuCores: shape.cpuCores,
+          memoryMb: shape.memoryMb,
+          kernel: shape.kernel,
+          initramfs: shape.initramfs,
+          rootDisk: disk,
+          ...(modulesDisk ? { modulesDisk } : {}),
+          agentSocket: path.join(runDir, "agent.sock"),
+          qmpSocket,
+          consoleLog: path.join(dir, "console.log"),
+          pidFile: path.join(runDir, "qemu.pid"),
+          memoryFile: { path: image.ramFile, share: true },
+          incoming: true,
+          ...(tap ? { tap } : {}),
+          ...(shape.nested ? { nested: true } : {}),
+        },
+        runDir,
+        logFile: path.join(dir, "qemu.log"),
+        incomingFile: memState,
+      });
     } catch (err) {
       if (tap) await this.taps?.release(tap);
       throw err;
-    } finally {
-      closeSync(log);
     }
+    const { child, lease } = launched;
     const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-    child.on("error", () => {});
     let qmp: QmpClient | null = null;
     try {
       qmp = await QmpClient.connect(qmpSocket, { signal, timeoutMs: 30_000 });
       // Loaded and left paused (the stream was saved from a stopped VM), then devices only out.
-      await loadVmState(qmp, memState, { ignoreShared: false, run: false, signal });
-      await saveVmState(qmp, image.stateFile, { ignoreShared: true, signal });
+      await loadVmState(qmp, INCOMING_FD, { ignoreShared: false, run: false, signal });
+      await saveVmState(qmp, image.stateFile, { ignoreShared: true, socketDir: runDir, signal });
     } finally {
       qmp?.close();
       child.kill("SIGKILL");
       await exited;
+      await lease?.release();
       if (tap) await this.taps?.release(tap);
       rmSync(runDir, { recursive: true, force: true });
       rmSync(disk, { force: true });

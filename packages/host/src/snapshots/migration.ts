@@ -1,11 +1,14 @@
-import { existsSync, rmSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { chmodSync, createWriteStream, existsSync, renameSync, rmSync } from "node:fs";
+import { createServer, type Server, type Socket } from "node:net";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { QmpClient } from "../vmm/qmp-client.js";
 
-// Saving and loading VM state with QEMU's migration (7.2 has no `file:` URI: use `exec:`).
-
-const quote = (p: string) => `'${p.replaceAll("'", "'\\''")}'`;
+// Saving and loading VM state with QEMU's migration. 7.2 has no `file:` URI, and a jailed QEMU
+// may not spawn (its seccomp filter denies it: no `exec:`), so a save streams to a Unix socket
+// the host listens on and writes to the file, and a load reads a file descriptor QEMU was
+// started with (`fd:N`).
 
 async function waitMigration(qmp: QmpClient, signal?: AbortSignal): Promise<void> {
   for (;;) {
@@ -25,20 +28,52 @@ async function setCapabilities(qmp: QmpClient, ignoreShared: boolean): Promise<v
   });
 }
 
-/** How long after QEMU reports a save `completed` its `cat` may take to write the rest and exit. */
+/** How long after QEMU reports a save `completed` the host may take to write the rest. */
 const SAVE_SETTLE_MS = 30_000;
 
 /**
+ * A one-connection Unix socket in `dir` (the VM's run directory, which only its uid and root
+ * reach) whose stream is written to `part` and renamed to `file` once QEMU closed it.
+ */
+function receiveInto(dir: string, part: string, file: string): { socket: string; server: Server; done: Promise<void> } {
+  const socket = path.join(dir, `mig-${randomBytes(4).toString("hex")}.sock`);
+  rmSync(socket, { force: true });
+  let resolveDone!: () => void;
+  let rejectDone!: (err: Error) => void;
+  const done = new Promise<void>((res, rej) => {
+    resolveDone = res;
+    rejectDone = rej;
+  });
+  done.catch(() => {});
+  const server = createServer((conn: Socket) => {
+    server.close();
+    const out = createWriteStream(part, { mode: 0o600 });
+    conn.pipe(out);
+    conn.on("error", (err) => out.destroy(err));
+    out.on("error", rejectDone);
+    out.on("finish", () => {
+      try {
+        renameSync(part, file);
+        resolveDone();
+      } catch (err) {
+        rejectDone(err as Error);
+      }
+    });
+  });
+  server.listen(socket);
+  return { socket, server, done };
+}
+
+/**
  * Stops the VM and writes its state to `file`. With `ignoreShared` (RAM in a shared file) only
- * device state is written: milliseconds, kilobytes. Resolves only once `file` is complete: QEMU
- * reports the migration `completed` before it closes the pipe and waits for `cat`, which may
- * still be writing the tail then, so `cat` writes a temporary name and the shell renames it after
- * `cat` exited; a reader (a fork's child, the seal) never sees a file still being written.
+ * device state is written: milliseconds, kilobytes. QEMU streams to a socket in `socketDir` (the
+ * VM's run directory); the host writes a temporary name and renames it once the stream ended, so
+ * a reader (a fork's child, the seal) never sees a file still being written. Resolves only then.
  */
 export async function saveVmState(
   qmp: QmpClient,
   file: string,
-  opts: { ignoreShared: boolean; signal?: AbortSignal },
+  opts: { ignoreShared: boolean; socketDir: string; signal?: AbortSignal },
 ): Promise<void> {
   await setCapabilities(qmp, opts.ignoreShared);
   // The default 128 MiB/s throttles local saves (FACTS.md).
@@ -46,19 +81,34 @@ export async function saveVmState(
   await qmp.execute("stop", undefined, { timeoutMs: 10_000 });
   const part = path.join(path.dirname(file), `.${path.basename(file)}.part`);
   rmSync(file, { force: true });
-  const uri = `exec:cat > ${quote(part)} && exec mv -f ${quote(part)} ${quote(file)}`;
-  await qmp.execute("migrate", { uri }, { timeoutMs: 10_000 });
+  const rx = receiveInto(opts.socketDir, part, file);
   try {
+    await new Promise<void>((resolve, reject) => {
+      rx.server.once("listening", resolve);
+      rx.server.once("error", reject);
+    });
+    // The run directory is the VM's alone: its QEMU (another uid) may connect.
+    chmodSync(rx.socket, 0o666);
+    await qmp.execute("migrate", { uri: `unix:${rx.socket}` }, { timeoutMs: 10_000 });
     await waitMigration(qmp, opts.signal);
-    for (const deadline = Date.now() + SAVE_SETTLE_MS; !existsSync(file); await sleep(2)) {
-      opts.signal?.throwIfAborted();
-      if (Date.now() > deadline) throw new Error(`the saved state was not written in full to ${file}`);
-    }
+    const settle = sleep(SAVE_SETTLE_MS, undefined, { ref: false }).then(() => {
+      throw new Error(`the saved state was not written in full to ${file}`);
+    });
+    const aborted = new Promise<never>((_, reject) => {
+      if (opts.signal?.aborted) reject(opts.signal.reason);
+      opts.signal?.addEventListener("abort", () => reject(opts.signal?.reason), { once: true });
+    });
+    aborted.catch(() => {});
+    await Promise.race([rx.done, settle, aborted]);
+    if (!existsSync(file)) throw new Error(`the saved state was not written to ${file}`);
   } catch (err) {
     // A save cut short (deadline, full disk) must not keep running behind our back.
     await qmp.execute("migrate_cancel", undefined, { timeoutMs: 5000 }).catch(() => {});
     rmSync(part, { force: true });
     throw err;
+  } finally {
+    rx.server.close();
+    rmSync(rx.socket, { force: true });
   }
 }
 
@@ -79,20 +129,18 @@ export async function resumeAfterSave(qmp: QmpClient, opts: { signal?: AbortSign
 }
 
 /**
- * Loads state saved by saveVmState into a QEMU started with `-incoming defer`, then runs it.
- * `beforeRun` runs once the state is loaded, before the guest's CPUs go (a warm clone resizes its
- * disk there); with `run: false` the guest is left paused (a memory image is made so).
+ * Loads state saved by saveVmState into a QEMU started with `-incoming defer` and the state file
+ * open as its descriptor `fd` (see INCOMING_FD), then runs it. `beforeRun` runs once the state is
+ * loaded, before the guest's CPUs go (a warm clone resizes its disk there); with `run: false`
+ * the guest is left paused (a memory image is made so).
  */
 export async function loadVmState(
   qmp: QmpClient,
-  file: string,
+  fd: number,
   opts: { ignoreShared: boolean; signal?: AbortSignal; beforeRun?: () => Promise<void>; run?: boolean },
 ): Promise<void> {
   // Sent together: QMP runs a connection's commands in order, so the second waits for no round trip.
-  await Promise.all([
-    setCapabilities(qmp, opts.ignoreShared),
-    qmp.execute("migrate-incoming", { uri: `exec:cat ${quote(file)}` }),
-  ]);
+  await Promise.all([setCapabilities(qmp, opts.ignoreShared), qmp.execute("migrate-incoming", { uri: `fd:${fd}` })]);
   await waitMigration(qmp, opts.signal);
   await opts.beforeRun?.();
   // `run: false` leaves it paused (a state saved from a stopped VM loads paused).

@@ -287,7 +287,7 @@ export class TemplateStore {
       // Let an image template's guest finish its boot work (resize, module probes) so clones start idle.
       if (image) await vm.agent.exec({ argv: ["/bin/sh", "-c", "sync"] }).exited.catch(() => {});
       if (!vm.qmp) throw new Error("template VM has no QMP connection");
-      await saveVmState(vm.qmp, stateFile, { ignoreShared: true, signal: this.abort.signal });
+      await saveVmState(vm.qmp, stateFile, { ignoreShared: true, socketDir: vm.opts.runDir, signal: this.abort.signal });
     } finally {
       // The saved RAM file must never change again: no guest runs on it any more.
       await vm.stop({ graceMs: 0 });

@@ -2,6 +2,9 @@ import { readFileSync } from "node:fs";
 import type { Accel } from "@sandtree/protocol";
 import { cpuIdentity, kvmCpuModel } from "./cpu-identity.js";
 
+/** TCG's translation cache, in MiB (QEMU's default is 1 GiB). */
+export const TCG_TB_SIZE_MB = 256;
+
 export type { Accel };
 
 /** Block node name of the root disk as QEMU is started. */
@@ -140,7 +143,9 @@ export function buildQemuArgs(spec: QemuVmSpec): string[] {
     // (bench/kvm-tuning.py, docs/architecture.md).
     `microvm${spec.accel === "tcg" ? ",pit=off" : ""},memory-backend=mem`,
     "-accel",
-    spec.accel,
+    // TCG's translation cache defaults to 1 GiB, resident as the guest runs more code: capped so
+    // QEMU's memory stays within its cgroup's allowance (QEMU_OVERHEAD_MB, limits/machine-limits.ts).
+    spec.accel === "tcg" ? `tcg,tb-size=${TCG_TB_SIZE_MB}` : spec.accel,
     "-m",
     `${spec.memoryMb}M`,
     "-smp",

@@ -1,6 +1,6 @@
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { EventEmitter } from "node:events";
-import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { mkdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import path from "node:path";
 import { SandtreeError } from "@sandtree/protocol";
 import { AgentClient } from "../agent/agent-client.js";
@@ -8,9 +8,14 @@ import { qcow2VirtualSize } from "../disks/overlay.js";
 import { modulesDiskFor } from "../paths.js";
 import { loadVmState } from "../snapshots/migration.js";
 import { Deadline } from "../util/deadline.js";
-import { type Accel, buildQemuArgs, ROOT_NODE } from "./qemu-args.js";
+import { JailLease } from "./jail.js";
+import { type Accel, type QemuVmSpec, ROOT_NODE } from "./qemu-args.js";
+import { INCOMING_FD, launchQemu } from "./qemu-launch.js";
+import { qemuAlive } from "./qemu-processes.js";
 import { QmpClient, QmpClosedError } from "./qmp-client.js";
 import { startFailureSentence } from "./start-failure.js";
+
+export { findQemuProcesses, qemuAlive, qemuPidsNamed } from "./qemu-processes.js";
 
 export interface VmOptions {
   name: string;
@@ -43,6 +48,8 @@ export interface VmOptions {
   rootWait?: boolean;
   /** Hardware virtualization for the guest (cpuModel in qemu-args.ts). */
   nested?: boolean;
+  /** Runs with QEMU's pid the moment it is spawned (its cgroup); a throw fails the start and kills it. */
+  onSpawn?: (pid: number) => void;
 }
 
 /** A QEMU that outlived the server which started it (found by its pid and `-name`). */
@@ -71,61 +78,6 @@ export interface AdoptOptions {
 }
 
 type VmPaths = Pick<VmOptions, "name" | "runDir" | "logDir" | "rootDisk">;
-
-/** Whether `pid` is still the QEMU named `name` (not gone, not a zombie, not a reused pid). */
-export function qemuAlive(pid: number, name: string): boolean {
-  try {
-    process.kill(pid, 0);
-    const argv = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
-    return (argv[0] ?? "").includes("qemu-system") && argv.includes(name);
-  } catch {
-    return false;
-  }
-}
-
-/** The command line of every QEMU process on this machine, read from /proc. */
-function qemuCommandLines(): Array<{ pid: number; argv: string[] }> {
-  const found: Array<{ pid: number; argv: string[] }> = [];
-  let entries: string[] = [];
-  try {
-    entries = readdirSync("/proc");
-  } catch {
-    return found;
-  }
-  for (const e of entries) {
-    if (!/^\d+$/.test(e)) continue;
-    let argv: string[];
-    try {
-      argv = readFileSync(`/proc/${e}/cmdline`, "utf8").split("\0");
-    } catch {
-      continue;
-    }
-    if ((argv[0] ?? "").includes("qemu-system")) found.push({ pid: Number(e), argv });
-  }
-  return found;
-}
-
-/**
- * QEMU processes whose command line names a path under `runRoot` (one server's socket
- * directory), with their `-name`: what a server finds of its VMs after a restart.
- */
-export function findQemuProcesses(runRoot: string): Array<{ pid: number; name: string }> {
-  const prefix = `${path.resolve(runRoot)}/`;
-  const found: Array<{ pid: number; name: string }> = [];
-  for (const { pid, argv } of qemuCommandLines()) {
-    if (!argv.some((a) => a.includes(prefix))) continue;
-    const name = argv[argv.indexOf("-name") + 1];
-    if (argv.includes("-name") && name) found.push({ pid, name });
-  }
-  return found;
-}
-
-/** PIDs of the QEMU processes running under `-name name` (a VM's name), whoever started them. */
-export function qemuPidsNamed(name: string): number[] {
-  return qemuCommandLines()
-    .filter(({ argv }) => argv[argv.indexOf("-name") + 1] === name)
-    .map(({ pid }) => pid);
-}
 
 /** The image file of a block node; QEMU reports a `json:{...}` name for nodes we stacked. */
 function nodeFileName(file: string): string {
@@ -168,6 +120,8 @@ export class QemuVm extends EventEmitter {
   private diskGeneration = 0;
   private readonly exited: Promise<VmExit>;
   private pollTimer: NodeJS.Timeout | null = null;
+  /** The VM's place in the jail (null with the jail off): released once QEMU exited. */
+  private lease: JailLease | null = null;
 
   /** `child` is null for an adopted QEMU (not our child): its exit is found by polling its pid. */
   private constructor(
@@ -192,8 +146,14 @@ export class QemuVm extends EventEmitter {
         this.exit = { code, signal, expected: this.stopping, reason };
         this.agent?.close();
         this.qmp?.close();
-        this.emit("exit", this.exit);
-        resolve(this.exit);
+        const exit = this.exit;
+        // The uid goes back to the pool only once its files are given back.
+        void (this.lease?.release() ?? Promise.resolve())
+          .catch(() => {})
+          .then(() => {
+            this.emit("exit", exit);
+            resolve(exit);
+          });
       };
       if (child) child.on("exit", finish);
       else {
@@ -222,7 +182,7 @@ export class QemuVm extends EventEmitter {
     const agentSocket = path.join(opts.runDir, "agent.sock");
     const qmpSocket = path.join(opts.runDir, "qmp.sock");
     const modulesDisk = modulesDiskFor(opts.initramfs);
-    const args = buildQemuArgs({
+    const spec: QemuVmSpec = {
       name: opts.name,
       accel: opts.accel,
       cpuCores: opts.cpuCores,
@@ -240,28 +200,28 @@ export class QemuVm extends EventEmitter {
       ...(opts.tap ? { tap: opts.tap } : {}),
       ...(opts.rootWait ? { extraKernelArgs: ["sandtree.root=wait"] } : {}),
       ...(opts.nested ? { nested: true } : {}),
-    });
+    };
     // A clone of a root-waiting template: its own disk's size, sent with the HELLO that mounts it.
     const rootBytes = opts.rootWait && opts.restoreFrom && opts.rootDisk ? qcow2VirtualSize(opts.rootDisk) : null;
     if (opts.rootWait && opts.restoreFrom && rootBytes === null)
       throw new Error(`${opts.rootDisk ?? "no root disk"} is not a qcow2 disk`);
     const agentOpts = { ...(opts.guestNet ? { net: opts.guestNet } : {}), ...(rootBytes !== null ? { rootBytes } : {}) };
-    const logFd = openSync(path.join(opts.logDir, "qemu.log"), "a");
-    let child: ChildProcess;
-    try {
-      // Own process group: a Ctrl-C meant for the server must not kill guests mid-write.
-      child = spawn(opts.qemuBinary ?? "qemu-system-x86_64", args, { stdio: ["ignore", logFd, logFd], detached: true });
-    } finally {
-      closeSync(logFd);
-    }
+    const { child, lease } = await launchQemu({
+      spec,
+      runDir: opts.runDir,
+      logFile: path.join(opts.logDir, "qemu.log"),
+      ...(opts.restoreFrom ? { incomingFile: opts.restoreFrom } : {}),
+      ...(opts.qemuBinary ? { binary: opts.qemuBinary } : {}),
+    });
     const vm = new QemuVm(opts, child, child.pid ?? -1);
-    child.on("error", () => {});
+    vm.lease = lease;
     const deadline = new Deadline(opts.bootTimeoutMs ?? 180_000, "the guest agent", opts.signal);
     const abort = deadline.signal;
     const died = vm.exited.then((e) => {
       throw new Error(e.reason);
     });
     try {
+      opts.onSpawn?.(vm.pid);
       const [qmp, agent] = await Promise.race([
         opts.restoreFrom
           ? // A restored guest's port is closed until its state is loaded (bytes sent earlier are
@@ -284,7 +244,7 @@ export class QemuVm extends EventEmitter {
                 signal: abort,
                 ...agentOpts,
                 beforeHello: () =>
-                  loadVmState(qmp, opts.restoreFrom as string, {
+                  loadVmState(qmp, INCOMING_FD, {
                     ignoreShared: opts.memoryFile !== undefined,
                     signal: abort,
                     ...(beforeRun ? { beforeRun } : {}),
@@ -338,6 +298,7 @@ export class QemuVm extends EventEmitter {
   static async adopt(opts: AdoptOptions): Promise<QemuVm> {
     if (!qemuAlive(opts.pid, opts.name)) throw new Error(`QEMU ${opts.name} (pid ${opts.pid}) is not running`);
     const vm = new QemuVm({ name: opts.name, runDir: opts.runDir, logDir: opts.logDir }, null, opts.pid);
+    vm.lease = JailLease.adopt(opts.name, opts.pid);
     const timeoutMs = opts.connectTimeoutMs ?? 10_000;
     const deadline = new Deadline(timeoutMs, "the VM", opts.signal);
     const signal = deadline.signal;
@@ -468,6 +429,8 @@ export class QemuVm extends EventEmitter {
   async snapshotRootDisk(newOverlay: string, opts: { timeoutMs?: number } = {}): Promise<string> {
     const frozen = this.activeDisk;
     if (!frozen || !this.qmp) throw new Error("this VM has no root disk to snapshot");
+    // The new top is the VM's own file (its jailed QEMU opens it read-write).
+    this.lease?.own(newOverlay);
     const node = `disk${++this.diskGeneration}`;
     const deadline = opts.timeoutMs !== undefined ? { timeoutMs: opts.timeoutMs } : {};
     await this.qmp.execute(

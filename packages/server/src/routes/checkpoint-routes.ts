@@ -6,6 +6,7 @@ import { CONTROL_PLANE_KEY_ID } from "../services/auth-service.js";
 import { publicCheckpoint } from "../services/checkpoint-view.js";
 import { CHECKPOINT_ID_HEADER } from "../services/fleet/worker-client.js";
 import type { Services } from "../services/services.js";
+import { ANSWERED_HERE } from "./fleet-route.js";
 
 const SandboxParams = z.object({ id: z.string().min(1).max(64) });
 const CheckpointParams = z.object({ cid: z.string().min(1).max(64) });
@@ -21,7 +22,7 @@ function givenId(headers: Record<string, unknown>, keyId: string): { id?: string
 }
 
 export function checkpointRoutes(app: FastifyInstance, s: Services): void {
-  app.post("/v1/sandboxes/:id/checkpoints", async (req, reply) => {
+  app.post("/v1/sandboxes/:id/checkpoints", ANSWERED_HERE, async (req, reply) => {
     const { id } = parse(SandboxParams, req.params);
     const body = parse(CreateCheckpointRequest, req.body ?? {});
     const opts = {
@@ -36,7 +37,7 @@ export function checkpointRoutes(app: FastifyInstance, s: Services): void {
     return reply.status(201).send(publicCheckpoint(c));
   });
 
-  app.get("/v1/sandboxes/:id/checkpoints", async (req) => {
+  app.get("/v1/sandboxes/:id/checkpoints", ANSWERED_HERE, async (req) => {
     const { id } = parse(SandboxParams, req.params);
     return { checkpoints: (await s.checkpoints.list(req.principal.teamId, id)).map(publicCheckpoint) };
   });
@@ -59,7 +60,7 @@ export function checkpointRoutes(app: FastifyInstance, s: Services): void {
   });
 
   // Checkpoint, start a child (or `count` children) from it once FROZEN (RestoreService.fork).
-  app.post("/v1/sandboxes/:id/fork", async (req, reply) => {
+  app.post("/v1/sandboxes/:id/fork", ANSWERED_HERE, async (req, reply) => {
     const { id } = parse(SandboxParams, req.params);
     const body = req.body;
     if (body !== null && typeof body === "object" && "host" in body && !req.principal.isAdmin) {
@@ -72,7 +73,7 @@ export function checkpointRoutes(app: FastifyInstance, s: Services): void {
   });
 
   // Puts a running sandbox back to a memory checkpoint's state, keeping its id.
-  app.post("/v1/sandboxes/:id/reset", async (req) => {
+  app.post("/v1/sandboxes/:id/reset", ANSWERED_HERE, async (req) => {
     const { id } = parse(SandboxParams, req.params);
     return (
       (await s.remoteCheckpoints?.reset(req.principal.teamId, id, req.body)) ??

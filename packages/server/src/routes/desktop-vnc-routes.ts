@@ -1,15 +1,14 @@
 import { DesktopVncQuery } from "@sandtree/protocol";
 import type { FastifyInstance } from "fastify";
-import { type RawData, WebSocket } from "ws";
+import type { RawData, WebSocket } from "ws";
 import { z } from "zod";
 import { parse } from "../errors.js";
 import type { VncStream } from "../services/desktop/vnc-stream.js";
 import type { Services } from "../services/services.js";
+import { frameBytes, inputQueue, sendOutput } from "./websocket-pump.js";
 import { webSocketUpgrades } from "./websocket-upgrade.js";
 
 const Params = z.object({ id: z.string().min(1).max(64) });
-/** Above this many unsent bytes either way we stop reading the other side. */
-const HIGH_WATER = 1024 * 1024;
 
 /**
  * `GET /v1/sandboxes/{id}/desktop/vnc`: the display live, as a WebSocket of raw RFB bytes (what
@@ -33,29 +32,13 @@ export function desktopVncRoutes(app: FastifyInstance, s: Services): void {
 
 /** Binary frames carry the RFB bytes both ways; either side ending closes the other. */
 function bridge(ws: WebSocket, vnc: VncStream): void {
-  let input = Promise.resolve();
-  let pending = 0;
-  ws.on("message", (data: RawData) => {
-    const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
-    pending += buf.length;
-    if (pending > HIGH_WATER) ws.pause();
-    input = input
-      .then(() => vnc.write(buf))
-      .catch(() => {})
-      .finally(() => {
-        pending -= buf.length;
-        if (pending <= HIGH_WATER && ws.isPaused) ws.resume();
-      });
-  });
+  const input = inputQueue(ws);
+  ws.on("message", (data: RawData) => input.write(frameBytes(data), (buf) => vnc.write(buf)));
   ws.on("close", () => vnc.close());
   ws.on("error", () => {});
   void (async () => {
     try {
-      for await (const chunk of vnc.output) {
-        if (ws.readyState !== WebSocket.OPEN) break;
-        if (ws.bufferedAmount < HIGH_WATER) ws.send(chunk, { binary: true });
-        else await new Promise<void>((resolve) => ws.send(chunk, { binary: true }, () => resolve()));
-      }
+      await sendOutput(ws, vnc.output);
       ws.close(1000, "the VNC server ended");
     } catch {
       ws.close(1011, "guest error");

@@ -2,20 +2,21 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { parse } from "../errors.js";
 import type { Services } from "../services/services.js";
+import { ANSWERED_HERE } from "./fleet-route.js";
 
 const Params = z.object({ id: z.string().min(1).max(64) });
 
 // A sandbox on a fleet worker is paused or resumed there and this control plane's record follows;
 // the answer is that record, as for any sandbox.
 export function pauseRoutes(app: FastifyInstance, s: Services): void {
-  app.post("/v1/sandboxes/:id/pause", async (req) => {
+  app.post("/v1/sandboxes/:id/pause", ANSWERED_HERE, async (req) => {
     const { id } = parse(Params, req.params);
     const teamId = req.principal.teamId;
     if (await s.remote.control(teamId, id, "pause")) return s.sandboxes.get(teamId, id);
     return s.sandboxes.pause(teamId, id);
   });
 
-  app.post("/v1/sandboxes/:id/resume", async (req) => {
+  app.post("/v1/sandboxes/:id/resume", ANSWERED_HERE, async (req) => {
     const { id } = parse(Params, req.params);
     const teamId = req.principal.teamId;
     if (await s.remote.control(teamId, id, "resume")) return s.sandboxes.get(teamId, id);

@@ -1,14 +1,17 @@
-import http, { type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders } from "node:http";
+import http from "node:http";
 import net from "node:net";
 import type { Duplex } from "node:stream";
 import { type ExposedPort, ExposePortRequest, SandtreeError } from "@sandtree/protocol";
-import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyRequest } from "fastify";
 import { type RawData, WebSocket, WebSocketServer } from "ws";
 import { z } from "zod";
 import { parse } from "../errors.js";
 import type { ExposedPortInfo, PortTarget } from "../services/port-service.js";
 import type { Services } from "../services/services.js";
-import { type Upgrade, upgrades } from "./upgrades.js";
+import { PORT_URLS, WAY_IN } from "./fleet-route.js";
+import { forwardHeaders } from "./proxy/forward-headers.js";
+import { CONNECT_TIMEOUT_MS, forward, proxyUpgrade, relay, type Upstream } from "./proxy/reverse-proxy.js";
+import { upgrades } from "./upgrades.js";
 
 const Params = z.object({ id: z.string().min(1).max(64) });
 const PortParams = z.object({ id: z.string().min(1).max(64), port: z.coerce.number().int().min(1).max(65535) });
@@ -20,22 +23,6 @@ export const TOKEN_COOKIE_PREFIX = "sandtree_port_";
 export const TCP_EOF_MESSAGE = '{"type":"eof"}';
 /** A tunnel stops reading the guest while this much waits unsent on its WebSocket. */
 const HIGH_WATER = 1024 * 1024;
-/** How long a connection to the guest may take. */
-const CONNECT_TIMEOUT_MS = 10_000;
-
-// Hop-by-hop headers (RFC 9110 7.6.1) and ours: never forwarded.
-const HOP_BY_HOP = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "proxy-authenticate",
-  "proxy-authorization",
-  "te",
-  "trailer",
-  "transfer-encoding",
-  "upgrade",
-]);
-
 /**
  * Exposed ports: management under /v1 (API key), and the ways in, guarded by each port's token
  * instead of an API key (the auth hook only covers /v1):
@@ -59,19 +46,19 @@ export function portRoutes(app: FastifyInstance, s: Services): void {
     agent.destroy();
   });
 
-  app.post("/v1/sandboxes/:id/ports", async (req, reply) => {
+  app.post("/v1/sandboxes/:id/ports", PORT_URLS, async (req, reply) => {
     const { id } = parse(Params, req.params);
     const { port } = parse(ExposePortRequest, req.body ?? {});
     const exposed = await s.ports.expose(req.principal.teamId, id, port);
     return reply.status(201).send(render(req, exposed));
   });
 
-  app.get("/v1/sandboxes/:id/ports", async (req) => {
+  app.get("/v1/sandboxes/:id/ports", PORT_URLS, async (req) => {
     const { id } = parse(Params, req.params);
     return { ports: (await s.ports.list(req.principal.teamId, id)).map((p) => render(req, p)) };
   });
 
-  app.delete("/v1/sandboxes/:id/ports/:port", async (req, reply) => {
+  app.delete("/v1/sandboxes/:id/ports/:port", PORT_URLS, async (req, reply) => {
     const { id, port } = parse(PortParams, req.params);
     await s.ports.unexpose(req.principal.teamId, id, port);
     return reply.status(204).send();
@@ -88,37 +75,34 @@ export function portRoutes(app: FastifyInstance, s: Services): void {
       return reply.redirect(`${pathname}/${query === null ? "" : `?${query}`}`, 308);
     });
 
-    scope.all("/ports/:id/:port/*", async (req, reply) => {
+    scope.all("/ports/:id/:port/*", WAY_IN, async (req, reply) => {
       const { id, port } = parse(PortParams, req.params);
       const { token, from } = tokenOf(req, port);
       const target = await s.ports.authorize(id, port, token);
-      const up = pending.get(req.raw);
-      if (up) return proxyUpgrade(req, reply, up, target);
+      const to = guest(req, target);
+      if (pending.get(req.raw)) {
+        // Upgraded connections keep the sandbox active while they last.
+        const answered = (status: number, conn: NodeJS.EventEmitter) => {
+          if (status === 101) conn.once("close", s.timeouts.beginSoon(target.sandbox.team_id, id));
+        };
+        return proxyUpgrade(req, reply, pending, to, { answered, track: keep });
+      }
       const end = await s.timeouts.begin(target.sandbox.team_id, id);
       reply.raw.once("close", end);
-      const upstream = await guestRequest(req, target, { agent });
-      reply.status(upstream.statusCode ?? 502);
-      reply.headers(responseHeaders(upstream.headers));
-      if (from === "query") {
-        const cookie = tokenCookie(req, id, port, token ?? "");
-        const set = reply.getHeader("set-cookie");
-        reply.header("set-cookie", set === undefined ? cookie : [...(Array.isArray(set) ? set : [String(set)]), cookie]);
-        // The token is in this page's address: keep it out of Referer headers to other sites.
-        if (reply.getHeader("referrer-policy") === undefined) reply.header("referrer-policy", "same-origin");
-      }
-      const status = upstream.statusCode ?? 502;
-      if (req.method === "HEAD" || status === 204 || status === 304) {
-        upstream.resume();
-        return reply.send();
-      }
-      // The guest's headers go on at once, before any body (a client may wait for them to send its own).
-      reply.raw.once("pipe", () => {
-        if (!reply.raw.headersSent) reply.raw.flushHeaders();
+      const answer = await forward(req.raw, { ...to, agent });
+      return relay(reply, answer, {
+        headers(h) {
+          if (from !== "query") return;
+          const cookie = tokenCookie(req, id, port, token ?? "");
+          const set = h["set-cookie"];
+          h["set-cookie"] = set === undefined ? cookie : [...(Array.isArray(set) ? set : [set]), cookie];
+          // The token is in this page's address: keep it out of Referer headers to other sites.
+          h["referrer-policy"] ??= "same-origin";
+        },
       });
-      return reply.send(upstream);
     });
 
-    scope.get("/tcp/:id/:port", async (req, reply) => {
+    scope.get("/tcp/:id/:port", WAY_IN, async (req, reply) => {
       const { id, port } = parse(PortParams, req.params);
       const up = pending.get(req.raw);
       if (!up || String(req.headers.upgrade).toLowerCase() !== "websocket") {
@@ -151,57 +135,6 @@ export function portRoutes(app: FastifyInstance, s: Services): void {
       });
     });
   });
-
-  /** A WebSocket (or other upgrade) to the guest: its 101 answer, then raw bytes both ways. */
-  async function proxyUpgrade(req: FastifyRequest, reply: FastifyReply, up: Upgrade, target: PortTarget) {
-    const out = http.request({
-      host: target.host,
-      port: target.port,
-      method: req.method,
-      path: guestPath(req.url),
-      headers: { ...forwardHeaders(req, target), connection: "Upgrade", upgrade: String(req.headers.upgrade) },
-      agent: false,
-    });
-    const answer = await new Promise<
-      { upgraded: true; res: IncomingMessage; socket: Duplex; head: Buffer } | { upgraded: false; res: IncomingMessage }
-    >((resolve, reject) => {
-      out.once("upgrade", (res, socket, head) => resolve({ upgraded: true, res, socket, head }));
-      out.once("response", (res) => resolve({ upgraded: false, res }));
-      onConnectFailure(out, target, reject);
-      out.end();
-    });
-    if (!answer.upgraded) {
-      // The guest refused the upgrade: its answer goes back as is, then the connection ends.
-      reply.status(answer.res.statusCode ?? 502).headers(responseHeaders(answer.res.headers));
-      return reply.send(answer.res);
-    }
-    const { res, socket: guest, head } = answer;
-    pending.take(req.raw);
-    reply.hijack();
-    const client = up.socket;
-    guest.on("error", () => guest.destroy());
-    if (client.destroyed) {
-      guest.destroy();
-      return;
-    }
-    keep(client);
-    keep(guest);
-    const end = s.timeouts.beginSoon(target.sandbox.team_id, target.sandbox.id);
-    client.once("close", end);
-    const lines = [`HTTP/1.1 101 ${res.statusMessage || "Switching Protocols"}`];
-    for (let i = 0; i + 1 < res.rawHeaders.length; i += 2) lines.push(`${res.rawHeaders[i]}: ${res.rawHeaders[i + 1]}`);
-    client.write(`${lines.join("\r\n")}\r\n\r\n`);
-    if (head.length > 0) client.write(head);
-    if (up.head.length > 0) guest.write(up.head);
-    for (const sock of [client, guest]) {
-      (sock as net.Socket).setNoDelay?.(true);
-      (sock as net.Socket).setTimeout?.(0);
-    }
-    guest.pipe(client);
-    client.pipe(guest);
-    client.once("close", () => guest.destroy());
-    guest.once("close", () => client.destroy());
-  }
 }
 
 /** The ExposedPort answer: URLs on the address the client reached this server at. */
@@ -301,54 +234,6 @@ function tokenCookie(req: FastifyRequest, id: string, port: number, token: strin
   return `${TOKEN_COOKIE_PREFIX}${port}=${token}; Path=/ports/${encodeURIComponent(id)}/${port}/; HttpOnly; SameSite=Lax${secure}`;
 }
 
-/** Header names the Connection header lists: hop-by-hop too. */
-function connectionListed(headers: IncomingHttpHeaders): Set<string> {
-  const c = headers.connection;
-  return new Set(
-    (Array.isArray(c) ? c.join(",") : (c ?? ""))
-      .split(",")
-      .map((h) => h.trim().toLowerCase())
-      .filter((h) => h !== ""),
-  );
-}
-
-/** What the guest gets: the client's end-to-end headers, minus the token, plus X-Forwarded-*. */
-function forwardHeaders(req: FastifyRequest, target: PortTarget): OutgoingHttpHeaders {
-  const incoming = req.raw.headers;
-  const listed = connectionListed(incoming);
-  const out: OutgoingHttpHeaders = {};
-  for (const [name, value] of Object.entries(incoming)) {
-    if (value === undefined || HOP_BY_HOP.has(name) || listed.has(name) || name === TOKEN_HEADER || name === "host") continue;
-    if (name.startsWith("x-forwarded-")) continue;
-    if (name === "cookie") {
-      const kept = cookies(String(value)).filter(([n]) => !n.startsWith(TOKEN_COOKIE_PREFIX));
-      if (kept.length > 0) out.cookie = kept.map(([n, v]) => `${n}=${v}`).join("; ");
-      continue;
-    }
-    out[name] = value;
-  }
-  // A chunked body stays chunked (Node would not chunk a GET's or DELETE's body by itself).
-  if (String(incoming["transfer-encoding"] ?? "").includes("chunked")) out["transfer-encoding"] = "chunked";
-  out.host = `${target.host}:${target.port}`;
-  const prior = incoming["x-forwarded-for"];
-  const client = req.raw.socket.remoteAddress ?? "";
-  out["x-forwarded-for"] = prior ? `${Array.isArray(prior) ? prior.join(", ") : prior}, ${client}` : client;
-  out["x-forwarded-host"] = incoming.host ?? "";
-  out["x-forwarded-proto"] = req.protocol;
-  return out;
-}
-
-/** The guest's answer headers minus hop-by-hop ones (Node frames the body itself). */
-function responseHeaders(headers: IncomingHttpHeaders): Record<string, string | string[]> {
-  const listed = connectionListed(headers);
-  const out: Record<string, string | string[]> = {};
-  for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined || HOP_BY_HOP.has(name) || listed.has(name)) continue;
-    out[name] = value;
-  }
-  return out;
-}
-
 function guestError(err: NodeJS.ErrnoException, target: PortTarget): SandtreeError {
   const where = { id: target.sandbox.id, port: target.port };
   if (err.code === "ECONNREFUSED") {
@@ -365,47 +250,19 @@ function guestError(err: NodeJS.ErrnoException, target: PortTarget): SandtreeErr
   );
 }
 
-/** Rejects with GUEST_ERROR when the connection to the guest fails or takes too long. */
-function onConnectFailure(out: http.ClientRequest, target: PortTarget, reject: (err: Error) => void): void {
-  // Kept after the answer too (a later error must not go unhandled); rejecting twice does nothing.
-  out.on("error", (err: NodeJS.ErrnoException) => reject(guestError(err, target)));
-  out.once("socket", (sock) => {
-    if (!sock.connecting) return;
-    const timer = setTimeout(
-      () => out.destroy(Object.assign(new Error("connect timed out"), { code: "ETIMEDOUT" })),
-      CONNECT_TIMEOUT_MS,
-    );
-    sock.once("connect", () => clearTimeout(timer));
-    sock.once("close", () => clearTimeout(timer));
+/** A port of the guest as the proxy's upstream: the client's headers minus the token, plus X-Forwarded-*. */
+function guest(req: FastifyRequest, target: PortTarget): Upstream {
+  const headers = forwardHeaders(req.raw, {
+    drop: (name) => name === TOKEN_HEADER,
+    rewrite(name, value) {
+      if (name !== "cookie") return value;
+      const kept = cookies(String(value)).filter(([n]) => !n.startsWith(TOKEN_COOKIE_PREFIX));
+      return kept.length > 0 ? kept.map(([n, v]) => `${n}=${v}`).join("; ") : undefined;
+    },
+    host: `${target.host}:${target.port}`,
+    forwardedProto: req.protocol,
   });
-}
-
-/** Sends the request (its body streamed from the client) and resolves with the guest's answer. */
-function guestRequest(req: FastifyRequest, target: PortTarget, opts: { agent: http.Agent }): Promise<IncomingMessage> {
-  return new Promise((resolve, reject) => {
-    const out = http.request(
-      {
-        host: target.host,
-        port: target.port,
-        method: req.method,
-        path: guestPath(req.url),
-        headers: forwardHeaders(req, target),
-        agent: opts.agent,
-      },
-      resolve,
-    );
-    onConnectFailure(out, target, (err) => {
-      req.raw.unpipe(out);
-      reject(err);
-    });
-    // The client left: stop the guest's side too.
-    req.raw.once("close", () => {
-      if (!req.raw.complete || req.raw.socket?.destroyed) out.destroy();
-    });
-    // Headers go at once: a client may wait for the answer before sending its body (full duplex).
-    out.flushHeaders();
-    req.raw.pipe(out);
-  });
+  return { host: target.host, port: target.port, path: guestPath(req.url), headers, failure: (err) => guestError(err, target) };
 }
 
 function connectGuest(target: PortTarget): Promise<net.Socket> {

@@ -6,11 +6,10 @@ import { parse } from "../errors.js";
 import { streamErrorCode } from "../services/error-codes.js";
 import type { PtySession } from "../services/pty-service.js";
 import type { Services } from "../services/services.js";
+import { frameBytes, inputQueue, sendOutput } from "./websocket-pump.js";
 import { webSocketUpgrades } from "./websocket-upgrade.js";
 
 const Params = z.object({ id: z.string().min(1).max(64) });
-/** Above this many unsent bytes we stop taking output (the guest then runs out of credit). */
-const HIGH_WATER = 1024 * 1024;
 
 /**
  * `GET /v1/sandboxes/{id}/pty`: an interactive process over a WebSocket. Upgrade requests go
@@ -38,27 +37,18 @@ function send(ws: WebSocket, msg: PtyServerMessage): void {
 /** Binary frames are terminal bytes both ways; text frames are JSON control messages. */
 function bridge(ws: WebSocket, pty: PtySession): void {
   let exited = false;
-  // Keystrokes in order; past HIGH_WATER pending bytes we stop reading the socket.
-  let input = Promise.resolve();
-  let pending = 0;
+  // Keystrokes in order; past a high-water mark of pending bytes we stop reading the socket.
+  const input = inputQueue(ws);
   ws.on("message", (data: RawData, isBinary: boolean) => {
-    const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
+    const buf = frameBytes(data);
     if (!isBinary) {
       // After the keystrokes before it (an `eof` must not overtake them); a signal goes at once.
       const msg = control(ws, buf);
       if (msg?.type === "signal") run(ws, () => pty.signal(msg.signal));
-      else if (msg) input = input.then(() => run(ws, () => (msg.type === "eof" ? pty.eof() : pty.resize(msg.rows, msg.cols))));
+      else if (msg) input.after(() => run(ws, () => (msg.type === "eof" ? pty.eof() : pty.resize(msg.rows, msg.cols))));
       return;
     }
-    pending += buf.length;
-    if (pending > HIGH_WATER) ws.pause();
-    input = input
-      .then(() => pty.write(buf))
-      .catch(() => {})
-      .finally(() => {
-        pending -= buf.length;
-        if (pending <= HIGH_WATER && ws.isPaused) ws.resume();
-      });
+    input.write(buf, (b) => pty.write(b));
   });
   ws.on("close", () => {
     if (!exited) pty.kill();
@@ -66,11 +56,7 @@ function bridge(ws: WebSocket, pty: PtySession): void {
   ws.on("error", () => {});
   void (async () => {
     try {
-      for await (const chunk of pty.output) {
-        if (ws.readyState !== WebSocket.OPEN) break;
-        if (ws.bufferedAmount < HIGH_WATER) ws.send(chunk, { binary: true });
-        else await new Promise<void>((resolve) => ws.send(chunk, { binary: true }, () => resolve()));
-      }
+      await sendOutput(ws, pty.output);
       const exit = await pty.exited;
       exited = true;
       send(ws, { type: "exit", exit_code: exit.exit_code, signal: exit.signal });

@@ -2,7 +2,7 @@ import { type IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import { SandtreeError } from "@sandtree/protocol";
 import type { FastifyInstance } from "fastify";
-import { newRequestId, sendRawError } from "../errors.js";
+import { newRequestId, writeSocketError } from "../errors.js";
 
 export interface Upgrade {
   socket: Duplex;
@@ -33,14 +33,13 @@ export function upgrades(app: FastifyInstance): Upgrades {
     // With this listener Node hands us every Upgrade request (h2c too), its body left unparsed:
     // routing works only for bodiless ones, so a body-carrying non-WebSocket upgrade is refused.
     const body = Number(raw.headers["content-length"] ?? 0) > 0 || raw.headers["transfer-encoding"] !== undefined;
-    const res = new ServerResponse(raw);
-    res.assignSocket(socket as never);
     if (body && String(raw.headers.upgrade).toLowerCase() !== "websocket") {
-      res.on("finish", () => socket.end());
       const err = new SandtreeError("BAD_REQUEST", "send this request without an Upgrade header");
-      sendRawError(res, err, newRequestId());
+      writeSocketError(socket, raw, err, newRequestId());
       return;
     }
+    const res = new ServerResponse(raw);
+    res.assignSocket(socket as never);
     // Browsers cannot set headers on a WebSocket: API routes also take the key as the offered
     // subprotocol `bearer.<key>`. Only under /v1: elsewhere (the port proxy) headers go on to a sandbox.
     if (!raw.headers.authorization && raw.url?.startsWith("/v1/")) {

@@ -7,15 +7,6 @@ import { z } from "zod";
 import type { Services } from "../services/services.js";
 import { portUrls, TOKEN_HEADER, withoutToken } from "./port-routes.js";
 
-/** Management calls forwarded to the worker, their answers' URLs rewritten. */
-export const PORT_MANAGEMENT = new Set([
-  "POST /v1/sandboxes/:id/ports",
-  "GET /v1/sandboxes/:id/ports",
-  "DELETE /v1/sandboxes/:id/ports/:port",
-]);
-/** The ways in, guarded by each port's token (no API key): piped to the worker's same path. */
-export const PORT_WAYS_IN = new Set(["/ports/:id/:port/*", "/tcp/:id/:port"]);
-
 const Rendered = z.object({ sandbox_id: z.string(), port: z.number().int() }).passthrough();
 const List = z.object({ ports: z.array(Rendered) }).passthrough();
 

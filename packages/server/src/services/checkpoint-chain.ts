@@ -23,7 +23,7 @@ async function materialize(blobs: BlobStore, id: string, key: string, sha256: st
  * with `memory`, its memory file; returns the top layer's path, to back a new sandbox's overlay.
  * A corrupt or missing layer is CHECKPOINT_CORRUPT: such a checkpoint never boots. With
  * `sealingHere`, a FROZEN checkpoint this process is sealing counts too: its layer (and RAM file)
- * are used from this host's layer directory unhashed (they have no hash yet; QEMU wrote them here,
+ * are used from this host's layer directory unhashed (they have no hash yet; the host wrote them here,
  * and nothing writes to them again). Only the host that took it can say so: a worker, or a host
  * reading the object store, never passes it.
  */

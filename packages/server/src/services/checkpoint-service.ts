@@ -1,32 +1,27 @@
 import { randomBytes } from "node:crypto";
 import { existsSync, readdirSync, renameSync, rmSync } from "node:fs";
 import path from "node:path";
-import { type BlobStore, createOverlay, MachineRefusedError, MachineTimeoutError, sealLayer, sha256File } from "@sandtree/host";
+import { type BlobStore, CheckpointFailedError, type HostDisks, type SavedCheckpoint, sha256File } from "@sandtree/host";
 import { SandtreeError } from "@sandtree/protocol";
 import type { CheckpointRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
 import { storeLayerAgain, verifyChain } from "./checkpoint-chain.js";
 import { flattenCheckpoint } from "./checkpoint-flatten.js";
-import { guarded } from "./checkpoint-guard.js";
 import { LIVE, neededCheckpoints, sealAncestors } from "./checkpoint-lineage.js";
 import type { Logger } from "./logger.js";
 import { machineOf } from "./machine-identity.js";
 import { liveDiskName, memoryMbFor } from "./sandbox-paths.js";
 import type { SandboxService } from "./sandbox-service.js";
 
-/** Deadline of a memory save (the whole migration; its QMP commands have the QMP deadline each). */
-const MEMORY_SAVE_DEADLINE_MS = 120_000;
-
 export interface CheckpointServiceDeps {
+  /** Seals and flattens layers (the host owns the disk format). */
+  host: HostDisks;
   store: Store;
   sandboxes: SandboxService;
   blobs: BlobStore;
   log: Logger;
-  /**
-   * Deadlines of a checkpoint's calls into the guest and QEMU (a stuck VM fails the checkpoint):
-   * the freeze (SANDTREE_FREEZE_DEADLINE_MS, 30 s) and each QMP command (SANDTREE_QMP_DEADLINE_MS, 15 s).
-   */
-  deadlines?: { freezeMs?: number; qmpMs?: number };
+  /** How long the guest may take to freeze its filesystem (SANDTREE_FREEZE_DEADLINE_MS, 30 s). */
+  deadlines?: { freezeMs?: number };
   /** Chains at least this deep get their top layer flattened in the background (default 16). */
   flattenDepth?: number;
 }
@@ -36,8 +31,8 @@ function newId(): string {
 }
 
 /**
- * Filesystem checkpoints as layers: freeze the guest filesystem, turn the active qcow2 overlay
- * read-only with a new overlay on top (FROZEN, milliseconds), then store the frozen layer with its
+ * Filesystem checkpoints as layers: the host freezes the guest filesystem and turns the active disk
+ * read-only with a new disk on top (FROZEN, milliseconds), then store the frozen layer with its
  * sha256 (DURABLE). A checkpoint is its image base plus the chain of its ancestors' layers; a
  * layer names its parent relative to the store's directory, so stored layers do not depend on
  * where the sandbox lived. Layers are kept while any live checkpoint or running sandbox needs them.
@@ -50,19 +45,15 @@ export class CheckpointService {
   private readonly holds = new Map<string, number>();
   private reaper: NodeJS.Timeout | null = null;
   private readonly flattens = new Map<string, Promise<void>>();
-  /** Thaws pending after a freeze that answered only after its checkpoint gave up. */
-  private readonly lateThaws = new Map<string, Promise<void>>();
   private readonly failRetries = new Set<NodeJS.Timeout>();
   /** Chains at least this deep get their top layer flattened in the background. */
   private readonly flattenDepth: number;
 
   private readonly freezeDeadlineMs: number;
-  private readonly qmpDeadlineMs: number;
 
   constructor(private readonly deps: CheckpointServiceDeps) {
     this.freezeDeadlineMs = deps.deadlines?.freezeMs ?? 30_000;
     this.flattenDepth = deps.flattenDepth ?? 16;
-    this.qmpDeadlineMs = deps.deadlines?.qmpMs ?? 15_000;
     // A sandbox going away fails its checkpoints that are not durable yet.
     deps.sandboxes.onTeardown((id) => this.onSandboxTeardown(id));
   }
@@ -98,9 +89,6 @@ export class CheckpointService {
     const { store } = this.deps;
     await this.deps.sandboxes.running(teamId, sandboxId);
     return this.serialized(sandboxId, async () => {
-      // A freeze an earlier checkpoint gave up on and that completed late is thawed first.
-      const lateThaw = this.lateThaws.get(sandboxId);
-      if (lateThaw) await Promise.race([lateThaw, new Promise((r) => setTimeout(r, this.qmpDeadlineMs).unref())]);
       const vm = await this.deps.sandboxes.running(teamId, sandboxId);
       const sb = await this.deps.sandboxes.get(teamId, sandboxId);
       const parent = sb.head_checkpoint_id ? await store.getCheckpoint(sb.head_checkpoint_id) : undefined;
@@ -132,73 +120,23 @@ export class CheckpointService {
         machine: opts.includeMemory ? machineOf(sb.accel, sb.nested_virtualization) : null,
       };
       await store.insertCheckpoint(row);
-      // The next overlay is made first (names the current disk relatively), so the guest is
-      // frozen only for the snapshot itself: milliseconds. Every call into the guest or QEMU has
-      // a deadline and gives up at once when QEMU pauses the VM on a host disk error.
+      // The host takes it (freeze or stop, cut the disk, save memory, thaw or run on) and rolls
+      // back on failure; the guest writes to `next` from now on.
       const next = path.join(path.dirname(frozenDisk), liveDiskName(sandboxId, row.id));
-      const release = this.deps.sandboxes.holdWatchdog(sandboxId);
-      let snapshotting = false;
+      const memFile = opts.includeMemory ? path.join(this.deps.blobs.localDir, `mem-${row.id}`) : undefined;
+      let saved: SavedCheckpoint;
       try {
-        await createOverlay(path.basename(frozenDisk), next, row.disk_size_bytes, { unsafe: true });
-        if (opts.includeMemory) {
-          // Stopped, disk and memory agree without a freeze: snapshot, save RAM + devices, run, reset the clock.
-          const memFile = path.join(this.deps.blobs.localDir, `mem-${row.id}`);
-          await vm.pause({ timeoutMs: this.qmpDeadlineMs });
-          try {
-            snapshotting = true;
-            await vm.snapshotDisk(next, { timeoutMs: this.qmpDeadlineMs });
-            snapshotting = false;
-            await vm.saveMemory(memFile, { signal: AbortSignal.timeout(MEMORY_SAVE_DEADLINE_MS) });
-          } finally {
-            await vm.resume({ timeoutMs: this.qmpDeadlineMs }).catch(() => {});
-            vm.syncClock();
-          }
-          row.mem_key = path.basename(memFile);
-          await store.updateCheckpoint(row.id, { mem_key: row.mem_key });
-          // Its copy-on-write RAM image builds now, beside the seal: a fork's children find it built.
-          this.deps.sandboxes.prepareMemoryImage(sb, memFile);
-        } else {
-          const freezing = vm.fsfreeze("/");
-          try {
-            await guarded(this.deps.sandboxes, sandboxId, freezing, this.freezeDeadlineMs, "the guest's filesystem freeze");
-          } catch (err) {
-            // The freeze may still complete later (a VM paused on a host disk error runs on once
-            // space is back): thaw right then, and let the next checkpoint of this sandbox wait for it.
-            const late = freezing.then(
-              () => vm.fsthaw("/").catch(() => {}),
-              () => {},
-            );
-            this.lateThaws.set(sandboxId, late);
-            void late.finally(() => {
-              if (this.lateThaws.get(sandboxId) === late) this.lateThaws.delete(sandboxId);
-            });
-            throw err;
-          }
-          try {
-            snapshotting = true;
-            // Not cut short on a disk-error pause: QMP answers while the VM is paused, and its
-            // answer says which disk the VM now writes to (its own deadline covers a hung QEMU).
-            await vm.snapshotDisk(next, { timeoutMs: this.qmpDeadlineMs });
-            snapshotting = false;
-          } finally {
-            await guarded(this.deps.sandboxes, sandboxId, vm.fsthaw("/"), this.qmpDeadlineMs, "the guest's thaw").catch(() => {});
-          }
-        }
+        saved = await vm.checkpoint({
+          nextDisk: next,
+          diskSizeBytes: row.disk_size_bytes,
+          freezeDeadlineMs: this.freezeDeadlineMs,
+          ...(memFile ? { memoryFile: memFile } : {}),
+        });
       } catch (err) {
-        rmSync(next, { force: true });
         const message = (err as Error).message;
         const ioError = this.deps.sandboxes.ioErrorOf(sandboxId);
-        if (err instanceof MachineTimeoutError && !snapshotting) {
-          // QEMU serves QMP whatever its guest does: no answer means QEMU itself is stopped or hung.
-          await this.deps.sandboxes.failVm(
-            sandboxId,
-            vm,
-            `QEMU did not answer a checkpoint's QMP command (${message}); the VM was killed`,
-          );
-        } else if (snapshotting && !(err instanceof MachineRefusedError)) {
-          // QEMU did not say whether the new overlay is in use: the VM's disk is unknown, so the
-          // VM goes rather than writing into a layer we removed.
-          await this.deps.sandboxes.failVm(sandboxId, vm, `a checkpoint's disk snapshot got no answer from QEMU (${message})`);
+        if (err instanceof CheckpointFailedError && err.machineLost) {
+          await this.deps.sandboxes.failVm(sandboxId, vm, err.machineLost);
         }
         const diskFull = ioError !== undefined || /ENOSPC|No space left/i.test(message);
         const reason = ioError
@@ -208,13 +146,17 @@ export class CheckpointService {
             : `could not snapshot the sandbox disk: ${message}`;
         await this.markFailed(row.id, reason);
         throw new SandtreeError(diskFull ? "HOST_DISK_FULL" : "CHECKPOINT_FAILED", reason, { checkpoint_id: row.id });
-      } finally {
-        release();
+      }
+      if (saved.memoryState) {
+        row.mem_key = path.basename(saved.memoryState);
+        await store.updateCheckpoint(row.id, { mem_key: row.mem_key });
+        // Its copy-on-write RAM image builds now, beside the seal: a fork's children find it built.
+        this.deps.sandboxes.prepareMemoryImage(sb, saved.memoryState);
       }
       // The frozen overlay is the checkpoint's layer, in place: it holds what changed since the parent.
-      await store.updateCheckpoint(row.id, { state: "FROZEN", blob_key: path.basename(frozenDisk) }, ["PENDING"]);
+      await store.updateCheckpoint(row.id, { state: "FROZEN", blob_key: path.basename(saved.layer) }, ["PENDING"]);
       await store.updateSandbox(sandboxId, { head_checkpoint_id: row.id });
-      this.startUpload(row, path.basename(frozenDisk));
+      this.startUpload(row, path.basename(saved.layer));
       return (await this.deps.store.getCheckpoint(row.id)) as CheckpointRow;
     });
   }
@@ -252,7 +194,7 @@ export class CheckpointService {
     const done = (async () => {
       try {
         const file = path.join(this.deps.blobs.localDir, key);
-        const { sha256, size } = await sealLayer(file, { signal: abort.signal });
+        const { sha256, size } = await this.deps.host.sealLayer(file, { signal: abort.signal });
         abort.signal.throwIfAborted();
         // DURABLE only once this resolved: for a remote store, the layer is in the bucket.
         await this.deps.blobs.put(key, file, { sha256, size }, { signal: abort.signal });
@@ -260,7 +202,7 @@ export class CheckpointService {
         let mem_sha256: string | null = null;
         if (row.mem_key) {
           const memFile = path.join(this.deps.blobs.localDir, row.mem_key);
-          const m = await sealLayer(memFile, { signal: abort.signal });
+          const m = await this.deps.host.sealLayer(memFile, { signal: abort.signal });
           await this.deps.blobs.put(row.mem_key, memFile, m, { signal: abort.signal });
           memBytes = m.size;
           mem_sha256 = m.sha256;
@@ -356,7 +298,7 @@ export class CheckpointService {
    * Verifies every layer of the checkpoint's chain (sha256 against what was recorded) and returns
    * the top layer's path, to back a new sandbox's overlay. A corrupt or missing layer is
    * CHECKPOINT_CORRUPT: such a checkpoint never boots. Layers this process is still sealing are
-   * used as they are on this host (no hash yet: QEMU wrote them here and writes no more to them).
+   * used as they are on this host (no hash yet: the host wrote them here and writes no more to them).
    */
   async restorePath(
     teamId: string | undefined,
@@ -432,7 +374,7 @@ export class CheckpointService {
 
   /**
    * After a restart: a PENDING checkpoint may or may not have been snapshotted, so it FAILs. A
-   * FROZEN one's layer is complete (QEMU writes to the overlay above it since the snapshot), so its
+   * FROZEN one's layer is complete (the machine writes to the disk above it since the snapshot), so its
    * sealing (fsync + sha256) starts again and it becomes DURABLE; without its file it FAILs,
    * when `mine` says its sandbox is this server's (on a shared store another may be taking it).
    */

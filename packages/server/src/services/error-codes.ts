@@ -2,7 +2,7 @@ import { hostErrorToApi } from "@sandtree/host";
 import { type ErrorCode, SandtreeError } from "@sandtree/protocol";
 
 /**
- * The service boundary's error table: what a service, a VM, QEMU, the guest agent, a host tool
+ * The service boundary's error table: what a service, a VM, its VMM, the guest agent, a host tool
  * or the database threw, as a SandtreeError with a stable code. Undefined for an error nobody
  * knows (a bug): the caller logs it and answers a plain 500 INTERNAL.
  */

@@ -1,6 +1,7 @@
 import path from "node:path";
 import { toSandtreeError } from "@sandtree/host";
 import { type FileStat, SandtreeError } from "@sandtree/protocol";
+import { HeadBuffer } from "./output-spill.js";
 import type { SandboxService } from "./sandbox-service.js";
 
 /** Normalises a user path to an absolute guest path; refuses NUL and empty paths. */
@@ -95,12 +96,14 @@ export class FileService {
     const vm = await this.sandboxes.running(teamId, id);
     await mapErrors(src, () => vm.stat(src));
     const exec = vm.exec({ argv: ["mv", "--", src, dst], timeoutMs: 60_000 });
-    let stderr = "";
+    // mv's message is a line; a guest's flood in its place is kept to 64 KiB.
+    const errors = new HeadBuffer(64 * 1024);
     let code = -1;
     for await (const ev of exec.events) {
-      if (ev.type === "stderr") stderr += ev.data.toString("utf8");
+      if (ev.type === "stderr") errors.push(ev.data);
       else if (ev.type === "exit") code = ev.info.exit_code;
     }
+    const stderr = errors.take();
     if (code !== 0) {
       const missing = /no such file|not found/i.test(stderr);
       throw new SandtreeError(missing ? "FILE_NOT_FOUND" : "GUEST_ERROR", `mv ${src} ${dst}: ${stderr.trim()}`, { path: dst });

@@ -3,6 +3,7 @@ import { GuestError, type Machine, type StatInfo } from "@sandtree/host";
 import { type Job, SandtreeError, type StartJobParams } from "@sandtree/protocol";
 import type { JobRow } from "../store/rows.js";
 import type { Store } from "../store/store.js";
+import { HeadBuffer } from "./output-spill.js";
 import type { SandboxService } from "./sandbox-service.js";
 import { signalNumber } from "./signals.js";
 
@@ -11,6 +12,8 @@ const JOBS_ROOT = "/run/sandtree/jobs";
 const JOB_ID = /^job-[0-9a-f]{16}$/;
 /** How much of the end of each stream a job's JSON carries. */
 export const JOB_TAIL_BYTES = 16 * 1024;
+/** What the server keeps of a job helper command's output (each stream). */
+export const SHORT_OUTPUT_CAP = 64 * 1024;
 
 // As root: the job's directory, owned by the job's user so its wrapper can write there.
 const PREPARE = `mkdir -p "$1" && if [ -n "$2" ]; then chown "$2" "$1"; fi`;
@@ -237,18 +240,15 @@ async function runShort(
   spec: { argv: string[]; env?: Record<string, string>; cwd?: string; user?: string },
 ): Promise<{ exit_code: number; stdout: string; stderr: string }> {
   const exec = vm.exec({ ...spec, timeoutMs: 30_000 });
-  const out: Buffer[] = [];
-  const err: Buffer[] = [];
+  // Its helpers print a line; a guest that swapped them for a flood is kept to the first 64 KiB.
+  const out = new HeadBuffer(SHORT_OUTPUT_CAP);
+  const err = new HeadBuffer(SHORT_OUTPUT_CAP);
   try {
     for await (const ev of exec.events) {
       if (ev.type === "stdout") out.push(ev.data);
       else if (ev.type === "stderr") err.push(ev.data);
       else if (ev.type === "exit") {
-        return {
-          exit_code: ev.info.exit_code,
-          stdout: Buffer.concat(out).toString("utf8"),
-          stderr: Buffer.concat(err).toString("utf8"),
-        };
+        return { exit_code: ev.info.exit_code, stdout: out.take(), stderr: err.take() };
       }
     }
   } catch (e) {

@@ -1,5 +1,5 @@
-import { cpuIdentity, nestedSupport } from "@sandtree/host";
-import { type Accel, type CreateSandboxParams, type Sandbox, SandtreeError } from "@sandtree/protocol";
+import { cpuIdentity, type HostCapabilities } from "@sandtree/host";
+import { type CreateSandboxParams, type Sandbox, SandtreeError } from "@sandtree/protocol";
 
 /**
  * What a memory state needs of the machine it loads into, as a checkpoint records it: the
@@ -15,9 +15,13 @@ export function machineOf(accel: string | null, nested: boolean | undefined): st
 }
 
 /** Refuses nested virtualization where this host's accelerator cannot give it. */
-export function refuseUnavailableNesting(accel: Accel, params: Pick<CreateSandboxParams, "nested_virtualization">): void {
+export function refuseUnavailableNesting(
+  capabilities: HostCapabilities,
+  params: Pick<CreateSandboxParams, "nested_virtualization">,
+): void {
   if (!params.nested_virtualization) return;
-  const support = nestedSupport(accel);
+  const support = capabilities.nested;
+  const accel = capabilities.accel;
   if (!support.ok) {
     throw new SandtreeError("NESTED_VIRT_UNAVAILABLE", `nested_virtualization: this host cannot offer it (${support.why})`, {
       field: "nested_virtualization",

@@ -248,7 +248,7 @@ export class NetworkService {
 
   /**
    * Before the sandbox's VM starts: its slot, tap, tunnels and rules. Returns the NIC to give
-   * QEMU and the guest's eth0 setting ("-" keeps a `network: false` sandbox's link down);
+   * the VMM and the guest's eth0 setting ("-" keeps a `network: false` sandbox's link down);
    * null when this server gives sandboxes no NIC.
    */
   async attach(sandboxId: string): Promise<{ tap: string; guestNet: string } | null> {

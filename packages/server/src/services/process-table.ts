@@ -44,12 +44,19 @@ interface Entry {
   subscribers: Set<Subscriber>;
 }
 
+/** Output queued for one reader at most; past it that reader misses output (counted in `droppedBytes`). */
+export const SUBSCRIBER_QUEUE_CAP = 8 * 1024 * 1024;
+
 /**
- * One attached reader: events are queued (output is never held back for a slow reader's sake).
+ * One attached reader: events are queued (output is never held back for a slow reader's sake,
+ * and a reader that does not keep up loses output past SUBSCRIBER_QUEUE_CAP, never its end).
  * Its iterator's return() detaches it at once, even while a next() waits.
  */
-class Subscriber implements AsyncIterableIterator<ProcessEvent> {
+export class Subscriber implements AsyncIterableIterator<ProcessEvent> {
   private readonly queue: ProcessEvent[] = [];
+  /** Output bytes in the queue now, and those dropped because the queue was full. */
+  queuedBytes = 0;
+  droppedBytes = 0;
   private waiter: ((r: IteratorResult<ProcessEvent>) => void) | null = null;
   private closed = false;
 
@@ -61,7 +68,16 @@ class Subscriber implements AsyncIterableIterator<ProcessEvent> {
       const w = this.waiter;
       this.waiter = null;
       w({ value: ev, done: false });
-    } else this.queue.push(ev);
+      return;
+    }
+    if ("data" in ev) {
+      if (this.queuedBytes + ev.data.length > SUBSCRIBER_QUEUE_CAP) {
+        this.droppedBytes += ev.data.length;
+        return;
+      }
+      this.queuedBytes += ev.data.length;
+    }
+    this.queue.push(ev);
   }
 
   /** No more events (after those queued). */
@@ -76,6 +92,7 @@ class Subscriber implements AsyncIterableIterator<ProcessEvent> {
 
   next(): Promise<IteratorResult<ProcessEvent>> {
     const ev = this.queue.shift();
+    if (ev && "data" in ev) this.queuedBytes -= ev.data.length;
     if (ev) return Promise.resolve({ value: ev, done: false });
     if (this.closed) return Promise.resolve({ value: undefined, done: true });
     return new Promise((resolve) => {
@@ -85,6 +102,7 @@ class Subscriber implements AsyncIterableIterator<ProcessEvent> {
 
   return(): Promise<IteratorResult<ProcessEvent>> {
     this.queue.length = 0;
+    this.queuedBytes = 0;
     this.end();
     this.detach();
     return Promise.resolve({ value: undefined, done: true });

@@ -1,25 +1,24 @@
 import { createWriteStream, mkdirSync, rmSync } from "node:fs";
 import path from "node:path";
-import {
-  type Accel,
-  createOverlay,
-  ensureBaseLink,
-  type GuestArtifacts,
-  type Machine,
-  type MachineHost,
-  type MachineSpec,
-  type MemoryImages,
-  type MemoryShape,
-  type Template,
-  type TemplateInputs,
-  type TemplateStore,
+import type {
+  Accel,
+  GuestArtifacts,
+  Machine,
+  MachineHost,
+  MachineSpec,
+  MemoryImages,
+  MemoryShape,
+  Template,
+  TemplateInputs,
+  TemplateStore,
 } from "@sandtree/host";
-import { type CreateSandboxParams, type Sandbox, SandtreeError } from "@sandtree/protocol";
+import { type CreateSandboxParams, DEFAULT_TEAM_LIMITS, type Sandbox, SandtreeError } from "@sandtree/protocol";
 import type { Store } from "../store/store.js";
 import { imageDefaults } from "./image-defaults.js";
 import type { ImageResolver } from "./image-resolver.js";
 import type { Logger } from "./logger.js";
 import type { NetworkService } from "./network-service.js";
+import { ratesOf } from "./resource-limits.js";
 import type { SandboxMachines } from "./sandbox-machines.js";
 import { liveDiskName, machineNameOf, memoryMbFor, type SandboxPaths } from "./sandbox-paths.js";
 
@@ -60,7 +59,7 @@ export interface ProvisionerDeps {
 }
 
 /**
- * Gets a sandbox from PENDING to RUNNING: its disk (an overlay on the image base or on a
+ * Gets a sandbox from PENDING to RUNNING: its disk (a writable disk on the image base or on a
  * checkpoint's layer), its network, and its machine (a warm template clone, a memory restore or a
  * cold boot); and replaces a running sandbox's machine for an episode reset.
  */
@@ -162,9 +161,15 @@ export class Provisioner {
     });
   }
 
-  private spec(sb: Sandbox, rootDisk: string) {
+  /** The sandbox's disk and network rates: its team's (a default, or the team's own setting). */
+  private async ratesOf(sb: Sandbox) {
+    return ratesOf({ ...DEFAULT_TEAM_LIMITS, ...(await this.deps.store.getTeamLimitOverrides(sb.team_id)) });
+  }
+
+  private async spec(sb: Sandbox, rootDisk: string) {
     const { paths } = this.deps;
     return {
+      rates: await this.ratesOf(sb),
       name: machineNameOf(sb.id),
       accel: this.deps.accel,
       cpuCores: sb.cpu_cores,
@@ -188,7 +193,7 @@ export class Provisioner {
     if (!(await store.updateSandbox(sb.id, { status: "PROVISIONING" }, ["PENDING"]))) return;
     let machine: Machine | null = null;
     try {
-      // The overlay lives among the checkpoint layers and names its backing relatively: the
+      // The disk lives among the checkpoint layers and names its backing relatively: the
       // checkpoint's layer, or a link to the image base. A later checkpoint keeps it in place.
       mkdirSync(paths.layersDir, { recursive: true });
       let backing: string;
@@ -200,7 +205,7 @@ export class Provisioner {
       } else {
         const resolved = await this.deps.images.resolve(sb.image, { ...(credentials ? { credentials } : {}), signal });
         this.imageBases.set(sb.id, resolved.basePath);
-        backing = ensureBaseLink(paths.layersDir, resolved.basePath);
+        backing = this.deps.host.linkBase(paths.layersDir, resolved.basePath);
         image = resolved;
         // What the image says it needs, where the create did not say otherwise.
         const found = imageDefaults(sb, resolved.labels);
@@ -238,11 +243,11 @@ export class Provisioner {
             restore || !image.digest ? null : { digest: image.digest, backing, diskBytes },
           );
       const template = warm.template;
-      const overlay = path.join(paths.layersDir, liveDiskName(sb.id, "0"));
+      const rootDisk = path.join(paths.layersDir, liveDiskName(sb.id, "0"));
       // The disk and the network (tap, rules, tunnels) are set up side by side.
       // Both settle before a failure is thrown, so the cleanup below sees everything they made.
       const [disk, net] = await Promise.allSettled([
-        createOverlay(template?.diskName ?? backing, overlay, diskBytes, { signal }),
+        this.deps.host.createDisk(template?.diskName ?? backing, rootDisk, diskBytes, { signal }),
         this.deps.network?.attach(sb.id),
       ]);
       if (disk.status === "rejected") throw disk.reason;
@@ -259,7 +264,7 @@ export class Provisioner {
           : "cold boot";
       await store.addEvent(sb.id, `starting the VM (${how}, ${sb.cpu_cores} cpu, ${memoryMb} MiB)`);
       machine = await this.deps.host.start({
-        ...this.spec(sb, overlay),
+        ...(await this.spec(sb, rootDisk)),
         ...(nic ? { nic: { tap: nic.tap, guestNet: nic.guestNet } } : {}),
         signal,
         ...(template
@@ -298,7 +303,7 @@ export class Provisioner {
         ])
       ) {
         await store.addEvent(sb.id, `error: ${reason}`);
-        // The user's reason is a sentence; what QEMU, QMP or a tool said is here.
+        // The user's reason is a sentence; what the host or a tool said is here.
         log.warn({ sandbox: sb.id, reason, detail: causeChain(err) }, "provisioning failed");
       }
     }
@@ -314,12 +319,12 @@ export class Provisioner {
     const resume = await this.memoryStart(sb, layers.memState);
     await old.stop({ graceMs: 0 });
     await machines.cleanupDisk(sb.id);
-    const overlay = path.join(paths.layersDir, liveDiskName(sb.id, `r${Date.now().toString(36)}`));
-    await createOverlay(layers.layerName, overlay, sb.disk_size_gb * GiB);
+    const disk = path.join(paths.layersDir, liveDiskName(sb.id, `r${Date.now().toString(36)}`));
+    await this.deps.host.createDisk(layers.layerName, disk, sb.disk_size_gb * GiB);
     const tap = this.deps.network?.tapOf(sb.id);
     const guestNet = this.deps.network?.guestNetOf(sb.id);
     const machine = await this.deps.host.start({
-      ...this.spec(sb, overlay),
+      ...(await this.spec(sb, disk)),
       ...(tap && guestNet ? { nic: { tap, guestNet } } : {}),
       ...resume,
     });

@@ -70,7 +70,7 @@ export class Reconciler {
 
   /**
    * Its decisions are taken synchronously, before the server listens: which sandboxes have a
-   * surviving machine to adopt (QEMU runs in its own process group), which are lost (caught
+   * surviving machine to adopt (a VMM runs in its own process group), which are lost (caught
    * `PENDING`/`PROVISIONING`, or their machine is gone: `ERROR` with the reason), which machines
    * nobody will adopt (killed at once). The adoptions then run in parallel in the background
    * while the API answers, each under one deadline for all its steps: one that misses it or
@@ -116,7 +116,7 @@ export class Reconciler {
       if (!this.adopting.has(id) && !machines.has(id)) host.killSurvivor(pid, name);
     }
     // What the previous server left on disk for sandboxes without a machine (a crash between
-    // creating the overlay and starting QEMU leaves only a layer file); a failed adoption cleans its own.
+    // creating the disk and starting the machine leaves only a layer file); a failed adoption cleans its own.
     const ids = new Set<string>();
     for (const root of [path.join(paths.dataDir, "sandboxes"), paths.runRoot]) {
       if (existsSync(root)) for (const id of readdirSync(root)) ids.add(id);

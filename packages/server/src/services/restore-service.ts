@@ -85,7 +85,7 @@ export class RestoreService {
       localHolds: layers.every((k) => existsSync(path.join(sandboxes.layersDir, k))),
       prepare: async (worker) => {
         if (!worker) {
-          await ensureBase(store, this.deps.images, sandboxes.layersDir, row);
+          await ensureBase(store, this.deps.images, { dir: sandboxes.layersDir, disks: sandboxes.host }, row);
           return (await this.layers(teamId, checkpointId, memory)).layers;
         }
         const remote = this.deps.remoteCheckpoints;
@@ -113,7 +113,7 @@ export class RestoreService {
   async create(teamId: string, raw: unknown, opts: { id?: string } = {}): Promise<{ sandbox: Sandbox; created: boolean }> {
     if (raw === null || typeof raw !== "object" || Array.isArray(raw) || !("checkpoint_id" in raw)) {
       const params = parse(CreateSandboxRequest, raw);
-      refuseUnavailableNesting(this.deps.accel, params);
+      refuseUnavailableNesting(this.deps.sandboxes.host.capabilities, params);
       return this.deps.sandboxes.createOrReplay(teamId, params, null, opts);
     }
     const r = raw as Record<string, unknown>;
@@ -200,7 +200,7 @@ export class RestoreService {
       image: row.image,
       disk_size_gb: Math.round(row.disk_size_bytes / GiB),
     });
-    refuseUnavailableNesting(this.deps.accel, params);
+    refuseUnavailableNesting(this.deps.sandboxes.host.capabilities, params);
     return this.withSnapshots(mode === "snapshot" ? shape.volumes : [], () =>
       this.deps.sandboxes.createOrReplay(teamId, params, plan, opts),
     );

@@ -171,22 +171,22 @@ export class SandboxMachines {
   }
 
   /**
-   * A pause or resume under the QMP deadline. The VMM serves its control channel whatever the
+   * A pause or resume under the host's control deadline. The VMM serves its control channel whatever the
    * guest does, so no answer in time means it is stopped or hung: the sandbox becomes ERROR and
    * its machine is killed, and the caller gets 502 GUEST_ERROR with the reason (never a call
    * that hangs).
    */
-  async control(id: string, machine: Machine, op: "pause" | "resume", what: string, deadlineMs: number): Promise<void> {
+  async control(id: string, machine: Machine, op: "pause" | "resume"): Promise<void> {
     if (!machine.controllable && !machine.exit)
-      throw new SandtreeError("SANDBOX_NOT_RUNNING", `sandbox ${id} has no QMP connection`, { id });
+      throw new SandtreeError("SANDBOX_NOT_RUNNING", `sandbox ${id} has no control connection to its machine`, { id });
     // The call's own deadline decides (the liveness watchdog stands aside meanwhile).
     const release = machine.hold();
     try {
-      await machine[op]({ timeoutMs: deadlineMs });
+      await machine[op]();
     } catch (err) {
-      const command = op === "pause" ? "stop" : "cont";
+      const what = op === "pause" ? "a pause" : "a resume";
       if (err instanceof MachineTimeoutError) {
-        const reason = `QEMU did not answer ${what} (QMP ${command}) within ${deadlineMs} ms; the VM was killed`;
+        const reason = `${err.message}; the VM was killed`;
         await this.failVm(id, machine, reason, ["RUNNING", "PAUSED"]);
         throw new SandtreeError("GUEST_ERROR", `sandbox ${id}: ${reason}`, { id });
       }

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import path from "node:path";
+import { DISK_FILE_SUFFIX } from "@sandtree/host";
 
 /** A new sandbox id: 16 base32 characters, short enough for socket paths, 80 bits of randomness. */
 export function newSandboxId(): string {
@@ -16,7 +17,7 @@ export function memoryMbFor(memoryGb: number): number {
 
 /** File name of one of a sandbox's disk layers (the active one, or frozen ones that became checkpoints). */
 export function liveDiskName(sandboxId: string, generation: string): string {
-  return `live-${sandboxId}-${generation}${generation ? ".qcow2" : ""}`;
+  return `live-${sandboxId}-${generation}${generation ? DISK_FILE_SUFFIX : ""}`;
 }
 
 /** The machine name a sandbox's VM runs under (a restarted server finds it by this name). */

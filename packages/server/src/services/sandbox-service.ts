@@ -1,6 +1,6 @@
 import { readFileSync, rmSync } from "node:fs";
 import path from "node:path";
-import { type Accel, type GuestArtifacts, type Machine, type MachineHost, QemuMachineHost, tailOfFile } from "@sandtree/host";
+import { type Accel, type GuestArtifacts, type Machine, type MachineHost, tailOfFile } from "@sandtree/host";
 import { type CreateSandboxParams, type Sandbox, type SandboxStatus, SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
 import type { SandboxFilter } from "../store/rows.js";
 import type { Store } from "../store/store.js";
@@ -38,14 +38,14 @@ export interface SandboxServiceDeps {
   network?: NetworkService;
   /** Sandboxes placed on fleet workers (a restart does not look for their machines here). */
   placedElsewhere?: () => Promise<Set<string>>;
-  /** Where machines run (default: QEMU microVMs on this host). */
-  host?: MachineHost;
+  /** Where machines run (the server's host: see startServer). */
+  host: MachineHost;
   /** Checks a create's `volumes` (refuses them until they can be mounted). */
   volumes?: Pick<VolumeService, "resolveMounts" | "attach">;
   /** Warm starts from booted templates (default on). */
   warmTemplates?: boolean;
   /** Deadlines of calls into VMs (ms); see the config module. Absent: the defaults. */
-  deadlines?: { adoptMs?: number; qmpMs?: number; agentMs?: number };
+  deadlines?: { adoptMs?: number; agentMs?: number };
 }
 
 /** A sandbox coming up: how it starts, and a promise that settles once it is RUNNING or failed. */
@@ -73,18 +73,17 @@ export class SandboxService {
   private readonly reconciler: Reconciler;
   /** Warm templates and copy-on-write memory images. */
   private readonly warm: WarmStarts;
+  /** The host machines run on (its disks, capabilities). */
+  readonly host: MachineHost;
   private remote: RemoteSandboxes | null = null;
   private readonly teardownHooks: Array<(id: string) => unknown> = [];
   private readonly startHooks: Array<(start: SandboxStart) => void> = [];
-  /** One QMP command of the API's own calls (pause, resume, delete), ms. */
-  readonly qmpDeadlineMs: number;
-
   constructor(private readonly deps: SandboxServiceDeps) {
-    this.qmpDeadlineMs = deps.deadlines?.qmpMs ?? 15_000;
-    const host = deps.host ?? new QemuMachineHost();
+    const host = (this.host = deps.host);
     this.paths = new SandboxPaths(deps.dataDir, deps.runRoot, deps.layersDir);
     this.warm = new WarmStarts(
       {
+        host,
         dataDir: deps.dataDir,
         runRoot: deps.runRoot,
         layersDir: this.paths.layersDir,
@@ -135,7 +134,7 @@ export class SandboxService {
     this.remote = remote;
   }
 
-  /** Emits ("io-error", sandboxId, reason) when QEMU pauses a VM on a disk error. */
+  /** Emits ("io-error", sandboxId, reason) when the host holds a machine on a disk error. */
   get ioEvents() {
     return this.machines.ioEvents;
   }
@@ -300,7 +299,7 @@ export class SandboxService {
     return this.machines.holdWatchdog(id);
   }
 
-  /** Why QEMU paused this sandbox's VM on a disk error (host disk full), or undefined. */
+  /** Why the host holds this sandbox's machine on a disk error (host disk full), or undefined. */
   ioErrorOf(id: string): string | undefined {
     return this.machines.ioErrorOf(id);
   }
@@ -362,9 +361,9 @@ export class SandboxService {
   /** Stops the VM's CPUs: memory and disk stay, no CPU is used, quotas do not count it. */
   async pause(teamId: string, id: string): Promise<Sandbox> {
     const machine = await this.running(teamId, id);
-    await this.machines.control(id, machine, "pause", "a pause", this.qmpDeadlineMs);
+    await this.machines.control(id, machine, "pause");
     if (!(await this.deps.store.updateSandbox(id, { status: "PAUSED" }, ["RUNNING"]))) {
-      await machine.resume({ timeoutMs: this.qmpDeadlineMs }).catch(() => {});
+      await machine.resume().catch(() => {});
       throw new SandtreeError("SANDBOX_NOT_RUNNING", `sandbox ${id} changed state while pausing`, { id });
     }
     await this.deps.store.addEvent(id, "paused");
@@ -378,7 +377,7 @@ export class SandboxService {
     if (sb.status !== "PAUSED" || !machine || machine.exit || this.reconciler.adopting.has(id)) {
       throw new SandtreeError("CONFLICT", `sandbox ${id} is ${sb.status}, not PAUSED`, { id, status: sb.status });
     }
-    await this.machines.control(id, machine, "resume", "a resume", this.qmpDeadlineMs);
+    await this.machines.control(id, machine, "resume");
     machine.syncClock();
     await this.deps.store.updateSandbox(id, { status: "RUNNING" }, ["PAUSED"]);
     await this.deps.store.addEvent(id, "resumed");
@@ -392,7 +391,7 @@ export class SandboxService {
     if ((await this.deps.store.getSandbox(id, teamId))?.status === "PAUSED")
       await this.machines
         .get(id)
-        ?.resume({ timeoutMs: this.qmpDeadlineMs })
+        ?.resume()
         .catch(() => {});
     const sb = await this.get(teamId, id);
     if (!TERMINAL_STATUSES.includes(sb.status)) {

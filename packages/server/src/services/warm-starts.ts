@@ -1,5 +1,5 @@
 import path from "node:path";
-import { type Accel, type GuestArtifacts, MemoryImages, ramDirFor, TemplateStore } from "@sandtree/host";
+import type { Accel, GuestArtifacts, MachineHost, MemoryImages, TemplateStore } from "@sandtree/host";
 import type { Logger } from "./logger.js";
 import type { NetworkService } from "./network-service.js";
 import type { Provisioner } from "./provisioner.js";
@@ -8,6 +8,8 @@ import type { Provisioner } from "./provisioner.js";
 const TEMPLATE_MAX_IDLE_MS = 7 * 24 * 3600 * 1000;
 
 export interface WarmStartsDeps {
+  /** Owns the caches (a host without warm caches: warm starts are off). */
+  host: MachineHost;
   dataDir: string;
   runRoot: string;
   layersDir: string;
@@ -29,26 +31,21 @@ export class WarmStarts {
     private readonly deps: WarmStartsDeps,
     enabled: boolean,
   ) {
-    this.templates = enabled
-      ? new TemplateStore(
-          deps.layersDir,
-          path.join(deps.dataDir, "templates"),
-          deps.runRoot,
-          deps.network ? deps.network.taps : null,
-        )
-      : null;
-    this.memoryImages = enabled
-      ? new MemoryImages(path.join(deps.dataDir, "memory-images"), deps.runRoot, {
+    const caches = enabled
+      ? deps.host.warmCaches({
+          dataDir: deps.dataDir,
+          runRoot: deps.runRoot,
+          layersDir: deps.layersDir,
           taps: deps.network ? deps.network.taps : null,
-          // RAM files on tmpfs (named like the run root: one per data dir) while host memory allows.
-          ramDir: ramDirFor(deps.runRoot),
-          onBuildError: (err, memState) =>
+          onMemoryImageError: (err, memState) =>
             deps.log.warn(
               { err: err.message, memState: path.basename(memState) },
               "memory image build failed: starts from this checkpoint load its whole stream",
             ),
         })
       : null;
+    this.templates = caches?.templates ?? null;
+    this.memoryImages = caches?.memoryImages ?? null;
   }
 
   /**
@@ -81,7 +78,7 @@ export class WarmStarts {
     }
   }
 
-  /** Stops template and memory image builds in flight (each kills its QEMU and gives its tap back). */
+  /** Stops template and memory image builds in flight (each kills its machine and gives its tap back). */
   async close(): Promise<void> {
     await Promise.all([this.templates?.close(), this.memoryImages?.close()]);
   }

@@ -1,6 +1,8 @@
+import type pg from "pg";
 import { checkpointBilled, checkpointMeterRecords, sandboxMeterRecord } from "./meter-rules.js";
-import { all, type Db, one, run } from "./pg-db.js";
+import { all, type Db, one, run, tx } from "./pg-db.js";
 import type { MeterKind, MeterRecord, MeterRecordWithLabels } from "./rows.js";
+import { type HourRow, hourPlan, hourRows, rollupAnswers, type SumArray } from "./usage-hours.js";
 import { type UsageSumRow, type UsageSumsQuery, usageSumsSql } from "./usage-sums.js";
 
 // The SQL behind PgStore's metering, the same intervals as sqlite-metering.ts: one record per
@@ -101,9 +103,23 @@ export function listMeterRecords(
 }
 
 /** Usage sums of a window (usage-sums.ts). */
-export function usageSums(db: Db, q: UsageSumsQuery): Promise<UsageSumRow[]> {
-  const { sql, params } = usageSumsSql("pg", q);
-  return all<UsageSumRow>(db, sql, params);
+export async function usageSums(pool: pg.Pool, q: UsageSumsQuery): Promise<UsageSumRow[]> {
+  if (!rollupAnswers(q)) {
+    const { sql, params } = usageSumsSql("pg", q);
+    return all<UsageSumRow>(pool, sql, params);
+  }
+  // The hourly rollup (usage-hours.ts) and the few records it cannot answer, in one snapshot (a
+  // record closing between two reads would otherwise count in both or neither).
+  const plan = hourPlan("pg", q);
+  return tx(pool, async (c) => {
+    await c.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
+    const rows = async (st: { sql: string; params: unknown[] }) =>
+      (await c.query({ text: st.sql, values: st.params, rowMode: "array" })).rows;
+    const rollup = (await rows(plan.rollup)) as HourRow[];
+    const raw: SumArray[][] = [];
+    for (const st of plan.raw) raw.push((await rows(st)) as SumArray[]);
+    return hourRows(q, plan, rollup, raw);
+  });
 }
 
 /** Every record of these sandboxes (kind sandbox) or checkpoints (checkpoint, upload). */

@@ -3,6 +3,7 @@ import { PG_IMAGE_ALIASES_MIGRATION } from "./image-aliases.js";
 import { KEY_FINGERPRINTS_MIGRATION } from "./key-fingerprints.js";
 import { PG_HOST_URLS_MIGRATION } from "./pg-host-urls.js";
 import { PG_HOSTS_MIGRATION, PG_PLACED_BY_MIGRATION } from "./pg-hosts.js";
+import { PG_METER_HOURS_MIGRATION } from "./usage-hours.js";
 import { METER_WINDOW_MIGRATION } from "./usage-sums.js";
 import { PG_VOLUMES_MIGRATION } from "./volume-rows.js";
 
@@ -90,6 +91,7 @@ export const PG_MIGRATIONS: ReadonlyArray<readonly [name: string, sql: string]> 
   ],
   ["0011-volumes", PG_VOLUMES_MIGRATION],
   ["0012-meter-window", METER_WINDOW_MIGRATION],
+  ["0013-meter-hours", PG_METER_HOURS_MIGRATION],
 ];
 
 /**

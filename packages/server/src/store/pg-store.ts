@@ -335,7 +335,7 @@ export class PgStore implements Store {
     return meter.meterRecordsOf(this.db, subject, ids);
   }
   usageSums(q: UsageSumsQuery): Promise<UsageSumRow[]> {
-    return meter.usageSums(this.db, q);
+    return meter.usageSums(this.pool, q);
   }
   insertMeterRecords(records: ReadonlyArray<Omit<MeterRecord, "id">>): Promise<void> {
     return tx(this.pool, (c) => meter.insertMeterRecords(c, records));

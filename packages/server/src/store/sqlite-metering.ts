@@ -2,7 +2,8 @@ import type Database from "better-sqlite3";
 import { checkpointBilled, checkpointMeterRecords, sandboxMeterRecord } from "./meter-rules.js";
 import type { MeterKind, MeterRecord, MeterRecordWithLabels } from "./rows.js";
 import { sqliteUsageSums } from "./sqlite-usage.js";
-import type { UsageSumRow, UsageSumsQuery } from "./usage-sums.js";
+import { type HourRow, hourPlan, hourRows, rollupAnswers, type SumArray } from "./usage-hours.js";
+import { sqliteParams, type UsageSumRow, type UsageSumsQuery } from "./usage-sums.js";
 
 // The SQL behind metering: an append-only table of intervals. A sandbox gets one record per
 // billed state it enters (RUNNING, PAUSED), a DURABLE checkpoint one per stored size, and a
@@ -81,9 +82,31 @@ export function listMeterRecords(
     .all({ ...(q.teamId === undefined ? {} : { teamId: q.teamId }), fromMs: q.fromMs, toMs: q.toMs }) as MeterRecordWithLabels[];
 }
 
+/** Prepared statements of the rollup's reads by text (their parameters vary, their texts repeat). */
+const statements = new WeakMap<Database.Database, Map<string, Database.Statement>>();
+
+function prepared(db: Database.Database, sql: string): Database.Statement {
+  let cache = statements.get(db);
+  if (!cache) statements.set(db, (cache = new Map()));
+  let stmt = cache.get(sql);
+  if (!stmt) {
+    if (cache.size >= 64) cache.clear();
+    cache.set(sql, (stmt = db.prepare(sql).raw(true)));
+  }
+  return stmt;
+}
+
 /** Usage sums of a window (usage-sums.ts). */
 export function usageSums(db: Database.Database, q: UsageSumsQuery): UsageSumRow[] {
-  return sqliteUsageSums(db, q);
+  if (!rollupAnswers(q)) return sqliteUsageSums(db, q);
+  // The hourly rollup (usage-hours.ts): its rows and the few records it cannot answer, in one read transaction.
+  return db.transaction(() => {
+    const plan = hourPlan("sqlite", q);
+    const rows = (st: { sql: string; params: unknown[] }) => prepared(db, st.sql).all(sqliteParams(st.params));
+    const rollup = rows(plan.rollup) as HourRow[];
+    const raw = plan.raw.map((st) => rows(st) as SumArray[]);
+    return hourRows(q, plan, rollup, raw);
+  })();
 }
 
 /** Every record of these sandboxes (kind sandbox) or checkpoints (checkpoint, upload). */

@@ -77,12 +77,23 @@ export const SANDBOX_KEY = "coalesce(nullif(m.sandbox_id, ''), m.subject_id)";
 const KEYS = { none: "NULL", sandbox: SANDBOX_KEY, team: "m.team_id", labels: "s.labels", subject: "m.subject_id" };
 
 /**
+ * Which records a statement reads instead of the window's: the open ones, those starting in a
+ * range (closed), or those ending in (fromMs, toMs] that started before it (usage-hours.ts).
+ */
+export type UsageOnly = "open" | { startIn: { fromMs: number; toMs: number } } | { endIn: { fromMs: number; toMs: number } };
+
+/**
  * The statement and its parameters (`$n` for PostgreSQL, `@pn` for SQLite: bind them with
  * sqliteParams). `crossing`: only what records carry past the piece (period and bucket) they
  * start in, and what records started before the window carry into it (sqlite-usage.ts adds the
  * rest per piece); uploads then not at all.
  */
-export function usageSumsSql(dialect: Dialect, q: UsageSumsQuery, crossing = false): { sql: string; params: unknown[] } {
+export function usageSumsSql(
+  dialect: Dialect,
+  q: UsageSumsQuery,
+  crossing = false,
+  only?: UsageOnly,
+): { sql: string; params: unknown[] } {
   const first = q.periods[0];
   const last = q.periods.at(-1);
   if (!first || !last) throw new Error("usage sums need at least one period");
@@ -102,7 +113,21 @@ export function usageSumsSql(dialect: Dialect, q: UsageSumsQuery, crossing = fal
   const periods = q.periods.map((p, i) => `(${pg ? `${i}::int` : i}, ${int(p.fromMs)}, ${int(p.toMs)})`).join(", ");
   const now = int(q.nowMs);
   const size = int(q.bucketMs);
-  const where = [`m.start_ms < ${int(last.toMs)}`, `coalesce(m.end_ms, ${OPEN_END_MS}) >= ${int(first.fromMs)}`];
+  const endOf = `coalesce(m.end_ms, ${OPEN_END_MS})`;
+  // SQLite uses an index range on the end expression only against a plain parameter (not a CAST).
+  const bound = (v: number) => (pg ? int(v) : ref(v));
+  const where =
+    only === undefined
+      ? [`m.start_ms < ${int(last.toMs)}`, `${endOf} >= ${int(first.fromMs)}`]
+      : only === "open"
+        ? [`m.start_ms < ${int(last.toMs)}`, `${endOf} >= ${OPEN_END_MS}`]
+        : "startIn" in only
+          ? [`m.start_ms >= ${bound(only.startIn.fromMs)}`, `m.start_ms < ${bound(only.startIn.toMs)}`, "m.end_ms IS NOT NULL"]
+          : [
+              `${endOf} > ${bound(only.endIn.fromMs)}`,
+              `${endOf} <= ${bound(only.endIn.toMs)}`,
+              `m.start_ms < ${bound(only.endIn.fromMs)}`,
+            ];
   if (q.teamId !== undefined) where.unshift(`m.team_id = ${text(q.teamId)}`);
   if (q.subjects) {
     where.push(
@@ -125,6 +150,11 @@ export function usageSumsSql(dialect: Dialect, q: UsageSumsQuery, crossing = fal
     start = `CASE WHEN m.start_ms >= p.p0 THEN ${least}((m.start_ms / ${size} + 1) * ${size}, p.p1) ELSE p.p0 END`;
   }
   const labels = q.key === "labels" ? "LEFT JOIN sandboxes s ON s.id = m.sandbox_id" : "";
+  // SQLite's planner would read an `only` range by start_ms < x (every earlier record): name the index.
+  const team = q.teamId !== undefined;
+  const index =
+    only === undefined ? null : only !== "open" && "startIn" in only ? (team ? "team" : "start") : team ? "team_end" : "end";
+  const indexed = pg || index === null ? "" : `INDEXED BY meter_records_${index}`;
   const key = pg && q.key === "none" ? "NULL::text" : KEYS[q.key];
   const sql = `
     WITH periods(i, p0, p1) AS (VALUES ${periods}),
@@ -139,7 +169,7 @@ export function usageSumsSql(dialect: Dialect, q: UsageSumsQuery, crossing = fal
         CASE WHEN m.kind = 'upload' THEN m.start_ms ELSE ${start} END AS a,
         CASE WHEN m.kind = 'upload' THEN m.start_ms ELSE ${least}(${open}, p.p1) END AS b,
         m.kind = 'upload' AND m.start_ms >= p.p0 AND m.start_ms < p.p1 AS upload_in
-      FROM meter_records m CROSS JOIN periods p ${labels}
+      FROM meter_records m ${indexed} CROSS JOIN periods p ${labels}
       WHERE ${where.join(" AND ")}
     ),
     d AS (

@@ -3,9 +3,10 @@
 import type { ChildProcess } from "node:child_process";
 import { readFileSync } from "node:fs";
 import path from "node:path";
-import { qemuPidsNamed } from "@sandtree/host";
+import { qemuPidsNamed } from "@sandtree/host/qemu";
 import Database from "better-sqlite3";
 import { type Api, spawnUntil } from "../helpers.js";
+import { withHostCgroups } from "../host-cgroups.js";
 
 export const CLI_MAIN = path.resolve(import.meta.dirname, "../../../cli/dist/main.js");
 // No sandbox networks (many servers share this network namespace), no background template builds.
@@ -95,12 +96,11 @@ export async function startWorkerIn(
 ): Promise<Worker> {
   const args = ["worker", "--join", o.joinUrls.join(","), "--join-token", o.token, "--name", o.name];
   args.push("--data-dir", o.dir, "--listen", o.listen, ...(o.args ?? []));
-  const { proc, match, output } = await spawnUntil(
-    ["ip", "netns", "exec", ns, process.execPath, CLI_MAIN, ...args],
-    { ...ENV, ...o.env },
-    JOINED,
-    { what: `worker ${o.name} did not join` },
-  );
+  // A worker gives each VM its cgroup: the namespace's fresh /sys gets the host's hierarchies.
+  const [cmd, argv] = withHostCgroups(process.execPath, [CLI_MAIN, ...args]);
+  const { proc, match, output } = await spawnUntil(["ip", "netns", "exec", ns, cmd, ...argv], { ...ENV, ...o.env }, JOINED, {
+    what: `worker ${o.name} did not join`,
+  });
   return { name: o.name, dir: o.dir, proc, url: match[1] ?? "", output };
 }
 

@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { type Api, jsonApi } from "../helpers.js";
+import { withHostCgroups } from "../host-cgroups.js";
 import type { FakeInternet } from "./fake-internet.js";
 
 const CLI = fileURLToPath(new URL("../../../cli/dist/main.js", import.meta.url));
@@ -47,14 +48,21 @@ export async function startHostServer(
   let key = "";
 
   const spawnServer = () => {
-    proc = inet.spawnInHost(
-      process.execPath,
-      [CLI, "serve", "--data-dir", dataDir, "--host", "127.0.0.1", "--port", String(port)],
-      {
-        env: { ...process.env, SANDTREE_NETWORK: "on", ...env },
-        stdio: ["ignore", opts.onStdout ? "pipe" : "ignore", "ignore"],
-      },
-    );
+    // The server gives each VM its cgroup: the namespace's fresh /sys gets the host's hierarchies.
+    const [cmd, argv] = withHostCgroups(process.execPath, [
+      CLI,
+      "serve",
+      "--data-dir",
+      dataDir,
+      "--host",
+      "127.0.0.1",
+      "--port",
+      String(port),
+    ]);
+    proc = inet.spawnInHost(cmd, argv, {
+      env: { ...process.env, SANDTREE_NETWORK: "on", ...env },
+      stdio: ["ignore", opts.onStdout ? "pipe" : "ignore", "ignore"],
+    });
     if (opts.onStdout) proc.stdout?.setEncoding("utf8").on("data", opts.onStdout);
   };
 

@@ -1,6 +1,7 @@
 // A network namespace a test makes for a server child (sandbox networking on), and what such a
 // server can leave in it: its nftables table `sandtree_<tag>`, taps named `st<tag>-...`, processes.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { withHostCgroups } from "../host-cgroups.js";
 
 export class ServerNetns {
   readonly name: string;
@@ -19,7 +20,9 @@ export class ServerNetns {
 
   /** Runs `node script ...args` in it (`ip netns exec` execs: the child's PID is node's). */
   spawnNode(script: string, args: string[]): ChildProcess {
-    this.child = spawn("ip", ["netns", "exec", this.name, process.execPath, script, ...args], {
+    // A server there gives each VM its cgroup: the namespace's fresh /sys gets the host's hierarchies.
+    const [cmd, argv] = withHostCgroups(process.execPath, [script, ...args]);
+    this.child = spawn("ip", ["netns", "exec", this.name, cmd, ...argv], {
       stdio: ["ignore", "pipe", "pipe"],
     });
     return this.child;

@@ -1,5 +1,6 @@
 import type { Machine, MachineExecEvent } from "@sandtree/host";
 import { SandtreeError } from "@sandtree/protocol";
+import { HeadBuffer } from "../output-spill.js";
 
 /** How long x11vnc may take to send its RFB banner (it may first bring the display up, under TCG). */
 const BANNER_DEADLINE_MS = 120_000;
@@ -30,7 +31,8 @@ export async function openVncStream(vm: Machine, helper: string, interactive: bo
       exec.signal(9);
     } catch {} // it already ended
   };
-  const stderr: Buffer[] = [];
+  // Only its last 500 characters are shown; a flood before the first stdout is kept to 64 KiB.
+  const stderr = new HeadBuffer(64 * 1024);
   const deadline = setTimeout(close, BANNER_DEADLINE_MS);
   let first: Buffer | null = null;
   let exitCode: number | null = null;
@@ -60,7 +62,7 @@ export async function openVncStream(vm: Machine, helper: string, interactive: bo
     if (exitCode === 3 || exitCode === 127) {
       throw new SandtreeError("NO_DISPLAY", `sandbox ${id} has no display: create it with display: {width, height}`, { id });
     }
-    const why = Buffer.concat(stderr).toString("utf8").trim().slice(-500);
+    const why = stderr.take().trim().slice(-500);
     throw new SandtreeError("GUEST_ERROR", `VNC did not start in sandbox ${id} (exit ${exitCode ?? "none"}): ${why}`);
   }
   const banner = first;

@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { ensureBaseLink } from "@sandtree/host";
+import type { HostDisks } from "@sandtree/host";
 import { type CheckpointRecord, SandtreeError } from "@sandtree/protocol";
 import type { CheckpointRow } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
@@ -37,7 +37,7 @@ function pinned(image: string, digest: string): string {
 export async function ensureBase(
   store: Store,
   images: ImageResolver,
-  layersDir: string,
+  layers: { dir: string; disks: HostDisks },
   row: CheckpointRow,
   signal?: AbortSignal,
 ): Promise<string> {
@@ -56,6 +56,6 @@ export async function ensureBase(
     }
     await store.updateCheckpoint(row.id, { base_path: base });
   }
-  ensureBaseLink(layersDir, base);
+  layers.disks.linkBase(layers.dir, base);
   return base;
 }

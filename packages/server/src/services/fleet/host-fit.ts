@@ -19,7 +19,7 @@ const gib = (mib: number) => `${Number((mib / 1024).toFixed(2))} GiB`;
  * Refuses (422 EXCEEDS_HOST_CAPACITY) a sandbox that none of `hosts` could hold even with nothing
  * else on it: more vCPUs, memory or disk than the host has in all. A busy fleet is placement's
  * NO_CAPACITY (503, retry later); this is a request no retry can satisfy, so it is refused before
- * anything starts (a VM asking for more memory than its host has dies in QEMU). A host that reports
+ * anything starts (a VM asking for more memory than its host has dies in its VMM). A host that reports
  * no disk (0) is not judged on disk. No hosts known: nothing to judge against, placement decides.
  */
 export function checkFits(hosts: readonly SizedHost[], ask: SizeAsk): void {

@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import path from "node:path";
-import type { BlobStore } from "@sandtree/host";
+import type { BlobStore, HostDisks } from "@sandtree/host";
 import {
   type CheckpointRecord,
   PrepareCheckpointRequest,
@@ -15,6 +15,8 @@ import type { ImageResolver } from "../image-resolver.js";
 import { checkpointRecord, ensureBase } from "./checkpoint-records.js";
 
 export interface WorkerCheckpointsDeps {
+  /** Links the image bases layers lie on. */
+  disks: HostDisks;
   store: Store;
   blobs: BlobStore;
   images: ImageResolver;
@@ -88,7 +90,7 @@ export class WorkerCheckpoints {
       }
     }
     const topRow = (await store.getCheckpoint(top.id)) as CheckpointRow;
-    await ensureBase(store, this.deps.images, this.deps.blobs.localDir, topRow, signal);
+    await ensureBase(store, this.deps.images, { dir: this.deps.blobs.localDir, disks: this.deps.disks }, topRow, signal);
     const fresh = (await store.getCheckpoint(top.id)) as CheckpointRow;
     await verifyChain(store, this.deps.blobs, fresh, { memory: req.memory, ...(signal ? { signal } : {}) });
     return { checkpoint_id: top.id, layers: req.checkpoints.length };

@@ -1,6 +1,7 @@
 import { SandtreeError, type Stats, type TeamBudget, type UsageGroup, type UsageReport } from "@sandtree/protocol";
 import type { TeamRow } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
+import { HOUR_MS } from "../../store/usage-hours.js";
 import type { Principal } from "../auth-service.js";
 import type { Clock } from "./clock.js";
 import { compilePrices, type Price, type PriceEntry } from "./prices.js";
@@ -71,7 +72,8 @@ export class MeteringService {
   private async lines(scope: UsageScope, fromMs: number, toMs: number, nowMs: number, group: UsageGroup, label?: string) {
     const periods = pricePeriods(this.prices, fromMs, toMs);
     if (periods.length === 0) return sortedLines(new Map());
-    const bucketMs = bucketMsOf(group);
+    // Days, hours and teams in hour buckets: the store answers those from its hourly rollup (store/usage-hours.ts).
+    const bucketMs = group === "day" || group === "hour" || group === "team" ? HOUR_MS : bucketMsOf(group);
     const rows = await this.store.usageSums({ teamId: teamOf(scope), nowMs, periods, bucketMs, key: sumKeyOf(group) });
     const labels = new Map<string | null, string>();
     const keyOf = (key: string | null, bucket: number): string => {

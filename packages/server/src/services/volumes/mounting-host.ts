@@ -1,4 +1,13 @@
-import type { AdoptSpec, Machine, MachineHost, MachineSpec, VolumeMount } from "@sandtree/host";
+import type {
+  AdoptSpec,
+  HostCapabilities,
+  Machine,
+  MachineHost,
+  MachineSpec,
+  VolumeMount,
+  WarmCacheOptions,
+  WarmCaches,
+} from "@sandtree/host";
 
 const PREFIX = "sandtree-";
 
@@ -14,6 +23,36 @@ export class MountingHost implements MachineHost {
     private readonly host: MachineHost,
     private readonly mountsOf: (sandboxId: string) => Promise<VolumeMount[]>,
   ) {}
+
+  get capabilities(): HostCapabilities {
+    return this.host.capabilities;
+  }
+
+  warmCaches(opts: WarmCacheOptions): WarmCaches | null {
+    return this.host.warmCaches(opts);
+  }
+
+  linkBase(dir: string, basePath: string): string {
+    return this.host.linkBase(dir, basePath);
+  }
+
+  createDisk(backing: string, file: string, sizeBytes: number, opts?: { signal?: AbortSignal }): Promise<void> {
+    return this.host.createDisk(backing, file, sizeBytes, opts);
+  }
+
+  sealLayer(file: string, opts?: { signal?: AbortSignal }): Promise<{ sha256: string; size: number }> {
+    return this.host.sealLayer(file, opts);
+  }
+
+  flattenLayer(
+    dir: string,
+    layer: string,
+    backing: string,
+    dest: string,
+    opts?: { signal?: AbortSignal },
+  ): Promise<{ sha256: string; size: number }> {
+    return this.host.flattenLayer(dir, layer, backing, dest, opts);
+  }
 
   private async mounts(name: string): Promise<VolumeMount[]> {
     return name.startsWith(PREFIX) ? this.mountsOf(name.slice(PREFIX.length)) : [];

@@ -1,0 +1,79 @@
+import { createHash } from "node:crypto";
+import { readFileSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import type { HostDisks } from "../machine/machine.js";
+
+/**
+ * A fake disk file: small JSON. A writable disk names its backing and holds no files until a
+ * checkpoint writes the machine's whole file map into it (a layer is self-contained: reads never
+ * walk the chain past the nearest layer with files). Real files, so the blob store and the
+ * server's sealing and collection work on them as on real layers.
+ */
+export interface FakeDiskFile {
+  fake: 1;
+  backing: string | null;
+  /** path -> base64 content; null: nothing written here yet (read the backing). */
+  files: Record<string, string> | null;
+}
+
+export function readDiskFile(file: string): FakeDiskFile | null {
+  try {
+    const d = JSON.parse(readFileSync(file, "utf8")) as FakeDiskFile;
+    return d && d.fake === 1 ? d : null;
+  } catch {
+    return null;
+  }
+}
+
+export function writeDiskFile(file: string, d: FakeDiskFile): void {
+  writeFileSync(file, JSON.stringify(d));
+}
+
+/** The files a disk shows: its own, or its nearest ancestor's that has them (an image base: none). */
+export function filesOf(disk: string): Map<string, Buffer> {
+  const dir = path.dirname(disk);
+  let file: string | null = disk;
+  for (let hops = 0; file && hops < 100_000; hops++) {
+    const d = readDiskFile(file);
+    if (!d) break;
+    if (d.files) return new Map(Object.entries(d.files).map(([k, v]) => [k, Buffer.from(v, "base64")]));
+    file = d.backing ? path.join(dir, d.backing) : null;
+  }
+  return new Map();
+}
+
+export function encodeFiles(files: Map<string, Buffer>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of files) out[k] = v.toString("base64");
+  return out;
+}
+
+/** The fake host's disks. */
+export class FakeDisks implements HostDisks {
+  linkBase(dir: string, basePath: string): string {
+    const name = `base-${path.basename(path.dirname(basePath))}-${path.basename(basePath)}`;
+    writeDiskFile(path.join(dir, name), { fake: 1, backing: null, files: null });
+    return name;
+  }
+
+  async createDisk(backing: string, file: string, _sizeBytes: number): Promise<void> {
+    writeDiskFile(file, { fake: 1, backing, files: null });
+  }
+
+  async sealLayer(file: string, opts: { signal?: AbortSignal } = {}): Promise<{ sha256: string; size: number }> {
+    opts.signal?.throwIfAborted();
+    const data = readFileSync(file);
+    return { sha256: createHash("sha256").update(data).digest("hex"), size: data.length };
+  }
+
+  async flattenLayer(
+    dir: string,
+    layer: string,
+    backing: string,
+    dest: string,
+    opts: { signal?: AbortSignal } = {},
+  ): Promise<{ sha256: string; size: number }> {
+    writeDiskFile(path.join(dir, dest), { fake: 1, backing, files: encodeFiles(filesOf(path.join(dir, layer))) });
+    return this.sealLayer(path.join(dir, dest), opts);
+  }
+}

@@ -1,0 +1,63 @@
+import type { AdoptSpec, HostCapabilities, MachineHost, MachineSpec, WarmCaches } from "../machine/machine.js";
+import { MachineRefusedError } from "../machine/machine.js";
+import { FakeDisks } from "./fake-disks.js";
+import { FakeMachine } from "./fake-machine.js";
+
+/**
+ * A host that runs no VM: each machine is a file map with a tiny shell (fake-shell.ts), its disks
+ * small JSON files (fake-disks.ts), a checkpoint the file map written into the layer. For tests of
+ * everything above the seam (services, the API) in milliseconds, and as the smallest
+ * implementation of the interface the conformance suite checks. Machines outlive a server that
+ * closes without stopping them, as VMs do: a second server given the same host adopts them.
+ */
+export class FakeHost extends FakeDisks implements MachineHost {
+  readonly capabilities: HostCapabilities = {
+    accel: "fake",
+    memorySnapshots: true,
+    nested: { ok: false, why: "the fake host runs no VM" },
+  };
+  /** Live machines by name. */
+  readonly machines = new Map<string, FakeMachine>();
+  /** Starts so far (tests count them). */
+  starts = 0;
+
+  warmCaches(): WarmCaches | null {
+    return null;
+  }
+
+  async start(spec: MachineSpec): Promise<FakeMachine> {
+    spec.signal?.throwIfAborted();
+    if (this.machines.get(spec.name)?.exit === null) throw new MachineRefusedError(`${spec.name} is already running`);
+    const m = new FakeMachine(spec.name, spec.runDir, {
+      rootDisk: spec.rootDisk,
+      logDir: spec.logDir,
+      memoryState: spec.memoryState ?? spec.template?.stateFile,
+    });
+    this.starts++;
+    this.machines.set(spec.name, m);
+    m.once("exit", () => {
+      if (this.machines.get(spec.name) === m) this.machines.delete(spec.name);
+    });
+    return m;
+  }
+
+  async adopt(spec: AdoptSpec): Promise<FakeMachine> {
+    const m = this.machines.get(spec.name);
+    if (!m || m.exit || m.pid !== spec.pid) throw new MachineRefusedError(`${spec.name} (pid ${spec.pid}) is not running`);
+    m.adoptedRunState = (await m.runState()) ?? "gone";
+    if (spec.keepPaused) await m.pause();
+    else if (m.adoptedRunState === "paused") await m.resume();
+    return m;
+  }
+
+  survivors(runRoot: string): Array<{ name: string; pid: number }> {
+    return [...this.machines.values()]
+      .filter((m) => !m.exit && m.runDir.startsWith(runRoot))
+      .map((m) => ({ name: m.name, pid: m.pid }));
+  }
+
+  killSurvivor(pid: number, name: string): void {
+    const m = this.machines.get(name);
+    if (m && m.pid === pid) m.forceKill();
+  }
+}

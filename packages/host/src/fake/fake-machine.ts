@@ -1,0 +1,205 @@
+import { EventEmitter } from "node:events";
+import { mkdirSync, writeFileSync } from "node:fs";
+import path from "node:path";
+import { FrameType } from "@sandtree/protocol";
+import { AgentExec } from "../agent/agent-exec.js";
+import type { ExecSpec, StatInfo } from "../agent/agent-types.js";
+import { GuestError } from "../agent/guest-error.js";
+import {
+  CheckpointFailedError,
+  type CheckpointRequest,
+  type Machine,
+  type MachineExec,
+  type MachineExit,
+  MachineRefusedError,
+  type SavedCheckpoint,
+} from "../machine/machine.js";
+import { encodeFiles, FakeDisks, filesOf, readDiskFile, writeDiskFile } from "./fake-disks.js";
+import { FakeFiles } from "./fake-files.js";
+import { runFakeCommand } from "./fake-shell.js";
+
+/** Files here are the machine's memory: kept by a memory checkpoint, lost by a disk-only start. */
+const MEMORY_DIR = "/dev/shm/";
+
+let nextPid = 1_000_000;
+
+function withoutMemory(files: Map<string, Buffer>): Map<string, Buffer> {
+  return new Map([...files].filter(([k]) => !k.startsWith(MEMORY_DIR)));
+}
+
+/** A machine of the fake host: a file map, a tiny shell, no VM. */
+export class FakeMachine extends EventEmitter implements Machine {
+  readonly pid = nextPid++;
+  exit: MachineExit | null = null;
+  adoptedRunState: string | undefined;
+  activeDisk: string | undefined;
+  readonly diskError: string | undefined = undefined;
+  readonly consoleLog: string;
+  readonly files: FakeFiles;
+  private paused = false;
+  private readonly waiting: Array<() => void> = [];
+  private streams = 0;
+
+  constructor(
+    readonly name: string,
+    readonly runDir: string,
+    opts: { rootDisk: string; logDir: string; memoryState?: string | undefined },
+  ) {
+    super();
+    this.setMaxListeners(0);
+    this.activeDisk = opts.rootDisk;
+    mkdirSync(opts.logDir, { recursive: true });
+    mkdirSync(runDir, { recursive: true });
+    this.consoleLog = path.join(opts.logDir, "console.log");
+    writeFileSync(this.consoleLog, "fake machine booted\n");
+    const files = opts.memoryState ? filesOf(opts.memoryState) : withoutMemory(filesOf(opts.rootDisk));
+    this.files = new FakeFiles(files);
+  }
+
+  get controllable(): boolean {
+    return this.exit === null;
+  }
+
+  private alive(): void {
+    if (this.exit) throw new MachineRefusedError(`${this.name} has stopped`);
+  }
+
+  /** Runs `fn` once the machine is not paused (a paused guest does nothing). */
+  private whenRunning(fn: () => void): void {
+    if (this.paused) this.waiting.push(fn);
+    else fn();
+  }
+
+  exec(spec: ExecSpec): MachineExec {
+    const stream = ++this.streams;
+    const frame = (type: number, payload: Buffer) => x.handle({ type, flags: 0, stream, payload });
+    let timer: NodeJS.Timeout | undefined;
+    let finished = false;
+    const finish = (exit_code: number, signal: number | null) => {
+      if (finished) return;
+      finished = true;
+      if (timer) clearTimeout(timer);
+      frame(FrameType.EXIT, Buffer.from(JSON.stringify({ exit_code, signal, timed_out: false })));
+    };
+    const x = new AgentExec(
+      {
+        sendRaw: (type) => {
+          // Any signal ends the command as SIGTERM would.
+          if (type === FrameType.SIGNAL) finish(143, 15);
+          return true;
+        },
+        sendData: async () => {},
+        sendWindow: () => {},
+      },
+      stream,
+    );
+    if (this.exit) {
+      x.close(new MachineRefusedError(`${this.name} has stopped`));
+      return x;
+    }
+    setImmediate(() =>
+      this.whenRunning(() => {
+        frame(FrameType.STARTED, Buffer.from(JSON.stringify({ pid: 100 + stream })));
+        let r: ReturnType<typeof runFakeCommand>;
+        try {
+          r = runFakeCommand(spec, this.files);
+        } catch (err) {
+          r = { stdout: "", stderr: `${(err as Error).message}\n`, code: 1, sleepMs: 0 };
+        }
+        if (r.stdout) frame(FrameType.STDOUT, Buffer.from(r.stdout));
+        if (r.stderr) frame(FrameType.STDERR, Buffer.from(r.stderr));
+        if (r.sleepMs > 0) timer = setTimeout(() => finish(r.code, null), r.sleepMs);
+        else finish(r.code, null);
+      }),
+    );
+    return x;
+  }
+
+  async *readFile(p: string, opts: { offset?: number; length?: number } = {}): AsyncIterable<Buffer> {
+    this.alive();
+    if (this.files.stat(p).type === "dir") throw new GuestError("EISDIR", 21, `${p}: Is a directory`);
+    const data = this.files.read(p) ?? Buffer.alloc(0);
+    const start = opts.offset ?? 0;
+    yield data.subarray(start, opts.length !== undefined ? start + opts.length : undefined);
+  }
+
+  async writeFile(p: string, source: AsyncIterable<Uint8Array>, opts: { append?: boolean } = {}): Promise<{ bytes: number }> {
+    this.alive();
+    const chunks: Buffer[] = [];
+    for await (const c of source) chunks.push(Buffer.from(c));
+    const data = Buffer.concat(chunks);
+    this.files.write(p, data, opts.append === true);
+    return { bytes: data.length };
+  }
+
+  async stat(p: string): Promise<StatInfo> {
+    this.alive();
+    return this.files.stat(p);
+  }
+  async list(p: string): Promise<StatInfo[]> {
+    this.alive();
+    return this.files.list(p);
+  }
+  async mkdir(p: string, opts: { parents?: boolean } = {}): Promise<void> {
+    this.alive();
+    this.files.mkdir(p, opts.parents === true);
+  }
+  async remove(p: string, opts: { recursive?: boolean } = {}): Promise<void> {
+    this.alive();
+    this.files.remove(p, opts.recursive === true);
+  }
+  syncClock(): void {}
+
+  async pause(): Promise<void> {
+    this.alive();
+    this.paused = true;
+  }
+  async resume(): Promise<void> {
+    this.alive();
+    this.paused = false;
+    for (const fn of this.waiting.splice(0)) fn();
+  }
+  async runState(): Promise<string | undefined> {
+    if (this.exit) return undefined;
+    return this.paused ? "paused" : "running";
+  }
+
+  /** Writes the file map into the active disk (it becomes the layer) and goes on on `nextDisk`. */
+  async checkpoint(req: CheckpointRequest): Promise<SavedCheckpoint> {
+    if (this.exit) throw new CheckpointFailedError(`${this.name} has stopped`, null);
+    const layer = this.activeDisk;
+    if (!layer) throw new CheckpointFailedError("this machine has no disk to checkpoint", null);
+    const header = readDiskFile(layer);
+    try {
+      await new FakeDisks().createDisk(path.basename(layer), req.nextDisk, req.diskSizeBytes);
+      writeDiskFile(layer, { fake: 1, backing: header?.backing ?? null, files: encodeFiles(withoutMemory(this.files.files)) });
+      if (req.memoryFile) writeDiskFile(req.memoryFile, { fake: 1, backing: null, files: encodeFiles(this.files.files) });
+    } catch (err) {
+      throw new CheckpointFailedError((err as Error).message, null, { cause: err });
+    }
+    this.activeDisk = req.nextDisk;
+    return { layer, memoryState: req.memoryFile ?? null, machine: "fake" };
+  }
+
+  hold(): () => void {
+    return () => {};
+  }
+  supervise(): void {}
+
+  private end(expected: boolean, reason: string): MachineExit {
+    if (!this.exit) {
+      this.exit = { code: expected ? 0 : null, signal: expected ? null : "SIGKILL", expected, reason };
+      const exit = this.exit;
+      setImmediate(() => this.emit("exit", exit));
+    }
+    return this.exit;
+  }
+
+  async stop(): Promise<MachineExit> {
+    return this.end(true, "stopped");
+  }
+
+  forceKill(): void {
+    this.end(false, "killed");
+  }
+}

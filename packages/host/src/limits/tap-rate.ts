@@ -1,0 +1,132 @@
+import { existsSync, readdirSync } from "node:fs";
+import { SandtreeError } from "@sandtree/protocol";
+import { runCommand } from "../util/run-command.js";
+
+/**
+ * A sandbox's network rate, each direction, on its tap. Traffic to the guest leaves the host
+ * through the tap: a token bucket (tbf) is the tap's root qdisc. Traffic from the guest enters
+ * through it: the tap's ingress redirects every packet to an ifb device of its own whose root is
+ * the same bucket (shaping, so the guest's TCP slows down instead of losing packets; and the
+ * kernels here have no `police` action). Every call is idempotent (`replace`).
+ */
+
+/** The ifb device paired with a tap: `st…` becomes `si…` (same length, within IFNAMSIZ). */
+export function ifbNameOf(tap: string): string {
+  return tap.startsWith("st") ? `si${tap.slice(2)}` : `si${tap}`.slice(0, 15);
+}
+
+/** A bucket deep enough for the rate (20 ms of traffic) and never below 64 KiB. */
+function burstBytes(mbit: number): number {
+  return Math.max(64 * 1024, Math.ceil((mbit * 1_000_000) / 8 / 50));
+}
+
+/** The `ip`/`tc` argv lists that put `mbit` on `tap` (pure: tests read them). */
+export function tapRateCommands(tap: string, mbit: number, ifbExists: boolean): string[][] {
+  const ifb = ifbNameOf(tap);
+  const tbf = (dev: string) => [
+    "tc",
+    "qdisc",
+    "replace",
+    "dev",
+    dev,
+    "root",
+    "tbf",
+    "rate",
+    `${mbit}mbit`,
+    "burst",
+    `${burstBytes(mbit)}b`,
+    "latency",
+    "50ms",
+  ];
+  return [
+    tbf(tap),
+    ...(ifbExists ? [] : [["ip", "link", "add", ifb, "type", "ifb"]]),
+    ["ip", "link", "set", ifb, "up"],
+    tbf(ifb),
+    ["tc", "qdisc", "replace", "dev", tap, "handle", "ffff:", "ingress"],
+    [
+      "tc",
+      "filter",
+      "replace",
+      "dev",
+      tap,
+      "parent",
+      "ffff:",
+      "prio",
+      "1",
+      "handle",
+      "800::800",
+      "protocol",
+      "all",
+      "u32",
+      "match",
+      "u32",
+      "0",
+      "0",
+      "action",
+      "mirred",
+      "egress",
+      "redirect",
+      "dev",
+      ifb,
+    ],
+  ];
+}
+
+export interface TapRateOptions {
+  /** The `tc` binary (tests point it at a missing one). */
+  tc?: string;
+  signal?: AbortSignal;
+}
+
+/** Refuses clearly when `tc` cannot run: a rate that is asked for is never silently dropped. */
+export async function checkTc(tc = "tc"): Promise<void> {
+  try {
+    await runCommand([tc, "-V"]);
+  } catch (err) {
+    throw new SandtreeError(
+      "NOT_SUPPORTED",
+      `per-sandbox network rate limits need \`tc\` (iproute2), which did not run: ${(err as Error).message}`,
+      { tool: tc },
+      { cause: err },
+    );
+  }
+}
+
+/** Puts the rate on the tap (before its VM starts) and the ifb beside it. */
+export async function applyTapRate(tap: string, mbit: number, opts: TapRateOptions = {}): Promise<void> {
+  const ifbExists = existsSync(`/sys/class/net/${ifbNameOf(tap)}`);
+  for (const argv of tapRateCommands(tap, mbit, ifbExists)) {
+    const [file, ...args] = argv as [string, ...string[]];
+    await runCommand([file === "tc" ? (opts.tc ?? "tc") : file, ...args], opts.signal ? { signal: opts.signal } : {});
+  }
+}
+
+/** Deletes the tap's ifb (the tap's own qdiscs go with the tap). Idempotent. */
+export async function removeTapRate(tap: string): Promise<void> {
+  const ifb = ifbNameOf(tap);
+  if (existsSync(`/sys/class/net/${ifb}`)) await runCommand(["ip", "link", "del", ifb]).catch(() => {});
+}
+
+/** Deletes the ifbs (named `<prefix>…`, see ifbNameOf) whose tap is gone: an earlier server's leftovers. */
+export async function sweepTapRates(tapPrefix = "st"): Promise<string[]> {
+  const removed: string[] = [];
+  let links: string[] = [];
+  try {
+    links = readdirSync("/sys/class/net");
+  } catch {
+    return removed;
+  }
+  const ifbPrefix = ifbNameOf(tapPrefix);
+  for (const link of links) {
+    if (!link.startsWith(ifbPrefix) || !existsSync(`/sys/class/net/${link}/ifindex`)) continue;
+    const tap = `st${link.slice(2)}`;
+    if (links.includes(tap)) continue;
+    // An ifb without its tap: only ours are named so (checked by type before deleting).
+    if (!existsSync(`/sys/class/net/${link}/tun_flags`) && !existsSync(`/sys/class/net/${link}/bridge`)) {
+      await runCommand(["ip", "link", "del", link]).catch(() => {});
+      removed.push(link);
+    }
+  }
+  return removed;
+}

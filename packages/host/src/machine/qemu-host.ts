@@ -1,0 +1,9 @@
+import type { MachineHost } from "./machine.js";
+import { QemuMachineHost, type QemuMachineHostOptions } from "./qemu-machine.js";
+
+export type { QemuMachineHostOptions };
+
+/** This machine's QEMU microVMs as a MachineHost (the server's default host). */
+export function createQemuHost(opts: QemuMachineHostOptions = {}): MachineHost {
+  return new QemuMachineHost(opts);
+}

@@ -1,0 +1,288 @@
+import {
+  chmodSync,
+  chownSync,
+  closeSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
+import path from "node:path";
+import { qcow2BackingName } from "../disks/overlay.js";
+import { runCommand } from "../util/run-command.js";
+
+/**
+ * QEMU's own seccomp filter with every deny option: no obsolete syscalls, no setuid/setgid,
+ * no fork/exec, no scheduler or resource changes. It must be installed by a QEMU started as its
+ * unprivileged uid (with `-runas` QEMU's own filter kills it: FACTS.md).
+ */
+export const QEMU_SANDBOX = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny";
+
+/** How every QEMU of this process is jailed (docs/security.md). */
+export interface JailConfig {
+  /** Off only for debugging (SANDTREE_JAIL=off): QEMU then runs as the server's user, unfiltered. */
+  enabled: boolean;
+  /** The first uid (and gid) of the pool; each VM gets its own. */
+  uidBase: number;
+  uidCount: number;
+  /** Host-wide lock files of the pool (one per uid in use), shared by every server on the host. */
+  stateDir: string;
+}
+
+let config: JailConfig = {
+  enabled: typeof process.getuid === "function" && process.getuid() === 0,
+  uidBase: 1_100_000,
+  uidCount: 4096,
+  stateDir: "/run/sandtree-jail",
+};
+
+/** Sets how QEMUs are jailed from now on (the server calls it once at start). */
+export function configureJail(c: Partial<JailConfig>): void {
+  config = { ...config, ...c };
+}
+
+export function jailConfig(): JailConfig {
+  return config;
+}
+
+interface Grant {
+  path: string;
+  /** `own`: chowned to the VM's uid (given back to root); `acl`: a named-user ACL entry (removed). */
+  kind: "own" | "acl";
+}
+
+interface LockRecord {
+  name: string;
+  owner: number;
+  grants: Grant[];
+}
+
+const lockFile = (uid: number) => path.join(config.stateDir, `uid-${uid}.json`);
+
+function readLock(uid: number): LockRecord | null {
+  try {
+    return JSON.parse(readFileSync(lockFile(uid), "utf8")) as LockRecord;
+  } catch {
+    return null;
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** The real uids of every process on the host (a uid with a process is never reused). */
+function uidsInUse(): Set<number> {
+  const uids = new Set<number>();
+  for (const e of readdirSync("/proc")) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      const m = /^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${e}/status`, "utf8"));
+      if (m?.[1]) uids.add(Number(m[1]));
+    } catch {}
+  }
+  return uids;
+}
+
+let aclQueue: Promise<unknown> = Promise.resolve();
+
+/**
+ * setfacl reads a file's ACL, edits it and writes it back: two at once on one file (16 clones
+ * of one template starting together) lose an entry. This process's calls run one at a time.
+ */
+function setfacl(args: string[]): Promise<unknown> {
+  const run = aclQueue.then(() => runCommand(["setfacl", ...args]));
+  aclQueue = run.catch(() => {});
+  return run;
+}
+
+/** Undoes a lease's grants: owned files back to root, ACL entries removed. Idempotent. */
+async function undoGrants(uid: number, grants: Grant[]): Promise<void> {
+  for (const g of grants) {
+    if (g.kind !== "own") continue;
+    try {
+      chownSync(g.path, 0, 0);
+    } catch {}
+  }
+  const acl = [...new Set(grants.filter((g) => g.kind === "acl").map((g) => g.path))];
+  // setfacl goes on past a missing file and exits non-zero: what is gone holds no grant.
+  if (acl.length) await setfacl(["-x", `u:${uid}`, "--", ...acl]).catch(() => {});
+}
+
+/**
+ * The jail's launcher for `argv` as `uid`, exec by exec so the spawned pid is the program's own:
+ * a private mount namespace whose /proc shows the jailed uid's own processes alone
+ * (hidepid=invisible, subset=pid), then setpriv to `uid` and gid `uid` with no supplementary
+ * groups, no capability (bounding and inheritable sets cleared) and no_new_privs. The escape
+ * test runs its probe through this same function. `tun`: the namespace's own /dev/net/tun.
+ */
+export function jailCommand(uid: number, argv: string[], opts: { tun?: boolean } = {}): [string, string[]] {
+  const steps = ["mount -t proc -o hidepid=invisible,subset=pid proc /proc"];
+  // A VM on a tap opens /dev/net/tun, which hosts may keep 0600: the jail has its own node,
+  // usable for the taps its uid owns alone (attaching to any other needs CAP_NET_ADMIN).
+  if (opts.tun) steps.push("mount -t tmpfs -o mode=0755,size=16k tmpfs /dev/net", "mknod -m 0666 /dev/net/tun c 10 200");
+  return [
+    "unshare",
+    [
+      "--mount",
+      "--propagation",
+      "private",
+      "--",
+      "/bin/sh",
+      "-c",
+      `${steps.join(" && ")} && exec "$@"`,
+      "sandtree-jail",
+      "setpriv",
+      `--reuid=${uid}`,
+      `--regid=${uid}`,
+      "--clear-groups",
+      "--inh-caps=-all",
+      "--bounding-set=-all",
+      "--no-new-privs",
+      "--",
+      ...argv,
+    ],
+  ];
+}
+
+let nextIndex = Math.floor(Math.random() * 4096);
+
+/**
+ * One VM's place in the jail: its own uid and gid from the pool, the files it may use, and the
+ * command line that starts QEMU as that uid. A uid is reused only once its lease is released
+ * (the VM gone, its grants undone) or its holder died with no process left running as it.
+ */
+export class JailLease {
+  private released = false;
+
+  private constructor(
+    readonly uid: number,
+    readonly name: string,
+    private grants: Grant[],
+  ) {}
+
+  /** Takes a free uid for the VM `name`; null when the jail is off. */
+  static async acquire(name: string): Promise<JailLease | null> {
+    if (!config.enabled) return null;
+    mkdirSync(config.stateDir, { recursive: true, mode: 0o700 });
+    let inUse: Set<number> | null = null;
+    for (let i = 0; i < config.uidCount; i++) {
+      const uid = config.uidBase + ((nextIndex + i) % config.uidCount);
+      try {
+        closeSync(openSync(lockFile(uid), "wx", 0o600));
+      } catch {
+        // Taken: reclaimable only when its holder is gone and nothing runs as the uid.
+        const held = readLock(uid);
+        if (held && alive(held.owner)) continue;
+        inUse ??= uidsInUse();
+        if (inUse.has(uid)) continue;
+        await undoGrants(uid, held?.grants ?? []);
+        rmSync(lockFile(uid), { force: true });
+        try {
+          closeSync(openSync(lockFile(uid), "wx", 0o600));
+        } catch {
+          continue;
+        }
+      }
+      nextIndex = (nextIndex + i + 1) % config.uidCount;
+      const lease = new JailLease(uid, name, []);
+      lease.save();
+      return lease;
+    }
+    throw new Error(`no free uid in the jail's pool (${config.uidBase}..${config.uidBase + config.uidCount - 1})`);
+  }
+
+  /** The lease of a VM that outlived its server (found by its QEMU's uid), taken over by this process. */
+  static adopt(name: string, pid: number): JailLease | null {
+    if (!config.enabled) return null;
+    let uid: number;
+    try {
+      const m = /^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+      uid = Number(m?.[1] ?? 0);
+    } catch {
+      return null;
+    }
+    if (uid < config.uidBase || uid >= config.uidBase + config.uidCount) return null;
+    const held = readLock(uid);
+    const lease = new JailLease(uid, name, held?.name === name ? held.grants : []);
+    lease.save();
+    return lease;
+  }
+
+  private save(): void {
+    const rec: LockRecord = { name: this.name, owner: process.pid, grants: this.grants };
+    writeFileSync(lockFile(this.uid), JSON.stringify(rec), { mode: 0o600 });
+  }
+
+  /** Makes `file` (or a directory) the VM's own: chowned to its uid, no access for anyone else. */
+  own(file: string): void {
+    const dir = statSync(file).isDirectory();
+    this.grants.push({ path: file, kind: "own" });
+    this.save();
+    chownSync(file, this.uid, this.uid);
+    chmodSync(file, dir ? 0o700 : 0o600);
+  }
+
+  /**
+   * Lets the VM open `files` (`rw`: read and write, the RAM file of a template it clones; `r`:
+   * read, its disk's backing chain): a named-user ACL entry on each file others may not already
+   * use. The directories on the way that others may not cross are made crossable (`o+x`, not
+   * listable; kept): every entry at the data directory's top is closed on its own, and an ACL
+   * per uid on directories many VMs share would churn.
+   */
+  async allow(files: string[], perm: "r" | "rw"): Promise<void> {
+    const want = perm === "rw" ? 0o6 : 0o4;
+    const needFile = files.filter((f) => {
+      const st = statSync(f);
+      return st.uid !== this.uid && (st.mode & want) !== want;
+    });
+    // A base layer is a link into the image cache: the directories of both paths are walked.
+    const walked = [...new Set(files.flatMap((f) => [path.resolve(f), realpathSync(f)]))];
+    for (const f of walked) {
+      for (let d = path.dirname(f); ; d = path.dirname(d)) {
+        const st = statSync(d);
+        if (st.uid !== this.uid && (st.mode & 0o001) === 0) chmodSync(d, (st.mode & 0o7777) | 0o001);
+        if (d === path.dirname(d)) break;
+      }
+    }
+    if (!needFile.length) return;
+    for (const p of needFile) this.grants.push({ path: p, kind: "acl" });
+    this.save();
+    await setfacl(["-m", `u:${this.uid}:${perm}`, "--", ...needFile]);
+  }
+
+  /** The qcow2 files `disk` reads through (its backing chain, from each header), `disk` excluded. */
+  static backingChain(disk: string): string[] {
+    const chain: string[] = [];
+    let file = disk;
+    for (let i = 0; i < 256; i++) {
+      const b = qcow2BackingName(file);
+      if (!b) break;
+      file = path.resolve(path.dirname(file), b);
+      chain.push(file);
+    }
+    return chain;
+  }
+
+  /** The argv that runs QEMU (`binary args`) in the jail (jailCommand) with its seccomp filter. */
+  argv(binary: string, args: string[], opts: { tun?: boolean } = {}): [string, string[]] {
+    return jailCommand(this.uid, [binary, ...args, "-sandbox", QEMU_SANDBOX], opts);
+  }
+
+  /** Gives the uid back: owned files to root, ACL entries removed, the lock file deleted. Idempotent. */
+  async release(): Promise<void> {
+    if (this.released) return;
+    this.released = true;
+    await undoGrants(this.uid, this.grants);
+    rmSync(lockFile(this.uid), { force: true });
+  }
+}

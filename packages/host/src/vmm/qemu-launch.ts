@@ -1,0 +1,111 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { closeSync, existsSync, mkdirSync, openSync } from "node:fs";
+import { ownTap } from "../network/tap-owner.js";
+import { JailLease } from "./jail.js";
+import { buildQemuArgs, type QemuVmSpec } from "./qemu-args.js";
+
+/**
+ * The descriptors a QEMU is started with beside stdio: the shared read-only boot files (their
+ * directories may be closed to the VM's uid: it reads them as `/proc/self/fd/N`), and the saved
+ * state a restore loads (`migrate-incoming fd:N`).
+ */
+const FD_KERNEL = 3;
+const FD_INITRAMFS = 4;
+const FD_MODULES = 5;
+export const INCOMING_FD = 6;
+
+export interface LaunchOptions {
+  spec: QemuVmSpec;
+  /** The VM's socket directory (QMP, agent, pid file): made the VM's own. */
+  runDir: string;
+  /** QEMU's stdout and stderr (opened by the host). */
+  logFile: string;
+  /** A saved state to load (`spec.incoming`), passed as INCOMING_FD. */
+  incomingFile?: string;
+  binary?: string;
+}
+
+export interface Launched {
+  child: ChildProcess;
+  lease: JailLease | null;
+}
+
+/**
+ * Grants the VM's uid exactly its files: its run directory, console log, root disk and (a
+ * template's) RAM file become its own; its disk's backing chain is readable; a clone's template
+ * RAM file is readable and writable (QEMU 7.2 opens a private file mapping read-write).
+ */
+async function grantFiles(lease: JailLease, o: LaunchOptions): Promise<void> {
+  const { spec } = o;
+  lease.own(o.runDir);
+  closeSync(openSync(spec.consoleLog, "a"));
+  lease.own(spec.consoleLog);
+  const readable: string[] = [o.runDir, spec.consoleLog];
+  if (spec.rootDisk) {
+    lease.own(spec.rootDisk);
+    readable.push(spec.rootDisk, ...JailLease.backingChain(spec.rootDisk));
+  }
+  if (spec.memoryFile?.share) {
+    if (!existsSync(spec.memoryFile.path)) closeSync(openSync(spec.memoryFile.path, "a"));
+    lease.own(spec.memoryFile.path);
+    readable.push(spec.memoryFile.path);
+  } else if (spec.memoryFile) {
+    await lease.allow([spec.memoryFile.path], "rw");
+  }
+  await lease.allow(readable, "r");
+  if (spec.tap) await ownTap(spec.tap, lease.uid);
+}
+
+/**
+ * Starts QEMU for `spec`, jailed (jail.ts) unless the jail is off: the spawned pid is QEMU's own
+ * (adoption after a restart finds it by pid and `-name`). On a failure before the spawn the
+ * lease is released; afterwards the caller releases it once QEMU exited.
+ */
+export async function launchQemu(o: LaunchOptions): Promise<Launched> {
+  mkdirSync(o.runDir, { recursive: true, mode: 0o700 });
+  const lease = await JailLease.acquire(o.spec.name);
+  const fds: number[] = [];
+  try {
+    if (lease) await grantFiles(lease, o);
+    const open = (file: string | undefined, flags = "r") => {
+      if (!file) return "ignore" as const;
+      const fd = openSync(file, flags);
+      fds.push(fd);
+      return fd;
+    };
+    const boot = !o.spec.incoming;
+    const stdio = [
+      "ignore",
+      open(o.logFile, "a"),
+      "ignore",
+      open(boot ? o.spec.kernel : undefined),
+      open(boot ? o.spec.initramfs : undefined),
+      open(o.spec.modulesDisk),
+      open(o.incomingFile),
+    ] as const;
+    const fdPath = (n: number) => `/proc/self/fd/${n}`;
+    const spec: QemuVmSpec = {
+      ...o.spec,
+      kernel: fdPath(FD_KERNEL),
+      initramfs: fdPath(FD_INITRAMFS),
+      ...(o.spec.modulesDisk ? { modulesDisk: fdPath(FD_MODULES) } : {}),
+    };
+    const args = buildQemuArgs(spec);
+    const [file, argv] = lease
+      ? lease.argv(o.binary ?? "qemu-system-x86_64", args, { tun: o.spec.tap !== undefined })
+      : [o.binary ?? "qemu-system-x86_64", args];
+    const log = stdio[1];
+    // Own process group: a Ctrl-C meant for the server must not kill guests mid-write.
+    const child = spawn(file, argv, {
+      stdio: ["ignore", log, log, stdio[3], stdio[4], stdio[5], stdio[6]],
+      detached: true,
+    });
+    child.on("error", () => {});
+    return { child, lease };
+  } catch (err) {
+    await lease?.release();
+    throw err;
+  } finally {
+    for (const fd of fds) closeSync(fd);
+  }
+}

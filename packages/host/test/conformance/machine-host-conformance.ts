@@ -1,0 +1,181 @@
+// One conformance suite for every MachineHost (docs/architecture.md, "the seam"): what the server
+// relies on, checked through the interface only. Each implementation runs it with its own factory
+// (fake-host.test.ts, qemu-host.test.ts). Few machines (two at a time at most) so a VM host stays
+// quick under TCG; the commands run are the few the fake host's shell understands.
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Machine, MachineHost, MachineSpec } from "../../src/index.js";
+
+export interface HostUnderTest {
+  host: MachineHost;
+  /** Where disks and layers live (all names relative to it). */
+  dir: string;
+  /** Where machines' run directories go (survivors are looked up under it). */
+  runRoot: string;
+  /** An image base's name in `dir` (linkBase done). */
+  base: string;
+  /** The spec of a machine booting (or resuming) from `rootDisk`. */
+  spec(name: string, rootDisk: string): MachineSpec;
+  /** Whether this host can adopt a machine this process still holds (a VM's agent takes one client). */
+  adoptsLive: boolean;
+  close(): Promise<void>;
+}
+
+const DISK = 2 * 1024 ** 3;
+
+async function run(m: Machine, shell: string): Promise<{ out: string; err: string; code: number }> {
+  const exec = m.exec({ shell, timeoutMs: 60_000 });
+  let out = "";
+  let err = "";
+  let code = -1;
+  for await (const ev of exec.events) {
+    if (ev.type === "stdout") out += ev.data.toString();
+    else if (ev.type === "stderr") err += ev.data.toString();
+    else if (ev.type === "exit") code = ev.info.exit_code;
+  }
+  return { out, err, code };
+}
+
+async function* chunks(text: string): AsyncIterable<Uint8Array> {
+  yield Buffer.from(text);
+}
+
+async function readAll(m: Machine, file: string): Promise<string> {
+  const parts: Buffer[] = [];
+  for await (const c of m.readFile(file)) parts.push(c);
+  return Buffer.concat(parts).toString();
+}
+
+export function machineHostConformance(name: string, make: () => Promise<HostUnderTest>, timeoutMs = 30_000): void {
+  describe(`MachineHost conformance: ${name}`, () => {
+    let t: HostUnderTest;
+    let a: Machine;
+    const started: Machine[] = [];
+    const disk = (n: string) => path.join(t.dir, `${n}.qcow2`);
+    const start = async (n: string, rootDisk: string, extra: Partial<MachineSpec> = {}) => {
+      const m = await t.host.start({ ...t.spec(n, rootDisk), ...extra });
+      started.push(m);
+      return m;
+    };
+
+    beforeAll(async () => {
+      t = await make();
+      await t.host.createDisk(t.base, disk("a"), DISK);
+      a = await start("conf-a", disk("a"));
+    }, 4 * timeoutMs);
+
+    afterAll(async () => {
+      for (const m of started) await m.stop({ graceMs: 0 }).catch(() => {});
+      await t?.close();
+    }, 2 * timeoutMs);
+
+    it("says what it can do", () => {
+      expect(typeof t.host.capabilities.accel).toBe("string");
+      expect(typeof t.host.capabilities.memorySnapshots).toBe("boolean");
+      expect(typeof t.host.capabilities.nested.ok).toBe("boolean");
+    });
+
+    it("runs commands: output, exit codes, errors", { timeout: timeoutMs }, async () => {
+      expect(await run(a, "echo hello")).toMatchObject({ out: "hello\n", code: 0 });
+      expect((await run(a, "exit 3")).code).toBe(3);
+      const missing = await run(a, "cat /root/conf-none");
+      expect(missing.code).not.toBe(0);
+      expect(missing.err).toMatch(/No such file/);
+    });
+
+    it("reads, writes, lists and removes files", { timeout: timeoutMs }, async () => {
+      await a.mkdir("/root/conf/sub", { parents: true });
+      await a.writeFile("/root/conf/sub/f.txt", chunks("one"));
+      await a.writeFile("/root/conf/sub/f.txt", chunks("+two"), { append: true });
+      expect(await readAll(a, "/root/conf/sub/f.txt")).toBe("one+two");
+      expect(await a.stat("/root/conf/sub/f.txt")).toMatchObject({ type: "file", size: 7 });
+      expect((await a.list("/root/conf/sub")).map((e) => e.name)).toEqual(["f.txt"]);
+      expect((await run(a, "cat /root/conf/sub/f.txt")).out).toBe("one+two");
+      await a.remove("/root/conf", { recursive: true });
+      await expect(a.stat("/root/conf")).rejects.toMatchObject({ errnoCode: "ENOENT" });
+    });
+
+    it("pauses and resumes: a command sent while paused runs after the resume", { timeout: timeoutMs }, async () => {
+      await a.pause();
+      expect(await a.runState({ timeoutMs: 5000 })).toBe("paused");
+      const late = run(a, "echo after");
+      await a.resume();
+      expect(await a.runState({ timeoutMs: 5000 })).toBe("running");
+      expect((await late).out).toBe("after\n");
+    });
+
+    let layer: string;
+    it("checkpoints files: the layer holds the disk as it was; the machine writes on", { timeout: timeoutMs }, async () => {
+      await run(a, "echo before > /root/ck.txt");
+      const saved = await a.checkpoint({ nextDisk: disk("a-1"), diskSizeBytes: DISK, freezeDeadlineMs: 10_000 });
+      expect(saved.memoryState).toBeNull();
+      expect(saved.layer).toBe(disk("a"));
+      expect(a.activeDisk).toBe(disk("a-1"));
+      layer = saved.layer;
+      await run(a, "echo after > /root/ck.txt");
+      expect((await run(a, "cat /root/ck.txt")).out).toBe("after\n");
+      const sealed = await t.host.sealLayer(layer);
+      expect(sealed.sha256).toMatch(/^[0-9a-f]{64}$/);
+      expect(sealed.size).toBeGreaterThan(0);
+    });
+
+    it("starts a fork from the checkpoint's layer: it sees the files as they were", { timeout: 2 * timeoutMs }, async () => {
+      await t.host.createDisk(path.basename(layer), disk("fork"), DISK);
+      const fork = await start("conf-fork", disk("fork"));
+      expect((await run(fork, "cat /root/ck.txt")).out).toBe("before\n");
+      await run(fork, "echo fork > /root/ck.txt");
+      expect((await run(a, "cat /root/ck.txt")).out).toBe("after\n");
+      const exit = await fork.stop({ graceMs: 0 });
+      expect(exit.expected).toBe(true);
+      expect(fork.exit).not.toBeNull();
+    });
+
+    it("flattens a layer into one over the base: the same files", { timeout: 2 * timeoutMs }, async () => {
+      const flat = await t.host.flattenLayer(t.dir, path.basename(layer), t.base, "flat.qcow2");
+      expect(flat.sha256).toMatch(/^[0-9a-f]{64}$/);
+      await t.host.createDisk("flat.qcow2", disk("on-flat"), DISK);
+      const m = await start("conf-flat", disk("on-flat"));
+      expect((await run(m, "cat /root/ck.txt")).out).toBe("before\n");
+      await m.stop({ graceMs: 0 });
+    });
+
+    it("checkpoints memory where it can, and a machine resumes from it", { timeout: 4 * timeoutMs }, async (ctx) => {
+      if (!t.host.capabilities.memorySnapshots) ctx.skip();
+      await run(a, "echo mem > /root/mem.txt");
+      const memoryFile = path.join(t.dir, "mem-conf");
+      const saved = await a.checkpoint({ nextDisk: disk("a-2"), diskSizeBytes: DISK, freezeDeadlineMs: 10_000, memoryFile });
+      expect(saved.memoryState).toBe(memoryFile);
+      expect(existsSync(memoryFile)).toBe(true);
+      expect((await run(a, "echo still")).out).toBe("still\n");
+      await t.host.createDisk(path.basename(saved.layer), disk("resumed"), DISK);
+      const m = await start("conf-resumed", disk("resumed"), { memoryState: memoryFile });
+      expect((await run(m, "cat /root/mem.txt")).out).toBe("mem\n");
+      await m.stop({ graceMs: 0 });
+    });
+
+    it("lists its running machines for adoption, and adopts one", { timeout: 2 * timeoutMs }, async (ctx) => {
+      const found = t.host.survivors(t.runRoot);
+      expect(found.map((s) => s.name)).toContain("conf-a");
+      if (!t.adoptsLive) ctx.skip();
+      const s = t.spec("conf-a", "");
+      const adopted = await t.host.adopt({
+        name: "conf-a",
+        pid: a.pid,
+        runDir: s.runDir,
+        logDir: s.logDir,
+        deadlineMs: 10_000,
+        keepPaused: false,
+      });
+      expect(adopted.adoptedRunState).toBe("running");
+      expect((await run(adopted, "cat /root/ck.txt")).out).toBe("after\n");
+    });
+
+    it("stops: the exit is expected, and the machine takes no more commands", { timeout: timeoutMs }, async () => {
+      const exit = await a.stop({ graceMs: 0 });
+      expect(exit.expected).toBe(true);
+      expect(a.controllable).toBe(false);
+      await expect(run(a, "echo no")).rejects.toThrow();
+    });
+  });
+}
