@@ -5,7 +5,8 @@
 // sandtree/debian, the same Debian release), the guest kernel, initramfs and modules disk, and the
 // image sandtree/busybox from the local store. An uncompressed tar (a TCG guest unpacks it faster).
 //
-// Usage: node scripts/kvm/bundle.mjs OUT.tar   (after `npm run build` and setup)
+// Usage: node scripts/kvm/bundle.mjs [--with-docker] OUT.tar   (after `npm run build` and setup;
+// --with-docker adds sandtree/docker and the fixture its step loads: ~450 MB more)
 // Inside the sandbox: tar -C / --keep-directory-symlink -xf OUT.tar; then
 //   SANDTREE_CACHE_DIR=/opt/sandtree-cache node /opt/sandtree/packages/cli/dist/main.js serve ...
 import { execFileSync } from "node:child_process";
@@ -14,9 +15,12 @@ import { homedir, tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
-const out = path.resolve(process.argv[2] ?? "");
-if (!process.argv[2]) {
-  console.error("usage: node scripts/kvm/bundle.mjs OUT.tar");
+const args = process.argv.slice(2);
+const withDocker = args.includes("--with-docker");
+const target = args.find((a) => !a.startsWith("--"));
+const out = path.resolve(target ?? "");
+if (!target) {
+  console.error("usage: node scripts/kvm/bundle.mjs [--with-docker] OUT.tar");
   process.exit(2);
 }
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
@@ -70,13 +74,18 @@ try {
   for (const f of ["kernel/vmlinuz", "kernel/release", "guest/initramfs.cpio.gz", "guest/modules.img"])
     cpSync(path.join(cache, f), path.join(c, f), { dereference: true });
   const refs = JSON.parse(readFileSync(path.join(cache, "images/refs.json"), "utf8"));
-  const busybox = refs.refs.filter((r) => r.ref === "sandtree/busybox:latest");
-  if (busybox.length !== 1) throw new Error("sandtree/busybox is not in the image store: run setup");
+  const names = ["sandtree/busybox:latest", ...(withDocker ? ["sandtree/docker:latest"] : [])];
+  const images = refs.refs.filter((r) => names.includes(r.ref));
+  if (images.length !== names.length) throw new Error(`${names.join(", ")}: not all in the image store: run setup`);
   mkdirSync(path.join(c, "images"), { recursive: true });
-  writeFileSync(path.join(c, "images/refs.json"), JSON.stringify({ ...refs, refs: busybox }, null, 2));
-  // An image is its digest's directory (base disk and metadata): nothing to build inside.
-  const dir = path.join("images/blobs/sha256", busybox[0].digest.replace(/^sha256:/, ""));
-  cpSync(path.join(cache, dir), path.join(c, dir), { recursive: true });
+  writeFileSync(path.join(c, "images/refs.json"), JSON.stringify({ ...refs, refs: images }, null, 2));
+  for (const image of images) {
+    // An image is its digest's directory (base disk and metadata): nothing to build inside.
+    const dir = path.join("images/blobs/sha256", image.digest.replace(/^sha256:/, ""));
+    cpSync(path.join(cache, dir), path.join(c, dir), { recursive: true });
+  }
+  // What the inner suite's docker step loads (a busybox image as a docker-archive).
+  if (withDocker) cpSync(path.join(cache, "fixtures/hello-docker.tar"), path.join(c, "fixtures/hello-docker.tar"));
 
   run("tar", ["-C", stage, "-cf", out, "."]);
   console.log(JSON.stringify({ bundle: out, bytes: Number(run("stat", ["-c", "%s", out]).trim()) }));

@@ -3,19 +3,23 @@
 // packs it with the server): starts a sandtree server there, which must pick KVM by its trial
 // boot, and drives it through the SDK: cold and warm create, exec, files, a filesystem checkpoint
 // and fork, a memory fork into 4 children (distinct random bytes, a correct clock), a reset,
-// pause/resume, and a restart of the server (kill -9) adopting its VMs. Also the bare-QEMU floor
+// pause/resume, a restart of the server (kill -9) adopting its VMs, and (where the bundle carries
+// sandtree/docker) `docker run` in a sandbox. Also the bare-QEMU floor
 // (a cold boot under KVM). Prints one JSON line: {accel, steps: [{name, ok, ms, detail?}], floor}.
 // The test (kvm-nested.test.ts) asserts on the steps; bench/kvm-nested.mjs reports their times.
 import { spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { homedir, tmpdir } from "node:os";
 import path from "node:path";
 import { SandtreeClient } from "@sandtree/sdk";
 
 // In the bundle the app sits beside this script; in a checkout (the bench's TCG run) two levels up.
 const HERE = path.dirname(new URL(import.meta.url).pathname);
 const APP = existsSync(path.join(HERE, "packages")) ? HERE : path.resolve(HERE, "../..");
-const CACHE = process.env.SANDTREE_CACHE_DIR ?? "/opt/sandtree-cache";
+const IN_BUNDLE = APP === HERE;
+// The bundle's cache sits at /opt/sandtree-cache; a checkout's run (the bench's TCG side) uses the
+// host's own (SANDTREE_CACHE_DIR, else the server's default).
+const CACHE = process.env.SANDTREE_CACHE_DIR ?? (IN_BUNDLE ? "/opt/sandtree-cache" : undefined);
 const PORT = Number(process.env.INNER_PORT ?? 7171);
 const DATA = mkdtempSync(path.join(tmpdir(), "sandtree-inner-"));
 const SPEC = { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 };
@@ -33,6 +37,9 @@ async function step(name, fn) {
   } catch (err) {
     steps.push({ name, ok: false, ms: Math.round(performance.now() - t0), detail: String(err?.stack ?? err).slice(0, 1500) });
     return undefined;
+  } finally {
+    // Progress, one line a step: a caller that gives up early still sees how far it got.
+    console.log(`step: ${JSON.stringify(steps.at(-1))}`);
   }
 }
 
@@ -46,7 +53,7 @@ async function startServer() {
     {
       env: {
         ...process.env,
-        SANDTREE_CACHE_DIR: CACHE,
+        ...(CACHE ? { SANDTREE_CACHE_DIR: CACHE } : {}),
         SANDTREE_NETWORK: "off",
         SANDTREE_ACCEL: process.env.INNER_ACCEL ?? "auto",
         // Nested KVM under an emulated CPU is tens of times slower than a KVM host: its trial
@@ -100,9 +107,9 @@ async function bareBoot() {
       "-serial",
       "stdio",
       "-kernel",
-      path.join(CACHE, "kernel/vmlinuz"),
+      path.join(CACHE ?? path.join(homedir(), ".cache/sandtree"), "kernel/vmlinuz"),
       "-initrd",
-      path.join(CACHE, "guest/initramfs.cpio.gz"),
+      path.join(CACHE ?? path.join(homedir(), ".cache/sandtree"), "guest/initramfs.cpio.gz"),
     ],
     ...["-append", "console=ttyS0 panic=-1 sandtree.root=none"],
   ]);
@@ -171,15 +178,27 @@ async function main() {
     await Promise.all(sandboxes.map((c) => client.sandboxes.waitForCreation(c.id, { timeoutMs: 300_000, intervalMs: 100 })));
     const fork_ms = Math.round(performance.now() - t0);
     const seen = new Set();
+    const clocksources = new Set();
     for (const c of sandboxes) {
-      const out = (await run(c.id, "head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n'; echo; date +%s")).trim().split("\n");
+      const out = (
+        await run(
+          c.id,
+          "head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \\n'; echo; date +%s; cat /sys/devices/system/clocksource/clocksource0/current_clocksource",
+        )
+      )
+        .trim()
+        .split("\n");
       const skew = Math.abs(Number(out[1]) - Date.now() / 1000);
       if (skew > 5) throw new Error(`child ${c.id}'s clock is ${skew.toFixed(1)} s off`);
       seen.add(out[0]);
+      clocksources.add(out[2]);
       await client.sandboxes.delete(c.id);
     }
     if (seen.size !== 4) throw new Error(`children share random bytes: ${[...seen].join(" ")}`);
-    return { fork_ms };
+    // Under KVM the guest reads kvm-clock (or the TSC where the host's is invariant), never jiffies.
+    const bad = [...clocksources].filter((c) => !["kvm-clock", "tsc"].includes(c));
+    if (bad.length) throw new Error(`children's clocksource: ${[...clocksources].join(", ")}`);
+    return { fork_ms, clocksource: [...clocksources].join(",") };
   });
   await step("reset to the memory checkpoint", async () => {
     await run(a.id, "echo after > /root/after.txt");
@@ -203,6 +222,29 @@ async function main() {
   await step("delete", async () => {
     await client.sandboxes.delete(a.id);
   });
+  // Docker inside the inner sandbox, where the bundle carries sandtree/docker (--with-docker):
+  // dockerd (the image's start command, idempotent) and a container run under -accel kvm.
+  if (existsSync(path.join(CACHE ?? "", "fixtures/hello-docker.tar"))) {
+    await step("docker run in a sandbox", async () => {
+      const t0 = performance.now();
+      const d = await client.sandboxes.create({ image: "sandtree/docker", memory_gb: 1, disk_size_gb: 4 });
+      try {
+        await client.sandboxes.waitForCreation(d.id, { timeoutMs: 600_000, intervalMs: 500 });
+        const create_ms = Math.round(performance.now() - t0);
+        await client.files.upload(d.id, path.join(CACHE ?? "", "fixtures/hello-docker.tar"), "/root/hello.tar");
+        const r = await client.sandboxes.run(
+          d.id,
+          "start-dockerd >/dev/null && docker load -i /root/hello.tar >/dev/null && docker run --rm --network none sandtree/hello echo hello from a container",
+          { timeoutSeconds: 900 },
+        );
+        if (r.exit_code !== 0 || r.stdout.trim() !== "hello from a container")
+          throw new Error(`docker: exit ${r.exit_code}: ${r.stdout} ${r.stderr}`);
+        return { create_ms, docker_ms: Math.round(performance.now() - t0) - create_ms };
+      } finally {
+        await client.sandboxes.delete(d.id).catch(() => {});
+      }
+    });
+  }
   return { accel, floor };
 }
 

@@ -36,6 +36,13 @@ export type { Template, TemplateInputs, TemplateStore, TemplateTaps } from "./sn
 export * from "./util/deadline.js";
 export * from "./util/run-command.js";
 export * from "./vmm/accel.js";
+export {
+  cpuIdentity,
+  hostCpuSignature,
+  KVM_CPU_MODEL_PATTERN,
+  kvmCpuModel,
+  setKvmCpuModel,
+} from "./vmm/cpu-identity.js";
 export { configureJail, type JailConfig } from "./vmm/jail.js";
 export { tailOfFile } from "./vmm/qemu-vm.js";
 export * from "./volumes/file-server.js";

@@ -23,8 +23,9 @@ export const Checkpoint = z.object({
   /** Carries RAM and device state too: restores resume with processes running. */
   has_memory: z.boolean(),
   /**
-   * The machine a memory checkpoint's state loads into: the accelerator, with `+nested` when the
-   * guest had hardware virtualization (`tcg`, `kvm+nested`, ...); null without memory. A memory
+   * The machine a memory checkpoint's state loads into: the accelerator (under KVM with the guest
+   * CPU), with `+nested` when the guest had hardware virtualization (`tcg`, `tcg+nested`,
+   * `kvm:EPYC-Milan`, `kvm:host/GenuineIntel-6-143-8-...+nested`); null without memory. A memory
    * restore, fork or reset needs the same. Optional: older servers omit it.
    */
   machine: z.string().nullable().optional(),

@@ -1,4 +1,4 @@
-import { cacheDir, defaultDataDir } from "@sandtree/host";
+import { cacheDir, defaultDataDir, KVM_CPU_MODEL_PATTERN } from "@sandtree/host";
 import { AccelChoice, SandtreeError } from "@sandtree/protocol";
 import { z } from "zod";
 import { BlobStoreUrl } from "./blob-store-config.js";
@@ -54,6 +54,11 @@ export const ServerConfig = z.object({
    * CPU (a sandtree inside a sandbox) takes seconds to tens of seconds.
    */
   accelTrialMs: z.coerce.number().int().min(1000).max(600_000).default(5000),
+  /**
+   * The guest CPU under KVM (SANDTREE_KVM_CPU_MODEL): `host`, or a QEMU model every host of the
+   * fleet has, so saved states move between hosts (docs/architecture.md, Accelerator).
+   */
+  kvmCpuModel: z.string().regex(KVM_CPU_MODEL_PATTERN, "a QEMU CPU model name (host, EPYC-Milan, ...)").default("host"),
   logger: z.boolean().default(true),
   /** The log's form: JSON lines, or readable lines ("auto": readable on a terminal). */
   logFormat: z.enum(["auto", "pretty", "json"]).default("auto"),
@@ -153,6 +158,7 @@ function fromEnv(env: Env): Record<string, unknown> {
     port: e("SANDTREE_PORT"),
     accel: e("SANDTREE_ACCEL"),
     accelTrialMs: e("SANDTREE_ACCEL_TRIAL_MS"),
+    kvmCpuModel: e("SANDTREE_KVM_CPU_MODEL"),
     logFormat: e("SANDTREE_LOG_FORMAT"),
     logLevel: e("SANDTREE_LOG_LEVEL"),
     heartbeatIntervalMs: e("SANDTREE_HEARTBEAT_INTERVAL_MS"),
@@ -190,6 +196,7 @@ const ENV_NAMES: Record<string, string> = {
   port: "SANDTREE_PORT",
   accel: "SANDTREE_ACCEL",
   accelTrialMs: "SANDTREE_ACCEL_TRIAL_MS",
+  kvmCpuModel: "SANDTREE_KVM_CPU_MODEL",
   logFormat: "SANDTREE_LOG_FORMAT",
   logLevel: "SANDTREE_LOG_LEVEL",
   heartbeatIntervalMs: "SANDTREE_HEARTBEAT_INTERVAL_MS",

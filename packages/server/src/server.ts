@@ -8,6 +8,7 @@ import {
   guestArtifacts,
   ImageStore,
   type MachineHost,
+  setKvmCpuModel,
   VolumeFileServer,
   volumeServerUnavailableReason,
 } from "@sandtree/host";
@@ -162,6 +163,8 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
   const metering = new MeteringService(store, opts.clock ?? systemClock, loadPriceTable(cfg.prices));
   const guest = guestArtifacts(cfg.cacheDir);
   const jailOff = configureServerJail(cfg);
+  // Before the trial boot: it starts a VM with the CPU every later one gets.
+  setKvmCpuModel(cfg.kvmCpuModel);
   const accel = await detectAccel(cfg.accel, { trialMs: cfg.accelTrialMs });
   const auth = new AuthService(store);
   const firstKey = await auth.bootstrap();

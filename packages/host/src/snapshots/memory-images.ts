@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, s
 import path from "node:path";
 import { createBlankDisk } from "../disks/overlay.js";
 import { modulesDiskFor } from "../paths.js";
-import { type Accel, cpuModel, DEVICE_MODEL } from "../vmm/qemu-args.js";
+import { type Accel, cpuKey, DEVICE_MODEL } from "../vmm/qemu-args.js";
 import { INCOMING_FD, launchQemu } from "../vmm/qemu-launch.js";
 import { QmpClient } from "../vmm/qmp-client.js";
 import { loadVmState, saveVmState } from "./migration.js";
@@ -93,7 +93,7 @@ export class MemoryImages {
       size: st.size,
       mtime: st.mtimeMs,
       ...shape,
-      cpu: cpuModel(shape.accel, shape.nested === true),
+      cpu: cpuKey(shape.accel, shape.nested === true),
       devices: DEVICE_MODEL,
     });
     return createHash("sha256").update(stamp).digest("hex").slice(0, 24);

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { Accel, type AccelChoice } from "@sandtree/protocol";
 import { cacheDir, guestArtifacts } from "../paths.js";
+import { kvmCpuModel } from "./cpu-identity.js";
 import { QemuVm } from "./qemu-vm.js";
 
 export type { AccelChoice };
@@ -24,9 +25,11 @@ export async function detectAccel(
   }
   const guest = guestArtifacts();
   const cacheFile = path.join(cacheDir(), "accel.json");
-  // A verdict holds for this kernel and this deadline (a longer one may see a slow KVM boot through).
+  // A verdict holds for this kernel and this deadline (a longer one may see a slow KVM boot through)
   const trialMs = opts.trialMs ?? 5000;
-  const key = trialMs === 5000 ? guest.kernelRelease : `${guest.kernelRelease}:${trialMs}`;
+  // ... and for this KVM CPU model (a named one this host lacks fails the trial).
+  const model = kvmCpuModel();
+  const key = [guest.kernelRelease, ...(trialMs === 5000 ? [] : [trialMs]), ...(model === "host" ? [] : [model])].join(":");
   if (existsSync(cacheFile)) {
     try {
       const c = JSON.parse(readFileSync(cacheFile, "utf8")) as { key?: string; accel?: Accel };

@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import type { Accel } from "@sandtree/protocol";
+import { cpuIdentity, kvmCpuModel } from "./cpu-identity.js";
 
 /** TCG's translation cache, in MiB (QEMU's default is 1 GiB). */
 export const TCG_TB_SIZE_MB = 256;
@@ -71,8 +72,22 @@ export const TCG_CPU_MODEL = "qemu64,+arat";
  * and memory-image keys include this string.
  */
 export function cpuModel(accel: Accel, nested: boolean): string {
-  if (accel === "kvm") return nested ? "host" : "host,-vmx,-svm";
+  if (accel === "kvm") {
+    // A named model (the fleet's choice, cpu-identity.ts) must be whole on this host: `enforce`
+    // refuses to start rather than give guests a CPU without some of the model's features.
+    const model = kvmCpuModel();
+    return `${model}${nested ? "" : ",-vmx,-svm"}${model === "host" ? "" : ",enforce"}`;
+  }
   return nested ? `${TCG_CPU_MODEL},+svm,+npt` : `${TCG_CPU_MODEL},-svm`;
+}
+
+/**
+ * The CPU part of a saved state's cache key: the model string and the CPU it stands for (under
+ * `-cpu host`, this host's: a template or memory image built on one CPU is never loaded on another).
+ */
+export function cpuKey(accel: Accel, nested: boolean): string {
+  const model = cpuModel(accel, nested);
+  return accel === "kvm" ? `${model}@${cpuIdentity(accel)}` : model;
 }
 
 let tscKhzCache: number | null | undefined;
@@ -123,8 +138,9 @@ export function buildQemuArgs(spec: QemuVmSpec): string[] {
     // No i8254 PIT under TCG: Linux leaves it counting (mode 3, count 0) after moving to the
     // local APIC timer, and QEMU then wakes its main loop every 27 ms for a timer nobody reads:
     // a bare idle guest took 0.27% of a core with it, 0.10% without (same run). The TSC
-    // frequency and lpj are passed in, so the kernel never calibrates against it. (KVM keeps it:
-    // untested here.)
+    // frequency and lpj are passed in, so the kernel never calibrates against it. KVM keeps it:
+    // emulated in the host kernel, and without it a bare nested-KVM boot took twice as long
+    // (bench/kvm-tuning.py, docs/architecture.md).
     `microvm${spec.accel === "tcg" ? ",pit=off" : ""},memory-backend=mem`,
     "-accel",
     // TCG's translation cache defaults to 1 GiB, resident as the guest runs more code: capped so

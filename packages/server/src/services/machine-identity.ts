@@ -1,14 +1,17 @@
-import type { HostCapabilities } from "@sandtree/host";
+import { cpuIdentity, type HostCapabilities } from "@sandtree/host";
 import { type CreateSandboxParams, type Sandbox, SandtreeError } from "@sandtree/protocol";
 
 /**
  * What a memory state needs of the machine it loads into, as a checkpoint records it: the
- * accelerator, and `+nested` when the guest's CPU offered hardware virtualization (the guest CPU
- * differs, so such a state restores only into the same). `tcg`, `tcg+nested`, `kvm`, `kvm+nested`.
+ * accelerator; under KVM the guest CPU it ran on (`cpuIdentity`: the fleet's named model, or
+ * `host/` and this host's CPU signature); and `+nested` when the guest's CPU offered hardware
+ * virtualization (the guest CPU differs, so such a state restores only into the same). `tcg`,
+ * `tcg+nested`, `kvm:EPYC-Milan`, `kvm:host/GenuineIntel-6-143-8-...+nested`.
  */
 export function machineOf(accel: string | null, nested: boolean | undefined): string | null {
   if (accel === null) return null;
-  return nested ? `${accel}+nested` : accel;
+  const base = accel === "kvm" ? `kvm:${cpuIdentity("kvm")}` : accel;
+  return nested ? `${base}+nested` : base;
 }
 
 /** Refuses nested virtualization where this host's accelerator cannot give it. */

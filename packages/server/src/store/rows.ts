@@ -48,7 +48,7 @@ export interface CheckpointRow extends Omit<Checkpoint, "has_memory"> {
   mem_sha256: string | null;
   cpu_cores: number | null;
   memory_mb: number | null;
-  /** The machine the memory state loads into (`tcg`, `kvm+nested`: see machineOf); null without memory. */
+  /** The machine the memory state loads into (`tcg`, `kvm:host/...+nested`: see machineOf); null without memory. */
   machine?: string | null;
   image_digest: string | null;
   base_path: string;
