@@ -38,7 +38,8 @@ function put(file) {
 
 try {
   // Host programs the server runs, and what they load.
-  for (const bin of ["qemu-system-x86_64", "qemu-img", "node"]) {
+  // setfacl: the jail grants each VM's uid its backing files (sandtree/debian lacks the acl package).
+  for (const bin of ["qemu-system-x86_64", "qemu-img", "node", "setfacl"]) {
     const file = run("sh", ["-c", `command -v ${bin}`]).trim();
     put(file);
     for (const lib of run("ldd", [file]).match(/\/\S+/g) ?? []) put(lib);
