@@ -29,8 +29,8 @@ import { usageRoutes } from "./routes/usage-routes.js";
 import { versionRoutes } from "./routes/version-routes.js";
 import { volumeRoutes } from "./routes/volume-routes.js";
 import { workerProxy } from "./routes/worker-proxy.js";
-import type { Principal } from "./services/auth-service.js";
 import type { Services } from "./services/services.js";
+import type { Principal } from "./services/teams/auth-service.js";
 import { VERSION } from "./version.js";
 
 declare module "fastify" {

@@ -4,7 +4,7 @@ import type { Duplex } from "node:stream";
 import { type ErrorBody, type ErrorCode, SandtreeError } from "@sandtree/protocol";
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
 import type { z } from "zod";
-import { toApiError } from "./services/error-codes.js";
+import { toApiError } from "./services/observability/error-codes.js";
 
 /** Parses with zod; failures become 400 VALIDATION_FAILED naming the first offending field. */
 export function parse<S extends z.ZodType>(schema: S, data: unknown): z.output<S> {

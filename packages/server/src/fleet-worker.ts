@@ -10,7 +10,7 @@ import { BlobStoreUrl, makeBlobStore } from "./blob-store-config.js";
 import { type RunningServer, startServer } from "./server.js";
 import { sha256Hex, workerCallKey } from "./services/fleet/join-token.js";
 import { JoinedBlobStore } from "./services/fleet/joined-blob-store.js";
-import { ACTIVE } from "./services/sandbox-machines.js";
+import { ACTIVE } from "./services/sandboxes/sandbox-machines.js";
 
 /** The deepest flatten depth the configuration takes: workers do not flatten (see JoinedBlobStore.replace). */
 const FLATTEN_NEVER = 1000;

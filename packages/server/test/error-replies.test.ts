@@ -5,7 +5,7 @@ import { SandtreeError } from "@sandtree/protocol";
 import { NotFoundError, SandtreeClient, ValidationError } from "@sandtree/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { renderError } from "../src/errors.js";
-import { toApiError } from "../src/services/error-codes.js";
+import { toApiError } from "../src/services/observability/error-codes.js";
 import { startTestServer, type TestServer } from "./helpers.js";
 
 let t: TestServer;

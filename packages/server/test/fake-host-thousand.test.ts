@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { FakeHost } from "@sandtree/host/fake";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ImageResolver } from "../src/services/image-resolver.js";
+import type { ImageResolver } from "../src/services/images/image-resolver.js";
 import { startTestServer, type TestServer } from "./helpers.js";
 
 const COUNT = Number(process.env.SANDTREE_FAKE_COUNT ?? 200);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { prettyLine, prettyLogStream, resolveLogFormat } from "../src/services/log-format.js";
+import { prettyLine, prettyLogStream, resolveLogFormat } from "../src/services/observability/log-format.js";
 
 describe("serve log format", () => {
   it("is readable on a terminal and JSON otherwise, unless chosen", () => {

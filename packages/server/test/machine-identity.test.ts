@@ -1,6 +1,6 @@
 import { hostCpuSignature, setKvmCpuModel } from "@sandtree/host";
 import { describe, expect, it } from "vitest";
-import { machineOf, nestedOfMachine, refuseOtherMachine } from "../src/services/machine-identity.js";
+import { machineOf, nestedOfMachine, refuseOtherMachine } from "../src/services/sandboxes/machine-identity.js";
 
 // What a memory checkpoint records of its machine, and the refusal of a state saved elsewhere:
 // no VM needed (the KVM path itself runs in kvm-nested.test.ts).

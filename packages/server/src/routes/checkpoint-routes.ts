@@ -2,10 +2,10 @@ import { CreateCheckpointRequest, SandtreeError } from "@sandtree/protocol";
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { parse } from "../errors.js";
-import { CONTROL_PLANE_KEY_ID } from "../services/auth-service.js";
-import { publicCheckpoint } from "../services/checkpoint-view.js";
+import { publicCheckpoint } from "../services/checkpoints/checkpoint-view.js";
 import { CHECKPOINT_ID_HEADER } from "../services/fleet/worker-client.js";
 import type { Services } from "../services/services.js";
+import { CONTROL_PLANE_KEY_ID } from "../services/teams/auth-service.js";
 import { ANSWERED_HERE } from "./fleet-route.js";
 
 const SandboxParams = z.object({ id: z.string().min(1).max(64) });

@@ -2,9 +2,9 @@ import { SandtreeError } from "@sandtree/protocol";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { parse } from "../errors.js";
-import { CONTROL_PLANE_KEY_ID } from "../services/auth-service.js";
 import type { WorkerCheckpoints } from "../services/fleet/worker-checkpoints.js";
 import type { Services } from "../services/services.js";
+import { CONTROL_PLANE_KEY_ID } from "../services/teams/auth-service.js";
 
 const CheckpointParams = z.object({ cid: z.string().min(1).max(64) });
 

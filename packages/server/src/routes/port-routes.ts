@@ -6,7 +6,7 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
 import { type RawData, WebSocket, WebSocketServer } from "ws";
 import { z } from "zod";
 import { parse } from "../errors.js";
-import type { ExposedPortInfo, PortTarget } from "../services/port-service.js";
+import type { ExposedPortInfo, PortTarget } from "../services/network/port-service.js";
 import type { Services } from "../services/services.js";
 import { PORT_URLS, WAY_IN } from "./fleet-route.js";
 import { forwardHeaders } from "./proxy/forward-headers.js";

@@ -2,10 +2,10 @@ import { ListSandboxesQuery, SandtreeError } from "@sandtree/protocol";
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { parse } from "../errors.js";
-import { CONTROL_PLANE_KEY_ID } from "../services/auth-service.js";
 import { hostIdNamed, withHosts } from "../services/fleet/sandbox-hosts.js";
 import { SANDBOX_ID_HEADER } from "../services/fleet/worker-client.js";
 import type { Services } from "../services/services.js";
+import { CONTROL_PLANE_KEY_ID } from "../services/teams/auth-service.js";
 import { ANSWERED_HERE } from "./fleet-route.js";
 
 const IdParams = z.object({ id: z.string().min(1).max(64) });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { HeadBuffer } from "../../src/services/output-spill.js";
-import { SUBSCRIBER_QUEUE_CAP, Subscriber } from "../../src/services/process-table.js";
+import { HeadBuffer } from "../../src/services/commands/output-spill.js";
+import { SUBSCRIBER_QUEUE_CAP, Subscriber } from "../../src/services/commands/process-table.js";
 
 // What the server holds in memory of a guest's output is bounded, whatever the guest sends.
 describe("per-sandbox buffers a hostile guest fills", () => {

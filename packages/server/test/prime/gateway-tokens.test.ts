@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { describe, expect, it } from "vitest";
-import { GatewayTokens } from "../../src/services/gateway-tokens.js";
+import { GatewayTokens } from "../../src/services/network/gateway-tokens.js";
 import type { Store } from "../../src/store/store.js";
 
 // What a token says is checked before the store is asked about its key (prime-client.test.ts

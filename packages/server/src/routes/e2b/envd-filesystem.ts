@@ -14,7 +14,7 @@ import {
   type WatchDirResponse,
   WatchDirResponseSchema,
 } from "../../gen/filesystem/filesystem_pb.js";
-import type { DirEvent } from "../../services/dir-watch-service.js";
+import type { DirEvent } from "../../services/files/dir-watch-service.js";
 import type { Services } from "../../services/services.js";
 import { callerOf, envdError, keepaliveMs, rootOnly, withKeepalive } from "./envd-context.js";
 

@@ -10,7 +10,7 @@ import {
   type StartResponse,
   StartResponseSchema,
 } from "../../gen/process/process_pb.js";
-import type { ProcessEvent as TableEvent } from "../../services/process-table.js";
+import type { ProcessEvent as TableEvent } from "../../services/commands/process-table.js";
 import type { Services } from "../../services/services.js";
 import { callerOf, deadlinePassed, keepaliveMs, withKeepalive } from "./envd-context.js";
 

@@ -2,7 +2,7 @@ import { PrimeCheckpointIds, SandtreeError } from "@sandtree/protocol";
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { parse } from "../../errors.js";
-import { publicCheckpoint } from "../../services/checkpoint-view.js";
+import { publicCheckpoint } from "../../services/checkpoints/checkpoint-view.js";
 import type { Services } from "../../services/services.js";
 import { IdParams } from "./prime-sandbox-routes.js";
 import { checkpointView } from "./prime-views.js";

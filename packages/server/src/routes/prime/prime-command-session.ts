@@ -14,8 +14,8 @@ import {
   Signal,
   StartResponseSchema,
 } from "../../gen/command_session/command_session_pb.js";
-import type { Principal } from "../../services/auth-service.js";
 import type { Services } from "../../services/services.js";
+import type { Principal } from "../../services/teams/auth-service.js";
 import { type EventQueue, type PrimeSessions, EventQueue as Queue, type Session, type SessionEvent } from "./prime-sessions.js";
 
 /** A silent command's stream carries a keepalive this often (proxies drop idle streams). */

@@ -1,5 +1,5 @@
 import { type PrimeCreateSandboxRequest, SandtreeError } from "@sandtree/protocol";
-import type { Principal } from "../../services/auth-service.js";
+import type { Principal } from "../../services/teams/auth-service.js";
 import { labelsFromPrime, startCommandLine } from "./prime-views.js";
 
 function refuse(field: string, why: string): never {

@@ -1,8 +1,8 @@
 import { type Sandbox, SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
 import { z } from "zod";
 import { parse } from "../../errors.js";
-import type { Principal } from "../../services/auth-service.js";
 import type { Services } from "../../services/services.js";
+import type { Principal } from "../../services/teams/auth-service.js";
 
 export const GatewayParams = z.object({ ns: z.string().min(1).max(64), sid: z.string().min(1).max(64) });
 

@@ -1,9 +1,9 @@
 import { DESKTOP_VNC_PORT, type DesktopAction, DesktopEvent, DesktopInfo, SandtreeError } from "@sandtree/protocol";
-import type { ExecService } from "../exec-service.js";
-import type { FileService } from "../file-service.js";
-import { parseDisplay } from "../image-defaults.js";
-import type { Logger } from "../logger.js";
-import type { SandboxService, SandboxStart } from "../sandbox-service.js";
+import type { ExecService } from "../commands/exec-service.js";
+import type { FileService } from "../files/file-service.js";
+import { parseDisplay } from "../images/image-defaults.js";
+import type { Logger } from "../observability/logger.js";
+import type { SandboxService, SandboxStart } from "../sandboxes/sandbox-service.js";
 import { type HelperAnswer, HelperSession } from "./helper-session.js";
 import { openVncStream, type VncStream } from "./vnc-stream.js";
 

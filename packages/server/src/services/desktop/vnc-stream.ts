@@ -1,6 +1,6 @@
 import type { Machine, MachineExecEvent } from "@sandtree/host";
 import { SandtreeError } from "@sandtree/protocol";
-import { HeadBuffer } from "../output-spill.js";
+import { HeadBuffer } from "../commands/output-spill.js";
 
 /** How long x11vnc may take to send its RFB banner (it may first bring the display up, under TCG). */
 const BANNER_DEADLINE_MS = 120_000;

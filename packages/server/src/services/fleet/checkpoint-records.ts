@@ -3,7 +3,7 @@ import type { HostDisks } from "@sandtree/host";
 import { type CheckpointRecord, SandtreeError } from "@sandtree/protocol";
 import type { CheckpointRow } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
-import type { ImageResolver } from "../image-resolver.js";
+import type { ImageResolver } from "../images/image-resolver.js";
 
 /** A checkpoint row as another host needs it: everything but this host's paths and team. */
 export function checkpointRecord(r: CheckpointRow): CheckpointRecord {

@@ -4,9 +4,9 @@ import path from "node:path";
 import { machineCapacity } from "@sandtree/host";
 import { type Accel, type Sandbox, TERMINAL_STATUSES } from "@sandtree/protocol";
 import type { Store } from "../../store/store.js";
-import type { ImageResolver } from "../image-resolver.js";
-import type { Logger } from "../logger.js";
-import { ACTIVE } from "../sandbox-machines.js";
+import type { ImageResolver } from "../images/image-resolver.js";
+import type { Logger } from "../observability/logger.js";
+import { ACTIVE } from "../sandboxes/sandbox-machines.js";
 import { type FleetService, LOCAL_HOST } from "./fleet-service.js";
 
 /**

@@ -3,7 +3,7 @@ import { CheckpointRecord, ResetRequest, type Sandbox, SandtreeError } from "@sa
 import { parse } from "../../errors.js";
 import type { CheckpointRow } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
-import type { Logger } from "../logger.js";
+import type { Logger } from "../observability/logger.js";
 import { chainOf, checkpointRecord } from "./checkpoint-records.js";
 import type { FleetService, RemoteHost } from "./fleet-service.js";
 import type { RemoteSandboxes } from "./remote-sandboxes.js";

@@ -1,5 +1,5 @@
 import type { CheckpointRow } from "../../store/rows.js";
-import type { RestoreLayers } from "../provisioner.js";
+import type { RestoreLayers } from "../sandboxes/provisioner.js";
 import type { RemoteHost } from "./fleet-service.js";
 
 /**

@@ -1,7 +1,7 @@
 import { SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
 import type { StrandedStart } from "../../store/host-store.js";
 import type { Store } from "../../store/store.js";
-import type { Logger } from "../logger.js";
+import type { Logger } from "../observability/logger.js";
 import type { FleetService } from "./fleet-service.js";
 import { type RemoteSandboxes, WorkerSandbox } from "./remote-sandboxes.js";
 

@@ -10,8 +10,8 @@ import {
 import { parse } from "../../errors.js";
 import type { CheckpointRow } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
-import { verifyChain } from "../checkpoint-chain.js";
-import type { ImageResolver } from "../image-resolver.js";
+import { verifyChain } from "../checkpoints/checkpoint-chain.js";
+import type { ImageResolver } from "../images/image-resolver.js";
 import { checkpointRecord, ensureBase } from "./checkpoint-records.js";
 
 export interface WorkerCheckpointsDeps {

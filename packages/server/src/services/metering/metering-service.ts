@@ -2,7 +2,7 @@ import { SandtreeError, type Stats, type TeamBudget, type UsageGroup, type Usage
 import type { TeamRow } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
 import { HOUR_MS } from "../../store/usage-hours.js";
-import type { Principal } from "../auth-service.js";
+import type { Principal } from "../teams/auth-service.js";
 import type { Clock } from "./clock.js";
 import { compilePrices, type Price, type PriceEntry } from "./prices.js";
 import { bucketMsOf, pricePeriods, sortedLines, spreadSums, sumKeyOf } from "./usage-pricing.js";

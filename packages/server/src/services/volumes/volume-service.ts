@@ -15,8 +15,8 @@ import {
 } from "@sandtree/protocol";
 import { parse } from "../../errors.js";
 import type { VolumeMountRow, VolumeRow, VolumeStore } from "../../store/volume-rows.js";
-import { KeyedSerial } from "../keyed-serial.js";
-import type { Logger } from "../logger.js";
+import type { Logger } from "../observability/logger.js";
+import { KeyedSerial } from "../support/keyed-serial.js";
 import { VolumeFiles } from "./volume-files.js";
 import { quotaCheck } from "./volume-quota.js";
 import { cloneTree, SNAPSHOT_OF_LABEL, snapshotName } from "./volume-snapshots.js";

@@ -1,0 +1,106 @@
+import { existsSync, statSync } from "node:fs";
+import path from "node:path";
+import { BlobCorruptError, BlobMissingError, type BlobStore, sha256File } from "@sandtree/host";
+import { SandtreeError } from "@sandtree/protocol";
+import type { CheckpointRow } from "../../store/rows.js";
+import type { Store } from "../../store/store.js";
+import type { Logger } from "../observability/logger.js";
+
+/** A checkpoint's layer (or memory file) from the blob store, checked against its recorded sha256. */
+async function materialize(blobs: BlobStore, id: string, key: string, sha256: string, signal?: AbortSignal): Promise<string> {
+  try {
+    return await blobs.materialize(key, sha256, signal ? { signal } : {});
+  } catch (err) {
+    if (err instanceof BlobCorruptError || err instanceof BlobMissingError) {
+      throw new SandtreeError("CHECKPOINT_CORRUPT", `checkpoint ${id} cannot be restored: ${err.message}`, { checkpoint_id: id });
+    }
+    throw err;
+  }
+}
+
+/**
+ * Verifies every layer of a DURABLE checkpoint's chain (sha256 against what was recorded) and,
+ * with `memory`, its memory file; returns the top layer's path, to back a new sandbox's overlay.
+ * A corrupt or missing layer is CHECKPOINT_CORRUPT: such a checkpoint never boots. With
+ * `sealingHere`, a FROZEN checkpoint this process is sealing counts too: its layer (and RAM file)
+ * are used from this host's layer directory unhashed (they have no hash yet; the host wrote them here,
+ * and nothing writes to them again). Only the host that took it can say so: a worker, or a host
+ * reading the object store, never passes it.
+ */
+export async function verifyChain(
+  store: Store,
+  blobs: BlobStore,
+  top: CheckpointRow,
+  opts: { memory: boolean; signal?: AbortSignal; sealingHere?: (id: string) => boolean },
+): Promise<{ path: string; row: CheckpointRow; memPath: string | null }> {
+  const id = top.id;
+  const { signal } = opts;
+  const here = (c: CheckpointRow) => c.state === "FROZEN" && !c.sha256 && opts.sealingHere?.(c.id) === true;
+  const local = (key: string, what: string) => {
+    const p = path.join(blobs.localDir, key);
+    if (!existsSync(p)) throw new SandtreeError("CHECKPOINT_CORRUPT", `${what} of ${id} is missing`, { checkpoint_id: id });
+    return p;
+  };
+  if (top.state !== "DURABLE" && !here(top)) {
+    const code = top.state === "FAILED" ? "CHECKPOINT_FAILED" : "CHECKPOINT_NOT_READY";
+    throw new SandtreeError(code, `checkpoint ${id} is ${top.state}, not DURABLE`, { checkpoint_id: id, state: top.state });
+  }
+  let topPath = "";
+  for (let c: CheckpointRow | undefined = top; c; c = c.parent_id ? await store.getCheckpoint(c.parent_id) : undefined) {
+    if (here(c) && c.blob_key) {
+      const p = local(c.blob_key, `the frozen layer ${c.id}`);
+      if (c === top) topPath = p;
+      continue;
+    }
+    if (!c.blob_key || !c.sha256)
+      throw new SandtreeError("CHECKPOINT_CORRUPT", `layer of ${c.id} was never stored`, { checkpoint_id: id });
+    const { blob_key, sha256 } = c;
+    const layer = c.id;
+    let p: string;
+    try {
+      try {
+        p = await blobs.materialize(blob_key, sha256, signal ? { signal } : {});
+      } catch (err) {
+        // A flattening may have swapped the layer (and its hash) while we read it: once more.
+        const now = await store.getCheckpoint(layer);
+        if (!(err instanceof BlobCorruptError) || !now?.sha256 || now.sha256 === sha256) throw err;
+        p = await blobs.materialize(blob_key, now.sha256, signal ? { signal } : {});
+      }
+    } catch (err) {
+      if (err instanceof BlobCorruptError || err instanceof BlobMissingError) {
+        throw new SandtreeError("CHECKPOINT_CORRUPT", `checkpoint ${id} cannot be restored: ${err.message}`, {
+          checkpoint_id: id,
+          layer,
+        });
+      }
+      throw err;
+    }
+    if (c === top) topPath = p;
+  }
+  let memPath: string | null = null;
+  if (opts.memory && top.mem_key && here(top)) {
+    memPath = local(top.mem_key, "the RAM file");
+  } else if (opts.memory) {
+    if (!top.mem_key || !top.mem_sha256) {
+      throw new SandtreeError("CHECKPOINT_HAS_NO_MEMORY", `checkpoint ${id} has no memory to restore`, { checkpoint_id: id });
+    }
+    memPath = await materialize(blobs, id, top.mem_key, top.mem_sha256, signal);
+  }
+  if (!existsSync(top.base_path)) {
+    throw new SandtreeError("CHECKPOINT_CORRUPT", `the image base of checkpoint ${id} is gone`, { checkpoint_id: id });
+  }
+  return { path: topPath, row: top, memPath };
+}
+
+/**
+ * Stores a DURABLE checkpoint's local layer again when it still has its recorded hash: after a
+ * flattening interrupted between its upload and the hash's commit, a remote store holds bytes
+ * whose hash was never recorded.
+ */
+export async function storeLayerAgain(blobs: BlobStore, row: CheckpointRow, log: Logger): Promise<void> {
+  if (row.state !== "DURABLE" || !row.blob_key || !row.sha256) return;
+  const file = path.join(blobs.localDir, row.blob_key);
+  if (!existsSync(file) || (await sha256File(file)) !== row.sha256) return;
+  await blobs.put(row.blob_key, file, { sha256: row.sha256, size: statSync(file).size });
+  log.info({ checkpoint: row.id }, "stored a layer again after an interrupted flattening");
+}

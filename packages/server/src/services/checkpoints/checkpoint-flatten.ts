@@ -1,0 +1,29 @@
+import { rmSync } from "node:fs";
+import path from "node:path";
+import type { BlobStore, HostDisks } from "@sandtree/host";
+import type { Store } from "../../store/store.js";
+import type { Logger } from "../observability/logger.js";
+
+/**
+ * Rewrites a deep DURABLE checkpoint's layer as one layer over the image base (see
+ * CheckpointService.flattenInBackground). Never throws: a failure leaves the chain as it was.
+ */
+export async function flattenCheckpoint(
+  deps: { store: Store; blobs: BlobStore; log: Logger; host: HostDisks },
+  id: string,
+): Promise<void> {
+  const row = await deps.store.getCheckpoint(id);
+  if (!row?.blob_key || row.state !== "DURABLE") return;
+  const dir = deps.blobs.localDir;
+  const tmp = `.tmp-flat-${id}`;
+  try {
+    const { sha256, size } = await deps.host.flattenLayer(dir, row.blob_key, deps.host.linkBase(dir, row.base_path), tmp);
+    // Stored (for a remote store: uploaded) before the new hash is recorded, then swapped locally.
+    const commit = () => deps.store.updateCheckpoint(id, { sha256, stored_bytes: size }, ["DURABLE"]);
+    if (!(await deps.blobs.replace(row.blob_key, path.join(dir, tmp), { sha256, size }, commit))) return;
+    deps.log.info({ checkpoint: id, depth: row.depth, bytes: size }, "checkpoint layer flattened");
+  } catch (err) {
+    rmSync(path.join(dir, tmp), { force: true });
+    deps.log.warn({ checkpoint: id, err: (err as Error).message }, "flattening failed; the chain stays as it was");
+  }
+}

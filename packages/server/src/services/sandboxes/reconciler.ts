@@ -1,0 +1,175 @@
+import { existsSync, readdirSync, rmSync } from "node:fs";
+import path from "node:path";
+import type { MachineHost } from "@sandtree/host";
+import type { Sandbox } from "@sandtree/protocol";
+import type { Store } from "../../store/store.js";
+import type { NetworkService } from "../network/network-service.js";
+import type { Logger } from "../observability/logger.js";
+import { ACTIVE, type SandboxMachines } from "./sandbox-machines.js";
+import { machineNameOf, type SandboxPaths } from "./sandbox-paths.js";
+
+export interface ReconcilerDeps {
+  store: Store;
+  host: MachineHost;
+  machines: SandboxMachines;
+  paths: SandboxPaths;
+  log: Logger;
+  network?: NetworkService;
+  /** One adoption, all steps (ms). */
+  adoptDeadlineMs: number;
+  /** Sandboxes this process is provisioning (they are not lost). */
+  provisioning: (id: string) => boolean;
+  closing: () => boolean;
+  /** Sandboxes placed on fleet workers: their machines are there, not here. */
+  placedElsewhere?: () => Promise<Set<string>>;
+}
+
+export interface ReconcileOptions {
+  /**
+   * On a store several servers share: the sandboxes placed on this server's own host. Only
+   * those (and any whose VM survives in this server's run directory) are this server's to adopt or
+   * mark lost; the others belong to other servers. Null or absent: every active sandbox is ours.
+   */
+  placedHere?: ReadonlySet<string> | null;
+}
+
+export interface ReconcileResult {
+  settled: Promise<void>;
+  /** The active sandboxes this server took as its own (null: all of them, a store of its own). */
+  owned: ReadonlySet<string> | null;
+}
+
+/**
+ * After a restart: finds the machines that survived the previous server process and adopts them
+ * again, marks the sandboxes whose machine is gone ERROR with the reason, kills machines nobody
+ * will adopt, and removes what the previous process left on disk for sandboxes without a machine.
+ */
+export class Reconciler {
+  /** Sandboxes whose surviving machine is being reconnected. */
+  readonly adopting = new Map<string, { abort: AbortController; done: Promise<void> }>();
+
+  constructor(private readonly deps: ReconcilerDeps) {}
+
+  private async cleanup(id: string): Promise<void> {
+    await this.deps.machines.cleanupDisk(id);
+    rmSync(this.deps.paths.runDir(id), { recursive: true, force: true });
+  }
+
+  private async lose(sb: Sandbox, reason: string): Promise<unknown> {
+    const { store, log } = this.deps;
+    // Its leftovers go first, so a sandbox seen ERROR has nothing left behind.
+    await this.cleanup(sb.id);
+    if (
+      await store.updateSandbox(sb.id, { status: "ERROR", error_reason: reason, terminated_at: new Date().toISOString() }, ACTIVE)
+    ) {
+      await store.addEvent(sb.id, `error: ${reason}`);
+      log.warn({ sandbox: sb.id, reason }, "sandbox lost in a restart");
+    }
+    return this.deps.network?.detach(sb.id).catch(() => {}) ?? Promise.resolve();
+  }
+
+  /**
+   * Its decisions are taken synchronously, before the server listens: which sandboxes have a
+   * surviving machine to adopt (a VMM runs in its own process group), which are lost (caught
+   * `PENDING`/`PROVISIONING`, or their machine is gone: `ERROR` with the reason), which machines
+   * nobody will adopt (killed at once). The adoptions then run in parallel in the background
+   * while the API answers, each under one deadline for all its steps: one that misses it or
+   * fails gets its machine killed and its sandbox `ERROR` with the reason, so a frozen VM holds
+   * up nothing else. It resolves once the decisions are taken (await it before listening);
+   * `settled` settles when every adoption has.
+   */
+  async reconcile(opts: ReconcileOptions = {}): Promise<ReconcileResult> {
+    const { store, log, machines, paths, host } = this.deps;
+    const found = new Map(host.survivors(paths.runRoot).map((p) => [p.name, p.pid]));
+    const here = opts.placedHere ?? null;
+    const listed = (await store.listSandboxesByStatus(ACTIVE)).filter(
+      (sb) => here === null || here.has(sb.id) || found.has(machineNameOf(sb.id)),
+    );
+    const remote = (await this.deps.placedElsewhere?.()) ?? new Set<string>();
+    // A worker's RUNNING or PAUSED sandbox lives on there; one this process was still starting is lost.
+    const onWorker = (sb: Sandbox) => remote.has(sb.id) && (sb.status === "RUNNING" || sb.status === "PAUSED");
+    const active = listed.filter((sb) => !machines.has(sb.id) && !this.deps.provisioning(sb.id) && !onWorker(sb));
+    const settled: Array<Promise<unknown>> = [];
+    // A lost sandbox is ERROR with nothing of it left (disk, tap, rules) before the API answers:
+    // a client that saw the restart must not find it RUNNING, nor its address still routed.
+    const losses: Array<Promise<unknown>> = [];
+    for (const sb of active) {
+      const pid = found.get(machineNameOf(sb.id));
+      if (sb.status !== "RUNNING" && sb.status !== "PAUSED")
+        losses.push(this.lose(sb, `the server restarted while provisioning the sandbox (${sb.status})`));
+      else if (pid === undefined) losses.push(this.lose(sb, "the server restarted and the sandbox's VM was gone"));
+      else {
+        const abort = new AbortController();
+        const done = this.adoptOne(sb, pid, abort.signal)
+          .then(async (reason) => {
+            if (reason !== null) await this.lose(sb, reason);
+          })
+          .catch((err: Error) => log.error({ sandbox: sb.id, err: err.message }, "adoption failed"))
+          .finally(() => this.adopting.delete(sb.id));
+        this.adopting.set(sb.id, { abort, done });
+        settled.push(done);
+      }
+    }
+    // Machines nobody adopts (of ERROR sandboxes, of deletes or provisionings a crash interrupted): killed now.
+    for (const [name, pid] of found) {
+      const id = name.replace(/^sandtree-/, "");
+      if (!this.adopting.has(id) && !machines.has(id)) host.killSurvivor(pid, name);
+    }
+    // What the previous server left on disk for sandboxes without a machine (a crash between
+    // creating the disk and starting the machine leaves only a layer file); a failed adoption cleans its own.
+    const ids = new Set<string>();
+    for (const root of [path.join(paths.dataDir, "sandboxes"), paths.runRoot]) {
+      if (existsSync(root)) for (const id of readdirSync(root)) ids.add(id);
+    }
+    if (existsSync(paths.layersDir)) {
+      for (const f of readdirSync(paths.layersDir)) {
+        const m = /^live-(sb-[a-z2-7]+)-/.exec(f);
+        if (m?.[1]) ids.add(m[1]);
+      }
+    }
+    await Promise.all(losses);
+    const cleanups: Array<Promise<void>> = [];
+    for (const id of ids) {
+      if (machines.has(id) || this.deps.provisioning(id) || this.adopting.has(id) || machines.resetting.has(id)) continue;
+      cleanups.push(this.cleanup(id));
+    }
+    await Promise.all(cleanups);
+    return {
+      settled: Promise.all(settled).then(() => undefined),
+      owned: here === null ? null : new Set(listed.map((sb) => sb.id)),
+    };
+  }
+
+  /** Adopts one surviving machine; null when it is supervised now, else why it was not (it is killed). */
+  private async adoptOne(sb: Sandbox, pid: number, signal: AbortSignal): Promise<string | null> {
+    const { store, log, paths } = this.deps;
+    try {
+      const guestNet = this.deps.network?.guestNetOf(sb.id);
+      const machine = await this.deps.host.adopt({
+        name: machineNameOf(sb.id),
+        pid,
+        runDir: paths.runDir(sb.id),
+        logDir: paths.logDir(sb.id),
+        deadlineMs: this.deps.adoptDeadlineMs,
+        signal,
+        ...(guestNet ? { guestNet } : {}),
+        // A PAUSED sandbox stays paused (its guest runs only for the handshake); a RUNNING one
+        // whose VM was found stopped (a crash mid-pause or mid-checkpoint) runs on.
+        keepPaused: sb.status === "PAUSED",
+      });
+      // Deleted, expired or shut down meanwhile: the adoption's result is not wanted.
+      const now = (await store.getSandbox(sb.id))?.status;
+      if (this.deps.closing() || (now !== "RUNNING" && now !== "PAUSED")) {
+        await machine.stop({ graceMs: 0 }).catch(() => {});
+        return `the sandbox ended (${now ?? "gone"}) while its VM was being reconnected`;
+      }
+      this.deps.machines.supervise(sb.id, machine, now);
+      const state = machine.adoptedRunState === "running" ? "" : `; its VM was ${machine.adoptedRunState}`;
+      await store.addEvent(sb.id, `adopted after a server restart (pid ${pid}${state})`);
+      log.info({ sandbox: sb.id, pid, runState: machine.adoptedRunState, status: sb.status }, "sandbox VM adopted");
+      return null;
+    } catch (err) {
+      return `the server restarted and the sandbox's VM did not answer: ${(err as Error).message}`;
+    }
+  }
+}

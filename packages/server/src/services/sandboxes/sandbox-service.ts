@@ -1,0 +1,498 @@
+import { readFileSync, rmSync } from "node:fs";
+import path from "node:path";
+import { type Accel, type GuestArtifacts, type Machine, type MachineHost, tailOfFile } from "@sandtree/host";
+import { type CreateSandboxParams, type Sandbox, type SandboxStatus, SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
+import type { SandboxFilter } from "../../store/rows.js";
+import type { Store } from "../../store/store.js";
+import type { RemoteSandboxes } from "../fleet/remote-sandboxes.js";
+import { placeHere, type RestorePlan } from "../fleet/restore-plan.js";
+import { type ImageAliases, imageOfCreate } from "../images/image-aliases.js";
+import type { ImageResolver } from "../images/image-resolver.js";
+import type { NetworkService } from "../network/network-service.js";
+import type { Logger } from "../observability/logger.js";
+import type { VolumeService } from "../volumes/volume-service.js";
+import type { AdmissionService } from "./admission-service.js";
+import { lifetimeFields } from "./lifetime.js";
+import { causeChain, Provisioner, type RestoreLayers } from "./provisioner.js";
+import { type ReconcileOptions, type ReconcileResult, Reconciler } from "./reconciler.js";
+import { ACTIVE, SandboxMachines } from "./sandbox-machines.js";
+import { memoryMbFor, newSandboxId, SandboxPaths } from "./sandbox-paths.js";
+import { WarmStarts } from "./warm-starts.js";
+
+export { liveDiskName, memoryMbFor } from "./sandbox-paths.js";
+
+export interface SandboxServiceDeps {
+  store: Store;
+  images: ImageResolver;
+  aliases?: ImageAliases;
+  dataDir: string;
+  /** Short directory for Unix sockets (path length limit). */
+  runRoot: string;
+  /** Where sandbox disks and checkpoint layers live side by side (default DATA_DIR/layers). */
+  layersDir?: string;
+  accel: Accel;
+  guest: GuestArtifacts;
+  log: Logger;
+  admission: AdmissionService;
+  /** Sandbox networks (absent: no sandbox gets a NIC). */
+  network?: NetworkService;
+  /** Sandboxes placed on fleet workers (a restart does not look for their machines here). */
+  placedElsewhere?: () => Promise<Set<string>>;
+  /** Where machines run (the server's host: see startServer). */
+  host: MachineHost;
+  /** Checks a create's `volumes` (refuses them until they can be mounted). */
+  volumes?: Pick<VolumeService, "resolveMounts" | "attach">;
+  /** Warm starts from booted templates (default on). */
+  warmTemplates?: boolean;
+  /** Deadlines of calls into VMs (ms); see the config module. Absent: the defaults. */
+  deadlines?: { adoptMs?: number; agentMs?: number };
+}
+
+/** A sandbox coming up: how it starts, and a promise that settles once it is RUNNING or failed. */
+export interface SandboxStart {
+  sandbox: Sandbox;
+  /** The create's parameters (absent for a reset). */
+  params?: CreateSandboxParams;
+  /** "none": a fresh disk; "disk": a checkpoint's disk, booted; "memory": resumed with its processes. */
+  restored: "none" | "disk" | "memory";
+  ready: Promise<void>;
+}
+
+/**
+ * Sandbox lifecycle as a state machine in the store: PENDING -> PROVISIONING -> RUNNING ->
+ * TERMINATED, or ERROR/TIMEOUT. Every transition is conditional on the current status, so a
+ * delete racing a create wins and the provisioner cleans up what it started. Machines are reached
+ * only through the host's Machine interface (provisioner.ts, sandbox-machines.ts, reconciler.ts).
+ */
+export class SandboxService {
+  private readonly provisioning = new Map<string, { abort: AbortController; done: Promise<void> }>();
+  private closing = false;
+  private readonly paths: SandboxPaths;
+  private readonly machines: SandboxMachines;
+  private readonly provisioner: Provisioner;
+  private readonly reconciler: Reconciler;
+  /** Warm templates and copy-on-write memory images. */
+  private readonly warm: WarmStarts;
+  /** The host machines run on (its disks, capabilities). */
+  readonly host: MachineHost;
+  private remote: RemoteSandboxes | null = null;
+  private readonly teardownHooks: Array<(id: string) => unknown> = [];
+  private readonly startHooks: Array<(start: SandboxStart) => void> = [];
+  constructor(private readonly deps: SandboxServiceDeps) {
+    const host = (this.host = deps.host);
+    this.paths = new SandboxPaths(deps.dataDir, deps.runRoot, deps.layersDir);
+    this.warm = new WarmStarts(
+      {
+        host,
+        dataDir: deps.dataDir,
+        runRoot: deps.runRoot,
+        layersDir: this.paths.layersDir,
+        guest: deps.guest,
+        accel: deps.accel,
+        log: deps.log,
+        ...(deps.network ? { network: deps.network } : {}),
+      },
+      deps.warmTemplates !== false,
+    );
+    this.machines = new SandboxMachines({
+      store: deps.store,
+      paths: this.paths,
+      log: deps.log,
+      agentDeadlineMs: deps.deadlines?.agentMs ?? 30_000,
+      ...(deps.network ? { network: deps.network } : {}),
+    });
+    this.provisioner = new Provisioner({
+      store: deps.store,
+      images: deps.images,
+      paths: this.paths,
+      machines: this.machines,
+      host,
+      accel: deps.accel,
+      guest: deps.guest,
+      log: deps.log,
+      templates: this.warm.templates,
+      memoryImages: this.warm.memoryImages,
+      environmentOf: (sb) => this.environmentOf(sb),
+      ...(deps.network ? { network: deps.network } : {}),
+    });
+    this.reconciler = new Reconciler({
+      store: deps.store,
+      host,
+      machines: this.machines,
+      paths: this.paths,
+      log: deps.log,
+      adoptDeadlineMs: deps.deadlines?.adoptMs ?? 10_000,
+      provisioning: (id) => this.provisioning.has(id),
+      ...(deps.placedElsewhere ? { placedElsewhere: deps.placedElsewhere } : {}),
+      closing: () => this.closing,
+      ...(deps.network ? { network: deps.network } : {}),
+    });
+  }
+
+  /** Fleet mode: creates placed on workers start there (unset: every sandbox runs here). */
+  useRemote(remote: RemoteSandboxes): void {
+    this.remote = remote;
+  }
+
+  /** Emits ("io-error", sandboxId, reason) when the host holds a machine on a disk error. */
+  get ioEvents() {
+    return this.machines.ioEvents;
+  }
+
+  /** Prunes the warm caches (see WarmStarts.prune). Run at start, before requests are taken. */
+  pruneTemplates(): void {
+    this.warm.prune(this.provisioner);
+  }
+
+  /** Starts building the memory image of a state just saved from `sb` (see Provisioner). */
+  prepareMemoryImage(sb: Sandbox, memState: string): void {
+    this.provisioner.prepareMemoryImage(sb, memState);
+  }
+
+  /** The image base under a sandbox's disk chain. */
+  basePathOf(sb: Sandbox): Promise<string> {
+    return this.provisioner.basePathOf(sb);
+  }
+
+  async create(teamId: string, params: CreateSandboxParams, restore: RestoreLayers | null = null): Promise<Sandbox> {
+    return (await this.createOrReplay(teamId, params, restore)).sandbox;
+  }
+
+  /**
+   * Creates a sandbox, or answers the one an unexpired idempotency key already created
+   * (`created: false`). A restore comes with its plan (its layers verified where it is placed).
+   */
+  async createOrReplay(
+    teamId: string,
+    params: CreateSandboxParams,
+    given: RestoreLayers | RestorePlan | null = null,
+    opts: { id?: string } = {},
+  ): Promise<{ sandbox: Sandbox; created: boolean }> {
+    if (this.closing) throw new SandtreeError("UNAVAILABLE", "the server is shutting down");
+    if (params.checkpoint_id && !given) {
+      throw new SandtreeError("VALIDATION_FAILED", "a restore goes through the checkpoint's verification", {
+        field: "checkpoint_id",
+      });
+    }
+    const replayed = await this.deps.admission.replay(teamId, params);
+    if (replayed) return { sandbox: replayed, created: false };
+    const credentials = params.registry_credentials;
+    const { image, alias } = await imageOfCreate(this.deps.aliases, params);
+    // A restore's image comes from its checkpoint, which was verified.
+    if (!params.checkpoint_id) await this.deps.images.check(image, credentials ? { credentials } : {});
+    this.deps.network?.validate(params);
+    const mounts = (await this.deps.volumes?.resolveMounts(teamId, params.volumes, params.network)) ?? [];
+    const now = new Date().toISOString();
+    const sandbox: Sandbox = {
+      id: opts.id ?? newSandboxId(),
+      name: params.name ?? null,
+      team_id: teamId,
+      image,
+      image_digest: null,
+      status: "PENDING",
+      cpu_cores: params.cpu_cores,
+      memory_gb: params.memory_gb,
+      disk_size_gb: params.disk_size_gb,
+      environment_vars: params.environment_vars,
+      labels: params.labels,
+      start_command: params.start_command ?? null,
+      display: params.display ? `${params.display.width}x${params.display.height}` : null,
+      nested_virtualization: params.nested_virtualization,
+      accel: this.deps.accel,
+      error_reason: null,
+      created_at: now,
+      updated_at: now,
+      started_at: null,
+      terminated_at: null,
+      ...lifetimeFields(params, now),
+    };
+    // Placed (fleet), then quotas, rate limits and idempotency in the insert's transaction.
+    const admit = () => this.deps.admission.admit(sandbox, params);
+    const { worker, admitted, restore } = this.remote
+      ? await this.remote.placeAndAdmit(sandbox, params, admit, given, { checkFit: opts.id === undefined })
+      : await placeHere(given, admit);
+    if (!admitted.created) return admitted;
+    await this.deps.volumes?.attach(sandbox.id, mounts);
+    if (!worker) await this.deps.network?.register(sandbox.id, params);
+    sandbox.secrets = admitted.sandbox.secrets ?? {};
+    if (params.checkpoint_id) {
+      const lineage = { source_checkpoint_id: params.checkpoint_id, head_checkpoint_id: params.checkpoint_id };
+      await this.deps.store.updateSandbox(sandbox.id, lineage);
+      Object.assign(sandbox, lineage);
+    }
+    await this.deps.store.addEvent(sandbox.id, `created from ${params.image}${alias ? ` (an image alias for ${image})` : ""}`);
+    const abort = new AbortController();
+    const plan = restore && params.restore_memory ? restore : restore ? { ...restore, memState: null } : null;
+    const started =
+      worker && this.remote
+        ? this.remote.start(worker, sandbox, params, abort.signal)
+        : this.provisioner.provision(sandbox, credentials, plan, abort.signal);
+    const done = started.finally(() => {
+      this.provisioning.delete(sandbox.id);
+    });
+    this.provisioning.set(sandbox.id, { abort, done });
+    const start: SandboxStart = { sandbox, params, restored: plan ? (plan.memState ? "memory" : "disk") : "none", ready: done };
+    if (!worker) for (const hook of this.startHooks) hook(start);
+    return { sandbox, created: true };
+  }
+
+  /**
+   * Called (synchronously, in registration order) for every sandbox a create, restore or fork
+   * starts here (not on a fleet worker) and every reset; `ready` settles once it is RUNNING or failed. Services
+   * that set something up in the guest (a desktop's display) hook in here, not in the routes.
+   */
+  onStart(hook: (start: SandboxStart) => void): void {
+    this.startHooks.push(hook);
+  }
+
+  /** What every exec and the start command get: environment_vars, then the decrypted secrets. */
+  async environmentOf(sb: Sandbox): Promise<Record<string, string>> {
+    return { ...sb.environment_vars, ...(await this.deps.admission.secretsOf(sb.id)) };
+  }
+
+  /**
+   * Episode reset in place: the sandbox's machine is replaced by one resumed from a memory
+   * checkpoint (its disk on the checkpoint's layer), keeping the sandbox's id. The guest gets the
+   * host clock and fresh entropy on reconnect, as after every restore.
+   */
+  async reset(
+    teamId: string,
+    id: string,
+    r: { checkpointId: string; layerName: string; memPath: string; memoryMb: number | null; cpuCores: number | null },
+  ): Promise<Sandbox> {
+    const sb = await this.get(teamId, id);
+    const old = await this.running(teamId, id);
+    if (r.memoryMb !== memoryMbFor(sb.memory_gb) || r.cpuCores !== sb.cpu_cores) {
+      throw new SandtreeError("CONFLICT", `checkpoint ${r.checkpointId} was taken from a VM of another size than sandbox ${id}`, {
+        checkpoint_id: r.checkpointId,
+      });
+    }
+    const { machines, store } = { machines: this.machines, store: this.deps.store };
+    if (machines.resetting.has(id)) throw new SandtreeError("CONFLICT", `sandbox ${id} is already being reset`, { id });
+    machines.resetting.add(id);
+    try {
+      // Out of the map first: calls during the swap get 409 instead of a dying VM.
+      machines.take(id);
+      const ready = this.provisioner.replaceForReset(sb, old, { layerName: r.layerName, memState: r.memPath });
+      for (const hook of this.startHooks) hook({ sandbox: sb, restored: "memory", ready: ready.catch(() => {}) });
+      await ready;
+      await store.updateSandbox(id, { head_checkpoint_id: r.checkpointId });
+      await store.addEvent(id, `reset to checkpoint ${r.checkpointId}`);
+    } catch (err) {
+      const reason = `reset failed: ${(err as Error).message}`;
+      this.deps.log.warn({ sandbox: id, reason, detail: causeChain(err) }, "reset failed");
+      if (
+        await store.updateSandbox(id, { status: "ERROR", error_reason: reason, terminated_at: new Date().toISOString() }, ACTIVE)
+      ) {
+        await store.addEvent(id, `error: ${reason}`);
+      }
+      await machines.cleanupDisk(id);
+      throw new SandtreeError("VM_START_FAILED", reason, { id });
+    } finally {
+      machines.resetting.delete(id);
+    }
+    return await this.get(teamId, id);
+  }
+
+  /** Tells the liveness watchdog the guest is held still on purpose until the returned function is called. */
+  holdWatchdog(id: string): () => void {
+    return this.machines.holdWatchdog(id);
+  }
+
+  /** Why the host holds this sandbox's machine on a disk error (host disk full), or undefined. */
+  ioErrorOf(id: string): string | undefined {
+    return this.machines.ioErrorOf(id);
+  }
+
+  /** Marks a RUNNING sandbox ERROR with the reason and kills its machine (the exit handler cleans up). */
+  failVm(id: string, machine: Machine, reason: string, from: readonly SandboxStatus[] = ["RUNNING"]): Promise<void> {
+    return this.machines.failVm(id, machine, reason, from);
+  }
+
+  /** Where sandbox disks and checkpoint layers live side by side. */
+  get layersDir(): string {
+    return this.paths.layersDir;
+  }
+
+  /** Spilled output of buffered execs (deleted with the sandbox). */
+  outputDir(id: string): string {
+    return this.paths.outputDir(id);
+  }
+
+  async get(teamId: string, id: string): Promise<Sandbox> {
+    const sb = await this.deps.store.getSandbox(id, teamId);
+    if (!sb) throw new SandtreeError("SANDBOX_NOT_FOUND", `sandbox ${id} not found`, { id });
+    return sb;
+  }
+
+  /** One page of a team's sandboxes (filters as the store takes them), newest first. */
+  async list(teamId: string, q: Omit<SandboxFilter, "beforeSeq"> & { cursor?: string }) {
+    const { cursor, ...filter } = q;
+    const beforeSeq = cursor === undefined ? undefined : Number.parseInt(Buffer.from(cursor, "base64url").toString("utf8"), 10);
+    if (beforeSeq !== undefined && !Number.isSafeInteger(beforeSeq))
+      throw new SandtreeError("VALIDATION_FAILED", "invalid cursor", { field: "cursor" });
+    const page = await this.deps.store.listSandboxes(teamId, { ...filter, ...(beforeSeq !== undefined ? { beforeSeq } : {}) });
+    const next_cursor = page.lastSeq === null ? null : Buffer.from(String(page.lastSeq)).toString("base64url");
+    return { sandboxes: page.sandboxes, next_cursor };
+  }
+
+  /** The running machine of a sandbox, or 404 / 409 SANDBOX_NOT_RUNNING / 507 HOST_DISK_FULL. */
+  async running(teamId: string, id: string): Promise<Machine> {
+    const sb = await this.get(teamId, id);
+    if (this.reconciler.adopting.has(id)) {
+      // The routes wait for the adoption first (whenAdopted); this is for callers that do not.
+      throw new SandtreeError(
+        "SANDBOX_NOT_RUNNING",
+        `sandbox ${id} is being reconnected after a server restart; retry in a moment`,
+        { id, status: sb.status, adopting: true },
+      );
+    }
+    const machine = this.machines.get(id);
+    if (sb.status !== "RUNNING" || !machine || machine.exit) {
+      throw new SandtreeError("SANDBOX_NOT_RUNNING", `sandbox ${id} is ${sb.status}, not RUNNING`, { id, status: sb.status });
+    }
+    const ioError = machine.diskError;
+    if (ioError) {
+      throw new SandtreeError("HOST_DISK_FULL", `sandbox ${id} is held: ${ioError}; it runs on once space is freed`, { id });
+    }
+    return machine;
+  }
+
+  /** Stops the VM's CPUs: memory and disk stay, no CPU is used, quotas do not count it. */
+  async pause(teamId: string, id: string): Promise<Sandbox> {
+    const machine = await this.running(teamId, id);
+    await this.machines.control(id, machine, "pause");
+    if (!(await this.deps.store.updateSandbox(id, { status: "PAUSED" }, ["RUNNING"]))) {
+      await machine.resume().catch(() => {});
+      throw new SandtreeError("SANDBOX_NOT_RUNNING", `sandbox ${id} changed state while pausing`, { id });
+    }
+    await this.deps.store.addEvent(id, "paused");
+    return await this.get(teamId, id);
+  }
+
+  /** Continues a PAUSED sandbox with every process as it was; the guest clock is set right. */
+  async resume(teamId: string, id: string): Promise<Sandbox> {
+    const sb = await this.get(teamId, id);
+    const machine = this.machines.get(id);
+    if (sb.status !== "PAUSED" || !machine || machine.exit || this.reconciler.adopting.has(id)) {
+      throw new SandtreeError("CONFLICT", `sandbox ${id} is ${sb.status}, not PAUSED`, { id, status: sb.status });
+    }
+    await this.machines.control(id, machine, "resume");
+    machine.syncClock();
+    await this.deps.store.updateSandbox(id, { status: "RUNNING" }, ["PAUSED"]);
+    await this.deps.store.addEvent(id, "resumed");
+    return await this.get(teamId, id);
+  }
+
+  async delete(teamId: string, id: string): Promise<Sandbox> {
+    // A machine still being adopted is waited for (its deadline bounds it). A paused guest cannot
+    // shut down cleanly: let it run for its shutdown (one that does not answer is killed by the stop).
+    await this.reconciler.adopting.get(id)?.done;
+    if ((await this.deps.store.getSandbox(id, teamId))?.status === "PAUSED")
+      await this.machines
+        .get(id)
+        ?.resume()
+        .catch(() => {});
+    const sb = await this.get(teamId, id);
+    if (!TERMINAL_STATUSES.includes(sb.status)) {
+      await this.deps.store.updateSandbox(id, { status: "TERMINATED", terminated_at: new Date().toISOString() }, ACTIVE);
+      await this.deps.store.addEvent(id, "deleted");
+    }
+    await this.teardown(id);
+    return await this.get(teamId, id);
+  }
+
+  /** Called whenever a sandbox is torn down, in registration order (errors ignored): other services forget it. */
+  onTeardown(hook: (id: string) => unknown): void {
+    this.teardownHooks.push(hook);
+  }
+
+  /** Stops whatever runs for a sandbox and removes its disk and sockets. Idempotent. */
+  private async teardown(id: string): Promise<void> {
+    for (const hook of this.teardownHooks) {
+      try {
+        await hook(id);
+      } catch {}
+    }
+    // An adoption in flight settles within its deadline (close() cancels it first).
+    await this.reconciler.adopting.get(id)?.done;
+    const p = this.provisioning.get(id);
+    if (p) {
+      p.abort.abort(new Error("sandbox deleted"));
+      await p.done;
+    }
+    const machine = this.machines.take(id);
+    if (machine) await machine.stop();
+    this.provisioner.forget(id);
+    await this.machines.cleanupDisk(id);
+    rmSync(this.paths.runDir(id), { recursive: true, force: true });
+    rmSync(this.paths.outputDir(id), { recursive: true, force: true });
+    await this.deps.network?.detach(id);
+  }
+
+  /** Moves an active sandbox to TIMEOUT and tears it down; false when it had already ended. */
+  async expire(id: string, reason: string): Promise<boolean> {
+    const changed = await this.deps.store.updateSandbox(
+      id,
+      { status: "TIMEOUT", error_reason: reason, terminated_at: new Date().toISOString() },
+      ACTIVE,
+    );
+    if (changed) await this.deps.store.addEvent(id, `timeout: ${reason}`);
+    await this.teardown(id);
+    return changed;
+  }
+
+  async logs(teamId: string, id: string, tailBytes: number) {
+    await this.get(teamId, id);
+    const file = path.join(this.paths.logDir(id), "console.log");
+    const text = tailOfFile(file, tailBytes);
+    let size = 0;
+    try {
+      size = readFileSync(file).length;
+    } catch {}
+    return {
+      sandbox_id: id,
+      console: text,
+      console_truncated: size > tailBytes,
+      events: await this.deps.store.listEvents(id, 500),
+    };
+  }
+
+  /** Resolves when the sandbox's adoption after a restart has settled (undefined: none in flight). */
+  whenAdopted(id: string): Promise<void> | undefined {
+    return this.reconciler.adopting.get(id)?.done;
+  }
+
+  /**
+   * After a restart: adopts surviving machines, marks lost sandboxes ERROR (see Reconciler).
+   * Resolves once every decision is taken; `settled` when every adoption has.
+   */
+  reconcile(opts: ReconcileOptions = {}): Promise<ReconcileResult> {
+    return this.reconciler.reconcile(opts);
+  }
+
+  /** Ordered, idempotent shutdown: stop taking work, stop every machine, mark them TERMINATED. */
+  async close(): Promise<void> {
+    this.closing = true;
+    await this.warm.close();
+    const adopting = this.reconciler.adopting;
+    const ids = new Set([...this.machines.ids(), ...this.provisioning.keys(), ...adopting.keys()]);
+    // Adoptions still running are cancelled (their machine is killed); the loop below marks them TERMINATED.
+    for (const a of adopting.values()) a.abort.abort(new Error("the server is shutting down"));
+    await Promise.allSettled(
+      [...ids].map(async (id) => {
+        await this.deps.store.updateSandbox(
+          id,
+          { status: "TERMINATED", error_reason: "the server shut down", terminated_at: new Date().toISOString() },
+          ACTIVE,
+        );
+        await this.teardown(id);
+      }),
+    );
+  }
+
+  /** The sandbox's guest IPv4 (the port proxy connects to it); null without a network. */
+  guestAddressOf(id: string): string | null {
+    return this.deps.network?.addressOf(id) ?? null;
+  }
+}
