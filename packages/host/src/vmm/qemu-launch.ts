@@ -33,7 +33,8 @@ export interface Launched {
 /**
  * Grants the VM's uid exactly its files: its run directory, console log, root disk and (a
  * template's) RAM file become its own; its disk's backing chain is readable; a clone's template
- * RAM file is readable and writable (QEMU 7.2 opens a private file mapping read-write).
+ * RAM file is readable and writable (QEMU 7.2 opens a private file mapping read-write); under
+ * KVM, /dev/kvm is readable and writable.
  */
 async function grantFiles(lease: JailLease, o: LaunchOptions): Promise<void> {
   const { spec } = o;
@@ -53,8 +54,13 @@ async function grantFiles(lease: JailLease, o: LaunchOptions): Promise<void> {
     await lease.allow([spec.memoryFile.path], "rw");
   }
   await lease.allow(readable, "r");
+  // Under KVM QEMU opens /dev/kvm itself, which hosts keep 0660 root:kvm (a guest's devtmpfs:
+  // 0600): the VM's uid, which has no group, gets its own ACL entry, removed with the lease.
+  if (spec.accel === "kvm" && existsSync(KVM_DEVICE)) await lease.allow([KVM_DEVICE], "rw");
   if (spec.tap) await ownTap(spec.tap, lease.uid);
 }
+
+const KVM_DEVICE = "/dev/kvm";
 
 /**
  * Starts QEMU for `spec`, jailed (jail.ts) unless the jail is off: the spawned pid is QEMU's own
