@@ -8,6 +8,7 @@ import {
   detectCgroups,
   ifbNameOf,
   MachineCgroups,
+  memoryLimitBytes,
   QEMU_OVERHEAD_MB,
   tapRateCommands,
 } from "../src/index.js";
@@ -68,7 +69,7 @@ describe("a machine's cgroup", () => {
     cg.place("sandtree-sb-a", 4242, values);
     expect(read(root, "cpu/sandtree/sandtree-sb-a/cpu.cfs_period_us")).toBe("100000");
     expect(read(root, "cpu/sandtree/sandtree-sb-a/cpu.cfs_quota_us")).toBe("200000");
-    expect(read(root, "memory/sandtree/sandtree-sb-a/memory.limit_in_bytes")).toBe(String((256 + QEMU_OVERHEAD_MB) * 1024 ** 2));
+    expect(read(root, "memory/sandtree/sandtree-sb-a/memory.limit_in_bytes")).toBe(String(memoryLimitBytes(256)));
     expect(read(root, "pids/sandtree/sandtree-sb-a/pids.max")).toBe("256");
     expect(read(root, "blkio/sandtree/sandtree-sb-a/blkio.throttle.write_bps_device")).toBe(`254:0 ${256 * 1024 ** 2}`);
     expect(read(root, "blkio/sandtree/sandtree-sb-a/blkio.throttle.read_iops_device")).toBe("254:0 10000");
@@ -91,7 +92,7 @@ describe("a machine's cgroup", () => {
     expect(read(root, "sandtree/cgroup.subtree_control")).toBe("+cpu +memory +pids +io");
     const d = "sandtree/sandtree-sb-b";
     expect(read(root, `${d}/cpu.max`)).toBe("200000 100000");
-    expect(read(root, `${d}/memory.max`)).toBe(String((256 + QEMU_OVERHEAD_MB) * 1024 ** 2));
+    expect(read(root, `${d}/memory.max`)).toBe(String(memoryLimitBytes(256)));
     expect(read(root, `${d}/memory.swap.max`)).toBe("0");
     expect(read(root, `${d}/io.max`)).toBe(`254:0 rbps=${256 * 1024 ** 2} wbps=${256 * 1024 ** 2} riops=10000 wiops=10000`);
     expect(read(root, `${d}/cgroup.procs`)).toBe("77");

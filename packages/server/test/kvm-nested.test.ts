@@ -49,7 +49,11 @@ beforeAll(async () => {
   });
   expect(unpack.body.exit_code, unpack.body.stderr).toBe(0);
   // A job, not an exec: the suite takes minutes, longer than one HTTP answer should wait.
-  const job = await t.api("POST", `/v1/sandboxes/${outer}/jobs`, { command: "cd /opt/sandtree && node inner-suite.mjs" });
+  // Its output also goes to a file in the sandbox, and its kernel's log is read on a failure: a
+  // run killed before its report still says why.
+  const job = await t.api("POST", `/v1/sandboxes/${outer}/jobs`, {
+    command: "cd /opt/sandtree && node inner-suite.mjs > /root/inner.log 2>&1; rc=$?; cat /root/inner.log; exit $rc",
+  });
   expect(job.status).toBe(201);
   // Before the hook's own timeout, so a late run still says which steps it passed.
   const deadline = began + HOOK_MS - 60_000;
@@ -69,8 +73,13 @@ beforeAll(async () => {
   try {
     report = JSON.parse(last);
   } catch {
+    const why = await t.api("POST", `/v1/sandboxes/${outer}/exec`, {
+      command: "tail -c 3000 /root/inner.log; dmesg | tail -n 30",
+      timeout_seconds: 60,
+    });
     throw new Error(
-      `the inner suite printed no report (${done.status}): ${done.stdout_tail.slice(-2000)} ${done.stderr_tail.slice(-2000)}`,
+      `the inner suite printed no report (${done.status}): ${done.stdout_tail.slice(-2000)} ${done.stderr_tail.slice(-2000)}\n` +
+        `its log and the sandbox's kernel log:\n${why.body.stdout ?? JSON.stringify(why.body)}`,
     );
   }
 }, HOOK_MS);

@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
-import { detectCgroups, MachineCgroups, QEMU_OVERHEAD_MB } from "@sandtree/host";
+import { detectCgroups, MachineCgroups, memoryLimitBytes } from "@sandtree/host";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { qemuPidsFor, startTestServer, type TestServer } from "../helpers.js";
 
@@ -61,7 +61,7 @@ describe("a guest that attacks its host's resources", () => {
     expect(cgroupFile("pids", "cgroup.procs").split("\n")).toContain(pid);
     if (cgroups.layout.version === 1) {
       expect(cgroupFile("cpu", "cpu.cfs_quota_us")).toBe("100000");
-      expect(cgroupFile("memory", "memory.limit_in_bytes")).toBe(String((256 + QEMU_OVERHEAD_MB) * 1024 ** 2));
+      expect(cgroupFile("memory", "memory.limit_in_bytes")).toBe(String(memoryLimitBytes(256)));
       expect(cgroupFile("pids", "pids.max")).toBe("256");
       expect(cgroupFile("blkio", "blkio.throttle.write_bps_device")).toMatch(new RegExp(` ${DISK_MBPS * 1024 ** 2}$`));
     } else {
@@ -111,7 +111,7 @@ describe("a guest that attacks its host's resources", () => {
     expect(Number(hog.stdout.trim().split("\n").at(-1))).toBeGreaterThan(0);
     const usage = cgroups.usage(`sandtree-${hostile}`);
     console.log(`memory hog: QEMU's cgroup peak ${Math.round(usage.memoryPeakBytes / 1024 ** 2)} MiB (page cache included)`);
-    expect(usage.memoryPeakBytes).toBeLessThanOrEqual((256 + QEMU_OVERHEAD_MB) * 1024 ** 2);
+    expect(usage.memoryPeakBytes).toBeLessThanOrEqual(memoryLimitBytes(256));
     expect(usage.oomKills).toBe(0);
     expect((await t.api("GET", `/v1/sandboxes/${hostile}`)).body.status).toBe("RUNNING");
     await neighbourAnswers();
