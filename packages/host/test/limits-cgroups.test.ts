@@ -9,7 +9,6 @@ import {
   ifbNameOf,
   MachineCgroups,
   memoryLimitBytes,
-  QEMU_OVERHEAD_MB,
   tapRateCommands,
 } from "../src/index.js";
 
