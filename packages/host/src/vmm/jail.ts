@@ -186,6 +186,10 @@ export class JailLease {
         inUse ??= uidsInUse();
         if (inUse.has(uid)) continue;
         await undoGrants(uid, held?.grants ?? []);
+        // Another process may have reclaimed it while the grants were undone (and handed it to a
+        // VM): remove the lock only if it is still the dead holder's, else two VMs share a uid and
+        // one's release takes the other's grants away (a restore's QEMU got EACCES on its backing file).
+        if (JSON.stringify(readLock(uid)) !== JSON.stringify(held)) continue;
         rmSync(lockFile(uid), { force: true });
         try {
           closeSync(openSync(lockFile(uid), "wx", 0o600));
