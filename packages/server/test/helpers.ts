@@ -61,6 +61,8 @@ export async function startTestServer(
     defaultRegistry?: string;
     /** Where machines run (default: QEMU microVMs; tests above the seam give the fake host). */
     host?: MachineHost;
+    /** VM deadlines over the defaults (StartServerOptions.deadlines). */
+    deadlines?: { agentMs?: number };
   } = {},
 ): Promise<TestServer> {
   const dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-test-"));

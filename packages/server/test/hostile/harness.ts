@@ -6,8 +6,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { startServer } from "../../src/index.js";
-import { jsonApi, type TestServer } from "../helpers.js";
+import { startTestServer, type TestServer } from "../helpers.js";
 
 /** How much the server's resident memory may grow over a case (generous: GC runs when it likes). */
 export const MEMORY_GROWTH_MAX_MIB = 256;
@@ -17,41 +16,8 @@ export const AGENT_DEADLINE_MS = 10_000;
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 /** An in-process server with sandbox networking off (network cases: network.test.ts). */
-export async function startHostileServer(): Promise<TestServer> {
-  const dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-hostile-"));
-  const server = await startServer({
-    dataDir,
-    host: "127.0.0.1",
-    port: 0,
-    logger: false,
-    network: "off",
-    deadlines: { agentMs: AGENT_DEADLINE_MS },
-  });
-  const key = server.firstKey ?? "";
-  const api = jsonApi(server.url, () => key);
-  return {
-    server,
-    url: server.url,
-    key,
-    dataDir,
-    api,
-    async waitRunning(id, timeoutMs = 240_000) {
-      const deadline = Date.now() + timeoutMs;
-      for (;;) {
-        const r = await api("GET", `/v1/sandboxes/${id}`);
-        if (r.body.status === "RUNNING") return r.body;
-        if (["ERROR", "TERMINATED", "TIMEOUT"].includes(r.body.status)) {
-          throw new Error(`sandbox ${id} ended ${r.body.status}: ${r.body.error_reason}`);
-        }
-        if (Date.now() > deadline) throw new Error(`sandbox ${id} still ${r.body.status}`);
-        await sleep(100);
-      }
-    },
-    async close() {
-      await server.close();
-      rmSync(dataDir, { recursive: true, force: true });
-    },
-  };
+export function startHostileServer(): Promise<TestServer> {
+  return startTestServer({ deadlines: { agentMs: AGENT_DEADLINE_MS } });
 }
 
 /** Builds impostor.c static with the host's gcc (as the guest agent is built) and returns its bytes. */
