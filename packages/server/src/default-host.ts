@@ -1,50 +1,78 @@
 import {
   type Accel,
-  configureJail,
   createQemuHost,
+  defaultJailConfig,
+  type JailConfig,
   type MachineHost,
-  type MachineLimiter,
+  MachineLimiter,
   type VolumeFileServer,
 } from "@sandtree/host";
-import type { ServerConfigValues, VmDeadlines } from "./config.js";
+import type { ServerConfigValues } from "./config.js";
+import type { Logger } from "./services/observability/logger.js";
 
 /**
- * The host a server runs its machines on when none is given: this machine's QEMU microVMs. The
- * one place above the host package that names the implementation and maps its settings (the
- * architecture test allows it here and in config.ts, whose setting names are public).
+ * The host a server runs its machines on when none is given: this machine's QEMU microVMs, in
+ * the jail and under the resource limits its settings ask for. The one place above the host
+ * package that names the implementation and maps its settings (the architecture test allows it
+ * here and in config.ts, whose setting names are public). Both are options of the host, so two
+ * hosts of one process may differ (bench/isolation.mjs runs one with and one without).
  */
-export function defaultHost(opts: {
+export async function defaultHost(opts: {
+  cfg: ServerConfigValues;
+  /** serverJail(cfg).jail: the accelerator's trial ran in it too. */
+  jail: JailConfig;
   accel: Accel;
-  deadlines: VmDeadlines;
   volumes: VolumeFileServer | undefined;
-  /** Each machine in its own cgroup, its tap rate-limited (undefined: limits off, for debugging). */
-  limiter: MachineLimiter | undefined;
-}): MachineHost {
+  /** Sandboxes have taps (their rate needs `tc`). */
+  network: boolean;
+  log: Logger;
+}): Promise<MachineHost> {
+  const limiter = await openResourceLimits(opts.cfg, opts.network, opts.log);
   return createQemuHost({
     accel: opts.accel,
-    controlDeadlineMs: opts.deadlines.qmpMs,
+    controlDeadlineMs: opts.cfg.deadlines.qmpMs,
+    jail: opts.jail,
     ...(opts.volumes ? { volumes: opts.volumes } : {}),
-    ...(opts.limiter ? { limiter: opts.limiter } : {}),
+    ...(limiter ? { limiter } : {}),
   });
 }
 
 /**
- * Configures the jail every QEMU of this process starts in (docs/security.md). Returns why it is
- * off (the caller logs it loudly), or null when it is on.
+ * The jail every QEMU of this server starts in (docs/security.md), and why it is off (the caller
+ * logs it loudly with jailOffWarning), or null when it is on.
  */
-export function configureServerJail(cfg: ServerConfigValues): string | null {
+export function serverJail(cfg: ServerConfigValues): { jail: JailConfig; off: string | null } {
   const root = typeof process.getuid === "function" && process.getuid() === 0;
-  const why =
+  const off =
     cfg.jail === "off"
       ? "SANDTREE_JAIL=off"
       : root
         ? null
         : "the server does not run as root, so it cannot give QEMU its own uid";
-  configureJail({ enabled: why === null, uidBase: cfg.jailUidBase, uidCount: cfg.jailUidCount });
-  return why;
+  return {
+    jail: defaultJailConfig({ enabled: off === null, uidBase: cfg.jailUidBase, uidCount: cfg.jailUidCount }),
+    off,
+  };
 }
 
 /** What the server logs, loudly, when the jail is off. */
 export function jailOffWarning(why: string): string {
   return `QEMU JAIL OFF (${why}): every VM runs as this server's user, with no seccomp filter and every capability it has; for debugging only, never in production (docs/security.md)`;
+}
+
+/**
+ * The host's resource limits (docs/limits.md), or null when the debugging setting turned them
+ * off: that is logged as an error at start, since every guest then runs unbounded.
+ */
+async function openResourceLimits(cfg: ServerConfigValues, network: boolean, log: Logger): Promise<MachineLimiter | null> {
+  if (!cfg.resourceLimits) {
+    // Loud even with the server's logger off.
+    process.stderr.write("sandtree: RESOURCE LIMITS ARE OFF (SANDTREE_RESOURCE_LIMITS=0): debugging only\n");
+    log.error(
+      { setting: "SANDTREE_RESOURCE_LIMITS=0" },
+      "RESOURCE LIMITS ARE OFF: sandboxes run without cgroups or network rates (debugging only; never in production)",
+    );
+    return null;
+  }
+  return MachineLimiter.open({ dataDir: cfg.dataDir, network, log: (fields, msg) => log.info(fields, msg) });
 }

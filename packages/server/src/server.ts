@@ -16,7 +16,7 @@ import type { FastifyInstance } from "fastify";
 import { buildApp } from "./app.js";
 import { makeBlobStore } from "./blob-store-config.js";
 import { loadConfig, type ServerConfigInput, type ServerConfigValues, type VmDeadlines, workerEnv } from "./config.js";
-import { configureServerJail, defaultHost, jailOffWarning } from "./default-host.js";
+import { defaultHost, jailOffWarning, serverJail } from "./default-host.js";
 import { closeDataDir } from "./jail-setup.js";
 import { CheckpointService } from "./services/checkpoints/checkpoint-service.js";
 import { ExecService } from "./services/commands/exec-service.js";
@@ -49,7 +49,6 @@ import { MetricsService } from "./services/observability/metrics-service.js";
 import { AdmissionService } from "./services/sandboxes/admission-service.js";
 import { BulkService } from "./services/sandboxes/bulk-service.js";
 import { HostLostService } from "./services/sandboxes/host-lost-service.js";
-import { openResourceLimits } from "./services/sandboxes/resource-limits.js";
 import { RestoreService } from "./services/sandboxes/restore-service.js";
 import { ACTIVE } from "./services/sandboxes/sandbox-machines.js";
 import { SandboxService } from "./services/sandboxes/sandbox-service.js";
@@ -162,10 +161,10 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
   // Before anything can change a sandbox's state: every transition is metered on this clock.
   const metering = new MeteringService(store, opts.clock ?? systemClock, loadPriceTable(cfg.prices));
   const guest = guestArtifacts(cfg.cacheDir);
-  const jailOff = configureServerJail(cfg);
-  // Before the trial boot: it starts a VM with the CPU every later one gets.
+  const { jail, off: jailOff } = serverJail(cfg);
+  // Before the trial boot: it starts a VM with the CPU every later one gets (in the same jail).
   setKvmCpuModel(cfg.kvmCpuModel);
-  const accel = await detectAccel(cfg.accel, { trialMs: cfg.accelTrialMs });
+  const accel = await detectAccel(cfg.accel, { trialMs: cfg.accelTrialMs, jail });
   const auth = new AuthService(store);
   const firstKey = await auth.bootstrap();
   let workerTeamId: string | null = null;
@@ -239,15 +238,17 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
   unwind.push("sandbox networks", () => network.close({ destroy: true }).catch(() => {}));
   // Before adoption: rules and tunnels for the sandboxes still active.
   await network.start(shared ? { notMine: await placedOnPeers(hostRegistry, ownHostName) } : {});
-  // A given host (the fake, a remote one) limits its own machines.
-  const limiter = opts.host
-    ? undefined
-    : await openResourceLimits({
-        enabled: cfg.resourceLimits,
-        dataDir: cfg.dataDir,
-        network: network.enabled,
-        log: cfg.logger ? log : silentLogger,
-      });
+  // A given host (the fake, a remote one) jails and limits its own machines.
+  const machineHost =
+    opts.host ??
+    (await defaultHost({
+      cfg,
+      jail,
+      accel,
+      volumes: volumeServer,
+      network: network.enabled,
+      log: cfg.logger ? log : silentLogger,
+    }));
   const aliases = new ImageAliases(openImageAliases(store), images);
   const volumes = new VolumeService({
     store: openVolumeStore(store),
@@ -261,10 +262,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     volumes,
     network,
     // Each sandbox's volumes are added to its machine's spec (NFS exports granted to its address).
-    host: new MountingHost(
-      opts.host ?? defaultHost({ accel, deadlines, volumes: volumeServer, limiter: limiter ?? undefined }),
-      (id) => volumes.machineMounts(id),
-    ),
+    host: new MountingHost(machineHost, (id) => volumes.machineMounts(id)),
     store,
     images,
     aliases,

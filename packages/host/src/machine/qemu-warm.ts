@@ -2,16 +2,18 @@ import path from "node:path";
 import { MemoryImages } from "../snapshots/memory-images.js";
 import { ramDirFor } from "../snapshots/ram-placement.js";
 import { TemplateStore } from "../snapshots/template-store.js";
+import type { JailConfig } from "../vmm/jail.js";
 import type { WarmCacheOptions, WarmCaches } from "./machine.js";
 
 export type { WarmCacheOptions, WarmCaches };
 
-/** A QEMU host's warm caches: booted templates and memory images, under the data dir. */
-export function qemuWarmCaches(opts: WarmCacheOptions): WarmCaches {
+/** A QEMU host's warm caches: booted templates and memory images, under the data dir, in the host's jail. */
+export function qemuWarmCaches(opts: WarmCacheOptions, jail: JailConfig): WarmCaches {
   return {
-    templates: new TemplateStore(opts.layersDir, path.join(opts.dataDir, "templates"), opts.runRoot, opts.taps),
+    templates: new TemplateStore(opts.layersDir, path.join(opts.dataDir, "templates"), opts.runRoot, opts.taps, jail),
     memoryImages: new MemoryImages(path.join(opts.dataDir, "memory-images"), opts.runRoot, {
       taps: opts.taps,
+      jail,
       // RAM files on tmpfs (named like the run root: one per data dir) while host memory allows.
       ramDir: ramDirFor(opts.runRoot),
       ...(opts.onMemoryImageError ? { onBuildError: opts.onMemoryImageError } : {}),

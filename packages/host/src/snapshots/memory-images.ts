@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, s
 import path from "node:path";
 import { createBlankDisk } from "../disks/overlay.js";
 import { modulesDiskFor } from "../paths.js";
+import { defaultJailConfig, type JailConfig } from "../vmm/jail.js";
 import { type Accel, cpuKey, DEVICE_MODEL } from "../vmm/qemu-args.js";
 import { INCOMING_FD, launchQemu } from "../vmm/qemu-launch.js";
 import { QmpClient } from "../vmm/qmp-client.js";
@@ -36,6 +37,8 @@ export interface MemoryImagesOptions {
   ramDir?: string | null;
   /** Told why a build failed (the start then loads the whole stream: slower, still correct). */
   onBuildError?: (err: Error, memState: string) => void;
+  /** The jail the builder's QEMU runs in (its host's; default: the default jail). */
+  jail?: JailConfig;
 }
 
 /**
@@ -58,6 +61,7 @@ export class MemoryImages {
   private readonly taps: TemplateTaps | null;
   private readonly ramDir: string | null;
   private readonly onBuildError: (err: Error, memState: string) => void;
+  private readonly jail: JailConfig;
 
   constructor(
     readonly root: string,
@@ -67,6 +71,7 @@ export class MemoryImages {
     this.taps = opts.taps ?? null;
     this.ramDir = opts.ramDir ?? null;
     this.onBuildError = opts.onBuildError ?? (() => {});
+    this.jail = opts.jail ?? defaultJailConfig();
     mkdirSync(root, { recursive: true });
   }
 
@@ -223,6 +228,7 @@ export class MemoryImages {
         runDir,
         logFile: path.join(dir, "qemu.log"),
         incomingFile: memState,
+        jail: this.jail,
       });
     } catch (err) {
       if (tap) await this.taps?.release(tap);

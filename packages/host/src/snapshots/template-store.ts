@@ -13,6 +13,7 @@ import {
 import path from "node:path";
 import { createBlankDisk, createOverlay, qcow2BackingName } from "../disks/overlay.js";
 import { modulesDiskFor } from "../paths.js";
+import { defaultJailConfig, type JailConfig } from "../vmm/jail.js";
 import { type Accel, cpuKey, DEVICE_MODEL } from "../vmm/qemu-args.js";
 import { QemuVm } from "../vmm/qemu-vm.js";
 import { saveVmState } from "./migration.js";
@@ -104,6 +105,8 @@ export class TemplateStore {
     readonly root: string,
     readonly runRoot: string,
     private readonly taps: TemplateTaps | null = null,
+    /** The jail template VMs run in (their host's). */
+    private readonly jail: JailConfig = defaultJailConfig(),
   ) {
     mkdirSync(root, { recursive: true });
   }
@@ -276,6 +279,7 @@ export class TemplateStore {
       memoryFile: { path: ramFile, share: true },
       ...(inputs.nested ? { nested: true } : {}),
       signal: this.abort.signal,
+      jail: this.jail,
     }).catch(async (err) => {
       if (tap) await this.taps?.release(tap);
       throw err;

@@ -4,6 +4,7 @@ import path from "node:path";
 import { Accel, type AccelChoice } from "@sandtree/protocol";
 import { cacheDir, guestArtifacts } from "../paths.js";
 import { kvmCpuModel } from "./cpu-identity.js";
+import { defaultJailConfig, type JailConfig } from "./jail.js";
 import { QemuVm } from "./qemu-vm.js";
 
 export type { AccelChoice };
@@ -11,11 +12,12 @@ export type { AccelChoice };
 /**
  * Picks the accelerator by trial: KVM only when a test boot actually reaches the agent
  * (a nested or paravirtual KVM can exist and still crash guests), TCG otherwise.
- * The verdict is cached per kernel release.
+ * The verdict is cached per kernel release. The trial VM runs in `opts.jail` (default: the
+ * default jail), as the host's VMs will.
  */
 export async function detectAccel(
   choice: AccelChoice = "auto",
-  opts: { signal?: AbortSignal; trialMs?: number } = {},
+  opts: { signal?: AbortSignal; trialMs?: number; jail?: JailConfig } = {},
 ): Promise<Accel> {
   if (choice !== "auto") return choice;
   try {
@@ -49,6 +51,7 @@ export async function detectAccel(
       runDir: path.join(dir, "run"),
       logDir: path.join(dir, "log"),
       bootTimeoutMs: trialMs,
+      jail: opts.jail ?? defaultJailConfig(),
       ...(opts.signal ? { signal: opts.signal } : {}),
     });
     await vm.stop({ graceMs: 0 });

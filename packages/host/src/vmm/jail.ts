@@ -22,7 +22,7 @@ import { runCommand } from "../util/run-command.js";
  */
 export const QEMU_SANDBOX = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny";
 
-/** How every QEMU of this process is jailed (docs/security.md). */
+/** How a host's QEMUs are jailed (docs/security.md): an option of each host, not of the process. */
 export interface JailConfig {
   /** Off only for debugging (SANDTREE_JAIL=off): QEMU then runs as the server's user, unfiltered. */
   enabled: boolean;
@@ -33,20 +33,21 @@ export interface JailConfig {
   stateDir: string;
 }
 
-let config: JailConfig = {
-  enabled: typeof process.getuid === "function" && process.getuid() === 0,
-  uidBase: 1_100_000,
-  uidCount: 4096,
-  stateDir: "/run/sandtree-jail",
-};
+/** The pool's lock files: host-wide, shared by every host object and server on the machine. */
+export const JAIL_STATE_DIR = "/run/sandtree-jail";
 
-/** Sets how QEMUs are jailed from now on (the server calls it once at start). */
-export function configureJail(c: Partial<JailConfig>): void {
-  config = { ...config, ...c };
-}
-
-export function jailConfig(): JailConfig {
-  return config;
+/**
+ * The jail a host gets when its options name none: on when this process runs as root (only root
+ * can give QEMU its own uid), over the default pool. `over` replaces any of its fields.
+ */
+export function defaultJailConfig(over: Partial<JailConfig> = {}): JailConfig {
+  return {
+    enabled: typeof process.getuid === "function" && process.getuid() === 0,
+    uidBase: 1_100_000,
+    uidCount: 4096,
+    stateDir: JAIL_STATE_DIR,
+    ...over,
+  };
 }
 
 interface Grant {
@@ -61,11 +62,11 @@ interface LockRecord {
   grants: Grant[];
 }
 
-const lockFile = (uid: number) => path.join(config.stateDir, `uid-${uid}.json`);
+const lockFile = (stateDir: string, uid: number) => path.join(stateDir, `uid-${uid}.json`);
 
-function readLock(uid: number): LockRecord | null {
+function readLockIn(stateDir: string, uid: number): LockRecord | null {
   try {
-    return JSON.parse(readFileSync(lockFile(uid), "utf8")) as LockRecord;
+    return JSON.parse(readFileSync(lockFile(stateDir, uid), "utf8")) as LockRecord;
   } catch {
     return null;
   }
@@ -154,6 +155,7 @@ export function jailCommand(uid: number, argv: string[], opts: { tun?: boolean }
   ];
 }
 
+/** Where this process's next search of a pool starts (a hint that spreads uids; any start is correct). */
 let nextIndex = Math.floor(Math.random() * 4096);
 
 /**
@@ -165,14 +167,17 @@ export class JailLease {
   private released = false;
 
   private constructor(
+    private readonly stateDir: string,
     readonly uid: number,
     readonly name: string,
     private grants: Grant[],
   ) {}
 
-  /** Takes a free uid for the VM `name`; null when the jail is off. */
-  static async acquire(name: string): Promise<JailLease | null> {
+  /** Takes a free uid of `config`'s pool for the VM `name`; null when that jail is off. */
+  static async acquire(config: JailConfig, name: string): Promise<JailLease | null> {
     if (!config.enabled) return null;
+    const lockFile = (uid: number) => path.join(config.stateDir, `uid-${uid}.json`);
+    const readLock = (uid: number) => readLockIn(config.stateDir, uid);
     mkdirSync(config.stateDir, { recursive: true, mode: 0o700 });
     let inUse: Set<number> | null = null;
     for (let i = 0; i < config.uidCount; i++) {
@@ -198,7 +203,7 @@ export class JailLease {
         }
       }
       nextIndex = (nextIndex + i + 1) % config.uidCount;
-      const lease = new JailLease(uid, name, []);
+      const lease = new JailLease(config.stateDir, uid, name, []);
       lease.save();
       return lease;
     }
@@ -206,7 +211,7 @@ export class JailLease {
   }
 
   /** The lease of a VM that outlived its server (found by its QEMU's uid), taken over by this process. */
-  static adopt(name: string, pid: number): JailLease | null {
+  static adopt(config: JailConfig, name: string, pid: number): JailLease | null {
     if (!config.enabled) return null;
     let uid: number;
     try {
@@ -216,15 +221,15 @@ export class JailLease {
       return null;
     }
     if (uid < config.uidBase || uid >= config.uidBase + config.uidCount) return null;
-    const held = readLock(uid);
-    const lease = new JailLease(uid, name, held?.name === name ? held.grants : []);
+    const held = readLockIn(config.stateDir, uid);
+    const lease = new JailLease(config.stateDir, uid, name, held?.name === name ? held.grants : []);
     lease.save();
     return lease;
   }
 
   private save(): void {
     const rec: LockRecord = { name: this.name, owner: process.pid, grants: this.grants };
-    writeFileSync(lockFile(this.uid), JSON.stringify(rec), { mode: 0o600 });
+    writeFileSync(lockFile(this.stateDir, this.uid), JSON.stringify(rec), { mode: 0o600 });
   }
 
   /** Makes `file` (or a directory) the VM's own: chowned to its uid, no access for anyone else. */
@@ -287,6 +292,6 @@ export class JailLease {
     if (this.released) return;
     this.released = true;
     await undoGrants(this.uid, this.grants);
-    rmSync(lockFile(this.uid), { force: true });
+    rmSync(lockFile(this.stateDir, this.uid), { force: true });
   }
 }

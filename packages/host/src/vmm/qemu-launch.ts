@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, openSync } from "node:fs";
 import { ownTap } from "../network/tap-owner.js";
-import { JailLease } from "./jail.js";
+import { type JailConfig, JailLease } from "./jail.js";
 import { buildQemuArgs, type QemuVmSpec } from "./qemu-args.js";
 
 /**
@@ -23,6 +23,8 @@ export interface LaunchOptions {
   /** A saved state to load (`spec.incoming`), passed as INCOMING_FD. */
   incomingFile?: string;
   binary?: string;
+  /** The host's jail (its `enabled` false: QEMU runs as this process's user, unfiltered). */
+  jail: JailConfig;
 }
 
 export interface Launched {
@@ -69,7 +71,7 @@ const KVM_DEVICE = "/dev/kvm";
  */
 export async function launchQemu(o: LaunchOptions): Promise<Launched> {
   mkdirSync(o.runDir, { recursive: true, mode: 0o700 });
-  const lease = await JailLease.acquire(o.spec.name);
+  const lease = await JailLease.acquire(o.jail, o.spec.name);
   const fds: number[] = [];
   try {
     if (lease) await grantFiles(lease, o);

@@ -8,7 +8,7 @@ import { qcow2VirtualSize } from "../disks/overlay.js";
 import { modulesDiskFor } from "../paths.js";
 import { loadVmState } from "../snapshots/migration.js";
 import { Deadline } from "../util/deadline.js";
-import { JailLease } from "./jail.js";
+import { type JailConfig, JailLease } from "./jail.js";
 import { type Accel, type QemuVmSpec, ROOT_NODE } from "./qemu-args.js";
 import { INCOMING_FD, launchQemu } from "./qemu-launch.js";
 import { qemuAlive } from "./qemu-processes.js";
@@ -50,6 +50,8 @@ export interface VmOptions {
   nested?: boolean;
   /** Runs with QEMU's pid the moment it is spawned (its cgroup); a throw fails the start and kills it. */
   onSpawn?: (pid: number) => void;
+  /** The jail QEMU runs in (the host's option). */
+  jail: JailConfig;
 }
 
 /** A QEMU that outlived the server which started it (found by its pid and `-name`). */
@@ -75,6 +77,8 @@ export interface AdoptOptions {
    */
   keepPaused?: boolean;
   signal?: AbortSignal;
+  /** The jail of the host adopting it: its lease is taken over when QEMU runs as a uid of its pool. */
+  jail: JailConfig;
 }
 
 type VmPaths = Pick<VmOptions, "name" | "runDir" | "logDir" | "rootDisk">;
@@ -212,6 +216,7 @@ export class QemuVm extends EventEmitter {
       logFile: path.join(opts.logDir, "qemu.log"),
       ...(opts.restoreFrom ? { incomingFile: opts.restoreFrom } : {}),
       ...(opts.qemuBinary ? { binary: opts.qemuBinary } : {}),
+      jail: opts.jail,
     });
     const vm = new QemuVm(opts, child, child.pid ?? -1);
     vm.lease = lease;
@@ -298,7 +303,7 @@ export class QemuVm extends EventEmitter {
   static async adopt(opts: AdoptOptions): Promise<QemuVm> {
     if (!qemuAlive(opts.pid, opts.name)) throw new Error(`QEMU ${opts.name} (pid ${opts.pid}) is not running`);
     const vm = new QemuVm({ name: opts.name, runDir: opts.runDir, logDir: opts.logDir }, null, opts.pid);
-    vm.lease = JailLease.adopt(opts.name, opts.pid);
+    vm.lease = JailLease.adopt(opts.jail, opts.name, opts.pid);
     const timeoutMs = opts.connectTimeoutMs ?? 10_000;
     const deadline = new Deadline(timeoutMs, "the VM", opts.signal);
     const signal = deadline.signal;

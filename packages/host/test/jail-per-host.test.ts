@@ -1,0 +1,90 @@
+// The jail and the resource limits are options of each host, not of the process: two QEMU hosts
+// in one process, one jailed with limits and one with neither, each start a machine (sandtree/busybox,
+// cold boots, side by side), and each QEMU shows its own host's settings.
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  createQemuHost,
+  DEFAULT_MACHINE_RATES,
+  defaultJailConfig,
+  detectAccel,
+  guestArtifacts,
+  ImageStore,
+  type Machine,
+  type MachineHost,
+  MachineLimiter,
+} from "../src/index.js";
+
+const root = typeof process.getuid === "function" && process.getuid() === 0;
+const dir = mkdtempSync("/tmp/stjph-");
+const machines: Machine[] = [];
+let jailed: Machine;
+let open: Machine;
+
+const status = (pid: number) => readFileSync(`/proc/${pid}/status`, "utf8");
+const field = (pid: number, name: string) => new RegExp(`^${name}:\\s+(\\S+)`, "m").exec(status(pid))?.[1];
+
+describe.runIf(root)("two QEMU hosts in one process", () => {
+  beforeAll(async () => {
+    const accel = await detectAccel("auto");
+    const { kernel, initramfs } = guestArtifacts();
+    const basePath = (await new ImageStore().resolve("sandtree/busybox")).basePath;
+    const jail = defaultJailConfig({ enabled: true });
+    const limiter = await MachineLimiter.open({ dataDir: dir, network: false });
+    const hosts: Record<string, MachineHost> = {
+      jailed: createQemuHost({ accel, jail, limiter }),
+      open: createQemuHost({ accel, jail: { ...jail, enabled: false } }),
+    };
+    const started = await Promise.all(
+      Object.entries(hosts).map(async ([name, host]) => {
+        const base = host.linkBase(dir, basePath);
+        const disk = path.join(dir, `${name}.qcow2`);
+        await host.createDisk(base, disk, 1024 ** 3);
+        const runDir = path.join(dir, "r", name);
+        mkdirSync(runDir, { recursive: true });
+        const m = await host.start({
+          name: `stjph-${name}-${process.pid}`,
+          accel,
+          cpuCores: 1,
+          memoryMb: 256,
+          kernel,
+          initramfs,
+          rootDisk: disk,
+          runDir,
+          logDir: path.join(dir, "logs", name),
+          rates: DEFAULT_MACHINE_RATES,
+        });
+        machines.push(m);
+        return m;
+      }),
+    );
+    [jailed, open] = started as [Machine, Machine];
+  }, 300_000);
+
+  afterAll(async () => {
+    for (const m of machines) await m.stop({ graceMs: 0 }).catch(() => {});
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("jail and limit only the host that asked for them", async () => {
+    const pool = defaultJailConfig();
+    const uid = Number(field(jailed.pid, "Uid"));
+    expect(uid).toBeGreaterThanOrEqual(pool.uidBase);
+    expect(uid).toBeLessThan(pool.uidBase + pool.uidCount);
+    expect(field(jailed.pid, "Seccomp")).toBe("2");
+    expect(field(jailed.pid, "NoNewPrivs")).toBe("1");
+    expect(readFileSync(`/proc/${jailed.pid}/cgroup`, "utf8")).toContain(`/sandtree/stjph-jailed-${process.pid}`);
+
+    expect(field(open.pid, "Uid")).toBe("0");
+    expect(field(open.pid, "Seccomp")).toBe("0");
+    expect(readFileSync(`/proc/${open.pid}/cgroup`, "utf8")).not.toContain("/sandtree/");
+    // Both guests answer.
+    for (const m of [jailed, open]) {
+      let code = -1;
+      for await (const ev of m.exec({ shell: "true", timeoutMs: 60_000 }).events)
+        if (ev.type === "exit") code = ev.info.exit_code;
+      expect(code).toBe(0);
+    }
+  });
+});
