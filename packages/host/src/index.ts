@@ -24,7 +24,7 @@ export * from "./limits/machine-limits.js";
 export * from "./limits/tap-rate.js";
 export * from "./machine/machine.js";
 export { nestedSupport } from "./machine/nested.js";
-export { createQemuHost, type QemuMachineHostOptions } from "./machine/qemu-host.js";
+export { createQemuHost, type DiskCache, type QemuMachineHostOptions } from "./machine/qemu-host.js";
 export * from "./network/address-pool.js";
 export * from "./network/addresses.js";
 export * from "./network/dns-message.js";

@@ -32,17 +32,30 @@ export interface QemuMachineHostOptions {
    * when this process is root). Two hosts of one process may differ.
    */
   jail?: JailConfig;
+  /**
+   * How a machine's writable disk file is opened. `direct` (O_DIRECT; its read-only backing chain
+   * stays in the host's page cache, shared): every write is the QEMU's own, so its cgroup's disk
+   * rate holds. `host`: buffered in the host's page cache, whose writeback on cgroup v1 runs in
+   * the kernel's flusher threads, outside any limit (an I/O flood's writes then reach the device
+   * at its full rate and delay every other writer). Default: `direct` when the limiter has a disk
+   * rate to enforce, else `host` (a filesystem with no block device may refuse O_DIRECT).
+   */
+  diskCache?: DiskCache;
 }
+
+export type DiskCache = "direct" | "host";
 
 /** This host's QEMU microVMs. */
 export class QemuMachineHost extends QemuDisks implements MachineHost {
   readonly capabilities: HostCapabilities;
   /** How this host's QEMUs are jailed. */
   readonly jail: JailConfig;
+  private readonly directDisk: boolean;
 
   constructor(private readonly opts: QemuMachineHostOptions = {}) {
     super();
     this.jail = opts.jail ?? defaultJailConfig();
+    this.directDisk = (opts.diskCache ?? (opts.limiter?.device ? "direct" : "host")) === "direct";
     const accel = opts.accel ?? "tcg";
     const nested = nestedSupport(accel);
     this.capabilities = {
@@ -133,6 +146,7 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
       ...(spec.nic ? { tap: spec.nic.tap, guestNet: spec.nic.guestNet } : {}),
       ...(spec.nested ? { nested: true } : {}),
       ...(spec.signal ? { signal: spec.signal } : {}),
+      ...(this.directDisk ? { directDisk: true } : {}),
       jail: this.jail,
       ...(spec.template
         ? {
@@ -162,6 +176,7 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
       keepPaused: spec.keepPaused,
       ...(spec.signal ? { signal: spec.signal } : {}),
       ...(spec.guestNet ? { guestNet: spec.guestNet } : {}),
+      ...(this.directDisk ? { directDisk: true } : {}),
       jail: this.jail,
     });
     // A paused sandbox's VM was stopped again after the handshake.

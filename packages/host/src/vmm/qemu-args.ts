@@ -19,6 +19,8 @@ export interface QemuVmSpec {
   initramfs: string;
   /** qcow2 root disk; absent boots the initramfs alone (`sandtree.root=none`). */
   rootDisk?: string;
+  /** The root disk's own file opened O_DIRECT (its backing chain stays in the host's page cache): see DiskCache. */
+  directDisk?: boolean;
   /** The kernel's modules as a read-only ext4 (build-guest.sh), mounted by init at /lib/modules/$release. */
   modulesDisk?: string;
   agentSocket: string;
@@ -182,7 +184,7 @@ export function buildQemuArgs(spec: QemuVmSpec): string[] {
     // the backing chain is read from each qcow2 header (relative names resolve beside the file).
     args.push(
       "-blockdev",
-      `driver=qcow2,node-name=${ROOT_NODE},discard=unmap,file.driver=file,file.filename=${spec.rootDisk}`,
+      `driver=qcow2,node-name=${ROOT_NODE},discard=unmap,file.driver=file,file.filename=${spec.rootDisk}${spec.directDisk ? ",file.cache.direct=on" : ""}`,
       "-device",
       `virtio-blk-device,drive=${ROOT_NODE}`,
     );

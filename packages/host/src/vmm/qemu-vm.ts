@@ -48,6 +48,8 @@ export interface VmOptions {
   rootWait?: boolean;
   /** Hardware virtualization for the guest (cpuModel in qemu-args.ts). */
   nested?: boolean;
+  /** The root disk's writable top opened O_DIRECT, and every overlay a snapshot puts on it (DiskCache). */
+  directDisk?: boolean;
   /** Runs with QEMU's pid the moment it is spawned (its cgroup); a throw fails the start and kills it. */
   onSpawn?: (pid: number) => void;
   /** The jail QEMU runs in (the host's option). */
@@ -77,11 +79,13 @@ export interface AdoptOptions {
    */
   keepPaused?: boolean;
   signal?: AbortSignal;
+  /** Overlays later snapshots put on its disk are opened O_DIRECT (as its host starts disks). */
+  directDisk?: boolean;
   /** The jail of the host adopting it: its lease is taken over when QEMU runs as a uid of its pool. */
   jail: JailConfig;
 }
 
-type VmPaths = Pick<VmOptions, "name" | "runDir" | "logDir" | "rootDisk">;
+type VmPaths = Pick<VmOptions, "name" | "runDir" | "logDir" | "rootDisk" | "directDisk">;
 
 /** The image file of a block node; QEMU reports a `json:{...}` name for nodes we stacked. */
 function nodeFileName(file: string): string {
@@ -204,6 +208,7 @@ export class QemuVm extends EventEmitter {
       ...(opts.tap ? { tap: opts.tap } : {}),
       ...(opts.rootWait ? { extraKernelArgs: ["sandtree.root=wait"] } : {}),
       ...(opts.nested ? { nested: true } : {}),
+      ...(opts.directDisk ? { directDisk: true } : {}),
     };
     // A clone of a root-waiting template: its own disk's size, sent with the HELLO that mounts it.
     const rootBytes = opts.rootWait && opts.restoreFrom && opts.rootDisk ? qcow2VirtualSize(opts.rootDisk) : null;
@@ -302,7 +307,11 @@ export class QemuVm extends EventEmitter {
    */
   static async adopt(opts: AdoptOptions): Promise<QemuVm> {
     if (!qemuAlive(opts.pid, opts.name)) throw new Error(`QEMU ${opts.name} (pid ${opts.pid}) is not running`);
-    const vm = new QemuVm({ name: opts.name, runDir: opts.runDir, logDir: opts.logDir }, null, opts.pid);
+    const vm = new QemuVm(
+      { name: opts.name, runDir: opts.runDir, logDir: opts.logDir, ...(opts.directDisk ? { directDisk: true } : {}) },
+      null,
+      opts.pid,
+    );
     vm.lease = JailLease.adopt(opts.jail, opts.name, opts.pid);
     const timeoutMs = opts.connectTimeoutMs ?? 10_000;
     const deadline = new Deadline(timeoutMs, "the VM", opts.signal);
@@ -444,7 +453,7 @@ export class QemuVm extends EventEmitter {
         driver: "qcow2",
         "node-name": node,
         discard: "unmap",
-        file: { driver: "file", filename: newOverlay },
+        file: { driver: "file", filename: newOverlay, ...(this.opts.directDisk ? { cache: { direct: true } } : {}) },
         backing: null,
       },
       deadline,
