@@ -3,6 +3,7 @@
 export * from "./disks/layers.js";
 export * from "./disks/overlay.js";
 export * from "./machine/index.js";
+export * from "./network/tap-owner.js";
 export * from "./snapshots/memory-images.js";
 export * from "./snapshots/migration.js";
 export { ramDirFor } from "./snapshots/ram-placement.js";

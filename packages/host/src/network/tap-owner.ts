@@ -15,9 +15,23 @@ const SET_OWNER = [
 ].join("\n");
 
 /**
+ * The interpreter itself, asked once: `python3` on PATH may be a version manager's shim (a shell
+ * script that runs the manager before Python), which cost 0.17-0.30 s a spawn on a loaded host,
+ * on every start with a network; the interpreter it leads to starts in a few milliseconds.
+ */
+let interpreter: Promise<string> | null = null;
+function python(): Promise<string> {
+  interpreter ??= runCommand(["python3", "-S", "-I", "-c", "import sys; print(sys.executable)"]).then(
+    (r) => r.stdout.trim() || "python3",
+    () => "python3",
+  );
+  return interpreter;
+}
+
+/**
  * Makes the tap `tap` usable by `uid` (and gid `uid`): a jailed QEMU has no CAP_NET_ADMIN, and
  * attaching to a tap needs it unless the tap is the caller's own.
  */
-export async function ownTap(tap: string, uid: number): Promise<void> {
-  await runCommand(["python3", "-S", "-I", "-c", SET_OWNER, tap, String(uid)]);
+export async function ownTap(tap: string, uid: number, opts: { via?: string } = {}): Promise<void> {
+  await runCommand([opts.via ?? (await python()), "-S", "-I", "-c", SET_OWNER, tap, String(uid)]);
 }
