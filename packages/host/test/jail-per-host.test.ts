@@ -21,6 +21,7 @@ const dir = mkdtempSync("/tmp/stjph-");
 const machines: Machine[] = [];
 let jailed: Machine;
 let open: Machine;
+let limiter: MachineLimiter;
 
 const status = (pid: number) => readFileSync(`/proc/${pid}/status`, "utf8");
 const field = (pid: number, name: string) => new RegExp(`^${name}:\\s+(\\S+)`, "m").exec(status(pid))?.[1];
@@ -31,7 +32,7 @@ describe.runIf(root)("two QEMU hosts in one process", () => {
     const { kernel, initramfs } = guestArtifacts();
     const basePath = (await new ImageStore().resolve("sandtree/busybox")).basePath;
     const jail = defaultJailConfig({ enabled: true });
-    const limiter = await MachineLimiter.open({ dataDir: dir, network: false });
+    limiter = await MachineLimiter.open({ dataDir: dir, network: false });
     const hosts: Record<string, MachineHost> = {
       jailed: createQemuHost({ accel, jail, limiter }),
       open: createQemuHost({ accel, jail: { ...jail, enabled: false } }),
@@ -75,6 +76,11 @@ describe.runIf(root)("two QEMU hosts in one process", () => {
     expect(field(jailed.pid, "Seccomp")).toBe("2");
     expect(field(jailed.pid, "NoNewPrivs")).toBe("1");
     expect(readFileSync(`/proc/${jailed.pid}/cgroup`, "utf8")).toContain(`/sandtree/stjph-jailed-${process.pid}`);
+
+    // With a disk rate to enforce, its disk's writable top is opened O_DIRECT (docs/limits.md).
+    const cmdline = (pid: number) => readFileSync(`/proc/${pid}/cmdline`, "utf8");
+    if (limiter.device) expect(cmdline(jailed.pid)).toContain("file.cache.direct=on");
+    expect(cmdline(open.pid)).not.toContain("cache.direct");
 
     expect(field(open.pid, "Uid")).toBe("0");
     expect(field(open.pid, "Seccomp")).toBe("0");
