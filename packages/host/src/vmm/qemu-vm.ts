@@ -8,7 +8,7 @@ import { qcow2VirtualSize } from "../disks/overlay.js";
 import { modulesDiskFor } from "../paths.js";
 import { loadVmState } from "../snapshots/migration.js";
 import { Deadline } from "../util/deadline.js";
-import { type JailConfig, JailLease } from "./jail.js";
+import { defaultJailConfig, type JailConfig, JailLease } from "./jail.js";
 import { type Accel, type QemuVmSpec, ROOT_NODE } from "./qemu-args.js";
 import { INCOMING_FD, launchQemu } from "./qemu-launch.js";
 import { qemuAlive } from "./qemu-processes.js";
@@ -52,8 +52,8 @@ export interface VmOptions {
   directDisk?: boolean;
   /** Runs with QEMU's pid the moment it is spawned (its cgroup); a throw fails the start and kills it. */
   onSpawn?: (pid: number) => void;
-  /** The jail QEMU runs in (the host's option). */
-  jail: JailConfig;
+  /** The jail QEMU runs in (its host's option; default: defaultJailConfig(), on when root). */
+  jail?: JailConfig;
 }
 
 /** A QEMU that outlived the server which started it (found by its pid and `-name`). */
@@ -81,8 +81,8 @@ export interface AdoptOptions {
   signal?: AbortSignal;
   /** Overlays later snapshots put on its disk are opened O_DIRECT (as its host starts disks). */
   directDisk?: boolean;
-  /** The jail of the host adopting it: its lease is taken over when QEMU runs as a uid of its pool. */
-  jail: JailConfig;
+  /** The jail of the host adopting it (default: defaultJailConfig()): its lease is taken over when QEMU runs as a uid of its pool. */
+  jail?: JailConfig;
 }
 
 type VmPaths = Pick<VmOptions, "name" | "runDir" | "logDir" | "rootDisk" | "directDisk">;
@@ -221,7 +221,7 @@ export class QemuVm extends EventEmitter {
       logFile: path.join(opts.logDir, "qemu.log"),
       ...(opts.restoreFrom ? { incomingFile: opts.restoreFrom } : {}),
       ...(opts.qemuBinary ? { binary: opts.qemuBinary } : {}),
-      jail: opts.jail,
+      jail: opts.jail ?? defaultJailConfig(),
     });
     const vm = new QemuVm(opts, child, child.pid ?? -1);
     vm.lease = lease;
@@ -312,7 +312,7 @@ export class QemuVm extends EventEmitter {
       null,
       opts.pid,
     );
-    vm.lease = JailLease.adopt(opts.jail, opts.name, opts.pid);
+    vm.lease = JailLease.adopt(opts.jail ?? defaultJailConfig(), opts.name, opts.pid);
     const timeoutMs = opts.connectTimeoutMs ?? 10_000;
     const deadline = new Deadline(timeoutMs, "the VM", opts.signal);
     const signal = deadline.signal;
