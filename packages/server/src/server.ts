@@ -33,7 +33,8 @@ import { RemoteCheckpoints } from "./services/fleet/remote-checkpoints.js";
 import { RemoteSandboxes } from "./services/fleet/remote-sandboxes.js";
 import { checkSharedKeys } from "./services/fleet/shared-keys.js";
 import { StrandedStarts } from "./services/fleet/stranded-starts.js";
-import { WorkerCheckpoints } from "./services/fleet/worker-checkpoints.js";
+import { VolumeMoves } from "./services/fleet/volume-moves.js";
+import { workerSides } from "./services/fleet/worker-sides.js";
 import { HostImageResolver } from "./services/images/host-images.js";
 import { ImageAliases } from "./services/images/image-aliases.js";
 import type { ImageResolver } from "./services/images/image-resolver.js";
@@ -346,7 +347,15 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
   // Single-box mode: this process's own VMs are its host (after reconciliation decided which
   // sandboxes are still active).
   await localHost.start(owned);
-  const remote = new RemoteSandboxes({ fleet, store, log: cfg.logger ? log : silentLogger });
+  const moves = await VolumeMoves.wire({
+    store: openVolumeStore(store),
+    volumes,
+    fleet,
+    blobs,
+    log: cfg.logger ? log : silentLogger,
+  });
+  const localMounts = volumeServer !== undefined;
+  const remote = new RemoteSandboxes({ fleet, store, log: cfg.logger ? log : silentLogger, volumes: { moves, localMounts } });
   // Creates a stopped control plane (a lost peer, or this one before a restart) left starting on
   // workers are finished or ended after each reaping.
   const stranded = new StrandedStarts({ fleet, store, remote, log: cfg.logger ? log : silentLogger });
@@ -403,9 +412,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     fleet,
     remote,
     remoteCheckpoints,
-    ...(workerTeamId
-      ? { workerCheckpoints: new WorkerCheckpoints({ store, blobs, images, teamId: workerTeamId, disks: sandboxes.host }) }
-      : {}),
+    ...(workerTeamId ? workerSides({ store, blobs, images, volumes, teamId: workerTeamId, disks: sandboxes.host }) : {}),
   };
   // Exposed ports end with their sandbox.
   sandboxes.onTeardown((id) => services.ports.forget(id));
