@@ -344,20 +344,12 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
   });
   unwind.push("the timeout reaper", () => timeouts.stop().catch(() => {}));
   timeouts.start();
-  // Single-box mode: this process's own VMs are its host (after reconciliation decided which
-  // sandboxes are still active).
+  // Single-box mode: this process's own VMs are its host (once reconciliation decided which are active).
   await localHost.start(owned);
-  const moves = await VolumeMoves.wire({
-    store: openVolumeStore(store),
-    volumes,
-    fleet,
-    blobs,
-    log: cfg.logger ? log : silentLogger,
-  });
-  const localMounts = volumeServer !== undefined;
-  const remote = new RemoteSandboxes({ fleet, store, log: cfg.logger ? log : silentLogger, volumes: { moves, localMounts } });
-  // Creates a stopped control plane (a lost peer, or this one before a restart) left starting on
-  // workers are finished or ended after each reaping.
+  const quiet = cfg.logger ? log : silentLogger;
+  const moves = await VolumeMoves.wire({ store: openVolumeStore(store), volumes, fleet, blobs, log: quiet });
+  const remote = new RemoteSandboxes({ fleet, store, log: quiet, volumes: { moves, localMounts: volumeServer !== undefined } });
+  // Starts a stopped control plane (a lost peer, this one before a restart) left on workers: finished or ended at each reaping.
   const stranded = new StrandedStarts({ fleet, store, remote, log: cfg.logger ? log : silentLogger });
   unwind.push("stranded starts", () => stranded.stop());
   fleet.onReaped(() => stranded.sweep());

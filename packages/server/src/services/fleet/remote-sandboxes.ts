@@ -107,7 +107,8 @@ export class RemoteSandboxes {
     if (vols && homes) {
       const fits = eligible;
       const mounts = (hostId: string) => fits(hostId) && (!fleet.isLocal(hostId) || vols.localMounts);
-      eligible = vols.moves.canMove() ? mounts : (hostId) => mounts(hostId) && homes.has(hostId);
+      // Without moves the volumes' home is the only choice (this host's own mounts were checked by resolveMounts).
+      eligible = vols.moves.canMove() ? mounts : (hostId) => fits(hostId) && homes.has(hostId);
       if (!vols.moves.canMove() && ((pinned && !homes.has(pinned.id)) || homes.size > 1)) {
         const on = await Promise.all([...homes].map((h) => (h ? fleet.hostName(h).catch(() => h) : "?")));
         throw new SandtreeError(
