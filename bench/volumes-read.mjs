@@ -3,7 +3,9 @@
 // sandtree/debian sandbox mounts one host directory (NFSv3 from NFS-Ganesha), writes a file of
 // BENCH_MB (default 128) in the volume and on its own disk, then reads each with the guest's caches
 // dropped, under each variant: the guest's NFS readahead (the mount's BDI read_ahead_kb: the kernel's
-// default is 128 KiB), rsize, nconnect (second mounts of the same export with other options).
+// default is 128 KiB; the platform sets 4 MiB), rsize, nconnect (second mounts of the same export
+// with other options). The own disk's file is read back from the host's page cache (as the volume's is
+// from Ganesha's host): both measure the guest's path, not a disk.
 // Medians of BENCH_RUNS (default 3) per variant, MB/s. Prints one JSON object.
 //   node bench/volumes-read.mjs        (root; after scripts/setup.sh)
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
@@ -110,9 +112,9 @@ try {
     "retrans=3",
   ];
   const variants = {
-    "platform (rsize=1M, ra=128K default)": { path: "/mnt/vol", ra: 0 },
+    "ra=128K (the kernel's default)": { path: "/mnt/vol", ra: 128 },
     "ra=1M": { path: "/mnt/vol", ra: 1024 },
-    "ra=4M": { path: "/mnt/vol", ra: 4096 },
+    "ra=4M (the platform's)": { path: "/mnt/vol", ra: 4096 },
     "ra=16M": { path: "/mnt/vol", ra: 16384 },
     "rsize=256K ra=4M": { path: "/mnt/v256", ra: 4096, options: [...common, "rsize=262144", "wsize=262144"] },
     "nconnect=2 ra=4M": { path: "/mnt/vnc2", ra: 4096, options: [...common, "rsize=1048576", "wsize=1048576", "nconnect=2"] },
