@@ -3,12 +3,14 @@
 // sandtree/debian sandbox mounts one host directory (NFSv3 from NFS-Ganesha), writes a file of
 // BENCH_MB (default 128) in the volume and on its own disk, then reads each with the guest's caches
 // dropped, under each variant: the guest's NFS readahead (the mount's BDI read_ahead_kb: the kernel's
-// default is 128 KiB; the platform sets 4 MiB), rsize, nconnect (second mounts of the same export
+// default is 128 KiB, which the platform keeps), rsize, nconnect (second mounts of the same export
 // with other options). The own disk's file is read back from the host's page cache (as the volume's is
 // from Ganesha's host): both measure the guest's path, not a disk.
-// Medians of BENCH_RUNS (default 3) per variant, MB/s. Prints one JSON object.
+// Medians of BENCH_RUNS (default 3) per variant: MB/s, and MB per CPU second that QEMU and Ganesha
+// spent on the read (utime + stime from /proc: under a loaded host the wall clock measures the
+// load as much as the path; CPU seconds measure the path). Prints one JSON object.
 //   node bench/volumes-read.mjs        (root; after scripts/setup.sh)
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { loadavg } from "node:os";
 import path from "node:path";
 import { detectAccel, guestArtifacts, ImageStore, NetworkManager, VolumeFileServer } from "../packages/host/dist/index.js";
@@ -50,6 +52,16 @@ with open(f, "rb", buffering=0) as h:
         n += len(b)
 print(n / (1 << 20) / (time.monotonic() - t))
 `;
+
+/** CPU seconds (user + system) a process has used so far, from /proc/PID/stat (0 when it is gone). */
+function cpuSeconds(pid) {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+    return (Number(f[11]) + Number(f[12])) / 100;
+  } catch {
+    return 0;
+  }
+}
 
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -114,7 +126,7 @@ try {
   const variants = {
     "ra=128K (the kernel's default)": { path: "/mnt/vol", ra: 128 },
     "ra=1M": { path: "/mnt/vol", ra: 1024 },
-    "ra=4M (the platform's)": { path: "/mnt/vol", ra: 4096 },
+    "ra=4M": { path: "/mnt/vol", ra: 4096 },
     "ra=16M": { path: "/mnt/vol", ra: 16384 },
     "rsize=256K ra=4M": { path: "/mnt/v256", ra: 4096, options: [...common, "rsize=262144", "wsize=262144"] },
     "nconnect=2 ra=4M": { path: "/mnt/vnc2", ra: 4096, options: [...common, "rsize=1048576", "wsize=1048576", "nconnect=2"] },
@@ -129,12 +141,26 @@ try {
     machine,
     `dd if=/dev/urandom of=/mnt/vol/big bs=1M count=${MB} conv=fsync 2>/dev/null && dd if=/dev/urandom of=/root/big bs=1M count=${MB} conv=fsync 2>/dev/null`,
   );
-  const read = async (file, ra) => Number((await run(machine, ["python3", "-c", READ, file, String(ra)])).trim());
+  const pids = [machine.pid, volumes.pid].filter(Boolean);
+  const cpu = () => pids.reduce((t, p) => t + cpuSeconds(p), 0);
+  const read = async (file, ra) => {
+    const c0 = cpu();
+    const mbs = Number((await run(machine, ["python3", "-c", READ, file, String(ra)])).trim());
+    return { mbs, perCpu: MB / Math.max(cpu() - c0, 0.01) };
+  };
   const volume = {};
+  const volumeCpu = {};
   const disk_runs = [];
+  const disk_cpu = [];
   for (let i = 0; i < RUNS; i++) {
-    disk_runs.push(await read("/root/big", 0));
-    for (const [name, v] of Object.entries(variants)) (volume[name] ??= []).push(await read(`${v.path}/big`, v.ra));
+    const d = await read("/root/big", 0);
+    disk_runs.push(d.mbs);
+    disk_cpu.push(d.perCpu);
+    for (const [name, v] of Object.entries(variants)) {
+      const r = await read(`${v.path}/big`, v.ra);
+      (volume[name] ??= []).push(r.mbs);
+      (volumeCpu[name] ??= []).push(r.perCpu);
+    }
   }
   const sandbox_disk = median(disk_runs);
   const result = {
@@ -149,6 +175,8 @@ try {
     volume_vs_sandbox_disk: Object.fromEntries(
       Object.entries(volume).map(([k, xs]) => [k, +(median(xs) / sandbox_disk).toFixed(2)]),
     ),
+    sandbox_disk_mb_per_cpu_s: median(disk_cpu),
+    volume_mb_per_cpu_s: Object.fromEntries(Object.entries(volumeCpu).map(([k, xs]) => [k, median(xs)])),
     load_after: loadavg().map((x) => +x.toFixed(2)),
   };
   console.log(JSON.stringify(result, null, 2));
