@@ -76,6 +76,7 @@ export class RemoteSandboxes {
     const pinned = pin ? await this.checkPin(pin) : null;
     const plan = isRestorePlan(restore) ? restore : null;
     const size = { vcpus: sb.cpu_cores, memory_mib: Math.round(sb.memory_gb * 1024), disk_gib: sb.disk_size_gb };
+    const vols = await this.volumesOf(sb.team_id, params);
     if (params.checkpoint_id && !plan) {
       // Layers already verified on this host: the restore runs here.
       if (pinned && !fleet.isLocal(pinned.id))
@@ -83,14 +84,17 @@ export class RemoteSandboxes {
           field: "host",
         });
       if (o.checkFit) await fleet.checkFits(size, (id) => fleet.isLocal(id));
+      await this.volumesHere(vols);
       return null;
     }
-    const vols = await this.volumesOf(sb.team_id, params);
     const urls = await fleet.workerUrls();
     let eligible = (hostId: string) => urls.has(hostId) || fleet.isLocal(hostId);
     // Before anything starts: a size no host could ever hold is refused with what the largest has.
     if (o.checkFit) await fleet.checkFits(size, pinned ? (id) => id === pinned.id : eligible);
-    if (urls.size === 0 && !pin && (!vols || vols.localMounts)) return null;
+    if (urls.size === 0 && !pin && (!vols || vols.localMounts)) {
+      await this.volumesHere(vols);
+      return null;
+    }
     const holders = plan ? await this.holders(plan.checkpoint, plan.layers) : null;
     if (plan && holders) {
       eligible = (hostId) => (fleet.isLocal(hostId) ? plan.localHolds : urls.has(hostId) && holders.has(hostId));
@@ -160,6 +164,13 @@ export class RemoteSandboxes {
     if (!v || !Array.isArray(params.volumes) || params.volumes.length === 0) return null;
     const rows = await Promise.all((params.volumes as Array<{ volume: string }>).map((m) => v.moves.row(teamId, m.volume)));
     return { ...v, rows };
+  }
+
+  /** A create that runs on this host without a placement: its volumes that live on a worker come home first. */
+  private async volumesHere(vols: Awaited<ReturnType<RemoteSandboxes["volumesOf"]>>): Promise<void> {
+    const here = this.deps.fleet.localHostId;
+    if (!vols || !here) return;
+    for (const v of vols.rows) if (v.host_id !== null) await vols.moves.moveTo(v, here);
   }
 
   private async volumeIds(teamId: string, mounts: ReadonlyArray<{ volume: string }>) {
