@@ -3,11 +3,13 @@
 // and NFS-Ganesha, each in its own network namespace (runs as root: ip netns). The volume is made on
 // the control plane's host; a sandbox pinned on wa mounts it (moved there) and writes; a create
 // pinned on wb meanwhile is refused (mounted on wa); once wa's sandbox is deleted, one pinned on wb
-// mounts it (moved from wa) and reads wa's files; deleted too, the file API brings it home.
+// mounts it (moved from wa) and reads wa's files; deleted too, a move wb -> wa that a control plane
+// killed -9 left MOVING is finished at its restart, and the file API brings the volume home.
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { volumeServerUnavailableReason } from "@sandtree/host";
+import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { S3RVER_CREDENTIALS, startS3, type TestS3 } from "../../../host/test/helpers/s3-server.js";
 import { type Api, jsonApi, stopChildProcess } from "../helpers.js";
@@ -35,6 +37,8 @@ describe.skipIf(unavailable !== null)(
     let s3: TestS3 | null = null;
     let cp: ControlPlane | null = null;
     let api: Api;
+    let cpArgs: string[] = [];
+    let cpEnv: Record<string, string> = {};
 
     const mkdir = (name: string) => {
       const d = mkdtempSync(path.join(tmpdir(), `sandtree-fv-${name}-`));
@@ -45,6 +49,17 @@ describe.skipIf(unavailable !== null)(
       const r = await api("POST", `/v1/sandboxes/${id}/exec`, { command, timeout_seconds: 60 });
       expect(r.status, JSON.stringify(r.body)).toBe(200);
       return r.body as { stdout: string; stderr: string; exit_code: number };
+    };
+    /** The state of the volume's copy in a worker's own store (named by the control plane's volume id). */
+    const volumeOn = (worker: string) => {
+      const w = workers.find((x) => x.name === worker) as Worker;
+      const db = new Database(path.join(w.dir, "sandtree.db"), { readonly: true, fileMustExist: true });
+      try {
+        return (db.prepare("SELECT status FROM volumes ORDER BY created_at DESC LIMIT 1").get() as { status: string } | undefined)
+          ?.status;
+      } finally {
+        db.close();
+      }
     };
     const context = () => workers.map((w) => `--- ${w.name}\n${w.output().slice(-3000)}`).join("\n");
     const ended = (id: string) =>
@@ -59,8 +74,9 @@ describe.skipIf(unavailable !== null)(
       const listen = nets.nets[0]?.hostAddress ?? "";
       s3 = await startS3("sandtree-fleet-volumes", listen);
       const blob = `s3://${s3.bucket}/fv?endpoint=${s3.endpoint}&region=us-east-1`;
-      const env = { SANDTREE_HEARTBEAT_INTERVAL_MS: "1000", ...AWS };
-      cp = await startControlPlane(mkdir("cp"), { listen, args: ["--blob-store", blob], env });
+      cpEnv = { SANDTREE_HEARTBEAT_INTERVAL_MS: "1000", ...AWS };
+      cpArgs = ["--blob-store", blob];
+      cp = await startControlPlane(mkdir("cp"), { listen, args: cpArgs, env: cpEnv });
       const key = cp.key;
       api = jsonApi(cp.url, () => key);
       expect((await api("POST", "/v1/hosts/local/cordon")).status).toBe(200);
@@ -125,9 +141,28 @@ describe.skipIf(unavailable !== null)(
       expect([read.exit_code, read.stdout], read.stderr).toEqual([0, "from-wa\nwritten through the API\n"]);
       expect((await api("GET", `/v1/volumes/${vol}`)).body).toMatchObject({ status: "READY", mounted_by: [b.body.id] });
 
-      // Deleted too: the file API brings the volume home to the control plane's host and reads it.
       expect((await api("DELETE", `/v1/sandboxes/${b.body.id}`)).status).toBe(200);
       await ended(b.body.id);
+
+      // A control plane killed -9 right after it recorded a move (wb -> wa: MOVING in its store)
+      // finishes the move at its next start.
+      const old = cp as ControlPlane;
+      await stopChildProcess(old.proc, "SIGKILL");
+      const db = new Database(path.join(old.dir, "sandtree.db"));
+      try {
+        const wa = db.prepare("SELECT id FROM hosts WHERE name = 'wa'").get() as { id: string };
+        db.prepare("UPDATE volumes SET status = 'MOVING', move_to = ? WHERE id = ?").run(wa.id, vol);
+      } finally {
+        db.close();
+      }
+      const port = new URL(old.url).port;
+      cp = await startControlPlane(old.dir, { listen: new URL(old.url).hostname, args: [...cpArgs, "--port", port], env: cpEnv });
+      expect(cp.url).toBe(old.url);
+      expect((await api("GET", `/v1/volumes/${vol}`)).body).toMatchObject({ status: "READY", mounted_by: [] });
+      expect(volumeOn("wa")).toBe("READY");
+      expect(volumeOn("wb")).toBe("DELETED");
+
+      // The file API brings the volume home to the control plane's host (from wa) and reads it.
       const got = await api("GET", `/v1/volumes/${vol}/files?path=/b.txt`);
       expect([got.status, got.body]).toEqual([200, "from-wb\n"]);
       expect((await api("DELETE", `/v1/volumes/${vol}`)).status).toBe(204);
