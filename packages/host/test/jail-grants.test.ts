@@ -15,7 +15,8 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** Whether `uid`, jailed, can read `file`. */
 const readableAs = (uid: number, file: string) =>
-  spawnSync(...jailCommand(uid, ["/bin/sh", "-c", 'head -c 4 "$1" >/dev/null', "probe", file])).status === 0;
+  spawnSync(...jailCommand(uid, ["/bin/sh", "-c", 'head -c 4 "$1" >/dev/null', "probe", file], { root: { rw: [], ro: [dir] } }))
+    .status === 0;
 
 describe.skipIf(!jailConfig().enabled)("grants and renamed files", () => {
   it("a file renamed over a granted one keeps every lease's grant, whichever comes first", async () => {

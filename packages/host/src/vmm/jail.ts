@@ -17,6 +17,9 @@ import { rename } from "node:fs/promises";
 import path from "node:path";
 import { qcow2BackingName } from "../disks/overlay.js";
 import { runCommand } from "../util/run-command.js";
+import { type JailRoot, jailRootSteps } from "./jail-root.js";
+
+export type { JailRoot } from "./jail-root.js";
 
 /**
  * QEMU's own seccomp filter with every deny option: no obsolete syscalls, no setuid/setgid,
@@ -151,16 +154,16 @@ async function undoGrants(uid: number, grants: Grant[]): Promise<void> {
 
 /**
  * The jail's launcher for `argv` as `uid`, exec by exec so the spawned pid is the program's own:
- * a private mount namespace whose /proc shows the jailed uid's own processes alone
- * (hidepid=invisible, subset=pid), then setpriv to `uid` and gid `uid` with no supplementary
- * groups, no capability (bounding and inheritable sets cleared) and no_new_privs. The escape
- * test runs its probe through this same function. `tun`: the namespace's own /dev/net/tun.
+ * a private mount namespace whose root is built for it alone (jail-root.ts: its files, /usr,
+ * basic devices, its own /proc showing the jailed uid's processes alone), then setpriv to `uid`
+ * and gid `uid` with no supplementary groups, no capability (bounding and inheritable sets
+ * cleared) and no_new_privs. The escape test runs its probe through this same function.
+ * `tun`: the namespace's own /dev/net/tun.
  */
-export function jailCommand(uid: number, argv: string[], opts: { tun?: boolean } = {}): [string, string[]] {
-  const steps = ["mount -t proc -o hidepid=invisible,subset=pid proc /proc"];
-  // A VM on a tap opens /dev/net/tun, which hosts may keep 0600: the jail has its own node,
-  // usable for the taps its uid owns alone (attaching to any other needs CAP_NET_ADMIN).
-  if (opts.tun) steps.push("mount -t tmpfs -o mode=0755,size=16k tmpfs /dev/net", "mknod -m 0666 /dev/net/tun c 10 200");
+export function jailCommand(uid: number, argv: string[], opts: { tun?: boolean; root?: JailRoot } = {}): [string, string[]] {
+  const mountpoint = path.join(config.stateDir, "root");
+  mkdirSync(mountpoint, { recursive: true, mode: 0o700 });
+  const steps = jailRootSteps(mountpoint, opts.root ?? { rw: [], ro: [] }, opts.tun ? { tun: true } : {});
   return [
     "unshare",
     [
@@ -170,7 +173,7 @@ export function jailCommand(uid: number, argv: string[], opts: { tun?: boolean }
       "--",
       "/bin/sh",
       "-c",
-      `${steps.join(" && ")} && exec "$@"`,
+      `set -e; ${steps.join("; ")}; exec "$@"`,
       "sandtree-jail",
       "setpriv",
       `--reuid=${uid}`,
@@ -326,7 +329,7 @@ export class JailLease {
   }
 
   /** The argv that runs QEMU (`binary args`) in the jail (jailCommand) with its seccomp filter. */
-  argv(binary: string, args: string[], opts: { tun?: boolean } = {}): [string, string[]] {
+  argv(binary: string, args: string[], opts: { tun?: boolean; root?: JailRoot } = {}): [string, string[]] {
     return jailCommand(this.uid, [binary, ...args, "-sandbox", QEMU_SANDBOX], opts);
   }
 
