@@ -156,7 +156,7 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
     });
 
     it("lists its running machines for adoption, and adopts one", { timeout: 2 * timeoutMs }, async () => {
-      const found = t.host.survivors(t.runRoot);
+      const found = await t.host.survivors(t.runRoot);
       expect(found.map((s) => s.name)).toContain("conf-a");
       // QEMU's agent takes one client, so a live machine is adopted only once its first host is
       // gone: restart.test.ts adopts through a real restart (no skip: CI counts skips as failures).
