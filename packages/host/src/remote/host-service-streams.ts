@@ -167,7 +167,12 @@ async function answer<T>(fn: () => Promise<T>): Promise<T> {
 /** The streaming calls of the service, and the file calls beside them. */
 export function hostStreams(served: ServedMachines): Streams {
   return {
-    watch: (r, ctx) => rethrown(watch(served.get(r.name), ctx)),
+    watch: (r, ctx) =>
+      rethrown(
+        (async function* () {
+          yield* watch(served.find(r.name), ctx);
+        })(),
+      ),
     exec: (inputs, ctx) => rethrown(exec(served, inputs, ctx)),
     readFile: (r, ctx) =>
       rethrown(

@@ -13,15 +13,26 @@ import { hostStreams } from "./host-service-streams.js";
 import { toConnectError } from "./remote-errors.js";
 import { adoptSpec, exitMsg, machineSpec } from "./remote-specs.js";
 
+/** How long an ended machine is still found by a Watch (one opened just after it ended gets its exit). */
+const ENDED_KEPT_MS = 60_000;
+
 /** The machines a worker serves, by name, and the holds its clients took on them. */
 export class ServedMachines {
   private readonly byName = new Map<string, Machine>();
+  private readonly ended = new Map<string, Machine>();
   private readonly holds = new Map<string, () => void>();
 
   add(m: Machine): Machine {
     this.byName.set(m.name, m);
+    this.ended.delete(m.name);
     m.once("exit", () => {
-      if (this.byName.get(m.name) === m) this.byName.delete(m.name);
+      if (this.byName.get(m.name) === m) {
+        this.byName.delete(m.name);
+        this.ended.set(m.name, m);
+        setTimeout(() => {
+          if (this.ended.get(m.name) === m) this.ended.delete(m.name);
+        }, ENDED_KEPT_MS).unref();
+      }
       for (const [key, release] of this.holds) {
         if (key.startsWith(`${m.name}\0`)) {
           this.holds.delete(key);
@@ -36,6 +47,11 @@ export class ServedMachines {
     const m = this.byName.get(name);
     if (!m) throw new MachineRefusedError(`no machine named ${JSON.stringify(name.slice(0, 80))} runs on this host`);
     return m;
+  }
+
+  /** A live machine, or one that ended a short while ago (to watch: its exit is known). */
+  find(name: string): Machine {
+    return this.ended.get(name) ?? this.get(name);
   }
 
   hold(name: string, id: string): void {

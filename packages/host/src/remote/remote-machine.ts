@@ -14,6 +14,7 @@ import {
   WriteFileInputSchema,
 } from "../gen/sandtree/host/v1/host_pb.js";
 import {
+  CheckpointFailedError,
   type CheckpointRequest,
   type ExecSpec,
   type Machine,
@@ -218,6 +219,7 @@ export class RemoteMachine extends EventEmitter implements Machine {
   }
 
   async checkpoint(req: CheckpointRequest): Promise<SavedCheckpoint> {
+    if (this.exit) throw new CheckpointFailedError(`${this.name} has stopped`, null);
     const saved = await this.call("a checkpoint", () =>
       this.client.checkpoint({
         machine: this.name,
