@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import { type Client, createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { MachineHostService } from "../gen/sandtree/host/v1/host_pb.js";
@@ -25,7 +26,10 @@ export class RemoteHost implements MachineHost {
     private readonly client: Client<typeof MachineHostService>,
     private readonly sessions: Http2SessionManager,
     readonly capabilities: HostCapabilities,
-  ) {}
+  ) {
+    // Every machine's watch and every command listen on it: as many as run at once.
+    setMaxListeners(0, this.life.signal);
+  }
 
   /** Connects and asks the worker what its host can do (the one call before the host is usable). */
   static async connect(o: RemoteHostOptions): Promise<RemoteHost> {
