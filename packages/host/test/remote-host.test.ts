@@ -116,4 +116,25 @@ describe("remote host", () => {
     expect(Buffer.concat(parts).equals(big)).toBe(true);
     await m.stop();
   });
+
+  it("serves more machines than HTTP/2's usual 100 streams over one connection (each holds a Watch)", async () => {
+    const base = await host.linkBase(dir, path.join(dir, "img", "base.ext4"));
+    const names = Array.from({ length: 150 }, (_, i) => `many-${i}`);
+    const machines = await Promise.all(
+      names.map(async (n) => {
+        await host.createDisk(base, path.join(dir, `${n}.qcow2`), 1 << 30);
+        return host.start(spec(n));
+      }),
+    );
+    const outs = await Promise.all(
+      machines.map(async (m) => {
+        let out = "";
+        for await (const ev of m.exec({ shell: `echo ${m.name}` }).events) if (ev.type === "stdout") out += ev.data.toString();
+        return out;
+      }),
+    );
+    expect(outs).toEqual(names.map((n) => `${n}\n`));
+    await Promise.all(machines.map((m) => m.stop()));
+    expect(machines.every((m) => m.exit?.expected === true)).toBe(true);
+  });
 });

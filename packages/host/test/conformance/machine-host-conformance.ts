@@ -84,6 +84,20 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
       expect(missing.err).toMatch(/No such file/);
     });
 
+    it("takes stdin: a command reads what it is sent until stdin closes", { timeout: timeoutMs }, async () => {
+      const x = a.exec({ shell: "cat", stdin: true, timeoutMs: 60_000 });
+      await x.writeStdin(Buffer.from("one\n"));
+      await x.writeStdin(Buffer.from("two\n"));
+      x.closeStdin();
+      let out = "";
+      let code = -1;
+      for await (const ev of x.events) {
+        if (ev.type === "stdout") out += ev.data.toString();
+        else if (ev.type === "exit") code = ev.info.exit_code;
+      }
+      expect({ out, code }).toEqual({ out: "one\ntwo\n", code: 0 });
+    });
+
     it("reads, writes, lists and removes files", { timeout: timeoutMs }, async () => {
       await a.mkdir("/root/conf/sub", { parents: true });
       await a.writeFile("/root/conf/sub/f.txt", chunks("one"));
