@@ -11,7 +11,9 @@ import { parseArgs } from "node:util";
 import { SandtreeClient } from "@sandtree/sdk";
 import { startServer } from "@sandtree/server";
 
-const { values } = parseArgs({ options: { window: { type: "string", default: "30" }, "no-network": { type: "boolean", default: false } } });
+const { values } = parseArgs({
+  options: { window: { type: "string", default: "30" }, "no-network": { type: "boolean", default: false } },
+});
 const WINDOW_S = Number(values.window);
 const TICK = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim());
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -29,7 +31,9 @@ function threads(pid) {
     try {
       const comm = readFileSync(`/proc/${pid}/task/${t}/comm`, "utf8").trim();
       const st = readFileSync(`/proc/${pid}/task/${t}/status`, "utf8");
-      const sw = Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(st)?.[1]) + Number(/^nonvoluntary_ctxt_switches:\s+(\d+)/m.exec(st)?.[1]);
+      const sw =
+        Number(/^voluntary_ctxt_switches:\s+(\d+)/m.exec(st)?.[1]) +
+        Number(/^nonvoluntary_ctxt_switches:\s+(\d+)/m.exec(st)?.[1]);
       const f = readFileSync(`/proc/${pid}/task/${t}/stat`, "utf8").split(")").at(-1).trim().split(/\s+/);
       const a = (out[comm] ??= { wakeups: 0, ticks: 0 });
       a.wakeups += sw;
@@ -81,7 +85,10 @@ try {
   const perThread = Object.fromEntries(
     Object.entries(t1).map(([k, v]) => [
       k,
-      { wakeups_per_s: +((v.wakeups - (t0[k]?.wakeups ?? 0)) / secs).toFixed(2), cpu_pct: +(((v.ticks - (t0[k]?.ticks ?? 0)) / TICK / secs) * 100).toFixed(3) },
+      {
+        wakeups_per_s: +((v.wakeups - (t0[k]?.wakeups ?? 0)) / secs).toFixed(2),
+        cpu_pct: +(((v.ticks - (t0[k]?.ticks ?? 0)) / TICK / secs) * 100).toFixed(3),
+      },
     ]),
   );
   const cpuPct = Object.values(perThread).reduce((a, b) => a + b.cpu_pct, 0);
@@ -92,7 +99,10 @@ try {
         window_s: +secs.toFixed(1),
         qemu_cpu_pct_of_core: +cpuPct.toFixed(3),
         qemu_threads: perThread,
-        guest_trace_counts: trace.trim().split("\n").map((l) => l.trim()),
+        guest_trace_counts: trace
+          .trim()
+          .split("\n")
+          .map((l) => l.trim()),
         guest_interrupts: { before: irq0, after: irq1 },
         load_avg: loadavg(),
         cmdline: readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" "),
