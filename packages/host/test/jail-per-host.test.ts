@@ -39,7 +39,7 @@ describe.runIf(root)("two QEMU hosts in one process", () => {
     };
     const started = await Promise.all(
       Object.entries(hosts).map(async ([name, host]) => {
-        const base = host.linkBase(dir, basePath);
+        const base = await host.linkBase(dir, basePath);
         const disk = path.join(dir, `${name}.qcow2`);
         await host.createDisk(base, disk, 1024 ** 3);
         const runDir = path.join(dir, "r", name);

@@ -1,19 +1,25 @@
 import {
   chmodSync,
   chownSync,
-  closeSync,
+  linkSync,
   mkdirSync,
-  openSync,
   readdirSync,
   readFileSync,
   realpathSync,
+  renameSync,
   rmSync,
+  type Stats,
   statSync,
+  unlinkSync,
   writeFileSync,
 } from "node:fs";
+import { rename } from "node:fs/promises";
 import path from "node:path";
 import { qcow2BackingName } from "../disks/overlay.js";
 import { runCommand } from "../util/run-command.js";
+import { type JailRoot, jailRootSteps } from "./jail-root.js";
+
+export type { JailRoot } from "./jail-root.js";
 
 /**
  * QEMU's own seccomp filter with every deny option: no obsolete syscalls, no setuid/setgid,
@@ -33,7 +39,7 @@ export interface JailConfig {
   stateDir: string;
 }
 
-/** The pool's lock files: host-wide, shared by every host object and server on the machine. */
+/** The pool's lock files (and the jail's mountpoint): host-wide, shared by every host object and server on the machine. */
 export const JAIL_STATE_DIR = "/run/sandtree-jail";
 
 /**
@@ -62,11 +68,11 @@ interface LockRecord {
   grants: Grant[];
 }
 
-const lockFile = (stateDir: string, uid: number) => path.join(stateDir, `uid-${uid}.json`);
+const lockFileIn = (stateDir: string, uid: number) => path.join(stateDir, `uid-${uid}.json`);
 
 function readLockIn(stateDir: string, uid: number): LockRecord | null {
   try {
-    return JSON.parse(readFileSync(lockFile(stateDir, uid), "utf8")) as LockRecord;
+    return JSON.parse(readFileSync(lockFileIn(stateDir, uid), "utf8")) as LockRecord;
   } catch {
     return null;
   }
@@ -98,12 +104,41 @@ let aclQueue: Promise<unknown> = Promise.resolve();
 
 /**
  * setfacl reads a file's ACL, edits it and writes it back: two at once on one file (16 clones
- * of one template starting together) lose an entry. This process's calls run one at a time.
+ * of one template starting together) lose an entry. This process's ACL edits, and its renames
+ * over granted files (renameKeepingGrants), run one at a time.
  */
-function setfacl(args: string[]): Promise<unknown> {
-  const run = aclQueue.then(() => runCommand(["setfacl", ...args]));
+function aclSerialized<T>(fn: () => Promise<T>): Promise<T> {
+  const run = aclQueue.then(fn);
   aclQueue = run.catch(() => {});
   return run;
+}
+
+function setfacl(args: string[]): Promise<unknown> {
+  return aclSerialized(() => runCommand(["setfacl", ...args]));
+}
+
+/**
+ * Renames `from` over `to` (a layer a flattening or a download replaces) with `to`'s owner and
+ * ACL first copied onto `from`. A grant is an ACL entry on an inode, recorded by path: a rename
+ * after a VM's grant and before its QEMU opened the path handed QEMU a new inode without its
+ * entry (EACCES on a backing file). Serialized with every grant: an entry made before the rename
+ * is copied, one made after lands on the new inode.
+ */
+export function renameKeepingGrants(from: string, to: string): Promise<void> {
+  // Only root grants (any host of this process may be jailed): a plain rename otherwise.
+  if (typeof process.getuid !== "function" || process.getuid() !== 0) return rename(from, to);
+  return aclSerialized(async () => {
+    let st: Stats;
+    try {
+      st = statSync(to);
+    } catch {
+      return rename(from, to);
+    }
+    const { stdout } = await runCommand(["getfacl", "--absolute-names", "--omit-header", "--", to]);
+    chownSync(from, st.uid, st.gid);
+    await runCommand(["setfacl", "--set-file=-", "--", from], { input: stdout });
+    await rename(from, to);
+  });
 }
 
 /** Undoes a lease's grants: owned files back to root, ACL entries removed. Idempotent. */
@@ -121,16 +156,20 @@ async function undoGrants(uid: number, grants: Grant[]): Promise<void> {
 
 /**
  * The jail's launcher for `argv` as `uid`, exec by exec so the spawned pid is the program's own:
- * a private mount namespace whose /proc shows the jailed uid's own processes alone
- * (hidepid=invisible, subset=pid), then setpriv to `uid` and gid `uid` with no supplementary
- * groups, no capability (bounding and inheritable sets cleared) and no_new_privs. The escape
- * test runs its probe through this same function. `tun`: the namespace's own /dev/net/tun.
+ * a private mount namespace whose root is built for it alone (jail-root.ts: its files, /usr,
+ * basic devices, its own /proc showing the jailed uid's processes alone), then setpriv to `uid`
+ * and gid `uid` with no supplementary groups, no capability (bounding and inheritable sets
+ * cleared) and no_new_privs. The escape test runs its probe through this same function.
+ * `tun`: the namespace's own /dev/net/tun.
  */
-export function jailCommand(uid: number, argv: string[], opts: { tun?: boolean } = {}): [string, string[]] {
-  const steps = ["mount -t proc -o hidepid=invisible,subset=pid proc /proc"];
-  // A VM on a tap opens /dev/net/tun, which hosts may keep 0600: the jail has its own node,
-  // usable for the taps its uid owns alone (attaching to any other needs CAP_NET_ADMIN).
-  if (opts.tun) steps.push("mount -t tmpfs -o mode=0755,size=16k tmpfs /dev/net", "mknod -m 0666 /dev/net/tun c 10 200");
+export function jailCommand(
+  uid: number,
+  argv: string[],
+  opts: { tun?: boolean; root?: JailRoot; stateDir?: string } = {},
+): [string, string[]] {
+  const mountpoint = path.join(opts.stateDir ?? JAIL_STATE_DIR, "root");
+  mkdirSync(mountpoint, { recursive: true, mode: 0o700 });
+  const steps = jailRootSteps(mountpoint, opts.root ?? { rw: [], ro: [] }, opts.tun ? { tun: true } : {});
   return [
     "unshare",
     [
@@ -140,7 +179,7 @@ export function jailCommand(uid: number, argv: string[], opts: { tun?: boolean }
       "--",
       "/bin/sh",
       "-c",
-      `${steps.join(" && ")} && exec "$@"`,
+      `set -e; ${steps.join("; ")}; exec "$@"`,
       "sandtree-jail",
       "setpriv",
       `--reuid=${uid}`,
@@ -155,7 +194,6 @@ export function jailCommand(uid: number, argv: string[], opts: { tun?: boolean }
   ];
 }
 
-/** Where this process's next search of a pool starts (a hint that spreads uids; any start is correct). */
 let nextIndex = Math.floor(Math.random() * 4096);
 
 /**
@@ -176,15 +214,14 @@ export class JailLease {
   /** Takes a free uid of `config`'s pool for the VM `name`; null when that jail is off. */
   static async acquire(config: JailConfig, name: string): Promise<JailLease | null> {
     if (!config.enabled) return null;
-    const lockFile = (uid: number) => path.join(config.stateDir, `uid-${uid}.json`);
+    const lockFile = (uid: number) => lockFileIn(config.stateDir, uid);
     const readLock = (uid: number) => readLockIn(config.stateDir, uid);
     mkdirSync(config.stateDir, { recursive: true, mode: 0o700 });
     let inUse: Set<number> | null = null;
     for (let i = 0; i < config.uidCount; i++) {
       const uid = config.uidBase + ((nextIndex + i) % config.uidCount);
-      try {
-        closeSync(openSync(lockFile(uid), "wx", 0o600));
-      } catch {
+      const lease = new JailLease(config.stateDir, uid, name, []);
+      if (!lease.create()) {
         // Taken: reclaimable only when its holder is gone and nothing runs as the uid.
         const held = readLock(uid);
         if (held && alive(held.owner)) continue;
@@ -196,15 +233,9 @@ export class JailLease {
         // one's release takes the other's grants away (a restore's QEMU got EACCES on its backing file).
         if (JSON.stringify(readLock(uid)) !== JSON.stringify(held)) continue;
         rmSync(lockFile(uid), { force: true });
-        try {
-          closeSync(openSync(lockFile(uid), "wx", 0o600));
-        } catch {
-          continue;
-        }
+        if (!lease.create()) continue;
       }
       nextIndex = (nextIndex + i + 1) % config.uidCount;
-      const lease = new JailLease(config.stateDir, uid, name, []);
-      lease.save();
       return lease;
     }
     throw new Error(`no free uid in the jail's pool (${config.uidBase}..${config.uidBase + config.uidCount - 1})`);
@@ -227,9 +258,33 @@ export class JailLease {
     return lease;
   }
 
-  private save(): void {
+  /**
+   * The lock's record, written whole to a temporary file: a lock is never seen empty or half
+   * written. An empty lock read as "no record" let a second process (finding no live holder and
+   * no process of the uid yet) reclaim the uid of a VM still being granted its files.
+   */
+  private writeTemp(): string {
     const rec: LockRecord = { name: this.name, owner: process.pid, grants: this.grants };
-    writeFileSync(lockFile(this.stateDir, this.uid), JSON.stringify(rec), { mode: 0o600 });
+    const tmp = `${lockFileIn(this.stateDir, this.uid)}.${process.pid}.tmp`;
+    writeFileSync(tmp, JSON.stringify(rec), { mode: 0o600 });
+    return tmp;
+  }
+
+  /** Takes the uid's lock if no one holds it (link fails on an existing name); false if taken. */
+  private create(): boolean {
+    const tmp = this.writeTemp();
+    try {
+      linkSync(tmp, lockFileIn(this.stateDir, this.uid));
+      return true;
+    } catch {
+      return false;
+    } finally {
+      unlinkSync(tmp);
+    }
+  }
+
+  private save(): void {
+    renameSync(this.writeTemp(), lockFileIn(this.stateDir, this.uid));
   }
 
   /** Makes `file` (or a directory) the VM's own: chowned to its uid, no access for anyone else. */
@@ -283,8 +338,8 @@ export class JailLease {
   }
 
   /** The argv that runs QEMU (`binary args`) in the jail (jailCommand) with its seccomp filter. */
-  argv(binary: string, args: string[], opts: { tun?: boolean } = {}): [string, string[]] {
-    return jailCommand(this.uid, [binary, ...args, "-sandbox", QEMU_SANDBOX], opts);
+  argv(binary: string, args: string[], opts: { tun?: boolean; root?: JailRoot } = {}): [string, string[]] {
+    return jailCommand(this.uid, [binary, ...args, "-sandbox", QEMU_SANDBOX], { ...opts, stateDir: this.stateDir });
   }
 
   /** Gives the uid back: owned files to root, ACL entries removed, the lock file deleted. Idempotent. */
@@ -292,6 +347,6 @@ export class JailLease {
     if (this.released) return;
     this.released = true;
     await undoGrants(this.uid, this.grants);
-    rmSync(lockFile(this.stateDir, this.uid), { force: true });
+    rmSync(lockFileIn(this.stateDir, this.uid), { force: true });
   }
 }
