@@ -12,8 +12,8 @@
 //               memory hog, fork bomb: the bomb may end its sandbox), against quiet values measured
 //               just before each workload; aim: p99 within 3x quiet. The I/O flood runs twice: at
 //               the team default disk rate and at a lower one (io_flood_low_rate: A/B of the rate),
-//               and once more on a server whose host buffers disk writes in the host's page cache
-//               (io_flood_host_cache: A/B of QemuMachineHostOptions.diskCache, direct by default).
+//               and once more on a server whose host opens disks O_DIRECT (io_flood_direct: A/B of
+//               QemuMachineHostOptions.diskCache, `host` by default).
 //   qemu_memory: QEMU's peak RSS beyond guest RAM (VmHWM minus RAM), 256 MiB and 1 GiB guests after
 //               a boot, a CPU loop and a RAM-sized write (QEMU_OVERHEAD_MB allows for it).
 // Usage: node bench/isolation.mjs [--execs 200] [--creates 7] [--forks 5] [--low-mbps 64] [--skip memory].
@@ -210,8 +210,8 @@ try {
   if (!SKIP.has("neighbour")) {
     // Neighbour latency on the server with the jail and limits: every workload; the I/O flood also
     // from a hostile started with the team's disk rate lowered (A/B of the rate), and on a third
-    // server whose host buffers disk writes in the host's page cache (A/B of the disk cache mode).
-    const direct = await neighbours(jailed, [
+    // server whose host opens disks O_DIRECT (A/B of the disk cache mode).
+    const buffered = await neighbours(jailed, [
       ["cpu_loops", WORKLOADS.cpu_loops],
       ["io_flood", WORKLOADS.io_flood],
       ["io_flood_low_rate", WORKLOADS.io_flood, { sandbox_disk_mbps: LOW_MBPS, sandbox_disk_iops: 1000 }],
@@ -219,10 +219,10 @@ try {
       ["memory_hog", WORKLOADS.memory_hog],
       ["fork_bomb", WORKLOADS.fork_bomb],
     ]);
-    const hostCache = await open("host-cache", { resourceLimits: true }, "host");
-    const buffered = await neighbours(hostCache, [["io_flood_host_cache", WORKLOADS.io_flood]]);
-    out.neighbour = { disk_cache: "direct (the default with limits)", under: { ...direct.under, ...buffered.under } };
-    out.neighbour.quiet_all = stats([...direct.quiet, ...buffered.quiet]);
+    const directHost = await open("direct", { resourceLimits: true }, "direct");
+    const odirect = await neighbours(directHost, [["io_flood_direct", WORKLOADS.io_flood]]);
+    out.neighbour = { disk_cache: "host (the default)", under: { ...buffered.under, ...odirect.under } };
+    out.neighbour.quiet_all = stats([...buffered.quiet, ...odirect.quiet]);
   }
 
   if (!SKIP.has("memory")) {
