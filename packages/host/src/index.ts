@@ -47,3 +47,4 @@ export { configureJail, type JailConfig } from "./vmm/jail.js";
 export { tailOfFile } from "./vmm/qemu-vm.js";
 export * from "./volumes/file-server.js";
 export * from "./volumes/guest-mount.js";
+export * from "./volumes/volume-image.js";

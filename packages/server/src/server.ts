@@ -10,6 +10,7 @@ import {
   type MachineHost,
   setKvmCpuModel,
   VolumeFileServer,
+  VolumeImages,
   volumeServerUnavailableReason,
 } from "@sandtree/host";
 import type { FastifyInstance } from "fastify";
@@ -62,7 +63,6 @@ import { AuthService } from "./services/teams/auth-service.js";
 import { loadOrCreateServerKey, SecretBox } from "./services/teams/secret-box.js";
 import { TeamService } from "./services/teams/team-service.js";
 import { MountingHost } from "./services/volumes/mounting-host.js";
-import { VolumeImages } from "./services/volumes/volume-image.js";
 import { VolumeService } from "./services/volumes/volume-service.js";
 import type { HostStore } from "./store/host-store.js";
 import {

@@ -4,9 +4,8 @@ import { createReadStream } from "node:fs";
 import { mkdir, readdir, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { promisify } from "node:util";
-import type { BlobStore } from "@sandtree/host";
+import { type BlobStore, isMounted } from "@sandtree/host";
 import { type PackedVolume, SandtreeError } from "@sandtree/protocol";
-import { isMounted } from "./volume-image.js";
 
 const execFileP = promisify(execFile);
 

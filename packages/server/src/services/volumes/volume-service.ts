@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { rm } from "node:fs/promises";
 import path from "node:path";
-import type { VolumeMount as HostVolumeMount } from "@sandtree/host";
+import type { VolumeMount as HostVolumeMount, VolumeImages } from "@sandtree/host";
 import {
   CreateVolumeRequest,
   type FileList,
@@ -18,7 +18,6 @@ import type { VolumeMountRow, VolumeRow, VolumeStore } from "../../store/volume-
 import type { Logger } from "../observability/logger.js";
 import { KeyedSerial } from "../support/keyed-serial.js";
 import { VolumeFiles } from "./volume-files.js";
-import type { VolumeImages } from "./volume-image.js";
 import { quotaCheck } from "./volume-quota.js";
 import { SNAPSHOT_OF_LABEL, snapshotInto, snapshotName } from "./volume-snapshots.js";
 import type { VolumesAway } from "./volumes-away.js";

@@ -1,8 +1,8 @@
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { promisify } from "node:util";
+import type { VolumeImages } from "@sandtree/host";
 import { SandtreeError } from "@sandtree/protocol";
-import type { VolumeImages } from "./volume-image.js";
 
 const execFileP = promisify(execFile);
 

@@ -70,7 +70,11 @@ export class VolumeImages {
     await rm(img, { force: true });
     await run("fallocate", ["--length", String(bytes), img], "reserve the volume's disk");
     // No reserved blocks (the volume is all the user's), its UUID changeable cheaply (snapshots).
-    await run("mkfs.ext4", ["-q", "-F", "-m", "0", "-O", "metadata_csum_seed", "-E", "nodiscard", img], "format the volume");
+    await run(
+      "mkfs.ext4",
+      ["-q", "-F", "-T", "default", "-m", "0", "-O", "metadata_csum_seed", "-E", "nodiscard", img],
+      "format the volume",
+    );
     await this.mount(dir);
     // mkfs's lost+found would show in every listing: e2fsck makes it again when it needs one.
     await rmdir(path.join(dir, "lost+found")).catch(() => {});
