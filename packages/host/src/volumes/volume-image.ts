@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { access, mkdir, readdir, rm, rmdir, stat } from "node:fs/promises";
+import { access, mkdir, readdir, readFile, rm, rmdir, stat } from "node:fs/promises";
 import path from "node:path";
 import { promisify } from "node:util";
 import { SandtreeError } from "@sandtree/protocol";
@@ -95,6 +95,7 @@ export class VolumeImages {
   async mount(dir: string): Promise<void> {
     const img = VolumeImages.imageOf(dir);
     if (!(await exists(img)) || (await isMounted(dir))) return;
+    await this.sharedRoot();
     await mkdir(dir, { recursive: true, mode: 0o755 });
     await run("mount", ["-t", "ext4", "-o", "loop,nodev,nosuid", img, dir], "mount the volume");
   }
@@ -105,11 +106,23 @@ export class VolumeImages {
     await run("umount", [dir], "unmount the volume");
   }
 
-  /** At shutdown: unmounts every volume it can (a busy one is left, and found mounted at the next start). */
+  /** At shutdown: unmounts every volume it can (a busy one is left, and found mounted at the next start), then the root. */
   async unmountAll(): Promise<void> {
     const root = path.join(this.o.dataDir, "volumes");
     const ids = await readdir(root).catch(() => [] as string[]);
     for (const id of ids) await this.unmount(path.join(root, id, "data")).catch(() => {});
+    if (await mountedAt(root)) await run("umount", [root], "unmount the volumes' root").catch(() => {});
+  }
+
+  /**
+   * The volumes' root made a shared mount (a bind onto itself) before the first image is mounted
+   * under it: NFS-Ganesha runs in a mount namespace of its own, a slave of this one, and sees
+   * mounts made after it started only through a shared mount (docs/architecture.md, "Size bound").
+   */
+  private async sharedRoot(): Promise<void> {
+    const root = path.join(this.o.dataDir, "volumes");
+    if (!(await mountedAt(root))) await run("mount", ["--rbind", root, root], "bind the volumes' root");
+    await run("mount", ["--make-shared", root], "share the volumes' root");
   }
 
   /**
@@ -147,6 +160,13 @@ export class VolumeImages {
     })();
     return this.checked;
   }
+}
+
+/** Whether `p` is a mount point (a bind of the same file system included), by the mount table. */
+async function mountedAt(p: string): Promise<boolean> {
+  const table = await readFile("/proc/self/mountinfo", "utf8").catch(() => "");
+  const want = path.resolve(p).replace(/[ \t\n\\]/g, (c) => `\\${c.charCodeAt(0).toString(8).padStart(3, "0")}`);
+  return table.split("\n").some((line) => line.split(" ")[4] === want);
 }
 
 async function exists(p: string): Promise<boolean> {
