@@ -111,7 +111,9 @@ export class VolumeImages {
     const root = path.join(this.o.dataDir, "volumes");
     const ids = await readdir(root).catch(() => [] as string[]);
     for (const id of ids) await this.unmount(path.join(root, id, "data")).catch(() => {});
-    if (await mountedAt(root)) await run("umount", [root], "unmount the volumes' root").catch(() => {});
+    this.sharing = null;
+    for (let i = 0; i < 4 && (await mountedAt(root)); i++)
+      await run("umount", [root], "unmount the volumes' root").catch(() => {});
   }
 
   /**
@@ -119,10 +121,18 @@ export class VolumeImages {
    * under it: NFS-Ganesha runs in a mount namespace of its own, a slave of this one, and sees
    * mounts made after it started only through a shared mount (docs/architecture.md, "Size bound").
    */
-  private async sharedRoot(): Promise<void> {
-    const root = path.join(this.o.dataDir, "volumes");
-    if (!(await mountedAt(root))) await run("mount", ["--rbind", root, root], "bind the volumes' root");
-    await run("mount", ["--make-shared", root], "share the volumes' root");
+  private sharing: Promise<void> | null = null;
+  private sharedRoot(): Promise<void> {
+    // Once per process (concurrent mounts would stack binds), again after a failure or a shutdown.
+    this.sharing ??= (async () => {
+      const root = path.join(this.o.dataDir, "volumes");
+      if (!(await mountedAt(root))) await run("mount", ["--rbind", root, root], "bind the volumes' root");
+      await run("mount", ["--make-shared", root], "share the volumes' root");
+    })().catch((err) => {
+      this.sharing = null;
+      throw err;
+    });
+    return this.sharing;
   }
 
   /**
