@@ -63,9 +63,12 @@ export async function startTestServer(
     host?: MachineHost;
     /** VM deadlines over the defaults (StartServerOptions.deadlines). */
     deadlines?: { agentMs?: number };
+    /** The data dir (default: a fresh temporary one); kept after close() with `keepDataDir` or KEEP_TEST_DATA. */
+    dataDir?: string;
+    keepDataDir?: boolean;
   } = {},
 ): Promise<TestServer> {
-  const dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-test-"));
+  const dataDir = opts.dataDir ?? mkdtempSync(path.join(tmpdir(), "sandtree-test-"));
   // Many of these servers run at once in one network namespace: no sandbox networks here
   // (network.test.ts runs its server in namespaces of its own).
   const server = await startServer(
@@ -105,7 +108,7 @@ export async function startTestServer(
     },
     async close() {
       await server.close();
-      if (!process.env.KEEP_TEST_DATA) rmSync(dataDir, { recursive: true, force: true });
+      if (!opts.keepDataDir && !process.env.KEEP_TEST_DATA) rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }

@@ -1,3 +1,4 @@
+/// <reference path="./dns-packet-tables.d.ts" />
 /**
  * DNS messages for the sandbox resolver, over `dns-packet` (RFC 1035 wire format, EDNS0).
  *
