@@ -42,6 +42,17 @@ export function jsonApi(baseUrl: string, key: () => string): Api {
   };
 }
 
+/** Images that exist but never finish pulling: a sandbox stays PROVISIONING (active) without a VM. */
+export const neverPulls: ImageResolver = {
+  async check() {},
+  resolve: (_ref, { signal }) =>
+    new Promise((_resolve, reject) => signal?.addEventListener("abort", () => reject(signal.reason), { once: true })),
+  async list() {
+    return [];
+  },
+  importLayout: () => Promise.reject(new Error("not here")),
+};
+
 /** A real server on a random loopback port over a fresh data dir. */
 export async function startTestServer(
   opts: {
