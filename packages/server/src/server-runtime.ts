@@ -11,6 +11,7 @@ import { LocalHost, localHostName } from "./services/fleet/local-host.js";
 import { RemoteCheckpoints } from "./services/fleet/remote-checkpoints.js";
 import { RemoteSandboxes } from "./services/fleet/remote-sandboxes.js";
 import { StrandedStarts } from "./services/fleet/stranded-starts.js";
+import { VolumeMoves } from "./services/fleet/volume-moves.js";
 import { ImageAliases } from "./services/images/image-aliases.js";
 import { systemClock } from "./services/metering/clock.js";
 import { NetworkService } from "./services/network/network-service.js";
@@ -117,7 +118,12 @@ export async function startRuntime(
       await hostLost.sandboxesLost(lost);
     },
   });
-  const remote = new RemoteSandboxes({ fleet, store, log });
+  // This host in the fleet's registry, then volume moves a stopped control plane left (they go
+  // through workers and the object store): creates placed on workers carry their volumes there.
+  const localHost = new LocalHost({ fleet, store, images, dataDir: cfg.dataDir, accel, log });
+  await localHost.register();
+  const moves = await VolumeMoves.wire({ store: openVolumeStore(store), volumes, fleet, blobs, log });
+  const remote = new RemoteSandboxes({ fleet, store, log, volumes: { moves, localMounts: volumeServer !== undefined } });
   const sandboxes = new SandboxService({
     volumes,
     network,
@@ -153,8 +159,6 @@ export async function startRuntime(
     flattenDepth: cfg.flattenDepth,
   });
   unwind.push("checkpoints", () => checkpoints.close().catch(() => {}));
-  const localHost = new LocalHost({ fleet, store, images, dataDir: cfg.dataDir, accel, log });
-  await localHost.register();
   const placedHere = shared ? new Set(await fleet.localPlacements()) : null;
   // Surviving VMs are adopted in the background, each under its own deadline and in parallel:
   // the API answers meanwhile (a sandbox being adopted shows its last status; calls into it wait

@@ -7,7 +7,7 @@ import { PtyService } from "./services/commands/pty-service.js";
 import { DesktopService } from "./services/desktop/desktop-service.js";
 import { DirWatchService } from "./services/files/dir-watch-service.js";
 import { FileService } from "./services/files/file-service.js";
-import { WorkerCheckpoints } from "./services/fleet/worker-checkpoints.js";
+import { workerSides } from "./services/fleet/worker-sides.js";
 import { GatewayTokens } from "./services/network/gateway-tokens.js";
 import { PortService } from "./services/network/port-service.js";
 import { MetricsService } from "./services/observability/metrics-service.js";
@@ -65,15 +65,7 @@ export function composeServices(f: Foundation, r: Runtime): Services {
     remote: r.remote,
     remoteCheckpoints: r.remoteCheckpoints,
     ...(f.workerTeamId
-      ? {
-          workerCheckpoints: new WorkerCheckpoints({
-            store,
-            blobs: f.blobs,
-            images,
-            teamId: f.workerTeamId,
-            disks: sandboxes.host,
-          }),
-        }
+      ? workerSides({ store, blobs: f.blobs, images, volumes, teamId: f.workerTeamId, disks: sandboxes.host })
       : {}),
   };
 }
