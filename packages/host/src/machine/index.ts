@@ -1,3 +1,4 @@
 export * from "./machine.js";
 export * from "./nested.js";
-export { QemuMachine, QemuMachineHost } from "./qemu-machine.js";
+export { QemuMachine } from "./qemu-machine.js";
+export { QemuMachineHost } from "./qemu-machine-host.js";

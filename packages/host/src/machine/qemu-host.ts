@@ -1,5 +1,5 @@
 import type { MachineHost } from "./machine.js";
-import { QemuMachineHost, type QemuMachineHostOptions } from "./qemu-machine.js";
+import { QemuMachineHost, type QemuMachineHostOptions } from "./qemu-machine-host.js";
 
 export type { QemuMachineHostOptions };
 
