@@ -11,10 +11,16 @@
 // the first and a second exec: when, its CPU time (/proc/PID/stat, 10 ms steps), its minor page
 // faults and (TCG) the guest code blocks it has translated (HMP `info jit`). `hello_frames_per_create`:
 // HELLOs written per start (more than one: an answer came later than the resend interval).
+// `spawns_per_create`: every process the server spawned during a create (qemu-img, setfacl, ip,
+// tc, nft, the tap owner's python3, the jail's unshare that becomes QEMU), by program: how many,
+// their summed and longest spawn-to-exit time, and when the first started and the last ended
+// (ms after the create call); QEMU itself, still running, has `running` counted instead.
 // Usage: node bench/warm-create-profile.mjs [--runs 10]. Prints one JSON document; with
 // PROFILE_VERBOSE=1 each create's marks and HELLO/ACK times also go to stderr.
+import childProcess from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { syncBuiltinESMExports } from "node:module";
+import { loadavg, tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 import { AgentClient, detectAccel } from "@sandtree/host";
@@ -22,7 +28,7 @@ import { QemuVm, QmpClient } from "@sandtree/host/qemu";
 import { FrameType } from "@sandtree/protocol";
 import { SandtreeClient } from "@sandtree/sdk";
 import { SqliteStore, startServer } from "@sandtree/server";
-import { measureFloor } from "./lib/floor.mjs";
+import { measureFloor, privateFloor } from "./lib/floor.mjs";
 
 const { values } = parseArgs({ options: { runs: { type: "string", default: "10" } } });
 const RUNS = Number(values.runs);
@@ -122,6 +128,20 @@ AgentClient.prototype.dispatch = function (frame) {
   }
   return dispatch.call(this, frame);
 };
+// Every child process the server spawns (the host's runCommand and QEMU's launch use spawn):
+// its program, and when it started and exited, relative to the create being timed.
+const spawnOrig = childProcess.spawn;
+childProcess.spawn = function (file, ...rest) {
+  const child = spawnOrig.call(this, file, ...rest);
+  if (trace) {
+    const t = trace;
+    const rec = { cmd: path.basename(String(file)), start: performance.now() - t.t0, end: null };
+    t.spawns.push(rec);
+    child.once("exit", () => (rec.end = performance.now() - t.t0));
+  }
+  return child;
+};
+syncBuiltinESMExports();
 for (const m of Object.getOwnPropertyNames(SqliteStore.prototype)) {
   if (m !== "constructor" && typeof SqliteStore.prototype[m] === "function") wrap(SqliteStore.prototype, m, `store.${m}`);
 }
@@ -143,10 +163,29 @@ async function templatesBuilt(dataDir, memoryMb) {
   throw new Error("the templates were never built");
 }
 
+/** A create's spawns by program: count, summed and longest run (ms), first start and last end. */
+function spawnSums(spawns) {
+  const by = {};
+  for (const s of spawns) {
+    const b = (by[s.cmd] ??= { n: 0, ms: 0, max_ms: 0, first_start: s.start, last_end: null, running: 0 });
+    b.n++;
+    if (s.end === null) {
+      b.running++;
+      continue;
+    }
+    b.ms += s.end - s.start;
+    b.max_ms = Math.max(b.max_ms, s.end - s.start);
+    b.last_end = Math.max(b.last_end ?? 0, s.end);
+  }
+  return by;
+}
+
 const p50 = (xs) => (xs.length ? +[...xs].sort((a, b) => a - b)[xs.length >> 1].toFixed(1) : null);
 const accel = await detectAccel("auto");
-const floor = await measureFloor(accel);
 const work = mkdtempSync(path.join(tmpdir(), "sandtree-bench-warmprof-"));
+const loadBefore = loadavg().map((x) => +x.toFixed(1));
+privateFloor(work);
+const floor = await measureFloor(accel);
 const dataDir = path.join(work, "data");
 const server = await startServer({ dataDir, port: 0, logger: false, warmTemplates: true });
 const net = server.services.network;
@@ -160,14 +199,14 @@ try {
   for (let i = 0; i < RUNS; i++) {
     const wall0 = Date.now();
     const t0 = performance.now();
-    trace = { t0, calls: [], marks: [], hellos: 0, helloLog: [], pending: [], qmp: null };
+    trace = { t0, calls: [], marks: [], hellos: 0, helloLog: [], pending: [], qmp: null, spawns: [] };
     const sb = await client.sandboxes.create(SPEC);
     const posted = performance.now() - t0;
     const got = await client.sandboxes.waitForCreation(sb.id, { intervalMs: 10, timeoutMs: 600_000 });
     const running = performance.now() - t0;
     await client.sandboxes.run(sb.id, ["echo", "ready"]);
     const first = performance.now() - t0;
-    const { calls, marks, hellos, helloLog, qmp, pending } = trace;
+    const { calls, marks, hellos, helloLog, qmp, pending, spawns } = trace;
     await Promise.all(pending);
     if (process.env.PROFILE_VERBOSE) console.error(JSON.stringify({ marks, helloLog: helloLog.map(({ nonce, ...h }) => h) }));
     trace = null;
@@ -202,6 +241,7 @@ try {
       calls: sums,
       marks: Object.fromEntries(marks.map((m) => [m.label, m])),
       hellos,
+      spawns: spawnSums(spawns),
     });
     await client.sandboxes.delete(sb.id);
   }
@@ -223,6 +263,8 @@ console.log(
       bench: "warm-create-profile",
       accel,
       runs: RUNS,
+      load_before: loadBefore,
+      load_after: loadavg().map((x) => +x.toFixed(1)),
       floor,
       start_paths: [...new Set(runs.map((r) => r.start_path))],
       first_output_ms_p50: field((r) => r.client.first_output),
@@ -249,6 +291,14 @@ console.log(
             minflt: field((r) => r.marks[l]?.minflt ?? null),
             tcg_blocks: field((r) => r.marks[l]?.tbs ?? null),
           },
+        ]),
+      ),
+      spawns_per_create_p50: Object.fromEntries(
+        [...new Set(runs.flatMap((r) => Object.keys(r.spawns)))].map((c) => [
+          c,
+          Object.fromEntries(
+            ["n", "ms", "max_ms", "first_start", "last_end", "running"].map((k) => [k, field((r) => r.spawns[c]?.[k] ?? null)]),
+          ),
         ]),
       ),
       hello_frames_per_create: { p50: field((r) => r.hellos), max: Math.max(...runs.map((r) => r.hellos)) },
