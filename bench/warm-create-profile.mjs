@@ -23,15 +23,40 @@ import { syncBuiltinESMExports } from "node:module";
 import { loadavg, tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { AgentClient, detectAccel } from "@sandtree/host";
+import { AgentClient, detectAccel, MachineLimiter, runCommand, tapRateCommands } from "@sandtree/host";
 import { QemuVm, QmpClient } from "@sandtree/host/qemu";
 import { FrameType } from "@sandtree/protocol";
 import { SandtreeClient } from "@sandtree/sdk";
 import { SqliteStore, startServer } from "@sandtree/server";
 import { measureFloor, privateFloor } from "./lib/floor.mjs";
 
-const { values } = parseArgs({ options: { runs: { type: "string", default: "10" } } });
+const { values } = parseArgs({ options: { runs: { type: "string", default: "10" }, ab: { type: "boolean", default: false } } });
 const RUNS = Number(values.runs);
+// --ab: creates alternate between A (how main did these steps before: the tap's rate one `ip`/`tc`
+// process per line, all before QEMU's launch; a restored guest's HELLO resent after 250 ms) and
+// B (the product as built), in one run; `by_variant` gives each side's medians.
+const AB = values.ab;
+let variant = "B";
+const limitTap = MachineLimiter.prototype.limitTap;
+let rateDone = Promise.resolve();
+MachineLimiter.prototype.limitTap = function (tap, rates, signal) {
+  if (variant === "B") return limitTap.call(this, tap, rates, signal);
+  rateDone = (async () => {
+    const ifb = existsSync(`/sys/class/net/si${tap.slice(2)}`);
+    for (const argv of tapRateCommands(tap, rates.netMbit, ifb)) await runCommand(argv);
+  })();
+  return rateDone;
+};
+const qemuStart = QemuVm.start;
+QemuVm.start = async function (opts) {
+  if (variant === "A") await rateDone;
+  return qemuStart.call(this, opts);
+};
+const handshake = AgentClient.prototype.handshake;
+AgentClient.prototype.handshake = function (signal, retry) {
+  const old = variant === "A" && retry.firstMs > 50 ? { firstMs: 250, maxMs: 1000 } : retry;
+  return handshake.call(this, signal, old);
+};
 const SPEC = { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 };
 let trace = null;
 
@@ -197,6 +222,7 @@ try {
   await client.sandboxes.waitForCreation(seed.id, { intervalMs: 10, timeoutMs: 600_000 });
   await templatesBuilt(dataDir, 256);
   for (let i = 0; i < RUNS; i++) {
+    variant = AB && i % 2 === 0 ? "A" : "B";
     const wall0 = Date.now();
     const t0 = performance.now();
     trace = { t0, calls: [], marks: [], hellos: 0, helloLog: [], pending: [], qmp: null, spawns: [] };
@@ -230,6 +256,7 @@ try {
       sums[c.label].ms += c.ms;
     }
     runs.push({
+      variant,
       start_path: got.start_path,
       client: { post_answered: posted, running_seen: running, first_output: first },
       server_events: {
@@ -301,6 +328,28 @@ console.log(
           ),
         ]),
       ),
+      ...(AB
+        ? {
+            by_variant: Object.fromEntries(
+              ["A", "B"].map((v) => {
+                const rs = runs.filter((r) => r.variant === v);
+                const f = (get) => p50(rs.map(get).filter((x) => x !== null && x !== undefined));
+                return [
+                  v,
+                  {
+                    n: rs.length,
+                    first_output_ms_p50: f((r) => r.client.first_output),
+                    running_seen_ms_p50: f((r) => r.client.running_seen),
+                    qmp_ready_ms_p50: f((r) => r.marks.qmp_ready?.at),
+                    hello_answered_ms_p50: f((r) => r.marks.hello_answered?.at),
+                    hellos_p50: f((r) => r.hellos),
+                    first_output_ms: rs.map((r) => Math.round(r.client.first_output)),
+                  },
+                ];
+              }),
+            ),
+          }
+        : {}),
       hello_frames_per_create: { p50: field((r) => r.hellos), max: Math.max(...runs.map((r) => r.hellos)) },
       calls_per_create: perCreate,
     },
