@@ -215,6 +215,8 @@ export class QemuVm extends EventEmitter {
     });
     const vm = new QemuVm(opts, child, child.pid ?? -1);
     vm.lease = lease;
+    // The one deadline of the start: the agent's connect gets it too (its own default, 120 s,
+    // ended slow boots early, with no word of a deadline).
     const deadline = new Deadline(opts.bootTimeoutMs ?? 180_000, "the guest agent", opts.signal);
     const abort = deadline.signal;
     const died = vm.exited.then((e) => {
@@ -242,6 +244,7 @@ export class QemuVm extends EventEmitter {
               // which cost each clone its first HELLOs (two retries, ~150 ms, measured).
               const agent = await AgentClient.connect(agentSocket, {
                 signal: abort,
+                timeoutMs: deadline.ms,
                 ...agentOpts,
                 beforeHello: () =>
                   loadVmState(qmp, INCOMING_FD, {
@@ -260,7 +263,7 @@ export class QemuVm extends EventEmitter {
             })
           : Promise.all([
               QmpClient.connect(qmpSocket, { signal: abort }),
-              AgentClient.connect(agentSocket, { signal: abort, ...agentOpts }),
+              AgentClient.connect(agentSocket, { signal: abort, timeoutMs: deadline.ms, ...agentOpts }),
             ]),
         died,
       ]);
