@@ -141,9 +141,7 @@ async function nested() {
       : null;
     const report =
       PARTS.has("suite") || UNTIL_WARM
-        ? JSON.parse(
-            await job(`cd /opt/sandtree && INNER_WARM_RUNS=${WARM_RUNS} node inner-suite.mjs ${suiteArgs.join(" ")}`),
-          )
+        ? JSON.parse(await job(`cd /opt/sandtree && INNER_WARM_RUNS=${WARM_RUNS} node inner-suite.mjs ${suiteArgs.join(" ")}`))
         : { steps: [] };
     return { floor, tuning, report };
   } finally {

@@ -87,6 +87,20 @@ function procStat(pid) {
     return { cpu_ms: null, minflt: null };
   }
 }
+/**
+ * This process's CPU (ms: the server, in process, and this bench's client) and that of its
+ * children that exited (the spawned tools; QEMU counts once it exited), from /proc/self/stat.
+ * Less bent by a loaded host than wall time: what a create costs, not what it waited for.
+ */
+function selfCpu() {
+  const f = readFileSync("/proc/self/stat", "utf8");
+  const v = f
+    .slice(f.lastIndexOf(")") + 2)
+    .split(" ")
+    .map(Number);
+  // utime, stime, cutime, cstime: fields 14-17 (USER_HZ, 100 per second).
+  return { self_ms: (v[11] + v[12]) * 10, children_ms: (v[13] + v[14]) * 10 };
+}
 const pidOf = (socketPath) => {
   try {
     return Number(readFileSync(path.join(path.dirname(socketPath), "qemu.pid"), "utf8").trim());
@@ -224,6 +238,7 @@ try {
   for (let i = 0; i < RUNS; i++) {
     variant = AB && i % 2 === 0 ? "A" : "B";
     const wall0 = Date.now();
+    const cpu0 = selfCpu();
     const t0 = performance.now();
     trace = { t0, calls: [], marks: [], hellos: 0, helloLog: [], pending: [], qmp: null, spawns: [] };
     const sb = await client.sandboxes.create(SPEC);
@@ -232,6 +247,7 @@ try {
     const running = performance.now() - t0;
     await client.sandboxes.run(sb.id, ["echo", "ready"]);
     const first = performance.now() - t0;
+    const cpu1 = selfCpu();
     const { calls, marks, hellos, helloLog, qmp, pending, spawns } = trace;
     await Promise.all(pending);
     if (process.env.PROFILE_VERBOSE) console.error(JSON.stringify({ marks, helloLog: helloLog.map(({ nonce, ...h }) => h) }));
@@ -269,6 +285,7 @@ try {
       marks: Object.fromEntries(marks.map((m) => [m.label, m])),
       hellos,
       spawns: spawnSums(spawns),
+      cpu: { server_ms: cpu1.self_ms - cpu0.self_ms, children_ms: cpu1.children_ms - cpu0.children_ms },
     });
     await client.sandboxes.delete(sb.id);
   }
@@ -343,6 +360,8 @@ console.log(
                     qmp_ready_ms_p50: f((r) => r.marks.qmp_ready?.at),
                     hello_answered_ms_p50: f((r) => r.marks.hello_answered?.at),
                     hellos_p50: f((r) => r.hellos),
+                    server_cpu_ms_p50: f((r) => r.cpu.server_ms),
+                    children_cpu_ms_p50: f((r) => r.cpu.children_ms),
                     first_output_ms: rs.map((r) => Math.round(r.client.first_output)),
                   },
                 ];
@@ -350,6 +369,7 @@ console.log(
             ),
           }
         : {}),
+      cpu_per_create_ms_p50: { server: field((r) => r.cpu.server_ms), children: field((r) => r.cpu.children_ms) },
       hello_frames_per_create: { p50: field((r) => r.hellos), max: Math.max(...runs.map((r) => r.hellos)) },
       calls_per_create: perCreate,
     },
