@@ -99,8 +99,10 @@ export const ERROR_STATUS = {
    * (the control plane keeps layers in a local directory, not an object store).
    */
   CHECKPOINT_NOT_ON_HOST: 409,
-  /** A create that mounts volumes was pinned to a host that does not hold them. */
+  /** A create that mounts volumes was pinned to a host that does not hold them, and volumes cannot move (no object store). */
   VOLUME_NOT_ON_HOST: 409,
+  /** A volume must move to another host for this call, but a sandbox on its current host mounts it. */
+  VOLUME_IN_USE_ELSEWHERE: 409,
   /** At start: this server's server.key or join token differs from the one its database was first used with. */
   KEY_MISMATCH: 500,
   HOST_DISK_FULL: 507,

@@ -3,7 +3,8 @@ import { z } from "zod";
 // Volumes: directories on a host that outlive sandboxes, shared by the sandboxes that mount them
 // (issue #36). A volume is a team's resource like a sandbox: another team's answers as missing.
 
-export const VOLUME_STATES = ["CREATING", "READY", "DELETING", "DELETED"] as const;
+// MOVING: on its way to another host of a fleet through the object store (no sandbox mounts it meanwhile).
+export const VOLUME_STATES = ["CREATING", "READY", "MOVING", "DELETING", "DELETED"] as const;
 export const VolumeState = z.enum(VOLUME_STATES);
 export type VolumeState = z.infer<typeof VolumeState>;
 
@@ -95,3 +96,20 @@ export const SandboxVolume = z.object({
   read_only: z.boolean(),
 });
 export type SandboxVolume = z.infer<typeof SandboxVolume>;
+
+// A fleet's control plane moves an idle volume between hosts through the object store: the host
+// that holds it packs it (one archive), the host it goes to unpacks it, the old host drops its copy.
+// These are a worker's routes for its control plane only (docs/volumes.md, "Fleets").
+
+const VolumeId = z.string().regex(/^vol-[0-9a-f]{16}$/);
+
+export const PackedVolume = z.object({
+  key: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$/),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  size: z.number().int().nonnegative(),
+});
+export type PackedVolume = z.infer<typeof PackedVolume>;
+
+export const VolumePackRequest = z.object({ volume: VolumeId, key: PackedVolume.shape.key });
+export const VolumeUnpackRequest = z.object({ volume: VolumeId, size_gb: z.number().int().min(1), archive: PackedVolume });
+export const VolumeDropRequest = z.object({ volume: VolumeId });

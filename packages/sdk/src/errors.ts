@@ -163,7 +163,9 @@ const HINTS: Partial<Record<ErrorCode, Hint>> = {
     " (a worker uses the control plane's object store: unset SANDTREE_BLOB_STORE on the worker, or set it to the control plane's)",
   CHECKPOINT_NOT_ON_HOST:
     " (its layers are only on the host that took it: restore it there (host), or give the fleet an object store)",
-  VOLUME_NOT_ON_HOST: " (volumes live on the control plane's own host: omit host)",
+  VOLUME_NOT_ON_HOST: " (without an object store a volume stays on its host: omit host)",
+  VOLUME_IN_USE_ELSEWHERE:
+    " (the volume is mounted on another host: place the sandbox there, or end the sandboxes that mount it, then retry)",
   HOST_DISK_FULL: " (the server's disk is full: free space on the host, then retry)",
   HOST_COMMAND_FAILED: " (a tool on the server failed: details.command and details.stderr say which; check the server's setup)",
 };
@@ -251,6 +253,7 @@ export const ERROR_CLASSES: Record<ErrorCode, ApiErrorClass> = {
   BLOB_STORE_MISMATCH: ConflictError,
   CHECKPOINT_NOT_ON_HOST: ConflictError,
   VOLUME_NOT_ON_HOST: ConflictError,
+  VOLUME_IN_USE_ELSEWHERE: ConflictError,
   KEY_MISMATCH: ServerError,
   HOST_DISK_FULL: ServerError,
   HOST_COMMAND_FAILED: ServerError,

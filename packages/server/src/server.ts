@@ -33,7 +33,8 @@ import { RemoteCheckpoints } from "./services/fleet/remote-checkpoints.js";
 import { RemoteSandboxes } from "./services/fleet/remote-sandboxes.js";
 import { checkSharedKeys } from "./services/fleet/shared-keys.js";
 import { StrandedStarts } from "./services/fleet/stranded-starts.js";
-import { WorkerCheckpoints } from "./services/fleet/worker-checkpoints.js";
+import { VolumeMoves } from "./services/fleet/volume-moves.js";
+import { workerSides } from "./services/fleet/worker-sides.js";
 import { HostImageResolver } from "./services/images/host-images.js";
 import { ImageAliases } from "./services/images/image-aliases.js";
 import type { ImageResolver } from "./services/images/image-resolver.js";
@@ -343,12 +344,12 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
   });
   unwind.push("the timeout reaper", () => timeouts.stop().catch(() => {}));
   timeouts.start();
-  // Single-box mode: this process's own VMs are its host (after reconciliation decided which
-  // sandboxes are still active).
+  // Single-box mode: this process's own VMs are its host (once reconciliation decided which are active).
   await localHost.start(owned);
-  const remote = new RemoteSandboxes({ fleet, store, log: cfg.logger ? log : silentLogger });
-  // Creates a stopped control plane (a lost peer, or this one before a restart) left starting on
-  // workers are finished or ended after each reaping.
+  const quiet = cfg.logger ? log : silentLogger;
+  const moves = await VolumeMoves.wire({ store: openVolumeStore(store), volumes, fleet, blobs, log: quiet });
+  const remote = new RemoteSandboxes({ fleet, store, log: quiet, volumes: { moves, localMounts: volumeServer !== undefined } });
+  // Starts a stopped control plane (a lost peer, this one before a restart) left on workers: finished or ended at each reaping.
   const stranded = new StrandedStarts({ fleet, store, remote, log: cfg.logger ? log : silentLogger });
   unwind.push("stranded starts", () => stranded.stop());
   fleet.onReaped(() => stranded.sweep());
@@ -403,9 +404,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     fleet,
     remote,
     remoteCheckpoints,
-    ...(workerTeamId
-      ? { workerCheckpoints: new WorkerCheckpoints({ store, blobs, images, teamId: workerTeamId, disks: sandboxes.host }) }
-      : {}),
+    ...(workerTeamId ? workerSides({ store, blobs, images, volumes, teamId: workerTeamId, disks: sandboxes.host }) : {}),
   };
   // Exposed ports end with their sandbox.
   sandboxes.onTeardown((id) => services.ports.forget(id));

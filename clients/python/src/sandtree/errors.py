@@ -238,6 +238,7 @@ _BY_CODE: Dict[str, Type[APIError]] = {
     "BLOB_STORE_MISMATCH": ConflictError,
     "CHECKPOINT_NOT_ON_HOST": ConflictError,
     "VOLUME_NOT_ON_HOST": ConflictError,
+    "VOLUME_IN_USE_ELSEWHERE": ConflictError,
     "KEY_MISMATCH": ServerError,
     "HOST_DISK_FULL": ServerError,
     "HOST_COMMAND_FAILED": ServerError,

@@ -204,6 +204,7 @@ class SandboxNetwork:
 class VolumeState(str, Enum):
     CREATING = "CREATING"
     READY = "READY"
+    MOVING = "MOVING"
     DELETING = "DELETING"
     DELETED = "DELETED"
 

@@ -3,6 +3,7 @@ import type pg from "pg";
 import { all, type Db, one, run, tx } from "./pg-db.js";
 import { insertMeterRecords } from "./pg-metering.js";
 import {
+  LIVE_VOLUME_STATES,
   mountersSql,
   type VolumeMountRow,
   type VolumeRow,
@@ -37,8 +38,8 @@ export class PgVolumes implements VolumeStore {
       check(await usage(c, row.team_id));
       await run(
         c,
-        `INSERT INTO volumes (id, team_id, name, status, size_gb, labels, used_bytes, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+        `INSERT INTO volumes (id, team_id, name, status, size_gb, labels, used_bytes, created_at, updated_at, host_id, move_to)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
         [
           row.id,
           row.team_id,
@@ -49,6 +50,8 @@ export class PgVolumes implements VolumeStore {
           row.used_bytes,
           row.created_at,
           row.updated_at,
+          row.host_id,
+          row.move_to,
         ],
       );
       await this.meter(c, row.id);
@@ -67,7 +70,7 @@ export class PgVolumes implements VolumeStore {
   }
 
   async listVolumes(filter: { teamId?: string; states?: readonly VolumeState[] }): Promise<VolumeRow[]> {
-    const states = [...(filter.states ?? ["CREATING", "READY", "DELETING"])];
+    const states = [...(filter.states ?? LIVE_VOLUME_STATES)];
     const rows =
       filter.teamId === undefined
         ? await all<Raw>(this.pool, "SELECT * FROM volumes WHERE status = ANY($1) ORDER BY created_at, id", [states])
@@ -150,6 +153,34 @@ export class PgVolumes implements VolumeStore {
       );
       if (n > 0) await this.meter(c, id);
       return { changed: n > 0, mounters };
+    });
+  }
+
+  beginMoveVolume(id: string, to: string): Promise<{ changed: boolean; mounters: string[] }> {
+    return tx(this.pool, async (c) => {
+      await run(c, "SELECT id FROM volumes WHERE id = $1 FOR UPDATE", [id]);
+      const mounters = (await all<{ sandbox_id: string }>(c, mountersSql("$1"), [id])).map((r) => r.sandbox_id);
+      if (mounters.length > 0) return { changed: false, mounters };
+      const n = await run(
+        c,
+        `UPDATE volumes SET status = 'MOVING', move_to = $1, updated_at = $2
+         WHERE id = $3 AND (status = 'READY' OR (status = 'MOVING' AND move_to = $1))`,
+        [to, new Date().toISOString(), id],
+      );
+      if (n > 0) await this.meter(c, id);
+      return { changed: n > 0, mounters };
+    });
+  }
+
+  endMoveVolume(id: string, home: string | null): Promise<boolean> {
+    return tx(this.pool, async (c) => {
+      const n = await run(
+        c,
+        "UPDATE volumes SET status = 'READY', host_id = $1, move_to = NULL, updated_at = $2 WHERE id = $3 AND status = 'MOVING'",
+        [home, new Date().toISOString(), id],
+      );
+      if (n > 0) await this.meter(c, id);
+      return n > 0;
     });
   }
 

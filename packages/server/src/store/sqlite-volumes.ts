@@ -2,6 +2,7 @@ import type { VolumeState } from "@sandtree/protocol";
 import type Database from "better-sqlite3";
 import { insertMeterRecord } from "./sqlite-metering.js";
 import {
+  LIVE_VOLUME_STATES,
   mountersSql,
   type VolumeMountRow,
   type VolumeRow,
@@ -30,8 +31,8 @@ export class SqliteVolumes implements VolumeStore {
       check(this.usageNow(row.team_id));
       this.db
         .prepare(
-          `INSERT INTO volumes (id, team_id, name, status, size_gb, labels, used_bytes, created_at, updated_at)
-           VALUES (@id, @team_id, @name, @status, @size_gb, @labels, @used_bytes, @created_at, @updated_at)`,
+          `INSERT INTO volumes (id, team_id, name, status, size_gb, labels, used_bytes, created_at, updated_at, host_id, move_to)
+           VALUES (@id, @team_id, @name, @status, @size_gb, @labels, @used_bytes, @created_at, @updated_at, @host_id, @move_to)`,
         )
         .run({ ...row, labels: JSON.stringify(row.labels) });
       this.meter(row.id);
@@ -56,7 +57,7 @@ export class SqliteVolumes implements VolumeStore {
       where.push("team_id = ?");
       params.push(filter.teamId);
     }
-    const states = filter.states ?? ["CREATING", "READY", "DELETING"];
+    const states = filter.states ?? LIVE_VOLUME_STATES;
     where.push(`status IN (${states.map(() => "?").join(",")})`);
     params.push(...states);
     const rows = this.db.prepare(`SELECT * FROM volumes WHERE ${where.join(" AND ")} ORDER BY created_at, id`).all(...params);
@@ -138,6 +139,35 @@ export class SqliteVolumes implements VolumeStore {
           .run(new Date().toISOString(), id).changes > 0;
       if (changed) this.meter(id);
       return { changed, mounters };
+    })();
+  }
+
+  async beginMoveVolume(id: string, to: string): Promise<{ changed: boolean; mounters: string[] }> {
+    return this.db.transaction(() => {
+      const mounters = (this.db.prepare(mountersSql("?")).all(id) as Array<{ sandbox_id: string }>).map((r) => r.sandbox_id);
+      if (mounters.length > 0) return { changed: false, mounters };
+      const changed =
+        this.db
+          .prepare(
+            `UPDATE volumes SET status = 'MOVING', move_to = @to, updated_at = @now
+             WHERE id = @id AND (status = 'READY' OR (status = 'MOVING' AND move_to = @to))`,
+          )
+          .run({ id, to, now: new Date().toISOString() }).changes > 0;
+      if (changed) this.meter(id);
+      return { changed, mounters };
+    })();
+  }
+
+  async endMoveVolume(id: string, home: string | null): Promise<boolean> {
+    return this.db.transaction(() => {
+      const applied =
+        this.db
+          .prepare(
+            "UPDATE volumes SET status = 'READY', host_id = ?, move_to = NULL, updated_at = ? WHERE id = ? AND status = 'MOVING'",
+          )
+          .run(home, new Date().toISOString(), id).changes > 0;
+      if (applied) this.meter(id);
+      return applied;
     })();
   }
 

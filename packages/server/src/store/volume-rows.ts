@@ -16,6 +16,12 @@ export interface VolumeRow {
   used_bytes: number;
   created_at: string;
   updated_at: string;
+  /**
+   * The fleet host whose disk holds its files (null: the control plane's own host, where every
+   * volume is made); while MOVING, `move_to` is the host it goes to.
+   */
+  host_id: string | null;
+  move_to: string | null;
 }
 
 export interface VolumeMountRow {
@@ -61,6 +67,14 @@ export interface VolumeStore {
    * attachVolumes: answers the sandboxes that mount it (empty: the state changed).
    */
   beginDeleteVolume(id: string): Promise<{ changed: boolean; mounters: string[] }>;
+  /**
+   * READY to MOVING towards host `to` unless a sandbox not ended mounts it, atomically with
+   * attachVolumes (answers them: empty, and changed, when it moved to MOVING). A move already
+   * under way to `to` answers changed too (resumed); one to another host does not.
+   */
+  beginMoveVolume(id: string, to: string): Promise<{ changed: boolean; mounters: string[] }>;
+  /** MOVING to READY, its files now on host `home` (the target when done, its old home when given up). */
+  endMoveVolume(id: string, home: string | null): Promise<boolean>;
 }
 
 const ENDED = "('TERMINATED', 'ERROR', 'TIMEOUT')";
@@ -88,6 +102,12 @@ export const PG_VOLUMES_MIGRATION = `
     read_only BOOLEAN NOT NULL DEFAULT false, PRIMARY KEY (sandbox_id, path));
   CREATE INDEX volume_mounts_volume ON volume_mounts(volume_id);`;
 
+/** A volume's home host and the host a move takes it to (both backends). */
+export const VOLUME_HOMES_MIGRATION = "ALTER TABLE volumes ADD COLUMN host_id TEXT; ALTER TABLE volumes ADD COLUMN move_to TEXT;";
+
+/** Every state but DELETED: what lists show by default. */
+export const LIVE_VOLUME_STATES: readonly VolumeState[] = ["CREATING", "READY", "MOVING", "DELETING"];
+
 /** A volume's meter record while it exists: its measured bytes, billed per GiB-hour (meter-rules). */
 export function volumeMeterRecord(v: Pick<VolumeRow, "id" | "team_id" | "used_bytes">, nowMs: number) {
   return {
@@ -107,5 +127,5 @@ export function volumeMeterRecord(v: Pick<VolumeRow, "id" | "team_id" | "used_by
 
 /** Whether a volume in this state is billed (from created until its delete begins). */
 export function volumeBilled(status: VolumeState | undefined): boolean {
-  return status === "CREATING" || status === "READY";
+  return status === "CREATING" || status === "READY" || status === "MOVING";
 }

@@ -143,10 +143,13 @@ describe("fleet API", () => {
     expect([missing.status, missing.body.code]).toEqual([404, "HOST_NOT_FOUND"]);
   });
 
-  it("a create that mounts volumes is placed on the host that holds them, and refused pinned elsewhere", async () => {
+  it("without an object store a create that mounts volumes is placed on their host, and refused pinned elsewhere", async () => {
     await register("vol-w", undefined, { url: "http://127.0.0.1:9" });
     const remote = server.services.remote;
-    const sb = (id: string) => ({ id, cpu_cores: 1, memory_gb: 0.125, disk_size_gb: 1 }) as Sandbox;
+    const made = await admin("POST", "/v1/volumes", { name: "data" });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    const team_id = made.body.team_id as string;
+    const sb = (id: string) => ({ id, team_id, cpu_cores: 1, memory_gb: 0.125, disk_size_gb: 1 }) as Sandbox;
     const params = (extra: object = {}) => ({ image: "sandtree/busybox", ...extra }) as CreateSandboxParams;
     const withVolume = { volumes: [{ volume: "data", path: "/data", read_only: false }] };
     // Without volumes the worker takes it (the local host is cordoned).

@@ -16,6 +16,8 @@ function volumeRow(teamId: string, name: string, over: Partial<VolumeRow> = {}):
     used_bytes: 0,
     created_at: new Date(NOW).toISOString(),
     updated_at: new Date(NOW).toISOString(),
+    host_id: null,
+    move_to: null,
     ...over,
   };
 }
@@ -78,6 +80,33 @@ export function volumeCases(ctx: StoreContext): void {
     await s.insertSandbox(late);
     expect(await vs.attachVolumes(late.id, [{ sandbox_id: late.id, volume_id: v.id, path: "/d", read_only: false }])).toBe(false);
     expect(await vs.mountsOf(late.id)).toEqual([]);
+  });
+
+  it("moves a volume between hosts: MOVING only when no sandbox mounts it, resumable to the same host, READY at its new home", async () => {
+    const s = ctx.store;
+    const vs = openVolumeStore(s);
+    const team = await s.createTeam("alpha");
+    const v = volumeRow(team.id, "roams", { status: "READY" });
+    await vs.createVolume(v, () => {});
+    const sb = sandboxRow(team.id, { status: "RUNNING" });
+    await s.insertSandbox(sb);
+    expect(await vs.attachVolumes(sb.id, [{ sandbox_id: sb.id, volume_id: v.id, path: "/d", read_only: false }])).toBe(true);
+    expect(await vs.beginMoveVolume(v.id, "host-b")).toEqual({ changed: false, mounters: [sb.id] });
+    expect(await s.updateSandbox(sb.id, { status: "TERMINATED" })).toBe(true);
+    expect(await vs.beginMoveVolume(v.id, "host-b")).toEqual({ changed: true, mounters: [] });
+    expect(await vs.getVolume(v.id)).toMatchObject({ status: "MOVING", host_id: null, move_to: "host-b" });
+    // Resumed to the same host: still its move; to another: not.
+    expect((await vs.beginMoveVolume(v.id, "host-b")).changed).toBe(true);
+    expect((await vs.beginMoveVolume(v.id, "host-c")).changed).toBe(false);
+    // No mount and no delete while it moves; listed (not DELETED).
+    const late = sandboxRow(team.id);
+    await s.insertSandbox(late);
+    expect(await vs.attachVolumes(late.id, [{ sandbox_id: late.id, volume_id: v.id, path: "/d", read_only: false }])).toBe(false);
+    expect((await vs.listVolumes({ teamId: team.id })).map((r) => r.status)).toEqual(["MOVING"]);
+    expect(await vs.endMoveVolume(v.id, "host-b")).toBe(true);
+    expect(await vs.endMoveVolume(v.id, "host-c")).toBe(false);
+    expect(await vs.getVolume(v.id)).toMatchObject({ status: "READY", host_id: "host-b", move_to: null });
+    expect(await vs.attachVolumes(late.id, [{ sandbox_id: late.id, volume_id: v.id, path: "/d", read_only: false }])).toBe(true);
   });
 
   it("meters a volume's measured bytes from its create until its delete begins", async () => {

@@ -8,6 +8,7 @@ import type { RestoreLayers } from "../sandboxes/provisioner.js";
 import { ACTIVE } from "../sandboxes/sandbox-machines.js";
 import type { FleetService, RemoteHost } from "./fleet-service.js";
 import { isRestorePlan, type RestorePlan } from "./restore-plan.js";
+import type { VolumeMoves } from "./volume-moves.js";
 import { WorkerClient } from "./worker-client.js";
 
 export interface RemoteSandboxesDeps {
@@ -16,6 +17,12 @@ export interface RemoteSandboxesDeps {
   log: Logger;
   /** How long a worker may take to bring a sandbox to RUNNING (default 10 min). */
   startDeadlineMs?: number;
+  /** Where a create's volumes live, and their moves between hosts (placement input). */
+  volumes?: {
+    moves: VolumeMoves;
+    /** Whether this control plane's own host can mount volumes (it runs NFS-Ganesha). */
+    localMounts: boolean;
+  };
 }
 
 /** What a worker answers for one of its sandboxes (the fields the control plane reads of it). */
@@ -69,6 +76,7 @@ export class RemoteSandboxes {
     const pinned = pin ? await this.checkPin(pin) : null;
     const plan = isRestorePlan(restore) ? restore : null;
     const size = { vcpus: sb.cpu_cores, memory_mib: Math.round(sb.memory_gb * 1024), disk_gib: sb.disk_size_gb };
+    const vols = await this.volumesOf(sb.team_id, params);
     if (params.checkpoint_id && !plan) {
       // Layers already verified on this host: the restore runs here.
       if (pinned && !fleet.isLocal(pinned.id))
@@ -76,26 +84,17 @@ export class RemoteSandboxes {
           field: "host",
         });
       if (o.checkFit) await fleet.checkFits(size, (id) => fleet.isLocal(id));
+      await this.volumesHere(vols);
       return null;
-    }
-    // Volumes live in this host's data directory (served to its sandboxes over NFS): a sandbox
-    // that mounts one runs here, or is refused; never started on a worker that has no such volume.
-    const mountsVolumes = (params.volumes?.length ?? 0) > 0;
-    if (mountsVolumes && pinned && !fleet.isLocal(pinned.id)) {
-      throw new SandtreeError(
-        "VOLUME_NOT_ON_HOST",
-        `volumes live on the control plane's own host, not on ${pinned.name}: omit host`,
-        {
-          field: "host",
-          host: pinned.name,
-        },
-      );
     }
     const urls = await fleet.workerUrls();
     let eligible = (hostId: string) => urls.has(hostId) || fleet.isLocal(hostId);
     // Before anything starts: a size no host could ever hold is refused with what the largest has.
     if (o.checkFit) await fleet.checkFits(size, pinned ? (id) => id === pinned.id : eligible);
-    if (urls.size === 0 && !pin) return null;
+    if (urls.size === 0 && !pin && (!vols || vols.localMounts)) {
+      await this.volumesHere(vols);
+      return null;
+    }
     const holders = plan ? await this.holders(plan.checkpoint, plan.layers) : null;
     if (plan && holders) {
       eligible = (hostId) => (fleet.isLocal(hostId) ? plan.localHolds : urls.has(hostId) && holders.has(hostId));
@@ -108,33 +107,76 @@ export class RemoteSandboxes {
         );
       }
     }
-    if (mountsVolumes) {
+    const homes = vols ? new Set(vols.rows.map((v) => vols.moves.homeOf(v))) : null;
+    if (vols && homes) {
       const fits = eligible;
-      eligible = (hostId) => fleet.isLocal(hostId) && fits(hostId);
+      const mounts = (hostId: string) => fits(hostId) && (!fleet.isLocal(hostId) || vols.localMounts);
+      // Without moves the volumes' home is the only choice (this host's own mounts were checked by resolveMounts).
+      eligible = vols.moves.canMove() ? mounts : (hostId) => fits(hostId) && homes.has(hostId);
+      if (!vols.moves.canMove() && ((pinned && !homes.has(pinned.id)) || homes.size > 1)) {
+        const on = await Promise.all([...homes].map((h) => (h ? fleet.hostName(h).catch(() => h) : "?")));
+        throw new SandtreeError(
+          "VOLUME_NOT_ON_HOST",
+          `the volumes live on host ${on.join(", ")}${pinned ? `, not on ${pinned.name}` : ""}, and without an object store volumes do not move: omit host`,
+          { field: "host", ...(pinned ? { host: pinned.name } : {}) },
+        );
+      }
     }
+    const req = {
+      sandbox_id: sb.id,
+      vcpus: sb.cpu_cores,
+      memory_mib: Math.round(sb.memory_gb * 1024),
+      disk_gib: sb.disk_size_gb,
+      layers: plan?.layers ?? [],
+      ...(pin ? { host: pin } : {}),
+    };
     // Before the placement is recorded: a sweep of stranded starts must never take this one over.
     this.starting.add(sb.id);
-    const placed = await fleet
-      .placeSandbox(
-        {
-          sandbox_id: sb.id,
-          vcpus: sb.cpu_cores,
-          memory_mib: Math.round(sb.memory_gb * 1024),
-          disk_gib: sb.disk_size_gb,
-          layers: plan?.layers ?? [],
-          ...(pin ? { host: pin } : {}),
-        },
-        eligible,
-        { startsHere: true },
-      )
-      .catch((err: unknown) => {
-        this.starting.delete(sb.id);
+    const placed = await (async () => {
+      // Volumes that can move still prefer their home: a move costs a copy through the object store.
+      const home = homes?.size === 1 ? [...homes][0] : undefined;
+      if (!pin && home && eligible(home)) {
+        const there = await fleet.placeSandbox(req, (h) => h === home, { startsHere: true }).catch(() => null);
+        if (there) return there;
+      }
+      return fleet.placeSandbox(req, eligible, { startsHere: true });
+    })().catch((err: unknown) => {
+      this.starting.delete(sb.id);
+      throw err;
+    });
+    if (vols) {
+      try {
+        for (const v of vols.rows) await vols.moves.moveTo(v, placed.host_id);
+      } catch (err) {
+        await this.unplace(sb.id);
         throw err;
-      });
+      }
+    }
     const remote = await fleet.remoteHost(placed.host_id);
     this.where.set(sb.id, remote ? remote.id : null);
     if (!remote) this.starting.delete(sb.id);
     return remote;
+  }
+
+  /** A create's volumes as rows (their homes), or null when it mounts none (or volumes are not wired in). */
+  private async volumesOf(teamId: string, params: CreateSandboxParams) {
+    const v = this.deps.volumes;
+    if (!v || !Array.isArray(params.volumes) || params.volumes.length === 0) return null;
+    const rows = await Promise.all((params.volumes as Array<{ volume: string }>).map((m) => v.moves.row(teamId, m.volume)));
+    return { ...v, rows };
+  }
+
+  /** A create that runs on this host without a placement: its volumes that live on a worker come home first. */
+  private async volumesHere(vols: Awaited<ReturnType<RemoteSandboxes["volumesOf"]>>): Promise<void> {
+    const here = this.deps.fleet.localHostId;
+    if (!vols || !here) return;
+    for (const v of vols.rows) if (v.host_id !== null) await vols.moves.moveTo(v, here);
+  }
+
+  private async volumeIds(teamId: string, mounts: ReadonlyArray<{ volume: string }>) {
+    const v = this.deps.volumes;
+    if (!v) return mounts;
+    return Promise.all(mounts.map(async (m) => ({ ...m, volume: (await v.moves.row(teamId, m.volume)).id })));
   }
 
   /**
@@ -227,7 +269,9 @@ export class RemoteSandboxes {
       // A restore's image and disk come from the checkpoint (the worker refuses them given).
       const { image: _image, disk_size_gb: _disk, ...restore } = spec;
       // The image as this server resolved it (an alias's target: the worker knows no aliases).
-      const body = params.checkpoint_id ? restore : { ...spec, image: sb.image };
+      const given = params.checkpoint_id ? restore : { ...spec, image: sb.image };
+      // The worker knows a volume by the control plane's id (its own copy is named so), never by its name.
+      const body = Array.isArray(given.volumes) ? { ...given, volumes: await this.volumeIds(sb.team_id, given.volumes) } : given;
       await this.client.call(host, "POST", "/v1/sandboxes", { body, sandboxId: sb.id, signal });
       const deadline = AbortSignal.any([signal, AbortSignal.timeout(this.deps.startDeadlineMs ?? 600_000)]);
       for (;;) {

@@ -20,6 +20,7 @@ import { KeyedSerial } from "../support/keyed-serial.js";
 import { VolumeFiles } from "./volume-files.js";
 import { quotaCheck } from "./volume-quota.js";
 import { cloneTree, SNAPSHOT_OF_LABEL, snapshotName } from "./volume-snapshots.js";
+import type { VolumesAway } from "./volumes-away.js";
 
 const GiB = 1024 ** 3;
 
@@ -58,6 +59,8 @@ export class VolumeService {
   measureTtlMs = 30_000;
   private readonly measuredAt = new Map<string, number>();
   private readonly measuring = new Map<string, Promise<VolumeRow>>();
+  /** Set on a fleet's control plane: volumes that moved to workers. */
+  away: VolumesAway | null = null;
 
   constructor(private readonly deps: VolumeServiceDeps) {}
 
@@ -75,14 +78,15 @@ export class VolumeService {
    * A new volume of the team (quotas checked), its directory filled by `fill`: CREATING while it
    * runs, READY after, DELETED (and its directory gone) when it fails.
    */
-  private async make(
+  async make(
     teamId: string,
     name: string,
     sizeGb: number,
     labels: Record<string, string>,
     fill: (dir: string) => Promise<unknown>,
+    o: { checkQuota?: boolean } = {},
   ): Promise<VolumeRow> {
-    const limits = await this.deps.limits(teamId);
+    const limits = o.checkQuota === false ? null : await this.deps.limits(teamId);
     const now = new Date().toISOString();
     const row: VolumeRow = {
       id: newVolumeId(),
@@ -94,8 +98,10 @@ export class VolumeService {
       used_bytes: 0,
       created_at: now,
       updated_at: now,
+      host_id: null,
+      move_to: null,
     };
-    const created = await this.deps.store.createVolume(row, (u) => quotaCheck(u, sizeGb, limits));
+    const created = await this.deps.store.createVolume(row, (u) => (limits ? quotaCheck(u, sizeGb, limits) : undefined));
     if (!created) {
       throw new SandtreeError("ALREADY_EXISTS", `the team has a volume named ${name} already`, { name });
     }
@@ -168,6 +174,8 @@ export class VolumeService {
    */
   async delete(teamId: string, ref: string): Promise<void> {
     const row = await this.row(teamId, ref);
+    if (row.status === "MOVING")
+      throw new SandtreeError("CONFLICT", `volume ${row.name} is MOVING: try again`, { volume: row.id });
     const { changed, mounters } = await this.deps.store.beginDeleteVolume(row.id);
     if (mounters.length > 0) {
       throw new SandtreeError("VOLUME_IN_USE", `volume ${row.name} is mounted by ${mounters.join(", ")}: delete them first`, {
@@ -176,6 +184,8 @@ export class VolumeService {
       });
     }
     if (!changed) throw notFound(ref);
+    // Its files on a worker go first: a delete that fails there can be asked again.
+    if (row.host_id !== null && this.away) await this.away.dropAway(row);
     await this.finishDelete(row.id);
   }
 
@@ -286,18 +296,14 @@ export class VolumeService {
   // The file API: the same routes and semantics as a sandbox's files, on the volume's directory.
 
   async files(teamId: string, ref: string): Promise<{ row: VolumeRow; files: VolumeFiles }> {
-    const row = await this.row(teamId, ref);
+    let row = await this.row(teamId, ref);
+    if (row.host_id !== null && row.status === "READY" && this.away) row = await this.away.bringHome(row);
     if (row.status !== "READY") throw new SandtreeError("CONFLICT", `volume ${row.name} is ${row.status}`, { volume: row.id });
     return { row, files: new VolumeFiles(this.dirOf(row.id)) };
   }
 
-  async stat(teamId: string, ref: string, p: string): Promise<FileStat> {
-    return (await this.files(teamId, ref)).files.stat(p);
-  }
-
-  async listFiles(teamId: string, ref: string, p: string): Promise<FileList> {
-    return (await this.files(teamId, ref)).files.list(p);
-  }
+  stat = async (teamId: string, ref: string, p: string): Promise<FileStat> => (await this.files(teamId, ref)).files.stat(p);
+  listFiles = async (teamId: string, ref: string, p: string): Promise<FileList> => (await this.files(teamId, ref)).files.list(p);
 
   async download(teamId: string, ref: string, p: string, opts: { offset?: number; length?: number }) {
     return (await this.files(teamId, ref)).files.download(p, opts);
@@ -337,7 +343,7 @@ export class VolumeService {
     });
   }
 
-  private async row(teamId: string, ref: string): Promise<VolumeRow> {
+  async row(teamId: string, ref: string): Promise<VolumeRow> {
     const row = await this.deps.store.getVolume(ref, teamId);
     if (!row) throw notFound(ref);
     return row;
@@ -349,7 +355,8 @@ export class VolumeService {
    * it changed.
    */
   private async measure(row: VolumeRow, force = false): Promise<VolumeRow> {
-    if (row.status !== "READY") return row;
+    // On a worker: the figure of its last measure here.
+    if (row.status !== "READY" || row.host_id !== null) return row;
     const at = this.measuredAt.get(row.id);
     if (!force && at !== undefined && Date.now() - at < this.measureTtlMs) return row;
     const running = this.measuring.get(row.id);
@@ -375,7 +382,8 @@ export class VolumeService {
 
   private async view(row: VolumeRow): Promise<Volume> {
     const mounted_by = row.status === "DELETED" ? [] : await this.deps.store.mountersOf(row.id);
-    return { ...row, mounted_by };
+    const { host_id: _host, move_to: _to, ...shown } = row;
+    return { ...shown, mounted_by };
   }
 }
 

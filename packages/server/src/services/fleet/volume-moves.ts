@@ -1,0 +1,188 @@
+import { randomBytes } from "node:crypto";
+import { rm } from "node:fs/promises";
+import path from "node:path";
+import type { BlobStore } from "@sandtree/host";
+import { PackedVolume, SandtreeError } from "@sandtree/protocol";
+import type { VolumeRow, VolumeStore } from "../../store/volume-rows.js";
+import type { Logger } from "../observability/logger.js";
+import { KeyedSerial } from "../support/keyed-serial.js";
+import { packVolume, unpackVolume } from "../volumes/volume-archive.js";
+import type { VolumeService } from "../volumes/volume-service.js";
+import type { VolumesAway } from "../volumes/volumes-away.js";
+import type { FleetService, RemoteHost } from "./fleet-service.js";
+import { WorkerClient } from "./worker-client.js";
+
+export interface VolumeMovesDeps {
+  store: VolumeStore;
+  volumes: VolumeService;
+  fleet: FleetService;
+  /** This control plane's blob store: the fleet's object store when it has one. */
+  blobs: BlobStore;
+  log: Logger;
+}
+
+/** How long a worker may take to pack or unpack a volume (its whole tree through the object store). */
+const MOVE_CALL_MS = 30 * 60_000;
+
+/**
+ * Volumes of a fleet, each on one host's disk (its home: `host_id`, null for this control plane's
+ * own host). A create placed on another host moves its volumes there through the object store
+ * when no sandbox mounts them: READY -> MOVING (the target recorded, atomically with the mount
+ * check) -> packed on the old home -> unpacked on the new one -> READY there -> the old copy
+ * dropped. Every step can be done again, so a move a crash interrupted is finished at the next
+ * start (resume) by packing again: the old home keeps its copy until the move is recorded.
+ */
+export class VolumeMoves implements VolumesAway {
+  private readonly client = new WorkerClient();
+  /** One move per volume at a time in this process (the store's MOVING state holds it across processes). */
+  private readonly serial = new KeyedSerial();
+
+  constructor(private readonly deps: VolumeMovesDeps) {}
+
+  /**
+   * The control plane's moves, wired into its volumes (their file API and deletes), with the moves
+   * a crash interrupted finished. Creates may name volumes where this host cannot mount them but
+   * a worker they can move to may (the host placed decides: NOT_SUPPORTED there).
+   */
+  static async wire(deps: VolumeMovesDeps): Promise<VolumeMoves> {
+    const moves = new VolumeMoves(deps);
+    deps.volumes.away = moves;
+    if (moves.canMove()) deps.volumes.mountsSupported = true;
+    await moves.resume();
+    return moves;
+  }
+
+  /** A volume of the team by id or name (404 otherwise). */
+  row(teamId: string, ref: string): Promise<VolumeRow> {
+    return this.deps.volumes.row(teamId, ref);
+  }
+
+  /** Whether volumes can move at all: only through an object store every host shares. */
+  canMove(): boolean {
+    return this.deps.fleet.sharesLayers();
+  }
+
+  /** The host whose disk holds the volume (the local host's id for null). */
+  homeOf(row: Pick<VolumeRow, "host_id">): string | null {
+    return row.host_id ?? this.deps.fleet.localHostId;
+  }
+
+  /**
+   * The volume on host `to` (READY there), moved if it lives elsewhere. Refused while a sandbox
+   * mounts it (VOLUME_IN_USE_ELSEWHERE), without an object store (VOLUME_NOT_ON_HOST), or while
+   * another move takes it elsewhere (CONFLICT).
+   */
+  async moveTo(row: VolumeRow, to: string): Promise<VolumeRow> {
+    const { store, fleet } = this.deps;
+    if (row.status === "READY" && this.homeOf(row) === to) return row;
+    const from = this.homeOf(row);
+    const fromName = from ? await fleet.hostName(from).catch(() => from) : "this host";
+    const toName = await fleet.hostName(to).catch(() => to);
+    if (!this.canMove()) {
+      throw new SandtreeError(
+        "VOLUME_NOT_ON_HOST",
+        `volume ${row.name} lives on host ${fromName}, not ${toName}, and without an object store volumes do not move: omit host`,
+        { field: "host", volume: row.id, host: fromName },
+      );
+    }
+    const { changed, mounters } = await store.beginMoveVolume(row.id, to);
+    if (mounters.length > 0) {
+      throw new SandtreeError(
+        "VOLUME_IN_USE_ELSEWHERE",
+        `volume ${row.name} lives on host ${fromName} and is mounted there by ${mounters.join(", ")}: a volume moves to host ${toName} only when no sandbox mounts it (place the sandbox on ${fromName}, or delete those first)`,
+        { volume: row.id, host: fromName, sandboxes: mounters },
+      );
+    }
+    if (!changed) {
+      const now = await store.getVolume(row.id);
+      if (now?.status === "READY" && this.homeOf(now) === to) return now;
+      throw new SandtreeError("CONFLICT", `volume ${row.name} is ${now?.status ?? "DELETED"}: try again`, { volume: row.id });
+    }
+    return this.drive(row.id, to);
+  }
+
+  /** Moves the control plane finds under way at its start (a crash interrupted them) are finished. */
+  async resume(): Promise<void> {
+    for (const row of await this.deps.store.listVolumes({ states: ["MOVING"] })) {
+      if (!row.move_to) continue;
+      await this.drive(row.id, row.move_to).catch((err: Error) => {
+        this.deps.log.warn({ volume: row.id, err: err.message }, "could not finish a volume's move");
+      });
+    }
+  }
+
+  /** The file API on a volume that lives on a worker: it moves back to this host first. */
+  async bringHome(row: VolumeRow): Promise<VolumeRow> {
+    const here = this.deps.fleet.localHostId;
+    if (!here) throw new SandtreeError("UNAVAILABLE", "this control plane's own host is not registered yet");
+    return this.moveTo(row, here);
+  }
+
+  /** A volume deleted while on a worker: its copy there goes. */
+  async dropAway(row: VolumeRow): Promise<void> {
+    const home = this.homeOf(row);
+    if (home) await this.drop(home, row.id);
+  }
+
+  private drive(id: string, to: string): Promise<VolumeRow> {
+    return this.serial.run(id, async () => {
+      const { store, log } = this.deps;
+      const row = await store.getVolume(id);
+      if (row?.status !== "MOVING" || row.move_to !== to) {
+        if (row?.status === "READY" && this.homeOf(row) === to) return row;
+        throw new SandtreeError("CONFLICT", `volume ${id} is no longer moving to this host: try again`, { volume: id });
+      }
+      const from = this.homeOf(row);
+      const key = `volume-${id}-${randomBytes(4).toString("hex")}.tar`;
+      try {
+        const packed = await this.pack(from, id, key);
+        await this.unpack(to, row, packed);
+      } catch (err) {
+        // Given up: the old home still holds the files; the new one's partial copy goes.
+        await this.drop(to, id).catch(() => {});
+        await this.deps.blobs.delete(key).catch(() => {});
+        await store.endMoveVolume(id, row.host_id);
+        throw err;
+      }
+      const home = this.deps.fleet.isLocal(to) ? null : to;
+      await store.endMoveVolume(id, home);
+      log.info({ volume: id, to }, "volume moved");
+      await this.drop(from, id).catch((err: Error) =>
+        log.warn({ volume: id, err: err.message }, "could not drop a moved volume's old copy"),
+      );
+      await this.deps.blobs.delete(key).catch(() => {});
+      return { ...row, status: "READY", host_id: home, move_to: null };
+    });
+  }
+
+  private async remote(hostId: string | null): Promise<RemoteHost | null> {
+    if (hostId === null || this.deps.fleet.isLocal(hostId)) return null;
+    const host = await this.deps.fleet.remoteHost(hostId);
+    if (!host)
+      throw new SandtreeError("HOST_UNSCHEDULABLE", `host ${hostId} has no URL to move a volume through`, { host: hostId });
+    return host;
+  }
+
+  private async pack(from: string | null, id: string, key: string): Promise<PackedVolume> {
+    const host = await this.remote(from);
+    if (!host) return packVolume(this.deps.blobs, this.deps.volumes.dirOf(id), key);
+    const body = { volume: id, key };
+    return PackedVolume.parse(await this.client.call(host, "POST", "/v1/fleet/volumes/pack", { body, timeoutMs: MOVE_CALL_MS }));
+  }
+
+  private async unpack(to: string, row: VolumeRow, archive: PackedVolume): Promise<void> {
+    const host = await this.remote(to);
+    if (!host) return unpackVolume(this.deps.blobs, archive, this.deps.volumes.dirOf(row.id));
+    const body = { volume: row.id, size_gb: row.size_gb, archive };
+    await this.client.call(host, "POST", "/v1/fleet/volumes/unpack", { body, timeoutMs: MOVE_CALL_MS });
+  }
+
+  private async drop(hostId: string | null, id: string): Promise<void> {
+    const host = await this.remote(hostId);
+    if (!host) {
+      await rm(path.dirname(this.deps.volumes.dirOf(id)), { recursive: true, force: true });
+      return;
+    }
+    await this.client.call(host, "POST", "/v1/fleet/volumes/drop", { body: { volume: id } });
+  }
+}
