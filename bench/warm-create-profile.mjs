@@ -232,8 +232,20 @@ wrap(net, "attach", "network.attach (tap + rules)");
 const client = new SandtreeClient({ apiUrl: server.url, apiKey: server.firstKey });
 const runs = [];
 try {
-  const seed = await client.sandboxes.create(SPEC);
-  await client.sandboxes.waitForCreation(seed.id, { intervalMs: 10, timeoutMs: 600_000 });
+  // The seed only queues the template builds: on a host loaded enough that its cold boot misses
+  // the start deadline, another try (the seeds' errors are printed to stderr).
+  let seed = null;
+  for (let i = 0; !seed; i++) {
+    const s = await client.sandboxes.create(SPEC);
+    try {
+      await client.sandboxes.waitForCreation(s.id, { intervalMs: 100, timeoutMs: 600_000 });
+      seed = s;
+    } catch (err) {
+      console.error(`seed create ${i + 1}: ${err}`);
+      await client.sandboxes.delete(s.id).catch(() => {});
+      if (i === 2) throw err;
+    }
+  }
   await templatesBuilt(dataDir, 256);
   for (let i = 0; i < RUNS; i++) {
     variant = AB && i % 2 === 0 ? "A" : "B";
