@@ -1,5 +1,5 @@
 // The host package's public face: the machine interface (machine/machine.ts), the QEMU
-// implementation's factory, and the modules that are not machines (images, blobs, network,
+// implementation's factory, the remote host (a worker's host over the network, both halves), and the modules that are not machines (images, blobs, network,
 // fleet, volumes' file server). QEMU's own modules are reached through "@sandtree/host/qemu"
 // (tests and benchmarks of the implementation), never by the server.
 
@@ -31,6 +31,7 @@ export * from "./network/dns-message.js";
 export * from "./network/dns-resolver.js";
 export * from "./network/network-manager.js";
 export * from "./paths.js";
+export * from "./remote.js";
 export type { MemoryImage, MemoryImages, MemoryShape } from "./snapshots/memory-images.js";
 export type { Template, TemplateInputs, TemplateStore, TemplateTaps } from "./snapshots/template-store.js";
 export * from "./util/deadline.js";

@@ -1,4 +1,4 @@
-import type { RunWorkerOptions } from "@sandtree/host";
+import { type RunWorkerOptions, serveMachineHost } from "@sandtree/host";
 import {
   type RegisterHostResponse,
   type SandboxReport,
@@ -33,6 +33,12 @@ export interface FleetWorkerOptions extends Omit<RunWorkerOptions, "url" | "repo
   advertiseUrl?: string;
   /** The sandbox API's request log (default off: the worker prints its own lines). */
   logger?: boolean;
+  /**
+   * Also serve this worker's machine host (the MachineHost its sandboxes run on) over the network
+   * at this address: the host interface as a Connect-RPC service, for a control plane that drives
+   * machines through a RemoteHost (docs/architecture.md, "The remote host"). Same key as the API.
+   */
+  serveHost?: { host: string; port: number };
 }
 
 export interface RunningFleetWorker {
@@ -42,6 +48,8 @@ export interface RunningFleetWorker {
   url: string;
   /** The control plane it registered with (the first of the join URLs that answered). */
   joinedAt: string;
+  /** Where its machine host is served (serveHost), or null. */
+  hostUrl: string | null;
   beats(): number;
   /**
    * Stops heartbeating, then the sandbox API and its VMs, then reports the sandboxes it ended to
@@ -98,6 +106,21 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
     },
   );
   const url = o.advertiseUrl ?? server.url;
+  let servedHost: Awaited<ReturnType<typeof serveMachineHost>> | null = null;
+  if (o.serveHost) {
+    try {
+      // The host the worker's own sandboxes run on, so both ways in see the same machines.
+      servedHost = await serveMachineHost({
+        host: server.services.sandboxes.host,
+        listenHost: o.serveHost.host,
+        port: o.serveHost.port,
+        key: () => key,
+      });
+    } catch (err) {
+      await server.close();
+      throw err;
+    }
+  }
   const ownStore = o.blobStore;
   // Loaded lazily through the server module, as `serve` loads the host package.
   const { runWorker } = await import("@sandtree/host");
@@ -142,6 +165,7 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
       },
     }));
   } catch (err) {
+    await servedHost?.close();
     await server.close();
     if (err instanceof SandtreeError) throw err;
     throw new SandtreeError("UNAVAILABLE", `joining ${o.joinUrls.join(", ")} failed: ${(err as Error).message}`);
@@ -152,10 +176,12 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
     joined,
     url,
     joinedAt: heartbeats.joinUrl,
+    hostUrl: servedHost?.url ?? null,
     beats: () => heartbeats.beats,
     close() {
       closing ??= (async () => {
         await heartbeats.stop().catch(() => {});
+        await servedHost?.close();
         // Ends its sandboxes (TERMINATED "the server shut down"), which queues their reports...
         await server.close();
         serverClosed = true;

@@ -15,6 +15,7 @@ interface WorkerFlags {
   listen?: { host: string; port: number };
   url?: string;
   vcpus?: number;
+  serveHost?: { host: string; port: number };
 }
 
 /** HOST:PORT ([v6]:PORT) where the worker's sandbox API listens. */
@@ -80,6 +81,12 @@ export function registerWorkerCommands(program: Command, ctx: CliContext): void 
     .option("--listen <host:port>", "where the sandbox API listens for the control plane (default 127.0.0.1:7071)", listenArg)
     .option("--url <url>", "the URL the control plane calls (default: http://<listen address>)", urlArg)
     .option(
+      "--serve-host <host:port>",
+      "also serve this worker's machine host (the host interface as a Connect-RPC service over HTTP/2, same key as " +
+        "the sandbox API) at HOST:PORT, for a control plane that drives machines through a remote host",
+      listenArg,
+    )
+    .option(
       "--vcpus <n>",
       "vCPUs offered to placements (default: $SANDTREE_WORKER_VCPUS, then this machine's CPUs; more overcommits them)",
       vcpusArg,
@@ -120,6 +127,7 @@ export function registerWorkerCommands(program: Command, ctx: CliContext): void 
         ...(vcpus ? { vcpus } : {}),
         ...(o.listen ? { host: o.listen.host, port: o.listen.port } : {}),
         ...(o.url ? { advertiseUrl: o.url } : {}),
+        ...(o.serveHost ? { serveHost: o.serveHost } : {}),
         ...(ctx.env.SANDTREE_BLOB_STORE ? { blobStore: ctx.env.SANDTREE_BLOB_STORE } : {}),
         log: (line) => ctx.stderr.write(`${line}\n`),
       });
@@ -127,7 +135,8 @@ export function registerWorkerCommands(program: Command, ctx: CliContext): void 
       ctx.stdout.write(
         `joined ${worker.joinedAt} as ${joined.name} (${joined.host_id}); sandboxes served at ${worker.url}; ` +
           `heartbeating every ${joined.heartbeat_interval_ms} ms until SIGTERM; ` +
-          `checkpoint layers in ${joined.blob_store ?? "its data dir"}\n`,
+          `checkpoint layers in ${joined.blob_store ?? "its data dir"}` +
+          `${worker.hostUrl ? `; machine host served at ${worker.hostUrl}` : ""}\n`,
       );
       await new Promise<void>((resolve) => {
         const stop = () => {

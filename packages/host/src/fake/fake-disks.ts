@@ -50,7 +50,7 @@ export function encodeFiles(files: Map<string, Buffer>): Record<string, string> 
 
 /** The fake host's disks. */
 export class FakeDisks implements HostDisks {
-  linkBase(dir: string, basePath: string): string {
+  async linkBase(dir: string, basePath: string): Promise<string> {
     const name = `base-${path.basename(path.dirname(basePath))}-${path.basename(basePath)}`;
     writeDiskFile(path.join(dir, name), { fake: 1, backing: null, files: null });
     return name;

@@ -50,7 +50,7 @@ export class FakeHost extends FakeDisks implements MachineHost {
     return m;
   }
 
-  survivors(runRoot: string): Array<{ name: string; pid: number }> {
+  async survivors(runRoot: string): Promise<Array<{ name: string; pid: number }>> {
     return [...this.machines.values()]
       .filter((m) => !m.exit && m.runDir.startsWith(runRoot))
       .map((m) => ({ name: m.name, pid: m.pid }));

@@ -81,14 +81,28 @@ export class FakeMachine extends EventEmitter implements Machine {
       if (timer) clearTimeout(timer);
       frame(FrameType.EXIT, Buffer.from(JSON.stringify({ exit_code, signal, timed_out: false })));
     };
+    // With stdin, the command runs once stdin is closed, on all it was sent (each chunk's credit handed back).
+    const stdin: Buffer[] = [];
+    let stdinOpen = spec.stdin === true;
+    let run: (() => void) | null = null;
     const x = new AgentExec(
       {
         sendRaw: (type) => {
           // Any signal ends the command as SIGTERM would.
           if (type === FrameType.SIGNAL) finish(143, 15);
+          if (type === FrameType.STDIN_CLOSE && stdinOpen) {
+            stdinOpen = false;
+            run?.();
+          }
           return true;
         },
-        sendData: async () => {},
+        sendData: async (type, _stream, payload) => {
+          if (type !== FrameType.STDIN || !stdinOpen) return;
+          stdin.push(Buffer.from(payload));
+          const credit = Buffer.alloc(4);
+          credit.writeUInt32LE(payload.length);
+          setImmediate(() => frame(FrameType.WINDOW, credit));
+        },
         sendWindow: () => {},
       },
       stream,
@@ -100,19 +114,30 @@ export class FakeMachine extends EventEmitter implements Machine {
     setImmediate(() =>
       this.whenRunning(() => {
         frame(FrameType.STARTED, Buffer.from(JSON.stringify({ pid: 100 + stream })));
-        let r: ReturnType<typeof runFakeCommand>;
-        try {
-          r = runFakeCommand(spec, this.files);
-        } catch (err) {
-          r = { stdout: "", stderr: `${(err as Error).message}\n`, code: 1, sleepMs: 0 };
-        }
-        if (r.stdout) frame(FrameType.STDOUT, Buffer.from(r.stdout));
-        if (r.stderr) frame(FrameType.STDERR, Buffer.from(r.stderr));
-        if (r.sleepMs > 0) timer = setTimeout(() => finish(r.code, null), r.sleepMs);
-        else finish(r.code, null);
+        run = () => this.runCommand(spec, Buffer.concat(stdin), frame, finish, (t) => (timer = t));
+        if (!stdinOpen) run();
       }),
     );
     return x;
+  }
+
+  private runCommand(
+    spec: ExecSpec,
+    stdin: Buffer,
+    frame: (type: number, payload: Buffer) => void,
+    finish: (code: number, signal: number | null) => void,
+    setTimer: (t: NodeJS.Timeout) => void,
+  ): void {
+    let r: ReturnType<typeof runFakeCommand>;
+    try {
+      r = runFakeCommand(spec, this.files, stdin);
+    } catch (err) {
+      r = { stdout: "", stderr: `${(err as Error).message}\n`, code: 1, sleepMs: 0 };
+    }
+    if (r.stdout) frame(FrameType.STDOUT, Buffer.from(r.stdout));
+    if (r.stderr) frame(FrameType.STDERR, Buffer.from(r.stderr));
+    if (r.sleepMs > 0) setTimer(setTimeout(() => finish(r.code, null), r.sleepMs));
+    else finish(r.code, null);
   }
 
   async *readFile(p: string, opts: { offset?: number; length?: number } = {}): AsyncIterable<Buffer> {

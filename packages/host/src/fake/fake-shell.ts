@@ -1,7 +1,7 @@
 /**
  * The few commands the fake host's exec understands: enough for the conformance suite and
  * service tests, nothing more. `echo`, `cat`, `true`, `false`, `exit N`, `sleep N`, `pwd`,
- * `echo ... > FILE` and `>> FILE`, joined by `&&` or `;`. Anything else exits 127.
+ * `echo ... > FILE` and `>> FILE`, joined by `&&` or `;`; `cat` alone copies stdin. Anything else exits 127.
  */
 export interface ShellFs {
   read(path: string): Buffer | undefined;
@@ -24,7 +24,7 @@ function words(line: string): string[] {
   return out;
 }
 
-function one(argv: string[], fs: ShellFs, cwd: string, out: ShellResult): number {
+function one(argv: string[], fs: ShellFs, cwd: string, out: ShellResult, stdin: Buffer): number {
   const redirect = argv.findIndex((w) => w === ">" || w === ">>");
   let target: { path: string; append: boolean } | null = null;
   if (redirect >= 0) {
@@ -39,6 +39,7 @@ function one(argv: string[], fs: ShellFs, cwd: string, out: ShellResult): number
       text = `${args.join(" ")}\n`;
       break;
     case "cat": {
+      if (args.length === 0) text = stdin.toString("utf8");
       for (const f of args) {
         const data = fs.read(f);
         if (data === undefined) {
@@ -72,14 +73,18 @@ function one(argv: string[], fs: ShellFs, cwd: string, out: ShellResult): number
 }
 
 /** Runs a shell line or an argv (`sh -c LINE` is the line). */
-export function runFakeCommand(spec: { argv?: string[]; shell?: string; cwd?: string }, fs: ShellFs): ShellResult {
+export function runFakeCommand(
+  spec: { argv?: string[]; shell?: string; cwd?: string },
+  fs: ShellFs,
+  stdin: Buffer = Buffer.alloc(0),
+): ShellResult {
   const out: ShellResult = { stdout: "", stderr: "", code: 0, sleepMs: 0 };
   const cwd = spec.cwd ?? "/root";
   const argv = spec.argv ?? [];
   const viaShell = (argv[0] === "sh" || argv[0] === "bash") && argv[1] === "-c";
   const line = spec.shell !== undefined ? spec.shell : viaShell ? (argv[2] ?? "") : null;
   if (line === null) {
-    out.code = one(argv, fs, cwd, out);
+    out.code = one(argv, fs, cwd, out, stdin);
     return out;
   }
   // `a && b` stops at a failure, `a ; b` does not.
@@ -90,7 +95,7 @@ export function runFakeCommand(spec: { argv?: string[]; shell?: string; cwd?: st
       continue;
     }
     if (p === ";" || p === "") continue;
-    out.code = one(words(p), fs, cwd, out);
+    out.code = one(words(p), fs, cwd, out, stdin);
     if (/^exit\b/.test(p)) break;
   }
   return out;

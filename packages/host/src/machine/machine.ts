@@ -8,8 +8,9 @@ import type { VolumeMount } from "../volumes/guest-mount.js";
 /**
  * The seam between the control plane and the machines that run sandboxes. The server holds
  * `Machine`s and a `MachineHost` and nothing else of a VM: today the QEMU microVM implements
- * them in-process; a remote worker can serve the same interface over the network, and another
- * isolation class (a container runtime) can implement it too.
+ * them in-process; a remote worker serves the same interface over the network (src/remote/:
+ * RemoteHost, serveMachineHost), and another isolation class (a container runtime) can implement
+ * it too. Every call that may cross the network is async.
  */
 
 /** A command running in a machine: its events, stdin, signals and PTY size. */
@@ -233,7 +234,7 @@ export const DISK_FILE_SUFFIX = ".qcow2";
  */
 export interface HostDisks {
   /** A name in `dir` for the image base at `basePath` (a disk can then lie on it). Idempotent. */
-  linkBase(dir: string, basePath: string): string;
+  linkBase(dir: string, basePath: string): Promise<string>;
   /** A new writable disk at `file` over `backing` (a name in the disk's directory). */
   createDisk(backing: string, file: string, sizeBytes: number, opts?: { signal?: AbortSignal }): Promise<void>;
   /** Makes a frozen layer (or a memory state file) durable where it lies: its sha256 and size. */
@@ -275,7 +276,7 @@ export interface MachineHost extends HostDisks {
   /** Reconnects to a machine a previous host process started. */
   adopt(spec: AdoptSpec): Promise<Machine>;
   /** Machines still running under `runRoot` (their names and pids), for adoption. */
-  survivors(runRoot: string): Array<{ name: string; pid: number }>;
+  survivors(runRoot: string): Promise<Array<{ name: string; pid: number }>>;
   /** Kills a surviving machine nobody will adopt (checked by name: pids are reused). */
   killSurvivor(pid: number, name: string): void;
 }

@@ -4,7 +4,7 @@ import type { HostDisks } from "./machine.js";
 
 /** A QEMU host's disks: qcow2 overlays over a chain of qcow2 layers over the image base. */
 export class QemuDisks implements HostDisks {
-  linkBase(dir: string, basePath: string): string {
+  async linkBase(dir: string, basePath: string): Promise<string> {
     return ensureBaseLink(dir, basePath);
   }
 

@@ -426,7 +426,7 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
     return machine;
   }
 
-  survivors(runRoot: string): Array<{ name: string; pid: number }> {
+  async survivors(runRoot: string): Promise<Array<{ name: string; pid: number }>> {
     return findQemuProcesses(runRoot);
   }
 

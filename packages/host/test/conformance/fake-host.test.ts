@@ -12,7 +12,7 @@ machineHostConformance(
     const host = new FakeHost();
     const runRoot = path.join(dir, "run");
     mkdirSync(runRoot);
-    const base = host.linkBase(dir, path.join(dir, "img", "base.ext4"));
+    const base = await host.linkBase(dir, path.join(dir, "img", "base.ext4"));
     return {
       host,
       dir,

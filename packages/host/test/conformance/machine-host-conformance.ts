@@ -84,6 +84,20 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
       expect(missing.err).toMatch(/No such file/);
     });
 
+    it("takes stdin: a command reads what it is sent until stdin closes", { timeout: timeoutMs }, async () => {
+      const x = a.exec({ shell: "cat", stdin: true, timeoutMs: 60_000 });
+      await x.writeStdin(Buffer.from("one\n"));
+      await x.writeStdin(Buffer.from("two\n"));
+      x.closeStdin();
+      let out = "";
+      let code = -1;
+      for await (const ev of x.events) {
+        if (ev.type === "stdout") out += ev.data.toString();
+        else if (ev.type === "exit") code = ev.info.exit_code;
+      }
+      expect({ out, code }).toEqual({ out: "one\ntwo\n", code: 0 });
+    });
+
     it("reads, writes, lists and removes files", { timeout: timeoutMs }, async () => {
       await a.mkdir("/root/conf/sub", { parents: true });
       await a.writeFile("/root/conf/sub/f.txt", chunks("one"));
@@ -156,7 +170,7 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
     });
 
     it("lists its running machines for adoption, and adopts one", { timeout: 2 * timeoutMs }, async () => {
-      const found = t.host.survivors(t.runRoot);
+      const found = await t.host.survivors(t.runRoot);
       expect(found.map((s) => s.name)).toContain("conf-a");
       // QEMU's agent takes one client, so a live machine is adopted only once its first host is
       // gone: restart.test.ts adopts through a real restart (no skip: CI counts skips as failures).

@@ -30,7 +30,7 @@ if (artifactsMissing() === null) {
         host,
         dir,
         runRoot,
-        base: host.linkBase(dir, basePath),
+        base: await host.linkBase(dir, basePath),
         // QEMU's guest agent takes one client: restart.test.ts covers adoption by a new process.
         adoptsLive: false,
         spec: (name, rootDisk) => ({

@@ -25,9 +25,28 @@ export interface Worker {
   output(): string;
 }
 
-/** `sandtree worker` as a child; resolves once it printed that it joined. */
-export async function startWorker(cpUrl: string, token: string, name: string, dir: string): Promise<Worker> {
-  const args = ["worker", "--join", cpUrl, "--join-token", token, "--name", name, "--data-dir", dir, "--listen", "127.0.0.1:0"];
+/** `sandtree worker` as a child (with `extra` flags); resolves once it printed that it joined. */
+export async function startWorker(
+  cpUrl: string,
+  token: string,
+  name: string,
+  dir: string,
+  extra: string[] = [],
+): Promise<Worker> {
+  const args = [
+    "worker",
+    "--join",
+    cpUrl,
+    "--join-token",
+    token,
+    "--name",
+    name,
+    "--data-dir",
+    dir,
+    "--listen",
+    "127.0.0.1:0",
+    ...extra,
+  ];
   const { proc, match, output } = await spawnUntil([process.execPath, CLI_MAIN, ...args], ENV, JOINED, {
     what: `worker ${name} did not join`,
   });

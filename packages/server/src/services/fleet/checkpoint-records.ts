@@ -56,6 +56,6 @@ export async function ensureBase(
     }
     await store.updateCheckpoint(row.id, { base_path: base });
   }
-  layers.disks.linkBase(layers.dir, base);
+  await layers.disks.linkBase(layers.dir, base);
   return base;
 }

@@ -205,7 +205,7 @@ export class Provisioner {
       } else {
         const resolved = await this.deps.images.resolve(sb.image, { ...(credentials ? { credentials } : {}), signal });
         this.imageBases.set(sb.id, resolved.basePath);
-        backing = this.deps.host.linkBase(paths.layersDir, resolved.basePath);
+        backing = await this.deps.host.linkBase(paths.layersDir, resolved.basePath);
         image = resolved;
         // What the image says it needs, where the create did not say otherwise.
         const found = imageDefaults(sb, resolved.labels);

@@ -80,7 +80,7 @@ export class Reconciler {
    */
   async reconcile(opts: ReconcileOptions = {}): Promise<ReconcileResult> {
     const { store, log, machines, paths, host } = this.deps;
-    const found = new Map(host.survivors(paths.runRoot).map((p) => [p.name, p.pid]));
+    const found = new Map((await host.survivors(paths.runRoot)).map((p) => [p.name, p.pid]));
     const here = opts.placedHere ?? null;
     const listed = (await store.listSandboxesByStatus(ACTIVE)).filter(
       (sb) => here === null || here.has(sb.id) || found.has(machineNameOf(sb.id)),

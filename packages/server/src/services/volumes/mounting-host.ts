@@ -32,7 +32,7 @@ export class MountingHost implements MachineHost {
     return this.host.warmCaches(opts);
   }
 
-  linkBase(dir: string, basePath: string): string {
+  linkBase(dir: string, basePath: string): Promise<string> {
     return this.host.linkBase(dir, basePath);
   }
 
@@ -68,7 +68,7 @@ export class MountingHost implements MachineHost {
     return this.host.adopt(mounts.length > 0 ? { ...spec, mounts } : spec);
   }
 
-  survivors(runRoot: string): Array<{ name: string; pid: number }> {
+  survivors(runRoot: string): Promise<Array<{ name: string; pid: number }>> {
     return this.host.survivors(runRoot);
   }
 

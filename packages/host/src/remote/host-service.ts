@@ -1,0 +1,166 @@
+import { create } from "@bufbuild/protobuf";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import {
+  CapabilitiesResponseSchema,
+  LayerDigestSchema,
+  type MachineHostService,
+  type MachineInfo,
+  MachineInfoSchema,
+  SavedCheckpointSchema,
+} from "../gen/sandtree/host/v1/host_pb.js";
+import { type Machine, type MachineHost, MachineRefusedError } from "../machine/machine.js";
+import { hostStreams } from "./host-service-streams.js";
+import { toConnectError } from "./remote-errors.js";
+import { adoptSpec, exitMsg, machineSpec } from "./remote-specs.js";
+
+/** How long an ended machine is still found by a Watch (one opened just after it ended gets its exit). */
+const ENDED_KEPT_MS = 60_000;
+
+/** The machines a worker serves, by name, and the holds its clients took on them. */
+export class ServedMachines {
+  private readonly byName = new Map<string, Machine>();
+  private readonly ended = new Map<string, Machine>();
+  private readonly holds = new Map<string, () => void>();
+
+  add(m: Machine): Machine {
+    this.byName.set(m.name, m);
+    this.ended.delete(m.name);
+    m.once("exit", () => {
+      if (this.byName.get(m.name) === m) {
+        this.byName.delete(m.name);
+        this.ended.set(m.name, m);
+        setTimeout(() => {
+          if (this.ended.get(m.name) === m) this.ended.delete(m.name);
+        }, ENDED_KEPT_MS).unref();
+      }
+      for (const [key, release] of this.holds) {
+        if (key.startsWith(`${m.name}\0`)) {
+          this.holds.delete(key);
+          release();
+        }
+      }
+    });
+    return m;
+  }
+
+  get(name: string): Machine {
+    const m = this.byName.get(name);
+    if (!m) throw new MachineRefusedError(`no machine named ${JSON.stringify(name.slice(0, 80))} runs on this host`);
+    return m;
+  }
+
+  /** A live machine, or one that ended a short while ago (to watch: its exit is known). */
+  find(name: string): Machine {
+    return this.ended.get(name) ?? this.get(name);
+  }
+
+  hold(name: string, id: string): void {
+    const key = `${name}\0${id}`;
+    if (!this.holds.has(key)) this.holds.set(key, this.get(name).hold());
+  }
+
+  release(name: string, id: string): void {
+    const key = `${name}\0${id}`;
+    this.holds.get(key)?.();
+    this.holds.delete(key);
+  }
+
+  /** Stops every machine still served (the worker's shutdown: machines stop with it). */
+  all(): Machine[] {
+    return [...this.byName.values()];
+  }
+}
+
+export function machineInfo(m: Machine): MachineInfo {
+  return create(MachineInfoSchema, {
+    name: m.name,
+    pid: m.pid,
+    consoleLog: m.consoleLog,
+    ...(m.activeDisk !== undefined ? { activeDisk: m.activeDisk } : {}),
+    ...(m.adoptedRunState !== undefined ? { adoptedRunState: m.adoptedRunState } : {}),
+    ...(m.diskError !== undefined ? { diskError: m.diskError } : {}),
+  });
+}
+
+/** Runs a handler, turning whatever the host throws into a Connect error with its kind attached. */
+async function answer<T>(fn: () => Promise<T> | T): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw toConnectError(err);
+  }
+}
+
+/** Runs a call that answers nothing (Empty). */
+function done(fn: () => unknown): Promise<Record<string, never>> {
+  return answer(async () => {
+    await fn();
+    return {};
+  });
+}
+
+/** The MachineHostService over one MachineHost (the worker's QEMU host, or a fake one). */
+export function machineHostService(host: MachineHost, served: ServedMachines): ServiceImpl<typeof MachineHostService> {
+  const sig = (ctx: HandlerContext) => ({ signal: ctx.signal });
+  return {
+    capabilities: () => {
+      const c = host.capabilities;
+      return create(CapabilitiesResponseSchema, {
+        accel: c.accel,
+        memorySnapshots: c.memorySnapshots,
+        nestedOk: c.nested.ok,
+        nestedWhy: c.nested.ok ? "" : c.nested.why,
+      });
+    },
+    linkBase: (r) => answer(async () => ({ name: await host.linkBase(r.dir, r.basePath) })),
+    createDisk: (r, ctx) => done(() => host.createDisk(r.backing, r.file, Number(r.sizeBytes), sig(ctx))),
+    sealLayer: (r, ctx) =>
+      answer(async () => {
+        const d = await host.sealLayer(r.file, sig(ctx));
+        return create(LayerDigestSchema, { sha256: d.sha256, size: BigInt(d.size) });
+      }),
+    flattenLayer: (r, ctx) =>
+      answer(async () => {
+        const d = await host.flattenLayer(r.dir, r.layer, r.backing, r.dest, sig(ctx));
+        return create(LayerDigestSchema, { sha256: d.sha256, size: BigInt(d.size) });
+      }),
+    start: (r, ctx) => answer(async () => machineInfo(served.add(await host.start(machineSpec(r, ctx.signal))))),
+    adopt: (r, ctx) => answer(async () => machineInfo(served.add(await host.adopt(adoptSpec(r, ctx.signal))))),
+    survivors: (r) => answer(async () => ({ survivors: await host.survivors(r.runRoot) })),
+    killSurvivor: (r) => done(() => host.killSurvivor(r.pid, r.name)),
+
+    ...hostStreams(served),
+
+    syncClock: (r) => done(() => served.get(r.name).syncClock()),
+    pause: (r) => done(() => served.get(r.machine).pause(r.timeoutMs !== undefined ? { timeoutMs: r.timeoutMs } : {})),
+    resume: (r) => done(() => served.get(r.machine).resume(r.timeoutMs !== undefined ? { timeoutMs: r.timeoutMs } : {})),
+    runState: (r) =>
+      answer(async () => {
+        const state = await served.get(r.machine).runState({ timeoutMs: r.timeoutMs ?? 5000 });
+        return state !== undefined ? { state } : {};
+      }),
+    checkpoint: (r) =>
+      answer(async () => {
+        const m = served.get(r.machine);
+        const saved = await m.checkpoint({
+          nextDisk: r.nextDisk,
+          diskSizeBytes: Number(r.diskSizeBytes),
+          freezeDeadlineMs: r.freezeDeadlineMs,
+          ...(r.memoryFile !== undefined ? { memoryFile: r.memoryFile } : {}),
+        });
+        return create(SavedCheckpointSchema, {
+          layer: saved.layer,
+          ...(saved.memoryState !== null ? { memoryState: saved.memoryState } : {}),
+          ...(saved.machine !== null ? { machine: saved.machine } : {}),
+          ...(m.activeDisk !== undefined ? { activeDisk: m.activeDisk } : {}),
+        });
+      }),
+    hold: (r) => done(() => served.hold(r.machine, r.hold)),
+    release: (r) => done(() => served.release(r.machine, r.hold)),
+    // The client's `quiet` predicate stays with the client: it drops an `unresponsive` it says is on purpose.
+    supervise: (r) => done(() => served.get(r.machine).supervise({ agentDeadlineMs: r.agentDeadlineMs })),
+    stop: (r) =>
+      answer(async () => exitMsg(await served.get(r.machine).stop(r.graceMs !== undefined ? { graceMs: r.graceMs } : {}))),
+    forceKill: (r) => done(() => served.get(r.name).forceKill()),
+  };
+}

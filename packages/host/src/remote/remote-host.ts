@@ -1,0 +1,133 @@
+import { setMaxListeners } from "node:events";
+import { type Client, createClient, type Interceptor } from "@connectrpc/connect";
+import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import { MachineHostService } from "../gen/sandtree/host/v1/host_pb.js";
+import type { AdoptSpec, HostCapabilities, MachineHost, MachineSpec, WarmCaches } from "../machine/machine.js";
+import { fromConnectError } from "./remote-errors.js";
+import { RemoteMachine } from "./remote-machine.js";
+import { adoptRequest, startRequest } from "./remote-specs.js";
+
+export interface RemoteHostOptions {
+  /** The worker's host service (`sandtree worker --serve-host`'s URL: http://ADDR:PORT). */
+  url: string;
+  /** The worker's call key (the control plane derives it from the join token and the host's secret). */
+  key: string | (() => string);
+}
+
+/**
+ * A MachineHost on another machine: each call goes to a worker serving its own host (QEMU's, or a
+ * fake) with serveMachineHost. Paths in specs and answers are the worker's. No warm caches here:
+ * the worker's templates and memory images are its own affair (warmCaches answers null).
+ */
+export class RemoteHost implements MachineHost {
+  private readonly life = new AbortController();
+
+  private constructor(
+    private readonly client: Client<typeof MachineHostService>,
+    private readonly sessions: Http2SessionManager,
+    readonly capabilities: HostCapabilities,
+  ) {
+    // Every machine's watch and every command listen on it: as many as run at once.
+    setMaxListeners(0, this.life.signal);
+  }
+
+  /** Connects and asks the worker what its host can do (the one call before the host is usable). */
+  static async connect(o: RemoteHostOptions): Promise<RemoteHost> {
+    const key = typeof o.key === "string" ? () => o.key as string : o.key;
+    const auth: Interceptor = (next) => (req) => {
+      req.header.set("authorization", `Bearer ${key()}`);
+      return next(req);
+    };
+    const sessions = new Http2SessionManager(o.url, { pingIntervalMs: 10_000, pingTimeoutMs: 10_000 });
+    const transport = createConnectTransport({
+      baseUrl: o.url,
+      httpVersion: "2",
+      sessionManager: sessions,
+      interceptors: [auth],
+    });
+    const client = createClient(MachineHostService, transport);
+    try {
+      const c = await client.capabilities({}, { timeoutMs: 30_000 });
+      const nested: HostCapabilities["nested"] = c.nestedOk ? { ok: true } : { ok: false, why: c.nestedWhy };
+      return new RemoteHost(client, sessions, { accel: c.accel, memorySnapshots: c.memorySnapshots, nested });
+    } catch (err) {
+      sessions.abort();
+      throw fromConnectError(err, "connecting to the remote host");
+    }
+  }
+
+  private async call<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      throw fromConnectError(err, what);
+    }
+  }
+
+  warmCaches(): WarmCaches | null {
+    return null;
+  }
+
+  linkBase(dir: string, basePath: string): Promise<string> {
+    return this.call("linking an image base", async () => (await this.client.linkBase({ dir, basePath })).name);
+  }
+
+  async createDisk(backing: string, file: string, sizeBytes: number, opts: { signal?: AbortSignal } = {}): Promise<void> {
+    await this.call("creating a disk", () => this.client.createDisk({ backing, file, sizeBytes: BigInt(sizeBytes) }, opts));
+  }
+
+  sealLayer(file: string, opts: { signal?: AbortSignal } = {}): Promise<{ sha256: string; size: number }> {
+    return this.call("sealing a layer", async () => {
+      const d = await this.client.sealLayer({ file }, opts);
+      return { sha256: d.sha256, size: Number(d.size) };
+    });
+  }
+
+  flattenLayer(
+    dir: string,
+    layer: string,
+    backing: string,
+    dest: string,
+    opts: { signal?: AbortSignal } = {},
+  ): Promise<{ sha256: string; size: number }> {
+    return this.call("flattening a layer", async () => {
+      const d = await this.client.flattenLayer({ dir, layer, backing, dest }, opts);
+      return { sha256: d.sha256, size: Number(d.size) };
+    });
+  }
+
+  async start(spec: MachineSpec): Promise<RemoteMachine> {
+    const info = await this.call("starting a machine", () =>
+      this.client.start(startRequest(spec), spec.signal ? { signal: spec.signal } : {}),
+    );
+    return new RemoteMachine(this.client, info, this.life.signal);
+  }
+
+  async adopt(spec: AdoptSpec): Promise<RemoteMachine> {
+    const info = await this.call("adopting a machine", () =>
+      this.client.adopt(adoptRequest(spec), spec.signal ? { signal: spec.signal } : {}),
+    );
+    return new RemoteMachine(this.client, info, this.life.signal);
+  }
+
+  survivors(runRoot: string): Promise<Array<{ name: string; pid: number }>> {
+    return this.call("listing surviving machines", async () =>
+      (await this.client.survivors({ runRoot })).survivors.map((s) => ({ name: s.name, pid: s.pid })),
+    );
+  }
+
+  killSurvivor(pid: number, name: string): void {
+    this.client.killSurvivor({ pid, name }).catch(() => {});
+  }
+
+  /** Ends this client's calls and its connection; the worker's machines run on. Idempotent. */
+  close(): void {
+    this.life.abort();
+    this.sessions.abort();
+  }
+}
+
+/** A MachineHost that calls a worker's host service (see serveMachineHost). */
+export function connectRemoteHost(o: RemoteHostOptions): Promise<RemoteHost> {
+  return RemoteHost.connect(o);
+}

@@ -1,0 +1,162 @@
+import { create } from "@bufbuild/protobuf";
+import { Accel } from "@sandtree/protocol";
+import {
+  type AdoptRequest,
+  AdoptRequestSchema,
+  type ExecSpec as ExecSpecMsg,
+  ExecSpecSchema,
+  type MachineExit as MachineExitMsg,
+  MachineExitSchema,
+  type StartRequest,
+  StartRequestSchema,
+  type VolumeMount as VolumeMountMsg,
+} from "../gen/sandtree/host/v1/host_pb.js";
+import { type AdoptSpec, type ExecSpec, type MachineExit, MachineRefusedError, type MachineSpec } from "../machine/machine.js";
+import type { VolumeMount } from "../volumes/guest-mount.js";
+
+// The host interface's specs as protobuf messages and back. The worker rebuilds each spec from the
+// message alone (protobuf checked its types; the host checks its values as it does in-process).
+
+function opt<K extends string, V>(key: K, v: V | undefined): { [P in K]?: V } {
+  return (v === undefined ? {} : { [key]: v }) as { [P in K]?: V };
+}
+
+const mountsOut = (m: VolumeMount[] | undefined) =>
+  (m ?? []).map((x) => ({ hostDir: x.hostDir, guestPath: x.guestPath, readOnly: x.readOnly === true }));
+const mountsIn = (m: VolumeMountMsg[]): VolumeMount[] =>
+  m.map((x) => ({ hostDir: x.hostDir, guestPath: x.guestPath, ...(x.readOnly ? { readOnly: true } : {}) }));
+
+function accelOf(s: string): Accel {
+  const r = Accel.safeParse(s);
+  if (!r.success) throw new MachineRefusedError(`no accelerator named ${JSON.stringify(s.slice(0, 40))}`);
+  return r.data;
+}
+
+export function startRequest(spec: MachineSpec): StartRequest {
+  return create(StartRequestSchema, {
+    name: spec.name,
+    accel: spec.accel,
+    cpuCores: spec.cpuCores,
+    memoryMb: spec.memoryMb,
+    kernel: spec.kernel,
+    initramfs: spec.initramfs,
+    rootDisk: spec.rootDisk,
+    runDir: spec.runDir,
+    logDir: spec.logDir,
+    ...opt("nic", spec.nic),
+    ...opt("template", spec.template && { ...spec.template, rootWait: spec.template.rootWait === true }),
+    ...opt("memoryState", spec.memoryState),
+    mounts: mountsOut(spec.mounts),
+    ...opt("nested", spec.nested),
+    ...opt(
+      "rates",
+      spec.rates && {
+        diskBytesPerSec: BigInt(spec.rates.diskBytesPerSec),
+        diskIops: BigInt(spec.rates.diskIops),
+        netMbit: BigInt(spec.rates.netMbit),
+      },
+    ),
+  });
+}
+
+export function machineSpec(r: StartRequest, signal: AbortSignal): MachineSpec {
+  return {
+    name: r.name,
+    accel: accelOf(r.accel),
+    cpuCores: r.cpuCores,
+    memoryMb: r.memoryMb,
+    kernel: r.kernel,
+    initramfs: r.initramfs,
+    rootDisk: r.rootDisk,
+    runDir: r.runDir,
+    logDir: r.logDir,
+    ...opt("nic", r.nic && { tap: r.nic.tap, guestNet: r.nic.guestNet }),
+    ...opt(
+      "template",
+      r.template && {
+        ramFile: r.template.ramFile,
+        stateFile: r.template.stateFile,
+        ...(r.template.rootWait ? { rootWait: true } : {}),
+      },
+    ),
+    ...opt("memoryState", r.memoryState),
+    ...(r.mounts.length > 0 ? { mounts: mountsIn(r.mounts) } : {}),
+    ...opt("nested", r.nested),
+    ...opt(
+      "rates",
+      r.rates && {
+        diskBytesPerSec: Number(r.rates.diskBytesPerSec),
+        diskIops: Number(r.rates.diskIops),
+        netMbit: Number(r.rates.netMbit),
+      },
+    ),
+    signal,
+  };
+}
+
+export function adoptRequest(spec: AdoptSpec): AdoptRequest {
+  return create(AdoptRequestSchema, {
+    name: spec.name,
+    pid: spec.pid,
+    runDir: spec.runDir,
+    logDir: spec.logDir,
+    deadlineMs: spec.deadlineMs,
+    ...opt("guestNet", spec.guestNet),
+    keepPaused: spec.keepPaused,
+    mounts: mountsOut(spec.mounts),
+  });
+}
+
+export function adoptSpec(r: AdoptRequest, signal: AbortSignal): AdoptSpec {
+  return {
+    name: r.name,
+    pid: r.pid,
+    runDir: r.runDir,
+    logDir: r.logDir,
+    deadlineMs: r.deadlineMs,
+    ...opt("guestNet", r.guestNet),
+    keepPaused: r.keepPaused,
+    ...(r.mounts.length > 0 ? { mounts: mountsIn(r.mounts) } : {}),
+    signal,
+  };
+}
+
+export function execSpecMsg(machine: string, spec: ExecSpec): ExecSpecMsg {
+  return create(ExecSpecSchema, {
+    machine,
+    argv: spec.argv ?? [],
+    ...opt("shell", spec.shell),
+    env: spec.env ?? {},
+    ...opt("cwd", spec.cwd),
+    ...opt("user", spec.user),
+    ...opt("timeoutMs", spec.timeoutMs),
+    stdin: spec.stdin === true,
+    ...opt("pty", spec.pty),
+  });
+}
+
+export function execSpec(m: ExecSpecMsg): ExecSpec {
+  return {
+    ...(m.argv.length > 0 ? { argv: m.argv } : {}),
+    ...opt("shell", m.shell),
+    ...(Object.keys(m.env).length > 0 ? { env: { ...m.env } } : {}),
+    ...opt("cwd", m.cwd),
+    ...opt("user", m.user),
+    ...opt("timeoutMs", m.timeoutMs),
+    ...(m.stdin ? { stdin: true } : {}),
+    ...opt("pty", m.pty && { rows: m.pty.rows, cols: m.pty.cols }),
+  };
+}
+
+export function exitMsg(e: MachineExit): MachineExitMsg {
+  return create(MachineExitSchema, {
+    ...opt("code", e.code ?? undefined),
+    ...opt("signal", e.signal ?? undefined),
+    expected: e.expected,
+    reason: e.reason,
+  });
+}
+
+export function machineExit(m: MachineExitMsg): MachineExit {
+  return { code: m.code ?? null, signal: m.signal ?? null, expected: m.expected, reason: m.reason };
+}

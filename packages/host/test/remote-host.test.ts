@@ -1,0 +1,140 @@
+// What the remote host adds to the conformance suite (conformance/remote-*.test.ts): who may call
+// a worker's host, what a caller sees when the worker is gone, and that the host's own errors
+// arrive as the classes the in-process host throws. Over loopback to a FakeHost (no VM).
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FakeHost } from "../src/fake.js";
+import { CheckpointFailedError, MachineRefusedError, type MachineSpec } from "../src/index.js";
+import { connectRemoteHost, type RemoteHost, type ServedHost, serveMachineHost } from "../src/remote.js";
+
+describe("remote host", () => {
+  let dir: string;
+  let fake: FakeHost;
+  let worker: ServedHost;
+  let host: RemoteHost;
+  let key = "stw_first-key";
+  const current = () => key;
+  const spec = (name: string): MachineSpec => ({
+    name,
+    accel: "tcg",
+    cpuCores: 1,
+    memoryMb: 256,
+    kernel: "",
+    initramfs: "",
+    rootDisk: path.join(dir, `${name}.qcow2`),
+    runDir: path.join(dir, "run", name),
+    logDir: path.join(dir, "logs", name),
+  });
+
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(tmpdir(), "sandtree-remote-"));
+    mkdirSync(path.join(dir, "run"));
+    fake = new FakeHost();
+    worker = await serveMachineHost({ host: fake, key: () => key });
+    host = await connectRemoteHost({ url: worker.url, key: current });
+  });
+
+  afterAll(async () => {
+    host?.close();
+    await worker?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("refuses a caller without the worker's current key", async () => {
+    await expect(connectRemoteHost({ url: worker.url, key: "stw_wrong" })).rejects.toMatchObject({ code: "UNAUTHORIZED" });
+    // The key changes when the worker registers again: a client holding the old one is refused from then on.
+    const pinned = await connectRemoteHost({ url: worker.url, key });
+    await expect(pinned.survivors(path.join(dir, "run"))).resolves.toEqual([]);
+    key = "stw_second-key";
+    await expect(pinned.survivors(path.join(dir, "run"))).rejects.toMatchObject({ code: "UNAUTHORIZED" });
+    pinned.close();
+  });
+
+  it("says WORKER_UNREACHABLE when nothing answers", async () => {
+    const gone = await serveMachineHost({ host: new FakeHost(), key: () => key });
+    await gone.close();
+    await expect(connectRemoteHost({ url: gone.url, key })).rejects.toMatchObject({ code: "WORKER_UNREACHABLE" });
+  });
+
+  it("hands the host's errors back as the classes it throws in-process", async () => {
+    const base = await host.linkBase(dir, path.join(dir, "img", "base.ext4"));
+    await host.createDisk(base, path.join(dir, "e.qcow2"), 1 << 30);
+    const m = await host.start(spec("e"));
+    await expect(host.start(spec("e"))).rejects.toBeInstanceOf(MachineRefusedError);
+    await expect(m.stat("/nope")).rejects.toMatchObject({ name: "GuestError", errnoCode: "ENOENT" });
+    await m.stop();
+    const ck = { nextDisk: path.join(dir, "e-1.qcow2"), diskSizeBytes: 1 << 30, freezeDeadlineMs: 1000 };
+    await expect(m.checkpoint(ck)).rejects.toBeInstanceOf(CheckpointFailedError);
+    await expect(m.pause()).rejects.toBeInstanceOf(MachineRefusedError);
+  });
+
+  it("streams events: an exit on the worker reaches the caller; closing the client leaves machines running", async () => {
+    const base = await host.linkBase(dir, path.join(dir, "img", "base.ext4"));
+    await host.createDisk(base, path.join(dir, "w.qcow2"), 1 << 30);
+    const m = await host.start(spec("w"));
+    const exited = new Promise((resolve) => m.once("exit", resolve));
+    fake.machines.get("w")?.forceKill();
+    await expect(exited).resolves.toMatchObject({ expected: false, reason: "killed" });
+    expect(m.controllable).toBe(false);
+
+    await host.createDisk(base, path.join(dir, "k.qcow2"), 1 << 30);
+    const other = await connectRemoteHost({ url: worker.url, key: current });
+    const k = await other.start(spec("k"));
+    other.close();
+    expect((await host.survivors(path.join(dir, "run"))).map((s) => s.name)).toContain("k");
+    expect(k.exit).toBeNull();
+    const adopted = await host.adopt({
+      name: "k",
+      pid: k.pid,
+      runDir: spec("k").runDir,
+      logDir: spec("k").logDir,
+      deadlineMs: 5000,
+      keepPaused: false,
+    });
+    expect(adopted.adoptedRunState).toBe("running");
+    await adopted.stop();
+  });
+
+  it("carries a command's output in order, larger than one message", async () => {
+    const base = await host.linkBase(dir, path.join(dir, "img", "base.ext4"));
+    await host.createDisk(base, path.join(dir, "o.qcow2"), 1 << 30);
+    const m = await host.start(spec("o"));
+    const big = Buffer.alloc(3 * 1024 * 1024 + 17, "x");
+    big.write("START", 0);
+    big.write("END", big.length - 3);
+    await m.writeFile(
+      "/root/big",
+      (async function* () {
+        for (let off = 0; off < big.length; off += 100_000) yield big.subarray(off, off + 100_000);
+      })(),
+    );
+    const parts: Buffer[] = [];
+    for await (const ev of m.exec({ shell: "cat /root/big" }).events) if (ev.type === "stdout") parts.push(ev.data);
+    expect(parts.length).toBeGreaterThan(1);
+    expect(Buffer.concat(parts).equals(big)).toBe(true);
+    await m.stop();
+  });
+
+  it("serves more machines than HTTP/2's usual 100 streams over one connection (each holds a Watch)", async () => {
+    const base = await host.linkBase(dir, path.join(dir, "img", "base.ext4"));
+    const names = Array.from({ length: 150 }, (_, i) => `many-${i}`);
+    const machines = await Promise.all(
+      names.map(async (n) => {
+        await host.createDisk(base, path.join(dir, `${n}.qcow2`), 1 << 30);
+        return host.start(spec(n));
+      }),
+    );
+    const outs = await Promise.all(
+      machines.map(async (m) => {
+        let out = "";
+        for await (const ev of m.exec({ shell: `echo ${m.name}` }).events) if (ev.type === "stdout") out += ev.data.toString();
+        return out;
+      }),
+    );
+    expect(outs).toEqual(names.map((n) => `${n}\n`));
+    await Promise.all(machines.map((m) => m.stop()));
+    expect(machines.every((m) => m.exit?.expected === true)).toBe(true);
+  });
+});
