@@ -251,6 +251,8 @@ async function idleFigures(ids, usedBefore) {
     pss_mib: summary(pss),
     idle_cpu_pct_of_core: {
       window_s: r1(secs),
+      // One clock tick of CPU time over the window: a per-sandbox figure is a multiple of it.
+      resolution: r3(100 / TICK / secs),
       qemu_per_sandbox: summary(cpu, r3),
       qemu_all: r1(cpu.reduce((x, y) => x + y, 0)),
       server_all: r3(serverPct),

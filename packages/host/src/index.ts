@@ -44,7 +44,8 @@ export {
   kvmCpuModel,
   setKvmCpuModel,
 } from "./vmm/cpu-identity.js";
-export { configureJail, type JailConfig } from "./vmm/jail.js";
+export { configureJail, type JailConfig, renameKeepingGrants } from "./vmm/jail.js";
 export { tailOfFile } from "./vmm/qemu-vm.js";
 export * from "./volumes/file-server.js";
 export * from "./volumes/guest-mount.js";
+export * from "./volumes/volume-image.js";

@@ -9,5 +9,6 @@ export { ramDirFor } from "./snapshots/ram-placement.js";
 export * from "./snapshots/template-store.js";
 export * from "./vmm/jail.js";
 export * from "./vmm/qemu-args.js";
+export { jailRootOf } from "./vmm/qemu-launch.js";
 export * from "./vmm/qemu-vm.js";
 export * from "./vmm/qmp-client.js";

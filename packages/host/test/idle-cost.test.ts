@@ -20,6 +20,8 @@ describe("what an idle VM is started with", () => {
     const args = buildQemuArgs(spec);
     expect(args[args.indexOf("-M") + 1]).toBe("microvm,pit=off,memory-backend=mem");
     expect(kernelCmdline(spec).split(" ")).toContain("nowatchdog");
+    // No kcompactd wake-up every 500 ms and no PSI averaging every 2 s in an idle guest.
+    expect(kernelCmdline(spec).split(" ")).toEqual(expect.arrayContaining(["sysctl.vm.compaction_proactiveness=0", "psi=0"]));
     const kvm = buildQemuArgs({ ...spec, accel: "kvm" });
     expect(kvm[kvm.indexOf("-M") + 1]).toBe("microvm,memory-backend=mem");
   });

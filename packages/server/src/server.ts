@@ -10,6 +10,7 @@ import {
   type MachineHost,
   setKvmCpuModel,
   VolumeFileServer,
+  VolumeImages,
   volumeServerUnavailableReason,
 } from "@sandtree/host";
 import type { FastifyInstance } from "fastify";
@@ -203,9 +204,8 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     warn: (o, m) => (app ? app.log.warn(o, m) : early.push(["warn", o, m])),
     error: (o, m) => (app ? app.log.error(o, m) : early.push(["error", o, m])),
   };
-  if (jailOff) {
-    log.warn({ jail: "off", why: jailOff }, jailOffWarning(jailOff));
-  }
+  const quiet = cfg.logger ? log : silentLogger;
+  if (jailOff) log.warn({ jail: "off", why: jailOff }, jailOffWarning(jailOff));
   // Sandbox disks live beside the layers they overlay: in the local store's directory, or in the
   // local cache of a remote one.
   const layersDir = path.join(cfg.dataDir, "layers");
@@ -216,11 +216,13 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
   const volumeServer =
     cfg.network === "off" || volumeServerUnavailableReason()
       ? undefined
-      : await VolumeFileServer.open({ dir: path.join(cfg.dataDir, "volume-server"), log: cfg.logger ? log : silentLogger });
-  unwind.push("the volume file server", () => volumeServer?.close());
+      : await VolumeFileServer.open({ dir: path.join(cfg.dataDir, "volume-server"), log: quiet });
+  const volumeImages = new VolumeImages(cfg);
+  // The volumes' images are unmounted once Ganesha (which holds them open) is gone.
+  unwind.push("the volume file server", () => Promise.resolve(volumeServer?.close()).finally(() => volumeImages.unmountAll()));
   const network = new NetworkService({
     store,
-    log: cfg.logger ? log : silentLogger,
+    log: quiet,
     dataDir: cfg.dataDir,
     config: {
       enabled: cfg.network,
@@ -247,14 +249,15 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
         enabled: cfg.resourceLimits,
         dataDir: cfg.dataDir,
         network: network.enabled,
-        log: cfg.logger ? log : silentLogger,
+        log: quiet,
       });
   const aliases = new ImageAliases(openImageAliases(store), images);
   const volumes = new VolumeService({
     store: openVolumeStore(store),
     root: path.join(cfg.dataDir, "volumes"),
     limits: (teamId) => admission.limits(teamId),
-    log: cfg.logger ? log : silentLogger,
+    log: quiet,
+    images: volumeImages,
   });
   await volumes.reconcile();
   volumes.mountsSupported = volumeServer !== undefined;
@@ -274,7 +277,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     layersDir: blobs.localDir,
     accel,
     guest,
-    log: cfg.logger ? log : silentLogger,
+    log: quiet,
     admission,
     deadlines,
     warmTemplates: cfg.warmTemplates,
@@ -287,7 +290,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     store,
     sandboxes,
     blobs,
-    log: cfg.logger ? log : silentLogger,
+    log: quiet,
     deadlines,
     flattenDepth: cfg.flattenDepth,
   });
@@ -295,14 +298,14 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
   // The fleet's registry first: only this process's own host's sandboxes are reconciled.
   const hostLost = new HostLostService({
     store,
-    log: cfg.logger ? log : silentLogger,
+    log: quiet,
     release: (id): Promise<boolean> => fleet.release(id),
   });
   const fleet: FleetService = new FleetService({
     hosts: hostRegistry,
     urls: openHostUrls(store),
     dataDir: cfg.dataDir,
-    log: cfg.logger ? log : silentLogger,
+    log: quiet,
     clock: opts.fleetClock ?? systemClock,
     heartbeatIntervalMs: cfg.heartbeatIntervalMs,
     hostLostAfterMs: cfg.hostLostAfterMs,
@@ -313,7 +316,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
       await hostLost.sandboxesLost(lost);
     },
   });
-  const localHost = new LocalHost({ fleet, store, images, dataDir: cfg.dataDir, accel, log: cfg.logger ? log : silentLogger });
+  const localHost = new LocalHost({ fleet, store, images, dataDir: cfg.dataDir, accel, log: quiet });
   await localHost.register();
   const placedHere = shared ? new Set(await fleet.localPlacements()) : null;
   // Surviving VMs are adopted in the background, each under its own deadline and in parallel:
@@ -337,7 +340,7 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
   const timeouts = new TimeoutService({
     store,
     sandboxes,
-    log: cfg.logger ? log : silentLogger,
+    log: quiet,
     intervalMs: cfg.reaperIntervalMs,
     // A peer control plane's own sandboxes are its to time out.
     ...(shared ? { notMine: () => fleet.peerPlacements() } : {}),
@@ -346,18 +349,17 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
   timeouts.start();
   // Single-box mode: this process's own VMs are its host (once reconciliation decided which are active).
   await localHost.start(owned);
-  const quiet = cfg.logger ? log : silentLogger;
   const moves = await VolumeMoves.wire({ store: openVolumeStore(store), volumes, fleet, blobs, log: quiet });
   const remote = new RemoteSandboxes({ fleet, store, log: quiet, volumes: { moves, localMounts: volumeServer !== undefined } });
   // Starts a stopped control plane (a lost peer, this one before a restart) left on workers: finished or ended at each reaping.
-  const stranded = new StrandedStarts({ fleet, store, remote, log: cfg.logger ? log : silentLogger });
+  const stranded = new StrandedStarts({ fleet, store, remote, log: quiet });
   unwind.push("stranded starts", () => stranded.stop());
   fleet.onReaped(() => stranded.sweep());
   unwind.push("the fleet's reaper", () => fleet.stop());
   fleet.start();
   sandboxes.useRemote(remote);
   fleet.onSandboxReports((host, reports) => remote.applyReports(host, reports));
-  const remoteCheckpoints = new RemoteCheckpoints({ store, fleet, remote, log: cfg.logger ? log : silentLogger });
+  const remoteCheckpoints = new RemoteCheckpoints({ store, fleet, remote, log: quiet });
   unwind.push("remote checkpoints", () => remoteCheckpoints.close());
   await remoteCheckpoints.resume();
   fleet.onInventory((host, running) => remote.endedAmong(host, running));
@@ -394,13 +396,13 @@ async function start(cfg: ServerConfigValues, opts: StartServerOptions, unwind: 
     dirWatch: new DirWatchService(files, sandboxes),
     sandboxTokens: new SandboxTokens(serverKey, store),
     starts: new SandboxStarts(sandboxes),
-    bulk: new BulkService(store, sandboxes, cfg.logger ? log : silentLogger),
+    bulk: new BulkService(store, sandboxes, quiet),
     network,
     ports: new PortService(store, sandboxes, (id) => sandboxes.guestAddressOf(id)),
     gatewayTokens: new GatewayTokens(serverKey, store),
     metering,
     metrics: new MetricsService(store, admission, metering),
-    desktop: new DesktopService({ sandboxes, exec, files, log: cfg.logger ? log : silentLogger }),
+    desktop: new DesktopService({ sandboxes, exec, files, log: quiet }),
     fleet,
     remote,
     remoteCheckpoints,

@@ -1,7 +1,7 @@
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import path from "node:path";
-import { jailCommand } from "@sandtree/host/qemu";
+import { jailCommand, jailRootOf, type QemuVmSpec } from "@sandtree/host/qemu";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { qemuPidsFor, startTestServer, type TestServer } from "./helpers.js";
 
@@ -15,6 +15,8 @@ const vms: Array<{ id: string; pid: number; uid: number; argv: string[] }> = [];
 const status = (pid: number) => readFileSync(`/proc/${pid}/status`, "utf8");
 const field = (pid: number, name: string) => new RegExp(`^${name}:\\s+(\\S+)`, "m").exec(status(pid))?.[1];
 const arg = (argv: string[], re: RegExp) => argv.map((a) => re.exec(a)?.[1]).find((x) => x !== undefined) ?? "";
+const diskOf = (vm: (typeof vms)[0]) => arg(vm.argv, /file\.filename=([^,]+live-[^,]+\.qcow2)/);
+const qmpOf = (vm: (typeof vms)[0]) => arg(vm.argv, /^unix:([^,]+qmp\.sock)/);
 
 beforeAll(async () => {
   t = await startTestServer();
@@ -36,10 +38,12 @@ afterAll(async () => {
   await t?.close();
 });
 
-/** Runs `argv` in sandbox A's jail; its exit status and what it wrote. */
+/** Runs `argv` in sandbox A's jail (its uid, and a root built for A's files as its QEMU's was); its exit status and what it wrote. */
 function inJailOfA(argv: string[]): { status: number | null; out: string } {
-  const [file, args] = jailCommand(vms[0]!.uid, argv);
-  const r = spawnSync(file, args, { encoding: "utf8", timeout: 30_000 });
+  const a = vms[0]!;
+  const spec = { accel: "tcg", rootDisk: diskOf(a), consoleLog: arg(a.argv, /^file,id=console,path=(.+)$/) } as QemuVmSpec;
+  const [file, args] = jailCommand(a.uid, argv, { root: jailRootOf({ spec, runDir: path.dirname(qmpOf(a)) }) });
+  const r = spawnSync(file, args, { encoding: "utf8", timeout: 30_000, env: { PATH: process.env.PATH ?? "/usr/bin:/bin" } });
   return { status: r.status, out: `${r.stdout}${r.stderr}` };
 }
 
@@ -65,8 +69,6 @@ describe("the QEMU jail", () => {
 
   it("lets a process in A's jail read A's disk but nothing of B, the server or the host's processes", () => {
     const [a, b] = vms as [(typeof vms)[0], (typeof vms)[0]];
-    const diskOf = (vm: typeof a) => arg(vm.argv, /file\.filename=([^,]+live-[^,]+\.qcow2)/);
-    const qmpOf = (vm: typeof a) => arg(vm.argv, /^unix:([^,]+qmp\.sock)/);
     expect(diskOf(a)).toMatch(/\.qcow2$/);
     // The probe works: A's own disk is a qcow2 it reads.
     const own = inJailOfA(["/bin/sh", "-c", 'head -c 3 "$1"', "probe", diskOf(a)]);
@@ -109,5 +111,44 @@ describe("the QEMU jail", () => {
     expect(procs).toContain(a.pid);
     for (const other of [b.pid, process.pid, 1]) expect(procs).not.toContain(other);
     expect(procs.length).toBeLessThanOrEqual(4);
+  });
+
+  it("gives A's QEMU a root of its own: the data directory, other sandboxes, /etc and /root are not there", () => {
+    const [a, b] = vms as [(typeof vms)[0], (typeof vms)[0]];
+    // Its own files are there (the probe reads its console log and lists its run directory).
+    const consoleLog = arg(a.argv, /^file,id=console,path=(.+)$/);
+    expect(
+      inJailOfA([
+        "/bin/sh",
+        "-c",
+        'test -f "$1" && test -d "$2" && echo OK',
+        "probe",
+        consoleLog,
+        path.dirname(qmpOf(a)),
+      ]).out.trim(),
+    ).toBe("OK");
+    // What it must not see is absent, not merely closed: the shell's test says so as root would.
+    for (const p of [
+      path.join(t.dataDir, "sandtree.db"),
+      path.join(t.dataDir, "server.key"),
+      path.join(t.dataDir, "sandboxes", b.id),
+      path.dirname(qmpOf(b)),
+      "/root/.bashrc",
+      "/etc/shadow",
+      "/etc/passwd",
+      "/home",
+      "/var",
+      "/sys/kernel",
+    ]) {
+      const r = inJailOfA(["/bin/sh", "-c", 'ls -d -- "$1" 2>&1; exit 0', "probe", p]);
+      expect(r.out, p).toMatch(/No such file or directory/);
+    }
+    // A's QEMU itself sees the same root: its /proc/PID/root lists the jail's entries alone.
+    const top = spawnSync("ls", ["-A", `/proc/${a.pid}/root/`], { encoding: "utf8" })
+      .stdout.split("\n")
+      .filter(Boolean);
+    expect(top).not.toContain("etc/shadow");
+    expect(top).not.toContain("home");
+    expect(top).toContain("usr");
   });
 });

@@ -88,6 +88,10 @@ describe("kernel fidelity", () => {
     expect(timers).toMatch(/\.nohz_mode\s*:\s*2/);
     expect(timers).toMatch(/event_handler:\s*hrtimer_interrupt/);
     expect(timers).not.toMatch(/tick_handle_periodic/);
+    // kcompactd sleeps until asked (no 500 ms proactive-compaction check) and PSI has no 2 s
+    // averaging work: the kernel arguments of an idle guest (IDLE_KERNEL_ARGS).
+    expect(await ok("cat /proc/sys/vm/compaction_proactiveness")).toBe("0\n");
+    expect(await ok("test -e /proc/pressure/cpu && echo psi || echo none")).toBe("none\n");
   });
 
   it("keeps a nohup background service running after the exec that started it returned", async () => {

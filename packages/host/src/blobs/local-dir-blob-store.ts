@@ -1,7 +1,8 @@
 import { mkdirSync } from "node:fs";
-import { open, readdir, rename, rm, stat } from "node:fs/promises";
+import { open, readdir, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { sha256File } from "../disks/layers.js";
+import { renameKeepingGrants } from "../vmm/jail.js";
 import { assertBlobKey, BlobCorruptError, BlobMissingError, type BlobStore } from "./blob-store.js";
 
 /**
@@ -22,7 +23,8 @@ export class LocalDirBlobStore implements BlobStore {
 
   async put(key: string, file: string, meta: { sha256: string; size: number }): Promise<void> {
     const dest = this.file(key);
-    if (path.resolve(file) !== dest) await rename(file, dest);
+    // Over a layer VMs may be granted (a flattening swaps it in): their grants come along.
+    if (path.resolve(file) !== dest) await renameKeepingGrants(file, dest);
     const dir = await open(this.localDir, "r");
     try {
       await dir.sync();

@@ -1,8 +1,9 @@
 import { mkdirSync } from "node:fs";
-import { rename, rm, stat } from "node:fs/promises";
+import { rm, stat } from "node:fs/promises";
 import path from "node:path";
 import type { HeadObjectCommandOutput, S3Client, S3ClientConfig } from "@aws-sdk/client-s3";
 import { sha256File } from "../disks/layers.js";
+import { renameKeepingGrants } from "../vmm/jail.js";
 import { assertBlobKey, BlobCorruptError, type BlobStore } from "./blob-store.js";
 import { TransientError, withRetries } from "./retry.js";
 import { loadS3Sdk, type S3Sdk } from "./s3-sdk.js";
@@ -134,7 +135,7 @@ export class S3BlobStore implements BlobStore {
     const dest = path.join(this.localDir, key);
     if (path.resolve(file) !== dest) {
       await this.cache.forget(key);
-      await rename(file, dest);
+      await renameKeepingGrants(file, dest);
     }
     await syncDir(this.localDir);
     await this.cache.mark(key, sha256);
@@ -254,7 +255,7 @@ export class S3BlobStore implements BlobStore {
           await rm(tmp, { force: true });
           throw new BlobCorruptError(key, expectedSha256, digests.sha256);
         }
-        await rename(tmp, dest);
+        await renameKeepingGrants(tmp, dest);
       },
       { attempts: this.attempts, signal },
     );

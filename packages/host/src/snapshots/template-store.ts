@@ -13,7 +13,7 @@ import {
 import path from "node:path";
 import { createBlankDisk, createOverlay, qcow2BackingName } from "../disks/overlay.js";
 import { modulesDiskFor } from "../paths.js";
-import { type Accel, cpuKey, DEVICE_MODEL } from "../vmm/qemu-args.js";
+import { type Accel, cpuKey, DEVICE_MODEL, IDLE_KERNEL_ARGS } from "../vmm/qemu-args.js";
 import { QemuVm } from "../vmm/qemu-vm.js";
 import { saveVmState } from "./migration.js";
 
@@ -74,6 +74,7 @@ export function templateKey(i: TemplateInputs): string {
     // The modules disk is part of the device model and of the guest's view of its kernel.
     modules: ((m) => (m ? fileStamp(m) : null))(modulesDiskFor(i.initramfs)),
     devices: DEVICE_MODEL,
+    idleArgs: IDLE_KERNEL_ARGS,
     cpu: cpuKey(i.accel, i.nested === true),
     format: i.image ? TEMPLATE_FORMAT.image : TEMPLATE_FORMAT.shape,
   });

@@ -1,19 +1,25 @@
 import {
   chmodSync,
   chownSync,
-  closeSync,
+  linkSync,
   mkdirSync,
-  openSync,
   readdirSync,
   readFileSync,
   realpathSync,
+  renameSync,
   rmSync,
+  type Stats,
   statSync,
+  unlinkSync,
   writeFileSync,
 } from "node:fs";
+import { rename } from "node:fs/promises";
 import path from "node:path";
 import { qcow2BackingName } from "../disks/overlay.js";
 import { runCommand } from "../util/run-command.js";
+import { type JailRoot, jailRootSteps } from "./jail-root.js";
+
+export type { JailRoot } from "./jail-root.js";
 
 /**
  * QEMU's own seccomp filter with every deny option: no obsolete syscalls, no setuid/setgid,
@@ -97,12 +103,40 @@ let aclQueue: Promise<unknown> = Promise.resolve();
 
 /**
  * setfacl reads a file's ACL, edits it and writes it back: two at once on one file (16 clones
- * of one template starting together) lose an entry. This process's calls run one at a time.
+ * of one template starting together) lose an entry. This process's ACL edits, and its renames
+ * over granted files (renameKeepingGrants), run one at a time.
  */
-function setfacl(args: string[]): Promise<unknown> {
-  const run = aclQueue.then(() => runCommand(["setfacl", ...args]));
+function aclSerialized<T>(fn: () => Promise<T>): Promise<T> {
+  const run = aclQueue.then(fn);
   aclQueue = run.catch(() => {});
   return run;
+}
+
+function setfacl(args: string[]): Promise<unknown> {
+  return aclSerialized(() => runCommand(["setfacl", ...args]));
+}
+
+/**
+ * Renames `from` over `to` (a layer a flattening or a download replaces) with `to`'s owner and
+ * ACL first copied onto `from`. A grant is an ACL entry on an inode, recorded by path: a rename
+ * after a VM's grant and before its QEMU opened the path handed QEMU a new inode without its
+ * entry (EACCES on a backing file). Serialized with every grant: an entry made before the rename
+ * is copied, one made after lands on the new inode.
+ */
+export function renameKeepingGrants(from: string, to: string): Promise<void> {
+  if (!config.enabled) return rename(from, to);
+  return aclSerialized(async () => {
+    let st: Stats;
+    try {
+      st = statSync(to);
+    } catch {
+      return rename(from, to);
+    }
+    const { stdout } = await runCommand(["getfacl", "--absolute-names", "--omit-header", "--", to]);
+    chownSync(from, st.uid, st.gid);
+    await runCommand(["setfacl", "--set-file=-", "--", from], { input: stdout });
+    await rename(from, to);
+  });
 }
 
 /** Undoes a lease's grants: owned files back to root, ACL entries removed. Idempotent. */
@@ -120,16 +154,16 @@ async function undoGrants(uid: number, grants: Grant[]): Promise<void> {
 
 /**
  * The jail's launcher for `argv` as `uid`, exec by exec so the spawned pid is the program's own:
- * a private mount namespace whose /proc shows the jailed uid's own processes alone
- * (hidepid=invisible, subset=pid), then setpriv to `uid` and gid `uid` with no supplementary
- * groups, no capability (bounding and inheritable sets cleared) and no_new_privs. The escape
- * test runs its probe through this same function. `tun`: the namespace's own /dev/net/tun.
+ * a private mount namespace whose root is built for it alone (jail-root.ts: its files, /usr,
+ * basic devices, its own /proc showing the jailed uid's processes alone), then setpriv to `uid`
+ * and gid `uid` with no supplementary groups, no capability (bounding and inheritable sets
+ * cleared) and no_new_privs. The escape test runs its probe through this same function.
+ * `tun`: the namespace's own /dev/net/tun.
  */
-export function jailCommand(uid: number, argv: string[], opts: { tun?: boolean } = {}): [string, string[]] {
-  const steps = ["mount -t proc -o hidepid=invisible,subset=pid proc /proc"];
-  // A VM on a tap opens /dev/net/tun, which hosts may keep 0600: the jail has its own node,
-  // usable for the taps its uid owns alone (attaching to any other needs CAP_NET_ADMIN).
-  if (opts.tun) steps.push("mount -t tmpfs -o mode=0755,size=16k tmpfs /dev/net", "mknod -m 0666 /dev/net/tun c 10 200");
+export function jailCommand(uid: number, argv: string[], opts: { tun?: boolean; root?: JailRoot } = {}): [string, string[]] {
+  const mountpoint = path.join(config.stateDir, "root");
+  mkdirSync(mountpoint, { recursive: true, mode: 0o700 });
+  const steps = jailRootSteps(mountpoint, opts.root ?? { rw: [], ro: [] }, opts.tun ? { tun: true } : {});
   return [
     "unshare",
     [
@@ -139,7 +173,7 @@ export function jailCommand(uid: number, argv: string[], opts: { tun?: boolean }
       "--",
       "/bin/sh",
       "-c",
-      `${steps.join(" && ")} && exec "$@"`,
+      `set -e; ${steps.join("; ")}; exec "$@"`,
       "sandtree-jail",
       "setpriv",
       `--reuid=${uid}`,
@@ -177,9 +211,8 @@ export class JailLease {
     let inUse: Set<number> | null = null;
     for (let i = 0; i < config.uidCount; i++) {
       const uid = config.uidBase + ((nextIndex + i) % config.uidCount);
-      try {
-        closeSync(openSync(lockFile(uid), "wx", 0o600));
-      } catch {
+      const lease = new JailLease(uid, name, []);
+      if (!lease.create()) {
         // Taken: reclaimable only when its holder is gone and nothing runs as the uid.
         const held = readLock(uid);
         if (held && alive(held.owner)) continue;
@@ -191,15 +224,9 @@ export class JailLease {
         // one's release takes the other's grants away (a restore's QEMU got EACCES on its backing file).
         if (JSON.stringify(readLock(uid)) !== JSON.stringify(held)) continue;
         rmSync(lockFile(uid), { force: true });
-        try {
-          closeSync(openSync(lockFile(uid), "wx", 0o600));
-        } catch {
-          continue;
-        }
+        if (!lease.create()) continue;
       }
       nextIndex = (nextIndex + i + 1) % config.uidCount;
-      const lease = new JailLease(uid, name, []);
-      lease.save();
       return lease;
     }
     throw new Error(`no free uid in the jail's pool (${config.uidBase}..${config.uidBase + config.uidCount - 1})`);
@@ -222,9 +249,33 @@ export class JailLease {
     return lease;
   }
 
-  private save(): void {
+  /**
+   * The lock's record, written whole to a temporary file: a lock is never seen empty or half
+   * written. An empty lock read as "no record" let a second process (finding no live holder and
+   * no process of the uid yet) reclaim the uid of a VM still being granted its files.
+   */
+  private writeTemp(): string {
     const rec: LockRecord = { name: this.name, owner: process.pid, grants: this.grants };
-    writeFileSync(lockFile(this.uid), JSON.stringify(rec), { mode: 0o600 });
+    const tmp = `${lockFile(this.uid)}.${process.pid}.tmp`;
+    writeFileSync(tmp, JSON.stringify(rec), { mode: 0o600 });
+    return tmp;
+  }
+
+  /** Takes the uid's lock if no one holds it (link fails on an existing name); false if taken. */
+  private create(): boolean {
+    const tmp = this.writeTemp();
+    try {
+      linkSync(tmp, lockFile(this.uid));
+      return true;
+    } catch {
+      return false;
+    } finally {
+      unlinkSync(tmp);
+    }
+  }
+
+  private save(): void {
+    renameSync(this.writeTemp(), lockFile(this.uid));
   }
 
   /** Makes `file` (or a directory) the VM's own: chowned to its uid, no access for anyone else. */
@@ -278,7 +329,7 @@ export class JailLease {
   }
 
   /** The argv that runs QEMU (`binary args`) in the jail (jailCommand) with its seccomp filter. */
-  argv(binary: string, args: string[], opts: { tun?: boolean } = {}): [string, string[]] {
+  argv(binary: string, args: string[], opts: { tun?: boolean; root?: JailRoot } = {}): [string, string[]] {
     return jailCommand(this.uid, [binary, ...args, "-sandbox", QEMU_SANDBOX], opts);
   }
 

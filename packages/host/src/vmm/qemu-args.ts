@@ -107,12 +107,21 @@ export function hostTscKhz(): number | null {
   return tscKhzCache;
 }
 
+/**
+ * Kernel arguments that keep an idle guest asleep (bench/idle-trace.mjs traces its wake-ups from
+ * inside). `compaction_proactiveness=0`: kcompactd otherwise wakes every 500 ms to check
+ * fragmentation (2 of an idle guest's ~8 wake-ups a second, each restarting the tick); `psi=0`: no
+ * pressure-stall averaging work every 2 s (/proc/pressure is absent in the guest). Template keys
+ * include them (a template booted without them would keep waking).
+ */
+export const IDLE_KERNEL_ARGS = ["sysctl.vm.compaction_proactiveness=0", "psi=0"];
+
 export function kernelCmdline(
   spec: Pick<QemuVmSpec, "accel" | "rootDisk" | "modulesDisk" | "extraKernelArgs" | "nested">,
 ): string {
   // nowatchdog: no soft-lockup hrtimer waking every idle guest every 4 s (a stalled TCG vCPU
   // on a loaded host is no lockup worth a report).
-  const args = ["console=ttyS0", "quiet", "panic=-1", "reboot=t", "nowatchdog"];
+  const args = ["console=ttyS0", "quiet", "panic=-1", "reboot=t", "nowatchdog", ...IDLE_KERNEL_ARGS];
   if (spec.accel === "tcg") {
     const khz = hostTscKhz();
     if (khz) args.push(`tsc_early_khz=${khz}`, `lpj=${khz * 4}`);

@@ -1,7 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { closeSync, existsSync, mkdirSync, openSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, realpathSync } from "node:fs";
+import path from "node:path";
 import { ownTap } from "../network/tap-owner.js";
-import { JailLease } from "./jail.js";
+import { JailLease, type JailRoot } from "./jail.js";
 import { buildQemuArgs, type QemuVmSpec } from "./qemu-args.js";
 
 /**
@@ -66,6 +67,30 @@ async function grantFiles(lease: JailLease, o: LaunchOptions): Promise<void> {
 const KVM_DEVICE = "/dev/kvm";
 
 /**
+ * The files a VM's jailed QEMU sees (jail-root.ts), at the paths it is given: its run directory
+ * and console log; its disk's directory (the layers directory: the overlays a disk snapshot puts
+ * on top appear there while it runs; not listable, each file closed by its mode); its backing
+ * chain, read-only, with the real files behind links (a base layer in the image cache); its RAM
+ * file; /dev/kvm under KVM. Kernel, initramfs, modules and a saved state come as descriptors.
+ */
+export function jailRootOf(o: Pick<LaunchOptions, "spec" | "runDir" | "binary">): JailRoot {
+  const { spec } = o;
+  const rw = [o.runDir, spec.consoleLog];
+  const ro: string[] = [];
+  if (spec.rootDisk) {
+    rw.push(path.dirname(path.resolve(spec.rootDisk)));
+    for (const f of [spec.rootDisk, ...JailLease.backingChain(spec.rootDisk)]) {
+      ro.push(f);
+      const real = realpathSync(f);
+      if (real !== path.resolve(f)) ro.push(real);
+    }
+  }
+  if (spec.memoryFile) rw.push(spec.memoryFile.path);
+  if (o.binary && path.isAbsolute(o.binary)) ro.push(realpathSync(o.binary));
+  return { rw, ro, ...(spec.accel === "kvm" ? { devices: [KVM_DEVICE] } : {}) };
+}
+
+/**
  * Starts QEMU for `spec`, jailed (jail.ts) unless the jail is off: the spawned pid is QEMU's own
  * (adoption after a restart finds it by pid and `-name`). On a failure before the spawn the
  * lease is released; afterwards the caller releases it once QEMU exited.
@@ -101,7 +126,7 @@ export async function launchQemu(o: LaunchOptions): Promise<Launched> {
     };
     const args = buildQemuArgs(spec);
     const [file, argv] = lease
-      ? lease.argv(o.binary ?? "qemu-system-x86_64", args, { tun: o.spec.tap !== undefined })
+      ? lease.argv(o.binary ?? "qemu-system-x86_64", args, { tun: o.spec.tap !== undefined, root: jailRootOf(o) })
       : [o.binary ?? "qemu-system-x86_64", args];
     const log = stdio[1];
     // Own process group: a Ctrl-C meant for the server must not kill guests mid-write.

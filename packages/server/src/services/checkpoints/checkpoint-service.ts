@@ -1,7 +1,14 @@
 import { randomBytes } from "node:crypto";
-import { existsSync, readdirSync, renameSync, rmSync } from "node:fs";
+import { existsSync, readdirSync, rmSync } from "node:fs";
 import path from "node:path";
-import { type BlobStore, CheckpointFailedError, type HostDisks, type SavedCheckpoint, sha256File } from "@sandtree/host";
+import {
+  type BlobStore,
+  CheckpointFailedError,
+  type HostDisks,
+  renameKeepingGrants,
+  type SavedCheckpoint,
+  sha256File,
+} from "@sandtree/host";
 import { SandtreeError } from "@sandtree/protocol";
 import type { CheckpointRow } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
@@ -395,7 +402,7 @@ export class CheckpointService {
       const row = flat?.[1] ? await this.deps.store.getCheckpoint(flat[1]) : undefined;
       // A flattened layer whose hash the database already records: finish the interrupted swap.
       if (row?.blob_key && row.sha256 && (await sha256File(path.join(dir, f))) === row.sha256) {
-        renameSync(path.join(dir, f), path.join(dir, row.blob_key));
+        await renameKeepingGrants(path.join(dir, f), path.join(dir, row.blob_key));
       } else if (f.startsWith(".tmp-")) {
         rmSync(path.join(dir, f), { force: true });
         // A remote store may already hold the flattened bytes whose hash was never recorded:
