@@ -137,6 +137,8 @@ export class QemuVm extends EventEmitter {
     });
     const vm = new QemuVm(opts, child, child.pid ?? -1);
     vm.lease = lease;
+    // The one deadline of the start: the agent's connect gets it too (its own default, 120 s,
+    // ended slow boots early, with no word of a deadline).
     const deadline = new Deadline(opts.bootTimeoutMs ?? 180_000, "the guest agent", opts.signal);
     const abort = deadline.signal;
     const died = vm.exited.then((e) => {
@@ -151,6 +153,7 @@ export class QemuVm extends EventEmitter {
           agentOpts,
           rootBytes,
           signal: abort,
+          timeoutMs: deadline.ms,
           restored: Boolean(opts.restoreFrom),
           ignoreShared: opts.memoryFile !== undefined,
         }),

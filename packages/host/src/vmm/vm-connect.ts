@@ -12,6 +12,8 @@ export interface GuestConnection {
   /** A root-waiting template's clone: its disk's size, which the guest must mount. */
   rootBytes: number | null;
   signal: AbortSignal;
+  /** The start's one deadline, for the agent's connect too. */
+  timeoutMs: number;
   /** The VM was started to load a saved state (`-incoming`), not to boot. */
   restored: boolean;
   /** The saved state leaves guest RAM in the shared memory file (a template clone). */
@@ -24,11 +26,11 @@ export interface GuestConnection {
  * its state is loaded and run first, then the agent shakes hands.
  */
 export async function connectGuest(c: GuestConnection): Promise<readonly [QmpClient, AgentClient]> {
-  const { qmpSocket, agentSocket, agentOpts, rootBytes, signal } = c;
+  const { qmpSocket, agentSocket, agentOpts, rootBytes, signal, timeoutMs } = c;
   if (!c.restored) {
     return await Promise.all([
       QmpClient.connect(qmpSocket, { signal }),
-      AgentClient.connect(agentSocket, { signal, ...agentOpts }),
+      AgentClient.connect(agentSocket, { signal, timeoutMs, ...agentOpts }),
     ]);
   }
   const qmp = await QmpClient.connect(qmpSocket, { signal });
@@ -47,6 +49,7 @@ export async function connectGuest(c: GuestConnection): Promise<readonly [QmpCli
   // which cost each clone its first HELLOs (two retries, ~150 ms, measured).
   const agent = await AgentClient.connect(agentSocket, {
     signal,
+    timeoutMs,
     ...agentOpts,
     beforeHello: () =>
       loadVmState(qmp, INCOMING_FD, { ignoreShared: c.ignoreShared, signal, ...(beforeRun ? { beforeRun } : {}) }),
