@@ -105,7 +105,11 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
   private async boot(spec: MachineSpec): Promise<QemuMachine> {
     const limiter = this.opts.limiter;
     const rates = spec.rates ?? DEFAULT_MACHINE_RATES;
-    if (limiter && spec.nic) await limiter.limitTap(spec.nic.tap, rates, spec.signal);
+    // The tap's rate goes on while QEMU starts (its `tc` and `ip` processes beside the jail's
+    // grants and QEMU's launch), and is in place before the machine is handed out: no program of
+    // the sandbox runs before start() returns.
+    const rated = limiter && spec.nic ? limiter.limitTap(spec.nic.tap, rates, spec.signal) : Promise.resolve();
+    rated.catch(() => {});
     const place = limiter ? { onSpawn: (pid: number) => limiter.place(spec.name, pid, spec, rates) } : {};
     const vm = await QemuVm.start({
       ...place,
@@ -133,6 +137,12 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
       if (limiter) void limiter.release(spec.name).catch(() => {});
       throw err;
     });
+    try {
+      await rated;
+    } catch (err) {
+      await vm.stop({ graceMs: 0 }).catch(() => {});
+      throw err;
+    }
     const machine = this.wrap(vm, spec);
     this.releaseOnExit(machine);
     return machine;
