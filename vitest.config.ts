@@ -8,5 +8,8 @@ export default defineConfig({
     // VM tests share 2 cores under TCG: run files one after another.
     fileParallelism: false,
     pool: "forks",
+    // Each volume is a preallocated image of its size_gb: the suite's are small, so a run
+    // reserves little of the host's disk (docs/volumes.md, "Size bound").
+    env: { SANDTREE_VOLUME_IMAGE_MIB: "256" },
   },
 });

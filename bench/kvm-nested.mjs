@@ -10,17 +10,19 @@
 //     under KVM (cold boot and idle CPU of bare QEMU).
 //   tcg: the same inner suite and raw-floor.py on this host under TCG, for the same ratios.
 // Usage: node bench/kvm-nested.mjs [--parts suite,tcg,tuning]   (root, after setup and
-// `npm run build`; ~30-40 min at load 15-25 on the 2-core build machine). SANDTREE_FLOOR_SCRIPT
+// `npm run build`; ~30-40 min at load 15-25 on the 2-core build machine). The part `warm` in
+// place of `suite` runs the inner suite only to its warm creates (INNER_WARM_RUNS of them, 3 by
+// default; their median and each one's server events are reported), on both sides. SANDTREE_FLOOR_SCRIPT
 // names raw-floor.py where it is not ../shared/bench beside the checkout.
 // Prints one JSON object.
 import { execFileSync, spawn } from "node:child_process";
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { SandtreeClient } from "@sandtree/sdk";
 import { startServer } from "@sandtree/server";
-import { floorScript, measureFloor, ratio } from "./lib/floor.mjs";
+import { floorScript, measureFloor, privateFloor, ratio } from "./lib/floor.mjs";
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const work = mkdtempSync(path.join(tmpdir(), "sandtree-bench-kvm-"));
@@ -30,34 +32,22 @@ const load = () => loadavg().map((x) => +x.toFixed(1));
 const PARTS = new Set(
   (process.argv.includes("--parts") ? process.argv[process.argv.indexOf("--parts") + 1] : "suite,tcg,tuning").split(","),
 );
+// Only the warm create (and the cold create before it) of the inner suite, each side.
+const UNTIL_WARM = PARTS.has("warm") && !PARTS.has("suite");
+const WARM_RUNS = process.env.INNER_WARM_RUNS ?? "3";
+const suiteArgs = UNTIL_WARM ? ["--until-warm"] : [];
 const rawBase = process.env.RAW_WORK ?? path.join(tmpdir(), "raw-baseline");
-
-/**
- * raw-floor.py as the team keeps it, with its one fixed host-wide name (the template's RAM file
- * in /dev/shm) made this run's own, and a private RAW_WORK (its sockets) holding the shared
- * kernel and initramfs: other benches' floor runs on this machine then cannot collide with it.
- */
-function privateFloor() {
-  const script = path.join(work, "raw-floor.py");
-  const text = readFileSync(floorScript(), "utf8").replaceAll(
-    "/dev/shm/raw-baseline.ram",
-    `/dev/shm/raw-floor-${process.pid}.ram`,
-  );
-  writeFileSync(script, text);
-  const raw = path.join(work, "raw");
-  mkdirSync(raw);
-  symlinkSync(path.join(rawBase, "x"), path.join(raw, "x"));
-  copyFileSync(path.join(rawBase, "initrd.gz"), path.join(raw, "initrd.gz"));
-  process.env.SANDTREE_FLOOR_SCRIPT = script;
-  process.env.RAW_WORK = raw;
-  return script;
-}
 
 /** Runs the inner suite here (TCG) as a direct child and returns its report. */
 function suiteHere() {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [path.join(repo, "scripts/kvm/inner-suite.mjs")], {
-      env: { ...process.env, INNER_ACCEL: "tcg", INNER_PORT: String(20_000 + Math.floor(Math.random() * 20_000)) },
+    const child = spawn(process.execPath, [path.join(repo, "scripts/kvm/inner-suite.mjs"), ...suiteArgs], {
+      env: {
+        ...process.env,
+        INNER_ACCEL: "tcg",
+        INNER_WARM_RUNS: WARM_RUNS,
+        INNER_PORT: String(20_000 + Math.floor(Math.random() * 20_000)),
+      },
       stdio: ["ignore", "pipe", "inherit"],
     });
     let out = "";
@@ -79,9 +69,11 @@ function figures(report) {
     ok: report.steps?.every((s) => s.ok) ?? false,
     cold_create_ms: d("cold create and exec")?.create_ms ?? null,
     warm_create_ms: d("warm create from a template")?.create_ms ?? null,
+    // Each warm create: ms to RUNNING, and the server's events (ms after the create call).
+    warm_runs: d("warm create from a template")?.runs ?? null,
     fs_fork_ms: d("filesystem checkpoint and fork")?.fork_ms ?? null,
     memory_fork_4_ms: d("memory fork into 4: distinct random bytes, correct clocks")?.fork_ms ?? null,
-    failed: report.steps?.filter((s) => !s.ok).map((s) => s.name) ?? [report.error],
+    failed: report.steps?.filter((s) => !s.ok).map((s) => ({ step: s.name, ms: s.ms, detail: s.detail })) ?? [report.error],
   };
 }
 
@@ -143,11 +135,17 @@ async function nested() {
       }
     };
     await job("tar -C / --keep-directory-symlink -xf /root/bundle.tar && rm /root/bundle.tar && echo {}");
-    const floor = JSON.parse(await job("RAW_ACCEL=kvm RAW_WORK=/opt/raw python3 /opt/raw/raw-floor.py"));
+    // `--parts ...,nofloor` leaves the nested floor out (~20 min at load 30): its ratios are then null.
+    const floor = PARTS.has("nofloor")
+      ? {}
+      : JSON.parse(await job("RAW_ACCEL=kvm RAW_WORK=/opt/raw python3 /opt/raw/raw-floor.py"));
     const tuning = PARTS.has("tuning")
       ? JSON.parse(await job("RAW_ACCEL=kvm RAW_WORK=/opt/raw python3 /opt/raw/kvm-tuning.py"))
       : null;
-    const report = PARTS.has("suite") ? JSON.parse(await job("cd /opt/sandtree && node inner-suite.mjs")) : { steps: [] };
+    const report =
+      PARTS.has("suite") || UNTIL_WARM
+        ? JSON.parse(await job(`cd /opt/sandtree && INNER_WARM_RUNS=${WARM_RUNS} node inner-suite.mjs ${suiteArgs.join(" ")}`))
+        : { steps: [] };
     return { floor, tuning, report };
   } finally {
     await server.close();
@@ -156,7 +154,7 @@ async function nested() {
 
 const out = { load_before: load(), note: "nested_kvm: L2 under KVM inside an L1 under TCG; compare ratios, not times" };
 try {
-  privateFloor();
+  privateFloor(work);
   const inner = await nested();
   const nf = figures(inner.report);
   out.nested_kvm = {

@@ -11,21 +11,52 @@
 // the first and a second exec: when, its CPU time (/proc/PID/stat, 10 ms steps), its minor page
 // faults and (TCG) the guest code blocks it has translated (HMP `info jit`). `hello_frames_per_create`:
 // HELLOs written per start (more than one: an answer came later than the resend interval).
+// `spawns_per_create`: every process the server spawned during a create (qemu-img, setfacl, ip,
+// tc, nft, the tap owner's python3, the jail's unshare that becomes QEMU), by program: how many,
+// their summed and longest spawn-to-exit time, and when the first started and the last ended
+// (ms after the create call); QEMU itself, still running, has `running` counted instead.
 // Usage: node bench/warm-create-profile.mjs [--runs 10]. Prints one JSON document; with
 // PROFILE_VERBOSE=1 each create's marks and HELLO/ACK times also go to stderr.
+import childProcess from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { syncBuiltinESMExports } from "node:module";
+import { loadavg, tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { AgentClient, detectAccel } from "@sandtree/host";
+import { AgentClient, detectAccel, MachineLimiter, runCommand, tapRateCommands } from "@sandtree/host";
 import { QemuVm, QmpClient } from "@sandtree/host/qemu";
 import { FrameType } from "@sandtree/protocol";
 import { SandtreeClient } from "@sandtree/sdk";
 import { SqliteStore, startServer } from "@sandtree/server";
-import { measureFloor } from "./lib/floor.mjs";
+import { measureFloor, privateFloor } from "./lib/floor.mjs";
 
-const { values } = parseArgs({ options: { runs: { type: "string", default: "10" } } });
+const { values } = parseArgs({ options: { runs: { type: "string", default: "10" }, ab: { type: "boolean", default: false } } });
 const RUNS = Number(values.runs);
+// --ab: creates alternate between A (how main did these steps before: the tap's rate one `ip`/`tc`
+// process per line, all before QEMU's launch; a restored guest's HELLO resent after 250 ms) and
+// B (the product as built), in one run; `by_variant` gives each side's medians.
+const AB = values.ab;
+let variant = "B";
+const limitTap = MachineLimiter.prototype.limitTap;
+let rateDone = Promise.resolve();
+MachineLimiter.prototype.limitTap = function (tap, rates, signal) {
+  if (variant === "B") return limitTap.call(this, tap, rates, signal);
+  rateDone = (async () => {
+    const ifb = existsSync(`/sys/class/net/si${tap.slice(2)}`);
+    for (const argv of tapRateCommands(tap, rates.netMbit, ifb)) await runCommand(argv);
+  })();
+  return rateDone;
+};
+const qemuStart = QemuVm.start;
+QemuVm.start = async function (opts) {
+  if (variant === "A") await rateDone;
+  return qemuStart.call(this, opts);
+};
+const handshake = AgentClient.prototype.handshake;
+AgentClient.prototype.handshake = function (signal, retry) {
+  const old = variant === "A" && retry.firstMs > 50 ? { firstMs: 250, maxMs: 1000 } : retry;
+  return handshake.call(this, signal, old);
+};
 const SPEC = { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 };
 let trace = null;
 
@@ -55,6 +86,20 @@ function procStat(pid) {
   } catch {
     return { cpu_ms: null, minflt: null };
   }
+}
+/**
+ * This process's CPU (ms: the server, in process, and this bench's client) and that of its
+ * children that exited (the spawned tools; QEMU counts once it exited), from /proc/self/stat.
+ * Less bent by a loaded host than wall time: what a create costs, not what it waited for.
+ */
+function selfCpu() {
+  const f = readFileSync("/proc/self/stat", "utf8");
+  const v = f
+    .slice(f.lastIndexOf(")") + 2)
+    .split(" ")
+    .map(Number);
+  // utime, stime, cutime, cstime: fields 14-17 (USER_HZ, 100 per second).
+  return { self_ms: (v[11] + v[12]) * 10, children_ms: (v[13] + v[14]) * 10 };
 }
 const pidOf = (socketPath) => {
   try {
@@ -122,6 +167,20 @@ AgentClient.prototype.dispatch = function (frame) {
   }
   return dispatch.call(this, frame);
 };
+// Every child process the server spawns (the host's runCommand and QEMU's launch use spawn):
+// its program, and when it started and exited, relative to the create being timed.
+const spawnOrig = childProcess.spawn;
+childProcess.spawn = function (file, ...rest) {
+  const child = spawnOrig.call(this, file, ...rest);
+  if (trace) {
+    const t = trace;
+    const rec = { cmd: path.basename(String(file)), start: performance.now() - t.t0, end: null };
+    t.spawns.push(rec);
+    child.once("exit", () => (rec.end = performance.now() - t.t0));
+  }
+  return child;
+};
+syncBuiltinESMExports();
 for (const m of Object.getOwnPropertyNames(SqliteStore.prototype)) {
   if (m !== "constructor" && typeof SqliteStore.prototype[m] === "function") wrap(SqliteStore.prototype, m, `store.${m}`);
 }
@@ -143,10 +202,29 @@ async function templatesBuilt(dataDir, memoryMb) {
   throw new Error("the templates were never built");
 }
 
+/** A create's spawns by program: count, summed and longest run (ms), first start and last end. */
+function spawnSums(spawns) {
+  const by = {};
+  for (const s of spawns) {
+    const b = (by[s.cmd] ??= { n: 0, ms: 0, max_ms: 0, first_start: s.start, last_end: null, running: 0 });
+    b.n++;
+    if (s.end === null) {
+      b.running++;
+      continue;
+    }
+    b.ms += s.end - s.start;
+    b.max_ms = Math.max(b.max_ms, s.end - s.start);
+    b.last_end = Math.max(b.last_end ?? 0, s.end);
+  }
+  return by;
+}
+
 const p50 = (xs) => (xs.length ? +[...xs].sort((a, b) => a - b)[xs.length >> 1].toFixed(1) : null);
 const accel = await detectAccel("auto");
-const floor = await measureFloor(accel);
 const work = mkdtempSync(path.join(tmpdir(), "sandtree-bench-warmprof-"));
+const loadBefore = loadavg().map((x) => +x.toFixed(1));
+privateFloor(work);
+const floor = await measureFloor(accel);
 const dataDir = path.join(work, "data");
 const server = await startServer({ dataDir, port: 0, logger: false, warmTemplates: true });
 const net = server.services.network;
@@ -154,20 +232,35 @@ wrap(net, "attach", "network.attach (tap + rules)");
 const client = new SandtreeClient({ apiUrl: server.url, apiKey: server.firstKey });
 const runs = [];
 try {
-  const seed = await client.sandboxes.create(SPEC);
-  await client.sandboxes.waitForCreation(seed.id, { intervalMs: 10, timeoutMs: 600_000 });
+  // The seed only queues the template builds: on a host loaded enough that its cold boot misses
+  // the start deadline, another try (the seeds' errors are printed to stderr).
+  let seed = null;
+  for (let i = 0; !seed; i++) {
+    const s = await client.sandboxes.create(SPEC);
+    try {
+      await client.sandboxes.waitForCreation(s.id, { intervalMs: 100, timeoutMs: 600_000 });
+      seed = s;
+    } catch (err) {
+      console.error(`seed create ${i + 1}: ${err}`);
+      await client.sandboxes.delete(s.id).catch(() => {});
+      if (i === 2) throw err;
+    }
+  }
   await templatesBuilt(dataDir, 256);
   for (let i = 0; i < RUNS; i++) {
+    variant = AB && i % 2 === 0 ? "A" : "B";
     const wall0 = Date.now();
+    const cpu0 = selfCpu();
     const t0 = performance.now();
-    trace = { t0, calls: [], marks: [], hellos: 0, helloLog: [], pending: [], qmp: null };
+    trace = { t0, calls: [], marks: [], hellos: 0, helloLog: [], pending: [], qmp: null, spawns: [] };
     const sb = await client.sandboxes.create(SPEC);
     const posted = performance.now() - t0;
     const got = await client.sandboxes.waitForCreation(sb.id, { intervalMs: 10, timeoutMs: 600_000 });
     const running = performance.now() - t0;
     await client.sandboxes.run(sb.id, ["echo", "ready"]);
     const first = performance.now() - t0;
-    const { calls, marks, hellos, helloLog, qmp, pending } = trace;
+    const cpu1 = selfCpu();
+    const { calls, marks, hellos, helloLog, qmp, pending, spawns } = trace;
     await Promise.all(pending);
     if (process.env.PROFILE_VERBOSE) console.error(JSON.stringify({ marks, helloLog: helloLog.map(({ nonce, ...h }) => h) }));
     trace = null;
@@ -191,6 +284,7 @@ try {
       sums[c.label].ms += c.ms;
     }
     runs.push({
+      variant,
       start_path: got.start_path,
       client: { post_answered: posted, running_seen: running, first_output: first },
       server_events: {
@@ -202,6 +296,8 @@ try {
       calls: sums,
       marks: Object.fromEntries(marks.map((m) => [m.label, m])),
       hellos,
+      spawns: spawnSums(spawns),
+      cpu: { server_ms: cpu1.self_ms - cpu0.self_ms, children_ms: cpu1.children_ms - cpu0.children_ms },
     });
     await client.sandboxes.delete(sb.id);
   }
@@ -223,6 +319,8 @@ console.log(
       bench: "warm-create-profile",
       accel,
       runs: RUNS,
+      load_before: loadBefore,
+      load_after: loadavg().map((x) => +x.toFixed(1)),
       floor,
       start_paths: [...new Set(runs.map((r) => r.start_path))],
       first_output_ms_p50: field((r) => r.client.first_output),
@@ -251,6 +349,39 @@ console.log(
           },
         ]),
       ),
+      spawns_per_create_p50: Object.fromEntries(
+        [...new Set(runs.flatMap((r) => Object.keys(r.spawns)))].map((c) => [
+          c,
+          Object.fromEntries(
+            ["n", "ms", "max_ms", "first_start", "last_end", "running"].map((k) => [k, field((r) => r.spawns[c]?.[k] ?? null)]),
+          ),
+        ]),
+      ),
+      ...(AB
+        ? {
+            by_variant: Object.fromEntries(
+              ["A", "B"].map((v) => {
+                const rs = runs.filter((r) => r.variant === v);
+                const f = (get) => p50(rs.map(get).filter((x) => x !== null && x !== undefined));
+                return [
+                  v,
+                  {
+                    n: rs.length,
+                    first_output_ms_p50: f((r) => r.client.first_output),
+                    running_seen_ms_p50: f((r) => r.client.running_seen),
+                    qmp_ready_ms_p50: f((r) => r.marks.qmp_ready?.at),
+                    hello_answered_ms_p50: f((r) => r.marks.hello_answered?.at),
+                    hellos_p50: f((r) => r.hellos),
+                    server_cpu_ms_p50: f((r) => r.cpu.server_ms),
+                    children_cpu_ms_p50: f((r) => r.cpu.children_ms),
+                    first_output_ms: rs.map((r) => Math.round(r.client.first_output)),
+                  },
+                ];
+              }),
+            ),
+          }
+        : {}),
+      cpu_per_create_ms_p50: { server: field((r) => r.cpu.server_ms), children: field((r) => r.cpu.children_ms) },
       hello_frames_per_create: { p50: field((r) => r.hellos), max: Math.max(...runs.map((r) => r.hellos)) },
       calls_per_create: perCreate,
     },

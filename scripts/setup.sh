@@ -13,6 +13,8 @@ log "building TypeScript"; npm run --silent build
 if ! command -v sandtree >/dev/null || [ "$(readlink -f "$(command -v sandtree)")" != "$PWD/packages/cli/dist/main.js" ]; then
   log "linking the sandtree command"; npm link -w @sandtree/cli --no-audit --no-fund >/dev/null
 fi
+# The Python client's synchronous parts are generated from its async ones, not checked in.
+log "generating the Python client's synchronous parts"; python3 clients/python/scripts/unasync.py
 bash scripts/setup-kernel.sh
 bash scripts/build-guest.sh
 bash scripts/build-images.sh

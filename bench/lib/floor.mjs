@@ -3,7 +3,8 @@
 // agent), measured in the same run with the same accelerator. Figures a bench takes through the
 // project's own QemuVm/agent path without the server are labelled `project_raw`, never floor.
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -12,6 +13,29 @@ const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", ".
 /** raw-floor.py: $SANDTREE_FLOOR_SCRIPT, else `shared/bench/raw-floor.py` beside the project's root. */
 export function floorScript() {
   return process.env.SANDTREE_FLOOR_SCRIPT ?? path.join(repo, "..", "shared", "bench", "raw-floor.py");
+}
+
+/**
+ * raw-floor.py as the team keeps it, with its one fixed host-wide name (the template's RAM file
+ * in /dev/shm) made this run's own, and a private RAW_WORK (its sockets, under `work`) holding
+ * the shared kernel and initramfs: other benches' floor runs on this machine cannot collide with
+ * it. Sets SANDTREE_FLOOR_SCRIPT and RAW_WORK for measureFloor; returns the script's path.
+ */
+export function privateFloor(work) {
+  const rawBase = process.env.RAW_WORK ?? path.join(tmpdir(), "raw-baseline");
+  const script = path.join(work, "raw-floor.py");
+  const text = readFileSync(floorScript(), "utf8").replaceAll(
+    "/dev/shm/raw-baseline.ram",
+    `/dev/shm/raw-floor-${process.pid}.ram`,
+  );
+  writeFileSync(script, text);
+  const raw = path.join(work, "raw");
+  mkdirSync(raw);
+  symlinkSync(path.join(rawBase, "x"), path.join(raw, "x"));
+  copyFileSync(path.join(rawBase, "initrd.gz"), path.join(raw, "initrd.gz"));
+  process.env.SANDTREE_FLOOR_SCRIPT = script;
+  process.env.RAW_WORK = raw;
+  return script;
 }
 
 /**

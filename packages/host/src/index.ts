@@ -48,3 +48,4 @@ export { defaultJailConfig, type JailConfig, renameKeepingGrants } from "./vmm/j
 export { tailOfFile } from "./vmm/qemu-vm.js";
 export * from "./volumes/file-server.js";
 export * from "./volumes/guest-mount.js";
+export * from "./volumes/volume-image.js";

@@ -158,9 +158,9 @@ describe("a tap's network rate", () => {
     expect(ifbNameOf("stab12-3f")).toBe("siab12-3f");
     const cmds = tapRateCommands("stab12-3f", 100, false).map((a) => a.join(" "));
     expect(cmds).toEqual([
-      "tc qdisc replace dev stab12-3f root tbf rate 100mbit burst 250000b latency 50ms",
       "ip link add siab12-3f type ifb",
       "ip link set siab12-3f up",
+      "tc qdisc replace dev stab12-3f root tbf rate 100mbit burst 250000b latency 50ms",
       "tc qdisc replace dev siab12-3f root tbf rate 100mbit burst 250000b latency 50ms",
       "tc qdisc replace dev stab12-3f handle ffff: ingress",
       "tc filter replace dev stab12-3f parent ffff: prio 1 handle 800::800 protocol all u32 match u32 0 0 action mirred egress redirect dev siab12-3f",

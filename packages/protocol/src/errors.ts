@@ -21,6 +21,8 @@ export const ERROR_STATUS = {
   VOLUME_IN_USE: 409,
   /** A write that would take a volume past its size_gb; nothing of it is left in the volume. */
   VOLUME_FULL: 507,
+  /** A volume create on a host that cannot loop-mount its size-bounding image (not root, no loop devices). */
+  VOLUME_BOUND_UNAVAILABLE: 501,
   /** A volume file path names a symlink, device, fifo or socket (or crosses one): never followed nor opened. */
   UNSAFE_PATH: 400,
   CHECKPOINT_NOT_READY: 409,

@@ -97,6 +97,14 @@ export const ServerConfig = z.object({
   /** A bearer token that may read GET /metrics (besides admin keys); unset: admin keys only. */
   metricsToken: z.string().min(16, "at least 16 characters").optional(),
   deadlines: VmDeadlines.prefault({}),
+  /**
+   * How a volume's size_gb bounds what guests write (docs/volumes.md): "image", its own
+   * preallocated ext4 image, loop-mounted (creates refused with VOLUME_BOUND_UNAVAILABLE where the
+   * host cannot); "none", bounded by the host's disk only (logged loudly at start).
+   */
+  volumeBound: z.enum(["image", "none"]).default("image"),
+  /** Test-only: every volume image this many MiB whatever its size_gb (the test suite's: 64). */
+  volumeImageMiB: z.coerce.number().int().min(16).max(1_048_576).optional(),
   /** Chains at least this deep get their top layer flattened in the background. */
   flattenDepth: z.coerce.number().int().min(2).max(1000).default(16),
   /**
@@ -171,6 +179,8 @@ function fromEnv(env: Env): Record<string, unknown> {
     prices: e("SANDTREE_PRICES"),
     metricsToken: e("SANDTREE_METRICS_TOKEN"),
     flattenDepth: e("SANDTREE_FLATTEN_DEPTH"),
+    volumeBound: e("SANDTREE_VOLUME_BOUND"),
+    volumeImageMiB: e("SANDTREE_VOLUME_IMAGE_MIB"),
     warmTemplates: e("SANDTREE_WARM_TEMPLATES"),
     resourceLimits: e("SANDTREE_RESOURCE_LIMITS"),
     defaultRegistry: e("SANDTREE_DEFAULT_REGISTRY"),
@@ -209,6 +219,8 @@ const ENV_NAMES: Record<string, string> = {
   prices: "SANDTREE_PRICES",
   metricsToken: "SANDTREE_METRICS_TOKEN",
   flattenDepth: "SANDTREE_FLATTEN_DEPTH",
+  volumeBound: "SANDTREE_VOLUME_BOUND",
+  volumeImageMiB: "SANDTREE_VOLUME_IMAGE_MIB",
   warmTemplates: "SANDTREE_WARM_TEMPLATES",
   resourceLimits: "SANDTREE_RESOURCE_LIMITS",
   defaultRegistry: "SANDTREE_DEFAULT_REGISTRY",

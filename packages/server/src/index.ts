@@ -3,7 +3,8 @@
 export { detectAccel, type RunWorkerOptions, runWorker } from "@sandtree/host";
 export { buildApp, VERSION } from "./app.js";
 export { type FleetWorkerOptions, type RunningFleetWorker, startFleetWorker } from "./fleet-worker.js";
-export { type RunningServer, runServer, ServerConfig, type ServerConfigInput, startServer } from "./server.js";
+export { runServer } from "./run-server.js";
+export { type RunningServer, ServerConfig, type ServerConfigInput, startServer } from "./server.js";
 export { HostImageResolver } from "./services/images/host-images.js";
 export type { ImageResolver, ImageSummary, ResolvedImage } from "./services/images/image-resolver.js";
 export { type Clock, ManualClock, systemClock } from "./services/metering/clock.js";

@@ -68,4 +68,16 @@ export const FLEET_OPERATIONS = {
     body: "PrepareCheckpointRequest",
     responses: { 200: ok("PrepareCheckpointResponse") },
   },
+  "POST /v1/fleet/volumes/pack": {
+    summary: "On a worker, for its control plane only: a volume moving away is packed into the object store",
+    responses: { 200: { description: "the packed volume" } },
+  },
+  "POST /v1/fleet/volumes/unpack": {
+    summary: "On a worker, for its control plane only: a volume moving here is unpacked from the object store",
+    responses: { 200: { description: "the volume" } },
+  },
+  "POST /v1/fleet/volumes/drop": {
+    summary: "On a worker, for its control plane only: a volume that moved away is removed here",
+    responses: { 200: { description: "done" } },
+  },
 } as const;

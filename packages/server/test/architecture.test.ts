@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 // The seams of docs/architecture.md, checked on the sources: the control plane reaches machines
 // only through the host's Machine interface, reads the environment only in its config module,
 // the Store interface depends on neither of its implementations (SQLite, PostgreSQL), and no source file grows
-// past 500 lines.
+// past 400 lines.
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
 
@@ -115,7 +115,16 @@ describe("architecture", () => {
     expect(offenders).toEqual([]);
   });
 
-  it("keeps every source file under 500 lines (generated code, src/gen, aside)", () => {
+  // Files still over 400 lines, each with why it is not cut yet; none may grow past 500.
+  const OVER_400: Record<string, string> = {
+    // Fleet placement and the remote host are being reworked on other branches (#33): split there.
+    "packages/server/src/services/fleet/fleet-service.ts": "reserved to the remote-host and volume-placement work",
+    // Guest C: splitting it rebuilds the guest agent and initramfs (own cache, boot tests).
+    "packages/guest/src/init.c": "guest artifact",
+    "packages/guest/src/agent.c": "guest artifact",
+  };
+
+  it("keeps every source file at most 400 lines (generated code, src/gen, aside; OVER_400 under 500)", () => {
     const generated = `${path.sep}src${path.sep}gen${path.sep}`;
     const sources = [
       ...files(path.join(root, "packages"), [".ts", ".c", ".h", ".py"]).filter(
@@ -125,7 +134,7 @@ describe("architecture", () => {
     ];
     const long = sources
       .map((f) => ({ f: path.relative(root, f), lines: readFileSync(f, "utf8").split("\n").length - 1 }))
-      .filter((x) => x.lines >= 500);
+      .filter((x) => x.lines > (OVER_400[x.f.split(path.sep).join("/")] ? 499 : 400));
     expect(long).toEqual([]);
   });
 });

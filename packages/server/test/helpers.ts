@@ -42,6 +42,17 @@ export function jsonApi(baseUrl: string, key: () => string): Api {
   };
 }
 
+/** Images that exist but never finish pulling: a sandbox stays PROVISIONING (active) without a VM. */
+export const neverPulls: ImageResolver = {
+  async check() {},
+  resolve: (_ref, { signal }) =>
+    new Promise((_resolve, reject) => signal?.addEventListener("abort", () => reject(signal.reason), { once: true })),
+  async list() {
+    return [];
+  },
+  importLayout: () => Promise.reject(new Error("not here")),
+};
+
 /** A real server on a random loopback port over a fresh data dir. */
 export async function startTestServer(
   opts: {
@@ -63,9 +74,12 @@ export async function startTestServer(
     host?: MachineHost;
     /** VM deadlines over the defaults (StartServerOptions.deadlines). */
     deadlines?: { agentMs?: number };
+    /** The data dir (default: a fresh temporary one); kept after close() with `keepDataDir` or KEEP_TEST_DATA. */
+    dataDir?: string;
+    keepDataDir?: boolean;
   } = {},
 ): Promise<TestServer> {
-  const dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-test-"));
+  const dataDir = opts.dataDir ?? mkdtempSync(path.join(tmpdir(), "sandtree-test-"));
   // Many of these servers run at once in one network namespace: no sandbox networks here
   // (network.test.ts runs its server in namespaces of its own).
   const server = await startServer(
@@ -105,7 +119,7 @@ export async function startTestServer(
     },
     async close() {
       await server.close();
-      if (!process.env.KEEP_TEST_DATA) rmSync(dataDir, { recursive: true, force: true });
+      if (!opts.keepDataDir && !process.env.KEEP_TEST_DATA) rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }

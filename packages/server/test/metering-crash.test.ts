@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { qemuPidsFor, spawnServe, stopChildProcess } from "./helpers.js";
+import { jsonApi, qemuPidsFor, spawnServe, stopChildProcess } from "./helpers.js";
 
 const BODY = { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -38,19 +38,8 @@ async function stopChild(signal: NodeJS.Signals): Promise<void> {
   await stopChildProcess(proc, signal);
 }
 
-async function api(method: string, p: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const res = await fetch(url + p, {
-    method,
-    headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { "content-type": "application/json" } : {}) },
-    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-  });
-  const text = await res.text();
-  try {
-    return { status: res.status, body: JSON.parse(text) };
-  } catch {
-    return { status: res.status, body: text };
-  }
-}
+/** The API of the server running now (its URL and key change with each start). */
+const api = (method: string, p: string, body?: unknown) => jsonApi(url, () => key)(method, p, body);
 
 async function waitStatus(id: string, want: string): Promise<void> {
   const deadline = Date.now() + 240_000;

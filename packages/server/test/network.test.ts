@@ -56,7 +56,14 @@ try:
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3); s.sendto(q, (server, 53))
         r = s.recvfrom(2048)[0]
         rcode = r[3] & 15; an = struct.unpack("!H", r[6:8])[0]
-        ips = [socket.inet_ntoa(r[i + 12:i + 16]) for i in range(len(q), len(r) - 15) if r[i:i + 2] == b"\xc0\x0c" and r[i + 2:i + 4] == b"\x00\x01"]
+        # The answers' A records; an owner name is labels or a compression pointer.
+        ips, i = [], len(q)
+        for _ in range(an):
+            while r[i] and r[i] < 0xc0: i += r[i] + 1
+            i += 2 if r[i] else 1
+            rtype, rdlen = struct.unpack("!H", r[i:i + 2])[0], struct.unpack("!H", r[i + 8:i + 10])[0]
+            if rtype == 1 and rdlen == 4: ips.append(socket.inet_ntoa(r[i + 10:i + 14]))
+            i += 10 + rdlen
         out(("OK " + ",".join(ips)) if rcode == 0 and an else "ERR rcode=%d" % rcode)
     if cmd == "spoof":
         # A UDP packet with another source address, built by hand (IP_HDRINCL).

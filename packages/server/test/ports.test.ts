@@ -7,7 +7,7 @@ import http from "node:http";
 import net, { type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { createQemuHost } from "@sandtree/host";
+import { createQemuHost, VolumeImages } from "@sandtree/host";
 import { ErrorBody, type Sandbox } from "@sandtree/protocol";
 import { SandtreeClient } from "@sandtree/sdk";
 import type { FastifyInstance } from "fastify";
@@ -169,6 +169,7 @@ beforeAll(async () => {
     root: path.join(dataDir, "volumes"),
     limits: (team) => admission.limits(team),
     log: silent,
+    images: new VolumeImages({ dataDir, volumeBound: "none" }),
   });
   const services = { auth, sandboxes, timeouts, admission, ports, metering, fleet, remote, volumes } as unknown as Services;
   app = buildApp(services, { logger: { level: "info", stream: { write: (line: string) => logLines.push(line) } } });

@@ -2,18 +2,7 @@
 // through a stub that never finishes pulling, so sandboxes stay PROVISIONING (active) without
 // booting VMs: the limits are about rows, not about QEMU.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ImageResolver } from "../src/index.js";
-import { startTestServer, type TestServer } from "./helpers.js";
-
-const neverPulls: ImageResolver = {
-  async check() {},
-  resolve: (_ref, { signal }) =>
-    new Promise((_resolve, reject) => signal?.addEventListener("abort", () => reject(signal.reason), { once: true })),
-  async list() {
-    return [];
-  },
-  importLayout: () => Promise.reject(new Error("not here")),
-};
+import { neverPulls, startTestServer, type TestServer } from "./helpers.js";
 
 let t: TestServer;
 const small = { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 };

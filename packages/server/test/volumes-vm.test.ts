@@ -4,7 +4,7 @@
 // installs into it; a memory fork mounts it too, and a reset of that fork keeps it; a fork with
 // volumes: "snapshot" sees it as it was and writes only its own copy; links a guest leaves are
 // refused by the file API; every sandbox goes and the files stay, readable through the file API;
-// a kill -9 of the server keeps them too.
+// a kill -9 of the server keeps them too; a guest filling the volume gets ENOSPC (its image's bound).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Api } from "./helpers.js";
 import { createFakeInternet, type FakeInternet, fakeInternetUnavailableReason } from "./network/fake-internet.js";
@@ -47,7 +47,8 @@ describe.skipIf(unavailable !== null)(`volumes in sandboxes${unavailable ? ` (sk
 
   beforeAll(async () => {
     inet = await createFakeInternet();
-    server = await startHostServer(inet, { SANDTREE_NETWORK_SUBNET: "10.78.0.0/16" });
+    // 64 MiB volume images (a test-only setting): the disk-full test fills one in seconds.
+    server = await startHostServer(inet, { SANDTREE_NETWORK_SUBNET: "10.78.0.0/16", SANDTREE_VOLUME_IMAGE_MIB: "64" });
     api = server.api;
     const v = await api("POST", "/v1/volumes", { name: "shared", size_gb: 2 });
     expect(v.status, JSON.stringify(v.body)).toBe(201);
@@ -87,6 +88,24 @@ describe.skipIf(unavailable !== null)(`volumes in sandboxes${unavailable ? ` (sk
     expect((await api("GET", `/v1/sandboxes/${a}`)).body.volumes).toEqual([
       { volume_id: vol, name: "shared", path: "/mnt/shared", read_only: false },
     ]);
+  });
+
+  it("a guest filling its volume gets ENOSPC: the files stay whole, other volumes take writes", async () => {
+    const [a, b] = ids as [string, string];
+    const fill = await sh(a, "dd if=/dev/zero of=/mnt/shared/fill bs=1M count=100 conv=fsync; echo rc=$?", 300);
+    expect(fill.stdout + fill.stderr).toMatch(/No space left on device/);
+    expect(fill.stdout).not.toContain("rc=0");
+    // What was there before is intact, as the other sandbox and the file API see it.
+    expect((await sh(b, "cat /mnt/shared/a.txt")).stdout).toBe("from-a\n");
+    const other = await api("POST", "/v1/volumes", { name: "other", size_gb: 1 });
+    const put = await api("PUT", `/v1/volumes/${other.body.id}/files?path=/x`, Buffer.from("still room"));
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
+    expect((await api("DELETE", `/v1/volumes/${other.body.id}`)).status).toBe(204);
+    // Freed, the volume takes writes again.
+    expect((await sh(a, "rm /mnt/shared/fill && echo ok > /mnt/shared/after && sync && cat /mnt/shared/after")).stdout).toBe(
+      "ok\n",
+    );
+    await sh(a, "rm /mnt/shared/after");
   });
 
   it("git clones a repository and pip installs a wheel into the volume; the others read them", async () => {

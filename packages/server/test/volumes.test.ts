@@ -5,19 +5,8 @@
 import { existsSync, statSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ImageResolver } from "../src/index.js";
 import { openVolumeStore } from "../src/store/open-store.js";
-import { startTestServer, type TestServer } from "./helpers.js";
-
-const neverPulls: ImageResolver = {
-  async check() {},
-  resolve: (_ref, { signal }) =>
-    new Promise((_resolve, reject) => signal?.addEventListener("abort", () => reject(signal.reason), { once: true })),
-  async list() {
-    return [];
-  },
-  importLayout: () => Promise.reject(new Error("not here")),
-};
+import { neverPulls, startTestServer, type TestServer } from "./helpers.js";
 
 let t: TestServer;
 beforeAll(async () => {

@@ -191,6 +191,7 @@ _BY_CODE: Dict[str, Type[APIError]] = {
     "VOLUME_NOT_FOUND": NotFoundError,
     "VOLUME_IN_USE": ConflictError,
     "VOLUME_FULL": ServerError,
+    "VOLUME_BOUND_UNAVAILABLE": ServerError,
     "UNSAFE_PATH": ValidationError,
     "JOB_NOT_FOUND": JobNotFoundError,
     "IMAGE_NOT_FOUND": SandboxImagePullError,

@@ -6,7 +6,7 @@ import { UsageError } from "../errors.js";
 import { parseIntArg, parseNumberArg } from "../kv.js";
 import { formatAge, formatBytes, type OutputFormat, printJson, renderFields, renderTable } from "../output.js";
 import { spinner } from "../progress.js";
-import { waitRunning } from "./sandbox-wait.js";
+import { printCreated, waitRunning } from "./sandbox-wait.js";
 import { globalFlags, MIN_MEMORY_GB, outputOption } from "./shared.js";
 
 interface ChildFlags {
@@ -134,7 +134,7 @@ export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): v
     .addOption(outputOption())
     .action(async (cid: string, o: ChildFlags & { wait?: boolean }, cmd: Command) => {
       const client = await ctx.client(globalFlags(cmd));
-      let sb = await client.sandboxes.create({
+      const sb = await client.sandboxes.create({
         checkpoint_id: cid,
         ...(o.name !== undefined ? { name: o.name } : {}),
         ...(o.cpuCores !== undefined ? { cpu_cores: o.cpuCores } : {}),
@@ -142,13 +142,7 @@ export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): v
         ...(o.timeoutMinutes !== undefined ? { timeout_minutes: o.timeoutMinutes } : {}),
         ...(o.volumes !== undefined ? { volumes: o.volumes } : {}),
       });
-      if (o.wait) {
-        const [running] = await waitRunning(ctx, client, [sb.id], o.waitTimeout);
-        if (running === undefined) return;
-        sb = running;
-      }
-      if (o.output === "json") printJson(ctx.stdout, sb);
-      else ctx.stdout.write(`${sb.id}\n`);
+      await printCreated(ctx, client, sb, o);
     });
 
   checkpoint

@@ -8,6 +8,23 @@ import { type OutputFormat, printJson } from "../output.js";
 import { spinner } from "../progress.js";
 import { globalFlags, outputOption } from "./shared.js";
 
+/** Prints a sandbox just created (JSON, or its id), once it runs when `--wait` was given. */
+export async function printCreated(
+  ctx: CliContext,
+  client: SandtreeClient,
+  created: Sandbox,
+  o: { wait?: boolean; waitTimeout: number; output?: OutputFormat },
+): Promise<void> {
+  let sb = created;
+  if (o.wait) {
+    const [running] = await waitRunning(ctx, client, [sb.id], o.waitTimeout);
+    if (running === undefined) return;
+    sb = running;
+  }
+  if (o.output === "json") printJson(ctx.stdout, sb);
+  else ctx.stdout.write(`${sb.id}\n`);
+}
+
 /**
  * Waits until every sandbox is RUNNING (progress on stderr). The RUNNING ones come back in the
  * order given; each failure is printed on stderr and sets exit code 1.

@@ -14,7 +14,7 @@ import { collectList, collectTunnel, registerNetworkCommand } from "./sandbox-ne
 import { registerPortCommands } from "./sandbox-ports.js";
 import { registerRunCommand } from "./sandbox-run.js";
 import { registerSshCommand } from "./sandbox-ssh.js";
-import { registerWaitCommand, waitRunning } from "./sandbox-wait.js";
+import { printCreated, registerWaitCommand } from "./sandbox-wait.js";
 import { choice, globalFlags, MIN_MEMORY_GB, outputOption } from "./shared.js";
 
 interface ListFlags {
@@ -121,14 +121,8 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
         ...(o.nestedVirt ? { nested_virtualization: true } : {}),
         ...(o.host !== undefined ? { host: o.host } : {}),
       };
-      let sb = await client.sandboxes.create(request);
-      if (o.wait) {
-        const [running] = await waitRunning(ctx, client, [sb.id], o.waitTimeout);
-        if (running === undefined) return;
-        sb = running;
-      }
-      if (o.output === "json") printJson(ctx.stdout, sb);
-      else ctx.stdout.write(`${sb.id}\n`);
+      const sb = await client.sandboxes.create(request);
+      await printCreated(ctx, client, sb, o);
     });
 
   sandbox

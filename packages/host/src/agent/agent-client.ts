@@ -25,6 +25,10 @@ export type { AgentExecEvent, AgentInfo, ExecSpec, ExitInfo, StatInfo } from "./
 /** A PONG longer than any ping the host sends is not one of its answers. */
 const PING_MAX_BYTES = 64;
 
+/** When an unanswered HELLO is resent: a booting guest's may be lost, a restored guest's is late. */
+const BOOT_RETRY = { firstMs: 50, maxMs: 1000 };
+const RESTORE_RETRY = { firstMs: 1000, maxMs: 4000 };
+
 /**
  * Host side of the guest protocol (docs/protocol.md) over the Unix socket QEMU serves for the
  * sandbox's virtio-serial port. Multiplexes execs and file transfers as streams.
@@ -93,9 +97,10 @@ export class AgentClient extends EventEmitter {
       try {
         if (opts.beforeHello) await deadline.race(opts.beforeHello());
         // A restored guest's port was open all along (connected before the load), so its HELLO is
-        // not lost, only answered late (~80 ms of CPU under TCG, more on a busy host), and each
-        // resend costs the guest another clock set, reseed and network set: resend later.
-        await deadline.race(client.handshake(signal, opts.beforeHello ? 250 : 50));
+        // not lost, only answered late (~80 ms of CPU under TCG, seconds on a loaded host or under
+        // nested KVM), and every HELLO sent is handled in turn before the last one's answer (each
+        // a clock set, reseed and network set): resend seldom (a reopened port says READY anyway).
+        await deadline.race(client.handshake(signal, opts.beforeHello ? RESTORE_RETRY : BOOT_RETRY));
       } catch (err) {
         client.close();
         throw err;
@@ -106,12 +111,12 @@ export class AgentClient extends EventEmitter {
     }
   }
 
-  private async handshake(signal: AbortSignal, firstRetryMs: number): Promise<void> {
+  private async handshake(signal: AbortSignal, retry: { firstMs: number; maxMs: number }): Promise<void> {
     // Resend with a new nonce until answered: a HELLO written before the guest opened its
     // port may be lost, and the byte stream is ordered so older nonces cannot arrive later.
     // A lost HELLO is resent soon (then less often): newer nonces supersede older ones in the
     // ordered byte stream, and no stream exists yet, so resending is harmless.
-    let retryMs = firstRetryMs;
+    let retryMs = retry.firstMs;
     for (;;) {
       signal.throwIfAborted();
       if (this.closedError) throw this.closedError;
@@ -130,7 +135,7 @@ export class AgentClient extends EventEmitter {
       const ready = new Promise<null>((resolve) => this.once("guest-ready", () => resolve(null)));
       this.sendRaw(FrameType.HELLO, 0, Buffer.concat([nonce, tlv]));
       const info = await Promise.race([acked, ready, sleep(retryMs, null, { signal }).catch(() => null)]);
-      retryMs = Math.min(1000, retryMs * 2);
+      retryMs = Math.min(retry.maxMs, retryMs * 2);
       this.removeAllListeners("guest-ready");
       if (info) {
         this.info = info;

@@ -66,14 +66,8 @@ export class FakeDisks implements HostDisks {
     return { sha256: createHash("sha256").update(data).digest("hex"), size: data.length };
   }
 
-  async flattenLayer(
-    dir: string,
-    layer: string,
-    backing: string,
-    dest: string,
-    opts: { signal?: AbortSignal } = {},
-  ): Promise<{ sha256: string; size: number }> {
+  readonly flattenLayer: HostDisks["flattenLayer"] = async (dir, layer, backing, dest, opts = {}) => {
     writeDiskFile(path.join(dir, dest), { fake: 1, backing, files: encodeFiles(filesOf(path.join(dir, layer))) });
     return this.sealLayer(path.join(dir, dest), opts);
-  }
+  };
 }

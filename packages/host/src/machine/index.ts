@@ -1,4 +1,4 @@
 export * from "./machine.js";
 export * from "./nested.js";
-export { QemuMachineHost } from "./qemu-host.js";
 export { QemuMachine } from "./qemu-machine.js";
+export { QemuMachineHost } from "./qemu-machine-host.js";

@@ -12,17 +12,6 @@ export class QemuDisks implements HostDisks {
     return createOverlay(backing, file, sizeBytes, opts);
   }
 
-  sealLayer(file: string, opts: { signal?: AbortSignal } = {}): Promise<{ sha256: string; size: number }> {
-    return sealLayer(file, opts);
-  }
-
-  flattenLayer(
-    dir: string,
-    layer: string,
-    backing: string,
-    dest: string,
-    opts: { signal?: AbortSignal } = {},
-  ): Promise<{ sha256: string; size: number }> {
-    return flattenLayer(dir, layer, backing, dest, opts);
-  }
+  readonly sealLayer: HostDisks["sealLayer"] = sealLayer;
+  readonly flattenLayer: HostDisks["flattenLayer"] = flattenLayer;
 }

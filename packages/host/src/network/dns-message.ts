@@ -1,12 +1,17 @@
+/// <reference path="./dns-packet-tables.d.ts" />
 /**
- * DNS wire format (RFC 1035, EDNS0 from RFC 6891): just what the sandbox resolver needs.
+ * DNS messages for the sandbox resolver, over `dns-packet` (RFC 1035 wire format, EDNS0).
  *
- * Everything parsed here is attacker input (the sandbox's queries) or comes off the network
- * (upstream answers): every read is bounds-checked, compression pointers may only point
- * strictly backwards (so following them always terminates), names are capped at 255 octets on
- * the wire and labels at 63, and any violation throws `DnsFormatError`, never anything else.
+ * The library reads and writes the wire; this module gives the resolver numbers instead of
+ * names for types, classes and codes, presentation-form names that cannot be misread, and one
+ * error type. Everything parsed here is attacker input (the sandbox's queries) or comes off the
+ * network (upstream answers): dns-packet bounds every read and lets compression pointers point
+ * only backwards (so following them terminates) and caps names at 255 octets; any failure of
+ * the library is rethrown as `DnsFormatError`, never anything else.
  */
-import { isIPv4, isIPv6 } from "node:net";
+import packet from "dns-packet";
+import classes from "dns-packet/classes.js";
+import types from "dns-packet/types.js";
 
 export const DnsType = {
   A: 1,
@@ -36,9 +41,6 @@ export const DnsRcode = {
 } as const;
 
 export const DNS_HEADER_BYTES = 12;
-/** Longest name on the wire, terminating zero included (RFC 1035 2.3.4). */
-export const DNS_MAX_NAME_BYTES = 255;
-export const DNS_MAX_LABEL_BYTES = 63;
 
 export class DnsFormatError extends Error {
   override name = "DnsFormatError";
@@ -62,9 +64,9 @@ export interface DnsHeader {
 }
 
 export interface DnsQuestion {
-  /** Presentation form, case preserved, no trailing dot ("" for the root); see `labelsToName`. */
+  /** Presentation form, case preserved, no trailing dot ("" for the root); see `decodeName`. */
   name: string;
-  /** The raw labels, as they were on the wire. */
+  /** The labels (a byte other than a letter, digit, '-' or '_' makes `isHostnameLabels` false). */
   labels: Buffer[];
   type: number;
   class: number;
@@ -76,8 +78,7 @@ export interface DnsRecord {
   class: number;
   /** Seconds; values with the top bit set read as 0 (RFC 2181 8). */
   ttl: number;
-  rdata: Buffer;
-  /** A/AAAA: the address; CNAME/NS/PTR: the target name (decompressed); otherwise null. */
+  /** A/AAAA: the address; CNAME/NS/PTR: the target name; otherwise null. */
   data: string | null;
 }
 
@@ -97,250 +98,8 @@ export interface DnsMessage {
   edns: DnsEdns | null;
 }
 
-const FLAG_QR = 0x8000;
-const FLAG_AA = 0x0400;
-const FLAG_TC = 0x0200;
-const FLAG_RD = 0x0100;
-const FLAG_RA = 0x0080;
-const FLAG_AD = 0x0020;
-const FLAG_CD = 0x0010;
-
-export function parseHeader(buf: Buffer): DnsHeader {
-  if (buf.length < DNS_HEADER_BYTES) throw new DnsFormatError("message shorter than a header");
-  const flags = buf.readUInt16BE(2);
-  return {
-    id: buf.readUInt16BE(0),
-    qr: (flags & FLAG_QR) !== 0,
-    opcode: (flags >> 11) & 0xf,
-    aa: (flags & FLAG_AA) !== 0,
-    tc: (flags & FLAG_TC) !== 0,
-    rd: (flags & FLAG_RD) !== 0,
-    ra: (flags & FLAG_RA) !== 0,
-    ad: (flags & FLAG_AD) !== 0,
-    cd: (flags & FLAG_CD) !== 0,
-    rcode: flags & 0xf,
-    qdcount: buf.readUInt16BE(4),
-    ancount: buf.readUInt16BE(6),
-    nscount: buf.readUInt16BE(8),
-    arcount: buf.readUInt16BE(10),
-  };
-}
-
-function encodeFlags(h: Partial<DnsHeader>): number {
-  let f = ((h.opcode ?? 0) & 0xf) << 11;
-  if (h.qr) f |= FLAG_QR;
-  if (h.aa) f |= FLAG_AA;
-  if (h.tc) f |= FLAG_TC;
-  if (h.rd) f |= FLAG_RD;
-  if (h.ra) f |= FLAG_RA;
-  if (h.ad) f |= FLAG_AD;
-  if (h.cd) f |= FLAG_CD;
-  return f | ((h.rcode ?? 0) & 0xf);
-}
-
-/** Label bytes written as themselves in presentation form; everything else becomes `\DDD`. */
-function isPlainLabelByte(b: number): boolean {
-  return (
-    (b >= 0x30 && b <= 0x39) || // 0-9
-    (b >= 0x41 && b <= 0x5a) || // A-Z
-    (b >= 0x61 && b <= 0x7a) || // a-z
-    b === 0x2d || // -
-    b === 0x5f // _
-  );
-}
-
-/** True when every label is non-empty and made only of letters, digits, '-' and '_'. */
-export function isHostnameLabels(labels: readonly Buffer[]): boolean {
-  for (const label of labels) {
-    if (label.length === 0) return false;
-    for (const b of label) if (!isPlainLabelByte(b)) return false;
-  }
-  return true;
-}
-
-/**
- * Presentation form: labels joined with '.', bytes other than letters, digits, '-' and '_'
- * escaped as `\DDD`, so a label containing a dot can never read as two labels. Case is kept;
- * lower-casing the result compares names the way DNS does (letters are never escaped).
- */
-export function labelsToName(labels: readonly Buffer[]): string {
-  const parts: string[] = [];
-  for (const label of labels) {
-    let s = "";
-    for (const b of label) s += isPlainLabelByte(b) ? String.fromCharCode(b) : "\\" + String(b).padStart(3, "0");
-    parts.push(s);
-  }
-  return parts.join(".");
-}
-
-/**
- * Reads a (possibly compressed) name at `offset`. `next` is the offset just after the name
- * where it started (after the first pointer, if any). Pointers must point strictly before the
- * start of the run of labels that contains them, so every jump goes backwards and the walk
- * terminates; the 255-octet cap bounds the labels collected.
- */
-export function decodeName(buf: Buffer, offset: number): { labels: Buffer[]; name: string; next: number } {
-  const labels: Buffer[] = [];
-  let pos = offset;
-  let runStart = offset;
-  let next = -1;
-  let wireBytes = 1; // the terminating zero
-  for (;;) {
-    if (pos < 0 || pos >= buf.length) throw new DnsFormatError("name runs past the end of the message");
-    const len = buf[pos]!;
-    if (len === 0) {
-      if (next < 0) next = pos + 1;
-      break;
-    }
-    const kind = len & 0xc0;
-    if (kind === 0xc0) {
-      if (pos + 1 >= buf.length) throw new DnsFormatError("truncated compression pointer");
-      const target = ((len & 0x3f) << 8) | buf[pos + 1]!;
-      if (next < 0) next = pos + 2;
-      if (target >= runStart) throw new DnsFormatError("compression pointer does not point backwards");
-      runStart = target;
-      pos = target;
-      continue;
-    }
-    if (kind !== 0) throw new DnsFormatError("unsupported label type");
-    if (len > DNS_MAX_LABEL_BYTES) throw new DnsFormatError("label longer than 63 octets");
-    if (pos + 1 + len > buf.length) throw new DnsFormatError("label runs past the end of the message");
-    wireBytes += 1 + len;
-    if (wireBytes > DNS_MAX_NAME_BYTES) throw new DnsFormatError("name longer than 255 octets");
-    labels.push(buf.subarray(pos + 1, pos + 1 + len));
-    pos += 1 + len;
-  }
-  return { labels, name: labelsToName(labels), next };
-}
-
-function formatIPv6(b: Buffer): string {
-  const groups: string[] = [];
-  for (let i = 0; i < 16; i += 2) groups.push(b.readUInt16BE(i).toString(16));
-  return groups.join(":");
-}
-
-function parseIPv6(text: string): Buffer {
-  if (!isIPv6(text)) throw new TypeError(`not an IPv6 address: ${text}`);
-  let s = text;
-  const out = Buffer.alloc(16);
-  const v4 = /(\d+\.\d+\.\d+\.\d+)$/.exec(s);
-  let tail: number[] = [];
-  if (v4?.[1]) {
-    const p = v4[1].split(".").map(Number);
-    tail = [((p[0] ?? 0) << 8) | (p[1] ?? 0), ((p[2] ?? 0) << 8) | (p[3] ?? 0)];
-    s = s.slice(0, -v4[1].length) + "0";
-  }
-  const [head = "", rest] = s.split("::") as [string, string | undefined];
-  const hs = head ? head.split(":") : [];
-  const rs = rest !== undefined && rest !== "" ? rest.split(":") : [];
-  let groups = rest === undefined ? hs : [...hs, ...new Array<string>(8 - hs.length - rs.length).fill("0"), ...rs];
-  groups = groups.map((g) => g || "0");
-  const nums = groups.map((g) => Number.parseInt(g, 16));
-  if (tail.length) nums.splice(nums.length - 1, 1, ...tail);
-  nums.slice(0, 8).forEach((n, i) => {
-    out.writeUInt16BE(n & 0xffff, i * 2);
-  });
-  return out;
-}
-
-function readRecord(buf: Buffer, offset: number): { record: DnsRecord; next: number } {
-  const { name, next: afterName } = decodeName(buf, offset);
-  if (afterName + 10 > buf.length) throw new DnsFormatError("record header runs past the end of the message");
-  const type = buf.readUInt16BE(afterName);
-  const klass = buf.readUInt16BE(afterName + 2);
-  const rawTtl = buf.readUInt32BE(afterName + 4);
-  const rdlength = buf.readUInt16BE(afterName + 8);
-  const start = afterName + 10;
-  const end = start + rdlength;
-  if (end > buf.length) throw new DnsFormatError("rdata runs past the end of the message");
-  const rdata = buf.subarray(start, end);
-  let data: string | null = null;
-  if (klass === DnsClass.IN && type === DnsType.A) {
-    if (rdlength !== 4) throw new DnsFormatError("A record with rdata not 4 octets");
-    data = `${rdata[0]}.${rdata[1]}.${rdata[2]}.${rdata[3]}`;
-  } else if (klass === DnsClass.IN && type === DnsType.AAAA) {
-    if (rdlength !== 16) throw new DnsFormatError("AAAA record with rdata not 16 octets");
-    data = formatIPv6(rdata);
-  } else if (type === DnsType.CNAME || type === DnsType.NS || type === DnsType.PTR) {
-    const target = decodeName(buf, start);
-    if (target.next !== end) throw new DnsFormatError("name in rdata does not fill the rdata");
-    data = target.name;
-  }
-  return {
-    // OPT keeps its raw TTL field (extended rcode, version, flags).
-    record: { name, type, class: klass, ttl: rawTtl > 0x7fffffff && type !== DnsType.OPT ? 0 : rawTtl, rdata, data },
-    next: end,
-  };
-}
-
-/**
- * Parses a whole message. Record counts are bounded by the message itself (a record takes
- * at least 11 octets), so a header claiming 65535 answers only costs a bounds check.
- * Trailing bytes after the last section are ignored.
- */
-export function parseMessage(buf: Buffer): DnsMessage {
-  const header = parseHeader(buf);
-  let pos = DNS_HEADER_BYTES;
-  const questions: DnsQuestion[] = [];
-  for (let i = 0; i < header.qdcount; i++) {
-    const { labels, name, next } = decodeName(buf, pos);
-    if (next + 4 > buf.length) throw new DnsFormatError("question runs past the end of the message");
-    questions.push({ name, labels, type: buf.readUInt16BE(next), class: buf.readUInt16BE(next + 2) });
-    pos = next + 4;
-  }
-  const section = (count: number): DnsRecord[] => {
-    const out: DnsRecord[] = [];
-    for (let i = 0; i < count; i++) {
-      const { record, next } = readRecord(buf, pos);
-      out.push(record);
-      pos = next;
-    }
-    return out;
-  };
-  const answers = section(header.ancount);
-  const authorities = section(header.nscount);
-  const rawAdditionals = section(header.arcount);
-  let edns: DnsEdns | null = null;
-  const additionals: DnsRecord[] = [];
-  for (const r of rawAdditionals) {
-    if (r.type !== DnsType.OPT) {
-      additionals.push(r);
-      continue;
-    }
-    if (edns) throw new DnsFormatError("more than one OPT record");
-    if (r.name !== "") throw new DnsFormatError("OPT record not owned by the root");
-    // TTL field of OPT: extended rcode (8), version (8), DO (1), Z (15); the raw value is needed.
-    const raw = r.ttl;
-    edns = { udpSize: r.class, version: (raw >>> 16) & 0xff, dnssecOk: (raw & 0x8000) !== 0 };
-  }
-  return { header, questions, answers, authorities, additionals, edns };
-}
-
-/** Encodes a name in presentation form without escapes ("" or "." is the root). */
-export function encodeName(name: string): Buffer {
-  const labels = nameToLabels(name);
-  const parts: Buffer[] = [];
-  for (const l of labels) parts.push(Buffer.from([l.length]), l);
-  parts.push(Buffer.from([0]));
-  return Buffer.concat(parts);
-}
-
-function nameToLabels(name: string): Buffer[] {
-  const trimmed = name.endsWith(".") ? name.slice(0, -1) : name;
-  if (trimmed === "") return [];
-  if (trimmed.includes("\\")) throw new TypeError("escaped names are not supported by the encoder");
-  const labels = trimmed.split(".").map((l) => Buffer.from(l, "latin1"));
-  let total = 1;
-  for (const l of labels) {
-    if (l.length === 0 || l.length > DNS_MAX_LABEL_BYTES) throw new TypeError(`bad label in ${JSON.stringify(name)}`);
-    total += 1 + l.length;
-  }
-  if (total > DNS_MAX_NAME_BYTES) throw new TypeError("name longer than 255 octets");
-  return labels;
-}
-
 export interface DnsQuestionInput {
-  /** A name, or the raw labels (kept byte for byte, case included). */
+  /** A name, or its labels. */
   name: string | readonly Buffer[];
   type: number;
   class?: number;
@@ -351,7 +110,7 @@ export interface DnsRecordInput {
   type: number;
   class?: number;
   ttl: number;
-  /** A/AAAA: address text; CNAME/NS/PTR: a name (compressed); TXT: one string; else raw rdata. */
+  /** A/AAAA: address text; CNAME/NS/PTR: a name; TXT: one string; else raw rdata. */
   data: string | Buffer;
 }
 
@@ -365,122 +124,194 @@ export interface DnsMessageInput {
   edns?: { udpSize: number; dnssecOk?: boolean } | null;
 }
 
-/** Growable writer with name compression (RFC 1035 4.1.4). */
-class Writer {
-  private buf = Buffer.alloc(512);
-  length = 0;
-  private readonly names = new Map<string, number>();
+// dns-packet's name codec: exported at run time, left out of its type declarations.
+interface NameCodec {
+  decode: ((buf: Buffer, offset?: number, opts?: { mail?: boolean }) => string) & { bytes: number };
+}
+const codecs = packet as unknown as { name: NameCodec };
 
-  private ensure(n: number): void {
-    if (this.length + n <= this.buf.length) return;
-    const next = Buffer.alloc(Math.max(this.buf.length * 2, this.length + n));
-    this.buf.copy(next, 0, 0, this.length);
-    this.buf = next;
-  }
-  u8(v: number): void {
-    this.ensure(1);
-    this.buf.writeUInt8(v & 0xff, this.length);
-    this.length += 1;
-  }
-  u16(v: number): void {
-    this.ensure(2);
-    this.buf.writeUInt16BE(v & 0xffff, this.length);
-    this.length += 2;
-  }
-  u32(v: number): void {
-    this.ensure(4);
-    this.buf.writeUInt32BE(v >>> 0, this.length);
-    this.length += 4;
-  }
-  bytes(b: Buffer): void {
-    this.ensure(b.length);
-    b.copy(this.buf, this.length);
-    this.length += b.length;
-  }
-  setU16(at: number, v: number): void {
-    this.buf.writeUInt16BE(v & 0xffff, at);
-  }
-  name(labels: readonly Buffer[], compress: boolean): void {
-    for (let i = 0; i < labels.length; i++) {
-      const key = labelsToName(labels.slice(i)).toLowerCase();
-      const at = compress ? this.names.get(key) : undefined;
-      if (at !== undefined) {
-        this.u16(0xc000 | at);
-        return;
-      }
-      if (compress && this.length < 0x3fff) this.names.set(key, this.length);
-      const l = labels[i]!;
-      this.u8(l.length);
-      this.bytes(l);
-    }
-    this.u8(0);
-  }
-  result(): Buffer {
-    return Buffer.from(this.buf.subarray(0, this.length));
+/** Runs a dns-packet decoder: whatever it throws becomes a DnsFormatError. */
+function decoding<T>(fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    if (err instanceof DnsFormatError) throw err;
+    const why = err instanceof Error ? err.message : String(err);
+    // dns-packet says "name too long" for names past 255 octets on the wire.
+    throw new DnsFormatError(/name too long/.test(why) ? "name longer than 255 octets" : `malformed message: ${why}`);
   }
 }
 
-function writeRecord(w: Writer, r: DnsRecordInput): void {
-  w.name(nameToLabels(r.name), true);
-  w.u16(r.type);
-  w.u16(r.class ?? DnsClass.IN);
-  w.u32(r.ttl);
-  const lenAt = w.length;
-  w.u16(0);
-  const start = w.length;
-  if (Buffer.isBuffer(r.data)) {
-    w.bytes(r.data);
-  } else if (r.type === DnsType.A) {
-    if (!isIPv4(r.data)) throw new TypeError(`not an IPv4 address: ${r.data}`);
-    for (const p of r.data.split(".")) w.u8(Number(p));
-  } else if (r.type === DnsType.AAAA) {
-    w.bytes(parseIPv6(r.data));
-  } else if (r.type === DnsType.CNAME || r.type === DnsType.NS || r.type === DnsType.PTR) {
-    w.name(nameToLabels(r.data), true);
-  } else if (r.type === DnsType.TXT) {
-    const b = Buffer.from(r.data, "utf8");
-    for (let i = 0; i < b.length || i === 0; i += 255) {
-      const chunk = b.subarray(i, i + 255);
-      w.u8(chunk.length);
-      w.bytes(chunk);
+/** Label bytes written as themselves in presentation form; everything else becomes `\DDD`. */
+function isPlainLabelByte(b: number): boolean {
+  return (b >= 0x30 && b <= 0x39) || (b >= 0x41 && b <= 0x5a) || (b >= 0x61 && b <= 0x7a) || b === 0x2d || b === 0x5f;
+}
+
+/** True when every label is non-empty and made only of letters, digits, '-' and '_'. */
+export function isHostnameLabels(labels: readonly Buffer[]): boolean {
+  return labels.every((label) => label.length > 0 && label.every(isPlainLabelByte));
+}
+
+/**
+ * Reads a (possibly compressed) name at `offset`; `next` is the offset just after it.
+ * Presentation form: bytes other than letters, digits, '-' and '_' are escaped as `\DDD`, so a
+ * label containing a dot can never read as two labels. Case is kept.
+ */
+export function decodeName(buf: Buffer, offset: number): { labels: Buffer[]; name: string; next: number } {
+  // `mail` makes dns-packet escape a dot inside a label as "\.", telling it apart from a separator.
+  const text = decoding(() => codecs.name.decode(buf, offset, { mail: true }));
+  const next = offset + codecs.name.decode.bytes;
+  const labels = text === "." ? [] : text.split(/(?<!\\)\./).map((l) => Buffer.from(l.replaceAll("\\.", "."), "utf8"));
+  const name = labels
+    .map((l) => [...l].map((b) => (isPlainLabelByte(b) ? String.fromCharCode(b) : "\\" + String(b).padStart(3, "0"))).join(""))
+    .join(".");
+  return { labels, name, next };
+}
+
+/** The fixed 12-octet header (RFC 1035 4.1.1): what a reply to an unparseable query still needs. */
+export function parseHeader(buf: Buffer): DnsHeader {
+  if (buf.length < DNS_HEADER_BYTES) throw new DnsFormatError("message shorter than a header");
+  const f = buf.readUInt16BE(2);
+  return {
+    id: buf.readUInt16BE(0),
+    qr: (f & 0x8000) !== 0,
+    opcode: (f >> 11) & 0xf,
+    aa: (f & packet.AUTHORITATIVE_ANSWER) !== 0,
+    tc: (f & packet.TRUNCATED_RESPONSE) !== 0,
+    rd: (f & packet.RECURSION_DESIRED) !== 0,
+    ra: (f & packet.RECURSION_AVAILABLE) !== 0,
+    ad: (f & packet.AUTHENTIC_DATA) !== 0,
+    cd: (f & packet.CHECKING_DISABLED) !== 0,
+    rcode: f & 0xf,
+    qdcount: buf.readUInt16BE(4),
+    ancount: buf.readUInt16BE(6),
+    nscount: buf.readUInt16BE(8),
+    arcount: buf.readUInt16BE(10),
+  };
+}
+
+const NAMED_DATA = new Set<number>([DnsType.A, DnsType.AAAA, DnsType.CNAME, DnsType.NS, DnsType.PTR]);
+
+function recordOf(a: packet.Answer): DnsRecord {
+  const type = types.toType(a.type);
+  const ttl = "ttl" in a ? (a.ttl ?? 0) : 0;
+  const klass = "class" in a && a.class ? classes.toClass(a.class) : DnsClass.IN;
+  const value = "data" in a ? a.data : null;
+  const data = NAMED_DATA.has(type) && typeof value === "string" ? value.replace(/\.$/, "") : null;
+  return { name: a.name === "." ? "" : a.name, type, class: klass, ttl: ttl > 0x7fffffff ? 0 : ttl, data };
+}
+
+/**
+ * Parses a whole message. Record counts are bounded by the message itself, so a header claiming
+ * 65535 answers only costs a bounds check. Trailing bytes after the last section are ignored.
+ */
+export function parseMessage(buf: Buffer): DnsMessage {
+  const header = parseHeader(buf);
+  // A question takes at least 5 octets and a record 11: a header claiming more than the message
+  // can hold is refused before dns-packet allocates its sections by the claimed counts.
+  const least = header.qdcount * 5 + (header.ancount + header.nscount + header.arcount) * 11;
+  if (DNS_HEADER_BYTES + least > buf.length) throw new DnsFormatError("record counts larger than the message");
+  const p = decoding(() => packet.decode(buf));
+  // The first question's name again with dots inside labels escaped (the resolver refuses those).
+  const first = header.qdcount > 0 ? decodeName(buf, DNS_HEADER_BYTES) : null;
+  const questions = (p.questions ?? []).map((q, i) => {
+    const named =
+      i === 0 && first ? first : { name: q.name === "." ? "" : q.name, labels: q.name.split(".").map((l) => Buffer.from(l)) };
+    const { name, labels } = named;
+    return { name, labels, type: types.toType(q.type), class: classes.toClass(q.class ?? "IN") };
+  });
+  let edns: DnsEdns | null = null;
+  const additionals: DnsRecord[] = [];
+  for (const r of p.additionals ?? []) {
+    if (r.type !== "OPT") {
+      additionals.push(recordOf(r));
+      continue;
     }
-  } else {
-    throw new TypeError(`give raw rdata for record type ${r.type}`);
+    if (edns) throw new DnsFormatError("more than one OPT record");
+    if (r.name !== ".") throw new DnsFormatError("OPT record not owned by the root");
+    const raw = r as packet.OptAnswer & { ednsVersion?: number };
+    edns = {
+      udpSize: raw.udpPayloadSize ?? 512,
+      version: raw.ednsVersion ?? 0,
+      dnssecOk: ((raw.flags ?? 0) & packet.DNSSEC_OK) !== 0,
+    };
   }
-  const len = w.length - start;
-  if (len > 0xffff) throw new TypeError("rdata longer than 65535 octets");
-  w.setU16(lenAt, len);
+  return {
+    header,
+    questions,
+    answers: (p.answers ?? []).map(recordOf),
+    authorities: (p.authorities ?? []).map(recordOf),
+    additionals,
+    edns,
+  };
+}
+
+function typeName(type: number, raw: boolean): string {
+  // dns-packet writes the rdata of a type it does not know byte for byte.
+  return raw ? `UNKNOWN_${type}` : types.toString(type);
+}
+
+function nameText(name: string | readonly Buffer[]): string {
+  const text = typeof name === "string" ? name : name.map((l) => l.toString("utf8")).join(".");
+  return text === "" ? "." : text;
+}
+
+function answerOf(r: DnsRecordInput): packet.Answer {
+  const raw = Buffer.isBuffer(r.data);
+  // A TXT string goes out as character-strings of at most 255 octets each.
+  let data: string | Buffer | Buffer[] = r.data;
+  if (r.type === DnsType.TXT && typeof r.data === "string") {
+    const bytes = Buffer.from(r.data, "utf8");
+    data = [];
+    for (let i = 0; i < bytes.length || i === 0; i += 255) data.push(bytes.subarray(i, i + 255));
+  }
+  return {
+    name: nameText(r.name),
+    type: typeName(r.type, raw),
+    class: classes.toString(r.class ?? DnsClass.IN),
+    ttl: r.ttl,
+    data,
+  } as packet.Answer;
 }
 
 export function encodeMessage(msg: DnsMessageInput): Buffer {
-  const w = new Writer();
-  const questions = msg.questions ?? [];
-  const answers = msg.answers ?? [];
-  const authorities = msg.authorities ?? [];
-  const additionals = msg.additionals ?? [];
-  w.u16(msg.header.id);
-  w.u16(encodeFlags(msg.header));
-  w.u16(questions.length);
-  w.u16(answers.length);
-  w.u16(authorities.length);
-  w.u16(additionals.length + (msg.edns ? 1 : 0));
-  for (const q of questions) {
-    if (typeof q.name === "string") w.name(nameToLabels(q.name), true);
-    else w.name(q.name, true);
-    w.u16(q.type);
-    w.u16(q.class ?? DnsClass.IN);
-  }
-  for (const r of answers) writeRecord(w, r);
-  for (const r of authorities) writeRecord(w, r);
-  for (const r of additionals) writeRecord(w, r);
+  const h = msg.header;
+  const flags =
+    (((h.opcode ?? 0) & 0xf) << 11) |
+    (h.aa ? packet.AUTHORITATIVE_ANSWER : 0) |
+    (h.tc ? packet.TRUNCATED_RESPONSE : 0) |
+    (h.rd ? packet.RECURSION_DESIRED : 0) |
+    (h.ra ? packet.RECURSION_AVAILABLE : 0) |
+    (h.ad ? packet.AUTHENTIC_DATA : 0) |
+    (h.cd ? packet.CHECKING_DISABLED : 0) |
+    ((h.rcode ?? 0) & 0xf);
+  const additionals = (msg.additionals ?? []).map(answerOf);
   if (msg.edns) {
-    w.u8(0);
-    w.u16(DnsType.OPT);
-    w.u16(msg.edns.udpSize);
-    w.u32(msg.edns.dnssecOk ? 0x8000 : 0);
-    w.u16(0);
+    const flags = msg.edns.dnssecOk ? packet.DNSSEC_OK : 0;
+    additionals.push({
+      name: ".",
+      type: "OPT",
+      udpPayloadSize: msg.edns.udpSize,
+      extendedRcode: 0,
+      ednsVersion: 0,
+      flags,
+      flag_do: flags !== 0,
+      options: [],
+    });
   }
-  return w.result();
+  return packet.encode({
+    id: h.id,
+    type: h.qr ? "response" : "query",
+    flags,
+    questions: (msg.questions ?? []).map((q) => ({
+      name: nameText(q.name),
+      type: typeName(q.type, false) as packet.RecordType,
+      class: classes.toString(q.class ?? DnsClass.IN) as packet.RecordClass,
+    })),
+    answers: (msg.answers ?? []).map(answerOf),
+    authorities: (msg.authorities ?? []).map(answerOf),
+    additionals,
+  });
 }
 
 /** Builds a recursive query (RD set). */

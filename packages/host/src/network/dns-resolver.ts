@@ -43,7 +43,6 @@
  *   connections per source and 1024 in all.
  */
 
-import { randomInt } from "node:crypto";
 import dgram from "node:dgram";
 import net from "node:net";
 import {
@@ -54,21 +53,14 @@ import {
   DnsRcode,
   type DnsRecordInput,
   DnsType,
-  encodeMessage,
   isHostnameLabels,
   parseHeader,
   parseMessage,
 } from "./dns-message.js";
-import { chainAddresses, fitReply, localReply, MAX_UDP_PAYLOAD, plainAddress, type Query, udpLimit } from "./dns-replies.js";
-import {
-  type DnsUpstream,
-  type ExchangeContext,
-  exchangeTcp,
-  exchangeUdp,
-  type UpstreamAnswer,
-  UpstreamError,
-  withTimeout,
-} from "./dns-upstream.js";
+import { SourceRateLimit } from "./dns-rate.js";
+import { chainAddresses, fitReply, localReply, plainAddress, type Query, udpLimit } from "./dns-replies.js";
+import { serveTcpConnection } from "./dns-tcp.js";
+import { askUpstream, type DnsUpstream, type UpstreamAnswer, withTimeout } from "./dns-upstream.js";
 
 // Re-exported so that `@sandtree/host` exports exactly what it did before the split.
 export { chainAddresses, nameMatches } from "./dns-replies.js";
@@ -111,25 +103,15 @@ const FORWARDED_TYPES: ReadonlySet<number> = new Set([
   DnsType.TXT,
   DnsType.SRV,
 ]);
-const TCP_MAX_PIPELINE = 16;
 const TCP_MAX_PER_SOURCE = 16;
 const TCP_MAX_CONNECTIONS = 1024;
-const MAX_BUCKETS = 4096;
-
-interface Bucket {
-  tokens: number;
-  at: number;
-}
-
-type Transport = "udp" | "tcp";
 
 export class DnsResolver {
   private readonly upstream: DnsUpstream[];
   private readonly clientFor: (srcAddress: string) => ResolverClient | null;
   private readonly log: { warn(o: object, m: string): void } | undefined;
   private readonly timeoutMs: number;
-  private readonly perSecond: number;
-  private readonly burst: number;
+  private readonly rate: SourceRateLimit;
   private readonly maxInFlight: number;
   private readonly maxInFlightPerSource: number;
   private readonly tcpIdleMs: number;
@@ -137,7 +119,6 @@ export class DnsResolver {
   private udp: dgram.Socket | null = null;
   private tcp: net.Server | null = null;
   private closed = false;
-  private readonly buckets = new Map<string, Bucket>();
   private inFlight = 0;
   private readonly inFlightBySource = new Map<string, number>();
   private readonly tcpBySource = new Map<string, number>();
@@ -151,8 +132,7 @@ export class DnsResolver {
     this.clientFor = opts.clientFor;
     this.log = opts.log;
     this.timeoutMs = opts.timeoutMs ?? 2000;
-    this.perSecond = opts.rateLimit?.perSecond ?? 200;
-    this.burst = opts.rateLimit?.burst ?? 400;
+    this.rate = new SourceRateLimit(opts.rateLimit?.perSecond ?? 200, opts.rateLimit?.burst ?? 400);
     this.maxInFlight = opts.maxUpstreamInFlight ?? 256;
     this.maxInFlightPerSource = opts.maxUpstreamInFlightPerSource ?? 64;
     this.tcpIdleMs = opts.tcpIdleMs ?? 10_000;
@@ -262,46 +242,12 @@ export class DnsResolver {
     }
     this.sockets.add(socket);
     this.tcpBySource.set(src, perSource + 1);
-    socket.setNoDelay(true);
-    socket.setTimeout(this.tcpIdleMs, () => socket.destroy());
-    let pending: Buffer = Buffer.alloc(0);
-    let active = 0;
-    const pump = () => {
-      while (active < TCP_MAX_PIPELINE && pending.length >= 2 && !socket.destroyed) {
-        const len = pending.readUInt16BE(0);
-        if (pending.length < 2 + len) break;
-        const msg = Buffer.from(pending.subarray(2, 2 + len));
-        pending = pending.subarray(2 + len);
-        active++;
-        this.handle(msg, src, "tcp")
-          .then(
-            (reply) => {
-              if (!reply || socket.destroyed) return;
-              const frame = Buffer.allocUnsafe(2 + reply.length);
-              frame.writeUInt16BE(reply.length, 0);
-              reply.copy(frame, 2);
-              socket.write(frame);
-            },
-            (err: unknown) => this.warn("handler", { err: String(err) }, "dns resolver: query failed"),
-          )
-          .finally(() => {
-            active--;
-            pump();
-          });
-      }
-      if (active >= TCP_MAX_PIPELINE) socket.pause();
-      else if (socket.isPaused() && !socket.destroyed) socket.resume();
-    };
-    socket.on("data", (chunk: Buffer) => {
-      pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
-      // A full pipeline plus one maximal message is the most a well-behaved client buffers.
-      if (pending.length > 2 * 65537) {
-        socket.destroy();
-        return;
-      }
-      pump();
-    });
-    socket.on("error", () => {});
+    serveTcpConnection(socket, this.tcpIdleMs, (msg) =>
+      this.handle(msg, src, "tcp").catch((err: unknown) => {
+        this.warn("handler", { err: String(err) }, "dns resolver: query failed");
+        return null;
+      }),
+    );
     socket.on("close", () => {
       this.sockets.delete(socket);
       const n = (this.tcpBySource.get(src) ?? 1) - 1;
@@ -311,7 +257,7 @@ export class DnsResolver {
   }
 
   /** One query in, the reply out (null: drop). Never throws. */
-  private async handle(msg: Buffer, src: string, transport: Transport): Promise<Buffer | null> {
+  private async handle(msg: Buffer, src: string, transport: "udp" | "tcp"): Promise<Buffer | null> {
     try {
       return await this.answer(msg, src, transport);
     } catch (err) {
@@ -325,11 +271,11 @@ export class DnsResolver {
     }
   }
 
-  private async answer(msg: Buffer, src: string, transport: Transport): Promise<Buffer | null> {
+  private async answer(msg: Buffer, src: string, transport: "udp" | "tcp"): Promise<Buffer | null> {
     if (this.closed || msg.length < DNS_HEADER_BYTES) return null;
     const header = parseHeader(msg);
     if (header.qr) return null;
-    const token = this.takeToken(src);
+    const token = this.rate.take(src);
     if (token === null) return null;
     const limited = !token;
 
@@ -361,7 +307,7 @@ export class DnsResolver {
     return fitReply(reply, q, limit);
   }
 
-  private async resolve(q: Query, client: ResolverClient, src: string, transport: Transport): Promise<Buffer> {
+  private async resolve(q: Query, client: ResolverClient, src: string, transport: "udp" | "tcp"): Promise<Buffer> {
     const { question } = q;
     if (question.class !== DnsClass.IN) return localReply(q.header, question, q.edns, DnsRcode.REFUSED);
     if (question.type === 0 || question.type === DnsType.OPT || (question.type >= 128 && question.type <= 255)) {
@@ -390,7 +336,13 @@ export class DnsResolver {
     this.inFlightBySource.set(src, (this.inFlightBySource.get(src) ?? 0) + 1);
     let upstream: UpstreamAnswer;
     try {
-      upstream = await this.forward(q, transport);
+      upstream = await askUpstream(
+        this.upstream,
+        q,
+        transport,
+        { timeoutMs: this.timeoutMs, cancels: this.cancels },
+        () => this.closed,
+      );
     } catch (err) {
       this.warn("upstream", { err: String(err) }, "dns resolver: no upstream answer");
       return localReply(q.header, question, q.edns, DnsRcode.SERVFAIL);
@@ -415,55 +367,6 @@ export class DnsResolver {
     const out = Buffer.from(upstream.raw);
     out.writeUInt16BE(q.header.id, 0);
     return out;
-  }
-
-  /** Asks upstream: the first server, then one retry on the next. */
-  private async forward(q: Query, transport: Transport): Promise<UpstreamAnswer> {
-    if (this.upstream.length === 0) throw new UpstreamError("no upstream servers configured");
-    const id = randomInt(0, 0x10000);
-    const query = encodeMessage({
-      header: { id, rd: true, cd: q.header.cd },
-      questions: [{ name: q.question.labels, type: q.question.type }],
-      edns: q.edns ? { udpSize: MAX_UDP_PAYLOAD, dnssecOk: q.edns.dnssecOk } : null,
-    });
-    const ctx: ExchangeContext = { timeoutMs: this.timeoutMs, cancels: this.cancels };
-    let lastErr: unknown = null;
-    for (let attempt = 0; attempt < 2; attempt++) {
-      const up = this.upstream[attempt % this.upstream.length]!;
-      try {
-        if (transport === "udp") {
-          const res = await exchangeUdp(up, query, id, q.question, ctx);
-          if (!res.msg.header.tc) return res;
-        }
-        return await exchangeTcp(up, query, id, q.question, ctx);
-      } catch (err) {
-        lastErr = err;
-        if (this.closed) break;
-      }
-    }
-    throw lastErr instanceof Error ? lastErr : new UpstreamError("upstream failed");
-  }
-
-  /** False when over the rate limit, null when the source cannot even get a bucket. */
-  private takeToken(src: string): boolean | null {
-    const now = performance.now();
-    let b = this.buckets.get(src);
-    if (!b) {
-      if (this.buckets.size >= MAX_BUCKETS) {
-        // Forget sources whose bucket has refilled: they are indistinguishable from new ones.
-        for (const [k, v] of this.buckets) {
-          if (v.tokens + ((now - v.at) / 1000) * this.perSecond >= this.burst) this.buckets.delete(k);
-        }
-        if (this.buckets.size >= MAX_BUCKETS) return null;
-      }
-      b = { tokens: this.burst, at: now };
-      this.buckets.set(src, b);
-    }
-    b.tokens = Math.min(this.burst, b.tokens + ((now - b.at) / 1000) * this.perSecond);
-    b.at = now;
-    if (b.tokens < 1) return false;
-    b.tokens -= 1;
-    return true;
   }
 
   /** At most one warning per kind per 10 s: a hostile guest must not be able to flood the log. */

@@ -1,13 +1,15 @@
 /**
  * The DNS resolver's side of upstream: which servers resolv.conf names, and one query/answer
  * exchange with one server over UDP or TCP (a fresh socket per query, connected to the server,
- * taking only an answer with our ID, QR set and the same question).
+ * taking only an answer with our ID, QR set and the same question), and the retry over them.
  */
 
+import { randomInt } from "node:crypto";
 import dgram from "node:dgram";
 import { readFileSync } from "node:fs";
 import net from "node:net";
-import { type DnsMessage, type DnsQuestion, parseMessage } from "./dns-message.js";
+import { type DnsMessage, type DnsQuestion, encodeMessage, parseMessage } from "./dns-message.js";
+import { MAX_UDP_PAYLOAD, type Query } from "./dns-replies.js";
 
 export interface DnsUpstream {
   host: string;
@@ -178,4 +180,40 @@ export function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
       },
     );
   });
+}
+
+/**
+ * Asks upstream: the first server, then one retry on the next. The query is rebuilt from the
+ * parsed question (fresh random ID, RD, the client's CD bit, OPT only when the client sent one);
+ * a truncated UDP answer is asked again over TCP.
+ */
+export async function askUpstream(
+  upstream: readonly DnsUpstream[],
+  q: Query,
+  transport: "udp" | "tcp",
+  ctx: ExchangeContext,
+  closed: () => boolean,
+): Promise<UpstreamAnswer> {
+  if (upstream.length === 0) throw new UpstreamError("no upstream servers configured");
+  const id = randomInt(0, 0x10000);
+  const query = encodeMessage({
+    header: { id, rd: true, cd: q.header.cd },
+    questions: [{ name: q.question.labels, type: q.question.type }],
+    edns: q.edns ? { udpSize: MAX_UDP_PAYLOAD, dnssecOk: q.edns.dnssecOk } : null,
+  });
+  let lastErr: unknown = null;
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const up = upstream[attempt % upstream.length]!;
+    try {
+      if (transport === "udp") {
+        const res = await exchangeUdp(up, query, id, q.question, ctx);
+        if (!res.msg.header.tc) return res;
+      }
+      return await exchangeTcp(up, query, id, q.question, ctx);
+    } catch (err) {
+      lastErr = err;
+      if (closed()) break;
+    }
+  }
+  throw lastErr instanceof Error ? lastErr : new UpstreamError("upstream failed");
 }

@@ -49,17 +49,20 @@ async function grantFiles(lease: JailLease, o: LaunchOptions): Promise<void> {
     lease.own(spec.rootDisk);
     readable.push(spec.rootDisk, ...JailLease.backingChain(spec.rootDisk));
   }
+  const writable: string[] = [];
   if (spec.memoryFile?.share) {
     if (!existsSync(spec.memoryFile.path)) closeSync(openSync(spec.memoryFile.path, "a"));
     lease.own(spec.memoryFile.path);
     readable.push(spec.memoryFile.path);
   } else if (spec.memoryFile) {
-    await lease.allow([spec.memoryFile.path], "rw");
+    writable.push(spec.memoryFile.path);
   }
-  await lease.allow(readable, "r");
   // Under KVM QEMU opens /dev/kvm itself, which hosts keep 0660 root:kvm (a guest's devtmpfs:
   // 0600): the VM's uid, which has no group, gets its own ACL entry, removed with the lease.
-  if (spec.accel === "kvm" && existsSync(KVM_DEVICE)) await lease.allow([KVM_DEVICE], "rw");
+  if (spec.accel === "kvm" && existsSync(KVM_DEVICE)) writable.push(KVM_DEVICE);
+  // One setfacl for what it writes (a clone's template RAM and /dev/kvm), one for what it reads.
+  if (writable.length) await lease.allow(writable, "rw");
+  await lease.allow(readable, "r");
   if (spec.tap) await ownTap(spec.tap, lease.uid);
 }
 

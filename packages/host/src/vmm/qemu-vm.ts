@@ -6,86 +6,18 @@ import { SandtreeError } from "@sandtree/protocol";
 import { AgentClient } from "../agent/agent-client.js";
 import { qcow2VirtualSize } from "../disks/overlay.js";
 import { modulesDiskFor } from "../paths.js";
-import { loadVmState } from "../snapshots/migration.js";
 import { Deadline } from "../util/deadline.js";
-import { defaultJailConfig, type JailConfig, JailLease } from "./jail.js";
-import { type Accel, type QemuVmSpec, ROOT_NODE } from "./qemu-args.js";
-import { INCOMING_FD, launchQemu } from "./qemu-launch.js";
+import { defaultJailConfig, JailLease } from "./jail.js";
+import { ROOT_NODE } from "./qemu-args.js";
+import { launchQemu } from "./qemu-launch.js";
 import { qemuAlive } from "./qemu-processes.js";
 import { QmpClient, QmpClosedError } from "./qmp-client.js";
 import { startFailureSentence } from "./start-failure.js";
+import { connectGuest } from "./vm-connect.js";
+import { type AdoptOptions, qemuSpecOf, type VmOptions, type VmPaths } from "./vm-options.js";
 
 export { findQemuProcesses, qemuAlive, qemuPidsNamed } from "./qemu-processes.js";
-
-export interface VmOptions {
-  name: string;
-  accel: Accel;
-  cpuCores: number;
-  memoryMb: number;
-  kernel: string;
-  initramfs: string;
-  rootDisk?: string;
-  /** Holds the sockets and pid file; removed on stop. Keep it short (Unix socket paths). */
-  runDir: string;
-  /** Holds console.log and qemu.log; kept after stop for post-mortems. */
-  logDir: string;
-  bootTimeoutMs?: number;
-  signal?: AbortSignal;
-  qemuBinary?: string;
-  /** Guest RAM in a file (templates share it; clones map it copy-on-write). */
-  memoryFile?: { path: string; share: boolean };
-  /** Resume from a state saved by saveVmState (RAM from `memoryFile`) instead of booting. */
-  restoreFrom?: string;
-  /** A NIC on this tap device (created beforehand by the network manager). */
-  tap?: string;
-  /** eth0's configuration, sent with every handshake: "ADDR/PREFIX GATEWAY", or "-" for none. */
-  guestNet?: string;
-  /**
-   * The guest stops before reading its root disk (`sandtree.root=wait`): a warm template boots so.
-   * With `restoreFrom` (a clone of such a template) the clone's `rootDisk` is resized to its own
-   * size in QEMU and the agent mounts it at the handshake.
-   */
-  rootWait?: boolean;
-  /** Hardware virtualization for the guest (cpuModel in qemu-args.ts). */
-  nested?: boolean;
-  /** The root disk's writable top opened O_DIRECT, and every overlay a snapshot puts on it (DiskCache). */
-  directDisk?: boolean;
-  /** Runs with QEMU's pid the moment it is spawned (its cgroup); a throw fails the start and kills it. */
-  onSpawn?: (pid: number) => void;
-  /** The jail QEMU runs in (its host's option; default: defaultJailConfig(), on when root). */
-  jail?: JailConfig;
-}
-
-/** A QEMU that outlived the server which started it (found by its pid and `-name`). */
-export interface AdoptOptions {
-  /** QEMU's `-name`: its command line must carry it, since pids are reused. */
-  name: string;
-  pid: number;
-  /** The run directory it was started with (QMP and agent sockets). */
-  runDir: string;
-  logDir: string;
-  /**
-   * The one deadline of the whole adoption (default 10 s): QMP connect and commands, the agent's
-   * connect and handshake, disk discovery. A VM that misses it is killed (SIGKILL, which also
-   * ends a stopped process) and adopt() throws.
-   */
-  connectTimeoutMs?: number;
-  /** eth0's configuration, re-sent with the handshake (see VmOptions.guestNet). */
-  guestNet?: string;
-  /**
-   * The sandbox was PAUSED: its CPUs are stopped again once the agent has answered. A stopped
-   * guest cannot answer the handshake, so whatever QEMU's run state (paused by us, by a crash
-   * mid-pause or mid-checkpoint), the VM is continued for the handshake first.
-   */
-  keepPaused?: boolean;
-  signal?: AbortSignal;
-  /** Overlays later snapshots put on its disk are opened O_DIRECT (as its host starts disks). */
-  directDisk?: boolean;
-  /** The jail of the host adopting it (default: defaultJailConfig()): its lease is taken over when QEMU runs as a uid of its pool. */
-  jail?: JailConfig;
-}
-
-type VmPaths = Pick<VmOptions, "name" | "runDir" | "logDir" | "rootDisk" | "directDisk">;
+export type { AdoptOptions, VmOptions } from "./vm-options.js";
 
 /** The image file of a block node; QEMU reports a `json:{...}` name for nodes we stacked. */
 function nodeFileName(file: string): string {
@@ -190,26 +122,7 @@ export class QemuVm extends EventEmitter {
     const agentSocket = path.join(opts.runDir, "agent.sock");
     const qmpSocket = path.join(opts.runDir, "qmp.sock");
     const modulesDisk = modulesDiskFor(opts.initramfs);
-    const spec: QemuVmSpec = {
-      name: opts.name,
-      accel: opts.accel,
-      cpuCores: opts.cpuCores,
-      memoryMb: opts.memoryMb,
-      kernel: opts.kernel,
-      initramfs: opts.initramfs,
-      ...(opts.rootDisk ? { rootDisk: opts.rootDisk } : {}),
-      ...(modulesDisk ? { modulesDisk } : {}),
-      agentSocket,
-      qmpSocket,
-      consoleLog: path.join(opts.logDir, "console.log"),
-      pidFile: path.join(opts.runDir, "qemu.pid"),
-      ...(opts.memoryFile ? { memoryFile: opts.memoryFile } : {}),
-      ...(opts.restoreFrom ? { incoming: true } : {}),
-      ...(opts.tap ? { tap: opts.tap } : {}),
-      ...(opts.rootWait ? { extraKernelArgs: ["sandtree.root=wait"] } : {}),
-      ...(opts.nested ? { nested: true } : {}),
-      ...(opts.directDisk ? { directDisk: true } : {}),
-    };
+    const spec = qemuSpecOf(opts, { agentSocket, qmpSocket, modulesDisk });
     // A clone of a root-waiting template: its own disk's size, sent with the HELLO that mounts it.
     const rootBytes = opts.rootWait && opts.restoreFrom && opts.rootDisk ? qcow2VirtualSize(opts.rootDisk) : null;
     if (opts.rootWait && opts.restoreFrom && rootBytes === null)
@@ -225,6 +138,8 @@ export class QemuVm extends EventEmitter {
     });
     const vm = new QemuVm(opts, child, child.pid ?? -1);
     vm.lease = lease;
+    // The one deadline of the start: the agent's connect gets it too (its own default, 120 s,
+    // ended slow boots early, with no word of a deadline).
     const deadline = new Deadline(opts.bootTimeoutMs ?? 180_000, "the guest agent", opts.signal);
     const abort = deadline.signal;
     const died = vm.exited.then((e) => {
@@ -233,45 +148,16 @@ export class QemuVm extends EventEmitter {
     try {
       opts.onSpawn?.(vm.pid);
       const [qmp, agent] = await Promise.race([
-        opts.restoreFrom
-          ? // A restored guest's port is closed until its state is loaded (bytes sent earlier are
-            // dropped): load and run it first, then shake hands.
-            QmpClient.connect(qmpSocket, { signal: abort }).then(async (qmp) => {
-              // A template clone gets its RAM from the shared file; a memory checkpoint carries it all.
-              // A clone's virtio-blk still reports the template's placeholder size to the guest:
-              // resizing the drive (to the size it has) raises the config interrupt that updates it.
-              const beforeRun =
-                rootBytes !== null
-                  ? async () => {
-                      await qmp.execute("block_resize", { "node-name": ROOT_NODE, size: rootBytes });
-                    }
-                  : undefined;
-              // The agent's socket is connected before the state loads (nothing is sent until the
-              // guest runs): the guest was saved with its host connected, and a port found closed at
-              // `cont` tells it the host left; it then drops what arrives until it sees the host back,
-              // which cost each clone its first HELLOs (two retries, ~150 ms, measured).
-              const agent = await AgentClient.connect(agentSocket, {
-                signal: abort,
-                ...agentOpts,
-                beforeHello: () =>
-                  loadVmState(qmp, INCOMING_FD, {
-                    ignoreShared: opts.memoryFile !== undefined,
-                    signal: abort,
-                    ...(beforeRun ? { beforeRun } : {}),
-                  }),
-              });
-              if (rootBytes !== null && agent.info?.root !== "mounted") {
-                agent.close();
-                throw new Error(
-                  `the guest did not mount its root disk (${agent.info?.root ?? "no answer"}); see the console log`,
-                );
-              }
-              return [qmp, agent] as const;
-            })
-          : Promise.all([
-              QmpClient.connect(qmpSocket, { signal: abort }),
-              AgentClient.connect(agentSocket, { signal: abort, ...agentOpts }),
-            ]),
+        connectGuest({
+          qmpSocket,
+          agentSocket,
+          agentOpts,
+          rootBytes,
+          signal: abort,
+          timeoutMs: deadline.ms,
+          restored: Boolean(opts.restoreFrom),
+          ignoreShared: opts.memoryFile !== undefined,
+        }),
         died,
       ]);
       vm.qmp = qmp;

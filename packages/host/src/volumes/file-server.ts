@@ -261,7 +261,8 @@ export class VolumeFileServer {
     const runDir = path.join(this.opts.dir, "run");
     await this.stopLeftover(path.join(runDir, "ganesha.pid"));
     this.stub ??= await RpcbindStub.listen(path.join(runDir, "rpcbind.sock"));
-    // A private mount namespace where the stub's directory is /run (rpcbind's socket path).
+    // A mount namespace of its own where the stub's directory is /run (rpcbind's socket path),
+    // a slave of the server's: volumes' images mounted later (a shared root) reach it too.
     const script = 'mount --bind "$1" /run && exec ganesha.nfsd -F -L "$2" -f "$3" -p "$4" -N NIV_EVENT';
     const logFd = openSync(path.join(this.opts.dir, "ganesha.stderr"), "a");
     let child: ChildProcess;
@@ -271,7 +272,7 @@ export class VolumeFileServer {
         [
           "--mount",
           "--propagation",
-          "private",
+          "slave",
           "--",
           "sh",
           "-c",

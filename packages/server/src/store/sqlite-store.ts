@@ -29,28 +29,11 @@ import * as meter from "./sqlite-metering.js";
 import { migrate } from "./sqlite-migrations.js";
 import * as netw from "./sqlite-network.js";
 import * as ports from "./sqlite-ports.js";
+import * as sbx from "./sqlite-sandboxes.js";
 import * as tenancy from "./sqlite-tenancy.js";
 import { SqliteVolumes } from "./sqlite-volumes.js";
 import type { Store } from "./store.js";
 import type { UsageSumRow, UsageSumsQuery } from "./usage-sums.js";
-
-type SandboxRow = Omit<Sandbox, "environment_vars" | "labels" | "secrets"> & {
-  seq: number;
-  environment_vars: string;
-  labels: string;
-  secrets?: string;
-};
-
-function fromRow(r: SandboxRow): Sandbox {
-  const { seq: _seq, ...rest } = r;
-  return {
-    ...rest,
-    environment_vars: JSON.parse(r.environment_vars),
-    labels: JSON.parse(r.labels),
-    secrets: JSON.parse(r.secrets ?? "{}"),
-    nested_virtualization: Boolean(r.nested_virtualization),
-  };
-}
 
 const now = () => new Date().toISOString();
 
@@ -131,32 +114,7 @@ export class SqliteStore implements Store {
   }
 
   private insertSandboxNow(s: Sandbox): void {
-    this.db
-      .prepare(
-        `INSERT INTO sandboxes (id, team_id, name, image, image_digest, status, cpu_cores, memory_gb, disk_size_gb,
-          environment_vars, labels, start_command, accel, error_reason, created_at, updated_at, started_at, terminated_at,
-          secrets, timeout_minutes, idle_timeout_minutes, expires_at, last_activity_at, start_path, source_checkpoint_id,
-          head_checkpoint_id, display, nested_virtualization)
-         VALUES (@id, @team_id, @name, @image, @image_digest, @status, @cpu_cores, @memory_gb, @disk_size_gb,
-          @environment_vars, @labels, @start_command, @accel, @error_reason, @created_at, @updated_at, @started_at, @terminated_at,
-          @secrets, @timeout_minutes, @idle_timeout_minutes, @expires_at, @last_activity_at, @start_path, @source_checkpoint_id,
-          @head_checkpoint_id, @display, @nested_virtualization)`,
-      )
-      .run({
-        ...s,
-        environment_vars: JSON.stringify(s.environment_vars),
-        labels: JSON.stringify(s.labels),
-        secrets: JSON.stringify(s.secrets ?? {}),
-        timeout_minutes: s.timeout_minutes ?? null,
-        idle_timeout_minutes: s.idle_timeout_minutes ?? null,
-        expires_at: s.expires_at ?? null,
-        last_activity_at: s.last_activity_at ?? null,
-        start_path: s.start_path ?? null,
-        source_checkpoint_id: s.source_checkpoint_id ?? null,
-        head_checkpoint_id: s.head_checkpoint_id ?? null,
-        display: s.display ?? null,
-        nested_virtualization: s.nested_virtualization ? 1 : 0,
-      });
+    sbx.insertSandbox(this.db, s);
   }
 
   async getSandbox(id: string, teamId?: string): Promise<Sandbox | undefined> {
@@ -169,57 +127,22 @@ export class SqliteStore implements Store {
   private getSandboxNow(id: string, teamId?: string): Sandbox | undefined {
     this.sandboxStmt ??= this.db.prepare("SELECT * FROM sandboxes WHERE id = ?");
     this.teamSandboxStmt ??= this.db.prepare("SELECT * FROM sandboxes WHERE id = ? AND team_id = ?");
-    const r = (teamId === undefined ? this.sandboxStmt.get(id) : this.teamSandboxStmt.get(id, teamId)) as SandboxRow | undefined;
-    return r ? fromRow(r) : undefined;
+    const r = (teamId === undefined ? this.sandboxStmt.get(id) : this.teamSandboxStmt.get(id, teamId)) as
+      | sbx.SandboxRow
+      | undefined;
+    return r ? sbx.fromRow(r) : undefined;
   }
 
   async listSandboxes(teamId: string, filter: SandboxFilter): Promise<{ sandboxes: Sandbox[]; lastSeq: number | null }> {
-    const where = ["team_id = ?"];
-    const params: unknown[] = [teamId];
-    if (filter.status) {
-      where.push("status = ?");
-      params.push(filter.status);
-    }
-    for (const [k, v] of Object.entries(filter.labels ?? {})) {
-      where.push("json_extract(labels, ?) = ?");
-      params.push(`$."${k.replaceAll('"', "")}"`, v);
-    }
-    if (filter.hostId !== undefined) {
-      where.push("id IN (SELECT sandbox_id FROM placements WHERE host_id = ?)");
-      params.push(filter.hostId);
-    }
-    if (filter.beforeSeq !== undefined) {
-      where.push("seq < ?");
-      params.push(filter.beforeSeq);
-    }
-    params.push(filter.limit);
-    const rows = this.db
-      .prepare(`SELECT * FROM sandboxes WHERE ${where.join(" AND ")} ORDER BY seq DESC LIMIT ?`)
-      .all(...params) as SandboxRow[];
-    const last = rows.at(-1);
-    return { sandboxes: rows.map(fromRow), lastSeq: rows.length === filter.limit && last ? last.seq : null };
+    return sbx.listSandboxes(this.db, teamId, filter);
   }
 
   async listSandboxesByStatus(statuses: readonly SandboxStatus[]): Promise<Sandbox[]> {
-    const rows = this.db
-      .prepare(`SELECT * FROM sandboxes WHERE status IN (${statuses.map(() => "?").join(",")}) ORDER BY seq`)
-      .all(...statuses) as SandboxRow[];
-    return rows.map(fromRow);
+    return sbx.listSandboxesByStatus(this.db, statuses);
   }
 
   async updateSandbox(id: string, patch: SandboxPatch, from?: readonly SandboxStatus[]): Promise<boolean> {
-    const fields: Record<string, unknown> = { ...patch, updated_at: now() };
-    if (patch.environment_vars) fields.environment_vars = JSON.stringify(patch.environment_vars);
-    if (patch.labels) fields.labels = JSON.stringify(patch.labels);
-    const sets = Object.keys(fields).map((k) => `${k} = @${k}`);
-    let sql = `UPDATE sandboxes SET ${sets.join(", ")} WHERE id = @__id`;
-    const params: Record<string, unknown> = { ...fields, __id: id };
-    if (from && from.length > 0) {
-      sql += ` AND status IN (${from.map((_, i) => `@__from${i}`).join(",")})`;
-      from.forEach((s, i) => {
-        params[`__from${i}`] = s;
-      });
-    }
+    const { sql, params } = sbx.sandboxUpdate(id, patch, from);
     const stmt = this.db.prepare(sql);
     if (patch.status === undefined) return stmt.run(params).changes > 0;
     // A status change and its meter record commit together.
@@ -238,14 +161,11 @@ export class SqliteStore implements Store {
   }
 
   async addEvent(sandboxId: string, message: string): Promise<void> {
-    this.db.prepare("INSERT INTO sandbox_events (sandbox_id, at, message) VALUES (?, ?, ?)").run(sandboxId, now(), message);
+    sbx.addEvent(this.db, sandboxId, message);
   }
 
   async listEvents(sandboxId: string, limit: number): Promise<Array<{ at: string; message: string }>> {
-    const rows = this.db
-      .prepare("SELECT at, message FROM sandbox_events WHERE sandbox_id = ? ORDER BY id DESC LIMIT ?")
-      .all(sandboxId, limit) as Array<{ at: string; message: string }>;
-    return rows.reverse();
+    return sbx.listEvents(this.db, sandboxId, limit);
   }
 
   async listTeams(): Promise<TeamRow[]> {

@@ -120,7 +120,7 @@ export async function startHostServer(
     hostNs: (cmd, ...argv) => execFileSync("ip", ["netns", "exec", inet.hostNs, cmd, ...argv]).toString(),
     close() {
       bridge.close();
-      rmSync(dataDir, { recursive: true, force: true });
+      if (!process.env.KEEP_TEST_DATA) rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }

@@ -3,49 +3,17 @@
 
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import Database from "better-sqlite3";
-import { startServer } from "../../src/index.js";
-import { jsonApi, type TestServer } from "../helpers.js";
+import { startTestServer, type TestServer } from "../helpers.js";
 
 /** A real server on a random loopback port; `dataDir` defaults to a fresh temporary directory. */
-export async function startServerAt(
+export function startServerAt(
   opts: { dataDir?: string; keepDataDir?: boolean; logStream?: { write(line: string): unknown } } = {},
 ): Promise<TestServer> {
-  const dataDir = opts.dataDir ?? mkdtempSync(path.join(tmpdir(), "sandtree-rel-"));
-  // No sandbox networks: many of these servers run at once in this network namespace
-  // (network.test.ts covers networking in namespaces of its own).
-  const server = await startServer(
-    { dataDir, host: "127.0.0.1", port: 0, logger: opts.logStream !== undefined, network: "off" },
-    opts,
-  );
-  const key = server.firstKey ?? "";
-  const api = jsonApi(server.url, () => key);
-  return {
-    server,
-    url: server.url,
-    key,
-    dataDir,
-    api,
-    async waitRunning(id, timeoutMs = 240_000) {
-      const deadline = Date.now() + timeoutMs;
-      for (;;) {
-        const r = await api("GET", `/v1/sandboxes/${id}`);
-        if (r.body.status === "RUNNING") return r.body;
-        if (["ERROR", "TERMINATED", "TIMEOUT"].includes(r.body.status)) {
-          throw new Error(`sandbox ${id} ended ${r.body.status}: ${r.body.error_reason}`);
-        }
-        if (Date.now() > deadline) throw new Error(`sandbox ${id} still ${r.body.status}`);
-        await sleep(100);
-      }
-    },
-    async close() {
-      await server.close();
-      if (!opts.keepDataDir) rmSync(dataDir, { recursive: true, force: true });
-    },
-  };
+  return startTestServer({ ...opts, dataDir: opts.dataDir ?? mkdtempSync(path.join(tmpdir(), "sandtree-rel-")) });
 }
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

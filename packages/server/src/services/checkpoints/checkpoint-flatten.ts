@@ -1,8 +1,9 @@
-import { rmSync } from "node:fs";
+import { readdirSync, rmSync } from "node:fs";
 import path from "node:path";
-import type { BlobStore, HostDisks } from "@sandtree/host";
+import { type BlobStore, type HostDisks, renameKeepingGrants, sha256File } from "@sandtree/host";
 import type { Store } from "../../store/store.js";
 import type { Logger } from "../observability/logger.js";
+import { storeLayerAgain } from "./checkpoint-chain.js";
 
 /**
  * Rewrites a deep DURABLE checkpoint's layer as one layer over the image base (see
@@ -25,5 +26,24 @@ export async function flattenCheckpoint(
   } catch (err) {
     rmSync(path.join(dir, tmp), { force: true });
     deps.log.warn({ checkpoint: id, err: (err as Error).message }, "flattening failed; the chain stays as it was");
+  }
+}
+
+/**
+ * After a restart: a flattened layer whose hash the database already records finishes its
+ * interrupted swap; other temp files go, and a remote store gets the recorded layer again (it
+ * may hold the flattened bytes whose hash was never recorded).
+ */
+export async function finishInterruptedFlattens(deps: { store: Store; blobs: BlobStore; log: Logger }): Promise<void> {
+  const dir = deps.blobs.localDir;
+  for (const f of readdirSync(dir)) {
+    const flat = /^\.tmp-flat-(ck-[0-9a-f]+)$/.exec(f);
+    const row = flat?.[1] ? await deps.store.getCheckpoint(flat[1]) : undefined;
+    if (row?.blob_key && row.sha256 && (await sha256File(path.join(dir, f))) === row.sha256) {
+      await renameKeepingGrants(path.join(dir, f), path.join(dir, row.blob_key));
+    } else if (f.startsWith(".tmp-")) {
+      rmSync(path.join(dir, f), { force: true });
+      if (row) await storeLayerAgain(deps.blobs, row, deps.log).catch(() => {});
+    }
   }
 }

@@ -1,14 +1,7 @@
 import { randomBytes } from "node:crypto";
-import { existsSync, readdirSync, rmSync } from "node:fs";
+import { existsSync } from "node:fs";
 import path from "node:path";
-import {
-  type BlobStore,
-  CheckpointFailedError,
-  type HostDisks,
-  renameKeepingGrants,
-  type SavedCheckpoint,
-  sha256File,
-} from "@sandtree/host";
+import { type BlobStore, CheckpointFailedError, type HostDisks, type SavedCheckpoint } from "@sandtree/host";
 import { SandtreeError } from "@sandtree/protocol";
 import type { CheckpointRow } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
@@ -16,9 +9,10 @@ import type { Logger } from "../observability/logger.js";
 import { machineOf } from "../sandboxes/machine-identity.js";
 import { liveDiskName, memoryMbFor } from "../sandboxes/sandbox-paths.js";
 import type { SandboxService } from "../sandboxes/sandbox-service.js";
-import { storeLayerAgain, verifyChain } from "./checkpoint-chain.js";
-import { flattenCheckpoint } from "./checkpoint-flatten.js";
+import { verifyChain } from "./checkpoint-chain.js";
+import { finishInterruptedFlattens, flattenCheckpoint } from "./checkpoint-flatten.js";
 import { LIVE, neededCheckpoints, sealAncestors } from "./checkpoint-lineage.js";
+import { retryUntilWritten, sealFiles } from "./checkpoint-seal.js";
 
 export interface CheckpointServiceDeps {
   /** Seals and flattens layers (the host owns the disk format). */
@@ -170,28 +164,10 @@ export class CheckpointService {
 
   /** FAILED with the reason; a full disk may refuse the write, so it is retried until it lands. */
   private async markFailed(id: string, reason: string): Promise<void> {
-    const write = async () => {
-      try {
-        await this.deps.store.updateCheckpoint(id, { state: "FAILED", error: reason }, ["PENDING"]);
-        return true;
-      } catch {
-        return false;
-      }
-    };
-    if (await write()) return;
-    let writing = false;
-    const retry = setInterval(() => {
-      if (writing) return;
-      writing = true;
-      void write().then((ok) => {
-        writing = false;
-        if (!ok || !this.failRetries.has(retry)) return;
-        clearInterval(retry);
-        this.failRetries.delete(retry);
-      });
-    }, 2000);
-    retry.unref();
-    this.failRetries.add(retry);
+    await retryUntilWritten(
+      () => this.deps.store.updateCheckpoint(id, { state: "FAILED", error: reason }, ["PENDING"]),
+      this.failRetries,
+    );
   }
 
   /** Makes the frozen layer durable: fsync, sha256, into the blob store (in place for a local one). */
@@ -200,20 +176,7 @@ export class CheckpointService {
     const abort = new AbortController();
     const done = (async () => {
       try {
-        const file = path.join(this.deps.blobs.localDir, key);
-        const { sha256, size } = await this.deps.host.sealLayer(file, { signal: abort.signal });
-        abort.signal.throwIfAborted();
-        // DURABLE only once this resolved: for a remote store, the layer is in the bucket.
-        await this.deps.blobs.put(key, file, { sha256, size }, { signal: abort.signal });
-        let memBytes = 0;
-        let mem_sha256: string | null = null;
-        if (row.mem_key) {
-          const memFile = path.join(this.deps.blobs.localDir, row.mem_key);
-          const m = await this.deps.host.sealLayer(memFile, { signal: abort.signal });
-          await this.deps.blobs.put(row.mem_key, memFile, m, { signal: abort.signal });
-          memBytes = m.size;
-          mem_sha256 = m.sha256;
-        }
+        const { sha256, size, memBytes, mem_sha256 } = await sealFiles(this.deps, key, row.mem_key, abort.signal);
         await sealAncestors(this.deps, row, (a) => this.uploads.get(a)?.done, abort.signal);
         if (
           await this.deps.store.updateCheckpoint(id, { state: "DURABLE", sha256, mem_sha256, stored_bytes: size + memBytes }, [
@@ -396,20 +359,7 @@ export class CheckpointService {
       if (!(await mine(c.sandbox_id))) continue;
       await this.deps.store.updateCheckpoint(c.id, { state: "FAILED", error: lost }, ["PENDING", "FROZEN"]);
     }
-    const dir = this.deps.blobs.localDir;
-    for (const f of readdirSync(dir)) {
-      const flat = /^\.tmp-flat-(ck-[0-9a-f]+)$/.exec(f);
-      const row = flat?.[1] ? await this.deps.store.getCheckpoint(flat[1]) : undefined;
-      // A flattened layer whose hash the database already records: finish the interrupted swap.
-      if (row?.blob_key && row.sha256 && (await sha256File(path.join(dir, f))) === row.sha256) {
-        await renameKeepingGrants(path.join(dir, f), path.join(dir, row.blob_key));
-      } else if (f.startsWith(".tmp-")) {
-        rmSync(path.join(dir, f), { force: true });
-        // A remote store may already hold the flattened bytes whose hash was never recorded:
-        // store the recorded layer again.
-        if (row) await storeLayerAgain(this.deps.blobs, row, this.deps.log).catch(() => {});
-      }
-    }
+    await finishInterruptedFlattens(this.deps);
     await this.collect();
   }
 

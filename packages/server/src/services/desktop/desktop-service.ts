@@ -39,7 +39,10 @@ export class DesktopService {
   /** Desktops whose helper has no `serve` (an image made from an older sandtree/desktop): one-shot actions. */
   private readonly noSession = new Set<string>();
 
-  constructor(private readonly deps: DesktopServiceDeps) {}
+  constructor(private readonly deps: DesktopServiceDeps) {
+    deps.sandboxes.onStart((start) => this.onStart(start));
+    deps.sandboxes.onTeardown((id) => this.forget(id));
+  }
 
   /**
    * Every sandbox that comes up (SandboxService.onStart): a create with `display` gets its display

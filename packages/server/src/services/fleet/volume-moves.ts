@@ -1,6 +1,4 @@
 import { randomBytes } from "node:crypto";
-import { rm } from "node:fs/promises";
-import path from "node:path";
 import type { BlobStore } from "@sandtree/host";
 import { PackedVolume, SandtreeError } from "@sandtree/protocol";
 import type { VolumeRow, VolumeStore } from "../../store/volume-rows.js";
@@ -172,17 +170,17 @@ export class VolumeMoves implements VolumesAway {
 
   private async unpack(to: string, row: VolumeRow, archive: PackedVolume): Promise<void> {
     const host = await this.remote(to);
-    if (!host) return unpackVolume(this.deps.blobs, archive, this.deps.volumes.dirOf(row.id));
+    if (!host) {
+      await this.deps.volumes.prepare(this.deps.volumes.dirOf(row.id), row.size_gb);
+      return unpackVolume(this.deps.blobs, archive, this.deps.volumes.dirOf(row.id));
+    }
     const body = { volume: row.id, size_gb: row.size_gb, archive };
     await this.client.call(host, "POST", "/v1/fleet/volumes/unpack", { body, timeoutMs: MOVE_CALL_MS });
   }
 
   private async drop(hostId: string | null, id: string): Promise<void> {
     const host = await this.remote(hostId);
-    if (!host) {
-      await rm(path.dirname(this.deps.volumes.dirOf(id)), { recursive: true, force: true });
-      return;
-    }
+    if (!host) return this.deps.volumes.removeDir(id);
     await this.client.call(host, "POST", "/v1/fleet/volumes/drop", { body: { volume: id } });
   }
 }

@@ -1,6 +1,4 @@
 import { createHash } from "node:crypto";
-import { Resolver } from "node:dns/promises";
-import type net from "node:net";
 import path from "node:path";
 import {
   choosePool,
@@ -14,12 +12,9 @@ import {
   type SandboxNetSpec,
   slotCount,
   systemUpstreams,
-  tunnelAddress,
 } from "@sandtree/host";
 import {
   type CreateSandboxParams,
-  classifyNetworkRule,
-  type NetworkMode,
   type SandboxNetwork,
   SandtreeError,
   TERMINAL_STATUSES,
@@ -29,7 +24,9 @@ import type { NetworkRow } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
 import type { Logger } from "../observability/logger.js";
 import { KeyedSerial } from "../support/keyed-serial.js";
-import { listenTunnelProxy } from "./tunnel-proxy.js";
+import { expireLearned, type Live, resolveDenied, resolvedOf, resolverClient } from "./egress-names.js";
+import { egressPolicy, networkUnavailable, parseUpstreams } from "./egress-policy.js";
+import { openTunnelProxies } from "./tunnel-proxy.js";
 
 /** A create's network settings (what a fork's children inherit, all optional). */
 type NetworkParams = Pick<CreateSandboxParams, "network" | "network_allowlist" | "network_denylist" | "tunnels">;
@@ -51,19 +48,6 @@ export interface NetworkConfig {
 
 /** Where servers claim their address pools (one file per pool and network namespace). */
 const POOL_CLAIMS_DIR = "/run/sandtree/pools";
-
-/** Addresses learned for hostname rules are kept at least this long (programs cache answers). */
-const MIN_LEARNED_MS = 5 * 60_000;
-
-interface Live {
-  row: NetworkRow;
-  spec: SandboxNetSpec;
-  /** name -> address -> expiry (ms) */
-  learned: Map<string, Map<string, number>>;
-  /** Denylist hostnames' addresses as the host resolved them. */
-  denied: Set<string>;
-  proxies: net.Server[];
-}
 
 /**
  * Sandbox networks: a pool slot and tap per sandbox, the egress policy as nftables rules,
@@ -129,12 +113,7 @@ export class NetworkService {
       log.warn({ pool: choice.subnet, skipped: choice.skipped }, `sandbox address pool ${choice.subnet}`);
     this.subnet = choice.subnet;
     this.releasePool = () => choice.release();
-    this.upstreams = config.dnsUpstreams.length
-      ? config.dnsUpstreams.map((u) => {
-          const [host, port] = u.split(":");
-          return { host: host ?? u, port: Number(port ?? 53) };
-        })
-      : systemUpstreams();
+    this.upstreams = config.dnsUpstreams.length ? parseUpstreams(config.dnsUpstreams) : systemUpstreams();
     this.resolver = new DnsResolver({
       upstream: this.upstreams,
       clientFor: (addr) => this.clientFor(addr),
@@ -193,24 +172,9 @@ export class NetworkService {
   }
 
   /** The policy a create or update asks for. */
-  private policyOf(body: { network_allowlist?: string[] | undefined; network_denylist?: string[] | undefined }): {
-    mode: NetworkMode;
-    allow: string[];
-    deny: string[];
-  } {
-    if (body.network_allowlist && body.network_denylist) {
-      throw new SandtreeError("VALIDATION_FAILED", "network_allowlist and network_denylist are mutually exclusive", {
-        field: "network_denylist",
-      });
-    }
-    if (body.network_allowlist) return { mode: "allowlist", allow: [...new Set(body.network_allowlist)], deny: [] };
-    if (body.network_denylist) return { mode: "denylist", allow: [], deny: [...new Set(body.network_denylist)] };
-    return { mode: this.deps.config.defaultPolicy === "deny" ? "deny_all" : "allow_all", allow: [], deny: [] };
-  }
-
   /** Records what a create asked for (validated before the sandbox is admitted). */
   async register(sandboxId: string, params: NetworkParams): Promise<void> {
-    const policy = this.policyOf(params);
+    const policy = egressPolicy(this.deps.config.defaultPolicy, params);
     await this.deps.store.putNetwork({
       sandbox_id: sandboxId,
       enabled: params.network,
@@ -231,19 +195,11 @@ export class NetworkService {
     network_denylist?: string[] | undefined;
     tunnels?: Record<string, string> | undefined;
   }): void {
-    this.policyOf(params);
+    egressPolicy(this.deps.config.defaultPolicy, params);
     const asked = (["network_allowlist", "network_denylist", "tunnels"] as const).filter(
       (f) => params[f] !== undefined && Object.keys(params[f] ?? {}).length > 0,
     );
-    if (asked.length && !this.enabled) throw this.unavailableError(asked);
-  }
-
-  private unavailableError(fields: string[]): SandtreeError {
-    return new SandtreeError(
-      "NETWORK_UNAVAILABLE",
-      `this server gives sandboxes no network (${this.unavailable ?? "not started"}), so ${fields.join(" and ")} cannot be honoured`,
-      { field: fields[0], reason: this.unavailable },
-    );
+    if (asked.length && !this.enabled) throw networkUnavailable(this.unavailable, asked);
   }
 
   /**
@@ -359,8 +315,9 @@ export class NetworkService {
     // The row changes in one conditional update (generation + 1): updates from any servers never
     // lose each other's generation; applying to the live rules is serialized in this process.
     return this.updates.run(sandboxId, async () => {
-      const policy = this.policyOf(body);
-      if (!this.enabled) throw this.unavailableError([body.network_denylist ? "network_denylist" : "network_allowlist"]);
+      const policy = egressPolicy(this.deps.config.defaultPolicy, body);
+      if (!this.enabled)
+        throw networkUnavailable(this.unavailable, [body.network_denylist ? "network_denylist" : "network_allowlist"]);
       const row = await this.deps.store.updateNetworkPolicy(sandboxId, {
         mode: policy.mode,
         allowlist: policy.allow,
@@ -378,7 +335,7 @@ export class NetworkService {
           if (row.mode !== "allowlist" || !nameMatches(name, row.allowlist)) l.learned.delete(name);
         }
         l.denied.clear();
-        l.spec.resolved = this.resolvedOf(l);
+        l.spec.resolved = resolvedOf(l);
         await this.manager?.update(l.spec);
         await this.markApplied(l, true);
         this.refreshDenied(l);
@@ -392,98 +349,38 @@ export class NetworkService {
     await this.deps.store.setNetworkApplied(l.row.sandbox_id, l.row.generation, applied);
   }
 
-  private resolvedOf(l: Live): string[] {
-    if (l.row.mode === "denylist") return [...l.denied];
-    if (l.row.mode !== "allowlist") return [];
-    const now = Date.now();
-    const out = new Set<string>();
-    for (const addrs of l.learned.values()) for (const [a, exp] of addrs) if (exp > now) out.add(a);
-    return [...out];
-  }
-
-  private clientFor(address: string): ResolverClient | null {
-    const l = this.byAddress.get(address);
-    if (!l?.row.enabled) return null;
-    return {
-      decide: (name) => {
-        const { mode, allowlist, denylist } = l.row;
-        if (mode === "allow_all") return "allow";
-        if (mode === "deny_all") return "deny";
-        if (mode === "allowlist") return nameMatches(name, allowlist) ? "allow" : "deny";
-        return nameMatches(name, denylist) ? "deny" : "allow";
-      },
-      learned: async (name, addresses, ttl) => {
-        if (l.row.mode !== "allowlist" || addresses.length === 0) return;
-        const key = name.toLowerCase().replace(/\.$/, "");
-        const until = Date.now() + Math.max(ttl * 1000, MIN_LEARNED_MS);
-        const known = new Set(this.resolvedOf(l));
-        let m = l.learned.get(key);
-        if (!m) l.learned.set(key, (m = new Map()));
-        for (const a of addresses) m.set(a, Math.max(m.get(a) ?? 0, until));
-        if (addresses.every((a) => known.has(a))) return;
-        l.spec.resolved = this.resolvedOf(l);
-        await this.manager?.update(l.spec);
-      },
-      local: (name) => {
-        const label = name
-          .toLowerCase()
-          .replace(/\.$/, "")
-          .slice(0, -(LOCAL_DNS_SUFFIX.length + 1));
-        const names = Object.keys(l.row.tunnels);
-        const k = names.indexOf(label);
-        return k >= 0 ? tunnelAddress(k) : null;
-      },
-    };
-  }
-
-  /** Denylisted hostnames resolved by the host, so connecting to their addresses directly is blocked too. */
-  private refreshDenied(l: Live): void {
-    const hosts = l.row.denylist.filter((r) => classifyNetworkRule(r) === "host");
-    if (l.row.mode !== "denylist" || hosts.length === 0 || this.upstreams.length === 0) return;
-    const r = new Resolver({ timeout: 2000, tries: 1 });
-    r.setServers(this.upstreams.map((u) => (u.port === 53 ? u.host : `${u.host}:${u.port}`)));
-    void Promise.all(hosts.map((h) => r.resolve4(h).catch(() => [] as string[]))).then(async (lists) => {
-      if (this.live.get(l.row.sandbox_id) !== l || l.row.mode !== "denylist") return;
-      const before = l.denied.size;
-      for (const a of lists.flat()) l.denied.add(a);
-      if (l.denied.size === before) return;
-      l.spec.resolved = this.resolvedOf(l);
-      await this.manager?.update(l.spec).catch((err) => this.deps.log.warn({ err: String(err) }, "denylist update failed"));
-    });
-  }
-
   /** Every 30 s: drops expired learned addresses; re-resolves denylisted names. */
   private async sweep(): Promise<void> {
     const now = Date.now();
     for (const l of this.live.values()) {
-      if (l.row.mode === "denylist") {
-        this.refreshDenied(l);
-        continue;
-      }
-      let changed = false;
-      for (const [name, m] of l.learned) {
-        for (const [a, exp] of m) if (exp <= now) changed = m.delete(a) || changed;
-        if (m.size === 0) l.learned.delete(name);
-      }
-      if (changed) {
-        l.spec.resolved = this.resolvedOf(l);
-        await this.manager?.update(l.spec).catch(() => {});
-      }
+      if (l.row.mode === "denylist") this.refreshDenied(l);
+      else if (expireLearned(l, now)) await this.applyResolved(l).catch(() => {});
     }
+  }
+
+  /** The resolver's view of the sandbox at `address` (null: unknown, or its network is off). */
+  private clientFor(address: string): ResolverClient | null {
+    const l = this.byAddress.get(address);
+    return l?.row.enabled ? resolverClient(l, () => this.applyResolved(l)) : null;
+  }
+
+  /** Puts what the sandbox's hostname rules resolved to into its firewall rules. */
+  private async applyResolved(l: Live): Promise<void> {
+    l.spec.resolved = resolvedOf(l);
+    await this.manager?.update(l.spec);
+  }
+
+  /** Denylisted hostnames resolved by the host, so connecting to their addresses directly is blocked too. */
+  private refreshDenied(l: Live): void {
+    resolveDenied(l, this.upstreams, () => this.live.get(l.row.sandbox_id) === l)
+      .then((grew) => (grew ? this.applyResolved(l) : undefined))
+      .catch((err) => this.deps.log.warn({ err: String(err) }, "denylist update failed"));
   }
 
   /** One TCP proxy per tunnel on the sandbox's gateway address; only the sandbox may connect. */
   private async openTunnels(l: Live): Promise<void> {
-    const entries = Object.entries(l.row.tunnels);
     l.spec.tunnels = [];
-    for (const [k, [, target]] of entries.entries()) {
-      const port = Number(target.slice(target.lastIndexOf(":") + 1));
-      const server = await listenTunnelProxy({ listenHost: l.spec.slot.gateway, allowFrom: l.spec.slot.address, target });
-      l.proxies.push(server);
-      const addr = server.address();
-      const proxyPort = typeof addr === "object" && addr ? addr.port : 0;
-      l.spec.tunnels.push({ address: tunnelAddress(k), port, proxyPort });
-    }
+    await openTunnelProxies(l.spec, l.row.tunnels, l.proxies);
   }
 
   /** Stops the resolver and proxies; with `destroy` also removes every rule and tap (no VM is left). */

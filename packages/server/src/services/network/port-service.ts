@@ -34,7 +34,10 @@ export class PortService {
     private readonly store: Store,
     private readonly sandboxes: SandboxService,
     private readonly addressOf: (sandboxId: string) => string | null,
-  ) {}
+  ) {
+    // Exposed ports end with their sandbox.
+    sandboxes.onTeardown((id) => this.forget(id));
+  }
 
   /** Exposes the port (or rotates its token) and returns it with the new token. */
   async expose(teamId: string, id: string, port: number): Promise<ExposedPortInfo> {

@@ -1,4 +1,5 @@
 import net from "node:net";
+import { type SandboxNetSpec, tunnelAddress } from "@sandtree/host";
 
 /**
  * A sandbox tunnel's host end: a TCP proxy listening on `listenHost` (the sandbox's gateway)
@@ -33,4 +34,20 @@ export async function listenTunnelProxy(opts: { listenHost: string; allowFrom: s
     server.listen(0, opts.listenHost, () => resolve());
   });
   return server;
+}
+
+/** One proxy per tunnel (name -> HOST:PORT) on the sandbox's gateway; each added to `proxies` as it listens. */
+export async function openTunnelProxies(
+  spec: SandboxNetSpec,
+  tunnels: Record<string, string>,
+  proxies: net.Server[],
+): Promise<void> {
+  for (const [k, [, target]] of Object.entries(tunnels).entries()) {
+    const port = Number(target.slice(target.lastIndexOf(":") + 1));
+    const server = await listenTunnelProxy({ listenHost: spec.slot.gateway, allowFrom: spec.slot.address, target });
+    proxies.push(server);
+    const addr = server.address();
+    const proxyPort = typeof addr === "object" && addr ? addr.port : 0;
+    (spec.tunnels ??= []).push({ address: tunnelAddress(k), port, proxyPort });
+  }
 }

@@ -21,19 +21,15 @@ const QUOTA_RETRY_AFTER_S = 10;
  * and sealing secrets. The check runs inside the store's insert transaction.
  */
 export class AdmissionService {
-  /** Refuses a create past the team's monthly budget (set by the metering service). */
-  private budgetCheck: ((teamId: string) => Promise<void>) | null = null;
   /** Told of every refusal (quota, rate limit, budget): the metrics count them. */
   private readonly refusalListeners: Array<(code: ErrorCode) => void> = [];
 
   constructor(
     private readonly store: Store,
     private readonly box: SecretBox,
+    /** Refuses a create past the team's monthly budget (the metering service's check). */
+    private readonly budgetCheck: ((teamId: string) => Promise<void>) | null = null,
   ) {}
-
-  setBudgetCheck(check: (teamId: string) => Promise<void>): void {
-    this.budgetCheck = check;
-  }
 
   onRefusal(listener: (code: ErrorCode) => void): void {
     this.refusalListeners.push(listener);

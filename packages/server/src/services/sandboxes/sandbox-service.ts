@@ -1,6 +1,5 @@
-import { readFileSync, rmSync } from "node:fs";
-import path from "node:path";
-import { type Accel, type GuestArtifacts, type Machine, type MachineHost, tailOfFile } from "@sandtree/host";
+import { rmSync } from "node:fs";
+import type { Accel, GuestArtifacts, Machine, MachineHost } from "@sandtree/host";
 import { type CreateSandboxParams, type Sandbox, type SandboxStatus, SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
 import type { SandboxFilter } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
@@ -12,12 +11,15 @@ import type { NetworkService } from "../network/network-service.js";
 import type { Logger } from "../observability/logger.js";
 import type { VolumeService } from "../volumes/volume-service.js";
 import type { AdmissionService } from "./admission-service.js";
-import { lifetimeFields } from "./lifetime.js";
-import { causeChain, Provisioner, type RestoreLayers } from "./provisioner.js";
-import { type ReconcileOptions, type ReconcileResult, Reconciler } from "./reconciler.js";
-import { ACTIVE, SandboxMachines } from "./sandbox-machines.js";
-import { memoryMbFor, newSandboxId, SandboxPaths } from "./sandbox-paths.js";
-import { WarmStarts } from "./warm-starts.js";
+import { pendingSandbox } from "./pending-sandbox.js";
+import type { Provisioner, RestoreLayers } from "./provisioner.js";
+import type { ReconcileOptions, ReconcileResult, Reconciler } from "./reconciler.js";
+import { ACTIVE, type SandboxMachines } from "./sandbox-machines.js";
+import { sandboxParts } from "./sandbox-parts.js";
+import { newSandboxId, type SandboxPaths } from "./sandbox-paths.js";
+import { listPage, sandboxLogs } from "./sandbox-reads.js";
+import { type ResetTarget, resetInPlace } from "./sandbox-reset.js";
+import type { WarmStarts } from "./warm-starts.js";
 
 export { liveDiskName, memoryMbFor } from "./sandbox-paths.js";
 
@@ -46,6 +48,8 @@ export interface SandboxServiceDeps {
   warmTemplates?: boolean;
   /** Deadlines of calls into VMs (ms); see the config module. Absent: the defaults. */
   deadlines?: { adoptMs?: number; agentMs?: number };
+  /** Fleet mode: creates placed on workers start there, and end there (absent: every sandbox runs here). */
+  remote?: RemoteSandboxes;
 }
 
 /** A sandbox coming up: how it starts, and a promise that settles once it is RUNNING or failed. */
@@ -75,63 +79,26 @@ export class SandboxService {
   private readonly warm: WarmStarts;
   /** The host machines run on (its disks, capabilities). */
   readonly host: MachineHost;
-  private remote: RemoteSandboxes | null = null;
+  private readonly remote: RemoteSandboxes | null;
   private readonly teardownHooks: Array<(id: string) => unknown> = [];
   private readonly startHooks: Array<(start: SandboxStart) => void> = [];
   constructor(private readonly deps: SandboxServiceDeps) {
-    const host = (this.host = deps.host);
-    this.paths = new SandboxPaths(deps.dataDir, deps.runRoot, deps.layersDir);
-    this.warm = new WarmStarts(
-      {
-        host,
-        dataDir: deps.dataDir,
-        runRoot: deps.runRoot,
-        layersDir: this.paths.layersDir,
-        guest: deps.guest,
-        accel: deps.accel,
-        log: deps.log,
-        ...(deps.network ? { network: deps.network } : {}),
-      },
-      deps.warmTemplates !== false,
-    );
-    this.machines = new SandboxMachines({
-      store: deps.store,
-      paths: this.paths,
-      log: deps.log,
-      agentDeadlineMs: deps.deadlines?.agentMs ?? 30_000,
-      ...(deps.network ? { network: deps.network } : {}),
-    });
-    this.provisioner = new Provisioner({
-      store: deps.store,
-      images: deps.images,
-      paths: this.paths,
-      machines: this.machines,
-      host,
-      accel: deps.accel,
-      guest: deps.guest,
-      log: deps.log,
-      templates: this.warm.templates,
-      memoryImages: this.warm.memoryImages,
+    this.host = deps.host;
+    const remote = (this.remote = deps.remote ?? null);
+    // A sandbox that ends here (delete, timeout) ends on its worker too.
+    if (remote) this.teardownHooks.push((id) => remote.teardown(id));
+    const parts = sandboxParts(deps, {
       environmentOf: (sb) => this.environmentOf(sb),
-      ...(deps.network ? { network: deps.network } : {}),
-    });
-    this.reconciler = new Reconciler({
-      store: deps.store,
-      host,
-      machines: this.machines,
-      paths: this.paths,
-      log: deps.log,
-      adoptDeadlineMs: deps.deadlines?.adoptMs ?? 10_000,
       provisioning: (id) => this.provisioning.has(id),
-      ...(deps.placedElsewhere ? { placedElsewhere: deps.placedElsewhere } : {}),
       closing: () => this.closing,
-      ...(deps.network ? { network: deps.network } : {}),
     });
-  }
-
-  /** Fleet mode: creates placed on workers start there (unset: every sandbox runs here). */
-  useRemote(remote: RemoteSandboxes): void {
-    this.remote = remote;
+    ({
+      paths: this.paths,
+      warm: this.warm,
+      machines: this.machines,
+      provisioner: this.provisioner,
+      reconciler: this.reconciler,
+    } = parts);
   }
 
   /** Emits ("io-error", sandboxId, reason) when the host holds a machine on a disk error. */
@@ -182,30 +149,7 @@ export class SandboxService {
     if (!params.checkpoint_id) await this.deps.images.check(image, credentials ? { credentials } : {});
     this.deps.network?.validate(params);
     const mounts = (await this.deps.volumes?.resolveMounts(teamId, params.volumes, params.network)) ?? [];
-    const now = new Date().toISOString();
-    const sandbox: Sandbox = {
-      id: opts.id ?? newSandboxId(),
-      name: params.name ?? null,
-      team_id: teamId,
-      image,
-      image_digest: null,
-      status: "PENDING",
-      cpu_cores: params.cpu_cores,
-      memory_gb: params.memory_gb,
-      disk_size_gb: params.disk_size_gb,
-      environment_vars: params.environment_vars,
-      labels: params.labels,
-      start_command: params.start_command ?? null,
-      display: params.display ? `${params.display.width}x${params.display.height}` : null,
-      nested_virtualization: params.nested_virtualization,
-      accel: this.deps.accel,
-      error_reason: null,
-      created_at: now,
-      updated_at: now,
-      started_at: null,
-      terminated_at: null,
-      ...lifetimeFields(params, now),
-    };
+    const sandbox = pendingSandbox(opts.id ?? newSandboxId(), teamId, image, params, this.deps.accel);
     // Placed (fleet), then quotas, rate limits and idempotency in the insert's transaction.
     const admit = () => this.deps.admission.admit(sandbox, params);
     const { worker, admitted, restore } = this.remote
@@ -252,45 +196,15 @@ export class SandboxService {
 
   /**
    * Episode reset in place: the sandbox's machine is replaced by one resumed from a memory
-   * checkpoint (its disk on the checkpoint's layer), keeping the sandbox's id. The guest gets the
-   * host clock and fresh entropy on reconnect, as after every restore.
+   * checkpoint (its disk on the checkpoint's layer), keeping the sandbox's id (see sandbox-reset.ts).
    */
-  async reset(
-    teamId: string,
-    id: string,
-    r: { checkpointId: string; layerName: string; memPath: string; memoryMb: number | null; cpuCores: number | null },
-  ): Promise<Sandbox> {
+  async reset(teamId: string, id: string, r: ResetTarget): Promise<Sandbox> {
     const sb = await this.get(teamId, id);
     const old = await this.running(teamId, id);
-    if (r.memoryMb !== memoryMbFor(sb.memory_gb) || r.cpuCores !== sb.cpu_cores) {
-      throw new SandtreeError("CONFLICT", `checkpoint ${r.checkpointId} was taken from a VM of another size than sandbox ${id}`, {
-        checkpoint_id: r.checkpointId,
-      });
-    }
-    const { machines, store } = { machines: this.machines, store: this.deps.store };
-    if (machines.resetting.has(id)) throw new SandtreeError("CONFLICT", `sandbox ${id} is already being reset`, { id });
-    machines.resetting.add(id);
-    try {
-      // Out of the map first: calls during the swap get 409 instead of a dying VM.
-      machines.take(id);
-      const ready = this.provisioner.replaceForReset(sb, old, { layerName: r.layerName, memState: r.memPath });
-      for (const hook of this.startHooks) hook({ sandbox: sb, restored: "memory", ready: ready.catch(() => {}) });
-      await ready;
-      await store.updateSandbox(id, { head_checkpoint_id: r.checkpointId });
-      await store.addEvent(id, `reset to checkpoint ${r.checkpointId}`);
-    } catch (err) {
-      const reason = `reset failed: ${(err as Error).message}`;
-      this.deps.log.warn({ sandbox: id, reason, detail: causeChain(err) }, "reset failed");
-      if (
-        await store.updateSandbox(id, { status: "ERROR", error_reason: reason, terminated_at: new Date().toISOString() }, ACTIVE)
-      ) {
-        await store.addEvent(id, `error: ${reason}`);
-      }
-      await machines.cleanupDisk(id);
-      throw new SandtreeError("VM_START_FAILED", reason, { id });
-    } finally {
-      machines.resetting.delete(id);
-    }
+    const hooks = { machines: this.machines, provisioner: this.provisioner, store: this.deps.store, log: this.deps.log };
+    await resetInPlace(hooks, sb, old, r, (start) => {
+      for (const hook of this.startHooks) hook(start);
+    });
     return await this.get(teamId, id);
   }
 
@@ -326,14 +240,8 @@ export class SandboxService {
   }
 
   /** One page of a team's sandboxes (filters as the store takes them), newest first. */
-  async list(teamId: string, q: Omit<SandboxFilter, "beforeSeq"> & { cursor?: string }) {
-    const { cursor, ...filter } = q;
-    const beforeSeq = cursor === undefined ? undefined : Number.parseInt(Buffer.from(cursor, "base64url").toString("utf8"), 10);
-    if (beforeSeq !== undefined && !Number.isSafeInteger(beforeSeq))
-      throw new SandtreeError("VALIDATION_FAILED", "invalid cursor", { field: "cursor" });
-    const page = await this.deps.store.listSandboxes(teamId, { ...filter, ...(beforeSeq !== undefined ? { beforeSeq } : {}) });
-    const next_cursor = page.lastSeq === null ? null : Buffer.from(String(page.lastSeq)).toString("base64url");
-    return { sandboxes: page.sandboxes, next_cursor };
+  list(teamId: string, q: Omit<SandboxFilter, "beforeSeq"> & { cursor?: string }) {
+    return listPage(this.deps.store, teamId, q);
   }
 
   /** The running machine of a sandbox, or 404 / 409 SANDBOX_NOT_RUNNING / 507 HOST_DISK_FULL. */
@@ -444,18 +352,7 @@ export class SandboxService {
 
   async logs(teamId: string, id: string, tailBytes: number) {
     await this.get(teamId, id);
-    const file = path.join(this.paths.logDir(id), "console.log");
-    const text = tailOfFile(file, tailBytes);
-    let size = 0;
-    try {
-      size = readFileSync(file).length;
-    } catch {}
-    return {
-      sandbox_id: id,
-      console: text,
-      console_truncated: size > tailBytes,
-      events: await this.deps.store.listEvents(id, 500),
-    };
+    return await sandboxLogs(this.deps.store, this.paths.logDir(id), id, tailBytes);
   }
 
   /** Resolves when the sandbox's adoption after a restart has settled (undefined: none in flight). */

@@ -1,10 +1,10 @@
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";
-import { mkdir, rename, rm, stat } from "node:fs/promises";
+import { mkdir, readdir, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { promisify } from "node:util";
-import type { BlobStore } from "@sandtree/host";
+import { type BlobStore, isMounted } from "@sandtree/host";
 import { type PackedVolume, SandtreeError } from "@sandtree/protocol";
 
 const execFileP = promisify(execFile);
@@ -47,10 +47,17 @@ export async function packVolume(blobs: BlobStore, dir: string, key: string, sig
 /**
  * The archive `key` (its sha256 checked) unpacked as the directory `dir`, replacing what was there
  * (a copy left by an earlier stay of the volume on this host, or an unpack a crash cut short): it
- * is unpacked beside `dir` and renamed over it, so `dir` is whole or absent, never half.
+ * is unpacked beside `dir` and renamed over it, so `dir` is whole or absent, never half. A `dir`
+ * that is its image's mount point cannot be renamed over: it is emptied and unpacked in place (a
+ * move cut short unpacks again; a create that fails deletes the volume).
  */
 export async function unpackVolume(blobs: BlobStore, packed: PackedVolume, dir: string, signal?: AbortSignal): Promise<void> {
   const file = await blobs.materialize(packed.key, packed.sha256, signal ? { signal } : {});
+  if (await isMounted(dir)) {
+    for (const name of await readdir(dir)) await rm(path.join(dir, name), { recursive: true, force: true });
+    const args = ["--extract", "--file", file, "--numeric-owner", "--same-permissions", "--same-owner", "--directory", dir];
+    return tar(args, "unpack");
+  }
   const incoming = `${dir}.incoming`;
   await rm(incoming, { recursive: true, force: true });
   await mkdir(incoming, { recursive: true, mode: 0o755 });

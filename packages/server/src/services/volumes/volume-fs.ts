@@ -129,7 +129,11 @@ export async function openFileAt(dir: FileHandle, name: string, flags: number, p
   try {
     fh = await open(at(dir.fd, name), flags | C.O_NOFOLLOW | C.O_NONBLOCK | C.O_NOCTTY, mode);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ELOOP") throw unsafe(p, "a symlink");
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "ELOOP") throw unsafe(p, "a symlink");
+    // A device node on the volume's nodev mount cannot be opened at all: named, never opened.
+    const st = code === "EACCES" ? await lstat(at(dir.fd, name)).catch(() => null) : null;
+    if (st && !st.isFile() && !st.isDirectory()) throw unsafe(p, st);
     throw fsError(err, p);
   }
   const st = await fh.stat();

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
-import { mkdir, rm } from "node:fs/promises";
+import { rm } from "node:fs/promises";
 import path from "node:path";
-import type { VolumeMount as HostVolumeMount } from "@sandtree/host";
+import type { VolumeMount as HostVolumeMount, VolumeImages } from "@sandtree/host";
 import {
   CreateVolumeRequest,
   type FileList,
@@ -19,7 +19,7 @@ import type { Logger } from "../observability/logger.js";
 import { KeyedSerial } from "../support/keyed-serial.js";
 import { VolumeFiles } from "./volume-files.js";
 import { quotaCheck } from "./volume-quota.js";
-import { cloneTree, SNAPSHOT_OF_LABEL, snapshotName } from "./volume-snapshots.js";
+import { SNAPSHOT_OF_LABEL, snapshotInto, snapshotName } from "./volume-snapshots.js";
 import type { VolumesAway } from "./volumes-away.js";
 
 const GiB = 1024 ** 3;
@@ -33,6 +33,8 @@ export interface VolumeServiceDeps {
   /** Where volumes' directories are made: `<root>/<id>/data` (single box: the data dir's `volumes`). */
   root: string;
   limits: (teamId: string) => Promise<TeamLimits>;
+  /** Each volume's size bound: its image, made, mounted and unmounted here. */
+  images: VolumeImages;
   log: Logger;
 }
 
@@ -45,16 +47,11 @@ export interface VolumeServiceDeps {
 export class VolumeService {
   /** Writes through the API to one volume run one at a time (its size check reads what the others wrote). */
   private readonly writes = new KeyedSerial();
-  /**
-   * Whether creates may mount volumes: off until the mount medium (the host package's) is wired
-   * in; until then a create naming volumes is validated, then refused with NOT_SUPPORTED.
-   */
+  /** Whether creates may mount volumes (NFS-Ganesha here): else a create naming volumes is NOT_SUPPORTED. */
   mountsSupported = false;
   /**
-   * How old a `used_bytes` a GET may answer, in ms: a measure walks the volume's tree (an lstat
-   * per file), so GETs walk it at most once per this long (concurrent GETs share one walk). API
-   * writes walk it before they write (their size check) and account for what they wrote; what
-   * a guest wrote over NFS counts at the first GET this long after the last measure.
+   * How old a `used_bytes` a GET may answer, in ms: a measure walks the tree (an lstat per file),
+   * at most once per this long for GETs (sharing one walk); API writes walk before they write.
    */
   measureTtlMs = 30_000;
   private readonly measuredAt = new Map<string, number>();
@@ -70,7 +67,7 @@ export class VolumeService {
 
   async create(teamId: string, raw: unknown): Promise<Volume> {
     const req = parse(CreateVolumeRequest, raw);
-    const row = await this.make(teamId, req.name, req.size_gb, req.labels, (dir) => mkdir(dir, { recursive: true, mode: 0o755 }));
+    const row = await this.make(teamId, req.name, req.size_gb, req.labels, (dir) => this.deps.images.create(dir, req.size_gb));
     return this.view(row);
   }
 
@@ -108,7 +105,7 @@ export class VolumeService {
     try {
       await fill(this.dirOf(row.id));
     } catch (err) {
-      await rm(path.join(this.deps.root, row.id), { recursive: true, force: true }).catch(() => {});
+      await this.removeDir(row.id).catch(() => {});
       await this.deps.store.setVolumeState(row.id, "DELETED", ["CREATING"]);
       if (err instanceof SandtreeError) throw err;
       const full = ["ENOSPC", "EDQUOT"].includes((err as NodeJS.ErrnoException).code ?? "");
@@ -135,10 +132,9 @@ export class VolumeService {
           throw new SandtreeError("CONFLICT", `volume ${src.name} is ${src.status}`, { volume: src.id });
         const labels = { ...src.labels, [SNAPSHOT_OF_LABEL]: src.id };
         const snap = await this.writes.run(src.id, () =>
-          this.make(teamId, snapshotName(src.name), src.size_gb, labels, async (dir) => {
-            await mkdir(dir, { recursive: true, mode: 0o755 });
-            await cloneTree(this.dirOf(src.id), dir);
-          }),
+          this.make(teamId, snapshotName(src.name), src.size_gb, labels, (dir) =>
+            snapshotInto(this.deps.images, this.dirOf(src.id), dir, src.size_gb),
+          ),
         );
         out.push({ volume: snap.id, path: m.path, read_only: m.read_only });
       }
@@ -191,17 +187,29 @@ export class VolumeService {
 
   private async finishDelete(id: string): Promise<void> {
     this.measuredAt.delete(id);
-    await this.writes.run(id, () => rm(path.join(this.deps.root, id), { recursive: true, force: true }));
+    await this.writes.run(id, () => this.removeDir(id));
     await this.deps.store.setVolumeState(id, "DELETED", ["DELETING"]);
   }
 
-  /** At start: finishes creates and deletes a stopped server left half done. */
+  /** This host's copy of a volume removed (unmounted, then its image and files deleted): idempotent. */
+  async removeDir(id: string): Promise<void> {
+    await this.deps.images.unmount(this.dirOf(id));
+    await rm(path.join(this.deps.root, id), { recursive: true, force: true });
+  }
+
+  /** The volume's directory here ready to be filled (an unpack): its image mounted, made at sizeGb when it has none. */
+  prepare = (dir: string, sizeGb: number): Promise<void> => this.deps.images.ensure(dir, sizeGb);
+
+  /** At start: mounts the volumes' images again, finishes creates and deletes a stopped server left half done. */
   async reconcile(): Promise<void> {
-    for (const v of await this.deps.store.listVolumes({ states: ["CREATING", "DELETING"] })) {
+    if (!this.deps.images.bounded)
+      this.deps.log.warn({ bound: "none" }, "volumes are bounded by the host's disk only, not size_gb");
+    for (const v of await this.deps.store.listVolumes({ states: ["READY", "CREATING", "DELETING"] })) {
       try {
         if (v.status === "DELETING") await this.finishDelete(v.id);
+        else if (v.status === "READY") await this.deps.images.mount(this.dirOf(v.id));
         else {
-          await mkdir(this.dirOf(v.id), { recursive: true, mode: 0o755 });
+          await this.deps.images.ensure(this.dirOf(v.id), v.size_gb);
           await this.deps.store.setVolumeState(v.id, "READY", ["CREATING"]);
         }
       } catch (err) {

@@ -1,6 +1,7 @@
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { promisify } from "node:util";
+import type { VolumeImages } from "@sandtree/host";
 import { SandtreeError } from "@sandtree/protocol";
 
 const execFileP = promisify(execFile);
@@ -28,4 +29,14 @@ export async function cloneTree(src: string, dst: string): Promise<void> {
     const full = /No space left|Disk quota exceeded/.test(text);
     throw new SandtreeError(full ? "HOST_DISK_FULL" : "INTERNAL", `could not snapshot the volume: ${text.trim().split("\n")[0]}`);
   }
+}
+
+/**
+ * A snapshot of the volume at `src` as the new volume at `dst`: its image copied while frozen
+ * where it has one; else (a volume made unbounded) a new image filled with a copy of its tree.
+ */
+export async function snapshotInto(images: VolumeImages, src: string, dst: string, sizeGb: number): Promise<void> {
+  if (await images.hasImage(src)) return images.snapshot(src, dst);
+  await images.create(dst, sizeGb);
+  await cloneTree(src, dst);
 }

@@ -37,9 +37,13 @@ export class WorkerVolumes {
     if (have && have.status === "READY") {
       if ((await volumes.get(teamId, have.id)).mounted_by.length > 0)
         throw new SandtreeError("VOLUME_IN_USE", `volume ${req.volume} is mounted here`, { volume: req.volume });
+      await volumes.prepare(volumes.dirOf(have.id), have.size_gb);
       await unpackVolume(blobs, req.archive, volumes.dirOf(have.id), signal);
     } else {
-      const fill = (dir: string) => unpackVolume(blobs, req.archive, dir, signal);
+      const fill = async (dir: string) => {
+        await volumes.prepare(dir, req.size_gb);
+        await unpackVolume(blobs, req.archive, dir, signal);
+      };
       await volumes.make(teamId, req.volume, req.size_gb, {}, fill, { checkQuota: false });
     }
     // The object is the control plane's to delete once the move is recorded: only this cache's copy goes.

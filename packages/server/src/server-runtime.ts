@@ -1,0 +1,203 @@
+import { createHash } from "node:crypto";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import type { ServerConfigValues } from "./config.js";
+import { defaultHost } from "./default-host.js";
+import type { StartServerOptions } from "./server.js";
+import type { Foundation } from "./server-foundation.js";
+import { CheckpointService } from "./services/checkpoints/checkpoint-service.js";
+import { FleetService, isLocalHostName, placedOnPeers } from "./services/fleet/fleet-service.js";
+import { LocalHost, localHostName } from "./services/fleet/local-host.js";
+import { RemoteCheckpoints } from "./services/fleet/remote-checkpoints.js";
+import { RemoteSandboxes } from "./services/fleet/remote-sandboxes.js";
+import { StrandedStarts } from "./services/fleet/stranded-starts.js";
+import { VolumeMoves } from "./services/fleet/volume-moves.js";
+import { ImageAliases } from "./services/images/image-aliases.js";
+import { systemClock } from "./services/metering/clock.js";
+import { NetworkService } from "./services/network/network-service.js";
+import { HostLostService } from "./services/sandboxes/host-lost-service.js";
+import { ACTIVE } from "./services/sandboxes/sandbox-machines.js";
+import { SandboxService } from "./services/sandboxes/sandbox-service.js";
+import { TimeoutService } from "./services/sandboxes/timeout-service.js";
+import { MountingHost } from "./services/volumes/mounting-host.js";
+import { VolumeService } from "./services/volumes/volume-service.js";
+import type { HostStore } from "./store/host-store.js";
+import { openHostStore, openHostUrls, openImageAliases, openVolumeStore } from "./store/open-store.js";
+import type { UnwindStack } from "./unwind-stack.js";
+
+/** What runs sandboxes: their networks and volumes, the fleet, the sandboxes and checkpoints, the reapers. */
+export interface Runtime {
+  network: NetworkService;
+  aliases: ImageAliases;
+  volumes: VolumeService;
+  fleet: FleetService;
+  remote: RemoteSandboxes;
+  sandboxes: SandboxService;
+  checkpoints: CheckpointService;
+  remoteCheckpoints: RemoteCheckpoints;
+  timeouts: TimeoutService;
+}
+
+/** Short per-data-dir directory for Unix sockets (paths are limited to 108 bytes). */
+function runRootFor(dataDir: string): string {
+  const h = createHash("sha256").update(path.resolve(dataDir)).digest("hex").slice(0, 10);
+  return path.join(tmpdir(), `sandtree-${h}`);
+}
+
+/** The sandboxes placed on hosts other than `local` (workers run their machines). */
+async function placedOnWorkers(hosts: HostStore): Promise<Set<string>> {
+  const ids = new Set<string>();
+  for (const h of await hosts.listHosts()) {
+    if (isLocalHostName(h.name)) continue;
+    for (const p of await hosts.listPlacements(h.id)) ids.add(p.sandbox_id);
+  }
+  return ids;
+}
+
+/**
+ * Builds what runs sandboxes, in dependency order, then takes up the work a previous process
+ * left (adoption, checkpoints in progress, creates stranded on workers) and starts the reapers.
+ */
+export async function startRuntime(
+  cfg: ServerConfigValues,
+  opts: StartServerOptions,
+  f: Foundation,
+  unwind: UnwindStack,
+): Promise<Runtime> {
+  const { store, log, admission, images, accel, jail, blobs, volumeServer, volumeImages } = f;
+  const network = new NetworkService({
+    store,
+    log,
+    dataDir: cfg.dataDir,
+    config: {
+      enabled: cfg.network,
+      subnet: cfg.networkSubnet,
+      defaultPolicy: cfg.networkDefault,
+      dnsUpstreams: cfg.dnsUpstreams,
+      dnsRateLimit: cfg.dnsRateLimit,
+      ...(volumeServer ? { volumePorts: [volumeServer.ports.nfs, volumeServer.ports.mount] } : {}),
+    },
+  });
+  const hostRegistry = openHostStore(store);
+  // On a store several control planes share, this process's own sandboxes are those placed on its
+  // own host (`local-<id>`): a peer's get no rules here.
+  const shared = cfg.database !== undefined;
+  const ownHostName = localHostName(cfg.dataDir, shared);
+  // Every VM is gone by the time this runs: the rules, taps and resolver go too.
+  unwind.push("sandbox networks", () => network.close({ destroy: true }).catch(() => {}));
+  // Before adoption: rules and tunnels for the sandboxes still active.
+  await network.start(shared ? { notMine: await placedOnPeers(hostRegistry, ownHostName) } : {});
+  // A given host (the fake, a remote one) jails and limits its own machines.
+  const machineHost =
+    opts.host ?? (await defaultHost({ cfg, jail, accel, volumes: volumeServer, network: network.enabled, log }));
+  const aliases = new ImageAliases(openImageAliases(store), images);
+  const volumes = new VolumeService({
+    store: openVolumeStore(store),
+    root: path.join(cfg.dataDir, "volumes"),
+    limits: (teamId) => admission.limits(teamId),
+    log,
+    images: volumeImages,
+  });
+  await volumes.reconcile();
+  volumes.mountsSupported = volumeServer !== undefined;
+  // The fleet's registry before the sandboxes: creates placed on workers start there.
+  const hostLost = new HostLostService({ store, log, release: (id): Promise<boolean> => fleet.release(id) });
+  const fleet: FleetService = new FleetService({
+    hosts: hostRegistry,
+    urls: openHostUrls(store),
+    dataDir: cfg.dataDir,
+    log,
+    clock: opts.fleetClock ?? systemClock,
+    heartbeatIntervalMs: cfg.heartbeatIntervalMs,
+    hostLostAfterMs: cfg.hostLostAfterMs,
+    blobStore: cfg.blobStore,
+    localHostName: ownHostName,
+    joinToken: f.joinToken,
+    onHostLost: async (lost): Promise<void> => {
+      await hostLost.sandboxesLost(lost);
+    },
+  });
+  // This host in the fleet's registry, then volume moves a stopped control plane left (they go
+  // through workers and the object store): creates placed on workers carry their volumes there.
+  const localHost = new LocalHost({ fleet, store, images, dataDir: cfg.dataDir, accel, log });
+  await localHost.register();
+  const moves = await VolumeMoves.wire({ store: openVolumeStore(store), volumes, fleet, blobs, log });
+  const remote = new RemoteSandboxes({ fleet, store, log, volumes: { moves, localMounts: volumeServer !== undefined } });
+  const sandboxes = new SandboxService({
+    volumes,
+    network,
+    // Each sandbox's volumes are added to its machine's spec (NFS exports granted to its address).
+    host: new MountingHost(machineHost, (id) => volumes.machineMounts(id)),
+    store,
+    images,
+    aliases,
+    dataDir: cfg.dataDir,
+    runRoot: runRootFor(cfg.dataDir),
+    layersDir: blobs.localDir,
+    accel,
+    guest: f.guest,
+    log,
+    admission,
+    deadlines: cfg.deadlines,
+    warmTemplates: cfg.warmTemplates,
+    placedElsewhere: () => placedOnWorkers(hostRegistry),
+    remote,
+  });
+  // Adoptions still running are cancelled first, then every VM is stopped.
+  unwind.push("sandboxes", () => sandboxes.close().catch(() => {}));
+  const checkpoints = new CheckpointService({
+    host: sandboxes.host,
+    store,
+    sandboxes,
+    blobs,
+    log,
+    deadlines: cfg.deadlines,
+    flattenDepth: cfg.flattenDepth,
+  });
+  unwind.push("checkpoints", () => checkpoints.close().catch(() => {}));
+  const placedHere = shared ? new Set(await fleet.localPlacements()) : null;
+  // Surviving VMs are adopted in the background, each under its own deadline and in parallel:
+  // the API answers meanwhile (a sandbox being adopted shows its last status; calls into it wait
+  // for its adoption, see SandboxService.whenAdopted). What it decides about each sandbox is
+  // taken here, before any request can arrive.
+  const { settled, owned } = await sandboxes.reconcile({ placedHere });
+  void settled.catch((err: Error) => f.early.error({ err: err.message }, "reconciling sandboxes failed"));
+  // On a shared store: a checkpoint in progress is this server's to fail when its sandbox is placed
+  // here, or has ended (whoever was taking it is gone); another server may be taking the rest. One
+  // of a sandbox on a worker is being taken there: it is followed again below.
+  const onWorkers = await placedOnWorkers(hostRegistry);
+  await checkpoints.reconcile(async (sandboxId) => {
+    if (onWorkers.has(sandboxId)) return false;
+    if (placedHere === null || placedHere.has(sandboxId)) return true;
+    const status = (await store.getSandbox(sandboxId))?.status;
+    return status === undefined || !ACTIVE.includes(status);
+  });
+  sandboxes.pruneTemplates();
+  checkpoints.startReaper();
+  const timeouts = new TimeoutService({
+    store,
+    sandboxes,
+    log,
+    intervalMs: cfg.reaperIntervalMs,
+    // A peer control plane's own sandboxes are its to time out.
+    ...(shared ? { notMine: () => fleet.peerPlacements() } : {}),
+  });
+  unwind.push("the timeout reaper", () => timeouts.stop().catch(() => {}));
+  timeouts.start();
+  // Single-box mode: this process's own VMs are its host (after reconciliation decided which
+  // sandboxes are still active).
+  await localHost.start(owned);
+  // Creates a stopped control plane (a lost peer, or this one before a restart) left starting on
+  // workers are finished or ended after each reaping.
+  const stranded = new StrandedStarts({ fleet, store, remote, log });
+  unwind.push("stranded starts", () => stranded.stop());
+  fleet.onReaped(() => stranded.sweep());
+  unwind.push("the fleet's reaper", () => fleet.stop());
+  fleet.start();
+  fleet.onSandboxReports((host, reports) => remote.applyReports(host, reports));
+  const remoteCheckpoints = new RemoteCheckpoints({ store, fleet, remote, log });
+  unwind.push("remote checkpoints", () => remoteCheckpoints.close());
+  await remoteCheckpoints.resume();
+  fleet.onInventory((host, running) => remote.endedAmong(host, running));
+  return { network, aliases, volumes, fleet, remote, sandboxes, checkpoints, remoteCheckpoints, timeouts };
+}

@@ -1,0 +1,73 @@
+import type { Sandbox } from "@sandtree/protocol";
+import { Provisioner } from "./provisioner.js";
+import { Reconciler } from "./reconciler.js";
+import { SandboxMachines } from "./sandbox-machines.js";
+import { SandboxPaths } from "./sandbox-paths.js";
+import type { SandboxServiceDeps } from "./sandbox-service.js";
+import { WarmStarts } from "./warm-starts.js";
+
+/** What the parts ask of the sandbox service they serve. */
+export interface SandboxPartsOwner {
+  environmentOf(sb: Sandbox): Promise<Record<string, string>>;
+  /** A create of this sandbox is still being provisioned. */
+  provisioning(id: string): boolean;
+  closing(): boolean;
+}
+
+/**
+ * The parts a SandboxService drives, wired in dependency order: where its files go, the warm
+ * caches, the machines it supervises, the provisioner that starts them, the reconciler that
+ * adopts them after a restart.
+ */
+export function sandboxParts(deps: SandboxServiceDeps, owner: SandboxPartsOwner) {
+  const { host, network } = deps;
+  const net = network ? { network } : {};
+  const paths = new SandboxPaths(deps.dataDir, deps.runRoot, deps.layersDir);
+  const warm = new WarmStarts(
+    {
+      host,
+      dataDir: deps.dataDir,
+      runRoot: deps.runRoot,
+      layersDir: paths.layersDir,
+      guest: deps.guest,
+      accel: deps.accel,
+      log: deps.log,
+      ...net,
+    },
+    deps.warmTemplates !== false,
+  );
+  const machines = new SandboxMachines({
+    store: deps.store,
+    paths,
+    log: deps.log,
+    agentDeadlineMs: deps.deadlines?.agentMs ?? 30_000,
+    ...net,
+  });
+  const provisioner = new Provisioner({
+    store: deps.store,
+    images: deps.images,
+    paths,
+    machines,
+    host,
+    accel: deps.accel,
+    guest: deps.guest,
+    log: deps.log,
+    templates: warm.templates,
+    memoryImages: warm.memoryImages,
+    environmentOf: (sb) => owner.environmentOf(sb),
+    ...net,
+  });
+  const reconciler = new Reconciler({
+    store: deps.store,
+    host,
+    machines,
+    paths,
+    log: deps.log,
+    adoptDeadlineMs: deps.deadlines?.adoptMs ?? 10_000,
+    provisioning: (id) => owner.provisioning(id),
+    ...(deps.placedElsewhere ? { placedElsewhere: deps.placedElsewhere } : {}),
+    closing: () => owner.closing(),
+    ...net,
+  });
+  return { paths, warm, machines, provisioner, reconciler };
+}
