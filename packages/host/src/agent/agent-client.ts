@@ -6,6 +6,7 @@ import { Flag, FrameType, GuestEmptySchema, GuestHelloSchema, GuestStatSchema, T
 import { connectUnix, Deadline, DeadlineError } from "../util/deadline.js";
 import { AgentExec } from "./agent-exec.js";
 import { listDir, readFileStream, writeFileStream } from "./agent-files.js";
+import { BOOT_RETRY, helloPayload, RESTORE_RETRY } from "./agent-hello.js";
 import {
   type AgentInfo,
   type ExecSpec,
@@ -24,10 +25,6 @@ export type { AgentExecEvent, AgentInfo, ExecSpec, ExitInfo, StatInfo } from "./
 
 /** A PONG longer than any ping the host sends is not one of its answers. */
 const PING_MAX_BYTES = 64;
-
-/** When an unanswered HELLO is resent: a booting guest's may be lost, a restored guest's is late. */
-const BOOT_RETRY = { firstMs: 50, maxMs: 1000 };
-const RESTORE_RETRY = { firstMs: 1000, maxMs: 4000 };
 
 /**
  * Host side of the guest protocol (docs/protocol.md) over the Unix socket QEMU serves for the
@@ -122,18 +119,12 @@ export class AgentClient extends EventEmitter {
       if (this.closedError) throw this.closedError;
       const nonce = randomBytes(16);
       this.helloNonce = nonce;
-      const tlv = encodeTlv([
-        [Tag.TIME_NS, { u64: BigInt(Date.now()) * 1_000_000n }],
-        [Tag.ENTROPY, randomBytes(64)],
-        ...(this.net ? [[Tag.NET, this.net] as [number, TlvValue]] : []),
-        ...(this.root !== null ? [[Tag.ROOT, { u64: BigInt(this.root) }] as [number, TlvValue]] : []),
-      ]);
       const acked = new Promise<AgentInfo>((resolve) => {
         this.onHelloAck = resolve;
       });
       // READY means the agent just opened its port: any HELLO sent before was lost, resend now.
       const ready = new Promise<null>((resolve) => this.once("guest-ready", () => resolve(null)));
-      this.sendRaw(FrameType.HELLO, 0, Buffer.concat([nonce, tlv]));
+      this.sendRaw(FrameType.HELLO, 0, helloPayload(nonce, this.net, this.root));
       const info = await Promise.race([acked, ready, sleep(retryMs, null, { signal }).catch(() => null)]);
       retryMs = Math.min(retry.maxMs, retryMs * 2);
       this.removeAllListeners("guest-ready");
