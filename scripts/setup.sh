@@ -17,6 +17,7 @@ fi
 log "generating the Python client's synchronous parts"; python3 clients/python/scripts/unasync.py
 bash scripts/setup-kernel.sh
 bash scripts/build-guest.sh
+bash scripts/build-jailer.sh
 bash scripts/build-images.sh
 bash scripts/setup-compat-venv.sh
 log "setup complete (cache: $SANDTREE_CACHE_DIR)"

@@ -2,7 +2,8 @@
 // Packs what a sandtree server needs to run inside a sandbox with nested virtualization (the KVM
 // path's test and bench, see docs/architecture.md "How the KVM path is tested"): this checkout's
 // built packages and production dependencies, the host's node, qemu-system-x86_64 and qemu-img with their libraries and QEMU's firmware (at their own paths: the sandbox runs
-// sandtree/debian, the same Debian release), the guest kernel, initramfs and modules disk, and the
+// sandtree/debian, the same Debian release), the guest kernel, initramfs and modules disk, the
+// jail's launcher (sandtree-jail), and the
 // image sandtree/busybox from the local store. An uncompressed tar (a TCG guest unpacks it faster).
 //
 // Usage: node scripts/kvm/bundle.mjs [--with-docker] OUT.tar   (after `npm run build` and setup;
@@ -72,7 +73,8 @@ try {
 
   // The guest and one image.
   const c = path.join(stage, "opt/sandtree-cache");
-  for (const f of ["kernel/vmlinuz", "kernel/release", "guest/initramfs.cpio.gz", "guest/modules.img"])
+  // jail/sandtree-jail: the jail's launcher (static: it runs in the bundle's system as it is).
+  for (const f of ["kernel/vmlinuz", "kernel/release", "guest/initramfs.cpio.gz", "guest/modules.img", "jail/sandtree-jail"])
     cpSync(path.join(cache, f), path.join(c, f), { dereference: true });
   const refs = JSON.parse(readFileSync(path.join(cache, "images/refs.json"), "utf8"));
   const names = ["sandtree/busybox:latest", ...(withDocker ? ["sandtree/docker:latest"] : [])];

@@ -39,3 +39,8 @@ export function modulesDiskFor(initramfs: string): string | null {
   const file = path.join(path.dirname(initramfs), "modules.img");
   return existsSync(file) ? file : null;
 }
+
+/** The jail's launcher build-jailer.sh writes (static, so a nested bundle carries it as it is). */
+export function jailerBinary(dir = cacheDir()): string {
+  return path.join(dir, "jail", "sandtree-jail");
+}

@@ -1,5 +1,6 @@
 import {
   chmodSync,
+  existsSync,
   chownSync,
   linkSync,
   mkdirSync,
@@ -16,8 +17,9 @@ import {
 import { rename } from "node:fs/promises";
 import path from "node:path";
 import { qcow2BackingName } from "../disks/overlay.js";
+import { jailerBinary } from "../paths.js";
 import { runCommand } from "../util/run-command.js";
-import { type JailRoot, jailRootSteps } from "./jail-root.js";
+import { type JailRoot, jailRootArgs, jailRootPlan, jailRootSteps } from "./jail-root.js";
 
 export type { JailRoot } from "./jail-root.js";
 
@@ -154,22 +156,63 @@ async function undoGrants(uid: number, grants: Grant[]): Promise<void> {
   if (acl.length) await setfacl(["-x", `u:${uid}`, "--", ...acl]).catch(() => {});
 }
 
+let warnedMissing = false;
+
+/**
+ * sandtree-jail as setup built it (scripts/build-jailer.sh), or null: the launcher is then the
+ * older unshare, sh and setpriv chain (the same jail, a dozen more processes a start), and a
+ * warning says so once.
+ */
+export function jailerPath(): string | null {
+  const file = jailerBinary();
+  if (existsSync(file)) return file;
+  if (!warnedMissing) {
+    warnedMissing = true;
+    process.emitWarning(`${file} is missing (run setup again): QEMUs are jailed through unshare, sh and setpriv`, {
+      code: "SANDTREE_JAILER_MISSING",
+    });
+  }
+  return null;
+}
+
+export interface JailCommandOptions {
+  /** The namespace's own /dev/net/tun. */
+  tun?: boolean;
+  /**
+   * A host tap made the uid's own (TUNSETOWNER, TUNSETGROUP) before the namespace is entered:
+   * by sandtree-jail only; with the shell launcher the caller runs ownTap (jailOwnsTap false).
+   */
+  tap?: string;
+  root?: JailRoot;
+  stateDir?: string;
+  /** `shell`: the unshare/sh/setpriv chain even where sandtree-jail is built (benchmarks). */
+  via?: "jailer" | "shell";
+}
+
+/** Whether jailCommand with these options makes the tap the uid's own itself. */
+export function jailOwnsTap(opts: Pick<JailCommandOptions, "via"> = {}): boolean {
+  return opts.via !== "shell" && jailerPath() !== null;
+}
+
 /**
  * The jail's launcher for `argv` as `uid`, exec by exec so the spawned pid is the program's own:
  * a private mount namespace whose root is built for it alone (jail-root.ts: its files, /usr,
- * basic devices, its own /proc showing the jailed uid's processes alone), then setpriv to `uid`
- * and gid `uid` with no supplementary groups, no capability (bounding and inheritable sets
- * cleared) and no_new_privs. The escape test runs its probe through this same function.
- * `tun`: the namespace's own /dev/net/tun.
+ * basic devices, its own /proc showing the jailed uid's processes alone), then `uid` and gid
+ * `uid` with no supplementary groups, no capability (bounding, ambient and inheritable sets
+ * cleared) and no_new_privs. One process, sandtree-jail, does all of it from its argv; without
+ * it, unshare runs sh's mount steps and setpriv. The escape test runs its probe through this
+ * same function.
  */
-export function jailCommand(
-  uid: number,
-  argv: string[],
-  opts: { tun?: boolean; root?: JailRoot; stateDir?: string } = {},
-): [string, string[]] {
+export function jailCommand(uid: number, argv: string[], opts: JailCommandOptions = {}): [string, string[]] {
   const mountpoint = path.join(opts.stateDir ?? JAIL_STATE_DIR, "root");
   mkdirSync(mountpoint, { recursive: true, mode: 0o700 });
-  const steps = jailRootSteps(mountpoint, opts.root ?? { rw: [], ro: [] }, opts.tun ? { tun: true } : {});
+  const plan = jailRootPlan(opts.root ?? { rw: [], ro: [] }, opts.tun ? { tun: true } : {});
+  const jailer = opts.via === "shell" ? null : jailerPath();
+  if (jailer) {
+    const tap = opts.tap ? ["--tap", opts.tap] : [];
+    return [jailer, ["--root", mountpoint, "--uid", String(uid), ...tap, ...jailRootArgs(plan), "--", ...argv]];
+  }
+  const steps = jailRootSteps(mountpoint, plan);
   return [
     "unshare",
     [
@@ -338,7 +381,7 @@ export class JailLease {
   }
 
   /** The argv that runs QEMU (`binary args`) in the jail (jailCommand) with its seccomp filter. */
-  argv(binary: string, args: string[], opts: { tun?: boolean; root?: JailRoot } = {}): [string, string[]] {
+  argv(binary: string, args: string[], opts: Omit<JailCommandOptions, "stateDir"> = {}): [string, string[]] {
     return jailCommand(this.uid, [binary, ...args, "-sandbox", QEMU_SANDBOX], { ...opts, stateDir: this.stateDir });
   }
 

@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, openSync, realpathSync } from "node:fs";
 import path from "node:path";
 import { ownTap } from "../network/tap-owner.js";
-import { type JailConfig, JailLease, type JailRoot } from "./jail.js";
+import { type JailConfig, JailLease, type JailRoot, jailOwnsTap } from "./jail.js";
 import { buildQemuArgs, type QemuVmSpec } from "./qemu-args.js";
 
 /**
@@ -63,7 +63,8 @@ async function grantFiles(lease: JailLease, o: LaunchOptions): Promise<void> {
   // One setfacl for what it writes (a clone's template RAM and /dev/kvm), one for what it reads.
   if (writable.length) await lease.allow(writable, "rw");
   await lease.allow(readable, "r");
-  if (spec.tap) await ownTap(spec.tap, lease.uid);
+  // sandtree-jail makes the tap the uid's own as it starts; the shell launcher cannot.
+  if (spec.tap && !jailOwnsTap()) await ownTap(spec.tap, lease.uid);
 }
 
 const KVM_DEVICE = "/dev/kvm";
@@ -128,7 +129,11 @@ export async function launchQemu(o: LaunchOptions): Promise<Launched> {
     };
     const args = buildQemuArgs(spec);
     const [file, argv] = lease
-      ? lease.argv(o.binary ?? "qemu-system-x86_64", args, { tun: o.spec.tap !== undefined, root: jailRootOf(o) })
+      ? lease.argv(o.binary ?? "qemu-system-x86_64", args, {
+          tun: o.spec.tap !== undefined,
+          ...(o.spec.tap ? { tap: o.spec.tap } : {}),
+          root: jailRootOf(o),
+        })
       : [o.binary ?? "qemu-system-x86_64", args];
     const log = stdio[1];
     // Own process group: a Ctrl-C meant for the server must not kill guests mid-write.
