@@ -2,7 +2,8 @@
 // What a QEMU's own root costs (docs/security.md, the jail), beside the floor in the same run:
 //   launcher:     spawn -> exit of `true` through the jail's launcher, with the root a sandbox's
 //                 QEMU gets (tmpfs, binds, pivot_root) and with the launcher as it was before
-//                 (private /proc alone), alternating; median and p90 in ms
+//                 (private /proc alone), alternating; median and p90 in ms; where sandtree-jail
+//                 is built, the same root through the shell chain it replaced too
 //   warm_create:  API call -> first output of `echo` in a new sandbox (a warm clone, jailed),
 //                 median of --creates; the floor's copy-on-write clone beside it
 // Run it from a checkout without the root for the figure before. Needs root (the jail).
@@ -62,15 +63,28 @@ const before = () =>
   ]);
 if (qemu.jailRootOf) {
   const withRoot = [];
+  const shellRoot = [];
   const without = [];
   for (let i = 0; i < Number(values.launches); i++) {
     withRoot.push(timed(qemu.jailCommand(uid, ["true"], { tun: true, root })));
+    // The same root through the unshare/sh/setpriv chain (what runs without sandtree-jail).
+    if (qemu.jailerPath?.()) shellRoot.push(timed(qemu.jailCommand(uid, ["true"], { tun: true, root, via: "shell" })));
     without.push(before());
   }
-  out.launcher = { with_root_ms: stats(withRoot), before_ms: stats(without) };
+  out.launcher = {
+    launcher: qemu.jailerPath?.() ? "sandtree-jail" : "shell",
+    with_root_ms: stats(withRoot),
+    ...(shellRoot.length ? { with_root_shell_ms: stats(shellRoot) } : {}),
+    before_ms: stats(without),
+  };
 } else out.launcher = { before_ms: stats(Array.from({ length: Number(values.launches) }, before)) };
 
-// Warm creates through a real server.
+// Warm creates through a real server (--creates 0: the launcher alone).
+if (Number(values.creates) === 0) {
+  rmSync(work, { recursive: true, force: true });
+  console.log(JSON.stringify(out, null, 2));
+  process.exit(0);
+}
 const accel = await detectAccel("auto");
 const floor = await measureFloor(accel);
 const server = await startServer({ dataDir: path.join(work, "data"), port: 0, logger: false });
