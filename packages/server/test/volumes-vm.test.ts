@@ -67,10 +67,13 @@ describe.skipIf(unavailable !== null)(`volumes in sandboxes${unavailable ? ` (sk
     server?.close();
   }, 120_000);
 
-  it("two sandboxes see each other's files: a writer's fsync, then a reader's open", async () => {
-    const [a, b] = ids as [string, string];
+  it("three sandboxes see each other's files: a writer's fsync, then a reader's open", async () => {
+    const [a, b, c] = ids as [string, string, string];
     await sh(a, "echo from-a > /mnt/shared/a.txt && sync /mnt/shared/a.txt");
     expect((await sh(b, "cat /mnt/shared/a.txt")).stdout).toBe("from-a\n");
+    await sh(c, "echo from-c > /mnt/shared/c.txt && sync /mnt/shared/c.txt");
+    expect((await sh(a, "cat /mnt/shared/a.txt /mnt/shared/c.txt")).stdout).toBe("from-a\nfrom-c\n");
+    expect((await sh(b, "cat /mnt/shared/c.txt")).stdout).toBe("from-c\n");
     await sh(
       b,
       "mkdir -p /mnt/shared/dir && echo from-b > /mnt/shared/dir/b.txt && mv /mnt/shared/dir/b.txt /mnt/shared/dir/c.txt && sync",
@@ -208,6 +211,7 @@ describe.skipIf(unavailable !== null)(`volumes in sandboxes${unavailable ? ` (sk
     const list = await api("GET", `/v1/volumes/${vol}/files/list?path=/`);
     expect(list.body.entries.map((e: { path: string }) => e.path.split("/").pop()).sort()).toEqual([
       "a.txt",
+      "c.txt",
       "child.txt",
       "dir",
       "w",
