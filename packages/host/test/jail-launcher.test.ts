@@ -32,7 +32,11 @@ const probe = (via: "jailer" | "shell") => {
   rmSync(rw, { recursive: true, force: true });
   spawnSync("mkdir", ["-m", "0700", rw]);
   spawnSync("chown", [`${uid}:${uid}`, rw]);
-  const [file, args] = jailCommand(uid, ["/bin/sh", "-c", PROBE, "probe", rw, ro], { tun: true, root: { rw: [rw], ro: [ro] }, via });
+  const [file, args] = jailCommand(uid, ["/bin/sh", "-c", PROBE, "probe", rw, ro], {
+    tun: true,
+    root: { rw: [rw], ro: [ro] },
+    via,
+  });
   return spawnSync(file, args, { encoding: "utf8" });
 };
 
@@ -64,7 +68,9 @@ describe.skipIf(!jailer)("sandtree-jail", () => {
   });
 
   it("names the failed step and its errno, and exits non-zero", () => {
-    const r = spawnSync(jailer as string, ["--root", path.join(dir, "mnt"), "--uid", String(uid), "--", "true"], { encoding: "utf8" });
+    const r = spawnSync(jailer as string, ["--root", path.join(dir, "mnt"), "--uid", String(uid), "--", "true"], {
+      encoding: "utf8",
+    });
     expect(r.status).toBe(125);
     expect(r.stderr).toMatch(/^sandtree-jail: mount tmpfs .*: No such file or directory/);
     const bad = spawnSync(jailer as string, ["--uid", "0", "--", "true"], { encoding: "utf8" });

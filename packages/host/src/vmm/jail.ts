@@ -1,7 +1,7 @@
 import {
   chmodSync,
-  existsSync,
   chownSync,
+  existsSync,
   linkSync,
   mkdirSync,
   readdirSync,
