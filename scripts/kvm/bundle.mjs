@@ -73,9 +73,12 @@ try {
 
   // The guest and one image.
   const c = path.join(stage, "opt/sandtree-cache");
-  // jail/sandtree-jail: the jail's launcher (static: it runs in the bundle's system as it is).
-  for (const f of ["kernel/vmlinuz", "kernel/release", "guest/initramfs.cpio.gz", "guest/modules.img", "jail/sandtree-jail"])
+  for (const f of ["kernel/vmlinuz", "kernel/release", "guest/initramfs.cpio.gz", "guest/modules.img"])
     cpSync(path.join(cache, f), path.join(c, f), { dereference: true });
+  // The jail's launcher (static: it runs in the bundle's system as it is); a cache set up before
+  // it existed has none, and the bundled server then warns and uses the unshare/sh/setpriv chain.
+  if (existsSync(path.join(cache, "jail/sandtree-jail")))
+    cpSync(path.join(cache, "jail/sandtree-jail"), path.join(c, "jail/sandtree-jail"), { dereference: true });
   const refs = JSON.parse(readFileSync(path.join(cache, "images/refs.json"), "utf8"));
   const names = ["sandtree/busybox:latest", ...(withDocker ? ["sandtree/docker:latest"] : [])];
   const images = refs.refs.filter((r) => names.includes(r.ref));
