@@ -1,6 +1,6 @@
 # Probes run as root inside a hostile sandbox (network.test.ts): each prints one line.
 #   tcp HOST PORT            OK connected | ERR refused | ERR timeout
-#   udpflood HOST PORT N     N datagrams of 1 KiB: OK sent N
+#   udpflood HOST PORT N     N datagrams of 1 KiB: OK sent N (STALLED after I: ... when a send blocks 10 s)
 #   synflood HOST PORT N     N connects left half-open: OK tried N
 #   arpspoof IP N            N gratuitous ARP replies claiming IP with our MAC: OK sent N
 #   dns NAME                 an A lookup at our resolver: OK ADDR | ERR ...
@@ -30,10 +30,16 @@ if cmd == "tcp":
 elif cmd == "udpflood":
     host = resolver() if args[0] == "resolver" else args[0]
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    # A send that blocks 10 s (the guest's own queue to its NIC never drained) ends the flood:
+    # what was sent, and the NIC's counters, are the answer.
+    s.settimeout(10)
     n = int(args[2])
     for i in range(n):
         try:
             s.sendto(os.urandom(1024), (host, int(args[1]) if args[1] != "any" else 1024 + i % 60000))
+        except (socket.timeout, TimeoutError):
+            dev = [l.split() for l in open("/proc/net/dev") if "eth0" in l]
+            out("STALLED after %d: eth0 %s" % (i, " ".join(dev[0]) if dev else "?"))
         except OSError:
             pass
     out("OK sent %d" % n)
