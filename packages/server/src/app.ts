@@ -26,6 +26,7 @@ import { primeRoutes } from "./routes/prime/prime-plugin.js";
 import { ptyRoutes } from "./routes/pty-routes.js";
 import { sandboxRoutes } from "./routes/sandbox-routes.js";
 import { teamRoutes } from "./routes/team-routes.js";
+import { dropUnreadBodies } from "./routes/unread-bodies.js";
 import { usageRoutes } from "./routes/usage-routes.js";
 import { versionRoutes } from "./routes/version-routes.js";
 import { volumeRoutes } from "./routes/volume-routes.js";
@@ -81,9 +82,10 @@ export function buildApp(
   services: Services,
   opts: { logger?: boolean | object; metricsToken?: string | undefined } = {},
 ): FastifyInstance {
+  const bodyLimit = 1024 * 1024;
   const app = Fastify({
     logger: loggerOptions(opts.logger),
-    bodyLimit: 1024 * 1024,
+    bodyLimit,
     genReqId: newRequestId,
   });
   app.decorateRequest("principal", null as unknown as Principal);
@@ -92,6 +94,7 @@ export function buildApp(
   app.addContentTypeParser("*", (_req, payload, done) => done(null, payload));
   app.setErrorHandler(errorHandler);
   app.setNotFoundHandler(notFoundHandler);
+  dropUnreadBodies(app, bodyLimit);
 
   // The web dashboard's static pages (registered before the hook below: they are not the API).
   dashboardRoutes(app);

@@ -129,3 +129,35 @@ describe("host errors get stable codes at the service boundary", () => {
     expect(logged).toEqual(["error unhandled error"]);
   });
 });
+
+describe("a GET that carries a body", () => {
+  /** GET `path` over a real socket with `bytes` of body, every byte written before the answer is read. */
+  function getWithBody(path: string, bytes: number): Promise<{ status: number; text: string }> {
+    const { hostname, port } = new URL(t.url);
+    return new Promise((resolve, reject) => {
+      const sock = net.connect(Number(port), hostname, () => {
+        sock.write(
+          `GET ${path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${bytes}\r\nconnection: close\r\n\r\n`,
+        );
+        sock.end("x".repeat(bytes));
+      });
+      const chunks: Buffer[] = [];
+      sock.on("data", (d: Buffer) => chunks.push(d));
+      // A refusal sent unread may be followed by a reset once the answer is in: the answer counts.
+      sock.on("error", (err) => chunks.length === 0 && reject(err));
+      sock.on("close", () => {
+        const text = Buffer.concat(chunks).toString("utf8");
+        resolve({ status: Number(text.split(" ")[1]), text: text.slice(text.indexOf("\r\n\r\n") + 4) });
+      });
+    });
+  }
+
+  it("gets its whole answer (the body read and dropped first), or 413 past the body limit", async () => {
+    const ok = await getWithBody("/v1/openapi.json", 512 * 1024);
+    expect(ok.status).toBe(200);
+    expect(JSON.parse(ok.text).openapi).toMatch(/^3\./);
+    const big = await getWithBody("/v1/openapi.json", 2 * 1024 * 1024);
+    expect(big.status).toBe(413);
+    expect(big.text).toContain('"code":"PAYLOAD_TOO_LARGE"');
+  });
+});
