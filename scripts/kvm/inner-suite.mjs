@@ -103,7 +103,14 @@ async function phases(id, wall0) {
     const e = events.find((x) => x.message.startsWith(prefix));
     return e ? Date.parse(e.at) - wall0 : null;
   };
-  return { created: at("created"), image_ready: at("image ready"), starting_vm: at("starting the VM"), running: at("running") };
+  return {
+    created: at("created"),
+    image_ready: at("image ready"),
+    starting_vm: at("starting the VM"),
+    running: at("running"),
+    // Every event, ms after the call: `running` carries the VM start's own steps (QMP, state loaded, agent, HELLOs).
+    events: events.map((e) => `${Date.parse(e.at) - wall0} ${e.message}`),
+  };
 }
 
 const run = async (id, command) => {

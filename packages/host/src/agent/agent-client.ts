@@ -39,6 +39,8 @@ export class AgentClient extends EventEmitter {
   private onHelloAck: ((info: AgentInfo) => void) | null = null;
   private pings = new Map<string, () => void>();
   info: AgentInfo | null = null;
+  /** HELLOs written so far (more than one: an answer came later than the resend, or the port reopened). */
+  hellosSent = 0;
   /** eth0's configuration ("ADDR/PREFIX GATEWAY" or "-"), applied by the guest at every HELLO. */
   private net: string | null = null;
   /** How long past its timeout an exec may go on before the host gives up on it (AgentExec.giveUpAfter). @internal */
@@ -125,6 +127,7 @@ export class AgentClient extends EventEmitter {
       // READY means the agent just opened its port: any HELLO sent before was lost, resend now.
       const ready = new Promise<null>((resolve) => this.once("guest-ready", () => resolve(null)));
       this.sendRaw(FrameType.HELLO, 0, helloPayload(nonce, this.net, this.root));
+      this.hellosSent++;
       const info = await Promise.race([acked, ready, sleep(retryMs, null, { signal }).catch(() => null)]);
       retryMs = Math.min(retry.maxMs, retryMs * 2);
       this.removeAllListeners("guest-ready");

@@ -177,6 +177,8 @@ export interface Machine {
   /** Why the VMM holds the machine on a host disk error, or undefined. */
   readonly diskError: string | undefined;
   readonly consoleLog: string;
+  /** Where its start's time went (ms after the start at `launched`, `qmp`, `loaded`, `agent`; `hellos`), where known. */
+  readonly startMarks?: Readonly<Record<string, number>> | undefined;
 
   exec(spec: ExecSpec): MachineExec;
   readFile(path: string, opts?: { offset?: number; length?: number; signal?: AbortSignal }): AsyncIterable<Buffer>;

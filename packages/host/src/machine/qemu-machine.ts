@@ -88,6 +88,9 @@ export class QemuMachine extends EventEmitter implements Machine {
   get activeDisk(): string | undefined {
     return this.vm.activeDisk;
   }
+  get startMarks(): Readonly<Record<string, number>> | undefined {
+    return this.vm.startMarks;
+  }
   get diskError(): string | undefined {
     return this.held;
   }

@@ -54,6 +54,8 @@ export class QemuVm extends EventEmitter {
   exit: VmExit | null = null;
   /** For an adopted VM: QEMU's run state when it was found (`running`, `paused`, `postmigrate`...). */
   adoptedRunState: string | undefined;
+  /** Where the start's time went: ms after start() at each step's end, and the HELLOs it took. */
+  startMarks: Record<string, number> | undefined;
   private stopping = false;
   private currentDisk: string | undefined;
   private currentNode = ROOT_NODE;
@@ -117,6 +119,11 @@ export class QemuVm extends EventEmitter {
 
   /** Boots the VM and resolves once the guest agent answered the handshake. */
   static async start(opts: VmOptions): Promise<QemuVm> {
+    const t0 = performance.now();
+    const marks: Record<string, number> = {};
+    const mark = (step: string) => {
+      marks[step] = Math.round(performance.now() - t0);
+    };
     mkdirSync(opts.runDir, { recursive: true, mode: 0o700 });
     mkdirSync(opts.logDir, { recursive: true });
     const agentSocket = path.join(opts.runDir, "agent.sock");
@@ -136,6 +143,7 @@ export class QemuVm extends EventEmitter {
       ...(opts.qemuBinary ? { binary: opts.qemuBinary } : {}),
       jail: opts.jail ?? defaultJailConfig(),
     });
+    mark("launched");
     const vm = new QemuVm(opts, child, child.pid ?? -1);
     vm.lease = lease;
     // The one deadline of the start: the agent's connect gets it too (its own default, 120 s,
@@ -157,11 +165,13 @@ export class QemuVm extends EventEmitter {
           timeoutMs: deadline.ms,
           restored: Boolean(opts.restoreFrom),
           ignoreShared: opts.memoryFile !== undefined,
+          mark,
         }),
         died,
       ]);
       vm.qmp = qmp;
       vm.agent = agent;
+      vm.startMarks = { ...marks, hellos: agent.hellosSent };
       return vm;
     } catch (err) {
       // Exited on its own (before stop() marks any exit expected), or its control socket closed.

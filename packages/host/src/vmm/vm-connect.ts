@@ -18,6 +18,8 @@ export interface GuestConnection {
   restored: boolean;
   /** The saved state leaves guest RAM in the shared memory file (a template clone). */
   ignoreShared: boolean;
+  /** Called as each step ends (`qmp`, `loaded`, `agent`): where a start's time went. */
+  mark?: (step: "qmp" | "loaded" | "agent") => void;
 }
 
 /**
@@ -27,13 +29,21 @@ export interface GuestConnection {
  */
 export async function connectGuest(c: GuestConnection): Promise<readonly [QmpClient, AgentClient]> {
   const { qmpSocket, agentSocket, agentOpts, rootBytes, signal, timeoutMs } = c;
+  const mark = c.mark ?? (() => {});
   if (!c.restored) {
     return await Promise.all([
-      QmpClient.connect(qmpSocket, { signal }),
-      AgentClient.connect(agentSocket, { signal, timeoutMs, ...agentOpts }),
+      QmpClient.connect(qmpSocket, { signal }).then((q) => {
+        mark("qmp");
+        return q;
+      }),
+      AgentClient.connect(agentSocket, { signal, timeoutMs, ...agentOpts }).then((a) => {
+        mark("agent");
+        return a;
+      }),
     ]);
   }
   const qmp = await QmpClient.connect(qmpSocket, { signal });
+  mark("qmp");
   // A template clone gets its RAM from the shared file; a memory checkpoint carries it all.
   // A clone's virtio-blk still reports the template's placeholder size to the guest:
   // resizing the drive (to the size it has) raises the config interrupt that updates it.
@@ -52,8 +62,11 @@ export async function connectGuest(c: GuestConnection): Promise<readonly [QmpCli
     timeoutMs,
     ...agentOpts,
     beforeHello: () =>
-      loadVmState(qmp, INCOMING_FD, { ignoreShared: c.ignoreShared, signal, ...(beforeRun ? { beforeRun } : {}) }),
+      loadVmState(qmp, INCOMING_FD, { ignoreShared: c.ignoreShared, signal, ...(beforeRun ? { beforeRun } : {}) }).then(() =>
+        mark("loaded"),
+      ),
   });
+  mark("agent");
   if (rootBytes !== null && agent.info?.root !== "mounted") {
     agent.close();
     throw new Error(`the guest did not mount its root disk (${agent.info?.root ?? "no answer"}); see the console log`);
