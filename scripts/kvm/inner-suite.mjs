@@ -96,6 +96,19 @@ async function created() {
   return Object.assign(running, { create_ms: Math.round(performance.now() - t0), t0: wall0 });
 }
 
+/** The cpu.stat of QEMU `pid`'s cgroup (v1 `cpu` or v2), one line, or null: was its CPU quota hit? */
+function cpuStat(pid) {
+  try {
+    for (const line of readFileSync(`/proc/${pid}/cgroup`, "utf8").split("\n")) {
+      const [, ctl, dir] = line.split(":");
+      if (dir === undefined || !(ctl === "" || ctl.split(",").includes("cpu"))) continue;
+      const file = path.join("/sys/fs/cgroup", ctl === "" ? "" : ctl, dir, "cpu.stat");
+      if (existsSync(file)) return readFileSync(file, "utf8").trim().replace(/\n/g, ", ");
+    }
+  } catch {}
+  return null;
+}
+
 /** Where a create's time went, from the server's events: ms after the create call at each. */
 async function phases(id, wall0) {
   const { events } = await client.sandboxes.logs(id);
@@ -110,6 +123,8 @@ async function phases(id, wall0) {
     running: at("running"),
     // Every event, ms after the call: `running` carries the VM start's own steps (QMP, state loaded, agent, HELLOs).
     events: events.map((e) => `${Date.parse(e.at) - wall0} ${e.message}`),
+    // The VM's cgroup: nr_throttled > 0 means its CPU quota (its vCPUs) held QEMU back.
+    cpu_stat: cpuStat(/running \(\w+, pid (\d+)/.exec(events.map((e) => e.message).join("\n"))?.[1]),
   };
 }
 
