@@ -1,5 +1,6 @@
 import { flattenLayer, sealLayer } from "../disks/layers.js";
-import { createOverlay, ensureBaseLink } from "../disks/overlay.js";
+import { ensureBaseLink } from "../disks/overlay.js";
+import { createOverlayCopy } from "../disks/overlay-copies.js";
 import type { HostDisks } from "./machine.js";
 
 /** A QEMU host's disks: qcow2 overlays over a chain of qcow2 layers over the image base. */
@@ -9,7 +10,7 @@ export class QemuDisks implements HostDisks {
   }
 
   createDisk(backing: string, file: string, sizeBytes: number, opts: { signal?: AbortSignal } = {}): Promise<void> {
-    return createOverlay(backing, file, sizeBytes, opts);
+    return createOverlayCopy(backing, file, sizeBytes, opts);
   }
 
   readonly sealLayer: HostDisks["sealLayer"] = sealLayer;
