@@ -31,7 +31,7 @@ export function causeChain(err: unknown): string {
   return parts.join(" <- ");
 }
 
-/** Where a machine's start went, for its `running` event: "; launched 310 ms, qmp 420 ms, ..., 1 HELLO". */
+/** Where a machine's start went, for its `running` event: "; launched 310 ms, ..., agent 520 ms, 1 HELLO" (the host names the steps). */
 function startSteps(marks: Readonly<Record<string, number>> | undefined): string {
   if (!marks) return "";
   const steps = Object.entries(marks).filter(([k]) => k !== "hellos");
