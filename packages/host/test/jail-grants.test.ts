@@ -30,10 +30,13 @@ describe.skipIf(!jail.enabled)("grants and renamed files", () => {
         const flat = path.join(dir, `.tmp-flat-${i}`);
         writeFileSync(layer, "old layer", { mode: 0o600 });
         writeFileSync(flat, "flat layer", { mode: 0o600 });
-        await a.allow([layer], "r");
+        await a.allow([{ files: [layer], perm: "r" }]);
         // b's grant and the swap start together: the grant lands before or after the rename.
-        await Promise.all([i % 2 ? b.allow([layer], "r") : Promise.resolve(), renameKeepingGrants(flat, layer)]);
-        if (i % 2 === 0) await b.allow([layer], "r");
+        await Promise.all([
+          i % 2 ? b.allow([{ files: [layer], perm: "r" }]) : Promise.resolve(),
+          renameKeepingGrants(flat, layer),
+        ]);
+        if (i % 2 === 0) await b.allow([{ files: [layer], perm: "r" }]);
         expect(readableAs(a.uid, layer), `a, round ${i}`).toBe(true);
         expect(readableAs(b.uid, layer), `b, round ${i}`).toBe(true);
       }
@@ -44,6 +47,27 @@ describe.skipIf(!jail.enabled)("grants and renamed files", () => {
       expect(readableAs(b.uid, layer)).toBe(true);
     } finally {
       for (const l of leases) await l?.release();
+    }
+  });
+
+  it("one grant of several groups gives each file its own access, and the release takes all back", async () => {
+    const lease = (await JailLease.acquire(jail, "grants-groups")) as JailLease;
+    const ram = path.join(dir, "ram");
+    const layers = [path.join(dir, "top.qcow2"), path.join(dir, "base.qcow2")];
+    for (const f of [ram, ...layers]) writeFileSync(f, "data", { mode: 0o600 });
+    try {
+      await lease.allow([
+        { files: [ram], perm: "rw" },
+        { files: layers, perm: "r" },
+      ]);
+      const acl = (f: string) => spawnSync("getfacl", ["-c", "-n", f], { encoding: "utf8" }).stdout;
+      expect(acl(ram)).toContain(`user:${lease.uid}:rw-`);
+      for (const f of layers) expect(acl(f)).toContain(`user:${lease.uid}:r--`);
+      expect(readableAs(lease.uid, layers[1] as string)).toBe(true);
+      await lease.release();
+      for (const f of [ram, ...layers]) expect(acl(f)).not.toContain(`user:${lease.uid}:`);
+    } finally {
+      await lease.release();
     }
   });
 });

@@ -344,27 +344,35 @@ export class JailLease {
    * read, its disk's backing chain): a named-user ACL entry on each file others may not already
    * use. The directories on the way that others may not cross are made crossable (`o+x`, not
    * listable; kept): every entry at the data directory's top is closed on its own, and an ACL
-   * per uid on directories many VMs share would churn.
+   * per uid on directories many VMs share would churn. One setfacl for all the groups (its
+   * `-m` applies to the files after it): a process start per VM is dear where the host's CPU is
+   * emulated (nested KVM).
    */
-  async allow(files: string[], perm: "r" | "rw"): Promise<void> {
-    const want = perm === "rw" ? 0o6 : 0o4;
-    const needFile = files.filter((f) => {
-      const st = statSync(f);
-      return st.uid !== this.uid && (st.mode & want) !== want;
-    });
-    // A base layer is a link into the image cache: the directories of both paths are walked.
-    const walked = [...new Set(files.flatMap((f) => [path.resolve(f), realpathSync(f)]))];
-    for (const f of walked) {
-      for (let d = path.dirname(f); ; d = path.dirname(d)) {
-        const st = statSync(d);
-        if (st.uid !== this.uid && (st.mode & 0o001) === 0) chmodSync(d, (st.mode & 0o7777) | 0o001);
-        if (d === path.dirname(d)) break;
+  async allow(groups: Array<{ files: string[]; perm: "r" | "rw" }>): Promise<void> {
+    const args: string[] = [];
+    for (const { files, perm } of groups) {
+      const want = perm === "rw" ? 0o6 : 0o4;
+      const needFile = files.filter((f) => {
+        const st = statSync(f);
+        return st.uid !== this.uid && (st.mode & want) !== want;
+      });
+      // A base layer is a link into the image cache: the directories of both paths are walked.
+      const walked = [...new Set(files.flatMap((f) => [path.resolve(f), realpathSync(f)]))];
+      for (const f of walked) {
+        for (let d = path.dirname(f); ; d = path.dirname(d)) {
+          const st = statSync(d);
+          if (st.uid !== this.uid && (st.mode & 0o001) === 0) chmodSync(d, (st.mode & 0o7777) | 0o001);
+          if (d === path.dirname(d)) break;
+        }
       }
+      if (!needFile.length) continue;
+      for (const p of needFile) this.grants.push({ path: p, kind: "acl" });
+      // Absolute paths: no file name can read as an option (there is no `--` between groups).
+      args.push("-m", `u:${this.uid}:${perm}`, ...needFile.map((f) => path.resolve(f)));
     }
-    if (!needFile.length) return;
-    for (const p of needFile) this.grants.push({ path: p, kind: "acl" });
+    if (!args.length) return;
     this.save();
-    await setfacl(["-m", `u:${this.uid}:${perm}`, "--", ...needFile]);
+    await setfacl(args);
   }
 
   /** The qcow2 files `disk` reads through (its backing chain, from each header), `disk` excluded. */

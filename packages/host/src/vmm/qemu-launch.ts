@@ -60,9 +60,11 @@ async function grantFiles(lease: JailLease, o: LaunchOptions): Promise<void> {
   // Under KVM QEMU opens /dev/kvm itself, which hosts keep 0660 root:kvm (a guest's devtmpfs:
   // 0600): the VM's uid, which has no group, gets its own ACL entry, removed with the lease.
   if (spec.accel === "kvm" && existsSync(KVM_DEVICE)) writable.push(KVM_DEVICE);
-  // One setfacl for what it writes (a clone's template RAM and /dev/kvm), one for what it reads.
-  if (writable.length) await lease.allow(writable, "rw");
-  await lease.allow(readable, "r");
+  // One setfacl: what it writes (a clone's template RAM and /dev/kvm) and what it reads.
+  await lease.allow([
+    { files: writable, perm: "rw" },
+    { files: readable, perm: "r" },
+  ]);
   // sandtree-jail makes the tap the uid's own as it starts; the shell launcher cannot.
   if (spec.tap && !jailOwnsTap()) await ownTap(spec.tap, lease.uid);
 }
