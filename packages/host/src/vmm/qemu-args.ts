@@ -41,6 +41,8 @@ export interface QemuVmSpec {
   tap?: string;
   /** The same NIC on no network (a hub port alone): a VM that never runs, loading a saved state. */
   nicUnplugged?: boolean;
+  /** virtio-balloon with free page reporting (free-page-reporting.ts: launchQemu decides by host). */
+  freePageReporting?: boolean;
 }
 
 /**
@@ -53,7 +55,7 @@ export const GUEST_MAC = "52:54:00:5a:4e:01";
  * Bumped whenever the devices or their properties change: saved states (templates, memory
  * checkpoints) only restore into the same device model, so template keys include it.
  */
-export const DEVICE_MODEL = 5;
+export const DEVICE_MODEL = 6;
 
 /**
  * The guest CPU under TCG: QEMU's default model plus ARAT (the local APIC timer keeps running in
@@ -226,5 +228,8 @@ export function buildQemuArgs(spec: QemuVmSpec): string[] {
     "-device",
     "virtserialport,chardev=agent,name=agent",
   );
+  // Last, so the devices before it keep their virtio-mmio slots. No statistics polling (no timer):
+  // only the guest's reports of freed 2 MiB blocks, which QEMU discards (free-page-reporting.ts).
+  if (spec.freePageReporting) args.push("-device", "virtio-balloon-device,free-page-reporting=on");
   return args;
 }
