@@ -13,15 +13,17 @@ import { privateRamShimFile } from "../paths.js";
  * clone's QEMU is started with private-ram-discard.so preloaded (packages/host/jail/, built by
  * build-jailer.sh) and its RAM file named by dev:ino, so the punch is skipped and the madvise
  * alone drops the clone's private copies. Without that library no VM gets the device (a clone
- * must never discard through the shared file): the host says so once.
+ * must never discard through the shared file): the host says so once. SANDTREE_FREE_PAGE_REPORTING=off
+ * turns it off on a host that has the library (A/B measurements: bench/density.mjs).
  *
  * The device is part of every saved state (templates, memory images, checkpoints): template and
  * memory-image keys include `freePageReporting()`.
  */
 let cached: string | null | undefined;
 
-/** The preload library when it is built (free page reporting on), else null (off, warned once). */
+/** The preload library when it is built and not turned off (free page reporting on), else null (warned once). */
 export function privateRamShim(): string | null {
+  if (process.env.SANDTREE_FREE_PAGE_REPORTING === "off") return null;
   if (cached !== undefined) return cached;
   const file = privateRamShimFile();
   cached = existsSync(file) ? file : null;

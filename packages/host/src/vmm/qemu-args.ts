@@ -5,6 +5,15 @@ import { cpuIdentity, kvmCpuModel } from "./cpu-identity.js";
 /** TCG's translation cache, in MiB (QEMU's default is 1 GiB). */
 export const TCG_TB_SIZE_MB = 256;
 
+/**
+ * The translation cache cap a VM starts with: TCG_TB_SIZE_MB, or SANDTREE_TCG_TB_MB (1-1024) where
+ * set (measuring the trade: bench/density.mjs). Not part of any saved state.
+ */
+export function tcgTbSizeMb(): number {
+  const v = Number(process.env.SANDTREE_TCG_TB_MB);
+  return Number.isInteger(v) && v >= 1 && v <= 1024 ? v : TCG_TB_SIZE_MB;
+}
+
 export type { Accel };
 
 /** Block node name of the root disk as QEMU is started. */
@@ -158,7 +167,7 @@ export function buildQemuArgs(spec: QemuVmSpec): string[] {
     "-accel",
     // TCG's translation cache defaults to 1 GiB, resident as the guest runs more code: capped so
     // QEMU's memory stays within its cgroup's allowance (QEMU_OVERHEAD_MB, limits/machine-limits.ts).
-    spec.accel === "tcg" ? `tcg,tb-size=${TCG_TB_SIZE_MB}` : spec.accel,
+    spec.accel === "tcg" ? `tcg,tb-size=${tcgTbSizeMb()}` : spec.accel,
     "-m",
     `${spec.memoryMb}M`,
     "-smp",
