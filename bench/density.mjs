@@ -16,7 +16,8 @@
 //                   (bench/floor-clone-cpu.py --idle, same run, the project's CPU model)
 //   heavy:          with --heavy N: a CPU-heavy exec (HEAVY below: compression, hashing, sorting,
 //                   awk, many short processes) timed in N of the idle busybox sandboxes, one at a
-//                   time, with their QEMUs' translation cache (its RSS) after it
+//                   time, with their QEMUs' translation cache (its RSS) after it; in Debian ones,
+//                   HEAVY_DEB (Python running varied library code)
 //   qemu:           the switches the server's VMs ran with (SANDTREE_FREE_PAGE_REPORTING,
 //                   SANDTREE_TCG_TB_MB): A/B them with two runs, e.g.
 //                   SANDTREE_TCG_TB_MB=32 node bench/density.mjs --count 60 --debian 0 --heavy 5
@@ -57,6 +58,13 @@ const HEAVY =
   "dd if=/dev/urandom bs=1M count=4 2>/dev/null | gzip -c | gzip -dc | sha256sum >/dev/null; " +
   "seq 1 60000 | sort -rn | awk '{s+=$1} END {print s}' >/dev/null; " +
   "for i in $(seq 1 40); do md5sum /bin/busybox >/dev/null; done";
+/** The Debian sandboxes' heavy exec: Python starting and running varied library code. */
+const HEAVY_DEB =
+  "for i in 1 2 3; do python3 -c 'import json, re, zlib, hashlib, random, decimal, email.parser, urllib.parse, sqlite3; " +
+  "d = [{\"k\": random.random(), \"s\": str(i) * 20} for i in range(20000)]; t = json.dumps(d); " +
+  "zlib.compress(t.encode()); hashlib.sha256(t.encode()).hexdigest(); re.findall(r\"[0-9]+\", t); " +
+  "c = sqlite3.connect(\":memory:\"); c.execute(\"create table t(a)\"); c.executemany(\"insert into t values (?)\", [(x[\"k\"],) for x in d]); " +
+  "print(c.execute(\"select sum(a) from t\").fetchone())' >/dev/null; done";
 const NET = values["no-network"] ? { network: false } : {};
 const BUSYBOX = { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1, ...NET };
 const DEB = { image: "sandtree/debian", memory_gb: 0.25, disk_size_gb: 2, ...NET };
@@ -181,18 +189,18 @@ function tbRssMib(pid) {
 }
 
 /** HEAVY in each of `ids`, one at a time: wall time, and the translation cache before and after. */
-async function heavy(ids) {
+async function heavy(ids, command = HEAVY) {
   const pids = qemuPids(ids);
   const ms = [];
   const tbBefore = ids.map((id) => tbRssMib(pids.get(id)));
   for (const id of ids) {
     const t = performance.now();
-    const r = await client.sandboxes.run(id, ["sh", "-c", HEAVY], { timeoutMs: 300_000 });
+    const r = await client.sandboxes.run(id, ["sh", "-c", command], { timeoutMs: 300_000 });
     if (r.exit_code !== 0) throw new Error(`heavy exec failed in ${id}: ${r.stderr}`);
     ms.push(performance.now() - t);
   }
   return {
-    command: HEAVY,
+    command,
     wall_ms: summary(ms),
     tb_rss_mib_idle: summary(tbBefore),
     tb_rss_mib_after: summary(ids.map((id) => tbRssMib(pids.get(id)))),
@@ -389,6 +397,7 @@ try {
       held: deb.ids.length,
       first_create_failure: deb.firstFailure,
       ...(deb.ids.length ? await idleFigures(deb.ids, usedDeb) : {}),
+      ...(HEAVY_N > 0 && deb.ids.length ? { heavy: await heavy(deb.ids.slice(0, HEAVY_N), HEAVY_DEB) } : {}),
     };
   }
   out.floor = floor;
