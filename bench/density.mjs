@@ -61,10 +61,10 @@ const HEAVY =
 /** The Debian sandboxes' heavy exec: Python starting and running varied library code. */
 const HEAVY_DEB =
   "for i in 1 2 3; do python3 -c 'import json, re, zlib, hashlib, random, decimal, email.parser, urllib.parse, sqlite3; " +
-  "d = [{\"k\": random.random(), \"s\": str(i) * 20} for i in range(20000)]; t = json.dumps(d); " +
-  "zlib.compress(t.encode()); hashlib.sha256(t.encode()).hexdigest(); re.findall(r\"[0-9]+\", t); " +
-  "c = sqlite3.connect(\":memory:\"); c.execute(\"create table t(a)\"); c.executemany(\"insert into t values (?)\", [(x[\"k\"],) for x in d]); " +
-  "print(c.execute(\"select sum(a) from t\").fetchone())' >/dev/null; done";
+  'd = [{"k": random.random(), "s": str(i) * 20} for i in range(20000)]; t = json.dumps(d); ' +
+  'zlib.compress(t.encode()); hashlib.sha256(t.encode()).hexdigest(); re.findall(r"[0-9]+", t); ' +
+  'c = sqlite3.connect(":memory:"); c.execute("create table t(a)"); c.executemany("insert into t values (?)", [(x["k"],) for x in d]); ' +
+  'print(c.execute("select sum(a) from t").fetchone())\' >/dev/null; done';
 const NET = values["no-network"] ? { network: false } : {};
 const BUSYBOX = { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1, ...NET };
 const DEB = { image: "sandtree/debian", memory_gb: 0.25, disk_size_gb: 2, ...NET };

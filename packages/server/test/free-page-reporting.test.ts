@@ -18,7 +18,6 @@ afterAll(async () => {
 });
 
 const SPEC = { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 };
-const MIB = 1024 * 1024;
 const run = async (id: string, command: string) => (await t.api("POST", `/v1/sandboxes/${id}/exec`, { command })).body;
 
 /** The shape template's RAM file, once it is built (the first start boots cold, templates follow). */
@@ -63,7 +62,10 @@ describe.skipIf(!freePageReporting())("free page reporting on a copy-on-write cl
     // The clone's QEMU runs with the library that keeps hole punches out of the template's file.
     expect(readFileSync(`/proc/${pid}/maps`, "utf8")).toContain("private-ram-discard.so");
 
-    const fill = await run(b.id, "mkdir -p /run/fpr && mount -t tmpfs -o size=200m fpr /run/fpr && dd if=/dev/zero of=/run/fpr/big bs=1M count=150 2>&1");
+    const fill = await run(
+      b.id,
+      "mkdir -p /run/fpr && mount -t tmpfs -o size=200m fpr /run/fpr && dd if=/dev/zero of=/run/fpr/big bs=1M count=150 2>&1",
+    );
     expect(fill.exit_code, fill.stdout + fill.stderr).toBe(0);
     const filled = rssMib(pid);
     expect((await run(b.id, "rm /run/fpr/big && umount /run/fpr")).exit_code).toBe(0);
@@ -73,11 +75,16 @@ describe.skipIf(!freePageReporting())("free page reporting on a copy-on-write cl
       await new Promise((r) => setTimeout(r, 500));
       after = rssMib(pid);
     }
-    expect(filled - after, `QEMU RSS ${filled.toFixed(0)} MiB filled, ${after.toFixed(0)} MiB after the free`).toBeGreaterThanOrEqual(100);
+    expect(
+      filled - after,
+      `QEMU RSS ${filled.toFixed(0)} MiB filled, ${after.toFixed(0)} MiB after the free`,
+    ).toBeGreaterThanOrEqual(100);
 
     // Free what the template itself held (its caches; compaction moves its pages out of 2 MiB
     // blocks, which are then free and reported): those pages of the file hold the template's data.
-    expect((await run(b.id, "sync; echo 3 > /proc/sys/vm/drop_caches; echo 1 > /proc/sys/vm/compact_memory; sleep 6")).exit_code).toBe(0);
+    expect(
+      (await run(b.id, "sync; echo 3 > /proc/sys/vm/drop_caches; echo 1 > /proc/sys/vm/compact_memory; sleep 6")).exit_code,
+    ).toBe(0);
     // No page of the template's file changed (a punched hole would read as zeros in every clone).
     expect(await fileState(ram)).toEqual(before);
     // And a clone started now, from that file, works as its template left it.

@@ -3,8 +3,8 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, s
 import path from "node:path";
 import { createBlankDisk } from "../disks/overlay.js";
 import { modulesDiskFor } from "../paths.js";
-import { defaultJailConfig, type JailConfig } from "../vmm/jail.js";
 import { freePageReporting } from "../vmm/free-page-reporting.js";
+import { defaultJailConfig, type JailConfig } from "../vmm/jail.js";
 import { type Accel, cpuKey, DEVICE_MODEL } from "../vmm/qemu-args.js";
 import { INCOMING_FD, launchQemu } from "../vmm/qemu-launch.js";
 import { QmpClient } from "../vmm/qmp-client.js";

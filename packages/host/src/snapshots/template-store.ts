@@ -13,8 +13,8 @@ import {
 import path from "node:path";
 import { createBlankDisk, createOverlay, qcow2BackingName } from "../disks/overlay.js";
 import { modulesDiskFor } from "../paths.js";
-import { defaultJailConfig, type JailConfig } from "../vmm/jail.js";
 import { freePageReporting } from "../vmm/free-page-reporting.js";
+import { defaultJailConfig, type JailConfig } from "../vmm/jail.js";
 import { type Accel, cpuKey, DEVICE_MODEL, IDLE_KERNEL_ARGS } from "../vmm/qemu-args.js";
 import { QemuVm } from "../vmm/qemu-vm.js";
 import { saveVmState } from "./migration.js";

@@ -2,7 +2,11 @@ import { readFileSync } from "node:fs";
 import type { Accel } from "@sandtree/protocol";
 import { cpuIdentity, kvmCpuModel } from "./cpu-identity.js";
 
-/** TCG's translation cache, in MiB (QEMU's default is 1 GiB). */
+/**
+ * TCG's translation cache, in MiB (QEMU's default is 1 GiB). An idle clone fills 16-18 MiB of it
+ * (huge pages); a smaller cap lowers PSS but flushes and retranslates (8 MiB: `exec true` 18x
+ * slower, heavy execs 1.5-2.7x: docs/architecture.md, "What an idle sandbox costs").
+ */
 export const TCG_TB_SIZE_MB = 256;
 
 /**

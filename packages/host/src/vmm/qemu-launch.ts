@@ -2,8 +2,8 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, openSync, realpathSync } from "node:fs";
 import path from "node:path";
 import { ownTap } from "../network/tap-owner.js";
-import { type JailConfig, JailLease, type JailRoot, jailOwnsTap } from "./jail.js";
 import { freePageReporting, privateRamEnv } from "./free-page-reporting.js";
+import { type JailConfig, JailLease, type JailRoot, jailOwnsTap } from "./jail.js";
 import { buildQemuArgs, type QemuVmSpec } from "./qemu-args.js";
 
 /**
