@@ -54,7 +54,7 @@ export interface QemuVmSpec {
   tap?: string;
   /** The same NIC on no network (a hub port alone): a VM that never runs, loading a saved state. */
   nicUnplugged?: boolean;
-  /** virtio-balloon with free page reporting (free-page-reporting.ts: launchQemu decides by host). */
+  /** virtio-balloon with free page reporting (free-page-reporting.ts: launchQemu decides by host; false turns it off). */
   freePageReporting?: boolean;
 }
 

@@ -124,8 +124,9 @@ export async function launchQemu(o: LaunchOptions): Promise<Launched> {
       open(o.incomingFile),
     ] as const;
     const fdPath = (n: number) => `/proc/self/fd/${n}`;
-    // Free page reporting on this host (unless the caller chose), with a clone's preload library.
-    const fpr = o.spec.freePageReporting ?? freePageReporting();
+    // Free page reporting where this host runs it (a caller may only turn it off), with a clone's
+    // preload library: never on a host without the library.
+    const fpr = o.spec.freePageReporting !== false && freePageReporting();
     const env = fpr ? privateRamEnv(o.spec.memoryFile) : {};
     const spec: QemuVmSpec = {
       ...o.spec,
