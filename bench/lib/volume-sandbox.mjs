@@ -2,7 +2,9 @@
 // its own (deny-all rules, the volume server's ports DNATed as the platform does), with one host
 // directory mounted at /mnt/vol over NFSv3 from a VolumeFileServer (NFS-Ganesha) of the bench's
 // own. `close()` stops the VM, Ganesha, the tap and the rules, and removes the bench's directory.
+import childProcess from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { syncBuiltinESMExports } from "node:module";
 import path from "node:path";
 import { detectAccel, guestArtifacts, ImageStore, NetworkManager, VolumeFileServer } from "../../packages/host/dist/index.js";
 import { createOverlay, QemuMachineHost } from "../../packages/host/dist/qemu.js";
@@ -32,12 +34,27 @@ export function cpuSeconds(pid) {
   }
 }
 
+// Bench-only: a property for the NIC's `-device virtio-net-device,...` argument of the next QEMU
+// spawned (an A/B of a device property without a product option): spawn is wrapped once, and
+// every other argument is the product's own.
+let nicExtra = "";
+const spawn = childProcess.spawn;
+childProcess.spawn = function (file, argv, ...rest) {
+  if (nicExtra && Array.isArray(argv) && argv.some((a) => a.startsWith("virtio-net-device,"))) {
+    argv = argv.map((a) => (a.startsWith("virtio-net-device,") ? `${a},${nicExtra}` : a));
+    nicExtra = "";
+  }
+  return spawn.call(this, file, argv, ...rest);
+};
+syncBuiltinESMExports();
+
 /**
  * Starts the sandbox. `prefix` names the bench's temporary directory and tap tag; `octet` is the
  * second octet of its 10.x.y.0/24 (each bench its own, so two benches never share a subnet);
- * `beforeStart(dir, share)` fills the share before the guest mounts it.
+ * `beforeStart(dir, share)` fills the share before the guest mounts it; `nicProperty`
+ * (e.g. `rx_queue_size=1024`) is added to its NIC's device (bench-only, see above).
  */
-export async function startVolumeSandbox({ prefix, octet, beforeStart }) {
+export async function startVolumeSandbox({ prefix, octet, beforeStart, nicProperty }) {
   const dir = mkdtempSync(`/tmp/${prefix}-`);
   const share = path.join(dir, "share");
   mkdirSync(share);
@@ -69,6 +86,7 @@ export async function startVolumeSandbox({ prefix, octet, beforeStart }) {
     await createOverlay(base, disk, 8 * 1024 ** 3);
     const { kernel, initramfs } = guestArtifacts();
     const accel = await detectAccel("auto");
+    nicExtra = nicProperty ?? "";
     machine = await new QemuMachineHost({ volumes }).start({
       name: prefix,
       accel,
