@@ -1,4 +1,5 @@
-// The remote host's generated code (src/gen, from proto/ by `npm run gen:proto`) matches its .proto.
+// The remote host's generated code (src/gen, from proto/ by `npm run gen:proto`, which `npm run build`
+// runs first; not written) matches its .proto.
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -32,12 +33,12 @@ describe("remote host protocol", () => {
         env: { ...process.env, PATH: `${BIN}:${process.env.PATH}` },
       });
       const fresh = path.join(out, "src/gen");
-      const committed = path.join(HOST_PKG, "src/gen");
+      const written = path.join(HOST_PKG, "src/gen");
       const files = listFiles(fresh);
       expect(files.length).toBeGreaterThan(0);
-      expect(listFiles(committed)).toEqual(files);
+      expect(listFiles(written)).toEqual(files);
       for (const f of files) {
-        expect(readFileSync(path.join(committed, f), "utf8"), `src/gen/${f} is stale: npm run gen:proto`).toBe(
+        expect(readFileSync(path.join(written, f), "utf8"), `src/gen/${f} is stale: npm run gen:proto`).toBe(
           readFileSync(path.join(fresh, f), "utf8"),
         );
       }

@@ -156,11 +156,11 @@ describe("the Connect engine", () => {
           env: { ...process.env, PATH: `${path.resolve(SERVER_PKG, "../../node_modules/.bin")}:${process.env.PATH}` },
         });
         const fresh = path.join(out, dir);
-        const committed = path.join(SERVER_PKG, dir);
+        const written = path.join(SERVER_PKG, dir);
         const files = listFiles(fresh);
-        expect(listFiles(committed)).toEqual(files);
+        expect(listFiles(written)).toEqual(files);
         for (const f of files) {
-          expect(readFileSync(path.join(committed, f), "utf8"), `${dir}/${f} is stale: npm run gen:proto`).toBe(
+          expect(readFileSync(path.join(written, f), "utf8"), `${dir}/${f} is stale: npm run gen:proto`).toBe(
             readFileSync(path.join(fresh, f), "utf8"),
           );
         }
