@@ -3,8 +3,8 @@
 # tests' (test/proto -> test/gen) and the host's remote host service (packages/host/proto ->
 # src/gen) with the pinned buf and protoc-gen-es (local plugin: no network). `npm run build` runs
 # it first; the generated folders are not committed (.gitignore). A file is rewritten only when
-# its content changes, so `tsc -b` stays incremental; connect-engine.test.ts and
-# remote-host-gen.test.ts fail when the folders do not match the .proto files.
+# its content changes, so `tsc -b` stays incremental; scripts/test/proto-gen.test.ts fails when
+# the folders do not match the .proto files.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 export PATH="$root/node_modules/.bin:$PATH"
