@@ -144,6 +144,23 @@ export function qemuPidsFor(ids: string[]): string[] {
   return out.split("\n").filter((l) => ids.some((id) => l.includes(`sandtree-${id}`)));
 }
 
+/**
+ * SIGKILLs every QEMU whose command line names `runRoot` (a server's socket folder) or one of the
+ * sandbox `ids`: the teardown of a test that killed its server, so no VM of it survives.
+ */
+export function killQemusOf(runRoot: string, ids: readonly string[]): void {
+  let lines = "";
+  try {
+    lines = execFileSync("pgrep", ["-af", "qemu-system"], { encoding: "utf8" });
+  } catch {}
+  for (const line of lines.split("\n")) {
+    if (!line.includes(`${runRoot}/`) && !ids.some((id) => line.includes(`sandtree-${id}`))) continue;
+    try {
+      process.kill(Number.parseInt(line, 10), "SIGKILL");
+    } catch {}
+  }
+}
+
 /** utime + stime of a process, in clock ticks. */
 export function cpuTicks(pid: number): number {
   const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
