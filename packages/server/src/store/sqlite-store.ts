@@ -19,6 +19,7 @@ import type {
   SandboxPatch,
   TeamRow,
 } from "./rows.js";
+import { type SandboxTableRow, sandboxFromRow } from "./rows.js";
 import * as ck from "./sqlite-checkpoints.js";
 import { SqliteHostUrls } from "./sqlite-host-urls.js";
 import * as hosts from "./sqlite-hosts.js";
@@ -128,9 +129,9 @@ export class SqliteStore implements Store {
     this.sandboxStmt ??= this.db.prepare("SELECT * FROM sandboxes WHERE id = ?");
     this.teamSandboxStmt ??= this.db.prepare("SELECT * FROM sandboxes WHERE id = ? AND team_id = ?");
     const r = (teamId === undefined ? this.sandboxStmt.get(id) : this.teamSandboxStmt.get(id, teamId)) as
-      | sbx.SandboxRow
+      | SandboxTableRow
       | undefined;
-    return r ? sbx.fromRow(r) : undefined;
+    return r ? sandboxFromRow(r) : undefined;
   }
 
   async listSandboxes(teamId: string, filter: SandboxFilter): Promise<{ sandboxes: Sandbox[]; lastSeq: number | null }> {

@@ -80,6 +80,10 @@ export interface VolumeStore {
 const ENDED = "('TERMINATED', 'ERROR', 'TIMEOUT')";
 
 /** Sandboxes not ended that mount volume `?`/$1 (the same SQL for both backends but the placeholder). */
+/** A volumes row as both databases return it: labels as their JSON text. */
+export type VolumeRaw = Omit<VolumeRow, "labels"> & { labels: string };
+export const volumeFromRaw = (r: VolumeRaw): VolumeRow => ({ ...r, labels: JSON.parse(r.labels) });
+
 export const mountersSql = (ph: string) =>
   `SELECT m.sandbox_id FROM volume_mounts m JOIN sandboxes s ON s.id = m.sandbox_id
    WHERE m.volume_id = ${ph} AND s.status NOT IN ${ENDED} ORDER BY m.sandbox_id`;
