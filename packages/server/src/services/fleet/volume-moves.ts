@@ -253,7 +253,11 @@ export class VolumeMoves implements VolumesAway {
       return unpackVolume(this.deps.blobs, archive, this.deps.volumes.dirOf(row.id));
     }
     const body = { volume: row.id, size_gb: row.size_gb, archive };
-    await this.client.call(host, "POST", "/v1/fleet/volumes/unpack", { body, timeoutMs: MOVE_CALL_MS, signal: this.signalFor(host.id) });
+    await this.client.call(host, "POST", "/v1/fleet/volumes/unpack", {
+      body,
+      timeoutMs: MOVE_CALL_MS,
+      signal: this.signalFor(host.id),
+    });
   }
 
   private async drop(hostId: string | null, id: string): Promise<void> {
