@@ -17,7 +17,7 @@ async function discard(images: VolumeImages, dir: string): Promise<void> {
 
 /**
  * The volume at `dir`, which sandboxes may be writing, packed into the blob store under `key` from
- * a consistent copy: the volume snapshot machinery (its image copied while fsfreeze holds it,
+ * a consistent copy: the volume snapshot machinery (its image copied while the file system is frozen,
  * reflinked where the host's file system clones blocks; a tree copy for a volume without an
  * image), mounted beside it, packed, then removed. A copy a crash left is removed first.
  */
