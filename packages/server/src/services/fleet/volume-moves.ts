@@ -220,7 +220,16 @@ export class VolumeMoves implements VolumesAway {
 
   /** A host was declared lost: the packs and unpacks in flight to it give up now. */
   hostLost(hostId: string): void {
-    this.calls.get(hostId)?.abort(new SandtreeError("HOST_LOST", `host ${hostId} was lost`));
+    this.abort(hostId, `host ${hostId} was lost`);
+  }
+
+  /** At shutdown: every pack and unpack in flight gives up. */
+  abortCalls(): void {
+    for (const id of [...this.calls.keys()]) this.abort(id, "the control plane is stopping");
+  }
+
+  private abort(hostId: string, why: string): void {
+    this.calls.get(hostId)?.abort(new SandtreeError("HOST_LOST", why));
     this.calls.delete(hostId);
   }
 

@@ -25,7 +25,7 @@ const MAX_TICK_MS = 10_000;
  * The same loop records what lost homes leave: a volume whose host is lost is marked (hostLost);
  * one whose host came back before it was restored elsewhere is that host's again (its copy is
  * the newest); a copy a restore elsewhere superseded is dropped from its host when that host comes
- * back, never served. Runs on a control plane with an object store only.
+ * back, never served. Without an object store it only keeps that record (nothing is synced).
  */
 export class VolumeSyncs {
   private timer: NodeJS.Timeout | null = null;
@@ -35,15 +35,17 @@ export class VolumeSyncs {
   constructor(private readonly deps: VolumeSyncsDeps) {}
 
   start(): void {
-    if (this.timer || !this.deps.moves.canMove()) return;
+    if (this.timer) return;
     const every = Math.min(this.deps.intervalMs, MAX_TICK_MS);
     this.timer = setInterval(() => void this.tick(), every);
     this.timer.unref();
   }
 
+  /** Stops the loop; a pack or unpack in flight is aborted (a move gives up, resumed at the next start). */
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
+    this.deps.moves.abortCalls();
     await this.running;
   }
 
@@ -72,6 +74,7 @@ export class VolumeSyncs {
   private async pass(): Promise<void> {
     await this.homesBack();
     await this.dropStale();
+    if (!this.deps.moves.canMove()) return;
     const now = Date.now();
     for (const c of await this.deps.syncs.syncCandidates()) {
       if (!this.due(c, now) || !c.host_id) continue;
