@@ -64,7 +64,7 @@ export class PgVolumeSyncs implements VolumeSyncStore {
   async clearHomeLost(id: string, hostId: string): Promise<boolean> {
     const n = await run(
       this.pool,
-      "UPDATE volumes SET home_lost_at = NULL WHERE id = $1 AND host_id = $2 AND status = 'READY' AND home_lost_at IS NOT NULL",
+      "UPDATE volumes SET home_lost_at = NULL WHERE id = $1 AND host_id = $2 AND status IN ('READY', 'MOVING') AND home_lost_at IS NOT NULL",
       [id, hostId],
     );
     return n > 0;

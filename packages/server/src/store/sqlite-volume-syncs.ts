@@ -56,7 +56,7 @@ export class SqliteVolumeSyncs implements VolumeSyncStore {
     return (
       this.db
         .prepare(
-          "UPDATE volumes SET home_lost_at = NULL WHERE id = ? AND host_id = ? AND status = 'READY' AND home_lost_at IS NOT NULL",
+          "UPDATE volumes SET home_lost_at = NULL WHERE id = ? AND host_id = ? AND status IN ('READY', 'MOVING') AND home_lost_at IS NOT NULL",
         )
         .run(id, hostId).changes > 0
     );

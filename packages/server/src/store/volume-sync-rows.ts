@@ -28,7 +28,7 @@ export interface VolumeSyncStore {
   markHomeLost(hostId: string, at: string): Promise<VolumeRow[]>;
   /** Volumes whose home was lost and that were not brought back (any state but DELETED). */
   homeLost(): Promise<VolumeRow[]>;
-  /** The home came back before the volume was brought back elsewhere: its copy there holds again (READY only). */
+  /** The home came back before the volume was brought back elsewhere: its copy there holds again (READY or MOVING). */
   clearHomeLost(id: string, hostId: string): Promise<boolean>;
   /**
    * MOVING to READY at `home`, brought back from its copy (restored_as_of = its synced_at, home no

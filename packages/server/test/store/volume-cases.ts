@@ -155,7 +155,7 @@ export function volumeCases(ctx: StoreContext): void {
     expect((await syncs.homeLost()).map((r) => r.id)).toEqual([v.id]);
     expect(await syncs.syncCandidates()).toEqual([]);
     expect((await vs.beginMoveVolume(v.id, "host_wb")).changed).toBe(true);
-    expect(await syncs.clearHomeLost(v.id, "host_wa")).toBe(false);
+    expect(await syncs.clearHomeLost(v.id, "host_wb")).toBe(false);
     expect(await syncs.endRestore(v.id, "host_wb", "host_wa")).toBe(true);
     expect(await syncs.endRestore(v.id, "host_wb", "host_wa")).toBe(false);
     expect(await vs.getVolume(v.id)).toMatchObject({

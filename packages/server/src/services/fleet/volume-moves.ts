@@ -81,8 +81,9 @@ export class VolumeMoves implements VolumesAway {
    * mounts it (VOLUME_IN_USE_ELSEWHERE), without an object store (VOLUME_NOT_ON_HOST), or while
    * another move takes it elsewhere (CONFLICT).
    */
-  async moveTo(row: VolumeRow, to: string): Promise<VolumeRow> {
+  async moveTo(given: VolumeRow, to: string): Promise<VolumeRow> {
     const { store, fleet } = this.deps;
+    const row = await this.homeBack(given);
     if (row.status === "READY" && this.homeOf(row) === to && !row.home_lost_at) return row;
     const from = this.homeOf(row);
     const fromName = from ? await fleet.hostName(from).catch(() => from) : "this host";
@@ -169,7 +170,7 @@ export class VolumeMoves implements VolumesAway {
         if (row?.status === "READY" && this.homeOf(row) === to) return row;
         throw new SandtreeError("CONFLICT", `volume ${id} is no longer moving to this host: try again`, { volume: id });
       }
-      if (row.home_lost_at && row.host_id) return this.restore(row, row.host_id, to);
+      if ((await this.homeBack(row)).home_lost_at && row.host_id) return this.restore(row, row.host_id, to);
       const from = this.homeOf(row);
       const key = syncKey(id);
       const at = new Date().toISOString();
@@ -195,6 +196,16 @@ export class VolumeMoves implements VolumesAway {
       else await this.deps.blobs.delete(key).catch(() => {});
       return (await store.getVolume(id)) ?? { ...row, status: "READY", host_id: home, move_to: null };
     });
+  }
+
+  /**
+   * A volume whose lost home is back (before the sync loop noticed): that home's copy is the newest,
+   * so it is the volume's again rather than restored over from an older sync.
+   */
+  private async homeBack(row: VolumeRow): Promise<VolumeRow> {
+    if (!row.home_lost_at || !row.host_id || (await this.deps.fleet.hostState(row.host_id)) === "LOST") return row;
+    await this.deps.syncs.clearHomeLost(row.id, row.host_id);
+    return { ...row, home_lost_at: null };
   }
 
   /** The volume's last synced copy unpacked on `to` (MOVING there), its lost home's copy now stale. */
