@@ -32,6 +32,7 @@ import * as netw from "./sqlite-network.js";
 import * as ports from "./sqlite-ports.js";
 import * as sbx from "./sqlite-sandboxes.js";
 import * as tenancy from "./sqlite-tenancy.js";
+import { SqliteVolumeSyncs } from "./sqlite-volume-syncs.js";
 import { SqliteVolumes } from "./sqlite-volumes.js";
 import type { Store } from "./store.js";
 import type { UsageSumRow, UsageSumsQuery } from "./usage-sums.js";
@@ -70,6 +71,10 @@ export class SqliteStore implements Store {
 
   volumes(): SqliteVolumes {
     return new SqliteVolumes(this.db, () => this.meterNow());
+  }
+
+  volumeSyncs(): SqliteVolumeSyncs {
+    return new SqliteVolumeSyncs(this.db);
   }
 
   /** The fingerprints of the keys every server on this database shares. */
