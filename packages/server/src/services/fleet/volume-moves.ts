@@ -7,7 +7,8 @@ import { KeyedSerial } from "../support/keyed-serial.js";
 import { packVolume, unpackVolume } from "../volumes/volume-archive.js";
 import type { VolumeService } from "../volumes/volume-service.js";
 import type { VolumesAway } from "../volumes/volumes-away.js";
-import type { FleetService, RemoteHost } from "./fleet-service.js";
+import type { FleetService } from "./fleet-service.js";
+import type { RemoteHost } from "./host-names.js";
 import { WorkerClient } from "./worker-client.js";
 
 export interface VolumeMovesDeps {
