@@ -84,7 +84,7 @@ describe("the hourly rollup's backfill equals its triggers", () => {
     db.exec(CLOSE);
     const kept = db.prepare(`SELECT * FROM meter_hours ${ORDER}`).all() as Rollup;
     db.exec(`DROP TRIGGER meter_hours_insert; DROP TRIGGER meter_hours_close; DROP TABLE meter_hours;
-      DROP INDEX meter_records_start; DELETE FROM schema_migrations WHERE name IN ('0019-meter-hours', '0022-meter-hours-clustered')`);
+      DROP INDEX meter_records_start; DELETE FROM schema_migrations WHERE name IN ('0019-meter-hours', '0023-meter-hours-clustered')`);
     db.close();
     await new SqliteStore(file).close(); // migrates again: the backfill, then the copy into key order
     const ro = new Database(file, { readonly: true });

@@ -176,6 +176,11 @@ export class FleetService {
     return this.localId ? this.deps.hosts.strandedStarts(this.localId) : [];
   }
 
+  /** A host's state by id as the store has it now (undefined: no such host). */
+  async hostState(id: string): Promise<HostRow["state"] | undefined> {
+    return (await this.deps.hosts.getHost(id))?.state;
+  }
+
   /** A host's name by id (for reasons and events). */
   async hostName(id: string): Promise<string> {
     return (this.cache.get(id)?.name ?? (await this.deps.hosts.getHost(id))?.name) || id;

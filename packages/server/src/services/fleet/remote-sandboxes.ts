@@ -147,7 +147,11 @@ export class RemoteSandboxes {
     });
     if (vols) {
       try {
-        for (const v of vols.rows) await vols.moves.moveTo(v, placed.host_id);
+        for (const v of vols.rows) {
+          const now = await vols.moves.moveTo(v, placed.host_id);
+          if (v.home_lost_at && now.restored_as_of)
+            await this.deps.store.addEvent(sb.id, `volume ${v.name} restored as of ${now.restored_as_of} (its host was lost)`);
+        }
       } catch (err) {
         await this.unplace(sb.id);
         throw err;
