@@ -14,8 +14,15 @@
 //                   guest's wake-ups come from)
 //   floor:          the same figures for bare QEMU copy-on-write clones of raw-floor.py's guest
 //                   (bench/floor-clone-cpu.py --idle, same run, the project's CPU model)
+//   heavy:          with --heavy N: a CPU-heavy exec (HEAVY below: compression, hashing, sorting,
+//                   awk, many short processes) timed in N of the idle busybox sandboxes, one at a
+//                   time, with their QEMUs' translation cache (its RSS) after it; in Debian ones,
+//                   HEAVY_DEB (Python running varied library code)
+//   qemu:           the switches the server's VMs ran with (SANDTREE_FREE_PAGE_REPORTING,
+//                   SANDTREE_TCG_TB_MB): A/B them with two runs, e.g.
+//                   SANDTREE_TCG_TB_MB=32 node bench/density.mjs --count 60 --debian 0 --heavy 5
 // Usage: node bench/density.mjs [--count 300] [--debian 10] [--step 25] [--window 30]
-//        [--floor 30] [--no-network]
+//        [--floor 30] [--heavy 0] [--no-network]
 // Deletes everything it made, also on Ctrl-C.
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -24,7 +31,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { detectAccel } from "@sandtree/host";
-import { TCG_CPU_MODEL } from "@sandtree/host/qemu";
+import { freePageReporting, TCG_CPU_MODEL, tcgTbSizeMb } from "@sandtree/host/qemu";
 import { SandtreeClient } from "@sandtree/sdk";
 import { startServer } from "@sandtree/server";
 import { floorScript } from "./lib/floor.mjs";
@@ -37,6 +44,7 @@ const { values } = parseArgs({
     step: { type: "string", default: "25" },
     window: { type: "string", default: "30" },
     floor: { type: "string", default: "30" },
+    heavy: { type: "string", default: "0" },
     "no-network": { type: "boolean", default: false },
   },
 });
@@ -45,6 +53,18 @@ const DEBIAN = Number(values.debian);
 const STEP = Number(values.step);
 const WINDOW_S = Number(values.window);
 const FLOOR_N = Number(values.floor);
+const HEAVY_N = Number(values.heavy);
+const HEAVY =
+  "dd if=/dev/urandom bs=1M count=4 2>/dev/null | gzip -c | gzip -dc | sha256sum >/dev/null; " +
+  "seq 1 60000 | sort -rn | awk '{s+=$1} END {print s}' >/dev/null; " +
+  "for i in $(seq 1 40); do md5sum /bin/busybox >/dev/null; done";
+/** The Debian sandboxes' heavy exec: Python starting and running varied library code. */
+const HEAVY_DEB =
+  "for i in 1 2 3; do python3 -c 'import json, re, zlib, hashlib, random, decimal, email.parser, urllib.parse, sqlite3; " +
+  'd = [{"k": random.random(), "s": str(i) * 20} for i in range(20000)]; t = json.dumps(d); ' +
+  'zlib.compress(t.encode()); hashlib.sha256(t.encode()).hexdigest(); re.findall(r"[0-9]+", t); ' +
+  'c = sqlite3.connect(":memory:"); c.execute("create table t(a)"); c.executemany("insert into t values (?)", [(x["k"],) for x in d]); ' +
+  'print(c.execute("select sum(a) from t").fetchone())\' >/dev/null; done';
 const NET = values["no-network"] ? { network: false } : {};
 const BUSYBOX = { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1, ...NET };
 const DEB = { image: "sandtree/debian", memory_gb: 0.25, disk_size_gb: 2, ...NET };
@@ -157,6 +177,36 @@ function measureIdleFloor(accel, n) {
   });
 }
 
+/** The RSS of a QEMU's translation cache (its one rwx mapping under TCG), MiB. */
+function tbRssMib(pid) {
+  let inTb = false;
+  let kb = 0;
+  for (const line of readFileSync(`/proc/${pid}/smaps`, "utf8").split("\n")) {
+    if (/^[0-9a-f]+-[0-9a-f]+ /.test(line)) inTb = line.split(/\s+/)[1] === "rwxp";
+    else if (inTb && line.startsWith("Rss:")) kb += Number(line.split(/\s+/)[1]);
+  }
+  return kb / 1024;
+}
+
+/** HEAVY in each of `ids`, one at a time: wall time, and the translation cache before and after. */
+async function heavy(ids, command = HEAVY) {
+  const pids = qemuPids(ids);
+  const ms = [];
+  const tbBefore = ids.map((id) => tbRssMib(pids.get(id)));
+  for (const id of ids) {
+    const t = performance.now();
+    const r = await client.sandboxes.run(id, ["sh", "-c", command], { timeoutMs: 300_000 });
+    if (r.exit_code !== 0) throw new Error(`heavy exec failed in ${id}: ${r.stderr}`);
+    ms.push(performance.now() - t);
+  }
+  return {
+    command,
+    wall_ms: summary(ms),
+    tb_rss_mib_idle: summary(tbBefore),
+    tb_rss_mib_after: summary(ids.map((id) => tbRssMib(pids.get(id)))),
+  };
+}
+
 /** `exec true` in each of `ids` (8 at a time): latencies of those that answered, and failures. */
 async function execTrue(ids) {
   const ms = [];
@@ -242,6 +292,7 @@ async function idleFigures(ids, usedBefore) {
       .filter(([, v]) => v > 0),
   );
   const pss = [...pids.values()].map(pssMib);
+  const tb = [...pids.values()].map(tbRssMib);
   const serverPct = ((s1.user + s1.system) / 1e6 / secs) * 100;
   const answered = await execTrue(ids);
   return {
@@ -249,6 +300,7 @@ async function idleFigures(ids, usedBefore) {
     qemu_processes: pids.size,
     warm_clones: [...pids.values()].filter((pid) => readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("share=off")).length,
     pss_mib: summary(pss),
+    tb_rss_mib: summary(tb),
     idle_cpu_pct_of_core: {
       window_s: r1(secs),
       // One clock tick of CPU time over the window: a per-sandbox figure is a multiple of it.
@@ -285,6 +337,7 @@ try {
     bench: "density",
     accel,
     machine: { cores: cpus().length, mem_gib: +(meminfoKb("MemTotal") / 1024 ** 2).toFixed(1) },
+    qemu: { free_page_reporting: freePageReporting(), tcg_tb_size_mib: tcgTbSizeMb() },
   };
 
   // One sandbox alone, a warm clone (the first creates of a shape boot while its template is
@@ -329,6 +382,7 @@ try {
     first_create_failure: bb.firstFailure,
     steps: bb.steps,
     ...(bb.ids.length ? await idleFigures(bb.ids, usedBefore) : {}),
+    ...(HEAVY_N > 0 && bb.ids.length ? { heavy: await heavy(bb.ids.slice(0, HEAVY_N)) } : {}),
   };
   await client.sandboxes.bulkDelete({ ids: bb.ids.slice(0, 100) });
   for (let i = 100; i < bb.ids.length; i += 100) await client.sandboxes.bulkDelete({ ids: bb.ids.slice(i, i + 100) });
@@ -343,6 +397,7 @@ try {
       held: deb.ids.length,
       first_create_failure: deb.firstFailure,
       ...(deb.ids.length ? await idleFigures(deb.ids, usedDeb) : {}),
+      ...(HEAVY_N > 0 && deb.ids.length ? { heavy: await heavy(deb.ids.slice(0, HEAVY_N), HEAVY_DEB) } : {}),
     };
   }
   out.floor = floor;

@@ -9,8 +9,13 @@ file's pages changed and how many blocks it still holds.
                 template's RAM). The file is written beforehand (16 MiB of zeros, then 0xAB: the
                 microvm firmware needs zeroed low memory), so a page that reads as zeros above
                 16 MiB was punched out of the file: every other clone of that file would read zeros.
+  file-private-preload: the same, with QEMU started under private-ram-discard.so (LD_PRELOAD,
+                packages/host/jail/private-ram-discard.c, built by scripts/build-jailer.sh) and
+                SANDTREE_PRIVATE_RAM naming the file: QEMU's hole punch in the file is skipped,
+                its madvise(MADV_DONTNEED) still drops the private copies (how sandtree runs clones).
+                Left out when the library is not built (--shim PATH names another).
   anonymous:    `memory-backend-ram` (a cold boot or a full restore).
-Prints one JSON object.  python3 bench/free-page-reporting.py"""
+Prints one JSON object.  python3 bench/free-page-reporting.py [--shim PATH]"""
 import glob, importlib.util, json, os, shutil, subprocess, sys, tempfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -54,15 +59,19 @@ def file_pages_lost(path):
     return lost
 
 
-def case(kern, ird, work, backing):
+def case(kern, ird, work, backing, shim=None):
     agent = f"{work}/{backing}.agent"
     ram = f"/dev/shm/fpr-{os.getpid()}-{backing}.ram"
     mem = ["-object", f"memory-backend-ram,id=mem,size={MB}M"]
-    if backing == "file-private":
+    env = dict(os.environ)
+    if backing.startswith("file-private"):
         with open(ram, "wb") as f:
             for i in range(MB):
                 f.write((b"\0" if i < 16 else b"\xab") * (1 << 20))
         mem = ["-object", f"memory-backend-file,id=mem,size={MB}M,mem-path={ram},share=off"]
+        if shim:
+            st = os.stat(ram)
+            env.update(LD_PRELOAD=shim, SANDTREE_PRIVATE_RAM=f"{st.st_dev}:{st.st_ino}")
     k = rf.khz()
     p = subprocess.Popen(["qemu-system-x86_64", "-M", "microvm,pit=off,memory-backend=mem", "-accel", "tcg,tb-size=64", "-m", f"{MB}M",
                           "-smp", "1", "-nodefaults", "-no-user-config", "-no-reboot", "-display", "none", "-serial", "none",
@@ -70,7 +79,7 @@ def case(kern, ird, work, backing):
                           "-append", f"console=ttyS0 quiet panic=-1 tsc_early_khz={k} lpj={k*4} tsc=reliable", *mem,
                           "-device", "virtio-balloon-device,free-page-reporting=on", "-device", "virtio-serial-device",
                           "-chardev", f"socket,id=ag,path={agent},server=on,wait=off", "-device", "virtserialport,chardev=ag,name=agent"],
-                         stderr=subprocess.PIPE)
+                         stderr=subprocess.PIPE, env=env)
     try:
         s = rf.connect(agent, tries=60000)
 
@@ -83,15 +92,16 @@ def case(kern, ird, work, backing):
             return b.decode(errors="replace").split(f"{m}\n")[0]
 
         sh("echo", "UP")
+        ram_file = backing.startswith("file-private")
         out = {"backing": backing, "balloon_bound": "virtio" in sh("ls /sys/bus/virtio/drivers/virtio_balloon/", "B")}
-        if backing == "file-private":
+        if ram_file:
             out["file_pages_lost_at_boot"] = file_pages_lost(ram)
         sh("dd if=/dev/urandom of=/tmp/big bs=1M count=100 2>/dev/null", "D")
         out["qemu_rss_mib_filled"] = rss_mib(p.pid)
         sh("rm /tmp/big", "R")
         time.sleep(10)  # the guest reports free pages 2 s after they gather
         out["qemu_rss_mib_after_free"] = rss_mib(p.pid)
-        if backing == "file-private":
+        if ram_file:
             out["file_pages_lost_after_free"] = file_pages_lost(ram)
             out["file_mib_lost_after_free"] = round(out["file_pages_lost_after_free"] * 4096 / 2**20, 1)
             out["file_blocks_mib_after_free"] = os.stat(ram).st_blocks * 512 // 2**20
@@ -103,12 +113,20 @@ def case(kern, ird, work, backing):
             os.unlink(ram)
 
 
+def default_shim():
+    cache = os.environ.get("SANDTREE_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "sandtree")
+    return os.path.join(cache, "jail", "private-ram-discard.so")
+
+
 def main():
+    shim = sys.argv[sys.argv.index("--shim") + 1] if "--shim" in sys.argv else default_shim()
     kern, _ = rf.prepare()
     work = tempfile.mkdtemp(prefix="fpr-")
     try:
         ird = initrd(work)
         res = [case(kern, ird, work, b) for b in ("anonymous", "file-private")]
+        if os.path.exists(shim):
+            res.append(case(kern, ird, work, "file-private-preload", os.path.abspath(shim)))
         print(json.dumps({"bench": "free-page-reporting", "qemu": subprocess.run(["qemu-system-x86_64", "--version"], capture_output=True,
                           text=True).stdout.split("\n")[0], "file_mib": MB, "cases": res, "load_avg": os.getloadavg()}))
     finally:

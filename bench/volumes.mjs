@@ -4,14 +4,13 @@
 // caches dropped) MB/s, small-file creates per second, a 10,000-file tree walk (lstat of
 // every entry) and `git status` of that tree committed (the host's git binary, run from the
 // volume in the guest: the image has none) in ms. One sandbox of sandtree/debian mounts one host
-// directory. Medians of BENCH_RUNS (default 3). Prints one JSON object.
+// directory (bench/lib/volume-sandbox.mjs). Medians of BENCH_RUNS (default 3). Prints one JSON object.
 //   node bench/volumes.mjs        (root; after scripts/setup.sh; BENCH_MB=128 by default)
 import { execFileSync } from "node:child_process";
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { copyFileSync, mkdirSync } from "node:fs";
 import { loadavg } from "node:os";
 import path from "node:path";
-import { detectAccel, guestArtifacts, ImageStore, NetworkManager, VolumeFileServer } from "../packages/host/dist/index.js";
-import { createOverlay, QemuMachineHost } from "../packages/host/dist/qemu.js";
+import { guestRun, startVolumeSandbox } from "./lib/volume-sandbox.mjs";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const MB = Number(process.env.BENCH_MB ?? 128);
@@ -77,67 +76,23 @@ const median = (xs) => {
 };
 const summarize = (runs) => Object.fromEntries(Object.keys(runs[0]).map((k) => [k, +median(runs.map((r) => r[k])).toFixed(1)]));
 
-async function guestProbe(machine, dir) {
-  const exec = machine.exec({
-    argv: ["python3", "-c", PROBE, dir, String(MB), String(FILES), "1", GUEST_GIT],
-    user: "root",
-    env: {},
-    timeoutMs: 900_000,
-  });
-  let out = "";
-  let err = "";
-  let code = -1;
-  for await (const ev of exec.events) {
-    if (ev.type === "stdout") out += ev.data;
-    else if (ev.type === "stderr") err += ev.data;
-    else if (ev.type === "exit") code = ev.info.exit_code;
-  }
-  if (code !== 0) throw new Error(`guest probe failed in ${dir}: ${err}`);
-  return JSON.parse(out);
-}
+const guestProbe = async (machine, dir) =>
+  JSON.parse(await guestRun(machine, ["python3", "-c", PROBE, dir, String(MB), String(FILES), "1", GUEST_GIT]));
 
 const loadBefore = loadavg().map((x) => +x.toFixed(2));
-const dir = mkdtempSync("/tmp/stvbench-");
-const share = path.join(dir, "share");
-mkdirSync(share);
 // The host's git (Debian 12 on both sides), where the guest finds it: in the volume.
 const HOST_GIT = execFileSync("sh", ["-c", "command -v git"], { encoding: "utf8" }).trim();
-mkdirSync(path.join(share, ".gitbin"));
-copyFileSync(HOST_GIT, path.join(share, ".gitbin", "git"));
 const GUEST_GIT = "/mnt/vol/.gitbin/git";
-const volumes = await VolumeFileServer.open({ dir: path.join(dir, "nfs") });
-const net = new NetworkManager({
-  tag: `vb${Math.floor(Math.random() * 999)}`,
-  subnet: `10.247.${Math.floor(Math.random() * 250)}.0/24`,
-  resolverPort: 53,
-  volumePorts: [volumes.ports.nfs, volumes.ports.mount],
+const box = await startVolumeSandbox({
+  prefix: "stvbench",
+  octet: 247,
+  beforeStart: (_dir, share) => {
+    mkdirSync(path.join(share, ".gitbin"));
+    copyFileSync(HOST_GIT, path.join(share, ".gitbin", "git"));
+  },
 });
-let machine;
+const { machine, dir } = box;
 try {
-  await net.init([]);
-  const slot = net.slot(0);
-  const tap = net.tapName(0);
-  await net.createTap(tap, slot);
-  const policy = { mode: "deny_all", allow: [], deny: [] };
-  await net.addRules({ sandboxId: "bench", slot, tap, policy, tunnels: [], generation: 1, resolved: [] });
-  const base = (await new ImageStore().resolve("sandtree/debian")).basePath;
-  const disk = path.join(dir, "root.qcow2");
-  await createOverlay(base, disk, 8 * 1024 ** 3);
-  const { kernel, initramfs } = guestArtifacts();
-  const accel = await detectAccel("auto");
-  machine = await new QemuMachineHost({ volumes }).start({
-    name: "vbench",
-    accel,
-    cpuCores: 1,
-    memoryMb: 512,
-    kernel,
-    initramfs,
-    rootDisk: disk,
-    runDir: path.join(dir, "run"),
-    logDir: path.join(dir, "log"),
-    nic: { tap, guestNet: `${slot.address}/${slot.prefix} ${slot.gateway}` },
-    mounts: [{ hostDir: share, guestPath: "/mnt/vol" }],
-  });
   const runs = { volume: [], sandbox_disk: [], host_disk: [] };
   for (let i = 0; i < RUNS; i++) {
     runs.volume.push(await guestProbe(machine, `/mnt/vol/b${i}`));
@@ -149,7 +104,7 @@ try {
   const result = {
     bench: "volumes",
     medium: "NFSv3 (TCP) from NFS-Ganesha 4.3 (VFS) on the host, kernel client in the guest",
-    accel,
+    accel: box.accel,
     runs: RUNS,
     seq_mb: MB,
     small_files: FILES,
@@ -164,9 +119,5 @@ try {
   result.load_after = loadavg().map((x) => +x.toFixed(2));
   console.log(JSON.stringify(result, null, 2));
 } finally {
-  await machine?.stop({ graceMs: 0 }).catch(() => {});
-  await volumes.close();
-  await net.deleteTap(net.tapName(0)).catch(() => {});
-  await net.destroy().catch(() => {});
-  rmSync(dir, { recursive: true, force: true });
+  await box.close();
 }

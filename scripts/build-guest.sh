@@ -14,8 +14,9 @@ root="$(dirname "$here")"
 guest="$root/packages/guest"
 kdir="$SANDTREE_CACHE_DIR/kernel"
 out="$SANDTREE_CACHE_DIR/guest"
-# Drivers the VM needs; their dependencies are added from each module's depends= line.
-WANT=(virtio_ring virtio virtio_mmio virtio_blk virtio_console virtio_net)
+# Drivers the VM needs (virtio_balloon: free page reporting, vmm/free-page-reporting.ts); their
+# dependencies are added from each module's depends= line.
+WANT=(virtio_ring virtio virtio_mmio virtio_blk virtio_console virtio_net virtio_balloon)
 
 [ -f "$kdir/release" ] || "$here/setup-kernel.sh"
 release="$(cat "$kdir/release")"

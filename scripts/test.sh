@@ -7,7 +7,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 failed_steps=0
 echo "== lint (biome)"; npx biome check . || failed_steps=$((failed_steps + 1))
-echo "== types (tsc -b)"; npx tsc -b || failed_steps=$((failed_steps + 1))
+echo "== types (tsc -b)"; { bash scripts/gen-proto.sh && npx tsc -b; } || failed_steps=$((failed_steps + 1))
 echo "== types of the tests (tsc -p tsconfig.test.json)"
 if [ -f tsconfig.test.json ]; then npx tsc -p tsconfig.test.json || failed_steps=$((failed_steps + 1)); fi
 # Many test servers run at once in this network namespace: they give sandboxes no network

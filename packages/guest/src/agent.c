@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
-#include <linux/random.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -131,84 +130,12 @@ void send_error(uint32_t stream, int err, const char *msg) {
   send_json(T_ERROR, stream, &j);
 }
 
-static void send_hello_json(uint8_t type, const uint8_t *nonce) {
-  struct jbuf j;
-  jb_init(&j);
-  if (nonce) jb_raw(&j, (const char *)nonce, HELLO_NONCE);
-  jb_lit(&j, "{");
-  jb_key(&j, "version"); jb_int(&j, PROTO_VERSION);
-  jb_key(&j, "kernel"); jb_str(&j, g_kernel_release, strlen(g_kernel_release));
-  jb_key(&j, "boot_ms"); jb_int(&j, (int64_t)g_boot_ms);
-  jb_key(&j, "root"); jb_str(&j, g_root_state, strlen(g_root_state));
-  jb_lit(&j, "}");
-  send_json(type, 0, &j);
-}
-
-/* ROOT mounts a waiting root disk first (so NET writes the sandbox's resolv.conf); TIME_NS
- * sets the clock; ENTROPY is mixed in and the CRNG reseeded. */
-static void apply_sync(const uint8_t *p, size_t n) {
-  struct req r;
-  if (req_decode(p, n, &r) == 0) {
-    if (r.has_root && getpid() == 1) init_mount_root(r.root_bytes);
-    if (r.has_time) {
-      struct timespec t = {(time_t)(r.time_ns / 1000000000u), (long)(r.time_ns % 1000000000u)};
-      if (clock_settime(CLOCK_REALTIME, &t)) agent_log("clock_settime: %s", strerror(errno));
-    }
-    if (r.entropy_len > 0 && r.entropy_len <= 4096) {
-      struct { struct rand_pool_info i; uint8_t b[4096]; } e;
-      e.i.entropy_count = (int)r.entropy_len * 8;
-      e.i.buf_size = (int)r.entropy_len;
-      memcpy(e.i.buf, r.entropy, r.entropy_len);
-      int fd = open("/dev/urandom", O_WRONLY | O_CLOEXEC);
-      if (fd < 0 || ioctl(fd, RNDADDENTROPY, &e) < 0)
-        agent_log("RNDADDENTROPY: %s", strerror(errno));
-      /* Added entropy only reaches /dev/urandom at the next CRNG reseed: force it now, so
-       * clones of one snapshot never hand out the same bytes. */
-      else if (ioctl(fd, RNDRESEEDCRNG, 0) < 0)
-        agent_log("RNDRESEEDCRNG: %s", strerror(errno));
-      if (fd >= 0) close(fd);
-    }
-    if (r.net) net_apply(r.net);
-    req_free(&r);
-  }
-}
-
-/* Every HELLO after the first means this guest was restored from a snapshot (or its host
- * reconnected): /run/sandtree/generation counts them so programs inside can notice (inotify or
- * poll) and reseed their own generators. Written atomically (temp file + rename). */
-static void announce_generation(void) {
-  static unsigned hellos;
-  if (++hellos < 2) return;
-  mkdir("/run/sandtree", 0755);
-  int fd = open("/run/sandtree/.generation", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return;
-  char buf[32];
-  int len = snprintf(buf, sizeof buf, "%u\n", hellos - 1);
-  if (write(fd, buf, (size_t)len) < 0) {}
-  close(fd);
-  rename("/run/sandtree/.generation", "/run/sandtree/generation");
-}
-
-/* HELLO: set the clock, mix in entropy, forget every stream, then acknowledge. */
-static void on_hello(const uint8_t *p, size_t n) {
-  if (n < HELLO_NONCE) return;
-  apply_sync(p + HELLO_NONCE, n - HELLO_NONCE);
-  announce_generation();
-  for (struct stream *s = g_streams; s; s = s->next) {
-    if (s->dead || s->detached) continue;
-    if (s->kind == S_EXEC) exec_detach(s);
-    else stream_end(s);
-  }
-  outq_drop(1);
-  send_hello_json(T_HELLO_ACK, p);
-}
-
 static void on_frame(const struct frame *f) {
   if (f->stream == 0) {
     switch (f->type) {
-      case T_HELLO: on_hello(f->payload, f->len); break;
+      case T_HELLO: session_hello(f->payload, f->len); break;
       /* SYNC: the clock and RNG after a resume, without touching streams (no answer). */
-      case T_SYNC: apply_sync(f->payload, f->len); break;
+      case T_SYNC: session_sync(f->payload, f->len); break;
       case T_PING: if (f->len <= 65536) send_frame(T_PONG, 0, f->payload, f->len); break;
       case T_SHUTDOWN:
         outq_flush(serial_fd);
@@ -336,7 +263,7 @@ int main(int argc, char **argv) {
   struct timespec bt;
   clock_gettime(CLOCK_BOOTTIME, &bt);
   g_boot_ms = (uint64_t)bt.tv_sec * 1000 + (uint64_t)bt.tv_nsec / 1000000;
-  send_hello_json(T_READY, NULL);
+  session_ready();
 
   struct pollfd *pfd = NULL;
   struct slot *slots = NULL;

@@ -66,6 +66,11 @@ void files_request(uint8_t type, uint32_t id, struct req *r);
 void files_frame(struct stream *s, uint8_t type, const uint8_t *p, size_t n);
 void files_pump(struct stream *s); /* FILE_READ / LIST: produce within credit */
 
+/* session.c */
+void session_ready(void);                          /* READY, once the port is open */
+void session_hello(const uint8_t *p, size_t n);    /* HELLO: sync, forget streams, HELLO_ACK */
+void session_sync(const uint8_t *p, size_t n);     /* SYNC (and HELLO's payload) */
+
 /* fsfreeze.c */
 void fs_request(uint8_t type, uint32_t id, struct req *r); /* FSFREEZE / FSTHAW */
 

@@ -1,4 +1,4 @@
-/* PID-1 boot: kernel filesystems, virtio modules, the root disk (grown online to the
+/* PID-1 boot: kernel filesystems, virtio modules (modules.c), the root disk (grown online to the
  * device size), then a switch into it. The agent keeps running from the initramfs copy in
  * memory; nothing from the image is executed for init.
  * With sandtree.root=wait (a warm template) the boot stops before the root disk is read: the
@@ -18,14 +18,13 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <sys/syscall.h>
-#include <sys/sysmacros.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "agent.h"
+#include "boot.h"
 
 #ifndef EXT4_IOC_RESIZE_FS
 #define EXT4_IOC_RESIZE_FS _IOW('f', 16, unsigned long long) /* not in the uapi headers */
@@ -36,7 +35,7 @@ uint64_t g_boot_ms;
 const char *g_root_state = "mounted";
 static char g_root_dev[64];
 
-static void sleep_ms(long ms) {
+void sleep_ms(long ms) {
   struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
   nanosleep(&t, NULL);
 }
@@ -49,7 +48,7 @@ static void do_mount(const char *src, const char *dst, const char *type, unsigne
 }
 
 /* The value of key=VALUE on the kernel command line, or def. */
-static void cmdline_get(const char *key, char *out, size_t n, const char *def) {
+void cmdline_get(const char *key, char *out, size_t n, const char *def) {
   char buf[4096] = {0};
   snprintf(out, n, "%s", def);
   int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
@@ -62,25 +61,6 @@ static void cmdline_get(const char *key, char *out, size_t n, const char *def) {
     if (strncmp(t, key, kl) == 0 && t[kl] == '=') snprintf(out, n, "%s", t + kl + 1);
 }
 
-/* Loads /lib/modules/<name> for each line of /etc/modules.order (already dependency
- * ordered by build-guest.sh), then deletes the files: the initramfs is RAM. */
-static void load_modules(void) {
-  FILE *f = fopen("/etc/modules.order", "re");
-  if (!f) return;
-  char line[256], path[300];
-  while (fgets(line, sizeof line, f)) {
-    line[strcspn(line, "\r\n")] = 0;
-    if (!line[0] || line[0] == '#') continue;
-    snprintf(path, sizeof path, "/lib/modules/%s", line);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) { agent_log("module %s: %s", line, strerror(errno)); continue; }
-    if (syscall(SYS_finit_module, fd, "", 0) < 0 && errno != EEXIST)
-      agent_log("finit_module %s: %s", line, strerror(errno));
-    close(fd);
-    unlink(path);
-  }
-  fclose(f);
-}
 
 static int wait_for(const char *path, int ms) {
   for (int t = 0; t < ms; t += 5) {
@@ -112,7 +92,7 @@ static void grow_fs(const char *dev, const char *mnt) {
 }
 
 /* mkdir -p (following the image's relative symlinks such as Debian's lib -> usr/lib). */
-static void mkdirs(const char *path) {
+void mkdirs(const char *path) {
   char p[256];
   snprintf(p, sizeof p, "%s", path);
   for (char *s = p + 1; *s; s++)
@@ -120,122 +100,12 @@ static void mkdirs(const char *path) {
   mkdir(p, 0755);
 }
 
-static void write_file(const char *path, const char *text) {
+void write_file(const char *path, const char *text) {
   int fd = open(path, O_WRONLY | O_CLOEXEC);
   if (fd < 0 || write(fd, text, strlen(text)) < 0) agent_log("write %s: %s", path, strerror(errno));
   if (fd >= 0) close(fd);
 }
 
-/* The virtio disk whose serial is `serial` (root/sys/block/vdX/serial), as root/dev/vdX, waiting
- * up to ms for it to appear. */
-static int find_disk(const char *root, const char *serial, char *dev, size_t n, int ms) {
-  for (int t = 0; t < ms; t += 5) {
-    for (char c = 'a'; c <= 'z'; c++) {
-      char p[96], buf[64] = {0};
-      snprintf(p, sizeof p, "%s/sys/block/vd%c/serial", root, c);
-      int fd = open(p, O_RDONLY | O_CLOEXEC);
-      if (fd < 0) continue;
-      ssize_t r = read(fd, buf, sizeof buf - 1);
-      close(fd);
-      if (r > 0 && strncmp(buf, serial, strlen(serial)) == 0) {
-        snprintf(dev, n, "%s/dev/vd%c", root, c);
-        return 0;
-      }
-    }
-    sleep_ms(5);
-  }
-  return -1;
-}
-
-/* The kernel's whole module tree (the read-only disk build-guest.sh makes) at
- * root/lib/modules/<release>, and the kernel's module loader pointed at its static modprobe. */
-static char g_modules_on[16];
-static void load_kvm(const char *moddir);
-/* Where /sys is when the modules disk is looked for: "" before the switch, the new root after. */
-static const char *g_sysroot = "";
-
-/* Mounts the modules disk at dst (root/lib/modules/<release>, or /modules in a template, moved
- * into the root once it is mounted) and points the kernel's module loader at its modprobe. */
-static void mount_modules_at(const char *dst, const char *procdir) {
-  char dev[64], p[160];
-  if (strcmp(g_modules_on, "on") != 0) return;
-  if (find_disk(g_sysroot, "sandtree-modules", dev, sizeof dev, 5000) < 0) {
-    agent_log("modules disk did not appear");
-    return;
-  }
-  mkdirs(dst);
-  if (mount(dev, dst, "ext4", MS_RDONLY | MS_NODEV | MS_NOSUID, NULL) < 0) {
-    agent_log("mount modules %s: %s", dev, strerror(errno));
-    return;
-  }
-  char loader[128];
-  snprintf(loader, sizeof loader, "/lib/modules/%s/bin/modprobe", g_kernel_release);
-  snprintf(p, sizeof p, "%s/sys/kernel/modprobe", procdir);
-  write_file(p, loader);
-  load_kvm(dst);
-}
-
-/* With sandtree.kvm=on (a sandbox asked for nested virtualization) the guest's CPU offers SVM or
- * VMX: load KVM for it, so /dev/kvm exists without a modprobe (there is no udev to do it). */
-static char g_kvm_on[8];
-
-static void insmod(const char *dir, const char *rel) {
-  char p[256];
-  snprintf(p, sizeof p, "%s/%s", dir, rel);
-  int fd = open(p, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) { agent_log("module %s: %s", rel, strerror(errno)); return; }
-  if (syscall(SYS_finit_module, fd, "", 0) < 0 && errno != EEXIST) agent_log("finit_module %s: %s", rel, strerror(errno));
-  close(fd);
-}
-
-static void load_kvm(const char *moddir) {
-  char buf[4096] = {0};
-  if (strcmp(g_kvm_on, "on") != 0) return;
-  int fd = open("/proc/cpuinfo", O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
-    ssize_t r = read(fd, buf, sizeof buf - 1);
-    (void)r;
-    close(fd);
-  }
-  insmod(moddir, "kernel/virt/lib/irqbypass.ko");
-  insmod(moddir, "kernel/arch/x86/kvm/kvm.ko");
-  insmod(moddir, strstr(buf, "GenuineIntel") ? "kernel/arch/x86/kvm/kvm-intel.ko" : "kernel/arch/x86/kvm/kvm-amd.ko");
-}
-
-static void mount_modules(const char *root) {
-  char dst[160], procdir[96];
-  g_sysroot = root;
-  snprintf(dst, sizeof dst, "%s/lib/modules/%s", root, g_kernel_release);
-  snprintf(procdir, sizeof procdir, "%s/proc", root);
-  mount_modules_at(dst, procdir);
-}
-
-/* Device nodes of modules not loaded yet (modules.devname: "fuse fuse c10:229"), as kmod's
- * `static-nodes` makes them at boot on a normal host: opening one loads its module (so
- * /dev/fuse works before anyone runs modprobe). Modes as Debian's udev rules set them. */
-static void static_nodes(const char *root) {
-  char p[200], line[160], mod[64], name[64];
-  unsigned maj, min;
-  snprintf(p, sizeof p, "%s/lib/modules/%s/modules.devname", root, g_kernel_release);
-  FILE *f = fopen(p, "re");
-  if (!f) return;
-  while (fgets(line, sizeof line, f)) {
-    if (line[0] == '#' || sscanf(line, "%63s %63s c%u:%u", mod, name, &maj, &min) != 4) continue;
-    if (strstr(name, "..")) continue;
-    snprintf(p, sizeof p, "%s/dev/%s", root, name);
-    char *slash = strrchr(p, '/');
-    *slash = 0;
-    mkdirs(p);
-    *slash = '/';
-    int open_to_all = !strcmp(name, "fuse") || !strcmp(name, "net/tun");
-    mode_t mode = open_to_all ? 0666 : 0600;
-    if (mknod(p, S_IFCHR | mode, makedev(maj, min)) < 0 && errno != EEXIST)
-      agent_log("mknod %s: %s", p, strerror(errno));
-    else
-      chmod(p, mode); /* mknod applies the umask */
-  }
-  fclose(f);
-}
 
 /* cgroup v2 with every available controller enabled for the root's children. */
 static void mount_cgroup(const char *root) {
@@ -285,7 +155,7 @@ static void late_mounts(const char *root) {
   do_mount("tmpfs", p, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755");
   if (!g_premounted) {
     mount_modules(root);
-  } else if (strcmp(g_modules_on, "on") == 0) {
+  } else if (modules_disk_on()) {
     snprintf(p, sizeof p, "%s/lib/modules/%s", root, g_kernel_release);
     mkdirs(p);
     if (mount("/modules", p, NULL, MS_MOVE, NULL) < 0) agent_log("move modules: %s", strerror(errno));
@@ -343,11 +213,9 @@ int init_boot(void) {
   if (c >= 0) { dup2(c, 0); dup2(c, 1); dup2(c, 2); if (c > 2) close(c); }
   do_mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
   do_mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-  load_modules();
+  modules_boot();
   char root[64];
   cmdline_get("sandtree.root", root, sizeof root, "/dev/vda");
-  cmdline_get("sandtree.modules", g_modules_on, sizeof g_modules_on, "off");
-  cmdline_get("sandtree.kvm", g_kvm_on, sizeof g_kvm_on, "off");
   int rc = 0;
   if (strcmp(root, "none") == 0) late_mounts("");
   else if (strcmp(root, "wait") == 0) {

@@ -44,3 +44,8 @@ export function modulesDiskFor(initramfs: string): string | null {
 export function jailerBinary(dir = cacheDir()): string {
   return path.join(dir, "jail", "sandtree-jail");
 }
+
+/** The library build-jailer.sh writes beside the launcher, preloaded into clones' QEMUs (vmm/free-page-reporting.ts). */
+export function privateRamShimFile(dir = cacheDir()): string {
+  return path.join(dir, "jail", "private-ram-discard.so");
+}

@@ -8,6 +8,7 @@ export * from "./snapshots/memory-images.js";
 export * from "./snapshots/migration.js";
 export { ramDirFor } from "./snapshots/ram-placement.js";
 export * from "./snapshots/template-store.js";
+export { freePageReporting } from "./vmm/free-page-reporting.js";
 export * from "./vmm/jail.js";
 export * from "./vmm/qemu-args.js";
 export { jailRootOf } from "./vmm/qemu-launch.js";

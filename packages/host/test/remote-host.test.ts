@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FakeHost } from "../src/fake.js";
 import { CheckpointFailedError, MachineRefusedError, type MachineSpec } from "../src/index.js";
 import { connectRemoteHost, type RemoteHost, type ServedHost, serveMachineHost } from "../src/remote.js";
+import { fakeSpec } from "./conformance/fake-subject.js";
 
 describe("remote host", () => {
   let dir: string;
@@ -16,17 +17,7 @@ describe("remote host", () => {
   let host: RemoteHost;
   let key = "stw_first-key";
   const current = () => key;
-  const spec = (name: string): MachineSpec => ({
-    name,
-    accel: "tcg",
-    cpuCores: 1,
-    memoryMb: 256,
-    kernel: "",
-    initramfs: "",
-    rootDisk: path.join(dir, `${name}.qcow2`),
-    runDir: path.join(dir, "run", name),
-    logDir: path.join(dir, "logs", name),
-  });
+  const spec = (name: string): MachineSpec => fakeSpec(dir)(name, path.join(dir, `${name}.qcow2`));
 
   beforeAll(async () => {
     dir = mkdtempSync(path.join(tmpdir(), "sandtree-remote-"));

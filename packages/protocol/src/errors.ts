@@ -105,6 +105,8 @@ export const ERROR_STATUS = {
   VOLUME_NOT_ON_HOST: 409,
   /** A volume must move to another host for this call, but a sandbox on its current host mounts it. */
   VOLUME_IN_USE_ELSEWHERE: 409,
+  /** The volume's host was lost before any copy of it reached the object store: its data is gone (delete it). */
+  VOLUME_LOST: 410,
   /** At start: this server's server.key or join token differs from the one its database was first used with. */
   KEY_MISMATCH: 500,
   HOST_DISK_FULL: 507,

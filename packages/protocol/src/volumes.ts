@@ -43,6 +43,20 @@ export const Volume = z.object({
   updated_at: z.string(),
   /** Sandboxes (not ended) that mount it; a volume is deleted only when none does. */
   mounted_by: z.array(z.string()).default([]),
+  /**
+   * Fleet with an object store, a volume whose home is a worker: when its last copy in the bucket
+   * was taken (null: never). A lost worker's volume comes back as of this time (docs/fleet.md).
+   */
+  synced_at: z.string().nullable().optional(),
+  /** The size in bytes of that copy (an archive of its files). */
+  synced_bytes: z.number().nullable().optional(),
+  /**
+   * Its home host was lost at this time and it has not been brought back yet: the next create that
+   * mounts it (or its file API) restores it from the copy of `synced_at`, or is 410 VOLUME_LOST without one.
+   */
+  home_lost_at: z.string().nullable().optional(),
+  /** It was brought back from the bucket after its host was lost: its files are as of this time (writes after it were lost). */
+  restored_as_of: z.string().nullable().optional(),
 });
 export type Volume = z.infer<typeof Volume>;
 
@@ -110,6 +124,11 @@ export const PackedVolume = z.object({
 });
 export type PackedVolume = z.infer<typeof PackedVolume>;
 
-export const VolumePackRequest = z.object({ volume: VolumeId, key: PackedVolume.shape.key });
+/** `snapshot`: packed from a copy taken while frozen (a sync of a volume sandboxes mount), not from its live tree. */
+export const VolumePackRequest = z.object({
+  volume: VolumeId,
+  key: PackedVolume.shape.key,
+  snapshot: z.boolean().default(false),
+});
 export const VolumeUnpackRequest = z.object({ volume: VolumeId, size_gb: z.number().int().min(1), archive: PackedVolume });
 export const VolumeDropRequest = z.object({ volume: VolumeId });

@@ -167,6 +167,7 @@ const HINTS: Partial<Record<ErrorCode, Hint>> = {
   VOLUME_NOT_ON_HOST: " (without an object store a volume stays on its host: omit host)",
   VOLUME_IN_USE_ELSEWHERE:
     " (the volume is mounted on another host: place the sandbox there, or end the sandboxes that mount it, then retry)",
+  VOLUME_LOST: " (its host was lost before any copy reached the object store: delete the volume and make it again)",
   HOST_DISK_FULL: " (the server's disk is full: free space on the host, then retry)",
   HOST_COMMAND_FAILED: " (a tool on the server failed: details.command and details.stderr say which; check the server's setup)",
 };
@@ -256,6 +257,7 @@ export const ERROR_CLASSES: Record<ErrorCode, ApiErrorClass> = {
   CHECKPOINT_NOT_ON_HOST: ConflictError,
   VOLUME_NOT_ON_HOST: ConflictError,
   VOLUME_IN_USE_ELSEWHERE: ConflictError,
+  VOLUME_LOST: NotFoundError,
   KEY_MISMATCH: ServerError,
   HOST_DISK_FULL: ServerError,
   HOST_COMMAND_FAILED: ServerError,

@@ -69,6 +69,11 @@ export const ServerConfig = z.object({
   heartbeatIntervalMs: z.coerce.number().int().min(50).max(600_000).default(5000),
   /** Fleet: a host silent this long is LOST and its sandboxes ERROR HOST_LOST (SANDTREE_HOST_LOST_AFTER_MS). */
   hostLostAfterMs: z.coerce.number().int().min(100).max(3_600_000).default(30_000),
+  /**
+   * Fleet with an object store: a volume on a worker is copied to the bucket this often while
+   * sandboxes mount it (and once after the last one ends), in seconds (SANDTREE_VOLUME_SYNC_S).
+   */
+  volumeSyncS: z.coerce.number().int().min(1).max(86_400).default(300),
   /** Sandbox networks: "auto" turns them on when the host allows it (root, nftables, /dev/net/tun). */
   network: z.enum(["auto", "on", "off"]).default("auto"),
   /** The sandbox address pool (a /30 each); unset: the first free of 10.201.0.0/16, 10.202.0.0/16, ... */
@@ -171,6 +176,7 @@ function fromEnv(env: Env): Record<string, unknown> {
     logLevel: e("SANDTREE_LOG_LEVEL"),
     heartbeatIntervalMs: e("SANDTREE_HEARTBEAT_INTERVAL_MS"),
     hostLostAfterMs: e("SANDTREE_HOST_LOST_AFTER_MS"),
+    volumeSyncS: e("SANDTREE_VOLUME_SYNC_S"),
     network: e("SANDTREE_NETWORK"),
     networkSubnet: e("SANDTREE_NETWORK_SUBNET"),
     networkDefault: e("SANDTREE_NETWORK_DEFAULT"),
@@ -211,6 +217,7 @@ const ENV_NAMES: Record<string, string> = {
   logLevel: "SANDTREE_LOG_LEVEL",
   heartbeatIntervalMs: "SANDTREE_HEARTBEAT_INTERVAL_MS",
   hostLostAfterMs: "SANDTREE_HOST_LOST_AFTER_MS",
+  volumeSyncS: "SANDTREE_VOLUME_SYNC_S",
   network: "SANDTREE_NETWORK",
   networkSubnet: "SANDTREE_NETWORK_SUBNET",
   networkDefault: "SANDTREE_NETWORK_DEFAULT",

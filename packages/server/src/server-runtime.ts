@@ -6,12 +6,14 @@ import { defaultHost } from "./default-host.js";
 import type { StartServerOptions } from "./server.js";
 import type { Foundation } from "./server-foundation.js";
 import { CheckpointService } from "./services/checkpoints/checkpoint-service.js";
-import { FleetService, isLocalHostName, placedOnPeers } from "./services/fleet/fleet-service.js";
+import { FleetService } from "./services/fleet/fleet-service.js";
+import { isLocalHostName, placedOnPeers } from "./services/fleet/host-names.js";
 import { LocalHost, localHostName } from "./services/fleet/local-host.js";
 import { RemoteCheckpoints } from "./services/fleet/remote-checkpoints.js";
 import { RemoteSandboxes } from "./services/fleet/remote-sandboxes.js";
 import { StrandedStarts } from "./services/fleet/stranded-starts.js";
 import { VolumeMoves } from "./services/fleet/volume-moves.js";
+import { VolumeSyncs } from "./services/fleet/volume-syncs.js";
 import { ImageAliases } from "./services/images/image-aliases.js";
 import { systemClock } from "./services/metering/clock.js";
 import { NetworkService } from "./services/network/network-service.js";
@@ -22,7 +24,7 @@ import { TimeoutService } from "./services/sandboxes/timeout-service.js";
 import { MountingHost } from "./services/volumes/mounting-host.js";
 import { VolumeService } from "./services/volumes/volume-service.js";
 import type { HostStore } from "./store/host-store.js";
-import { openHostStore, openHostUrls, openImageAliases, openVolumeStore } from "./store/open-store.js";
+import { openHostStore, openHostUrls, openImageAliases, openVolumeStore, openVolumeSyncs } from "./store/open-store.js";
 import type { UnwindStack } from "./unwind-stack.js";
 
 /** What runs sandboxes: their networks and volumes, the fleet, the sandboxes and checkpoints, the reapers. */
@@ -101,6 +103,7 @@ export async function startRuntime(
   await volumes.reconcile();
   volumes.mountsSupported = volumeServer !== undefined;
   // The fleet's registry before the sandboxes: creates placed on workers start there.
+  let volumeSyncs: VolumeSyncs | null = null;
   const hostLost = new HostLostService({ store, log, release: (id): Promise<boolean> => fleet.release(id) });
   const fleet: FleetService = new FleetService({
     hosts: hostRegistry,
@@ -115,13 +118,18 @@ export async function startRuntime(
     joinToken: f.joinToken,
     onHostLost: async (lost): Promise<void> => {
       await hostLost.sandboxesLost(lost);
+      // After its sandboxes ended (they no longer mount its volumes): its volumes are marked.
+      await volumeSyncs?.hostLost(lost.host.id, new Date().toISOString());
     },
   });
   // This host in the fleet's registry, then volume moves a stopped control plane left (they go
   // through workers and the object store): creates placed on workers carry their volumes there.
   const localHost = new LocalHost({ fleet, store, images, dataDir: cfg.dataDir, accel, log });
   await localHost.register();
-  const moves = await VolumeMoves.wire({ store: openVolumeStore(store), volumes, fleet, blobs, log });
+  const volumeStore = openVolumeStore(store);
+  const syncStore = openVolumeSyncs(store);
+  const moves = await VolumeMoves.wire({ store: volumeStore, syncs: syncStore, volumes, fleet, blobs, log });
+  volumeSyncs = new VolumeSyncs({ store: volumeStore, syncs: syncStore, moves, fleet, log, intervalMs: cfg.volumeSyncS * 1000 });
   const remote = new RemoteSandboxes({ fleet, store, log, volumes: { moves, localMounts: volumeServer !== undefined } });
   const sandboxes = new SandboxService({
     volumes,
@@ -194,6 +202,8 @@ export async function startRuntime(
   fleet.onReaped(() => stranded.sweep());
   unwind.push("the fleet's reaper", () => fleet.stop());
   fleet.start();
+  unwind.push("volume syncs", () => volumeSyncs?.stop());
+  volumeSyncs.start();
   fleet.onSandboxReports((host, reports) => remote.applyReports(host, reports));
   const remoteCheckpoints = new RemoteCheckpoints({ store, fleet, remote, log });
   unwind.push("remote checkpoints", () => remoteCheckpoints.close());

@@ -65,7 +65,15 @@ export function composeServices(f: Foundation, r: Runtime): Services {
     remote: r.remote,
     remoteCheckpoints: r.remoteCheckpoints,
     ...(f.workerTeamId
-      ? workerSides({ store, blobs: f.blobs, images, volumes, teamId: f.workerTeamId, disks: sandboxes.host })
+      ? workerSides({
+          store,
+          blobs: f.blobs,
+          images,
+          volumes,
+          volumeImages: f.volumeImages,
+          teamId: f.workerTeamId,
+          disks: sandboxes.host,
+        })
       : {}),
   };
 }

@@ -3,15 +3,12 @@ import { appendFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { layerFile, startTestServer, type TestServer } from "./helpers.js";
+import { layerFile, startWithBusybox, type TestServer } from "./helpers.js";
 
 let t: TestServer;
 let id: string;
 beforeAll(async () => {
-  t = await startTestServer();
-  const r = await t.api("POST", "/v1/sandboxes", { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 });
-  id = r.body.id;
-  await t.waitRunning(id);
+  ({ t, id } = await startWithBusybox());
 });
 afterAll(async () => {
   await t?.close();

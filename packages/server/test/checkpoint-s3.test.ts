@@ -4,19 +4,18 @@ import { existsSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import { HeadObjectCommand } from "@aws-sdk/client-s3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { corruptObject, S3RVER_CREDENTIALS, startS3, type TestS3 } from "../../host/test/helpers/s3-server.js";
+import { corruptObject, startS3, type TestS3, useS3Credentials } from "../../host/test/helpers/s3-server.js";
 import { layerFile, startTestServer, type TestServer } from "./helpers.js";
 
 // The server reads object-store credentials from the standard AWS variables, as in production.
-const savedEnv = { id: process.env.AWS_ACCESS_KEY_ID, secret: process.env.AWS_SECRET_ACCESS_KEY };
+let restoreEnv = () => {};
 let s3: TestS3;
 let t: TestServer;
 const PREFIX = "fleet-a";
 
 beforeAll(async () => {
   s3 = await startS3();
-  process.env.AWS_ACCESS_KEY_ID = S3RVER_CREDENTIALS.accessKeyId;
-  process.env.AWS_SECRET_ACCESS_KEY = S3RVER_CREDENTIALS.secretAccessKey;
+  restoreEnv = useS3Credentials();
   // Chains of depth 2 get flattened: the flattened layer must reach the bucket too.
   t = await startTestServer({
     blobStore: `s3://${s3.bucket}/${PREFIX}?endpoint=${s3.endpoint}&region=us-east-1`,
@@ -27,10 +26,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await t?.close();
   await s3?.close();
-  process.env.AWS_ACCESS_KEY_ID = savedEnv.id;
-  process.env.AWS_SECRET_ACCESS_KEY = savedEnv.secret;
-  if (savedEnv.id === undefined) delete process.env.AWS_ACCESS_KEY_ID;
-  if (savedEnv.secret === undefined) delete process.env.AWS_SECRET_ACCESS_KEY;
+  restoreEnv();
 });
 
 const SMALL = { memory_gb: 0.25, disk_size_gb: 1 };

@@ -2,21 +2,20 @@ import { existsSync, readFileSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { S3RVER_CREDENTIALS, startS3, type TestS3 } from "../../host/test/helpers/s3-server.js";
+import { startS3, type TestS3, useS3Credentials } from "../../host/test/helpers/s3-server.js";
 import { layerFile, startTestServer, type TestServer } from "./helpers.js";
 
 // Children of a fork (and restores) on the host that took the checkpoint start once it is FROZEN;
 // the seal carries on behind them. The layers go to an S3 bucket that the test replaces by a
 // listener that never answers: a seal then waits, FROZEN, for as long as the test wants, so a child
 // that runs then started from a FROZEN checkpoint. Stopped (connections refused), a seal fails.
-const savedEnv = { id: process.env.AWS_ACCESS_KEY_ID, secret: process.env.AWS_SECRET_ACCESS_KEY };
+let restoreEnv = () => {};
 let s3: TestS3;
 let t: TestServer;
 
 beforeAll(async () => {
   s3 = await startS3();
-  process.env.AWS_ACCESS_KEY_ID = S3RVER_CREDENTIALS.accessKeyId;
-  process.env.AWS_SECRET_ACCESS_KEY = S3RVER_CREDENTIALS.secretAccessKey;
+  restoreEnv = useS3Credentials();
   t = await startTestServer({ blobStore: `s3://${s3.bucket}/frozen?endpoint=${s3.endpoint}&region=us-east-1` });
 });
 
@@ -24,10 +23,7 @@ afterAll(async () => {
   await closeHole();
   await t?.close();
   await s3?.close();
-  process.env.AWS_ACCESS_KEY_ID = savedEnv.id;
-  process.env.AWS_SECRET_ACCESS_KEY = savedEnv.secret;
-  if (savedEnv.id === undefined) delete process.env.AWS_ACCESS_KEY_ID;
-  if (savedEnv.secret === undefined) delete process.env.AWS_SECRET_ACCESS_KEY;
+  restoreEnv();
 });
 
 let hole: net.Server | null = null;

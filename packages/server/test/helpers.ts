@@ -125,6 +125,20 @@ export async function startTestServer(
 }
 
 /** The file of a checkpoint's layer (what the blob store holds), read from the server's database. */
+/** A test server with one small busybox sandbox RUNNING: the setup of many one-sandbox VM files. */
+export async function startWithBusybox(): Promise<{ t: TestServer; id: string }> {
+  const t = await startTestServer();
+  try {
+    const r = await t.api("POST", "/v1/sandboxes", { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 });
+    if (r.status !== 201) throw new Error(`create: ${r.status} ${JSON.stringify(r.body)}`);
+    await t.waitRunning(r.body.id);
+    return { t, id: r.body.id };
+  } catch (err) {
+    await t.close();
+    throw err;
+  }
+}
+
 export function layerFile(dataDir: string, checkpointId: string): string {
   const db = new Database(path.join(dataDir, "sandtree.db"), { readonly: true, fileMustExist: true });
   try {
@@ -142,6 +156,23 @@ export function qemuPidsFor(ids: string[]): string[] {
     out = execFileSync("pgrep", ["-af", "qemu-system"], { encoding: "utf8" });
   } catch {}
   return out.split("\n").filter((l) => ids.some((id) => l.includes(`sandtree-${id}`)));
+}
+
+/**
+ * SIGKILLs every QEMU whose command line names `runRoot` (a server's socket folder) or one of the
+ * sandbox `ids`: the teardown of a test that killed its server, so no VM of it survives.
+ */
+export function killQemusOf(runRoot: string, ids: readonly string[]): void {
+  let lines = "";
+  try {
+    lines = execFileSync("pgrep", ["-af", "qemu-system"], { encoding: "utf8" });
+  } catch {}
+  for (const line of lines.split("\n")) {
+    if (!line.includes(`${runRoot}/`) && !ids.some((id) => line.includes(`sandtree-${id}`))) continue;
+    try {
+      process.kill(Number.parseInt(line, 10), "SIGKILL");
+    } catch {}
+  }
 }
 
 /** utime + stime of a process, in clock ticks. */

@@ -120,7 +120,10 @@ describe("sandtree/busybox", () => {
       expect(Number(applets)).toBeGreaterThan(200);
       expect(await sh("for p in $(busybox --list-full); do [ -x /$p ] || echo missing /$p; done")).toBe("");
       expect(await sh("/usr/bin/env echo via env")).toBe("via env\n");
-      await sh("nohup sh -c 'i=0; while true; do i=$((i+1)); echo $i > /tmp/beat; sleep 0.2; done' >/dev/null 2>&1 &");
+      // Written to a temporary file and renamed: a read between `>`'s truncation and the write saw "".
+      await sh(
+        "nohup sh -c 'i=0; while true; do i=$((i+1)); echo $i > /tmp/beat.n; mv /tmp/beat.n /tmp/beat; sleep 0.2; done' >/dev/null 2>&1 &",
+      );
       const a = await sh("sleep 1; cat /tmp/beat");
       const b = await sh("sleep 1; cat /tmp/beat");
       expect(Number(b)).toBeGreaterThan(Number(a));

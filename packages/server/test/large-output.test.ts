@@ -5,7 +5,7 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { EXEC_STREAM_CONTENT_TYPE, ExecStreamDecoder } from "@sandtree/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestServer, type TestServer } from "./helpers.js";
+import { startWithBusybox, type TestServer } from "./helpers.js";
 
 // `SANDTREE_LARGE_OUTPUT_MIB=1024 npx vitest run packages/server/test/large-output.test.ts`
 // runs the same checks with 1 GiB (the default keeps CI time reasonable under TCG).
@@ -18,10 +18,7 @@ let t: TestServer;
 let id: string;
 
 beforeAll(async () => {
-  t = await startTestServer();
-  const r = await t.api("POST", "/v1/sandboxes", { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 });
-  id = r.body.id;
-  await t.waitRunning(id);
+  ({ t, id } = await startWithBusybox());
 });
 afterAll(async () => {
   await t?.close();

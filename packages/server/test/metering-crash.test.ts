@@ -4,14 +4,14 @@
 // there, the adopted sandboxes' spans go on in the same record (billed through the downtime
 // once), the lost one's span ends when the restarted server finds it gone, no two spans of a
 // sandbox overlap, and the usage API bills exactly the records. Needs `npm run build`.
-import { type ChildProcess, execFileSync } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { jsonApi, qemuPidsFor, spawnServe, stopChildProcess } from "./helpers.js";
+import { jsonApi, killQemusOf, qemuPidsFor, spawnServe, stopChildProcess } from "./helpers.js";
 
 const BODY = { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -87,16 +87,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await stopChild("SIGKILL");
-  let lines = "";
-  try {
-    lines = execFileSync("pgrep", ["-af", "qemu-system"], { encoding: "utf8" });
-  } catch {}
-  for (const line of lines.split("\n")) {
-    if (!line.includes(`${runRoot}/`) && !created.some((id) => line.includes(`sandtree-${id}`))) continue;
-    try {
-      process.kill(Number.parseInt(line, 10), "SIGKILL");
-    } catch {}
-  }
+  killQemusOf(runRoot, created);
   if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   if (runRoot) rmSync(runRoot, { recursive: true, force: true });
 });

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cpuTicks, jsonApi, qemuPidsFor, spawnServe, stopChildProcess } from "./helpers.js";
+import { cpuTicks, jsonApi, killQemusOf, qemuPidsFor, spawnServe, stopChildProcess } from "./helpers.js";
 
 const BODY = { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -147,16 +147,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await killChild();
   // Whatever happened, no QEMU of this test survives it.
-  let lines = "";
-  try {
-    lines = execFileSync("pgrep", ["-af", "qemu-system"], { encoding: "utf8" });
-  } catch {}
-  for (const line of lines.split("\n")) {
-    if (!line.includes(`${runRoot}/`) && !created.some((id) => line.includes(`sandtree-${id}`))) continue;
-    try {
-      process.kill(Number.parseInt(line, 10), "SIGKILL");
-    } catch {}
-  }
+  killQemusOf(runRoot, created);
   rmSync(dataDir, { recursive: true, force: true });
   rmSync(runRoot, { recursive: true, force: true });
 });

@@ -22,18 +22,20 @@ async function owner(method: string, p: string, body?: unknown) {
 const as = (key: string) => (method: string, p: string, body?: unknown) =>
   t.api(method, p, body, { authorization: `Bearer ${key}` });
 
+const CREATE = {
+  image: "sandtree/busybox",
+  memory_gb: 0.25,
+  disk_size_gb: 1,
+  environment_vars: { PLAIN: "visible", MYSECRET: "overridden" },
+  secrets: { MYSECRET: SECRET },
+  start_command: 'echo "$MYSECRET" > /tmp/from-start',
+  idempotency_key: "vm-1",
+  labels: { owner: "a" },
+};
+
 beforeAll(async () => {
   t = await startTestServer({ logStream: { write: (line: string) => logLines.push(line) } });
-  const created = await owner("POST", "/v1/sandboxes", {
-    image: "sandtree/busybox",
-    memory_gb: 0.25,
-    disk_size_gb: 1,
-    environment_vars: { PLAIN: "visible", MYSECRET: "overridden" },
-    secrets: { MYSECRET: SECRET },
-    start_command: 'echo "$MYSECRET" > /tmp/from-start',
-    idempotency_key: "vm-1",
-    labels: { owner: "a" },
-  });
+  const created = await owner("POST", "/v1/sandboxes", CREATE);
   expect(created.status).toBe(201);
   id = created.body.id;
   await t.waitRunning(id);
@@ -60,16 +62,8 @@ describe("secrets", () => {
     expect(get.body.secrets).toEqual({ MYSECRET: "***" });
     const list = await owner("GET", "/v1/sandboxes");
     expect(list.body.sandboxes[0].secrets).toEqual({ MYSECRET: "***" });
-    const replay = await owner("POST", "/v1/sandboxes", {
-      image: "sandtree/busybox",
-      memory_gb: 0.25,
-      disk_size_gb: 1,
-      environment_vars: { PLAIN: "visible", MYSECRET: "overridden" },
-      secrets: { MYSECRET: SECRET },
-      start_command: 'echo "$MYSECRET" > /tmp/from-start',
-      idempotency_key: "vm-1",
-      labels: { owner: "a" },
-    });
+    // The same create again (same idempotency key): the first answer, secrets still masked.
+    const replay = await owner("POST", "/v1/sandboxes", CREATE);
     expect(replay.status).toBe(200);
     expect(replay.body).toMatchObject({ id, secrets: { MYSECRET: "***" } });
     const mismatch = await owner("POST", "/v1/sandboxes", {

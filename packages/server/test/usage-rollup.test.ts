@@ -84,10 +84,11 @@ describe("the hourly rollup's backfill equals its triggers", () => {
     db.exec(CLOSE);
     const kept = db.prepare(`SELECT * FROM meter_hours ${ORDER}`).all() as Rollup;
     db.exec(`DROP TRIGGER meter_hours_insert; DROP TRIGGER meter_hours_close; DROP TABLE meter_hours;
-      DROP INDEX meter_records_start; DELETE FROM schema_migrations WHERE name = '0019-meter-hours'`);
+      DROP INDEX meter_records_start; DELETE FROM schema_migrations WHERE name IN ('0019-meter-hours', '0023-meter-hours-clustered')`);
     db.close();
-    await new SqliteStore(file).close(); // migrates again: the backfill
+    await new SqliteStore(file).close(); // migrates again: the backfill, then the copy into key order
     const ro = new Database(file, { readonly: true });
+    expect(ro.prepare("SELECT sql FROM sqlite_master WHERE name = 'meter_hours'").pluck().get()).toMatch(/WITHOUT ROWID$/);
     expectSame(ro.prepare(`SELECT * FROM meter_hours ${ORDER}`).all() as Rollup, kept);
     ro.close();
   });

@@ -240,6 +240,7 @@ _BY_CODE: Dict[str, Type[APIError]] = {
     "CHECKPOINT_NOT_ON_HOST": ConflictError,
     "VOLUME_NOT_ON_HOST": ConflictError,
     "VOLUME_IN_USE_ELSEWHERE": ConflictError,
+    "VOLUME_LOST": NotFoundError,
     "KEY_MISMATCH": ServerError,
     "HOST_DISK_FULL": ServerError,
     "HOST_COMMAND_FAILED": ServerError,

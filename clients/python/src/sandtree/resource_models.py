@@ -223,6 +223,14 @@ class VolumeInfo:
     mounted_by: List[str] = field(default_factory=list)
     created_at: Optional[datetime] = None
     updated_at: Optional[datetime] = None
+    #: Fleet with an object store: when its last copy in the bucket was taken (None: never).
+    synced_at: Optional[datetime] = None
+    #: The size in bytes of that copy.
+    synced_bytes: Optional[int] = None
+    #: Its home host was lost then and it was not brought back yet (docs/fleet.md).
+    home_lost_at: Optional[datetime] = None
+    #: Brought back from the bucket after its host was lost: its files are as of this time.
+    restored_as_of: Optional[datetime] = None
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> VolumeInfo:
@@ -240,6 +248,10 @@ class VolumeInfo:
                 mounted_by=list(d.get("mounted_by") or []),
                 created_at=_dt(d.get("created_at")),
                 updated_at=_dt(d.get("updated_at")),
+                synced_at=_dt(d.get("synced_at")),
+                synced_bytes=None if d.get("synced_bytes") is None else int(d["synced_bytes"]),
+                home_lost_at=_dt(d.get("home_lost_at")),
+                restored_as_of=_dt(d.get("restored_as_of")),
             ),
         )
         return result

@@ -2,7 +2,7 @@ import type { Host, HostStateChange } from "@sandtree/protocol";
 import type { Command } from "commander";
 import type { CliContext } from "../context.js";
 import { formatAge, type OutputFormat, printJson, renderTable } from "../output.js";
-import { globalFlags, outputOption } from "./shared.js";
+import { addListCommand, globalFlags, outputOption } from "./shared.js";
 
 const gib = (mib: number) => `${(mib / 1024).toFixed(mib % 1024 === 0 ? 0 : 1)}`;
 
@@ -28,16 +28,12 @@ export function hostTable(hosts: readonly Host[], now = Date.now()): string {
 export function registerHostCommands(program: Command, ctx: CliContext): void {
   const host = program.command("host").description("fleet hosts: list, cordon, drain, uncordon (admin key)");
 
-  host
-    .command("list")
-    .alias("ls")
-    .description("list hosts with their state, usage over capacity and last heartbeat")
-    .addOption(outputOption())
-    .action(async (o: { output: OutputFormat }, cmd: Command) => {
-      const hosts = await (await ctx.client(globalFlags(cmd))).hosts.list();
-      if (o.output === "json") return printJson(ctx.stdout, { hosts });
-      ctx.stdout.write(hostTable(hosts));
-    });
+  addListCommand(host, ctx, {
+    description: "list hosts with their state, usage over capacity and last heartbeat",
+    key: "hosts",
+    fetch: (client) => client.hosts.list(),
+    table: (hosts) => hostTable(hosts),
+  });
 
   const change = (verb: "cordon" | "drain" | "uncordon", description: string, done: (r: HostStateChange) => string) =>
     host

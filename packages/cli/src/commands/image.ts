@@ -5,21 +5,17 @@ import type { CliContext, In } from "../context.js";
 import { UsageError } from "../errors.js";
 import { formatAge, formatBytes, type OutputFormat, printJson, renderTable } from "../output.js";
 import { spinner } from "../progress.js";
-import { globalFlags, outputOption } from "./shared.js";
+import { addListCommand, globalFlags, outputOption } from "./shared.js";
 
 export function registerImageCommands(program: Command, ctx: CliContext): void {
   const image = program.command("image").description("list, pull and alias images");
 
-  image
-    .command("list")
-    .alias("ls")
-    .description("list images available on the server")
-    .addOption(outputOption())
-    .action(async (o: { output: OutputFormat }, cmd: Command) => {
-      const images = await (await ctx.client(globalFlags(cmd))).images.list();
-      if (o.output === "json") return printJson(ctx.stdout, { images });
-      ctx.stdout.write(imageTable(images));
-    });
+  addListCommand(image, ctx, {
+    description: "list images available on the server",
+    key: "images",
+    fetch: (client) => client.images.list(),
+    table: imageTable,
+  });
 
   image
     .command("pull")
@@ -74,15 +70,13 @@ export function registerImageCommands(program: Command, ctx: CliContext): void {
       else ctx.stdout.write(`${alias.name} -> ${alias.target}\n`);
     });
 
-  image
-    .command("aliases")
-    .description("list the image aliases")
-    .addOption(outputOption())
-    .action(async (o: { output: OutputFormat }, cmd: Command) => {
-      const aliases = await (await ctx.client(globalFlags(cmd))).images.listAliases();
-      if (o.output === "json") return printJson(ctx.stdout, { aliases });
-      ctx.stdout.write(aliasTable(aliases));
-    });
+  addListCommand(image, ctx, {
+    name: "aliases",
+    description: "list the image aliases",
+    key: "aliases",
+    fetch: (client) => client.images.listAliases(),
+    table: aliasTable,
+  });
 
   image
     .command("unalias")

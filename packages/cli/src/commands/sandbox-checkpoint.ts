@@ -7,7 +7,7 @@ import { parseIntArg, parseNumberArg } from "../kv.js";
 import { formatAge, formatBytes, type OutputFormat, printJson, renderFields, renderTable } from "../output.js";
 import { spinner } from "../progress.js";
 import { printCreated, waitRunning } from "./sandbox-wait.js";
-import { globalFlags, MIN_MEMORY_GB, outputOption } from "./shared.js";
+import { addListCommand, globalFlags, MIN_MEMORY_GB, outputOption } from "./shared.js";
 
 interface ChildFlags {
   name?: string;
@@ -91,31 +91,25 @@ export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): v
       },
     );
 
-  checkpoint
-    .command("list")
-    .alias("ls")
-    .description("list a sandbox's checkpoints (or the team's, without an id)")
-    .argument("[id]", "sandbox id")
-    .addOption(outputOption())
-    .action(async (id: string | undefined, o: { output: OutputFormat }, cmd: Command) => {
-      const client = await ctx.client(globalFlags(cmd));
-      const list = await client.checkpoints.list(id);
-      if (o.output === "json") return printJson(ctx.stdout, { checkpoints: list });
-      ctx.stdout.write(
-        renderTable(
-          ["ID", "STATE", "SANDBOX", "PARENT", "DEPTH", "STORED", "AGE"],
-          list.map((c) => [
-            c.id,
-            c.state,
-            c.sandbox_id,
-            c.parent_id ?? "-",
-            String(c.depth),
-            formatBytes(c.stored_bytes),
-            formatAge(c.created_at),
-          ]),
-        ),
-      );
-    });
+  addListCommand(checkpoint, ctx, {
+    description: "list a sandbox's checkpoints (or the team's, without an id)",
+    argument: ["[id]", "sandbox id"],
+    key: "checkpoints",
+    fetch: (client, id) => client.checkpoints.list(id),
+    table: (list) =>
+      renderTable(
+        ["ID", "STATE", "SANDBOX", "PARENT", "DEPTH", "STORED", "AGE"],
+        list.map((c) => [
+          c.id,
+          c.state,
+          c.sandbox_id,
+          c.parent_id ?? "-",
+          String(c.depth),
+          formatBytes(c.stored_bytes),
+          formatAge(c.created_at),
+        ]),
+      ),
+  });
 
   checkpoint
     .command("get")

@@ -5,7 +5,7 @@ import type { CliContext } from "../context.js";
 import { UsageError } from "../errors.js";
 import { collectKeyValue, parseIntArg } from "../kv.js";
 import { formatAge, type OutputFormat, printJson, renderFields, renderTable } from "../output.js";
-import { globalFlags, outputOption } from "./shared.js";
+import { addListCommand, globalFlags, outputOption } from "./shared.js";
 
 const JOB_HELP = `
 A job runs detached in the sandbox until it ends or the sandbox ends (no time limit);
@@ -43,28 +43,23 @@ export function registerJobCommands(sandbox: Command, ctx: CliContext): void {
       else ctx.stdout.write(`${started.job_id}\n`);
     });
 
-  job
-    .command("list")
-    .alias("ls")
-    .description("list a sandbox's jobs")
-    .argument("<id>", "sandbox id")
-    .addOption(outputOption())
-    .action(async (id: string, o: { output: OutputFormat }, cmd: Command) => {
-      const { jobs } = await (await ctx.client(globalFlags(cmd))).sandboxes.jobs.list(id);
-      if (o.output === "json") return printJson(ctx.stdout, { jobs });
-      ctx.stdout.write(
-        renderTable(
-          ["JOB", "STATUS", "EXIT", "AGE", "COMMAND"],
-          jobs.map((j) => [
-            j.job_id,
-            j.status,
-            j.exit_code === null ? "-" : String(j.exit_code),
-            formatAge(j.started_at),
-            j.command,
-          ]),
-        ),
-      );
-    });
+  addListCommand(job, ctx, {
+    description: "list a sandbox's jobs",
+    argument: ["<id>", "sandbox id"],
+    key: "jobs",
+    fetch: async (client, id) => (await client.sandboxes.jobs.list(id as string)).jobs,
+    table: (jobs) =>
+      renderTable(
+        ["JOB", "STATUS", "EXIT", "AGE", "COMMAND"],
+        jobs.map((j) => [
+          j.job_id,
+          j.status,
+          j.exit_code === null ? "-" : String(j.exit_code),
+          formatAge(j.started_at),
+          j.command,
+        ]),
+      ),
+  });
 
   job
     .command("get")

@@ -3,7 +3,7 @@ import { type Command, InvalidArgumentError } from "commander";
 import type { CliContext } from "../context.js";
 import { UsageError } from "../errors.js";
 import { formatAge, type OutputFormat, printJson, renderFields, renderTable } from "../output.js";
-import { globalFlags, outputOption } from "./shared.js";
+import { addListCommand, globalFlags, outputOption } from "./shared.js";
 
 const LIMIT_NAMES = [
   "max_active_sandboxes",
@@ -56,16 +56,12 @@ export function registerTeamCommands(program: Command, ctx: CliContext): void {
       else ctx.stdout.write(`${created.name} ${created.id}\n`);
     });
 
-  team
-    .command("list")
-    .alias("ls")
-    .description("list teams")
-    .addOption(outputOption())
-    .action(async (o: { output: OutputFormat }, cmd: Command) => {
-      const teams = await (await ctx.client(globalFlags(cmd))).teams.list();
-      if (o.output === "json") return printJson(ctx.stdout, { teams });
-      ctx.stdout.write(teamTable(teams));
-    });
+  addListCommand(team, ctx, {
+    description: "list teams",
+    key: "teams",
+    fetch: (client) => client.teams.list(),
+    table: teamTable,
+  });
 
   team
     .command("limits")
@@ -142,16 +138,12 @@ export function registerTeamCommands(program: Command, ctx: CliContext): void {
       ctx.stderr.write("store the key now: it is not shown again\n");
     });
 
-  key
-    .command("list")
-    .alias("ls")
-    .description("list API keys (prefixes only)")
-    .addOption(outputOption())
-    .action(async (o: { output: OutputFormat }, cmd: Command) => {
-      const keys = await (await ctx.client(globalFlags(cmd))).keys.list();
-      if (o.output === "json") return printJson(ctx.stdout, { keys });
-      ctx.stdout.write(keyTable(keys));
-    });
+  addListCommand(key, ctx, {
+    description: "list API keys (prefixes only)",
+    key: "keys",
+    fetch: (client) => client.keys.list(),
+    table: keyTable,
+  });
 
   key
     .command("revoke")

@@ -3,7 +3,7 @@ import type { Command } from "commander";
 import type { CliContext } from "../context.js";
 import { collectKeyValue, parseIntArg } from "../kv.js";
 import { formatAge, formatBytes, formatLabels, type OutputFormat, printJson, renderFields, renderTable } from "../output.js";
-import { globalFlags, outputOption } from "./shared.js";
+import { addListCommand, globalFlags, outputOption } from "./shared.js";
 
 /** `sandtree volume create|list|get|delete` (docs/volumes.md). */
 export function registerVolumeCommands(program: Command, ctx: CliContext): void {
@@ -27,29 +27,24 @@ export function registerVolumeCommands(program: Command, ctx: CliContext): void 
       else ctx.stdout.write(`${v.id}\n`);
     });
 
-  volume
-    .command("list")
-    .alias("ls")
-    .description("list the team's volumes")
-    .addOption(outputOption())
-    .action(async (o: { output: OutputFormat }, cmd: Command) => {
-      const volumes = await (await ctx.client(globalFlags(cmd))).volumes.list();
-      if (o.output === "json") return printJson(ctx.stdout, { volumes });
-      ctx.stdout.write(
-        renderTable(
-          ["ID", "NAME", "STATUS", "USED", "SIZE", "MOUNTED BY", "AGE"],
-          volumes.map((v) => [
-            v.id,
-            v.name,
-            v.status,
-            formatBytes(v.used_bytes),
-            `${v.size_gb} GiB`,
-            String(v.mounted_by.length),
-            formatAge(v.created_at),
-          ]),
-        ),
-      );
-    });
+  addListCommand(volume, ctx, {
+    description: "list the team's volumes",
+    key: "volumes",
+    fetch: (client) => client.volumes.list(),
+    table: (volumes) =>
+      renderTable(
+        ["ID", "NAME", "STATUS", "USED", "SIZE", "MOUNTED BY", "AGE"],
+        volumes.map((v) => [
+          v.id,
+          v.name,
+          v.status,
+          formatBytes(v.used_bytes),
+          `${v.size_gb} GiB`,
+          String(v.mounted_by.length),
+          formatAge(v.created_at),
+        ]),
+      ),
+  });
 
   volume
     .command("get")

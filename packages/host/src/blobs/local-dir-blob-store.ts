@@ -1,16 +1,26 @@
-import { mkdirSync } from "node:fs";
+import { mkdirSync, type Stats } from "node:fs";
 import { open, readdir, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { sha256File } from "../disks/layers.js";
+import { unchangedSince } from "../util/own-metadata-edits.js";
 import { renameKeepingGrants } from "../vmm/jail.js";
 import { assertBlobKey, BlobCorruptError, BlobMissingError, type BlobStore } from "./blob-store.js";
 
+interface Verified {
+  sha256: string;
+  ino: number;
+  size: number;
+  mtimeMs: number;
+  ctimeMs: number;
+}
+
 /**
- * Blobs as files in one directory. Verified hashes are remembered per (inode, size, mtime, ctime), so
- * a layer shared by many forks is hashed once, while any rewrite of the file is hashed again.
+ * Blobs as files in one directory. Verified hashes are remembered with the file's inode, size,
+ * mtime and ctime, so a layer shared by many forks is hashed once, while any rewrite of the file
+ * is hashed again; this process's own ACL grants on it (a ctime change) are not a rewrite.
  */
 export class LocalDirBlobStore implements BlobStore {
-  private readonly verified = new Map<string, string>();
+  private readonly verified = new Map<string, Verified>();
 
   constructor(readonly localDir: string) {
     mkdirSync(localDir, { recursive: true });
@@ -31,8 +41,7 @@ export class LocalDirBlobStore implements BlobStore {
     } finally {
       await dir.close();
     }
-    const st = await stat(dest);
-    this.verified.set(`${key}:${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`, meta.sha256);
+    this.remember(key, meta.sha256, await stat(dest));
   }
 
   async replace(
@@ -52,23 +61,27 @@ export class LocalDirBlobStore implements BlobStore {
 
   async materialize(key: string, expectedSha256: string, opts: { signal?: AbortSignal } = {}): Promise<string> {
     const file = this.file(key);
-    let st: Awaited<ReturnType<typeof stat>>;
+    let st: Stats;
     try {
       st = await stat(file);
     } catch {
       throw new BlobMissingError(key);
     }
-    const cacheKey = `${key}:${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;
-    if (this.verified.get(cacheKey) === expectedSha256) return file;
+    const known = this.verified.get(key);
+    if (known?.sha256 === expectedSha256 && unchangedSince(file, known, st)) return file;
     const actual = await sha256File(file, opts);
     if (actual !== expectedSha256) throw new BlobCorruptError(key, expectedSha256, actual);
-    this.verified.set(cacheKey, actual);
+    this.remember(key, actual, st);
     return file;
+  }
+
+  private remember(key: string, sha256: string, st: Stats): void {
+    this.verified.set(key, { sha256, ino: st.ino, size: st.size, mtimeMs: st.mtimeMs, ctimeMs: st.ctimeMs });
   }
 
   async delete(key: string): Promise<void> {
     await rm(this.file(key), { force: true });
-    for (const k of this.verified.keys()) if (k.startsWith(`${key}:`)) this.verified.delete(k);
+    this.verified.delete(key);
   }
 
   async stat(key: string): Promise<{ size: number } | null> {

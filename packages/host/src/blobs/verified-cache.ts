@@ -1,5 +1,6 @@
 import { open, readFile, rm, stat, writeFile } from "node:fs/promises";
 import path from "node:path";
+import { unchangedSince } from "../util/own-metadata-edits.js";
 
 interface Mark {
   sha256: string;
@@ -13,7 +14,8 @@ interface Mark {
  * Remembers which local cache files were verified against which sha256, in a small marker file
  * beside each (`.verified-KEY`), so a large layer is hashed once, not at every restore, and not
  * again after a restart. A marker holds only while the file's inode, size, mtime and ctime are
- * unchanged: any rewrite or replacement of the file makes it hashed again.
+ * unchanged, but for this process's own ACL grants on it (own-metadata-edits.ts): any rewrite or
+ * replacement of the file makes it hashed again.
  */
 export class VerifiedCache {
   constructor(private readonly dir: string) {}
@@ -26,10 +28,8 @@ export class VerifiedCache {
   async holds(key: string, sha256: string): Promise<boolean> {
     try {
       const [text, st] = await Promise.all([readFile(this.marker(key), "utf8"), stat(path.join(this.dir, key))]);
-      const m = JSON.parse(text) as Partial<Mark>;
-      return (
-        m.sha256 === sha256 && m.ino === st.ino && m.size === st.size && m.mtimeMs === st.mtimeMs && m.ctimeMs === st.ctimeMs
-      );
+      const m = JSON.parse(text) as Mark;
+      return m.sha256 === sha256 && unchangedSince(path.join(this.dir, key), m, st);
     } catch {
       return false;
     }

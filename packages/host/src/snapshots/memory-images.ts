@@ -3,6 +3,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, s
 import path from "node:path";
 import { createBlankDisk } from "../disks/overlay.js";
 import { modulesDiskFor } from "../paths.js";
+import { freePageReporting } from "../vmm/free-page-reporting.js";
 import { defaultJailConfig, type JailConfig } from "../vmm/jail.js";
 import { type Accel, cpuKey, DEVICE_MODEL } from "../vmm/qemu-args.js";
 import { INCOMING_FD, launchQemu } from "../vmm/qemu-launch.js";
@@ -100,6 +101,8 @@ export class MemoryImages {
       ...shape,
       cpu: cpuKey(shape.accel, shape.nested === true),
       devices: DEVICE_MODEL,
+      // virtio-balloon is in the saved state only where this host runs it.
+      freePageReporting: freePageReporting(),
     });
     return createHash("sha256").update(stamp).digest("hex").slice(0, 24);
   }

@@ -13,6 +13,7 @@ import {
 import path from "node:path";
 import { createBlankDisk, createOverlay, qcow2BackingName } from "../disks/overlay.js";
 import { modulesDiskFor } from "../paths.js";
+import { freePageReporting } from "../vmm/free-page-reporting.js";
 import { defaultJailConfig, type JailConfig } from "../vmm/jail.js";
 import { type Accel, cpuKey, DEVICE_MODEL, IDLE_KERNEL_ARGS } from "../vmm/qemu-args.js";
 import { QemuVm } from "../vmm/qemu-vm.js";
@@ -75,6 +76,8 @@ export function templateKey(i: TemplateInputs): string {
     // The modules disk is part of the device model and of the guest's view of its kernel.
     modules: ((m) => (m ? fileStamp(m) : null))(modulesDiskFor(i.initramfs)),
     devices: DEVICE_MODEL,
+    // virtio-balloon is in the saved state only where this host runs it.
+    freePageReporting: freePageReporting(),
     idleArgs: IDLE_KERNEL_ARGS,
     cpu: cpuKey(i.accel, i.nested === true),
     format: i.image ? TEMPLATE_FORMAT.image : TEMPLATE_FORMAT.shape,

@@ -18,6 +18,7 @@ import { rename } from "node:fs/promises";
 import path from "node:path";
 import { qcow2BackingName } from "../disks/overlay.js";
 import { jailerBinary } from "../paths.js";
+import { editMetadata } from "../util/own-metadata-edits.js";
 import { runCommand } from "../util/run-command.js";
 import { type JailRoot, jailRootArgs, jailRootPlan, jailRootSteps } from "./jail-root.js";
 
@@ -115,8 +116,10 @@ function aclSerialized<T>(fn: () => Promise<T>): Promise<T> {
   return run;
 }
 
+/** setfacl with `args` ending in `-- FILE...`: its ctime changes recorded as this process's own (own-metadata-edits.ts). */
 function setfacl(args: string[]): Promise<unknown> {
-  return aclSerialized(() => runCommand(["setfacl", ...args]));
+  const files = args.slice(args.indexOf("--") + 1);
+  return aclSerialized(() => editMetadata(files, () => runCommand(["setfacl", ...args])));
 }
 
 /**

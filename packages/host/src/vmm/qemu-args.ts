@@ -2,8 +2,21 @@ import { readFileSync } from "node:fs";
 import type { Accel } from "@sandtree/protocol";
 import { cpuIdentity, kvmCpuModel } from "./cpu-identity.js";
 
-/** TCG's translation cache, in MiB (QEMU's default is 1 GiB). */
+/**
+ * TCG's translation cache, in MiB (QEMU's default is 1 GiB). An idle clone fills 16-18 MiB of it
+ * (huge pages); a smaller cap lowers PSS but flushes and retranslates (8 MiB: `exec true` 18x
+ * slower, heavy execs 1.5-2.7x: docs/architecture.md, "What an idle sandbox costs").
+ */
 export const TCG_TB_SIZE_MB = 256;
+
+/**
+ * The translation cache cap a VM starts with: TCG_TB_SIZE_MB, or SANDTREE_TCG_TB_MB (1-1024) where
+ * set (measuring the trade: bench/density.mjs). Not part of any saved state.
+ */
+export function tcgTbSizeMb(): number {
+  const v = Number(process.env.SANDTREE_TCG_TB_MB);
+  return Number.isInteger(v) && v >= 1 && v <= 1024 ? v : TCG_TB_SIZE_MB;
+}
 
 export type { Accel };
 
@@ -41,6 +54,8 @@ export interface QemuVmSpec {
   tap?: string;
   /** The same NIC on no network (a hub port alone): a VM that never runs, loading a saved state. */
   nicUnplugged?: boolean;
+  /** virtio-balloon with free page reporting (free-page-reporting.ts: launchQemu decides by host; false turns it off). */
+  freePageReporting?: boolean;
 }
 
 /**
@@ -53,7 +68,7 @@ export const GUEST_MAC = "52:54:00:5a:4e:01";
  * Bumped whenever the devices or their properties change: saved states (templates, memory
  * checkpoints) only restore into the same device model, so template keys include it.
  */
-export const DEVICE_MODEL = 5;
+export const DEVICE_MODEL = 6;
 
 /**
  * The guest CPU under TCG: QEMU's default model plus ARAT (the local APIC timer keeps running in
@@ -156,7 +171,7 @@ export function buildQemuArgs(spec: QemuVmSpec): string[] {
     "-accel",
     // TCG's translation cache defaults to 1 GiB, resident as the guest runs more code: capped so
     // QEMU's memory stays within its cgroup's allowance (QEMU_OVERHEAD_MB, limits/machine-limits.ts).
-    spec.accel === "tcg" ? `tcg,tb-size=${TCG_TB_SIZE_MB}` : spec.accel,
+    spec.accel === "tcg" ? `tcg,tb-size=${tcgTbSizeMb()}` : spec.accel,
     "-m",
     `${spec.memoryMb}M`,
     "-smp",
@@ -226,5 +241,8 @@ export function buildQemuArgs(spec: QemuVmSpec): string[] {
     "-device",
     "virtserialport,chardev=agent,name=agent",
   );
+  // Last, so the devices before it keep their virtio-mmio slots. No statistics polling (no timer):
+  // only the guest's reports of freed 2 MiB blocks, which QEMU discards (free-page-reporting.ts).
+  if (spec.freePageReporting) args.push("-device", "virtio-balloon-device,free-page-reporting=on");
   return args;
 }

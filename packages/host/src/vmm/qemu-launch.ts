@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, existsSync, mkdirSync, openSync, realpathSync } from "node:fs";
 import path from "node:path";
 import { ownTap } from "../network/tap-owner.js";
+import { freePageReporting, privateRamEnv } from "./free-page-reporting.js";
 import { type JailConfig, JailLease, type JailRoot, jailOwnsTap } from "./jail.js";
 import { buildQemuArgs, type QemuVmSpec } from "./qemu-args.js";
 
@@ -76,9 +77,10 @@ const KVM_DEVICE = "/dev/kvm";
  * and console log; its disk's directory (the layers directory: the overlays a disk snapshot puts
  * on top appear there while it runs; not listable, each file closed by its mode); its backing
  * chain, read-only, with the real files behind links (a base layer in the image cache); its RAM
- * file; /dev/kvm under KVM. Kernel, initramfs, modules and a saved state come as descriptors.
+ * file; /dev/kvm under KVM; `preload`, the library a clone's QEMU preloads (free-page-reporting.ts).
+ * Kernel, initramfs, modules and a saved state come as descriptors.
  */
-export function jailRootOf(o: Pick<LaunchOptions, "spec" | "runDir" | "binary">): JailRoot {
+export function jailRootOf(o: Pick<LaunchOptions, "spec" | "runDir" | "binary">, preload?: string): JailRoot {
   const { spec } = o;
   const rw = [o.runDir, spec.consoleLog];
   const ro: string[] = [];
@@ -92,6 +94,7 @@ export function jailRootOf(o: Pick<LaunchOptions, "spec" | "runDir" | "binary">)
   }
   if (spec.memoryFile) rw.push(spec.memoryFile.path);
   if (o.binary && path.isAbsolute(o.binary)) ro.push(realpathSync(o.binary));
+  if (preload) ro.push(preload);
   return { rw, ro, ...(spec.accel === "kvm" ? { devices: [KVM_DEVICE] } : {}) };
 }
 
@@ -123,8 +126,13 @@ export async function launchQemu(o: LaunchOptions): Promise<Launched> {
       open(o.incomingFile),
     ] as const;
     const fdPath = (n: number) => `/proc/self/fd/${n}`;
+    // Free page reporting where this host runs it (a caller may only turn it off), with a clone's
+    // preload library: never on a host without the library.
+    const fpr = o.spec.freePageReporting !== false && freePageReporting();
+    const env = fpr ? privateRamEnv(o.spec.memoryFile) : {};
     const spec: QemuVmSpec = {
       ...o.spec,
+      freePageReporting: fpr,
       kernel: fdPath(FD_KERNEL),
       initramfs: fdPath(FD_INITRAMFS),
       ...(o.spec.modulesDisk ? { modulesDisk: fdPath(FD_MODULES) } : {}),
@@ -134,7 +142,7 @@ export async function launchQemu(o: LaunchOptions): Promise<Launched> {
       ? lease.argv(o.binary ?? "qemu-system-x86_64", args, {
           tun: o.spec.tap !== undefined,
           ...(o.spec.tap ? { tap: o.spec.tap } : {}),
-          root: jailRootOf(o),
+          root: jailRootOf(o, env.LD_PRELOAD),
         })
       : [o.binary ?? "qemu-system-x86_64", args];
     const log = stdio[1];
@@ -142,6 +150,7 @@ export async function launchQemu(o: LaunchOptions): Promise<Launched> {
     const child = spawn(file, argv, {
       stdio: ["ignore", log, log, stdio[3], stdio[4], stdio[5], stdio[6]],
       detached: true,
+      ...(env.LD_PRELOAD ? { env: { ...process.env, ...env } } : {}),
     });
     child.on("error", () => {});
     return { child, lease };

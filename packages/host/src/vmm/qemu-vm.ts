@@ -287,15 +287,8 @@ export class QemuVm extends EventEmitter {
    */
   async kill(): Promise<VmExit> {
     this.stopping = true;
-    if (!this.exit) {
-      try {
-        if (this.child) this.child.kill("SIGKILL");
-        else if (qemuAlive(this.qemuPid, this.opts.name)) process.kill(this.qemuPid, "SIGKILL");
-      } catch {}
-    }
-    const exit = await this.exited;
-    rmSync(this.opts.runDir, { recursive: true, force: true });
-    return exit;
+    if (!this.exit) this.sigkill();
+    return this.reaped();
   }
 
   /** Stops the VM (agent shutdown, then QMP quit, then SIGKILL) and removes its sockets. Idempotent. */
@@ -313,13 +306,21 @@ export class QemuVm extends EventEmitter {
         this.qmp.execute("quit").catch(() => {});
         await waitExit(1000);
       }
-      if (!this.exit) {
-        try {
-          if (this.child) this.child.kill("SIGKILL");
-          else if (qemuAlive(this.qemuPid, this.opts.name)) process.kill(this.qemuPid, "SIGKILL");
-        } catch {}
-      }
+      if (!this.exit) this.sigkill();
     }
+    return this.reaped();
+  }
+
+  /** SIGKILL to QEMU: our child, or an adopted process still alive under its name. */
+  private sigkill(): void {
+    try {
+      if (this.child) this.child.kill("SIGKILL");
+      else if (qemuAlive(this.qemuPid, this.opts.name)) process.kill(this.qemuPid, "SIGKILL");
+    } catch {}
+  }
+
+  /** Waits for QEMU's exit, then removes the sockets. */
+  private async reaped(): Promise<VmExit> {
     const exit = await this.exited;
     rmSync(this.opts.runDir, { recursive: true, force: true });
     return exit;

@@ -8,6 +8,22 @@ import S3rver from "s3rver";
 /** s3rver's built-in account: tests pass these as the AWS credentials. */
 export const S3RVER_CREDENTIALS = { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" };
 
+/**
+ * Puts S3RVER_CREDENTIALS in the standard AWS variables (where servers and workers read an object
+ * store's credentials, as in production); the function returned restores what was there.
+ */
+export function useS3Credentials(): () => void {
+  const saved = { AWS_ACCESS_KEY_ID: process.env.AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY: process.env.AWS_SECRET_ACCESS_KEY };
+  process.env.AWS_ACCESS_KEY_ID = S3RVER_CREDENTIALS.accessKeyId;
+  process.env.AWS_SECRET_ACCESS_KEY = S3RVER_CREDENTIALS.secretAccessKey;
+  return () => {
+    for (const [name, value] of Object.entries(saved)) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+  };
+}
+
 export interface TestS3 {
   endpoint: string;
   port: number;

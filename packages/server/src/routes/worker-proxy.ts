@@ -1,6 +1,6 @@
 import { TERMINAL_STATUSES } from "@sandtree/protocol";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import type { RemoteHost } from "../services/fleet/fleet-service.js";
+import type { RemoteHost } from "../services/fleet/host-names.js";
 import { unreachable } from "../services/fleet/worker-client.js";
 import type { Services } from "../services/services.js";
 import { forwardHeaders } from "./proxy/forward-headers.js";

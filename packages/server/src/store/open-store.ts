@@ -7,6 +7,7 @@ import { PgStore } from "./pg-store.js";
 import { SqliteStore } from "./sqlite-store.js";
 import type { Store } from "./store.js";
 import type { VolumeStore } from "./volume-rows.js";
+import type { VolumeSyncStore } from "./volume-sync-rows.js";
 
 /**
  * The store a server's settings name: PostgreSQL when `database` is a postgres:// URL (several
@@ -40,6 +41,12 @@ export function openHostUrls(store: Store): HostUrls {
 export function openImageAliases(store: Store): ImageAliasStore {
   if (store instanceof SqliteStore || store instanceof PgStore) return store.imageAliases();
   throw new Error("this store keeps no image aliases");
+}
+
+/** Volumes' copies in the object store and their lost homes (fleet), in the server's own store. */
+export function openVolumeSyncs(store: Store): VolumeSyncStore {
+  if (store instanceof SqliteStore || store instanceof PgStore) return store.volumeSyncs();
+  throw new Error("this store keeps no volumes");
 }
 
 /** Volumes and their mounts, in the server's own store. */

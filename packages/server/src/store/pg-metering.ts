@@ -3,6 +3,7 @@ import { checkpointBilled, checkpointMeterRecords, sandboxMeterRecord } from "./
 import { all, type Db, one, run, tx } from "./pg-db.js";
 import type { MeterKind, MeterRecord, MeterRecordWithLabels } from "./rows.js";
 import { type HourRow, hourPlan, hourRows, rollupAnswers, type SumArray } from "./usage-hours.js";
+import type { OpenGroup } from "./usage-open.js";
 import { type UsageSumRow, type UsageSumsQuery, usageSumsSql } from "./usage-sums.js";
 
 // The SQL behind PgStore's metering, the same intervals as sqlite-metering.ts: one record per
@@ -116,9 +117,10 @@ export async function usageSums(pool: pg.Pool, q: UsageSumsQuery): Promise<Usage
     const rows = async (st: { sql: string; params: unknown[] }) =>
       (await c.query({ text: st.sql, values: st.params, rowMode: "array" })).rows;
     const rollup = (await rows(plan.rollup)) as HourRow[];
+    const open = (await rows(plan.open)) as OpenGroup[];
     const raw: SumArray[][] = [];
     for (const st of plan.raw) raw.push((await rows(st)) as SumArray[]);
-    return hourRows(q, plan, rollup, raw);
+    return hourRows(q, plan, rollup, open, raw);
   });
 }
 

@@ -4,8 +4,9 @@ import { KEY_FINGERPRINTS_MIGRATION } from "./key-fingerprints.js";
 import { PG_HOST_URLS_MIGRATION } from "./pg-host-urls.js";
 import { PG_HOSTS_MIGRATION, PG_PLACED_BY_MIGRATION } from "./pg-hosts.js";
 import { PG_METER_HOURS_MIGRATION } from "./usage-hours.js";
+import { METER_OPEN_MIGRATION } from "./usage-open.js";
 import { METER_WINDOW_MIGRATION } from "./usage-sums.js";
-import { PG_VOLUMES_MIGRATION, VOLUME_HOMES_MIGRATION } from "./volume-rows.js";
+import { PG_VOLUMES_MIGRATION, VOLUME_HOMES_MIGRATION, VOLUME_SYNCS_MIGRATION } from "./volume-rows.js";
 
 // PostgreSQL's schema: its own SQL, with the columns and meanings of SQLite's (times are ISO-8601
 // text as there, compared and sorted bytewise (COLLATE "C", whatever the database's locale),
@@ -93,6 +94,8 @@ export const PG_MIGRATIONS: ReadonlyArray<readonly [name: string, sql: string]> 
   ["0012-meter-window", METER_WINDOW_MIGRATION],
   ["0013-meter-hours", PG_METER_HOURS_MIGRATION],
   ["0014-volume-homes", VOLUME_HOMES_MIGRATION],
+  ["0015-volume-syncs", VOLUME_SYNCS_MIGRATION],
+  ["0016-meter-open", METER_OPEN_MIGRATION],
 ];
 
 /**

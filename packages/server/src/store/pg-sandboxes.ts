@@ -1,16 +1,9 @@
 import type { Sandbox, SandboxStatus } from "@sandtree/protocol";
 import { all, type Db, insertSql, one, run, updateSql } from "./pg-db.js";
-import type { SandboxFilter, SandboxPatch } from "./rows.js";
+import { sandboxFromRow as fromRow, type SandboxFilter, type SandboxPatch, type SandboxTableRow as SandboxRow } from "./rows.js";
 
 // The SQL behind PgStore's sandbox and event methods (status changes and their metering:
 // pg-store.ts, which wraps them in a transaction).
-
-type SandboxRow = Omit<Sandbox, "environment_vars" | "labels" | "secrets"> & {
-  seq: number;
-  environment_vars: string;
-  labels: string;
-  secrets?: string;
-};
 
 const COLUMNS = [
   "id",
@@ -42,17 +35,6 @@ const COLUMNS = [
   "source_checkpoint_id",
   "head_checkpoint_id",
 ];
-
-function fromRow(r: SandboxRow): Sandbox {
-  const { seq: _seq, ...rest } = r;
-  return {
-    ...rest,
-    environment_vars: JSON.parse(r.environment_vars),
-    labels: JSON.parse(r.labels),
-    secrets: JSON.parse(r.secrets ?? "{}"),
-    nested_virtualization: r.nested_virtualization === true,
-  };
-}
 
 /** Every field of the sandbox; the optional ones absent are null, secrets (masked) {}. */
 export async function insertSandbox(db: Db, s: Sandbox): Promise<void> {

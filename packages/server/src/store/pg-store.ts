@@ -12,6 +12,7 @@ import { migrate } from "./pg-migrations.js";
 import * as netw from "./pg-network.js";
 import * as sbx from "./pg-sandboxes.js";
 import * as tenancy from "./pg-tenancy.js";
+import { PgVolumeSyncs } from "./pg-volume-syncs.js";
 import { PgVolumes } from "./pg-volumes.js";
 import type {
   AdmissionResult,
@@ -96,6 +97,10 @@ export class PgStore implements Store {
   /** Volumes and their mounts (see volume-rows.ts), metered on this store's clock. */
   volumes(): PgVolumes {
     return new PgVolumes(this.pool, () => this.meterNow());
+  }
+
+  volumeSyncs(): PgVolumeSyncs {
+    return new PgVolumeSyncs(this.pool);
   }
 
   /** The fingerprints of the keys every server on this database shares. */

@@ -6,15 +6,14 @@ import {
   LIVE_VOLUME_STATES,
   mountersSql,
   type VolumeMountRow,
+  type VolumeRaw,
   type VolumeRow,
   type VolumeStore,
   type VolumeUsage,
   volumeBilled,
+  volumeFromRaw,
   volumeMeterRecord,
 } from "./volume-rows.js";
-
-type Raw = Omit<VolumeRow, "labels"> & { labels: string };
-const fromRaw = (r: Raw): VolumeRow => ({ ...r, labels: JSON.parse(r.labels) });
 
 /**
  * The volume tables on PostgreSQL (see volume-rows.ts). A create locks its team's row (quotas
@@ -61,24 +60,25 @@ export class PgVolumes implements VolumeStore {
 
   async getVolume(ref: string, teamId?: string): Promise<VolumeRow | undefined> {
     const team = teamId === undefined ? "" : "AND team_id = $2";
-    const r = await one<Raw>(
+    const r = await one<VolumeRaw>(
       this.pool,
       `SELECT * FROM volumes WHERE (id = $1 OR name = $1) ${team} AND status <> 'DELETED' ORDER BY (id = $1) DESC LIMIT 1`,
       teamId === undefined ? [ref] : [ref, teamId],
     );
-    return r ? fromRaw(r) : undefined;
+    return r ? volumeFromRaw(r) : undefined;
   }
 
   async listVolumes(filter: { teamId?: string; states?: readonly VolumeState[] }): Promise<VolumeRow[]> {
     const states = [...(filter.states ?? LIVE_VOLUME_STATES)];
     const rows =
       filter.teamId === undefined
-        ? await all<Raw>(this.pool, "SELECT * FROM volumes WHERE status = ANY($1) ORDER BY created_at, id", [states])
-        : await all<Raw>(this.pool, "SELECT * FROM volumes WHERE status = ANY($1) AND team_id = $2 ORDER BY created_at, id", [
-            states,
-            filter.teamId,
-          ]);
-    return rows.map(fromRaw);
+        ? await all<VolumeRaw>(this.pool, "SELECT * FROM volumes WHERE status = ANY($1) ORDER BY created_at, id", [states])
+        : await all<VolumeRaw>(
+            this.pool,
+            "SELECT * FROM volumes WHERE status = ANY($1) AND team_id = $2 ORDER BY created_at, id",
+            [states, filter.teamId],
+          );
+    return rows.map(volumeFromRaw);
   }
 
   setVolumeState(id: string, status: VolumeState, from: readonly VolumeState[]): Promise<boolean> {

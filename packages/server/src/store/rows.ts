@@ -41,6 +41,29 @@ export type AdmissionResult = { created: true; sandbox: Sandbox } | { created: f
 
 export type SandboxPatch = Partial<Omit<Sandbox, "id" | "team_id" | "created_at">>;
 
+/**
+ * A sandboxes row as both databases return it: the JSON columns as text, `seq` (the list order),
+ * nested_virtualization a boolean on PostgreSQL and 0/1 on SQLite.
+ */
+export type SandboxTableRow = Omit<Sandbox, "environment_vars" | "labels" | "secrets" | "nested_virtualization"> & {
+  seq: number;
+  environment_vars: string;
+  labels: string;
+  secrets?: string;
+  nested_virtualization?: boolean | number | null;
+};
+
+export function sandboxFromRow(r: SandboxTableRow): Sandbox {
+  const { seq: _seq, ...rest } = r;
+  return {
+    ...rest,
+    environment_vars: JSON.parse(r.environment_vars),
+    labels: JSON.parse(r.labels),
+    secrets: JSON.parse(r.secrets ?? "{}"),
+    nested_virtualization: Boolean(r.nested_virtualization),
+  };
+}
+
 /** A checkpoint with the fields only the server sees (where its layer and base live). */
 export interface CheckpointRow extends Omit<Checkpoint, "has_memory"> {
   /** Memory checkpoints: the saved RAM + device state, and the VM shape it needs. */

@@ -3,6 +3,7 @@ import { checkpointBilled, checkpointMeterRecords, sandboxMeterRecord } from "./
 import type { MeterKind, MeterRecord, MeterRecordWithLabels } from "./rows.js";
 import { sqliteUsageSums } from "./sqlite-usage.js";
 import { type HourRow, hourPlan, hourRows, rollupAnswers, type SumArray } from "./usage-hours.js";
+import type { OpenGroup } from "./usage-open.js";
 import { sqliteParams, type UsageSumRow, type UsageSumsQuery } from "./usage-sums.js";
 
 // The SQL behind metering: an append-only table of intervals. A sandbox gets one record per
@@ -104,8 +105,9 @@ export function usageSums(db: Database.Database, q: UsageSumsQuery): UsageSumRow
     const plan = hourPlan("sqlite", q);
     const rows = (st: { sql: string; params: unknown[] }) => prepared(db, st.sql).all(sqliteParams(st.params));
     const rollup = rows(plan.rollup) as HourRow[];
+    const open = rows(plan.open) as OpenGroup[];
     const raw = plan.raw.map((st) => rows(st) as SumArray[]);
-    return hourRows(q, plan, rollup, raw);
+    return hourRows(q, plan, rollup, open, raw);
   })();
 }
 

@@ -8,9 +8,10 @@ import * as meter from "./sqlite-metering.js";
 import * as netw from "./sqlite-network.js";
 import * as ports from "./sqlite-ports.js";
 import * as tenancy from "./sqlite-tenancy.js";
-import { SQLITE_METER_HOURS_MIGRATION } from "./usage-hours.js";
+import { SQLITE_METER_HOURS_CLUSTERED_MIGRATION, SQLITE_METER_HOURS_MIGRATION } from "./usage-hours.js";
+import { METER_OPEN_MIGRATION } from "./usage-open.js";
 import { METER_WINDOW_MIGRATION } from "./usage-sums.js";
-import { VOLUME_HOMES_MIGRATION, VOLUMES_MIGRATION } from "./volume-rows.js";
+import { VOLUME_HOMES_MIGRATION, VOLUME_SYNCS_MIGRATION, VOLUMES_MIGRATION } from "./volume-rows.js";
 
 /**
  * Schema migrations, applied once each by name (recorded in `schema_migrations`), so features
@@ -68,6 +69,9 @@ export const SQLITE_MIGRATIONS: Array<[name: string, sql: string]> = [
   ["0018-meter-window", METER_WINDOW_MIGRATION],
   ["0019-meter-hours", SQLITE_METER_HOURS_MIGRATION],
   ["0020-volume-homes", VOLUME_HOMES_MIGRATION],
+  ["0021-volume-syncs", VOLUME_SYNCS_MIGRATION],
+  ["0022-meter-open", METER_OPEN_MIGRATION],
+  ["0023-meter-hours-clustered", SQLITE_METER_HOURS_CLUSTERED_MIGRATION],
 ];
 
 /** Applies the migrations not yet recorded, each in its own transaction. */

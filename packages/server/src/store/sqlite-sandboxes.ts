@@ -1,28 +1,10 @@
 import type { Sandbox, SandboxStatus } from "@sandtree/protocol";
 import type Database from "better-sqlite3";
-import type { SandboxFilter, SandboxPatch } from "./rows.js";
+import { sandboxFromRow as fromRow, type SandboxFilter, type SandboxPatch, type SandboxTableRow as SandboxRow } from "./rows.js";
 
 // The SQL behind SqliteStore's sandbox rows and their events.
 
 const now = () => new Date().toISOString();
-
-export type SandboxRow = Omit<Sandbox, "environment_vars" | "labels" | "secrets"> & {
-  seq: number;
-  environment_vars: string;
-  labels: string;
-  secrets?: string;
-};
-
-export function fromRow(r: SandboxRow): Sandbox {
-  const { seq: _seq, ...rest } = r;
-  return {
-    ...rest,
-    environment_vars: JSON.parse(r.environment_vars),
-    labels: JSON.parse(r.labels),
-    secrets: JSON.parse(r.secrets ?? "{}"),
-    nested_virtualization: Boolean(r.nested_virtualization),
-  };
-}
 
 /** Every field of the sandbox; the optional ones absent are null, secrets (masked) {}. */
 export function insertSandbox(db: Database.Database, s: Sandbox): void {

@@ -19,6 +19,7 @@ import type {
   SandboxPatch,
   TeamRow,
 } from "./rows.js";
+import { type SandboxTableRow, sandboxFromRow } from "./rows.js";
 import * as ck from "./sqlite-checkpoints.js";
 import { SqliteHostUrls } from "./sqlite-host-urls.js";
 import * as hosts from "./sqlite-hosts.js";
@@ -31,6 +32,7 @@ import * as netw from "./sqlite-network.js";
 import * as ports from "./sqlite-ports.js";
 import * as sbx from "./sqlite-sandboxes.js";
 import * as tenancy from "./sqlite-tenancy.js";
+import { SqliteVolumeSyncs } from "./sqlite-volume-syncs.js";
 import { SqliteVolumes } from "./sqlite-volumes.js";
 import type { Store } from "./store.js";
 import type { UsageSumRow, UsageSumsQuery } from "./usage-sums.js";
@@ -69,6 +71,10 @@ export class SqliteStore implements Store {
 
   volumes(): SqliteVolumes {
     return new SqliteVolumes(this.db, () => this.meterNow());
+  }
+
+  volumeSyncs(): SqliteVolumeSyncs {
+    return new SqliteVolumeSyncs(this.db);
   }
 
   /** The fingerprints of the keys every server on this database shares. */
@@ -128,9 +134,9 @@ export class SqliteStore implements Store {
     this.sandboxStmt ??= this.db.prepare("SELECT * FROM sandboxes WHERE id = ?");
     this.teamSandboxStmt ??= this.db.prepare("SELECT * FROM sandboxes WHERE id = ? AND team_id = ?");
     const r = (teamId === undefined ? this.sandboxStmt.get(id) : this.teamSandboxStmt.get(id, teamId)) as
-      | sbx.SandboxRow
+      | SandboxTableRow
       | undefined;
-    return r ? sbx.fromRow(r) : undefined;
+    return r ? sandboxFromRow(r) : undefined;
   }
 
   async listSandboxes(teamId: string, filter: SandboxFilter): Promise<{ sandboxes: Sandbox[]; lastSeq: number | null }> {

@@ -5,15 +5,14 @@ import {
   LIVE_VOLUME_STATES,
   mountersSql,
   type VolumeMountRow,
+  type VolumeRaw,
   type VolumeRow,
   type VolumeStore,
   type VolumeUsage,
   volumeBilled,
+  volumeFromRaw,
   volumeMeterRecord,
 } from "./volume-rows.js";
-
-type Raw = Omit<VolumeRow, "labels"> & { labels: string };
-const fromRaw = (r: Raw): VolumeRow => ({ ...r, labels: JSON.parse(r.labels) });
 
 /** The volume tables on SQLite (see volume-rows.ts); meter records commit with each change. */
 export class SqliteVolumes implements VolumeStore {
@@ -46,8 +45,8 @@ export class SqliteVolumes implements VolumeStore {
       .prepare(
         `SELECT * FROM volumes WHERE (id = @ref OR name = @ref) ${team} AND status <> 'DELETED' ORDER BY id = @ref DESC LIMIT 1`,
       )
-      .get({ ref, ...(teamId === undefined ? {} : { teamId }) }) as Raw | undefined;
-    return r ? fromRaw(r) : undefined;
+      .get({ ref, ...(teamId === undefined ? {} : { teamId }) }) as VolumeRaw | undefined;
+    return r ? volumeFromRaw(r) : undefined;
   }
 
   async listVolumes(filter: { teamId?: string; states?: readonly VolumeState[] }): Promise<VolumeRow[]> {
@@ -61,7 +60,7 @@ export class SqliteVolumes implements VolumeStore {
     where.push(`status IN (${states.map(() => "?").join(",")})`);
     params.push(...states);
     const rows = this.db.prepare(`SELECT * FROM volumes WHERE ${where.join(" AND ")} ORDER BY created_at, id`).all(...params);
-    return (rows as Raw[]).map(fromRaw);
+    return (rows as VolumeRaw[]).map(volumeFromRaw);
   }
 
   async setVolumeState(id: string, status: VolumeState, from: readonly VolumeState[]): Promise<boolean> {

@@ -1,3 +1,4 @@
+import { type OpenGroup, openRows, openSql } from "./usage-open.js";
 import { type UsageSumRow, type UsageSumsQuery, usageSumsSql } from "./usage-sums.js";
 
 // The hourly rollup of closed meter records: one row per team and pair of UTC hours (the hour a
@@ -6,8 +7,9 @@ import { type UsageSumRow, type UsageSumsQuery, usageSumsSql } from "./usage-sum
 // closed or when it closes, in the same transaction (a crash loses or doubles nothing; the table
 // is append-only, the only update is closing). A usage report without a per-record key (by day,
 // hour, team; the cost behind /metrics and the budget check) then reads the rollup's rows of the
-// window, a few per hour, plus the records the rollup cannot answer: open records, and those
-// starting or ending in an hour that a window or price edge cuts (plain index ranges).
+// window, a few per hour, plus the records the rollup cannot answer: open records (added up per
+// start hour, usage-open.ts), and those starting or ending in an hour that a window or price edge
+// cuts (plain index ranges).
 
 export const HOUR_MS = 3_600_000;
 
@@ -93,22 +95,41 @@ function backfill(d: Dialect): string {
     GROUP BY team_id, ka, kb`;
 }
 
-function table(d: Dialect): string {
+/** The rollup table and its index; `clustered`: SQLite keeps the rows in key order (WITHOUT ROWID). */
+function rollupTable(d: Dialect, clustered = false): string {
   const real = d === "pg" ? "DOUBLE PRECISION" : "REAL";
   const int = d === "pg" ? "BIGINT" : "INTEGER";
   return `CREATE TABLE meter_hours (team_id TEXT NOT NULL, ka ${int} NOT NULL, kb ${int} NOT NULL, n ${int} NOT NULL,
-    ${SUMS.map((c) => `${c} ${real} NOT NULL`).join(", ")}, PRIMARY KEY (team_id, kb, ka));
-  CREATE INDEX meter_hours_kb ON meter_hours(kb, ka);
+    ${SUMS.map((c) => `${c} ${real} NOT NULL`).join(", ")}, PRIMARY KEY (team_id, kb, ka))${clustered ? " WITHOUT ROWID" : ""};
+  CREATE INDEX meter_hours_kb ON meter_hours(kb, ka)`;
+}
+
+function table(d: Dialect): string {
+  return `${rollupTable(d)};
   CREATE INDEX meter_records_start ON meter_records(start_ms);`;
 }
 
-/** SQLite: the rollup, its triggers (on insert of a closed record, on closing one) and its backfill. */
-export const SQLITE_METER_HOURS_MIGRATION = `${table("sqlite")};
-  CREATE TRIGGER meter_hours_insert AFTER INSERT ON meter_records WHEN ${ROLLED("NEW")}
+const SQLITE_TRIGGERS = `CREATE TRIGGER meter_hours_insert AFTER INSERT ON meter_records WHEN ${ROLLED("NEW")}
   BEGIN ${upsert("sqlite")}; END;
   CREATE TRIGGER meter_hours_close AFTER UPDATE OF end_ms ON meter_records WHEN OLD.end_ms IS NULL AND ${ROLLED("NEW")}
-  BEGIN ${upsert("sqlite")}; END;
+  BEGIN ${upsert("sqlite")}; END;`;
+
+/** SQLite: the rollup, its triggers (on insert of a closed record, on closing one) and its backfill. */
+export const SQLITE_METER_HOURS_MIGRATION = `${table("sqlite")};
+  ${SQLITE_TRIGGERS}
   ${backfill("sqlite")};`;
+
+/**
+ * SQLite: the rollup kept in key order (WITHOUT ROWID), so a window's rows are one range of the
+ * table rather than an index range and a row lookup each: the rows copied, the triggers made again.
+ */
+export const SQLITE_METER_HOURS_CLUSTERED_MIGRATION = `DROP TRIGGER meter_hours_insert; DROP TRIGGER meter_hours_close;
+  DROP INDEX meter_hours_kb;
+  ALTER TABLE meter_hours RENAME TO meter_hours_heap;
+  ${rollupTable("sqlite", true)};
+  INSERT INTO meter_hours (${COLUMNS.join(", ")}) SELECT ${COLUMNS.join(", ")} FROM meter_hours_heap;
+  DROP TABLE meter_hours_heap;
+  ${SQLITE_TRIGGERS}`;
 
 /** PostgreSQL: the same, the triggers calling one function. */
 export const PG_METER_HOURS_MIGRATION = `${table("pg")};
@@ -138,11 +159,11 @@ export interface HourStatement {
   periods: readonly number[];
 }
 
-/** The statements behind a rollup answer: the rollup's rows of the window, open records, and per cut hour two ranges. */
+/** The statements behind a rollup answer: the rollup's rows of the window, open records' groups, and per cut hour two ranges. */
 export function hourPlan(
   d: Dialect,
   q: UsageSumsQuery,
-): { rollup: HourStatement; raw: HourStatement[]; cuts: Map<number, Segment[]> } {
+): { rollup: HourStatement; open: { sql: string; params: unknown[] }; raw: HourStatement[]; cuts: Map<number, Segment[]> } {
   const first = q.periods[0];
   const last = q.periods.at(-1);
   if (!first || !last) throw new Error("usage sums need at least one period");
@@ -169,8 +190,7 @@ export function hourPlan(
   const where = [`kb >= ${ref(Math.floor(first.fromMs / HOUR_MS))}`, `ka <= ${ref(Math.floor((last.toMs - 1) / HOUR_MS))}`];
   if (q.teamId !== undefined) where.unshift(`team_id = ${ref(q.teamId)}`);
   const rollup = { sql: `SELECT ${COLUMNS.join(", ")} FROM meter_hours WHERE ${where.join(" AND ")}`, params, periods: [] };
-  const all = q.periods.map((_, i) => i);
-  const raw: HourStatement[] = [{ ...usageSumsSql(d, q, false, "open"), periods: all }];
+  const raw: HourStatement[] = [];
   for (const [hour, segs] of cuts) {
     const sq = { ...q, periods: segs };
     const range = { fromMs: hour * HOUR_MS, toMs: (hour + 1) * HOUR_MS };
@@ -178,7 +198,7 @@ export function hourPlan(
     raw.push({ ...usageSumsSql(d, sq, false, { startIn: range }), periods });
     raw.push({ ...usageSumsSql(d, sq, false, { endIn: range }), periods });
   }
-  return { rollup, raw, cuts };
+  return { rollup, open: openSql(d, q), raw, cuts };
 }
 
 /** A rollup row as an array: team_id, ka, kb, n, then SUMS in order (HOUR_COLUMNS). */
@@ -197,22 +217,31 @@ const UPLOAD = 15;
  * Usage-sums rows (hour buckets) from the rollup's rows and the raw statements' rows: each
  * rollup row clipped to each period's whole hours (its head, its tail, its full hours between as
  * one row whose head and tail are full hours too), its full hours in cut hours by the share of
- * the hour cut, and the raw rows as they are; rows of one period, key and hour pair added up.
+ * the hour cut, the open records' groups clipped per period (usage-open.ts), and the raw rows as
+ * they are; rows of one period, key and hour pair added up.
  * Rows arrive as arrays (building an object per row costs more than the rest).
  */
 export function hourRows(
   q: UsageSumsQuery,
   plan: ReturnType<typeof hourPlan>,
   rollup: readonly HourRow[],
+  open: readonly OpenGroup[],
   raw: ReadonlyArray<readonly SumArray[]>,
 ): UsageSumRow[] {
   // Per period and key, rows by hour pair (a number: ka, and kb - ka below 2^21 hours).
   type Acc = { period: number; key: string | null; ka: number; kb: number; n: number; v: number[] };
-  const groups = new Map<string, Map<number, Acc>>();
+  // Per period, per key (no strings built per row: most rows share the last group).
+  const groups = new Map<number, Map<string | null, Map<number, Acc>>>();
+  let last: { period: number; key: string | null; rows: Map<number, Acc> } | null = null;
   const acc = (period: number, key: string | null, ka: number, kb: number, n: number): number[] => {
-    const g = `${period}\0${key ?? "\u0001"}`;
-    let rows = groups.get(g);
-    if (!rows) groups.set(g, (rows = new Map()));
+    let rows = last !== null && last.period === period && last.key === key ? last.rows : undefined;
+    if (!rows) {
+      let byKey = groups.get(period);
+      if (!byKey) groups.set(period, (byKey = new Map()));
+      rows = byKey.get(key);
+      if (!rows) byKey.set(key, (rows = new Map()));
+      last = { period, key, rows };
+    }
     const id = ka * 2_097_152 + (kb - ka);
     let row = rows.get(id);
     if (!row) rows.set(id, (row = { period, key, ka, kb, n: 0, v: new Array<number>(S).fill(0) }));
@@ -257,6 +286,10 @@ export function hourRows(
           const v = acc(s.period, team ? r[0] : null, hour, hour, r[3]);
           for (let j = 0; j < 5; j++) v[HEAD + j] = (v[HEAD + j] as number) + (r[4 + RATE + j] as number) * (s.toMs - s.fromMs);
         }
+  for (const r of openRows(q, open)) {
+    const v = acc(r[0], r[1], r[2], r[3], r[4]);
+    for (let j = 0; j < S; j++) v[j] = (v[j] as number) + (r[5 + j] as number);
+  }
   plan.raw.forEach((st, i) => {
     for (const r of raw[i] ?? []) {
       const period = st.periods[r[0]];
@@ -266,30 +299,31 @@ export function hourRows(
     }
   });
   const rows: UsageSumRow[] = [];
-  for (const g of groups.values())
-    for (const { period, key, ka, kb, n, v } of g.values())
-      rows.push({
-        period,
-        key,
-        ka,
-        kb,
-        n,
-        head_vcpu_ms: v[0] ?? 0,
-        head_memory_ms: v[1] ?? 0,
-        head_disk_ms: v[2] ?? 0,
-        head_bytes_ms: v[3] ?? 0,
-        head_volume_ms: v[4] ?? 0,
-        tail_vcpu_ms: v[5] ?? 0,
-        tail_memory_ms: v[6] ?? 0,
-        tail_disk_ms: v[7] ?? 0,
-        tail_bytes_ms: v[8] ?? 0,
-        tail_volume_ms: v[9] ?? 0,
-        vcpus: v[10] ?? 0,
-        memory_gib: v[11] ?? 0,
-        disk_gib: v[12] ?? 0,
-        stored_bytes: v[13] ?? 0,
-        volume_bytes: v[14] ?? 0,
-        upload_bytes: v[15] ?? 0,
-      });
+  for (const byKey of groups.values())
+    for (const g of byKey.values())
+      for (const { period, key, ka, kb, n, v } of g.values())
+        rows.push({
+          period,
+          key,
+          ka,
+          kb,
+          n,
+          head_vcpu_ms: v[0] ?? 0,
+          head_memory_ms: v[1] ?? 0,
+          head_disk_ms: v[2] ?? 0,
+          head_bytes_ms: v[3] ?? 0,
+          head_volume_ms: v[4] ?? 0,
+          tail_vcpu_ms: v[5] ?? 0,
+          tail_memory_ms: v[6] ?? 0,
+          tail_disk_ms: v[7] ?? 0,
+          tail_bytes_ms: v[8] ?? 0,
+          tail_volume_ms: v[9] ?? 0,
+          vcpus: v[10] ?? 0,
+          memory_gib: v[11] ?? 0,
+          disk_gib: v[12] ?? 0,
+          stored_bytes: v[13] ?? 0,
+          volume_bytes: v[14] ?? 0,
+          upload_bytes: v[15] ?? 0,
+        });
   return rows;
 }

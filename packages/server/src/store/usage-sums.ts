@@ -77,10 +77,10 @@ export const SANDBOX_KEY = "coalesce(nullif(m.sandbox_id, ''), m.subject_id)";
 const KEYS = { none: "NULL", sandbox: SANDBOX_KEY, team: "m.team_id", labels: "s.labels", subject: "m.subject_id" };
 
 /**
- * Which records a statement reads instead of the window's: the open ones, those starting in a
- * range (closed), or those ending in (fromMs, toMs] that started before it (usage-hours.ts).
+ * Which records a statement reads instead of the window's: those starting in a range (closed), or
+ * those ending in (fromMs, toMs] that started before it (usage-hours.ts; open ones: usage-open.ts).
  */
-export type UsageOnly = "open" | { startIn: { fromMs: number; toMs: number } } | { endIn: { fromMs: number; toMs: number } };
+export type UsageOnly = { startIn: { fromMs: number; toMs: number } } | { endIn: { fromMs: number; toMs: number } };
 
 /**
  * The statement and its parameters (`$n` for PostgreSQL, `@pn` for SQLite: bind them with
@@ -119,15 +119,13 @@ export function usageSumsSql(
   const where =
     only === undefined
       ? [`m.start_ms < ${int(last.toMs)}`, `${endOf} >= ${int(first.fromMs)}`]
-      : only === "open"
-        ? [`m.start_ms < ${int(last.toMs)}`, `${endOf} >= ${OPEN_END_MS}`]
-        : "startIn" in only
-          ? [`m.start_ms >= ${bound(only.startIn.fromMs)}`, `m.start_ms < ${bound(only.startIn.toMs)}`, "m.end_ms IS NOT NULL"]
-          : [
-              `${endOf} > ${bound(only.endIn.fromMs)}`,
-              `${endOf} <= ${bound(only.endIn.toMs)}`,
-              `m.start_ms < ${bound(only.endIn.fromMs)}`,
-            ];
+      : "startIn" in only
+        ? [`m.start_ms >= ${bound(only.startIn.fromMs)}`, `m.start_ms < ${bound(only.startIn.toMs)}`, "m.end_ms IS NOT NULL"]
+        : [
+            `${endOf} > ${bound(only.endIn.fromMs)}`,
+            `${endOf} <= ${bound(only.endIn.toMs)}`,
+            `m.start_ms < ${bound(only.endIn.fromMs)}`,
+          ];
   if (q.teamId !== undefined) where.unshift(`m.team_id = ${text(q.teamId)}`);
   if (q.subjects) {
     where.push(
@@ -152,8 +150,7 @@ export function usageSumsSql(
   const labels = q.key === "labels" ? "LEFT JOIN sandboxes s ON s.id = m.sandbox_id" : "";
   // SQLite's planner would read an `only` range by start_ms < x (every earlier record): name the index.
   const team = q.teamId !== undefined;
-  const index =
-    only === undefined ? null : only !== "open" && "startIn" in only ? (team ? "team" : "start") : team ? "team_end" : "end";
+  const index = only === undefined ? null : "startIn" in only ? (team ? "team" : "start") : team ? "team_end" : "end";
   const indexed = pg || index === null ? "" : `INDEXED BY meter_records_${index}`;
   const key = pg && q.key === "none" ? "NULL::text" : KEYS[q.key];
   const sql = `

@@ -22,7 +22,28 @@ export interface VolumeRow {
    */
   host_id: string | null;
   move_to: string | null;
+  /** Its last copy in the object store (fleet, home a worker): when taken, its size, its key and sha256 (volume-sync-rows.ts). */
+  synced_at: string | null;
+  synced_bytes: number | null;
+  sync_key: string | null;
+  sync_sha256: string | null;
+  /** Its home host was lost then and it was not brought back yet. */
+  home_lost_at: string | null;
+  /** Brought back from its copy of this time after its host was lost. */
+  restored_as_of: string | null;
 }
+
+/** A new volume's home and copies: on the control plane's own host, never synced. */
+export const MADE_HERE = {
+  host_id: null,
+  move_to: null,
+  synced_at: null,
+  synced_bytes: null,
+  sync_key: null,
+  sync_sha256: null,
+  home_lost_at: null,
+  restored_as_of: null,
+} as const;
 
 export interface VolumeMountRow {
   sandbox_id: string;
@@ -80,6 +101,10 @@ export interface VolumeStore {
 const ENDED = "('TERMINATED', 'ERROR', 'TIMEOUT')";
 
 /** Sandboxes not ended that mount volume `?`/$1 (the same SQL for both backends but the placeholder). */
+/** A volumes row as both databases return it: labels as their JSON text. */
+export type VolumeRaw = Omit<VolumeRow, "labels"> & { labels: string };
+export const volumeFromRaw = (r: VolumeRaw): VolumeRow => ({ ...r, labels: JSON.parse(r.labels) });
+
 export const mountersSql = (ph: string) =>
   `SELECT m.sandbox_id FROM volume_mounts m JOIN sandboxes s ON s.id = m.sandbox_id
    WHERE m.volume_id = ${ph} AND s.status NOT IN ${ENDED} ORDER BY m.sandbox_id`;
@@ -104,6 +129,17 @@ export const PG_VOLUMES_MIGRATION = `
 
 /** A volume's home host and the host a move takes it to (both backends). */
 export const VOLUME_HOMES_MIGRATION = "ALTER TABLE volumes ADD COLUMN host_id TEXT; ALTER TABLE volumes ADD COLUMN move_to TEXT;";
+
+/**
+ * A volume's copy in the object store (its last sync) and what a lost home left: the volume's
+ * fields above, and the hosts that still hold a copy superseded by a restore elsewhere (dropped
+ * when such a host comes back). Both backends.
+ */
+export const VOLUME_SYNCS_MIGRATION = `
+  ALTER TABLE volumes ADD COLUMN synced_at TEXT; ALTER TABLE volumes ADD COLUMN synced_bytes BIGINT;
+  ALTER TABLE volumes ADD COLUMN sync_key TEXT; ALTER TABLE volumes ADD COLUMN sync_sha256 TEXT;
+  ALTER TABLE volumes ADD COLUMN home_lost_at TEXT; ALTER TABLE volumes ADD COLUMN restored_as_of TEXT;
+  CREATE TABLE volume_stale_copies (volume_id TEXT NOT NULL, host_id TEXT NOT NULL, PRIMARY KEY (volume_id, host_id));`;
 
 /** Every state but DELETED: what lists show by default. */
 export const LIVE_VOLUME_STATES: readonly VolumeState[] = ["CREATING", "READY", "MOVING", "DELETING"];

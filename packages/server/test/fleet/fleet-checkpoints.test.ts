@@ -1,24 +1,18 @@
-// Checkpoints, forks and restores of sandboxes on workers, through the fleet's object store, with
-// real processes: `sandtree serve` (SQLite) with an S3 blob store (s3rver on loopback) and two
-// `sandtree worker` processes, each with its own data dir. A sandbox on worker wa is checkpointed
-// there (DURABLE once the object is in the bucket), forked onto wb (which pulls the layers from the
-// bucket), a corrupted object is refused, and the checkpoint restores on wb after wa is killed -9.
-import type { ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { GetObjectCommand, HeadObjectCommand, PutObjectCommand } from "@aws-sdk/client-s3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { corruptObject, S3RVER_CREDENTIALS, startS3, type TestS3 } from "../../../host/test/helpers/s3-server.js";
-import { type Api, jsonApi, spawnServe, startTestServer, stopChildProcess, type TestServer } from "../helpers.js";
+import { corruptObject, startS3, type TestS3, useS3Credentials } from "../../../host/test/helpers/s3-server.js";
+import { type Api, startTestServer, stopChildProcess, type TestServer } from "../helpers.js";
 import {
   checkpointRowIn,
   ENV,
   idsOnWorker,
   qemuPidsOf,
   SMALL,
-  startWorker,
+  startTwoWorkerFleet,
+  type TwoWorkerFleet,
   until,
   type Worker,
   waitRunning,
@@ -28,11 +22,9 @@ const PREFIX = "fleet-ck";
 const CP_ENV = { ...ENV, SANDTREE_HEARTBEAT_INTERVAL_MS: "1000" };
 
 describe("fleet: checkpoints on workers, forks and restores through the object store", () => {
-  const dirs: string[] = [];
-  const orphans: number[] = [];
-  const saved = { id: process.env.AWS_ACCESS_KEY_ID, secret: process.env.AWS_SECRET_ACCESS_KEY };
+  let restoreEnv = () => {};
   let s3: TestS3;
-  let cp: ChildProcess | null = null;
+  let fleet: TwoWorkerFleet | undefined;
   let cpDir = "";
   let blobStore = "";
   let api: Api;
@@ -70,41 +62,22 @@ describe("fleet: checkpoints on workers, forks and restores through the object s
   beforeAll(async () => {
     s3 = await startS3();
     // Every process takes the object store's credentials from the standard AWS variables.
-    process.env.AWS_ACCESS_KEY_ID = S3RVER_CREDENTIALS.accessKeyId;
-    process.env.AWS_SECRET_ACCESS_KEY = S3RVER_CREDENTIALS.secretAccessKey;
+    restoreEnv = useS3Credentials();
     blobStore = `s3://${s3.bucket}/${PREFIX}?endpoint=${s3.endpoint}&region=us-east-1`;
-    cpDir = mkdtempSync(path.join(tmpdir(), "sandtree-cp-"));
-    dirs.push(cpDir);
     // Only the control plane is given the blob store: workers learn it when they join.
-    const started = await spawnServe(cpDir, { env: { ...CP_ENV, SANDTREE_BLOB_STORE: blobStore } });
-    cp = started.proc;
-    api = jsonApi(started.url, () => started.key);
-    const token = readFileSync(path.join(cpDir, "join-token"), "utf8").trim();
-    const workers: Worker[] = [];
-    for (const name of ["wa", "wb"]) {
-      const dir = mkdtempSync(path.join(tmpdir(), `sandtree-${name}-`));
-      dirs.push(dir);
-      workers.push(await startWorker(started.url, token, name, dir));
-    }
-    [wa, wb] = workers as [Worker, Worker];
-    expect((await api("POST", "/v1/hosts/local/cordon")).status).toBe(200);
+    fleet = await startTwoWorkerFleet({ ...CP_ENV, SANDTREE_BLOB_STORE: blobStore });
+    ({
+      api,
+      dir: cpDir,
+      workers: [wa, wb],
+    } = fleet);
   }, 300_000);
 
   afterAll(async () => {
-    for (const w of [wa, wb]) await stopChildProcess(w?.proc ?? null, "SIGTERM");
-    await stopChildProcess(cp, "SIGTERM");
-    // The VMs of the worker killed with SIGKILL outlive it: stopped here, by PID.
-    for (const pid of orphans) {
-      try {
-        process.kill(pid, "SIGKILL");
-      } catch {}
-    }
+    // stop() kills the VMs of a worker killed with SIGKILL (fleet.orphans) first.
+    await fleet?.stop();
     await s3?.close();
-    for (const d of dirs) rmSync(d, { recursive: true, force: true });
-    process.env.AWS_ACCESS_KEY_ID = saved.id;
-    process.env.AWS_SECRET_ACCESS_KEY = saved.secret;
-    if (saved.id === undefined) delete process.env.AWS_ACCESS_KEY_ID;
-    if (saved.secret === undefined) delete process.env.AWS_SECRET_ACCESS_KEY;
+    restoreEnv();
   }, 120_000);
 
   it("tells joining workers its object store, and refuses one that names another", async () => {
@@ -206,7 +179,7 @@ describe("fleet: checkpoints on workers, forks and restores through the object s
 
     // The object mended; the worker that took the checkpoint is gone for good.
     await s3.client.send(new PutObjectCommand({ Bucket: s3.bucket, Key, Body: bytes, Metadata: original.Metadata ?? {} }));
-    orphans.push(...qemuPidsOf(src));
+    fleet?.orphans.push(...qemuPidsOf(src));
     await stopChildProcess(wa.proc, "SIGKILL");
     const r = await api("POST", "/v1/sandboxes", { checkpoint_id: ck, host: "wb" });
     expect(r.status, JSON.stringify(r.body)).toBe(201);

@@ -5,6 +5,10 @@
 // pinned on wb meanwhile is refused (mounted on wa); once wa's sandbox is deleted, one pinned on wb
 // mounts it (moved from wa) and reads wa's files; deleted too, a move wb -> wa that a control plane
 // killed -9 left MOVING is finished at its restart, and the file API brings the volume home.
+// Then a lost worker's volume comes back from the bucket: the control plane, restarted with a short
+// HOST_LOST bound and a 2 s sync, syncs a volume a sandbox on wa writes to; wa is frozen (SIGSTOP:
+// no heartbeat, no answer) until it is LOST; a sandbox on wb mounts the volume, restored from its
+// last sync, and reads the synced files; wa, resumed, has its stale copy dropped.
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -98,6 +102,7 @@ describe.skipIf(unavailable !== null)(
     }, 600_000);
 
     afterAll(async () => {
+      for (const w of workers) w.proc.kill("SIGCONT");
       for (const w of workers) await stopChildProcess(w.proc, "SIGTERM");
       await stopChildProcess(cp?.proc ?? null, "SIGTERM");
       nets?.destroy();
@@ -166,6 +171,66 @@ describe.skipIf(unavailable !== null)(
       const got = await api("GET", `/v1/volumes/${vol}/files?path=/b.txt`);
       expect([got.status, got.body]).toEqual([200, "from-wb\n"]);
       expect((await api("DELETE", `/v1/volumes/${vol}`)).status).toBe(204);
+    }, 600_000);
+
+    it("a lost worker's volume comes back on another worker from its last sync", async () => {
+      const old = cp as ControlPlane;
+      await stopChildProcess(old.proc, "SIGTERM");
+      const port = new URL(old.url).port;
+      const env = { ...cpEnv, SANDTREE_HOST_LOST_AFTER_MS: "6000", SANDTREE_VOLUME_SYNC_S: "2" };
+      cp = await startControlPlane(old.dir, { listen: new URL(old.url).hostname, args: [...cpArgs, "--port", port], env });
+      const hostStates = async () =>
+        Object.fromEntries(
+          ((await api("GET", "/v1/hosts")).body.hosts as Array<{ name: string; state: string }>).map((h) => [h.name, h.state]),
+        );
+      await until("workers not ACTIVE after the restart", hostStates, (h) => h.wa === "ACTIVE" && h.wb === "ACTIVE");
+
+      expect((await api("POST", "/v1/volumes", { name: "synced", size_gb: 1 })).status).toBe(201);
+      const mount = { volumes: [{ volume: "synced", path: "/data" }] };
+      const a = await api("POST", "/v1/sandboxes", { ...SMALL, ...mount, host: "wa" });
+      expect(a.status, JSON.stringify(a.body)).toBe(201);
+      await waitRunning(api, a.body.id, { context });
+      const wrote = await sh(a.body.id, "mkdir -p /data/d && echo kept > /data/d/s.txt && sync");
+      expect(wrote.exit_code, wrote.stderr).toBe(0);
+      // A sync (a snapshot of the mounted volume) taken after the write.
+      const after = new Date().toISOString();
+      const synced = await until(
+        "no sync after the write",
+        async () => (await api("GET", "/v1/volumes/synced")).body,
+        (v) => typeof v.synced_at === "string" && v.synced_at > after && v.synced_bytes > 0,
+        { ms: 120_000 },
+      );
+
+      const wa = workers.find((w) => w.name === "wa") as Worker;
+      wa.proc.kill("SIGSTOP");
+      try {
+        await until("wa not LOST", hostStates, (h) => h.wa === "LOST", { ms: 120_000 });
+        await until(
+          "the volume not marked",
+          async () => (await api("GET", "/v1/volumes/synced")).body,
+          (v) => v.home_lost_at !== null,
+        );
+        const b = await api("POST", "/v1/sandboxes", { ...SMALL, ...mount, host: "wb" });
+        expect(b.status, JSON.stringify(b.body)).toBe(201);
+        await waitRunning(api, b.body.id, { context });
+        const read = await sh(b.body.id, "cat /data/d/s.txt");
+        expect([read.exit_code, read.stdout], read.stderr).toEqual([0, "kept\n"]);
+        const v = (await api("GET", "/v1/volumes/synced")).body;
+        expect(v).toMatchObject({ status: "READY", home_lost_at: null, mounted_by: [b.body.id] });
+        expect(v.restored_as_of >= synced.synced_at, JSON.stringify(v)).toBe(true);
+        expect((await api("DELETE", `/v1/sandboxes/${b.body.id}`)).status).toBe(200);
+        await ended(b.body.id);
+      } finally {
+        wa.proc.kill("SIGCONT");
+      }
+      // wa is back: its sandbox is ended there and its stale copy of the volume dropped (never served again).
+      await until(
+        "wa's stale copy not dropped",
+        async () => volumeOn("wa"),
+        (s) => s === "DELETED",
+        { ms: 120_000 },
+      );
+      expect((await api("DELETE", "/v1/volumes/synced")).status).toBe(204);
     }, 600_000);
   },
 );

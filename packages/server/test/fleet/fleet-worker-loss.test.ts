@@ -1,24 +1,23 @@
-// Fleet failures with real processes: a control plane (SQLite) and two `sandtree worker`s on
-// loopback, one sandbox on each. A worker killed with SIGKILL stops heartbeating: once the
-// configured bound (SANDTREE_HOST_LOST_AFTER_MS, small here) has passed, its sandbox becomes
-// ERROR HOST_LOST and its placement is released, while the other worker's sandbox runs on. A worker
-// stopped with SIGTERM ends its sandboxes and reports them in a last heartbeat before it exits.
-import type { ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Api, jsonApi, spawnServe, stopChildProcess } from "../helpers.js";
-import { ENDED, ENV, idsOnWorker, qemuPidsOf, SMALL, startWorker, until, type Worker } from "./worker-harness.js";
+import { type Api, stopChildProcess } from "../helpers.js";
+import {
+  ENDED,
+  ENV,
+  idsOnWorker,
+  qemuPidsOf,
+  SMALL,
+  startTwoWorkerFleet,
+  type TwoWorkerFleet,
+  until,
+  type Worker,
+} from "./worker-harness.js";
 
 // Beats every second; a host silent for 5 s is LOST (the default bound is 30 s).
 const CP_ENV = { ...ENV, SANDTREE_HEARTBEAT_INTERVAL_MS: "1000", SANDTREE_HOST_LOST_AFTER_MS: "5000" };
 
 describe("fleet: a worker that dies", () => {
-  const dirs: string[] = [];
-  let cp: ChildProcess | null = null;
-  const workers: Worker[] = [];
-  const orphans: number[] = [];
+  let fleet: TwoWorkerFleet | undefined;
+  let workers: Worker[] = [];
   /** The sandbox on wb, still running after wa was lost. */
   let survivor = "";
   let api: Api;
@@ -48,30 +47,13 @@ describe("fleet: a worker that dies", () => {
   };
 
   beforeAll(async () => {
-    const cpDir = mkdtempSync(path.join(tmpdir(), "sandtree-cp-"));
-    dirs.push(cpDir);
-    const started = await spawnServe(cpDir, { env: CP_ENV });
-    cp = started.proc;
-    api = jsonApi(started.url, () => started.key);
-    const token = readFileSync(path.join(cpDir, "join-token"), "utf8").trim();
-    for (const name of ["wa", "wb"]) {
-      const dir = mkdtempSync(path.join(tmpdir(), `sandtree-${name}-`));
-      dirs.push(dir);
-      workers.push(await startWorker(started.url, token, name, dir));
-    }
-    expect((await api("POST", "/v1/hosts/local/cordon")).status).toBe(200);
+    fleet = await startTwoWorkerFleet(CP_ENV);
+    ({ api, workers } = fleet);
   }, 300_000);
 
   afterAll(async () => {
-    for (const w of workers) await stopChildProcess(w.proc, "SIGTERM");
-    await stopChildProcess(cp, "SIGTERM");
-    // The VMs of a worker killed with SIGKILL outlive it: they are stopped here, by PID.
-    for (const pid of orphans) {
-      try {
-        process.kill(pid, "SIGKILL");
-      } catch {}
-    }
-    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+    // stop() kills the VMs of a worker killed with SIGKILL (fleet.orphans) first.
+    await fleet?.stop();
   }, 120_000);
 
   it("kill -9 of a worker: its sandbox becomes ERROR HOST_LOST and its placement is released; the other runs on", async () => {
@@ -81,8 +63,8 @@ describe("fleet: a worker that dies", () => {
     expect([idsOnWorker(wa).includes(a), idsOnWorker(wb).includes(b)]).toEqual([true, true]);
     expect(await placements()).toMatchObject({ wa: 1, wb: 1, local: 0 });
 
-    orphans.push(...qemuPidsOf(a));
-    expect(orphans.length).toBe(1);
+    fleet?.orphans.push(...qemuPidsOf(a));
+    expect(fleet?.orphans.length).toBe(1);
     await stopChildProcess(wa.proc, "SIGKILL");
 
     // No timing assertion: poll (generously) until the reaper has marked it.

@@ -1,22 +1,25 @@
-// Fleet mode with real processes: `sandtree serve` (the control plane, SQLite) and two
-// `sandtree worker` processes on loopback, each with its own data dir, running real VMs.
-// Creates spread over the workers, exec and files reach a worker's sandbox through the control
-// plane's API, pins land where pinned, a cordoned worker gets none, deletes free the placement.
-import type { ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import { SandtreeClient } from "@sandtree/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type Api, jsonApi, spawnServe, stopChildProcess } from "../helpers.js";
-import { ENDED, ENV, idsOnWorker, SMALL, startWorker, until, type Worker, waitRunning } from "./worker-harness.js";
+import {
+  ENDED,
+  ENV,
+  idsOnWorker,
+  SMALL,
+  startTwoWorkerFleet,
+  type TwoWorkerFleet,
+  until,
+  type Worker,
+  waitRunning,
+} from "./worker-harness.js";
 
 const CP_ENV = { ...ENV, SANDTREE_HEARTBEAT_INTERVAL_MS: "1000" };
 
 describe("fleet: sandboxes on workers behind one API", () => {
-  const dirs: string[] = [];
-  let cp: ChildProcess | null = null;
-  const workers: Worker[] = [];
+  let fleet: TwoWorkerFleet | undefined;
+  let workers: Worker[] = [];
   let api: Api;
   let cpUrl = "";
   let cpDir = "";
@@ -40,27 +43,12 @@ describe("fleet: sandboxes on workers behind one API", () => {
   const workerOf = (id: string) => workers.find((w) => idsOnWorker(w).includes(id))?.name ?? null;
 
   beforeAll(async () => {
-    cpDir = mkdtempSync(path.join(tmpdir(), "sandtree-cp-"));
-    dirs.push(cpDir);
-    const started = await spawnServe(cpDir, { env: CP_ENV });
-    cp = started.proc;
-    cpUrl = started.url;
-    cpKey = started.key;
-    api = jsonApi(cpUrl, () => cpKey);
-    const token = readFileSync(path.join(cpDir, "join-token"), "utf8").trim();
-    for (const name of ["wa", "wb"]) {
-      const dir = mkdtempSync(path.join(tmpdir(), `sandtree-${name}-`));
-      dirs.push(dir);
-      workers.push(await startWorker(started.url, token, name, dir));
-    }
-    // The control plane's own host takes nothing here: every create goes to a worker.
-    expect((await api("POST", "/v1/hosts/local/cordon")).status).toBe(200);
+    fleet = await startTwoWorkerFleet(CP_ENV);
+    ({ api, workers, url: cpUrl, dir: cpDir, key: cpKey } = fleet);
   }, 300_000);
 
   afterAll(async () => {
-    for (const w of workers) await stopChildProcess(w.proc, "SIGTERM");
-    await stopChildProcess(cp, "SIGTERM");
-    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+    await fleet?.stop();
   }, 120_000);
 
   it("workers register their URL and answer nobody but the control plane", async () => {
@@ -212,8 +200,9 @@ describe("fleet: sandboxes on workers behind one API", () => {
 
     // A restarted control plane (same port, same data dir) keeps the workers' sandboxes: their
     // machines are on the workers, so they are neither lost nor adopted here.
-    await stopChildProcess(cp, "SIGTERM");
-    cp = (await spawnServe(cpDir, { env: CP_ENV, port: Number(new URL(cpUrl).port) })).proc;
+    const f = fleet as TwoWorkerFleet;
+    await stopChildProcess(f.proc, "SIGTERM");
+    f.proc = (await spawnServe(cpDir, { env: CP_ENV, port: Number(new URL(cpUrl).port) })).proc;
     expect((await api("GET", `/v1/sandboxes/${d}`)).body.status).toBe("RUNNING");
     expect((await api("POST", `/v1/sandboxes/${d}/exec`, { command: "echo still here" })).body.stdout).toBe("still here\n");
 

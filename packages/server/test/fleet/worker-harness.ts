@@ -1,11 +1,13 @@
 // The real-process fleet harness: `sandtree worker` children on loopback, each with its own data
 // dir, and what their own stores hold. Shared by the fleet-worker*.test.ts files.
 import type { ChildProcess } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import { qemuPidsNamed } from "@sandtree/host/qemu";
 import Database from "better-sqlite3";
-import { type Api, spawnUntil } from "../helpers.js";
+import { expect } from "vitest";
+import { type Api, jsonApi, spawnServe, spawnUntil, stopChildProcess } from "../helpers.js";
 import { withHostCgroups } from "../host-cgroups.js";
 
 export const CLI_MAIN = path.resolve(import.meta.dirname, "../../../cli/dist/main.js");
@@ -175,4 +177,77 @@ export async function waitRunning(
   );
   if (s.status !== "RUNNING") throw new Error(`${id} ended ${s.status}: ${s.error_reason}${more()}`);
   return s;
+}
+
+export interface TwoWorkerFleet {
+  /** The control plane's data dir, process (replace it when a test restarts it), URL and admin key. */
+  dir: string;
+  proc: ChildProcess;
+  url: string;
+  key: string;
+  api: Api;
+  /** Its join token (<data-dir>/join-token). */
+  token: string;
+  /** "wa" and "wb". */
+  workers: [Worker, Worker];
+  /** PIDs stop() kills first: the VMs of a worker killed with SIGKILL outlive it. */
+  orphans: number[];
+  /** SIGKILL to the orphans, SIGTERM to the workers and the control plane, then removes every data dir. */
+  stop(): Promise<void>;
+}
+
+/**
+ * `sandtree serve` (SQLite, `env` added to ENV) and two workers "wa" and "wb" joined to it, each in
+ * a new data dir; the control plane's own host is cordoned, so every create goes to a worker. On a
+ * failure part-way it stops what it started.
+ */
+export async function startTwoWorkerFleet(env: Record<string, string>): Promise<TwoWorkerFleet> {
+  const dirs: string[] = [];
+  const workers: Worker[] = [];
+  let cp: ChildProcess | null = null;
+  const orphans: number[] = [];
+  const stop = async () => {
+    for (const pid of orphans) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {}
+    }
+    for (const w of workers) await stopChildProcess(w.proc, "SIGTERM");
+    await stopChildProcess(cp, "SIGTERM");
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  };
+  try {
+    const dir = mkdtempSync(path.join(tmpdir(), "sandtree-cp-"));
+    dirs.push(dir);
+    const started = await spawnServe(dir, { env });
+    cp = started.proc;
+    const api = jsonApi(started.url, () => started.key);
+    const token = readFileSync(path.join(dir, "join-token"), "utf8").trim();
+    for (const name of ["wa", "wb"]) {
+      const wdir = mkdtempSync(path.join(tmpdir(), `sandtree-${name}-`));
+      dirs.push(wdir);
+      workers.push(await startWorker(started.url, token, name, wdir));
+    }
+    expect((await api("POST", "/v1/hosts/local/cordon")).status).toBe(200);
+    const { url, key } = started;
+    return {
+      dir,
+      get proc() {
+        return cp as ChildProcess;
+      },
+      set proc(p: ChildProcess) {
+        cp = p;
+      },
+      url,
+      key,
+      api,
+      token,
+      workers: workers as [Worker, Worker],
+      orphans,
+      stop,
+    };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
 }

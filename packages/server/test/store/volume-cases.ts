@@ -1,6 +1,6 @@
 import { expect, it } from "vitest";
-import { openVolumeStore } from "../../src/store/open-store.js";
-import type { VolumeRow } from "../../src/store/volume-rows.js";
+import { openHostStore, openVolumeStore, openVolumeSyncs } from "../../src/store/open-store.js";
+import { MADE_HERE, type VolumeRow } from "../../src/store/volume-rows.js";
 import { attempt, NOW, type StoreContext, sandboxRow } from "./fixtures.js";
 
 const GiB = 1024 ** 3;
@@ -16,8 +16,7 @@ function volumeRow(teamId: string, name: string, over: Partial<VolumeRow> = {}):
     used_bytes: 0,
     created_at: new Date(NOW).toISOString(),
     updated_at: new Date(NOW).toISOString(),
-    host_id: null,
-    move_to: null,
+    ...MADE_HERE,
     ...over,
   };
 }
@@ -130,5 +129,43 @@ export function volumeCases(ctx: StoreContext): void {
       [v.id, 0, 0, 1000],
       [v.id, GiB, 1000, 3_601_000],
     ]);
+  });
+
+  it("records a volume's synced copy (newer only), marks a lost home, restores and records the stale copy", async () => {
+    const s = ctx.store;
+    const vs = openVolumeStore(s);
+    const syncs = openVolumeSyncs(s);
+    const hosts = openHostStore(s);
+    const at = new Date(NOW).toISOString();
+    const capacity = { vcpus: 4, memory_mib: 8192, disk_gib: 100, accel: "tcg" as const };
+    const locality = { images: [], templates: [], layers: [] };
+    for (const name of ["wa", "wb"])
+      await hosts.registerHost({ id: `host_${name}`, name, capacity, locality, secret_hash: "h", at });
+    const team = await s.createTeam("alpha");
+    const v = volumeRow(team.id, "synced", { status: "READY", host_id: "host_wa" });
+    await vs.createVolume(v, () => {});
+    expect((await syncs.syncCandidates()).map((c) => [c.id, c.mounted, c.last_unmount_at])).toEqual([[v.id, false, null]]);
+    const sync = (key: string, when: string) => ({ key, sha256: "a".repeat(64), bytes: 10, at: when });
+    expect(await syncs.recordSync(v.id, sync("k1", "2026-01-01T00:00:01.000Z"))).toBeNull();
+    expect(await syncs.recordSync(v.id, sync("k2", "2026-01-01T00:00:02.000Z"))).toBe("k1");
+    expect(await syncs.recordSync(v.id, sync("k0", "2026-01-01T00:00:00.000Z"))).toBe("k0");
+    expect(await vs.getVolume(v.id)).toMatchObject({ sync_key: "k2", synced_bytes: 10, synced_at: "2026-01-01T00:00:02.000Z" });
+
+    expect((await syncs.markHomeLost("host_wa", at)).map((r) => [r.id, r.home_lost_at])).toEqual([[v.id, at]]);
+    expect((await syncs.homeLost()).map((r) => r.id)).toEqual([v.id]);
+    expect(await syncs.syncCandidates()).toEqual([]);
+    expect((await vs.beginMoveVolume(v.id, "host_wb")).changed).toBe(true);
+    expect(await syncs.clearHomeLost(v.id, "host_wb")).toBe(false);
+    expect(await syncs.endRestore(v.id, "host_wb", "host_wa")).toBe(true);
+    expect(await syncs.endRestore(v.id, "host_wb", "host_wa")).toBe(false);
+    expect(await vs.getVolume(v.id)).toMatchObject({
+      status: "READY",
+      host_id: "host_wb",
+      home_lost_at: null,
+      restored_as_of: "2026-01-01T00:00:02.000Z",
+    });
+    expect(await syncs.staleCopies()).toEqual([{ volume_id: v.id, host_id: "host_wa" }]);
+    await syncs.forgetStaleCopy(v.id, "host_wa");
+    expect(await syncs.staleCopies()).toEqual([]);
   });
 }

@@ -188,24 +188,21 @@ class EpisodeRunner:
         cp = self._require_started()
         tr = Trajectory(episode_id or uuid.uuid4().hex[:12])
         t0 = time.time()
+        release: Callable[[str], Any]
         if self.mode == "fork":
             sid = self.new_sandbox(checkpoint_id=cp)
             tr.add("fork", sid, t0, checkpoint_id=cp)
-            try:
-                ep = Episode(self, sid, tr)
-                yield ep
-                self._end_desktop(ep)
-            finally:
-                self.client.delete(sid)
-            return
-        sid = self._take_pooled(cp)
-        tr.add("reset", sid, t0, checkpoint_id=cp)
+            release = self.client.delete
+        else:
+            sid = self._take_pooled(cp)
+            tr.add("reset", sid, t0, checkpoint_id=cp)
+            release = self._pool.put
         try:
             ep = Episode(self, sid, tr)
             yield ep
             self._end_desktop(ep)
         finally:
-            self._pool.put(sid)
+            release(sid)
 
     def _end_desktop(self, ep: Episode) -> None:
         """On a display, the episode's trajectory takes the desktop log's events it lacks (read

@@ -14,81 +14,16 @@ import {
   SandtreeError,
 } from "@sandtree/protocol";
 import type { z } from "zod";
-import type { BlobStoreSetting } from "../../blob-store-config.js";
-import type { HostRow, HostStore, LostHost, SandboxWhereabouts, StrandedStart } from "../../store/host-store.js";
-import type { HostUrls } from "../../store/host-urls.js";
-import type { Clock } from "../metering/clock.js";
-import type { Logger } from "../observability/logger.js";
+import type { HostRow, LostHost, SandboxWhereabouts, StrandedStart } from "../../store/host-store.js";
 import type { Principal } from "../teams/auth-service.js";
-import { blobStoreForWorker } from "./blob-store-join.js";
+import type { FleetServiceDeps } from "./fleet-deps.js";
+import { HostCache } from "./host-cache.js";
 import { checkFitsAmong, type SizeAsk } from "./host-fit.js";
-import { candidateOf, hostView } from "./host-view.js";
-import {
-  bearer,
-  type JoinToken,
-  loadOrCreateJoinToken,
-  matchesHash,
-  sameSecret,
-  sha256Hex,
-  workerCallKey,
-} from "./join-token.js";
-import { type Candidate, rankHosts } from "./placement.js";
-
-export interface FleetServiceDeps {
-  hosts: HostStore;
-  dataDir: string;
-  log: Logger;
-  clock: Clock;
-  /** How often workers are told to heartbeat. */
-  heartbeatIntervalMs: number;
-  /** A host silent this long becomes LOST; hosts later than this take no new work. */
-  hostLostAfterMs: number;
-  /** Where workers' sandbox APIs are (absent: no host runs sandboxes but this control plane's own). */
-  urls?: HostUrls;
-  /**
-   * The name of this control plane's own host: `local` (the default) with a store of its own;
-   * `local-<id>` (localHostName()) when several control planes share the store.
-   */
-  localHostName?: string;
-  /** This control plane's blob store (unset: a local directory); workers are told an S3 one's URL. */
-  blobStore?: BlobStoreSetting | undefined;
-  /** Told of every host the reaper marks LOST, with the sandboxes placed on it. */
-  onHostLost?: (lost: LostHost) => Promise<void> | void;
-  /** The join token, already loaded (absent: loaded or created from the data dir here). */
-  joinToken?: JoinToken;
-}
-
-/** A worker that runs sandboxes for the control plane: where to call it, and with which key. */
-export interface RemoteHost {
-  id: string;
-  name: string;
-  url: string;
-  key: string;
-}
-
-type Cached = Candidate & { secret_hash: string };
-
-/** The name of the control plane's own host (single-box mode's local worker). */
-export const LOCAL_HOST = "local";
-
-/** `local` and `local-*` are control planes' own hosts: no worker may take such a name. */
-export function isLocalHostName(name: string): boolean {
-  return name === LOCAL_HOST || name.startsWith(`${LOCAL_HOST}-`);
-}
-
-/** The sandboxes placed on control planes' own hosts other than the one named `ownName`. */
-export async function placedOnPeers(hosts: HostStore, ownName: string): Promise<Set<string>> {
-  const ids = new Set<string>();
-  for (const h of await hosts.listHosts()) {
-    if (!isLocalHostName(h.name) || h.name === ownName) continue;
-    for (const p of await hosts.listPlacements(h.id)) ids.add(p.sandbox_id);
-  }
-  return ids;
-}
-/** How old the in-memory view of the hosts may get before placement reads them again. */
-const CACHE_MS = 1000;
-/** Hosts tried, best first, before a placement the store keeps refusing gives up. */
-const MAX_TRIES = 5;
+import { registerWorker } from "./host-join.js";
+import { isLocalHostName, LOCAL_HOST, placedOnPeers, type RemoteHost } from "./host-names.js";
+import { hostView } from "./host-view.js";
+import { bearer, loadOrCreateJoinToken, matchesHash, sha256Hex, workerCallKey } from "./join-token.js";
+import { placeRanked } from "./place-ranked.js";
 
 function requireAdmin(p: Principal, what: string): void {
   if (!p.isAdmin) throw new SandtreeError("FORBIDDEN", `${what} needs an admin key`);
@@ -106,9 +41,7 @@ export class FleetService {
   /** True on the start that created the join token (the one that prints it). */
   readonly joinTokenCreated: boolean;
   readonly joinTokenFile: string;
-  private cache = new Map<string, Cached>();
-  private cacheAt = 0;
-  private refreshing: Promise<void> | null = null;
+  private readonly cache: HostCache;
   private timer: NodeJS.Timeout | null = null;
   private localId: string | null = null;
   private localBeat: (() => Promise<void>) | null = null;
@@ -121,66 +54,16 @@ export class FleetService {
     this.joinToken = t.token;
     this.joinTokenCreated = t.created;
     this.joinTokenFile = t.file;
+    this.cache = new HostCache(deps.hosts);
   }
 
   private nowIso(): string {
     return new Date(this.deps.clock.now()).toISOString();
   }
 
-  private remember(row: HostRow): Cached {
-    const c = candidateOf(row);
-    this.cache.set(row.id, c);
-    return c;
-  }
-
-  private async hostsView(): Promise<Map<string, Cached>> {
-    if (Date.now() - this.cacheAt > CACHE_MS) {
-      this.refreshing ??= (async () => {
-        const rows = await this.deps.hosts.listHosts();
-        this.cache = new Map(rows.map((r) => [r.id, candidateOf(r)]));
-        this.cacheAt = Date.now();
-      })().finally(() => {
-        this.refreshing = null;
-      });
-      await this.refreshing;
-    }
-    return this.cache;
-  }
-
   /** `POST /v1/fleet/hosts/register`: the join token buys a host id and a per-host secret, shown once. */
-  async register(authorization: string | undefined, req: z.output<typeof RegisterHostRequest>): Promise<RegisterHostResponse> {
-    const token = bearer(authorization);
-    if (!token || !sameSecret(token, this.joinToken)) {
-      throw new SandtreeError(
-        "UNAUTHORIZED",
-        "invalid join token: use the one the control plane printed (in <data-dir>/join-token)",
-      );
-    }
-    if (isLocalHostName(req.name))
-      throw new SandtreeError(
-        "ALREADY_EXISTS",
-        `the host name ${req.name} is reserved (${LOCAL_HOST} and ${LOCAL_HOST}-* are control planes' own)`,
-      );
-    const blobStore = blobStoreForWorker(this.deps.blobStore, req.blob_store);
-    const secret = `sth_${randomBytes(32).toString("base64url")}`;
-    const row = await this.deps.hosts.registerHost({
-      id: `host_${randomUUID().replaceAll("-", "").slice(0, 16)}`,
-      name: req.name,
-      capacity: req.capacity,
-      locality: req.locality,
-      secret_hash: sha256Hex(secret),
-      at: this.nowIso(),
-    });
-    await this.deps.urls?.set(row.id, req.url ?? null);
-    this.remember(row);
-    this.deps.log.info({ host: row.name, host_id: row.id, capacity: row.capacity, url: req.url }, "host registered");
-    return {
-      host_id: row.id,
-      name: row.name,
-      secret,
-      heartbeat_interval_ms: this.deps.heartbeatIntervalMs,
-      blob_store: blobStore,
-    };
+  register(authorization: string | undefined, req: z.output<typeof RegisterHostRequest>): Promise<RegisterHostResponse> {
+    return registerWorker(this.deps, this.cache, this.joinToken, authorization, req);
   }
 
   /** `POST /v1/fleet/hosts/{id}/heartbeat`, authenticated by the host's secret. */
@@ -194,7 +77,7 @@ export class FleetService {
       // Another control plane may have registered it (or again) since this one last looked.
       const row = await this.deps.hosts.getHost(id);
       if (!row || !matchesHash(secret, row.secret_hash) || isLocalHostName(row.name)) throw refused();
-      known = this.remember(row);
+      known = this.cache.remember(row);
     }
     const row = await this.deps.hosts.heartbeat(id, {
       at: this.nowIso(),
@@ -204,7 +87,7 @@ export class FleetService {
     if (!row) throw refused();
     if (beat.sandboxes?.length) await this.reportHook?.(row, beat.sandboxes);
     if (known.state === "LOST" && row.state !== "LOST") this.deps.log.info({ host: row.name }, "host is back");
-    this.remember(row);
+    this.cache.remember(row);
     const end = beat.running?.length ? ((await this.inventoryHook?.(row, beat.running)) ?? []) : [];
     return {
       host_id: row.id,
@@ -227,7 +110,7 @@ export class FleetService {
     const host = await this.deps.hosts.getHostByName(name);
     if (!host) throw new SandtreeError("HOST_NOT_FOUND", `no host named ${name}`, { host: name });
     const row = (await this.deps.hosts.setCordoned(host.id, cordoned)) ?? host;
-    this.remember(row);
+    this.cache.remember(row);
     this.deps.log.info({ host: name, cordoned }, cordoned ? "host cordoned" : "host uncordoned");
     return { host: hostView(row, (await this.deps.urls?.get(row.id)) ?? null), remaining_sandboxes: row.usage.placements };
   }
@@ -252,45 +135,22 @@ export class FleetService {
     eligible?: (hostId: string) => boolean,
     o: { startsHere?: boolean } = {},
   ): Promise<Placement> {
-    const all = await this.hostsView();
-    const view = eligible ? new Map([...all].filter(([id]) => eligible(id))) : all;
-    const nowMs = this.deps.clock.now();
-    const clock = { nowMs, freshMs: this.deps.hostLostAfterMs };
-    const ranked = rankHosts(view.values(), req, clock, MAX_TRIES);
-    const placedAt = new Date(nowMs).toISOString();
-    const freshSince = new Date(nowMs - this.deps.hostLostAfterMs).toISOString();
-    for (const h of ranked) {
-      const row = {
-        sandbox_id: req.sandbox_id,
-        host_id: h.id,
-        vcpus: req.vcpus,
-        memory_mib: req.memory_mib,
-        disk_gib: req.disk_gib,
-        placed_at: placedAt,
-      };
-      const placedBy = o.startsHere && this.localId ? { placedBy: this.localId } : {};
-      if (await this.deps.hosts.place(row, { freshSince, ...placedBy })) {
-        h.usage.vcpus += req.vcpus;
-        h.usage.memory_mib += req.memory_mib;
-        h.usage.disk_gib += req.disk_gib;
-        h.usage.placements++;
-        return { ...row, host: h.name };
-      }
-      if (await this.deps.hosts.getPlacement(req.sandbox_id)) {
-        throw new SandtreeError("ALREADY_EXISTS", `sandbox ${req.sandbox_id} is already placed`, { sandbox_id: req.sandbox_id });
-      }
-      const fresh = await this.deps.hosts.getHost(h.id);
-      if (fresh) this.remember(fresh);
-    }
-    throw new SandtreeError("NO_CAPACITY", `the hosts that fit were taken meanwhile (${ranked.length} tried): retry`, {
-      ...(req.host ? { host: req.host } : {}),
-      tried: ranked.length,
-    });
+    return placeRanked(
+      {
+        hosts: this.deps.hosts,
+        cache: this.cache,
+        nowMs: this.deps.clock.now(),
+        freshMs: this.deps.hostLostAfterMs,
+        ...(o.startsHere && this.localId ? { placedBy: this.localId } : {}),
+      },
+      req,
+      eligible,
+    );
   }
 
   /** Refuses a size that no host (not LOST, among `eligible`) could hold even empty: host-fit.ts. */
   async checkFits(ask: SizeAsk, eligible: (hostId: string) => boolean): Promise<void> {
-    checkFitsAmong((await this.hostsView()).values(), ask, eligible);
+    checkFitsAmong((await this.cache.view()).values(), ask, eligible);
   }
 
   /** Asked, with a worker's inventory, which of its sandboxes have ended here (RemoteSandboxes answers). */
@@ -314,6 +174,11 @@ export class FleetService {
    */
   async strandedStarts(): Promise<StrandedStart[]> {
     return this.localId ? this.deps.hosts.strandedStarts(this.localId) : [];
+  }
+
+  /** A host's state by id as the store has it now (undefined: no such host). */
+  async hostState(id: string): Promise<HostRow["state"] | undefined> {
+    return (await this.deps.hosts.getHost(id))?.state;
   }
 
   /** A host's name by id (for reasons and events). */
@@ -348,7 +213,7 @@ export class FleetService {
 
   /** Hosts whose reported locality holds every one of these layers. */
   async hostsHolding(layers: readonly string[]): Promise<Set<string>> {
-    const view = await this.hostsView();
+    const view = await this.cache.view();
     return new Set([...view.values()].filter((h) => layers.every((l) => h.layers.has(l))).map((h) => h.id));
   }
 
@@ -406,7 +271,7 @@ export class FleetService {
       at: this.nowIso(),
     });
     this.localId = row.id;
-    this.remember(row);
+    this.cache.remember(row);
   }
 
   /** The local host's heartbeat, with its capacity and locality when they changed. */
@@ -417,7 +282,7 @@ export class FleetService {
       ...(update.capacity ? { capacity: update.capacity } : {}),
       ...(update.locality ? { locality: HostLocality.parse(update.locality) } : {}),
     });
-    if (row) this.remember(row);
+    if (row) this.cache.remember(row);
   }
 
   /**
@@ -466,7 +331,7 @@ export class FleetService {
     const staleBefore = new Date(this.deps.clock.now() - this.deps.hostLostAfterMs).toISOString();
     const lost = await this.deps.hosts.markLost(staleBefore);
     for (const l of lost) {
-      this.remember(l.host);
+      this.cache.remember(l.host);
       this.deps.log.warn(
         { host: l.host.name, last_heartbeat_at: l.host.last_heartbeat_at, sandboxes: l.sandboxIds.length },
         "host lost: no heartbeat",

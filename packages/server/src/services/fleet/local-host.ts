@@ -7,7 +7,8 @@ import type { Store } from "../../store/store.js";
 import type { ImageResolver } from "../images/image-resolver.js";
 import type { Logger } from "../observability/logger.js";
 import { ACTIVE } from "../sandboxes/sandbox-machines.js";
-import { type FleetService, LOCAL_HOST } from "./fleet-service.js";
+import type { FleetService } from "./fleet-service.js";
+import { LOCAL_HOST } from "./host-names.js";
 
 /**
  * The name of this control plane's own host. With a store of its own (SQLite) it is `local`. When

@@ -5,7 +5,8 @@ import type { CheckpointRow } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
 import type { Logger } from "../observability/logger.js";
 import { chainOf, checkpointRecord } from "./checkpoint-records.js";
-import type { FleetService, RemoteHost } from "./fleet-service.js";
+import type { FleetService } from "./fleet-service.js";
+import type { RemoteHost } from "./host-names.js";
 import type { RemoteSandboxes } from "./remote-sandboxes.js";
 
 /** How long a worker may take to fetch and check a chain it lacks. */

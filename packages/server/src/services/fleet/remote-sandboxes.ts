@@ -6,7 +6,8 @@ import type { Store } from "../../store/store.js";
 import type { Logger } from "../observability/logger.js";
 import type { RestoreLayers } from "../sandboxes/provisioner.js";
 import { ACTIVE } from "../sandboxes/sandbox-machines.js";
-import type { FleetService, RemoteHost } from "./fleet-service.js";
+import type { FleetService } from "./fleet-service.js";
+import type { RemoteHost } from "./host-names.js";
 import { isRestorePlan, type RestorePlan } from "./restore-plan.js";
 import type { VolumeMoves } from "./volume-moves.js";
 import { WorkerClient } from "./worker-client.js";
@@ -146,7 +147,11 @@ export class RemoteSandboxes {
     });
     if (vols) {
       try {
-        for (const v of vols.rows) await vols.moves.moveTo(v, placed.host_id);
+        for (const v of vols.rows) {
+          const now = await vols.moves.moveTo(v, placed.host_id);
+          if (v.home_lost_at && now.restored_as_of)
+            await this.deps.store.addEvent(sb.id, `volume ${v.name} restored as of ${now.restored_as_of} (its host was lost)`);
+        }
       } catch (err) {
         await this.unplace(sb.id);
         throw err;

@@ -1,6 +1,6 @@
 import type { CheckpointRow } from "../../store/rows.js";
 import type { RestoreLayers } from "../sandboxes/provisioner.js";
-import type { RemoteHost } from "./fleet-service.js";
+import type { RemoteHost } from "./host-names.js";
 
 /**
  * A restore (a create with `checkpoint_id`, a fork's child) before it is placed: the checkpoint

@@ -2,16 +2,20 @@ import { randomBytes } from "node:crypto";
 import type { BlobStore } from "@sandtree/host";
 import { PackedVolume, SandtreeError } from "@sandtree/protocol";
 import type { VolumeRow, VolumeStore } from "../../store/volume-rows.js";
+import type { VolumeSyncStore } from "../../store/volume-sync-rows.js";
 import type { Logger } from "../observability/logger.js";
 import { KeyedSerial } from "../support/keyed-serial.js";
 import { packVolume, unpackVolume } from "../volumes/volume-archive.js";
 import type { VolumeService } from "../volumes/volume-service.js";
 import type { VolumesAway } from "../volumes/volumes-away.js";
-import type { FleetService, RemoteHost } from "./fleet-service.js";
+import type { FleetService } from "./fleet-service.js";
+import type { RemoteHost } from "./host-names.js";
 import { WorkerClient } from "./worker-client.js";
 
 export interface VolumeMovesDeps {
   store: VolumeStore;
+  /** Each volume's copy in the object store, and the homes lost (volume-syncs.ts). */
+  syncs: VolumeSyncStore;
   volumes: VolumeService;
   fleet: FleetService;
   /** This control plane's blob store: the fleet's object store when it has one. */
@@ -29,11 +33,18 @@ const MOVE_CALL_MS = 30 * 60_000;
  * check) -> packed on the old home -> unpacked on the new one -> READY there -> the old copy
  * dropped. Every step can be done again, so a move a crash interrupted is finished at the next
  * start (resume) by packing again: the old home keeps its copy until the move is recorded.
+ *
+ * A volume whose home was lost (home_lost_at) is brought back by the same machine, its source the
+ * copy its last sync left in the object store rather than the old home: MOVING -> unpacked on the
+ * new home -> READY there (restored_as_of, the lost host's copy recorded as stale), one without a
+ * copy being VOLUME_LOST. A move to a worker keeps its archive as the volume's copy (a sync).
  */
 export class VolumeMoves implements VolumesAway {
   private readonly client = new WorkerClient();
   /** One move per volume at a time in this process (the store's MOVING state holds it across processes). */
   private readonly serial = new KeyedSerial();
+  /** Calls in flight to each host, aborted when it is lost: a hung host must not hold its volumes' restore. */
+  private readonly calls = new Map<string, AbortController>();
 
   constructor(private readonly deps: VolumeMovesDeps) {}
 
@@ -70,12 +81,14 @@ export class VolumeMoves implements VolumesAway {
    * mounts it (VOLUME_IN_USE_ELSEWHERE), without an object store (VOLUME_NOT_ON_HOST), or while
    * another move takes it elsewhere (CONFLICT).
    */
-  async moveTo(row: VolumeRow, to: string): Promise<VolumeRow> {
+  async moveTo(given: VolumeRow, to: string): Promise<VolumeRow> {
     const { store, fleet } = this.deps;
-    if (row.status === "READY" && this.homeOf(row) === to) return row;
+    const row = await this.homeBack(given);
+    if (row.status === "READY" && this.homeOf(row) === to && !row.home_lost_at) return row;
     const from = this.homeOf(row);
     const fromName = from ? await fleet.hostName(from).catch(() => from) : "this host";
     const toName = await fleet.hostName(to).catch(() => to);
+    if (row.home_lost_at && !row.sync_key) throw volumeLost(row, fromName);
     if (!this.canMove()) {
       throw new SandtreeError(
         "VOLUME_NOT_ON_HOST",
@@ -116,10 +129,37 @@ export class VolumeMoves implements VolumesAway {
     return this.moveTo(row, here);
   }
 
-  /** A volume deleted while on a worker: its copy there goes. */
+  /**
+   * A volume being deleted: its copy on a worker goes (on a lost one, when that host comes back),
+   * then its copy in the object store.
+   */
   async dropAway(row: VolumeRow): Promise<void> {
     const home = this.homeOf(row);
-    if (home) await this.drop(home, row.id);
+    if (home && row.home_lost_at) await this.deps.syncs.recordStaleCopy(row.id, home);
+    else if (home && !this.deps.fleet.isLocal(home)) await this.drop(home, row.id);
+    if (row.sync_key) await this.deps.blobs.delete(row.sync_key);
+  }
+
+  /**
+   * Copies the volume (READY on worker `home`) to the object store as its new synced copy: from a
+   * snapshot taken while frozen when sandboxes mount it, else from its tree. One at a time with
+   * its moves; a volume that moved or whose home was lost meanwhile is left. Answers the copy's time.
+   */
+  sync(id: string, home: string, snapshot: boolean): Promise<string | null> {
+    return this.serial.run(id, async () => {
+      const row = await this.deps.store.getVolume(id);
+      if (row?.status !== "READY" || row.host_id !== home || row.home_lost_at) return null;
+      const at = new Date().toISOString();
+      const packed = await this.pack(home, id, syncKey(id), snapshot);
+      await this.recordSync(id, packed, at);
+      return at;
+    });
+  }
+
+  private async recordSync(id: string, packed: PackedVolume, at: string): Promise<void> {
+    const sync = { key: packed.key, sha256: packed.sha256, bytes: packed.size, at };
+    const stale = await this.deps.syncs.recordSync(id, sync);
+    if (stale) await this.deps.blobs.delete(stale).catch(() => {});
   }
 
   private drive(id: string, to: string): Promise<VolumeRow> {
@@ -130,10 +170,13 @@ export class VolumeMoves implements VolumesAway {
         if (row?.status === "READY" && this.homeOf(row) === to) return row;
         throw new SandtreeError("CONFLICT", `volume ${id} is no longer moving to this host: try again`, { volume: id });
       }
+      if ((await this.homeBack(row)).home_lost_at && row.host_id) return this.restore(row, row.host_id, to);
       const from = this.homeOf(row);
-      const key = `volume-${id}-${randomBytes(4).toString("hex")}.tar`;
+      const key = syncKey(id);
+      const at = new Date().toISOString();
+      let packed: PackedVolume;
       try {
-        const packed = await this.pack(from, id, key);
+        packed = await this.pack(from, id, key);
         await this.unpack(to, row, packed);
       } catch (err) {
         // Given up: the old home still holds the files; the new one's partial copy goes.
@@ -148,9 +191,63 @@ export class VolumeMoves implements VolumesAway {
       await this.drop(from, id).catch((err: Error) =>
         log.warn({ volume: id, err: err.message }, "could not drop a moved volume's old copy"),
       );
-      await this.deps.blobs.delete(key).catch(() => {});
-      return { ...row, status: "READY", host_id: home, move_to: null };
+      // On a worker the archive is the volume's copy as of now (nothing mounted it meanwhile); else it goes.
+      if (home) await this.recordSync(id, packed, at).catch(() => {});
+      else await this.deps.blobs.delete(key).catch(() => {});
+      return (await store.getVolume(id)) ?? { ...row, status: "READY", host_id: home, move_to: null };
     });
+  }
+
+  /**
+   * A volume whose lost home is back (before the sync loop noticed): that home's copy is the newest,
+   * so it is the volume's again rather than restored over from an older sync.
+   */
+  private async homeBack(row: VolumeRow): Promise<VolumeRow> {
+    if (!row.home_lost_at || !row.host_id || (await this.deps.fleet.hostState(row.host_id)) === "LOST") return row;
+    await this.deps.syncs.clearHomeLost(row.id, row.host_id);
+    return { ...row, home_lost_at: null };
+  }
+
+  /** The volume's last synced copy unpacked on `to` (MOVING there), its lost home's copy now stale. */
+  private async restore(row: VolumeRow, lost: string, to: string): Promise<VolumeRow> {
+    const { store, syncs, log } = this.deps;
+    const lostName = await this.deps.fleet.hostName(lost).catch(() => lost);
+    if (!row.sync_key || !row.sync_sha256 || row.synced_bytes === null) {
+      await store.endMoveVolume(row.id, row.host_id);
+      throw volumeLost(row, lostName);
+    }
+    try {
+      await this.unpack(to, row, { key: row.sync_key, sha256: row.sync_sha256, size: row.synced_bytes });
+    } catch (err) {
+      await this.drop(to, row.id).catch(() => {});
+      await store.endMoveVolume(row.id, row.host_id);
+      throw err;
+    }
+    const home = this.deps.fleet.isLocal(to) ? null : to;
+    await syncs.endRestore(row.id, home, lost);
+    log.warn({ volume: row.id, lost_host: lostName, to, as_of: row.synced_at }, "volume restored from its synced copy");
+    return { ...row, status: "READY", host_id: home, move_to: null, home_lost_at: null, restored_as_of: row.synced_at };
+  }
+
+  /** A host was declared lost: the packs and unpacks in flight to it give up now. */
+  hostLost(hostId: string): void {
+    this.abort(hostId, `host ${hostId} was lost`);
+  }
+
+  /** At shutdown: every pack and unpack in flight gives up. */
+  abortCalls(): void {
+    for (const id of [...this.calls.keys()]) this.abort(id, "the control plane is stopping");
+  }
+
+  private abort(hostId: string, why: string): void {
+    this.calls.get(hostId)?.abort(new SandtreeError("HOST_LOST", why));
+    this.calls.delete(hostId);
+  }
+
+  private signalFor(hostId: string): AbortSignal {
+    let c = this.calls.get(hostId);
+    if (!c) this.calls.set(hostId, (c = new AbortController()));
+    return c.signal;
   }
 
   private async remote(hostId: string | null): Promise<RemoteHost | null> {
@@ -161,11 +258,12 @@ export class VolumeMoves implements VolumesAway {
     return host;
   }
 
-  private async pack(from: string | null, id: string, key: string): Promise<PackedVolume> {
+  private async pack(from: string | null, id: string, key: string, snapshot = false): Promise<PackedVolume> {
     const host = await this.remote(from);
     if (!host) return packVolume(this.deps.blobs, this.deps.volumes.dirOf(id), key);
-    const body = { volume: id, key };
-    return PackedVolume.parse(await this.client.call(host, "POST", "/v1/fleet/volumes/pack", { body, timeoutMs: MOVE_CALL_MS }));
+    const body = { volume: id, key, snapshot };
+    const o = { body, timeoutMs: MOVE_CALL_MS, signal: this.signalFor(host.id) };
+    return PackedVolume.parse(await this.client.call(host, "POST", "/v1/fleet/volumes/pack", o));
   }
 
   private async unpack(to: string, row: VolumeRow, archive: PackedVolume): Promise<void> {
@@ -175,7 +273,11 @@ export class VolumeMoves implements VolumesAway {
       return unpackVolume(this.deps.blobs, archive, this.deps.volumes.dirOf(row.id));
     }
     const body = { volume: row.id, size_gb: row.size_gb, archive };
-    await this.client.call(host, "POST", "/v1/fleet/volumes/unpack", { body, timeoutMs: MOVE_CALL_MS });
+    await this.client.call(host, "POST", "/v1/fleet/volumes/unpack", {
+      body,
+      timeoutMs: MOVE_CALL_MS,
+      signal: this.signalFor(host.id),
+    });
   }
 
   private async drop(hostId: string | null, id: string): Promise<void> {
@@ -183,4 +285,17 @@ export class VolumeMoves implements VolumesAway {
     if (!host) return this.deps.volumes.removeDir(id);
     await this.client.call(host, "POST", "/v1/fleet/volumes/drop", { body: { volume: id } });
   }
+}
+
+/** A new key for a volume's archive in the object store (a move's or a sync's: each its own). */
+function syncKey(id: string): string {
+  return `volume-${id}-${randomBytes(4).toString("hex")}.tar`;
+}
+
+function volumeLost(row: VolumeRow, hostName: string): SandtreeError {
+  return new SandtreeError(
+    "VOLUME_LOST",
+    `volume ${row.name} lived on host ${hostName}, lost at ${row.home_lost_at}, and no copy of it reached the object store: its files are gone unless that host comes back (delete the volume)`,
+    { volume: row.id, host: hostName },
+  );
 }

@@ -1,5 +1,5 @@
 import { ERROR_STATUS, isErrorCode, SandtreeError } from "@sandtree/protocol";
-import type { RemoteHost } from "./fleet-service.js";
+import type { RemoteHost } from "./host-names.js";
 
 /** The header that gives a create on a worker the control plane's sandbox id (honored only for the control plane's key). */
 export const SANDBOX_ID_HEADER = "x-sandtree-sandbox-id";

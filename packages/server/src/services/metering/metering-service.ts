@@ -76,8 +76,13 @@ export class MeteringService {
     const bucketMs = group === "day" || group === "hour" || group === "team" ? HOUR_MS : bucketMsOf(group);
     const rows = await this.store.usageSums({ teamId: teamOf(scope), nowMs, periods, bucketMs, key: sumKeyOf(group) });
     const labels = new Map<string | null, string>();
+    const times = new Map<number, string>();
     const keyOf = (key: string | null, bucket: number): string => {
-      if (group === "day" || group === "hour") return timeKey(group, bucket * bucketMs);
+      if (group === "day" || group === "hour") {
+        let k = times.get(bucket);
+        if (k === undefined) times.set(bucket, (k = timeKey(group, bucket * bucketMs)));
+        return k;
+      }
       if (group !== "label") return key ?? "";
       let k = labels.get(key);
       if (k === undefined) labels.set(key, (k = labelKey(key, label)));

@@ -88,17 +88,20 @@ export function spreadSums(
     addAmounts(line, a);
   };
   // Per period and key: bucket number -> change of [n, vcpus, memory, disk, bytes, volume bytes] there.
-  const deltas = new Map<string, { period: number; key: string | null; at: Map<number, number[]> }>();
+  const deltas = new Map<number, Map<string | null, { period: number; key: string | null; at: Map<number, number[]> }>>();
   const shift = (row: UsageSumRow, k: number, sign: number) => {
-    const id = `${row.period}\0${row.key ?? ""}\0${row.key === null ? 0 : 1}`;
-    let d = deltas.get(id);
-    if (!d) deltas.set(id, (d = { period: row.period, key: row.key, at: new Map() }));
-    const v = d.at.get(k) ?? [0, 0, 0, 0, 0, 0];
-    const by = [row.n, row.vcpus, row.memory_gib, row.disk_gib, row.stored_bytes, row.volume_bytes];
-    d.at.set(
-      k,
-      v.map((x, j) => x + sign * (by[j] ?? 0)),
-    );
+    let byKey = deltas.get(row.period);
+    if (!byKey) deltas.set(row.period, (byKey = new Map()));
+    let d = byKey.get(row.key);
+    if (!d) byKey.set(row.key, (d = { period: row.period, key: row.key, at: new Map() }));
+    let v = d.at.get(k);
+    if (!v) d.at.set(k, (v = [0, 0, 0, 0, 0, 0]));
+    v[0] = (v[0] as number) + sign * row.n;
+    v[1] = (v[1] as number) + sign * row.vcpus;
+    v[2] = (v[2] as number) + sign * row.memory_gib;
+    v[3] = (v[3] as number) + sign * row.disk_gib;
+    v[4] = (v[4] as number) + sign * row.stored_bytes;
+    v[5] = (v[5] as number) + sign * row.volume_bytes;
   };
   for (const row of rows) {
     const p = periods[row.period]?.price;
@@ -117,7 +120,7 @@ export function spreadSums(
       shift(row, row.kb, -1);
     }
   }
-  for (const d of deltas.values()) {
+  for (const d of [...deltas.values()].flatMap((byKey) => [...byKey.values()])) {
     const p = periods[d.period]?.price as Price;
     const ks = [...d.at.keys()].sort((x, y) => x - y);
     const first = ks[0] ?? 0;

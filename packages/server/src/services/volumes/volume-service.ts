@@ -14,7 +14,7 @@ import {
   VolumeMounts,
 } from "@sandtree/protocol";
 import { parse } from "../../errors.js";
-import type { VolumeMountRow, VolumeRow, VolumeStore } from "../../store/volume-rows.js";
+import { MADE_HERE, type VolumeMountRow, type VolumeRow, type VolumeStore } from "../../store/volume-rows.js";
 import type { Logger } from "../observability/logger.js";
 import { KeyedSerial } from "../support/keyed-serial.js";
 import { VolumeFiles } from "./volume-files.js";
@@ -95,8 +95,7 @@ export class VolumeService {
       used_bytes: 0,
       created_at: now,
       updated_at: now,
-      host_id: null,
-      move_to: null,
+      ...MADE_HERE,
     };
     const created = await this.deps.store.createVolume(row, (u) => (limits ? quotaCheck(u, sizeGb, limits) : undefined));
     if (!created) {
@@ -180,8 +179,8 @@ export class VolumeService {
       });
     }
     if (!changed) throw notFound(ref);
-    // Its files on a worker go first: a delete that fails there can be asked again.
-    if (row.host_id !== null && this.away) await this.away.dropAway(row);
+    // Its files on a worker (and in the object store) go first: a delete that fails there can be asked again.
+    if (this.away) await this.away.dropAway(row);
     await this.finishDelete(row.id);
   }
 
@@ -390,7 +389,7 @@ export class VolumeService {
 
   private async view(row: VolumeRow): Promise<Volume> {
     const mounted_by = row.status === "DELETED" ? [] : await this.deps.store.mountersOf(row.id);
-    const { host_id: _host, move_to: _to, ...shown } = row;
+    const { host_id: _host, move_to: _to, sync_key: _key, sync_sha256: _sha, ...shown } = row;
     return { ...shown, mounted_by };
   }
 }

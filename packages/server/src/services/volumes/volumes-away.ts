@@ -7,6 +7,6 @@ import type { VolumeRow } from "../../store/volume-rows.js";
 export interface VolumesAway {
   /** The volume moved back to this host (VOLUME_IN_USE_ELSEWHERE while a sandbox mounts it there). */
   bringHome(row: VolumeRow): Promise<VolumeRow>;
-  /** Removes the worker's copy of a volume being deleted. */
+  /** Removes the worker's copy of a volume being deleted, and its copy in the object store. */
   dropAway(row: VolumeRow): Promise<void>;
 }

@@ -1,12 +1,15 @@
-import type { BlobStore } from "@sandtree/host";
+import type { BlobStore, VolumeImages } from "@sandtree/host";
 import { type PackedVolume, SandtreeError, VolumeDropRequest, VolumePackRequest, VolumeUnpackRequest } from "@sandtree/protocol";
 import { parse } from "../../errors.js";
 import { packVolume, unpackVolume } from "./volume-archive.js";
 import type { VolumeService } from "./volume-service.js";
+import { packSnapshot } from "./volume-sync-pack.js";
 
 export interface WorkerVolumesDeps {
   volumes: VolumeService;
   blobs: BlobStore;
+  /** The volumes' images (a sync's consistent copy of a mounted volume is a snapshot of its image). */
+  images: VolumeImages;
   /** The worker's own team: every sandbox and volume the control plane runs here is its. */
   teamId: string;
 }
@@ -20,13 +23,19 @@ export interface WorkerVolumesDeps {
 export class WorkerVolumes {
   constructor(private readonly deps: WorkerVolumesDeps) {}
 
-  /** Packs the volume into the object store under the key given (VOLUME_NOT_FOUND when it is not here). */
+  /**
+   * Packs the volume into the object store under the key given (VOLUME_NOT_FOUND when it is not
+   * here): its tree as it is (a move: no sandbox mounts it), or, for a sync while sandboxes mount it
+   * (`snapshot`), a snapshot of it taken while frozen.
+   */
   async pack(raw: unknown, signal?: AbortSignal): Promise<PackedVolume> {
     const req = parse(VolumePackRequest, raw);
     const row = await this.deps.volumes.row(this.deps.teamId, req.volume);
     if (row.status !== "READY")
       throw new SandtreeError("CONFLICT", `volume ${req.volume} is ${row.status} here`, { volume: req.volume });
-    return packVolume(this.deps.blobs, this.deps.volumes.dirOf(row.id), req.key, signal);
+    const dir = this.deps.volumes.dirOf(row.id);
+    if (req.snapshot) return packSnapshot(this.deps.images, this.deps.blobs, dir, row.size_gb, req.key, signal);
+    return packVolume(this.deps.blobs, dir, req.key, signal);
   }
 
   /** Unpacks the archive as the volume here: a new volume, or the files of one already here replaced. */

@@ -1,0 +1,54 @@
+// The conformance suite's fake subject (no VM), shared by the in-process and the remote fake host
+// files: `wrap` puts a host in front of a new FakeHost (itself, or a remote host over a worker
+// serving it). `fakeSpec` is the spec every fake machine gets (remote-host.test.ts too).
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { FakeHost } from "../../src/fake.js";
+import type { MachineHost, MachineSpec } from "../../src/index.js";
+import { machineHostConformance } from "./machine-host-conformance.js";
+
+/** A machine of 1 vCPU and 256 MiB, its run and log folders under dir/run and dir/logs. */
+export function fakeSpec(dir: string): (name: string, rootDisk: string) => MachineSpec {
+  return (name, rootDisk) => ({
+    name,
+    accel: "tcg",
+    cpuCores: 1,
+    memoryMb: 256,
+    kernel: "",
+    initramfs: "",
+    rootDisk,
+    runDir: path.join(dir, "run", name),
+    logDir: path.join(dir, "logs", name),
+  });
+}
+
+export function fakeConformance(
+  name: string,
+  dirPrefix: string,
+  wrap: (fake: FakeHost) => Promise<{ host: MachineHost; close: () => Promise<void> }>,
+): void {
+  machineHostConformance(
+    name,
+    async () => {
+      const dir = mkdtempSync(path.join(tmpdir(), `${dirPrefix}-`));
+      const { host, close } = await wrap(new FakeHost());
+      const runRoot = path.join(dir, "run");
+      mkdirSync(runRoot);
+      const base = await host.linkBase(dir, path.join(dir, "img", "base.ext4"));
+      return {
+        host,
+        dir,
+        runRoot,
+        base,
+        adoptsLive: true,
+        spec: fakeSpec(dir),
+        close: async () => {
+          await close();
+          rmSync(dir, { recursive: true, force: true });
+        },
+      };
+    },
+    5_000,
+  );
+}

@@ -1,0 +1,44 @@
+import type { HostRow, HostStore } from "../../store/host-store.js";
+import { candidateOf } from "./host-view.js";
+import type { Candidate } from "./placement.js";
+
+export type CachedHost = Candidate & { secret_hash: string };
+
+/** How old the in-memory view of the hosts may get before placement reads them again. */
+const CACHE_MS = 1000;
+
+/**
+ * The in-memory view of the hosts placement ranks: read again from the store when older than a
+ * second (one read at a time), and updated after each heartbeat, registration or refusal.
+ */
+export class HostCache {
+  private cache = new Map<string, CachedHost>();
+  private cacheAt = 0;
+  private refreshing: Promise<void> | null = null;
+
+  constructor(private readonly hosts: HostStore) {}
+
+  get(id: string): CachedHost | undefined {
+    return this.cache.get(id);
+  }
+
+  remember(row: HostRow): CachedHost {
+    const c = candidateOf(row);
+    this.cache.set(row.id, c);
+    return c;
+  }
+
+  async view(): Promise<Map<string, CachedHost>> {
+    if (Date.now() - this.cacheAt > CACHE_MS) {
+      this.refreshing ??= (async () => {
+        const rows = await this.hosts.listHosts();
+        this.cache = new Map(rows.map((r) => [r.id, candidateOf(r)]));
+        this.cacheAt = Date.now();
+      })().finally(() => {
+        this.refreshing = null;
+      });
+      await this.refreshing;
+    }
+    return this.cache;
+  }
+}

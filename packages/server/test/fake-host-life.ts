@@ -1,0 +1,70 @@
+// Shared by the server tests on a fake host (no VM): an image resolver whose base file exists
+// (checkpoints check that it is there) but is never read, and one sandbox's life cycle through the
+// API (create, write, checkpoint with memory, fork, reset to the checkpoint, delete).
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { expect } from "vitest";
+import type { ImageResolver } from "../src/services/images/image-resolver.js";
+import type { TestServer } from "./helpers.js";
+
+/** Resolves every ref to one empty base file, with a digest of `digestChar`s. */
+export function fakeImages(digestChar: string): { images: ImageResolver; cleanup: () => void } {
+  const imageDir = mkdtempSync(path.join(tmpdir(), "sandtree-fake-image-"));
+  const basePath = path.join(imageDir, "base.ext4");
+  writeFileSync(basePath, "");
+  const images: ImageResolver = {
+    resolve: async (ref) => ({ ref, digest: `sha256:${digestChar.repeat(64)}`, basePath, virtualSizeBytes: 0, source: "local" }),
+    check: async () => {},
+    list: async () => [],
+    importLayout: () => Promise.reject(new Error("no layouts here")),
+  };
+  return { images, cleanup: () => rmSync(imageDir, { recursive: true, force: true }) };
+}
+
+export async function running(t: TestServer, id: string): Promise<void> {
+  for (;;) {
+    const r = await t.api("GET", `/v1/sandboxes/${id}`);
+    if (r.body.status === "RUNNING") return;
+    if (r.body.status !== "PENDING" && r.body.status !== "PROVISIONING")
+      throw new Error(`${id}: ${r.body.status} ${r.body.error_reason}`);
+    await new Promise((res) => setTimeout(res, 20));
+  }
+}
+
+export async function exec(t: TestServer, id: string, command: string): Promise<{ stdout: string; exit_code: number }> {
+  const r = await t.api("POST", `/v1/sandboxes/${id}/exec`, { command });
+  expect(r.status, JSON.stringify(r.body)).toBe(200);
+  return r.body;
+}
+
+/**
+ * Sandbox `name` from fake/image: writes `i` to /root/n (then runs `afterWrite`), checkpoints with
+ * memory, changes the file, forks (the fork sees the change), resets to the checkpoint (the file
+ * is `i` again) and deletes the fork and the sandbox. Three machine starts.
+ */
+export async function lifeCycle(
+  t: TestServer,
+  name: string,
+  i: number,
+  afterWrite?: (id: string) => Promise<void>,
+): Promise<void> {
+  const created = await t.api("POST", "/v1/sandboxes", { image: "fake/image", name });
+  expect(created.status, JSON.stringify(created.body)).toBe(201);
+  const id = created.body.id as string;
+  await running(t, id);
+  await exec(t, id, `echo ${i} > /root/n`);
+  await afterWrite?.(id);
+  const ck = await t.api("POST", `/v1/sandboxes/${id}/checkpoints`, { include_memory: true });
+  expect(ck.status, JSON.stringify(ck.body)).toBe(201);
+  await exec(t, id, "echo changed > /root/n");
+  const fork = await t.api("POST", `/v1/sandboxes/${id}/fork`, { memory: true });
+  expect(fork.status, JSON.stringify(fork.body)).toBe(201);
+  const child = fork.body.id as string;
+  await running(t, child);
+  expect((await exec(t, child, "cat /root/n")).stdout).toBe("changed\n");
+  const reset = await t.api("POST", `/v1/sandboxes/${id}/reset`, { checkpoint_id: ck.body.id });
+  expect(reset.status, JSON.stringify(reset.body)).toBe(200);
+  expect((await exec(t, id, "cat /root/n")).stdout).toBe(`${i}\n`);
+  for (const s of [child, id]) expect((await t.api("DELETE", `/v1/sandboxes/${s}`)).status).toBe(200);
+}
