@@ -42,7 +42,7 @@ describe.skipIf(!jail.enabled)("a verified layer", () => {
     const lease = (await JailLease.acquire(jail, "verified-grants")) as JailLease;
     const ctime = statSync(file).ctimeMs;
     try {
-      await lease.allow([file], "r");
+      await lease.allow([{ files: [file], perm: "r" }]);
       expect(statSync(file).ctimeMs).not.toBe(ctime);
       await store.materialize("layer-v", sha256);
       expect(hashed.count, "hashed again after a grant").toBe(0);

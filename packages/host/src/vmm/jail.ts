@@ -9,20 +9,18 @@ import {
   realpathSync,
   renameSync,
   rmSync,
-  type Stats,
   statSync,
   unlinkSync,
   writeFileSync,
 } from "node:fs";
-import { rename } from "node:fs/promises";
 import path from "node:path";
 import { qcow2BackingName } from "../disks/overlay.js";
 import { jailerBinary } from "../paths.js";
-import { editMetadata } from "../util/own-metadata-edits.js";
-import { runCommand } from "../util/run-command.js";
+import { renameKeepingGrants, setfacl } from "./jail-acl.js";
 import { type JailRoot, jailRootArgs, jailRootPlan, jailRootSteps } from "./jail-root.js";
 
 export type { JailRoot } from "./jail-root.js";
+export { renameKeepingGrants };
 
 /**
  * QEMU's own seccomp filter with every deny option: no obsolete syscalls, no setuid/setgid,
@@ -101,49 +99,6 @@ function uidsInUse(): Set<number> {
     } catch {}
   }
   return uids;
-}
-
-let aclQueue: Promise<unknown> = Promise.resolve();
-
-/**
- * setfacl reads a file's ACL, edits it and writes it back: two at once on one file (16 clones
- * of one template starting together) lose an entry. This process's ACL edits, and its renames
- * over granted files (renameKeepingGrants), run one at a time.
- */
-function aclSerialized<T>(fn: () => Promise<T>): Promise<T> {
-  const run = aclQueue.then(fn);
-  aclQueue = run.catch(() => {});
-  return run;
-}
-
-/** setfacl with `args` ending in `-- FILE...`: its ctime changes recorded as this process's own (own-metadata-edits.ts). */
-function setfacl(args: string[]): Promise<unknown> {
-  const files = args.slice(args.indexOf("--") + 1);
-  return aclSerialized(() => editMetadata(files, () => runCommand(["setfacl", ...args])));
-}
-
-/**
- * Renames `from` over `to` (a layer a flattening or a download replaces) with `to`'s owner and
- * ACL first copied onto `from`. A grant is an ACL entry on an inode, recorded by path: a rename
- * after a VM's grant and before its QEMU opened the path handed QEMU a new inode without its
- * entry (EACCES on a backing file). Serialized with every grant: an entry made before the rename
- * is copied, one made after lands on the new inode.
- */
-export function renameKeepingGrants(from: string, to: string): Promise<void> {
-  // Only root grants (any host of this process may be jailed): a plain rename otherwise.
-  if (typeof process.getuid !== "function" || process.getuid() !== 0) return rename(from, to);
-  return aclSerialized(async () => {
-    let st: Stats;
-    try {
-      st = statSync(to);
-    } catch {
-      return rename(from, to);
-    }
-    const { stdout } = await runCommand(["getfacl", "--absolute-names", "--omit-header", "--", to]);
-    chownSync(from, st.uid, st.gid);
-    await runCommand(["setfacl", "--set-file=-", "--", from], { input: stdout });
-    await rename(from, to);
-  });
 }
 
 /** Undoes a lease's grants: owned files back to root, ACL entries removed. Idempotent. */
@@ -353,6 +308,7 @@ export class JailLease {
    */
   async allow(groups: Array<{ files: string[]; perm: "r" | "rw" }>): Promise<void> {
     const args: string[] = [];
+    const granted: string[] = [];
     for (const { files, perm } of groups) {
       const want = perm === "rw" ? 0o6 : 0o4;
       const needFile = files.filter((f) => {
@@ -371,11 +327,12 @@ export class JailLease {
       if (!needFile.length) continue;
       for (const p of needFile) this.grants.push({ path: p, kind: "acl" });
       // Absolute paths: no file name can read as an option (there is no `--` between groups).
+      granted.push(...needFile.map((f) => path.resolve(f)));
       args.push("-m", `u:${this.uid}:${perm}`, ...needFile.map((f) => path.resolve(f)));
     }
     if (!args.length) return;
     this.save();
-    await setfacl(args);
+    await setfacl(args, granted);
   }
 
   /** The qcow2 files `disk` reads through (its backing chain, from each header), `disk` excluded. */
