@@ -3,7 +3,7 @@
  * the program it starts, so the spawned pid is the program's own. Its whole plan is its argv,
  * written by the server (packages/host/src/vmm/jail-root.ts); nothing else is read:
  *
- *   sandtree-jail --root DIR --uid N [--tap NAME] [STEP...] -- PROGRAM ARG...
+ *   sandtree-jail --root DIR --uid N [--tap NAME] [--no-thp] [STEP...] -- PROGRAM ARG...
  *
  * In order: --tap makes the host's tap NAME usable by uid N and gid N (TUNSETIFF, TUNSETOWNER,
  * TUNSETGROUP) while still in the host's namespaces; a private mount namespace (/ made private,
@@ -17,7 +17,9 @@
  *   --tun          its own /dev/net/tun (c 10 200, 0666)
  * then its own /proc (hidepid=invisible,subset=pid), pivot_root into DIR, the host's tree
  * detached; then no supplementary groups, gid and uid N, every capability dropped (bounding,
- * ambient, inheritable, permitted, effective), no_new_privs, and PROGRAM exec'd (PATH searched).
+ * ambient, inheritable, permitted, effective), no_new_privs, with --no-thp transparent huge pages
+ * off for it (PR_SET_THP_DISABLE, kept across exec: TCG's translation cache, madvised huge, is
+ * then resident by the 4 KiB page it uses, not by the 2 MiB one), and PROGRAM exec'd (PATH searched).
  * Descriptors are inherited as they are. Any failed step: a message with errno on stderr, exit 125.
  */
 #define _GNU_SOURCE
@@ -138,11 +140,12 @@ static void drop_privileges(uid_t uid) {
 int main(int argc, char **argv) {
   const char *tap = NULL;
   long uid = -1;
+  int no_thp = 0;
   int prog = 0;
   /* First pass: the options every step depends on, and where PROGRAM starts. */
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--") == 0) { prog = i + 1; break; }
-    if (strcmp(argv[i], "--tun") == 0) continue;
+    if (strcmp(argv[i], "--tun") == 0 || strcmp(argv[i], "--no-thp") == 0) continue;
     if (i + 1 >= argc) usage("missing value");
     if (strcmp(argv[i], "--root") == 0) root = argv[i + 1];
     else if (strcmp(argv[i], "--uid") == 0) {
@@ -162,6 +165,10 @@ int main(int argc, char **argv) {
 
   for (int i = 1; i < prog - 1; i++) {
     const char *o = argv[i];
+    if (strcmp(o, "--no-thp") == 0) {
+      no_thp = 1;
+      continue;
+    }
     if (strcmp(o, "--tun") == 0) {
       in_root("/dev/net/tun");
       if (mknod(buf, S_IFCHR | 0666, makedev(10, 200)) != 0) die("mknod", buf);
@@ -186,6 +193,7 @@ int main(int argc, char **argv) {
   if (umount2("/.old", MNT_DETACH) != 0) die("umount", "/.old");
   if (chdir("/") != 0) die("chdir", "/");
 
+  if (no_thp && prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0) die("PR_SET_THP_DISABLE", NULL);
   drop_privileges((uid_t)uid);
   execvp(argv[prog], argv + prog);
   die("exec", argv[prog]);

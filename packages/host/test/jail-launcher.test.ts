@@ -67,6 +67,17 @@ describe.skipIf(!jailer)("sandtree-jail", () => {
     }
   });
 
+  it("turns transparent huge pages off for the program with --no-thp, and only then", () => {
+    const thp = (noHugePages: boolean) => {
+      const [file, args] = jailCommand(uid, ["/bin/sh", "-c", "grep THP_enabled /proc/self/status"], { noHugePages });
+      const r = spawnSync(file, args, { encoding: "utf8" });
+      expect(r.status, r.stderr).toBe(0);
+      return r.stdout.trim();
+    };
+    expect(thp(true)).toBe("THP_enabled:\t0");
+    expect(thp(false)).toBe("THP_enabled:\t1");
+  });
+
   it("names the failed step and its errno, and exits non-zero", () => {
     const r = spawnSync(jailer as string, ["--root", path.join(dir, "mnt"), "--uid", String(uid), "--", "true"], {
       encoding: "utf8",

@@ -143,6 +143,12 @@ export interface JailCommandOptions {
   tap?: string;
   root?: JailRoot;
   stateDir?: string;
+  /**
+   * Transparent huge pages off for the program (sandtree-jail only; the shell launcher has no
+   * way to: it keeps them). Under TCG: QEMU madvises its translation cache huge, so each region
+   * it touches is resident by 2 MiB; with this, by the 4 KiB page.
+   */
+  noHugePages?: boolean;
   /** `shell`: the unshare/sh/setpriv chain even where sandtree-jail is built (benchmarks). */
   via?: "jailer" | "shell";
 }
@@ -168,7 +174,8 @@ export function jailCommand(uid: number, argv: string[], opts: JailCommandOption
   const jailer = opts.via === "shell" ? null : jailerPath();
   if (jailer) {
     const tap = opts.tap ? ["--tap", opts.tap] : [];
-    return [jailer, ["--root", mountpoint, "--uid", String(uid), ...tap, ...jailRootArgs(plan), "--", ...argv]];
+    const thp = opts.noHugePages ? ["--no-thp"] : [];
+    return [jailer, ["--root", mountpoint, "--uid", String(uid), ...tap, ...thp, ...jailRootArgs(plan), "--", ...argv]];
   }
   const steps = jailRootSteps(mountpoint, plan);
   return [

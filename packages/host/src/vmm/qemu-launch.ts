@@ -142,6 +142,9 @@ export async function launchQemu(o: LaunchOptions): Promise<Launched> {
       ? lease.argv(o.binary ?? "qemu-system-x86_64", args, {
           tun: o.spec.tap !== undefined,
           ...(o.spec.tap ? { tap: o.spec.tap } : {}),
+          // TCG's translation cache is resident by the 4 KiB page (docs/architecture.md, density);
+          // under KVM the guest's anonymous RAM keeps its huge pages.
+          noHugePages: o.spec.accel === "tcg",
           root: jailRootOf(o, env.LD_PRELOAD),
         })
       : [o.binary ?? "qemu-system-x86_64", args];
