@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import {
   chmodSync,
   chownSync,
@@ -115,18 +116,33 @@ async function undoGrants(uid: number, grants: Grant[]): Promise<void> {
 }
 
 let warnedMissing = false;
+let checked: { file: string; mtimeMs: number; current: boolean } | null = null;
+
+/**
+ * Whether the launcher at `file` knows every step this code passes it: one built from an older
+ * checkout (setup not run since) reads `--no-thp` as an option needing a value and says so.
+ */
+function launcherCurrent(file: string): boolean {
+  const mtimeMs = statSync(file).mtimeMs;
+  if (checked?.file === file && checked.mtimeMs === mtimeMs) return checked.current;
+  const probe = spawnSync(file, ["--no-thp"], { encoding: "utf8", timeout: 10_000 });
+  const current = !String(probe.stderr ?? "").includes("missing value");
+  checked = { file, mtimeMs, current };
+  return current;
+}
 
 /**
  * sandtree-jail as setup built it (scripts/build-jailer.sh), or null: the launcher is then the
- * older unshare, sh and setpriv chain (the same jail, a dozen more processes a start), and a
- * warning says so once.
+ * older unshare, sh and setpriv chain (the same jail, a dozen more processes a start, huge pages
+ * kept), and a warning says so once. A launcher older than this code counts as missing.
  */
 export function jailerPath(): string | null {
   const file = jailerBinary();
-  if (existsSync(file)) return file;
+  if (existsSync(file) && launcherCurrent(file)) return file;
   if (!warnedMissing) {
     warnedMissing = true;
-    process.emitWarning(`${file} is missing (run setup again): QEMUs are jailed through unshare, sh and setpriv`, {
+    const why = existsSync(file) ? "is older than this checkout" : "is missing";
+    process.emitWarning(`${file} ${why} (run setup again): QEMUs are jailed through unshare, sh and setpriv`, {
       code: "SANDTREE_JAILER_MISSING",
     });
   }
