@@ -50,6 +50,36 @@ describe.skipIf(!jail.enabled)("grants and renamed files", () => {
     }
   });
 
+  it("grants waiting together land, each its own; one naming a gone file fails alone", async () => {
+    // The children of one memory fork are granted on one RAM file at once: their grants share
+    // one setfacl, and a failed share runs each alone.
+    const leases = (await Promise.all([0, 1, 2, 3].map((i) => JailLease.acquire(jail, `grants-batch-${i}`)))) as JailLease[];
+    const ram = path.join(dir, "batch-ram");
+    const gone = path.join(dir, "batch-gone");
+    writeFileSync(ram, "data", { mode: 0o600 });
+    writeFileSync(gone, "data", { mode: 0o600 });
+    const acl = () => spawnSync("getfacl", ["-c", "-n", ram], { encoding: "utf8" }).stdout;
+    try {
+      await Promise.all(leases.map((l) => l.allow([{ files: [ram], perm: "rw" }])));
+      for (const l of leases) expect(acl()).toContain(`user:${l.uid}:rw-`);
+      for (const l of leases) await l.release();
+      const again = (await Promise.all([0, 1, 2].map((i) => JailLease.acquire(jail, `grants-batch2-${i}`)))) as JailLease[];
+      leases.push(...again);
+      const [a, b, c] = again as [JailLease, JailLease, JailLease];
+      const results = await Promise.allSettled([
+        a.allow([{ files: [ram], perm: "r" }]),
+        // statSync in allow() sees the file; it is gone by the time setfacl runs.
+        b.allow([{ files: [gone], perm: "r" }]),
+        (rmSync(gone), c.allow([{ files: [ram], perm: "r" }])),
+      ]);
+      expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+      expect(acl()).toContain(`user:${a.uid}:r--`);
+      expect(acl()).toContain(`user:${c.uid}:r--`);
+    } finally {
+      for (const l of leases) await l.release();
+    }
+  });
+
   it("one grant of several groups gives each file its own access, and the release takes all back", async () => {
     const lease = (await JailLease.acquire(jail, "grants-groups")) as JailLease;
     const ram = path.join(dir, "ram");

@@ -26,6 +26,48 @@ export function setfacl(args: string[], files = args.slice(args.indexOf("--") + 
   return aclSerialized(() => editMetadata(files, () => runCommand(["setfacl", ...args])));
 }
 
+interface PendingGrant {
+  args: string[];
+  files: string[];
+  done: (err: unknown) => void;
+}
+let pendingGrants: PendingGrant[] = [];
+
+/**
+ * Grants in `-m SPEC FILE... [-m SPEC FILE...]` form (absolute paths, no `--`), in the ACL queue.
+ * Grants that wait there together run as one setfacl (its `-m` groups one after another: one
+ * process, one read and write of each file's ACL per group): the children of one memory fork
+ * granted on one RAM file and chain no longer start one setfacl after another. Should that one
+ * fail (a file gone), each grant runs again alone, so only the one naming the missing file fails.
+ */
+export function grantAcl(args: string[], files: string[]): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    pendingGrants.push({ args, files, done: (err) => (err ? reject(err) : resolve()) });
+    if (pendingGrants.length > 1) return;
+    void aclSerialized(async () => {
+      const batch = pendingGrants;
+      pendingGrants = [];
+      // setfacl's exit status is that of the last file it edited: a file before it that failed
+      // shows only on stderr.
+      const run = (gs: PendingGrant[]) =>
+        editMetadata(
+          gs.flatMap((g) => g.files),
+          async () => {
+            const { stderr } = await runCommand(["setfacl", ...gs.flatMap((g) => g.args)]);
+            if (stderr.trim()) throw new Error(`setfacl: ${stderr.trim()}`);
+          },
+        );
+      try {
+        await run(batch);
+        for (const g of batch) g.done(null);
+      } catch (err) {
+        if (batch.length === 1) return (batch[0] as PendingGrant).done(err);
+        for (const g of batch) await run([g]).then(() => g.done(null), g.done);
+      }
+    });
+  });
+}
+
 /**
  * Renames `from` over `to` (a layer a flattening or a download replaces) with `to`'s owner and
  * ACL first copied onto `from`. A grant is an ACL entry on an inode, recorded by path: a rename

@@ -17,7 +17,7 @@ import {
 import path from "node:path";
 import { qcow2BackingName } from "../disks/overlay.js";
 import { jailerBinary } from "../paths.js";
-import { renameKeepingGrants, setfacl } from "./jail-acl.js";
+import { grantAcl, renameKeepingGrants, setfacl } from "./jail-acl.js";
 import { type JailRoot, jailRootArgs, jailRootPlan, jailRootSteps } from "./jail-root.js";
 
 export type { JailRoot } from "./jail-root.js";
@@ -355,7 +355,7 @@ export class JailLease {
     }
     if (!args.length) return;
     this.save();
-    await setfacl(args, granted);
+    await grantAcl(args, granted);
   }
 
   /** The qcow2 files `disk` reads through (its backing chain, from each header), `disk` excluded. */
