@@ -66,12 +66,11 @@ describe.skipIf(!jail.enabled)("grants and renamed files", () => {
       const again = (await Promise.all([0, 1, 2].map((i) => JailLease.acquire(jail, `grants-batch2-${i}`)))) as JailLease[];
       leases.push(...again);
       const [a, b, c] = again as [JailLease, JailLease, JailLease];
-      const results = await Promise.allSettled([
-        a.allow([{ files: [ram], perm: "r" }]),
-        // statSync in allow() sees the file; it is gone by the time setfacl runs.
-        b.allow([{ files: [gone], perm: "r" }]),
-        (rmSync(gone), c.allow([{ files: [ram], perm: "r" }])),
-      ]);
+      const granting = [a.allow([{ files: [ram], perm: "r" }]), b.allow([{ files: [gone], perm: "r" }])];
+      // allow() has checked the file; it is gone by the time the shared setfacl runs.
+      rmSync(gone);
+      granting.push(c.allow([{ files: [ram], perm: "r" }]));
+      const results = await Promise.allSettled(granting);
       expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
       expect(acl()).toContain(`user:${a.uid}:r--`);
       expect(acl()).toContain(`user:${c.uid}:r--`);
