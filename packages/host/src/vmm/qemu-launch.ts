@@ -142,9 +142,10 @@ export async function launchQemu(o: LaunchOptions): Promise<Launched> {
       ? lease.argv(o.binary ?? "qemu-system-x86_64", args, {
           tun: o.spec.tap !== undefined,
           ...(o.spec.tap ? { tap: o.spec.tap } : {}),
-          // TCG's translation cache is resident by the 4 KiB page (docs/architecture.md, density);
-          // under KVM the guest's anonymous RAM keeps its huge pages.
-          noHugePages: o.spec.accel === "tcg",
+          // A TCG clone's translation cache resident by the 4 KiB page (docs/architecture.md,
+          // density); its RAM is a private mapping of a file, never huge. A cold boot's anonymous
+          // RAM keeps its huge pages (a large guest under TCG slows without them), as under KVM.
+          noHugePages: o.spec.accel === "tcg" && o.spec.memoryFile?.share === false,
           root: jailRootOf(o, env.LD_PRELOAD),
         })
       : [o.binary ?? "qemu-system-x86_64", args];

@@ -31,12 +31,12 @@ export function causeChain(err: unknown): string {
   return parts.join(" <- ");
 }
 
-/** Where a machine's start went, for its `running` event: "; launched 310 ms, ..., agent 520 ms, 1 HELLO" (the host names the steps). */
+/** Where a machine's start went, for its `running` event: ": launched 310 ms, ..., agent 520 ms, 1 HELLO" after "running (tcg, pid N)" (the host names the steps). */
 function startSteps(marks: Readonly<Record<string, number>> | undefined): string {
   if (!marks) return "";
   const steps = Object.entries(marks).filter(([k]) => k !== "hellos");
   const hellos = marks.hellos === undefined ? [] : [`${marks.hellos} HELLO${marks.hellos === 1 ? "" : "s"}`];
-  return `; ${[...steps.map(([k, v]) => `${k} ${v} ms`), ...hellos].join(", ")}`;
+  return `: ${[...steps.map(([k, v]) => `${k} ${v} ms`), ...hellos].join(", ")}`;
 }
 
 /** A verified checkpoint a sandbox starts from (resolved once, by the restore service). */
@@ -294,7 +294,7 @@ export class Provisioner {
       ) {
         throw new SandtreeError("SANDBOX_NOT_RUNNING", "sandbox was deleted while provisioning", { id: sb.id });
       }
-      await store.addEvent(sb.id, `running (${this.deps.accel}, pid ${started.pid}${startSteps(started.startMarks)})`);
+      await store.addEvent(sb.id, `running (${this.deps.accel}, pid ${started.pid})${startSteps(started.startMarks)}`);
     } catch (err) {
       const reason = err instanceof Error ? err.message : String(err);
       if (machine) {
