@@ -126,10 +126,11 @@ describe.skipIf(unavailable !== null)(`volumes in sandboxes${unavailable ? ` (sk
     const git = "GIT_EXEC_PATH=/mnt/shared/w/bin /mnt/shared/w/bin/git";
     const clone = await sh(
       c,
-      `cd /mnt/shared/w && ${git} clone -q repo.bundle repo 2>/dev/null; cd repo && ${git} log --format=%s && ${git} status --porcelain && cat README`,
+      `cd /mnt/shared/w && { ${git} clone -q repo.bundle repo 2>/tmp/clone.err || cat /tmp/clone.err >&2; }; cd repo && ${git} log --format=%s && ${git} status --porcelain && cat README`,
       300,
     );
-    expect([clone.exit_code, clone.stdout]).toEqual([0, "two\none\none\ntwo\n"]);
+    // Once in CI (2026-12-05) the clone failed with nothing said (cd repo: exit 2): its stderr now shows.
+    expect([clone.exit_code, clone.stdout], clone.stderr).toEqual([0, "two\none\none\ntwo\n"]);
     const pip = await sh(
       c,
       `cd /mnt/shared/w && python3 pip.whl/pip install -q --no-index --no-cache-dir --no-compile --disable-pip-version-check --target site ${tools.wheel.name} 2>&1 | grep -v WARNING; ` +
