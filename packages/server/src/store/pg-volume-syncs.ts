@@ -1,6 +1,6 @@
 import type pg from "pg";
 import { all, one, run, tx } from "./pg-db.js";
-import type { VolumeRow } from "./volume-rows.js";
+import { type VolumeRaw, type VolumeRow, volumeFromRaw } from "./volume-rows.js";
 import {
   STALE_COPIES_SQL,
   SYNC_CANDIDATES_SQL,
@@ -9,17 +9,18 @@ import {
   type VolumeSyncStore,
 } from "./volume-sync-rows.js";
 
-type Raw = Omit<VolumeRow, "labels"> & { labels: string };
-const fromRaw = (r: Raw): VolumeRow => ({ ...r, labels: JSON.parse(r.labels) });
-
 /** Volumes' copies in the object store and their lost homes, on PostgreSQL (see volume-sync-rows.ts). */
 export class PgVolumeSyncs implements VolumeSyncStore {
   constructor(private readonly pool: pg.Pool) {}
 
   async syncCandidates(): Promise<SyncCandidate[]> {
-    const rows = await all<Raw & { mount_count: number; last_unmount_at: string | null }>(this.pool, SYNC_CANDIDATES_SQL, []);
+    const rows = await all<VolumeRaw & { mount_count: number; last_unmount_at: string | null }>(
+      this.pool,
+      SYNC_CANDIDATES_SQL,
+      [],
+    );
     return rows.map(({ mount_count, ...r }) => ({
-      ...fromRaw(r),
+      ...volumeFromRaw(r),
       mounted: Number(mount_count) > 0,
       last_unmount_at: r.last_unmount_at,
     }));
@@ -51,14 +52,16 @@ export class PgVolumeSyncs implements VolumeSyncStore {
         "UPDATE volumes SET home_lost_at = $1 WHERE host_id = $2 AND status IN ('READY', 'MOVING') AND home_lost_at IS NULL",
         [at, hostId],
       );
-      return (await all<Raw>(c, "SELECT * FROM volumes WHERE host_id = $1 AND home_lost_at IS NOT NULL", [hostId])).map(fromRaw);
+      return (await all<VolumeRaw>(c, "SELECT * FROM volumes WHERE host_id = $1 AND home_lost_at IS NOT NULL", [hostId])).map(
+        volumeFromRaw,
+      );
     });
   }
 
   async homeLost(): Promise<VolumeRow[]> {
-    return (await all<Raw>(this.pool, "SELECT * FROM volumes WHERE home_lost_at IS NOT NULL AND status <> 'DELETED'", [])).map(
-      fromRaw,
-    );
+    return (
+      await all<VolumeRaw>(this.pool, "SELECT * FROM volumes WHERE home_lost_at IS NOT NULL AND status <> 'DELETED'", [])
+    ).map(volumeFromRaw);
   }
 
   async clearHomeLost(id: string, hostId: string): Promise<boolean> {

@@ -1,5 +1,5 @@
 import type Database from "better-sqlite3";
-import type { VolumeRow } from "./volume-rows.js";
+import { type VolumeRaw, type VolumeRow, volumeFromRaw } from "./volume-rows.js";
 import {
   STALE_COPIES_SQL,
   SYNC_CANDIDATES_SQL,
@@ -8,18 +8,19 @@ import {
   type VolumeSyncStore,
 } from "./volume-sync-rows.js";
 
-type Raw = Omit<VolumeRow, "labels"> & { labels: string };
-const fromRaw = (r: Raw): VolumeRow => ({ ...r, labels: JSON.parse(r.labels) });
-
 /** Volumes' copies in the object store and their lost homes, on SQLite (see volume-sync-rows.ts). */
 export class SqliteVolumeSyncs implements VolumeSyncStore {
   constructor(private readonly db: Database.Database) {}
 
   async syncCandidates(): Promise<SyncCandidate[]> {
     const rows = this.db.prepare(SYNC_CANDIDATES_SQL).all() as Array<
-      Raw & { mount_count: number; last_unmount_at: string | null }
+      VolumeRaw & { mount_count: number; last_unmount_at: string | null }
     >;
-    return rows.map(({ mount_count, ...r }) => ({ ...fromRaw(r), mounted: mount_count > 0, last_unmount_at: r.last_unmount_at }));
+    return rows.map(({ mount_count, ...r }) => ({
+      ...volumeFromRaw(r),
+      mounted: mount_count > 0,
+      last_unmount_at: r.last_unmount_at,
+    }));
   }
 
   async recordSync(id: string, sync: VolumeSync): Promise<string | null> {
@@ -43,13 +44,13 @@ export class SqliteVolumeSyncs implements VolumeSyncStore {
         )
         .run(at, hostId);
       const rows = this.db.prepare("SELECT * FROM volumes WHERE host_id = ? AND home_lost_at IS NOT NULL").all(hostId);
-      return (rows as Raw[]).map(fromRaw);
+      return (rows as VolumeRaw[]).map(volumeFromRaw);
     })();
   }
 
   async homeLost(): Promise<VolumeRow[]> {
     const rows = this.db.prepare("SELECT * FROM volumes WHERE home_lost_at IS NOT NULL AND status <> 'DELETED'").all();
-    return (rows as Raw[]).map(fromRaw);
+    return (rows as VolumeRaw[]).map(volumeFromRaw);
   }
 
   async clearHomeLost(id: string, hostId: string): Promise<boolean> {
