@@ -28,8 +28,11 @@ export class HostCache {
     return c;
   }
 
-  async view(): Promise<Map<string, CachedHost>> {
-    if (Date.now() - this.cacheAt > CACHE_MS) {
+  /** The hosts, read again when the view is older than `maxAgeMs` (0: read now). */
+  async view(maxAgeMs = CACHE_MS): Promise<Map<string, CachedHost>> {
+    // A read now must not take one already under way (it may have begun before what changed).
+    if (maxAgeMs === 0 && this.refreshing) await this.refreshing.catch(() => {});
+    if (maxAgeMs === 0 || Date.now() - this.cacheAt > maxAgeMs) {
       this.refreshing ??= (async () => {
         const rows = await this.hosts.listHosts();
         this.cache = new Map(rows.map((r) => [r.id, candidateOf(r)]));

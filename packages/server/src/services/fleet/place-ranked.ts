@@ -2,7 +2,7 @@ import { type Placement, type PlacementRequest, SandtreeError } from "@sandtree/
 import type { z } from "zod";
 import type { HostStore } from "../../store/host-store.js";
 import type { HostCache } from "./host-cache.js";
-import { rankHosts } from "./placement.js";
+import { type Candidate, rankHosts } from "./placement.js";
 
 /** Hosts tried, best first, before a placement the store keeps refusing gives up. */
 const MAX_TRIES = 5;
@@ -26,9 +26,19 @@ export async function placeRanked(
   req: z.output<typeof PlacementRequest>,
   eligible?: (hostId: string) => boolean,
 ): Promise<Placement> {
-  const all = await a.cache.view();
-  const view = eligible ? new Map([...all].filter(([id]) => eligible(id))) : all;
-  const ranked = rankHosts(view.values(), req, { nowMs: a.nowMs, freshMs: a.freshMs }, MAX_TRIES);
+  const rank = (all: Map<string, Candidate>) => {
+    const view = eligible ? new Map([...all].filter(([id]) => eligible(id))) : all;
+    return rankHosts(view.values(), req, { nowMs: a.nowMs, freshMs: a.freshMs }, MAX_TRIES);
+  };
+  let ranked: Candidate[];
+  try {
+    ranked = rank(await a.cache.view());
+  } catch (err) {
+    // The view may be up to a second old: a host that looked full or late may have room or have
+    // beaten since (a sandbox just ended). Refused only on what the store says now.
+    if (!(err instanceof SandtreeError) || err.code !== "NO_CAPACITY") throw err;
+    ranked = rank(await a.cache.view(0));
+  }
   const placedAt = new Date(a.nowMs).toISOString();
   const freshSince = new Date(a.nowMs - a.freshMs).toISOString();
   for (const h of ranked) {
