@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import type { MachineHost } from "@sandtree/host";
 import Database from "better-sqlite3";
+import { afterAll, beforeAll } from "vitest";
 import { type Clock, type ImageResolver, type RunningServer, type ServerConfigInput, startServer } from "../src/index.js";
 
 export interface TestServer {
@@ -53,32 +54,33 @@ export const neverPulls: ImageResolver = {
   importLayout: () => Promise.reject(new Error("not here")),
 };
 
+/** What a test server is started with (all optional). */
+export interface TestServerOptions {
+  images?: ImageResolver;
+  logStream?: { write(line: string): unknown };
+  /** The metering clock (default: the system's). */
+  clock?: Clock;
+  /** The price table (ServerConfig.prices). */
+  prices?: ServerConfigInput["prices"];
+  /** A postgres:// URL (ServerConfig.database); default: SQLite in the data dir. */
+  database?: string;
+  /** Where layers are stored (ServerConfig.blobStore); default the data dir's layers directory. */
+  blobStore?: string;
+  /** Chains this deep get flattened (ServerConfig.flattenDepth). */
+  flattenDepth?: number;
+  /** Where names without a registry are pulled from (ServerConfig.defaultRegistry; default Docker Hub). */
+  defaultRegistry?: string;
+  /** Where machines run (default: QEMU microVMs; tests above the seam give the fake host). */
+  host?: MachineHost;
+  /** VM deadlines over the defaults (StartServerOptions.deadlines). */
+  deadlines?: { agentMs?: number };
+  /** The data dir (default: a fresh temporary one); kept after close() with `keepDataDir` or KEEP_TEST_DATA. */
+  dataDir?: string;
+  keepDataDir?: boolean;
+}
+
 /** A real server on a random loopback port over a fresh data dir. */
-export async function startTestServer(
-  opts: {
-    images?: ImageResolver;
-    logStream?: { write(line: string): unknown };
-    /** The metering clock (default: the system's). */
-    clock?: Clock;
-    /** The price table (ServerConfig.prices). */
-    prices?: ServerConfigInput["prices"];
-    /** A postgres:// URL (ServerConfig.database); default: SQLite in the data dir. */
-    database?: string;
-    /** Where layers are stored (ServerConfig.blobStore); default the data dir's layers directory. */
-    blobStore?: string;
-    /** Chains this deep get flattened (ServerConfig.flattenDepth). */
-    flattenDepth?: number;
-    /** Where names without a registry are pulled from (ServerConfig.defaultRegistry; default Docker Hub). */
-    defaultRegistry?: string;
-    /** Where machines run (default: QEMU microVMs; tests above the seam give the fake host). */
-    host?: MachineHost;
-    /** VM deadlines over the defaults (StartServerOptions.deadlines). */
-    deadlines?: { agentMs?: number };
-    /** The data dir (default: a fresh temporary one); kept after close() with `keepDataDir` or KEEP_TEST_DATA. */
-    dataDir?: string;
-    keepDataDir?: boolean;
-  } = {},
-): Promise<TestServer> {
+export async function startTestServer(opts: TestServerOptions = {}): Promise<TestServer> {
   const dataDir = opts.dataDir ?? mkdtempSync(path.join(tmpdir(), "sandtree-test-"));
   // Many of these servers run at once in one network namespace: no sandbox networks here
   // (network.test.ts runs its server in namespaces of its own).
@@ -121,6 +123,41 @@ export async function startTestServer(
       await server.close();
       if (!opts.keepDataDir && !process.env.KEEP_TEST_DATA) rmSync(dataDir, { recursive: true, force: true });
     },
+  };
+}
+
+/**
+ * One server for the whole test file: started before its tests (beforeAll), closed after them
+ * (afterAll). Read the handle inside tests and hooks: before the server is up it throws.
+ */
+export function serverForFile(opts: TestServerOptions = {}): TestServer {
+  let current: TestServer | undefined;
+  beforeAll(async () => {
+    current = await startTestServer(opts);
+  });
+  afterAll(async () => {
+    await current?.close();
+  });
+  const now = (): TestServer => {
+    if (!current) throw new Error("the file's test server is not up yet: use it inside a test or hook");
+    return current;
+  };
+  return {
+    get server() {
+      return now().server;
+    },
+    get url() {
+      return now().url;
+    },
+    get key() {
+      return now().key;
+    },
+    get dataDir() {
+      return now().dataDir;
+    },
+    api: (...args) => now().api(...args),
+    waitRunning: (...args) => now().waitRunning(...args),
+    close: () => now().close(),
   };
 }
 
