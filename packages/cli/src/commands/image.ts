@@ -5,7 +5,7 @@ import type { CliContext, In } from "../context.js";
 import { UsageError } from "../errors.js";
 import { formatAge, formatBytes, type OutputFormat, printJson, renderTable } from "../output.js";
 import { spinner } from "../progress.js";
-import { addListCommand, globalFlags, outputOption } from "./shared.js";
+import { addListCommand, addOneCommand, globalFlags, outputOption } from "./shared.js";
 
 export function registerImageCommands(program: Command, ctx: CliContext): void {
   const image = program.command("image").description("list, pull and alias images");
@@ -78,16 +78,16 @@ export function registerImageCommands(program: Command, ctx: CliContext): void {
     table: aliasTable,
   });
 
-  image
-    .command("unalias")
-    .description("remove an image alias (admin key); prints its name. Sandboxes created through it keep their image")
-    .argument("<name>", "the alias")
-    .addOption(outputOption())
-    .action(async (name: string, o: { output: OutputFormat }, cmd: Command) => {
-      await (await ctx.client(globalFlags(cmd))).images.deleteAlias(name);
-      if (o.output === "json") printJson(ctx.stdout, { name, deleted: true });
-      else ctx.stdout.write(`${name}\n`);
-    });
+  addOneCommand(image, ctx, {
+    name: "unalias",
+    description: "remove an image alias (admin key); prints its name. Sandboxes created through it keep their image",
+    argument: ["<name>", "the alias"],
+    call: async (client, name) => {
+      await client.images.deleteAlias(name);
+      return { name, deleted: true };
+    },
+    text: (r) => `${r.name}\n`,
+  });
 }
 
 export function aliasTable(aliases: readonly ImageAlias[], now = Date.now()): string {

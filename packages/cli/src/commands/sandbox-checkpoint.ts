@@ -7,7 +7,7 @@ import { parseIntArg, parseNumberArg } from "../kv.js";
 import { formatAge, formatBytes, type OutputFormat, printJson, renderFields, renderTable } from "../output.js";
 import { spinner } from "../progress.js";
 import { printCreated, waitRunning } from "./sandbox-wait.js";
-import { addListCommand, globalFlags, MIN_MEMORY_GB, outputOption } from "./shared.js";
+import { addListCommand, addOneCommand, globalFlags, MIN_MEMORY_GB, outputOption } from "./shared.js";
 
 interface ChildFlags {
   name?: string;
@@ -111,16 +111,13 @@ export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): v
       ),
   });
 
-  checkpoint
-    .command("get")
-    .description("show one checkpoint")
-    .argument("<cid>", "checkpoint id")
-    .addOption(outputOption())
-    .action(async (cid: string, o: { output: OutputFormat }, cmd: Command) => {
-      const c = await (await ctx.client(globalFlags(cmd))).checkpoints.get(cid);
-      if (o.output === "json") printJson(ctx.stdout, c);
-      else ctx.stdout.write(renderFields(checkpointFields(c)));
-    });
+  addOneCommand(checkpoint, ctx, {
+    name: "get",
+    description: "show one checkpoint",
+    argument: ["<cid>", "checkpoint id"],
+    call: (client, cid) => client.checkpoints.get(cid),
+    text: (c) => renderFields(checkpointFields(c)),
+  });
 
   childOptions(checkpoint.command("restore").description("start a new sandbox from a checkpoint; prints its id"))
     .argument("<cid>", "checkpoint id")
