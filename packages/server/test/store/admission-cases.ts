@@ -1,7 +1,7 @@
 import { SandtreeError, type TeamUsage } from "@sandtree/protocol";
 import { expect, it } from "vitest";
 import type { SandboxAdmission } from "../../src/store/rows.js";
-import { addSandbox, attempt, iso, NOW, type StoreContext, sandboxRow } from "./fixtures.js";
+import { addSandbox, attempt, iso, NOW, type StoreContext, sandboxRow, twoTeams } from "./fixtures.js";
 
 const H = 3_600_000;
 /** An idempotency key made at NOW counts from this instant (NOW minus the service's 24 h). */
@@ -15,8 +15,7 @@ function admission(over: Partial<SandboxAdmission> & Pick<SandboxAdmission, "san
 export function admissionCases(ctx: StoreContext): void {
   it("counts a team's active sandboxes, their resources and its recent creations", async () => {
     const s = ctx.store;
-    const team = await s.createTeam("alpha");
-    const other = await s.createTeam("beta");
+    const { team, other } = await twoTeams(s);
     const empty: TeamUsage = {
       active_sandboxes: 0,
       vcpus: 0,
@@ -142,8 +141,7 @@ export function admissionCases(ctx: StoreContext): void {
 
   it("replays an unexpired idempotency key with the first request's MAC, per team", async () => {
     const s = ctx.store;
-    const team = await s.createTeam("alpha");
-    const other = await s.createTeam("beta");
+    const { team, other } = await twoTeams(s);
     const key = (mac: string, notBeforeIso = NOT_BEFORE) => ({ key: "create-1", requestMac: mac, notBeforeIso });
     const first = sandboxRow(team.id, { created_at: iso(NOW - H) });
     const r1 = await s.admitSandbox(admission({ sandbox: first, idempotency: key("mac-1") }));
