@@ -67,13 +67,13 @@ export function sandboxRow(teamId: string, over: Partial<Sandbox> = {}): Sandbox
   };
 }
 
-/** Inserts a sandbox row (insertSandbox, as tests and imports do) and answers it. */
 /** Two teams: "alpha", the one a case works in, and "beta", another whose rows it must never see. */
 export async function twoTeams(s: Store): Promise<{ team: TeamRow; other: TeamRow }> {
   const team = await s.createTeam("alpha");
   return { team, other: await s.createTeam("beta") };
 }
 
+/** Inserts a sandbox row (insertSandbox, as tests and imports do) and answers it. */
 export async function addSandbox(s: Store, teamId: string, over: Partial<Sandbox> = {}): Promise<Sandbox> {
   const sb = sandboxRow(teamId, over);
   await s.insertSandbox(sb);
