@@ -4,7 +4,7 @@ import type { Command } from "commander";
 import type { CliContext, In } from "../context.js";
 import { UsageError } from "../errors.js";
 import { formatAge, formatBytes, type OutputFormat, printJson, renderTable } from "../output.js";
-import { spinner } from "../progress.js";
+import { withSpinner } from "../progress.js";
 import { addListCommand, addOneCommand, globalFlags, outputOption } from "./shared.js";
 
 export function registerImageCommands(program: Command, ctx: CliContext): void {
@@ -27,13 +27,9 @@ export function registerImageCommands(program: Command, ctx: CliContext): void {
     .action(async (ref: string, o: { username?: string; passwordStdin?: boolean; output: OutputFormat }, cmd: Command) => {
       const credentials = await readCredentials(o, ctx.stdin);
       const client = await ctx.client(globalFlags(cmd));
-      const spin = spinner(ctx.stderr, `pulling ${ref}`);
-      let pulled: Image;
-      try {
-        pulled = await client.images.pull(ref, credentials ? { credentials } : {});
-      } finally {
-        spin.stop();
-      }
+      const pulled = await withSpinner(ctx.stderr, `pulling ${ref}`, () =>
+        client.images.pull(ref, credentials ? { credentials } : {}),
+      );
       if (o.output === "json") printJson(ctx.stdout, pulled);
       else ctx.stdout.write(`${pulled.ref} ${pulled.digest}\n`);
     });
@@ -47,13 +43,9 @@ export function registerImageCommands(program: Command, ctx: CliContext): void {
     .addOption(outputOption())
     .action(async (dir: string, name: string, o: { layoutRef?: string; output: OutputFormat }, cmd: Command) => {
       const client = await ctx.client(globalFlags(cmd));
-      const spin = spinner(ctx.stderr, `importing ${dir}`);
-      let imported: Image;
-      try {
-        imported = await client.images.import(path.resolve(dir), name, o.layoutRef ? { layoutRef: o.layoutRef } : {});
-      } finally {
-        spin.stop();
-      }
+      const imported = await withSpinner(ctx.stderr, `importing ${dir}`, () =>
+        client.images.import(path.resolve(dir), name, o.layoutRef ? { layoutRef: o.layoutRef } : {}),
+      );
       if (o.output === "json") printJson(ctx.stdout, imported);
       else ctx.stdout.write(`${imported.ref} ${imported.digest}\n`);
     });
