@@ -187,6 +187,18 @@ export function layerFile(dataDir: string, checkpointId: string): string {
   }
 }
 
+/** Polls until the checkpoint is DURABLE or FAILED (its row then); throws after `timeoutMs`. */
+export async function settleCheckpoint(t: TestServer, cid: string, timeoutMs = 120_000): Promise<any> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const r = await t.api("GET", `/v1/checkpoints/${cid}`);
+    if (r.body.state === "DURABLE" || r.body.state === "FAILED") return r.body;
+    if (Date.now() > deadline) throw new Error(`checkpoint ${cid} still ${r.body.state}`);
+    await new Promise((res) => setTimeout(res, 100));
+  }
+}
+
+/** The lines of QEMU processes whose command line names one of these sandbox ids. */
 export function qemuPidsFor(ids: string[]): string[] {
   let out = "";
   try {
