@@ -30,10 +30,8 @@ export function checkpointRoutes(app: FastifyInstance, s: Services): void {
       includeMemory: body.include_memory,
       ...givenId(req.headers, req.principal.keyId),
     };
-    // A sandbox on a fleet worker is checkpointed there; this control plane keeps the record.
-    const c =
-      (await s.remoteCheckpoints?.create(req.principal.teamId, id, opts)) ??
-      (await s.checkpoints.create(req.principal.teamId, id, opts));
+    // Taken where the sandbox runs (on a fleet worker: there; this control plane keeps the record).
+    const c = await (await s.checkpointSites.of(req.principal.teamId, id)).take(req.principal.teamId, id, opts);
     return reply.status(201).send(publicCheckpoint(c));
   });
 

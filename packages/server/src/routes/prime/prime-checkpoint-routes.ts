@@ -14,9 +14,7 @@ export function primeCheckpointRoutes(app: FastifyInstance, s: Services): void {
   app.post("/api/v1/sandbox/:id/checkpoints", async (req, reply) => {
     const { id } = parse(IdParams, req.params);
     const opts = { includeMemory: false };
-    const c =
-      (await s.remoteCheckpoints?.create(req.principal.teamId, id, opts)) ??
-      (await s.checkpoints.create(req.principal.teamId, id, opts));
+    const c = await (await s.checkpointSites.of(req.principal.teamId, id)).take(req.principal.teamId, id, opts);
     return reply.status(201).send(checkpointView(publicCheckpoint(c)));
   });
 

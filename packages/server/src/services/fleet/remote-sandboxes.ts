@@ -197,31 +197,6 @@ export class RemoteSandboxes {
     return ids;
   }
 
-  /**
-   * place(), then the restore's layers checked where it will run, then `admit`; a refused or
-   * replayed create gives the reservation back.
-   */
-  async placeAndAdmit<T extends { created: boolean }>(
-    sb: Sandbox,
-    params: CreateSandboxParams,
-    admit: () => Promise<T>,
-    restore: RestoreLayers | RestorePlan | null = null,
-    o: PlaceOptions = {},
-  ): Promise<{ worker: RemoteHost | null; admitted: T; restore: RestoreLayers | null }> {
-    const worker = await this.place(sb, params, restore, o);
-    let admitted: T;
-    let layers: RestoreLayers | null;
-    try {
-      layers = isRestorePlan(restore) ? await restore.prepare(worker) : restore;
-      admitted = await admit();
-    } catch (err) {
-      await this.unplace(sb.id);
-      throw err;
-    }
-    if (!admitted.created) await this.unplace(sb.id);
-    return { worker, admitted, restore: layers };
-  }
-
   private async checkPin(name: string): Promise<HostRow> {
     const host = await this.deps.fleet.hostNamed(name);
     if (!host) throw new SandtreeError("HOST_NOT_FOUND", `no host named ${name}`, { host: name });
