@@ -213,6 +213,6 @@ export async function startRuntime(
   unwind.push("remote checkpoints", () => remoteCheckpoints.close());
   await remoteCheckpoints.resume();
   fleet.onInventory((host, running) => remote.endedAmong(host, running));
-  const checkpointSites = new FleetCheckpointSites({ store, remote, checkpoints, onWorkers: remoteCheckpoints });
+  const checkpointSites = new FleetCheckpointSites({ remote, checkpoints, sandboxes, onWorkers: remoteCheckpoints });
   return { network, aliases, volumes, fleet, remote, sandboxes, checkpoints, remoteCheckpoints, checkpointSites, timeouts };
 }

@@ -53,7 +53,7 @@ export function checkpointRoutes(app: FastifyInstance, s: Services): void {
     const { cid } = parse(CheckpointParams, req.params);
     const c = await s.checkpoints.delete(req.principal.teamId, cid);
     // Workers drop their copies too (the object in a shared bucket is this control plane's to delete).
-    await s.remoteCheckpoints?.forget(cid);
+    await s.remoteCheckpoints.forget(cid);
     return publicCheckpoint(c);
   });
 
@@ -73,9 +73,7 @@ export function checkpointRoutes(app: FastifyInstance, s: Services): void {
   // Puts a running sandbox back to a memory checkpoint's state, keeping its id.
   app.post("/v1/sandboxes/:id/reset", ANSWERED_HERE, async (req) => {
     const { id } = parse(SandboxParams, req.params);
-    return (
-      (await s.remoteCheckpoints?.reset(req.principal.teamId, id, req.body)) ??
-      s.restores.reset(req.principal.teamId, id, req.body)
-    );
+    // Done where the sandbox runs (on a fleet worker: there, its chain sent first).
+    return (await s.checkpointSites.of(req.principal.teamId, id)).reset(req.principal.teamId, id, req.body);
   });
 }

@@ -68,8 +68,8 @@ export interface Services {
   fleet: FleetService;
   /** Sandboxes on workers: where creates go, and which calls are proxied (routes/worker-proxy.ts). */
   remote: RemoteSandboxes;
-  /** Resets of sandboxes on workers, and workers' copies of deleted checkpoints (unset: none run there). */
-  remoteCheckpoints?: RemoteCheckpoints;
+  /** Checkpoints of sandboxes on workers (workers drop their copies of a deleted checkpoint). */
+  remoteCheckpoints: RemoteCheckpoints;
   /** Where a sandbox's checkpoints are taken: this host, or the worker it runs on. */
   checkpointSites: CheckpointSites;
   /** On a fleet worker: its checkpoint records for the control plane, and imports of chains taken elsewhere. */

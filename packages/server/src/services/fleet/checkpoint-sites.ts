@@ -1,6 +1,6 @@
-import type { Store } from "../../store/store.js";
 import type { CheckpointService } from "../checkpoints/checkpoint-service.js";
 import { type CheckpointSite, type CheckpointSites, hereCheckpoints } from "../checkpoints/checkpoint-site.js";
+import type { SandboxService } from "../sandboxes/sandbox-service.js";
 import type { RemoteHost } from "./host-names.js";
 import type { RemoteCheckpoints } from "./remote-checkpoints.js";
 import type { RemoteSandboxes } from "./remote-sandboxes.js";
@@ -14,18 +14,17 @@ export class FleetCheckpointSites implements CheckpointSites {
 
   constructor(
     private readonly deps: {
-      store: Store;
       remote: RemoteSandboxes;
       checkpoints: CheckpointService;
+      sandboxes: SandboxService;
       onWorkers: RemoteCheckpoints;
     },
   ) {
-    this.here = hereCheckpoints(deps.checkpoints);
+    this.here = hereCheckpoints(deps.checkpoints, deps.sandboxes);
   }
 
   async of(teamId: string, sandboxId: string): Promise<CheckpointSite> {
-    const { store, remote } = this.deps;
-    const host = (await store.getSandbox(sandboxId, teamId)) ? await remote.hostOf(sandboxId) : null;
+    const host = await this.deps.remote.hostOfTeams(teamId, sandboxId);
     return host ? this.worker(host) : this.here;
   }
 
@@ -36,6 +35,7 @@ export class FleetCheckpointSites implements CheckpointSites {
       readyForChildren: async (teamId, checkpointId, waitMs) => {
         await checkpoints.waitDurable(teamId, checkpointId, waitMs);
       },
+      reset: (teamId, sandboxId, raw) => onWorkers.resetOn(host, teamId, sandboxId, raw),
     };
   }
 }

@@ -15,6 +15,7 @@ export function workerSite(remote: RemoteSandboxes, host: RemoteHost): SandboxSi
     verify: (plan) => plan.on(host),
     start: (sb, params, _credentials, _restore, signal) => remote.start(host, sb, params, signal),
     starting: () => {},
+    control: (_teamId, id, action) => remote.controlOn(host, id, action),
   };
 }
 
@@ -52,6 +53,11 @@ export class FleetPlacement implements Placement {
     }
     if (!admitted.created) await this.remote.unplace(sb.id);
     return { site, admitted, restore };
+  }
+
+  async siteOf(teamId: string, id: string): Promise<SandboxSite> {
+    const worker = await this.remote.hostOfTeams(teamId, id);
+    return worker ? workerSite(this.remote, worker) : this.here;
   }
 
   elsewhere(): Promise<Set<string>> {

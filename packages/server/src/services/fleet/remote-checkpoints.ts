@@ -137,14 +137,11 @@ export class RemoteCheckpoints {
   }
 
   /**
-   * Reset of a sandbox on a worker: the checkpoint's chain goes there first (as for a restore), then
-   * the worker resets it in place. Null when the sandbox runs here.
+   * Reset of a team's sandbox on the worker `host` that runs it: the checkpoint's chain goes there
+   * first (as for a restore), then the worker resets it in place.
    */
-  async reset(teamId: string, id: string, raw: unknown): Promise<Sandbox | null> {
+  async resetOn(host: RemoteHost, teamId: string, id: string, raw: unknown): Promise<Sandbox> {
     const { store } = this.deps;
-    if (!(await store.getSandbox(id, teamId))) return null;
-    const host = await this.deps.remote.hostOf(id);
-    if (!host) return null;
     const body = parse(ResetRequest, raw ?? {});
     const ck = await store.getCheckpoint(body.checkpoint_id, teamId);
     if (!ck)

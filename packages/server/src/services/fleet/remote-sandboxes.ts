@@ -237,6 +237,11 @@ export class RemoteSandboxes {
     return remote;
   }
 
+  /** The worker holding a team's sandbox; null when it runs here, or is not the team's (or none). */
+  async hostOfTeams(teamId: string, id: string): Promise<RemoteHost | null> {
+    return (await this.deps.store.getSandbox(id, teamId)) ? this.hostOf(id) : null;
+  }
+
   /**
    * Starts the sandbox on its worker and follows it to RUNNING, moving this row along
    * (PENDING -> PROVISIONING -> RUNNING, or ERROR with the worker's reason).
@@ -337,16 +342,9 @@ export class RemoteSandboxes {
     return end;
   }
 
-  /**
-   * Pause or resume of a sandbox on a worker: done there, followed here. False when the sandbox
-   * runs on this host (or is not the team's): the caller does it as for any sandbox.
-   */
-  async control(teamId: string, id: string, action: "pause" | "resume"): Promise<boolean> {
-    if (!(await this.deps.store.getSandbox(id, teamId))) return false;
-    const host = await this.hostOf(id);
-    if (!host) return false;
+  /** Pause or resume of a sandbox on its worker: done there, followed here. */
+  async controlOn(host: RemoteHost, id: string, action: "pause" | "resume"): Promise<void> {
     await this.follow(id, await this.client.call(host, "POST", `/v1/sandboxes/${id}/${action}`, {}));
-    return true;
   }
 
   /** Applies a status the worker answered (pause, resume) to this control plane's row. */

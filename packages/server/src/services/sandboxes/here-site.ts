@@ -11,6 +11,8 @@ export function hereSite(deps: {
   provisioner: Provisioner;
   network?: NetworkService;
   startHooks: ReadonlyArray<(start: SandboxStart) => void>;
+  /** Pause and resume of a machine of this host (SandboxService's). */
+  control(teamId: string, id: string, action: "pause" | "resume"): Promise<unknown>;
 }): SandboxSite {
   return {
     async admitted(sb, params) {
@@ -20,6 +22,9 @@ export function hereSite(deps: {
     start: (sb, _params, credentials, restore, signal) => deps.provisioner.provision(sb, credentials, restore, signal),
     starting(start) {
       for (const hook of deps.startHooks) hook(start);
+    },
+    async control(teamId, id, action) {
+      await deps.control(teamId, id, action);
     },
   };
 }
@@ -31,6 +36,7 @@ export const herePlacement: PlacementFactory = (here) => ({
     const restore = isRestorePlan(given) ? await here.verify(given) : given;
     return { site: here, admitted: await admit(), restore };
   },
+  siteOf: async () => here,
   elsewhere: async () => new Set<string>(),
   teardown: async () => {},
 });

@@ -5,7 +5,6 @@ import {
   type CreateSandboxParams,
   CreateSandboxRequest,
   ForkRequest,
-  ResetRequest,
   type Sandbox,
   SandtreeError,
   type VolumeMount,
@@ -315,26 +314,5 @@ export class RestoreService {
     const children: Sandbox[] = [];
     for (let i = 0; i < body.count; i++) children.push(await child());
     return { sandboxes: children, checkpoint_id: checkpointId };
-  }
-
-  /** Puts a running sandbox back to a memory checkpoint's state, keeping its id. */
-  async reset(teamId: string, id: string, raw: unknown): Promise<Sandbox> {
-    const body = parse(ResetRequest, raw ?? {});
-    const release = this.deps.checkpoints.hold(body.checkpoint_id);
-    try {
-      const { row, layers } = await this.layers(teamId, body.checkpoint_id, true);
-      if (!layers.memState) throw new SandtreeError("CHECKPOINT_HAS_NO_MEMORY", `checkpoint ${row.id} has no memory`);
-      const sb = await this.deps.sandboxes.get(teamId, id);
-      refuseOtherMachine(row, { accel: sb.accel, nested: sb.nested_virtualization }, `sandbox ${id}`);
-      return await this.deps.sandboxes.reset(teamId, id, {
-        checkpointId: row.id,
-        layerName: layers.layerName,
-        memPath: layers.memState,
-        memoryMb: row.memory_mb,
-        cpuCores: row.cpu_cores,
-      });
-    } finally {
-      release();
-    }
   }
 }

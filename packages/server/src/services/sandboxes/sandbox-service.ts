@@ -93,6 +93,7 @@ export class SandboxService {
     const here = hereSite({
       provisioner: this.provisioner,
       startHooks: this.startHooks,
+      control: (teamId, id, action) => (action === "pause" ? this.pauseHere(teamId, id) : this.resumeHere(teamId, id)),
       ...(deps.network ? { network: deps.network } : {}),
     });
     this.placement = deps.placement(here);
@@ -261,8 +262,22 @@ export class SandboxService {
     return machine;
   }
 
-  /** Stops the VM's CPUs: memory and disk stay, no CPU is used, quotas do not count it. */
+  /**
+   * Stops the VM's CPUs: memory and disk stay, no CPU is used, quotas do not count it. Done where
+   * the sandbox runs (on a fleet worker: there, and the record here follows); answers the record.
+   */
   async pause(teamId: string, id: string): Promise<Sandbox> {
+    await (await this.placement.siteOf(teamId, id)).control(teamId, id, "pause");
+    return await this.get(teamId, id);
+  }
+
+  /** Continues a PAUSED sandbox with every process as it was, where it runs; answers the record. */
+  async resume(teamId: string, id: string): Promise<Sandbox> {
+    await (await this.placement.siteOf(teamId, id)).control(teamId, id, "resume");
+    return await this.get(teamId, id);
+  }
+
+  private async pauseHere(teamId: string, id: string): Promise<void> {
     const machine = await this.running(teamId, id);
     await this.machines.control(id, machine, "pause");
     if (!(await this.deps.store.updateSandbox(id, { status: "PAUSED" }, ["RUNNING"]))) {
@@ -270,11 +285,10 @@ export class SandboxService {
       throw new SandtreeError("SANDBOX_NOT_RUNNING", `sandbox ${id} changed state while pausing`, { id });
     }
     await this.deps.store.addEvent(id, "paused");
-    return await this.get(teamId, id);
   }
 
-  /** Continues a PAUSED sandbox with every process as it was; the guest clock is set right. */
-  async resume(teamId: string, id: string): Promise<Sandbox> {
+  /** The guest clock is set right after the resume. */
+  private async resumeHere(teamId: string, id: string): Promise<void> {
     const sb = await this.get(teamId, id);
     const machine = this.machines.get(id);
     if (sb.status !== "PAUSED" || !machine || machine.exit || this.reconciler.adopting.has(id)) {
@@ -284,7 +298,6 @@ export class SandboxService {
     machine.syncClock();
     await this.deps.store.updateSandbox(id, { status: "RUNNING" }, ["PAUSED"]);
     await this.deps.store.addEvent(id, "resumed");
-    return await this.get(teamId, id);
   }
 
   async delete(teamId: string, id: string): Promise<Sandbox> {

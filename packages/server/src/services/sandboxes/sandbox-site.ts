@@ -32,6 +32,8 @@ export interface SandboxSite {
   ): Promise<void>;
   /** The start under way: the services that set something up in a guest they reach (this host's start hooks). */
   starting(start: SandboxStart): void;
+  /** Pauses or resumes a team's sandbox that runs there (the record here follows). */
+  control(teamId: string, id: string, action: "pause" | "resume"): Promise<void>;
 }
 
 /** What placement hands the create: where it runs, the admission's answer and the restore's layers verified there. */
@@ -55,6 +57,8 @@ export interface Placement {
     given: RestoreLayers | RestorePlan | null,
     o: { checkFit: boolean },
   ): Promise<Placed<T>>;
+  /** The site of a team's sandbox (another team's, or none: this host's, which answers 404). */
+  siteOf(teamId: string, id: string): Promise<SandboxSite>;
   /** The sandboxes whose machines run on other hosts (a restart here does not look for them). */
   elsewhere(): Promise<Set<string>>;
   /** A sandbox that ended here ends at its site too (nothing to do for one on this host). */
