@@ -152,9 +152,8 @@ export class SandboxService {
     const sandbox = pendingSandbox(opts.id ?? newSandboxId(), teamId, image, params, this.deps.accel);
     // Placed (fleet), then quotas, rate limits and idempotency in the insert's transaction.
     const admit = () => this.deps.admission.admit(sandbox, params);
-    const { site, admitted, restore } = await this.placement.placeAndAdmit(sandbox, params, admit, given, {
-      checkFit: opts.id === undefined,
-    });
+    const fit = { checkFit: opts.id === undefined };
+    const { site, admitted, restore } = await this.placement.placeAndAdmit(sandbox, params, admit, given, fit);
     if (!admitted.created) return admitted;
     await this.deps.volumes?.attach(sandbox.id, mounts);
     await site.admitted(sandbox, params);
@@ -262,10 +261,7 @@ export class SandboxService {
     return machine;
   }
 
-  /**
-   * Stops the VM's CPUs: memory and disk stay, no CPU is used, quotas do not count it. Done where
-   * the sandbox runs (on a fleet worker: there, and the record here follows); answers the record.
-   */
+  /** Stops the VM's CPUs where it runs (memory and disk stay, quotas do not count it); answers the record. */
   async pause(teamId: string, id: string): Promise<Sandbox> {
     await (await this.placement.siteOf(teamId, id)).control(teamId, id, "pause");
     return await this.get(teamId, id);
