@@ -11,10 +11,11 @@ import { isRestorePlan, type RestorePlan } from "./restore-plan.js";
  */
 export function workerSite(remote: RemoteSandboxes, host: RemoteHost): SandboxSite {
   return {
-    admitted: async () => {},
     verify: (plan) => plan.on(host),
-    start: (sb, params, _credentials, _restore, signal) => remote.start(host, sb, params, signal),
-    starting: () => {},
+    admitted: async (sb, params) => ({
+      start: (_credentials, _restore, signal) => remote.start(host, sb, params, signal),
+      starting: () => {},
+    }),
     control: (_teamId, id, action) => remote.controlOn(host, id, action),
   };
 }

@@ -15,13 +15,15 @@ export function hereSite(deps: {
   control(teamId: string, id: string, action: "pause" | "resume"): Promise<unknown>;
 }): SandboxSite {
   return {
+    verify: (plan) => plan.here(),
     async admitted(sb, params) {
       await deps.network?.register(sb.id, params);
-    },
-    verify: (plan) => plan.here(),
-    start: (sb, _params, credentials, restore, signal) => deps.provisioner.provision(sb, credentials, restore, signal),
-    starting(start) {
-      for (const hook of deps.startHooks) hook(start);
+      return {
+        start: (credentials, restore, signal) => deps.provisioner.provision(sb, credentials, restore, signal),
+        starting(start) {
+          for (const hook of deps.startHooks) hook(start);
+        },
+      };
     },
     async control(teamId, id, action) {
       await deps.control(teamId, id, action);

@@ -156,7 +156,7 @@ export class SandboxService {
     const { site, admitted, restore } = await this.placement.placeAndAdmit(sandbox, params, admit, given, fit);
     if (!admitted.created) return admitted;
     await this.deps.volumes?.attach(sandbox.id, mounts);
-    await site.admitted(sandbox, params);
+    const starts = await site.admitted(sandbox, params);
     sandbox.secrets = admitted.sandbox.secrets ?? {};
     if (params.checkpoint_id) {
       const lineage = { source_checkpoint_id: params.checkpoint_id, head_checkpoint_id: params.checkpoint_id };
@@ -166,12 +166,12 @@ export class SandboxService {
     await this.deps.store.addEvent(sandbox.id, `created from ${params.image}${alias ? ` (an image alias for ${image})` : ""}`);
     const abort = new AbortController();
     const plan = restore && params.restore_memory ? restore : restore ? { ...restore, memState: null } : null;
-    const done = site.start(sandbox, params, credentials, plan, abort.signal).finally(() => {
+    const done = starts.start(credentials, plan, abort.signal).finally(() => {
       this.provisioning.delete(sandbox.id);
     });
     this.provisioning.set(sandbox.id, { abort, done });
     const start: SandboxStart = { sandbox, params, restored: plan ? (plan.memState ? "memory" : "disk") : "none", ready: done };
-    site.starting(start);
+    starts.starting(start);
     return { sandbox, created: true };
   }
 

@@ -13,27 +13,30 @@ export interface SandboxStart {
 }
 
 /**
- * Where one admitted sandbox runs: this host (its provisioner, its networks, the services that
- * set up a guest) or a fleet worker (started there, followed here). Placement answers one; the
- * sandbox service calls its steps in this order and never asks which it is.
+ * Where a sandbox runs: this host (its provisioner, its networks, the services that set up a
+ * guest) or a fleet worker (started there, followed here). Placement answers one; the sandbox
+ * service never asks which it is. The steps of a create come in their order by their types:
+ * `verify` (inside placement, before admission), then `admitted`, whose answer starts it.
  */
 export interface SandboxSite {
-  /** Before the start: what the site sets up for the sandbox it will run (this host: its network's address and rules). */
-  admitted(sb: Sandbox, params: CreateSandboxParams): Promise<void>;
   /** A restore's layers checked where the sandbox will run (before its admission). */
   verify(plan: RestorePlan): Promise<RestoreLayers>;
+  /** What the site sets up for an admitted sandbox before its start (this host: its network's address and rules). */
+  admitted(sb: Sandbox, params: CreateSandboxParams): Promise<SiteStart>;
+  /** Pauses or resumes a team's sandbox that runs there (the record here follows). */
+  control(teamId: string, id: string, action: "pause" | "resume"): Promise<void>;
+}
+
+/** An admitted sandbox's start on its site. */
+export interface SiteStart {
   /** Starts it; settles once it is RUNNING or failed (the row moved along either way). */
   start(
-    sb: Sandbox,
-    params: CreateSandboxParams,
     credentials: CreateSandboxParams["registry_credentials"],
     restore: RestoreLayers | null,
     signal: AbortSignal,
   ): Promise<void>;
   /** The start under way: the services that set something up in a guest they reach (this host's start hooks). */
   starting(start: SandboxStart): void;
-  /** Pauses or resumes a team's sandbox that runs there (the record here follows). */
-  control(teamId: string, id: string, action: "pause" | "resume"): Promise<void>;
 }
 
 /** What placement hands the create: where it runs, the admission's answer and the restore's layers verified there. */
