@@ -23,9 +23,19 @@ export class DeadlineError extends Error {
   }
 }
 
+/**
+ * Time that does not count against a deadline: `notCountedMs()` answers how much of the time since
+ * the deadline began the guarded work could not run (a VM waiting for a host CPU); the deadline
+ * moves out by that much, never past `capMs` from its start.
+ */
+export interface DeadlineAllowance {
+  notCountedMs: () => number;
+  capMs: number;
+}
+
 export class Deadline {
   private readonly ctl = new AbortController();
-  private readonly timer: NodeJS.Timeout;
+  private timer: NodeJS.Timeout;
   private readonly onParentAbort: () => void;
   private expiredPromise: Promise<never> | null = null;
   private readonly startedAt = Date.now();
@@ -34,11 +44,33 @@ export class Deadline {
     readonly ms: number,
     readonly what: string,
     private readonly parent?: AbortSignal,
+    private readonly allowance?: DeadlineAllowance,
   ) {
-    this.timer = setTimeout(() => this.ctl.abort(new DeadlineError(this.what, this.ms)), ms);
+    this.timer = setTimeout(() => this.due(), ms);
     this.onParentAbort = () => this.ctl.abort(parent?.reason ?? new Error("aborted"));
     if (parent?.aborted) this.onParentAbort();
     else parent?.addEventListener("abort", this.onParentAbort, { once: true });
+  }
+
+  /** At the deadline: aborts, or waits on for the time that did not count (up to the cap). */
+  private due(): void {
+    const elapsed = Date.now() - this.startedAt;
+    let notCounted = 0;
+    try {
+      notCounted = this.allowance?.notCountedMs() ?? 0;
+    } catch {}
+    const until = Math.min(this.ms + Math.max(0, notCounted), this.allowance?.capMs ?? this.ms);
+    // Less than a second more: not worth another turn.
+    if (until - elapsed >= 1000) {
+      this.timer = setTimeout(() => this.due(), until - elapsed);
+      return;
+    }
+    this.ctl.abort(new DeadlineError(this.what, this.ms));
+  }
+
+  /** How long it ran before it ended or now (ms). */
+  get elapsedMs(): number {
+    return Date.now() - this.startedAt;
   }
 
   get signal(): AbortSignal {

@@ -7,6 +7,7 @@ import { AgentClient } from "../agent/agent-client.js";
 import { qcow2VirtualSize } from "../disks/overlay.js";
 import { modulesDiskFor } from "../paths.js";
 import { Deadline } from "../util/deadline.js";
+import { cpuWaitSince } from "./cpu-wait.js";
 import { defaultJailConfig, JailLease } from "./jail.js";
 import { ROOT_NODE } from "./qemu-args.js";
 import { launchQemu } from "./qemu-launch.js";
@@ -148,7 +149,13 @@ export class QemuVm extends EventEmitter {
     vm.lease = lease;
     // The one deadline of the start: the agent's connect gets it too (its own default, 120 s,
     // ended slow boots early, with no word of a deadline).
-    const deadline = new Deadline(opts.bootTimeoutMs ?? 180_000, "the guest agent", opts.signal);
+    // Time its threads waited for a host CPU does not count (a busy host's VMs boot slowly, they are
+    // not hung), up to twice the deadline.
+    const bootMs = opts.bootTimeoutMs ?? 180_000;
+    const deadline = new Deadline(bootMs, "the guest agent", opts.signal, {
+      notCountedMs: cpuWaitSince(vm.pid),
+      capMs: 2 * bootMs,
+    });
     const abort = deadline.signal;
     const died = vm.exited.then((e) => {
       throw new Error(e.reason);
@@ -162,7 +169,8 @@ export class QemuVm extends EventEmitter {
           agentOpts,
           rootBytes,
           signal: abort,
-          timeoutMs: deadline.ms,
+          // Its own timers end at the cap: this deadline's signal ends it sooner.
+          timeoutMs: 2 * bootMs,
           restored: Boolean(opts.restoreFrom),
           ignoreShared: opts.memoryFile !== undefined,
           mark,
@@ -185,7 +193,7 @@ export class QemuVm extends EventEmitter {
       const detail = new Error(`VM start failed: ${why}${tail}`, { cause: err });
       throw new SandtreeError(
         "VM_START_FAILED",
-        startFailureSentence(deadline.timedOut, exitedItself, deadline.ms),
+        startFailureSentence(deadline.timedOut, exitedItself, deadline.ms, deadline.elapsedMs),
         { vm: opts.name },
         { cause: detail },
       );

@@ -1,7 +1,15 @@
 /** What a user is told when a VM does not start (the technical detail goes to the server's log). */
-export function startFailureSentence(timedOut: boolean, exitedItself: boolean, deadlineMs: number): string {
+export function startFailureSentence(
+  timedOut: boolean,
+  exitedItself: boolean,
+  deadlineMs: number,
+  elapsedMs = deadlineMs,
+): string {
+  // Time spent waiting for a host CPU does not count: said when the wait was longer for it.
+  const waited =
+    elapsedMs - deadlineMs >= 1000 ? ` (${Math.round(elapsedMs / 1000)} s in all, the rest waiting for a host CPU)` : "";
   if (timedOut)
-    return `the VM did not start: its guest did not answer within ${Math.round(deadlineMs / 1000)} s (its console is in the sandbox's logs)`;
+    return `the VM did not start: its guest did not answer within ${Math.round(deadlineMs / 1000)} s${waited} (its console is in the sandbox's logs)`;
   if (exitedItself) return "the VM did not start: QEMU exited while starting it (the server's log says why)";
   return "the VM did not start (the server's log says why)";
 }
