@@ -113,6 +113,11 @@ describe.skipIf(unavailable !== null)(`volumes in sandboxes${unavailable ? ` (sk
       "ok\n",
     );
     await sh(a, "rm /mnt/shared/after");
+    // And the space is back for every guest at once (the server holds no removed file open).
+    for (const id of [a, b]) {
+      const used = await sh(id, "df -k /mnt/shared | tail -1 | awk '{print $3}'");
+      expect(Number(used.stdout), used.stdout + used.stderr).toBeLessThan(1024);
+    }
   });
 
   it("git clones a repository and pip installs a wheel into the volume; the others read them", async () => {
