@@ -6,6 +6,9 @@ import { defaultHost } from "./default-host.js";
 import type { StartServerOptions } from "./server.js";
 import type { Foundation } from "./server-foundation.js";
 import { CheckpointService } from "./services/checkpoints/checkpoint-service.js";
+import type { CheckpointSites } from "./services/checkpoints/checkpoint-site.js";
+import { FleetCheckpointSites } from "./services/fleet/checkpoint-sites.js";
+import { FleetPlacement } from "./services/fleet/fleet-placement.js";
 import { FleetService } from "./services/fleet/fleet-service.js";
 import { isLocalHostName, placedOnPeers } from "./services/fleet/host-names.js";
 import { LocalHost, localHostName } from "./services/fleet/local-host.js";
@@ -37,6 +40,7 @@ export interface Runtime {
   sandboxes: SandboxService;
   checkpoints: CheckpointService;
   remoteCheckpoints: RemoteCheckpoints;
+  checkpointSites: CheckpointSites;
   timeouts: TimeoutService;
 }
 
@@ -148,8 +152,8 @@ export async function startRuntime(
     admission,
     deadlines: cfg.deadlines,
     warmTemplates: cfg.warmTemplates,
-    placedElsewhere: () => placedOnWorkers(hostRegistry),
-    remote,
+    // Where sandboxes run: here until a worker joins, then here or on a worker (chosen per create).
+    placement: (here) => new FleetPlacement(remote, here, () => placedOnWorkers(hostRegistry)),
   });
   // Adoptions still running are cancelled first, then every VM is stopped.
   unwind.push("sandboxes", () => sandboxes.close().catch(() => {}));
@@ -209,5 +213,6 @@ export async function startRuntime(
   unwind.push("remote checkpoints", () => remoteCheckpoints.close());
   await remoteCheckpoints.resume();
   fleet.onInventory((host, running) => remote.endedAmong(host, running));
-  return { network, aliases, volumes, fleet, remote, sandboxes, checkpoints, remoteCheckpoints, timeouts };
+  const checkpointSites = new FleetCheckpointSites({ remote, checkpoints, sandboxes, onWorkers: remoteCheckpoints });
+  return { network, aliases, volumes, fleet, remote, sandboxes, checkpoints, remoteCheckpoints, checkpointSites, timeouts };
 }

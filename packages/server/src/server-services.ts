@@ -38,6 +38,7 @@ export function composeServices(f: Foundation, r: Runtime): Services {
       images,
       accel: f.accel,
       volumes,
+      checkpointSites: r.checkpointSites,
       remoteCheckpoints: r.remoteCheckpoints,
     }),
     exec,
@@ -64,6 +65,7 @@ export function composeServices(f: Foundation, r: Runtime): Services {
     fleet: r.fleet,
     remote: r.remote,
     remoteCheckpoints: r.remoteCheckpoints,
+    checkpointSites: r.checkpointSites,
     ...(f.workerTeamId
       ? workerSides({
           store,

@@ -24,6 +24,7 @@ import { loadPriceTable } from "../src/services/metering/prices.js";
 import { PortService } from "../src/services/network/port-service.js";
 import type { Logger } from "../src/services/observability/logger.js";
 import { AdmissionService } from "../src/services/sandboxes/admission-service.js";
+import { herePlacement } from "../src/services/sandboxes/here-site.js";
 import { SandboxService } from "../src/services/sandboxes/sandbox-service.js";
 import { TimeoutService } from "../src/services/sandboxes/timeout-service.js";
 import type { Services } from "../src/services/services.js";
@@ -146,6 +147,7 @@ beforeAll(async () => {
     log: silent,
     admission,
     host: createQemuHost(),
+    placement: herePlacement,
   });
   const timeouts = new TimeoutService({ store, sandboxes, log: silent, intervalMs: 60_000 });
   ports = new PortService(store, sandboxes, (id) => addresses.get(id) ?? null);

@@ -30,10 +30,8 @@ export function checkpointRoutes(app: FastifyInstance, s: Services): void {
       includeMemory: body.include_memory,
       ...givenId(req.headers, req.principal.keyId),
     };
-    // A sandbox on a fleet worker is checkpointed there; this control plane keeps the record.
-    const c =
-      (await s.remoteCheckpoints?.create(req.principal.teamId, id, opts)) ??
-      (await s.checkpoints.create(req.principal.teamId, id, opts));
+    // Taken where the sandbox runs (on a fleet worker: there; this control plane keeps the record).
+    const c = await (await s.checkpointSites.of(req.principal.teamId, id)).take(req.principal.teamId, id, opts);
     return reply.status(201).send(publicCheckpoint(c));
   });
 
@@ -55,7 +53,7 @@ export function checkpointRoutes(app: FastifyInstance, s: Services): void {
     const { cid } = parse(CheckpointParams, req.params);
     const c = await s.checkpoints.delete(req.principal.teamId, cid);
     // Workers drop their copies too (the object in a shared bucket is this control plane's to delete).
-    await s.remoteCheckpoints?.forget(cid);
+    await s.remoteCheckpoints.forget(cid);
     return publicCheckpoint(c);
   });
 
@@ -75,9 +73,7 @@ export function checkpointRoutes(app: FastifyInstance, s: Services): void {
   // Puts a running sandbox back to a memory checkpoint's state, keeping its id.
   app.post("/v1/sandboxes/:id/reset", ANSWERED_HERE, async (req) => {
     const { id } = parse(SandboxParams, req.params);
-    return (
-      (await s.remoteCheckpoints?.reset(req.principal.teamId, id, req.body)) ??
-      s.restores.reset(req.principal.teamId, id, req.body)
-    );
+    // Done where the sandbox runs (on a fleet worker: there, its chain sent first).
+    return (await s.checkpointSites.of(req.principal.teamId, id)).reset(req.principal.teamId, id, req.body);
   });
 }

@@ -9,8 +9,9 @@ declare module "fastify" {
 
 /**
  * - absent: on the sandbox's host (the worker), forwarded there as it came;
- * - `answered-here`: by this control plane, from its record and its services (which reach the
- *   worker themselves where they must: a checkpoint taken there, a deletion done there);
+ * - `answered-here`: by this control plane, from its record and its services, which go to the
+ *   sandbox's site themselves (Placement.siteOf, CheckpointSites.of: a checkpoint taken there, a
+ *   pause, a reset or a deletion done there);
  * - `port-urls`: on the worker, its answer's port URLs re-rendered on this control plane's address;
  * - `way-in`: a port's way in, guarded by the port's token: forwarded to the worker's same path.
  */

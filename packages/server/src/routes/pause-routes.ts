@@ -6,20 +6,18 @@ import { ANSWERED_HERE } from "./fleet-route.js";
 
 const Params = z.object({ id: z.string().min(1).max(64) });
 
-// A sandbox on a fleet worker is paused or resumed there and this control plane's record follows;
-// the answer is that record, as for any sandbox.
+// A sandbox on a fleet worker is paused or resumed there and this control plane's record follows
+// (SandboxService, through the sandbox's site); the answer is that record, as for any sandbox.
 export function pauseRoutes(app: FastifyInstance, s: Services): void {
   app.post("/v1/sandboxes/:id/pause", ANSWERED_HERE, async (req) => {
     const { id } = parse(Params, req.params);
     const teamId = req.principal.teamId;
-    if (await s.remote.control(teamId, id, "pause")) return s.sandboxes.get(teamId, id);
     return s.sandboxes.pause(teamId, id);
   });
 
   app.post("/v1/sandboxes/:id/resume", ANSWERED_HERE, async (req) => {
     const { id } = parse(Params, req.params);
     const teamId = req.principal.teamId;
-    if (await s.remote.control(teamId, id, "resume")) return s.sandboxes.get(teamId, id);
     return s.sandboxes.resume(teamId, id);
   });
 }

@@ -1,4 +1,5 @@
 import type { CheckpointService } from "./checkpoints/checkpoint-service.js";
+import type { CheckpointSites } from "./checkpoints/checkpoint-site.js";
 import type { ExecService } from "./commands/exec-service.js";
 import type { JobService } from "./commands/job-service.js";
 import type { ProcessTable } from "./commands/process-table.js";
@@ -67,8 +68,10 @@ export interface Services {
   fleet: FleetService;
   /** Sandboxes on workers: where creates go, and which calls are proxied (routes/worker-proxy.ts). */
   remote: RemoteSandboxes;
-  /** Checkpoints, forks' checkpoints and resets of sandboxes on workers (unset: none run there). */
-  remoteCheckpoints?: RemoteCheckpoints;
+  /** Checkpoints of sandboxes on workers (workers drop their copies of a deleted checkpoint). */
+  remoteCheckpoints: RemoteCheckpoints;
+  /** Where a sandbox's checkpoints are taken: this host, or the worker it runs on. */
+  checkpointSites: CheckpointSites;
   /** On a fleet worker: its checkpoint records for the control plane, and imports of chains taken elsewhere. */
   workerCheckpoints?: WorkerCheckpoints;
   /** On a worker: the steps of its control plane's volume moves. */

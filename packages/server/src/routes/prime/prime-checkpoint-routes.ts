@@ -14,9 +14,7 @@ export function primeCheckpointRoutes(app: FastifyInstance, s: Services): void {
   app.post("/api/v1/sandbox/:id/checkpoints", async (req, reply) => {
     const { id } = parse(IdParams, req.params);
     const opts = { includeMemory: false };
-    const c =
-      (await s.remoteCheckpoints?.create(req.principal.teamId, id, opts)) ??
-      (await s.checkpoints.create(req.principal.teamId, id, opts));
+    const c = await (await s.checkpointSites.of(req.principal.teamId, id)).take(req.principal.teamId, id, opts);
     return reply.status(201).send(checkpointView(publicCheckpoint(c)));
   });
 
@@ -40,7 +38,7 @@ export function primeCheckpointRoutes(app: FastifyInstance, s: Services): void {
     for (const c of await s.checkpoints.list(req.principal.teamId, id)) {
       try {
         await s.checkpoints.delete(req.principal.teamId, c.id);
-        await s.remoteCheckpoints?.forget(c.id);
+        await s.remoteCheckpoints.forget(c.id);
         deleted.push(c.id);
       } catch (err) {
         if (!(err instanceof SandtreeError) || (err.status !== 404 && err.status !== 409)) throw err;
@@ -73,7 +71,7 @@ export function primeCheckpointRoutes(app: FastifyInstance, s: Services): void {
   app.delete("/api/v1/sandbox/checkpoints/:cid", async (req) => {
     const { cid } = parse(CheckpointParams, req.params);
     const c = await s.checkpoints.delete(req.principal.teamId, cid);
-    await s.remoteCheckpoints?.forget(cid);
+    await s.remoteCheckpoints.forget(cid);
     return checkpointView(publicCheckpoint(c));
   });
 }

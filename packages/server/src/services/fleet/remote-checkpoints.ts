@@ -3,6 +3,7 @@ import { CheckpointRecord, ResetRequest, type Sandbox, SandtreeError } from "@sa
 import { parse } from "../../errors.js";
 import type { CheckpointRow } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
+import type { TakeOptions } from "../checkpoints/checkpoint-site.js";
 import type { Logger } from "../observability/logger.js";
 import { chainOf, checkpointRecord } from "./checkpoint-records.js";
 import type { FleetService } from "./fleet-service.js";
@@ -38,16 +39,9 @@ export class RemoteCheckpoints {
     return this.deps.remote.client;
   }
 
-  /** Takes a checkpoint of a sandbox on a worker; null when the sandbox runs here (or is not the team's). */
-  async create(
-    teamId: string,
-    sandboxId: string,
-    opts: { ttlSeconds?: number; includeMemory?: boolean; id?: string },
-  ): Promise<CheckpointRow | null> {
+  /** Takes a checkpoint of a team's sandbox on the worker `host` that runs it (see FleetCheckpointSites). */
+  async createOn(host: RemoteHost, teamId: string, sandboxId: string, opts: TakeOptions): Promise<CheckpointRow> {
     const { store } = this.deps;
-    if (!(await store.getSandbox(sandboxId, teamId))) return null;
-    const host = await this.deps.remote.hostOf(sandboxId);
-    if (!host) return null;
     const id = opts.id ?? `ck-${randomBytes(10).toString("hex")}`;
     const body = { include_memory: opts.includeMemory === true, ...(opts.ttlSeconds ? { ttl_seconds: opts.ttlSeconds } : {}) };
     // A memory checkpoint saves the VM's RAM first (up to 2 minutes on the worker).
@@ -143,14 +137,11 @@ export class RemoteCheckpoints {
   }
 
   /**
-   * Reset of a sandbox on a worker: the checkpoint's chain goes there first (as for a restore), then
-   * the worker resets it in place. Null when the sandbox runs here.
+   * Reset of a team's sandbox on the worker `host` that runs it: the checkpoint's chain goes there
+   * first (as for a restore), then the worker resets it in place.
    */
-  async reset(teamId: string, id: string, raw: unknown): Promise<Sandbox | null> {
+  async resetOn(host: RemoteHost, teamId: string, id: string, raw: unknown): Promise<Sandbox> {
     const { store } = this.deps;
-    if (!(await store.getSandbox(id, teamId))) return null;
-    const host = await this.deps.remote.hostOf(id);
-    if (!host) return null;
     const body = parse(ResetRequest, raw ?? {});
     const ck = await store.getCheckpoint(body.checkpoint_id, teamId);
     if (!ck)

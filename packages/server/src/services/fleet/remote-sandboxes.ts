@@ -197,31 +197,6 @@ export class RemoteSandboxes {
     return ids;
   }
 
-  /**
-   * place(), then the restore's layers checked where it will run, then `admit`; a refused or
-   * replayed create gives the reservation back.
-   */
-  async placeAndAdmit<T extends { created: boolean }>(
-    sb: Sandbox,
-    params: CreateSandboxParams,
-    admit: () => Promise<T>,
-    restore: RestoreLayers | RestorePlan | null = null,
-    o: PlaceOptions = {},
-  ): Promise<{ worker: RemoteHost | null; admitted: T; restore: RestoreLayers | null }> {
-    const worker = await this.place(sb, params, restore, o);
-    let admitted: T;
-    let layers: RestoreLayers | null;
-    try {
-      layers = isRestorePlan(restore) ? await restore.prepare(worker) : restore;
-      admitted = await admit();
-    } catch (err) {
-      await this.unplace(sb.id);
-      throw err;
-    }
-    if (!admitted.created) await this.unplace(sb.id);
-    return { worker, admitted, restore: layers };
-  }
-
   private async checkPin(name: string): Promise<HostRow> {
     const host = await this.deps.fleet.hostNamed(name);
     if (!host) throw new SandtreeError("HOST_NOT_FOUND", `no host named ${name}`, { host: name });
@@ -260,6 +235,11 @@ export class RemoteSandboxes {
     const remote = await this.deps.fleet.remoteOf(id);
     this.where.set(id, remote ? remote.id : null);
     return remote;
+  }
+
+  /** The worker holding a team's sandbox; null when it runs here, or is not the team's (or none). */
+  async hostOfTeams(teamId: string, id: string): Promise<RemoteHost | null> {
+    return (await this.deps.store.getSandbox(id, teamId)) ? this.hostOf(id) : null;
   }
 
   /**
@@ -362,16 +342,9 @@ export class RemoteSandboxes {
     return end;
   }
 
-  /**
-   * Pause or resume of a sandbox on a worker: done there, followed here. False when the sandbox
-   * runs on this host (or is not the team's): the caller does it as for any sandbox.
-   */
-  async control(teamId: string, id: string, action: "pause" | "resume"): Promise<boolean> {
-    if (!(await this.deps.store.getSandbox(id, teamId))) return false;
-    const host = await this.hostOf(id);
-    if (!host) return false;
+  /** Pause or resume of a sandbox on its worker: done there, followed here. */
+  async controlOn(host: RemoteHost, id: string, action: "pause" | "resume"): Promise<void> {
     await this.follow(id, await this.client.call(host, "POST", `/v1/sandboxes/${id}/${action}`, {}));
-    return true;
   }
 
   /** Applies a status the worker answered (pause, resume) to this control plane's row. */

@@ -20,8 +20,8 @@ export interface ReconcilerDeps {
   /** Sandboxes this process is provisioning (they are not lost). */
   provisioning: (id: string) => boolean;
   closing: () => boolean;
-  /** Sandboxes placed on fleet workers: their machines are there, not here. */
-  placedElsewhere?: () => Promise<Set<string>>;
+  /** Sandboxes placed on other hosts (fleet workers): their machines are there, not here. */
+  placedElsewhere: () => Promise<Set<string>>;
 }
 
 export interface ReconcileOptions {
@@ -85,10 +85,10 @@ export class Reconciler {
     const listed = (await store.listSandboxesByStatus(ACTIVE)).filter(
       (sb) => here === null || here.has(sb.id) || found.has(machineNameOf(sb.id)),
     );
-    const remote = (await this.deps.placedElsewhere?.()) ?? new Set<string>();
-    // A worker's RUNNING or PAUSED sandbox lives on there; one this process was still starting is lost.
-    const onWorker = (sb: Sandbox) => remote.has(sb.id) && (sb.status === "RUNNING" || sb.status === "PAUSED");
-    const active = listed.filter((sb) => !machines.has(sb.id) && !this.deps.provisioning(sb.id) && !onWorker(sb));
+    const elsewhere = await this.deps.placedElsewhere();
+    // A RUNNING or PAUSED sandbox placed elsewhere lives on there; one this process was still starting is lost.
+    const livesElsewhere = (sb: Sandbox) => elsewhere.has(sb.id) && (sb.status === "RUNNING" || sb.status === "PAUSED");
+    const active = listed.filter((sb) => !machines.has(sb.id) && !this.deps.provisioning(sb.id) && !livesElsewhere(sb));
     const settled: Array<Promise<unknown>> = [];
     // A lost sandbox is ERROR with nothing of it left (disk, tap, rules) before the API answers:
     // a client that saw the restart must not find it RUNNING, nor its address still routed.

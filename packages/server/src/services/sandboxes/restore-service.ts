@@ -5,7 +5,6 @@ import {
   type CreateSandboxParams,
   CreateSandboxRequest,
   ForkRequest,
-  ResetRequest,
   type Sandbox,
   SandtreeError,
   type VolumeMount,
@@ -16,6 +15,7 @@ import { z } from "zod";
 import { parse } from "../../errors.js";
 import type { Store } from "../../store/store.js";
 import type { CheckpointService } from "../checkpoints/checkpoint-service.js";
+import type { CheckpointSites } from "../checkpoints/checkpoint-site.js";
 import { chainOf, ensureBase } from "../fleet/checkpoint-records.js";
 import type { RemoteCheckpoints } from "../fleet/remote-checkpoints.js";
 import type { RestorePlan } from "../fleet/restore-plan.js";
@@ -40,8 +40,10 @@ export interface RestoreServiceDeps {
   volumes?: Pick<VolumeService, "mountsAsRequest" | "snapshotMounts" | "discard">;
   /** This server's accelerator (what nested virtualization and memory states are checked against). */
   accel: Accel;
-  /** Fleet mode: checkpoints of sandboxes on workers are taken there (unset: every one here). */
-  remoteCheckpoints?: RemoteCheckpoints;
+  /** Where a sandbox's checkpoints are taken (this host, or the worker it runs on). */
+  checkpointSites: CheckpointSites;
+  /** Sends a checkpoint's chain to a worker a restore is placed on. */
+  remoteCheckpoints: Pick<RemoteCheckpoints, "prepareOn">;
 }
 
 /** How long a restore placed on another host waits for a FROZEN checkpoint to be stored (a fork says). */
@@ -83,16 +85,14 @@ export class RestoreService {
       layers,
       memory,
       localHolds: layers.every((k) => existsSync(path.join(sandboxes.layersDir, k))),
-      prepare: async (worker) => {
-        if (!worker) {
-          await ensureBase(store, this.deps.images, { dir: sandboxes.layersDir, disks: sandboxes.host }, row);
-          return (await this.layers(teamId, checkpointId, memory)).layers;
-        }
-        const remote = this.deps.remoteCheckpoints;
-        if (!remote) throw new SandtreeError("INTERNAL", "a restore was placed on a worker without fleet checkpoints");
+      here: async () => {
+        await ensureBase(store, this.deps.images, { dir: sandboxes.layersDir, disks: sandboxes.host }, row);
+        return (await this.layers(teamId, checkpointId, memory)).layers;
+      },
+      on: async (worker) => {
         // The worker reads the chain from the object store: stored first.
         if (frozenHere) await checkpoints.waitDurable(teamId, row.id, waitMs);
-        await remote.prepareOn(worker, row.id, memory);
+        await this.deps.remoteCheckpoints.prepareOn(worker, row.id, memory);
         // What the worker restores from; nothing of it is used here.
         return { layerName: row.blob_key ?? "", digest: row.image_digest, memState: memory ? (row.mem_key ?? null) : null };
       },
@@ -262,11 +262,11 @@ export class RestoreService {
         field: "volumes",
       });
     }
-    // A sandbox on a worker is checkpointed there; its children are placed like any restore.
-    const onWorker = await this.deps.remoteCheckpoints?.create(teamId, id, { includeMemory: body.memory });
-    const ck = onWorker ?? (await checkpoints.create(teamId, id, { includeMemory: body.memory }));
+    // Checkpointed where the sandbox runs (a worker: there); its children are placed like any restore.
+    const site = await this.deps.checkpointSites.of(teamId, id);
+    const ck = await site.take(teamId, id, { includeMemory: body.memory });
     const waitMs = body.wait_timeout_seconds * 1000;
-    if (onWorker) await checkpoints.waitDurable(teamId, ck.id, waitMs);
+    await site.readyForChildren(teamId, ck.id, waitMs);
     const release = checkpoints.hold(ck.id);
     try {
       return await this.startChildren(teamId, src, body, ck.id, waitMs);
@@ -314,26 +314,5 @@ export class RestoreService {
     const children: Sandbox[] = [];
     for (let i = 0; i < body.count; i++) children.push(await child());
     return { sandboxes: children, checkpoint_id: checkpointId };
-  }
-
-  /** Puts a running sandbox back to a memory checkpoint's state, keeping its id. */
-  async reset(teamId: string, id: string, raw: unknown): Promise<Sandbox> {
-    const body = parse(ResetRequest, raw ?? {});
-    const release = this.deps.checkpoints.hold(body.checkpoint_id);
-    try {
-      const { row, layers } = await this.layers(teamId, body.checkpoint_id, true);
-      if (!layers.memState) throw new SandtreeError("CHECKPOINT_HAS_NO_MEMORY", `checkpoint ${row.id} has no memory`);
-      const sb = await this.deps.sandboxes.get(teamId, id);
-      refuseOtherMachine(row, { accel: sb.accel, nested: sb.nested_virtualization }, `sandbox ${id}`);
-      return await this.deps.sandboxes.reset(teamId, id, {
-        checkpointId: row.id,
-        layerName: layers.layerName,
-        memPath: layers.memState,
-        memoryMb: row.memory_mb,
-        cpuCores: row.cpu_cores,
-      });
-    } finally {
-      release();
-    }
   }
 }

@@ -12,6 +12,8 @@ export interface SandboxPartsOwner {
   /** A create of this sandbox is still being provisioned. */
   provisioning(id: string): boolean;
   closing(): boolean;
+  /** The sandboxes whose machines run on other hosts (see Placement.elsewhere). */
+  elsewhere(): Promise<Set<string>>;
 }
 
 /**
@@ -65,7 +67,7 @@ export function sandboxParts(deps: SandboxServiceDeps, owner: SandboxPartsOwner)
     log: deps.log,
     adoptDeadlineMs: deps.deadlines?.adoptMs ?? 10_000,
     provisioning: (id) => owner.provisioning(id),
-    ...(deps.placedElsewhere ? { placedElsewhere: deps.placedElsewhere } : {}),
+    placedElsewhere: () => owner.elsewhere(),
     closing: () => owner.closing(),
     ...net,
   });

@@ -5,7 +5,7 @@ import type { Logger } from "../observability/logger.js";
 import { causeChain, type Provisioner } from "./provisioner.js";
 import { ACTIVE, type SandboxMachines } from "./sandbox-machines.js";
 import { memoryMbFor } from "./sandbox-paths.js";
-import type { SandboxStart } from "./sandbox-service.js";
+import type { SandboxStart } from "./sandbox-site.js";
 
 /** The memory checkpoint a reset goes back to. */
 export interface ResetTarget {

@@ -3,14 +3,14 @@ import type { Accel, GuestArtifacts, Machine, MachineHost } from "@sandtree/host
 import { type CreateSandboxParams, type Sandbox, type SandboxStatus, SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
 import type { SandboxFilter } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
-import type { RemoteSandboxes } from "../fleet/remote-sandboxes.js";
-import { placeHere, type RestorePlan } from "../fleet/restore-plan.js";
+import type { RestorePlan } from "../fleet/restore-plan.js";
 import { type ImageAliases, imageOfCreate } from "../images/image-aliases.js";
 import type { ImageResolver } from "../images/image-resolver.js";
 import type { NetworkService } from "../network/network-service.js";
 import type { Logger } from "../observability/logger.js";
 import type { VolumeService } from "../volumes/volume-service.js";
 import type { AdmissionService } from "./admission-service.js";
+import { hereSite } from "./here-site.js";
 import { pendingSandbox } from "./pending-sandbox.js";
 import type { Provisioner, RestoreLayers } from "./provisioner.js";
 import type { ReconcileOptions, ReconcileResult, Reconciler } from "./reconciler.js";
@@ -19,9 +19,11 @@ import { sandboxParts } from "./sandbox-parts.js";
 import { newSandboxId, type SandboxPaths } from "./sandbox-paths.js";
 import { listPage, sandboxLogs } from "./sandbox-reads.js";
 import { type ResetTarget, resetInPlace } from "./sandbox-reset.js";
+import type { Placement, PlacementFactory, SandboxStart } from "./sandbox-site.js";
 import type { WarmStarts } from "./warm-starts.js";
 
 export { liveDiskName, memoryMbFor } from "./sandbox-paths.js";
+export type { SandboxStart } from "./sandbox-site.js";
 
 export interface SandboxServiceDeps {
   store: Store;
@@ -38,8 +40,6 @@ export interface SandboxServiceDeps {
   admission: AdmissionService;
   /** Sandbox networks (absent: no sandbox gets a NIC). */
   network?: NetworkService;
-  /** Sandboxes placed on fleet workers (a restart does not look for their machines here). */
-  placedElsewhere?: () => Promise<Set<string>>;
   /** Where machines run (the server's host: see startServer). */
   host: MachineHost;
   /** Checks a create's `volumes` (refuses them until they can be mounted). */
@@ -48,18 +48,11 @@ export interface SandboxServiceDeps {
   warmTemplates?: boolean;
   /** Deadlines of calls into VMs (ms); see the config module. Absent: the defaults. */
   deadlines?: { adoptMs?: number; agentMs?: number };
-  /** Fleet mode: creates placed on workers start there, and end there (absent: every sandbox runs here). */
-  remote?: RemoteSandboxes;
-}
-
-/** A sandbox coming up: how it starts, and a promise that settles once it is RUNNING or failed. */
-export interface SandboxStart {
-  sandbox: Sandbox;
-  /** The create's parameters (absent for a reset). */
-  params?: CreateSandboxParams;
-  /** "none": a fresh disk; "disk": a checkpoint's disk, booted; "memory": resumed with its processes. */
-  restored: "none" | "disk" | "memory";
-  ready: Promise<void>;
+  /**
+   * Where sandboxes run, built around this host's site (see sandbox-site.ts): the fleet's
+   * placement (server-runtime.ts), which keeps every create here until a worker joins.
+   */
+  placement: PlacementFactory;
 }
 
 /**
@@ -79,18 +72,16 @@ export class SandboxService {
   private readonly warm: WarmStarts;
   /** The host machines run on (its disks, capabilities). */
   readonly host: MachineHost;
-  private readonly remote: RemoteSandboxes | null;
+  private readonly placement: Placement;
   private readonly teardownHooks: Array<(id: string) => unknown> = [];
   private readonly startHooks: Array<(start: SandboxStart) => void> = [];
   constructor(private readonly deps: SandboxServiceDeps) {
     this.host = deps.host;
-    const remote = (this.remote = deps.remote ?? null);
-    // A sandbox that ends here (delete, timeout) ends on its worker too.
-    if (remote) this.teardownHooks.push((id) => remote.teardown(id));
     const parts = sandboxParts(deps, {
       environmentOf: (sb) => this.environmentOf(sb),
       provisioning: (id) => this.provisioning.has(id),
       closing: () => this.closing,
+      elsewhere: () => this.placement.elsewhere(),
     });
     ({
       paths: this.paths,
@@ -99,6 +90,15 @@ export class SandboxService {
       provisioner: this.provisioner,
       reconciler: this.reconciler,
     } = parts);
+    const here = hereSite({
+      provisioner: this.provisioner,
+      startHooks: this.startHooks,
+      control: (teamId, id, action) => (action === "pause" ? this.pauseHere(teamId, id) : this.resumeHere(teamId, id)),
+      ...(deps.network ? { network: deps.network } : {}),
+    });
+    this.placement = deps.placement(here);
+    // A sandbox that ends here (delete, timeout) ends at its site too.
+    this.teardownHooks.push((id) => this.placement.teardown(id));
   }
 
   /** Emits ("io-error", sandboxId, reason) when the host holds a machine on a disk error. */
@@ -152,12 +152,11 @@ export class SandboxService {
     const sandbox = pendingSandbox(opts.id ?? newSandboxId(), teamId, image, params, this.deps.accel);
     // Placed (fleet), then quotas, rate limits and idempotency in the insert's transaction.
     const admit = () => this.deps.admission.admit(sandbox, params);
-    const { worker, admitted, restore } = this.remote
-      ? await this.remote.placeAndAdmit(sandbox, params, admit, given, { checkFit: opts.id === undefined })
-      : await placeHere(given, admit);
+    const fit = { checkFit: opts.id === undefined };
+    const { site, admitted, restore } = await this.placement.placeAndAdmit(sandbox, params, admit, given, fit);
     if (!admitted.created) return admitted;
     await this.deps.volumes?.attach(sandbox.id, mounts);
-    if (!worker) await this.deps.network?.register(sandbox.id, params);
+    const starts = await site.admitted(sandbox, params);
     sandbox.secrets = admitted.sandbox.secrets ?? {};
     if (params.checkpoint_id) {
       const lineage = { source_checkpoint_id: params.checkpoint_id, head_checkpoint_id: params.checkpoint_id };
@@ -167,22 +166,18 @@ export class SandboxService {
     await this.deps.store.addEvent(sandbox.id, `created from ${params.image}${alias ? ` (an image alias for ${image})` : ""}`);
     const abort = new AbortController();
     const plan = restore && params.restore_memory ? restore : restore ? { ...restore, memState: null } : null;
-    const started =
-      worker && this.remote
-        ? this.remote.start(worker, sandbox, params, abort.signal)
-        : this.provisioner.provision(sandbox, credentials, plan, abort.signal);
-    const done = started.finally(() => {
+    const done = starts.start(credentials, plan, abort.signal).finally(() => {
       this.provisioning.delete(sandbox.id);
     });
     this.provisioning.set(sandbox.id, { abort, done });
     const start: SandboxStart = { sandbox, params, restored: plan ? (plan.memState ? "memory" : "disk") : "none", ready: done };
-    if (!worker) for (const hook of this.startHooks) hook(start);
+    starts.starting(start);
     return { sandbox, created: true };
   }
 
   /**
    * Called (synchronously, in registration order) for every sandbox a create, restore or fork
-   * starts here (not on a fleet worker) and every reset; `ready` settles once it is RUNNING or failed. Services
+   * starts on this host's site (not on a fleet worker) and every reset; `ready` settles once it is RUNNING or failed. Services
    * that set something up in the guest (a desktop's display) hook in here, not in the routes.
    */
   onStart(hook: (start: SandboxStart) => void): void {
@@ -266,8 +261,19 @@ export class SandboxService {
     return machine;
   }
 
-  /** Stops the VM's CPUs: memory and disk stay, no CPU is used, quotas do not count it. */
+  /** Stops the VM's CPUs where it runs (memory and disk stay, quotas do not count it); answers the record. */
   async pause(teamId: string, id: string): Promise<Sandbox> {
+    await (await this.placement.siteOf(teamId, id)).control(teamId, id, "pause");
+    return await this.get(teamId, id);
+  }
+
+  /** Continues a PAUSED sandbox with every process as it was, where it runs; answers the record. */
+  async resume(teamId: string, id: string): Promise<Sandbox> {
+    await (await this.placement.siteOf(teamId, id)).control(teamId, id, "resume");
+    return await this.get(teamId, id);
+  }
+
+  private async pauseHere(teamId: string, id: string): Promise<void> {
     const machine = await this.running(teamId, id);
     await this.machines.control(id, machine, "pause");
     if (!(await this.deps.store.updateSandbox(id, { status: "PAUSED" }, ["RUNNING"]))) {
@@ -275,11 +281,10 @@ export class SandboxService {
       throw new SandtreeError("SANDBOX_NOT_RUNNING", `sandbox ${id} changed state while pausing`, { id });
     }
     await this.deps.store.addEvent(id, "paused");
-    return await this.get(teamId, id);
   }
 
-  /** Continues a PAUSED sandbox with every process as it was; the guest clock is set right. */
-  async resume(teamId: string, id: string): Promise<Sandbox> {
+  /** The guest clock is set right after the resume. */
+  private async resumeHere(teamId: string, id: string): Promise<void> {
     const sb = await this.get(teamId, id);
     const machine = this.machines.get(id);
     if (sb.status !== "PAUSED" || !machine || machine.exit || this.reconciler.adopting.has(id)) {
@@ -289,7 +294,6 @@ export class SandboxService {
     machine.syncClock();
     await this.deps.store.updateSandbox(id, { status: "RUNNING" }, ["PAUSED"]);
     await this.deps.store.addEvent(id, "resumed");
-    return await this.get(teamId, id);
   }
 
   async delete(teamId: string, id: string): Promise<Sandbox> {
