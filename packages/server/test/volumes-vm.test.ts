@@ -62,7 +62,7 @@ describe.skipIf(unavailable !== null)(`volumes in sandboxes${unavailable ? ` (sk
       create({ ...DEBIAN, ...mount }),
     ]);
     ids.push(...made);
-    const running = await Promise.all(made.map((id) => waitRunning(id)));
+    const running = await Promise.all(ids.map((id) => waitRunning(id)));
     expect(running.map((sb) => sb.image)).toEqual([SMALL.image, SMALL.image, DEBIAN.image]);
   }, 600_000);
 
