@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "./helpers.js";
+import { sandboxDiagnosis } from "./sandbox-diagnosis.js";
 
 // The KVM path, run for real: a sandbox with nested virtualization (TCG emulates SVM, so its
 // /dev/kvm works) runs a sandtree server of its own, which must detect KVM by its trial boot and
@@ -22,8 +23,18 @@ let t: TestServer;
 let outer: string;
 let report: { accel: string | null; steps: Array<{ name: string; ok: boolean; ms: number; detail?: unknown }> };
 
-beforeAll(async () => {
-  const began = Date.now();
+// What a failure says besides its own message: the nested sandbox's status, error_reason, last
+// events and console, and the inner job's status and output tails (a sandbox gone ERROR, e.g. its
+// 3 GiB guest, says so there and nowhere else).
+let jobId: string | undefined;
+let lastTail = "";
+let diagnosis = "";
+const explain = async () =>
+  outer
+    ? `--- the nested sandbox ---\n${await sandboxDiagnosis(t.api, outer, { ...(jobId ? { jobId } : {}), lastJobTail: lastTail, consoleBytes: 4000 })}`
+    : "--- no nested sandbox was created ---";
+
+async function setUp(began: number): Promise<void> {
   t = await startTestServer();
   const r = await t.api("POST", "/v1/sandboxes", {
     image: "sandtree/debian",
@@ -33,42 +44,48 @@ beforeAll(async () => {
     nested_virtualization: true,
     timeout_minutes: 60,
   });
-  expect(r.status).toBe(201);
+  expect(r.status, JSON.stringify(r.body)).toBe(201);
   outer = r.body.id;
   const bundle = path.join(work, "bundle.tar");
   const bundleArgs = DOCKER ? ["--with-docker", bundle] : [bundle];
-  execFileSync(process.execPath, [path.join(repo, "scripts/kvm/bundle.mjs"), ...bundleArgs], { stdio: "ignore" });
+  // Its stderr goes into the error a failure throws.
+  execFileSync(process.execPath, [path.join(repo, "scripts/kvm/bundle.mjs"), ...bundleArgs], {
+    stdio: ["ignore", "ignore", "pipe"],
+    maxBuffer: 16 * 1024 * 1024,
+  });
   await t.waitRunning(outer);
   const up = await t.api("PUT", `/v1/sandboxes/${outer}/files?path=/root/bundle.tar`, readFileSync(bundle), {
     "content-type": "application/octet-stream",
   });
-  expect(up.status).toBe(200);
+  expect(up.status, JSON.stringify(up.body)).toBe(200);
   const unpack = await t.api("POST", `/v1/sandboxes/${outer}/exec`, {
     command: "tar -C / --keep-directory-symlink -xf /root/bundle.tar && rm /root/bundle.tar",
     timeout_seconds: 600,
   });
-  expect(unpack.body.exit_code, unpack.body.stderr).toBe(0);
+  expect(unpack.body.exit_code, JSON.stringify(unpack.body)).toBe(0);
   // A job, not an exec: the suite takes minutes, longer than one HTTP answer should wait.
   // Its output also goes to a file in the sandbox, and its kernel's log is read on a failure: a
   // run killed before its report still says why.
   const job = await t.api("POST", `/v1/sandboxes/${outer}/jobs`, {
     command: "cd /opt/sandtree && node inner-suite.mjs > /root/inner.log 2>&1; rc=$?; cat /root/inner.log; exit $rc",
   });
-  expect(job.status).toBe(201);
+  expect(job.status, JSON.stringify(job.body)).toBe(201);
+  jobId = job.body.job_id as string;
   // Before the hook's own timeout, so a late run still says which steps it passed.
   const deadline = began + HOOK_MS - 60_000;
   let done: { status: string; stdout_tail: string; stderr_tail: string } | undefined;
-  let tail = "";
   while (Date.now() < deadline) {
-    const j = await t.api("GET", `/v1/sandboxes/${outer}/jobs/${job.body.job_id}`);
-    tail = j.body.stdout_tail ?? "";
+    const j = await t.api("GET", `/v1/sandboxes/${outer}/jobs/${jobId}`);
+    // A job that cannot be read (its sandbox gone) is a failure, not an ended job.
+    if (j.status !== 200) throw new Error(`the inner job could not be read: ${j.status} ${JSON.stringify(j.body)}`);
+    lastTail = j.body.stdout_tail ?? "";
     if (j.body.status !== "RUNNING") {
       done = j.body;
       break;
     }
     await new Promise((r) => setTimeout(r, 5000));
   }
-  if (!done) throw new Error(`the inner suite did not end in time; its steps so far:\n${tail.slice(-4000)}`);
+  if (!done) throw new Error("the inner suite did not end in time");
   const last = done.stdout_tail.trim().split("\n").pop() ?? "";
   try {
     report = JSON.parse(last);
@@ -78,10 +95,20 @@ beforeAll(async () => {
       timeout_seconds: 60,
     });
     throw new Error(
-      `the inner suite printed no report (${done.status}): ${done.stdout_tail.slice(-2000)} ${done.stderr_tail.slice(-2000)}\n` +
+      `the inner suite printed no report (${done.status})\n` +
         `its log and the sandbox's kernel log:\n${why.body.stdout ?? JSON.stringify(why.body)}`,
     );
   }
+}
+
+beforeAll(async () => {
+  try {
+    await setUp(Date.now());
+  } catch (err) {
+    throw new Error(`${err instanceof Error ? err.message : String(err)}\n${t ? await explain() : ""}`, { cause: err });
+  }
+  // A step that failed inside says why in its detail; the sandbox's side goes with it.
+  if (report.steps.some((s) => !s.ok)) diagnosis = await explain();
 }, HOOK_MS);
 
 afterAll(async () => {
@@ -91,14 +118,14 @@ afterAll(async () => {
 
 const verdict = (name: string) => {
   const s = report.steps.find((x) => x.name === name);
-  expect(s, `no step "${name}" in ${JSON.stringify(report.steps.map((x) => x.name))}`).toBeDefined();
+  expect(s, `no step "${name}" in ${JSON.stringify(report.steps.map((x) => x.name))}\n${diagnosis}`).toBeDefined();
   return s;
 };
 
 describe("sandtree under KVM, inside a nested sandbox", () => {
   it("detects KVM by its trial boot", () => {
-    expect(verdict("server starts and picks its accelerator")).toMatchObject({ ok: true, detail: "kvm" });
-    expect(report.accel).toBe("kvm");
+    expect(verdict("server starts and picks its accelerator"), diagnosis).toMatchObject({ ok: true, detail: "kvm" });
+    expect(report.accel, diagnosis).toBe("kvm");
   });
 
   for (const name of [
@@ -115,7 +142,7 @@ describe("sandtree under KVM, inside a nested sandbox", () => {
   ]) {
     it(name, () => {
       const s = verdict(name);
-      expect(s?.ok, JSON.stringify(s?.detail)).toBe(true);
+      expect(s?.ok, `${JSON.stringify(s?.detail)}\n${diagnosis}`).toBe(true);
     });
   }
 });
