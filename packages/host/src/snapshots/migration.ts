@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmodSync, closeSync, existsSync, openSync, renameSync, rmSync } from "node:fs";
 import { createServer, type Server, type Socket } from "node:net";
@@ -58,8 +58,15 @@ function receiveInto(dir: string, part: string, file: string): { socket: string;
       conn.destroy();
       return rejectDone(err as Error);
     }
-    const cat = spawn("cat", [], { stdio: [conn, out, "pipe"] });
-    closeSync(out);
+    let cat: ChildProcess;
+    try {
+      cat = spawn("cat", [], { stdio: [conn, out, "pipe"] });
+    } catch (err) {
+      conn.destroy();
+      return rejectDone(err as Error);
+    } finally {
+      closeSync(out);
+    }
     // The child has its own copy of the connection: this side's is closed (the stream's end is
     // then cat's alone to see).
     conn.destroy();
