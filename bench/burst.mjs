@@ -20,24 +20,14 @@ import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { cpus, freemem, loadavg, tmpdir, totalmem } from "node:os";
 import path from "node:path";
-import { parseArgs } from "node:util";
 import { detectAccel } from "@sandtree/host";
 import { SandtreeClient } from "@sandtree/sdk";
 import { startServer } from "@sandtree/server";
+import { benchArgs } from "./lib/args.mjs";
 import { measureFloor } from "./lib/floor.mjs";
 
-const { values } = parseArgs({
-  options: {
-    count: { type: "string", default: "64" },
-    burst: { type: "string", default: "16" },
-    alone: { type: "string", default: "3" },
-    "wait-running": { type: "boolean", default: false },
-  },
-});
-const COUNT = Number(values.count);
-const BURST = Number(values.burst);
-const ALONE = Number(values.alone);
-const WAIT_RUNNING = values["wait-running"];
+const values = benchArgs({ count: 64, burst: 16, alone: 3, "wait-running": false });
+const { count: COUNT, burst: BURST, alone: ALONE, "wait-running": WAIT_RUNNING } = values;
 const SPEC = { image: "sandtree/busybox", memory_gb: 0.125, disk_size_gb: 1 };
 const RUNNING_DEADLINE_MS = 600_000;
 const ENDED = ["ERROR", "TERMINATED", "TIMEOUT"];

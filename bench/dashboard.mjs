@@ -17,6 +17,7 @@ import { SqliteStore, startServer } from "@sandtree/server";
 import Database from "better-sqlite3";
 import { chromium } from "playwright-core";
 import { measureFloor, ratio } from "./lib/floor.mjs";
+import { endedSandboxRow } from "./lib/sandbox-row.mjs";
 
 const { values } = parseArgs({ options: { rows: { type: "string", default: "10000" }, runs: { type: "string", default: "5" } } });
 const ROWS = Number(values.rows);
@@ -47,26 +48,14 @@ try {
   for (let i = 0; i < ROWS; i++) {
     // Spread over the last 23 hours, so the overview's 24-hour window holds them all.
     const at = new Date(now - 23 * 3600_000 + Math.floor((i / ROWS) * 23 * 3600_000)).toISOString();
-    await store.insertSandbox({
-      id: `sbx_bench${String(i).padStart(6, "0")}`,
-      name: `bench-${i}`,
-      team_id: teamId,
-      image: "sandtree/busybox",
-      image_digest: null,
-      status: STATUSES[i % STATUSES.length],
-      cpu_cores: 1,
-      memory_gb: 0.25,
-      disk_size_gb: 1,
-      environment_vars: {},
-      labels: { app: `app-${i % 10}` },
-      start_command: null,
-      accel: null,
-      error_reason: null,
-      created_at: at,
-      updated_at: at,
-      started_at: at,
-      terminated_at: at,
-    });
+    await store.insertSandbox(
+      endedSandboxRow(teamId, at, {
+        id: `sbx_bench${String(i).padStart(6, "0")}`,
+        name: `bench-${i}`,
+        status: STATUSES[i % STATUSES.length],
+        labels: { app: `app-${i % 10}` },
+      }),
+    );
   }
   await store.close();
   const seedMs = performance.now() - seedStart;

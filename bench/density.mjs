@@ -29,31 +29,16 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
 import { detectAccel } from "@sandtree/host";
 import { freePageReporting, TCG_CPU_MODEL, tcgTbSizeMb } from "@sandtree/host/qemu";
 import { SandtreeClient } from "@sandtree/sdk";
 import { startServer } from "@sandtree/server";
+import { benchArgs } from "./lib/args.mjs";
 import { floorScript } from "./lib/floor.mjs";
 import { pct } from "./lib/stats.mjs";
 
-const { values } = parseArgs({
-  options: {
-    count: { type: "string", default: "300" },
-    debian: { type: "string", default: "10" },
-    step: { type: "string", default: "25" },
-    window: { type: "string", default: "30" },
-    floor: { type: "string", default: "30" },
-    heavy: { type: "string", default: "0" },
-    "no-network": { type: "boolean", default: false },
-  },
-});
-const COUNT = Number(values.count);
-const DEBIAN = Number(values.debian);
-const STEP = Number(values.step);
-const WINDOW_S = Number(values.window);
-const FLOOR_N = Number(values.floor);
-const HEAVY_N = Number(values.heavy);
+const values = benchArgs({ count: 300, debian: 10, step: 25, window: 30, floor: 30, heavy: 0, "no-network": false });
+const { count: COUNT, debian: DEBIAN, step: STEP, window: WINDOW_S, floor: FLOOR_N, heavy: HEAVY_N } = values;
 const HEAVY =
   "dd if=/dev/urandom bs=1M count=4 2>/dev/null | gzip -c | gzip -dc | sha256sum >/dev/null; " +
   "seq 1 60000 | sort -rn | awk '{s+=$1} END {print s}' >/dev/null; " +

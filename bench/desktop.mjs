@@ -20,25 +20,23 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import path from "node:path";
-import { parseArgs } from "node:util";
 import { detectAccel } from "@sandtree/host";
 import { SandtreeClient } from "@sandtree/sdk";
 import { startServer } from "@sandtree/server";
+import { benchArgs } from "./lib/args.mjs";
 import { measureBrowser } from "./lib/desktop-browser.mjs";
 import { measureFloor, ratio } from "./lib/floor.mjs";
 import { pct } from "./lib/stats.mjs";
 
-const { values } = parseArgs({
-  options: {
-    rounds: { type: "string", default: "10" },
-    width: { type: "string", default: "800" },
-    height: { type: "string", default: "600" },
-    /** The browser section (bench/lib/desktop-browser.mjs): on, off, or only it. */
-    browser: { type: "string", default: "on" },
-  },
+const values = benchArgs({
+  rounds: 10,
+  width: 800,
+  height: 600,
+  /** The browser section (bench/lib/desktop-browser.mjs): on, off, or only it. */
+  browser: "on",
 });
-const ROUNDS = Number(values.rounds);
-const DISPLAY = { width: Number(values.width), height: Number(values.height) };
+const ROUNDS = values.rounds;
+const DISPLAY = { width: values.width, height: values.height };
 
 const ms = (v) => (v === undefined ? null : +v.toFixed(1));
 /** `{p50, p95}` in milliseconds of each action's samples. */

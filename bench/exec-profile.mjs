@@ -16,29 +16,24 @@ import { randomBytes } from "node:crypto";
 import { createReadStream, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { parseArgs } from "node:util";
 import { detectAccel, guestArtifacts, ImageStore } from "@sandtree/host";
 import { createOverlay, QemuVm } from "@sandtree/host/qemu";
 import { SandtreeClient } from "@sandtree/sdk";
 import { startServer } from "@sandtree/server";
+import { benchArgs } from "./lib/args.mjs";
 import { measureFloor, ratio } from "./lib/floor.mjs";
 import { measureSerialFloor } from "./lib/serial-floor.mjs";
 
-const { values } = parseArgs({
-  options: {
-    runs: { type: "string", default: "5" },
-    execs: { type: "string", default: "60" },
-    "no-api": { type: "boolean", default: false },
-    "no-floor": { type: "boolean", default: false },
-    "baseline-guest": { type: "string" },
-    image: { type: "string", default: "sandtree/debian" },
-    "memory-gb": { type: "string", default: "1" },
-  },
+const values = benchArgs({
+  runs: 5,
+  execs: 60,
+  "no-api": false,
+  "no-floor": false,
+  "baseline-guest": undefined,
+  image: "sandtree/debian",
+  "memory-gb": 1,
 });
-const RUNS = Number(values.runs);
-const EXECS = Number(values.execs);
-const IMAGE = values.image;
-const MEMORY_GB = Number(values["memory-gb"]);
+const { runs: RUNS, execs: EXECS, image: IMAGE, "memory-gb": MEMORY_GB } = values;
 const MiB = 1024 * 1024;
 const N = 64 * MiB;
 const HEAD = `head -c ${N} /dev/zero`;

@@ -22,24 +22,16 @@ import { randomBytes } from "node:crypto";
 import { createReadStream, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { parseArgs } from "node:util";
 import { detectAccel, guestArtifacts, ImageStore } from "@sandtree/host";
 import { createOverlay, QemuVm } from "@sandtree/host/qemu";
 import { NdjsonDecoder, SandtreeClient } from "@sandtree/sdk";
 import { startServer } from "@sandtree/server";
+import { benchArgs } from "./lib/args.mjs";
 import { measureFloor, ratio } from "./lib/floor.mjs";
 import { measureSerialFloor } from "./lib/serial-floor.mjs";
 
-const { values } = parseArgs({
-  options: {
-    runs: { type: "string", default: "3" },
-    execs: { type: "string", default: "100" },
-    "no-raw": { type: "boolean", default: false },
-    "baseline-guest": { type: "string" },
-  },
-});
-const RUNS = Number(values.runs);
-const EXECS = Number(values.execs);
+const values = benchArgs({ runs: 3, execs: 100, "no-raw": false, "baseline-guest": undefined });
+const { runs: RUNS, execs: EXECS } = values;
 const IMAGE = "sandtree/debian";
 const MiB = 1024 * 1024;
 const SMALL = 64 * MiB;

@@ -14,20 +14,12 @@ import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { parseArgs } from "node:util";
 import { startServer } from "@sandtree/server";
+import { benchArgs } from "./lib/args.mjs";
 import { measureFloor, ratio } from "./lib/floor.mjs";
 
-const { values } = parseArgs({
-  options: {
-    execs: { type: "string", default: "50" },
-    mib: { type: "string", default: "64" },
-    runs: { type: "string", default: "3" },
-  },
-});
-const EXECS = Number(values.execs);
-const BYTES = Number(values.mib) * 1024 * 1024;
-const RUNS = Number(values.runs);
+const { execs: EXECS, mib, runs: RUNS } = benchArgs({ execs: 50, mib: 64, runs: 3 });
+const BYTES = mib * 1024 * 1024;
 const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../packages/cli/dist/main.js");
 const ENV = { SANDTREE_NETWORK: "off", SANDTREE_WARM_TEMPLATES: "false", SANDTREE_LOG_LEVEL: "warn" };
 

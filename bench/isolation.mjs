@@ -22,26 +22,15 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { parseArgs } from "node:util";
 import { createQemuHost, defaultJailConfig, detectAccel, MachineLimiter, QEMU_OVERHEAD_MB } from "@sandtree/host";
 import { SandtreeClient } from "@sandtree/sdk";
 import { startServer } from "@sandtree/server";
+import { benchArgs } from "./lib/args.mjs";
 import { measureFloor, ratio } from "./lib/floor.mjs";
 import { pct, stats } from "./lib/stats.mjs";
 
-const { values } = parseArgs({
-  options: {
-    execs: { type: "string", default: "200" },
-    creates: { type: "string", default: "7" },
-    forks: { type: "string", default: "5" },
-    "low-mbps": { type: "string", default: "64" },
-    skip: { type: "string", default: "" },
-  },
-});
-const EXECS = Number(values.execs);
-const CREATES = Number(values.creates);
-const FORKS = Number(values.forks);
-const LOW_MBPS = Number(values["low-mbps"]);
+const values = benchArgs({ execs: 200, creates: 7, forks: 5, "low-mbps": 64, skip: "" });
+const { execs: EXECS, creates: CREATES, forks: FORKS, "low-mbps": LOW_MBPS } = values;
 const SKIP = new Set(values.skip.split(",").filter(Boolean));
 const SPEC = { image: "sandtree/busybox", cpu_cores: 1, memory_gb: 0.25, disk_size_gb: 1 };
 const WORKLOADS = {

@@ -20,6 +20,7 @@ import Database from "better-sqlite3";
 import pg from "pg";
 import { startPostgres } from "../scripts/lib/postgres.mjs";
 import { measureFloor } from "./lib/floor.mjs";
+import { endedSandboxRow } from "./lib/sandbox-row.mjs";
 import { pct } from "./lib/stats.mjs";
 
 const { values } = parseArgs({
@@ -56,26 +57,15 @@ async function seed(store, teamId, rows, now) {
   const sandboxes = Math.min(rows, 10_000);
   for (let i = 0; i < sandboxes; i++) {
     const at = new Date(now - 28 * DAY).toISOString();
-    await store.insertSandbox({
-      id: `sb-bench${String(i).padStart(8, "0")}`,
-      name: null,
-      team_id: teamId,
-      image: "sandtree/busybox",
-      image_digest: null,
-      status: "TERMINATED",
-      cpu_cores: 1 + (i % 4),
-      memory_gb: 0.25 * (1 + (i % 8)),
-      disk_size_gb: 1 + (i % 10),
-      environment_vars: {},
-      labels: { project: `p-${i % 20}` },
-      start_command: null,
-      accel: null,
-      error_reason: null,
-      created_at: at,
-      updated_at: at,
-      started_at: at,
-      terminated_at: at,
-    });
+    await store.insertSandbox(
+      endedSandboxRow(teamId, at, {
+        id: `sb-bench${String(i).padStart(8, "0")}`,
+        cpu_cores: 1 + (i % 4),
+        memory_gb: 0.25 * (1 + (i % 8)),
+        disk_size_gb: 1 + (i % 10),
+        labels: { project: `p-${i % 20}` },
+      }),
+    );
   }
   const records = [];
   for (let i = 0; i < rows; i++) {

@@ -40,6 +40,16 @@ export function spinner(err: Out, label: string): Spinner {
   };
 }
 
+/** Runs `work` with a spinner labelled `label` on `err`, stopped however the work ends. */
+export async function withSpinner<T>(err: Out, label: string, work: (spin: Spinner) => Promise<T>): Promise<T> {
+  const spin = spinner(err, label);
+  try {
+    return await work(spin);
+  } finally {
+    spin.stop();
+  }
+}
+
 export interface ByteProgress {
   onProgress: (bytes: number, total: number | undefined) => void;
   done(): void;

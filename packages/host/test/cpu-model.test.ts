@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { nestedSupport } from "../src/machine/nested.js";
 import { cpuIdentity, hostCpuSignature, kvmCpuModel, setKvmCpuModel } from "../src/vmm/cpu-identity.js";
 import { buildQemuArgs, cpuKey, cpuModel, kernelCmdline } from "../src/vmm/qemu-args.js";
+import { TINY_QEMU_SPEC } from "./helpers/qemu-spec.js";
 
 describe("the guest CPU", () => {
   it("hides hardware virtualization unless nesting is asked for", () => {
@@ -12,18 +13,7 @@ describe("the guest CPU", () => {
   });
 
   it("is what QEMU is started with, and a nested guest loads KVM at boot", () => {
-    const spec = {
-      name: "x",
-      accel: "tcg" as const,
-      cpuCores: 1,
-      memoryMb: 256,
-      kernel: "k",
-      initramfs: "i",
-      agentSocket: "a",
-      qmpSocket: "q",
-      consoleLog: "c",
-      pidFile: "p",
-    };
+    const spec = TINY_QEMU_SPEC;
     const cpuOf = (args: string[]) => args[args.indexOf("-cpu") + 1];
     expect(cpuOf(buildQemuArgs(spec))).toBe(cpuModel("tcg", false));
     expect(cpuOf(buildQemuArgs({ ...spec, nested: true }))).toBe(cpuModel("tcg", true));

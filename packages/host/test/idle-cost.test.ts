@@ -1,19 +1,9 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { startLiveness } from "../src/machine/liveness.js";
 import { buildQemuArgs, kernelCmdline } from "../src/vmm/qemu-args.js";
+import { TINY_QEMU_SPEC } from "./helpers/qemu-spec.js";
 
-const spec = {
-  name: "x",
-  accel: "tcg" as const,
-  cpuCores: 1,
-  memoryMb: 256,
-  kernel: "vmlinuz",
-  initramfs: "initrd",
-  agentSocket: "a",
-  qmpSocket: "q",
-  consoleLog: "c",
-  pidFile: "p",
-};
+const spec = TINY_QEMU_SPEC;
 
 describe("what an idle VM is started with", () => {
   it("has no PIT under TCG and no soft-lockup watchdog", () => {

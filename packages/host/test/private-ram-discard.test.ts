@@ -9,6 +9,7 @@ import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { privateRamShimFile } from "../src/paths.js";
 import { buildQemuArgs } from "../src/vmm/qemu-args.js";
+import { TINY_QEMU_SPEC } from "./helpers/qemu-spec.js";
 
 const shim = privateRamShimFile();
 const hasFallocate = (() => {
@@ -48,18 +49,7 @@ describe.skipIf(!existsSync(shim) || !hasFallocate)("the private RAM discard lib
 
 describe("the balloon device", () => {
   it("comes last (the other devices keep their virtio-mmio slots), without statistics polling", () => {
-    const spec = {
-      name: "x",
-      accel: "tcg" as const,
-      cpuCores: 1,
-      memoryMb: 256,
-      kernel: "k",
-      initramfs: "i",
-      agentSocket: "a",
-      qmpSocket: "q",
-      consoleLog: "c",
-      pidFile: "p",
-    };
+    const spec = TINY_QEMU_SPEC;
     expect(buildQemuArgs(spec).join(" ")).not.toContain("balloon");
     const args = buildQemuArgs({ ...spec, freePageReporting: true });
     expect(args.slice(-2)).toEqual(["-device", "virtio-balloon-device,free-page-reporting=on"]);

@@ -18,15 +18,8 @@ import {
   volumeServerUnavailableReason,
 } from "../src/index.js";
 import { createOverlay, type QemuMachine, QemuMachineHost } from "../src/qemu.js";
+import { artifactsMissing, execOutput } from "./helpers/guest.js";
 
-function artifactsMissing(): string | null {
-  try {
-    guestArtifacts();
-    return null;
-  } catch (err) {
-    return (err as Error).message;
-  }
-}
 const unavailable = volumeServerUnavailableReason() ?? (await networkUnavailableReason()) ?? artifactsMissing();
 
 const dir = mkdtempSync("/tmp/stvol-");
@@ -38,15 +31,9 @@ const DISK = 2 * 1024 ** 3;
 
 /** Runs a shell command in the guest; resolves with stdout, rejects with stderr on failure. */
 async function sh(m: Machine, script: string, timeoutMs = 120_000): Promise<string> {
-  const exec = m.exec({ argv: ["/bin/sh", "-c", script], user: "root", env: {}, timeoutMs });
-  let out = "";
-  let err = "";
-  let code = -1;
-  for await (const ev of exec.events) {
-    if (ev.type === "stdout") out += ev.data.toString();
-    else if (ev.type === "stderr") err += ev.data.toString();
-    else if (ev.type === "exit") code = ev.info.timed_out ? -2 : ev.info.exit_code;
-  }
+  const r = await execOutput(m.exec({ argv: ["/bin/sh", "-c", script], user: "root", env: {}, timeoutMs }));
+  const { out, err } = r;
+  const code = r.timedOut ? -2 : r.code;
   if (code !== 0) throw new Error(`guest command failed (${code}): ${script}\n${err}${out}`);
   return out;
 }

@@ -2,18 +2,11 @@ import { execFile } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestServer, type TestServer } from "../../server/test/helpers.js";
+import { describe, expect, it } from "vitest";
+import { serverForFile } from "../../server/test/helpers.js";
 
 const EXAMPLE = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../examples/fork-patches/fork-patches.mjs");
-let t: TestServer;
-
-beforeAll(async () => {
-  t = await startTestServer();
-});
-afterAll(async () => {
-  await t?.close();
-});
+const t = serverForFile();
 
 describe("examples/fork-patches/fork-patches.mjs", () => {
   it("tries eight patches in forks of one set-up Debian sandbox and finds the fix", async () => {

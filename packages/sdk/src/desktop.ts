@@ -50,7 +50,7 @@ export class Desktop {
     action: DesktopActionInput,
     options: RequestOptions = {},
   ): Promise<{ event: DesktopEvent; png: Uint8Array }> {
-    const { response, mapError, done } = await this.http.open({
+    const { response, body } = await this.http.bytes({
       timeoutMs: 0,
       ...options,
       method: "POST",
@@ -58,14 +58,6 @@ export class Desktop {
       json: action,
       accept: "image/png",
     });
-    let body: Uint8Array;
-    try {
-      body = new Uint8Array(await response.arrayBuffer());
-    } catch (err) {
-      throw mapError(err);
-    } finally {
-      done();
-    }
     if (!(response.headers.get("content-type") ?? "").startsWith("image/png")) {
       // A server that answers PNGs for screenshots only: the event, then its screen's file.
       const event = parseOrThrow(DesktopEvent, JSON.parse(new TextDecoder().decode(body)), "desktop action");
@@ -82,19 +74,13 @@ export class Desktop {
 
   /** A screenshot of the log by its sha256 (as events name them). */
   async screenshotFile(id: string, sha256: string, options: RequestOptions = {}): Promise<Uint8Array> {
-    const { response, mapError, done } = await this.http.open({
+    const { body } = await this.http.bytes({
       ...options,
       method: "GET",
       path: `${sandboxPath(id)}/desktop/screenshots/${encodeURIComponent(sha256)}`,
       accept: "image/png",
     });
-    try {
-      return new Uint8Array(await response.arrayBuffer());
-    } catch (err) {
-      throw mapError(err);
-    } finally {
-      done();
-    }
+    return body;
   }
 
   move(id: string, x: number, y: number, options: RequestOptions = {}): Promise<DesktopEvent> {

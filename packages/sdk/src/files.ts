@@ -139,21 +139,13 @@ export class Files {
     options: ReadOptions & { encoding?: "utf8" | "utf-8" | undefined } = {},
   ): Promise<string | Uint8Array> {
     const { offset, length, encoding, ...request } = options;
-    const { response, mapError, done } = await this.http.open({
+    const { body: bytes } = await this.http.bytes({
       ...request,
       method: "GET",
       path: this.filesPath(id),
       query: { path, offset, length },
       accept: "application/octet-stream",
     });
-    let bytes: Uint8Array;
-    try {
-      bytes = new Uint8Array(await response.arrayBuffer());
-    } catch (err) {
-      throw mapError(err);
-    } finally {
-      done();
-    }
     return encoding ? new TextDecoder().decode(bytes) : bytes;
   }
 

@@ -181,16 +181,21 @@ export class HttpClient {
     return parseOrThrow(schema, data, `${req.method} ${req.path}`);
   }
 
-  /** A request whose answer has no body we care about (204). */
-  async empty(req: HttpRequest): Promise<void> {
+  /** A request whose answer's body is read whole as bytes; the response comes too (its headers). */
+  async bytes(req: HttpRequest): Promise<{ response: Response; body: Uint8Array }> {
     const { response, mapError, done } = await this.open(req);
     try {
-      await response.arrayBuffer();
+      return { response, body: new Uint8Array(await response.arrayBuffer()) };
     } catch (err) {
       throw mapError(err);
     } finally {
       done();
     }
+  }
+
+  /** A request whose answer has no body we care about (204). */
+  async empty(req: HttpRequest): Promise<void> {
+    await this.bytes(req);
   }
 }
 

@@ -82,20 +82,14 @@ export class Jobs {
 /** Reads a byte range of a job's or exec's kept output. */
 export async function readOutput(http: HttpClient, path: string, options: OutputOptions): Promise<Uint8Array> {
   const { stream, offset, length, ...request } = options;
-  const { response, mapError, done } = await http.open({
+  const { body } = await http.bytes({
     ...request,
     method: "GET",
     path,
     query: { stream, offset, length },
     accept: "application/octet-stream",
   });
-  try {
-    return new Uint8Array(await response.arrayBuffer());
-  } catch (err) {
-    throw mapError(err);
-  } finally {
-    done();
-  }
+  return body;
 }
 
 function jobsPath(sandboxId: string): string {

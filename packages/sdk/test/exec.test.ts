@@ -2,7 +2,7 @@ import type { ServerResponse } from "node:http";
 import { EXEC_STREAM_CONTENT_TYPE, ExecRecordKind, encodeExecEvent, execRecordHeader } from "@sandtree/protocol";
 import { afterEach, describe, expect, it } from "vitest";
 import { ConflictError, InvalidResponseError, NotFoundError, SandtreeClient } from "../src/index.js";
-import { b64, type FakeServer, fakeServer, type Recorded, sendJson, sleep } from "./fake-server.js";
+import { b64, commandResult, type FakeServer, fakeServer, type Recorded, sendJson, sleep } from "./fake-server.js";
 
 let server: FakeServer | undefined;
 afterEach(async () => {
@@ -194,16 +194,7 @@ describe("exec streaming", () => {
   });
 
   it("run() returns the buffered wire result", async () => {
-    const result = {
-      stdout: "hi\n",
-      stderr: "",
-      exit_code: 0,
-      signal: null,
-      timed_out: false,
-      stdout_truncated: false,
-      stderr_truncated: false,
-      duration_ms: 5,
-    };
+    const result = commandResult({ stdout: "hi\n", duration_ms: 5 });
     server = await fakeServer((_req, res) => sendJson(res, 200, result));
     const client = new SandtreeClient({ apiUrl: server.url, apiKey: "k" });
     await expect(client.sandboxes.run("sb_1", "echo hi", { cwd: "/tmp" })).resolves.toEqual(result);

@@ -79,5 +79,20 @@ export function sandbox(overrides: Record<string, unknown> = {}): Record<string,
   };
 }
 
+/** A finished command's wire result (POST /exec's answer), exit 0 unless `overrides` say otherwise. */
+export function commandResult(overrides: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    stdout: "",
+    stderr: "",
+    exit_code: 0,
+    signal: null,
+    timed_out: false,
+    stdout_truncated: false,
+    stderr_truncated: false,
+    duration_ms: 1,
+    ...overrides,
+  };
+}
+
 export const b64 = (s: string | Uint8Array) => Buffer.from(s).toString("base64");
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { ConnectionError, DEFAULT_RETRY, RateLimitError, SandtreeClient, ServerError } from "../src/index.js";
 import { retryDelay } from "../src/retry.js";
-import { type FakeServer, fakeServer, sandbox, sendJson } from "./fake-server.js";
+import { commandResult, type FakeServer, fakeServer, sandbox, sendJson } from "./fake-server.js";
 
 let server: FakeServer | undefined;
 afterEach(async () => {
@@ -86,16 +86,7 @@ describe("retries", () => {
     await s.close();
     server = await fakeServer((_req, res) => {
       if (n++ === 0) return sendJson(res, 429, { code: "RATE_LIMITED", message: "slow" }, { "retry-after": "0" });
-      sendJson(res, 200, {
-        stdout: "x",
-        stderr: "",
-        exit_code: 0,
-        signal: null,
-        timed_out: false,
-        stdout_truncated: false,
-        stderr_truncated: false,
-        duration_ms: 1,
-      });
+      sendJson(res, 200, commandResult({ stdout: "x" }));
     });
     const r = await client(server).sandboxes.run("sb_1", "echo");
     expect(r.stdout).toBe("x");

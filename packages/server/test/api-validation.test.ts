@@ -1,13 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestServer, type TestServer } from "./helpers.js";
+import { describe, expect, it } from "vitest";
+import { serverForFile } from "./helpers.js";
 
-let t: TestServer;
-beforeAll(async () => {
-  t = await startTestServer();
-});
-afterAll(async () => {
-  await t?.close();
-});
+const t = serverForFile();
 
 describe("API without VMs", () => {
   it("serves health and the OpenAPI document without a key", async () => {

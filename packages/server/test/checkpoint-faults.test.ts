@@ -3,7 +3,7 @@ import { appendFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { layerFile, startWithBusybox, type TestServer } from "./helpers.js";
+import { layerFile, settleCheckpoint, startWithBusybox, type TestServer } from "./helpers.js";
 
 let t: TestServer;
 let id: string;
@@ -16,14 +16,7 @@ afterAll(async () => {
 
 const run = async (sandbox: string, command: string) => (await t.api("POST", `/v1/sandboxes/${sandbox}/exec`, { command })).body;
 
-async function settle(cid: string) {
-  for (let i = 0; i < 600; i++) {
-    const r = await t.api("GET", `/v1/checkpoints/${cid}`);
-    if (r.body.state === "DURABLE" || r.body.state === "FAILED") return r.body;
-    await new Promise((res) => setTimeout(res, 100));
-  }
-  throw new Error("checkpoint did not settle");
-}
+const settle = (cid: string) => settleCheckpoint(t, cid, 120_000);
 
 describe("checkpoint faults", () => {
   it("serializes concurrent checkpoints of one sandbox into a chain", { timeout: 300_000 }, async () => {

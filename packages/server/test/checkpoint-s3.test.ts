@@ -5,7 +5,7 @@ import path from "node:path";
 import { HeadObjectCommand } from "@aws-sdk/client-s3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { corruptObject, startS3, type TestS3, useS3Credentials } from "../../host/test/helpers/s3-server.js";
-import { layerFile, startTestServer, type TestServer } from "./helpers.js";
+import { layerFile, settleCheckpoint, startTestServer, type TestServer } from "./helpers.js";
 
 // The server reads object-store credentials from the standard AWS variables, as in production.
 let restoreEnv = () => {};
@@ -32,14 +32,7 @@ afterAll(async () => {
 const SMALL = { memory_gb: 0.25, disk_size_gb: 1 };
 const run = async (sandbox: string, command: string) => (await t.api("POST", `/v1/sandboxes/${sandbox}/exec`, { command })).body;
 
-async function settle(cid: string) {
-  for (let i = 0; i < 1200; i++) {
-    const r = await t.api("GET", `/v1/checkpoints/${cid}`);
-    if (r.body.state === "DURABLE" || r.body.state === "FAILED") return r.body;
-    await new Promise((res) => setTimeout(res, 100));
-  }
-  throw new Error("checkpoint did not settle");
-}
+const settle = (cid: string) => settleCheckpoint(t, cid, 240_000);
 
 describe("checkpoints in an S3 bucket", () => {
   it("is DURABLE only once in the bucket, restores and flattens through it, and refuses a corrupt object", {

@@ -3,18 +3,12 @@ import { AgentClosedError, GuestError, MachineRefusedError, MachineTimeoutError,
 import { QmpClosedError, QmpCommandError, QmpTimeoutError } from "@sandtree/host/qemu";
 import { SandtreeError } from "@sandtree/protocol";
 import { NotFoundError, SandtreeClient, ValidationError } from "@sandtree/sdk";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { renderError } from "../src/errors.js";
 import { toApiError } from "../src/services/observability/error-codes.js";
-import { startTestServer, type TestServer } from "./helpers.js";
+import { serverForFile } from "./helpers.js";
 
-let t: TestServer;
-beforeAll(async () => {
-  t = await startTestServer();
-});
-afterAll(async () => {
-  await t?.close();
-});
+const t = serverForFile();
 
 /** Sends `request` as raw bytes and reads the whole answer (the server closes the connection). */
 function rawRequest(url: string, request: string): Promise<{ status: number; headers: string; body: unknown }> {

@@ -3,7 +3,7 @@ import net from "node:net";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startS3, type TestS3, useS3Credentials } from "../../host/test/helpers/s3-server.js";
-import { layerFile, startTestServer, type TestServer } from "./helpers.js";
+import { layerFile, settleCheckpoint, startTestServer, type TestServer } from "./helpers.js";
 
 // Children of a fork (and restores) on the host that took the checkpoint start once it is FROZEN;
 // the seal carries on behind them. The layers go to an S3 bucket that the test replaces by a
@@ -57,14 +57,7 @@ const run = async (id: string, command: string) => {
   return r.body as { stdout: string; exit_code: number };
 };
 
-async function settle(cid: string) {
-  for (let i = 0; i < 3000; i++) {
-    const r = await t.api("GET", `/v1/checkpoints/${cid}`);
-    if (r.body.state === "DURABLE" || r.body.state === "FAILED") return r.body;
-    await new Promise((res) => setTimeout(res, 100));
-  }
-  throw new Error(`checkpoint ${cid} did not settle`);
-}
+const settle = (cid: string) => settleCheckpoint(t, cid, 300_000);
 
 describe("forks and restores from a FROZEN checkpoint", () => {
   it("memory children start before the seal, outlive its failure, and their own checkpoints store the lost layer", {

@@ -6,16 +6,10 @@ import { createHash } from "node:crypto";
 import { createReadStream, existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import { freePageReporting } from "@sandtree/host/qemu";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { qemuPidsFor, startTestServer, type TestServer } from "./helpers.js";
+import { describe, expect, it } from "vitest";
+import { qemuPidsFor, serverForFile } from "./helpers.js";
 
-let t: TestServer;
-beforeAll(async () => {
-  t = await startTestServer();
-});
-afterAll(async () => {
-  await t?.close();
-});
+const t = serverForFile();
 
 const SPEC = { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 };
 const run = async (id: string, command: string) => (await t.api("POST", `/v1/sandboxes/${id}/exec`, { command })).body;

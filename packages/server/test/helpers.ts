@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import type { MachineHost } from "@sandtree/host";
 import Database from "better-sqlite3";
+import { afterAll, beforeAll } from "vitest";
 import { type Clock, type ImageResolver, type RunningServer, type ServerConfigInput, startServer } from "../src/index.js";
 
 export interface TestServer {
@@ -53,32 +54,33 @@ export const neverPulls: ImageResolver = {
   importLayout: () => Promise.reject(new Error("not here")),
 };
 
+/** What a test server is started with (all optional). */
+export interface TestServerOptions {
+  images?: ImageResolver;
+  logStream?: { write(line: string): unknown };
+  /** The metering clock (default: the system's). */
+  clock?: Clock;
+  /** The price table (ServerConfig.prices). */
+  prices?: ServerConfigInput["prices"];
+  /** A postgres:// URL (ServerConfig.database); default: SQLite in the data dir. */
+  database?: string;
+  /** Where layers are stored (ServerConfig.blobStore); default the data dir's layers directory. */
+  blobStore?: string;
+  /** Chains this deep get flattened (ServerConfig.flattenDepth). */
+  flattenDepth?: number;
+  /** Where names without a registry are pulled from (ServerConfig.defaultRegistry; default Docker Hub). */
+  defaultRegistry?: string;
+  /** Where machines run (default: QEMU microVMs; tests above the seam give the fake host). */
+  host?: MachineHost;
+  /** VM deadlines over the defaults (StartServerOptions.deadlines). */
+  deadlines?: { agentMs?: number };
+  /** The data dir (default: a fresh temporary one); kept after close() with `keepDataDir` or KEEP_TEST_DATA. */
+  dataDir?: string;
+  keepDataDir?: boolean;
+}
+
 /** A real server on a random loopback port over a fresh data dir. */
-export async function startTestServer(
-  opts: {
-    images?: ImageResolver;
-    logStream?: { write(line: string): unknown };
-    /** The metering clock (default: the system's). */
-    clock?: Clock;
-    /** The price table (ServerConfig.prices). */
-    prices?: ServerConfigInput["prices"];
-    /** A postgres:// URL (ServerConfig.database); default: SQLite in the data dir. */
-    database?: string;
-    /** Where layers are stored (ServerConfig.blobStore); default the data dir's layers directory. */
-    blobStore?: string;
-    /** Chains this deep get flattened (ServerConfig.flattenDepth). */
-    flattenDepth?: number;
-    /** Where names without a registry are pulled from (ServerConfig.defaultRegistry; default Docker Hub). */
-    defaultRegistry?: string;
-    /** Where machines run (default: QEMU microVMs; tests above the seam give the fake host). */
-    host?: MachineHost;
-    /** VM deadlines over the defaults (StartServerOptions.deadlines). */
-    deadlines?: { agentMs?: number };
-    /** The data dir (default: a fresh temporary one); kept after close() with `keepDataDir` or KEEP_TEST_DATA. */
-    dataDir?: string;
-    keepDataDir?: boolean;
-  } = {},
-): Promise<TestServer> {
+export async function startTestServer(opts: TestServerOptions = {}): Promise<TestServer> {
   const dataDir = opts.dataDir ?? mkdtempSync(path.join(tmpdir(), "sandtree-test-"));
   // Many of these servers run at once in one network namespace: no sandbox networks here
   // (network.test.ts runs its server in namespaces of its own).
@@ -124,6 +126,41 @@ export async function startTestServer(
   };
 }
 
+/**
+ * One server for the whole test file: started before its tests (beforeAll), closed after them
+ * (afterAll). Read the handle inside tests and hooks: before the server is up it throws.
+ */
+export function serverForFile(opts: TestServerOptions = {}): TestServer {
+  let current: TestServer | undefined;
+  beforeAll(async () => {
+    current = await startTestServer(opts);
+  });
+  afterAll(async () => {
+    await current?.close();
+  });
+  const now = (): TestServer => {
+    if (!current) throw new Error("the file's test server is not up yet: use it inside a test or hook");
+    return current;
+  };
+  return {
+    get server() {
+      return now().server;
+    },
+    get url() {
+      return now().url;
+    },
+    get key() {
+      return now().key;
+    },
+    get dataDir() {
+      return now().dataDir;
+    },
+    api: (...args) => now().api(...args),
+    waitRunning: (...args) => now().waitRunning(...args),
+    close: () => now().close(),
+  };
+}
+
 /** The file of a checkpoint's layer (what the blob store holds), read from the server's database. */
 /** A test server with one small busybox sandbox RUNNING: the setup of many one-sandbox VM files. */
 export async function startWithBusybox(): Promise<{ t: TestServer; id: string }> {
@@ -150,6 +187,18 @@ export function layerFile(dataDir: string, checkpointId: string): string {
   }
 }
 
+/** Polls until the checkpoint is DURABLE or FAILED (its row then); throws after `timeoutMs`. */
+export async function settleCheckpoint(t: TestServer, cid: string, timeoutMs = 120_000): Promise<any> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const r = await t.api("GET", `/v1/checkpoints/${cid}`);
+    if (r.body.state === "DURABLE" || r.body.state === "FAILED") return r.body;
+    if (Date.now() > deadline) throw new Error(`checkpoint ${cid} still ${r.body.state}`);
+    await new Promise((res) => setTimeout(res, 100));
+  }
+}
+
+/** The lines of QEMU processes whose command line names one of these sandbox ids. */
 export function qemuPidsFor(ids: string[]): string[] {
   let out = "";
   try {

@@ -1,15 +1,9 @@
 import { existsSync, readdirSync } from "node:fs";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestServer, type TestServer } from "./helpers.js";
+import { describe, expect, it } from "vitest";
+import { serverForFile } from "./helpers.js";
 
-let t: TestServer;
-beforeAll(async () => {
-  t = await startTestServer();
-});
-afterAll(async () => {
-  await t?.close();
-});
+const t = serverForFile();
 
 const run = async (id: string, command: string) => {
   const r = await t.api("POST", `/v1/sandboxes/${id}/exec`, { command });

@@ -1,13 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cpuTicks, qemuPidsFor, startTestServer, type TestServer } from "./helpers.js";
+import { describe, expect, it } from "vitest";
+import { cpuTicks, qemuPidsFor, serverForFile } from "./helpers.js";
 
-let t: TestServer;
-beforeAll(async () => {
-  t = await startTestServer();
-});
-afterAll(async () => {
-  await t?.close();
-});
+const t = serverForFile();
 
 const run = async (id: string, command: string) => (await t.api("POST", `/v1/sandboxes/${id}/exec`, { command })).body;
 const sleep = (ms: number) => new Promise((res) => setTimeout(res, ms));

@@ -10,7 +10,7 @@ import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createFakeInternet, type FakeInternet, fakeInternetUnavailableReason } from "./network/fake-internet.js";
 import { type HostServer, startHostServer } from "./network/host-server.js";
-import { eventually, median, percentile, qemuLinesFor, recordFigures } from "./reliability/harness.js";
+import { eventually, median, percentile, qemuPidsFor, recordFigures } from "./reliability/harness.js";
 
 const CYCLES = Number(process.env.SANDTREE_SOAK_CYCLES ?? 10);
 const LONG = CYCLES >= 100;
@@ -144,8 +144,8 @@ describe.skipIf(unavailable !== null)(`networked soak${unavailable ? ` (skipped:
     }
 
     // Deletes finish in the background (power-off, then the network's teardown).
-    await eventually(() => qemuLinesFor(ids).length === 0 && taps().length === 0 && slotsHeld(server.dataDir) === 0, 60_000);
-    expect(qemuLinesFor(ids)).toEqual([]);
+    await eventually(() => qemuPidsFor(ids).length === 0 && taps().length === 0 && slotsHeld(server.dataDir) === 0, 60_000);
+    expect(qemuPidsFor(ids)).toEqual([]);
     expect(taps()).toEqual([]);
     expect(slotsHeld(server.dataDir)).toBe(0);
     expect(listeners()).toEqual(listenersBefore);

@@ -11,7 +11,7 @@ import {
   eventually,
   median,
   percentile,
-  qemuLinesFor,
+  qemuPidsFor,
   recordFigures,
   runRootOf,
   settleCheckpoint,
@@ -72,8 +72,8 @@ describe("soak", () => {
     }
 
     // No QEMU of these sandboxes is left (a delete may still be finishing the power-off).
-    const noQemu = await eventually(() => qemuLinesFor(ids).length === 0, 30_000);
-    expect(qemuLinesFor(ids)).toEqual([]);
+    const noQemu = await eventually(() => qemuPidsFor(ids).length === 0, 30_000);
+    expect(qemuPidsFor(ids)).toEqual([]);
     // Layers: only base links and templates; no orphan blob.
     await eventually(() => readdirSync(layers).filter((f) => !permanent(f)).length === 0, 30_000);
     const leftovers = readdirSync(layers).filter((f) => !permanent(f));
@@ -106,7 +106,7 @@ describe("soak", () => {
       rss_settled_mib: +(settled / MiB).toFixed(1),
       rss_end_mib: +(last / MiB).toFixed(1),
       rss_growth_pct: +(growth * 100).toFixed(1),
-      qemu_left: qemuLinesFor(ids).length,
+      qemu_left: qemuPidsFor(ids).length,
       qemu_gone_in_time: noQemu,
       layer_files_left: leftovers.length,
       layer_bytes_start: startLayerBytes,

@@ -1,16 +1,10 @@
 import { existsSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { qemuPidsFor, startTestServer, type TestServer } from "./helpers.js";
+import { describe, expect, it } from "vitest";
+import { qemuPidsFor, serverForFile } from "./helpers.js";
 
-let t: TestServer;
-beforeAll(async () => {
-  t = await startTestServer();
-});
-afterAll(async () => {
-  await t?.close();
-});
+const t = serverForFile();
 
 describe("20 sandboxes at once", () => {
   it("all reach RUNNING, answer, and leave nothing behind once deleted", { timeout: 600_000 }, async () => {

@@ -1,13 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { qemuPidsFor, startTestServer, type TestServer } from "./helpers.js";
+import { describe, expect, it } from "vitest";
+import { qemuPidsFor, serverForFile } from "./helpers.js";
 
-let t: TestServer;
-beforeAll(async () => {
-  t = await startTestServer();
-});
-afterAll(async () => {
-  await t?.close();
-});
+const t = serverForFile();
 
 describe("supervision", () => {
   it("marks a sandbox ERROR with the reason when its QEMU dies, keeps its console log, spares others", {

@@ -18,6 +18,7 @@ import type { MeterKind, MeterRecord } from "../src/store/rows.js";
 import type { Store } from "../src/store/store.js";
 import { costBySubject, usageLines } from "./metering-oracle.js";
 import { type PgServer, startPostgres } from "./postgres-server.js";
+import { sandboxRow } from "./store/fixtures.js";
 
 const H = 3_600_000;
 const T0 = Date.UTC(2026, 10, 2, 5, 17, 3, 250);
@@ -79,26 +80,19 @@ async function seed(store: Store, r: () => number): Promise<string[]> {
     if (r() < 0.7) labels.project = `p${Math.floor(r() * 3)}`;
     if (r() < 0.4) labels.env = r() < 0.5 ? "prod" : "dev,x";
     const at = new Date(T0).toISOString();
-    await store.insertSandbox({
-      id,
-      name: null,
-      team_id: teams[i % 2] as string,
-      image: "sandtree/busybox",
-      image_digest: null,
-      status: "TERMINATED",
-      cpu_cores: 1,
-      memory_gb: 1,
-      disk_size_gb: 1,
-      environment_vars: {},
-      labels,
-      start_command: null,
-      accel: null,
-      error_reason: null,
-      created_at: at,
-      updated_at: at,
-      started_at: at,
-      terminated_at: at,
-    });
+    await store.insertSandbox(
+      sandboxRow(teams[i % 2] as string, {
+        id,
+        status: "TERMINATED",
+        memory_gb: 1,
+        disk_size_gb: 1,
+        labels,
+        created_at: at,
+        updated_at: at,
+        started_at: at,
+        terminated_at: at,
+      }),
+    );
   }
   const records: Array<Omit<MeterRecord, "id">> = [];
   for (let i = 0; i < 300; i++) {

@@ -5,16 +5,10 @@
 // never finishes pulling, so a sandbox stays PROVISIONING (not ended) and holds its mounts.
 import { readFileSync, truncateSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { neverPulls, startTestServer, type TestServer } from "./helpers.js";
+import { describe, expect, it } from "vitest";
+import { neverPulls, serverForFile } from "./helpers.js";
 
-let t: TestServer;
-beforeAll(async () => {
-  t = await startTestServer({ images: neverPulls });
-});
-afterAll(async () => {
-  await t?.close();
-});
+const t = serverForFile({ images: neverPulls });
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 

@@ -1,14 +1,8 @@
 // `sandtree volume create|list|get|delete` as a child process against a real server (no VM).
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runCli, startTestServer, type TestServer } from "./helpers.js";
+import { describe, expect, it } from "vitest";
+import { runCli, serverForFile } from "./helpers.js";
 
-let t: TestServer;
-beforeAll(async () => {
-  t = await startTestServer();
-});
-afterAll(async () => {
-  await t?.close();
-});
+const t = serverForFile();
 
 describe("sandtree volume", () => {
   it("creates, lists, shows and deletes volumes, in tables and as JSON; errors name their code", async () => {

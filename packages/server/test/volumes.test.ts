@@ -4,17 +4,11 @@
 // stays PROVISIONING (not ended) to hold a mount.
 import { existsSync, statSync } from "node:fs";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { openVolumeStore } from "../src/store/open-store.js";
-import { neverPulls, startTestServer, type TestServer } from "./helpers.js";
+import { neverPulls, serverForFile } from "./helpers.js";
 
-let t: TestServer;
-beforeAll(async () => {
-  t = await startTestServer({ images: neverPulls });
-});
-afterAll(async () => {
-  await t?.close();
-});
+const t = serverForFile({ images: neverPulls });
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 

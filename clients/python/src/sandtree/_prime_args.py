@@ -67,12 +67,17 @@ def start_command(value: Any) -> Optional[str]:
     return shlex.join([str(executable), *map(str, args)])
 
 
-def whole_cores(cpu_cores: Optional[float]) -> Optional[int]:
-    if cpu_cores is None:
+def _whole(name: str, value: Optional[float], why: str) -> Optional[int]:
+    """`value` as an int; refused (saying `why`) when it has a fraction."""
+    if value is None:
         return None
-    if float(cpu_cores) != int(cpu_cores):
-        raise refuse(f"cpu_cores={cpu_cores}", "a sandbox gets whole vCPUs")
-    return int(cpu_cores)
+    if float(value) != int(value):
+        raise refuse(f"{name}={value}", why)
+    return int(value)
+
+
+def whole_cores(cpu_cores: Optional[float]) -> Optional[int]:
+    return _whole("cpu_cores", cpu_cores, "a sandbox gets whole vCPUs")
 
 
 WHY = {
@@ -93,8 +98,4 @@ def arch(value: Optional[str]) -> None:
 
 
 def whole_gb(disk_size_gb: Optional[float]) -> Optional[int]:
-    if disk_size_gb is None:
-        return None
-    if float(disk_size_gb) != int(disk_size_gb):
-        raise refuse(f"disk_size_gb={disk_size_gb}", "disks are whole GiB")
-    return int(disk_size_gb)
+    return _whole("disk_size_gb", disk_size_gb, "disks are whole GiB")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Dict, Optional
 
-from ._parsing import _dt, _parse
+from ._parsing import _from_fields
 
 
 @dataclass
@@ -23,20 +23,7 @@ class CommandResponse:
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> CommandResponse:
-        def build(d: Dict[str, Any]) -> CommandResponse:
-            return cls(
-                stdout=str(d["stdout"]),
-                stderr=str(d["stderr"]),
-                exit_code=int(d["exit_code"]),
-                signal=d.get("signal"),
-                timed_out=bool(d.get("timed_out", False)),
-                stdout_truncated=bool(d.get("stdout_truncated", False)),
-                stderr_truncated=bool(d.get("stderr_truncated", False)),
-                duration_ms=float(d.get("duration_ms", 0)),
-                exec_id=d.get("exec_id"),
-            )
-
-        result: CommandResponse = _parse("command result", d, build)
+        result: CommandResponse = _from_fields(cls, "command result", d)
         return result
 
 
@@ -72,16 +59,7 @@ class BackgroundJob:
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> BackgroundJob:
-        result: BackgroundJob = _parse(
-            "job",
-            d,
-            lambda d: cls(
-                job_id=str(d["job_id"]),
-                sandbox_id=str(d["sandbox_id"]),
-                command=str(d["command"]),
-                started_at=_dt(d.get("started_at")),
-            ),
-        )
+        result: BackgroundJob = _from_fields(cls, "job", d)
         return result
 
 
@@ -105,21 +83,13 @@ class BackgroundJobStatus:
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> BackgroundJobStatus:
-        result: BackgroundJobStatus = _parse(
+        result: BackgroundJobStatus = _from_fields(
+            cls,
             "job",
             d,
-            lambda d: cls(
-                job_id=str(d["job_id"]),
-                status=str(d["status"]),
-                completed=d["status"] != "RUNNING",
-                exit_code=d.get("exit_code"),
-                stdout=str(d.get("stdout_tail", "")),
-                stderr=str(d.get("stderr_tail", "")),
-                stdout_truncated=bool(d.get("stdout_truncated", False)),
-                stderr_truncated=bool(d.get("stderr_truncated", False)),
-                ended_at=_dt(d.get("ended_at")),
-                error_reason=d.get("error_reason"),
-            ),
+            completed=lambda d: d["status"] != "RUNNING",
+            stdout=lambda d: str(d.get("stdout_tail", "")),
+            stderr=lambda d: str(d.get("stderr_tail", "")),
         )
         return result
 

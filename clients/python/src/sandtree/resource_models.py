@@ -7,7 +7,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Dict, List, Optional
 
-from ._parsing import _dt, _parse
+from ._parsing import _from_fields
 
 
 class CheckpointState(str, Enum):
@@ -47,26 +47,7 @@ class Checkpoint:
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> Checkpoint:
-        result: Checkpoint = _parse(
-            "checkpoint",
-            d,
-            lambda d: cls(
-                id=str(d["id"]),
-                sandbox_id=str(d["sandbox_id"]),
-                state=CheckpointState(d["state"]),
-                parent_id=d.get("parent_id"),
-                team_id=d.get("team_id"),
-                depth=int(d.get("depth", 0)),
-                image=d.get("image"),
-                disk_size_bytes=int(d.get("disk_size_bytes", 0)),
-                stored_bytes=int(d.get("stored_bytes", 0)),
-                error=d.get("error"),
-                has_memory=bool(d.get("has_memory", False)),
-                created_at=_dt(d.get("created_at")),
-                updated_at=_dt(d.get("updated_at")),
-                expires_at=_dt(d.get("expires_at")),
-            ),
-        )
+        result: Checkpoint = _from_fields(cls, "checkpoint", d)
         return result
 
 
@@ -140,18 +121,7 @@ class ExposedPort:
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> ExposedPort:
-        result: ExposedPort = _parse(
-            "exposed port",
-            d,
-            lambda d: cls(
-                sandbox_id=str(d["sandbox_id"]),
-                port=int(d["port"]),
-                url=str(d["url"]),
-                tcp_url=str(d["tcp_url"]),
-                token=d.get("token"),
-                created_at=_dt(d.get("created_at")),
-            ),
-        )
+        result: ExposedPort = _from_fields(cls, "exposed port", d)
         return result
 
 
@@ -183,21 +153,7 @@ class SandboxNetwork:
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> SandboxNetwork:
-        result: SandboxNetwork = _parse(
-            "network",
-            d,
-            lambda d: cls(
-                sandbox_id=str(d["sandbox_id"]),
-                enabled=bool(d["enabled"]),
-                mode=str(d["mode"]),
-                address=d.get("address"),
-                gateway=d.get("gateway"),
-                network_allowlist=list(d.get("network_allowlist") or []),
-                network_denylist=list(d.get("network_denylist") or []),
-                tunnels=list(d.get("tunnels") or []),
-                applied=bool(d.get("applied", False)),
-            ),
-        )
+        result: SandboxNetwork = _from_fields(cls, "network", d)
         return result
 
 
@@ -234,24 +190,10 @@ class VolumeInfo:
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]) -> VolumeInfo:
-        result: VolumeInfo = _parse(
+        result: VolumeInfo = _from_fields(
+            cls,
             "volume",
             d,
-            lambda d: cls(
-                id=str(d["id"]),
-                name=str(d["name"]),
-                status=VolumeState(d["status"]),
-                size_gb=int(d["size_gb"]),
-                used_bytes=int(d.get("used_bytes", 0)),
-                team_id=d.get("team_id"),
-                labels=dict(d.get("labels") or {}),
-                mounted_by=list(d.get("mounted_by") or []),
-                created_at=_dt(d.get("created_at")),
-                updated_at=_dt(d.get("updated_at")),
-                synced_at=_dt(d.get("synced_at")),
-                synced_bytes=None if d.get("synced_bytes") is None else int(d["synced_bytes"]),
-                home_lost_at=_dt(d.get("home_lost_at")),
-                restored_as_of=_dt(d.get("restored_as_of")),
-            ),
+            synced_bytes=lambda d: None if d.get("synced_bytes") is None else int(d["synced_bytes"]),
         )
         return result

@@ -1,8 +1,8 @@
 import type { Host, HostStateChange } from "@sandtree/protocol";
 import type { Command } from "commander";
 import type { CliContext } from "../context.js";
-import { formatAge, type OutputFormat, printJson, renderTable } from "../output.js";
-import { addListCommand, globalFlags, outputOption } from "./shared.js";
+import { formatAge, renderTable } from "../output.js";
+import { addListCommand, addOneCommand } from "./shared.js";
 
 const gib = (mib: number) => `${(mib / 1024).toFixed(mib % 1024 === 0 ? 0 : 1)}`;
 
@@ -36,16 +36,13 @@ export function registerHostCommands(program: Command, ctx: CliContext): void {
   });
 
   const change = (verb: "cordon" | "drain" | "uncordon", description: string, done: (r: HostStateChange) => string) =>
-    host
-      .command(verb)
-      .description(description)
-      .argument("<name>", "host name, e.g. worker-1 (see `sandtree host list`)")
-      .addOption(outputOption())
-      .action(async (name: string, o: { output: OutputFormat }, cmd: Command) => {
-        const r = await (await ctx.client(globalFlags(cmd))).hosts[verb](name);
-        if (o.output === "json") return printJson(ctx.stdout, r);
-        ctx.stdout.write(`${done(r)}\n`);
-      });
+    addOneCommand(host, ctx, {
+      name: verb,
+      description,
+      argument: ["<name>", "host name, e.g. worker-1 (see `sandtree host list`)"],
+      call: (client, name) => client.hosts[verb](name),
+      text: (r) => `${done(r)}\n`,
+    });
 
   change("cordon", "take no new work on the host; its sandboxes stay", (r) => `${r.host.name} ${r.host.state}`);
   change(

@@ -4,8 +4,8 @@ import type { Command } from "commander";
 import type { CliContext, In } from "../context.js";
 import { UsageError } from "../errors.js";
 import { formatAge, formatBytes, type OutputFormat, printJson, renderTable } from "../output.js";
-import { spinner } from "../progress.js";
-import { addListCommand, globalFlags, outputOption } from "./shared.js";
+import { withSpinner } from "../progress.js";
+import { addListCommand, addOneCommand, globalFlags, outputOption } from "./shared.js";
 
 export function registerImageCommands(program: Command, ctx: CliContext): void {
   const image = program.command("image").description("list, pull and alias images");
@@ -27,13 +27,9 @@ export function registerImageCommands(program: Command, ctx: CliContext): void {
     .action(async (ref: string, o: { username?: string; passwordStdin?: boolean; output: OutputFormat }, cmd: Command) => {
       const credentials = await readCredentials(o, ctx.stdin);
       const client = await ctx.client(globalFlags(cmd));
-      const spin = spinner(ctx.stderr, `pulling ${ref}`);
-      let pulled: Image;
-      try {
-        pulled = await client.images.pull(ref, credentials ? { credentials } : {});
-      } finally {
-        spin.stop();
-      }
+      const pulled = await withSpinner(ctx.stderr, `pulling ${ref}`, () =>
+        client.images.pull(ref, credentials ? { credentials } : {}),
+      );
       if (o.output === "json") printJson(ctx.stdout, pulled);
       else ctx.stdout.write(`${pulled.ref} ${pulled.digest}\n`);
     });
@@ -47,13 +43,9 @@ export function registerImageCommands(program: Command, ctx: CliContext): void {
     .addOption(outputOption())
     .action(async (dir: string, name: string, o: { layoutRef?: string; output: OutputFormat }, cmd: Command) => {
       const client = await ctx.client(globalFlags(cmd));
-      const spin = spinner(ctx.stderr, `importing ${dir}`);
-      let imported: Image;
-      try {
-        imported = await client.images.import(path.resolve(dir), name, o.layoutRef ? { layoutRef: o.layoutRef } : {});
-      } finally {
-        spin.stop();
-      }
+      const imported = await withSpinner(ctx.stderr, `importing ${dir}`, () =>
+        client.images.import(path.resolve(dir), name, o.layoutRef ? { layoutRef: o.layoutRef } : {}),
+      );
       if (o.output === "json") printJson(ctx.stdout, imported);
       else ctx.stdout.write(`${imported.ref} ${imported.digest}\n`);
     });
@@ -78,16 +70,16 @@ export function registerImageCommands(program: Command, ctx: CliContext): void {
     table: aliasTable,
   });
 
-  image
-    .command("unalias")
-    .description("remove an image alias (admin key); prints its name. Sandboxes created through it keep their image")
-    .argument("<name>", "the alias")
-    .addOption(outputOption())
-    .action(async (name: string, o: { output: OutputFormat }, cmd: Command) => {
-      await (await ctx.client(globalFlags(cmd))).images.deleteAlias(name);
-      if (o.output === "json") printJson(ctx.stdout, { name, deleted: true });
-      else ctx.stdout.write(`${name}\n`);
-    });
+  addOneCommand(image, ctx, {
+    name: "unalias",
+    description: "remove an image alias (admin key); prints its name. Sandboxes created through it keep their image",
+    argument: ["<name>", "the alias"],
+    call: async (client, name) => {
+      await client.images.deleteAlias(name);
+      return { name, deleted: true };
+    },
+    text: (r) => `${r.name}\n`,
+  });
 }
 
 export function aliasTable(aliases: readonly ImageAlias[], now = Date.now()): string {

@@ -1,13 +1,13 @@
 import { createInterface } from "node:readline/promises";
-import type { Checkpoint, Sandbox } from "@sandtree/protocol";
+import type { Checkpoint } from "@sandtree/protocol";
 import { type Command, Option } from "commander";
 import type { CliContext } from "../context.js";
 import { UsageError } from "../errors.js";
 import { parseIntArg, parseNumberArg } from "../kv.js";
 import { formatAge, formatBytes, type OutputFormat, printJson, renderFields, renderTable } from "../output.js";
-import { spinner } from "../progress.js";
+import { withSpinner } from "../progress.js";
 import { printCreated, waitRunning } from "./sandbox-wait.js";
-import { addListCommand, globalFlags, MIN_MEMORY_GB, outputOption } from "./shared.js";
+import { addListCommand, addOneCommand, globalFlags, MIN_MEMORY_GB, outputOption } from "./shared.js";
 
 interface ChildFlags {
   name?: string;
@@ -79,12 +79,7 @@ export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): v
           ...(o.memory ? { includeMemory: true } : {}),
         });
         if (o.wait) {
-          const spin = spinner(ctx.stderr, `waiting for ${c.id}`);
-          try {
-            c = await client.checkpoints.waitForCheckpoint(c.id);
-          } finally {
-            spin.stop();
-          }
+          c = await withSpinner(ctx.stderr, `waiting for ${c.id}`, () => client.checkpoints.waitForCheckpoint(c.id));
         }
         if (o.output === "json") printJson(ctx.stdout, c);
         else ctx.stdout.write(`${c.id}\n`);
@@ -111,16 +106,13 @@ export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): v
       ),
   });
 
-  checkpoint
-    .command("get")
-    .description("show one checkpoint")
-    .argument("<cid>", "checkpoint id")
-    .addOption(outputOption())
-    .action(async (cid: string, o: { output: OutputFormat }, cmd: Command) => {
-      const c = await (await ctx.client(globalFlags(cmd))).checkpoints.get(cid);
-      if (o.output === "json") printJson(ctx.stdout, c);
-      else ctx.stdout.write(renderFields(checkpointFields(c)));
-    });
+  addOneCommand(checkpoint, ctx, {
+    name: "get",
+    description: "show one checkpoint",
+    argument: ["<cid>", "checkpoint id"],
+    call: (client, cid) => client.checkpoints.get(cid),
+    text: (c) => renderFields(checkpointFields(c)),
+  });
 
   childOptions(checkpoint.command("restore").description("start a new sandbox from a checkpoint; prints its id"))
     .argument("<cid>", "checkpoint id")
@@ -169,7 +161,6 @@ export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): v
     .action(
       async (id: string, o: ChildFlags & { memory?: boolean; count?: number; wait?: boolean; host?: string }, cmd: Command) => {
         const client = await ctx.client(globalFlags(cmd));
-        const spin = spinner(ctx.stderr, `forking ${id}`);
         const opts = {
           ...(o.name !== undefined ? { name: o.name } : {}),
           ...(o.cpuCores !== undefined ? { cpuCores: o.cpuCores } : {}),
@@ -180,15 +171,11 @@ export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): v
           ...(o.host !== undefined ? { host: o.host } : {}),
           waitTimeoutMs: o.waitTimeout * 1000,
         };
-        let children: Sandbox[];
-        try {
-          children =
-            o.count === undefined
-              ? [await client.sandboxes.fork(id, opts)]
-              : (await client.sandboxes.forkMany(id, o.count, opts)).sandboxes;
-        } finally {
-          spin.stop();
-        }
+        let children = await withSpinner(ctx.stderr, `forking ${id}`, async () =>
+          o.count === undefined
+            ? [await client.sandboxes.fork(id, opts)]
+            : (await client.sandboxes.forkMany(id, o.count, opts)).sandboxes,
+        );
         if (o.wait) {
           const running = await waitRunning(
             ctx,

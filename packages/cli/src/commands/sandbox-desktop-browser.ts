@@ -3,7 +3,7 @@ import type { Command } from "commander";
 import type { CliContext } from "../context.js";
 import { parseIntArg } from "../kv.js";
 import { type OutputFormat, printJson } from "../output.js";
-import { globalFlags, outputOption } from "./shared.js";
+import { addOneCommand, globalFlags, outputOption } from "./shared.js";
 
 /** What a browser action's event says on one line (its result's interesting part). */
 function line(e: DesktopEvent, what: string): string {
@@ -55,14 +55,11 @@ export function registerBrowserCommands(desktop: Command, ctx: CliContext): void
       },
     );
 
-  desktop
-    .command("page-text")
-    .description("print the text of the browser's page")
-    .argument("<id>")
-    .addOption(outputOption())
-    .action(async (id: string, o: { output: OutputFormat }, cmd: Command) => {
-      const page = await (await client(cmd)).desktop.pageText(id);
-      if (o.output === "json") return printJson(ctx.stdout, page);
-      ctx.stdout.write(page.text.endsWith("\n") ? page.text : `${page.text}\n`);
-    });
+  addOneCommand(desktop, ctx, {
+    name: "page-text",
+    description: "print the text of the browser's page",
+    argument: ["<id>"],
+    call: (client, id) => client.desktop.pageText(id),
+    text: (page) => (page.text.endsWith("\n") ? page.text : `${page.text}\n`),
+  });
 }

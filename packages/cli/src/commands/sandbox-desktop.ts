@@ -6,7 +6,7 @@ import { UsageError } from "../errors.js";
 import { parseIntArg } from "../kv.js";
 import { type OutputFormat, printJson, renderFields, renderTable } from "../output.js";
 import { registerBrowserCommands } from "./sandbox-desktop-browser.js";
-import { globalFlags, outputOption } from "./shared.js";
+import { addOneCommand, globalFlags, outputOption } from "./shared.js";
 
 const DESKTOP_HELP = `
 A desktop is a sandbox created from sandtree/desktop with a display:
@@ -51,22 +51,18 @@ export function registerDesktopCommands(sandbox: Command, ctx: CliContext): void
 
   registerBrowserCommands(desktop, ctx);
 
-  desktop
-    .command("info")
-    .description("the display's size and state")
-    .argument("<id>")
-    .addOption(outputOption())
-    .action(async (id: string, o: { output: OutputFormat }, cmd: Command) => {
-      const info = await (await client(cmd)).desktop.info(id);
-      if (o.output === "json") return printJson(ctx.stdout, info);
-      ctx.stdout.write(
-        renderFields([
-          ["display", `${info.width}x${info.height}`],
-          ["running", String(info.running)],
-          ["vnc", String(info.vnc)],
-        ]),
-      );
-    });
+  addOneCommand(desktop, ctx, {
+    name: "info",
+    description: "the display's size and state",
+    argument: ["<id>"],
+    call: (client, id) => client.desktop.info(id),
+    text: (info) =>
+      renderFields([
+        ["display", `${info.width}x${info.height}`],
+        ["running", String(info.running)],
+        ["vnc", String(info.vnc)],
+      ]),
+  });
 
   desktop
     .command("act")
@@ -153,21 +149,17 @@ export function registerDesktopCommands(sandbox: Command, ctx: CliContext): void
       ctx.stdout.write(`${file} ${event.screen_after.sha256}\n`);
     });
 
-  desktop
-    .command("windows")
-    .description("the open windows")
-    .argument("<id>")
-    .addOption(outputOption())
-    .action(async (id: string, o: { output: OutputFormat }, cmd: Command) => {
-      const windows = await (await client(cmd)).desktop.windows(id);
-      if (o.output === "json") return printJson(ctx.stdout, windows);
-      ctx.stdout.write(
-        renderTable(
-          ["ID", "FOCUSED", "GEOMETRY", "CLASS", "TITLE"],
-          windows.map((w) => [w.id, w.focused ? "*" : "", `${w.width}x${w.height}+${w.x}+${w.y}`, w.class, w.title]),
-        ),
-      );
-    });
+  addOneCommand(desktop, ctx, {
+    name: "windows",
+    description: "the open windows",
+    argument: ["<id>"],
+    call: (client, id) => client.desktop.windows(id),
+    text: (windows) =>
+      renderTable(
+        ["ID", "FOCUSED", "GEOMETRY", "CLASS", "TITLE"],
+        windows.map((w) => [w.id, w.focused ? "*" : "", `${w.width}x${w.height}+${w.x}+${w.y}`, w.class, w.title]),
+      ),
+  });
 
   desktop
     .command("events")

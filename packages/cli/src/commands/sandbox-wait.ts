@@ -5,7 +5,7 @@ import type { CliContext } from "../context.js";
 import { describeError } from "../errors.js";
 import { parseIntArg } from "../kv.js";
 import { type OutputFormat, printJson } from "../output.js";
-import { spinner } from "../progress.js";
+import { withSpinner } from "../progress.js";
 import { globalFlags, outputOption } from "./shared.js";
 
 /** Prints a sandbox just created (JSON, or its id), once it runs when `--wait` was given. */
@@ -35,20 +35,16 @@ export async function waitRunning(
   ids: string[],
   timeoutSeconds: number,
 ): Promise<Sandbox[]> {
-  const spin = spinner(ctx.stderr, `waiting for ${ids.join(", ")}`);
-  let results: PromiseSettledResult<Sandbox>[];
-  try {
-    results = await Promise.allSettled(
+  const results = await withSpinner(ctx.stderr, `waiting for ${ids.join(", ")}`, (spin) =>
+    Promise.allSettled(
       ids.map((id) =>
         client.sandboxes.waitForCreation(id, {
           timeoutMs: timeoutSeconds * 1000,
           onProgress: (s) => spin.update(ids.length > 1 ? `${id} ${s.status}` : s.status),
         }),
       ),
-    );
-  } finally {
-    spin.stop();
-  }
+    ),
+  );
   const running: Sandbox[] = [];
   for (const r of results) {
     if (r.status === "fulfilled") running.push(r.value);

@@ -15,7 +15,7 @@ import { registerPortCommands } from "./sandbox-ports.js";
 import { registerRunCommand } from "./sandbox-run.js";
 import { registerSshCommand } from "./sandbox-ssh.js";
 import { printCreated, registerWaitCommand } from "./sandbox-wait.js";
-import { choice, globalFlags, MIN_MEMORY_GB, outputOption } from "./shared.js";
+import { addOneCommand, choice, globalFlags, MIN_MEMORY_GB, outputOption } from "./shared.js";
 
 interface ListFlags {
   status?: SandboxStatus;
@@ -158,16 +158,13 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
       if (next !== null) ctx.stderr.write(`more on the next page: --cursor ${next} (or --all for every page)\n`);
     });
 
-  sandbox
-    .command("get")
-    .description("show one sandbox")
-    .argument("<id>")
-    .addOption(outputOption())
-    .action(async (id: string, o: { output: OutputFormat }, cmd: Command) => {
-      const sb = await (await ctx.client(globalFlags(cmd))).sandboxes.get(id);
-      if (o.output === "json") return printJson(ctx.stdout, sb);
-      ctx.stdout.write(sandboxFields(sb));
-    });
+  addOneCommand(sandbox, ctx, {
+    name: "get",
+    description: "show one sandbox",
+    argument: ["<id>"],
+    call: (client, id) => client.sandboxes.get(id),
+    text: sandboxFields,
+  });
 
   sandbox
     .command("delete")
@@ -214,21 +211,16 @@ export function registerSandboxCommands(program: Command, ctx: CliContext): void
     });
 
   for (const verb of ["pause", "resume"] as const) {
-    sandbox
-      .command(verb)
-      .description(
+    addOneCommand(sandbox, ctx, {
+      name: verb,
+      description:
         verb === "pause"
           ? "stop a sandbox's CPUs, keeping memory and disk; prints its id"
           : "continue a paused sandbox; prints its id",
-      )
-      .argument("<id>")
-      .addOption(outputOption())
-      .action(async (id: string, o: { output: OutputFormat }, cmd: Command) => {
-        const client = await ctx.client(globalFlags(cmd));
-        const sb = verb === "pause" ? await client.sandboxes.pause(id) : await client.sandboxes.resume(id);
-        if (o.output === "json") printJson(ctx.stdout, sb);
-        else ctx.stdout.write(`${sb.id}\n`);
-      });
+      argument: ["<id>"],
+      call: (client, id) => (verb === "pause" ? client.sandboxes.pause(id) : client.sandboxes.resume(id)),
+      text: (sb) => `${sb.id}\n`,
+    });
   }
 
   sandbox

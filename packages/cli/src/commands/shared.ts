@@ -60,3 +60,30 @@ export function addListCommand<T>(
     ctx.stdout.write(o.table(items));
   });
 }
+
+/**
+ * A command of one argument under `parent` that does one call with the client and prints its
+ * answer: as JSON with `-o json`, else `text(answer)`.
+ */
+export function addOneCommand<T>(
+  parent: Command,
+  ctx: CliContext,
+  o: {
+    name: string;
+    description: string;
+    argument: [spec: string, description?: string];
+    call: (client: SandtreeClient, arg: string) => Promise<T>;
+    text: (answer: T) => string;
+  },
+): Command {
+  return parent
+    .command(o.name)
+    .description(o.description)
+    .argument(...o.argument)
+    .addOption(outputOption())
+    .action(async (arg: string, opts: { output: OutputFormat }, cmd: Command) => {
+      const answer = await o.call(await ctx.client(globalFlags(cmd)), arg);
+      if (opts.output === "json") return printJson(ctx.stdout, answer);
+      ctx.stdout.write(o.text(answer));
+    });
+}

@@ -3,7 +3,7 @@ import { type Command, InvalidArgumentError } from "commander";
 import type { CliContext } from "../context.js";
 import { UsageError } from "../errors.js";
 import { formatAge, type OutputFormat, printJson, renderFields, renderTable } from "../output.js";
-import { addListCommand, globalFlags, outputOption } from "./shared.js";
+import { addListCommand, addOneCommand, globalFlags, outputOption } from "./shared.js";
 
 const LIMIT_NAMES = [
   "max_active_sandboxes",
@@ -45,16 +45,13 @@ function parseUsd(input: string): number {
 export function registerTeamCommands(program: Command, ctx: CliContext): void {
   const team = program.command("team").description("teams and their limits (admin key)");
 
-  team
-    .command("create")
-    .description("create a team")
-    .argument("<name>", "team name (1-63 letters, digits, '.', '_', '-')")
-    .addOption(outputOption())
-    .action(async (name: string, o: { output: OutputFormat }, cmd: Command) => {
-      const created = await (await ctx.client(globalFlags(cmd))).teams.create(name);
-      if (o.output === "json") printJson(ctx.stdout, created);
-      else ctx.stdout.write(`${created.name} ${created.id}\n`);
-    });
+  addOneCommand(team, ctx, {
+    name: "create",
+    description: "create a team",
+    argument: ["<name>", "team name (1-63 letters, digits, '.', '_', '-')"],
+    call: (client, name) => client.teams.create(name),
+    text: (created) => `${created.name} ${created.id}\n`,
+  });
 
   addListCommand(team, ctx, {
     description: "list teams",
@@ -145,16 +142,13 @@ export function registerTeamCommands(program: Command, ctx: CliContext): void {
     table: keyTable,
   });
 
-  key
-    .command("revoke")
-    .description("revoke an API key (refused from its next request on); prints its id")
-    .argument("<id>", "key id (see `sandtree key list`)")
-    .addOption(outputOption())
-    .action(async (id: string, o: { output: OutputFormat }, cmd: Command) => {
-      const revoked = await (await ctx.client(globalFlags(cmd))).keys.revoke(id);
-      if (o.output === "json") printJson(ctx.stdout, revoked);
-      else ctx.stdout.write(`${revoked.id}\n`);
-    });
+  addOneCommand(key, ctx, {
+    name: "revoke",
+    description: "revoke an API key (refused from its next request on); prints its id",
+    argument: ["<id>", "key id (see `sandtree key list`)"],
+    call: (client, id) => client.keys.revoke(id),
+    text: (revoked) => `${revoked.id}\n`,
+  });
 }
 
 export function teamTable(teams: readonly Team[], now = Date.now()): string {

@@ -3,7 +3,7 @@ import type { Command } from "commander";
 import type { CliContext } from "../context.js";
 import { collectKeyValue, parseIntArg } from "../kv.js";
 import { formatAge, formatBytes, formatLabels, type OutputFormat, printJson, renderFields, renderTable } from "../output.js";
-import { addListCommand, globalFlags, outputOption } from "./shared.js";
+import { addListCommand, addOneCommand, globalFlags, outputOption } from "./shared.js";
 
 /** `sandtree volume create|list|get|delete` (docs/volumes.md). */
 export function registerVolumeCommands(program: Command, ctx: CliContext): void {
@@ -46,16 +46,13 @@ export function registerVolumeCommands(program: Command, ctx: CliContext): void 
       ),
   });
 
-  volume
-    .command("get")
-    .description("show a volume (by id or name), its bytes measured again")
-    .argument("<volume>", "id or name")
-    .addOption(outputOption())
-    .action(async (ref: string, o: { output: OutputFormat }, cmd: Command) => {
-      const v = await (await ctx.client(globalFlags(cmd))).volumes.get(ref);
-      if (o.output === "json") return printJson(ctx.stdout, v);
-      ctx.stdout.write(volumeFields(v));
-    });
+  addOneCommand(volume, ctx, {
+    name: "get",
+    description: "show a volume (by id or name), its bytes measured again",
+    argument: ["<volume>", "id or name"],
+    call: (client, ref) => client.volumes.get(ref),
+    text: volumeFields,
+  });
 
   volume
     .command("delete")

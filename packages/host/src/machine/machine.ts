@@ -2,7 +2,7 @@ import type { AgentExec, AgentExecEvent, ExecSpec, StatInfo } from "../agent/age
 import type { MachineRates } from "../limits/machine-limits.js";
 import type { MemoryImages } from "../snapshots/memory-images.js";
 import type { TemplateStore, TemplateTaps } from "../snapshots/template-store.js";
-import type { Accel } from "../vmm/qemu-args.js";
+import type { GuestBoot } from "../vmm/qemu-args.js";
 import type { VolumeMount } from "../volumes/guest-mount.js";
 
 /**
@@ -88,14 +88,9 @@ export interface HostCapabilities {
 }
 
 /** What a new machine boots or resumes from. */
-export interface MachineSpec {
+export interface MachineSpec extends GuestBoot {
   /** Unique per host; a restarted host finds its machines again by it. */
   name: string;
-  accel: Accel;
-  cpuCores: number;
-  memoryMb: number;
-  kernel: string;
-  initramfs: string;
   /** The machine's writable root disk (a qcow2 overlay). */
   rootDisk: string;
   /** Sockets and pid file; removed on stop. Keep it short (Unix socket paths). */

@@ -23,13 +23,17 @@ export type { Accel };
 /** Block node name of the root disk as QEMU is started. */
 export const ROOT_NODE = "disk0";
 
-export interface QemuVmSpec {
+/** A guest's name, accelerator, size and boot files: what the machine spec, the VM's options and QEMU's spec all start from. */
+export interface GuestBoot {
   name: string;
   accel: Accel;
   cpuCores: number;
   memoryMb: number;
   kernel: string;
   initramfs: string;
+}
+
+export interface QemuVmSpec extends GuestBoot {
   /** qcow2 root disk; absent boots the initramfs alone (`sandtree.root=none`). */
   rootDisk?: string;
   /** The root disk's own file opened O_DIRECT (its backing chain stays in the host's page cache): see DiskCache. */

@@ -1,14 +1,8 @@
 import path from "node:path";
 import type { JailConfig } from "./jail.js";
-import type { Accel, QemuVmSpec } from "./qemu-args.js";
+import type { GuestBoot, QemuVmSpec } from "./qemu-args.js";
 
-export interface VmOptions {
-  name: string;
-  accel: Accel;
-  cpuCores: number;
-  memoryMb: number;
-  kernel: string;
-  initramfs: string;
+export interface VmOptions extends GuestBoot {
   rootDisk?: string;
   /** Holds the sockets and pid file; removed on stop. Keep it short (Unix socket paths). */
   runDir: string;

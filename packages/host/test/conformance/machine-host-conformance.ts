@@ -6,6 +6,7 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Machine, MachineHost, MachineSpec } from "../../src/index.js";
+import { execOutput } from "../helpers/guest.js";
 
 export interface HostUnderTest {
   host: MachineHost;
@@ -25,15 +26,7 @@ export interface HostUnderTest {
 const DISK = 2 * 1024 ** 3;
 
 async function run(m: Machine, shell: string): Promise<{ out: string; err: string; code: number }> {
-  const exec = m.exec({ shell, timeoutMs: 60_000 });
-  let out = "";
-  let err = "";
-  let code = -1;
-  for await (const ev of exec.events) {
-    if (ev.type === "stdout") out += ev.data.toString();
-    else if (ev.type === "stderr") err += ev.data.toString();
-    else if (ev.type === "exit") code = ev.info.exit_code;
-  }
+  const { out, err, code } = await execOutput(m.exec({ shell, timeoutMs: 60_000 }));
   return { out, err, code };
 }
 

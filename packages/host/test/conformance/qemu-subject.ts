@@ -6,16 +6,8 @@ import path from "node:path";
 import { describe, it } from "vitest";
 import type { Accel, MachineHost } from "../../src/index.js";
 import { createQemuHost, detectAccel, guestArtifacts, ImageStore } from "../../src/index.js";
+import { artifactsMissing } from "../helpers/guest.js";
 import { machineHostConformance } from "./machine-host-conformance.js";
-
-function artifactsMissing(): string | null {
-  try {
-    guestArtifacts();
-    return null;
-  } catch (err) {
-    return (err as Error).message;
-  }
-}
 
 export function qemuConformance(
   name: string,

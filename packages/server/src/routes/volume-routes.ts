@@ -1,9 +1,8 @@
-import { FileQuery } from "@sandtree/protocol";
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { parse } from "../errors.js";
 import type { Services } from "../services/services.js";
-import { mkdirBody, modeOf, rangeOf, recursiveOf, sendDownload, uploadBody } from "./file-replies.js";
+import { fileApiRoutes } from "./file-routes.js";
 
 const Params = z.object({ id: z.string().min(1).max(64) });
 
@@ -20,38 +19,13 @@ export function volumeRoutes(app: FastifyInstance, s: Services): void {
     return reply.status(204).send();
   });
 
-  app.get("/v1/volumes/:id/files", async (req, reply) => {
-    const { id } = parse(Params, req.params);
-    const q = parse(FileQuery, req.query);
-    return sendDownload(reply, await s.volumes.download(req.principal.teamId, id, q.path, rangeOf(q)));
-  });
-
-  app.put("/v1/volumes/:id/files", async (req) => {
-    const { id } = parse(Params, req.params);
-    const q = parse(FileQuery, req.query);
-    return s.volumes.upload(req.principal.teamId, id, q.path, uploadBody(req), modeOf(q));
-  });
-
-  app.delete("/v1/volumes/:id/files", async (req, reply) => {
-    const { id } = parse(Params, req.params);
-    const q = parse(FileQuery, req.query);
-    await s.volumes.remove(req.principal.teamId, id, q.path, recursiveOf(q));
-    return reply.status(204).send();
-  });
-
-  app.get("/v1/volumes/:id/files/stat", async (req) => {
-    const { id } = parse(Params, req.params);
-    return s.volumes.stat(req.principal.teamId, id, parse(FileQuery, req.query).path);
-  });
-
-  app.get("/v1/volumes/:id/files/list", async (req) => {
-    const { id } = parse(Params, req.params);
-    return s.volumes.listFiles(req.principal.teamId, id, parse(FileQuery, req.query).path);
-  });
-
-  app.post("/v1/volumes/:id/files/mkdir", async (req, reply) => {
-    const { id } = parse(Params, req.params);
-    const body = mkdirBody(req);
-    return reply.status(201).send(await s.volumes.mkdir(req.principal.teamId, id, body.path, body.parents, body.mode));
+  const v = s.volumes;
+  fileApiRoutes(app, "/v1/volumes", {
+    download: (team, ref, p, opts) => v.download(team, ref, p, opts),
+    upload: (team, ref, p, body, mode) => v.upload(team, ref, p, body, mode),
+    remove: (team, ref, p, recursive) => v.remove(team, ref, p, recursive),
+    stat: v.stat,
+    list: v.listFiles,
+    mkdir: (team, ref, p, parents, mode) => v.mkdir(team, ref, p, parents, mode),
   });
 }

@@ -142,33 +142,38 @@ export class PgVolumes implements VolumeStore {
   }
 
   beginDeleteVolume(id: string): Promise<{ changed: boolean; mounters: string[] }> {
-    return tx(this.pool, async (c) => {
-      await run(c, "SELECT id FROM volumes WHERE id = $1 FOR UPDATE", [id]);
-      const mounters = (await all<{ sandbox_id: string }>(c, mountersSql("$1"), [id])).map((r) => r.sandbox_id);
-      if (mounters.length > 0) return { changed: false, mounters };
-      const n = await run(
+    return this.unlessMounted(id, (c) =>
+      run(
         c,
         "UPDATE volumes SET status = 'DELETING', updated_at = $1 WHERE id = $2 AND status IN ('CREATING', 'READY', 'DELETING')",
         [new Date().toISOString(), id],
-      );
-      if (n > 0) await this.meter(c, id);
-      return { changed: n > 0, mounters };
-    });
+      ),
+    );
   }
 
   beginMoveVolume(id: string, to: string): Promise<{ changed: boolean; mounters: string[] }> {
-    return tx(this.pool, async (c) => {
-      await run(c, "SELECT id FROM volumes WHERE id = $1 FOR UPDATE", [id]);
-      const mounters = (await all<{ sandbox_id: string }>(c, mountersSql("$1"), [id])).map((r) => r.sandbox_id);
-      if (mounters.length > 0) return { changed: false, mounters };
-      const n = await run(
+    return this.unlessMounted(id, (c) =>
+      run(
         c,
         `UPDATE volumes SET status = 'MOVING', move_to = $1, updated_at = $2
          WHERE id = $3 AND (status = 'READY' OR (status = 'MOVING' AND move_to = $1))`,
         [to, new Date().toISOString(), id],
-      );
-      if (n > 0) await this.meter(c, id);
-      return { changed: n > 0, mounters };
+      ),
+    );
+  }
+
+  /**
+   * In one transaction holding the volume's row (a mount made meanwhile waits): nothing while a
+   * sandbox mounts it, else `update` (the rows it changed), metered when it changed one.
+   */
+  private unlessMounted(id: string, update: (c: Db) => Promise<number>): Promise<{ changed: boolean; mounters: string[] }> {
+    return tx(this.pool, async (c) => {
+      await run(c, "SELECT id FROM volumes WHERE id = $1 FOR UPDATE", [id]);
+      const mounters = (await all<{ sandbox_id: string }>(c, mountersSql("$1"), [id])).map((r) => r.sandbox_id);
+      if (mounters.length > 0) return { changed: false, mounters };
+      const changed = (await update(c)) > 0;
+      if (changed) await this.meter(c, id);
+      return { changed, mounters };
     });
   }
 

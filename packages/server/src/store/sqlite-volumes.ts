@@ -123,35 +123,40 @@ export class SqliteVolumes implements VolumeStore {
   }
 
   async mountersOf(volumeId: string): Promise<string[]> {
-    return (this.db.prepare(mountersSql("?")).all(volumeId) as Array<{ sandbox_id: string }>).map((r) => r.sandbox_id);
+    return this.mounters(volumeId);
   }
 
   async beginDeleteVolume(id: string): Promise<{ changed: boolean; mounters: string[] }> {
-    return this.db.transaction(() => {
-      const mounters = (this.db.prepare(mountersSql("?")).all(id) as Array<{ sandbox_id: string }>).map((r) => r.sandbox_id);
-      if (mounters.length > 0) return { changed: false, mounters };
-      const changed =
-        this.db
-          .prepare(
-            "UPDATE volumes SET status = 'DELETING', updated_at = ? WHERE id = ? AND status IN ('CREATING', 'READY', 'DELETING')",
-          )
-          .run(new Date().toISOString(), id).changes > 0;
-      if (changed) this.meter(id);
-      return { changed, mounters };
-    })();
+    return this.unlessMounted(id, () =>
+      this.db
+        .prepare(
+          "UPDATE volumes SET status = 'DELETING', updated_at = ? WHERE id = ? AND status IN ('CREATING', 'READY', 'DELETING')",
+        )
+        .run(new Date().toISOString(), id),
+    );
   }
 
   async beginMoveVolume(id: string, to: string): Promise<{ changed: boolean; mounters: string[] }> {
+    return this.unlessMounted(id, () =>
+      this.db
+        .prepare(
+          `UPDATE volumes SET status = 'MOVING', move_to = @to, updated_at = @now
+           WHERE id = @id AND (status = 'READY' OR (status = 'MOVING' AND move_to = @to))`,
+        )
+        .run({ id, to, now: new Date().toISOString() }),
+    );
+  }
+
+  private mounters(volumeId: string): string[] {
+    return (this.db.prepare(mountersSql("?")).all(volumeId) as Array<{ sandbox_id: string }>).map((r) => r.sandbox_id);
+  }
+
+  /** In one transaction: nothing while a sandbox mounts the volume, else `update`, metered when it changed a row. */
+  private unlessMounted(id: string, update: () => { changes: number }): { changed: boolean; mounters: string[] } {
     return this.db.transaction(() => {
-      const mounters = (this.db.prepare(mountersSql("?")).all(id) as Array<{ sandbox_id: string }>).map((r) => r.sandbox_id);
+      const mounters = this.mounters(id);
       if (mounters.length > 0) return { changed: false, mounters };
-      const changed =
-        this.db
-          .prepare(
-            `UPDATE volumes SET status = 'MOVING', move_to = @to, updated_at = @now
-             WHERE id = @id AND (status = 'READY' OR (status = 'MOVING' AND move_to = @to))`,
-          )
-          .run({ id, to, now: new Date().toISOString() }).changes > 0;
+      const changed = update().changes > 0;
       if (changed) this.meter(id);
       return { changed, mounters };
     })();

@@ -4,18 +4,12 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { AuthenticationError, Sandbox, SandboxError, Volume } from "e2b";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestServer, type TestServer } from "../helpers.js";
+import { describe, expect, it } from "vitest";
+import { serverForFile } from "../helpers.js";
 
 const DOC = readFileSync(path.join(path.dirname(fileURLToPath(import.meta.url)), "../../../../docs/e2b.md"), "utf8");
 
-let t: TestServer;
-beforeAll(async () => {
-  t = await startTestServer();
-});
-afterAll(async () => {
-  await t?.close();
-});
+const t = serverForFile();
 
 /** `METHOD /e2b/...` as docs/e2b.md writes it: path parameters as `{name}`. */
 const documented = (route: string) => route.replace(/:(\w+)/g, "{$1}");

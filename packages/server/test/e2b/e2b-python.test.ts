@@ -4,19 +4,13 @@ import { execFile } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { compatPython } from "../compat-python.js";
-import { startTestServer, type TestServer } from "../helpers.js";
+import { serverForFile } from "../helpers.js";
 
 const SCRIPT = path.join(path.dirname(fileURLToPath(import.meta.url)), "python_sdk_calls.py");
 
-let t: TestServer;
-beforeAll(async () => {
-  t = await startTestServer();
-});
-afterAll(async () => {
-  await t?.close();
-});
+const t = serverForFile();
 
 describe("the Python e2b SDK on sandtree", () => {
   it("creates, runs a command, writes, reads and lists files, kills: sync and async", async () => {

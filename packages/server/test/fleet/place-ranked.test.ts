@@ -5,10 +5,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SqliteStore } from "../../src/index.js";
 import { HostCache } from "../../src/services/fleet/host-cache.js";
 import { placeRanked } from "../../src/services/fleet/place-ranked.js";
 import type { HostStore } from "../../src/store/host-store.js";
-import { SqliteStore } from "../../src/store/sqlite-store.js";
 
 const NOW = Date.parse("2026-06-01T00:00:00Z");
 

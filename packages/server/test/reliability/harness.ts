@@ -7,7 +7,9 @@ import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSyn
 import { tmpdir } from "node:os";
 import path from "node:path";
 import Database from "better-sqlite3";
-import { startTestServer, type TestServer } from "../helpers.js";
+import { qemuPidsFor, startTestServer, type TestServer } from "../helpers.js";
+
+export { qemuPidsFor, settleCheckpoint } from "../helpers.js";
 
 /** A real server on a random loopback port; `dataDir` defaults to a fresh temporary directory. */
 export function startServerAt(
@@ -17,17 +19,6 @@ export function startServerAt(
 }
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-/** Polls until the checkpoint is DURABLE or FAILED. */
-export async function settleCheckpoint(t: TestServer, cid: string, timeoutMs = 120_000): Promise<any> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const r = await t.api("GET", `/v1/checkpoints/${cid}`);
-    if (r.body.state === "DURABLE" || r.body.state === "FAILED") return r.body;
-    if (Date.now() > deadline) throw new Error(`checkpoint ${cid} still ${r.body.state}`);
-    await sleep(100);
-  }
-}
 
 /** Polls `check` until it returns true or the time is up; returns the last verdict. */
 export async function eventually(check: () => boolean | Promise<boolean>, timeoutMs: number, stepMs = 200): Promise<boolean> {
@@ -80,17 +71,8 @@ export function checkpointRows(
   }
 }
 
-/** QEMU processes whose command line names one of these sandbox ids. */
-export function qemuLinesFor(ids: string[]): string[] {
-  let out = "";
-  try {
-    out = execFileSync("pgrep", ["-af", "qemu-system"], { encoding: "utf8" });
-  } catch {}
-  return out.split("\n").filter((l) => ids.some((id) => l.includes(`sandtree-${id}`)));
-}
-
 export function qemuPidOf(id: string): number {
-  const line = qemuLinesFor([id])[0];
+  const line = qemuPidsFor([id])[0];
   if (!line) throw new Error(`no QEMU for ${id}`);
   return Number(line.split(" ")[0]);
 }

@@ -1,7 +1,7 @@
-import { SandtreeError, type TeamUsage } from "@sandtree/protocol";
+import { type SandboxStatus, SandtreeError, type TeamUsage } from "@sandtree/protocol";
 import { expect, it } from "vitest";
 import type { SandboxAdmission } from "../../src/store/rows.js";
-import { addSandbox, attempt, iso, NOW, type StoreContext, sandboxRow } from "./fixtures.js";
+import { addSandbox, attempt, iso, NOW, type StoreContext, sandboxRow, twoTeams } from "./fixtures.js";
 
 const H = 3_600_000;
 /** An idempotency key made at NOW counts from this instant (NOW minus the service's 24 h). */
@@ -15,8 +15,7 @@ function admission(over: Partial<SandboxAdmission> & Pick<SandboxAdmission, "san
 export function admissionCases(ctx: StoreContext): void {
   it("counts a team's active sandboxes, their resources and its recent creations", async () => {
     const s = ctx.store;
-    const team = await s.createTeam("alpha");
-    const other = await s.createTeam("beta");
+    const { team, other } = await twoTeams(s);
     const empty: TeamUsage = {
       active_sandboxes: 0,
       vcpus: 0,
@@ -26,42 +25,18 @@ export function admissionCases(ctx: StoreContext): void {
       creations_last_10s: 0,
     };
     expect(await s.teamUsage(team.id, NOW)).toEqual(empty);
-    await addSandbox(s, team.id, {
-      status: "RUNNING",
-      cpu_cores: 2,
-      memory_gb: 1.5,
-      disk_size_gb: 10,
-      created_at: iso(NOW - 2 * H),
-    });
-    await addSandbox(s, team.id, {
-      status: "PROVISIONING",
-      cpu_cores: 1,
-      memory_gb: 0.5,
-      disk_size_gb: 4,
-      created_at: iso(NOW - 30 * 60_000),
-    });
-    await addSandbox(s, team.id, {
-      status: "PENDING",
-      cpu_cores: 4,
-      memory_gb: 2,
-      disk_size_gb: 8,
-      created_at: iso(NOW - 5_000),
-    });
-    // Paused and ended sandboxes hold no quota, but their creations still count.
-    await addSandbox(s, team.id, {
-      status: "PAUSED",
-      cpu_cores: 8,
-      memory_gb: 8,
-      disk_size_gb: 8,
-      created_at: iso(NOW - 20 * 60_000),
-    });
-    await addSandbox(s, team.id, {
-      status: "TERMINATED",
-      cpu_cores: 8,
-      memory_gb: 8,
-      disk_size_gb: 8,
-      created_at: iso(NOW - 2_000),
-    });
+    // [status, vCPUs, memory GiB, disk GiB, created this long ago]. Paused and ended sandboxes
+    // hold no quota, but their creations still count.
+    const rows: Array<[SandboxStatus, number, number, number, number]> = [
+      ["RUNNING", 2, 1.5, 10, 2 * H],
+      ["PROVISIONING", 1, 0.5, 4, 30 * 60_000],
+      ["PENDING", 4, 2, 8, 5_000],
+      ["PAUSED", 8, 8, 8, 20 * 60_000],
+      ["TERMINATED", 8, 8, 8, 2_000],
+    ];
+    for (const [status, cpu_cores, memory_gb, disk_size_gb, ago] of rows) {
+      await addSandbox(s, team.id, { status, cpu_cores, memory_gb, disk_size_gb, created_at: iso(NOW - ago) });
+    }
     await addSandbox(s, other.id, { status: "RUNNING", cpu_cores: 16, created_at: iso(NOW - 1_000) });
     expect(await s.teamUsage(team.id, NOW)).toEqual({
       active_sandboxes: 3,
@@ -142,8 +117,7 @@ export function admissionCases(ctx: StoreContext): void {
 
   it("replays an unexpired idempotency key with the first request's MAC, per team", async () => {
     const s = ctx.store;
-    const team = await s.createTeam("alpha");
-    const other = await s.createTeam("beta");
+    const { team, other } = await twoTeams(s);
     const key = (mac: string, notBeforeIso = NOT_BEFORE) => ({ key: "create-1", requestMac: mac, notBeforeIso });
     const first = sandboxRow(team.id, { created_at: iso(NOW - H) });
     const r1 = await s.admitSandbox(admission({ sandbox: first, idempotency: key("mac-1") }));

@@ -1,12 +1,11 @@
 import { expect, it } from "vitest";
-import { addSandbox, checkpointRow, LONG_AGO, type StoreContext } from "./fixtures.js";
+import { addSandbox, checkpointRow, LONG_AGO, type StoreContext, twoTeams } from "./fixtures.js";
 
 /** Checkpoint rows: reads scoped by team, filters, conditional state patches, deletion, chains in use. */
 export function checkpointCases(ctx: StoreContext): void {
   it("reads a checkpoint back as written, only within its team, and lists them oldest first", async () => {
     const s = ctx.store;
-    const team = await s.createTeam("alpha");
-    const other = await s.createTeam("beta");
+    const { team, other } = await twoTeams(s);
     const sb = await addSandbox(s, team.id, { status: "RUNNING" });
     const sb2 = await addSandbox(s, team.id, { status: "RUNNING" });
     const theirs = await addSandbox(s, other.id, { status: "RUNNING" });

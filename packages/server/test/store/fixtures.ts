@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { Sandbox } from "@sandtree/protocol";
-import type { CheckpointRow, JobRow, NetworkRow } from "../../src/store/rows.js";
+import type { CheckpointRow, JobRow, NetworkRow, TeamRow } from "../../src/store/rows.js";
 import type { Store } from "../../src/store/store.js";
 
 /** A store under test and how to restart it; built afresh for every test. */
@@ -65,6 +65,12 @@ export function sandboxRow(teamId: string, over: Partial<Sandbox> = {}): Sandbox
     terminated_at: null,
     ...over,
   };
+}
+
+/** Two teams: "alpha", the one a case works in, and "beta", another whose rows it must never see. */
+export async function twoTeams(s: Store): Promise<{ team: TeamRow; other: TeamRow }> {
+  const team = await s.createTeam("alpha");
+  return { team, other: await s.createTeam("beta") };
 }
 
 /** Inserts a sandbox row (insertSandbox, as tests and imports do) and answers it. */

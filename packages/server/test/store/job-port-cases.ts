@@ -1,12 +1,11 @@
 import { expect, it } from "vitest";
-import { addSandbox, iso, jobRow, NOW, type StoreContext } from "./fixtures.js";
+import { addSandbox, iso, jobRow, NOW, type StoreContext, twoTeams } from "./fixtures.js";
 
 /** Background jobs and exposed ports of a sandbox. */
 export function jobAndPortCases(ctx: StoreContext): void {
   it("stores jobs per team and sandbox, lists the newest first and patches them", async () => {
     const s = ctx.store;
-    const team = await s.createTeam("alpha");
-    const other = await s.createTeam("beta");
+    const { team, other } = await twoTeams(s);
     const sb = await addSandbox(s, team.id, { status: "RUNNING" });
     const sb2 = await addSandbox(s, team.id, { status: "RUNNING" });
     const jobs = [jobRow(team.id, sb.id), jobRow(team.id, sb.id, { command: "make", wrapper_pid: null }), jobRow(team.id, sb.id)];

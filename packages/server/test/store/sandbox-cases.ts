@@ -1,6 +1,6 @@
 import type { Sandbox, SandboxStatus } from "@sandtree/protocol";
 import { expect, it } from "vitest";
-import { addSandbox, iso, LONG_AGO, NOW, type StoreContext, sandboxRow } from "./fixtures.js";
+import { addSandbox, iso, LONG_AGO, NOW, type StoreContext, sandboxRow, twoTeams } from "./fixtures.js";
 
 const ACTIVE: SandboxStatus[] = ["PENDING", "PROVISIONING", "RUNNING", "PAUSED"];
 const ids = (list: Sandbox[]) => list.map((x) => x.id);
@@ -9,8 +9,7 @@ const ids = (list: Sandbox[]) => list.map((x) => x.id);
 export function sandboxCases(ctx: StoreContext): void {
   it("reads a sandbox back as written, only within its team", async () => {
     const s = ctx.store;
-    const team = await s.createTeam("alpha");
-    const other = await s.createTeam("beta");
+    const { team, other } = await twoTeams(s);
     const sb = await addSandbox(s, team.id, {
       name: "web-1",
       environment_vars: { A: "1", PATH: "/bin" },
@@ -87,8 +86,7 @@ export function sandboxCases(ctx: StoreContext): void {
 
   it("lists a team's sandboxes newest first, by status and labels, page by page", async () => {
     const s = ctx.store;
-    const team = await s.createTeam("alpha");
-    const other = await s.createTeam("beta");
+    const { team, other } = await twoTeams(s);
     const made: Sandbox[] = [];
     for (let i = 0; i < 7; i++) {
       made.push(
@@ -129,8 +127,7 @@ export function sandboxCases(ctx: StoreContext): void {
 
   it("lists sandboxes of every team by status", async () => {
     const s = ctx.store;
-    const team = await s.createTeam("alpha");
-    const other = await s.createTeam("beta");
+    const { team, other } = await twoTeams(s);
     const r1 = await addSandbox(s, team.id, { status: "RUNNING" });
     const p1 = await addSandbox(s, other.id, { status: "PROVISIONING" });
     await addSandbox(s, team.id, { status: "TERMINATED" });

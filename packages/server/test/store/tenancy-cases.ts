@@ -1,5 +1,5 @@
 import { expect, it } from "vitest";
-import { attempt, type StoreContext } from "./fixtures.js";
+import { attempt, type StoreContext, twoTeams } from "./fixtures.js";
 
 /** Teams, API keys and their revocation, team limit overrides, and a restart keeping them. */
 export function tenancyCases(ctx: StoreContext): void {
@@ -24,8 +24,7 @@ export function tenancyCases(ctx: StoreContext): void {
 
   it("stores API keys by hash, never answers the hash, and revokes a key once", async () => {
     const s = ctx.store;
-    const team = await s.createTeam("alpha");
-    const other = await s.createTeam("beta");
+    const { team, other } = await twoTeams(s);
     const admin = await s.createApiKey(team.id, "hash-admin", "st_adm", true);
     const user = await s.createApiKey(other.id, "hash-user", "st_usr", false);
     expect(admin).toEqual({
@@ -63,8 +62,7 @@ export function tenancyCases(ctx: StoreContext): void {
 
   it("keeps only the limits set for a team, replacing them as a whole", async () => {
     const s = ctx.store;
-    const team = await s.createTeam("alpha");
-    const other = await s.createTeam("beta");
+    const { team, other } = await twoTeams(s);
     expect(await s.getTeamLimitOverrides(team.id)).toEqual({});
     await s.setTeamLimitOverrides(team.id, { max_vcpus: 8, max_memory_gb: 2.5 });
     expect(await s.getTeamLimitOverrides(team.id)).toEqual({ max_vcpus: 8, max_memory_gb: 2.5 });
