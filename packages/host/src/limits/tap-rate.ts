@@ -94,22 +94,74 @@ export async function checkTc(tc = "tc"): Promise<void> {
   }
 }
 
+interface PendingRate {
+  tap: string;
+  mbit: number;
+  tc: string;
+  done: (err: unknown) => void;
+}
+let rateQueue: Promise<unknown> = Promise.resolve();
+let pendingRates: PendingRate[] = [];
+
+/** The `ip` lines, then the `tc` lines, of these rates, each tool's in one process (ifbs looked up now). */
+async function runRates(tc: string, rates: PendingRate[]): Promise<void> {
+  const cmds = rates.flatMap((r) => tapRateCommands(r.tap, r.mbit, existsSync(`/sys/class/net/${ifbNameOf(r.tap)}`)));
+  for (const tool of ["ip", "tc"] as const) {
+    const lines = cmds.filter((c) => c[0] === tool).map((c) => c.slice(1).join(" "));
+    if (lines.length) await runCommand([tool === "tc" ? tc : tool, "-batch", "-"], { input: `${lines.join("\n")}\n` });
+  }
+}
+
+/** Runs the rates waiting now, one `ip -batch` and one `tc -batch` for all; each alone if that failed. */
+async function flushRates(): Promise<void> {
+  const batch = pendingRates;
+  pendingRates = [];
+  for (const tc of new Set(batch.map((r) => r.tc))) {
+    const group = batch.filter((r) => r.tc === tc);
+    try {
+      await runRates(tc, group);
+      for (const r of group) r.done(null);
+    } catch (err) {
+      if (group.length === 1) (group[0] as PendingRate).done(err);
+      else for (const r of group) await runRates(tc, [r]).then(() => r.done(null), r.done);
+    }
+  }
+}
+
 /**
  * Puts the rate on the tap (before its VM starts) and the ifb beside it: the `ip` lines in one
  * `ip -batch`, then the `tc` lines in one `tc -batch` (each stops at its first failing line and
- * exits non-zero): two processes on a create's path instead of one per line.
+ * exits non-zero). Rates asked for while one is applied wait and go together: the children of
+ * one fork, starting at once, take two processes between them, not two each. Should a joint run
+ * fail, each runs again alone, so only the one whose line failed fails. A caller aborted while
+ * it waits is dropped (its lines never run).
  */
-export async function applyTapRate(tap: string, mbit: number, opts: TapRateOptions = {}): Promise<void> {
-  const ifbExists = existsSync(`/sys/class/net/${ifbNameOf(tap)}`);
-  const cmds = tapRateCommands(tap, mbit, ifbExists);
-  for (const tool of ["ip", "tc"] as const) {
-    const lines = cmds.filter((c) => c[0] === tool).map((c) => c.slice(1).join(" "));
-    if (!lines.length) continue;
-    await runCommand([tool === "tc" ? (opts.tc ?? "tc") : tool, "-batch", "-"], {
-      input: `${lines.join("\n")}\n`,
-      ...(opts.signal ? { signal: opts.signal } : {}),
-    });
-  }
+export function applyTapRate(tap: string, mbit: number, opts: TapRateOptions = {}): Promise<void> {
+  const { signal } = opts;
+  if (signal?.aborted) return Promise.reject(signal.reason);
+  return new Promise<void>((resolve, reject) => {
+    const rate: PendingRate = {
+      tap,
+      mbit,
+      tc: opts.tc ?? "tc",
+      done: (err) => {
+        signal?.removeEventListener("abort", onAbort);
+        if (err) reject(err);
+        else resolve();
+      },
+    };
+    function onAbort() {
+      const i = pendingRates.indexOf(rate);
+      if (i < 0) return; // already running: it ends as its processes do
+      pendingRates.splice(i, 1);
+      rate.done(signal?.reason);
+    }
+    signal?.addEventListener("abort", onAbort, { once: true });
+    pendingRates.push(rate);
+    if (pendingRates.length > 1) return;
+    const run = rateQueue.then(flushRates);
+    rateQueue = run.catch(() => {});
+  });
 }
 
 /** Deletes the tap's ifb (the tap's own qdiscs go with the tap). Idempotent. */

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { createBlankDisk } from "../disks/overlay.js";
+import { createBlankDiskCopy } from "../disks/overlay-copies.js";
 import { modulesDiskFor } from "../paths.js";
 import { freePageReporting } from "../vmm/free-page-reporting.js";
 import { defaultJailConfig, type JailConfig } from "../vmm/jail.js";
@@ -58,6 +58,8 @@ export interface MemoryImagesOptions {
  */
 export class MemoryImages {
   private readonly building = new Map<string, Promise<MemoryImage | null>>();
+  /** Builders' cleanups still running (their QEMU's exit, lease, tap): close() waits for them. */
+  private readonly cleanups = new Set<Promise<void>>();
   private readonly abort = new AbortController();
   private readonly taps: TemplateTaps | null;
   private readonly ramDir: string | null;
@@ -84,6 +86,7 @@ export class MemoryImages {
   async close(): Promise<void> {
     this.abort.abort(new Error("shutting down"));
     await Promise.allSettled([...this.building.values()]);
+    await Promise.allSettled([...this.cleanups]);
     if (this.ramDir) rmSync(this.ramDir, { recursive: true, force: true });
   }
 
@@ -198,7 +201,7 @@ export class MemoryImages {
     const image: MemoryImage = { ramFile, stateFile: path.join(dir, "state") };
     // The guest never runs here: its disk only has to exist (the devices must match the saved ones).
     const disk = path.join(dir, "placeholder.qcow2");
-    await createBlankDisk(disk, 64 * 1024 * 1024);
+    await createBlankDiskCopy(disk, 64 * 1024 * 1024);
     const modulesDisk = modulesDiskFor(shape.initramfs);
     const qmpSocket = path.join(runDir, "qmp.sock");
     // A state saved from a VM on a tap carries virtio-net's vnet_hdr, which loads only into a NIC
@@ -247,15 +250,28 @@ export class MemoryImages {
       await saveVmState(qmp, image.stateFile, { ignoreShared: true, socketDir: runDir, signal });
     } finally {
       qmp?.close();
+      // Killed now (its guest never ran and is stopped: nothing writes the RAM file after the
+      // save); its exit, its uid's grants, its tap and files are given back after the image is
+      // published, not before: the children waiting for it start meanwhile (close() waits for it).
       child.kill("SIGKILL");
-      await exited;
-      await lease?.release();
-      if (tap) await this.taps?.release(tap);
-      rmSync(runDir, { recursive: true, force: true });
-      rmSync(disk, { force: true });
+      this.afterBuild(async () => {
+        await exited;
+        await lease?.release();
+        if (tap) await this.taps?.release(tap);
+        rmSync(runDir, { recursive: true, force: true });
+        rmSync(disk, { force: true });
+      });
     }
     writeFileSync(path.join(dir, "image.json.tmp"), JSON.stringify({ ...image, source: memState }));
     renameSync(path.join(dir, "image.json.tmp"), path.join(dir, "image.json"));
     return image;
+  }
+
+  /** Runs a finished build's cleanup in the background; close() waits for it. */
+  private afterBuild(cleanup: () => Promise<void>): void {
+    const p: Promise<void> = cleanup()
+      .catch(() => {})
+      .finally(() => this.cleanups.delete(p));
+    this.cleanups.add(p);
   }
 }
