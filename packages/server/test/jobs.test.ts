@@ -3,7 +3,7 @@ import { AgentClient } from "@sandtree/host";
 import type { QemuMachine } from "@sandtree/host/qemu";
 import { SandtreeClient } from "@sandtree/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestServer, type TestServer } from "./helpers.js";
+import { qemuPidsFor, startTestServer, type TestServer } from "./helpers.js";
 
 let t: TestServer;
 let id: string;
@@ -36,6 +36,14 @@ async function waitEnded(jobId: string, timeoutMs = 60_000): Promise<any> {
     if (r.body.status !== "RUNNING") return r.body;
     if (Date.now() > deadline) throw new Error(`job ${jobId} still running`);
     await new Promise((res) => setTimeout(res, 200));
+  }
+}
+
+async function until(check: () => Promise<boolean>, what: string, timeoutMs = 120_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`no ${what} within ${timeoutMs} ms`);
+    await new Promise((res) => setTimeout(res, 250));
   }
 }
 
@@ -153,11 +161,58 @@ describe("background jobs on a real microVM", () => {
     expect(st).toEqual({ sandboxes: [{ id, status: "RUNNING", error_reason: null }], not_found: ["sb-missing"] });
   });
 
-  it("ends a running job as KILLED when its sandbox ends", async () => {
-    const jobId = await start({ command: "sleep 1000" });
+  it("keeps the output a job printed when its sandbox's QEMU is killed", async () => {
+    const r = await t.api("POST", "/v1/sandboxes", { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 });
+    expect(r.status).toBe(201);
+    const other = r.body.id as string;
+    await t.waitRunning(other);
+    const started = await t.api("POST", `/v1/sandboxes/${other}/jobs`, { command: "echo before; sleep 600" });
+    expect(started.status, JSON.stringify(started.body)).toBe(201);
+    const url = `/v1/sandboxes/${other}/jobs/${started.body.job_id}`;
+    await until(async () => (await t.api("GET", url)).body.stdout_tail === "before\n", "the job's first line");
+    const pids = qemuPidsFor([other]).map((l) => Number.parseInt(l, 10));
+    expect(pids).toHaveLength(1);
+    process.kill(pids[0] as number, "SIGKILL");
+    await until(async () => (await t.api("GET", `/v1/sandboxes/${other}`)).body.status === "ERROR", "the sandbox's ERROR");
+    const job = (await t.api("GET", url)).body;
+    expect(job).toMatchObject({ status: "KILLED", exit_code: null, stdout_tail: "before\n", stdout_bytes: 7 });
+    expect(job.error_reason).toContain("ERROR");
+    await t.api("DELETE", `/v1/sandboxes/${other}`);
+    expect((await t.api("GET", url)).body).toMatchObject({ status: "KILLED", stdout_tail: "before\n" });
+  });
+
+  it("keeps the output a job printed when its sandbox times out", async () => {
+    const r = await t.api("POST", "/v1/sandboxes", {
+      image: "sandtree/busybox",
+      memory_gb: 0.25,
+      disk_size_gb: 1,
+      timeout_minutes: 1,
+    });
+    expect(r.status).toBe(201);
+    const other = r.body.id as string;
+    await t.waitRunning(other);
+    const started = await t.api("POST", `/v1/sandboxes/${other}/jobs`, { command: "echo before; sleep 600" });
+    expect(started.status, JSON.stringify(started.body)).toBe(201);
+    const url = `/v1/sandboxes/${other}/jobs/${started.body.job_id}`;
+    await until(async () => (await t.api("GET", `${url}/output?stream=stdout`)).body === "before\n", "the job's output");
+    // Two minutes on: this sandbox's timeout has passed, the file's sandbox's (60) has not.
+    expect(await t.server.services.timeouts.sweep(Date.now() + 120_000)).toEqual([other]);
+    // The sweep tears down in the background; the tails are read before the machine stops.
+    await until(async () => (await t.api("GET", url)).body.stdout_tail === "before\n", "the kept output");
+    const job = (await t.api("GET", url)).body;
+    expect(job).toMatchObject({ status: "KILLED", exit_code: null, stdout_bytes: 7 });
+    expect(job.error_reason).toContain("TIMEOUT");
+    await t.api("DELETE", `/v1/sandboxes/${other}`);
+  });
+
+  it("ends a running job as KILLED when its sandbox ends, keeping what it printed", async () => {
+    const jobId = await start({ command: "echo before; echo warn >&2; sleep 1000" });
+    // Read through /output, which leaves the job's record alone: the delete reads the tails last.
+    const output = `/v1/sandboxes/${id}/jobs/${jobId}/output?stream=stderr`;
+    await until(async () => (await t.api("GET", output)).body === "warn\n", "the job's output");
     await t.api("DELETE", `/v1/sandboxes/${id}`);
     const r = await t.api("GET", `/v1/sandboxes/${id}/jobs/${jobId}`);
-    expect(r.body).toMatchObject({ status: "KILLED", exit_code: null });
+    expect(r.body).toMatchObject({ status: "KILLED", exit_code: null, stdout_tail: "before\n", stderr_tail: "warn\n" });
     expect(r.body.error_reason).toContain("TERMINATED");
     expect((await t.api("GET", `/v1/sandboxes/${id}/jobs/${jobId}/output`)).body.code).toBe("SANDBOX_NOT_RUNNING");
   });

@@ -12,6 +12,8 @@ const COLUMNS = [
   "exit_code",
   "stdout_bytes",
   "stderr_bytes",
+  "stdout_tail",
+  "stderr_tail",
   "wrapper_pid",
   "kill_requested",
   "error_reason",

@@ -1,5 +1,6 @@
 import type pg from "pg";
 import { PG_IMAGE_ALIASES_MIGRATION } from "./image-aliases.js";
+import { JOB_TAILS_MIGRATION } from "./job-tails.js";
 import { KEY_FINGERPRINTS_MIGRATION } from "./key-fingerprints.js";
 import { PG_HOST_URLS_MIGRATION } from "./pg-host-urls.js";
 import { PG_HOSTS_MIGRATION, PG_PLACED_BY_MIGRATION } from "./pg-hosts.js";
@@ -96,6 +97,7 @@ export const PG_MIGRATIONS: ReadonlyArray<readonly [name: string, sql: string]> 
   ["0014-volume-homes", VOLUME_HOMES_MIGRATION],
   ["0015-volume-syncs", VOLUME_SYNCS_MIGRATION],
   ["0016-meter-open", METER_OPEN_MIGRATION],
+  ["0017-job-tails", JOB_TAILS_MIGRATION],
 ];
 
 /**

@@ -116,7 +116,10 @@ export interface ExposedPortRow {
   created_at: string;
 }
 
-/** A background job as persisted; live state (output sizes, exit) is read from the guest. */
+/**
+ * A background job as persisted; live state (output sizes, exit) is read from the guest. The
+ * tails are the last ones read from the guest, kept so a job whose machine died still shows them.
+ */
 export interface JobRow {
   id: string;
   team_id: string;
@@ -126,6 +129,8 @@ export interface JobRow {
   exit_code: number | null;
   stdout_bytes: number;
   stderr_bytes: number;
+  stdout_tail: string;
+  stderr_tail: string;
   /** PID of the in-guest wrapper that waits for the job and writes its exit status. */
   wrapper_pid: number | null;
   kill_requested: boolean;

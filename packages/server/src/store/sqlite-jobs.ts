@@ -11,10 +11,10 @@ function jobFromRow(r: Record<string, unknown>): JobRow {
 
 export function insertJob(db: Database.Database, j: JobRow): void {
   db.prepare(
-    `INSERT INTO jobs (id, team_id, sandbox_id, command, status, exit_code, stdout_bytes, stderr_bytes, wrapper_pid,
-      kill_requested, error_reason, started_at, ended_at)
-     VALUES (@id, @team_id, @sandbox_id, @command, @status, @exit_code, @stdout_bytes, @stderr_bytes, @wrapper_pid,
-      @kill_requested, @error_reason, @started_at, @ended_at)`,
+    `INSERT INTO jobs (id, team_id, sandbox_id, command, status, exit_code, stdout_bytes, stderr_bytes, stdout_tail,
+      stderr_tail, wrapper_pid, kill_requested, error_reason, started_at, ended_at)
+     VALUES (@id, @team_id, @sandbox_id, @command, @status, @exit_code, @stdout_bytes, @stderr_bytes, @stdout_tail,
+      @stderr_tail, @wrapper_pid, @kill_requested, @error_reason, @started_at, @ended_at)`,
   ).run({ ...j, kill_requested: j.kill_requested ? 1 : 0 });
 }
 

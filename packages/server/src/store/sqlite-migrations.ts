@@ -1,5 +1,6 @@
 import type Database from "better-sqlite3";
 import { IMAGE_ALIASES_MIGRATION } from "./image-aliases.js";
+import { JOB_TAILS_MIGRATION } from "./job-tails.js";
 import { KEY_FINGERPRINTS_MIGRATION } from "./key-fingerprints.js";
 import * as ck from "./sqlite-checkpoints.js";
 import { HOST_URLS_MIGRATION } from "./sqlite-host-urls.js";
@@ -72,6 +73,7 @@ export const SQLITE_MIGRATIONS: Array<[name: string, sql: string]> = [
   ["0021-volume-syncs", VOLUME_SYNCS_MIGRATION],
   ["0022-meter-open", METER_OPEN_MIGRATION],
   ["0023-meter-hours-clustered", SQLITE_METER_HOURS_CLUSTERED_MIGRATION],
+  ["0024-job-tails", JOB_TAILS_MIGRATION],
 ];
 
 /** Applies the migrations not yet recorded, each in its own transaction. */

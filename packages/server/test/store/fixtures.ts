@@ -119,6 +119,8 @@ export function jobRow(teamId: string, sandboxId: string, over: Partial<JobRow> 
     exit_code: null,
     stdout_bytes: 0,
     stderr_bytes: 0,
+    stdout_tail: "",
+    stderr_tail: "",
     wrapper_pid: 42,
     kill_requested: false,
     error_reason: null,

@@ -29,6 +29,8 @@ export function jobAndPortCases(ctx: StoreContext): void {
       exit_code: 137,
       stdout_bytes: 10,
       stderr_bytes: 3,
+      stdout_tail: "0123456789",
+      stderr_tail: "é\n",
       error_reason: "killed",
       ended_at: iso(NOW + 5_000),
     } as const;

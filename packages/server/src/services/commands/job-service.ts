@@ -12,6 +12,8 @@ const JOBS_ROOT = "/run/sandtree/jobs";
 const JOB_ID = /^job-[0-9a-f]{16}$/;
 /** How much of the end of each stream a job's JSON carries. */
 export const JOB_TAIL_BYTES = 16 * 1024;
+/** How long a teardown waits to save the tails of a sandbox's running jobs. */
+const SAVE_TAILS_MS = 5_000;
 /** What the server keeps of a job helper command's output (each stream). */
 export const SHORT_OUTPUT_CAP = 64 * 1024;
 
@@ -42,21 +44,49 @@ function shellQuote(word: string): string {
   return `'${word.replaceAll("'", `'\\''`)}'`;
 }
 
-interface LiveState {
-  stdout_tail: string;
-  stderr_tail: string;
-}
-
 /**
  * Background jobs: detached in the guest with their output in files there, so they outlive the
  * request that started them and a re-established agent connection. Status and output are read
- * back with the agent's file operations; metadata is kept in the store.
+ * back with the agent's file operations; metadata and the last tails read are kept in the store
+ * (the guest's files end with its machine), and a sandbox's teardown reads them one last time.
  */
 export class JobService {
+  /** Sandboxes whose jobs' tails are being read one last time, before their machine stops. */
+  private readonly saving = new Map<string, Promise<void>>();
+
   constructor(
     private readonly store: Store,
     private readonly sandboxes: SandboxService,
-  ) {}
+  ) {
+    sandboxes.onTeardown(async (id, machine) => {
+      if (!machine || this.saving.has(id)) return;
+      const done = this.saveTails(id, machine);
+      this.saving.set(id, done);
+      await done.finally(() => this.saving.delete(id));
+    });
+  }
+
+  /**
+   * Before a sandbox's machine is stopped (delete, timeout): reads the tails of its jobs that
+   * ran until now (also those a read in the meantime already marked KILLED) once more.
+   */
+  private async saveTails(sandboxId: string, vm: Machine): Promise<void> {
+    const teamId = (await this.store.getSandbox(sandboxId))?.team_id;
+    if (teamId === undefined) return;
+    const rows = (await this.store.listJobs(teamId, sandboxId, 100)).filter(
+      (r) => r.status === "RUNNING" || r.exit_code === null,
+    );
+    if (rows.length === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<void>((res) => {
+      timer = setTimeout(res, SAVE_TAILS_MS);
+    });
+    try {
+      await Promise.race([Promise.allSettled(rows.map((r) => this.refresh(r, vm))), deadline]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
 
   async start(teamId: string, sandboxId: string, p: StartJobParams): Promise<Job> {
     const vm = await this.sandboxes.running(teamId, sandboxId);
@@ -89,6 +119,8 @@ export class JobService {
       exit_code: null,
       stdout_bytes: 0,
       stderr_bytes: 0,
+      stdout_tail: "",
+      stderr_tail: "",
       wrapper_pid: wrapperPid,
       kill_requested: false,
       error_reason: null,
@@ -96,7 +128,7 @@ export class JobService {
       ended_at: null,
     };
     await this.store.insertJob(row);
-    return toJob(row, { stdout_tail: "", stderr_tail: "" });
+    return toJob(row);
   }
 
   private async row(teamId: string, sandboxId: string, jobId: string): Promise<JobRow> {
@@ -117,9 +149,15 @@ export class JobService {
   }
 
   /** Reads the job's state from the guest and records an ending; without a VM, the last known state. */
-  private async refresh(row: JobRow): Promise<Job> {
-    const vm = await this.vmOf(row);
+  private async refresh(row: JobRow, machine?: Machine): Promise<Job> {
+    const vm = machine ?? (await this.vmOf(row));
     if (!vm) {
+      const saving = this.saving.get(row.sandbox_id);
+      if (saving) {
+        // Its machine is being stopped: answer with the tails read from it last.
+        await saving;
+        Object.assign(row, (await this.store.getJob(row.team_id, row.sandbox_id, row.id)) ?? {});
+      }
       if (row.status === "RUNNING") {
         const sb = await this.store.getSandbox(row.sandbox_id);
         const patch = {
@@ -130,7 +168,7 @@ export class JobService {
         await this.store.updateJob(row.id, patch);
         Object.assign(row, patch);
       }
-      return toJob(row, { stdout_tail: "", stderr_tail: "" });
+      return toJob(row);
     }
     const dir = `${JOBS_ROOT}/${row.id}`;
     if (row.status === "RUNNING") {
@@ -159,15 +197,21 @@ export class JobService {
       }
     }
     const [out, err] = await Promise.all([
-      readTail(vm, `${dir}/stdout`, row.stdout_bytes),
-      readTail(vm, `${dir}/stderr`, row.stderr_bytes),
+      readTail(vm, `${dir}/stdout`, { size: row.stdout_bytes, tail: row.stdout_tail }),
+      readTail(vm, `${dir}/stderr`, { size: row.stderr_bytes, tail: row.stderr_tail }),
     ]);
-    if (out.size !== row.stdout_bytes || err.size !== row.stderr_bytes) {
-      await this.store.updateJob(row.id, { stdout_bytes: out.size, stderr_bytes: err.size });
-      row.stdout_bytes = out.size;
-      row.stderr_bytes = err.size;
+    if (
+      out.tail !== row.stdout_tail ||
+      err.tail !== row.stderr_tail ||
+      out.size !== row.stdout_bytes ||
+      err.size !== row.stderr_bytes
+    ) {
+      // Kept, so the job shows them once its machine is gone (the files die with it).
+      const patch = { stdout_bytes: out.size, stderr_bytes: err.size, stdout_tail: out.tail, stderr_tail: err.tail };
+      await this.store.updateJob(row.id, patch);
+      Object.assign(row, patch);
     }
-    return toJob(row, { stdout_tail: out.tail, stderr_tail: err.tail });
+    return toJob(row);
   }
 
   private async vmOf(row: JobRow): Promise<Machine | null> {
@@ -215,15 +259,15 @@ export class JobService {
   }
 }
 
-function toJob(row: JobRow, live: LiveState): Job {
+function toJob(row: JobRow): Job {
   return {
     job_id: row.id,
     sandbox_id: row.sandbox_id,
     command: row.command,
     status: row.status,
     exit_code: row.exit_code,
-    stdout_tail: live.stdout_tail,
-    stderr_tail: live.stderr_tail,
+    stdout_tail: row.stdout_tail,
+    stderr_tail: row.stderr_tail,
     stdout_truncated: row.stdout_bytes > JOB_TAIL_BYTES,
     stderr_truncated: row.stderr_bytes > JOB_TAIL_BYTES,
     stdout_bytes: row.stdout_bytes,
@@ -291,10 +335,12 @@ async function endedAt(vm: Machine, dir: string, startedAt: string, exitMs: numb
   return new Date(Math.min(Date.now(), Math.max(start, start + ran))).toISOString();
 }
 
-async function readTail(vm: Machine, p: string, known: number): Promise<{ size: number; tail: string }> {
+/** The size and end of an output file; without the file (a guest that lost it), what was known. */
+async function readTail(vm: Machine, p: string, known: { size: number; tail: string }): Promise<{ size: number; tail: string }> {
   const st = await statOrNull(vm, p);
-  const size = st?.size ?? known;
-  if (!st || size === 0) return { size, tail: "" };
+  if (!st) return known;
+  const size = st.size;
+  if (size === 0) return { size, tail: "" };
   const from = Math.max(0, size - JOB_TAIL_BYTES);
   return { size, tail: (await readAll(vm, p, from, size - from)).toString("utf8") };
 }

@@ -73,7 +73,7 @@ export class SandboxService {
   /** The host machines run on (its disks, capabilities). */
   readonly host: MachineHost;
   private readonly placement: Placement;
-  private readonly teardownHooks: Array<(id: string) => unknown> = [];
+  private readonly teardownHooks: Array<(id: string, machine: Machine | undefined) => unknown> = [];
   private readonly startHooks: Array<(start: SandboxStart) => void> = [];
   constructor(private readonly deps: SandboxServiceDeps) {
     this.host = deps.host;
@@ -314,16 +314,17 @@ export class SandboxService {
     return await this.get(teamId, id);
   }
 
-  /** Called whenever a sandbox is torn down, in registration order (errors ignored): other services forget it. */
-  onTeardown(hook: (id: string) => unknown): void {
+  /** Called at each teardown, in order (errors ignored), with the VM while it runs (stopped after them). */
+  onTeardown(hook: (id: string, machine: Machine | undefined) => unknown): void {
     this.teardownHooks.push(hook);
   }
 
   /** Stops whatever runs for a sandbox and removes its disk and sockets. Idempotent. */
   private async teardown(id: string): Promise<void> {
+    const live = this.machines.get(id);
     for (const hook of this.teardownHooks) {
       try {
-        await hook(id);
+        await hook(id, live && !live.exit ? live : undefined);
       } catch {}
     }
     // An adoption in flight settles within its deadline (close() cancels it first).
