@@ -1,5 +1,5 @@
 // A server on PostgreSQL end to end: the services run unchanged on PgStore. One small VM: create,
-// exec, checkpoint, fork, delete through the API of a server started with `database` set to a
+// exec, a job, checkpoint, fork, delete through the API of a server started with `database` set to a
 // database of a real PostgreSQL this file starts (postgres-server.ts), then the rows and meter
 // records read straight from PostgreSQL, and no SQLite file in the data dir.
 import { existsSync } from "node:fs";
@@ -56,6 +56,15 @@ describe("a server on PostgreSQL", () => {
     const parent = created.body.id as string;
     await t.waitRunning(parent);
     expect(await exec(parent, "echo from-parent > /data.txt && cat /data.txt")).toBe("from-parent\n");
+
+    // A job's tails are kept in its row; PostgreSQL's text takes no NUL, so one is kept as U+FFFD.
+    const job = await t.api("POST", `/v1/sandboxes/${parent}/jobs`, { command: "printf 'a\\000b\\n'" });
+    expect(job.status, JSON.stringify(job.body)).toBe(201);
+    const jobUrl = `/v1/sandboxes/${parent}/jobs/${job.body.job_id}`;
+    await expect.poll(async () => (await t.api("GET", jobUrl)).body.status, { timeout: 60_000 }).toBe("EXITED");
+    expect((await t.api("GET", jobUrl)).body).toMatchObject({ stdout_tail: "a\0b\n", stdout_bytes: 4 });
+    const kept = await sql<{ stdout_tail: string }>("SELECT stdout_tail FROM jobs WHERE id = $1", [job.body.job_id]);
+    expect(kept).toEqual([{ stdout_tail: "a\uFFFDb\n" }]);
 
     // A filesystem fork: checkpoint and a child booted from it, which sees the file.
     const forked = await t.api("POST", `/v1/sandboxes/${parent}/fork`, { memory_gb: 0.25 });

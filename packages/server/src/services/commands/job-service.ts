@@ -200,18 +200,18 @@ export class JobService {
       readTail(vm, `${dir}/stdout`, { size: row.stdout_bytes, tail: row.stdout_tail }),
       readTail(vm, `${dir}/stderr`, { size: row.stderr_bytes, tail: row.stderr_tail }),
     ]);
-    if (
-      out.tail !== row.stdout_tail ||
-      err.tail !== row.stderr_tail ||
-      out.size !== row.stdout_bytes ||
-      err.size !== row.stderr_bytes
-    ) {
-      // Kept, so the job shows them once its machine is gone (the files die with it).
-      const patch = { stdout_bytes: out.size, stderr_bytes: err.size, stdout_tail: out.tail, stderr_tail: err.tail };
+    // Kept, so the job shows them once its machine is gone (the files die with it).
+    const patch = {
+      stdout_bytes: out.size,
+      stderr_bytes: err.size,
+      stdout_tail: storable(out.tail),
+      stderr_tail: storable(err.tail),
+    };
+    if ((Object.keys(patch) as Array<keyof typeof patch>).some((k) => patch[k] !== row[k])) {
       await this.store.updateJob(row.id, patch);
       Object.assign(row, patch);
     }
-    return toJob(row);
+    return toJob({ ...row, stdout_tail: out.tail, stderr_tail: err.tail });
   }
 
   private async vmOf(row: JobRow): Promise<Machine | null> {
@@ -333,6 +333,11 @@ async function endedAt(vm: Machine, dir: string, startedAt: string, exitMs: numb
   const pid = await statOrNull(vm, `${dir}/pid`);
   const ran = pid ? Math.max(0, exitMs - pid.mtime_ms) : 0;
   return new Date(Math.min(Date.now(), Math.max(start, start + ran))).toISOString();
+}
+
+/** A tail as the store keeps it: PostgreSQL's text has no NUL (U+FFFD, as for bytes that are not UTF-8). */
+function storable(tail: string): string {
+  return tail.replaceAll("\0", "\uFFFD");
 }
 
 /** The size and end of an output file; without the file (a guest that lost it), what was known. */
