@@ -38,11 +38,23 @@ async function step(name, fn) {
     steps.push({ name, ok: true, ms: Math.round(performance.now() - t0), ...(detail ? { detail } : {}) });
     return detail;
   } catch (err) {
-    steps.push({ name, ok: false, ms: Math.round(performance.now() - t0), detail: String(err?.stack ?? err).slice(0, 1500) });
+    steps.push({ name, ok: false, ms: Math.round(performance.now() - t0), detail: String(err?.stack ?? err).slice(0, 4000) });
     return undefined;
   } finally {
     // Progress, one line a step: a caller that gives up early still sees how far it got.
     console.log(`step: ${JSON.stringify(steps.at(-1))}`);
+  }
+}
+
+/** A failed inner sandbox's status, error_reason, last events and console tail (never throws). */
+async function whyNot(id) {
+  try {
+    const sb = await client.sandboxes.get(id);
+    const logs = await client.sandboxes.logs(id, { tailBytes: 1500 });
+    const events = logs.events.slice(-8).map((e) => `  ${e.at} ${e.message}`);
+    return `inner sandbox ${id}: ${sb.status}, error_reason: ${sb.error_reason}\n${events.join("\n")}\nconsole: ${logs.console.slice(-1500)}`;
+  } catch (e) {
+    return `inner sandbox ${id}: not readable (${e?.message ?? e})`;
   }
 }
 
@@ -63,6 +75,9 @@ async function startServer() {
         // boot and a restart's reconnection of each VM get deadlines to match.
         SANDTREE_ACCEL_TRIAL_MS: "120000",
         SANDTREE_ADOPT_DEADLINE_MS: "90000",
+        // And the liveness watchdog: a guest busy with disk I/O (docker load) answers its agent's
+        // ping through every exit of two emulated levels; 30 s killed a live one (CI, 2026-12-05).
+        SANDTREE_AGENT_DEADLINE_MS: "120000",
       },
       stdio: ["ignore", "pipe", "pipe"],
     },
@@ -295,6 +310,9 @@ async function main() {
         if (r.exit_code !== 0 || r.stdout.trim() !== "hello from a container")
           throw new Error(`docker: exit ${r.exit_code}: ${r.stdout} ${r.stderr}`);
         return { create_ms, docker_ms: Math.round(performance.now() - t0) - create_ms };
+      } catch (err) {
+        // What the inner sandbox says of itself (a VM that died says why only there).
+        throw new Error(`${String(err?.message ?? err).slice(0, 300)}\n${await whyNot(d.id)}`);
       } finally {
         await client.sandboxes.delete(d.id).catch(() => {});
       }

@@ -35,7 +35,11 @@ const explain = async () =>
     : "--- no nested sandbox was created ---";
 
 async function setUp(began: number): Promise<void> {
-  t = await startTestServer();
+  // The nested sandbox runs KVM guests under an emulated CPU: while they boot and do I/O its own
+  // agent answers the watchdog's ping late (30 s killed a live one, ERROR "stopped answering",
+  // QMP still answering, 2026-12-05 and stop 44): the liveness deadline matches, as the inner
+  // server's does (scripts/kvm/inner-suite.mjs).
+  t = await startTestServer({ deadlines: { agentMs: 120_000 } });
   const r = await t.api("POST", "/v1/sandboxes", {
     image: "sandtree/debian",
     memory_gb: 3,
