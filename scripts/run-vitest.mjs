@@ -16,6 +16,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
+// Color codes, taken out of the failure lines the summary repeats.
+const ANSI_COLOR = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, "g");
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const args = process.argv.slice(2);
 let failedSteps = 0;
@@ -75,11 +77,12 @@ for (const file of report?.testResults ?? []) {
   }
   failed += failedHere;
   // Import error, or a hook that failed after every test passed (afterAll): the file counts once.
+  const took = file.endTime && file.startTime ? ` (${Math.round((file.endTime - file.startTime) / 1000)} s)` : "";
   if (fileFailed && failedHere === 0) {
     failed++;
-    problems.push(`${rel}: ${String(file.message ?? "").split("\n")[0] || "the file failed outside its tests"}`);
+    problems.push(`${rel}${took}: ${String(file.message ?? "").split("\n")[0] || "the file failed outside its tests"}`);
   } else if (fileFailed) {
-    problems.push(`${rel}: ${failedHere} test(s) failed or did not run`);
+    problems.push(`${rel}${took}: ${failedHere} test(s) failed or did not run${why(file)}`);
   }
 }
 // Unhandled errors, a crashed worker, a config error: vitest failed although no test or file did.
@@ -123,6 +126,24 @@ for (const p of problems) console.log(`FAILED: ${p}`);
 for (const s of process.env.CI === "true" ? [] : skips) console.log(`skipped: ${s.file} :: ${s.name}`);
 console.log(`${passed} passed, ${failed} failed, ${skipped} skipped`);
 process.exit(failed > 0 || status !== 0 || pytestStatus !== 0 ? 1 : 0);
+
+/**
+ * The first lines of a failed file's own error (a throwing hook) and of its first failed test:
+ * CI shows only the tail of the output, so the summary carries the reason.
+ */
+function why(file) {
+  const first = (file.assertionResults ?? []).find((t) => t.status === "failed");
+  const texts = [file.message, first && `${first.title}: ${first.failureMessages?.[0] ?? ""}`].filter(Boolean);
+  const lines = texts.flatMap((t) =>
+    String(t)
+      .replace(ANSI_COLOR, "")
+      .split("\n")
+      .map((l) => l.trim())
+      .filter((l) => l && !l.startsWith("at "))
+      .slice(0, 3),
+  );
+  return lines.map((l) => `\n    ${l.length > 240 ? `${l.slice(0, 240)}...` : l}`).join("");
+}
 
 /** Runs pytest with a JUnit report; a run that fails without a failed test counts once. */
 async function runPytest(dir) {

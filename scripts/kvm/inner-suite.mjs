@@ -8,7 +8,7 @@
 // (a cold boot under KVM). Prints one JSON line: {accel, steps: [{name, ok, ms, detail?}], floor}.
 // The test (kvm-nested.test.ts) asserts on the steps; bench/kvm-nested.mjs reports their times.
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { homedir, tmpdir } from "node:os";
 import path from "node:path";
 import { SandtreeClient } from "@sandtree/sdk";
@@ -31,16 +31,33 @@ let server = null;
 let client = null;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-async function step(name, fn) {
+// The whole suite's budget (the test's hook waits a little longer): a step that hangs fails at
+// its own deadline or at the budget's end, and the report still comes out.
+const BUDGET_END = Date.now() + Number(process.env.INNER_BUDGET_MS ?? 22 * 60_000);
+// The inner server's output, as it comes: the test prints its tail when a step fails.
+const SERVER_LOG = process.env.INNER_SERVER_LOG ?? path.join(DATA, "serve.log");
+
+/** Runs one check with a deadline (`ms`, cut to what is left of the budget) and records its verdict. */
+async function step(name, fn, ms = 300_000, explain = async () => "") {
   const t0 = performance.now();
+  const left = BUDGET_END - Date.now();
+  let timer;
   try {
-    const detail = await fn();
+    if (left <= 0) throw new Error("not run: the suite's budget was spent by the steps before it");
+    const limit = Math.min(ms, left);
+    const late = new Promise((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`did not end in ${Math.round(limit / 1000)} s`)), limit);
+    });
+    const detail = await Promise.race([fn(), late]);
     steps.push({ name, ok: true, ms: Math.round(performance.now() - t0), ...(detail ? { detail } : {}) });
     return detail;
   } catch (err) {
-    steps.push({ name, ok: false, ms: Math.round(performance.now() - t0), detail: String(err?.stack ?? err).slice(0, 4000) });
+    const why = await Promise.race([explain().catch(() => ""), sleep(30_000).then(() => "")]);
+    const detail = `${String(err?.stack ?? err).slice(0, 3000)}${why ? `\n${why}` : ""}`;
+    steps.push({ name, ok: false, ms: Math.round(performance.now() - t0), detail: detail.slice(0, 6000) });
     return undefined;
   } finally {
+    clearTimeout(timer);
     // Progress, one line a step: a caller that gives up early still sees how far it got.
     console.log(`step: ${JSON.stringify(steps.at(-1))}`);
   }
@@ -60,7 +77,6 @@ async function whyNot(id) {
 
 /** Starts `sandtree serve` here as a direct child; resolves with the accelerator line once it answers. */
 async function startServer() {
-  const log = path.join(DATA, `serve-${Date.now()}.log`);
   const out = [];
   server = spawn(
     process.execPath,
@@ -82,7 +98,11 @@ async function startServer() {
       stdio: ["ignore", "pipe", "pipe"],
     },
   );
-  for (const s of [server.stdout, server.stderr]) s.on("data", (b) => out.push(b.toString()));
+  for (const s of [server.stdout, server.stderr])
+    s.on("data", (b) => {
+      out.push(b.toString());
+      appendFileSync(SERVER_LOG, b);
+    });
   const deadline = Date.now() + 240_000;
   for (;;) {
     const text = out.join("");
@@ -92,7 +112,6 @@ async function startServer() {
       client = new SandtreeClient({ apiUrl: `http://127.0.0.1:${PORT}`, apiKey: key });
       try {
         await client.sandboxes.list({ limit: 1 });
-        writeFileSync(log, text);
         return accel[1];
       } catch {}
     }
@@ -191,38 +210,43 @@ async function main() {
     if ((await run(a.id, "echo hi")).trim() !== "hi") throw new Error("exec answered wrong");
     return { start_path: a.start_path, create_ms: a.create_ms };
   });
-  await step("warm create from a template", async () => {
-    // The first create queued the shape's and the image's template builds (a start never waits
-    // for one; each has its directory from the build's start and its template.json once saved):
-    // wait until one is built and none is still building, so no build runs beside the creates
-    // timed here (past 900 s, with what is built). Then WARM_RUNS creates clone the best one.
-    const dir = path.join(DATA, "templates");
-    const deadline = Date.now() + 900_000;
-    const dirs = () => (existsSync(dir) ? readdirSync(dir) : []);
-    const built = () => dirs().filter((k) => existsSync(path.join(dir, k, "template.json"))).length;
-    while (built() === 0 || built() < dirs().length) {
-      if (Date.now() > deadline) {
-        if (built() > 0) break;
-        throw new Error("no warm template was built in 900 s");
+  await step(
+    "warm create from a template",
+    async () => {
+      // The first create queued the shape's and the image's template builds (a start never waits
+      // for one; each has its directory from the build's start and its template.json once saved):
+      // wait until one is built and none is still building, so no build runs beside the creates
+      // timed here (past 600 s, with what is built; a failed build leaves no directory). Then
+      // WARM_RUNS creates clone the best one.
+      const dir = path.join(DATA, "templates");
+      const deadline = Date.now() + 600_000;
+      const dirs = () => (existsSync(dir) ? readdirSync(dir) : []);
+      const built = () => dirs().filter((k) => existsSync(path.join(dir, k, "template.json"))).length;
+      while (built() === 0 || built() < dirs().length) {
+        if (Date.now() > deadline) {
+          if (built() > 0) break;
+          throw new Error("no warm template was built in 600 s");
+        }
+        await sleep(1000);
       }
-      await sleep(1000);
-    }
-    const templates = { built: built(), building: dirs().length - built() };
-    const runs = [];
-    for (let i = 0; i < WARM_RUNS; i++) {
-      const b = await created();
-      // The first exec, and the guest's HELLO count since its template's boot (one more per
-      // HELLO the host resent before the first was answered).
-      const t1 = performance.now();
-      const generation = (await run(b.id, "cat /run/sandtree/generation 2>/dev/null || echo none")).trim();
-      const first_exec_ms = Math.round(performance.now() - t1);
-      runs.push({ create_ms: b.create_ms, first_exec_ms, generation, ...(await phases(b.id, b.t0)) });
-      await client.sandboxes.delete(b.id);
-      if (b.start_path !== "warm") throw new Error(`the create after the templates were built started ${b.start_path}`);
-    }
-    const median = runs.map((r) => r.create_ms).sort((x, y) => x - y)[runs.length >> 1];
-    return { create_ms: median, templates, runs };
-  });
+      const templates = { built: built(), building: dirs().length - built() };
+      const runs = [];
+      for (let i = 0; i < WARM_RUNS; i++) {
+        const b = await created();
+        // The first exec, and the guest's HELLO count since its template's boot (one more per
+        // HELLO the host resent before the first was answered).
+        const t1 = performance.now();
+        const generation = (await run(b.id, "cat /run/sandtree/generation 2>/dev/null || echo none")).trim();
+        const first_exec_ms = Math.round(performance.now() - t1);
+        runs.push({ create_ms: b.create_ms, first_exec_ms, generation, ...(await phases(b.id, b.t0)) });
+        await client.sandboxes.delete(b.id);
+        if (b.start_path !== "warm") throw new Error(`the create after the templates were built started ${b.start_path}`);
+      }
+      const median = runs.map((r) => r.create_ms).sort((x, y) => x - y)[runs.length >> 1];
+      return { create_ms: median, templates, runs };
+    },
+    900_000,
+  );
   if (UNTIL_WARM) return { accel, floor };
   await step("files", async () => {
     await client.files.write(a.id, "/root/data.txt", "kvm-path\n");
@@ -295,28 +319,25 @@ async function main() {
   // Docker inside the inner sandbox, where the bundle carries sandtree/docker (--with-docker):
   // dockerd (the image's start command, idempotent) and a container run under -accel kvm.
   if (existsSync(path.join(CACHE ?? "", "fixtures/hello-docker.tar"))) {
-    await step("docker run in a sandbox", async () => {
+    let d;
+    const docker = async () => {
       const t0 = performance.now();
-      const d = await client.sandboxes.create({ image: "sandtree/docker", memory_gb: 1, disk_size_gb: 4 });
-      try {
-        await client.sandboxes.waitForCreation(d.id, { timeoutMs: 600_000, intervalMs: 500 });
-        const create_ms = Math.round(performance.now() - t0);
-        await client.files.upload(d.id, path.join(CACHE ?? "", "fixtures/hello-docker.tar"), "/root/hello.tar");
-        const r = await client.sandboxes.run(
-          d.id,
-          "start-dockerd >/dev/null && docker load -i /root/hello.tar >/dev/null && docker run --rm --network none sandtree/hello echo hello from a container",
-          { timeoutSeconds: 900 },
-        );
-        if (r.exit_code !== 0 || r.stdout.trim() !== "hello from a container")
-          throw new Error(`docker: exit ${r.exit_code}: ${r.stdout} ${r.stderr}`);
-        return { create_ms, docker_ms: Math.round(performance.now() - t0) - create_ms };
-      } catch (err) {
-        // What the inner sandbox says of itself (a VM that died says why only there).
-        throw new Error(`${String(err?.message ?? err).slice(0, 300)}\n${await whyNot(d.id)}`);
-      } finally {
-        await client.sandboxes.delete(d.id).catch(() => {});
-      }
-    });
+      d = await client.sandboxes.create({ image: "sandtree/docker", memory_gb: 1, disk_size_gb: 4 });
+      await client.sandboxes.waitForCreation(d.id, { timeoutMs: 600_000, intervalMs: 500 });
+      const create_ms = Math.round(performance.now() - t0);
+      await client.files.upload(d.id, path.join(CACHE ?? "", "fixtures/hello-docker.tar"), "/root/hello.tar");
+      const r = await client.sandboxes.run(
+        d.id,
+        "start-dockerd >/dev/null && docker load -i /root/hello.tar >/dev/null && docker run --rm --network none sandtree/hello echo hello from a container",
+        { timeoutSeconds: 900 },
+      );
+      if (r.exit_code !== 0 || r.stdout.trim() !== "hello from a container")
+        throw new Error(`docker: exit ${r.exit_code}: ${r.stdout} ${r.stderr}`);
+      return { create_ms, docker_ms: Math.round(performance.now() - t0) - create_ms };
+    };
+    // On a failure or a timeout: what the inner sandbox says of itself (a VM that died says why only there).
+    await step("docker run in a sandbox", docker, 1_200_000, async () => (d ? whyNot(d.id) : "no docker sandbox was created"));
+    if (d) await client.sandboxes.delete(d.id).catch(() => {});
   }
   return { accel, floor };
 }

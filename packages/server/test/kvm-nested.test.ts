@@ -31,8 +31,17 @@ let lastTail = "";
 let diagnosis = "";
 const explain = async () =>
   outer
-    ? `--- the nested sandbox ---\n${await sandboxDiagnosis(t.api, outer, { ...(jobId ? { jobId } : {}), lastJobTail: lastTail, consoleBytes: 4000 })}`
+    ? `--- the nested sandbox ---\n${await sandboxDiagnosis(t.api, outer, { ...(jobId ? { jobId } : {}), lastJobTail: lastTail, consoleBytes: 4000 })}\n${await innerServerLog()}`
     : "--- no nested sandbox was created ---";
+
+/** The tail of the inner server's own log (warnings such as a failed template build say why there). */
+async function innerServerLog(): Promise<string> {
+  const r = await t.api("POST", `/v1/sandboxes/${outer}/exec`, {
+    command: "tail -c 4000 /root/inner-server.log 2>/dev/null || echo '(no inner server log)'",
+    timeout_seconds: 60,
+  });
+  return `--- the inner server's log ---\n${r.body.stdout ?? JSON.stringify(r.body)}`;
+}
 
 async function setUp(began: number): Promise<void> {
   // The nested sandbox runs KVM guests under an emulated CPU: while they boot and do I/O its own
@@ -71,7 +80,8 @@ async function setUp(began: number): Promise<void> {
   // Its output also goes to a file in the sandbox, and its kernel's log is read on a failure: a
   // run killed before its report still says why.
   const job = await t.api("POST", `/v1/sandboxes/${outer}/jobs`, {
-    command: "cd /opt/sandtree && node inner-suite.mjs > /root/inner.log 2>&1; rc=$?; cat /root/inner.log; exit $rc",
+    command:
+      "cd /opt/sandtree && INNER_SERVER_LOG=/root/inner-server.log node inner-suite.mjs > /root/inner.log 2>&1; rc=$?; cat /root/inner.log; exit $rc",
   });
   expect(job.status, JSON.stringify(job.body)).toBe(201);
   jobId = job.body.job_id as string;

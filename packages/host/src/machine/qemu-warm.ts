@@ -10,7 +10,14 @@ export type { WarmCacheOptions, WarmCaches };
 /** A QEMU host's warm caches: booted templates and memory images, under the data dir, in the host's jail. */
 export function qemuWarmCaches(opts: WarmCacheOptions, jail: JailConfig): WarmCaches {
   return {
-    templates: new TemplateStore(opts.layersDir, path.join(opts.dataDir, "templates"), opts.runRoot, opts.taps, jail),
+    templates: new TemplateStore(
+      opts.layersDir,
+      path.join(opts.dataDir, "templates"),
+      opts.runRoot,
+      opts.taps,
+      jail,
+      opts.onTemplateError,
+    ),
     memoryImages: new MemoryImages(path.join(opts.dataDir, "memory-images"), opts.runRoot, {
       taps: opts.taps,
       jail,

@@ -111,6 +111,8 @@ export class TemplateStore {
     private readonly taps: TemplateTaps | null = null,
     /** The jail template VMs run in (their host's). */
     private readonly jail: JailConfig = defaultJailConfig(),
+    /** Told why a build failed (not for builds stopped by close()). */
+    private readonly onBuildError: (err: Error, inputs: TemplateInputs) => void = () => {},
   ) {
     mkdirSync(root, { recursive: true });
   }
@@ -151,7 +153,12 @@ export class TemplateStore {
     let p = this.building.get(key);
     if (!p) {
       p = this.build(key, inputs)
-        .catch(() => null)
+        .catch((err: Error) => {
+          // Nothing half-built stays: a directory under templates/ is a template built or building.
+          this.discard(key, inputs);
+          if (!this.abort.signal.aborted) this.onBuildError(err, inputs);
+          return null;
+        })
         .finally(() => this.building.delete(key));
       this.building.set(key, p);
     }
@@ -249,6 +256,14 @@ export class TemplateStore {
       }
     }
     return { removed, keptDisks, freedBytes, rebuild };
+  }
+
+  /** Removes a failed build's files (its directory and an image template's disk); never throws. */
+  private discard(key: string, inputs: TemplateInputs): void {
+    try {
+      rmSync(this.dir(key), { recursive: true, force: true });
+      if (inputs.image) rmSync(path.join(this.layersDir, `tmpl-${key}.qcow2`), { force: true });
+    } catch {}
   }
 
   private async build(key: string, inputs: TemplateInputs): Promise<Template> {

@@ -163,9 +163,8 @@ export class Provisioner {
     const templates = this.deps.templates;
     if (!templates) return;
     setImmediate(() => {
-      void templates.ensure(inputs).then((t) => {
-        if (!t) this.deps.log.warn({ cpus: inputs.cpuCores, memoryMb: inputs.memoryMb }, "warm template build failed");
-      });
+      // A failure is logged with its reason by the store's onTemplateError (warm-starts.ts).
+      void templates.ensure(inputs);
     });
   }
 

@@ -42,6 +42,11 @@ export class WarmStarts {
               { err: err.message, memState: path.basename(memState) },
               "memory image build failed: starts from this checkpoint load its whole stream",
             ),
+          onTemplateError: (err, inputs) =>
+            deps.log.warn(
+              { err: err.message, cpus: inputs.cpuCores, memoryMb: inputs.memoryMb, image: inputs.image ? "yes" : "no" },
+              "warm template build failed: starts of this shape boot cold until a later start builds it",
+            ),
         })
       : null;
     this.templates = caches?.templates ?? null;
