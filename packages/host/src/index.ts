@@ -35,6 +35,7 @@ export * from "./remote.js";
 export type { MemoryImage, MemoryImages, MemoryShape } from "./snapshots/memory-images.js";
 export type { Template, TemplateInputs, TemplateStore, TemplateTaps } from "./snapshots/template-store.js";
 export * from "./util/deadline.js";
+export * from "./util/pid-alive.js";
 export * from "./util/run-command.js";
 export * from "./vmm/accel.js";
 export {

@@ -11,6 +11,7 @@ import {
   writeSync,
 } from "node:fs";
 import path from "node:path";
+import { pidAlive } from "../util/pid-alive.js";
 import { runCommand } from "../util/run-command.js";
 import { intToIp, parseCidr } from "./addresses.js";
 
@@ -71,15 +72,6 @@ export interface PoolChoice {
 interface ClaimRecord {
   pid: number;
   dataDir: string;
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
 
 /** The network namespace the process is in: pools are per namespace. */

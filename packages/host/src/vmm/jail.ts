@@ -17,6 +17,7 @@ import {
 import path from "node:path";
 import { qcow2BackingName } from "../disks/overlay.js";
 import { jailerBinary } from "../paths.js";
+import { pidAlive } from "../util/pid-alive.js";
 import { grantAcl, renameKeepingGrants, setfacl } from "./jail-acl.js";
 import { type JailRoot, jailRootArgs, jailRootPlan, jailRootSteps } from "./jail-root.js";
 
@@ -77,15 +78,6 @@ function readLockIn(stateDir: string, uid: number): LockRecord | null {
     return JSON.parse(readFileSync(lockFileIn(stateDir, uid), "utf8")) as LockRecord;
   } catch {
     return null;
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
   }
 }
 
@@ -248,7 +240,7 @@ export class JailLease {
       if (!lease.create()) {
         // Taken: reclaimable only when its holder is gone and nothing runs as the uid.
         const held = readLock(uid);
-        if (held && alive(held.owner)) continue;
+        if (held && pidAlive(held.owner)) continue;
         inUse ??= uidsInUse();
         if (inUse.has(uid)) continue;
         await undoGrants(uid, held?.grants ?? []);

@@ -24,6 +24,7 @@ import { randomBytes } from "node:crypto";
 import { mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { pidAlive } from "@sandtree/host";
 
 export const HOST_ADDRESS = "198.51.100.1";
 export const GATEWAY_ADDRESS = "198.51.100.254";
@@ -242,15 +243,6 @@ function tidyDirs(): void {
   }
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
-
 /** Removes the namespaces of fake internets whose owning process is gone (a killed test run). */
 function sweepStale(): void {
   let names: string[];
@@ -263,7 +255,7 @@ function sweepStale(): void {
     const file = path.join(MARKER_DIR, f);
     try {
       const m = JSON.parse(readFileSync(file, "utf8")) as { pid: number; namespaces: string[] };
-      if (alive(m.pid)) continue;
+      if (pidAlive(m.pid)) continue;
       destroyNamespacesSync(m.namespaces.filter((n) => /^st[hi]-[0-9a-f]{6}$/.test(n)));
     } catch {}
     rmSync(file, { force: true });
