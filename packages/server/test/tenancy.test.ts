@@ -1,6 +1,7 @@
 // Teams, API keys, quotas, rate limits and idempotency through the HTTP API. Images resolve
 // through a stub that never finishes pulling, so sandboxes stay PROVISIONING (active) without
 // booting VMs: the limits are about rows, not about QEMU.
+import { DEFAULT_TEAM_LIMITS } from "@sandtree/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { neverPulls, startTestServer, type TestServer } from "./helpers.js";
 
@@ -100,19 +101,7 @@ describe("quotas and rate limits", () => {
   it("shows defaults and usage, changes limits, and null restores a default", async () => {
     await newTeam("limits");
     const r = await t.api("GET", "/v1/teams/limits/limits");
-    expect(r.body.limits).toEqual({
-      max_active_sandboxes: 1024,
-      max_vcpus: 4096,
-      max_memory_gb: 4096,
-      max_storage_gb: 32_768,
-      max_creations_per_hour: 102_400,
-      max_creations_per_10s: 192,
-      max_volumes: 100,
-      max_volume_gb: 10_240,
-      sandbox_disk_mbps: 256,
-      sandbox_disk_iops: 10_000,
-      sandbox_net_mbit: 1000,
-    });
+    expect(r.body.limits).toEqual(DEFAULT_TEAM_LIMITS);
     expect(r.body.usage).toMatchObject({ active_sandboxes: 0, vcpus: 0 });
     expect((await setLimits("limits", { max_vcpus: 8 })).limits.max_vcpus).toBe(8);
     expect((await setLimits("limits", { max_vcpus: null })).limits.max_vcpus).toBe(4096);
