@@ -32,6 +32,7 @@ import { AuthService } from "../src/services/teams/auth-service.js";
 import { SecretBox } from "../src/services/teams/secret-box.js";
 import { VolumeService } from "../src/services/volumes/volume-service.js";
 import { openHostStore, openHostUrls, openVolumeStore } from "../src/store/open-store.js";
+import { sandboxRow } from "./store/fixtures.js";
 
 const silent: Logger = { info() {}, warn() {}, error() {} };
 const noImages: ImageResolver = {
@@ -67,33 +68,12 @@ type Echo = { method: string; url: string; headers: http.IncomingHttpHeaders; by
 const echoOf = async (r: Response): Promise<Echo> => (await r.json()) as Echo;
 const errorOf = async (r: Response): Promise<ErrorBody> => ErrorBody.parse(await r.json());
 
-function sandboxRow(id: string, team: string, status: Sandbox["status"] = "RUNNING"): Sandbox {
-  const now = new Date().toISOString();
-  return {
-    id,
-    name: null,
-    team_id: team,
-    image: "test",
-    image_digest: null,
-    status,
-    cpu_cores: 1,
-    memory_gb: 0.5,
-    disk_size_gb: 1,
-    environment_vars: {},
-    labels: {},
-    start_command: null,
-    accel: null,
-    error_reason: null,
-    created_at: now,
-    updated_at: now,
-    started_at: now,
-    terminated_at: null,
-  };
-}
-
 async function newSandbox(team = teamId, status: Sandbox["status"] = "RUNNING", network = true): Promise<string> {
   const id = `sb-${randomBytes(8).toString("hex")}`;
-  await store.insertSandbox(sandboxRow(id, team, status));
+  const now = new Date().toISOString();
+  await store.insertSandbox(
+    sandboxRow(team, { id, status, image: "test", disk_size_gb: 1, created_at: now, updated_at: now, started_at: now }),
+  );
   if (network) addresses.set(id, "127.0.0.1");
   return id;
 }
