@@ -54,12 +54,18 @@ def poll(fn, seconds, what):
     raise RuntimeError(f"{what} within {seconds}s: {err}")
 
 
-@check("overlayfs", "overlay mounts work (the overlay module autoloads): union filesystems, Docker's overlay2, build tools")
-def overlayfs():
+def layered_dirs(lower_text):
+    """A fresh directory holding l (the lower layer, with a file f of `lower_text`), u, w and m."""
     d = tempfile.mkdtemp(dir=WORK)
     for p in ("l", "u", "w", "m"):
         os.mkdir(f"{d}/{p}")
-    open(f"{d}/l/f", "w").write("lower\n")
+    open(f"{d}/l/f", "w").write(lower_text)
+    return d
+
+
+@check("overlayfs", "overlay mounts work (the overlay module autoloads): union filesystems, Docker's overlay2, build tools")
+def overlayfs():
+    d = layered_dirs("lower\n")
     sh(f"mount -t overlay overlay -o lowerdir={d}/l,upperdir={d}/u,workdir={d}/w {d}/m")
     try:
         open(f"{d}/m/f", "a").write("upper\n")
@@ -140,10 +146,7 @@ def userns():
 
 @check("fuse", "FUSE mounts work (/dev/fuse, fuse3): sshfs, rclone, fuse-overlayfs and other userspace filesystems")
 def fuse():
-    d = tempfile.mkdtemp(dir=WORK)
-    for p in ("l", "u", "w", "m"):
-        os.mkdir(f"{d}/{p}")
-    open(f"{d}/l/f", "w").write("through fuse\n")
+    d = layered_dirs("through fuse\n")
     sh(f"fuse-overlayfs -o lowerdir={d}/l,upperdir={d}/u,workdir={d}/w {d}/m")
     try:
         mounts = open("/proc/mounts").read()
