@@ -3,7 +3,7 @@ import type { SandtreeClient } from "@sandtree/sdk";
 import { describe, expect, it } from "vitest";
 import type { CliContext } from "../src/context.js";
 import { runCli } from "../src/program.js";
-import { cli } from "./stub-cli.js";
+import { cli, recorded } from "./stub-cli.js";
 
 const sb = { id: "sb_1", status: "PENDING" };
 /** A whole Sandbox, for the commands that render one. */
@@ -48,10 +48,7 @@ describe("argv handling", () => {
       ],
       {
         sandboxes: {
-          create: async (req: unknown) => {
-            calls.push(req);
-            return sb;
-          },
+          create: async (req: unknown) => recorded(calls, req, sb),
         },
       },
     );
@@ -72,10 +69,7 @@ describe("argv handling", () => {
     };
     const client = {
       sandboxes: {
-        exec: async (...args: unknown[]) => {
-          calls.push(args);
-          return handle;
-        },
+        exec: async (...args: unknown[]) => recorded(calls, args, handle),
       },
     };
     const r = await cli(
@@ -95,10 +89,7 @@ describe("argv handling", () => {
     };
     const r = await cli(["sandbox", "run", "sb_1", "--no-stdin", "--shell", "echo a | wc"], {
       sandboxes: {
-        exec: async (...args: unknown[]) => {
-          calls.push(args[1]);
-          return handle;
-        },
+        exec: async (...args: unknown[]) => recorded(calls, args[1], handle),
       },
     });
     expect(calls).toEqual(["echo a | wc"]);
@@ -136,10 +127,7 @@ describe("argv handling", () => {
       ["sandbox", "list", "--status", "running", "--label", "a=b", "--host", "w1", "--limit", "2", "-o", "json"],
       {
         sandboxes: {
-          list: async (opts: unknown) => {
-            seen.push(opts);
-            return page;
-          },
+          list: async (opts: unknown) => recorded(seen, opts, page),
         },
       },
     );
@@ -157,10 +145,7 @@ describe("argv handling", () => {
     };
     const client = {
       sandboxes: {
-        list: async (opts: { cursor?: string }) => {
-          seen.push(opts);
-          return pages[opts.cursor ?? "first"];
-        },
+        list: async (opts: { cursor?: string }) => recorded(seen, opts, pages[opts.cursor ?? "first"]),
       },
     };
     const all = await cli(["sandbox", "list", "--all", "-o", "json"], client);
@@ -225,10 +210,7 @@ describe("argv handling", () => {
       client: async () =>
         ({
           images: {
-            pull: async (ref: string, o: unknown) => {
-              calls.push([ref, o]);
-              return { ref, digest: "sha256:ab" };
-            },
+            pull: async (ref: string, o: unknown) => recorded(calls, [ref, o], { ref, digest: "sha256:ab" }),
           },
         }) as unknown as SandtreeClient,
       exitCode: 0,

@@ -14,7 +14,7 @@ import type { CliContext } from "../src/context.js";
 import { describeError } from "../src/errors.js";
 import { buildProgram } from "../src/program.js";
 import { serveInfoLines } from "../src/serve-info.js";
-import { cli } from "./stub-cli.js";
+import { cli, recorded } from "./stub-cli.js";
 
 function leaves(cmd: Command, prefix = ""): Array<{ name: string; cmd: Command }> {
   const name = `${prefix}${prefix ? " " : ""}${cmd.name()}`;
@@ -117,10 +117,7 @@ describe("checkpoint restore (#21 item 3)", () => {
   it("restore --wait creates without asking for -y and sends no sizes it was not given", async () => {
     const created: unknown[] = [];
     const sandboxes = {
-      create: async (req: unknown) => {
-        created.push(req);
-        return { id: "sb-hzs3n4xqkrgpkpys", status: "PENDING" };
-      },
+      create: async (req: unknown) => recorded(created, req, { id: "sb-hzs3n4xqkrgpkpys", status: "PENDING" }),
       waitForCreation: async (id: string) => ({ id, status: "RUNNING" }),
     };
     const r = await cli(["sandbox", "checkpoint", "restore", "ck-0123", "--wait"], { sandboxes });

@@ -1,11 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { cli } from "./stub-cli.js";
-
-/** Records `call` in `calls` and answers `answer`. */
-function recorded<T>(calls: unknown[], call: unknown, answer: T): T {
-  calls.push(call);
-  return answer;
-}
+import { cli, recorded } from "./stub-cli.js";
 
 /** A stub whose waitForCreation answers RUNNING, or throws for the ids in `fail`. */
 function waiting(calls: unknown[], fail: string[] = []) {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { startCli as cli } from "./stub-cli.js";
+import { startCli as cli, recorded } from "./stub-cli.js";
 
 const exposed = {
   sandbox_id: "sb-1",
@@ -13,10 +13,7 @@ describe("port commands", () => {
   it("expose prints the URLs and the token (and --json the answer); unexpose; list-ports", async () => {
     const calls: unknown[] = [];
     const sandboxes = {
-      expose: async (id: string, port: number) => {
-        calls.push(["expose", id, port]);
-        return { ...exposed, token: "tok/en" };
-      },
+      expose: async (id: string, port: number) => recorded(calls, ["expose", id, port], { ...exposed, token: "tok/en" }),
       unexpose: async (id: string, port: number) => {
         calls.push(["unexpose", id, port]);
       },

@@ -3,6 +3,12 @@ import type { SandtreeClient } from "@sandtree/sdk";
 import type { CliContext } from "../src/context.js";
 import { runCli } from "../src/program.js";
 
+/** A stub method's body: records `call` in `calls` and answers `answer`. */
+export function recorded<T>(calls: unknown[], call: unknown, answer: T): T {
+  calls.push(call);
+  return answer;
+}
+
 /** What a CLI run printed so far (read while it runs: a port forward never ends by itself). */
 export interface StubOutput {
   text: string;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { cli } from "./stub-cli.js";
+import { cli, recorded } from "./stub-cli.js";
 
 const key = {
   id: "key_1",
@@ -15,10 +15,7 @@ describe("team and key commands", () => {
   it("team create / list", async () => {
     const calls: unknown[] = [];
     const teams = {
-      create: async (name: string) => {
-        calls.push(name);
-        return { id: "team_1", name, created_at: new Date().toISOString() };
-      },
+      create: async (name: string) => recorded(calls, name, { id: "team_1", name, created_at: new Date().toISOString() }),
       list: async () => [{ id: "team_1", name: "ml", created_at: new Date().toISOString() }],
     };
     expect((await cli(["team", "create", "ml"], { teams })).out).toBe("ml team_1\n");
@@ -30,10 +27,7 @@ describe("team and key commands", () => {
   it("key create prints the key once; --admin is passed; list shows prefixes; revoke", async () => {
     const calls: unknown[] = [];
     const keys = {
-      create: async (team: string, o: unknown) => {
-        calls.push([team, o]);
-        return { ...key, admin: true, key: "st_secret" };
-      },
+      create: async (team: string, o: unknown) => recorded(calls, [team, o], { ...key, admin: true, key: "st_secret" }),
       list: async () => [key],
       revoke: async (id: string) => ({ ...key, id, revoked_at: new Date().toISOString() }),
     };
@@ -66,10 +60,7 @@ describe("team and key commands", () => {
     };
     const teams = {
       getLimits: async () => r,
-      setLimits: async (name: string, l: unknown) => {
-        calls.push([name, l]);
-        return r;
-      },
+      setLimits: async (name: string, l: unknown) => recorded(calls, [name, l], r),
     };
     const shown = await cli(["team", "limits", "ml"], { teams });
     expect(shown.out).toMatch(/max_active_sandboxes +1 +2\n/);

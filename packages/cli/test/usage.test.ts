@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { cli } from "./stub-cli.js";
+import { cli, recorded } from "./stub-cli.js";
 
 const amounts = {
   vcpu_seconds: 7200,
@@ -21,10 +21,7 @@ describe("sandtree usage", () => {
   it("passes --from, --to, --by and --label-key to the API and prints a table with a total", async () => {
     const calls: unknown[] = [];
     const usage = {
-      get: async (q: unknown) => {
-        calls.push(q);
-        return report;
-      },
+      get: async (q: unknown) => recorded(calls, q, report),
     };
     const r = await cli(["usage", "--from", "2026-12-01", "--to", "2026-12-03T00:00:00Z", "--by", "sandbox"], { usage });
     expect(r.code).toBe(0);
@@ -67,10 +64,7 @@ describe("sandtree team budget", () => {
     const calls: unknown[] = [];
     const teams = {
       getBudget: async (_name: string) => view(10),
-      setBudget: async (name: string, usd: number | null) => {
-        calls.push([name, usd]);
-        return view(usd);
-      },
+      setBudget: async (name: string, usd: number | null) => recorded(calls, [name, usd], view(usd)),
     };
     const shown = await cli(["team", "budget", "ml"], { teams });
     expect(shown.out).toContain("monthly budget: $10");
