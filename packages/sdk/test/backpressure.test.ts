@@ -1,12 +1,9 @@
-import { afterEach, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { SandtreeClient } from "../src/index.js";
 import { b64, type FakeServer, fakeServer, sleep } from "./fake-server.js";
 
+// The test's fake server (fakeServer closes it when the test ends).
 let server: FakeServer | undefined;
-afterEach(async () => {
-  await server?.close();
-  server = undefined;
-});
 
 it("a paused stdout consumer stops the SDK from reading (no unbounded buffering)", async () => {
   const line = `${JSON.stringify({ type: "stdout", data: b64(Buffer.alloc(48 * 1024, 120)) })}\n`;

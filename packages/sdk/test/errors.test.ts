@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
   AuthenticationError,
   ConfigurationError,
@@ -17,11 +17,8 @@ import {
 } from "../src/index.js";
 import { type FakeServer, fakeServer, sandbox, sendJson, sleep } from "./fake-server.js";
 
+// The test's fake server (fakeServer closes it when the test ends).
 let server: FakeServer | undefined;
-afterEach(async () => {
-  await server?.close();
-  server = undefined;
-});
 
 async function clientAnswering(status: number, body: unknown, headers: Record<string, string> = {}) {
   server = await fakeServer((_req, res) => {

@@ -1,14 +1,11 @@
 import type { ServerResponse } from "node:http";
 import { EXEC_STREAM_CONTENT_TYPE, ExecRecordKind, encodeExecEvent, execRecordHeader } from "@sandtree/protocol";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ConflictError, InvalidResponseError, NotFoundError, SandtreeClient } from "../src/index.js";
 import { b64, commandResult, type FakeServer, fakeServer, type Recorded, sendJson, sleep } from "./fake-server.js";
 
+// The test's fake server (fakeServer closes it when the test ends).
 let server: FakeServer | undefined;
-afterEach(async () => {
-  await server?.close();
-  server = undefined;
-});
 
 const started = { type: "started", exec_id: "ex_1", pid: 42 };
 const exit = { type: "exit", exit_code: 3, signal: null, timed_out: false, duration_ms: 12 };

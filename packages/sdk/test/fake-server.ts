@@ -2,6 +2,7 @@
 // End-to-end behaviour is tested against the real server elsewhere.
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { onTestFinished } from "vitest";
 
 export interface Recorded {
   method: string;
@@ -39,15 +40,14 @@ export async function fakeServer(handler: Handler): Promise<FakeServer> {
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    requests,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
+  const close = () =>
+    new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    });
+  // Closed when the test that started it ends, whatever became of it.
+  onTestFinished(close);
+  return { url: `http://127.0.0.1:${port}`, requests, close };
 }
 
 export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {

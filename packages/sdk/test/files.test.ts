@@ -2,15 +2,12 @@ import { mkdtemp, readdir, readFile, readlink, writeFile } from "node:fs/promise
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { NotFoundError, SandtreeClient } from "../src/index.js";
 import { type FakeServer, fakeServer, sendJson, sleep } from "./fake-server.js";
 
+// The test's fake server (fakeServer closes it when the test ends).
 let server: FakeServer | undefined;
-afterEach(async () => {
-  await server?.close();
-  server = undefined;
-});
 
 describe("files", () => {
   it("upload streams the file as the raw body and reports progress", async () => {

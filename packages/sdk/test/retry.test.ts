@@ -1,13 +1,10 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ConnectionError, DEFAULT_RETRY, RateLimitError, SandtreeClient, ServerError } from "../src/index.js";
 import { retryDelay } from "../src/retry.js";
 import { commandResult, type FakeServer, fakeServer, sandbox, sendJson } from "./fake-server.js";
 
+// The test's fake server (fakeServer closes it when the test ends).
 let server: FakeServer | undefined;
-afterEach(async () => {
-  await server?.close();
-  server = undefined;
-});
 
 const fast = { initialDelayMs: 1, maxDelayMs: 5 };
 const client = (s: FakeServer, retry: Record<string, number> = fast) => new SandtreeClient({ apiUrl: s.url, apiKey: "k", retry });

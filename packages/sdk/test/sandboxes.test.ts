@@ -1,12 +1,9 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { SandboxFailedError, SandtreeClient, TimeoutError } from "../src/index.js";
 import { type FakeServer, fakeServer, sandbox, sendJson } from "./fake-server.js";
 
+// The test's fake server (fakeServer closes it when the test ends).
 let server: FakeServer | undefined;
-afterEach(async () => {
-  await server?.close();
-  server = undefined;
-});
 
 describe("listing", () => {
   it("listAll follows next_cursor and repeats label filters", async () => {
