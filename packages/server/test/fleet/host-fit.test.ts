@@ -2,19 +2,12 @@
 // host that comes closest; a busy fleet is not its business (placement's NO_CAPACITY).
 import { describe, expect, it } from "vitest";
 import { checkFits, checkFitsAmong, type SizedHost } from "../../src/services/fleet/host-fit.js";
+import { refusal } from "./refusal.js";
 
 const host = (name: string, vcpus: number, memory_mib: number, disk_gib: number): SizedHost => ({
   name,
   capacity: { vcpus, memory_mib, disk_gib, accel: "tcg" },
 });
-const refusal = (f: () => unknown) => {
-  try {
-    f();
-  } catch (err) {
-    return err as { code: string; status: number; message: string; details: Record<string, any> };
-  }
-  throw new Error("not refused");
-};
 
 describe("checkFits", () => {
   const fleet = [host("small", 2, 4096, 50), host("big", 16, 65_536, 20), host("wide", 64, 8192, 500)];

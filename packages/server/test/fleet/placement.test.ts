@@ -1,6 +1,7 @@
 // Placement as a pure function: filter, locality, spread, tie-break, pins and refusals.
 import { describe, expect, it } from "vitest";
 import { type Candidate, type PlacementAsk, rankHosts } from "../../src/services/fleet/placement.js";
+import { refusal } from "./refusal.js";
 
 const NOW = 1_000_000;
 const clock = { nowMs: NOW, freshMs: 30_000 };
@@ -22,14 +23,6 @@ function host(name: string, over: Partial<Candidate> = {}): Candidate {
 
 const ask: PlacementAsk = { vcpus: 2, memory_mib: 2048, disk_gib: 10 };
 const names = (hs: Candidate[]) => hs.map((h) => h.name);
-const refusal = (f: () => unknown) => {
-  try {
-    f();
-  } catch (err) {
-    return err as { code: string; status: number; message: string; details: Record<string, unknown> };
-  }
-  throw new Error("not refused");
-};
 
 describe("placement", () => {
   it("keeps only ACTIVE hosts with a fresh heartbeat, the accelerator and room", () => {
