@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type RunningServer, startServer } from "../src/index.js";
-import { type Api, jsonApi, qemuPidsFor } from "./helpers.js";
+import { type Api, jsonApi, pollFor, qemuPidsFor } from "./helpers.js";
 
 /** Every deadline of a call into a VM, for this file (the defaults are 10-30 s). */
 const DEADLINE_MS = 4000;
@@ -20,17 +20,8 @@ let dataDir: string;
 const ids = {} as Record<(typeof CASES)[number], string>;
 const frozen = new Set<number>();
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined> | T | undefined, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
+const waitFor = <T>(what: string, fn: () => Promise<T | undefined> | T | undefined, timeoutMs = 60_000) =>
+  pollFor(what, fn, timeoutMs, 50);
 
 /** SIGSTOPs the sandbox's QEMU (found by its `-name sandtree-<id>` in the process table). */
 function freeze(id: string): number {

@@ -198,6 +198,22 @@ export async function settleCheckpoint(t: TestServer, cid: string, timeoutMs = 1
   }
 }
 
+/** Polls `fn` every `everyMs` until it answers something other than undefined; throws naming `what` after `timeoutMs`. */
+export async function pollFor<T>(
+  what: string,
+  fn: () => Promise<T | undefined> | T | undefined,
+  timeoutMs: number,
+  everyMs: number,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
 /** The lines of QEMU processes whose command line names one of these sandbox ids. */
 export function qemuPidsFor(ids: string[]): string[] {
   let out = "";

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cpuTicks, jsonApi, killQemusOf, qemuPidsFor, spawnServe, stopChildProcess } from "./helpers.js";
+import { cpuTicks, jsonApi, killQemusOf, pollFor, qemuPidsFor, spawnServe, stopChildProcess } from "./helpers.js";
 
 const BODY = { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -60,15 +60,8 @@ async function create(): Promise<string> {
   return r.body.id as string;
 }
 
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined> | T | undefined, timeoutMs = 240_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
+const waitFor = <T>(what: string, fn: () => Promise<T | undefined> | T | undefined, timeoutMs = 240_000) =>
+  pollFor(what, fn, timeoutMs, 20);
 
 async function waitRunning(id: string): Promise<void> {
   await waitFor(`${id} RUNNING`, async () => {
