@@ -1,7 +1,7 @@
 import { expect, it } from "vitest";
 import { openHostStore, openVolumeStore, openVolumeSyncs } from "../../src/store/open-store.js";
 import { MADE_HERE, type VolumeRow } from "../../src/store/volume-rows.js";
-import { attempt, NOW, type StoreContext, sandboxRow } from "./fixtures.js";
+import { addSandbox, attempt, NOW, type StoreContext, sandboxRow } from "./fixtures.js";
 
 const GiB = 1024 ** 3;
 
@@ -19,6 +19,17 @@ function volumeRow(teamId: string, name: string, over: Partial<VolumeRow> = {}):
     ...MADE_HERE,
     ...over,
   };
+}
+
+/** A team "alpha" with a READY volume named `name` and a RUNNING sandbox (not mounting it yet). */
+async function readyVolumeAndSandbox(ctx: StoreContext, name: string) {
+  const s = ctx.store;
+  const vs = openVolumeStore(s);
+  const team = await s.createTeam("alpha");
+  const v = volumeRow(team.id, name, { status: "READY" });
+  await vs.createVolume(v, () => {});
+  const sb = await addSandbox(s, team.id, { status: "RUNNING" });
+  return { s, vs, team, v, sb };
 }
 
 /** Volumes, their quotas, their mounts (which hold off a delete) and their meter records. */
@@ -60,13 +71,7 @@ export function volumeCases(ctx: StoreContext): void {
   });
 
   it("a mount by a sandbox that has not ended holds off a delete; a volume not READY takes no mount", async () => {
-    const s = ctx.store;
-    const vs = openVolumeStore(s);
-    const team = await s.createTeam("alpha");
-    const v = volumeRow(team.id, "ws", { status: "READY" });
-    await vs.createVolume(v, () => {});
-    const sb = sandboxRow(team.id, { status: "RUNNING" });
-    await s.insertSandbox(sb);
+    const { s, vs, team, v, sb } = await readyVolumeAndSandbox(ctx, "ws");
     expect(await vs.attachVolumes(sb.id, [{ sandbox_id: sb.id, volume_id: v.id, path: "/data", read_only: true }])).toBe(true);
     expect(await vs.mountsOf(sb.id)).toEqual([{ sandbox_id: sb.id, volume_id: v.id, path: "/data", read_only: true }]);
     expect(await vs.mountersOf(v.id)).toEqual([sb.id]);
@@ -82,13 +87,7 @@ export function volumeCases(ctx: StoreContext): void {
   });
 
   it("moves a volume between hosts: MOVING only when no sandbox mounts it, resumable to the same host, READY at its new home", async () => {
-    const s = ctx.store;
-    const vs = openVolumeStore(s);
-    const team = await s.createTeam("alpha");
-    const v = volumeRow(team.id, "roams", { status: "READY" });
-    await vs.createVolume(v, () => {});
-    const sb = sandboxRow(team.id, { status: "RUNNING" });
-    await s.insertSandbox(sb);
+    const { s, vs, team, v, sb } = await readyVolumeAndSandbox(ctx, "roams");
     expect(await vs.attachVolumes(sb.id, [{ sandbox_id: sb.id, volume_id: v.id, path: "/d", read_only: false }])).toBe(true);
     expect(await vs.beginMoveVolume(v.id, "host-b")).toEqual({ changed: false, mounters: [sb.id] });
     expect(await s.updateSandbox(sb.id, { status: "TERMINATED" })).toBe(true);
