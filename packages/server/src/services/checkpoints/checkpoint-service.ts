@@ -9,6 +9,7 @@ import type { Logger } from "../observability/logger.js";
 import { machineOf } from "../sandboxes/machine-identity.js";
 import { liveDiskName, memoryMbFor } from "../sandboxes/sandbox-paths.js";
 import type { SandboxService } from "../sandboxes/sandbox-service.js";
+import { countHolder } from "../support/count-holder.js";
 import { verifyChain } from "./checkpoint-chain.js";
 import { finishInterruptedFlattens, flattenCheckpoint } from "./checkpoint-flatten.js";
 import { LIVE, neededCheckpoints, sealAncestors } from "./checkpoint-lineage.js";
@@ -228,15 +229,7 @@ export class CheckpointService {
 
   /** Keeps the checkpoint's layers from the collector until the returned release is called. */
   hold(id: string): () => void {
-    this.holds.set(id, (this.holds.get(id) ?? 0) + 1);
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      const n = (this.holds.get(id) ?? 1) - 1;
-      if (n > 0) this.holds.set(id, n);
-      else this.holds.delete(id);
-    };
+    return countHolder(this.holds, id);
   }
 
   /** Waits until the checkpoint is DURABLE; throws CHECKPOINT_FAILED, or TIMEOUT (not a failure). */

@@ -1,6 +1,7 @@
 import { type SandboxStatus, SandtreeError } from "@sandtree/protocol";
 import type { Store } from "../../store/store.js";
 import type { Logger } from "../observability/logger.js";
+import { countHolder } from "../support/count-holder.js";
 import { expiryReason } from "./lifetime.js";
 import type { SandboxService } from "./sandbox-service.js";
 
@@ -74,14 +75,9 @@ export class TimeoutService {
   async begin(teamId: string, id: string): Promise<() => void> {
     await this.touch(teamId, id);
     if (!this.lastActivity.has(id)) return () => {};
-    this.inflight.set(id, (this.inflight.get(id) ?? 0) + 1);
-    let ended = false;
+    const release = countHolder(this.inflight, id);
     return () => {
-      if (ended) return;
-      ended = true;
-      const n = (this.inflight.get(id) ?? 1) - 1;
-      if (n <= 0) this.inflight.delete(id);
-      else this.inflight.set(id, n);
+      if (!release()) return;
       this.touch(teamId, id).catch((err: Error) =>
         this.deps.log.warn({ sandbox: id, err: err.message }, "could not record activity"),
       );
