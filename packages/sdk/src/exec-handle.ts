@@ -2,6 +2,7 @@ import type { ExecEvent, ExecStreamEvent, SignalRequest } from "@sandtree/protoc
 import { apiErrorFromCode, InvalidResponseError, SandtreeSdkError } from "./errors.js";
 import { type ExecEventDecoder, execEventDecoder } from "./exec-decoders.js";
 import type { HttpClient, RequestOptions } from "./http.js";
+import { UnreadBuffer } from "./unread-buffer.js";
 
 /** How a command ended: the `exit` event of the wire protocol, without its `type`. */
 export type ExecExit = Omit<Extract<ExecEvent, { type: "exit" }>, "type">;
@@ -24,12 +25,7 @@ interface Chunk {
   data: Uint8Array;
 }
 
-class Channel {
-  chunks: Chunk[] = [];
-  bytes = 0;
-  dropped = 0;
-  attached = false;
-}
+class Channel extends UnreadBuffer<Chunk> {}
 
 export interface ExecHandleInit {
   http: HttpClient;
@@ -276,18 +272,7 @@ export class ExecHandle {
   }
 
   private push(ch: Channel, data: Uint8Array): void {
-    if (data.length === 0) return;
-    let keep = data;
-    if (!ch.attached) {
-      const room = Math.max(0, this.maxBuffered - ch.bytes);
-      if (room < data.length) {
-        ch.dropped += data.length - room;
-        if (room === 0) return;
-        keep = data.subarray(0, room);
-      }
-    }
-    ch.chunks.push({ seq: this.seq++, data: keep });
-    ch.bytes += keep.length;
+    ch.push(data, this.maxBuffered, (keep) => ({ seq: this.seq++, data: keep }));
   }
 
   private finish(failure: unknown): void {

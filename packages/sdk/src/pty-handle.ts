@@ -2,6 +2,7 @@ import { type PtyClientMessage, type PtyQuery, PtyServerMessage } from "@sandtre
 import type { RawData, WebSocket } from "ws";
 import { apiErrorFromCode, ConnectionError, SandtreeSdkError, TimeoutError } from "./errors.js";
 import type { HttpClient, RequestOptions } from "./http.js";
+import { UnreadBuffer } from "./unread-buffer.js";
 import { onRefusedUpgrade } from "./ws-refusal.js";
 
 /** How the terminal's process ended. */
@@ -73,10 +74,7 @@ export async function openPty(http: HttpClient, sandboxPath: string, options: Pt
  * Closing (or dropping the connection) kills every process of the terminal's session.
  */
 export class PtyHandle {
-  private chunks: Uint8Array[] = [];
-  private bytes = 0;
-  private dropped = 0;
-  private attached = false;
+  private readonly buf = new UnreadBuffer<Uint8Array>();
   private exit: PtyExit | undefined;
   private failure: unknown;
   private closed = false;
@@ -107,7 +105,7 @@ export class PtyHandle {
 
   /** Output bytes dropped because nobody iterated `output` and its buffer was full. */
   get droppedBytes(): number {
-    return this.dropped;
+    return this.buf.dropped;
   }
 
   /** The terminal's output until the process exits; one iteration at a time. */
@@ -176,31 +174,20 @@ export class PtyHandle {
     this.notify();
   }
 
-  private push(buf: Uint8Array): void {
-    if (buf.length === 0) return;
-    let keep = buf;
-    if (!this.attached) {
-      const room = Math.max(0, this.maxBuffered - this.bytes);
-      if (room < buf.length) {
-        this.dropped += buf.length - room;
-        if (room === 0) return;
-        keep = buf.subarray(0, room);
-      }
-    }
-    this.chunks.push(keep);
-    this.bytes += keep.length;
-    if (this.attached && this.bytes >= HIGH_WATER_MARK) this.ws.pause();
+  private push(data: Uint8Array): void {
+    const kept = this.buf.push(data, this.maxBuffered, (keep) => keep);
+    if (kept && this.buf.attached && this.buf.bytes >= HIGH_WATER_MARK) this.ws.pause();
   }
 
   private async *iterate(): AsyncGenerator<Uint8Array, void, undefined> {
-    if (this.attached) throw new SandtreeSdkError("ALREADY_ITERATING", "output is already being iterated");
-    this.attached = true;
+    if (this.buf.attached) throw new SandtreeSdkError("ALREADY_ITERATING", "output is already being iterated");
+    this.buf.attached = true;
     try {
       for (;;) {
-        const chunk = this.chunks.shift();
+        const chunk = this.buf.chunks.shift();
         if (chunk) {
-          this.bytes -= chunk.length;
-          if (this.bytes < HIGH_WATER_MARK && this.ws.isPaused) this.ws.resume();
+          this.buf.bytes -= chunk.length;
+          if (this.buf.bytes < HIGH_WATER_MARK && this.ws.isPaused) this.ws.resume();
           yield chunk;
           continue;
         }
@@ -211,7 +198,7 @@ export class PtyHandle {
         await new Promise<void>((r) => this.wait1(r));
       }
     } finally {
-      this.attached = false;
+      this.buf.attached = false;
       if (this.ws.isPaused) this.ws.resume();
     }
   }
