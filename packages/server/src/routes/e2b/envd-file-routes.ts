@@ -1,10 +1,11 @@
 import path from "node:path";
-import { Readable } from "node:stream";
+import type { Readable } from "node:stream";
 import { SandtreeError } from "@sandtree/protocol";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { parse } from "../../errors.js";
 import type { Services } from "../../services/services.js";
+import { sendDownload } from "../file-replies.js";
 import { notSupported } from "./e2b-errors.js";
 import { envdCaller, rootOnly } from "./envd-context.js";
 import { boundaryOf, multipartParts } from "./multipart.js";
@@ -42,12 +43,7 @@ export function envdFileRoutes(app: FastifyInstance, s: Services): void {
     if (!q.path) throw new SandtreeError("VALIDATION_FAILED", "path is required", { field: "path" });
     const abort = new AbortController();
     const dl = await s.files.download(c.teamId, c.sandboxId, q.path, { signal: abort.signal });
-    const body = Readable.from(dl.chunks);
-    reply.raw.on("close", () => {
-      abort.abort();
-      body.destroy();
-    });
-    return reply.header("content-type", "application/octet-stream").header("content-length", String(dl.size)).send(body);
+    return sendDownload(reply, dl, abort);
   });
 
   // octet-stream: the body is the file at ?path. multipart: each `file` part is written at ?path,

@@ -1,10 +1,11 @@
 import path from "node:path";
-import { Readable } from "node:stream";
+import type { Readable } from "node:stream";
 import { PrimeExecRequest, PrimeFileQuery, PrimeReadFileQuery, SandtreeError } from "@sandtree/protocol";
 import busboy from "busboy";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { parse } from "../../errors.js";
 import type { Services } from "../../services/services.js";
+import { sendDownload } from "../file-replies.js";
 import { gatewayCaller } from "./prime-gateway-auth.js";
 
 /** The most `read-file` answers in one JSON body; past it, 413 (the client then reads a window or downloads). */
@@ -97,12 +98,7 @@ export function primeGatewayRoutes(app: FastifyInstance, s: Services): void {
     await activity(s, reply, principal.teamId, sandbox.id);
     const abort = new AbortController();
     const dl = await s.files.download(principal.teamId, sandbox.id, q.path, { signal: abort.signal });
-    const body = Readable.from(dl.chunks);
-    reply.raw.on("close", () => {
-      abort.abort();
-      body.destroy();
-    });
-    return reply.header("content-type", "application/octet-stream").header("content-length", String(dl.size)).send(body);
+    return sendDownload(reply, dl, abort);
   });
 
   // offset: where to start (negative: that many bytes before the end); length: at most this many.
