@@ -6,6 +6,12 @@ export function printJson(out: Writable, value: unknown): void {
   out.write(`${JSON.stringify(value, null, 2)}\n`);
 }
 
+/** A command's answer: `value` as JSON with `-o json`, else the `text` it prints for people. */
+export function printResult(out: Writable, format: OutputFormat | undefined, value: unknown, text: string): void {
+  if (format === "json") printJson(out, value);
+  else out.write(text);
+}
+
 /** A plain, left-aligned table: a header row, two spaces between columns, no trailing blanks. */
 export function renderTable(headers: readonly string[], rows: ReadonlyArray<readonly string[]>): string {
   const clean = (s: string) => s.replace(/[\r\n\t]/g, " ");

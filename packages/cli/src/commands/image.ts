@@ -3,7 +3,7 @@ import type { Image, ImageAlias, RegistryCredentials } from "@sandtree/protocol"
 import type { Command } from "commander";
 import type { CliContext, In } from "../context.js";
 import { UsageError } from "../errors.js";
-import { formatAge, formatBytes, type OutputFormat, printJson, renderTable } from "../output.js";
+import { formatAge, formatBytes, type OutputFormat, printResult, renderTable } from "../output.js";
 import { withSpinner } from "../progress.js";
 import { addListCommand, addOneCommand, globalFlags, outputOption } from "./shared.js";
 
@@ -30,8 +30,7 @@ export function registerImageCommands(program: Command, ctx: CliContext): void {
       const pulled = await withSpinner(ctx.stderr, `pulling ${ref}`, () =>
         client.images.pull(ref, credentials ? { credentials } : {}),
       );
-      if (o.output === "json") printJson(ctx.stdout, pulled);
-      else ctx.stdout.write(`${pulled.ref} ${pulled.digest}\n`);
+      printResult(ctx.stdout, o.output, pulled, `${pulled.ref} ${pulled.digest}\n`);
     });
 
   image
@@ -46,8 +45,7 @@ export function registerImageCommands(program: Command, ctx: CliContext): void {
       const imported = await withSpinner(ctx.stderr, `importing ${dir}`, () =>
         client.images.import(path.resolve(dir), name, o.layoutRef ? { layoutRef: o.layoutRef } : {}),
       );
-      if (o.output === "json") printJson(ctx.stdout, imported);
-      else ctx.stdout.write(`${imported.ref} ${imported.digest}\n`);
+      printResult(ctx.stdout, o.output, imported, `${imported.ref} ${imported.digest}\n`);
     });
 
   image
@@ -58,8 +56,7 @@ export function registerImageCommands(program: Command, ctx: CliContext): void {
     .addOption(outputOption())
     .action(async (name: string, target: string, o: { output: OutputFormat }, cmd: Command) => {
       const alias = await (await ctx.client(globalFlags(cmd))).images.setAlias(name, target);
-      if (o.output === "json") printJson(ctx.stdout, alias);
-      else ctx.stdout.write(`${alias.name} -> ${alias.target}\n`);
+      printResult(ctx.stdout, o.output, alias, `${alias.name} -> ${alias.target}\n`);
     });
 
   addListCommand(image, ctx, {

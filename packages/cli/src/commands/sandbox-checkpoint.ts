@@ -4,7 +4,7 @@ import { type Command, Option } from "commander";
 import type { CliContext } from "../context.js";
 import { UsageError } from "../errors.js";
 import { parseIntArg, parseNumberArg } from "../kv.js";
-import { formatAge, formatBytes, type OutputFormat, printJson, renderFields, renderTable } from "../output.js";
+import { formatAge, formatBytes, type OutputFormat, printResult, renderFields, renderTable } from "../output.js";
 import { withSpinner } from "../progress.js";
 import { printCreated, waitRunning } from "./sandbox-wait.js";
 import { addListCommand, addOneCommand, globalFlags, MIN_MEMORY_GB, outputOption } from "./shared.js";
@@ -81,8 +81,7 @@ export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): v
         if (o.wait) {
           c = await withSpinner(ctx.stderr, `waiting for ${c.id}`, () => client.checkpoints.waitForCheckpoint(c.id));
         }
-        if (o.output === "json") printJson(ctx.stdout, c);
-        else ctx.stdout.write(`${c.id}\n`);
+        printResult(ctx.stdout, o.output, c, `${c.id}\n`);
       },
     );
 
@@ -145,8 +144,7 @@ export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): v
         return;
       }
       const c = await (await ctx.client(globalFlags(cmd))).checkpoints.delete(cid);
-      if (o.output === "json") printJson(ctx.stdout, c);
-      else ctx.stdout.write(`${c.id}\n`);
+      printResult(ctx.stdout, o.output, c, `${c.id}\n`);
     });
 
   childOptions(
@@ -186,8 +184,12 @@ export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): v
           if (running.length < children.length) return;
           children = running;
         }
-        if (o.output === "json") printJson(ctx.stdout, o.count === undefined ? children[0] : children);
-        else ctx.stdout.write(children.map((c) => `${c.id}\n`).join(""));
+        printResult(
+          ctx.stdout,
+          o.output,
+          o.count === undefined ? children[0] : children,
+          children.map((c) => `${c.id}\n`).join(""),
+        );
       },
     );
 
@@ -199,7 +201,6 @@ export function registerCheckpointCommands(sandbox: Command, ctx: CliContext): v
     .addOption(outputOption())
     .action(async (id: string, o: { checkpoint: string; output: OutputFormat }, cmd: Command) => {
       const sb = await (await ctx.client(globalFlags(cmd))).sandboxes.reset(id, o.checkpoint);
-      if (o.output === "json") printJson(ctx.stdout, sb);
-      else ctx.stdout.write(`${sb.id}\n`);
+      printResult(ctx.stdout, o.output, sb, `${sb.id}\n`);
     });
 }

@@ -2,7 +2,7 @@ import { stat } from "node:fs/promises";
 import path from "node:path";
 import type { Command } from "commander";
 import type { CliContext } from "../context.js";
-import { formatBytes, type OutputFormat, printJson } from "../output.js";
+import { formatBytes, type OutputFormat, printResult } from "../output.js";
 import { byteProgress } from "../progress.js";
 import { globalFlags, outputOption } from "./shared.js";
 
@@ -43,8 +43,7 @@ export function registerTransferCommands(sandbox: Command, ctx: CliContext): voi
         });
         progress.done();
         if (ctx.stderr.isTTY) ctx.stderr.write(`uploaded ${formatBytes(result.bytes)} to ${result.path}\n`);
-        if (o.output === "json") printJson(ctx.stdout, result);
-        else ctx.stdout.write(`${result.path}\n`);
+        printResult(ctx.stdout, o.output, result, `${result.path}\n`);
       } catch (err) {
         progress.done();
         throw err;
@@ -66,8 +65,7 @@ export function registerTransferCommands(sandbox: Command, ctx: CliContext): voi
         const result = await client.files.download(id, remote, target, { onProgress: progress.onProgress });
         progress.done();
         if (ctx.stderr.isTTY) ctx.stderr.write(`downloaded ${formatBytes(result.bytes)} to ${target}\n`);
-        if (o.output === "json") printJson(ctx.stdout, { path: target, bytes: result.bytes });
-        else ctx.stdout.write(`${target}\n`);
+        printResult(ctx.stdout, o.output, { path: target, bytes: result.bytes }, `${target}\n`);
       } catch (err) {
         progress.done();
         throw err;

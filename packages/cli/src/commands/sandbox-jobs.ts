@@ -4,7 +4,7 @@ import type { Command } from "commander";
 import type { CliContext } from "../context.js";
 import { UsageError } from "../errors.js";
 import { collectKeyValue, parseIntArg } from "../kv.js";
-import { formatAge, type OutputFormat, printJson, renderFields, renderTable } from "../output.js";
+import { formatAge, type OutputFormat, printJson, printResult, renderFields, renderTable } from "../output.js";
 import { addListCommand, globalFlags, outputOption } from "./shared.js";
 
 const JOB_HELP = `
@@ -39,8 +39,7 @@ export function registerJobCommands(sandbox: Command, ctx: CliContext): void {
         ...(o.cwd !== undefined ? { cwd: o.cwd } : {}),
         ...(o.user !== undefined ? { user: o.user } : {}),
       });
-      if (o.output === "json") printJson(ctx.stdout, started);
-      else ctx.stdout.write(`${started.job_id}\n`);
+      printResult(ctx.stdout, o.output, started, `${started.job_id}\n`);
     });
 
   addListCommand(job, ctx, {
@@ -129,8 +128,7 @@ export function registerJobCommands(sandbox: Command, ctx: CliContext): void {
       }
       if (j.status === "RUNNING") ctx.stderr.write(`${j.job_id}: signal sent; the job is still RUNNING\n`);
       else ctx.stderr.write(`${j.job_id}: ${jobEnding(j)}\n`);
-      if (o.output === "json") printJson(ctx.stdout, j);
-      else ctx.stdout.write(`${j.job_id}\n`);
+      printResult(ctx.stdout, o.output, j, `${j.job_id}\n`);
     });
 }
 

@@ -3,7 +3,7 @@ import { type Command, InvalidArgumentError, Option } from "commander";
 import type { CliContext } from "../context.js";
 import { describeError } from "../errors.js";
 import { parseIntArg } from "../kv.js";
-import { formatAge, type OutputFormat, printJson, renderFields, renderTable } from "../output.js";
+import { formatAge, type OutputFormat, printJson, printResult, renderFields, renderTable } from "../output.js";
 import { globalFlags, outputOption } from "./shared.js";
 
 const PORTS_HELP = `
@@ -57,8 +57,7 @@ export function registerPortCommands(sandbox: Command, ctx: CliContext): void {
     .addOption(outputOption())
     .action(async (id: string, p: number, o: { output: OutputFormat }, cmd: Command) => {
       await (await ctx.client(globalFlags(cmd))).sandboxes.unexpose(id, p);
-      if (o.output === "json") printJson(ctx.stdout, { sandbox_id: id, port: p, exposed: false });
-      else ctx.stdout.write(`${p}\n`);
+      printResult(ctx.stdout, o.output, { sandbox_id: id, port: p, exposed: false }, `${p}\n`);
     });
 
   sandbox

@@ -4,7 +4,7 @@ import type { Command } from "commander";
 import type { CliContext } from "../context.js";
 import { describeError } from "../errors.js";
 import { parseIntArg } from "../kv.js";
-import { type OutputFormat, printJson } from "../output.js";
+import { type OutputFormat, printResult } from "../output.js";
 import { withSpinner } from "../progress.js";
 import { globalFlags, outputOption } from "./shared.js";
 
@@ -21,8 +21,7 @@ export async function printCreated(
     if (running === undefined) return;
     sb = running;
   }
-  if (o.output === "json") printJson(ctx.stdout, sb);
-  else ctx.stdout.write(`${sb.id}\n`);
+  printResult(ctx.stdout, o.output, sb, `${sb.id}\n`);
 }
 
 /**
@@ -66,7 +65,6 @@ export function registerWaitCommand(sandbox: Command, ctx: CliContext): void {
     .action(async (ids: string[], o: { waitTimeout: number; output: OutputFormat }, cmd: Command) => {
       const client = await ctx.client(globalFlags(cmd));
       const running = await waitRunning(ctx, client, ids, o.waitTimeout);
-      if (o.output === "json") printJson(ctx.stdout, running);
-      else ctx.stdout.write(running.map((s) => `${s.id}\n`).join(""));
+      printResult(ctx.stdout, o.output, running, running.map((s) => `${s.id}\n`).join(""));
     });
 }

@@ -2,7 +2,16 @@ import type { Volume } from "@sandtree/protocol";
 import type { Command } from "commander";
 import type { CliContext } from "../context.js";
 import { collectKeyValue, parseIntArg } from "../kv.js";
-import { formatAge, formatBytes, formatLabels, type OutputFormat, printJson, renderFields, renderTable } from "../output.js";
+import {
+  formatAge,
+  formatBytes,
+  formatLabels,
+  type OutputFormat,
+  printJson,
+  printResult,
+  renderFields,
+  renderTable,
+} from "../output.js";
 import { addListCommand, addOneCommand, globalFlags, outputOption } from "./shared.js";
 
 /** `sandtree volume create|list|get|delete` (docs/volumes.md). */
@@ -23,8 +32,7 @@ export function registerVolumeCommands(program: Command, ctx: CliContext): void 
         ...(o.size !== undefined ? { size_gb: o.size } : {}),
         ...(o.label ? { labels: o.label } : {}),
       });
-      if (o.output === "json") printJson(ctx.stdout, v);
-      else ctx.stdout.write(`${v.id}\n`);
+      printResult(ctx.stdout, o.output, v, `${v.id}\n`);
     });
 
   addListCommand(volume, ctx, {
