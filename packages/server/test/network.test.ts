@@ -5,10 +5,10 @@
 import { execFile, execFileSync } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { ErrorBody } from "@sandtree/protocol";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { Api } from "./helpers.js";
-import { createFakeInternet, type FakeInternet, fakeInternetUnavailableReason } from "./network/fake-internet.js";
-import { type HostServer, startHostServer } from "./network/host-server.js";
+import { fakeInternetUnavailableReason } from "./network/fake-internet.js";
+import { networkedServerForFile } from "./network/host-server.js";
 
 const CLI = fileURLToPath(new URL("../../cli/dist/main.js", import.meta.url));
 const IMAGE = "sandtree/debian";
@@ -103,12 +103,17 @@ except Exception as e:
 `;
 
 describe.skipIf(unavailable !== null)(`sandbox networking${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
-  let inet: FakeInternet;
-  let server: HostServer;
+  // `sandtree serve` in the host namespace (networking on, default policy deny-all).
+  // A DNS budget of 50/s (burst 100): the flood below outruns it however slowly the guest sends.
+  const world = networkedServerForFile({
+    SANDTREE_NETWORK_DEFAULT: "deny",
+    SANDTREE_NETWORK_SUBNET: "10.77.0.0/16",
+    SANDTREE_DNS_RATE: "50/100",
+  });
   let base = "";
   let api: Api;
   const ids: Record<string, string> = {};
-  const hostNs = (cmd: string, ...argv: string[]) => server.hostNs(cmd, ...argv);
+  const hostNs = (cmd: string, ...argv: string[]) => world.server.hostNs(cmd, ...argv);
 
   /** Runs the probe in a sandbox and returns its line. */
   async function probe(id: string, ...args: string[]): Promise<string> {
@@ -137,17 +142,9 @@ describe.skipIf(unavailable !== null)(`sandbox networking${unavailable ? ` (skip
   }
 
   beforeAll(async () => {
-    inet = await createFakeInternet();
-    // `sandtree serve` in the host namespace (networking on, default policy deny-all).
-    // A DNS budget of 50/s (burst 100): the flood below outruns it however slowly the guest sends.
-    server = await startHostServer(inet, {
-      SANDTREE_NETWORK_DEFAULT: "deny",
-      SANDTREE_NETWORK_SUBNET: "10.77.0.0/16",
-      SANDTREE_DNS_RATE: "50/100",
-    });
-    base = server.base;
-    api = server.api;
-    const tunnelTarget = await inet.startHostService(0, "127.0.0.1");
+    base = world.server.base;
+    api = world.server.api;
+    const tunnelTarget = await world.inet.startHostService(0, "127.0.0.1");
     // allow: an allowlist of names, a wildcard and a CIDR; deny: a denylist; closed: the server's
     // default (deny all) with a tunnel to a service on the host's loopback.
     ids.allow = await create({ network_allowlist: ["allowed.test", "*.wild.test", "203.0.113.20/32"] });
@@ -155,12 +152,6 @@ describe.skipIf(unavailable !== null)(`sandbox networking${unavailable ? ` (skip
     ids.closed = await create({ tunnels: { llm: `127.0.0.1:${tunnelTarget.port}` } });
     await Promise.all(Object.values(ids).map(waitRunning));
   }, 600_000);
-
-  afterAll(async () => {
-    // Stopping the server (SIGTERM) deletes its sandboxes, rules and taps; close() waits for it.
-    await inet?.close();
-    server?.close();
-  }, 120_000);
 
   it("gives each sandbox its own address and reports the policy as applied", async () => {
     const views = await Promise.all(Object.values(ids).map((id) => api("GET", `/v1/sandboxes/${id}/network`)));
@@ -191,7 +182,7 @@ describe.skipIf(unavailable !== null)(`sandbox networking${unavailable ? ` (skip
   });
 
   it("allowlist: allowed names, wildcards and CIDRs are reachable; everything else is blocked over TCP, UDP and ICMP", async () => {
-    await inet.clearLog();
+    await world.inet.clearLog();
     expect(await probe(ids.allow as string, "http", "http://allowed.test/")).toBe("OK hello from 203.0.113.10");
     expect(await probe(ids.allow as string, "http", "http://deep.api.wild.test/")).toBe("OK hello from 203.0.113.30");
     expect(await probe(ids.allow as string, "http", "http://203.0.113.20/")).toBe("OK hello from 203.0.113.20");
@@ -210,20 +201,20 @@ describe.skipIf(unavailable !== null)(`sandbox networking${unavailable ? ` (skip
     // (the server itself does resolve denied.test, for the other sandbox's denylist).
     expect(await probe(ids.allow as string, "dns", "c2VjcmV0.exfil.other.test")).toBe("ERR rcode=3");
     expect(await probe(ids.allow as string, "dns", "c2VjcmV0.exfil.other.test", "198.51.100.53")).toBe("ERR rcode=3");
-    const log = await inet.log();
+    const log = await world.inet.log();
     expect(log.filter((e) => e.kind === "dns" && String(e.name).includes("exfil"))).toEqual([]);
     expect(log.filter((e) => "local" in e && String(e.local).startsWith("203.0.113.40"))).toEqual([]);
     expect(await probe(ids.allow as string, "icmp", "203.0.113.20")).toBe("OK reply from 203.0.113.20");
   });
 
   it("a wildcard-allowed name that moves to a new address stays reachable", async () => {
-    await inet.setDns("api.wild.test", ["203.0.113.40"]);
+    await world.inet.setDns("api.wild.test", ["203.0.113.40"]);
     expect(await probe(ids.allow as string, "http", "http://api.wild.test/")).toBe("OK hello from 203.0.113.40");
-    await inet.setDns("api.wild.test", ["203.0.113.30"]);
+    await world.inet.setDns("api.wild.test", ["203.0.113.30"]);
   });
 
   it("denylist: denied names and their addresses are blocked, the rest is reachable", async () => {
-    await inet.clearLog();
+    await world.inet.clearLog();
     expect(await probe(ids.deny as string, "http", "http://allowed.test/")).toBe("OK hello from 203.0.113.10");
     expect(await probe(ids.deny as string, "dns", "denied.test")).toBe("ERR rcode=3");
     expect(await probe(ids.deny as string, "http", "http://203.0.113.40/", "3")).toBe("ERR timeout");
@@ -231,7 +222,7 @@ describe.skipIf(unavailable !== null)(`sandbox networking${unavailable ? ` (skip
   });
 
   it("sandboxes reach neither each other nor the host's services", async () => {
-    const host = await inet.startHostService(0, "0.0.0.0");
+    const host = await world.inet.startHostService(0, "0.0.0.0");
     const allowView = (await api("GET", `/v1/sandboxes/${ids.allow}/network`)).body;
     const denyView = (await api("GET", `/v1/sandboxes/${ids.deny}/network`)).body;
     await api("POST", `/v1/sandboxes/${ids.allow}/exec`, {
@@ -252,7 +243,7 @@ describe.skipIf(unavailable !== null)(`sandbox networking${unavailable ? ` (skip
   });
 
   it("attacks: spoofed source addresses are dropped, a DNS flood hits only its own rate limit", async () => {
-    await inet.clearLog();
+    await world.inet.clearLog();
     const allowView = (await api("GET", `/v1/sandboxes/${ids.allow}/network`)).body;
     // deny (allow-most) pretends to be allow, and then to be an outside host.
     expect(await probe(ids.deny as string, "spoof", allowView.address, "203.0.113.20", "7")).toBe("OK sent");
@@ -262,7 +253,7 @@ describe.skipIf(unavailable !== null)(`sandbox networking${unavailable ? ` (skip
     expect(flood).toMatch(/rcode5=\d+/); // REFUSED beyond the per-source budget
     // Meanwhile another sandbox still resolves.
     expect(await probe(ids.allow as string, "dns", "allowed.test")).toBe("OK 203.0.113.10");
-    const log = await inet.log();
+    const log = await world.inet.log();
     expect(log.filter((e) => e.kind === "udp")).toEqual([]);
   });
 
@@ -315,7 +306,7 @@ describe.skipIf(unavailable !== null)(`sandbox networking${unavailable ? ` (skip
     expect(await probe(child, "http", "http://other.test/")).toBe("OK hello from 203.0.113.20");
     const del = await api("DELETE", `/v1/sandboxes/${child}`);
     expect(del.status).toBe(200);
-    const taps = execFileSync("ip", ["netns", "exec", inet.hostNs, "ip", "-o", "link"]).toString();
+    const taps = execFileSync("ip", ["netns", "exec", world.inet.hostNs, "ip", "-o", "link"]).toString();
     // The child's tap went with it: the three sandboxes' taps are left (template taps end in -t<n>).
     expect(taps.split("\n").filter((l) => /: st[0-9a-f]{4}-[0-9]+[:@]/.test(l))).toHaveLength(3);
   });
@@ -359,7 +350,7 @@ open("/tmp/live.out", "a").write(res + "\n")
         execFile(
           process.execPath,
           [CLI, ...argv],
-          { env: { ...process.env, SANDTREE_API_URL: base, SANDTREE_API_KEY: server.key() } },
+          { env: { ...process.env, SANDTREE_API_URL: base, SANDTREE_API_KEY: world.server.key() } },
           (err, stdout, stderr) =>
             resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, out: err ? stderr : stdout }),
         );
@@ -400,10 +391,10 @@ open("/tmp/live.out", "a").write(res + "\n")
       .toString()
       .trim()
       .split("\n")[0] as string;
-    const serverGone = server.kill("SIGKILL");
+    const serverGone = world.server.kill("SIGKILL");
     process.kill(Number(qemu), "SIGKILL");
     await serverGone;
-    await server.restart();
+    await world.server.restart();
     const gone = (await api("GET", `/v1/sandboxes/${dead}`)).body;
     expect(gone.status).toBe("ERROR");
     const links = hostNs("ip", "-o", "addr");
@@ -425,7 +416,7 @@ open("/tmp/live.out", "a").write(res + "\n")
         .split("\n")
         .filter((l) => /: st[0-9a-f]{4}-/.test(l));
     expect(taps().length).toBeGreaterThan(0);
-    await server.kill("SIGTERM");
+    await world.server.kill("SIGTERM");
     expect(taps()).toEqual([]);
     // Their ifbs (the shaping of traffic from each guest) went with them.
     expect(

@@ -7,9 +7,9 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import Database from "better-sqlite3";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createFakeInternet, type FakeInternet, fakeInternetUnavailableReason } from "./network/fake-internet.js";
-import { type HostServer, startHostServer } from "./network/host-server.js";
+import { describe, expect, it } from "vitest";
+import { fakeInternetUnavailableReason } from "./network/fake-internet.js";
+import { networkedServerForFile } from "./network/host-server.js";
 import { eventually, median, percentile, qemuPidsFor, recordFigures } from "./reliability/harness.js";
 
 const CYCLES = Number(process.env.SANDTREE_SOAK_CYCLES ?? 10);
@@ -50,24 +50,16 @@ function slotsHeld(dataDir: string): number {
 }
 
 describe.skipIf(unavailable !== null)(`networked soak${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
-  let inet: FakeInternet;
-  let server: HostServer;
-
-  beforeAll(async () => {
-    inet = await createFakeInternet();
-    server = await startHostServer(inet, { SANDTREE_NETWORK_DEFAULT: "deny", SANDTREE_NETWORK_SUBNET: "10.78.0.0/16" });
-  }, 120_000);
-
-  afterAll(async () => {
-    await inet?.close();
-    server?.close();
-  }, 120_000);
+  const world = networkedServerForFile(
+    { SANDTREE_NETWORK_DEFAULT: "deny", SANDTREE_NETWORK_SUBNET: "10.78.0.0/16" },
+    { startTimeoutMs: 120_000 },
+  );
 
   it(`${CYCLES} networked create/reach/change policy/delete cycles leave no tap, rule, slot or listener`, {
     timeout: CYCLES * 60_000 + 300_000,
   }, async () => {
-    const { api, hostNs } = server;
-    const service = await inet.startHostService(0, "127.0.0.1");
+    const { api, hostNs } = world.server;
+    const service = await world.inet.startHostService(0, "127.0.0.1");
     const taps = () =>
       hostNs("ip", "-o", "link")
         .split("\n")
@@ -89,7 +81,7 @@ describe.skipIf(unavailable !== null)(`networked soak${unavailable ? ` (skipped:
     const cycleMs: number[] = [];
     const rss: number[] = [];
     const settleAt = CYCLES >= 200 ? 100 : Math.max(1, Math.ceil(CYCLES / 10));
-    const pid = server.proc().pid as number;
+    const pid = world.server.proc().pid as number;
     for (let i = 0; i < CYCLES; i++) {
       const started = performance.now();
       const c = await api("POST", "/v1/sandboxes", {
@@ -144,10 +136,10 @@ describe.skipIf(unavailable !== null)(`networked soak${unavailable ? ` (skipped:
     }
 
     // Deletes finish in the background (power-off, then the network's teardown).
-    await eventually(() => qemuPidsFor(ids).length === 0 && taps().length === 0 && slotsHeld(server.dataDir) === 0, 60_000);
+    await eventually(() => qemuPidsFor(ids).length === 0 && taps().length === 0 && slotsHeld(world.server.dataDir) === 0, 60_000);
     expect(qemuPidsFor(ids)).toEqual([]);
     expect(taps()).toEqual([]);
-    expect(slotsHeld(server.dataDir)).toBe(0);
+    expect(slotsHeld(world.server.dataDir)).toBe(0);
     expect(listeners()).toEqual(listenersBefore);
     const tableAfter = table();
     // No per-sandbox chain or set, and no tap left in the verdict maps: the table is as it was.
@@ -168,7 +160,7 @@ describe.skipIf(unavailable !== null)(`networked soak${unavailable ? ` (skipped:
       server_rss_end_mib: +(last / MiB).toFixed(1),
       server_rss_growth_pct: +(growth * 100).toFixed(1),
       taps_left: taps().length,
-      slots_held: slotsHeld(server.dataDir),
+      slots_held: slotsHeld(world.server.dataDir),
     };
     console.log("networked soak figures", figures);
     // As in the plain soak: the 10% bound holds for long runs; a short run has not settled.

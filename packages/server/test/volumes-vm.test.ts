@@ -5,10 +5,10 @@
 // volumes: "snapshot" sees it as it was and writes only its own copy; links a guest leaves are
 // refused by the file API; every sandbox goes and the files stay, readable through the file API;
 // a kill -9 of the server keeps them too; a guest filling the volume gets ENOSPC (its image's bound).
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { Api } from "./helpers.js";
-import { createFakeInternet, type FakeInternet, fakeInternetUnavailableReason } from "./network/fake-internet.js";
-import { type HostServer, startHostServer } from "./network/host-server.js";
+import { fakeInternetUnavailableReason } from "./network/fake-internet.js";
+import { networkedServerForFile } from "./network/host-server.js";
 import { guestTools } from "./volume-tools.js";
 
 const unavailable = fakeInternetUnavailableReason();
@@ -16,8 +16,8 @@ const SMALL = { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 };
 const DEBIAN = { image: "sandtree/debian", memory_gb: 0.5, disk_size_gb: 2 };
 
 describe.skipIf(unavailable !== null)(`volumes in sandboxes${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
-  let inet: FakeInternet;
-  let server: HostServer;
+  // 64 MiB volume images (a test-only setting): the disk-full test fills one in seconds.
+  const world = networkedServerForFile({ SANDTREE_NETWORK_SUBNET: "10.78.0.0/16", SANDTREE_VOLUME_IMAGE_MIB: "64" });
   let api: Api;
   let vol: string;
   const ids: string[] = [];
@@ -45,10 +45,7 @@ describe.skipIf(unavailable !== null)(`volumes in sandboxes${unavailable ? ` (sk
   };
 
   beforeAll(async () => {
-    inet = await createFakeInternet();
-    // 64 MiB volume images (a test-only setting): the disk-full test fills one in seconds.
-    server = await startHostServer(inet, { SANDTREE_NETWORK_SUBNET: "10.78.0.0/16", SANDTREE_VOLUME_IMAGE_MIB: "64" });
-    api = server.api;
+    api = world.server.api;
     const v = await api("POST", "/v1/volumes", { name: "shared", size_gb: 2 });
     expect(v.status, JSON.stringify(v.body)).toBe(201);
     vol = v.body.id;
@@ -65,11 +62,6 @@ describe.skipIf(unavailable !== null)(`volumes in sandboxes${unavailable ? ` (sk
     const running = await Promise.all(ids.map((id) => waitRunning(id)));
     expect(running.map((sb) => sb.image)).toEqual([SMALL.image, SMALL.image, DEBIAN.image]);
   }, 600_000);
-
-  afterAll(async () => {
-    await inet?.close();
-    server?.close();
-  }, 120_000);
 
   it("three sandboxes see each other's files: a writer's fsync, then a reader's open", async () => {
     const [a, b, c] = ids as [string, string, string];
@@ -229,8 +221,8 @@ describe.skipIf(unavailable !== null)(`volumes in sandboxes${unavailable ? ` (sk
   });
 
   it("keeps the files through a kill -9 of the server, and mounts them again", async () => {
-    await server.kill("SIGKILL");
-    await server.restart();
+    await world.server.kill("SIGKILL");
+    await world.server.restart();
     const id = await create({ ...SMALL, volumes: [{ volume: vol, path: "/data", read_only: true }] });
     await waitRunning(id);
     expect((await sh(id, "cat /data/child.txt")).stdout).toBe("from-child\n");

@@ -6,10 +6,10 @@
 // its memory stayed bounded. Extends network.test.ts (sandboxes and the host's gateway, spoofed
 // UDP, a DNS flood), which it does not repeat. A fake internet of network namespaces, as there.
 import { readFileSync } from "node:fs";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import type { Api } from "../helpers.js";
-import { createFakeInternet, type FakeInternet, fakeInternetUnavailableReason } from "../network/fake-internet.js";
-import { type HostServer, startHostServer } from "../network/host-server.js";
+import { fakeInternetUnavailableReason } from "../network/fake-internet.js";
+import { networkedServerForFile } from "../network/host-server.js";
 import { MEMORY_GROWTH_MAX_MIB } from "./harness.js";
 
 const PROBE = readFileSync(new URL("./network-probe.py", import.meta.url), "utf8");
@@ -17,15 +17,14 @@ const VOLUME_SERVER = "169.254.171.1";
 const unavailable = fakeInternetUnavailableReason();
 
 describe.skipIf(unavailable !== null)("a hostile guest on the network", () => {
-  let inet: FakeInternet;
-  let server: HostServer;
+  const world = networkedServerForFile({ SANDTREE_NETWORK_DEFAULT: "deny", SANDTREE_NETWORK_SUBNET: "10.78.0.0/16" });
   let api: Api;
   const ids: Record<string, string> = {};
   const views: Record<string, { address: string; gateway: string }> = {};
   let rssBefore = 0;
 
   const serverRssMiB = () => {
-    const m = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${server.proc().pid}/status`, "utf8"));
+    const m = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${world.server.proc().pid}/status`, "utf8"));
     return Number(m?.[1]) / 1024;
   };
 
@@ -62,9 +61,7 @@ describe.skipIf(unavailable !== null)("a hostile guest on the network", () => {
   }
 
   beforeAll(async () => {
-    inet = await createFakeInternet();
-    server = await startHostServer(inet, { SANDTREE_NETWORK_DEFAULT: "deny", SANDTREE_NETWORK_SUBNET: "10.78.0.0/16" });
-    api = server.api;
+    api = world.server.api;
     // The hostile sandbox's policy allows all but one name: what stops it is not its policy.
     [ids.hostile, ids.neighbour] = await Promise.all([
       create({ network_denylist: ["denied.test"] }),
@@ -73,27 +70,22 @@ describe.skipIf(unavailable !== null)("a hostile guest on the network", () => {
     rssBefore = serverRssMiB();
   }, 600_000);
 
-  afterAll(async () => {
-    await inet?.close();
-    server?.close();
-  }, 120_000);
-
   it("reaches none of the host's services: the API's port, SSH, the host's loopback, the volume server", {
     timeout: 180_000,
   }, async () => {
-    const ssh = await inet.startHostService(22, "0.0.0.0");
-    const loopback = await inet.startHostService(0, "127.0.0.1");
+    const ssh = await world.inet.startHostService(22, "0.0.0.0");
+    const loopback = await world.inet.startHostService(0, "127.0.0.1");
     const hostile = ids.hostile as string;
     const gw = views[hostile]?.gateway as string;
     const targets: Array<[string, string]> = [
-      [gw, String(server.port)],
-      [inet.hostAddress, String(server.port)],
+      [gw, String(world.server.port)],
+      [world.inet.hostAddress, String(world.server.port)],
       [gw, "22"],
-      [inet.hostAddress, "22"],
+      [world.inet.hostAddress, "22"],
       [gw, String(loopback.port)],
       [VOLUME_SERVER, "2049"],
       [VOLUME_SERVER, "111"],
-      [VOLUME_SERVER, String(server.port)],
+      [VOLUME_SERVER, String(world.server.port)],
       [views[ids.neighbour as string]?.address as string, "22"],
     ];
     const seen: string[] = [];
@@ -122,7 +114,7 @@ describe.skipIf(unavailable !== null)("a hostile guest on the network", () => {
       if (sent.startsWith("STALLED")) console.warn(`udp flood at ${target}:${port}: ${sent}`);
     }
     expect(await probe(hostile, "synflood", gw, "53", "500")).toBe("OK tried 500");
-    expect(await probe(hostile, "synflood", gw, String(server.port), "500")).toBe("OK tried 500");
+    expect(await probe(hostile, "synflood", gw, String(world.server.port), "500")).toBe("OK tried 500");
     await expectNeighbourFine();
   });
 
@@ -137,10 +129,10 @@ describe.skipIf(unavailable !== null)("a hostile guest on the network", () => {
     // The host knows the neighbour's address on the neighbour's tap only: the replies on the
     // impostor's own tap made no entry there. (Every sandbox may have the same MAC: each tap is
     // its own link, so the device, not the MAC, tells them apart.)
-    const ntap = server
+    const ntap = world.server
       .hostNs("ip", "-o", "-4", "addr", "show", "to", views[ids.neighbour as string]?.gateway as string)
       .split(/\s+/)[1] as string;
-    const entries = server.hostNs("ip", "neigh", "show", "to", neighbourAddr).trim().split("\n").filter(Boolean);
+    const entries = world.server.hostNs("ip", "neigh", "show", "to", neighbourAddr).trim().split("\n").filter(Boolean);
     expect(entries.filter((e) => !e.includes(`dev ${ntap} `))).toEqual([]);
     await expectNeighbourFine();
   });

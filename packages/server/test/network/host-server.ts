@@ -10,9 +10,10 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll } from "vitest";
 import { type Api, jsonApi } from "../helpers.js";
 import { withHostCgroups } from "../host-cgroups.js";
-import type { FakeInternet } from "./fake-internet.js";
+import { createFakeInternet, type FakeInternet } from "./fake-internet.js";
 
 const CLI = fileURLToPath(new URL("../../../cli/dist/main.js", import.meta.url));
 
@@ -35,6 +36,40 @@ export interface HostServer {
   hostNs(cmd: string, ...argv: string[]): string;
   /** Closes the bridge and removes the data dir (the fake internet's close() kills the processes). */
   close(): void;
+}
+
+/**
+ * A fake internet and this server in it for the enclosing describe: made in a beforeAll (before
+ * the describe's own), both closed in an afterAll (the server's SIGTERM ends its sandboxes, rules
+ * and taps). Read them inside tests and hooks: before they are up the getters throw.
+ */
+export function networkedServerForFile(
+  env: Record<string, string>,
+  opts: { onStdout?: (text: string) => void; startTimeoutMs?: number } = {},
+): { readonly inet: FakeInternet; readonly server: HostServer } {
+  let inet: FakeInternet | undefined;
+  let server: HostServer | undefined;
+  const { startTimeoutMs = 600_000, ...serverOpts } = opts;
+  beforeAll(async () => {
+    inet = await createFakeInternet();
+    server = await startHostServer(inet, env, serverOpts);
+  }, startTimeoutMs);
+  afterAll(async () => {
+    await inet?.close();
+    server?.close();
+  }, 120_000);
+  const up = <T>(v: T | undefined): T => {
+    if (v === undefined) throw new Error("the file's fake internet and server are not up yet: use them inside a test or hook");
+    return v;
+  };
+  return {
+    get inet() {
+      return up(inet);
+    },
+    get server() {
+      return up(server);
+    },
+  };
 }
 
 export async function startHostServer(

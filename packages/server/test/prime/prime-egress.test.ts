@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createFakeInternet, type FakeInternet, fakeInternetUnavailableReason } from "../network/fake-internet.js";
-import { type HostServer, startHostServer } from "../network/host-server.js";
+import { describe, expect, it } from "vitest";
+import { fakeInternetUnavailableReason } from "../network/fake-internet.js";
+import { networkedServerForFile } from "../network/host-server.js";
 import { runPrime } from "./prime-helpers.js";
 
 // Prime's egress policy (create's network_allowlist, get_network, set_network) on sandtree's
@@ -9,23 +9,12 @@ import { runPrime } from "./prime-helpers.js";
 const unavailable = fakeInternetUnavailableReason();
 
 describe.skipIf(unavailable !== null)(`Prime egress policy${unavailable ? ` (skipped: ${unavailable})` : ""}`, () => {
-  let inet: FakeInternet;
-  let server: HostServer;
-
-  beforeAll(async () => {
-    inet = await createFakeInternet();
-    server = await startHostServer(inet, { SANDTREE_NETWORK_DEFAULT: "deny", SANDTREE_NETWORK_SUBNET: "10.78.0.0/16" });
-  }, 600_000);
-
-  afterAll(async () => {
-    await inet?.close();
-    server?.close();
-  }, 120_000);
+  const world = networkedServerForFile({ SANDTREE_NETWORK_DEFAULT: "deny", SANDTREE_NETWORK_SUBNET: "10.78.0.0/16" });
 
   it("creates with an allowlist, reads the policy, replaces it (allow, deny, '*') and sandboxes follow it", async () => {
     const r = await runPrime("prime_steps.py", ["egress", JSON.stringify({ image: "sandtree/debian" })], {
-      base: `${server.base}/prime`,
-      key: server.key(),
+      base: `${world.server.base}/prime`,
+      key: world.server.key(),
     });
     expect(r.created).toEqual(["allowed.test"]);
     expect(r.initial).toMatchObject({ policy: { allowlist: ["allowed.test"], denylist: null }, applied: true });
