@@ -10,6 +10,16 @@ function waiting(calls: unknown[], fail: string[] = []) {
   };
 }
 
+/** A stub whose create answers `id` PENDING (recording the request) and whose waitForCreation answers RUNNING. */
+function creatingThenRunning(calls: unknown[], id: string) {
+  return {
+    sandboxes: {
+      create: async (req: unknown) => recorded(calls, req, { id, status: "PENDING" }),
+      waitForCreation: waiting(calls),
+    },
+  };
+}
+
 describe("CLI parity with the SDK's training workflows (#16 item 4)", () => {
   it("create takes --secret, --timeout-minutes and --idle-timeout-minutes", async () => {
     const calls: unknown[] = [];
@@ -46,12 +56,7 @@ describe("CLI parity with the SDK's training workflows (#16 item 4)", () => {
 
   it("create --checkpoint restores a checkpoint instead of an image, and --wait waits for RUNNING", async () => {
     const calls: unknown[] = [];
-    const client = {
-      sandboxes: {
-        create: async (req: unknown) => recorded(calls, req, { id: "sb_2", status: "PENDING" }),
-        waitForCreation: waiting(calls),
-      },
-    };
+    const client = creatingThenRunning(calls, "sb_2");
     const r = await cli(
       ["sandbox", "create", "--checkpoint", "cp_1", "--timeout-minutes", "5", "--wait", "--wait-timeout", "7"],
       client,
@@ -101,12 +106,7 @@ describe("CLI parity with the SDK's training workflows (#16 item 4)", () => {
 
   it("checkpoint restore --wait waits for RUNNING", async () => {
     const calls: unknown[] = [];
-    const client = {
-      sandboxes: {
-        create: async (req: unknown) => recorded(calls, req, { id: "sb_r", status: "PENDING" }),
-        waitForCreation: waiting(calls),
-      },
-    };
+    const client = creatingThenRunning(calls, "sb_r");
     expect(await cli(["sandbox", "checkpoint", "restore", "cp_1", "--wait"], client)).toMatchObject({ code: 0, out: "sb_r\n" });
     expect(calls).toEqual([{ checkpoint_id: "cp_1" }, ["wait", "sb_r", 300_000]]);
   });
