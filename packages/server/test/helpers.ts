@@ -308,20 +308,25 @@ export async function stopChildProcess(proc: ChildProcess | null, signal: NodeJS
   await exited;
 }
 
-/** Runs the sandtree CLI as a child process against a test server; async, since the server shares this event loop. */
+/**
+ * Runs the sandtree CLI as a child process against a test server; async, since the server shares
+ * this event loop. `stdin`, when given, is piped in and closed; otherwise stdin is /dev/null.
+ */
 export function runCli(
   server: { url: string; key: string },
   args: string[],
+  opts: { stdin?: string } = {},
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [CLI_MAIN, ...args], {
       env: { ...process.env, SANDTREE_API_URL: server.url, SANDTREE_API_KEY: server.key },
-      stdio: ["ignore", "pipe", "pipe"],
+      stdio: [opts.stdin === undefined ? "ignore" : "pipe", "pipe", "pipe"],
     });
     let stdout = "";
     let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
-    child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+    child.stdout?.setEncoding("utf8").on("data", (d: string) => (stdout += d));
+    child.stderr?.setEncoding("utf8").on("data", (d: string) => (stderr += d));
     child.on("close", (code) => resolve({ code, stdout, stderr }));
+    if (opts.stdin !== undefined) child.stdin?.end(opts.stdin);
   });
 }

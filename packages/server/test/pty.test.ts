@@ -1,12 +1,8 @@
-import { spawn } from "node:child_process";
-import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { AuthenticationError, NotFoundError, type PtyHandle, SandtreeClient } from "@sandtree/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WebSocket } from "ws";
-import { startTestServer, type TestServer } from "./helpers.js";
+import { runCli, startTestServer, type TestServer } from "./helpers.js";
 
-const CLI = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../cli/dist/main.js");
 let t: TestServer;
 let id: string;
 let client: SandtreeClient;
@@ -166,18 +162,7 @@ describe("interactive terminals (pty over WebSocket) on a real microVM", () => {
   });
 
   it("`sandtree sandbox ssh ID` with piped stdin runs it and exits with the remote code", async () => {
-    const res = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-      const child = spawn(process.execPath, [CLI, "sandbox", "ssh", id], {
-        env: { ...process.env, SANDTREE_API_URL: t.url, SANDTREE_API_KEY: t.key },
-        stdio: ["pipe", "pipe", "pipe"],
-      });
-      let stdout = "";
-      let stderr = "";
-      child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
-      child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
-      child.on("close", (code) => resolve({ code, stdout, stderr }));
-      child.stdin.end("echo hi-$((2+1)); exit 3\n");
-    });
+    const res = await runCli(t, ["sandbox", "ssh", id], { stdin: "echo hi-$((2+1)); exit 3\n" });
     expect(res.stderr).toBe("");
     expect(res.code, JSON.stringify(res.stdout)).toBe(3);
     expect(res.stdout).toContain("hi-3\r\n");
