@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestServer, type TestServer } from "./helpers.js";
+import { serverForFile } from "./helpers.js";
 
 const HOST_DIST = fileURLToPath(new URL("../../host/dist/index.js", import.meta.url));
 const ns = `stpool${process.pid}`;
@@ -99,13 +99,7 @@ describe("address pool", () => {
 });
 
 describe("a server without sandbox networks", () => {
-  let t: TestServer;
-  beforeAll(async () => {
-    t = await startTestServer();
-  });
-  afterAll(async () => {
-    await t?.close();
-  });
+  const t = serverForFile();
 
   it("refuses egress lists and tunnels with 409 NETWORK_UNAVAILABLE, creating nothing", async () => {
     for (const [field, value] of [

@@ -4,7 +4,7 @@ import path from "node:path";
 import { GetObjectCommand, HeadObjectCommand, PutObjectCommand } from "@aws-sdk/client-s3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { corruptObject, startS3, type TestS3, useS3Credentials } from "../../../host/test/helpers/s3-server.js";
-import { type Api, startTestServer, stopChildProcess, type TestServer } from "../helpers.js";
+import { type Api, serverForFile, stopChildProcess } from "../helpers.js";
 import {
   checkpointRowIn,
   ENV,
@@ -196,14 +196,7 @@ describe("fleet: checkpoints on workers, forks and restores through the object s
 });
 
 describe("fleet without an object store: checkpoints stay on the host that took them", () => {
-  let t: TestServer;
-
-  beforeAll(async () => {
-    t = await startTestServer();
-  });
-  afterAll(async () => {
-    await t?.close();
-  });
+  const t = serverForFile();
 
   it("places a restore only where the layers are, and refuses a pin elsewhere with CHECKPOINT_NOT_ON_HOST", async () => {
     const token = readFileSync(path.join(t.dataDir, "join-token"), "utf8").trim();
