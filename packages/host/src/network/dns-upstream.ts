@@ -63,21 +63,12 @@ export function exchangeUdp(
 ): Promise<UpstreamAnswer> {
   return new Promise<UpstreamAnswer>((resolve, reject) => {
     const sock = dgram.createSocket({ type: net.isIPv6(up.host) ? "udp6" : "udp4" });
-    let done = false;
-    const finish = (err: Error | null, res?: UpstreamAnswer) => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      ctx.cancels.delete(cancel);
+    const close = () => {
       try {
         sock.close();
       } catch {}
-      if (err || !res) reject(err ?? new UpstreamError("no answer"));
-      else resolve(res);
     };
-    const cancel = () => finish(new UpstreamError("resolver closed"));
-    const timer = setTimeout(() => finish(new UpstreamError(`timeout from ${up.host}:${up.port}`)), ctx.timeoutMs);
-    ctx.cancels.add(cancel);
+    const { finish, done } = settleOnce(ctx, `timeout from ${up.host}:${up.port}`, close, resolve, reject);
     sock.on("error", (err) => finish(err));
     sock.on("message", (msg) => {
       const res = matchResponse(msg, id, question);
@@ -86,7 +77,7 @@ export function exchangeUdp(
     // On a failed connect (e.g. ENETUNREACH) Node calls this callback with the error and emits
     // no 'error' event; sending then on the unconnected socket would throw out of a tick.
     const onConnect = (err?: Error | null) => {
-      if (done) return;
+      if (done()) return;
       if (err) return finish(err);
       try {
         sock.send(query, (e) => {
@@ -109,21 +100,9 @@ export function exchangeTcp(
   ctx: ExchangeContext,
 ): Promise<UpstreamAnswer> {
   return new Promise<UpstreamAnswer>((resolve, reject) => {
-    let done = false;
     let buf: Buffer = Buffer.alloc(0);
     const sock = net.connect({ host: up.host, port: up.port });
-    const finish = (err: Error | null, res?: UpstreamAnswer) => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      ctx.cancels.delete(cancel);
-      sock.destroy();
-      if (err || !res) reject(err ?? new UpstreamError("no answer"));
-      else resolve(res);
-    };
-    const cancel = () => finish(new UpstreamError("resolver closed"));
-    const timer = setTimeout(() => finish(new UpstreamError(`TCP timeout from ${up.host}:${up.port}`)), ctx.timeoutMs);
-    ctx.cancels.add(cancel);
+    const { finish } = settleOnce(ctx, `TCP timeout from ${up.host}:${up.port}`, () => sock.destroy(), resolve, reject);
     sock.on("error", (err) => finish(err));
     sock.on("close", () => finish(new UpstreamError(`TCP connection to ${up.host}:${up.port} closed`)));
     sock.on("connect", () => {
@@ -147,6 +126,34 @@ export function exchangeTcp(
       }
     });
   });
+}
+
+/**
+ * The one settling of an exchange: the first `finish` stops the deadline, leaves `ctx.cancels`,
+ * closes the socket and settles; the deadline and a cancel (the resolver closing) finish it with
+ * an UpstreamError. `done` says whether it has settled.
+ */
+function settleOnce(
+  ctx: ExchangeContext,
+  timeoutMessage: string,
+  close: () => void,
+  resolve: (answer: UpstreamAnswer) => void,
+  reject: (err: Error) => void,
+): { finish: (err: Error | null, res?: UpstreamAnswer) => void; done: () => boolean } {
+  let done = false;
+  const finish = (err: Error | null, res?: UpstreamAnswer) => {
+    if (done) return;
+    done = true;
+    clearTimeout(timer);
+    ctx.cancels.delete(cancel);
+    close();
+    if (err || !res) reject(err ?? new UpstreamError("no answer"));
+    else resolve(res);
+  };
+  const cancel = () => finish(new UpstreamError("resolver closed"));
+  const timer = setTimeout(() => finish(new UpstreamError(timeoutMessage)), ctx.timeoutMs);
+  ctx.cancels.add(cancel);
+  return { finish, done: () => done };
 }
 
 /** The parsed upstream message when it answers our query, null otherwise. */
