@@ -47,6 +47,17 @@ async function until(check: () => Promise<boolean>, what: string, timeoutMs = 12
   }
 }
 
+/** A new small sandbox (`extra` on its create) RUNNING a job that prints "before" and sleeps: its id and the job's URL. */
+async function jobPrintingBefore(extra: Record<string, unknown>): Promise<{ other: string; url: string }> {
+  const r = await t.api("POST", "/v1/sandboxes", { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1, ...extra });
+  expect(r.status).toBe(201);
+  const other = r.body.id as string;
+  await t.waitRunning(other);
+  const started = await t.api("POST", `/v1/sandboxes/${other}/jobs`, { command: "echo before; sleep 600" });
+  expect(started.status, JSON.stringify(started.body)).toBe(201);
+  return { other, url: `/v1/sandboxes/${other}/jobs/${started.body.job_id}` };
+}
+
 describe("background jobs on a real microVM", () => {
   it("runs a job detached and reports its output tails and exit status", async () => {
     const jobId = await start({ command: "echo out; echo err >&2; sleep 1; exit 3" });
@@ -162,13 +173,7 @@ describe("background jobs on a real microVM", () => {
   });
 
   it("keeps the output a job printed when its sandbox's QEMU is killed", async () => {
-    const r = await t.api("POST", "/v1/sandboxes", { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 });
-    expect(r.status).toBe(201);
-    const other = r.body.id as string;
-    await t.waitRunning(other);
-    const started = await t.api("POST", `/v1/sandboxes/${other}/jobs`, { command: "echo before; sleep 600" });
-    expect(started.status, JSON.stringify(started.body)).toBe(201);
-    const url = `/v1/sandboxes/${other}/jobs/${started.body.job_id}`;
+    const { other, url } = await jobPrintingBefore({});
     await until(async () => (await t.api("GET", url)).body.stdout_tail === "before\n", "the job's first line");
     const pids = qemuPidsFor([other]).map((l) => Number.parseInt(l, 10));
     expect(pids).toHaveLength(1);
@@ -182,18 +187,7 @@ describe("background jobs on a real microVM", () => {
   });
 
   it("keeps the output a job printed when its sandbox times out", async () => {
-    const r = await t.api("POST", "/v1/sandboxes", {
-      image: "sandtree/busybox",
-      memory_gb: 0.25,
-      disk_size_gb: 1,
-      timeout_minutes: 1,
-    });
-    expect(r.status).toBe(201);
-    const other = r.body.id as string;
-    await t.waitRunning(other);
-    const started = await t.api("POST", `/v1/sandboxes/${other}/jobs`, { command: "echo before; sleep 600" });
-    expect(started.status, JSON.stringify(started.body)).toBe(201);
-    const url = `/v1/sandboxes/${other}/jobs/${started.body.job_id}`;
+    const { other, url } = await jobPrintingBefore({ timeout_minutes: 1 });
     await until(async () => (await t.api("GET", `${url}/output?stream=stdout`)).body === "before\n", "the job's output");
     // Two minutes on: this sandbox's timeout has passed, the file's sandbox's (60) has not.
     expect(await t.server.services.timeouts.sweep(Date.now() + 120_000)).toEqual([other]);
