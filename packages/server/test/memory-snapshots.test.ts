@@ -11,6 +11,16 @@ const run = async (id: string, command: string) => {
   return r.body as { stdout: string; stderr: string; exit_code: number };
 };
 
+/** A busybox sandbox of `memoryGb` RUNNING `counter` as a job, given `settleMs` to count: its id and team. */
+const countingSandbox = async (memoryGb: number, counter: string, settleMs: number) => {
+  const p = await t.api("POST", "/v1/sandboxes", { image: "sandtree/busybox", memory_gb: memoryGb, disk_size_gb: 1 });
+  const parent = p.body.id as string;
+  await t.waitRunning(parent);
+  await t.api("POST", `/v1/sandboxes/${parent}/jobs`, { command: counter });
+  await new Promise((r) => setTimeout(r, settleMs));
+  return { parent, teamId: p.body.team_id as string };
+};
+
 /** The counter a guest shell writes with `echo $i > /tmp/count`: read again when the read fell between truncate and write. */
 const readCount = async (id: string): Promise<number> => {
   for (let i = 0; ; i++) {
@@ -24,14 +34,12 @@ describe("memory forks", () => {
   it("starts N children that continue the parent's in-memory count, each with its own RNG and the host clock", {
     timeout: 400_000,
   }, async () => {
-    const p = await t.api("POST", "/v1/sandboxes", { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 });
-    const parent = p.body.id as string;
-    await t.waitRunning(parent);
     // The count lives in the shell's memory; the file only reports it.
-    await t.api("POST", `/v1/sandboxes/${parent}/jobs`, {
-      command: "i=0; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done",
-    });
-    await new Promise((r) => setTimeout(r, 2000));
+    const { parent, teamId } = await countingSandbox(
+      0.25,
+      "i=0; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done",
+      2000,
+    );
     const atFork = await readCount(parent);
     const forked = await t.api("POST", `/v1/sandboxes/${parent}/fork`, { memory: true, count: 3 });
     expect(forked.status, JSON.stringify(forked.body)).toBe(201);
@@ -66,13 +74,13 @@ describe("memory forks", () => {
     // A second memory checkpoint of the same VM works (the first left it running, not postmigrate).
     const again = await t.api("POST", `/v1/sandboxes/${parent}/checkpoints`, { include_memory: true });
     expect(again.status, JSON.stringify(again.body)).toBe(201);
-    await t.server.services.checkpoints.waitDurable(p.body.team_id, again.body.id, 60_000);
+    await t.server.services.checkpoints.waitDurable(teamId, again.body.id, 60_000);
     const c3 = await readCount(parent);
     await new Promise((r) => setTimeout(r, 500));
     expect(await readCount(parent)).toBeGreaterThan(c3);
 
     const noMem = await t.api("POST", `/v1/sandboxes/${parent}/checkpoints`, {});
-    await t.server.services.checkpoints.waitDurable(p.body.team_id, noMem.body.id, 60_000);
+    await t.server.services.checkpoints.waitDurable(teamId, noMem.body.id, 60_000);
     const refused = await t.api("POST", "/v1/sandboxes", { checkpoint_id: noMem.body.id, restore_memory: true });
     expect(refused.status).toBe(409);
     expect(refused.body.code).toBe("CHECKPOINT_HAS_NO_MEMORY");
@@ -84,14 +92,12 @@ describe("copy-on-write memory forks", () => {
   it("16 children of one checkpoint map its RAM file: each continues the count, each its own RNG", {
     timeout: 400_000,
   }, async () => {
-    const p = await t.api("POST", "/v1/sandboxes", { image: "sandtree/busybox", memory_gb: 0.125, disk_size_gb: 1 });
-    const parent = p.body.id as string;
-    await t.waitRunning(parent);
     // The count lives in the shell's memory (one fork a second: 16 copies stay light under TCG).
-    await t.api("POST", `/v1/sandboxes/${parent}/jobs`, {
-      command: "i=1000; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 1; done",
-    });
-    await new Promise((r) => setTimeout(r, 2500));
+    const { parent } = await countingSandbox(
+      0.125,
+      "i=1000; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 1; done",
+      2500,
+    );
     const atFork = await readCount(parent);
     expect(atFork).toBeGreaterThan(1000);
     const images = path.join(t.dataDir, "memory-images");
