@@ -126,6 +126,21 @@ export interface MachineSpec extends GuestBoot {
   signal?: AbortSignal;
 }
 
+/** A spec's boot fields, its root disk and its directories, as they are: what every form of a start carries. */
+export function bootAndFiles(spec: MachineSpec): GuestBoot & Pick<MachineSpec, "rootDisk" | "runDir" | "logDir"> {
+  return {
+    name: spec.name,
+    accel: spec.accel,
+    cpuCores: spec.cpuCores,
+    memoryMb: spec.memoryMb,
+    kernel: spec.kernel,
+    initramfs: spec.initramfs,
+    rootDisk: spec.rootDisk,
+    runDir: spec.runDir,
+    logDir: spec.logDir,
+  };
+}
+
 /** A machine that outlived the host process which started it. */
 export interface AdoptSpec {
   name: string;

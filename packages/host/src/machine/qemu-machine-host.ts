@@ -7,7 +7,7 @@ import { findQemuProcesses, QemuVm, qemuAlive } from "../vmm/qemu-vm.js";
 import type { VolumeFileServer } from "../volumes/file-server.js";
 import { guestAddressOf, type VolumeMount } from "../volumes/guest-mount.js";
 import { mountInGuest } from "../volumes/mount-in-guest.js";
-import type { AdoptSpec, HostCapabilities, MachineHost, MachineSpec } from "./machine.js";
+import { type AdoptSpec, bootAndFiles, type HostCapabilities, type MachineHost, type MachineSpec } from "./machine.js";
 import { nestedSupport } from "./nested.js";
 import { QemuDisks } from "./qemu-disks.js";
 import { QemuMachine } from "./qemu-machine.js";
@@ -135,15 +135,7 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
     const place = limiter ? { onSpawn: (pid: number) => limiter.place(spec.name, pid, spec, rates) } : {};
     const vm = await QemuVm.start({
       ...place,
-      name: spec.name,
-      accel: spec.accel,
-      cpuCores: spec.cpuCores,
-      memoryMb: spec.memoryMb,
-      kernel: spec.kernel,
-      initramfs: spec.initramfs,
-      rootDisk: spec.rootDisk,
-      runDir: spec.runDir,
-      logDir: spec.logDir,
+      ...bootAndFiles(spec),
       ...(spec.nic ? { tap: spec.nic.tap, guestNet: spec.nic.guestNet } : {}),
       ...(spec.nested ? { nested: true } : {}),
       ...(spec.signal ? { signal: spec.signal } : {}),

@@ -11,7 +11,14 @@ import {
   StartRequestSchema,
   type VolumeMount as VolumeMountMsg,
 } from "../gen/sandtree/host/v1/host_pb.js";
-import { type AdoptSpec, type ExecSpec, type MachineExit, MachineRefusedError, type MachineSpec } from "../machine/machine.js";
+import {
+  type AdoptSpec,
+  bootAndFiles,
+  type ExecSpec,
+  type MachineExit,
+  MachineRefusedError,
+  type MachineSpec,
+} from "../machine/machine.js";
 import type { VolumeMount } from "../volumes/guest-mount.js";
 
 // The host interface's specs as protobuf messages and back. The worker rebuilds each spec from the
@@ -34,15 +41,7 @@ function accelOf(s: string): Accel {
 
 export function startRequest(spec: MachineSpec): StartRequest {
   return create(StartRequestSchema, {
-    name: spec.name,
-    accel: spec.accel,
-    cpuCores: spec.cpuCores,
-    memoryMb: spec.memoryMb,
-    kernel: spec.kernel,
-    initramfs: spec.initramfs,
-    rootDisk: spec.rootDisk,
-    runDir: spec.runDir,
-    logDir: spec.logDir,
+    ...bootAndFiles(spec),
     ...opt("nic", spec.nic),
     ...opt("template", spec.template && { ...spec.template, rootWait: spec.template.rootWait === true }),
     ...opt("memoryState", spec.memoryState),
