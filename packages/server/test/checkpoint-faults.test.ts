@@ -2,17 +2,12 @@ import { execFileSync } from "node:child_process";
 import { appendFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { layerFile, settleCheckpoint, startWithBusybox, type TestServer } from "./helpers.js";
+import { describe, expect, it } from "vitest";
+import { busyboxForFile, layerFile, settleCheckpoint, type TestServer } from "./helpers.js";
 
 let t: TestServer;
 let id: string;
-beforeAll(async () => {
-  ({ t, id } = await startWithBusybox());
-});
-afterAll(async () => {
-  await t?.close();
-});
+busyboxForFile((started) => ({ t, id } = started));
 
 const run = async (sandbox: string, command: string) => (await t.api("POST", `/v1/sandboxes/${sandbox}/exec`, { command })).body;
 

@@ -161,7 +161,13 @@ export function serverForFile(opts: TestServerOptions = {}): TestServer {
   };
 }
 
-/** The file of a checkpoint's layer (what the blob store holds), read from the server's database. */
+/** A temporary directory for the test file (or describe), made now and removed after its tests. */
+export function tempDirForFile(prefix: string): string {
+  const dir = mkdtempSync(path.join(tmpdir(), prefix));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
 /** A test server with one small busybox sandbox RUNNING: the setup of many one-sandbox VM files. */
 export async function startWithBusybox(): Promise<{ t: TestServer; id: string }> {
   const t = await startTestServer();
@@ -176,6 +182,19 @@ export async function startWithBusybox(): Promise<{ t: TestServer; id: string }>
   }
 }
 
+/** startWithBusybox for the whole file: up before its tests (`set` hears it), closed after them. */
+export function busyboxForFile(set: (started: { t: TestServer; id: string }) => void): void {
+  let started: { t: TestServer; id: string } | undefined;
+  beforeAll(async () => {
+    started = await startWithBusybox();
+    set(started);
+  });
+  afterAll(async () => {
+    await started?.t.close();
+  });
+}
+
+/** The file of a checkpoint's layer (what the blob store holds), read from the server's database. */
 export function layerFile(dataDir: string, checkpointId: string): string {
   const db = new Database(path.join(dataDir, "sandtree.db"), { readonly: true, fileMustExist: true });
   try {

@@ -4,8 +4,8 @@ import { pipeline } from "node:stream/promises";
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { EXEC_STREAM_CONTENT_TYPE, ExecStreamDecoder } from "@sandtree/protocol";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startWithBusybox, type TestServer } from "./helpers.js";
+import { describe, expect, it } from "vitest";
+import { busyboxForFile, type TestServer } from "./helpers.js";
 
 // `SANDTREE_LARGE_OUTPUT_MIB=1024 npx vitest run packages/server/test/large-output.test.ts`
 // runs the same checks with 1 GiB (the default keeps CI time reasonable under TCG).
@@ -17,12 +17,7 @@ const CAP = 16 * MiB;
 let t: TestServer;
 let id: string;
 
-beforeAll(async () => {
-  ({ t, id } = await startWithBusybox());
-});
-afterAll(async () => {
-  await t?.close();
-});
+busyboxForFile((started) => ({ t, id } = started));
 
 setFlagsFromString("--expose-gc");
 const gc = runInNewContext("gc") as () => void;
