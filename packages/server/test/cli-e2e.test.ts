@@ -1,22 +1,12 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runCli, startTestServer, type TestServer } from "./helpers.js";
+import { describe, expect, it } from "vitest";
+import { runCli, serverForFile, tempDirForFile } from "./helpers.js";
 
-let t: TestServer;
-let work: string;
+const t = serverForFile();
+const work = tempDirForFile("sandtree-cli-");
 
 const sandtree = (args: string[]) => runCli(t, args);
-
-beforeAll(async () => {
-  t = await startTestServer();
-  work = mkdtempSync(path.join(tmpdir(), "sandtree-cli-"));
-});
-afterAll(async () => {
-  await t?.close();
-  rmSync(work, { recursive: true, force: true });
-});
 
 describe("the sandtree CLI against a real server", () => {
   it("creates, runs with exit codes and separate streams, moves files, lists and deletes", { timeout: 300_000 }, async () => {

@@ -1,12 +1,12 @@
 // The CLI of fleet mode against a real server (no VM): `sandtree worker` joins and heartbeats
 // as a child process, `sandtree host list|drain|uncordon` show and change it.
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { type AddressInfo, createServer } from "node:net";
-import { availableParallelism, tmpdir } from "node:os";
+import { availableParallelism } from "node:os";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runCli, startTestServer, type TestServer } from "../helpers.js";
+import { describe, expect, it } from "vitest";
+import { runCli, serverForFile, tempDirForFile } from "../helpers.js";
 
 const CLI_MAIN = path.resolve(import.meta.dirname, "../../../cli/dist/main.js");
 
@@ -29,18 +29,8 @@ function startWorker(args: string[]) {
 }
 
 describe("sandtree worker and sandtree host", () => {
-  let t: TestServer;
-  let dir: string;
-
-  beforeAll(async () => {
-    t = await startTestServer();
-    dir = mkdtempSync(path.join(tmpdir(), "sandtree-worker-"));
-  });
-
-  afterAll(async () => {
-    await t?.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const t = serverForFile();
+  const dir = tempDirForFile("sandtree-worker-");
 
   it("a wrong join token is refused with its code; the worker exits non-zero", async () => {
     const w = startWorker([
