@@ -10,13 +10,14 @@
 //   memory_fork        fork with memory of --children children -> every child answered
 // Medians per build, beside the floor (../shared/bench/raw-floor.py, same run).
 // Usage: node bench/fork-ab.mjs --base ../main [--rounds 5] [--children 4] [--dirty-mib 16].
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { detectAccel } from "@sandtree/host";
 import { measureFloor } from "./lib/floor.mjs";
+import { templatesBuilt } from "./lib/templates.mjs";
 
 const { values } = parseArgs({
   options: {
@@ -36,20 +37,6 @@ const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length ? +s[Math.floor(s.length / 2)].toFixed(1) : null;
 };
-
-async function templatesBuilt(dataDir) {
-  const root = path.join(dataDir, "templates");
-  for (let i = 0; i < 1200; i++) {
-    const kinds = new Set();
-    for (const k of existsSync(root) ? readdirSync(root) : []) {
-      const meta = path.join(root, k, "template.json");
-      if (existsSync(meta)) kinds.add(JSON.parse(readFileSync(meta, "utf8")).rootWait ? "shape" : "image");
-    }
-    if (kinds.size >= 2) return;
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  throw new Error("the templates were never built");
-}
 
 /** One build's server (its own modules, from its checkout) with a running parent. */
 async function side(name, root) {

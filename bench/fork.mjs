@@ -22,7 +22,7 @@
 // Usage: node bench/fork.mjs [--runs 5] [--burst 64] [--burst-cold N] [--modes warm,cold].
 // Prints one JSON document (and each mode's figures on stderr as it finishes).
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
@@ -32,6 +32,7 @@ import { SandtreeClient } from "@sandtree/sdk";
 import { startServer } from "@sandtree/server";
 import { measureCloneBurstFloor, measureFloor, ratio } from "./lib/floor.mjs";
 import { measureSerialFloor } from "./lib/serial-floor.mjs";
+import { templatesBuilt } from "./lib/templates.mjs";
 
 const { values } = parseArgs({
   options: {
@@ -83,26 +84,6 @@ async function burstPhases(client, made, t0) {
   };
 }
 const since = (t0) => performance.now() - t0;
-
-/** Waits until both templates of this memory size exist: the shape one and the image's own. */
-async function templatesBuilt(dataDir, memoryMb) {
-  const root = path.join(dataDir, "templates");
-  const kinds = () => {
-    const seen = new Set();
-    for (const k of existsSync(root) ? readdirSync(root) : []) {
-      const meta = path.join(root, k, "template.json");
-      if (!existsSync(meta)) continue;
-      const t = JSON.parse(readFileSync(meta, "utf8"));
-      if (t.inputs.memoryMb === memoryMb) seen.add(t.rootWait ? "shape" : "image");
-    }
-    return seen.size;
-  };
-  for (let i = 0; i < 1200; i++) {
-    if (kinds() >= 2) return;
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  throw new Error(`the ${memoryMb} MiB templates were never built`);
-}
 
 const MiB = 1024 * 1024;
 const mbs = (bytes, ms) => +(bytes / MiB / (ms / 1000)).toFixed(1);

@@ -18,7 +18,7 @@
 // Usage: node bench/warm-create-profile.mjs [--runs 10]. Prints one JSON document; with
 // PROFILE_VERBOSE=1 each create's marks and HELLO/ACK times also go to stderr.
 import childProcess from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { syncBuiltinESMExports } from "node:module";
 import { loadavg, tmpdir } from "node:os";
 import path from "node:path";
@@ -29,6 +29,7 @@ import { FrameType } from "@sandtree/protocol";
 import { SandtreeClient } from "@sandtree/sdk";
 import { SqliteStore, startServer } from "@sandtree/server";
 import { measureFloor, privateFloor } from "./lib/floor.mjs";
+import { templatesBuilt } from "./lib/templates.mjs";
 
 const { values } = parseArgs({ options: { runs: { type: "string", default: "10" }, ab: { type: "boolean", default: false } } });
 const RUNS = Number(values.runs);
@@ -183,23 +184,6 @@ childProcess.spawn = function (file, ...rest) {
 syncBuiltinESMExports();
 for (const m of Object.getOwnPropertyNames(SqliteStore.prototype)) {
   if (m !== "constructor" && typeof SqliteStore.prototype[m] === "function") wrap(SqliteStore.prototype, m, `store.${m}`);
-}
-
-/** Waits until both templates of this memory size exist: the shape one and the image's own. */
-async function templatesBuilt(dataDir, memoryMb) {
-  const root = path.join(dataDir, "templates");
-  for (let i = 0; i < 1200; i++) {
-    const kinds = new Set();
-    for (const k of existsSync(root) ? readdirSync(root) : []) {
-      const meta = path.join(root, k, "template.json");
-      if (!existsSync(meta)) continue;
-      const t = JSON.parse(readFileSync(meta, "utf8"));
-      if (t.inputs.memoryMb === memoryMb) kinds.add(t.rootWait ? "shape" : "image");
-    }
-    if (kinds.size >= 2) return;
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  throw new Error("the templates were never built");
 }
 
 /** A create's spawns by program: count, summed and longest run (ms), first start and last end. */
