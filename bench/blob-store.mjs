@@ -17,17 +17,12 @@ import path from "node:path";
 import { parseArgs } from "node:util";
 import { LocalDirBlobStore, S3BlobStore } from "@sandtree/host";
 import S3rver from "s3rver";
+import { median, time } from "./lib/stats.mjs";
 
 const { values } = parseArgs({ options: { mib: { type: "string", default: "64" }, runs: { type: "string", default: "3" } } });
 const MIB = Number(values.mib);
 const RUNS = Number(values.runs);
 const root = mkdtempSync(path.join(tmpdir(), "sandtree-bench-blobs-"));
-const median = (xs) => +[...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)].toFixed(1);
-const time = async (fn) => {
-  const t0 = performance.now();
-  await fn();
-  return performance.now() - t0;
-};
 
 const data = randomBytes(MIB * 1024 * 1024);
 const sha256 = createHash("sha256").update(data).digest("hex");

@@ -17,6 +17,7 @@ import { parseArgs } from "node:util";
 import { LocalDirBlobStore, VolumeImages } from "@sandtree/host";
 import { packVolume } from "../packages/server/dist/services/volumes/volume-archive.js";
 import { packSnapshot } from "../packages/server/dist/services/volumes/volume-sync-pack.js";
+import { median, time } from "./lib/stats.mjs";
 
 const { values } = parseArgs({
   options: {
@@ -29,12 +30,6 @@ const IMAGE_MIB = Number(values["image-mib"]);
 const DATA_MIB = Number(values["data-mib"]);
 const RUNS = Number(values.runs);
 const root = mkdtempSync(path.join(tmpdir(), "sandtree-bench-vsync-"));
-const median = (xs) => +[...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)].toFixed(1);
-const time = async (fn) => {
-  const t0 = performance.now();
-  await fn();
-  return performance.now() - t0;
-};
 
 const images = new VolumeImages({ dataDir: root, volumeBound: "image", volumeImageMiB: IMAGE_MIB });
 const dir = path.join(root, "volumes", "vol-bench", "data");

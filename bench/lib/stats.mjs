@@ -13,3 +13,13 @@ export const stats = (xs) => ({
   p99_ms: +pct(xs, 99).toFixed(3),
   min_ms: +Math.min(...xs).toFixed(3),
 });
+
+/** The median of `xs` (the upper one of an even count), to 0.1. */
+export const median = (xs) => +[...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)].toFixed(1);
+
+/** How long `fn` took, in milliseconds. */
+export const time = async (fn) => {
+  const t0 = performance.now();
+  await fn();
+  return performance.now() - t0;
+};
