@@ -4,6 +4,7 @@ import { z } from "zod";
 import { parse } from "../../errors.js";
 import { publicCheckpoint } from "../../services/checkpoints/checkpoint-view.js";
 import type { Services } from "../../services/services.js";
+import { getEach } from "./prime-batch-get.js";
 import { IdParams } from "./prime-sandbox-routes.js";
 import { checkpointView } from "./prime-views.js";
 
@@ -50,17 +51,13 @@ export function primeCheckpointRoutes(app: FastifyInstance, s: Services): void {
 
   app.post("/api/v1/sandbox/checkpoints::batchGet", async (req) => {
     const { checkpoint_ids } = parse(PrimeCheckpointIds, req.body);
-    const checkpoints = [];
-    const errors = [];
-    for (const cid of checkpoint_ids) {
-      try {
-        checkpoints.push(checkpointView(publicCheckpoint(await s.checkpoints.get(req.principal.teamId, cid))));
-      } catch (err) {
-        if (!(err instanceof SandtreeError) || err.status !== 404) throw err;
-        errors.push({ checkpoint_id: cid, code: "NOT_FOUND", message: err.message });
-      }
-    }
-    return { checkpoints, errors };
+    const { found, missing } = await getEach(checkpoint_ids, async (cid) =>
+      checkpointView(publicCheckpoint(await s.checkpoints.get(req.principal.teamId, cid))),
+    );
+    return {
+      checkpoints: found,
+      errors: missing.map(({ id, err }) => ({ checkpoint_id: id, code: "NOT_FOUND", message: err.message })),
+    };
   });
 
   app.get("/api/v1/sandbox/checkpoints/:cid", async (req) => {

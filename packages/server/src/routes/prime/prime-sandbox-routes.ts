@@ -12,6 +12,7 @@ import type { FastifyInstance, FastifyRequest } from "fastify";
 import { z } from "zod";
 import { parse } from "../../errors.js";
 import type { Services } from "../../services/services.js";
+import { getEach } from "./prime-batch-get.js";
 import { checkTeam, nativeCreateBody } from "./prime-create.js";
 import { labelsFromPrime, sandboxView, statusView } from "./prime-views.js";
 
@@ -130,17 +131,13 @@ export function primeSandboxRoutes(app: FastifyInstance, s: Services): void {
 
   app.post("/api/v1/sandbox/status::batchGet", async (req) => {
     const { sandbox_ids } = parse(PrimeSandboxIds, req.body);
-    const statuses = [];
-    const errors = [];
-    for (const id of sandbox_ids) {
-      try {
-        statuses.push(statusView(await s.sandboxes.get(req.principal.teamId, id)));
-      } catch (err) {
-        if (!(err instanceof SandtreeError) || err.status !== 404) throw err;
-        errors.push({ sandbox_id: id, code: "NOT_FOUND", message: `sandbox ${id} not found` });
-      }
-    }
-    return { statuses, errors };
+    const { found, missing } = await getEach(sandbox_ids, async (id) =>
+      statusView(await s.sandboxes.get(req.principal.teamId, id)),
+    );
+    return {
+      statuses: found,
+      errors: missing.map(({ id }) => ({ sandbox_id: id, code: "NOT_FOUND", message: `sandbox ${id} not found` })),
+    };
   });
 
   app.get("/api/v1/sandbox/:id/logs", async (req) => {
