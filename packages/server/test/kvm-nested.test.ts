@@ -79,14 +79,15 @@ async function setUp(began: number): Promise<void> {
   // A job, not an exec: the suite takes minutes, longer than one HTTP answer should wait.
   // Its output also goes to a file in the sandbox, and its kernel's log is read on a failure: a
   // run killed before its report still says why.
+  // Before the hook's own timeout, so a late run still says which steps it passed; the inner
+  // suite's budget ends two minutes before that (its server's stop and the report fit in them).
+  const deadline = began + HOOK_MS - 60_000;
+  const budgetMs = Math.max(60_000, deadline - Date.now() - 120_000);
   const job = await t.api("POST", `/v1/sandboxes/${outer}/jobs`, {
-    command:
-      "cd /opt/sandtree && INNER_SERVER_LOG=/root/inner-server.log node inner-suite.mjs > /root/inner.log 2>&1; rc=$?; cat /root/inner.log; exit $rc",
+    command: `cd /opt/sandtree && INNER_BUDGET_MS=${budgetMs} INNER_SERVER_LOG=/root/inner-server.log node inner-suite.mjs > /root/inner.log 2>&1; rc=$?; cat /root/inner.log; exit $rc`,
   });
   expect(job.status, JSON.stringify(job.body)).toBe(201);
   jobId = job.body.job_id as string;
-  // Before the hook's own timeout, so a late run still says which steps it passed.
-  const deadline = began + HOOK_MS - 60_000;
   let done: { status: string; stdout_tail: string; stderr_tail: string } | undefined;
   while (Date.now() < deadline) {
     const j = await t.api("GET", `/v1/sandboxes/${outer}/jobs/${jobId}`);

@@ -1,7 +1,7 @@
 import type { AgentExec, AgentExecEvent, ExecSpec, StatInfo } from "../agent/agent-client.js";
 import type { MachineRates } from "../limits/machine-limits.js";
 import type { MemoryImages } from "../snapshots/memory-images.js";
-import type { TemplateInputs, TemplateStore, TemplateTaps } from "../snapshots/template-store.js";
+import type { TemplateBuildErrorHandler, TemplateStore, TemplateTaps } from "../snapshots/template-store.js";
 import type { GuestBoot } from "../vmm/qemu-args.js";
 import type { VolumeMount } from "../volumes/guest-mount.js";
 
@@ -270,8 +270,8 @@ export interface WarmCacheOptions {
   taps: TemplateTaps | null;
   /** Told why a memory image build failed (starts from that checkpoint load its whole state). */
   onMemoryImageError?: (err: Error, memState: string) => void;
-  /** Told why a template build failed (its half-built files are gone; the next start may build it again). */
-  onTemplateError?: (err: Error, inputs: TemplateInputs) => void;
+  /** Told why a template build failed (its half-built files are gone; it is tried again, then the next start may build it). */
+  onTemplateError?: TemplateBuildErrorHandler;
 }
 
 /** The booted templates (one per shape, and per image) and the copy-on-write images of memory states. */

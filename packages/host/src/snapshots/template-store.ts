@@ -98,6 +98,12 @@ export function templateKey(i: TemplateInputs): string {
  * of an image are faster still; its page cache holds only the image base and what its own boot
  * wrote, never another sandbox's data.
  */
+/** How often a failing template build is tried before starts of its shape stay cold. */
+const BUILD_ATTEMPTS = 2;
+
+/** Told of each failed template build: why, for which inputs, and the attempt (`of` in all). */
+export type TemplateBuildErrorHandler = (err: Error, inputs: TemplateInputs, attempt: { attempt: number; of: number }) => void;
+
 export class TemplateStore {
   private readonly building = new Map<string, Promise<Template | null>>();
   private readonly abort = new AbortController();
@@ -111,8 +117,8 @@ export class TemplateStore {
     private readonly taps: TemplateTaps | null = null,
     /** The jail template VMs run in (their host's). */
     private readonly jail: JailConfig = defaultJailConfig(),
-    /** Told why a build failed (not for builds stopped by close()). */
-    private readonly onBuildError: (err: Error, inputs: TemplateInputs) => void = () => {},
+    /** Told why a build failed, and which attempt it was (not for builds stopped by close()). */
+    private readonly onBuildError: TemplateBuildErrorHandler = () => {},
   ) {
     mkdirSync(root, { recursive: true });
   }
@@ -152,14 +158,7 @@ export class TemplateStore {
     const key = templateKey(inputs);
     let p = this.building.get(key);
     if (!p) {
-      p = this.build(key, inputs)
-        .catch((err: Error) => {
-          // Nothing half-built stays: a directory under templates/ is a template built or building.
-          this.discard(key, inputs);
-          if (!this.abort.signal.aborted) this.onBuildError(err, inputs);
-          return null;
-        })
-        .finally(() => this.building.delete(key));
+      p = this.buildWithRetry(key, inputs).finally(() => this.building.delete(key));
       this.building.set(key, p);
     }
     return p;
@@ -256,6 +255,25 @@ export class TemplateStore {
       }
     }
     return { removed, keptDisks, freedBytes, rebuild };
+  }
+
+  /**
+   * A build, tried again once when it fails: a template boot is background work no user waits
+   * for, and a guest may reset while it boots (seen under nested KVM on an emulated CPU). Each
+   * failure is reported; nothing half-built stays (a directory under templates/ is a template
+   * built or building).
+   */
+  private async buildWithRetry(key: string, inputs: TemplateInputs): Promise<Template | null> {
+    for (let attempt = 1; attempt <= BUILD_ATTEMPTS; attempt++) {
+      try {
+        return await this.build(key, inputs);
+      } catch (err) {
+        this.discard(key, inputs);
+        if (this.abort.signal.aborted) return null;
+        this.onBuildError(err as Error, inputs, { attempt, of: BUILD_ATTEMPTS });
+      }
+    }
+    return null;
   }
 
   /** Removes a failed build's files (its directory and an image template's disk); never throws. */

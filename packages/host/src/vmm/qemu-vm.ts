@@ -78,10 +78,13 @@ export class QemuVm extends EventEmitter {
         if (this.exit) return;
         if (this.pollTimer) clearInterval(this.pollTimer);
         const stderr = tailOfFile(this.qemuLog, 2000).trim();
+        // With -no-reboot a guest that resets (a reboot, a panic, a triple fault) or powers off ends QEMU with 0.
         const status = child
           ? signal
             ? `signal ${signal}`
-            : `exit code ${code}`
+            : code === 0
+              ? "exit code 0: the guest reset or powered off"
+              : `exit code ${code}`
           : "exit status unknown: adopted after a server restart";
         const reason = this.stopping
           ? "stopped"

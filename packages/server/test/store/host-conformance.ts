@@ -146,6 +146,20 @@ export function describeHostStoreConformance(name: string, open: () => Promise<O
       expect(await hosts.countPlacements()).toBe(2);
     });
 
+    it("reads one host by name with the usage its placements leave, as the list does (a pinned placement's re-read)", async () => {
+      await hosts.registerHost(newHost("w"));
+      await hosts.registerHost(newHost("v"));
+      expect(await hosts.place(placement("sb1", "host_w"), { freshSince: T0 })).toBe(true);
+      expect(await hosts.place(placement("sb2", "host_w", { vcpus: 1 }), { freshSince: T0 })).toBe(true);
+      const listed = (await hosts.listHosts()).find((h) => h.name === "w");
+      expect(await hosts.getHostByName("w")).toEqual(listed);
+      expect((await hosts.getHostByName("w"))?.usage).toEqual({ vcpus: 3, memory_mib: 4096, disk_gib: 20, placements: 2 });
+      expect(await hosts.release("sb1")).toBe(true);
+      expect((await hosts.getHostByName("w"))?.usage).toEqual({ vcpus: 1, memory_mib: 2048, disk_gib: 10, placements: 1 });
+      expect((await hosts.getHostByName("v"))?.usage).toEqual({ vcpus: 0, memory_mib: 0, disk_gib: 0, placements: 0 });
+      expect(await hosts.getHostByName("nope")).toBeUndefined();
+    });
+
     it("refuses a sandbox placed twice, a stale, cordoned or unknown host; force records whatever", async () => {
       await hosts.registerHost(newHost("w"));
       expect(await hosts.place(placement("sb1", "host_w"), { freshSince: T0 })).toBe(true);

@@ -4,6 +4,7 @@ import { type Job, SandtreeError, type StartJobParams } from "@sandtree/protocol
 import type { JobRow } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
 import type { SandboxService } from "../sandboxes/sandbox-service.js";
+import { JobTailSaver, type TailPatch } from "./job-tail-saver.js";
 import { HeadBuffer } from "./output-spill.js";
 import { signalNumber } from "./signals.js";
 
@@ -48,18 +49,21 @@ function shellQuote(word: string): string {
  * Background jobs: detached in the guest with their output in files there, so they outlive the
  * request that started them and a re-established agent connection. Status and output are read
  * back with the agent's file operations; metadata and the last tails read are kept in the store
- * (the guest's files end with its machine), and a sandbox's teardown reads them one last time.
+ * (the guest's files end with its machine; tails of running jobs at most every few seconds, see
+ * JobTailSaver), and a sandbox's teardown reads them one last time.
  */
 export class JobService {
   /** Sandboxes whose jobs' tails are being read one last time, before their machine stops. */
   private readonly saving = new Map<string, Promise<void>>();
+  private readonly tails: JobTailSaver;
 
   constructor(
     private readonly store: Store,
     private readonly sandboxes: SandboxService,
   ) {
+    this.tails = new JobTailSaver(store);
     sandboxes.onTeardown(async (id, machine) => {
-      if (!machine || this.saving.has(id)) return;
+      if (this.saving.has(id)) return;
       const done = this.saveTails(id, machine);
       this.saving.set(id, done);
       await done.finally(() => this.saving.delete(id));
@@ -68,9 +72,18 @@ export class JobService {
 
   /**
    * Before a sandbox's machine is stopped (delete, timeout): reads the tails of its jobs that
-   * ran until now (also those a read in the meantime already marked KILLED) once more.
+   * ran until now (also those a read in the meantime already marked KILLED) once more; then
+   * writes what was read last and not written yet (all there is when its machine is gone).
    */
-  private async saveTails(sandboxId: string, vm: Machine): Promise<void> {
+  private async saveTails(sandboxId: string, vm: Machine | undefined): Promise<void> {
+    try {
+      if (vm) await this.readTailsLast(sandboxId, vm);
+    } finally {
+      await this.tails.flushSandbox(sandboxId);
+    }
+  }
+
+  private async readTailsLast(sandboxId: string, vm: Machine): Promise<void> {
     const teamId = (await this.store.getSandbox(sandboxId))?.team_id;
     if (teamId === undefined) return;
     const rows = (await this.store.listJobs(teamId, sandboxId, 100)).filter(
@@ -128,6 +141,7 @@ export class JobService {
       ended_at: null,
     };
     await this.store.insertJob(row);
+    this.tails.started(row);
     return toJob(row);
   }
 
@@ -148,7 +162,10 @@ export class JobService {
     return { jobs: await Promise.all(rows.map((r) => this.refresh(r))) };
   }
 
-  /** Reads the job's state from the guest and records an ending; without a VM, the last known state. */
+  /**
+   * Reads the job's state from the guest and records an ending; without a VM, the last known
+   * state. `machine` is given only by a teardown, which writes the tails it reads at once.
+   */
   private async refresh(row: JobRow, machine?: Machine): Promise<Job> {
     const vm = machine ?? (await this.vmOf(row));
     if (!vm) {
@@ -158,6 +175,8 @@ export class JobService {
         await saving;
         Object.assign(row, (await this.store.getJob(row.team_id, row.sandbox_id, row.id)) ?? {});
       }
+      // Gone without a teardown (it crashed): the tails read from it last.
+      await this.tails.flushJob(row);
       if (row.status === "RUNNING") {
         const sb = await this.store.getSandbox(row.sandbox_id);
         const patch = {
@@ -196,22 +215,20 @@ export class JobService {
         Object.assign(row, patch);
       }
     }
+    const known = this.tails.latest(row);
     const [out, err] = await Promise.all([
-      readTail(vm, `${dir}/stdout`, { size: row.stdout_bytes, tail: row.stdout_tail }),
-      readTail(vm, `${dir}/stderr`, { size: row.stderr_bytes, tail: row.stderr_tail }),
+      readTail(vm, `${dir}/stdout`, { size: known.stdout_bytes, tail: known.stdout_tail }),
+      readTail(vm, `${dir}/stderr`, { size: known.stderr_bytes, tail: known.stderr_tail }),
     ]);
     // Kept, so the job shows them once its machine is gone (the files die with it).
-    const patch = {
+    const patch: TailPatch = {
       stdout_bytes: out.size,
       stderr_bytes: err.size,
       stdout_tail: storable(out.tail),
       stderr_tail: storable(err.tail),
     };
-    if ((Object.keys(patch) as Array<keyof typeof patch>).some((k) => patch[k] !== row[k])) {
-      await this.store.updateJob(row.id, patch);
-      Object.assign(row, patch);
-    }
-    return toJob({ ...row, stdout_tail: out.tail, stderr_tail: err.tail });
+    await this.tails.record(row, patch, machine !== undefined);
+    return toJob({ ...row, ...patch, stdout_tail: out.tail, stderr_tail: err.tail });
   }
 
   private async vmOf(row: JobRow): Promise<Machine | null> {

@@ -28,6 +28,19 @@ export class HostCache {
     return c;
   }
 
+  /**
+   * The view with one host read again now (by name), the others as they are: a placement pinned
+   * to that host is decided on it alone. Null when the store has no such host.
+   */
+  async viewWithHost(name: string): Promise<Map<string, CachedHost> | null> {
+    // As for a full read now: a read under way may have begun before what changed.
+    if (this.refreshing) await this.refreshing.catch(() => {});
+    const row = await this.hosts.getHostByName(name);
+    if (!row) return null;
+    this.remember(row);
+    return this.cache;
+  }
+
   /** The hosts, read again when the view is older than `maxAgeMs` (0: read now). */
   async view(maxAgeMs = CACHE_MS): Promise<Map<string, CachedHost>> {
     // A read now must not take one already under way (it may have begun before what changed).

@@ -35,9 +35,11 @@ export async function placeRanked(
     ranked = rank(await a.cache.view());
   } catch (err) {
     // The view may be up to a second old: a host that looked full or late may have room or have
-    // beaten since (a sandbox just ended). Refused only on what the store says now.
+    // beaten since (a sandbox just ended). Refused only on what the store says now: of the
+    // pinned host alone when there is one (a host it no longer has: all of them, as unpinned).
     if (!(err instanceof SandtreeError) || err.code !== "NO_CAPACITY") throw err;
-    ranked = rank(await a.cache.view(0));
+    const pinned = req.host !== undefined ? await a.cache.viewWithHost(req.host) : null;
+    ranked = rank(pinned ?? (await a.cache.view(0)));
   }
   const placedAt = new Date(a.nowMs).toISOString();
   const freshSince = new Date(a.nowMs - a.freshMs).toISOString();

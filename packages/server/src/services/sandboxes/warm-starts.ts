@@ -42,10 +42,20 @@ export class WarmStarts {
               { err: err.message, memState: path.basename(memState) },
               "memory image build failed: starts from this checkpoint load its whole stream",
             ),
-          onTemplateError: (err, inputs) =>
+          onTemplateError: (err, inputs, { attempt, of }) =>
             deps.log.warn(
-              { err: err.message, cpus: inputs.cpuCores, memoryMb: inputs.memoryMb, image: inputs.image ? "yes" : "no" },
-              "warm template build failed: starts of this shape boot cold until a later start builds it",
+              {
+                err: err.message,
+                cause: err.cause instanceof Error ? err.cause.message : undefined,
+                cpus: inputs.cpuCores,
+                memoryMb: inputs.memoryMb,
+                image: inputs.image ? "yes" : "no",
+                attempt,
+                of,
+              },
+              attempt < of
+                ? "warm template build failed: trying it again"
+                : "warm template build failed: starts of this shape boot cold until a later start builds it",
             ),
         })
       : null;
