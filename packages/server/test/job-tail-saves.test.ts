@@ -8,9 +8,9 @@ import { FakeHost } from "@sandtree/host/fake";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { TAIL_SAVE_INTERVAL_MS } from "../src/services/commands/job-tail-saver.js";
 import { machineNameOf } from "../src/services/sandboxes/sandbox-paths.js";
-import type { JobRow } from "../src/store/rows.js";
 import { fakeImages, running } from "./fake-host-life.js";
 import { startTestServer, type TestServer } from "./helpers.js";
+import { jobRow } from "./store/fixtures.js";
 
 const { images, cleanup } = fakeImages("c");
 const host = new FakeHost();
@@ -33,23 +33,12 @@ async function sandbox(): Promise<{ id: string; teamId: string }> {
 
 async function insertJob(sb: { id: string; teamId: string }): Promise<{ jobId: string; dir: string; url: string }> {
   const jobId = `job-${randomBytes(8).toString("hex")}`;
-  const row: JobRow = {
+  const row = jobRow(sb.teamId, sb.id, {
     id: jobId,
-    team_id: sb.teamId,
-    sandbox_id: sb.id,
     command: "chatty",
-    status: "RUNNING",
-    exit_code: null,
-    stdout_bytes: 0,
-    stderr_bytes: 0,
-    stdout_tail: "",
-    stderr_tail: "",
     wrapper_pid: null,
-    kill_requested: false,
-    error_reason: null,
     started_at: new Date().toISOString(),
-    ended_at: null,
-  };
+  });
   await t.server.store.insertJob(row);
   return { jobId, dir: `/run/sandtree/jobs/${jobId}`, url: `/v1/sandboxes/${sb.id}/jobs/${jobId}` };
 }
