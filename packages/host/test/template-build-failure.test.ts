@@ -1,25 +1,10 @@
-// A template build that fails is tried once more, each failure is reported with its reason, and
-// nothing half-built stays: a directory under templates/ is a template built or building (a
-// caller that waits for the builds to settle must not wait on a dead one), and an image
-// template's disk goes too. Real QEMU, given a kernel it cannot load: it exits at once, no guest runs.
-import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readdirSync } from "node:fs";
 import path from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { type TemplateInputs, TemplateStore, templateKey } from "../src/qemu.js";
+import { templateScratch } from "./helpers/template-scratch.js";
 
-const dir = mkdtempSync(path.join(tmpdir(), "sandtree-tmpl-fail-"));
-const layers = path.join(dir, "layers");
-const root = path.join(dir, "templates");
-const kernel = path.join(dir, "vmlinuz");
-const initramfs = path.join(dir, "initramfs");
-mkdirSync(layers);
-writeFileSync(kernel, "not a kernel");
-writeFileSync(initramfs, "not an initramfs");
-const base = path.join(layers, "base-img.qcow2");
-execFileSync("qemu-img", ["create", "-q", "-f", "qcow2", base, "16M"]);
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const { dir, layers, root, kernel, initramfs, base } = templateScratch("sandtree-tmpl-fail-", "not a kernel", "not an initramfs");
 
 describe("a failed template build", () => {
   it("is tried twice, says why each time, and leaves neither its directory nor its disk", async () => {

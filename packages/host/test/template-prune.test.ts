@@ -4,10 +4,9 @@
 // template's disk (`tmpl-<key>.qcow2` in the layers directory) stays as long as any layer (a live
 // sandbox's overlay, a checkpoint layer) names it as its backing. Real qcow2 files, no VM.
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync, utimesSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import path from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import {
   createOverlay,
   qcow2BackingName,
@@ -16,17 +15,9 @@ import {
   TemplateStore,
   templateKey,
 } from "../src/qemu.js";
+import { templateScratch } from "./helpers/template-scratch.js";
 
-const dir = mkdtempSync(path.join(tmpdir(), "sandtree-tmpl-prune-"));
-const layers = path.join(dir, "layers");
-const root = path.join(dir, "templates");
-const kernel = path.join(dir, "vmlinuz");
-const initramfs = path.join(dir, "initramfs");
-mkdirSync(layers);
-writeFileSync(kernel, "kernel v1");
-writeFileSync(initramfs, "agent v1");
-execFileSync("qemu-img", ["create", "-q", "-f", "qcow2", path.join(layers, "base-img.qcow2"), "16M"]);
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const { dir, layers, root, kernel, initramfs } = templateScratch("sandtree-tmpl-prune-", "kernel v1", "agent v1");
 
 const inputs = (over: Partial<TemplateInputs> = {}): TemplateInputs => ({
   kernel,
