@@ -8,7 +8,6 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   detectAccel,
-  guestArtifacts,
   ImageStore,
   type Machine,
   NetworkManager,
@@ -18,7 +17,7 @@ import {
   volumeServerUnavailableReason,
 } from "../src/index.js";
 import { createOverlay, type QemuMachine, QemuMachineHost } from "../src/qemu.js";
-import { artifactsMissing, execOutput } from "./helpers/guest.js";
+import { artifactsMissing, execOutput, smallGuestSpec } from "./helpers/guest.js";
 
 const unavailable = volumeServerUnavailableReason() ?? (await networkUnavailableReason()) ?? artifactsMissing();
 
@@ -55,21 +54,16 @@ describe.skipIf(unavailable)("volumes mounted in machines (NFSv3 from the host)"
 
   const spec = (name: string, index: number, rootDisk: string, extra: object = {}) => {
     const slot: SandboxSlot = net.slot(index);
-    const { kernel, initramfs } = guestArtifacts();
-    return {
+    return smallGuestSpec({
       name,
       accel,
-      cpuCores: 1,
-      memoryMb: 256,
-      kernel,
-      initramfs,
       rootDisk,
       runDir: path.join(dir, `r${index}`),
       logDir: path.join(dir, `log-${name}`),
       nic: { tap: net.tapName(index), guestNet: `${slot.address}/${slot.prefix} ${slot.gateway}` },
       mounts: [{ hostDir: share, guestPath: MOUNT }],
       ...extra,
-    };
+    });
   };
 
   async function attach(index: number): Promise<void> {

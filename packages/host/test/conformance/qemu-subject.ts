@@ -5,8 +5,8 @@ import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import path from "node:path";
 import { describe, it } from "vitest";
 import type { Accel, MachineHost } from "../../src/index.js";
-import { createQemuHost, detectAccel, guestArtifacts, ImageStore } from "../../src/index.js";
-import { artifactsMissing } from "../helpers/guest.js";
+import { createQemuHost, detectAccel, ImageStore } from "../../src/index.js";
+import { artifactsMissing, smallGuestSpec } from "../helpers/guest.js";
 import { machineHostConformance } from "./machine-host-conformance.js";
 
 export function qemuConformance(
@@ -31,7 +31,6 @@ export function qemuConformance(
       mkdirSync(runRoot);
       const accel = await detectAccel("auto");
       const { host, close } = await wrap(createQemuHost({ accel }), accel);
-      const { kernel, initramfs } = guestArtifacts();
       const basePath = (await new ImageStore().resolve("sandtree/debian")).basePath;
       return {
         host,
@@ -40,17 +39,14 @@ export function qemuConformance(
         base: await host.linkBase(dir, basePath),
         // QEMU's guest agent takes one client: restart.test.ts covers adoption by a new process.
         adoptsLive: false,
-        spec: (vm, rootDisk) => ({
-          name: vm,
-          accel,
-          cpuCores: 1,
-          memoryMb: 256,
-          kernel,
-          initramfs,
-          rootDisk,
-          runDir: path.join(runRoot, vm.replace(/^conf-/, "")),
-          logDir: path.join(dir, "logs", vm),
-        }),
+        spec: (vm, rootDisk) =>
+          smallGuestSpec({
+            name: vm,
+            accel,
+            rootDisk,
+            runDir: path.join(runRoot, vm.replace(/^conf-/, "")),
+            logDir: path.join(dir, "logs", vm),
+          }),
         close: async () => {
           await close();
           rmSync(dir, { recursive: true, force: true });

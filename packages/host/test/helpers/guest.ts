@@ -1,4 +1,4 @@
-import { type AgentExecEvent, guestArtifacts } from "../../src/index.js";
+import { type AgentExecEvent, guestArtifacts, type MachineSpec } from "../../src/index.js";
 
 /** Why this machine cannot boot a guest (no kernel or initramfs in the cache), or null. */
 export function artifactsMissing(): string | null {
@@ -27,4 +27,10 @@ export async function execOutput(exec: {
     }
   }
   return { out, err, code, timedOut };
+}
+
+/** A one-vCPU, 256 MiB machine booting this cache's guest kernel and initramfs; the rest as given. */
+export function smallGuestSpec<S extends Pick<MachineSpec, "name" | "accel" | "rootDisk" | "runDir" | "logDir">>(s: S) {
+  const { kernel, initramfs } = guestArtifacts();
+  return { cpuCores: 1, memoryMb: 256, kernel, initramfs, ...s };
 }
