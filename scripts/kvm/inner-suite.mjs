@@ -75,6 +75,20 @@ async function whyNot(id) {
   }
 }
 
+/** Whether an inner sandbox ended because its guest reset itself or powered off (never throws). */
+async function guestReset(id) {
+  try {
+    // The server marks it ERROR as it sees QEMU's exit: a failed call may come first.
+    for (let i = 0; i < 30; i++) {
+      const sb = await client.sandboxes.get(id);
+      if (sb.status === "ERROR") return /guest reset or powered off/.test(sb.error_reason ?? "");
+      if (!["PENDING", "PROVISIONING", "RUNNING"].includes(sb.status)) return false;
+      await sleep(500);
+    }
+  } catch {}
+  return false;
+}
+
 /** Starts `sandtree serve` here as a direct child; resolves with the accelerator line once it answers. */
 async function startServer() {
   const out = [];
@@ -320,7 +334,7 @@ async function main() {
   // dockerd (the image's start command, idempotent) and a container run under -accel kvm.
   if (existsSync(path.join(CACHE ?? "", "fixtures/hello-docker.tar"))) {
     let d;
-    const docker = async () => {
+    const dockerOnce = async () => {
       const t0 = performance.now();
       d = await client.sandboxes.create({ image: "sandtree/docker", memory_gb: 1, disk_size_gb: 4 });
       await client.sandboxes.waitForCreation(d.id, { timeoutMs: 600_000, intervalMs: 500 });
@@ -334,6 +348,23 @@ async function main() {
       if (r.exit_code !== 0 || r.stdout.trim() !== "hello from a container")
         throw new Error(`docker: exit ${r.exit_code}: ${r.stdout} ${r.stderr}`);
       return { create_ms, docker_ms: Math.round(performance.now() - t0) - create_ms };
+    };
+    // An inner guest that resets itself (QEMU, run with -no-reboot, exits 0) is an artifact of
+    // this test's machine: L2's CPU is KVM in L1, whose SVM is emulated by TCG in L0, and such
+    // guests reset now and then under heavy disk I/O (docs/architecture.md, "How the KVM path is
+    // tested"). Tried once more then, the first attempt's story kept in the step's detail (and
+    // printed by the test); any other failure, or a second reset, fails the step.
+    const docker = async () => {
+      try {
+        return await dockerOnce();
+      } catch (err) {
+        if (!d || !(await guestReset(d.id))) throw err;
+        const first = `${String(err?.message ?? err).slice(0, 300)}\n${await whyNot(d.id)}`;
+        console.log(`docker step: the inner guest reset, trying once more: ${first}`);
+        await client.sandboxes.delete(d.id).catch(() => {});
+        d = undefined;
+        return { ...(await dockerOnce()), retried_after_guest_reset: first };
+      }
     };
     // On a failure or a timeout: what the inner sandbox says of itself (a VM that died says why only there).
     await step("docker run in a sandbox", docker, 1_200_000, async () => (d ? whyNot(d.id) : "no docker sandbox was created"));

@@ -42,6 +42,13 @@ describe("Deadline with an allowance", () => {
     expect(startFailureSentence(true, false, plain.ms, 10_000)).not.toContain("host CPU");
   });
 
+  it("says a guest that reset while booting did so (QEMU exited 0 under -no-reboot)", () => {
+    expect(startFailureSentence(false, true, 10_000, 3000, true)).toBe(
+      "the VM did not start: its guest reset or powered off while booting (its console is in the sandbox's logs)",
+    );
+    expect(startFailureSentence(false, true, 10_000, 3000, false)).toContain("QEMU exited while starting it");
+  });
+
   it("a parent's abort still ends it at once", () => {
     vi.useFakeTimers();
     const parent = new AbortController();

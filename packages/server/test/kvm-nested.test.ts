@@ -124,6 +124,11 @@ beforeAll(async () => {
   }
   // A step that failed inside says why in its detail; the sandbox's side goes with it.
   if (report.steps.some((s) => !s.ok)) diagnosis = await explain();
+  // A step tried twice because an inner guest reset (inner-suite.mjs) passes, and says so here.
+  for (const s of report.steps) {
+    const first = (s.detail as { retried_after_guest_reset?: string } | undefined)?.retried_after_guest_reset;
+    if (s.ok && first) console.log(`"${s.name}" passed on its second attempt; the first: ${first}`);
+  }
 }, HOOK_MS);
 
 afterAll(async () => {

@@ -196,7 +196,13 @@ export class QemuVm extends EventEmitter {
       const detail = new Error(`VM start failed: ${why}${tail}`, { cause: err });
       throw new SandtreeError(
         "VM_START_FAILED",
-        startFailureSentence(deadline.timedOut, exitedItself, deadline.ms, deadline.elapsedMs),
+        startFailureSentence(
+          deadline.timedOut,
+          exitedItself,
+          deadline.ms,
+          deadline.elapsedMs,
+          exitedItself && vm.exit?.code === 0 && !vm.exit.signal,
+        ),
         { vm: opts.name },
         { cause: detail },
       );

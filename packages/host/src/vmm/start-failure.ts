@@ -4,12 +4,16 @@ export function startFailureSentence(
   exitedItself: boolean,
   deadlineMs: number,
   elapsedMs = deadlineMs,
+  /** QEMU exited 0 on its own: with -no-reboot, its guest reset (a reboot, a panic, a triple fault) or powered off. */
+  guestReset = false,
 ): string {
   // Time spent waiting for a host CPU does not count: said when the wait was longer for it.
   const waited =
     elapsedMs - deadlineMs >= 1000 ? ` (${Math.round(elapsedMs / 1000)} s in all, the rest waiting for a host CPU)` : "";
   if (timedOut)
     return `the VM did not start: its guest did not answer within ${Math.round(deadlineMs / 1000)} s${waited} (its console is in the sandbox's logs)`;
+  if (exitedItself && guestReset)
+    return "the VM did not start: its guest reset or powered off while booting (its console is in the sandbox's logs)";
   if (exitedItself) return "the VM did not start: QEMU exited while starting it (the server's log says why)";
   return "the VM did not start (the server's log says why)";
 }
