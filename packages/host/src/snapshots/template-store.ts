@@ -85,6 +85,12 @@ export function templateKey(i: TemplateInputs): string {
   return createHash("sha256").update(stamp).digest("hex").slice(0, 24);
 }
 
+/** How often a failing template build is tried before starts of its shape stay cold. */
+const BUILD_ATTEMPTS = 2;
+
+/** Told of each failed template build: why, for which inputs, and the attempt (`of` in all). */
+export type TemplateBuildErrorHandler = (err: Error, inputs: TemplateInputs, attempt: { attempt: number; of: number }) => void;
+
 /**
  * Warm templates. A shape template: one per kernel, agent, accelerator, CPU count and memory size
  * (not per image: the guest is saved before it reads any root disk). A template VM boots with
@@ -98,12 +104,6 @@ export function templateKey(i: TemplateInputs): string {
  * of an image are faster still; its page cache holds only the image base and what its own boot
  * wrote, never another sandbox's data.
  */
-/** How often a failing template build is tried before starts of its shape stay cold. */
-const BUILD_ATTEMPTS = 2;
-
-/** Told of each failed template build: why, for which inputs, and the attempt (`of` in all). */
-export type TemplateBuildErrorHandler = (err: Error, inputs: TemplateInputs, attempt: { attempt: number; of: number }) => void;
-
 export class TemplateStore {
   private readonly building = new Map<string, Promise<Template | null>>();
   private readonly abort = new AbortController();
