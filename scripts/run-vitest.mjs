@@ -77,7 +77,9 @@ for (const file of report?.testResults ?? []) {
   }
   failed += failedHere;
   // Import error, or a hook that failed after every test passed (afterAll): the file counts once.
-  const took = file.endTime && file.startTime ? ` (${Math.round((file.endTime - file.startTime) / 1000)} s)` : "";
+  // (A file whose beforeAll failed has no time of its own in the report.)
+  const ms = file.endTime && file.startTime ? file.endTime - file.startTime : 0;
+  const took = ms >= 1000 ? ` (${Math.round(ms / 1000)} s)` : "";
   if (fileFailed && failedHere === 0) {
     failed++;
     problems.push(`${rel}${took}: ${String(file.message ?? "").split("\n")[0] || "the file failed outside its tests"}`);
