@@ -45,8 +45,8 @@ async function innerServerLog(): Promise<string> {
 
 // What another nested sandbox needs of the hook's time (a pass took 4.5-5 minutes at load 1-5).
 const RETRY_NEEDS_MS = 12 * 60_000;
-// Nested sandboxes tried at most (the kernel deaths below came 70-90 s into the suite, in 2 of
-// 6 runs on 2026-12-06: one more try each costs ~3 minutes when it happens).
+// Nested sandboxes tried at most (the kernel deaths below came 70-150 s into the suite, in 3 of
+// 7 runs on 2026-12-06: one more try each costs ~3-4 minutes when it happens).
 const ATTEMPTS = 3;
 
 /**
