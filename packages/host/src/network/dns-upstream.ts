@@ -53,15 +53,18 @@ export function systemUpstreams(resolvConf = "/etc/resolv.conf"): DnsUpstream[] 
   return (real.length > 0 ? real : found).map((host) => ({ host, port: 53 }));
 }
 
-/** One query to `up` over UDP; rejects on timeout, socket error or cancellation. */
-export function exchangeUdp(
+/** One query (`id`, asking `question`, encoded as `query`) to one upstream server and its answer. */
+export type Exchange = (
   up: DnsUpstream,
   query: Buffer,
   id: number,
   question: DnsQuestion,
   ctx: ExchangeContext,
-): Promise<UpstreamAnswer> {
-  return new Promise<UpstreamAnswer>((resolve, reject) => {
+) => Promise<UpstreamAnswer>;
+
+/** One query to `up` over UDP; rejects on timeout, socket error or cancellation. */
+export const exchangeUdp: Exchange = (up, query, id, question, ctx) =>
+  new Promise<UpstreamAnswer>((resolve, reject) => {
     const sock = dgram.createSocket({ type: net.isIPv6(up.host) ? "udp6" : "udp4" });
     const close = () => {
       try {
@@ -89,17 +92,10 @@ export function exchangeUdp(
     };
     sock.connect(up.port, up.host, onConnect as () => void);
   });
-}
 
 /** One query to `up` over TCP (2-octet length prefix); rejects like exchangeUdp, or when the server closes first. */
-export function exchangeTcp(
-  up: DnsUpstream,
-  query: Buffer,
-  id: number,
-  question: DnsQuestion,
-  ctx: ExchangeContext,
-): Promise<UpstreamAnswer> {
-  return new Promise<UpstreamAnswer>((resolve, reject) => {
+export const exchangeTcp: Exchange = (up, query, id, question, ctx) =>
+  new Promise<UpstreamAnswer>((resolve, reject) => {
     let buf: Buffer = Buffer.alloc(0);
     const sock = net.connect({ host: up.host, port: up.port });
     const { finish } = settleOnce(ctx, `TCP timeout from ${up.host}:${up.port}`, () => sock.destroy(), resolve, reject);
@@ -126,7 +122,6 @@ export function exchangeTcp(
       }
     });
   });
-}
 
 /**
  * The one settling of an exchange: the first `finish` stops the deadline, leaves `ctx.cancels`,

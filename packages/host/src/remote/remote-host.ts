@@ -77,24 +77,11 @@ export class RemoteHost implements MachineHost {
   }
 
   sealLayer(file: string, opts: { signal?: AbortSignal } = {}): Promise<{ sha256: string; size: number }> {
-    return this.call("sealing a layer", async () => {
-      const d = await this.client.sealLayer({ file }, opts);
-      return { sha256: d.sha256, size: Number(d.size) };
-    });
+    return this.call("sealing a layer", async () => layerDigest(await this.client.sealLayer({ file }, opts)));
   }
 
-  flattenLayer(
-    dir: string,
-    layer: string,
-    backing: string,
-    dest: string,
-    opts: { signal?: AbortSignal } = {},
-  ): Promise<{ sha256: string; size: number }> {
-    return this.call("flattening a layer", async () => {
-      const d = await this.client.flattenLayer({ dir, layer, backing, dest }, opts);
-      return { sha256: d.sha256, size: Number(d.size) };
-    });
-  }
+  readonly flattenLayer: MachineHost["flattenLayer"] = (dir, layer, backing, dest, opts = {}) =>
+    this.call("flattening a layer", async () => layerDigest(await this.client.flattenLayer({ dir, layer, backing, dest }, opts)));
 
   async start(spec: MachineSpec): Promise<RemoteMachine> {
     const info = await this.call("starting a machine", () =>
@@ -130,4 +117,9 @@ export class RemoteHost implements MachineHost {
 /** A MachineHost that calls a worker's host service (see serveMachineHost). */
 export function connectRemoteHost(o: RemoteHostOptions): Promise<RemoteHost> {
   return RemoteHost.connect(o);
+}
+
+/** A layer's digest and size as the host service answers them (size a bigint on the wire). */
+function layerDigest(d: { sha256: string; size: bigint }): { sha256: string; size: number } {
+  return { sha256: d.sha256, size: Number(d.size) };
 }

@@ -5,6 +5,7 @@ import {
   STALE_COPIES_SQL,
   SYNC_CANDIDATES_SQL,
   type SyncCandidate,
+  syncCandidatesOf,
   type VolumeSync,
   type VolumeSyncStore,
 } from "./volume-sync-rows.js";
@@ -14,16 +15,7 @@ export class PgVolumeSyncs implements VolumeSyncStore {
   constructor(private readonly pool: pg.Pool) {}
 
   async syncCandidates(): Promise<SyncCandidate[]> {
-    const rows = await all<VolumeRaw & { mount_count: number; last_unmount_at: string | null }>(
-      this.pool,
-      SYNC_CANDIDATES_SQL,
-      [],
-    );
-    return rows.map(({ mount_count, ...r }) => ({
-      ...volumeFromRaw(r),
-      mounted: Number(mount_count) > 0,
-      last_unmount_at: r.last_unmount_at,
-    }));
+    return syncCandidatesOf(await all(this.pool, SYNC_CANDIDATES_SQL, []));
   }
 
   recordSync(id: string, sync: VolumeSync): Promise<string | null> {

@@ -141,6 +141,24 @@ export interface JobRow {
 
 export type JobPatch = Partial<Omit<JobRow, "id" | "team_id" | "sandbox_id" | "command" | "started_at">>;
 
+/** A job just launched: RUNNING under its wrapper, no output yet. */
+export function runningJobRow(
+  job: Pick<JobRow, "id" | "team_id" | "sandbox_id" | "command" | "wrapper_pid" | "started_at">,
+): JobRow {
+  return {
+    ...job,
+    status: "RUNNING",
+    exit_code: null,
+    stdout_bytes: 0,
+    stderr_bytes: 0,
+    stdout_tail: "",
+    stderr_tail: "",
+    kill_requested: false,
+    error_reason: null,
+    ended_at: null,
+  };
+}
+
 export type MeterKind = "sandbox" | "checkpoint" | "upload" | "volume";
 
 /**

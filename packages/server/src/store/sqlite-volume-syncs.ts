@@ -4,6 +4,7 @@ import {
   STALE_COPIES_SQL,
   SYNC_CANDIDATES_SQL,
   type SyncCandidate,
+  syncCandidatesOf,
   type VolumeSync,
   type VolumeSyncStore,
 } from "./volume-sync-rows.js";
@@ -13,14 +14,7 @@ export class SqliteVolumeSyncs implements VolumeSyncStore {
   constructor(private readonly db: Database.Database) {}
 
   async syncCandidates(): Promise<SyncCandidate[]> {
-    const rows = this.db.prepare(SYNC_CANDIDATES_SQL).all() as Array<
-      VolumeRaw & { mount_count: number; last_unmount_at: string | null }
-    >;
-    return rows.map(({ mount_count, ...r }) => ({
-      ...volumeFromRaw(r),
-      mounted: mount_count > 0,
-      last_unmount_at: r.last_unmount_at,
-    }));
+    return syncCandidatesOf(this.db.prepare(SYNC_CANDIDATES_SQL).all());
   }
 
   async recordSync(id: string, sync: VolumeSync): Promise<string | null> {

@@ -1,4 +1,4 @@
-import type { VolumeRow } from "./volume-rows.js";
+import { type VolumeRaw, type VolumeRow, volumeFromRaw } from "./volume-rows.js";
 
 /** A volume's copy in the object store: the archive (its key and sha256), its size, and when it was taken. */
 export interface VolumeSync {
@@ -10,6 +10,18 @@ export interface VolumeSync {
 
 /** A volume the sync loop looks at: whether a sandbox not ended mounts it, and when the last one that did ended. */
 export type SyncCandidate = VolumeRow & { mounted: boolean; last_unmount_at: string | null };
+
+/** A row of SYNC_CANDIDATES_SQL as either driver gives it (PostgreSQL's COUNT is a bigint: a string). */
+type SyncCandidateRaw = VolumeRaw & { mount_count: number | string; last_unmount_at: string | null };
+
+/** The volumes the rows of SYNC_CANDIDATES_SQL name, with their mounts' state. */
+export function syncCandidatesOf(rows: readonly unknown[]): SyncCandidate[] {
+  return (rows as SyncCandidateRaw[]).map(({ mount_count, ...r }) => ({
+    ...volumeFromRaw(r),
+    mounted: Number(mount_count) > 0,
+    last_unmount_at: r.last_unmount_at,
+  }));
+}
 
 /**
  * The sync and recovery side of the `volumes` table (docs/fleet.md, "Volumes on workers"): each

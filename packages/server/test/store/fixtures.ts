@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { Sandbox } from "@sandtree/protocol";
-import type { CheckpointRow, JobRow, NetworkRow, TeamRow } from "../../src/store/rows.js";
+import { type CheckpointRow, type JobRow, type NetworkRow, runningJobRow, type TeamRow } from "../../src/store/rows.js";
 import type { Store } from "../../src/store/store.js";
 
 /** A store under test and how to restart it; built afresh for every test. */
@@ -111,21 +111,14 @@ export function checkpointRow(teamId: string, sandboxId: string, over: Partial<C
 
 export function jobRow(teamId: string, sandboxId: string, over: Partial<JobRow> = {}): JobRow {
   return {
-    id: `job-${hex(6)}`,
-    team_id: teamId,
-    sandbox_id: sandboxId,
-    command: "sleep 1",
-    status: "RUNNING",
-    exit_code: null,
-    stdout_bytes: 0,
-    stderr_bytes: 0,
-    stdout_tail: "",
-    stderr_tail: "",
-    wrapper_pid: 42,
-    kill_requested: false,
-    error_reason: null,
-    started_at: iso(NOW),
-    ended_at: null,
+    ...runningJobRow({
+      id: `job-${hex(6)}`,
+      team_id: teamId,
+      sandbox_id: sandboxId,
+      command: "sleep 1",
+      wrapper_pid: 42,
+      started_at: iso(NOW),
+    }),
     ...over,
   };
 }

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { GuestError, type Machine, type StatInfo } from "@sandtree/host";
 import { type Job, SandtreeError, type StartJobParams } from "@sandtree/protocol";
-import type { JobRow } from "../../store/rows.js";
+import { type JobRow, runningJobRow } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
 import type { SandboxService } from "../sandboxes/sandbox-service.js";
 import { JobTailSaver, type TailPatch } from "./job-tail-saver.js";
@@ -123,23 +123,14 @@ export class JobService {
         `could not start the job (exit ${launch.exit_code}): ${launch.stderr.trim() || launch.stdout.trim()}`,
       );
     }
-    const row: JobRow = {
+    const row = runningJobRow({
       id,
       team_id: teamId,
       sandbox_id: sandboxId,
       command,
-      status: "RUNNING",
-      exit_code: null,
-      stdout_bytes: 0,
-      stderr_bytes: 0,
-      stdout_tail: "",
-      stderr_tail: "",
       wrapper_pid: wrapperPid,
-      kill_requested: false,
-      error_reason: null,
       started_at: new Date().toISOString(),
-      ended_at: null,
-    };
+    });
     await this.store.insertJob(row);
     this.tails.started(row);
     return toJob(row);

@@ -44,15 +44,7 @@ export class MountingHost implements MachineHost {
     return this.host.sealLayer(file, opts);
   }
 
-  flattenLayer(
-    dir: string,
-    layer: string,
-    backing: string,
-    dest: string,
-    opts?: { signal?: AbortSignal },
-  ): Promise<{ sha256: string; size: number }> {
-    return this.host.flattenLayer(dir, layer, backing, dest, opts);
-  }
+  readonly flattenLayer: MachineHost["flattenLayer"] = (...args) => this.host.flattenLayer(...args);
 
   private async mounts(name: string): Promise<VolumeMount[]> {
     return name.startsWith(PREFIX) ? this.mountsOf(name.slice(PREFIX.length)) : [];
