@@ -7,7 +7,7 @@ import dataclasses
 import typing
 from datetime import datetime
 from functools import lru_cache
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, ClassVar, Dict, Optional, Tuple, Type, TypeVar
 
 from .errors import InvalidResponseError
 
@@ -63,3 +63,18 @@ def _from_fields(cls: Any, kind: str, data: Any, **given: _Reader) -> Any:
         return cls(**{name: (given[name] if name in given else read)(d) for name, read in _readers(cls)})
 
     return _parse(kind, data, build)
+
+
+_T = TypeVar("_T", bound="_FromAnswer")
+
+
+class _FromAnswer:
+    """A model read from the server's answer field by field (`_from_fields`); `_KIND` names it in
+    the error an answer that does not fit raises."""
+
+    _KIND: ClassVar[str]
+
+    @classmethod
+    def from_dict(cls: Type[_T], d: Dict[str, Any]) -> _T:
+        result: _T = _from_fields(cls, cls._KIND, d)
+        return result

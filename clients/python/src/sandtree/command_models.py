@@ -6,11 +6,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Dict, Optional
 
-from ._parsing import _from_fields
+from ._parsing import _from_fields, _FromAnswer
 
 
 @dataclass
-class CommandResponse:
+class CommandResponse(_FromAnswer):
+    _KIND = "command result"
+
     stdout: str
     stderr: str
     exit_code: int
@@ -20,11 +22,6 @@ class CommandResponse:
     stderr_truncated: bool = False
     duration_ms: float = 0.0
     exec_id: Optional[str] = None
-
-    @classmethod
-    def from_dict(cls, d: Dict[str, Any]) -> CommandResponse:
-        result: CommandResponse = _from_fields(cls, "command result", d)
-        return result
 
 
 @dataclass
@@ -45,9 +42,11 @@ class ExecEvent:
 
 
 @dataclass
-class BackgroundJob:
+class BackgroundJob(_FromAnswer):
     """A started job. sandtree's server keeps its output and exit status itself (no files in the guest),
     so prime_sandboxes' `stdout_log_file`, `stderr_log_file` and `exit_file` are None."""
+
+    _KIND = "job"
 
     job_id: str
     sandbox_id: str
@@ -56,11 +55,6 @@ class BackgroundJob:
     stdout_log_file: Optional[str] = None
     stderr_log_file: Optional[str] = None
     exit_file: Optional[str] = None
-
-    @classmethod
-    def from_dict(cls, d: Dict[str, Any]) -> BackgroundJob:
-        result: BackgroundJob = _from_fields(cls, "job", d)
-        return result
 
 
 @dataclass

@@ -7,7 +7,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Dict, List, Optional
 
-from ._parsing import _from_fields
+from ._parsing import _from_fields, _FromAnswer
 
 
 class CheckpointState(str, Enum):
@@ -19,7 +19,9 @@ class CheckpointState(str, Enum):
 
 
 @dataclass
-class Checkpoint:
+class Checkpoint(_FromAnswer):
+    _KIND = "checkpoint"
+
     id: str
     sandbox_id: str
     state: CheckpointState
@@ -44,11 +46,6 @@ class Checkpoint:
     def occupied_bytes(self) -> int:
         """prime_sandboxes' name: the bytes this checkpoint keeps in the store (`stored_bytes`)."""
         return self.stored_bytes
-
-    @classmethod
-    def from_dict(cls, d: Dict[str, Any]) -> Checkpoint:
-        result: Checkpoint = _from_fields(cls, "checkpoint", d)
-        return result
 
 
 @dataclass
@@ -108,9 +105,11 @@ class DeleteSandboxCheckpointsResponse:
 
 
 @dataclass
-class ExposedPort:
+class ExposedPort(_FromAnswer):
     """A port of the sandbox reachable through the server at `url` (HTTP) and `tcp_url` (raw TCP);
     `token` is shown only when exposed."""
+
+    _KIND = "exposed port"
 
     sandbox_id: str
     port: int
@@ -119,14 +118,11 @@ class ExposedPort:
     token: Optional[str] = None
     created_at: Optional[datetime] = None
 
-    @classmethod
-    def from_dict(cls, d: Dict[str, Any]) -> ExposedPort:
-        result: ExposedPort = _from_fields(cls, "exposed port", d)
-        return result
-
 
 @dataclass
-class SandboxNetwork:
+class SandboxNetwork(_FromAnswer):
+    _KIND = "network"
+
     sandbox_id: str
     enabled: bool
     mode: str
@@ -150,11 +146,6 @@ class SandboxNetwork:
     @property
     def applied_generation(self) -> Optional[int]:
         return None
-
-    @classmethod
-    def from_dict(cls, d: Dict[str, Any]) -> SandboxNetwork:
-        result: SandboxNetwork = _from_fields(cls, "network", d)
-        return result
 
 
 class VolumeState(str, Enum):
