@@ -7,15 +7,12 @@
 //   exec:   `true` round trip through the API   vs   floor serial echo and `/bin/true` round
 //           trips, and project_raw: agent ping and agent exec of `true` (no HTTP)
 // Usage: node bench/create-exec.mjs [--runs 5] [--execs 200]. Prints one JSON document.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { parseArgs } from "node:util";
-import { detectAccel, guestArtifacts, ImageStore } from "@sandtree/host";
-import { createOverlay, QemuVm } from "@sandtree/host/qemu";
-import { SandtreeClient } from "@sandtree/sdk";
-import { startServer } from "@sandtree/server";
+import { detectAccel, ImageStore } from "@sandtree/host";
+import { QemuVm } from "@sandtree/host/qemu";
+import { withBenchServer } from "./lib/bench-server.mjs";
 import { measureFloor, ratio } from "./lib/floor.mjs";
+import { rawVmOptions } from "./lib/raw-vm.mjs";
 import { pct, stats } from "./lib/stats.mjs";
 
 const { values } = parseArgs({ options: { runs: { type: "string", default: "5" }, execs: { type: "string", default: "200" } } });
@@ -24,21 +21,9 @@ const EXECS = Number(values.execs);
 const IMAGE = "sandtree/busybox";
 
 async function rawBoot(work, image, accel, i) {
-  const guest = guestArtifacts();
-  const overlay = path.join(work, `raw-${i}.qcow2`);
-  await createOverlay(image.basePath, overlay, 1024 ** 3);
+  const options = await rawVmOptions(work, { accel, image, tag: `raw-${i}`, memoryMb: 256, diskBytes: 1024 ** 3 });
   const t0 = performance.now();
-  const vm = await QemuVm.start({
-    name: `bench-raw-${i}`,
-    accel,
-    cpuCores: 1,
-    memoryMb: 256,
-    kernel: guest.kernel,
-    initramfs: guest.initramfs,
-    rootDisk: overlay,
-    runDir: path.join(work, `r${i}`),
-    logDir: path.join(work, `l${i}`),
-  });
+  const vm = await QemuVm.start(options);
   const ex = vm.agent.exec({ argv: ["echo", "ready"] });
   for await (const ev of ex.events) if (ev.type === "stdout") break;
   const ms = performance.now() - t0;
@@ -49,16 +34,14 @@ async function rawBoot(work, image, accel, i) {
 process.env.SANDTREE_WARM_TEMPLATES = "0";
 const accel = await detectAccel("auto");
 const floor = await measureFloor(accel);
-const work = mkdtempSync(path.join(tmpdir(), "sandtree-bench-"));
-const server = await startServer({ dataDir: path.join(work, "data"), port: 0, logger: false });
-try {
+await withBenchServer("sandtree-bench-", {}, async ({ client, work }) => {
   const store = new ImageStore();
   const image = await store.resolve(IMAGE);
-  const client = new SandtreeClient({ apiUrl: server.url, apiKey: server.firstKey ?? "" });
 
   const raw = [];
   const api = [];
   let rawVm = null;
+  let out = null;
   for (let i = 0; i < RUNS; i++) {
     // Alternate raw and API runs so drift on a shared machine hits both alike.
     const r = await rawBoot(work, image, accel, i);
@@ -92,7 +75,7 @@ try {
       }
       await client.sandboxes.delete(sb.id);
       await rawVm.stop();
-      const out = {
+      out = {
         bench: "create-exec",
         accel,
         image: IMAGE,
@@ -117,10 +100,7 @@ try {
         },
         floor,
       };
-      console.log(JSON.stringify(out, null, 2));
     }
   }
-} finally {
-  await server.close();
-  rmSync(work, { recursive: true, force: true });
-}
+  return out;
+});

@@ -255,6 +255,21 @@ async function fill(spec, n, alone) {
   return { ids, steps, knee, firstFailure };
 }
 
+/**
+ * What a fill of `asked` sandboxes of `spec` held and, when it held any, their idle figures
+ * (memory used since `usedBefore`) and the heavy phase on the first HEAVY_N (running `command`).
+ */
+async function filledFigures(spec, asked, filled, usedBefore, command = HEAVY) {
+  return {
+    spec,
+    asked,
+    held: filled.ids.length,
+    first_create_failure: filled.firstFailure,
+    ...(filled.ids.length ? await idleFigures(filled.ids, usedBefore) : {}),
+    ...(HEAVY_N > 0 && filled.ids.length ? { heavy: await heavy(filled.ids.slice(0, HEAVY_N), command) } : {}),
+  };
+}
+
 /** Idle figures of `ids`: settle, then CPU over the window (QEMU and the server), PSS, memory. */
 async function idleFigures(ids, usedBefore) {
   await sleep(15_000);
@@ -359,15 +374,10 @@ try {
 
   const bb = await fill(BUSYBOX, COUNT, alone);
   out.busybox = {
-    spec: BUSYBOX,
-    asked: COUNT,
-    held: bb.ids.length,
+    ...(await filledFigures(BUSYBOX, COUNT, bb, usedBefore)),
     knee_n: bb.knee,
     knee_rule: "first N where a create failed or a 20-sandbox sample's exec true p99 passed 3x its value alone",
-    first_create_failure: bb.firstFailure,
     steps: bb.steps,
-    ...(bb.ids.length ? await idleFigures(bb.ids, usedBefore) : {}),
-    ...(HEAVY_N > 0 && bb.ids.length ? { heavy: await heavy(bb.ids.slice(0, HEAVY_N)) } : {}),
   };
   await client.sandboxes.bulkDelete({ ids: bb.ids.slice(0, 100) });
   for (let i = 100; i < bb.ids.length; i += 100) await client.sandboxes.bulkDelete({ ids: bb.ids.slice(i, i + 100) });
@@ -376,14 +386,7 @@ try {
     await sleep(3000);
     const usedDeb = usedMib();
     const deb = await fill(DEB, DEBIAN, null);
-    out.debian = {
-      spec: DEB,
-      asked: DEBIAN,
-      held: deb.ids.length,
-      first_create_failure: deb.firstFailure,
-      ...(deb.ids.length ? await idleFigures(deb.ids, usedDeb) : {}),
-      ...(HEAVY_N > 0 && deb.ids.length ? { heavy: await heavy(deb.ids.slice(0, HEAVY_N), HEAVY_DEB) } : {}),
-    };
+    out.debian = await filledFigures(DEB, DEBIAN, deb, usedDeb, HEAVY_DEB);
   }
   out.floor = floor;
   out.ratio_vs_floor = floor?.idle

@@ -7,14 +7,10 @@
 // E2B runs every command under `/bin/bash -l -c`, so the native figures are taken for that same
 // command line (`native`) and for a plain argv (`native_argv`, what native code would send).
 // Usage: node bench/e2b.mjs [--runs 3] [--execs 30]. Prints one JSON document.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { parseArgs } from "node:util";
 import { detectAccel } from "@sandtree/host";
-import { SandtreeClient } from "@sandtree/sdk";
-import { startServer } from "@sandtree/server";
 import { Sandbox } from "e2b";
+import { withBenchServer } from "./lib/bench-server.mjs";
 import { measureFloor, ratio } from "./lib/floor.mjs";
 import { pct, stats } from "./lib/stats.mjs";
 
@@ -25,14 +21,10 @@ const EXECS = Number(values.execs);
 const IMAGE = "sandtree/debian";
 const BASH = (cmd) => ["/bin/bash", "-l", "-c", cmd];
 
-const work = mkdtempSync(path.join(tmpdir(), "sandtree-bench-e2b-"));
-const server = await startServer({ dataDir: path.join(work, "data"), port: 0, logger: false });
-try {
+await withBenchServer("sandtree-bench-e2b-", {}, async ({ server, client }) => {
   const accel = await detectAccel("auto");
   const floor = await measureFloor(accel);
-  const key = server.firstKey ?? "";
-  const e2b = { apiKey: key, apiUrl: `${server.url}/e2b`, sandboxUrl: `${server.url}/e2b` };
-  const client = new SandtreeClient({ apiUrl: server.url, apiKey: key });
+  const e2b = { apiKey: server.firstKey ?? "", apiUrl: `${server.url}/e2b`, sandboxUrl: `${server.url}/e2b` };
 
   // One of each first (not measured): the image is pulled and any warm template made.
   const warmup = await Sandbox.create(IMAGE, e2b);
@@ -72,7 +64,7 @@ try {
     await sbx.kill();
     await client.sandboxes.delete(sb.id);
   }
-  const out = {
+  return {
     bench: "e2b",
     accel,
     image: IMAGE,
@@ -97,8 +89,4 @@ try {
     },
     floor,
   };
-  console.log(JSON.stringify(out, null, 2));
-} finally {
-  await server.close();
-  rmSync(work, { recursive: true, force: true });
-}
+});

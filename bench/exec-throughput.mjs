@@ -22,12 +22,13 @@ import { randomBytes } from "node:crypto";
 import { createReadStream, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { detectAccel, guestArtifacts, ImageStore } from "@sandtree/host";
-import { createOverlay, QemuVm } from "@sandtree/host/qemu";
+import { detectAccel, ImageStore } from "@sandtree/host";
+import { QemuVm } from "@sandtree/host/qemu";
 import { NdjsonDecoder, SandtreeClient } from "@sandtree/sdk";
 import { startServer } from "@sandtree/server";
 import { benchArgs } from "./lib/args.mjs";
 import { measureFloor, ratio } from "./lib/floor.mjs";
+import { rawVmOptions } from "./lib/raw-vm.mjs";
 import { measureSerialFloor } from "./lib/serial-floor.mjs";
 
 const values = benchArgs({ runs: 3, execs: 100, "no-raw": false, "baseline-guest": undefined });
@@ -119,21 +120,10 @@ async function rawFiles(vm, local) {
 }
 
 async function rawVm(work, accel, tag, initramfs) {
-  const guest = guestArtifacts();
   const image = await new ImageStore().resolve(IMAGE);
-  const overlay = path.join(work, `${tag}.qcow2`);
-  await createOverlay(image.basePath, overlay, 2 * 1024 ** 3);
-  const vm = await QemuVm.start({
-    name: `bench-exec-${tag}`,
-    accel,
-    cpuCores: 1,
-    memoryMb: 1024,
-    kernel: guest.kernel,
-    initramfs: initramfs ?? guest.initramfs,
-    rootDisk: overlay,
-    runDir: path.join(work, `${tag}-run`),
-    logDir: path.join(work, `${tag}-log`),
-  });
+  const vm = await QemuVm.start(
+    await rawVmOptions(work, { accel, image, tag: `exec-${tag}`, memoryMb: 1024, diskBytes: 2 * 1024 ** 3, initramfs }),
+  );
   const info = await vm.agent.exec({ argv: ["sh", "-c", `head -c ${BIG} /dev/zero > /root/big && sync`] }).exited;
   if (info.exit_code !== 0) throw new Error(`${tag}: making /root/big failed`);
   return vm;

@@ -8,14 +8,11 @@
 //           the SDK's exec of the same `bash -c true`
 // Usage: node bench/prime.mjs [--runs 3] [--execs 100]. Prints one JSON document.
 import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { detectAccel } from "@sandtree/host";
-import { SandtreeClient } from "@sandtree/sdk";
-import { startServer } from "@sandtree/server";
+import { withBenchServer } from "./lib/bench-server.mjs";
 import { compatPython } from "./lib/compat-python.mjs";
 import { measureFloor, ratio } from "./lib/floor.mjs";
 import { pct, stats } from "./lib/stats.mjs";
@@ -41,10 +38,7 @@ function primeRun(base, key, home, args) {
 
 const accel = await detectAccel("auto");
 const floor = await measureFloor(accel);
-const work = mkdtempSync(path.join(tmpdir(), "sandtree-bench-prime-"));
-const server = await startServer({ dataDir: path.join(work, "data"), port: 0, logger: false, network: "off" });
-try {
-  const client = new SandtreeClient({ apiUrl: server.url, apiKey: server.firstKey ?? "" });
+await withBenchServer("sandtree-bench-prime-", { network: "off" }, async ({ server, client, work }) => {
   const prime = (args) => primeRun(`${server.url}/prime`, server.firstKey ?? "", work, args);
   const sdkCreateOnce = async () => {
     const t0 = performance.now();
@@ -77,7 +71,7 @@ try {
   await client.sandboxes.delete(sb.id);
   Object.assign(p, await prime(["exec", IMAGE, String(EXECS)]));
   const floorBoot = floor.raw_cold_boot_to_first_command_s ? floor.raw_cold_boot_to_first_command_s * 1000 : null;
-  const out = {
+  return {
     bench: "prime",
     accel,
     image: IMAGE,
@@ -103,8 +97,4 @@ try {
     },
     floor,
   };
-  console.log(JSON.stringify(out, null, 2));
-} finally {
-  await server.close();
-  rmSync(work, { recursive: true, force: true });
-}
+});
