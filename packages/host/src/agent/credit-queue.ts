@@ -1,4 +1,5 @@
 import { STREAM_WINDOW_BYTES } from "@sandtree/protocol";
+import { AsyncQueue } from "../util/async-queue.js";
 import { AgentProtocolError } from "./guest-error.js";
 
 export interface CreditQueueOptions {
@@ -17,10 +18,7 @@ export interface CreditQueueOptions {
  * `push` then throws AgentProtocolError.
  */
 export class CreditQueue<T> implements AsyncIterable<T> {
-  private items: Array<{ item: T; bytes: number }> = [];
-  private waiter: (() => void) | null = null;
-  private ended = false;
-  private failure: Error | null = null;
+  private readonly queue = new AsyncQueue<{ item: T; bytes: number }>();
   private pendingGrant = 0;
   /** Data bytes the guest sent that were not handed back as credit. */
   private outstanding = 0;
@@ -36,58 +34,41 @@ export class CreditQueue<T> implements AsyncIterable<T> {
   }
 
   push(item: T, bytes = 0): void {
-    if (this.ended) return;
+    if (this.queue.ended) return;
     this.outstanding += bytes;
     if (this.outstanding > this.credit) {
       throw new AgentProtocolError(`${this.opts.what()} sent ${this.outstanding} bytes against a credit of ${this.credit}`);
     }
-    this.items.push({ item, bytes });
-    this.wake();
+    this.queue.push({ item, bytes });
   }
 
   end(): void {
-    this.ended = true;
-    this.wake();
+    this.queue.end();
   }
 
   fail(err: Error): void {
-    if (this.ended) return;
-    this.failure = err;
-    this.ended = true;
-    this.wake();
+    this.queue.fail(err);
   }
 
   get isEnded(): boolean {
-    return this.ended;
+    return this.queue.ended;
   }
 
-  private wake(): void {
-    const w = this.waiter;
-    this.waiter = null;
-    w?.();
-  }
-
-  async next(): Promise<IteratorResult<T>> {
-    for (;;) {
-      const head = this.items.shift();
-      if (head) {
-        if (head.bytes > 0) {
-          this.pendingGrant += head.bytes;
-          if (this.pendingGrant >= this.grantBatch || this.items.length === 0) {
-            const g = this.pendingGrant;
-            this.pendingGrant = 0;
-            this.outstanding -= g;
-            this.grant(g);
-          }
-        }
-        return { value: head.item, done: false };
+  /** The next item; its bytes go back to the guest as credit, in batches (all of it once the queue is drained). */
+  async next(): Promise<IteratorResult<T, undefined>> {
+    const head = await this.queue.next();
+    if (head.done) return head;
+    const { item, bytes } = head.value;
+    if (bytes > 0) {
+      this.pendingGrant += bytes;
+      if (this.pendingGrant >= this.grantBatch || this.queue.size === 0) {
+        const g = this.pendingGrant;
+        this.pendingGrant = 0;
+        this.outstanding -= g;
+        this.grant(g);
       }
-      if (this.failure) throw this.failure;
-      if (this.ended) return { value: undefined, done: true };
-      await new Promise<void>((resolve) => {
-        this.waiter = resolve;
-      });
     }
+    return { value: item, done: false };
   }
 
   [Symbol.asyncIterator](): AsyncIterator<T> {

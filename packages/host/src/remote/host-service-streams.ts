@@ -13,7 +13,8 @@ import {
   type WriteFileInput,
 } from "../gen/sandtree/host/v1/host_pb.js";
 import type { Machine, MachineExec } from "../machine/machine.js";
-import { AsyncQueue, Credit } from "./async-queue.js";
+import { AsyncQueue } from "../util/async-queue.js";
+import { Credit } from "./credit.js";
 import type { ServedMachines } from "./host-service.js";
 import { machineInfo } from "./host-service.js";
 import { toConnectError } from "./remote-errors.js";

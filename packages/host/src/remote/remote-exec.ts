@@ -2,7 +2,8 @@ import { create } from "@bufbuild/protobuf";
 import { FrameType, STREAM_WINDOW_BYTES } from "@sandtree/protocol";
 import { AgentExec } from "../agent/agent-exec.js";
 import { EmptySchema, type ExecInput, ExecInputSchema, type ExecOutput, PtySchema } from "../gen/sandtree/host/v1/host_pb.js";
-import { type AsyncQueue, Credit } from "./async-queue.js";
+import type { AsyncQueue } from "../util/async-queue.js";
+import { Credit } from "./credit.js";
 
 /**
  * A command on a remote host: the same handle as one in-process (AgentExec: events, stdin,

@@ -25,7 +25,7 @@ import {
   type StatInfo,
   type SuperviseOptions,
 } from "../machine/machine.js";
-import { AsyncQueue } from "./async-queue.js";
+import { AsyncQueue } from "../util/async-queue.js";
 import { fromConnectError } from "./remote-errors.js";
 import { RemoteExec } from "./remote-exec.js";
 import { execSpecMsg, machineExit } from "./remote-specs.js";
