@@ -21,36 +21,36 @@ export async function openStore(cfg: { database?: string | undefined; dataDir: s
 
 /** The host registry (hosts, placements) in the server's own store: SQLite's connection or PostgreSQL's pool. */
 export function openHostStore(store: Store): HostStore {
-  if (store instanceof SqliteStore || store instanceof PgStore) return store.hostStore();
-  throw new Error("this store has no host registry");
+  return backendOf(store, "has no host registry").hostStore();
 }
 
 /** The fingerprints of the keys every server on the store's database must share. */
 export function openKeyFingerprints(store: Store): KeyFingerprints {
-  if (store instanceof SqliteStore || store instanceof PgStore) return store.keyFingerprints();
-  throw new Error("this store keeps no key fingerprints");
+  return backendOf(store, "keeps no key fingerprints").keyFingerprints();
 }
 
 /** Where workers are reached (table `host_urls`), in the server's own store. */
 export function openHostUrls(store: Store): HostUrls {
-  if (store instanceof SqliteStore || store instanceof PgStore) return store.hostUrls();
-  throw new Error("this store has no host registry");
+  return backendOf(store, "has no host registry").hostUrls();
 }
 
 /** The admin-set image aliases, in the server's own store (every server on its database shares them). */
 export function openImageAliases(store: Store): ImageAliasStore {
-  if (store instanceof SqliteStore || store instanceof PgStore) return store.imageAliases();
-  throw new Error("this store keeps no image aliases");
+  return backendOf(store, "keeps no image aliases").imageAliases();
 }
 
 /** Volumes' copies in the object store and their lost homes (fleet), in the server's own store. */
 export function openVolumeSyncs(store: Store): VolumeSyncStore {
-  if (store instanceof SqliteStore || store instanceof PgStore) return store.volumeSyncs();
-  throw new Error("this store keeps no volumes");
+  return backendOf(store, "keeps no volumes").volumeSyncs();
 }
 
 /** Volumes and their mounts, in the server's own store. */
 export function openVolumeStore(store: Store): VolumeStore {
-  if (store instanceof SqliteStore || store instanceof PgStore) return store.volumes();
-  throw new Error("this store keeps no volumes");
+  return backendOf(store, "keeps no volumes").volumes();
+}
+
+/** The store as the backend it is, for the tables it keeps beside the Store interface; `lacks` says what an other store lacks. */
+function backendOf(store: Store, lacks: string): SqliteStore | PgStore {
+  if (store instanceof SqliteStore || store instanceof PgStore) return store;
+  throw new Error(`this store ${lacks}`);
 }

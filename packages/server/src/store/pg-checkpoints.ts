@@ -1,10 +1,10 @@
 import type { CheckpointState } from "@sandtree/protocol";
-import { all, type Db, insertSql, one, run, updateSql } from "./pg-db.js";
+import { all, type Db, one, run, updateSql, wholeRows } from "./pg-db.js";
 import type { CheckpointPatch, CheckpointRow } from "./rows.js";
 
 // The SQL behind PgStore's checkpoint methods (metering of their changes: pg-metering.ts).
 
-const COLUMNS = [
+const TABLE = wholeRows<CheckpointRow>("checkpoints", [
   "id",
   "team_id",
   "sandbox_id",
@@ -27,12 +27,10 @@ const COLUMNS = [
   "cpu_cores",
   "memory_mb",
   "machine",
-];
-const SELECT = `SELECT ${COLUMNS.join(", ")} FROM checkpoints`;
+]);
+const SELECT = TABLE.select;
 
-export async function insertCheckpoint(db: Db, c: CheckpointRow): Promise<void> {
-  await run(db, ...insertSql("checkpoints", c as unknown as Record<string, unknown>, COLUMNS));
-}
+export const insertCheckpoint = TABLE.insert;
 
 export function getCheckpoint(db: Db, id: string, teamId?: string): Promise<CheckpointRow | undefined> {
   return teamId === undefined

@@ -71,6 +71,16 @@ export function insertSql(table: string, row: Record<string, unknown>, columns: 
   return [`INSERT INTO ${table} (${columns.map(column).join(", ")}) VALUES (${marks.join(", ")})`, values];
 }
 
+/** A table read and written whole: `select` (its columns, no WHERE yet) and `insert` of a row of them. */
+export function wholeRows<Row extends object>(table: string, columns: readonly (keyof Row & string)[]) {
+  return {
+    select: `SELECT ${columns.join(", ")} FROM ${table}`,
+    insert: async (db: Db, row: Row): Promise<void> => {
+      await run(db, ...insertSql(table, row as Record<string, unknown>, columns));
+    },
+  };
+}
+
 /**
  * `UPDATE table SET ... WHERE id = $n [AND statusCol IN (...)]` and its values: the conditional
  * update every status change uses, so concurrent writers cannot overwrite each other's transitions.

@@ -1,9 +1,9 @@
-import { all, type Db, insertSql, one, run, updateSql } from "./pg-db.js";
+import { all, type Db, one, run, updateSql, wholeRows } from "./pg-db.js";
 import type { JobPatch, JobRow } from "./rows.js";
 
 // The SQL behind PgStore's job methods.
 
-const COLUMNS = [
+const TABLE = wholeRows<JobRow>("jobs", [
   "id",
   "team_id",
   "sandbox_id",
@@ -19,12 +19,10 @@ const COLUMNS = [
   "error_reason",
   "started_at",
   "ended_at",
-];
-const SELECT = `SELECT ${COLUMNS.join(", ")} FROM jobs`;
+]);
+const SELECT = TABLE.select;
 
-export async function insertJob(db: Db, j: JobRow): Promise<void> {
-  await run(db, ...insertSql("jobs", j as unknown as Record<string, unknown>, COLUMNS));
-}
+export const insertJob = TABLE.insert;
 
 export function getJob(db: Db, teamId: string, sandboxId: string, jobId: string): Promise<JobRow | undefined> {
   return one<JobRow>(db, `${SELECT} WHERE id = $1 AND team_id = $2 AND sandbox_id = $3`, [jobId, teamId, sandboxId]);
