@@ -16,6 +16,14 @@ let t: TestServer;
 let client: SandtreeClient;
 let runner: EpisodeRunner;
 
+/** The rewards of a tree's nodes at `depth`, sorted. */
+function rewardsAt(tree: { level(depth: number): Array<{ reward: number | null }> }, depth: number): Array<number | null> {
+  return tree
+    .level(depth)
+    .map((n) => n.reward)
+    .sort();
+}
+
 async function active(c: SandtreeClient, name: string): Promise<string[]> {
   const page = await c.sandboxes.list({ labels: { [LABEL]: name } });
   return page.sandboxes.filter((s) => ACTIVE.includes(s.status)).map((s) => s.id);
@@ -101,20 +109,10 @@ describe("@sandtree/rl against a real server and busybox VMs", () => {
   it("tree search expands the best nodes level by level", async () => {
     const tree = await treeSearch(runner, () => [add(1), add(3)], { depth: 2, width: 1 });
     expect([0, 1, 2].map((d) => tree.level(d).length)).toEqual([1, 2, 2]);
-    expect(
-      tree
-        .level(1)
-        .map((n) => n.reward)
-        .sort(),
-    ).toEqual([1, 3]);
+    expect(rewardsAt(tree, 1)).toEqual([1, 3]);
     const best1 = tree.level(1).find((n) => n.reward === 3);
     expect(new Set(tree.level(2).map((n) => n.parent))).toEqual(new Set([best1?.id]));
-    expect(
-      tree
-        .level(2)
-        .map((n) => n.reward)
-        .sort(),
-    ).toEqual([4, 6]);
+    expect(rewardsAt(tree, 2)).toEqual([4, 6]);
     expect(tree.best.reward).toBe(6);
     expect(tree.best.path).toEqual([add(3), add(3)]);
     expect(best1?.checkpointId).toBeTruthy();

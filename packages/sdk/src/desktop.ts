@@ -27,13 +27,7 @@ export class Desktop {
   act(id: string, action: DesktopActionInput, options: RequestOptions = {}): Promise<DesktopEvent> {
     // Not retried: an action is not idempotent (a retried "type" would type twice). No client
     // deadline unless asked for: waits end on their own timeout_ms in the guest.
-    return this.http.json(DesktopEvent, {
-      timeoutMs: 0,
-      ...options,
-      method: "POST",
-      path: `${sandboxPath(id)}/desktop/actions`,
-      json: action,
-    });
+    return this.http.postLong(DesktopEvent, `${sandboxPath(id)}/desktop/actions`, action, options);
   }
 
   /** Takes a screenshot (an event in the log) and answers it with the PNG, in one request. */
@@ -213,13 +207,7 @@ export class Desktop {
 
   /** Replays a log (another sandbox's, or events) into this sandbox; each step says whether the screen matched. */
   replay(id: string, request: DesktopReplayRequest, options: RequestOptions = {}): Promise<DesktopReplayReport> {
-    return this.http.json(DesktopReplayReport, {
-      timeoutMs: 0,
-      ...options,
-      method: "POST",
-      path: `${sandboxPath(id)}/desktop/replay`,
-      json: request,
-    });
+    return this.http.postLong(DesktopReplayReport, `${sandboxPath(id)}/desktop/replay`, request, options);
   }
 
   /**

@@ -181,6 +181,14 @@ export class HttpClient {
     return parseOrThrow(schema, data, `${req.method} ${req.path}`);
   }
 
+  /**
+   * A POST of `json` whose work may take long (a pull, a desktop action that waits): no client
+   * deadline unless `options` sets one, since the work ends on its own terms on the server.
+   */
+  postLong<T>(schema: Schema<T>, path: string, json: unknown, options: RequestOptions = {}): Promise<T> {
+    return this.json(schema, { timeoutMs: 0, ...options, method: "POST", path, json });
+  }
+
   /** A request whose answer's body is read whole as bytes; the response comes too (its headers). */
   async bytes(req: HttpRequest): Promise<{ response: Response; body: Uint8Array }> {
     const { response, mapError, done } = await this.open(req);

@@ -18,25 +18,19 @@ export class Images {
   /** Pulls an image from its registry (can take minutes: no deadline unless `timeoutMs` is given). */
   pull(ref: string, options: PullImageOptions = {}): Promise<Image> {
     const { credentials, ...request } = options;
-    return this.http.json(Image, {
-      timeoutMs: 0,
-      ...request,
-      method: "POST",
-      path: "/v1/images/pull",
-      json: { image: ref, ...(credentials ? { registry_credentials: credentials } : {}) },
-    });
+    const body = { image: ref, ...(credentials ? { registry_credentials: credentials } : {}) };
+    return this.http.postLong(Image, "/v1/images/pull", body, request);
   }
 
   /** Imports an OCI image layout directory that lies on the server's host (admin keys only). */
   import(path: string, name: string, options: RequestOptions & { layoutRef?: string } = {}): Promise<Image> {
     const { layoutRef, ...request } = options;
-    return this.http.json(Image, {
-      timeoutMs: 0,
-      ...request,
-      method: "POST",
-      path: "/v1/images/import",
-      json: { path, name, ...(layoutRef ? { layout_ref: layoutRef } : {}) },
-    });
+    return this.http.postLong(
+      Image,
+      "/v1/images/import",
+      { path, name, ...(layoutRef ? { layout_ref: layoutRef } : {}) },
+      request,
+    );
   }
 
   /** The image alias table: names users' code gives (`python:3.11-slim`) mapped to images here. */
