@@ -121,25 +121,24 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
       throw err;
     }
   }
-  const ownStore = o.blobStore;
+  // runWorker's own options, passed on as given (join, dirs, accelerator, vCPUs, version, log, blob store).
+  const {
+    host: _host,
+    port: _port,
+    advertiseUrl: _advertiseUrl,
+    logger: _logger,
+    serveHost: _serveHost,
+    ...runWorkerOptions
+  } = o;
   // Loaded lazily through the server module, as `serve` loads the host package.
   const { runWorker } = await import("@sandtree/host");
   let joined: Awaited<ReturnType<typeof runWorker>>["joined"];
   let heartbeats: Awaited<ReturnType<typeof runWorker>>["agent"];
   try {
     ({ joined, agent: heartbeats } = await runWorker({
-      joinUrls: o.joinUrls,
-      joinToken: o.joinToken,
-      name: o.name,
+      ...runWorkerOptions,
       url,
-      ...(o.dataDir ? { dataDir: o.dataDir } : {}),
-      ...(o.cacheDir ? { cacheDir: o.cacheDir } : {}),
-      ...(o.accel ? { accel: o.accel } : {}),
-      ...(o.vcpus ? { vcpus: o.vcpus } : {}),
-      ...(o.version ? { version: o.version } : {}),
-      ...(o.log ? { log: o.log } : {}),
       reports,
-      ...(ownStore ? { blobStore: ownStore } : {}),
       layers: async () => server.services.workerCheckpoints?.layers() ?? [],
       inventory: {
         // Once the server closed (its database too) it runs nothing: the last heartbeat's inventory,

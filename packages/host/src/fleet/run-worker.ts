@@ -1,17 +1,26 @@
 import { mkdirSync } from "node:fs";
 import path from "node:path";
-import type { AccelChoice, RegisterHostResponse, SandboxReport } from "@sandtree/protocol";
+import type { AccelChoice, RegisterHostResponse } from "@sandtree/protocol";
 import { ImageStore } from "../images/image-store.js";
 import { cacheDir, defaultDataDir } from "../paths.js";
 import { detectAccel } from "../vmm/accel.js";
 import { machineCapacity } from "./capacity.js";
-import { WorkerAgent } from "./worker-agent.js";
+import { WorkerAgent, type WorkerAgentOptions } from "./worker-agent.js";
 
-export interface RunWorkerOptions {
-  /** The control planes' URLs: one, or several sharing one database (failed over in order). */
-  joinUrls: readonly string[];
-  joinToken: string;
-  name: string;
+/** The options runWorker hands its WorkerAgent as they are. */
+type AgentOptionsPassed =
+  | "joinUrls"
+  | "joinToken"
+  | "name"
+  | "version"
+  | "url"
+  | "blobStore"
+  | "reports"
+  | "inventory"
+  | "onRegistered"
+  | "log";
+
+export interface RunWorkerOptions extends Pick<WorkerAgentOptions, AgentOptionsPassed> {
   /** Default: the server's data dir (~/.local/share/sandtree). */
   dataDir?: string;
   /** Default: ~/.cache/sandtree (its images are reported). */
@@ -19,20 +28,8 @@ export interface RunWorkerOptions {
   accel?: AccelChoice;
   /** vCPUs offered to placements (default: this machine's CPUs; more overcommits them). */
   vcpus?: number;
-  version?: string;
-  /** Where the control plane reaches this worker's sandbox API (absent: it runs nothing). */
-  url?: string;
-  /** Status changes of this host's sandboxes, sent with each heartbeat. */
-  reports?: { take(): SandboxReport[]; putBack(r: SandboxReport[]): void };
-  /** The sandboxes it runs, sent now and then; `end` stops those the control plane has ended. */
-  inventory?: { running(): Promise<string[]>; end(ids: string[]): Promise<void> };
-  /** Told of every registration: the host id and its new secret. */
-  onRegistered?: (r: RegisterHostResponse) => void;
-  /** This worker's own blob-store setting, sent at join for the control plane to check against its own. */
-  blobStore?: string;
   /** The checkpoint layers this host holds (their blob keys), reported as locality. */
   layers?: () => Promise<string[]>;
-  log?: (line: string) => void;
 }
 
 /**
@@ -42,30 +39,22 @@ export interface RunWorkerOptions {
  * startFleetWorker serves them there and gives the control plane a key on each registration.
  */
 export async function runWorker(o: RunWorkerOptions): Promise<{ agent: WorkerAgent; joined: RegisterHostResponse }> {
-  const dataDir = o.dataDir ?? defaultDataDir();
+  const { dataDir: ownDataDir, cacheDir: ownCacheDir, accel: accelChoice, vcpus, layers, ...passed } = o;
+  const dataDir = ownDataDir ?? defaultDataDir();
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  const accel = await detectAccel(o.accel ?? "auto");
-  const images = new ImageStore({ root: path.join(o.cacheDir ?? cacheDir(), "images") });
+  const accel = await detectAccel(accelChoice ?? "auto");
+  const images = new ImageStore({ root: path.join(ownCacheDir ?? cacheDir(), "images") });
   const agent = new WorkerAgent({
-    joinUrls: o.joinUrls,
-    joinToken: o.joinToken,
-    name: o.name,
+    ...passed,
     capacity: () => {
       const c = machineCapacity(dataDir, accel);
-      return o.vcpus ? { ...c, vcpus: o.vcpus } : c;
+      return vcpus ? { ...c, vcpus } : c;
     },
     locality: async () => ({
       images: [...new Set((await images.list().catch(() => [])).map((i) => i.digest))].sort(),
       templates: [],
-      layers: o.layers ? (await o.layers().catch(() => [])).sort() : [],
+      layers: layers ? (await layers().catch(() => [])).sort() : [],
     }),
-    ...(o.version ? { version: o.version } : {}),
-    ...(o.url ? { url: o.url } : {}),
-    ...(o.blobStore ? { blobStore: o.blobStore } : {}),
-    ...(o.onRegistered ? { onRegistered: o.onRegistered } : {}),
-    ...(o.reports ? { reports: o.reports } : {}),
-    ...(o.inventory ? { inventory: o.inventory } : {}),
-    ...(o.log ? { log: o.log } : {}),
   });
   const joined = await agent.start();
   return { agent, joined };
