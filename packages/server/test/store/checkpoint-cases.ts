@@ -1,13 +1,11 @@
 import { expect, it } from "vitest";
-import { addSandbox, checkpointRow, LONG_AGO, type StoreContext, twoTeams } from "./fixtures.js";
+import { addSandbox, checkpointRow, LONG_AGO, type StoreContext, twoTeamsTwoRunning } from "./fixtures.js";
 
 /** Checkpoint rows: reads scoped by team, filters, conditional state patches, deletion, chains in use. */
 export function checkpointCases(ctx: StoreContext): void {
   it("reads a checkpoint back as written, only within its team, and lists them oldest first", async () => {
     const s = ctx.store;
-    const { team, other } = await twoTeams(s);
-    const sb = await addSandbox(s, team.id, { status: "RUNNING" });
-    const sb2 = await addSandbox(s, team.id, { status: "RUNNING" });
+    const { team, other, sb, sb2 } = await twoTeamsTwoRunning(s);
     const theirs = await addSandbox(s, other.id, { status: "RUNNING" });
     const root = checkpointRow(team.id, sb.id, { state: "DURABLE", stored_bytes: 1234, sha256: "aa", blob_key: "ck-root.qcow2" });
     const child = checkpointRow(team.id, sb.id, {

@@ -73,6 +73,13 @@ export async function twoTeams(s: Store): Promise<{ team: TeamRow; other: TeamRo
   return { team, other: await s.createTeam("beta") };
 }
 
+/** Two teams, and two RUNNING sandboxes of the first. */
+export async function twoTeamsTwoRunning(s: Store): Promise<{ team: TeamRow; other: TeamRow; sb: Sandbox; sb2: Sandbox }> {
+  const teams = await twoTeams(s);
+  const sb = await addSandbox(s, teams.team.id, { status: "RUNNING" });
+  return { ...teams, sb, sb2: await addSandbox(s, teams.team.id, { status: "RUNNING" }) };
+}
+
 /** Inserts a sandbox row (insertSandbox, as tests and imports do) and answers it. */
 export async function addSandbox(s: Store, teamId: string, over: Partial<Sandbox> = {}): Promise<Sandbox> {
   const sb = sandboxRow(teamId, over);

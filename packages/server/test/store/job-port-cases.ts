@@ -1,13 +1,11 @@
 import { expect, it } from "vitest";
-import { addSandbox, iso, jobRow, NOW, type StoreContext, twoTeams } from "./fixtures.js";
+import { iso, jobRow, NOW, type StoreContext, twoTeamsTwoRunning } from "./fixtures.js";
 
 /** Background jobs and exposed ports of a sandbox. */
 export function jobAndPortCases(ctx: StoreContext): void {
   it("stores jobs per team and sandbox, lists the newest first and patches them", async () => {
     const s = ctx.store;
-    const { team, other } = await twoTeams(s);
-    const sb = await addSandbox(s, team.id, { status: "RUNNING" });
-    const sb2 = await addSandbox(s, team.id, { status: "RUNNING" });
+    const { team, other, sb, sb2 } = await twoTeamsTwoRunning(s);
     const jobs = [jobRow(team.id, sb.id), jobRow(team.id, sb.id, { command: "make", wrapper_pid: null }), jobRow(team.id, sb.id)];
     for (const j of jobs) await s.insertJob(j);
     await s.insertJob(jobRow(team.id, sb2.id));
