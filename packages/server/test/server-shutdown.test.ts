@@ -3,8 +3,7 @@
 // process must then exit by itself. The server runs in a child process inside a network
 // namespace this test makes, so what it leaves is visible and nothing else's is counted.
 import { createHash } from "node:crypto";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, rmSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
@@ -20,10 +19,7 @@ let dataDir = "";
 afterAll(() => {
   // Whatever a failure left: the child, the namespace, the files.
   ns.destroy();
-  if (dataDir) {
-    rmSync(dataDir, { recursive: true, force: true });
-    rmSync(ramDirOf(dataDir), { recursive: true, force: true });
-  }
+  if (dataDir) rmSync(ramDirOf(dataDir), { recursive: true, force: true });
 });
 
 /** The server's tmpfs directory for RAM files (ram-placement.ts: named like its run root). */
@@ -35,18 +31,11 @@ describe("server shutdown", () => {
   it("close() after memory forks with networking on leaves no table, tap, VM or RAM file, and the process exits", {
     timeout: 600_000,
   }, async () => {
-    ns.create();
-    dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-shutdown-"));
-    const proc = ns.spawnNode(SCRIPT, [dataDir]);
-    let stdout = "";
-    let stderr = "";
+    const { proc, out: output, dataDir: dir } = ns.startServerScript(SCRIPT, "sandtree-shutdown-");
+    dataDir = dir;
     let closedAt = 0;
-    proc.stdout?.setEncoding("utf8").on("data", (d: string) => {
-      stdout += d;
-      if (!closedAt && stdout.includes('"closed":true')) closedAt = Date.now();
-    });
-    proc.stderr?.setEncoding("utf8").on("data", (d: string) => {
-      stderr += d;
+    proc.stdout?.on("data", () => {
+      if (!closedAt && output.stdout.includes('"closed":true')) closedAt = Date.now();
     });
     const exit = await new Promise<number | string>((resolve) => {
       const check = setInterval(() => {
@@ -60,13 +49,13 @@ describe("server shutdown", () => {
         resolve(code ?? String(signal));
       });
     });
-    const out = JSON.parse(stdout.trim().split("\n").at(-1) ?? "{}");
-    expect(out.error, stderr).toBeUndefined();
+    const out = JSON.parse(output.stdout.trim().split("\n").at(-1) ?? "{}");
+    expect(out.error, output.stderr).toBeUndefined();
     expect(out.children).toEqual(["memory", "memory"]);
     expect(out.childSays).toBe("child");
     expect(out.checkpoint).toBe("FROZEN");
     expect(out.closed).toBe(true);
-    expect(exit, stderr).toBe(0);
+    expect(exit, output.stderr).toBe(0);
     const left = ns.leftovers();
     expect(left.tables).not.toContain("sandtree_");
     expect(left.taps).toEqual([]);

@@ -2,9 +2,6 @@
 // network service makes its nftables table `sandtree_<tag>` before the server listens; a port in
 // use then fails the start. Nothing may stay: no table, no tap, no process holding the namespace,
 // and the process exits by itself. The server runs in a child inside a namespace this test makes.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { UnwindStack } from "../src/unwind-stack.js";
@@ -24,37 +21,30 @@ async function bounded(done: () => boolean, what: string): Promise<void> {
   }
 }
 
-let dataDir = "";
-
 afterAll(() => {
   // Whatever a failure left: the child, the namespace, the files.
   ns.destroy();
-  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
 });
 
 describe("a start that fails", () => {
   it("late (its port in use, networking on) leaves no nftables table, tap or process, and the process exits", {
     timeout: 180_000,
   }, async () => {
-    ns.create();
-    dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-startfail-"));
-    const proc = ns.spawnNode(SCRIPT, [dataDir]);
-    let stdout = "";
-    let stderr = "";
-    proc.stdout?.setEncoding("utf8").on("data", (d: string) => (stdout += d));
-    proc.stderr?.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+    const { proc, out: output } = ns.startServerScript(SCRIPT, "sandtree-startfail-");
     let exit: number | string | null = null;
     proc.once("exit", (code, signal) => (exit = code ?? String(signal)));
-    await bounded(() => stdout.includes("\n") || exit !== null, "the failed start to be reported");
-    const out = JSON.parse(stdout.trim().split("\n").at(-1) ?? "{}");
-    expect(out.started, stderr).toBeUndefined();
-    expect(out, stderr).toMatchObject({ code: "EADDRINUSE" });
+    await bounded(() => output.stdout.includes("\n") || exit !== null, "the failed start to be reported");
+    const out = JSON.parse(output.stdout.trim().split("\n").at(-1) ?? "{}");
+    expect(out.started, output.stderr).toBeUndefined();
+    expect(out, output.stderr).toMatchObject({ code: "EADDRINUSE" });
     // Reported once startServer rejected: what it set up is gone by then.
     const left = ns.leftovers();
     expect(left.tables).not.toContain("sandtree_");
     expect(left.taps).toEqual([]);
     await bounded(() => exit !== null, "the process to exit by itself").catch(() => {});
-    expect(exit ?? `still running ${EXIT_BOUND_MS / 1000} s after the failed start`, `${stdout}\n${stderr}`).toBe(0);
+    expect(exit ?? `still running ${EXIT_BOUND_MS / 1000} s after the failed start`, `${output.stdout}\n${output.stderr}`).toBe(
+      0,
+    );
     expect(ns.pids()).toEqual([]);
   });
 

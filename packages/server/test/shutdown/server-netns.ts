@@ -1,12 +1,17 @@
 // A network namespace a test makes for a server child (sandbox networking on), and what such a
 // server can leave in it: its nftables table `sandtree_<tag>`, taps named `st<tag>-...`, processes.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { withHostCgroups } from "../host-cgroups.js";
 
 export class ServerNetns {
   readonly name: string;
   /** The child started in it (killed by destroy() if still running). */
   child: ChildProcess | null = null;
+  /** The data directory startServerScript made (removed by destroy()). */
+  dataDir: string | null = null;
 
   constructor(prefix: string) {
     this.name = `${prefix}-${process.pid.toString(36)}`;
@@ -28,6 +33,23 @@ export class ServerNetns {
     return this.child;
   }
 
+  /**
+   * Makes the namespace and a data directory (named from `prefix`, removed by destroy()), then runs
+   * `node script DIR` in it with its output gathered as it comes (`out.stdout`, `out.stderr`).
+   */
+  startServerScript(
+    script: string,
+    prefix: string,
+  ): { proc: ChildProcess; out: { stdout: string; stderr: string }; dataDir: string } {
+    this.create();
+    this.dataDir = mkdtempSync(path.join(tmpdir(), prefix));
+    const proc = this.spawnNode(script, [this.dataDir]);
+    const out = { stdout: "", stderr: "" };
+    proc.stdout?.setEncoding("utf8").on("data", (d: string) => (out.stdout += d));
+    proc.stderr?.setEncoding("utf8").on("data", (d: string) => (out.stderr += d));
+    return { proc, out, dataDir: this.dataDir };
+  }
+
   exec(cmd: string, ...argv: string[]): string {
     return execFileSync("ip", ["netns", "exec", this.name, cmd, ...argv]).toString();
   }
@@ -44,7 +66,7 @@ export class ServerNetns {
     return { tables: this.exec("nft", "list", "tables"), taps };
   }
 
-  /** Whatever a failure left: the child and every process in it (by PID), then the namespace. */
+  /** Whatever a failure left: the child and every process in it (by PID), the namespace, the data directory. */
   destroy(): void {
     if (this.child?.exitCode === null && this.child.pid) process.kill(this.child.pid, "SIGKILL");
     try {
@@ -53,5 +75,6 @@ export class ServerNetns {
     try {
       execFileSync("ip", ["netns", "del", this.name], { stdio: "pipe" });
     } catch {}
+    if (this.dataDir) rmSync(this.dataDir, { recursive: true, force: true });
   }
 }
