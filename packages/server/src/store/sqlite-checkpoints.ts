@@ -1,6 +1,7 @@
 import type { CheckpointState } from "@sandtree/protocol";
 import type Database from "better-sqlite3";
 import type { CheckpointPatch, CheckpointRow } from "./rows.js";
+import { SqliteWhere, sqliteUpdate } from "./sqlite-sql.js";
 
 // The SQL behind SqliteStore's checkpoint methods.
 
@@ -45,22 +46,11 @@ export function listCheckpoints(
   db: Database.Database,
   filter: { teamId?: string; sandboxId?: string; states?: readonly CheckpointState[] },
 ): CheckpointRow[] {
-  const where: string[] = [];
-  const params: unknown[] = [];
-  if (filter.teamId !== undefined) {
-    where.push("team_id = ?");
-    params.push(filter.teamId);
-  }
-  if (filter.sandboxId !== undefined) {
-    where.push("sandbox_id = ?");
-    params.push(filter.sandboxId);
-  }
-  if (filter.states) {
-    where.push(`state IN (${filter.states.map(() => "?").join(",")})`);
-    params.push(...filter.states);
-  }
-  const sql = `SELECT ${COLUMNS} FROM checkpoints ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY seq`;
-  return db.prepare(sql).all(...params) as CheckpointRow[];
+  const where = new SqliteWhere();
+  if (filter.teamId !== undefined) where.and("team_id = ?", filter.teamId);
+  if (filter.sandboxId !== undefined) where.and("sandbox_id = ?", filter.sandboxId);
+  if (filter.states) where.in("state", filter.states);
+  return db.prepare(`SELECT ${COLUMNS} FROM checkpoints ${where.sql} ORDER BY seq`).all(...where.params) as CheckpointRow[];
 }
 
 export function updateCheckpoint(
@@ -69,16 +59,8 @@ export function updateCheckpoint(
   patch: CheckpointPatch,
   from?: readonly CheckpointState[],
 ): boolean {
-  const fields: Record<string, unknown> = { ...patch, updated_at: new Date().toISOString() };
-  const sets = Object.keys(fields).map((k) => `${k} = @${k}`);
-  let sql = `UPDATE checkpoints SET ${sets.join(", ")} WHERE id = @__id`;
-  const params: Record<string, unknown> = { ...fields, __id: id };
-  if (from && from.length > 0) {
-    sql += ` AND state IN (${from.map((_, i) => `@__from${i}`).join(",")})`;
-    from.forEach((s, i) => {
-      params[`__from${i}`] = s;
-    });
-  }
+  const fields = { ...patch, updated_at: new Date().toISOString() };
+  const { sql, params } = sqliteUpdate("checkpoints", fields, id, from && { column: "state", from });
   return db.prepare(sql).run(params).changes > 0;
 }
 

@@ -1,6 +1,7 @@
 import type { Sandbox, SandboxStatus } from "@sandtree/protocol";
 import type Database from "better-sqlite3";
 import { sandboxFromRow as fromRow, type SandboxFilter, type SandboxPatch, type SandboxTableRow as SandboxRow } from "./rows.js";
+import { SqliteWhere, sqliteUpdate } from "./sqlite-sql.js";
 
 // The SQL behind SqliteStore's sandbox rows and their events.
 
@@ -39,28 +40,15 @@ export function listSandboxes(
   teamId: string,
   filter: SandboxFilter,
 ): { sandboxes: Sandbox[]; lastSeq: number | null } {
-  const where = ["team_id = ?"];
-  const params: unknown[] = [teamId];
-  if (filter.status) {
-    where.push("status = ?");
-    params.push(filter.status);
-  }
-  for (const [k, v] of Object.entries(filter.labels ?? {})) {
-    where.push("json_extract(labels, ?) = ?");
-    params.push(`$."${k.replaceAll('"', "")}"`, v);
-  }
-  if (filter.hostId !== undefined) {
-    where.push("id IN (SELECT sandbox_id FROM placements WHERE host_id = ?)");
-    params.push(filter.hostId);
-  }
-  if (filter.beforeSeq !== undefined) {
-    where.push("seq < ?");
-    params.push(filter.beforeSeq);
-  }
-  params.push(filter.limit);
+  const where = new SqliteWhere().and("team_id = ?", teamId);
+  if (filter.status) where.and("status = ?", filter.status);
+  for (const [k, v] of Object.entries(filter.labels ?? {}))
+    where.and("json_extract(labels, ?) = ?", `$."${k.replaceAll('"', "")}"`, v);
+  if (filter.hostId !== undefined) where.and("id IN (SELECT sandbox_id FROM placements WHERE host_id = ?)", filter.hostId);
+  if (filter.beforeSeq !== undefined) where.and("seq < ?", filter.beforeSeq);
   const rows = db
-    .prepare(`SELECT * FROM sandboxes WHERE ${where.join(" AND ")} ORDER BY seq DESC LIMIT ?`)
-    .all(...params) as SandboxRow[];
+    .prepare(`SELECT * FROM sandboxes ${where.sql} ORDER BY seq DESC LIMIT ?`)
+    .all(...where.params, filter.limit) as SandboxRow[];
   const last = rows.at(-1);
   return { sandboxes: rows.map(fromRow), lastSeq: rows.length === filter.limit && last ? last.seq : null };
 }
@@ -81,16 +69,7 @@ export function sandboxUpdate(
   const fields: Record<string, unknown> = { ...patch, updated_at: now() };
   if (patch.environment_vars) fields.environment_vars = JSON.stringify(patch.environment_vars);
   if (patch.labels) fields.labels = JSON.stringify(patch.labels);
-  const sets = Object.keys(fields).map((k) => `${k} = @${k}`);
-  let sql = `UPDATE sandboxes SET ${sets.join(", ")} WHERE id = @__id`;
-  const params: Record<string, unknown> = { ...fields, __id: id };
-  if (from && from.length > 0) {
-    sql += ` AND status IN (${from.map((_, i) => `@__from${i}`).join(",")})`;
-    from.forEach((s, i) => {
-      params[`__from${i}`] = s;
-    });
-  }
-  return { sql, params };
+  return sqliteUpdate("sandboxes", fields, id, from && { column: "status", from });
 }
 
 export function addEvent(db: Database.Database, sandboxId: string, message: string): void {

@@ -1,6 +1,7 @@
 import type { VolumeState } from "@sandtree/protocol";
 import type Database from "better-sqlite3";
 import { insertMeterRecord } from "./sqlite-metering.js";
+import { SqliteWhere } from "./sqlite-sql.js";
 import {
   LIVE_VOLUME_STATES,
   mountersSql,
@@ -50,16 +51,9 @@ export class SqliteVolumes implements VolumeStore {
   }
 
   async listVolumes(filter: { teamId?: string; states?: readonly VolumeState[] }): Promise<VolumeRow[]> {
-    const where: string[] = [];
-    const params: unknown[] = [];
-    if (filter.teamId !== undefined) {
-      where.push("team_id = ?");
-      params.push(filter.teamId);
-    }
-    const states = filter.states ?? LIVE_VOLUME_STATES;
-    where.push(`status IN (${states.map(() => "?").join(",")})`);
-    params.push(...states);
-    const rows = this.db.prepare(`SELECT * FROM volumes WHERE ${where.join(" AND ")} ORDER BY created_at, id`).all(...params);
+    const where = new SqliteWhere().in("status", filter.states ?? LIVE_VOLUME_STATES);
+    if (filter.teamId !== undefined) where.and("team_id = ?", filter.teamId);
+    const rows = this.db.prepare(`SELECT * FROM volumes ${where.sql} ORDER BY created_at, id`).all(...where.params);
     return (rows as VolumeRaw[]).map(volumeFromRaw);
   }
 
