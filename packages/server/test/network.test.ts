@@ -8,7 +8,7 @@ import { ErrorBody } from "@sandtree/protocol";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { Api } from "./helpers.js";
 import { fakeInternetUnavailableReason } from "./network/fake-internet.js";
-import { networkedServerForFile } from "./network/host-server.js";
+import { networkedServerForFile, runningWithProbe } from "./network/host-server.js";
 
 const CLI = fileURLToPath(new URL("../../cli/dist/main.js", import.meta.url));
 const IMAGE = "sandtree/debian";
@@ -129,16 +129,7 @@ describe.skipIf(unavailable !== null)(`sandbox networking${unavailable ? ` (skip
   }
 
   async function waitRunning(id: string): Promise<void> {
-    for (let i = 0; i < 900; i++) {
-      const r = await api("GET", `/v1/sandboxes/${id}`);
-      if (r.body.status === "RUNNING") break;
-      if (["ERROR", "TERMINATED", "TIMEOUT"].includes(r.body.status)) throw new Error(`${id}: ${r.body.error_reason}`);
-      await new Promise((res) => setTimeout(res, 200));
-    }
-    const up = await api("PUT", `/v1/sandboxes/${id}/files?path=/tmp/probe.py`, new TextEncoder().encode(PROBE), {
-      "content-type": "application/octet-stream",
-    });
-    if (up.status >= 300) throw new Error(`upload failed: ${up.status} ${JSON.stringify(up.body)}`);
+    await runningWithProbe(api, id, PROBE, 900);
   }
 
   beforeAll(async () => {

@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import { beforeAll, describe, expect, it } from "vitest";
 import type { Api } from "../helpers.js";
 import { fakeInternetUnavailableReason } from "../network/fake-internet.js";
-import { networkedServerForFile } from "../network/host-server.js";
+import { networkedServerForFile, runningWithProbe } from "../network/host-server.js";
 import { MEMORY_GROWTH_MAX_MIB } from "./harness.js";
 
 const PROBE = readFileSync(new URL("./network-probe.py", import.meta.url), "utf8");
@@ -38,16 +38,7 @@ describe.skipIf(unavailable !== null)("a hostile guest on the network", () => {
     const r = await api("POST", "/v1/sandboxes", { image: "sandtree/debian", memory_gb: 0.375, ...body });
     if (r.status !== 201) throw new Error(`create failed: ${r.status} ${JSON.stringify(r.body)}`);
     const id = r.body.id as string;
-    for (let i = 0; i < 1200; i++) {
-      const s = await api("GET", `/v1/sandboxes/${id}`);
-      if (s.body.status === "RUNNING") break;
-      if (["ERROR", "TERMINATED", "TIMEOUT"].includes(s.body.status)) throw new Error(`${id}: ${s.body.error_reason}`);
-      await new Promise((res) => setTimeout(res, 200));
-    }
-    const up = await api("PUT", `/v1/sandboxes/${id}/files?path=/tmp/probe.py`, new TextEncoder().encode(PROBE), {
-      "content-type": "application/octet-stream",
-    });
-    if (up.status >= 300) throw new Error(`upload failed: ${up.status} ${JSON.stringify(up.body)}`);
+    await runningWithProbe(api, id, PROBE, 1200);
     views[id] = (await api("GET", `/v1/sandboxes/${id}/network`)).body;
     return id;
   }

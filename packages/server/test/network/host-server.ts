@@ -159,3 +159,20 @@ export async function startHostServer(
     },
   };
 }
+
+/**
+ * Waits (every 200 ms, `tries` times at most) until sandbox `id` is RUNNING, failing at once when
+ * it ended instead, then puts `probe` in it at /tmp/probe.py.
+ */
+export async function runningWithProbe(api: Api, id: string, probe: string, tries: number): Promise<void> {
+  for (let i = 0; i < tries; i++) {
+    const r = await api("GET", `/v1/sandboxes/${id}`);
+    if (r.body.status === "RUNNING") break;
+    if (["ERROR", "TERMINATED", "TIMEOUT"].includes(r.body.status)) throw new Error(`${id}: ${r.body.error_reason}`);
+    await new Promise((res) => setTimeout(res, 200));
+  }
+  const up = await api("PUT", `/v1/sandboxes/${id}/files?path=/tmp/probe.py`, new TextEncoder().encode(probe), {
+    "content-type": "application/octet-stream",
+  });
+  if (up.status >= 300) throw new Error(`upload failed: ${up.status} ${JSON.stringify(up.body)}`);
+}
