@@ -33,6 +33,7 @@ import type {
   TeamRow,
 } from "./rows.js";
 import type { Store } from "./store.js";
+import { StoreHooks } from "./store-hooks.js";
 import type { UsageSumRow, UsageSumsQuery } from "./usage-sums.js";
 
 /** The URL without its password, for messages. */
@@ -58,12 +59,10 @@ const ADMISSION_NAMESPACE = 0x7374; // "st"
  * network slots are handed out under another; migrations run once under a session lock.
  * Open it with `PgStore.open(url)`, which applies the migrations before answering.
  */
-export class PgStore implements Store {
-  /** The time meter records are stamped with (metering's clock; tests control it). */
-  private meterNow: () => number = Date.now;
-  private readonly statusListeners: Array<(id: string, patch: SandboxPatch) => void> = [];
-
-  private constructor(private readonly pool: pg.Pool) {}
+export class PgStore extends StoreHooks implements Store {
+  private constructor(private readonly pool: pg.Pool) {
+    super();
+  }
 
   /** Connects, applies any pending migration (once, even with several servers starting together). */
   static async open(connectionString: string, opts: { poolSize?: number; connectTimeoutMs?: number } = {}): Promise<PgStore> {
@@ -217,12 +216,7 @@ export class PgStore implements Store {
       if (applied) await meter.meterSandbox(c, id, this.meterNow());
       return applied;
     });
-    if (changed)
-      for (const l of this.statusListeners) {
-        try {
-          l(id, patch);
-        } catch {}
-      }
+    if (changed) this.statusChanged(id, patch);
     return changed;
   }
   addEvent(sandboxId: string, message: string): Promise<void> {
@@ -321,12 +315,6 @@ export class PgStore implements Store {
     return netw.deleteExposedPorts(this.db, sandboxId);
   }
 
-  onSandboxStatus(listener: (id: string, patch: SandboxPatch) => void): void {
-    this.statusListeners.push(listener);
-  }
-  setMeterClock(now: () => number): void {
-    this.meterNow = now;
-  }
   countByStatus(): Promise<Record<string, number>> {
     return meter.countByStatus(this.db);
   }

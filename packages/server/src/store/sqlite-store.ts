@@ -35,17 +35,16 @@ import * as tenancy from "./sqlite-tenancy.js";
 import { SqliteVolumeSyncs } from "./sqlite-volume-syncs.js";
 import { SqliteVolumes } from "./sqlite-volumes.js";
 import type { Store } from "./store.js";
+import { StoreHooks } from "./store-hooks.js";
 import type { UsageSumRow, UsageSumsQuery } from "./usage-sums.js";
 
 const now = () => new Date().toISOString();
 
-export class SqliteStore implements Store {
+export class SqliteStore extends StoreHooks implements Store {
   private readonly db: Database.Database;
-  /** The time meter records are stamped with (metering's clock; tests control it). */
-  private meterNow: () => number = Date.now;
-  private readonly statusListeners: Array<(id: string, patch: SandboxPatch) => void> = [];
 
   constructor(file: string) {
+    super();
     this.db = new Database(file);
     this.db.pragma("journal_mode = WAL");
     this.db.pragma("synchronous = NORMAL");
@@ -157,12 +156,7 @@ export class SqliteStore implements Store {
       if (applied) meter.meterSandbox(this.db, id, this.meterNow());
       return applied;
     })();
-    if (changed)
-      for (const l of this.statusListeners) {
-        try {
-          l(id, patch);
-        } catch {}
-      }
+    if (changed) this.statusChanged(id, patch);
     return changed;
   }
 
@@ -309,17 +303,11 @@ export class SqliteStore implements Store {
     return ports.deleteExposedPorts(this.db, sandboxId);
   }
 
-  onSandboxStatus(listener: (id: string, patch: SandboxPatch) => void): void {
-    this.statusListeners.push(listener);
-  }
   async countByStatus(): Promise<Record<string, number>> {
     return meter.countByStatus(this.db);
   }
   async durableCheckpointBytes(): Promise<number> {
     return meter.durableCheckpointBytes(this.db);
-  }
-  setMeterClock(now: () => number): void {
-    this.meterNow = now;
   }
   async listMeterRecords(q: {
     teamId?: string;
