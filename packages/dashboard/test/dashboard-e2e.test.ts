@@ -3,16 +3,16 @@
 // label filter and pages, a sandbox's page with a command run through it, the checkpoint tree,
 // the usage page against /v1/usage, and a bad key. Screenshots go to $SANDTREE_SCREENSHOT_DIR
 // (default: a temp dir); SANDTREE_UPDATE_README_SCREENSHOT=1 also writes docs/images/dashboard.png.
-import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SqliteStore } from "../../server/src/index.js";
 import { startTestServer, type TestServer } from "../../server/test/helpers.js";
 import { usageAmount, usageCost, usd } from "../src/format.js";
+import { openPage } from "./browser.js";
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const shots = process.env.SANDTREE_SCREENSHOT_DIR ?? mkdtempSync(path.join(tmpdir(), "sandtree-dashboard-shots-"));
@@ -125,9 +125,7 @@ beforeAll(async () => {
   } finally {
     await store.close();
   }
-  const executablePath = execFileSync("sh", ["-c", "command -v chromium"], { encoding: "utf8" }).trim();
-  browser = await chromium.launch({ executablePath, args: ["--no-sandbox"] });
-  page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  ({ browser, page } = await openPage({ width: 1280, height: 900 }));
 }, 900_000);
 
 afterAll(async () => {

@@ -1,13 +1,13 @@
 // The dashboard's desktop viewer in headless Chromium (Debian's chromium through playwright-core)
 // against a real server and a real sandtree/desktop VM: noVNC connects over the API's VNC
 // WebSocket and draws the display at its size. One small VM; no timing is asserted.
-import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli, startTestServer, type TestServer } from "../../server/test/helpers.js";
+import { openPage } from "./browser.js";
 
 const shots = process.env.SANDTREE_SCREENSHOT_DIR ?? mkdtempSync(path.join(tmpdir(), "sandtree-dashboard-shots-"));
 mkdirSync(shots, { recursive: true });
@@ -26,9 +26,7 @@ beforeAll(async () => {
   expect(r.status, JSON.stringify(r.body)).toBe(201);
   id = r.body.id;
   await t.waitRunning(id);
-  const executablePath = execFileSync("sh", ["-c", "command -v chromium"], { encoding: "utf8" }).trim();
-  browser = await chromium.launch({ executablePath, args: ["--no-sandbox"] });
-  page = await browser.newPage({ viewport: { width: 1000, height: 800 } });
+  ({ browser, page } = await openPage({ width: 1000, height: 800 }));
 }, 600_000);
 
 afterAll(async () => {
