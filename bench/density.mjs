@@ -255,10 +255,7 @@ async function fill(spec, n, alone) {
   return { ids, steps, knee, firstFailure };
 }
 
-/**
- * What a fill of `asked` sandboxes of `spec` held and, when it held any, their idle figures
- * (memory used since `usedBefore`) and the heavy phase on the first HEAVY_N (running `command`).
- */
+/** What a fill held and, if any, its idle figures (memory since `usedBefore`) and heavy phase (`command`). */
 async function filledFigures(spec, asked, filled, usedBefore, command = HEAVY) {
   return {
     spec,
