@@ -174,6 +174,14 @@ print(len(os.listdir(d)))
 
   let memFile: string;
   let frozen: string;
+  /** Machine "c" (index 2) resumed from A's memory fork, on a new overlay `file` of the frozen layer. */
+  async function startFork(file: string): Promise<Machine> {
+    const disk = path.join(dir, file);
+    await createOverlay(frozen, disk, DISK);
+    const c = await host.start(spec("c", 2, disk, { memoryState: memFile }));
+    machines.push(c);
+    return c;
+  }
   it("a memory fork of a sandbox with the mount reads and writes the share", async () => {
     const next = path.join(dir, "a-next.qcow2");
     await createOverlay(path.basename(a.activeDisk as string), next, DISK, { unsafe: true });
@@ -187,10 +195,7 @@ print(len(os.listdir(d)))
     }
     await writeSynced(a, "after-checkpoint", "a after the checkpoint");
     await attach(2);
-    const disk = path.join(dir, "c.qcow2");
-    await createOverlay(frozen, disk, DISK);
-    const c = await host.start(spec("c", 2, disk, { memoryState: memFile }));
-    machines.push(c);
+    const c = await startFork("c.qcow2");
     // The child resumed with its parent's mount (the helper found it mounted) on its own address.
     expect(await sh(c, `cat ${MOUNT}/after-checkpoint`, 180_000)).toBe("a after the checkpoint");
     await writeSynced(c, "from-c", "hello from the fork");
@@ -201,10 +206,7 @@ print(len(os.listdir(d)))
   it("a reset (the fork again from the same checkpoint) mounts the live share", async () => {
     const old = machines.pop() as Machine;
     await old.stop({ graceMs: 0 });
-    const disk = path.join(dir, "c2.qcow2");
-    await createOverlay(frozen, disk, DISK);
-    const c = await host.start(spec("c", 2, disk, { memoryState: memFile }));
-    machines.push(c);
+    const c = await startFork("c2.qcow2");
     expect(await sh(c, `cat ${MOUNT}/from-c`, 180_000)).toBe("hello from the fork");
     await writeSynced(c, "after-reset", "written after the reset");
     expect(readFileSync(path.join(share, "after-reset"), "utf8")).toBe("written after the reset");
