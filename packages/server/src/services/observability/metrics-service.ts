@@ -23,6 +23,9 @@ export class MetricsService {
 
   constructor(store: Store, admission: AdmissionService, metering: MeteringService) {
     const registers = [this.registry];
+    /** A counter of this registry with one label. */
+    const counter = <L extends string>(name: string, help: string, label: L) =>
+      new Counter<L>({ name, help, labelNames: [label], registers });
     new Gauge({
       name: "sandtree_sandboxes",
       help: "Sandboxes by status (all teams)",
@@ -33,18 +36,16 @@ export class MetricsService {
         for (const [status, n] of Object.entries(await store.countByStatus())) this.set({ status }, n);
       },
     });
-    this.creations = new Counter({
-      name: "sandtree_sandbox_creations_total",
-      help: "Sandboxes that reached RUNNING, by start path (cold, warm, fork: restored from a checkpoint, memory)",
-      labelNames: ["start_path"],
-      registers,
-    });
-    this.failures = new Counter({
-      name: "sandtree_sandbox_create_failures_total",
-      help: "Creates that failed: refused with an error code, or ERROR while starting (code SANDBOX_ERROR)",
-      labelNames: ["code"],
-      registers,
-    });
+    this.creations = counter(
+      "sandtree_sandbox_creations_total",
+      "Sandboxes that reached RUNNING, by start path (cold, warm, fork: restored from a checkpoint, memory)",
+      "start_path",
+    );
+    this.failures = counter(
+      "sandtree_sandbox_create_failures_total",
+      "Creates that failed: refused with an error code, or ERROR while starting (code SANDBOX_ERROR)",
+      "code",
+    );
     this.createSeconds = new Histogram({
       name: "sandtree_sandbox_create_seconds",
       help: "From the create call to RUNNING, by start path",
@@ -52,12 +53,7 @@ export class MetricsService {
       buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64],
       registers,
     });
-    this.execs = new Counter({
-      name: "sandtree_execs_total",
-      help: "Exec calls, by outcome (ok: answered 2xx, error otherwise)",
-      labelNames: ["outcome"],
-      registers,
-    });
+    this.execs = counter("sandtree_execs_total", "Exec calls, by outcome (ok: answered 2xx, error otherwise)", "outcome");
     this.execSeconds = new Histogram({
       name: "sandtree_exec_seconds",
       help: "Exec calls from request to the end of the answer",
@@ -81,12 +77,11 @@ export class MetricsService {
         this.set(await metering.metricsCost());
       },
     });
-    this.refusals = new Counter({
-      name: "sandtree_quota_refusals_total",
-      help: "Creates refused by a quota, a rate limit or the budget, by code",
-      labelNames: ["code"],
-      registers,
-    });
+    this.refusals = counter(
+      "sandtree_quota_refusals_total",
+      "Creates refused by a quota, a rate limit or the budget, by code",
+      "code",
+    );
     admission.onRefusal((code) => {
       this.refusals.inc({ code });
     });
