@@ -75,9 +75,10 @@ async function setUp(began: number): Promise<void> {
   // Before the hook's own timeout, so a late run still says which steps it passed.
   const deadline = began + HOOK_MS - 60_000;
   const bundle = path.join(work, "bundle.tar");
+  const cores = await nestedCores();
   for (let attempt = 1; ; attempt++) {
     try {
-      await runNested(bundle, deadline, attempt === 1);
+      await runNested(bundle, deadline, cores, attempt === 1);
       return;
     } catch (err) {
       // A nested sandbox whose kernel died is this machine's emulator, not sandtree: again, with
@@ -100,7 +101,8 @@ async function setUp(began: number): Promise<void> {
  * The nested sandbox's vCPUs: one where this host runs it under TCG, whose emulated SVM with two
  * vCPUs run in parallel (MTTCG) killed the nested sandbox's kernel or reset it (triple fault) while
  * its KVM ran guests: 3 of 3 runs of a stress probe (L1 with 2 vCPUs booting 4 KVM guests at once,
- * 8 rounds: two silent resets, one hang after a guest's reset), and none of 2 with one vCPU (scripts/kvm/nested-stress.sh; docs/architecture.md). Two under KVM.
+ * 8 rounds: two silent resets, one hang after a guest's reset), and none of 2 with one vCPU
+ * (scripts/kvm/nested-stress.sh; docs/architecture.md). Two under KVM.
  */
 async function nestedCores(): Promise<number> {
   const hosts = await t.api("GET", "/v1/hosts");
@@ -110,11 +112,11 @@ async function nestedCores(): Promise<number> {
 }
 
 /** One nested sandbox: the bundle in it (built on the first), the inner suite run there, its report read. */
-async function runNested(bundle: string, deadline: number, buildBundle: boolean): Promise<void> {
+async function runNested(bundle: string, deadline: number, cores: number, buildBundle: boolean): Promise<void> {
   const r = await t.api("POST", "/v1/sandboxes", {
     image: "sandtree/debian",
     memory_gb: 3,
-    cpu_cores: await nestedCores(),
+    cpu_cores: cores,
     disk_size_gb: 6,
     nested_virtualization: true,
     timeout_minutes: 60,
