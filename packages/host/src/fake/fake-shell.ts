@@ -1,7 +1,8 @@
 /**
  * The few commands the fake host's exec understands: enough for the conformance suite and
  * service tests, nothing more. `echo`, `cat`, `true`, `false`, `exit N`, `sleep N`, `pwd`,
- * `echo ... > FILE` and `>> FILE`, joined by `&&` or `;`; `cat` alone copies stdin. Anything else exits 127.
+ * `echo ... > FILE` and `>> FILE`, joined by `&&` or `;`; `cat` alone copies stdin; `poweroff`
+ * (and `reboot`) end the machine as a guest that powered off would. Anything else exits 127.
  */
 export interface ShellFs {
   read(path: string): Buffer | undefined;
@@ -14,6 +15,8 @@ export interface ShellResult {
   code: number;
   /** Milliseconds the command says it takes (`sleep`). */
   sleepMs: number;
+  /** The guest powers off (or reboots) once the command answered. */
+  poweroff: boolean;
 }
 
 /** Splits on blanks, honouring single and double quotes (no escapes beyond that). */
@@ -63,6 +66,10 @@ function one(argv: string[], fs: ShellFs, cwd: string, out: ShellResult, stdin: 
     case "pwd":
       text = `${cwd}\n`;
       break;
+    case "poweroff":
+    case "reboot":
+      out.poweroff = true;
+      break;
     default:
       out.stderr += `${cmd ?? ""}: not found (fake host)\n`;
       return 127;
@@ -78,7 +85,7 @@ export function runFakeCommand(
   fs: ShellFs,
   stdin: Buffer = Buffer.alloc(0),
 ): ShellResult {
-  const out: ShellResult = { stdout: "", stderr: "", code: 0, sleepMs: 0 };
+  const out: ShellResult = { stdout: "", stderr: "", code: 0, sleepMs: 0, poweroff: false };
   const cwd = spec.cwd ?? "/root";
   const argv = spec.argv ?? [];
   const viaShell = (argv[0] === "sh" || argv[0] === "bash") && argv[1] === "-c";

@@ -24,6 +24,11 @@ export interface MachineExit {
   signal: string | null;
   expected: boolean;
   reason: string;
+  /**
+   * The guest itself rebooted, panicked (a triple fault too) or powered off: a machine does not
+   * reboot, so its VMM ended on its own, with success. False for a kill or a crash of the VMM.
+   */
+  guestReset: boolean;
 }
 
 /** The machine itself (not its guest) did not answer a control command in time: it is hung. */

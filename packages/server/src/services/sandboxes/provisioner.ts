@@ -18,6 +18,7 @@ import { imageDefaults } from "../images/image-defaults.js";
 import type { ImageResolver } from "../images/image-resolver.js";
 import type { NetworkService } from "../network/network-service.js";
 import type { Logger } from "../observability/logger.js";
+import { errorEnd } from "./error-end.js";
 import { ratesOf } from "./resource-limits.js";
 import type { SandboxMachines } from "./sandbox-machines.js";
 import { liveDiskName, machineNameOf, memoryMbFor, type SandboxPaths } from "./sandbox-paths.js";
@@ -303,12 +304,7 @@ export class Provisioner {
       await machines.cleanupDisk(sb.id);
       rmSync(paths.runDir(sb.id), { recursive: true, force: true });
       await this.deps.network?.detach(sb.id).catch(() => {});
-      if (
-        await store.updateSandbox(sb.id, { status: "ERROR", error_reason: reason, terminated_at: new Date().toISOString() }, [
-          "PENDING",
-          "PROVISIONING",
-        ])
-      ) {
+      if (await store.updateSandbox(sb.id, errorEnd("START_FAILED", reason), ["PENDING", "PROVISIONING"])) {
         await store.addEvent(sb.id, `error: ${reason}`);
         // The user's reason is a sentence; what the host or a tool said is here.
         log.warn({ sandbox: sb.id, reason, detail: causeChain(err) }, "provisioning failed");
