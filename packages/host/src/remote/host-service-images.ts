@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import { SandtreeError } from "@sandtree/protocol";
 import { x as tarExtract } from "tar";
 import {
   type ImageRequest,
@@ -46,29 +47,41 @@ async function importLayout(images: HostImages, inputs: AsyncIterable<ImportLayo
   const { name, layoutRef } = first.value.input.value;
   const dir = await mkdtemp(path.join(tmpdir(), "sandtree-layout-"));
   try {
-    // Regular files and folders only; tar keeps every path inside `dir` (no absolute paths, no `..`).
-    const unpack = tarExtract({
-      cwd: dir,
-      strict: true,
-      filter: (_p, e) => "type" in e && (e.type === "File" || e.type === "Directory"),
-    });
-    const unpacked = new Promise<void>((resolve, reject) => {
-      unpack.on("close", () => resolve());
-      unpack.on("error", reject);
-    });
-    for (;;) {
-      const { value, done } = await it.next();
-      if (done) break;
-      if (value.input.case !== "tar") throw new MachineRefusedError("an image import sends its header once");
-      if (!unpack.write(Buffer.from(value.input.value))) await once(unpack, "drain", { signal: ctx.signal });
-    }
-    unpack.end();
-    await unpacked;
+    await unpackInto(dir, it, ctx.signal);
     return resolvedMsg(
       await images.importLayout(dir, name, { ...(layoutRef !== undefined ? { layoutRef } : {}), signal: ctx.signal }),
     );
   } finally {
     await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** Writes the tar pieces that follow the header into `dir`: regular files and folders only, every path inside it. */
+async function unpackInto(dir: string, it: AsyncIterator<ImportLayoutInput>, signal: AbortSignal): Promise<void> {
+  const unpack = tarExtract({
+    cwd: dir,
+    strict: true,
+    filter: (_p, e) => "type" in e && (e.type === "File" || e.type === "Directory"),
+  });
+  const unpacked = new Promise<void>((resolve, reject) => {
+    unpack.on("close", () => resolve());
+    unpack.on("error", reject);
+  });
+  // Awaited below, or dropped with the import when it fails first.
+  unpacked.catch(() => {});
+  try {
+    for (;;) {
+      const { value, done } = await it.next();
+      if (done) break;
+      if (value.input.case !== "tar") throw new MachineRefusedError("an image import sends its header once");
+      if (!unpack.write(Buffer.from(value.input.value))) await once(unpack, "drain", { signal });
+    }
+    unpack.end();
+    await unpacked;
+  } catch (err) {
+    unpack.abort(err instanceof Error ? err : new Error(String(err)));
+    if (err instanceof MachineRefusedError || signal.aborted) throw err;
+    throw new SandtreeError("IMAGE_INVALID", `the layout sent is not a readable tar: ${(err as Error).message}`);
   }
 }
 
