@@ -14,7 +14,14 @@ export function fakeImages(digestChar: string): { images: ImageResolver; cleanup
   const basePath = path.join(imageDir, "base.ext4");
   writeFileSync(basePath, "");
   const images: ImageResolver = {
-    resolve: async (ref) => ({ ref, digest: `sha256:${digestChar.repeat(64)}`, basePath, virtualSizeBytes: 0, source: "local" }),
+    resolve: async (ref) => ({
+      ref,
+      digest: `sha256:${digestChar.repeat(64)}`,
+      basePath,
+      virtualSizeBytes: 0,
+      source: "local",
+      labels: {},
+    }),
     check: async () => {},
     list: async () => [],
     importLayout: () => Promise.reject(new Error("no layouts here")),

@@ -2,10 +2,11 @@
 // relies on, checked through the interface only. Each implementation runs it with its own factory
 // (fake-host.test.ts, qemu-host.test.ts). Few machines (two at a time at most) so a VM host stays
 // quick under TCG; the commands run are the few the fake host's shell understands.
-import { existsSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Machine, MachineHost, MachineSpec } from "../../src/index.js";
+import type { Machine, MachineHost, MachineSpec, ResolvedImage } from "../../src/index.js";
+import { writeRootfsLayout } from "../../src/index.js";
 import { execOutput } from "../helpers/guest.js";
 
 export interface HostUnderTest {
@@ -14,8 +15,8 @@ export interface HostUnderTest {
   dir: string;
   /** Where machines' run directories go (survivors are looked up under it). */
   runRoot: string;
-  /** An image base's name in `dir` (linkBase done). */
-  base: string;
+  /** An image the host holds (machines boot from its base). */
+  image: string;
   /** The spec of a machine booting (or resuming) from `rootDisk`. */
   spec(name: string, rootDisk: string): MachineSpec;
   /** Whether this host can adopt a machine this process still holds (a VM's agent takes one client). */
@@ -24,6 +25,8 @@ export interface HostUnderTest {
 }
 
 const DISK = 2 * 1024 ** 3;
+/** Under sandtree/: never pulled, so a host answers at once that it does not have it. */
+const UNKNOWN_IMAGE = "sandtree/conformance-no-such-image";
 
 async function run(m: Machine, shell: string): Promise<{ out: string; err: string; code: number }> {
   const { out, err, code } = await execOutput(m.exec({ shell, timeoutMs: 60_000 }));
@@ -44,6 +47,8 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
   describe(`MachineHost conformance: ${name}`, () => {
     let t: HostUnderTest;
     let a: Machine;
+    let image: ResolvedImage;
+    let base: string;
     const started: Machine[] = [];
     const disk = (n: string) => path.join(t.dir, `${n}.qcow2`);
     const start = async (n: string, rootDisk: string, extra: Partial<MachineSpec> = {}) => {
@@ -54,7 +59,9 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
 
     beforeAll(async () => {
       t = await make();
-      await t.host.createDisk(t.base, disk("a"), DISK);
+      image = await t.host.images.resolve(t.image, {});
+      base = await t.host.linkBase(t.dir, image.basePath);
+      await t.host.createDisk(base, disk("a"), DISK);
       a = await start("conf-a", disk("a"));
     }, 4 * timeoutMs);
 
@@ -67,6 +74,45 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
       expect(typeof t.host.capabilities.accel).toBe("string");
       expect(typeof t.host.capabilities.memorySnapshots).toBe("boolean");
       expect(typeof t.host.capabilities.nested.ok).toBe("boolean");
+    });
+
+    it("resolves an image to a base on the host, the one its first machine started on", { timeout: timeoutMs }, async () => {
+      expect(image.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
+      expect(["local", "registry"]).toContain(image.source);
+      expect(image.virtualSizeBytes).toBeGreaterThan(0);
+      expect(typeof image.labels).toBe("object");
+      expect(await t.host.images.resolve(t.image, {})).toEqual(image);
+      await t.host.images.check(t.image, {});
+      expect(await t.host.linkBase(t.dir, image.basePath)).toBe(base);
+      expect((await run(a, "echo up")).out).toBe("up\n");
+    });
+
+    it("answers IMAGE_NOT_FOUND for an image it has not and cannot pull", { timeout: timeoutMs }, async () => {
+      await expect(t.host.images.check(UNKNOWN_IMAGE, {})).rejects.toMatchObject({ code: "IMAGE_NOT_FOUND" });
+      await expect(t.host.images.resolve(UNKNOWN_IMAGE, {})).rejects.toMatchObject({ code: "IMAGE_NOT_FOUND" });
+    });
+
+    it("lists the images it holds, the resolved one among them", { timeout: timeoutMs }, async () => {
+      const listed = await t.host.images.list();
+      expect(listed).toContainEqual(expect.objectContaining({ ref: image.ref, digest: image.digest, source: image.source }));
+    });
+
+    it("imports an OCI layout of the caller's machine under a name", { timeout: timeoutMs }, async () => {
+      const rootfs = path.join(t.dir, "import-rootfs");
+      mkdirSync(path.join(rootfs, "etc"), { recursive: true });
+      writeFileSync(path.join(rootfs, "etc", "conformance"), "imported\n");
+      const layout = path.join(t.dir, "import-layout");
+      const manifest = await writeRootfsLayout(rootfs, layout, { refName: "v1" });
+      const imported = await t.host.images.importLayout(layout, "sandtree/conformance-import", { layoutRef: "v1" });
+      expect(imported).toMatchObject({ digest: manifest.digest, source: "local" });
+      expect(await t.host.images.resolve("sandtree/conformance-import", {})).toMatchObject({ digest: manifest.digest });
+      expect((await t.host.images.list()).map((i) => i.ref)).toContain(imported.ref);
+      await expect(
+        t.host.images.importLayout(path.join(t.dir, "no-layout"), "sandtree/conformance-none", {}),
+      ).rejects.toMatchObject({ code: "IMAGE_NOT_FOUND" });
+      await expect(t.host.images.importLayout(layout, "sandtree/conformance-none", { layoutRef: "v2" })).rejects.toMatchObject({
+        code: "IMAGE_NOT_FOUND",
+      });
     });
 
     it("runs commands: output, exit codes, errors", { timeout: timeoutMs }, async () => {
@@ -139,7 +185,7 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
     });
 
     it("flattens a layer into one over the base: the same files", { timeout: 2 * timeoutMs }, async () => {
-      const flat = await t.host.flattenLayer(t.dir, path.basename(layer), t.base, "flat.qcow2");
+      const flat = await t.host.flattenLayer(t.dir, path.basename(layer), base, "flat.qcow2");
       expect(flat.sha256).toMatch(/^[0-9a-f]{64}$/);
       await t.host.createDisk("flat.qcow2", disk("on-flat"), DISK);
       const m = await start("conf-flat", disk("on-flat"));
