@@ -25,6 +25,10 @@ import { liveDiskName, machineNameOf, memoryMbFor, type SandboxPaths } from "./s
 
 const GiB = 1024 ** 3;
 
+/** Said of a nested sandbox of several vCPUs on an emulated host (measured: scripts/kvm/nested-stress.sh). */
+const NESTED_SMP_TCG =
+  "warning: nested virtualization with several vCPUs on an emulated (tcg) host: under load its KVM has reset the guest; with one vCPU it has not";
+
 /** The messages of an error's causes, outermost first (for the log: users get the error's own message). */
 export function causeChain(err: unknown): string {
   const parts: string[] = [];
@@ -271,6 +275,7 @@ export class Provisioner {
           ? `warm start from the ${template.rootWait ? "shape" : "image"} template`
           : "cold boot";
       await store.addEvent(sb.id, `starting the VM (${how}, ${sb.cpu_cores} cpu, ${memoryMb} MiB)`);
+      if (sb.nested_virtualization && sb.cpu_cores > 1 && this.deps.accel === "tcg") await store.addEvent(sb.id, NESTED_SMP_TCG);
       machine = await this.deps.host.start({
         ...(await this.spec(sb, rootDisk)),
         ...(nic ? { nic: { tap: nic.tap, guestNet: nic.guestNet } } : {}),
