@@ -1,32 +1,21 @@
 // Why a sandbox ended, as the stable `error_code` beside `error_reason`, through the real server
 // on the fake host (no VM): a guest that powers off is GUEST_RESET, a machine killed under it is
 // MACHINE_EXITED, a start that fails is START_FAILED; a live or deleted sandbox has none.
-import { FakeHost } from "@sandtree/host/fake";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { exec, fakeImages, running } from "./fake-host-life.js";
-import { startTestServer, type TestServer } from "./helpers.js";
+import { describe, expect, it } from "vitest";
+import type { ImageResolver } from "../src/services/images/image-resolver.js";
+import { exec, onFakeHost, running } from "./fake-host-life.js";
+import type { TestServer } from "./helpers.js";
 
-const fake = fakeImages("e");
-const { cleanup } = fake;
 /** `fake/broken` passes the create's check, then its base cannot be made (the start fails). */
-const images: typeof fake.images = {
-  ...fake.images,
+const breaking = (fake: ImageResolver): ImageResolver => ({
+  ...fake,
   resolve: (ref, opts) =>
-    ref === "fake/broken" ? Promise.reject(new Error("the image's base could not be built")) : fake.images.resolve(ref, opts),
-};
+    ref === "fake/broken" ? Promise.reject(new Error("the image's base could not be built")) : fake.resolve(ref, opts),
+});
 
 describe("error_code: why a sandbox ended in ERROR", () => {
   let t: TestServer;
-  const host = new FakeHost();
-
-  beforeAll(async () => {
-    t = await startTestServer({ images, host });
-  }, 60_000);
-
-  afterAll(async () => {
-    await t?.close();
-    cleanup();
-  }, 60_000);
+  const host = onFakeHost({ digestChar: "e", images: breaking, started: (server) => void (t = server) });
 
   async function created(): Promise<string> {
     const c = await t.api("POST", "/v1/sandboxes", { image: "fake/image" });
