@@ -1,3 +1,4 @@
+import { SandtreeError } from "@sandtree/protocol";
 import { slotOf } from "../network/addresses.js";
 import {
   guestNetOf,
@@ -41,8 +42,12 @@ export class FakeNetworks implements HostNetworks {
     };
   }
 
+  /** Refuses a slot another sandbox holds, as a host whose tap for it exists does. */
   async attach(net: SandboxNetworkSpec): Promise<NetworkAttachment> {
     const a = this.attachment(net);
+    const holder = [...this.live.values()].find((n) => n.slot === net.slot && n.sandboxId !== net.sandboxId);
+    if (holder)
+      throw new SandtreeError("NETWORK_SETUP_FAILED", `network setup failed: slot ${net.slot} is ${holder.sandboxId}'s`);
     this.live.set(net.sandboxId, { ...net });
     return a;
   }
