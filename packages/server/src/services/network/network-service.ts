@@ -111,8 +111,9 @@ export class NetworkService {
     if (opened.skipped.length)
       log.warn({ pool: opened.subnet, skipped: opened.skipped }, `sandbox address pool ${opened.subnet}`);
     this.subnet = opened.subnet;
+    const byId = new Map(rows.map((r) => [r.sandbox_id, r]));
     for (const at of opened.attached) {
-      const row = rows.find((r) => r.sandbox_id === at.sandboxId);
+      const row = byId.get(at.sandboxId);
       if (row) this.live.set(at.sandboxId, { row, at });
     }
     this.opened = true;
