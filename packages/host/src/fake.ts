@@ -2,3 +2,4 @@
 export { FakeHost } from "./fake/fake-host.js";
 export { FAKE_IMAGE_REFS, FakeImages, type FakeImagesOptions } from "./fake/fake-images.js";
 export { FakeMachine } from "./fake/fake-machine.js";
+export { FakeNetworks } from "./fake/fake-networks.js";

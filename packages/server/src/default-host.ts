@@ -3,9 +3,11 @@ import {
   type Accel,
   createQemuHost,
   defaultJailConfig,
+  type HostNetworks,
   type JailConfig,
   type MachineHost,
   MachineLimiter,
+  SandboxNetworks,
   type VolumeFileServer,
 } from "@sandtree/host";
 import type { ServerConfigValues } from "./config.js";
@@ -26,6 +28,8 @@ export async function defaultHost(opts: {
   volumes: VolumeFileServer | undefined;
   /** Sandboxes have taps (their rate needs `tc`). */
   network: boolean;
+  /** Its sandbox networks (defaultHostNetworks, opened before the host is made). */
+  networks: HostNetworks;
   log: Logger;
 }): Promise<MachineHost> {
   const limiter = await openResourceLimits(opts.cfg, opts.network, opts.log);
@@ -33,6 +37,7 @@ export async function defaultHost(opts: {
     accel: opts.accel,
     controlDeadlineMs: opts.cfg.deadlines.qmpMs,
     jail: opts.jail,
+    networks: opts.networks,
     ...(opts.volumes ? { volumes: opts.volumes } : {}),
     ...(limiter ? { limiter } : {}),
     images: {
@@ -41,6 +46,11 @@ export async function defaultHost(opts: {
       defaultRegistry: opts.cfg.defaultRegistry,
     },
   });
+}
+
+/** This machine's sandbox networks, for the default host (its warnings in the server's log). */
+export function defaultHostNetworks(log: Logger): SandboxNetworks {
+  return new SandboxNetworks({ log: { warn: (o, m) => log.warn(o, m) } });
 }
 
 /**

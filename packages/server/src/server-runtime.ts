@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { ServerConfigValues } from "./config.js";
-import { defaultHost } from "./default-host.js";
+import { defaultHost, defaultHostNetworks } from "./default-host.js";
 import type { StartServerOptions } from "./server.js";
 import type { Foundation } from "./server-foundation.js";
 import { CheckpointService } from "./services/checkpoints/checkpoint-service.js";
@@ -74,9 +74,12 @@ export async function startRuntime(
   unwind: UnwindStack,
 ): Promise<Runtime> {
   const { store, log, admission, accel, jail, blobs, volumeServer, volumeImages } = f;
+  // The host's networks before the host: its resource limits need to know whether sandboxes have taps.
+  const hostNetworks = opts.host?.networks ?? defaultHostNetworks(log);
   const network = new NetworkService({
     store,
     log,
+    networks: hostNetworks,
     dataDir: cfg.dataDir,
     config: {
       enabled: cfg.network,
@@ -98,7 +101,8 @@ export async function startRuntime(
   await network.start(shared ? { notMine: await placedOnPeers(hostRegistry, ownHostName) } : {});
   // A given host (the fake, a remote one) jails and limits its own machines.
   const machineHost =
-    opts.host ?? (await defaultHost({ cfg, jail, accel, volumes: volumeServer, network: network.enabled, log }));
+    opts.host ??
+    (await defaultHost({ cfg, jail, accel, volumes: volumeServer, network: network.enabled, networks: hostNetworks, log }));
   // Image bases are built on the host that runs machines on them (a worker builds its own).
   const images = opts.images ?? machineHost.images;
   const aliases = new ImageAliases(openImageAliases(store), images);

@@ -72,6 +72,8 @@ export interface TestServerOptions {
   defaultRegistry?: string;
   /** Where machines run (default: QEMU microVMs; tests above the seam give the fake host). */
   host?: MachineHost;
+  /** Sandbox networks (ServerConfig.network; default "off"): "on" only with a host whose networks are in memory (the fake's). */
+  network?: "on" | "off";
   /** VM deadlines over the defaults (StartServerOptions.deadlines). */
   deadlines?: { agentMs?: number };
   /** The data dir (default: a fresh temporary one); kept after close() with `keepDataDir` or KEEP_TEST_DATA. */
@@ -90,7 +92,7 @@ export async function startTestServer(opts: TestServerOptions = {}): Promise<Tes
       host: "127.0.0.1",
       port: 0,
       logger: opts.logStream !== undefined,
-      network: "off",
+      network: opts.network ?? "off",
       ...(opts.prices ? { prices: opts.prices } : {}),
       ...(opts.database ? { database: opts.database } : {}),
       ...(opts.blobStore ? { blobStore: opts.blobStore } : {}),

@@ -3,6 +3,7 @@ import { MachineRefusedError } from "../machine/machine.js";
 import { FakeDisks } from "./fake-disks.js";
 import { FakeImages, type FakeImagesOptions } from "./fake-images.js";
 import { FakeMachine } from "./fake-machine.js";
+import { FakeNetworks } from "./fake-networks.js";
 
 /**
  * A host that runs no VM: each machine is a file map with a tiny shell (fake-shell.ts), its disks
@@ -17,6 +18,8 @@ export class FakeHost extends FakeDisks implements MachineHost {
     memorySnapshots: true,
     nested: { ok: false, why: "the fake host runs no VM" },
   };
+  /** Sandbox networks in memory (addresses from a pool; no tap, rule or resolver). */
+  readonly networks = new FakeNetworks();
   /** Live machines by name. */
   readonly machines = new Map<string, FakeMachine>();
   /** Starts so far (tests count them). */

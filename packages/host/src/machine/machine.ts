@@ -1,6 +1,7 @@
 import type { AgentExec, AgentExecEvent, ExecSpec, StatInfo } from "../agent/agent-client.js";
 import type { RegistryCredentials } from "../images/registry-auth.js";
 import type { MachineRates } from "../limits/machine-limits.js";
+import type { HostNetworks } from "../network/host-networks.js";
 import type { MemoryImages } from "../snapshots/memory-images.js";
 import type { TemplateBuildErrorHandler, TemplateStore, TemplateTaps } from "../snapshots/template-store.js";
 import type { GuestBoot } from "../vmm/qemu-args.js";
@@ -336,6 +337,8 @@ export interface MachineHost extends HostDisks {
   readonly capabilities: HostCapabilities;
   /** The images machines boot from, built on this host. */
   readonly images: HostImages;
+  /** Its sandbox networks: taps, firewall rules, DNS and tunnels for the control plane's records. */
+  readonly networks: HostNetworks;
   /** The caches that make starts warm; null: this host has none (every start is a cold one). */
   warmCaches(opts: WarmCacheOptions): WarmCaches | null;
   /** Boots (or resumes from a template or memory state) and resolves once the guest answered. */

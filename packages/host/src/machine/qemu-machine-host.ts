@@ -3,6 +3,8 @@ import { ImageStore, type ImageStoreOptions } from "../images/image-store.js";
 import { StoreImages } from "../images/store-images.js";
 import type { MachineLimiter } from "../limits/machine-limiter.js";
 import { DEFAULT_MACHINE_RATES } from "../limits/machine-limits.js";
+import type { HostNetworks } from "../network/host-networks.js";
+import { SandboxNetworks } from "../network/sandbox-networks.js";
 import { defaultJailConfig, type JailConfig } from "../vmm/jail.js";
 import type { Accel } from "../vmm/qemu-args.js";
 import { findQemuProcesses, QemuVm, qemuAlive } from "../vmm/qemu-vm.js";
@@ -49,6 +51,8 @@ export interface QemuMachineHostOptions {
   diskCache?: DiskCache;
   /** Where this host keeps its images and which registries it pulls from (default: ImageStore's defaults). */
   images?: ImageStoreOptions;
+  /** Its sandbox networks (opened by the control plane); default: this machine's own, unopened. */
+  networks?: HostNetworks;
 }
 
 export type DiskCache = "direct" | "host";
@@ -56,6 +60,7 @@ export type DiskCache = "direct" | "host";
 /** This host's QEMU microVMs. */
 export class QemuMachineHost extends QemuDisks implements MachineHost {
   readonly capabilities: HostCapabilities;
+  readonly networks: HostNetworks;
   /** How this host's QEMUs are jailed. */
   readonly jail: JailConfig;
   /** Images as bases built on this host (its image store). */
@@ -65,6 +70,7 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
   constructor(private readonly opts: QemuMachineHostOptions = {}) {
     super();
     this.jail = opts.jail ?? defaultJailConfig();
+    this.networks = opts.networks ?? new SandboxNetworks();
     this.directDisk = opts.diskCache === "direct";
     this.images = new StoreImages(new ImageStore(opts.images));
     const accel = opts.accel ?? "tcg";

@@ -53,6 +53,14 @@ export function systemUpstreams(resolvConf = "/etc/resolv.conf"): DnsUpstream[] 
   return (real.length > 0 ? real : found).map((host) => ({ host, port: 53 }));
 }
 
+/** "HOST" or "HOST:PORT" (port 53 by default). */
+export function parseUpstreams(given: readonly string[]): DnsUpstream[] {
+  return given.map((u) => {
+    const [host, port] = u.split(":");
+    return { host: host ?? u, port: Number(port ?? 53) };
+  });
+}
+
 /** One query (`id`, asking `question`, encoded as `query`) to one upstream server and its answer. */
 export type Exchange = (
   up: DnsUpstream,

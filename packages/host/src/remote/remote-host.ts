@@ -6,6 +6,7 @@ import type { AdoptSpec, HostCapabilities, HostImages, MachineHost, MachineSpec,
 import { fromConnectError } from "./remote-errors.js";
 import { RemoteImages } from "./remote-images.js";
 import { RemoteMachine } from "./remote-machine.js";
+import { UnservedNetworks } from "./remote-networks.js";
 import { adoptRequest, startRequest } from "./remote-specs.js";
 
 export interface RemoteHostOptions {
@@ -24,6 +25,8 @@ export class RemoteHost implements MachineHost {
   private readonly life = new AbortController();
   /** The worker's images: resolved and built there (an import sends the layout over). */
   readonly images: HostImages;
+  /** Not served over the host service yet: opening them answers why. */
+  readonly networks = new UnservedNetworks();
 
   private constructor(
     private readonly client: Client<typeof MachineHostService>,

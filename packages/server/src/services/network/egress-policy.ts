@@ -1,4 +1,3 @@
-import type { DnsUpstream } from "@sandtree/host";
 import { type NetworkMode, SandtreeError } from "@sandtree/protocol";
 
 /** The egress lists a create or an update may give (at most one of them). */
@@ -32,12 +31,4 @@ export function networkUnavailable(why: string | null, fields: string[]): Sandtr
     `this server gives sandboxes no network (${why ?? "not started"}), so ${fields.join(" and ")} cannot be honoured`,
     { field: fields[0], reason: why },
   );
-}
-
-/** "HOST" or "HOST:PORT" (port 53 by default). */
-export function parseUpstreams(given: readonly string[]): DnsUpstream[] {
-  return given.map((u) => {
-    const [host, port] = u.split(":");
-    return { host: host ?? u, port: Number(port ?? 53) };
-  });
 }

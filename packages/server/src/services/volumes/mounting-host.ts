@@ -2,6 +2,7 @@ import type {
   AdoptSpec,
   HostCapabilities,
   HostImages,
+  HostNetworks,
   Machine,
   MachineHost,
   MachineSpec,
@@ -31,6 +32,10 @@ export class MountingHost implements MachineHost {
 
   get images(): HostImages {
     return this.host.images;
+  }
+
+  get networks(): HostNetworks {
+    return this.host.networks;
   }
 
   warmCaches(opts: WarmCacheOptions): WarmCaches | null {

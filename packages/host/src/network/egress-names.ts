@@ -1,15 +1,10 @@
 import { Resolver } from "node:dns/promises";
 import type net from "node:net";
-import {
-  type DnsUpstream,
-  LOCAL_DNS_SUFFIX,
-  nameMatches,
-  type ResolverClient,
-  type SandboxNetSpec,
-  tunnelAddress,
-} from "@sandtree/host";
 import { classifyNetworkRule } from "@sandtree/protocol";
-import type { NetworkRow } from "../../store/rows.js";
+import { tunnelAddress } from "./addresses.js";
+import { LOCAL_DNS_SUFFIX, nameMatches, type ResolverClient } from "./dns-resolver.js";
+import type { DnsUpstream } from "./dns-upstream.js";
+import type { SandboxNetSpec } from "./network-manager.js";
 
 /**
  * Hostname rules of one sandbox's egress policy: what the DNS resolver may answer it, the
@@ -23,7 +18,11 @@ const MIN_LEARNED_MS = 5 * 60_000;
 
 /** A sandbox's network while it is live on this host. */
 export interface Live {
-  row: NetworkRow;
+  /** False: the sandbox's link is down, and the resolver does not answer it. */
+  enabled: boolean;
+  /** name -> HOST:PORT (SandboxNetworkSpec.tunnels). */
+  tunnels: Record<string, string>;
+  /** What the firewall holds for it; `spec.policy` is the policy in force. */
   spec: SandboxNetSpec;
   /** name -> address -> expiry (ms) */
   learned: Map<string, Map<string, number>>;
@@ -34,8 +33,8 @@ export interface Live {
 
 /** The addresses the firewall lets through (allowlist) or blocks (denylist) for hostname rules. */
 export function resolvedOf(l: Live): string[] {
-  if (l.row.mode === "denylist") return [...l.denied];
-  if (l.row.mode !== "allowlist") return [];
+  if (l.spec.policy.mode === "denylist") return [...l.denied];
+  if (l.spec.policy.mode !== "allowlist") return [];
   const now = Date.now();
   const out = new Set<string>();
   for (const addrs of l.learned.values()) for (const [a, exp] of addrs) if (exp > now) out.add(a);
@@ -46,14 +45,14 @@ export function resolvedOf(l: Live): string[] {
 export function resolverClient(l: Live, apply: () => Promise<void>): ResolverClient {
   return {
     decide: (name) => {
-      const { mode, allowlist, denylist } = l.row;
+      const { mode, allow: allowlist, deny: denylist } = l.spec.policy;
       if (mode === "allow_all") return "allow";
       if (mode === "deny_all") return "deny";
       if (mode === "allowlist") return nameMatches(name, allowlist) ? "allow" : "deny";
       return nameMatches(name, denylist) ? "deny" : "allow";
     },
     learned: async (name, addresses, ttl) => {
-      if (l.row.mode !== "allowlist" || addresses.length === 0) return;
+      if (l.spec.policy.mode !== "allowlist" || addresses.length === 0) return;
       const key = name.toLowerCase().replace(/\.$/, "");
       const until = Date.now() + Math.max(ttl * 1000, MIN_LEARNED_MS);
       const known = new Set(resolvedOf(l));
@@ -68,7 +67,7 @@ export function resolverClient(l: Live, apply: () => Promise<void>): ResolverCli
         .toLowerCase()
         .replace(/\.$/, "")
         .slice(0, -(LOCAL_DNS_SUFFIX.length + 1));
-      const k = Object.keys(l.row.tunnels).indexOf(label);
+      const k = Object.keys(l.tunnels).indexOf(label);
       return k >= 0 ? tunnelAddress(k) : null;
     },
   };
@@ -89,12 +88,12 @@ export function expireLearned(l: Live, now: number): boolean {
  * that added any while the network is still `current` and still a denylist.
  */
 export async function resolveDenied(l: Live, upstreams: readonly DnsUpstream[], current: () => boolean): Promise<boolean> {
-  const hosts = l.row.denylist.filter((r) => classifyNetworkRule(r) === "host");
-  if (l.row.mode !== "denylist" || hosts.length === 0 || upstreams.length === 0) return false;
+  const hosts = l.spec.policy.deny.filter((r) => classifyNetworkRule(r) === "host");
+  if (l.spec.policy.mode !== "denylist" || hosts.length === 0 || upstreams.length === 0) return false;
   const r = new Resolver({ timeout: 2000, tries: 1 });
   r.setServers(upstreams.map((u) => (u.port === 53 ? u.host : `${u.host}:${u.port}`)));
   const lists = await Promise.all(hosts.map((h) => r.resolve4(h).catch(() => [] as string[])));
-  if (!current() || l.row.mode !== "denylist") return false;
+  if (!current() || l.spec.policy.mode !== "denylist") return false;
   const before = l.denied.size;
   for (const a of lists.flat()) l.denied.add(a);
   return l.denied.size !== before;

@@ -1,5 +1,6 @@
 import net from "node:net";
-import { type SandboxNetSpec, tunnelAddress } from "@sandtree/host";
+import { tunnelAddress } from "./addresses.js";
+import type { SandboxNetSpec } from "./network-manager.js";
 
 /**
  * A sandbox tunnel's host end: a TCP proxy listening on `listenHost` (the sandbox's gateway)
