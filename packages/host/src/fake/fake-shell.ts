@@ -1,7 +1,9 @@
 /**
  * The few commands the fake host's exec understands: enough for the conformance suite and
  * service tests, nothing more. `echo`, `cat`, `true`, `false`, `exit N`, `sleep N`, `pwd`,
- * `echo ... > FILE` and `>> FILE`, joined by `&&` or `;`; `cat` alone copies stdin. Anything else exits 127.
+ * `echo ... > FILE` and `>> FILE`, joined by `&&` or `;`; `cat` alone copies stdin;
+ * `[busybox] nc -l|-ll -p PORT -e cat` listens on PORT of the machine (an echo, until signalled:
+ * the fake's nc keeps listening either way). Anything else exits 127.
  */
 export interface ShellFs {
   read(path: string): Buffer | undefined;
@@ -14,6 +16,16 @@ export interface ShellResult {
   code: number;
   /** Milliseconds the command says it takes (`sleep`). */
   sleepMs: number;
+  /** A TCP port the command echoes on until it is signalled (`nc -l -p PORT -e cat`). */
+  listen?: number;
+}
+
+/** `nc -l|-ll -p PORT -e cat`: the port, else undefined. */
+function echoPort(args: string[]): number | undefined {
+  const [l, p, port, e, prog, ...rest] = args;
+  const ok = (l === "-l" || l === "-ll") && p === "-p" && e === "-e" && prog === "cat" && rest.length === 0;
+  const n = Number(port);
+  return ok && Number.isInteger(n) && n > 0 && n < 65536 ? n : undefined;
 }
 
 /** Splits on blanks, honouring single and double quotes (no escapes beyond that). */
@@ -34,7 +46,17 @@ function one(argv: string[], fs: ShellFs, cwd: string, out: ShellResult, stdin: 
   let text = "";
   let code = 0;
   const [cmd, ...args] = argv;
+  if (cmd === "busybox" && args[0] === "nc") return one(args, fs, cwd, out, stdin);
   switch (cmd) {
+    case "nc": {
+      const port = echoPort(args);
+      if (port === undefined) {
+        out.stderr += "nc: the fake host knows only nc -l -p PORT -e cat\n";
+        return 1;
+      }
+      out.listen = port;
+      break;
+    }
     case "echo":
       text = `${args.join(" ")}\n`;
       break;

@@ -4,10 +4,40 @@
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import path from "node:path";
 import { describe, it } from "vitest";
-import type { Accel, MachineHost } from "../../src/index.js";
-import { createQemuHost, detectAccel, ImageStore } from "../../src/index.js";
+import type { Accel, MachineHost, MachineSpec } from "../../src/index.js";
+import { createQemuHost, detectAccel, ImageStore, NetworkManager, networkUnavailableReason } from "../../src/index.js";
 import { artifactsMissing, smallGuestSpec } from "../helpers/guest.js";
 import { machineHostConformance } from "./machine-host-conformance.js";
+
+/**
+ * Taps for machines that need a network (a sandbox's: its own tap and nftables chain, deny-all
+ * egress; the host reaches the guest's address), or null where this host cannot make them (not root).
+ */
+async function testNics(): Promise<{
+  nic: (name: string) => Promise<NonNullable<MachineSpec["nic"]>>;
+  close: () => Promise<void>;
+} | null> {
+  if ((await networkUnavailableReason()) !== null) return null;
+  const tag = `c${Math.random().toString(36).slice(2, 7)}`;
+  const net = new NetworkManager({ tag, subnet: `10.248.${Math.floor(Math.random() * 250)}.0/24`, resolverPort: 53 });
+  await net.init([]);
+  let next = 0;
+  return {
+    nic: async (name) => {
+      const index = next++;
+      const slot = net.slot(index);
+      const tap = net.tapName(index);
+      await net.createTap(tap, slot);
+      const policy = { mode: "deny_all" as const, allow: [], deny: [] };
+      await net.addRules({ sandboxId: name, slot, tap, policy, tunnels: [], generation: 1, resolved: [] });
+      return { tap, guestNet: `${slot.address}/${slot.prefix} ${slot.gateway}` };
+    },
+    close: async () => {
+      for (let i = 0; i < next; i++) await net.deleteTap(net.tapName(i)).catch(() => {});
+      await net.destroy();
+    },
+  };
+}
 
 export function qemuConformance(
   name: string,
@@ -32,6 +62,7 @@ export function qemuConformance(
       const accel = await detectAccel("auto");
       const { host, close } = await wrap(createQemuHost({ accel }), accel);
       const basePath = (await new ImageStore().resolve("sandtree/debian")).basePath;
+      const nics = await testNics();
       return {
         host,
         dir,
@@ -39,6 +70,7 @@ export function qemuConformance(
         base: await host.linkBase(dir, basePath),
         // QEMU's guest agent takes one client: restart.test.ts covers adoption by a new process.
         adoptsLive: false,
+        nic: nics?.nic ?? null,
         spec: (vm, rootDisk) =>
           smallGuestSpec({
             name: vm,
@@ -49,6 +81,7 @@ export function qemuConformance(
           }),
         close: async () => {
           await close();
+          await nics?.close();
           rmSync(dir, { recursive: true, force: true });
         },
       };
