@@ -5,7 +5,7 @@ import { MachinePortError } from "../machine/machine.js";
  * Two in-memory stream ends joined like a TCP connection: what one writes the other reads, a
  * write waits while the other's read buffer is full, ending one side ends the other's reading
  * (half-close; a side whose reading ended ends its writing too, as a net.Socket does by default),
- * and destroying one destroys both.
+ * and destroying one before it ended both ways destroys both.
  */
 export function streamPair(): [Duplex, Duplex] {
   const waiting: Array<(() => void) | null> = [null, null];
@@ -27,8 +27,10 @@ export function streamPair(): [Duplex, Duplex] {
         peer().push(null);
         cb();
       },
-      destroy(err, cb) {
-        if (!peer().destroyed) peer().destroy();
+      destroy(this: Duplex, err, cb) {
+        // Torn down before both ways ended (not the close after a clean end): the peer goes too, as after a reset.
+        const clean = !err && this.readableEnded && this.writableFinished;
+        if (!clean && !peer().destroyed) peer().destroy();
         cb(err);
       },
     });

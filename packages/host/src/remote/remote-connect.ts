@@ -74,30 +74,40 @@ export async function remoteConnect(
     throw new MachinePortError(`${what}: the worker ended the call before connecting`, port, false, "EPROTO");
   }
 
-  let reading = false;
+  // Reads the worker's messages while the Duplex wants more: a read() that comes while one is
+  // pending (a push may call it synchronously) is remembered, never dropped.
+  let pumping = false;
+  let wanted = false;
+  const pump = async () => {
+    pumping = true;
+    try {
+      while (wanted) {
+        wanted = false;
+        const r = await outputs.next();
+        if (r.done) {
+          duplex.push(null);
+          return;
+        }
+        const o = r.value.output;
+        if (o.case === "data") {
+          if (duplex.push(Buffer.from(o.value))) wanted = true;
+        } else {
+          // The guest's end: read on to the call's end (the worker's close, or its error).
+          if (o.case === "end") duplex.push(null);
+          wanted = true;
+        }
+      }
+    } catch (err) {
+      duplex.destroy(fromConnectError(err, `the connection to port ${port} of ${machine}`));
+    } finally {
+      pumping = false;
+    }
+  };
   const duplex = new Duplex({
     allowHalfOpen: false,
     read() {
-      if (reading) return;
-      reading = true;
-      void (async () => {
-        try {
-          for (;;) {
-            const r = await outputs.next();
-            if (r.done) {
-              duplex.push(null);
-              return;
-            }
-            const o = r.value.output;
-            if (o.case === "end") duplex.push(null);
-            else if (o.case === "data" && !duplex.push(Buffer.from(o.value))) return;
-          }
-        } catch (err) {
-          duplex.destroy(fromConnectError(err, `the connection to port ${port} of ${machine}`));
-        } finally {
-          reading = false;
-        }
-      })();
+      wanted = true;
+      if (!pumping) void pump();
     },
     write(chunk: Buffer, _enc, cb) {
       pending = { chunk, cb };

@@ -21,6 +21,8 @@ export interface HostUnderTest {
   spec(name: string, rootDisk: string): MachineSpec;
   /** Whether this host can adopt a machine this process still holds (a VM's agent takes one client). */
   adoptsLive: boolean;
+  /** A shell line that echoes every TCP connection to `port` back to it until the other side ends (in this guest image). */
+  echoServer(port: number): string;
   /** A network interface for a new machine (removed by close), or null where this host cannot give one. */
   nic: ((name: string) => Promise<NonNullable<MachineSpec["nic"]>>) | null;
   close(): Promise<void>;
@@ -43,13 +45,31 @@ async function readAll(m: Machine, file: string): Promise<string> {
   return Buffer.concat(parts).toString();
 }
 
-/** A connection to `port` once something listens there (a listener just started may not yet). */
-async function connectWhenListening(m: Machine, port: number, tries = 150): Promise<Duplex> {
+/** Runs a listener; `ended` is set (with its output) once it exits. */
+function listen(m: Machine, shell: string, timeoutMs: number) {
+  const x = m.exec({ shell, timeoutMs });
+  const state = { ended: null as string | null, x };
+  let output = "";
+  void (async () => {
+    for await (const ev of x.events) {
+      if (ev.type === "stdout" || ev.type === "stderr") output += ev.data.toString();
+      else if (ev.type === "exit") state.ended = `exit ${ev.info.exit_code}: ${output}`;
+    }
+    state.ended ??= `ended: ${output}`;
+  })().catch((err: Error) => {
+    state.ended = err.message;
+  });
+  return state;
+}
+
+/** A connection to `port` once the listener listens there (one just started may not yet). */
+async function connectWhenListening(m: Machine, port: number, listener: { ended: string | null }): Promise<Duplex> {
   for (let i = 1; ; i++) {
     try {
       return await m.connect(port);
     } catch (err) {
-      if (!(err instanceof MachinePortError && err.refused) || i >= tries) throw err;
+      if (!(err instanceof MachinePortError && err.refused) || i >= 150) throw err;
+      if (listener.ended !== null) throw new Error(`the listener ended: ${listener.ended}`);
       await new Promise((r) => setTimeout(r, 200));
     }
   }
@@ -214,15 +234,14 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
       if (!t.nic) return;
       await t.host.createDisk(t.base, disk("net"), DISK);
       const m = await start("conf-net", disk("net"), { nic: await t.nic("conf-net") });
-      const listener = m.exec({ shell: "busybox nc -ll -p 7000 -e cat", timeoutMs: 4 * timeoutMs });
+      const listener = listen(m, t.echoServer(7000), 4 * timeoutMs);
       const sent = Buffer.from(Array.from({ length: 256 * 1024 }, (_, i) => (i * 7) % 251));
-      const echoed = await roundTrip(await connectWhenListening(m, 7000), sent);
+      const echoed = await roundTrip(await connectWhenListening(m, 7000, listener), sent);
       expect(echoed.equals(sent)).toBe(true);
       const refused = await m.connect(7001).catch((err: unknown) => err);
       expect(refused).toBeInstanceOf(MachinePortError);
       expect(refused).toMatchObject({ port: 7001, refused: true });
-      listener.signal(9);
-      for await (const _ of listener.events);
+      listener.x.signal(9);
       await m.stop({ graceMs: 0 });
     });
 

@@ -39,6 +39,20 @@ async function testNics(): Promise<{
   };
 }
 
+/** sandtree/debian has python3 (no nc): one connection at a time, echoed until its end. */
+const ECHO_PY = [
+  "import socket, sys",
+  "s = socket.socket()",
+  "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)",
+  "s.bind(('0.0.0.0', int(sys.argv[1])))",
+  "s.listen(8)",
+  "while True:",
+  "    c, _ = s.accept()",
+  "    for d in iter(lambda: c.recv(65536), b''):",
+  "        c.sendall(d)",
+  "    c.close()",
+].join("\n");
+
 export function qemuConformance(
   name: string,
   dirPrefix: string,
@@ -71,6 +85,7 @@ export function qemuConformance(
         // QEMU's guest agent takes one client: restart.test.ts covers adoption by a new process.
         adoptsLive: false,
         nic: nics?.nic ?? null,
+        echoServer: (port) => `exec python3 -c "${ECHO_PY}" ${port}`,
         spec: (vm, rootDisk) =>
           smallGuestSpec({
             name: vm,
