@@ -63,6 +63,8 @@ const plainStreams = new Map<string, number>();
 /** The socket behind a Duplex without a socket's own members (setNoDelay, setKeepAlive...), as a remote machine's stream is. */
 function plainStream(sock: net.Socket): Duplex {
   const d = new Duplex({
+    // As a net.Socket by default and a remote machine's stream: the guest's end ends both ways.
+    allowHalfOpen: false,
     read: () => void sock.resume(),
     write: (chunk: Buffer, _enc, cb) => void sock.write(chunk, cb),
     final(cb) {
@@ -573,6 +575,30 @@ describe("a machine whose connections are plain streams (a remote host's)", () =
 });
 
 describe("raw TCP over /tcp", () => {
+  it("the guest's end closes the tunnel (1000) after what it sent, with no end from the client", async () => {
+    const bye = net.createServer((sock) => sock.end("bye"));
+    await new Promise<void>((r) => bye.listen(0, "127.0.0.1", r));
+    const byePort = (bye.address() as AddressInfo).port;
+    try {
+      for (const plain of [false, true]) {
+        const id = await newSandbox();
+        if (plain) plainStreams.set(id, 0);
+        const ws = new WebSocket(`${base.replace("http", "ws")}/tcp/${id}/${byePort}`, {
+          headers: { authorization: `Bearer ${key}` },
+        });
+        const got: string[] = [];
+        ws.on("message", (d) => got.push(String(d)));
+        const code = await new Promise<number>((resolve, reject) => {
+          ws.on("close", resolve);
+          ws.on("error", reject);
+        });
+        expect({ plain, code, got: got.join("") }).toEqual({ plain, code: 1000, got: "bye" });
+      }
+    } finally {
+      await new Promise((r) => bye.close(r));
+    }
+  });
+
   /** One TCP exchange: sends `data`, half-closes, collects everything until the peer closes. */
   function exchange(port: number, data: Buffer): Promise<Buffer> {
     return new Promise((resolve, reject) => {

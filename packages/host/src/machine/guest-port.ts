@@ -8,13 +8,14 @@ export const PORT_CONNECT_TIMEOUT_MS = 10_000;
 
 /**
  * A TCP connection to `host:port` (a guest's address, reached over its tap), resolved once it is
- * connected; half-open allowed (ending the writable side sends FIN, the guest's answer still comes).
- * Failures are MachinePortError (`refused` for ECONNREFUSED); an abort of `signal` rejects with its reason.
+ * connected. `end()` half-closes (the guest's answer still comes); the guest's end ends it (net's
+ * default). Failures are MachinePortError (`refused` for ECONNREFUSED); an abort of `signal`
+ * rejects with its reason.
  */
 export function dialGuestPort(host: string, port: number, opts: { signal?: AbortSignal } = {}): Promise<net.Socket> {
   return new Promise((resolve, reject) => {
     opts.signal?.throwIfAborted();
-    const sock = net.connect({ host, port, allowHalfOpen: true });
+    const sock = net.connect({ host, port });
     const done = () => {
       clearTimeout(timer);
       opts.signal?.removeEventListener("abort", onAbort);
