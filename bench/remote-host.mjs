@@ -8,7 +8,7 @@ import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { loadavg } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { connectRemoteHost, createQemuHost, detectAccel, guestArtifacts, ImageStore, serveMachineHost } from "@sandtree/host";
+import { connectRemoteHost, createQemuHost, detectAccel, guestArtifacts, serveMachineHost } from "@sandtree/host";
 import { measureFloor } from "./lib/floor.mjs";
 import { stats } from "./lib/stats.mjs";
 
@@ -30,7 +30,7 @@ const host = await connectRemoteHost({ url: worker.url, key });
 let remote;
 try {
   const { kernel, initramfs } = guestArtifacts();
-  const base = await host.linkBase(dir, (await new ImageStore().resolve("sandtree/busybox")).basePath);
+  const base = await host.linkBase(dir, (await host.images.resolve("sandtree/busybox", {})).basePath);
   await host.createDisk(base, path.join(dir, "b.qcow2"), 1024 ** 3);
   mkdirSync(path.join(dir, "r"));
   remote = await host.start({

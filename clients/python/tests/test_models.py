@@ -117,3 +117,22 @@ def test_a_sandbox_carries_its_host_for_admin_keys_and_lists_filter_by_host() ->
     call = _calls.list_(None, {"a": "b"}, 10, None, "worker-1")
     assert ("host", "worker-1") in call.kw["params"]
     assert not any(k == "host" for k, _ in _calls.list_(None, None, 10, None).kw["params"])
+
+
+def test_an_ended_sandbox_says_why_with_a_stable_code() -> None:
+    """`error_code` beside `error_reason`: GUEST_RESET and the like; None when absent (older servers)."""
+    wire = {
+        "id": "sb-2",
+        "name": None,
+        "team_id": "team_1",
+        "image": "sandtree/busybox",
+        "status": "ERROR",
+        "cpu_cores": 1,
+        "memory_gb": 0.25,
+        "disk_size_gb": 1,
+        "error_reason": "qemu exited unexpectedly (exit code 0: the guest reset or powered off)",
+    }
+    ended = Sandbox.from_dict({**wire, "error_code": "GUEST_RESET"})
+    assert ended.error_code == "GUEST_RESET"
+    assert ended.error_message == wire["error_reason"]
+    assert Sandbox.from_dict(wire).error_code is None

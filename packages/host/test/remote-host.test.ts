@@ -1,12 +1,17 @@
 // What the remote host adds to the conformance suite (conformance/remote-*.test.ts): who may call
 // a worker's host, what a caller sees when the worker is gone, and that the host's own errors
 // arrive as the classes the in-process host throws. Over loopback to a FakeHost (no VM).
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { createHash, randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-node";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { FakeHost } from "../src/fake.js";
-import { CheckpointFailedError, MachineRefusedError, type MachineSpec } from "../src/index.js";
+import { MachineHostService } from "../src/gen/sandtree/host/v1/host_pb.js";
+import { CheckpointFailedError, MachineRefusedError, type MachineSpec, writeRootfsLayout } from "../src/index.js";
+import { fromConnectError } from "../src/remote/remote-errors.js";
 import { connectRemoteHost, type RemoteHost, type ServedHost, serveMachineHost } from "../src/remote.js";
 import { fakeSpec } from "./conformance/fake-subject.js";
 
@@ -151,5 +156,77 @@ describe("remote host", () => {
     expect(outs).toEqual(names.map((n) => `${n}\n`));
     await Promise.all(machines.map((m) => m.stop()));
     expect(machines.every((m) => m.exit?.expected === true)).toBe(true);
+  });
+
+  it("carries each image call's registry credentials to the worker's images", async () => {
+    const creds = { username: "alice", password: "s3cret" };
+    const resolve = vi.spyOn(fake.images, "resolve");
+    const check = vi.spyOn(fake.images, "check");
+    const img = await host.images.resolve("sandtree/busybox", { credentials: creds });
+    expect(img).toEqual(await fake.images.resolve("sandtree/busybox", {}));
+    await host.images.check("sandtree/busybox", { credentials: creds });
+    expect(resolve).toHaveBeenCalledWith("sandtree/busybox", expect.objectContaining({ credentials: creds }));
+    expect(check).toHaveBeenCalledWith("sandtree/busybox", expect.objectContaining({ credentials: creds }));
+    await host.images.check("sandtree/busybox", {});
+    expect(check).toHaveBeenLastCalledWith("sandtree/busybox", expect.not.objectContaining({ credentials: expect.anything() }));
+    resolve.mockRestore();
+    check.mockRestore();
+  });
+
+  it("sends a layout of many messages whole to the worker, which removes its copy after the import", async () => {
+    const rootfs = path.join(dir, "big-rootfs");
+    mkdirSync(rootfs);
+    writeFileSync(path.join(rootfs, "big"), randomBytes(3 << 20));
+    const layout = path.join(dir, "big-layout");
+    await writeRootfsLayout(rootfs, layout, { refName: "v1", compression: "none" });
+    const sums = (d: string) =>
+      (readdirSync(d, { recursive: true, withFileTypes: true }) as Array<{ isFile(): boolean; parentPath: string; name: string }>)
+        .filter((e) => e.isFile())
+        .map(
+          (e) =>
+            `${path.relative(d, path.join(e.parentPath, e.name))} ${createHash("sha256")
+              .update(readFileSync(path.join(e.parentPath, e.name)))
+              .digest("hex")}`,
+        )
+        .sort();
+    let received: { dir: string; sums: string[] } | undefined;
+    const original = fake.images.importLayout.bind(fake.images);
+    const spy = vi.spyOn(fake.images, "importLayout").mockImplementation(async (d, name, opts) => {
+      received = { dir: d, sums: sums(d) };
+      return original(d, name, opts);
+    });
+    const imported = await host.images.importLayout(layout, "sandtree/big", { layoutRef: "v1" });
+    spy.mockRestore();
+    // oci-layout, index.json and the blobs: manifest, config and the 3 MiB layer.
+    expect(sums(layout).length).toBeGreaterThanOrEqual(5);
+    expect(received?.sums).toEqual(sums(layout));
+    expect(received && existsSync(received.dir)).toBe(false);
+    expect(await host.images.resolve("sandtree/big", {})).toMatchObject({ digest: imported.digest });
+  });
+
+  it("refuses an import whose bytes are no tar (IMAGE_INVALID) before the host's images see it", async () => {
+    const transport = createConnectTransport({
+      baseUrl: worker.url,
+      httpVersion: "2",
+      interceptors: [
+        (next) => (req) => {
+          req.header.set("authorization", `Bearer ${key}`);
+          return next(req);
+        },
+      ],
+    });
+    const client = createClient(MachineHostService, transport);
+    const imports = vi.spyOn(fake.images, "importLayout");
+    async function* inputs() {
+      yield { input: { case: "header" as const, value: { name: "sandtree/garbage" } } };
+      yield { input: { case: "tar" as const, value: randomBytes(4096) } };
+    }
+    const err = await client.importLayout(inputs()).then(
+      () => null,
+      (e: unknown) => fromConnectError(e, "importing"),
+    );
+    expect(err).toMatchObject({ code: "IMAGE_INVALID" });
+    expect(imports).not.toHaveBeenCalled();
+    imports.mockRestore();
   });
 });

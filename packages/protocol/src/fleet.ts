@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { Accel } from "./accel.js";
 import { HostName } from "./host-name.js";
-import { SandboxStatus } from "./sandbox.js";
+import { SandboxErrorCode, SandboxStatus } from "./sandbox.js";
 
 // Fleet mode: worker hosts join a control plane with a join token, report capacity and
 // locality, heartbeat; admins list, cordon and drain hosts; the control plane places work.
@@ -85,6 +85,8 @@ export const SandboxReport = z.strictObject({
   id: z.string().min(1).max(64),
   status: SandboxStatus,
   error_reason: z.string().max(4096).nullable().default(null),
+  /** Why it ended in ERROR on the worker (older workers omit it). */
+  error_code: SandboxErrorCode.nullable().default(null),
 });
 export type SandboxReport = z.input<typeof SandboxReport>;
 

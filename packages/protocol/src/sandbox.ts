@@ -10,6 +10,28 @@ export type SandboxStatus = z.infer<typeof SandboxStatus>;
 /** Statuses a sandbox never leaves. */
 export const TERMINAL_STATUSES: readonly SandboxStatus[] = ["TERMINATED", "ERROR", "TIMEOUT"];
 
+/**
+ * Why a sandbox ended in ERROR, as a stable code (`error_reason` says it in a sentence):
+ * START_FAILED (it never got to RUNNING), GUEST_RESET (its guest rebooted, panicked or powered
+ * off: a sandbox's machine does not reboot), MACHINE_EXITED (its machine ended otherwise: killed,
+ * crashed), MACHINE_UNRESPONSIVE (its guest stopped answering or broke the agent protocol, or a
+ * failed checkpoint left it untrustworthy: the machine was killed), HOST_LOST (its host stopped
+ * heartbeating), RESTART_LOST (the server restarted while it started, or its machine was gone or
+ * could not be adopted after the restart), RESET_FAILED (an episode reset could not start its new
+ * machine).
+ */
+export const SANDBOX_ERROR_CODES = [
+  "START_FAILED",
+  "GUEST_RESET",
+  "MACHINE_EXITED",
+  "MACHINE_UNRESPONSIVE",
+  "HOST_LOST",
+  "RESTART_LOST",
+  "RESET_FAILED",
+] as const;
+export const SandboxErrorCode = z.enum(SANDBOX_ERROR_CODES);
+export type SandboxErrorCode = z.infer<typeof SandboxErrorCode>;
+
 const labelKey = z
   .string()
   .regex(/^[A-Za-z0-9][A-Za-z0-9._\-/]{0,62}$/, "label keys are 1-63 letters, digits, '.', '_', '-', '/'");
@@ -108,6 +130,8 @@ export const Sandbox = z.object({
   secrets: z.record(z.string(), z.string()).optional(),
   accel: z.string().nullable(),
   error_reason: z.string().nullable(),
+  /** Why it ended in ERROR (null otherwise). Optional: older servers omit it. */
+  error_code: SandboxErrorCode.nullable().optional(),
   created_at: z.string(),
   updated_at: z.string(),
   started_at: z.string().nullable(),

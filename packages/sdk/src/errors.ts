@@ -97,7 +97,9 @@ export class SandboxFailedError extends SandtreeSdkError {
   readonly sandboxId: string;
   readonly status: string;
   readonly errorReason: string | null;
-  constructor(sandboxId: string, status: string, errorReason: string | null) {
+  /** Why it ended in ERROR, as the sandbox's stable `error_code` (null: another status, or an older server). */
+  readonly errorCode: string | null;
+  constructor(sandboxId: string, status: string, errorReason: string | null, errorCode: string | null = null) {
     const why = errorReason ? `: ${errorReason}` : "";
     super(
       `SANDBOX_${status}`,
@@ -106,6 +108,7 @@ export class SandboxFailedError extends SandtreeSdkError {
     this.sandboxId = sandboxId;
     this.status = status;
     this.errorReason = errorReason;
+    this.errorCode = errorCode;
   }
 }
 

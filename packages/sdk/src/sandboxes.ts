@@ -216,7 +216,7 @@ export class Sandboxes {
         options.onProgress?.(sandbox, Date.now() - started);
         if (sandbox.status === "RUNNING") return sandbox;
         if (TERMINAL_STATUSES.includes(sandbox.status)) {
-          throw new SandboxFailedError(sandbox.id, sandbox.status, sandbox.error_reason);
+          throw new SandboxFailedError(sandbox.id, sandbox.status, sandbox.error_reason, sandbox.error_code ?? null);
         }
       }
       if (Date.now() + intervalMs > deadline) {

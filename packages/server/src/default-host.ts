@@ -1,3 +1,4 @@
+import path from "node:path";
 import {
   type Accel,
   createQemuHost,
@@ -34,6 +35,11 @@ export async function defaultHost(opts: {
     jail: opts.jail,
     ...(opts.volumes ? { volumes: opts.volumes } : {}),
     ...(limiter ? { limiter } : {}),
+    images: {
+      root: path.join(opts.cfg.cacheDir, "images"),
+      insecureRegistries: opts.cfg.insecureRegistries,
+      defaultRegistry: opts.cfg.defaultRegistry,
+    },
   });
 }
 

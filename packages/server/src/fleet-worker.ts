@@ -101,7 +101,12 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
       workerKey: () => key,
       onSandboxStatus: (id, patch) => {
         if (patch.status && REPORTED.has(patch.status))
-          pending.set(id, { id, status: patch.status, error_reason: patch.error_reason ?? null });
+          pending.set(id, {
+            id,
+            status: patch.status,
+            error_reason: patch.error_reason ?? null,
+            error_code: patch.error_code ?? null,
+          });
       },
     },
   );

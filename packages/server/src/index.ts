@@ -5,7 +5,6 @@ export { buildApp, VERSION } from "./app.js";
 export { type FleetWorkerOptions, type RunningFleetWorker, startFleetWorker } from "./fleet-worker.js";
 export { runServer } from "./run-server.js";
 export { type RunningServer, ServerConfig, type ServerConfigInput, startServer } from "./server.js";
-export { HostImageResolver } from "./services/images/host-images.js";
 export type { ImageResolver, ImageSummary, ResolvedImage } from "./services/images/image-resolver.js";
 export { type Clock, ManualClock, systemClock } from "./services/metering/clock.js";
 export { PriceEntry, PriceTable } from "./services/metering/prices.js";

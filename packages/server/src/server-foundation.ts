@@ -5,7 +5,6 @@ import {
   detectAccel,
   type GuestArtifacts,
   guestArtifacts,
-  ImageStore,
   type JailConfig,
   setKvmCpuModel,
   VolumeFileServer,
@@ -20,8 +19,6 @@ import { closeDataDir } from "./jail-setup.js";
 import type { StartServerOptions } from "./server.js";
 import { type JoinToken, loadOrCreateJoinToken } from "./services/fleet/join-token.js";
 import { checkSharedKeys } from "./services/fleet/shared-keys.js";
-import { HostImageResolver } from "./services/images/host-images.js";
-import type { ImageResolver } from "./services/images/image-resolver.js";
 import { systemClock } from "./services/metering/clock.js";
 import { MeteringService } from "./services/metering/metering-service.js";
 import { loadPriceTable } from "./services/metering/prices.js";
@@ -33,7 +30,7 @@ import { openKeyFingerprints, openStore } from "./store/open-store.js";
 import type { Store } from "./store/store.js";
 import type { UnwindStack } from "./unwind-stack.js";
 
-/** What every later step of a start stands on: the store, keys, accounting, images, blobs, the log. */
+/** What every later step of a start stands on: the store, keys, accounting, blobs, the log. */
 export interface Foundation {
   store: Store;
   metering: MeteringService;
@@ -49,7 +46,6 @@ export interface Foundation {
   serverKey: Buffer;
   joinToken: JoinToken;
   admission: AdmissionService;
-  images: ImageResolver;
   /** The server's log (silent when logging is off); lines before the app exists wait for it. */
   log: Logger;
   early: EarlyLog;
@@ -117,15 +113,6 @@ export async function openFoundation(
   ]);
   if (!jailOff) closeDataDir(cfg.dataDir);
   const admission = new AdmissionService(store, new SecretBox(serverKey), (teamId) => metering.checkBudget(teamId));
-  const images =
-    opts.images ??
-    new HostImageResolver(
-      new ImageStore({
-        root: path.join(cfg.cacheDir, "images"),
-        insecureRegistries: cfg.insecureRegistries,
-        defaultRegistry: cfg.defaultRegistry,
-      }),
-    );
   const early = new EarlyLog();
   if (jailOff) early.warn({ jail: "off", why: jailOff }, jailOffWarning(jailOff));
   const log = cfg.logger ? early : silentLogger;
@@ -155,7 +142,6 @@ export async function openFoundation(
     serverKey,
     joinToken,
     admission,
-    images,
     log,
     early,
     blobs,

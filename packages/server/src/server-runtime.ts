@@ -18,6 +18,7 @@ import { StrandedStarts } from "./services/fleet/stranded-starts.js";
 import { VolumeMoves } from "./services/fleet/volume-moves.js";
 import { VolumeSyncs } from "./services/fleet/volume-syncs.js";
 import { ImageAliases } from "./services/images/image-aliases.js";
+import type { ImageResolver } from "./services/images/image-resolver.js";
 import { systemClock } from "./services/metering/clock.js";
 import { NetworkService } from "./services/network/network-service.js";
 import { HostLostService } from "./services/sandboxes/host-lost-service.js";
@@ -30,8 +31,10 @@ import type { HostStore } from "./store/host-store.js";
 import { openHostStore, openHostUrls, openImageAliases, openVolumeStore, openVolumeSyncs } from "./store/open-store.js";
 import type { UnwindStack } from "./unwind-stack.js";
 
-/** What runs sandboxes: their networks and volumes, the fleet, the sandboxes and checkpoints, the reapers. */
+/** What runs sandboxes: their images and networks and volumes, the fleet, the sandboxes and checkpoints, the reapers. */
 export interface Runtime {
+  /** The images of the host machines run on (its bases), unless the start gave others. */
+  images: ImageResolver;
   network: NetworkService;
   aliases: ImageAliases;
   volumes: VolumeService;
@@ -70,7 +73,7 @@ export async function startRuntime(
   f: Foundation,
   unwind: UnwindStack,
 ): Promise<Runtime> {
-  const { store, log, admission, images, accel, jail, blobs, volumeServer, volumeImages } = f;
+  const { store, log, admission, accel, jail, blobs, volumeServer, volumeImages } = f;
   const network = new NetworkService({
     store,
     log,
@@ -96,6 +99,8 @@ export async function startRuntime(
   // A given host (the fake, a remote one) jails and limits its own machines.
   const machineHost =
     opts.host ?? (await defaultHost({ cfg, jail, accel, volumes: volumeServer, network: network.enabled, log }));
+  // Image bases are built on the host that runs machines on them (a worker builds its own).
+  const images = opts.images ?? machineHost.images;
   const aliases = new ImageAliases(openImageAliases(store), images);
   const volumes = new VolumeService({
     store: openVolumeStore(store),
@@ -214,5 +219,17 @@ export async function startRuntime(
   await remoteCheckpoints.resume();
   fleet.onInventory((host, running) => remote.endedAmong(host, running));
   const checkpointSites = new FleetCheckpointSites({ remote, checkpoints, sandboxes, onWorkers: remoteCheckpoints });
-  return { network, aliases, volumes, fleet, remote, sandboxes, checkpoints, remoteCheckpoints, checkpointSites, timeouts };
+  return {
+    images,
+    network,
+    aliases,
+    volumes,
+    fleet,
+    remote,
+    sandboxes,
+    checkpoints,
+    remoteCheckpoints,
+    checkpointSites,
+    timeouts,
+  };
 }

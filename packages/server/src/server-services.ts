@@ -21,8 +21,8 @@ import { openVolumeStore } from "./store/open-store.js";
 
 /** The services the routes call, over the runtime; each subscribes to the sandboxes' events it needs. */
 export function composeServices(f: Foundation, r: Runtime): Services {
-  const { store, admission, images, log, serverKey, metering } = f;
-  const { sandboxes, checkpoints, network, volumes } = r;
+  const { store, admission, log, serverKey, metering } = f;
+  const { sandboxes, checkpoints, network, volumes, images } = r;
   const exec = new ExecService(sandboxes);
   const files = new FileService(sandboxes);
   return {

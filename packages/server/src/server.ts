@@ -36,6 +36,7 @@ function logDestination(format: LogFormat): { write(line: string): unknown } {
 
 /** Builds everything and listens. Resolves once the server accepts connections. */
 export interface StartServerOptions {
+  /** Images other than the host's (MachineHost.images): tests that must never pull. */
   images?: ImageResolver;
   /** Deadlines of calls into VMs (default: the SANDTREE_*_DEADLINE_MS variables, see VmDeadlines). */
   deadlines?: Partial<Record<keyof VmDeadlines, number>>;

@@ -4,9 +4,10 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { expect } from "vitest";
+import { FakeHost } from "@sandtree/host/fake";
+import { afterAll, beforeAll, expect } from "vitest";
 import type { ImageResolver } from "../src/services/images/image-resolver.js";
-import type { TestServer } from "./helpers.js";
+import { startTestServer, type TestServer } from "./helpers.js";
 
 /** Resolves every ref to one empty base file, with a digest of `digestChar`s. */
 export function fakeImages(digestChar: string): { images: ImageResolver; cleanup: () => void } {
@@ -14,12 +15,42 @@ export function fakeImages(digestChar: string): { images: ImageResolver; cleanup
   const basePath = path.join(imageDir, "base.ext4");
   writeFileSync(basePath, "");
   const images: ImageResolver = {
-    resolve: async (ref) => ({ ref, digest: `sha256:${digestChar.repeat(64)}`, basePath, virtualSizeBytes: 0, source: "local" }),
+    resolve: async (ref) => ({
+      ref,
+      digest: `sha256:${digestChar.repeat(64)}`,
+      basePath,
+      virtualSizeBytes: 0,
+      source: "local",
+      labels: {},
+    }),
     check: async () => {},
     list: async () => [],
     importLayout: () => Promise.reject(new Error("no layouts here")),
   };
   return { images, cleanup: () => rmSync(imageDir, { recursive: true, force: true }) };
+}
+
+/**
+ * A test server on a new fake host for the file's tests: started before them (given to `started`)
+ * and closed after them. `images` may wrap the fake images (`fakeImages(digestChar)`).
+ */
+export function onFakeHost(o: {
+  digestChar: string;
+  images?: (fake: ImageResolver) => ImageResolver;
+  started: (t: TestServer) => void | Promise<void>;
+}): FakeHost {
+  const { images, cleanup } = fakeImages(o.digestChar);
+  const host = new FakeHost();
+  let t: TestServer | undefined;
+  beforeAll(async () => {
+    t = await startTestServer({ images: o.images ? o.images(images) : images, host });
+    await o.started(t);
+  }, 60_000);
+  afterAll(async () => {
+    await t?.close();
+    cleanup();
+  }, 60_000);
+  return host;
 }
 
 export async function running(t: TestServer, id: string): Promise<void> {

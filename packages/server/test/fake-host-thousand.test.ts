@@ -3,32 +3,25 @@
 // checkpoint and deleted with its fork. Shows the services need nothing of a VM, and keeps the
 // life cycle's bookkeeping honest at a count no VM test reaches. No timing is asserted; the wall
 // time is logged.
-import { FakeHost } from "@sandtree/host/fake";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { fakeImages, lifeCycle } from "./fake-host-life.js";
-import { startTestServer, type TestServer } from "./helpers.js";
+import { describe, expect, it } from "vitest";
+import { lifeCycle, onFakeHost } from "./fake-host-life.js";
+import type { TestServer } from "./helpers.js";
 
 const COUNT = Number(process.env.SANDTREE_FAKE_COUNT ?? 200);
 const PARALLEL = 32;
-const { images, cleanup } = fakeImages("a");
-
 describe("a thousand sandboxes on the fake host", () => {
   let t: TestServer;
-  const host = new FakeHost();
-
-  beforeAll(async () => {
-    t = await startTestServer({ images, host });
-    const r = await t.api("PUT", "/v1/teams/default/limits", {
-      max_creations_per_10s: 100_000,
-      max_active_sandboxes: 100_000,
-    });
-    expect(r.status).toBe(200);
-  }, 60_000);
-
-  afterAll(async () => {
-    await t?.close();
-    cleanup();
-  }, 60_000);
+  const host = onFakeHost({
+    digestChar: "a",
+    async started(server) {
+      t = server;
+      const r = await t.api("PUT", "/v1/teams/default/limits", {
+        max_creations_per_10s: 100_000,
+        max_active_sandboxes: 100_000,
+      });
+      expect(r.status).toBe(200);
+    },
+  });
 
   it(`creates, checkpoints, forks, resets and deletes ${COUNT} sandboxes`, { timeout: 600_000 }, async () => {
     const t0 = Date.now();

@@ -39,6 +39,8 @@ async function expectFailedAndGone(id: string, reason: RegExp): Promise<void> {
     return b.status === "ERROR" ? b : undefined;
   });
   expect(sb.error_reason).toMatch(reason);
+  // Killed because it stopped answering (not counted as a machine that died on its own).
+  expect(sb.error_code).toBe("MACHINE_UNRESPONSIVE");
   await expectGone(id);
 }
 

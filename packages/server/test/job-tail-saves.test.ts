@@ -4,25 +4,15 @@
 // machine. The fake host's shell cannot run the job launcher, so each job's row is inserted as
 // the job service inserts one at a start, and its output files are written into the fake guest.
 import { randomBytes } from "node:crypto";
-import { FakeHost } from "@sandtree/host/fake";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { TAIL_SAVE_INTERVAL_MS } from "../src/services/commands/job-tail-saver.js";
 import { machineNameOf } from "../src/services/sandboxes/sandbox-paths.js";
-import { fakeImages, running } from "./fake-host-life.js";
-import { startTestServer, type TestServer } from "./helpers.js";
+import { onFakeHost, running } from "./fake-host-life.js";
+import type { TestServer } from "./helpers.js";
 import { jobRow } from "./store/fixtures.js";
 
-const { images, cleanup } = fakeImages("c");
-const host = new FakeHost();
 let t: TestServer;
-
-beforeAll(async () => {
-  t = await startTestServer({ images, host });
-}, 60_000);
-afterAll(async () => {
-  await t?.close();
-  cleanup();
-}, 60_000);
+const host = onFakeHost({ digestChar: "c", started: (server) => void (t = server) });
 
 async function sandbox(): Promise<{ id: string; teamId: string }> {
   const r = await t.api("POST", "/v1/sandboxes", { image: "fake/image" });

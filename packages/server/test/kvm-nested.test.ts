@@ -59,7 +59,7 @@ async function outerReset(): Promise<boolean> {
   // The server marks it ERROR as it sees QEMU's exit: a failed call may come first.
   for (let i = 0; i < 30 && outer; i++) {
     const sb = await t.api("GET", `/v1/sandboxes/${outer}`);
-    if (sb.body.status === "ERROR") return /guest reset or powered off/.test(sb.body.error_reason ?? "");
+    if (sb.body.status === "ERROR") return sb.body.error_code === "GUEST_RESET";
     if (!["PENDING", "PROVISIONING", "RUNNING"].includes(sb.body.status)) return false;
     await new Promise((r) => setTimeout(r, 500));
   }

@@ -130,4 +130,27 @@ describe("nested virtualization", () => {
     expect(Number(r.stdout.trim())).toBeGreaterThan(0);
     await t.api("DELETE", `/v1/sandboxes/${child.body.id}`);
   });
+
+  it("a nested sandbox of several vCPUs on an emulated host is warned in its logs; one of one vCPU is not", {
+    timeout: 300_000,
+  }, async () => {
+    const events = async (id: string) =>
+      ((await t.api("GET", `/v1/sandboxes/${id}/logs`)).body.events as Array<{ message: string }>).map((e) => e.message);
+    const warned = (messages: string[]) =>
+      messages.some((m) => m.startsWith("warning: nested virtualization with several vCPUs"));
+    const two = await t.api("POST", "/v1/sandboxes", {
+      image: "sandtree/busybox",
+      disk_size_gb: 1,
+      memory_gb: 0.5,
+      cpu_cores: 2,
+      nested_virtualization: true,
+    });
+    expect(two.status).toBe(201);
+    await t.waitRunning(two.body.id);
+    const accel = (await t.api("GET", `/v1/sandboxes/${two.body.id}`)).body.accel;
+    // Under KVM no SVM is emulated: nothing to warn of.
+    expect(warned(await events(two.body.id))).toBe(accel === "tcg");
+    expect(warned(await events(nested))).toBe(false);
+    await t.api("DELETE", `/v1/sandboxes/${two.body.id}`);
+  });
 });

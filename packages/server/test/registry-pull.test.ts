@@ -2,10 +2,9 @@ import { execFileSync } from "node:child_process";
 import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { ImageStore, writeRootfsLayout } from "@sandtree/host";
+import { ImageStore, StoreImages, writeRootfsLayout } from "@sandtree/host";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startRegistry, type TestRegistry } from "../../host/test/helpers/registry.js";
-import { HostImageResolver } from "../src/index.js";
 import { startTestServer, type TestServer } from "./helpers.js";
 
 let registry: TestRegistry;
@@ -36,7 +35,7 @@ beforeAll(async () => {
   imageRef = await pushBusybox();
   // Short names resolve on the default registry (Docker Hub unless set; here the test's registry).
   t = await startTestServer({
-    images: new HostImageResolver(new ImageStore({ root: path.join(work, "images"), defaultRegistry: registry.host })),
+    images: new StoreImages(new ImageStore({ root: path.join(work, "images"), defaultRegistry: registry.host })),
   });
 });
 afterAll(async () => {

@@ -327,6 +327,7 @@ describe("kill -9 of the server and a restart", () => {
       const sb = (await api("GET", `/v1/sandboxes/${id}`)).body;
       expect(sb.status).toBe("ERROR");
       expect(sb.error_reason).toContain("the server restarted while provisioning");
+      expect(sb.error_code).toBe("RESTART_LOST");
       await expectGone(id);
     }
     expect((await api("GET", `/v1/sandboxes/${a}`)).body.status).toBe("RUNNING");
@@ -391,6 +392,7 @@ describe("kill -9 of the server and a restart", () => {
       const deadSb = (await api("GET", `/v1/sandboxes/${dead}`)).body;
       expect(deadSb.status).toBe("ERROR");
       expect(deadSb.error_reason).toContain("VM was gone");
+      expect(deadSb.error_code).toBe("RESTART_LOST");
       await expectGone(dead);
       // A call into the frozen one waits for its adoption, which gives up at the deadline.
       const r = await api("POST", `/v1/sandboxes/${hung}/exec`, { command: "true" });

@@ -28,6 +28,7 @@ describe("supervision", () => {
     }
     expect(sb.status).toBe("ERROR");
     expect(sb.error_reason).toContain("SIGKILL");
+    expect(sb.error_code).toBe("MACHINE_EXITED");
     // Its quota is released: one sandbox and its one vCPU fewer in use.
     const after = await usage();
     expect(after.active_sandboxes).toBe(before.active_sandboxes - 1);

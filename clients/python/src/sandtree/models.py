@@ -156,6 +156,8 @@ class Sandbox:
     start_command: Optional[str] = None
     image_digest: Optional[str] = None
     error_reason: Optional[str] = None
+    # Why it ended in ERROR, a stable code (START_FAILED, GUEST_RESET, MACHINE_EXITED, ...).
+    error_code: Optional[str] = None
     timeout_minutes: Optional[float] = None
     idle_timeout_minutes: Optional[float] = None
     created_at: Optional[datetime] = None
@@ -213,6 +215,7 @@ class Sandbox:
                 start_command=d.get("start_command"),
                 image_digest=d.get("image_digest"),
                 error_reason=d.get("error_reason"),
+                error_code=d.get("error_code"),
                 timeout_minutes=d.get("timeout_minutes"),
                 idle_timeout_minutes=d.get("idle_timeout_minutes"),
                 created_at=_dt(d.get("created_at")),

@@ -283,7 +283,7 @@ function sandboxFields(s: Sandbox): string {
     ["id", s.id],
     ["name", s.name ?? "-"],
     ["status", s.status],
-    ...(s.error_reason ? [["error", s.error_reason] as const] : []),
+    ...(s.error_reason ? [["error", s.error_code ? `${s.error_code}: ${s.error_reason}` : s.error_reason] as const] : []),
     ["image", s.image_digest ? `${s.image} (${s.image_digest})` : s.image],
     ["resources", `${s.cpu_cores} cpu, ${s.memory_gb} GiB memory, ${s.disk_size_gb} GiB disk`],
     ["accel", s.nested_virtualization ? `${s.accel ?? "-"} (nested virtualization)` : (s.accel ?? "-")],

@@ -20,7 +20,7 @@ function details(s: Sandbox): HTMLElement {
     ...(s.host !== undefined ? [["Host", s.host ?? "–"] as [string, string]] : []),
     ["Created", new Date(s.created_at).toLocaleString()],
   ];
-  if (s.error_reason) rows.push(["Error", s.error_reason]);
+  if (s.error_reason) rows.push(["Error", s.error_code ? `${s.error_code}: ${s.error_reason}` : s.error_reason]);
   return h("dl", { class: "details" }, ...rows.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
 }
 

@@ -1,6 +1,7 @@
 import type { AdoptSpec, HostCapabilities, MachineHost, MachineSpec, WarmCaches } from "../machine/machine.js";
 import { MachineRefusedError } from "../machine/machine.js";
 import { FakeDisks } from "./fake-disks.js";
+import { FakeImages, type FakeImagesOptions } from "./fake-images.js";
 import { FakeMachine } from "./fake-machine.js";
 
 /**
@@ -20,6 +21,12 @@ export class FakeHost extends FakeDisks implements MachineHost {
   readonly machines = new Map<string, FakeMachine>();
   /** Starts so far (tests count them). */
   starts = 0;
+  readonly images: FakeImages;
+
+  constructor(opts: { images?: FakeImagesOptions } = {}) {
+    super();
+    this.images = new FakeImages(opts.images);
+  }
 
   warmCaches(): WarmCaches | null {
     return null;

@@ -138,7 +138,7 @@ export class FakeMachine extends EventEmitter implements Machine {
     try {
       r = runFakeCommand(spec, this.files, stdin);
     } catch (err) {
-      r = { stdout: "", stderr: `${(err as Error).message}\n`, code: 1, sleepMs: 0 };
+      r = { stdout: "", stderr: `${(err as Error).message}\n`, code: 1, sleepMs: 0, poweroff: false };
     }
     if (r.stdout) frame(FrameType.STDOUT, Buffer.from(r.stdout));
     if (r.stderr) frame(FrameType.STDERR, Buffer.from(r.stderr));
@@ -149,6 +149,7 @@ export class FakeMachine extends EventEmitter implements Machine {
       const timer = setTimeout(() => finish(r.code, null), r.sleepMs);
       atFinish(() => clearTimeout(timer));
     } else finish(r.code, null);
+    if (r.poweroff) this.end(false, "the guest powered off", true);
   }
 
   async *readFile(p: string, opts: { offset?: number; length?: number } = {}): AsyncIterable<Buffer> {
@@ -231,9 +232,10 @@ export class FakeMachine extends EventEmitter implements Machine {
   }
   supervise(): void {}
 
-  private end(expected: boolean, reason: string): MachineExit {
+  private end(expected: boolean, reason: string, guestReset = false): MachineExit {
     if (!this.exit) {
-      this.exit = { code: expected ? 0 : null, signal: expected ? null : "SIGKILL", expected, reason };
+      const code = expected || guestReset ? 0 : null;
+      this.exit = { code, signal: code === 0 ? null : "SIGKILL", expected, reason, guestReset };
       this.ports.close();
       const exit = this.exit;
       setImmediate(() => this.emit("exit", exit));

@@ -1,7 +1,8 @@
 /**
  * The few commands the fake host's exec understands: enough for the conformance suite and
  * service tests, nothing more. `echo`, `cat`, `true`, `false`, `exit N`, `sleep N`, `pwd`,
- * `echo ... > FILE` and `>> FILE`, joined by `&&` or `;`; `cat` alone copies stdin;
+ * `echo ... > FILE` and `>> FILE`, joined by `&&` or `;`; `cat` alone copies stdin; `poweroff`
+ * (and `reboot`) end the machine as a guest that powered off would;
  * `[busybox] nc -l|-ll -p PORT -e cat` listens on PORT of the machine (an echo, until signalled:
  * the fake's nc keeps listening either way). Anything else exits 127.
  */
@@ -16,6 +17,8 @@ export interface ShellResult {
   code: number;
   /** Milliseconds the command says it takes (`sleep`). */
   sleepMs: number;
+  /** The guest powers off (or reboots) once the command answered. */
+  poweroff: boolean;
   /** A TCP port the command echoes on until it is signalled (`nc -l -p PORT -e cat`). */
   listen?: number;
 }
@@ -85,6 +88,10 @@ function one(argv: string[], fs: ShellFs, cwd: string, out: ShellResult, stdin: 
     case "pwd":
       text = `${cwd}\n`;
       break;
+    case "poweroff":
+    case "reboot":
+      out.poweroff = true;
+      break;
     default:
       out.stderr += `${cmd ?? ""}: not found (fake host)\n`;
       return 127;
@@ -100,7 +107,7 @@ export function runFakeCommand(
   fs: ShellFs,
   stdin: Buffer = Buffer.alloc(0),
 ): ShellResult {
-  const out: ShellResult = { stdout: "", stderr: "", code: 0, sleepMs: 0 };
+  const out: ShellResult = { stdout: "", stderr: "", code: 0, sleepMs: 0, poweroff: false };
   const cwd = spec.cwd ?? "/root";
   const argv = spec.argv ?? [];
   const viaShell = (argv[0] === "sh" || argv[0] === "bash") && argv[1] === "-c";

@@ -37,7 +37,7 @@ export interface ResolveOptions {
   signal?: AbortSignal | undefined;
 }
 
-export interface ResolvedImage {
+export interface StoredImage {
   ref: string;
   digest: string;
   /** The qcow2 base to put under a sandbox's overlay; never written to. */
@@ -47,7 +47,7 @@ export interface ResolvedImage {
   config: ImageRuntimeConfig;
 }
 
-export interface ImageInfo extends ResolvedImage {
+export interface ImageInfo extends StoredImage {
   createdAt: string;
 }
 
@@ -70,7 +70,7 @@ export function defaultImageRoot(): string {
 export class ImageStore {
   readonly root: string;
   private readonly refs: RefsIndex;
-  private readonly pulls = new SingleFlight<ResolvedImage>();
+  private readonly pulls = new SingleFlight<StoredImage>();
   private readonly builds = new SingleFlight<BaseMeta>();
   private readonly defaultRegistry: string | undefined;
   private readonly insecure: Set<string>;
@@ -82,7 +82,7 @@ export class ImageStore {
     this.insecure = new Set(opts.insecureRegistries ?? []);
   }
 
-  async resolve(refText: string, opts: ResolveOptions = {}): Promise<ResolvedImage> {
+  async resolve(refText: string, opts: ResolveOptions = {}): Promise<StoredImage> {
     const ref = parseReference(refText);
     if (opts.pull !== "always") {
       const local = await this.lookup(ref);
@@ -128,7 +128,7 @@ export class ImageStore {
   }
 
   /** Imports the image `layoutRef` (a ref name or digest; optional when the layout holds one) under `name`. */
-  async importLayout(dir: string, name: string, opts: { layoutRef?: string; signal?: AbortSignal } = {}): Promise<ResolvedImage> {
+  async importLayout(dir: string, name: string, opts: { layoutRef?: string; signal?: AbortSignal } = {}): Promise<StoredImage> {
     const ref = parseReference(name);
     const source = new OciLayoutSource(dir);
     const resolved = await source.resolveManifest(opts.layoutRef, {
@@ -144,7 +144,7 @@ export class ImageStore {
     dir: string,
     name: string,
     opts: { config?: Partial<ImageRuntimeConfig>; signal?: AbortSignal } = {},
-  ): Promise<ResolvedImage> {
+  ): Promise<StoredImage> {
     const ref = parseReference(name);
     const meta = await buildBaseFromRootfs(
       dir,
@@ -178,7 +178,7 @@ export class ImageStore {
     registry: string,
     credentials: RegistryCredentials | undefined,
     signal: AbortSignal,
-  ): Promise<ResolvedImage> {
+  ): Promise<StoredImage> {
     const { client, resolved } = await this.manifestFor(ref, registry, credentials, signal);
     const meta = await this.build(client, resolved, signal);
     return this.record(ref.canonical, meta, "registry");
@@ -233,7 +233,7 @@ export class ImageStore {
     );
   }
 
-  private async lookup(ref: ImageReference): Promise<ResolvedImage | undefined> {
+  private async lookup(ref: ImageReference): Promise<StoredImage | undefined> {
     const refs = await this.refs.read();
     const record = refs.get(ref.canonical);
     if (record) {
@@ -254,14 +254,14 @@ export class ImageStore {
     return { ...this.toResolved(record.ref, meta, record.source), createdAt: record.createdAt };
   }
 
-  private async record(ref: string, meta: BaseMeta, source: ImageOrigin): Promise<ResolvedImage> {
+  private async record(ref: string, meta: BaseMeta, source: ImageOrigin): Promise<StoredImage> {
     await this.refs.update((refs) => {
       refs.set(ref, { ref, digest: meta.digest, source, createdAt: new Date().toISOString() });
     });
     return this.toResolved(ref, meta, source);
   }
 
-  private toResolved(ref: string, meta: BaseMeta, source: ImageOrigin): ResolvedImage {
+  private toResolved(ref: string, meta: BaseMeta, source: ImageOrigin): StoredImage {
     return {
       ref,
       digest: meta.digest,

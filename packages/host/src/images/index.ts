@@ -1,5 +1,5 @@
 export type { ImageSource, ResolvedManifest, ResolveManifestOptions } from "./image-source.js";
-export type { ImageInfo, ImageStoreOptions, ResolvedImage, ResolveOptions } from "./image-store.js";
+export type { ImageInfo, ImageStoreOptions, ResolveOptions, StoredImage } from "./image-store.js";
 export { defaultImageRoot, ImageStore } from "./image-store.js";
 export { applyLayer, applyLayers } from "./layers.js";
 export { OciLayoutSource } from "./oci-layout.js";
@@ -15,3 +15,4 @@ export type { RegistryClientOptions } from "./registry-client.js";
 export { RegistryClient } from "./registry-client.js";
 export type { BuiltBase, RootfsUsage } from "./rootfs-image.js";
 export { buildBaseImage, ext4SizeFor, measureRootfs } from "./rootfs-image.js";
+export { StoreImages } from "./store-images.js";

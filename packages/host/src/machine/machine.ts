@@ -1,5 +1,6 @@
 import type { Duplex } from "node:stream";
 import type { AgentExec, AgentExecEvent, ExecSpec, StatInfo } from "../agent/agent-client.js";
+import type { RegistryCredentials } from "../images/registry-auth.js";
 import type { MachineRates } from "../limits/machine-limits.js";
 import type { MemoryImages } from "../snapshots/memory-images.js";
 import type { TemplateBuildErrorHandler, TemplateStore, TemplateTaps } from "../snapshots/template-store.js";
@@ -25,6 +26,11 @@ export interface MachineExit {
   signal: string | null;
   expected: boolean;
   reason: string;
+  /**
+   * The guest itself rebooted, panicked (a triple fault too) or powered off: a machine does not
+   * reboot, so its VMM ended on its own, with success. False for a kill or a crash of the VMM.
+   */
+  guestReset: boolean;
 }
 
 /** The machine itself (not its guest) did not answer a control command in time: it is hung. */
@@ -304,9 +310,56 @@ export interface WarmCaches {
   memoryImages: MemoryImages;
 }
 
+/** An image as a host holds it: the base a sandbox's disk lies on (`linkBase`). */
+export interface ResolvedImage {
+  ref: string;
+  /** The image manifest's digest (`sha256:...`). */
+  digest: string;
+  /** The base on that host (a path there, never written to): give it to `linkBase`. */
+  basePath: string;
+  virtualSizeBytes: number;
+  source: "local" | "registry";
+  /** The image config's labels (the server reads sandtree's: image-defaults.ts). */
+  labels: Record<string, string>;
+}
+
+/** An image a host holds (`HostImages.list`). */
+export interface ImageSummary {
+  ref: string;
+  digest: string;
+  source: "local" | "registry";
+  virtualSizeBytes: number;
+  createdAt?: string | null;
+}
+
+/** How a host is asked for an image: registry credentials (per call, never stored or logged). */
+export interface ImageRequest {
+  credentials?: RegistryCredentials;
+  signal?: AbortSignal;
+}
+
+/**
+ * Images, owned by the host: each is built into a base on the host that runs machines on it
+ * (a worker builds its own). Unknown images fail with IMAGE_NOT_FOUND.
+ */
+export interface HostImages {
+  /** The image's base on this host, pulled and built first when it is not here yet. */
+  resolve(ref: string, opts: ImageRequest): Promise<ResolvedImage>;
+  /** Throws IMAGE_NOT_FOUND quickly when the image is neither here nor in its registry (no pull). */
+  check(ref: string, opts: ImageRequest): Promise<void>;
+  list(): Promise<ImageSummary[]>;
+  /**
+   * Builds the image `layoutRef` (a ref name or digest; optional when the layout holds one) of the
+   * OCI layout directory `dir` (on the caller's machine) under `name`.
+   */
+  importLayout(dir: string, name: string, opts: { layoutRef?: string; signal?: AbortSignal }): Promise<ResolvedImage>;
+}
+
 /** One host's machines: start, restore, and find again after a restart. */
 export interface MachineHost extends HostDisks {
   readonly capabilities: HostCapabilities;
+  /** The images machines boot from, built on this host. */
+  readonly images: HostImages;
   /** The caches that make starts warm; null: this host has none (every start is a cold one). */
   warmCaches(opts: WarmCacheOptions): WarmCaches | null;
   /** Boots (or resumes from a template or memory state) and resolves once the guest answered. */

@@ -1,4 +1,6 @@
 import { SandtreeError } from "@sandtree/protocol";
+import { ImageStore, type ImageStoreOptions } from "../images/image-store.js";
+import { StoreImages } from "../images/store-images.js";
 import type { MachineLimiter } from "../limits/machine-limiter.js";
 import { DEFAULT_MACHINE_RATES } from "../limits/machine-limits.js";
 import { defaultJailConfig, type JailConfig } from "../vmm/jail.js";
@@ -7,7 +9,14 @@ import { findQemuProcesses, QemuVm, qemuAlive } from "../vmm/qemu-vm.js";
 import type { VolumeFileServer } from "../volumes/file-server.js";
 import { guestAddressOf, type VolumeMount } from "../volumes/guest-mount.js";
 import { mountInGuest } from "../volumes/mount-in-guest.js";
-import { type AdoptSpec, bootAndFiles, type HostCapabilities, type MachineHost, type MachineSpec } from "./machine.js";
+import {
+  type AdoptSpec,
+  bootAndFiles,
+  type HostCapabilities,
+  type HostImages,
+  type MachineHost,
+  type MachineSpec,
+} from "./machine.js";
 import { nestedSupport } from "./nested.js";
 import { QemuDisks } from "./qemu-disks.js";
 import { QemuMachine } from "./qemu-machine.js";
@@ -38,6 +47,8 @@ export interface QemuMachineHostOptions {
    * quiet, against 0.81x and 1.68x buffered), so it is not the default.
    */
   diskCache?: DiskCache;
+  /** Where this host keeps its images and which registries it pulls from (default: ImageStore's defaults). */
+  images?: ImageStoreOptions;
 }
 
 export type DiskCache = "direct" | "host";
@@ -47,12 +58,15 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
   readonly capabilities: HostCapabilities;
   /** How this host's QEMUs are jailed. */
   readonly jail: JailConfig;
+  /** Images as bases built on this host (its image store). */
+  readonly images: HostImages;
   private readonly directDisk: boolean;
 
   constructor(private readonly opts: QemuMachineHostOptions = {}) {
     super();
     this.jail = opts.jail ?? defaultJailConfig();
     this.directDisk = opts.diskCache === "direct";
+    this.images = new StoreImages(new ImageStore(opts.images));
     const accel = opts.accel ?? "tcg";
     const nested = nestedSupport(accel);
     this.capabilities = {

@@ -9,6 +9,7 @@ import {
   SavedCheckpointSchema,
 } from "../gen/sandtree/host/v1/host_pb.js";
 import { type Machine, type MachineHost, MachineRefusedError } from "../machine/machine.js";
+import { imageCalls } from "./host-service-images.js";
 import { hostStreams } from "./host-service-streams.js";
 import { toConnectError } from "./remote-errors.js";
 import { adoptSpec, exitMsg, machineSpec } from "./remote-specs.js";
@@ -128,6 +129,8 @@ export function machineHostService(host: MachineHost, served: ServedMachines): S
     adopt: (r, ctx) => answer(async () => machineInfo(served.add(await host.adopt(adoptSpec(r, ctx.signal))))),
     survivors: (r) => answer(async () => ({ survivors: await host.survivors(r.runRoot) })),
     killSurvivor: (r) => done(() => host.killSurvivor(r.pid, r.name)),
+
+    ...imageCalls(host.images),
 
     ...hostStreams(served),
 

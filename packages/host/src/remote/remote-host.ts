@@ -2,8 +2,9 @@ import { setMaxListeners } from "node:events";
 import { type Client, createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { MachineHostService } from "../gen/sandtree/host/v1/host_pb.js";
-import type { AdoptSpec, HostCapabilities, MachineHost, MachineSpec, WarmCaches } from "../machine/machine.js";
+import type { AdoptSpec, HostCapabilities, HostImages, MachineHost, MachineSpec, WarmCaches } from "../machine/machine.js";
 import { fromConnectError } from "./remote-errors.js";
+import { RemoteImages } from "./remote-images.js";
 import { RemoteMachine } from "./remote-machine.js";
 import { adoptRequest, startRequest } from "./remote-specs.js";
 
@@ -21,6 +22,8 @@ export interface RemoteHostOptions {
  */
 export class RemoteHost implements MachineHost {
   private readonly life = new AbortController();
+  /** The worker's images: resolved and built there (an import sends the layout over). */
+  readonly images: HostImages;
 
   private constructor(
     private readonly client: Client<typeof MachineHostService>,
@@ -29,6 +32,7 @@ export class RemoteHost implements MachineHost {
   ) {
     // Every machine's watch and every command listen on it: as many as run at once.
     setMaxListeners(0, this.life.signal);
+    this.images = new RemoteImages(client);
   }
 
   /** Connects and asks the worker what its host can do (the one call before the host is usable). */

@@ -81,12 +81,18 @@ export class RemoteMachine extends EventEmitter implements Machine {
           this.emit("disk-error-cleared");
         }
       }
-      this.finish({ code: null, signal: null, expected: false, reason: "the worker ended its watch without an exit" });
+      this.finish({
+        code: null,
+        signal: null,
+        expected: false,
+        reason: "the worker ended its watch without an exit",
+        guestReset: false,
+      });
     } catch (err) {
       // The client closing (RemoteHost.close) leaves machines running, as a server's exit leaves its VMs.
       if (this.life.aborted) return;
       const why = fromConnectError(err, "watching the machine").message;
-      this.finish({ code: null, signal: null, expected: false, reason: `lost the worker running it: ${why}` });
+      this.finish({ code: null, signal: null, expected: false, reason: `lost the worker running it: ${why}`, guestReset: false });
     }
   }
 

@@ -153,9 +153,10 @@ export function exitMsg(e: MachineExit): MachineExitMsg {
     ...opt("signal", e.signal ?? undefined),
     expected: e.expected,
     reason: e.reason,
+    guestReset: e.guestReset,
   });
 }
 
 export function machineExit(m: MachineExitMsg): MachineExit {
-  return { code: m.code ?? null, signal: m.signal ?? null, expected: m.expected, reason: m.reason };
+  return { code: m.code ?? null, signal: m.signal ?? null, expected: m.expected, reason: m.reason, guestReset: m.guestReset };
 }

@@ -36,6 +36,8 @@ export interface VmExit {
   signal: string | null;
   expected: boolean;
   reason: string;
+  /** QEMU (run with -no-reboot) exited 0 by itself: its guest reset or powered off. */
+  guestReset: boolean;
 }
 
 export function tailOfFile(file: string, bytes: number): string {
@@ -89,7 +91,8 @@ export class QemuVm extends EventEmitter {
         const reason = this.stopping
           ? "stopped"
           : `qemu exited unexpectedly (${status})${stderr ? `: ${stderr.split("\n").slice(-3).join(" | ")}` : ""}`;
-        this.exit = { code, signal, expected: this.stopping, reason };
+        const guestReset = child !== null && !this.stopping && signal === null && code === 0;
+        this.exit = { code, signal, expected: this.stopping, reason, guestReset };
         this.agent?.close();
         this.qmp?.close();
         const exit = this.exit;

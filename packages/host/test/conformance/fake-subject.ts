@@ -32,15 +32,14 @@ export function fakeConformance(
     name,
     async () => {
       const dir = mkdtempSync(path.join(tmpdir(), `${dirPrefix}-`));
-      const { host, close } = await wrap(new FakeHost());
+      const { host, close } = await wrap(new FakeHost({ images: { dir: path.join(dir, "images") } }));
       const runRoot = path.join(dir, "run");
       mkdirSync(runRoot);
-      const base = await host.linkBase(dir, path.join(dir, "img", "base.ext4"));
       return {
         host,
         dir,
         runRoot,
-        base,
+        image: "sandtree/busybox",
         adoptsLive: true,
         echoServer: (port) => `busybox nc -ll -p ${port} -e cat`,
         // The fake needs no tap: its connections are in memory.

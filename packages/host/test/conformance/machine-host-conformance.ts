@@ -2,11 +2,12 @@
 // relies on, checked through the interface only. Each implementation runs it with its own factory
 // (fake-host.test.ts, qemu-host.test.ts). Few machines (two at a time at most) so a VM host stays
 // quick under TCG; the commands run are the few the fake host's shell understands.
-import { existsSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import type { Duplex } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Machine, type MachineHost, MachinePortError, type MachineSpec } from "../../src/index.js";
+import type { Machine, MachineHost, MachineSpec, ResolvedImage } from "../../src/index.js";
+import { MachinePortError, writeRootfsLayout } from "../../src/index.js";
 import { execOutput } from "../helpers/guest.js";
 
 export interface HostUnderTest {
@@ -15,8 +16,8 @@ export interface HostUnderTest {
   dir: string;
   /** Where machines' run directories go (survivors are looked up under it). */
   runRoot: string;
-  /** An image base's name in `dir` (linkBase done). */
-  base: string;
+  /** An image the host holds (machines boot from its base). */
+  image: string;
   /** The spec of a machine booting (or resuming) from `rootDisk`. */
   spec(name: string, rootDisk: string): MachineSpec;
   /** Whether this host can adopt a machine this process still holds (a VM's agent takes one client). */
@@ -29,6 +30,8 @@ export interface HostUnderTest {
 }
 
 const DISK = 2 * 1024 ** 3;
+/** Under sandtree/: never pulled, so a host answers at once that it does not have it. */
+const UNKNOWN_IMAGE = "sandtree/conformance-no-such-image";
 
 async function run(m: Machine, shell: string): Promise<{ out: string; err: string; code: number }> {
   const { out, err, code } = await execOutput(m.exec({ shell, timeoutMs: 60_000 }));
@@ -90,6 +93,8 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
   describe(`MachineHost conformance: ${name}`, () => {
     let t: HostUnderTest;
     let a: Machine;
+    let image: ResolvedImage;
+    let base: string;
     const started: Machine[] = [];
     const disk = (n: string) => path.join(t.dir, `${n}.qcow2`);
     const start = async (n: string, rootDisk: string, extra: Partial<MachineSpec> = {}) => {
@@ -100,7 +105,9 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
 
     beforeAll(async () => {
       t = await make();
-      await t.host.createDisk(t.base, disk("a"), DISK);
+      image = await t.host.images.resolve(t.image, {});
+      base = await t.host.linkBase(t.dir, image.basePath);
+      await t.host.createDisk(base, disk("a"), DISK);
       a = await start("conf-a", disk("a"));
     }, 4 * timeoutMs);
 
@@ -113,6 +120,45 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
       expect(typeof t.host.capabilities.accel).toBe("string");
       expect(typeof t.host.capabilities.memorySnapshots).toBe("boolean");
       expect(typeof t.host.capabilities.nested.ok).toBe("boolean");
+    });
+
+    it("resolves an image to a base on the host, the one its first machine started on", { timeout: timeoutMs }, async () => {
+      expect(image.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
+      expect(["local", "registry"]).toContain(image.source);
+      expect(image.virtualSizeBytes).toBeGreaterThan(0);
+      expect(typeof image.labels).toBe("object");
+      expect(await t.host.images.resolve(t.image, {})).toEqual(image);
+      await t.host.images.check(t.image, {});
+      expect(await t.host.linkBase(t.dir, image.basePath)).toBe(base);
+      expect((await run(a, "echo up")).out).toBe("up\n");
+    });
+
+    it("answers IMAGE_NOT_FOUND for an image it has not and cannot pull", { timeout: timeoutMs }, async () => {
+      await expect(t.host.images.check(UNKNOWN_IMAGE, {})).rejects.toMatchObject({ code: "IMAGE_NOT_FOUND" });
+      await expect(t.host.images.resolve(UNKNOWN_IMAGE, {})).rejects.toMatchObject({ code: "IMAGE_NOT_FOUND" });
+    });
+
+    it("lists the images it holds, the resolved one among them", { timeout: timeoutMs }, async () => {
+      const listed = await t.host.images.list();
+      expect(listed).toContainEqual(expect.objectContaining({ ref: image.ref, digest: image.digest, source: image.source }));
+    });
+
+    it("imports an OCI layout of the caller's machine under a name", { timeout: timeoutMs }, async () => {
+      const rootfs = path.join(t.dir, "import-rootfs");
+      mkdirSync(path.join(rootfs, "etc"), { recursive: true });
+      writeFileSync(path.join(rootfs, "etc", "conformance"), "imported\n");
+      const layout = path.join(t.dir, "import-layout");
+      const manifest = await writeRootfsLayout(rootfs, layout, { refName: "v1" });
+      const imported = await t.host.images.importLayout(layout, "sandtree/conformance-import", { layoutRef: "v1" });
+      expect(imported).toMatchObject({ digest: manifest.digest, source: "local" });
+      expect(await t.host.images.resolve("sandtree/conformance-import", {})).toMatchObject({ digest: manifest.digest });
+      expect((await t.host.images.list()).map((i) => i.ref)).toContain(imported.ref);
+      await expect(
+        t.host.images.importLayout(path.join(t.dir, "no-layout"), "sandtree/conformance-none", {}),
+      ).rejects.toMatchObject({ code: "IMAGE_NOT_FOUND" });
+      await expect(t.host.images.importLayout(layout, "sandtree/conformance-none", { layoutRef: "v2" })).rejects.toMatchObject({
+        code: "IMAGE_NOT_FOUND",
+      });
     });
 
     it("runs commands: output, exit codes, errors", { timeout: timeoutMs }, async () => {
@@ -185,7 +231,7 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
     });
 
     it("flattens a layer into one over the base: the same files", { timeout: 2 * timeoutMs }, async () => {
-      const flat = await t.host.flattenLayer(t.dir, path.basename(layer), t.base, "flat.qcow2");
+      const flat = await t.host.flattenLayer(t.dir, path.basename(layer), base, "flat.qcow2");
       expect(flat.sha256).toMatch(/^[0-9a-f]{64}$/);
       await t.host.createDisk("flat.qcow2", disk("on-flat"), DISK);
       const m = await start("conf-flat", disk("on-flat"));
@@ -232,7 +278,7 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
       await expect(a.connect(7000)).rejects.toMatchObject({ code: "NETWORK_DISABLED" });
       // A host that cannot give a machine a network here has nothing more to show (no skip: CI counts skips as failures).
       if (!t.nic) return;
-      await t.host.createDisk(t.base, disk("net"), DISK);
+      await t.host.createDisk(base, disk("net"), DISK);
       const m = await start("conf-net", disk("net"), { nic: await t.nic("conf-net") });
       const listener = listen(m, t.echoServer(7000), 4 * timeoutMs);
       const sent = Buffer.from(Array.from({ length: 256 * 1024 }, (_, i) => (i * 7) % 251));

@@ -5,7 +5,7 @@ import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import path from "node:path";
 import { describe, it } from "vitest";
 import type { Accel, MachineHost, MachineSpec } from "../../src/index.js";
-import { createQemuHost, detectAccel, ImageStore, NetworkManager, networkUnavailableReason } from "../../src/index.js";
+import { createQemuHost, detectAccel, NetworkManager, networkUnavailableReason } from "../../src/index.js";
 import { artifactsMissing, smallGuestSpec } from "../helpers/guest.js";
 import { machineHostConformance } from "./machine-host-conformance.js";
 
@@ -75,13 +75,13 @@ export function qemuConformance(
       mkdirSync(runRoot);
       const accel = await detectAccel("auto");
       const { host, close } = await wrap(createQemuHost({ accel }), accel);
-      const basePath = (await new ImageStore().resolve("sandtree/debian")).basePath;
       const nics = await testNics();
       return {
         host,
         dir,
         runRoot,
-        base: await host.linkBase(dir, basePath),
+        // Built by setup into this machine's image store (the QEMU host's default one).
+        image: "sandtree/debian",
         // QEMU's guest agent takes one client: restart.test.ts covers adoption by a new process.
         adoptsLive: false,
         nic: nics?.nic ?? null,

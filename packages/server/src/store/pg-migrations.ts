@@ -98,6 +98,7 @@ export const PG_MIGRATIONS: ReadonlyArray<readonly [name: string, sql: string]> 
   ["0015-volume-syncs", VOLUME_SYNCS_MIGRATION],
   ["0016-meter-open", METER_OPEN_MIGRATION],
   ["0017-job-tails", JOB_TAILS_MIGRATION],
+  ["0018-error-code", "ALTER TABLE sandboxes ADD COLUMN error_code TEXT;"],
 ];
 
 /**

@@ -22,6 +22,7 @@ const COLUMNS = [
   "nested_virtualization",
   "accel",
   "error_reason",
+  "error_code",
   "created_at",
   "updated_at",
   "started_at",
@@ -44,6 +45,7 @@ export async function insertSandbox(db: Db, s: Sandbox): Promise<void> {
     labels: JSON.stringify(s.labels),
     secrets: JSON.stringify(s.secrets ?? {}),
     nested_virtualization: s.nested_virtualization === true,
+    error_code: s.error_code ?? null,
   } as Record<string, unknown>;
   await run(db, ...insertSql("sandboxes", row, COLUMNS));
 }

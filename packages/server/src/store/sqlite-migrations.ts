@@ -74,6 +74,7 @@ export const SQLITE_MIGRATIONS: Array<[name: string, sql: string]> = [
   ["0022-meter-open", METER_OPEN_MIGRATION],
   ["0023-meter-hours-clustered", SQLITE_METER_HOURS_CLUSTERED_MIGRATION],
   ["0024-job-tails", JOB_TAILS_MIGRATION],
+  ["0025-error-code", "ALTER TABLE sandboxes ADD COLUMN error_code TEXT;"],
 ];
 
 /** Applies the migrations not yet recorded, each in its own transaction. */

@@ -13,11 +13,11 @@ export function insertSandbox(db: Database.Database, s: Sandbox): void {
     `INSERT INTO sandboxes (id, team_id, name, image, image_digest, status, cpu_cores, memory_gb, disk_size_gb,
           environment_vars, labels, start_command, accel, error_reason, created_at, updated_at, started_at, terminated_at,
           secrets, timeout_minutes, idle_timeout_minutes, expires_at, last_activity_at, start_path, source_checkpoint_id,
-          head_checkpoint_id, display, nested_virtualization)
+          head_checkpoint_id, display, nested_virtualization, error_code)
          VALUES (@id, @team_id, @name, @image, @image_digest, @status, @cpu_cores, @memory_gb, @disk_size_gb,
           @environment_vars, @labels, @start_command, @accel, @error_reason, @created_at, @updated_at, @started_at, @terminated_at,
           @secrets, @timeout_minutes, @idle_timeout_minutes, @expires_at, @last_activity_at, @start_path, @source_checkpoint_id,
-          @head_checkpoint_id, @display, @nested_virtualization)`,
+          @head_checkpoint_id, @display, @nested_virtualization, @error_code)`,
   ).run({
     ...s,
     environment_vars: JSON.stringify(s.environment_vars),
@@ -32,6 +32,7 @@ export function insertSandbox(db: Database.Database, s: Sandbox): void {
     head_checkpoint_id: s.head_checkpoint_id ?? null,
     display: s.display ?? null,
     nested_virtualization: s.nested_virtualization ? 1 : 0,
+    error_code: s.error_code ?? null,
   });
 }
 

@@ -295,7 +295,11 @@ describe("fleet: PostgreSQL + S3, two control planes, three workers in their own
         (x) => ENDED.includes(x.status),
         { ms: 120_000 },
       );
-      expect(s).toMatchObject({ status: "ERROR", error_reason: expect.stringMatching(/^HOST_LOST: host w1 /) });
+      expect(s).toMatchObject({
+        status: "ERROR",
+        error_reason: expect.stringMatching(/^HOST_LOST: host w1 /),
+        error_code: "HOST_LOST",
+      });
     }
     expect((await hosts()).find((h) => h.name === "w1")).toMatchObject({ state: "LOST", usage: { placements: 0 } });
     for (const id of others) expect((await sandbox(id)).status, id).toBe("RUNNING");

@@ -149,6 +149,7 @@ describe("fleet on a shared PostgreSQL", () => {
       const sb = await store.getSandbox(id);
       expect(sb?.status).toBe("ERROR");
       expect(sb?.error_reason).toMatch(/^HOST_LOST: host w-lost sent no heartbeat since /);
+      expect(sb?.error_code).toBe("HOST_LOST");
       const shown = await api(a)("GET", `/v1/sandboxes/${id}`);
       expect([shown.body.status, shown.body.error_reason]).toEqual(["ERROR", sb?.error_reason]);
       const records = await store.meterRecordsOf("sandbox", [id]);

@@ -59,6 +59,7 @@ export function sandboxRow(teamId: string, over: Partial<Sandbox> = {}): Sandbox
     nested_virtualization: false,
     accel: null,
     error_reason: null,
+    error_code: null,
     created_at: iso(NOW),
     updated_at: LONG_AGO,
     started_at: null,

@@ -54,10 +54,14 @@ export function sandboxCases(ctx: StoreContext): void {
     expect(await s.updateSandbox(sb.id, { status: "PROVISIONING" }, ["PENDING"])).toBe(true);
     // A second provisioner finds the sandbox no longer PENDING.
     expect(await s.updateSandbox(sb.id, { status: "PROVISIONING", error_reason: "twice" }, ["PENDING"])).toBe(false);
-    expect(await s.getSandbox(sb.id)).toMatchObject({ status: "PROVISIONING", error_reason: null });
+    expect(await s.getSandbox(sb.id)).toMatchObject({ status: "PROVISIONING", error_reason: null, error_code: null });
     const started = iso(NOW);
     expect(await s.updateSandbox(sb.id, { status: "RUNNING", started_at: started }, ["PROVISIONING"])).toBe(true);
     expect(await s.getSandbox(sb.id)).toMatchObject({ status: "RUNNING", started_at: started });
+    // An end in ERROR keeps its stable code beside the sentence.
+    const end = { status: "ERROR", error_code: "GUEST_RESET", error_reason: "the guest reset", terminated_at: iso(NOW) } as const;
+    expect(await s.updateSandbox(sb.id, end, ["RUNNING"])).toBe(true);
+    expect(await s.getSandbox(sb.id)).toMatchObject(end);
   });
 
   it("lets a delete racing a create win: the sandbox ends TERMINATED in either order", async () => {

@@ -4,6 +4,7 @@ import type { HostRow } from "../../store/host-store.js";
 import type { CheckpointRow } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
 import type { Logger } from "../observability/logger.js";
+import { errorEnd } from "../sandboxes/error-end.js";
 import type { RestoreLayers } from "../sandboxes/provisioner.js";
 import { ACTIVE } from "../sandboxes/sandbox-machines.js";
 import type { FleetService } from "./fleet-service.js";
@@ -283,7 +284,7 @@ export class RemoteSandboxes {
     } catch (err) {
       const reason = err instanceof Error ? err.message : String(err);
       await this.client.call(host, "DELETE", `/v1/sandboxes/${sb.id}`, {}).catch(() => {});
-      const end = { status: "ERROR" as const, error_reason: reason, terminated_at: new Date().toISOString() };
+      const end = errorEnd("START_FAILED", reason);
       if (await store.updateSandbox(sb.id, end, ["PENDING", "PROVISIONING"])) {
         await store.addEvent(sb.id, `error: ${reason}`);
         log.warn({ sandbox: sb.id, host: host.name, reason }, "starting on a worker failed");
@@ -317,7 +318,12 @@ export class RemoteSandboxes {
         continue;
       }
       const reason = r.error_reason ? `on host ${host.name}: ${r.error_reason}` : null;
-      const end = { status: r.status, error_reason: reason, terminated_at: new Date().toISOString() };
+      const end = {
+        status: r.status,
+        error_reason: reason,
+        error_code: r.error_code ?? null,
+        terminated_at: new Date().toISOString(),
+      };
       if (await store.updateSandbox(r.id, end, ACTIVE)) {
         await store.addEvent(r.id, `${r.status} on host ${host.name}${r.error_reason ? `: ${r.error_reason}` : ""}`);
       }

@@ -2,6 +2,7 @@ import { SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
 import type { StrandedStart } from "../../store/host-store.js";
 import type { Store } from "../../store/store.js";
 import type { Logger } from "../observability/logger.js";
+import { errorEnd } from "../sandboxes/error-end.js";
 import type { FleetService } from "./fleet-service.js";
 import { type RemoteSandboxes, WorkerSandbox } from "./remote-sandboxes.js";
 
@@ -109,7 +110,7 @@ export class StrandedStarts {
   /** Ends a row still starting with the reason (conditional: once), and gives its placement back. */
   private async end(id: string, reason: string): Promise<void> {
     const { store, fleet, log } = this.deps;
-    const end = { status: "ERROR" as const, error_reason: reason, terminated_at: new Date().toISOString() };
+    const end = errorEnd("START_FAILED", reason);
     if (await store.updateSandbox(id, end, [...STARTING])) {
       await store.addEvent(id, `error: ${reason}`);
       log.warn({ sandbox: id, reason }, "ended a stranded start");

@@ -1,6 +1,7 @@
 import type { LostHost } from "../../store/host-store.js";
 import type { Store } from "../../store/store.js";
 import type { Logger } from "../observability/logger.js";
+import { errorEnd } from "./error-end.js";
 import { ACTIVE } from "./sandbox-machines.js";
 
 export interface HostLostDeps {
@@ -31,11 +32,7 @@ export class HostLostService {
     const marked: string[] = [];
     for (const id of lost.sandboxIds) {
       try {
-        const changed = await store.updateSandbox(
-          id,
-          { status: "ERROR", error_reason: reason, terminated_at: new Date().toISOString() },
-          ACTIVE,
-        );
+        const changed = await store.updateSandbox(id, errorEnd("HOST_LOST", reason), ACTIVE);
         if (changed) {
           marked.push(id);
           await store.addEvent(id, `error: ${reason}`);

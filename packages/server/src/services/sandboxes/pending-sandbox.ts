@@ -22,6 +22,7 @@ export function pendingSandbox(id: string, teamId: string, image: string, params
     nested_virtualization: params.nested_virtualization,
     accel,
     error_reason: null,
+    error_code: null,
     created_at: now,
     updated_at: now,
     started_at: null,

@@ -18,11 +18,16 @@ import { imageDefaults } from "../images/image-defaults.js";
 import type { ImageResolver } from "../images/image-resolver.js";
 import type { NetworkService } from "../network/network-service.js";
 import type { Logger } from "../observability/logger.js";
+import { errorEnd } from "./error-end.js";
 import { ratesOf } from "./resource-limits.js";
 import type { SandboxMachines } from "./sandbox-machines.js";
 import { liveDiskName, machineNameOf, memoryMbFor, type SandboxPaths } from "./sandbox-paths.js";
 
 const GiB = 1024 ** 3;
+
+/** Said of a nested sandbox of several vCPUs on an emulated host (measured: scripts/kvm/nested-stress.sh). */
+const NESTED_SMP_TCG =
+  "warning: nested virtualization with several vCPUs on an emulated (tcg) host: under load its KVM has reset the guest; with one vCPU it has not";
 
 /** The messages of an error's causes, outermost first (for the log: users get the error's own message). */
 export function causeChain(err: unknown): string {
@@ -270,6 +275,7 @@ export class Provisioner {
           ? `warm start from the ${template.rootWait ? "shape" : "image"} template`
           : "cold boot";
       await store.addEvent(sb.id, `starting the VM (${how}, ${sb.cpu_cores} cpu, ${memoryMb} MiB)`);
+      if (sb.nested_virtualization && sb.cpu_cores > 1 && this.deps.accel === "tcg") await store.addEvent(sb.id, NESTED_SMP_TCG);
       machine = await this.deps.host.start({
         ...(await this.spec(sb, rootDisk)),
         ...(nic ? { nic: { tap: nic.tap, guestNet: nic.guestNet } } : {}),
@@ -303,12 +309,7 @@ export class Provisioner {
       await machines.cleanupDisk(sb.id);
       rmSync(paths.runDir(sb.id), { recursive: true, force: true });
       await this.deps.network?.detach(sb.id).catch(() => {});
-      if (
-        await store.updateSandbox(sb.id, { status: "ERROR", error_reason: reason, terminated_at: new Date().toISOString() }, [
-          "PENDING",
-          "PROVISIONING",
-        ])
-      ) {
+      if (await store.updateSandbox(sb.id, errorEnd("START_FAILED", reason), ["PENDING", "PROVISIONING"])) {
         await store.addEvent(sb.id, `error: ${reason}`);
         // The user's reason is a sentence; what the host or a tool said is here.
         log.warn({ sandbox: sb.id, reason, detail: causeChain(err) }, "provisioning failed");

@@ -5,6 +5,7 @@ import type { Sandbox } from "@sandtree/protocol";
 import type { Store } from "../../store/store.js";
 import type { NetworkService } from "../network/network-service.js";
 import type { Logger } from "../observability/logger.js";
+import { errorEnd } from "./error-end.js";
 import { ACTIVE, type SandboxMachines } from "./sandbox-machines.js";
 import { machineNameOf, type SandboxPaths } from "./sandbox-paths.js";
 
@@ -59,9 +60,7 @@ export class Reconciler {
     const { store, log } = this.deps;
     // Its leftovers go first, so a sandbox seen ERROR has nothing left behind.
     await this.cleanup(sb.id);
-    if (
-      await store.updateSandbox(sb.id, { status: "ERROR", error_reason: reason, terminated_at: new Date().toISOString() }, ACTIVE)
-    ) {
+    if (await store.updateSandbox(sb.id, errorEnd("RESTART_LOST", reason), ACTIVE)) {
       await store.addEvent(sb.id, `error: ${reason}`);
       log.warn({ sandbox: sb.id, reason }, "sandbox lost in a restart");
     }

@@ -2,7 +2,6 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import {
   type Accel,
-  type CreateSandboxParams,
   CreateSandboxRequest,
   ForkRequest,
   type Sandbox,
@@ -114,7 +113,8 @@ export class RestoreService {
     if (raw === null || typeof raw !== "object" || Array.isArray(raw) || !("checkpoint_id" in raw)) {
       const params = parse(CreateSandboxRequest, raw);
       refuseUnavailableNesting(this.deps.sandboxes.host.capabilities, params);
-      return this.deps.sandboxes.createOrReplay(teamId, params, null, opts);
+      // No `checkpoint_id` key in the request: a create from an image.
+      return this.deps.sandboxes.createFromImage(teamId, { ...params, checkpoint_id: undefined }, opts);
     }
     const r = raw as Record<string, unknown>;
     for (const field of ["image", "disk_size_gb"]) {
@@ -202,7 +202,7 @@ export class RestoreService {
     });
     refuseUnavailableNesting(this.deps.sandboxes.host.capabilities, params);
     return this.withSnapshots(mode === "snapshot" ? shape.volumes : [], () =>
-      this.deps.sandboxes.createOrReplay(teamId, params, plan, opts),
+      this.deps.sandboxes.createFromCheckpoint(teamId, { params: { ...params, checkpoint_id }, plan }, opts),
     );
   }
 
@@ -286,7 +286,7 @@ export class RestoreService {
     const plan = await this.plan(teamId, checkpointId, body.memory, waitMs);
     const secrets = await this.deps.admission.secretsOf(src.id);
     const shared = body.volumes === "shared" ? await this.sourceMounts(teamId, src.id, "shared") : [];
-    const base: CreateSandboxParams = parse(CreateSandboxRequest, {
+    const parsed = parse(CreateSandboxRequest, {
       image: src.image,
       checkpoint_id: checkpointId,
       restore_memory: body.memory,
@@ -303,12 +303,13 @@ export class RestoreService {
       ...(body.name ? { name: body.name } : {}),
       ...(body.host ? { host: body.host } : {}),
     });
+    const base = { ...parsed, checkpoint_id: checkpointId };
     // Each child gets snapshots of its own (volumes: "snapshot"): siblings never see each other's writes.
     const child = async () => {
-      if (body.volumes === "shared") return (await sandboxes.createOrReplay(teamId, base, plan)).sandbox;
+      if (body.volumes === "shared") return (await sandboxes.createFromCheckpoint(teamId, { params: base, plan })).sandbox;
       const snaps = await this.sourceMounts(teamId, src.id, "snapshot");
       const params = snaps.length > 0 ? { ...base, volumes: parse(VolumeMounts, snaps) } : base;
-      return (await this.withSnapshots(snaps, () => sandboxes.createOrReplay(teamId, params, plan))).sandbox;
+      return (await this.withSnapshots(snaps, () => sandboxes.createFromCheckpoint(teamId, { params, plan }))).sandbox;
     };
     if (body.count === undefined) return { sandbox: await child() };
     const children: Sandbox[] = [];

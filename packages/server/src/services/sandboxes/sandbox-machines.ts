@@ -6,6 +6,7 @@ import { type SandboxStatus, SandtreeError } from "@sandtree/protocol";
 import type { Store } from "../../store/store.js";
 import type { NetworkService } from "../network/network-service.js";
 import type { Logger } from "../observability/logger.js";
+import { errorEnd } from "./error-end.js";
 import { liveDiskName, type SandboxPaths } from "./sandbox-paths.js";
 
 /** Statuses with a VM (or one on its way). PAUSED keeps its VM but counts toward no quota. */
@@ -83,8 +84,8 @@ export class SandboxMachines {
     if (exit.expected) return;
     log.warn({ sandbox: id, reason: exit.reason }, "sandbox VM died");
     try {
-      const terminated_at = new Date().toISOString();
-      if (await store.updateSandbox(id, { status: "ERROR", error_reason: exit.reason, terminated_at }, ACTIVE)) {
+      const end = errorEnd(exit.guestReset ? "GUEST_RESET" : "MACHINE_EXITED", exit.reason);
+      if (await store.updateSandbox(id, end, ACTIVE)) {
         await store.addEvent(id, `error: ${exit.reason}`);
       }
     } catch (err) {
@@ -157,9 +158,8 @@ export class SandboxMachines {
   /** Marks a RUNNING sandbox ERROR with the reason and kills its machine (the exit handler cleans up). */
   async failVm(id: string, machine: Machine, reason: string, from: readonly SandboxStatus[] = ["RUNNING"]): Promise<void> {
     const { store, log } = this.deps;
-    const now = new Date().toISOString();
     try {
-      if (!(await store.updateSandbox(id, { status: "ERROR", error_reason: reason, terminated_at: now }, from))) return;
+      if (!(await store.updateSandbox(id, errorEnd("MACHINE_UNRESPONSIVE", reason), from))) return;
     } catch (err) {
       // Not recorded (disk full?): leave the VM; the watchdog or a later call tries again.
       log.error({ sandbox: id, reason, err: (err as Error).message }, "could not mark the sandbox ERROR");

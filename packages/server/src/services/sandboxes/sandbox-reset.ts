@@ -2,6 +2,7 @@ import type { Machine } from "@sandtree/host";
 import { type Sandbox, SandtreeError } from "@sandtree/protocol";
 import type { Store } from "../../store/store.js";
 import type { Logger } from "../observability/logger.js";
+import { errorEnd } from "./error-end.js";
 import { causeChain, type Provisioner } from "./provisioner.js";
 import { ACTIVE, type SandboxMachines } from "./sandbox-machines.js";
 import { memoryMbFor } from "./sandbox-paths.js";
@@ -55,9 +56,7 @@ export async function resetInPlace(
   } catch (err) {
     const reason = `reset failed: ${(err as Error).message}`;
     parts.log.warn({ sandbox: id, reason, detail: causeChain(err) }, "reset failed");
-    if (
-      await store.updateSandbox(id, { status: "ERROR", error_reason: reason, terminated_at: new Date().toISOString() }, ACTIVE)
-    ) {
+    if (await store.updateSandbox(id, errorEnd("RESET_FAILED", reason), ACTIVE)) {
       await store.addEvent(id, `error: ${reason}`);
     }
     await machines.cleanupDisk(id);

@@ -10,6 +10,7 @@ import type { NetworkService } from "../network/network-service.js";
 import type { Logger } from "../observability/logger.js";
 import type { VolumeService } from "../volumes/volume-service.js";
 import type { AdmissionService } from "./admission-service.js";
+import type { CheckpointCreate, CreateAnswer, ImageCreate } from "./create-kinds.js";
 import { hereSite } from "./here-site.js";
 import { pendingSandbox } from "./pending-sandbox.js";
 import type { Provisioner, RestoreLayers } from "./provisioner.js";
@@ -121,26 +122,23 @@ export class SandboxService {
     return this.provisioner.basePathOf(sb);
   }
 
-  async create(teamId: string, params: CreateSandboxParams, restore: RestoreLayers | null = null): Promise<Sandbox> {
-    return (await this.createOrReplay(teamId, params, restore)).sandbox;
+  /** Creates a sandbox from an image, or answers the one an unexpired idempotency key created (`created: false`). */
+  createFromImage(teamId: string, params: ImageCreate, opts: { id?: string } = {}): Promise<CreateAnswer> {
+    return this.createOrReplay(teamId, params, null, opts);
   }
 
-  /**
-   * Creates a sandbox, or answers the one an unexpired idempotency key already created
-   * (`created: false`). A restore comes with its plan (its layers verified where it is placed).
-   */
-  async createOrReplay(
+  /** As createFromImage, from a checkpoint: its plan, made by the checkpoint's verification (RestoreService). */
+  createFromCheckpoint(teamId: string, c: CheckpointCreate, opts: { id?: string } = {}): Promise<CreateAnswer> {
+    return this.createOrReplay(teamId, c.params, c.plan, opts);
+  }
+
+  private async createOrReplay(
     teamId: string,
     params: CreateSandboxParams,
-    given: RestoreLayers | RestorePlan | null = null,
-    opts: { id?: string } = {},
-  ): Promise<{ sandbox: Sandbox; created: boolean }> {
+    given: RestoreLayers | RestorePlan | null,
+    opts: { id?: string },
+  ): Promise<CreateAnswer> {
     if (this.closing) throw new SandtreeError("UNAVAILABLE", "the server is shutting down");
-    if (params.checkpoint_id && !given) {
-      throw new SandtreeError("VALIDATION_FAILED", "a restore goes through the checkpoint's verification", {
-        field: "checkpoint_id",
-      });
-    }
     const replayed = await this.deps.admission.replay(teamId, params);
     if (replayed) return { sandbox: replayed, created: false };
     const credentials = params.registry_credentials;

@@ -1,6 +1,7 @@
 import type {
   AdoptSpec,
   HostCapabilities,
+  HostImages,
   Machine,
   MachineHost,
   MachineSpec,
@@ -26,6 +27,10 @@ export class MountingHost implements MachineHost {
 
   get capabilities(): HostCapabilities {
     return this.host.capabilities;
+  }
+
+  get images(): HostImages {
+    return this.host.images;
   }
 
   warmCaches(opts: WarmCacheOptions): WarmCaches | null {
