@@ -22,6 +22,7 @@ export * from "./limits/machine-cgroups.js";
 export * from "./limits/machine-limiter.js";
 export * from "./limits/machine-limits.js";
 export * from "./limits/tap-rate.js";
+export { dialGuestPort, PORT_CONNECT_TIMEOUT_MS } from "./machine/guest-port.js";
 export * from "./machine/machine.js";
 export { nestedSupport } from "./machine/nested.js";
 export { createQemuHost, type DiskCache, type QemuMachineHostOptions } from "./machine/qemu-host.js";

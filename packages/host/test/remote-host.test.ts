@@ -113,6 +113,30 @@ describe("remote host", () => {
     await m.stop();
   });
 
+  it("carries a connection's bytes both ways, more than the transport's windows hold, in order", async () => {
+    const base = await host.linkBase(dir, path.join(dir, "img", "base.ext4"));
+    await host.createDisk(base, path.join(dir, "c.qcow2"), 1 << 30);
+    const m = await host.start({ ...spec("c"), nic: { tap: "fake0", guestNet: "10.0.0.2/30 10.0.0.1" } });
+    const listener = m.exec({ shell: "nc -l -p 80 -e cat" });
+    // The fake's command listens from its start on.
+    expect((await listener.events[Symbol.asyncIterator]().next()).value).toMatchObject({ type: "started" });
+    const sock = await m.connect(80);
+    const big = Buffer.alloc(8 * 1024 * 1024 + 5);
+    for (let i = 0; i + 4 <= big.length; i += 4) big.writeUInt32BE(i, i);
+    const got: Buffer[] = [];
+    sock.on("data", (c: Buffer) => got.push(c));
+    const ended = new Promise<void>((resolve) => sock.once("end", resolve));
+    // Written as fast as the stream takes it: each write waits while the stream says it is full.
+    for (let off = 0; off < big.length; off += 256 * 1024) {
+      if (!sock.write(big.subarray(off, off + 256 * 1024))) await new Promise((r) => sock.once("drain", r));
+    }
+    sock.end();
+    await ended;
+    expect(Buffer.concat(got).equals(big)).toBe(true);
+    listener.signal(15);
+    await m.stop();
+  });
+
   it("serves more machines than HTTP/2's usual 100 streams over one connection (each holds a Watch)", async () => {
     const base = await host.linkBase(dir, path.join(dir, "img", "base.ext4"));
     const names = Array.from({ length: 150 }, (_, i) => `many-${i}`);

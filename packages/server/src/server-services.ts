@@ -57,7 +57,14 @@ export function composeServices(f: Foundation, r: Runtime): Services {
     starts: new SandboxStarts(sandboxes),
     bulk: new BulkService(store, sandboxes, log),
     network,
-    ports: new PortService(store, sandboxes, (id) => sandboxes.guestAddressOf(id)),
+    ports: new PortService(store, sandboxes, {
+      addressOf: (id) => sandboxes.guestAddressOf(id),
+      // A sandbox being reconnected after a restart is waited for, as calls under /v1/sandboxes/:id are.
+      connect: async (sb, port, opts) => {
+        await sandboxes.whenAdopted(sb.id);
+        return (await sandboxes.running(sb.team_id, sb.id)).connect(port, opts);
+      },
+    }),
     gatewayTokens: new GatewayTokens(serverKey, store),
     metering,
     metrics: new MetricsService(store, admission, metering),

@@ -1,13 +1,15 @@
 // Exposed ports: management, the HTTP/WebSocket proxy and the raw TCP tunnel, against real
 // HTTP, WebSocket and TCP servers on 127.0.0.1 standing in for a sandbox's guest. No VM: the
-// sandboxes are RUNNING rows written to the store, and `addressOf` answers 127.0.0.1 for them.
+// sandboxes are RUNNING rows written to the store, their guest address is 127.0.0.1, and a
+// connection to one of their ports is dialGuestPort's (what a QEMU machine's connect does).
 import { createHash, randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import http from "node:http";
 import net, { type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { createQemuHost, VolumeImages } from "@sandtree/host";
+import { Duplex } from "node:stream";
+import { createQemuHost, dialGuestPort, VolumeImages } from "@sandtree/host";
 import { ErrorBody, type Sandbox } from "@sandtree/protocol";
 import { SandtreeClient } from "@sandtree/sdk";
 import type { FastifyInstance } from "fastify";
@@ -55,6 +57,32 @@ let teamId: string;
 const logLines: string[] = [];
 /** Sandboxes that have a network, by id -> guest address. */
 const addresses = new Map<string, string>();
+/** Sandboxes whose machine's connections are plain streams (as a remote host's), and how many each opened. */
+const plainStreams = new Map<string, number>();
+
+/** The socket behind a Duplex without a socket's own members (setNoDelay, setKeepAlive...), as a remote machine's stream is. */
+function plainStream(sock: net.Socket): Duplex {
+  const d = new Duplex({
+    // As a net.Socket by default and a remote machine's stream: the guest's end ends both ways.
+    allowHalfOpen: false,
+    read: () => void sock.resume(),
+    write: (chunk: Buffer, _enc, cb) => void sock.write(chunk, cb),
+    final(cb) {
+      sock.end();
+      cb();
+    },
+    destroy(err, cb) {
+      sock.destroy();
+      cb(err);
+    },
+  });
+  sock.on("data", (c: Buffer) => {
+    if (!d.push(c)) sock.pause();
+  });
+  sock.on("end", () => d.push(null));
+  sock.on("error", (err) => d.destroy(err));
+  return d;
+}
 
 // The "guest": HTTP (echo of method, path, headers and body; /big streams 20 MB), WebSocket echo, TCP echo.
 let guest: http.Server;
@@ -130,7 +158,16 @@ beforeAll(async () => {
     placement: herePlacement,
   });
   const timeouts = new TimeoutService({ store, sandboxes, log: silent, intervalMs: 60_000 });
-  ports = new PortService(store, sandboxes, (id) => addresses.get(id) ?? null);
+  ports = new PortService(store, sandboxes, {
+    addressOf: (id) => addresses.get(id) ?? null,
+    connect: async (sb, port, opts) => {
+      const sock = await dialGuestPort(addresses.get(sb.id) ?? "", port, opts);
+      const opened = plainStreams.get(sb.id);
+      if (opened === undefined) return sock;
+      plainStreams.set(sb.id, opened + 1);
+      return plainStream(sock);
+    },
+  });
   // Only what these routes use; the rest of the app is not exercised here.
   // Sandbox answers carry cost_usd, so the metering service is one of them.
   const metering = new MeteringService(store, systemClock, loadPriceTable(undefined));
@@ -498,7 +535,70 @@ describe("the HTTP proxy", () => {
   });
 });
 
+describe("a machine whose connections are plain streams (a remote host's)", () => {
+  it("carries proxied HTTP (one kept-alive stream for requests in turn), a WebSocket and a /tcp tunnel", async () => {
+    const id = await newSandbox();
+    plainStreams.set(id, 0);
+    const p = await expose(id, guestPort);
+    for (const path of ["one", "two", "three"]) {
+      const r = await fetch(`${p.url}${path}`, { headers: { "x-sandtree-token": p.token } });
+      expect([r.status, (await echoOf(r)).url]).toEqual([200, `/${path}`]);
+    }
+    expect(plainStreams.get(id)).toBe(1);
+    const big = await fetch(`${p.url}big`, { headers: { "x-sandtree-token": p.token } });
+    expect(Buffer.from(await big.arrayBuffer()).length).toBe(20 * 1024 * 1024);
+
+    const ws = new WebSocket(`${p.url.replace(/^http/, "ws")}chat`, { headers: { "x-sandtree-token": p.token } });
+    const greeting = await new Promise<string>((resolve, reject) => {
+      ws.once("message", (d) => resolve(String(d)));
+      ws.once("error", reject);
+    });
+    ws.close();
+    expect(greeting).toBe("hello /chat");
+
+    const tunnel = new WebSocket(`${base.replace("http", "ws")}/tcp/${id}/${tcpPort}`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    const sent = randomBytes(2 * 1024 * 1024);
+    const echoed = await new Promise<Buffer>((resolve, reject) => {
+      const got: Buffer[] = [];
+      tunnel.on("open", () => {
+        tunnel.send(sent, { binary: true });
+        tunnel.send('{"type":"eof"}');
+      });
+      tunnel.on("message", (d: Buffer) => got.push(d));
+      tunnel.on("close", (code) => (code === 1000 ? resolve(Buffer.concat(got)) : reject(new Error(`closed ${code}`))));
+      tunnel.on("error", reject);
+    });
+    expect(echoed.equals(sent)).toBe(true);
+  });
+});
+
 describe("raw TCP over /tcp", () => {
+  it("the guest's end closes the tunnel (1000) after what it sent, with no end from the client", async () => {
+    const bye = net.createServer((sock) => sock.end("bye"));
+    await new Promise<void>((r) => bye.listen(0, "127.0.0.1", r));
+    const byePort = (bye.address() as AddressInfo).port;
+    try {
+      for (const plain of [false, true]) {
+        const id = await newSandbox();
+        if (plain) plainStreams.set(id, 0);
+        const ws = new WebSocket(`${base.replace("http", "ws")}/tcp/${id}/${byePort}`, {
+          headers: { authorization: `Bearer ${key}` },
+        });
+        const got: string[] = [];
+        ws.on("message", (d) => got.push(String(d)));
+        const code = await new Promise<number>((resolve, reject) => {
+          ws.on("close", resolve);
+          ws.on("error", reject);
+        });
+        expect({ plain, code, got: got.join("") }).toEqual({ plain, code: 1000, got: "bye" });
+      }
+    } finally {
+      await new Promise((r) => bye.close(r));
+    }
+  });
+
   /** One TCP exchange: sends `data`, half-closes, collects everything until the peer closes. */
   function exchange(port: number, data: Buffer): Promise<Buffer> {
     return new Promise((resolve, reject) => {

@@ -42,6 +42,7 @@ export class FakeHost extends FakeDisks implements MachineHost {
       rootDisk: spec.rootDisk,
       logDir: spec.logDir,
       memoryState: spec.memoryState ?? spec.template?.stateFile,
+      guestNet: spec.nic?.guestNet,
     });
     this.starts++;
     this.machines.set(spec.name, m);

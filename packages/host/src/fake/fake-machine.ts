@@ -1,10 +1,12 @@
 import { EventEmitter } from "node:events";
 import { mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import type { Duplex } from "node:stream";
 import { FrameType } from "@sandtree/protocol";
 import { AgentExec } from "../agent/agent-exec.js";
 import type { ExecSpec, StatInfo } from "../agent/agent-types.js";
 import { GuestError } from "../agent/guest-error.js";
+import { guestPortAddress } from "../machine/guest-port.js";
 import {
   CheckpointFailedError,
   type CheckpointRequest,
@@ -16,6 +18,7 @@ import {
 } from "../machine/machine.js";
 import { encodeFiles, FakeDisks, filesOf, readDiskFile, writeDiskFile } from "./fake-disks.js";
 import { FakeFiles } from "./fake-files.js";
+import { FakePorts } from "./fake-ports.js";
 import { runFakeCommand } from "./fake-shell.js";
 
 /** Files here are the machine's memory: kept by a memory checkpoint, lost by a disk-only start. */
@@ -39,13 +42,16 @@ export class FakeMachine extends EventEmitter implements Machine {
   private paused = false;
   private readonly waiting: Array<() => void> = [];
   private streams = 0;
+  private readonly ports = new FakePorts();
+  private readonly guestNet: string | undefined;
 
   constructor(
     readonly name: string,
     readonly runDir: string,
-    opts: { rootDisk: string; logDir: string; memoryState?: string | undefined },
+    opts: { rootDisk: string; logDir: string; memoryState?: string | undefined; guestNet?: string | undefined },
   ) {
     super();
+    this.guestNet = opts.guestNet;
     this.setMaxListeners(0);
     this.activeDisk = opts.rootDisk;
     mkdirSync(opts.logDir, { recursive: true });
@@ -73,12 +79,12 @@ export class FakeMachine extends EventEmitter implements Machine {
   exec(spec: ExecSpec): MachineExec {
     const stream = ++this.streams;
     const frame = (type: number, payload: Buffer) => x.handle({ type, flags: 0, stream, payload });
-    let timer: NodeJS.Timeout | undefined;
+    const atFinish: Array<() => void> = [];
     let finished = false;
     const finish = (exit_code: number, signal: number | null) => {
       if (finished) return;
       finished = true;
-      if (timer) clearTimeout(timer);
+      for (const fn of atFinish.splice(0)) fn();
       frame(FrameType.EXIT, Buffer.from(JSON.stringify({ exit_code, signal, timed_out: false })));
     };
     // With stdin, the command runs once stdin is closed, on all it was sent (each chunk's credit handed back).
@@ -114,7 +120,7 @@ export class FakeMachine extends EventEmitter implements Machine {
     setImmediate(() =>
       this.whenRunning(() => {
         frame(FrameType.STARTED, Buffer.from(JSON.stringify({ pid: 100 + stream })));
-        run = () => this.runCommand(spec, Buffer.concat(stdin), frame, finish, (t) => (timer = t));
+        run = () => this.runCommand(spec, Buffer.concat(stdin), frame, finish, (fn) => atFinish.push(fn));
         if (!stdinOpen) run();
       }),
     );
@@ -126,7 +132,7 @@ export class FakeMachine extends EventEmitter implements Machine {
     stdin: Buffer,
     frame: (type: number, payload: Buffer) => void,
     finish: (code: number, signal: number | null) => void,
-    setTimer: (t: NodeJS.Timeout) => void,
+    atFinish: (fn: () => void) => void,
   ): void {
     let r: ReturnType<typeof runFakeCommand>;
     try {
@@ -136,8 +142,13 @@ export class FakeMachine extends EventEmitter implements Machine {
     }
     if (r.stdout) frame(FrameType.STDOUT, Buffer.from(r.stdout));
     if (r.stderr) frame(FrameType.STDERR, Buffer.from(r.stderr));
-    if (r.sleepMs > 0) setTimer(setTimeout(() => finish(r.code, null), r.sleepMs));
-    else finish(r.code, null);
+    if (r.listen !== undefined) {
+      // A listener runs until it is signalled (or the machine ends).
+      atFinish(this.ports.listen(r.listen));
+    } else if (r.sleepMs > 0) {
+      const timer = setTimeout(() => finish(r.code, null), r.sleepMs);
+      atFinish(() => clearTimeout(timer));
+    } else finish(r.code, null);
     if (r.poweroff) this.end(false, "the guest powered off", true);
   }
 
@@ -175,6 +186,15 @@ export class FakeMachine extends EventEmitter implements Machine {
     this.files.remove(p, opts.recursive === true);
   }
   syncClock(): void {}
+
+  /** An in-memory connection to what a command listens on (`nc -l -p PORT -e cat`); a paused machine answers once resumed. */
+  async connect(port: number): Promise<Duplex> {
+    this.alive();
+    guestPortAddress(this.name, this.guestNet);
+    await new Promise<void>((r) => this.whenRunning(r));
+    this.alive();
+    return this.ports.connect(port);
+  }
 
   async pause(): Promise<void> {
     this.alive();
@@ -216,6 +236,7 @@ export class FakeMachine extends EventEmitter implements Machine {
     if (!this.exit) {
       const code = expected || guestReset ? 0 : null;
       this.exit = { code, signal: code === 0 ? null : "SIGKILL", expected, reason, guestReset };
+      this.ports.close();
       const exit = this.exit;
       setImmediate(() => this.emit("exit", exit));
     }

@@ -2,7 +2,9 @@
  * The few commands the fake host's exec understands: enough for the conformance suite and
  * service tests, nothing more. `echo`, `cat`, `true`, `false`, `exit N`, `sleep N`, `pwd`,
  * `echo ... > FILE` and `>> FILE`, joined by `&&` or `;`; `cat` alone copies stdin; `poweroff`
- * (and `reboot`) end the machine as a guest that powered off would. Anything else exits 127.
+ * (and `reboot`) end the machine as a guest that powered off would;
+ * `[busybox] nc -l|-ll -p PORT -e cat` listens on PORT of the machine (an echo, until signalled:
+ * the fake's nc keeps listening either way). Anything else exits 127.
  */
 export interface ShellFs {
   read(path: string): Buffer | undefined;
@@ -17,6 +19,16 @@ export interface ShellResult {
   sleepMs: number;
   /** The guest powers off (or reboots) once the command answered. */
   poweroff: boolean;
+  /** A TCP port the command echoes on until it is signalled (`nc -l -p PORT -e cat`). */
+  listen?: number;
+}
+
+/** `nc -l|-ll -p PORT -e cat`: the port, else undefined. */
+function echoPort(args: string[]): number | undefined {
+  const [l, p, port, e, prog, ...rest] = args;
+  const ok = (l === "-l" || l === "-ll") && p === "-p" && e === "-e" && prog === "cat" && rest.length === 0;
+  const n = Number(port);
+  return ok && Number.isInteger(n) && n > 0 && n < 65536 ? n : undefined;
 }
 
 /** Splits on blanks, honouring single and double quotes (no escapes beyond that). */
@@ -37,7 +49,17 @@ function one(argv: string[], fs: ShellFs, cwd: string, out: ShellResult, stdin: 
   let text = "";
   let code = 0;
   const [cmd, ...args] = argv;
+  if (cmd === "busybox" && args[0] === "nc") return one(args, fs, cwd, out, stdin);
   switch (cmd) {
+    case "nc": {
+      const port = echoPort(args);
+      if (port === undefined) {
+        out.stderr += "nc: the fake host knows only nc -l -p PORT -e cat\n";
+        return 1;
+      }
+      out.listen = port;
+      break;
+    }
     case "echo":
       text = `${args.join(" ")}\n`;
       break;

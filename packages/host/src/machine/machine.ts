@@ -1,3 +1,4 @@
+import type { Duplex } from "node:stream";
 import type { AgentExec, AgentExecEvent, ExecSpec, StatInfo } from "../agent/agent-client.js";
 import type { RegistryCredentials } from "../images/registry-auth.js";
 import type { MachineRates } from "../limits/machine-limits.js";
@@ -41,6 +42,23 @@ export class MachineTimeoutError extends Error {
 /** The machine answered a control command with an error (it is alive and said no). */
 export class MachineRefusedError extends Error {
   override readonly name = "MachineRefusedError";
+}
+
+/**
+ * A connection to a port of the guest failed. `refused`: nothing listens there (the guest said
+ * so); otherwise it could not be reached (`reason`: why, such as ETIMEDOUT or EHOSTUNREACH).
+ */
+export class MachinePortError extends Error {
+  override readonly name = "MachinePortError";
+  constructor(
+    message: string,
+    readonly port: number,
+    readonly refused: boolean,
+    readonly reason: string,
+    opts?: { cause?: unknown },
+  ) {
+    super(message, opts);
+  }
 }
 
 /**
@@ -210,6 +228,12 @@ export interface Machine {
   remove(path: string, opts?: { recursive?: boolean }): Promise<void>;
   /** Sets the guest clock from the host's (after a pause or a restore). */
   syncClock(): void;
+  /**
+   * A byte stream to TCP `port` of the guest, once connected; ending its writable side half-closes
+   * the connection. MachinePortError when the guest refuses or cannot be reached, NETWORK_DISABLED
+   * (SandtreeError) when the machine has no network.
+   */
+  connect(port: number, opts?: { signal?: AbortSignal }): Promise<Duplex>;
 
   /**
    * Stops the CPUs; memory and disk stay. MachineTimeoutError when the VMM does not answer within

@@ -87,9 +87,15 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
     return qemuWarmCaches(opts, this.jail);
   }
 
-  private wrap(vm: QemuVm, spec: { accel?: string; nested?: boolean | undefined } | null, paused = false): QemuMachine {
+  private wrap(
+    vm: QemuVm,
+    spec: { accel?: string; nested?: boolean | undefined } | null,
+    guestNet: string | undefined,
+    paused = false,
+  ): QemuMachine {
     return new QemuMachine(vm, {
       paused,
+      guestNet,
       ...(this.opts.controlDeadlineMs !== undefined ? { controlDeadlineMs: this.opts.controlDeadlineMs } : {}),
       identity: spec?.accel ? `${spec.accel}${spec.nested ? "+nested" : ""}` : null,
     });
@@ -179,7 +185,7 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
       await vm.stop({ graceMs: 0 }).catch(() => {});
       throw err;
     }
-    const machine = this.wrap(vm, spec);
+    const machine = this.wrap(vm, spec, spec.nic?.guestNet);
     this.releaseOnExit(machine);
     return machine;
   }
@@ -199,7 +205,7 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
       jail: this.jail,
     });
     // A paused sandbox's VM was stopped again after the handshake.
-    const machine = this.wrap(vm, null, spec.keepPaused);
+    const machine = this.wrap(vm, null, spec.guestNet, spec.keepPaused);
     if (spec.mounts?.length) this.revokeOnExit(machine, spec.name);
     this.releaseOnExit(machine);
     return machine;

@@ -1,9 +1,11 @@
 import { EventEmitter } from "node:events";
+import type { Duplex } from "node:stream";
 import type { ExecSpec, StatInfo } from "../agent/agent-client.js";
 import { resumeAfterSave, saveVmState } from "../snapshots/migration.js";
 import type { QemuVm, VmExit } from "../vmm/qemu-vm.js";
 import { QmpCommandError, QmpTimeoutError } from "../vmm/qmp-client.js";
 import { watchDiskErrors } from "./disk-errors.js";
+import { dialGuestPort, guestPortAddress } from "./guest-port.js";
 import { startLiveness } from "./liveness.js";
 import {
   type CheckpointRequest,
@@ -52,16 +54,19 @@ export class QemuMachine extends EventEmitter implements Machine {
   readonly controlDeadlineMs: number;
   /** What its memory state needs of a machine it loads into (`tcg`, `kvm+nested`), when known. */
   readonly identity: string | null;
+  /** eth0's configuration ("ADDR/PREFIX GATEWAY", "-": link down), undefined without a NIC. */
+  private readonly guestNet: string | undefined;
 
   constructor(
     /** The VM behind it (tests reach its agent connection through it). */
     readonly vm: QemuVm,
-    opts: { paused?: boolean; controlDeadlineMs?: number; identity?: string | null } = {},
+    opts: { paused?: boolean; controlDeadlineMs?: number; identity?: string | null; guestNet?: string | undefined } = {},
   ) {
     super();
     this.paused = opts.paused ?? false;
     this.controlDeadlineMs = opts.controlDeadlineMs ?? 15_000;
     this.identity = opts.identity ?? null;
+    this.guestNet = opts.guestNet;
     this.setMaxListeners(0);
     vm.on("exit", (exit: VmExit) => {
       for (const stop of this.stops.splice(0)) stop();
@@ -122,6 +127,11 @@ export class QemuMachine extends EventEmitter implements Machine {
   }
   remove(path: string, opts: { recursive?: boolean } = {}): Promise<void> {
     return this.vm.agent.remove(path, opts);
+  }
+  /** A TCP connection to the guest's address on its tap (this host reaches it directly). */
+  async connect(port: number, opts: { signal?: AbortSignal } = {}): Promise<Duplex> {
+    if (this.vm.exit) throw new MachineRefusedError(`${this.name} has stopped`);
+    return dialGuestPort(guestPortAddress(this.name, this.guestNet), port, opts);
   }
   fsfreeze(path: string): Promise<void> {
     return this.vm.agent.fsfreeze(path);

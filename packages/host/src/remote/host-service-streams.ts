@@ -17,6 +17,7 @@ import { AsyncQueue } from "../util/async-queue.js";
 import { Credit } from "./credit.js";
 import type { ServedMachines } from "./host-service.js";
 import { machineInfo } from "./host-service.js";
+import { serveConnect } from "./host-service-connect.js";
 import { toConnectError } from "./remote-errors.js";
 import { execSpec, exitMsg } from "./remote-specs.js";
 
@@ -24,7 +25,7 @@ const CHUNK = 64 * 1024;
 
 type Streams = Pick<
   ServiceImpl<typeof MachineHostService>,
-  "watch" | "exec" | "readFile" | "writeFile" | "stat" | "list" | "mkdir" | "remove"
+  "watch" | "exec" | "connect" | "readFile" | "writeFile" | "stat" | "list" | "mkdir" | "remove"
 >;
 
 async function* rethrown<T>(gen: AsyncIterable<T>): AsyncIterable<T> {
@@ -175,6 +176,7 @@ export function hostStreams(served: ServedMachines): Streams {
         })(),
       ),
     exec: (inputs, ctx) => rethrown(exec(served, inputs, ctx)),
+    connect: (inputs, ctx) => serveConnect(served, inputs, ctx),
     readFile: (r, ctx) =>
       rethrown(
         (async function* () {

@@ -3,7 +3,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { ERROR_STATUS, type ErrorCode, SandtreeError } from "@sandtree/protocol";
 import { AgentClosedError, GuestError } from "../agent/guest-error.js";
 import { HostError_Kind, HostErrorSchema } from "../gen/sandtree/host/v1/host_pb.js";
-import { CheckpointFailedError, MachineRefusedError, MachineTimeoutError } from "../machine/machine.js";
+import { CheckpointFailedError, MachinePortError, MachineRefusedError, MachineTimeoutError } from "../machine/machine.js";
 import { DeadlineError } from "../util/deadline.js";
 
 // The host interface's errors over the wire: the worker turns each into a Connect error carrying
@@ -16,6 +16,8 @@ function detail(err: unknown): MessageInitShape<typeof HostErrorSchema> {
     return err.machineLost === null
       ? { kind: HostError_Kind.CHECKPOINT_FAILED }
       : { kind: HostError_Kind.CHECKPOINT_FAILED, machineLost: err.machineLost };
+  if (err instanceof MachinePortError)
+    return { kind: HostError_Kind.PORT, port: err.port, portRefused: err.refused, errnoCode: err.reason };
   if (err instanceof MachineTimeoutError || err instanceof DeadlineError) return { kind: HostError_Kind.TIMEOUT };
   if (err instanceof MachineRefusedError) return { kind: HostError_Kind.REFUSED };
   if (err instanceof AgentClosedError) return { kind: HostError_Kind.AGENT_CLOSED };
@@ -31,7 +33,7 @@ export function toConnectError(err: unknown): ConnectError {
   const code =
     d.kind === HostError_Kind.TIMEOUT
       ? Code.DeadlineExceeded
-      : d.kind === HostError_Kind.REFUSED || d.kind === HostError_Kind.CHECKPOINT_FAILED
+      : d.kind === HostError_Kind.REFUSED || d.kind === HostError_Kind.CHECKPOINT_FAILED || d.kind === HostError_Kind.PORT
         ? Code.FailedPrecondition
         : d.kind === HostError_Kind.UNSPECIFIED
           ? Code.Internal
@@ -64,6 +66,8 @@ export function fromConnectError(err: unknown, what: string): Error {
       return new MachineTimeoutError(message);
     case HostError_Kind.REFUSED:
       return new MachineRefusedError(message);
+    case HostError_Kind.PORT:
+      return new MachinePortError(message, d.port, d.portRefused, d.errnoCode);
     case HostError_Kind.AGENT_CLOSED:
       return new AgentClosedError(message);
     case HostError_Kind.SANDTREE:

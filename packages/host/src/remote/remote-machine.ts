@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { EventEmitter } from "node:events";
+import type { Duplex } from "node:stream";
 import { create } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
 import { GuestStatSchema } from "@sandtree/protocol";
@@ -26,6 +27,7 @@ import {
   type SuperviseOptions,
 } from "../machine/machine.js";
 import { AsyncQueue } from "../util/async-queue.js";
+import { remoteConnect } from "./remote-connect.js";
 import { fromConnectError } from "./remote-errors.js";
 import { RemoteExec } from "./remote-exec.js";
 import { execSpecMsg, machineExit } from "./remote-specs.js";
@@ -134,6 +136,11 @@ export class RemoteMachine extends EventEmitter implements Machine {
       }
     })();
     return x;
+  }
+
+  async connect(port: number, opts: { signal?: AbortSignal } = {}): Promise<Duplex> {
+    if (this.exit) throw new MachineRefusedError(`${this.name} has stopped`);
+    return remoteConnect(this.client, this.name, port, { signal: opts.signal, life: this.life });
   }
 
   async *readFile(path: string, opts: { offset?: number; length?: number; signal?: AbortSignal } = {}): AsyncIterable<Buffer> {

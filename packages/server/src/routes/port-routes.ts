@@ -1,16 +1,15 @@
-import http from "node:http";
-import net from "node:net";
 import type { Duplex } from "node:stream";
 import { type ExposedPort, ExposePortRequest, SandtreeError } from "@sandtree/protocol";
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { type RawData, WebSocket, WebSocketServer } from "ws";
 import { z } from "zod";
 import { parse } from "../errors.js";
-import type { ExposedPortInfo, PortTarget } from "../services/network/port-service.js";
+import { type ExposedPortInfo, type PortTarget, portFailure } from "../services/network/port-service.js";
 import type { Services } from "../services/services.js";
 import { PORT_URLS, WAY_IN } from "./fleet-route.js";
 import { forwardHeaders } from "./proxy/forward-headers.js";
-import { CONNECT_TIMEOUT_MS, forward, proxyUpgrade, relay, type Upstream } from "./proxy/reverse-proxy.js";
+import { forward, proxyUpgrade, relay, type Upstream } from "./proxy/reverse-proxy.js";
+import { StreamAgent } from "./proxy/stream-agent.js";
 import { upgrades } from "./upgrades.js";
 
 const Params = z.object({ id: z.string().min(1).max(64) });
@@ -27,13 +26,13 @@ const HIGH_WATER = 1024 * 1024;
  * Exposed ports: management under /v1 (API key), and the ways in, guarded by each port's token
  * instead of an API key (the auth hook only covers /v1):
  * - `/ports/{id}/{port}/...`: HTTP (bodies streamed both ways) and WebSocket upgrades, proxied
- *   to the sandbox's guest address;
+ *   to the guest's port over its machine's connection (Machine.connect);
  * - `/tcp/{id}/{port}`: a WebSocket carrying a raw TCP connection (binary frames).
  */
 export function portRoutes(app: FastifyInstance, s: Services): void {
   const pending = upgrades(app);
-  // Connections to guests are reused between proxied requests.
-  const agent = new http.Agent({ keepAlive: true, maxFreeSockets: 16 });
+  // Connections to guests are reused between proxied requests (per sandbox and port).
+  const agent = new StreamAgent({ keepAlive: true, maxFreeSockets: 16 });
   const wss = new WebSocketServer({ noServer: true, maxPayload: 16 * 1024 * 1024 });
   // Upgraded connections still count for server.close(): end them first, or close would wait forever.
   const open = new Set<Duplex>();
@@ -79,7 +78,7 @@ export function portRoutes(app: FastifyInstance, s: Services): void {
       const { id, port } = parse(PortParams, req.params);
       const { token, from } = tokenOf(req, port);
       const target = await s.ports.authorize(id, port, token);
-      const to = guest(req, target);
+      const to = guest(req, target, () => s.ports.open(target));
       if (pending.get(req.raw)) {
         // Upgraded connections keep the sandbox active while they last.
         const answered = (status: number, conn: NodeJS.EventEmitter) => {
@@ -114,7 +113,9 @@ export function portRoutes(app: FastifyInstance, s: Services): void {
         token === undefined && req.headers.authorization !== undefined
           ? await s.ports.authorizeTeam((await s.auth.authenticate(req.headers.authorization)).teamId, id, port)
           : await s.ports.authorize(id, port, token);
-      const tcp = await connectGuest(target);
+      const tcp = await s.ports.open(target);
+      // Stays until the bridge takes over: an error in between must not go unhandled.
+      tcp.on("error", () => {});
       pending.take(req.raw);
       reply.hijack();
       if (up.socket.destroyed) {
@@ -234,24 +235,8 @@ function tokenCookie(req: FastifyRequest, id: string, port: number, token: strin
   return `${TOKEN_COOKIE_PREFIX}${port}=${token}; Path=/ports/${encodeURIComponent(id)}/${port}/; HttpOnly; SameSite=Lax${secure}`;
 }
 
-function guestError(err: NodeJS.ErrnoException, target: PortTarget): SandtreeError {
-  const where = { id: target.sandbox.id, port: target.port };
-  if (err.code === "ECONNREFUSED") {
-    return new SandtreeError(
-      "GUEST_ERROR",
-      `nothing listens on port ${target.port} in sandbox ${target.sandbox.id} (connection refused)`,
-      where,
-    );
-  }
-  return new SandtreeError(
-    "GUEST_ERROR",
-    `could not reach port ${target.port} of sandbox ${target.sandbox.id}: ${err.code ?? err.message}`,
-    where,
-  );
-}
-
 /** A port of the guest as the proxy's upstream: the client's headers minus the token, plus X-Forwarded-*. */
-function guest(req: FastifyRequest, target: PortTarget): Upstream {
+function guest(req: FastifyRequest, target: PortTarget, open: () => Promise<Duplex>): Upstream {
   const headers = forwardHeaders(req.raw, {
     drop: (name) => name === TOKEN_HEADER,
     rewrite(name, value) {
@@ -262,27 +247,14 @@ function guest(req: FastifyRequest, target: PortTarget): Upstream {
     host: `${target.host}:${target.port}`,
     forwardedProto: req.protocol,
   });
-  return { host: target.host, port: target.port, path: guestPath(req.url), headers, failure: (err) => guestError(err, target) };
-}
-
-function connectGuest(target: PortTarget): Promise<net.Socket> {
-  return new Promise((resolve, reject) => {
-    const tcp = net.connect({ host: target.host, port: target.port });
-    const timer = setTimeout(
-      () => tcp.destroy(Object.assign(new Error("connect timed out"), { code: "ETIMEDOUT" })),
-      CONNECT_TIMEOUT_MS,
-    );
-    tcp.once("connect", () => {
-      clearTimeout(timer);
-      tcp.setNoDelay(true);
-      resolve(tcp);
-    });
-    // Stays until the bridge takes over: an error in between must not go unhandled.
-    tcp.on("error", (err: NodeJS.ErrnoException) => {
-      clearTimeout(timer);
-      reject(guestError(err, target));
-    });
-  });
+  return {
+    host: target.host,
+    port: target.port,
+    stream: { key: `${target.sandbox.id}:${target.port}`, open },
+    path: guestPath(req.url),
+    headers,
+    failure: (err) => portFailure(err, target),
+  };
 }
 
 /**
@@ -290,8 +262,11 @@ function connectGuest(target: PortTarget): Promise<net.Socket> {
  * from the client half-closes the guest connection; the guest's end closes the WebSocket (1000)
  * after what it sent, a failure with 1011.
  */
-function bridgeTcp(ws: WebSocket, tcp: net.Socket): void {
-  tcp.on("error", () => {});
+function bridgeTcp(ws: WebSocket, tcp: Duplex): void {
+  let failed = false;
+  tcp.on("error", () => {
+    failed = true;
+  });
   ws.on("error", () => tcp.destroy());
   tcp.on("data", (chunk: Buffer) => {
     ws.send(chunk, { binary: true }, () => {
@@ -310,8 +285,14 @@ function bridgeTcp(ws: WebSocket, tcp: net.Socket): void {
     }
     if (tcp.writable && !tcp.write(buf)) ws.pause();
   });
-  tcp.once("close", (hadError) => {
-    if (ws.readyState === WebSocket.OPEN) ws.close(hadError ? 1011 : 1000, hadError ? "guest connection failed" : "closed");
+  tcp.once("close", (hadError?: boolean) => {
+    const bad = hadError === true || failed;
+    if (ws.readyState === WebSocket.OPEN) ws.close(bad ? 1011 : 1000, bad ? "guest connection failed" : "closed");
   });
-  ws.once("close", () => tcp.destroySoon());
+  // What was written still goes, then the connection closes (net.Socket's destroySoon, for any stream).
+  ws.once("close", () => {
+    if (!tcp.writable) return void tcp.destroy();
+    tcp.once("finish", () => tcp.destroy());
+    tcp.end();
+  });
 }

@@ -6,6 +6,7 @@ import type { SandtreeError } from "@sandtree/protocol";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { Upgrades } from "../upgrades.js";
 import { answerHeaders } from "./forward-headers.js";
+import { StreamAgent, streamConnection, type UpstreamStream } from "./stream-agent.js";
 
 /** How long a connection to the upstream may take. */
 export const CONNECT_TIMEOUT_MS = 10_000;
@@ -19,8 +20,10 @@ export interface Upstream {
   path: string;
   /** From forwardHeaders. */
   headers: OutgoingHttpHeaders;
-  /** Connections reused between requests (an upgrade always gets its own). */
+  /** Connections reused between requests (an upgrade always gets its own); a StreamAgent with `stream`. */
   agent?: http.Agent;
+  /** The connection is this stream (a sandbox machine's), not a dial to host:port. */
+  stream?: UpstreamStream;
   /** What the caller is told when the upstream cannot be reached (refused, timed out). */
   failure(err: NodeJS.ErrnoException): SandtreeError;
 }
@@ -43,13 +46,21 @@ function open(
   agent: http.Agent | false | undefined = to.agent,
 ) {
   const request = to.protocol === "https:" ? https.request : http.request;
+  // A stream goes through a StreamAgent (kept alive by it), else the request opens it itself.
+  const connection = !to.stream
+    ? agent !== undefined
+      ? { agent }
+      : {}
+    : agent instanceof StreamAgent
+      ? { agent, stream: to.stream }
+      : { agent: false as const, createConnection: streamConnection(to.stream) };
   return request({
     host: to.host,
     port: to.port,
     method: req.method,
     path: to.path,
     headers: { ...to.headers, ...extra },
-    ...(agent !== undefined ? { agent } : {}),
+    ...connection,
   });
 }
 

@@ -1,4 +1,6 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import type { Duplex } from "node:stream";
+import { MachinePortError } from "@sandtree/host";
 import { type Sandbox, SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
 import type { ExposedPortRow } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
@@ -12,11 +14,19 @@ export interface ExposedPortInfo {
   token?: string;
 }
 
-/** Where a proxied connection goes: the sandbox's guest address and the port. */
+/** Where a proxied connection goes: the sandbox, its guest address (a proxied request's Host) and the port. */
 export interface PortTarget {
   sandbox: Sandbox;
   host: string;
   port: number;
+}
+
+/** How the service reaches sandboxes' guests (server-services: the network's addresses and the machines). */
+export interface GuestPorts {
+  /** The sandbox's guest IPv4, null when it has no network. */
+  addressOf(sandboxId: string): string | null;
+  /** A byte stream to a port of the sandbox's running machine (Machine.connect). */
+  connect(sb: Sandbox, port: number, opts?: { signal?: AbortSignal }): Promise<Duplex>;
 }
 
 function sha256(token: string): Buffer {
@@ -27,13 +37,13 @@ function sha256(token: string): Buffer {
  * Ports of a sandbox reachable from outside through the server (`/ports/...` HTTP and
  * WebSocket proxy, `/tcp/...` raw TCP over a WebSocket). Each exposed port has its own bearer
  * token: 32 random bytes (base64url), shown once, stored only as its sha256; exposing the port
- * again rotates it. `addressOf` gives a sandbox's guest IPv4 (null: it has no network).
+ * again rotates it. Connections go through the sandbox's machine (`open`), never dialed here.
  */
 export class PortService {
   constructor(
     private readonly store: Store,
     private readonly sandboxes: SandboxService,
-    private readonly addressOf: (sandboxId: string) => string | null,
+    private readonly guests: GuestPorts,
   ) {
     // Exposed ports end with their sandbox.
     sandboxes.onTeardown((id) => this.forget(id));
@@ -44,7 +54,7 @@ export class PortService {
     const sb = await this.sandboxes.get(teamId, id);
     refuseEnded(sb);
     // While it boots a sandbox may have no address yet; once up, none means no network.
-    if ((sb.status === "RUNNING" || sb.status === "PAUSED") && this.addressOf(id) === null) throw networkDisabled(id);
+    if ((sb.status === "RUNNING" || sb.status === "PAUSED") && this.guests.addressOf(id) === null) throw networkDisabled(id);
     const token = randomBytes(32).toString("base64url");
     const row = await this.store.upsertExposedPort({
       sandbox_id: id,
@@ -118,10 +128,38 @@ export class PortService {
         status: sb.status,
       });
     }
-    const host = this.addressOf(sb.id);
+    const host = this.guests.addressOf(sb.id);
     if (host === null) throw networkDisabled(sb.id);
     return { sandbox: sb, host, port };
   }
+
+  /** A connection to the target's port, through its sandbox's machine; failures as `failure` says. */
+  async open(target: PortTarget, opts: { signal?: AbortSignal } = {}): Promise<Duplex> {
+    try {
+      return await this.guests.connect(target.sandbox, target.port, opts);
+    } catch (err) {
+      throw portFailure(err, target);
+    }
+  }
+}
+
+/**
+ * Why a connection to a guest's port failed, as the caller is told: 502 GUEST_ERROR, "nothing
+ * listens" when the guest refused; a SandtreeError (not running, no network) as it is.
+ */
+export function portFailure(err: unknown, target: PortTarget): SandtreeError {
+  if (err instanceof SandtreeError) return err;
+  const where = { id: target.sandbox.id, port: target.port };
+  if (err instanceof MachinePortError && err.refused) {
+    return new SandtreeError(
+      "GUEST_ERROR",
+      `nothing listens on port ${target.port} in sandbox ${target.sandbox.id} (connection refused)`,
+      where,
+    );
+  }
+  const e = err as NodeJS.ErrnoException;
+  const why = err instanceof MachinePortError ? err.reason : (e.code ?? e.message);
+  return new SandtreeError("GUEST_ERROR", `could not reach port ${target.port} of sandbox ${target.sandbox.id}: ${why}`, where);
 }
 
 function info(row: ExposedPortRow): ExposedPortInfo {

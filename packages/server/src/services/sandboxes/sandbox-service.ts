@@ -391,7 +391,7 @@ export class SandboxService {
     );
   }
 
-  /** The sandbox's guest IPv4 (the port proxy connects to it); null without a network. */
+  /** The sandbox's guest IPv4 (a proxied request's Host names it); null without a network. */
   guestAddressOf(id: string): string | null {
     return this.deps.network?.addressOf(id) ?? null;
   }
