@@ -209,6 +209,10 @@ export class SandboxNetworks implements HostNetworks {
     await this.resolver?.close();
     if (opts.destroy) await this.manager?.destroy();
     this.manager = null;
+    this.resolver = null;
+    // Opened again (a worker's caller restarted), only the live networks it names are tracked.
+    this.live.clear();
+    this.byAddress.clear();
     this.releasePool();
   }
 }
