@@ -254,4 +254,14 @@ describe("remote host", () => {
     update.mockRestore();
     await host.networks.close({ destroy: false });
   });
+
+  it("refuses to open the worker's networks while its own server holds them (NETWORK_UNAVAILABLE)", async () => {
+    const req = { dataDir: path.join(dir, "caller-data"), dnsUpstreams: [], live: [] };
+    // In-process, as the worker's own server opens them.
+    await fake.networks.open({ ...req, dataDir: path.join(dir, "worker-data"), enabled: "on" });
+    await expect(host.networks.open({ ...req, enabled: "auto" })).rejects.toMatchObject({ code: "NETWORK_UNAVAILABLE" });
+    await fake.networks.close();
+    await expect(host.networks.open({ ...req, enabled: "on" })).resolves.toMatchObject({ unavailable: null });
+    await host.networks.close({ destroy: false });
+  });
 });
