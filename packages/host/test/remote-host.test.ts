@@ -10,7 +10,13 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { FakeHost } from "../src/fake.js";
 import { MachineHostService } from "../src/gen/sandtree/host/v1/host_pb.js";
-import { CheckpointFailedError, MachineRefusedError, type MachineSpec, writeRootfsLayout } from "../src/index.js";
+import {
+  CheckpointFailedError,
+  type EgressPolicy,
+  MachineRefusedError,
+  type MachineSpec,
+  writeRootfsLayout,
+} from "../src/index.js";
 import { fromConnectError } from "../src/remote/remote-errors.js";
 import { connectRemoteHost, type RemoteHost, type ServedHost, serveMachineHost } from "../src/remote.js";
 import { fakeSpec } from "./conformance/fake-subject.js";
@@ -28,7 +34,7 @@ describe("remote host", () => {
     dir = mkdtempSync(path.join(tmpdir(), "sandtree-remote-"));
     mkdirSync(path.join(dir, "run"));
     fake = new FakeHost();
-    worker = await serveMachineHost({ host: fake, key: () => key });
+    worker = await serveMachineHost({ host: fake, key: () => key, networksDir: path.join(dir, "networks") });
     host = await connectRemoteHost({ url: worker.url, key: current });
   });
 
@@ -49,7 +55,7 @@ describe("remote host", () => {
   });
 
   it("says WORKER_UNREACHABLE when nothing answers", async () => {
-    const gone = await serveMachineHost({ host: new FakeHost(), key: () => key });
+    const gone = await serveMachineHost({ host: new FakeHost(), key: () => key, networksDir: path.join(dir, "gone-networks") });
     await gone.close();
     await expect(connectRemoteHost({ url: gone.url, key })).rejects.toMatchObject({ code: "WORKER_UNREACHABLE" });
   });
@@ -228,5 +234,58 @@ describe("remote host", () => {
     expect(err).toMatchObject({ code: "IMAGE_INVALID" });
     expect(imports).not.toHaveBeenCalled();
     imports.mockRestore();
+  });
+
+  it("opens the worker's networks in its own directory; why it has none, and its template taps, cross too", async () => {
+    const open = vi.spyOn(fake.networks, "open");
+    const close = vi.spyOn(fake.networks, "close");
+    const req = { dataDir: path.join(dir, "caller-data"), dnsUpstreams: ["192.0.2.53"], live: [] };
+    await expect(host.networks.open({ ...req, enabled: "auto", subnet: "10.78.0.0/24" })).resolves.toEqual({
+      subnet: "10.78.0.0/24",
+      unavailable: null,
+      skipped: [],
+      attached: [],
+    });
+    expect(open).toHaveBeenLastCalledWith(
+      expect.objectContaining({ dataDir: path.join(dir, "networks"), dnsUpstreams: ["192.0.2.53"], enabled: "auto" }),
+    );
+    expect(existsSync(path.join(dir, "networks"))).toBe(true);
+    expect(existsSync(req.dataDir)).toBe(false);
+
+    // Opened again without a close (the caller restarted): the worker closes them first, keeping taps and rules.
+    open.mockResolvedValueOnce({ subnet: null, unavailable: "no nft on this worker" });
+    await expect(host.networks.open({ ...req, enabled: "auto" })).resolves.toEqual({
+      subnet: null,
+      unavailable: "no nft on this worker",
+    });
+    expect(close.mock.calls).toEqual([[{ destroy: false }]]);
+    open.mockRejectedValueOnce(new Error("sandbox networking is unavailable: no nft on this worker"));
+    await expect(host.networks.open({ ...req, enabled: "on" })).rejects.toThrow(
+      "sandbox networking is unavailable: no nft on this worker",
+    );
+    expect(close).toHaveBeenCalledTimes(1);
+    open.mockRestore();
+    close.mockRestore();
+
+    const tap = await host.networks.taps.acquire();
+    expect(tap).toMatch(/^fake-t/);
+    await expect(host.networks.taps.release(tap)).resolves.toBeUndefined();
+    // What protobuf cannot check is checked before the worker's networks see it.
+    const update = vi.spyOn(fake.networks, "update");
+    const bad = { mode: "everything", allow: [], deny: [] } as unknown as EgressPolicy;
+    await expect(host.networks.update("sb-x", { policy: bad, generation: 2 })).rejects.toBeInstanceOf(MachineRefusedError);
+    expect(update).not.toHaveBeenCalled();
+    update.mockRestore();
+    await host.networks.close({ destroy: false });
+  });
+
+  it("refuses to open the worker's networks while its own server holds them (NETWORK_UNAVAILABLE)", async () => {
+    const req = { dataDir: path.join(dir, "caller-data"), dnsUpstreams: [], live: [] };
+    // In-process, as the worker's own server opens them.
+    await fake.networks.open({ ...req, dataDir: path.join(dir, "worker-data"), enabled: "on" });
+    await expect(host.networks.open({ ...req, enabled: "auto" })).rejects.toMatchObject({ code: "NETWORK_UNAVAILABLE" });
+    await fake.networks.close();
+    await expect(host.networks.open({ ...req, enabled: "on" })).resolves.toMatchObject({ unavailable: null });
+    await host.networks.close({ destroy: false });
   });
 });

@@ -1,3 +1,4 @@
+import path from "node:path";
 import { type RunWorkerOptions, serveMachineHost } from "@sandtree/host";
 import {
   type RegisterHostResponse,
@@ -120,6 +121,8 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
         listenHost: o.serveHost.host,
         port: o.serveHost.port,
         key: () => key,
+        // Networks opened through it keep their state beside the worker's, never in its server's own files.
+        networksDir: path.join(server.dataDir, "host-networks"),
       });
     } catch (err) {
       await server.close();

@@ -1,11 +1,15 @@
 // The whole server on a remote host: its machines run on a "worker" (the host service over a
 // FakeHost, on loopback) and every call of the services (start, exec, files, checkpoint with
 // memory, fork, reset, delete) crosses the network through RemoteHost. Shows the services need
-// nothing of a host but the interface, wherever it runs. No VM: about a second.
+// nothing of a host but the interface, wherever it runs; with networks on, the worker's networks
+// port hands its sandboxes addresses. No VM: about a second.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { connectRemoteHost, type RemoteHost, type ServedHost, serveMachineHost } from "@sandtree/host";
 import { FakeHost } from "@sandtree/host/fake";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { fakeImages, lifeCycle } from "./fake-host-life.js";
+import { fakeImages, lifeCycle, running } from "./fake-host-life.js";
 import { startTestServer, type TestServer } from "./helpers.js";
 
 const COUNT = 12;
@@ -16,9 +20,10 @@ describe("the server on a remote host", () => {
   const fake = new FakeHost();
   let worker: ServedHost;
   let host: RemoteHost;
+  const networksDir = mkdtempSync(path.join(tmpdir(), "sandtree-remote-nets-"));
 
   beforeAll(async () => {
-    worker = await serveMachineHost({ host: fake, key: () => "stw_server-test" });
+    worker = await serveMachineHost({ host: fake, key: () => "stw_server-test", networksDir });
     host = await connectRemoteHost({ url: worker.url, key: "stw_server-test" });
     t = await startTestServer({ images, host });
   }, 60_000);
@@ -27,6 +32,7 @@ describe("the server on a remote host", () => {
     await t?.close();
     host?.close();
     await worker?.close();
+    rmSync(networksDir, { recursive: true, force: true });
     cleanup();
   }, 60_000);
 
@@ -42,5 +48,41 @@ describe("the server on a remote host", () => {
     // Every machine the server started on the worker is stopped there.
     expect(fake.starts).toBe(3 * COUNT);
     expect(fake.machines.size).toBe(0);
+  });
+});
+
+describe("the server on a remote host with sandbox networks on", () => {
+  const { images, cleanup } = fakeImages("c");
+  let t: TestServer;
+  const fake = new FakeHost();
+  let worker: ServedHost;
+  let host: RemoteHost;
+  const networksDir = mkdtempSync(path.join(tmpdir(), "sandtree-remote-nets-"));
+
+  beforeAll(async () => {
+    worker = await serveMachineHost({ host: fake, key: () => "stw_server-test", networksDir });
+    host = await connectRemoteHost({ url: worker.url, key: "stw_server-test" });
+    t = await startTestServer({ images, host, network: "on" });
+  }, 60_000);
+
+  afterAll(async () => {
+    await t?.close();
+    host?.close();
+    await worker?.close();
+    rmSync(networksDir, { recursive: true, force: true });
+    cleanup();
+  }, 60_000);
+
+  it("gives a sandbox an address of the worker's pool, attached and detached there", async () => {
+    const c = await t.api("POST", "/v1/sandboxes", { image: "fake/image", network_allowlist: ["example.com"] });
+    expect(c.status, JSON.stringify(c.body)).toBe(201);
+    await running(t, c.body.id);
+    const v = await t.api("GET", `/v1/sandboxes/${c.body.id}/network`);
+    expect(v.body).toMatchObject({ enabled: true, mode: "allowlist", applied: true });
+    expect(v.body.address).toMatch(/^10\.250\.\d+\.\d+$/);
+    expect(fake.networks.live.get(c.body.id)?.policy).toEqual({ mode: "allowlist", allow: ["example.com"], deny: [] });
+    expect((await t.api("DELETE", `/v1/sandboxes/${c.body.id}`)).status).toBeLessThan(300);
+    for (let i = 0; i < 200 && fake.networks.live.has(c.body.id); i++) await new Promise((r) => setTimeout(r, 10));
+    expect(fake.networks.live.has(c.body.id)).toBe(false);
   });
 });

@@ -6,6 +6,7 @@ import {
   type NetworkAttachment,
   type OpenedNetworks,
   type OpenNetworksRequest,
+  openAlready,
   type SandboxNetworkSpec,
 } from "../network/host-networks.js";
 
@@ -23,6 +24,7 @@ export class FakeNetworks implements HostNetworks {
   private templateTaps = 0;
 
   async open(req: OpenNetworksRequest): Promise<OpenedNetworks> {
+    if (this.subnet !== null) throw openAlready();
     this.subnet = req.subnet ?? FAKE_POOL;
     this.live.clear();
     for (const net of req.live) this.live.set(net.sandboxId, { ...net });

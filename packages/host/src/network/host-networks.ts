@@ -1,3 +1,4 @@
+import { SandtreeError } from "@sandtree/protocol";
 import type { TemplateTaps } from "../snapshots/template-store.js";
 import type { EgressPolicy } from "./network-manager.js";
 
@@ -58,7 +59,7 @@ export type OpenedNetworks =
   | { subnet: null; unavailable: string };
 
 export interface HostNetworks {
-  /** Chooses the pool, starts the resolver and rebuilds the firewall for `live`. */
+  /** Chooses the pool, starts the resolver and rebuilds the firewall for `live`. NETWORK_UNAVAILABLE while open: close first. */
   open(req: OpenNetworksRequest): Promise<OpenedNetworks>;
   /** A tap, tunnels and rules for the sandbox (before its VM starts). NETWORK_SETUP_FAILED, undone, on failure. */
   attach(spec: SandboxNetworkSpec): Promise<NetworkAttachment>;
@@ -75,4 +76,12 @@ export interface HostNetworks {
 /** The eth0 setting of a sandbox at `slot`. */
 export function guestNetOf(enabled: boolean, slot: { address: string; prefix: number; gateway: string }): string {
   return enabled ? `${slot.address}/${slot.prefix} ${slot.gateway}` : "-";
+}
+
+/** What opening a host's networks while they are open answers (a worker whose own server holds them). */
+export function openAlready(): SandtreeError {
+  return new SandtreeError(
+    "NETWORK_UNAVAILABLE",
+    "this host's sandbox networks are open already (another control plane holds them): close them first",
+  );
 }

@@ -11,6 +11,7 @@ import {
   type NetworkAttachment,
   type OpenedNetworks,
   type OpenNetworksRequest,
+  openAlready,
   type SandboxNetworkSpec,
 } from "./host-networks.js";
 import { type EgressPolicy, NetworkManager, networkUnavailableReason, type SandboxNetSpec } from "./network-manager.js";
@@ -46,6 +47,7 @@ export class SandboxNetworks implements HostNetworks {
   }
 
   async open(req: OpenNetworksRequest): Promise<OpenedNetworks> {
+    if (this.manager !== null) throw openAlready();
     const reason = await networkUnavailableReason();
     if (reason) {
       if (req.enabled === "on") throw new Error(`sandbox networking is unavailable: ${reason}`);
@@ -209,6 +211,10 @@ export class SandboxNetworks implements HostNetworks {
     await this.resolver?.close();
     if (opts.destroy) await this.manager?.destroy();
     this.manager = null;
+    this.resolver = null;
+    // Opened again (a worker's caller restarted), only the live networks it names are tracked.
+    this.live.clear();
+    this.byAddress.clear();
     this.releasePool();
   }
 }

@@ -10,6 +10,7 @@ import {
 } from "../gen/sandtree/host/v1/host_pb.js";
 import { type Machine, type MachineHost, MachineRefusedError } from "../machine/machine.js";
 import { imageCalls } from "./host-service-images.js";
+import { networkCalls } from "./host-service-networks.js";
 import { hostStreams } from "./host-service-streams.js";
 import { toConnectError } from "./remote-errors.js";
 import { adoptSpec, exitMsg, machineSpec } from "./remote-specs.js";
@@ -100,8 +101,12 @@ function done(fn: () => unknown): Promise<Record<string, never>> {
   });
 }
 
-/** The MachineHostService over one MachineHost (the worker's QEMU host, or a fake one). */
-export function machineHostService(host: MachineHost, served: ServedMachines): ServiceImpl<typeof MachineHostService> {
+/** The MachineHostService over one MachineHost (the worker's QEMU host, or a fake one); its networks' state in `networksDir`. */
+export function machineHostService(
+  host: MachineHost,
+  served: ServedMachines,
+  networksDir: string,
+): ServiceImpl<typeof MachineHostService> {
   const sig = (ctx: HandlerContext) => ({ signal: ctx.signal });
   return {
     capabilities: () => {
@@ -131,6 +136,8 @@ export function machineHostService(host: MachineHost, served: ServedMachines): S
     killSurvivor: (r) => done(() => host.killSurvivor(r.pid, r.name)),
 
     ...imageCalls(host.images),
+
+    ...networkCalls(host.networks, networksDir),
 
     ...hostStreams(served),
 

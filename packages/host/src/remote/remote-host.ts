@@ -6,7 +6,7 @@ import type { AdoptSpec, HostCapabilities, HostImages, MachineHost, MachineSpec,
 import { fromConnectError } from "./remote-errors.js";
 import { RemoteImages } from "./remote-images.js";
 import { RemoteMachine } from "./remote-machine.js";
-import { UnservedNetworks } from "./remote-networks.js";
+import { RemoteNetworks } from "./remote-networks.js";
 import { adoptRequest, startRequest } from "./remote-specs.js";
 
 export interface RemoteHostOptions {
@@ -25,8 +25,8 @@ export class RemoteHost implements MachineHost {
   private readonly life = new AbortController();
   /** The worker's images: resolved and built there (an import sends the layout over). */
   readonly images: HostImages;
-  /** Not served over the host service yet: opening them answers why. */
-  readonly networks = new UnservedNetworks();
+  /** The worker's sandbox networks (its taps, rules, resolver and tunnels), its state kept there. */
+  readonly networks: RemoteNetworks;
 
   private constructor(
     private readonly client: Client<typeof MachineHostService>,
@@ -36,6 +36,7 @@ export class RemoteHost implements MachineHost {
     // Every machine's watch and every command listen on it: as many as run at once.
     setMaxListeners(0, this.life.signal);
     this.images = new RemoteImages(client);
+    this.networks = new RemoteNetworks(client);
   }
 
   /** Connects and asks the worker what its host can do (the one call before the host is usable). */

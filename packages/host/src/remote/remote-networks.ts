@@ -1,34 +1,105 @@
-import type { HostNetworks, OpenedNetworks, OpenNetworksRequest } from "../network/host-networks.js";
-
-const WHY = "networks of a remote host are not served yet";
+import type { Client } from "@connectrpc/connect";
+import type {
+  MachineHostService,
+  NetworkAttachment as NetworkAttachmentMsg,
+  OpenedNetworks as OpenedNetworksMsg,
+} from "../gen/sandtree/host/v1/host_pb.js";
+import type {
+  HostNetworks,
+  NetworkAttachment,
+  OpenedNetworks,
+  OpenNetworksRequest,
+  SandboxNetworkSpec,
+} from "../network/host-networks.js";
+import type { EgressPolicy } from "../network/network-manager.js";
+import type { TemplateTaps } from "../snapshots/template-store.js";
+import { fromConnectError } from "./remote-errors.js";
 
 /**
- * A remote host's sandbox networks: not served over the host service yet, so a server on a
- * remote host gives its sandboxes no network and says why (NETWORK_UNAVAILABLE), never silently.
+ * A remote host's sandbox networks: the worker's taps, rules, resolver and tunnels, driven over
+ * its host service. The worker keeps their state in its own directory: the request's `dataDir`
+ * (a path on this machine) is not sent. Tap names answered are the worker's, for its machines.
  */
-export class UnservedNetworks implements HostNetworks {
-  async open(req: OpenNetworksRequest): Promise<OpenedNetworks> {
-    if (req.enabled === "on") throw new Error(`sandbox networking is unavailable: ${WHY}`);
-    return { subnet: null, unavailable: WHY };
+export class RemoteNetworks implements HostNetworks {
+  constructor(private readonly client: Client<typeof MachineHostService>) {}
+
+  private async call<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      throw fromConnectError(err, what);
+    }
   }
 
-  async attach(): Promise<never> {
-    throw new Error(WHY);
+  open(req: OpenNetworksRequest): Promise<OpenedNetworks> {
+    return this.call("opening the sandbox networks", async () =>
+      openedOf(
+        await this.client.openNetworks({
+          ...(req.subnet !== undefined ? { subnet: req.subnet } : {}),
+          enabled: req.enabled,
+          dnsUpstreams: req.dnsUpstreams,
+          ...(req.dnsRateLimit ? { dnsRateLimit: req.dnsRateLimit } : {}),
+          volumePorts: req.volumePorts ?? [],
+          live: req.live.map(specMsg),
+        }),
+      ),
+    );
   }
 
-  async update(): Promise<void> {
-    throw new Error(WHY);
+  attach(spec: SandboxNetworkSpec): Promise<NetworkAttachment> {
+    return this.call(`attaching ${spec.sandboxId}'s network`, async () =>
+      attachmentOf(await this.client.attachNetwork(specMsg(spec))),
+    );
   }
 
-  /** Nothing was attached: nothing to remove. */
-  async detach(): Promise<void> {}
+  async update(sandboxId: string, change: { policy: EgressPolicy; generation: number }): Promise<void> {
+    await this.call(`updating ${sandboxId}'s network`, () =>
+      this.client.updateNetwork({ sandboxId, policy: policyMsg(change.policy), generation: change.generation }),
+    );
+  }
 
-  readonly taps = {
-    acquire: async (): Promise<string> => {
-      throw new Error(WHY);
+  async detach(sandboxId: string): Promise<void> {
+    await this.call(`detaching ${sandboxId}'s network`, () => this.client.detachNetwork({ sandboxId }));
+  }
+
+  readonly taps: TemplateTaps = {
+    acquire: () => this.call("acquiring a template tap", async () => (await this.client.acquireTemplateTap({})).tap),
+    release: async (tap) => {
+      await this.call(`releasing template tap ${tap}`, () => this.client.releaseTemplateTap({ tap }));
     },
-    release: async (): Promise<void> => {},
   };
 
-  async close(): Promise<void> {}
+  async close(opts: { destroy: boolean }): Promise<void> {
+    await this.call("closing the sandbox networks", () => this.client.closeNetworks({ destroy: opts.destroy }));
+  }
+}
+
+const policyMsg = (p: EgressPolicy) => ({ mode: p.mode, allow: p.allow, deny: p.deny });
+
+function specMsg(n: SandboxNetworkSpec) {
+  return {
+    sandboxId: n.sandboxId,
+    slot: n.slot,
+    enabled: n.enabled,
+    policy: policyMsg(n.policy),
+    tunnels: n.tunnels,
+    generation: n.generation,
+  };
+}
+
+function attachmentOf(a: NetworkAttachmentMsg): NetworkAttachment {
+  return { sandboxId: a.sandboxId, tap: a.tap, guestNet: a.guestNet, address: a.address, gateway: a.gateway };
+}
+
+function openedOf(o: OpenedNetworksMsg): OpenedNetworks {
+  switch (o.result.case) {
+    case "open": {
+      const { subnet, skipped, attached } = o.result.value;
+      return { subnet, unavailable: null, skipped: [...skipped], attached: attached.map(attachmentOf) };
+    }
+    case "unavailable":
+      return { subnet: null, unavailable: o.result.value };
+    default:
+      throw new Error("the worker answered opening its networks with neither a pool nor why there is none");
+  }
 }

@@ -18,6 +18,12 @@ export interface ServeHostOptions {
    * registers again. Null: no caller is let in yet.
    */
   key: () => string | null;
+  /**
+   * The worker's own state directory for its sandbox networks (the pool it chose, what it changed
+   * of the host): what OpenNetworks opens them in, whatever data dir the caller has. A fleet
+   * worker's is `<its data dir>/host-networks`.
+   */
+  networksDir: string;
   /** The largest message a client may send (bytes; default 16 MiB: file chunks are far smaller). */
   readMaxBytes?: number;
 }
@@ -54,7 +60,7 @@ function authenticate(key: () => string | null): Interceptor {
 export async function serveMachineHost(o: ServeHostOptions): Promise<ServedHost> {
   const served = new ServedMachines();
   const handler = connectNodeAdapter({
-    routes: (router) => router.service(MachineHostService, machineHostService(o.host, served)),
+    routes: (router) => router.service(MachineHostService, machineHostService(o.host, served, o.networksDir)),
     interceptors: [authenticate(o.key)],
     readMaxBytes: o.readMaxBytes ?? 16 * 1024 * 1024,
   });

@@ -1,7 +1,8 @@
 // One conformance suite for every host's sandbox networks (MachineHost.networks, the port the
 // control plane's NetworkService drives): what the control plane relies on, through the interface
 // only. A host whose networks need root and nftables (QEMU's) is checked by the server's network
-// tests in namespaces of their own; the fake host runs this (fake-host.test.ts).
+// tests in namespaces of their own; the fake host runs this (fake-host.test.ts), and a remote host
+// in front of one (remote-fake-host.test.ts).
 import { SandtreeError } from "@sandtree/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { HostNetworks, SandboxNetworkSpec } from "../../src/index.js";
@@ -21,13 +22,18 @@ function net(sandboxId: string, slot: number, extra: Partial<SandboxNetworkSpec>
   };
 }
 
-export function hostNetworksConformance(name: string, make: () => Promise<{ networks: HostNetworks; dataDir: string }>): void {
+export function hostNetworksConformance(
+  name: string,
+  make: () => Promise<{ networks: HostNetworks; dataDir: string; close?: () => Promise<void> }>,
+): void {
   describe(`HostNetworks conformance: ${name}`, () => {
     let networks: HostNetworks;
+    let close: () => Promise<void> = async () => {};
 
     beforeAll(async () => {
       const t = await make();
       networks = t.networks;
+      close = t.close ?? close;
       const opened = await networks.open({
         dataDir: t.dataDir,
         subnet: POOL,
@@ -43,6 +49,7 @@ export function hostNetworksConformance(name: string, make: () => Promise<{ netw
 
     afterAll(async () => {
       await networks?.close({ destroy: true });
+      await close();
     });
 
     it("attaches a sandbox at its slot: an address and gateway of the pool, and eth0's setting", async () => {

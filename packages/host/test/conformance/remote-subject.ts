@@ -1,5 +1,8 @@
 // The remote wrap both remote conformance files share: `local` served by a worker on loopback,
 // reached through RemoteHost.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import type { MachineHost } from "../../src/index.js";
 import { connectRemoteHost, type ServedHost, serveMachineHost } from "../../src/remote.js";
 
@@ -9,7 +12,8 @@ export async function servedRemotely(
   beforeClose: (worker: ServedHost) => Promise<void> = async () => {},
 ): Promise<{ host: MachineHost; close: () => Promise<void> }> {
   const key = "stw_conformance-key";
-  const worker = await serveMachineHost({ host: local, key: () => key });
+  const networksDir = mkdtempSync(path.join(tmpdir(), "sandtree-remote-nets-"));
+  const worker = await serveMachineHost({ host: local, key: () => key, networksDir });
   const host = await connectRemoteHost({ url: worker.url, key });
   return {
     host,
@@ -17,6 +21,7 @@ export async function servedRemotely(
       await beforeClose(worker);
       host.close();
       await worker.close();
+      rmSync(networksDir, { recursive: true, force: true });
     },
   };
 }
