@@ -76,3 +76,12 @@ export function fromConnectError(err: unknown, what: string): Error {
       return new Error(message);
   }
 }
+
+/** Runs a call to the worker's host service; its failure comes back as the error the worker's host threw (fromConnectError). */
+export async function remoteCall<T>(what: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw fromConnectError(err, what);
+  }
+}

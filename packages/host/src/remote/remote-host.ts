@@ -3,7 +3,7 @@ import { type Client, createClient, type Interceptor } from "@connectrpc/connect
 import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { MachineHostService } from "../gen/sandtree/host/v1/host_pb.js";
 import type { AdoptSpec, HostCapabilities, HostImages, MachineHost, MachineSpec, WarmCaches } from "../machine/machine.js";
-import { fromConnectError } from "./remote-errors.js";
+import { fromConnectError, remoteCall } from "./remote-errors.js";
 import { RemoteImages } from "./remote-images.js";
 import { RemoteMachine } from "./remote-machine.js";
 import { RemoteNetworks } from "./remote-networks.js";
@@ -64,12 +64,8 @@ export class RemoteHost implements MachineHost {
     }
   }
 
-  private async call<T>(what: string, fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn();
-    } catch (err) {
-      throw fromConnectError(err, what);
-    }
+  private call<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    return remoteCall(what, fn);
   }
 
   warmCaches(): WarmCaches | null {

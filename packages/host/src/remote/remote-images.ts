@@ -11,7 +11,7 @@ import {
   type ResolvedImage as ResolvedImageMsg,
 } from "../gen/sandtree/host/v1/host_pb.js";
 import type { HostImages, ImageRequest, ImageSummary, ResolvedImage } from "../machine/machine.js";
-import { fromConnectError } from "./remote-errors.js";
+import { fromConnectError, remoteCall } from "./remote-errors.js";
 
 /** Tar pieces are sent in messages of about this size. */
 const PIECE = 256 * 1024;
@@ -20,12 +20,8 @@ const PIECE = 256 * 1024;
 export class RemoteImages implements HostImages {
   constructor(private readonly client: Client<typeof MachineHostService>) {}
 
-  private async call<T>(what: string, fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn();
-    } catch (err) {
-      throw fromConnectError(err, what);
-    }
+  private call<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    return remoteCall(what, fn);
   }
 
   resolve(ref: string, opts: ImageRequest): Promise<ResolvedImage> {

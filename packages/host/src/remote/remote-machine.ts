@@ -28,7 +28,7 @@ import {
 } from "../machine/machine.js";
 import { AsyncQueue } from "../util/async-queue.js";
 import { remoteConnect } from "./remote-connect.js";
-import { fromConnectError } from "./remote-errors.js";
+import { fromConnectError, remoteCall } from "./remote-errors.js";
 import { RemoteExec } from "./remote-exec.js";
 import { execSpecMsg, machineExit } from "./remote-specs.js";
 
@@ -106,12 +106,8 @@ export class RemoteMachine extends EventEmitter implements Machine {
     return this.exit === null;
   }
 
-  private async call<T>(what: string, fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn();
-    } catch (err) {
-      throw fromConnectError(err, what);
-    }
+  private call<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    return remoteCall(what, fn);
   }
 
   /** A call whose answer nobody waits for (the interface's void members). */

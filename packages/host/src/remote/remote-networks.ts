@@ -13,7 +13,7 @@ import type {
 } from "../network/host-networks.js";
 import type { EgressPolicy } from "../network/network-manager.js";
 import type { TemplateTaps } from "../snapshots/template-store.js";
-import { fromConnectError } from "./remote-errors.js";
+import { fromConnectError, remoteCall } from "./remote-errors.js";
 
 /**
  * A remote host's sandbox networks: the worker's taps, rules, resolver and tunnels, driven over
@@ -23,12 +23,8 @@ import { fromConnectError } from "./remote-errors.js";
 export class RemoteNetworks implements HostNetworks {
   constructor(private readonly client: Client<typeof MachineHostService>) {}
 
-  private async call<T>(what: string, fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn();
-    } catch (err) {
-      throw fromConnectError(err, what);
-    }
+  private call<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    return remoteCall(what, fn);
   }
 
   open(req: OpenNetworksRequest): Promise<OpenedNetworks> {
