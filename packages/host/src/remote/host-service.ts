@@ -10,6 +10,7 @@ import {
 } from "../gen/sandtree/host/v1/host_pb.js";
 import { type Machine, type MachineHost, MachineRefusedError } from "../machine/machine.js";
 import { imageCalls } from "./host-service-images.js";
+import { logCalls } from "./host-service-logs.js";
 import { hostStreams } from "./host-service-streams.js";
 import { toConnectError } from "./remote-errors.js";
 import { adoptSpec, exitMsg, machineSpec } from "./remote-specs.js";
@@ -131,6 +132,7 @@ export function machineHostService(host: MachineHost, served: ServedMachines): S
     killSurvivor: (r) => done(() => host.killSurvivor(r.pid, r.name)),
 
     ...imageCalls(host.images),
+    ...logCalls(host),
 
     ...hostStreams(served),
 
