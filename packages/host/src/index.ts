@@ -22,6 +22,7 @@ export * from "./limits/machine-cgroups.js";
 export * from "./limits/machine-limiter.js";
 export * from "./limits/machine-limits.js";
 export * from "./limits/tap-rate.js";
+export { CONSOLE_TAIL_MAX_BYTES, type ConsoleTail } from "./machine/console-tail.js";
 export { dialGuestPort, PORT_CONNECT_TIMEOUT_MS } from "./machine/guest-port.js";
 export * from "./machine/machine.js";
 export { nestedSupport } from "./machine/nested.js";
@@ -49,7 +50,6 @@ export {
   setKvmCpuModel,
 } from "./vmm/cpu-identity.js";
 export { defaultJailConfig, type JailConfig, renameKeepingGrants } from "./vmm/jail.js";
-export { tailOfFile } from "./vmm/qemu-vm.js";
 export * from "./volumes/file-server.js";
 export * from "./volumes/guest-mount.js";
 export * from "./volumes/volume-image.js";

@@ -72,6 +72,21 @@ describe("remote host", () => {
     await expect(m.pause()).rejects.toBeInstanceOf(MachineRefusedError);
   });
 
+  it("reads a console log only by an absolute, normalized log directory, and a bounded tail", async () => {
+    const base = await host.linkBase(dir, path.join(dir, "img", "base.ext4"));
+    await host.createDisk(base, path.join(dir, "c.qcow2"), 1 << 30);
+    const m = await host.start(spec("c"));
+    await m.stop();
+    const { logDir } = spec("c");
+    const whole = await host.consoleTail(logDir, 4096);
+    expect(whole.text).toBe("fake machine c started\nfake machine c stopped\n");
+    expect(await host.consoleTail(logDir, 8)).toEqual({ text: "stopped\n", size: whole.size });
+    for (const bad of ["logs/c", `${logDir}/../c`, `${logDir}/`, `${path.dirname(logDir)}//c`])
+      await expect(host.consoleTail(bad, 100), bad).rejects.toMatchObject({ code: "VALIDATION_FAILED" });
+    await expect(host.consoleTail(logDir, 16 * 1024 * 1024 + 1)).rejects.toMatchObject({ code: "VALIDATION_FAILED" });
+    await expect(host.consoleTail(logDir, 0)).rejects.toMatchObject({ code: "VALIDATION_FAILED" });
+  });
+
   it("streams events: an exit on the worker reaches the caller; closing the client leaves machines running", async () => {
     const base = await host.linkBase(dir, path.join(dir, "img", "base.ext4"));
     await host.createDisk(base, path.join(dir, "w.qcow2"), 1 << 30);

@@ -88,7 +88,7 @@ describe("architecture", () => {
     expect(exported).toContain("machine/qemu-host");
     for (const internal of ["vmm/qemu-vm", "vmm/qmp-client", "vmm/qemu-args", "snapshots/migration", "disks/overlay"]) {
       const line = index.split("\n").find((l) => l.includes(`./${internal}.js`)) ?? "";
-      // A named utility may be re-exported from a module (tailOfFile); the module itself is not.
+      // A named utility may be re-exported from such a module; the module itself is not.
       expect(line.startsWith("export *"), `${internal} is exported whole`).toBe(false);
     }
     expect(index).not.toMatch(/QemuVm|QmpClient|QemuMachineHost\b(?!Options)/);

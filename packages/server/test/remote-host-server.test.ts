@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { connectRemoteHost, type RemoteHost, type ServedHost, serveMachineHost } from "@sandtree/host";
 import { FakeHost } from "@sandtree/host/fake";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { fakeImages, lifeCycle, running } from "./fake-host-life.js";
 import { startTestServer, type TestServer } from "./helpers.js";
 
@@ -48,6 +48,28 @@ describe("the server on a remote host", () => {
     // Every machine the server started on the worker is stopped there.
     expect(fake.starts).toBe(3 * COUNT);
     expect(fake.machines.size).toBe(0);
+  });
+
+  it("answers a sandbox's console log from the host, while it runs and once it ended", { timeout: 60_000 }, async () => {
+    const created = await t.api("POST", "/v1/sandboxes", { image: "fake/image", name: "logs" });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const id = created.body.id as string;
+    await running(t, id);
+    // Read by the worker's host (here its files are this machine's too: the call shows it went there).
+    const reads = vi.spyOn(fake, "consoleTail");
+    const live = await t.api("GET", `/v1/sandboxes/${id}/logs`);
+    expect(reads).toHaveBeenCalledTimes(1);
+    expect(live.body).toMatchObject({
+      sandbox_id: id,
+      console: `fake machine sandtree-${id} started\n`,
+      console_truncated: false,
+    });
+    expect(live.body.events.length).toBeGreaterThan(0);
+    expect((await t.api("DELETE", `/v1/sandboxes/${id}`)).status).toBe(200);
+    const ended = await t.api("GET", `/v1/sandboxes/${id}/logs`);
+    expect(ended.body.console).toBe(`fake machine sandtree-${id} started\nfake machine sandtree-${id} stopped\n`);
+    const end = await t.api("GET", `/v1/sandboxes/${id}/logs?tail_bytes=8`);
+    expect([end.body.console, end.body.console_truncated]).toEqual(["stopped\n", true]);
   });
 });
 

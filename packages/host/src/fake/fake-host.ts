@@ -1,3 +1,4 @@
+import { type ConsoleTail, readConsoleTail } from "../machine/console-tail.js";
 import type { AdoptSpec, HostCapabilities, MachineHost, MachineSpec, WarmCaches } from "../machine/machine.js";
 import { MachineRefusedError } from "../machine/machine.js";
 import { FakeDisks } from "./fake-disks.js";
@@ -70,5 +71,10 @@ export class FakeHost extends FakeDisks implements MachineHost {
   killSurvivor(pid: number, name: string): void {
     const m = this.machines.get(name);
     if (m && m.pid === pid) m.forceKill();
+  }
+
+  /** Its machines write their console log as a VM's does (fake-machine.ts): read the same way. */
+  consoleTail(logDir: string, bytes: number): Promise<ConsoleTail> {
+    return readConsoleTail(logDir, bytes);
   }
 }

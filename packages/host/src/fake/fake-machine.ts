@@ -1,5 +1,5 @@
 import { EventEmitter } from "node:events";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import type { Duplex } from "node:stream";
 import { FrameType } from "@sandtree/protocol";
@@ -57,7 +57,7 @@ export class FakeMachine extends EventEmitter implements Machine {
     mkdirSync(opts.logDir, { recursive: true });
     mkdirSync(runDir, { recursive: true });
     this.consoleLog = path.join(opts.logDir, "console.log");
-    writeFileSync(this.consoleLog, "fake machine booted\n");
+    writeFileSync(this.consoleLog, `fake machine ${name} started\n`);
     const files = opts.memoryState ? filesOf(opts.memoryState) : withoutMemory(filesOf(opts.rootDisk));
     this.files = new FakeFiles(files);
   }
@@ -237,6 +237,10 @@ export class FakeMachine extends EventEmitter implements Machine {
       const code = expected || guestReset ? 0 : null;
       this.exit = { code, signal: code === 0 ? null : "SIGKILL", expected, reason, guestReset };
       this.ports.close();
+      // Its console's last line, as a VM's kernel writes one (its log directory may be gone already).
+      try {
+        appendFileSync(this.consoleLog, `fake machine ${this.name} ${reason}\n`);
+      } catch {}
       const exit = this.exit;
       setImmediate(() => this.emit("exit", exit));
     }

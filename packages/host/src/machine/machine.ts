@@ -7,6 +7,7 @@ import type { MemoryImages } from "../snapshots/memory-images.js";
 import type { TemplateBuildErrorHandler, TemplateStore, TemplateTaps } from "../snapshots/template-store.js";
 import type { GuestBoot } from "../vmm/qemu-args.js";
 import type { VolumeMount } from "../volumes/guest-mount.js";
+import type { ConsoleTail } from "./console-tail.js";
 
 /**
  * The seam between the control plane and the machines that run sandboxes. The server holds
@@ -373,4 +374,10 @@ export interface MachineHost extends HostDisks {
   survivors(runRoot: string): Promise<Array<{ name: string; pid: number }>>;
   /** Kills a surviving machine nobody will adopt (checked by name: pids are reused). */
   killSurvivor(pid: number, name: string): void;
+  /**
+   * The last `bytes` (at most CONSOLE_TAIL_MAX_BYTES) of the console log a machine started with
+   * `logDir` (MachineSpec.logDir) wrote, and the log's whole size; the log outlives its machine,
+   * so this asks the host, not a Machine. No log there: empty text, size 0.
+   */
+  consoleTail(logDir: string, bytes: number, opts?: { signal?: AbortSignal }): Promise<ConsoleTail>;
 }

@@ -11,6 +11,7 @@ import { findQemuProcesses, QemuVm, qemuAlive } from "../vmm/qemu-vm.js";
 import type { VolumeFileServer } from "../volumes/file-server.js";
 import { guestAddressOf, type VolumeMount } from "../volumes/guest-mount.js";
 import { mountInGuest } from "../volumes/mount-in-guest.js";
+import { type ConsoleTail, readConsoleTail } from "./console-tail.js";
 import {
   type AdoptSpec,
   bootAndFiles,
@@ -220,5 +221,9 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
       if (qemuAlive(pid, name)) process.kill(pid, "SIGKILL");
     } catch {}
     void this.opts.limiter?.release(name).catch(() => {});
+  }
+
+  consoleTail(logDir: string, bytes: number): Promise<ConsoleTail> {
+    return readConsoleTail(logDir, bytes);
   }
 }

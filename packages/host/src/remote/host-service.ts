@@ -10,6 +10,7 @@ import {
 } from "../gen/sandtree/host/v1/host_pb.js";
 import { type Machine, type MachineHost, MachineRefusedError } from "../machine/machine.js";
 import { imageCalls } from "./host-service-images.js";
+import { logCalls } from "./host-service-logs.js";
 import { networkCalls } from "./host-service-networks.js";
 import { hostStreams } from "./host-service-streams.js";
 import { toConnectError } from "./remote-errors.js";
@@ -136,6 +137,7 @@ export function machineHostService(
     killSurvivor: (r) => done(() => host.killSurvivor(r.pid, r.name)),
 
     ...imageCalls(host.images),
+    ...logCalls(host),
 
     ...networkCalls(host.networks, networksDir),
 

@@ -2,6 +2,7 @@ import { setMaxListeners } from "node:events";
 import { type Client, createClient, type Interceptor } from "@connectrpc/connect";
 import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { MachineHostService } from "../gen/sandtree/host/v1/host_pb.js";
+import type { ConsoleTail } from "../machine/console-tail.js";
 import type { AdoptSpec, HostCapabilities, HostImages, MachineHost, MachineSpec, WarmCaches } from "../machine/machine.js";
 import { fromConnectError, remoteCall } from "./remote-errors.js";
 import { RemoteImages } from "./remote-images.js";
@@ -109,6 +110,13 @@ export class RemoteHost implements MachineHost {
 
   killSurvivor(pid: number, name: string): void {
     this.client.killSurvivor({ pid, name }).catch(() => {});
+  }
+
+  consoleTail(logDir: string, bytes: number, opts: { signal?: AbortSignal } = {}): Promise<ConsoleTail> {
+    return this.call("reading a console log", async () => {
+      const t = await this.client.consoleTail({ logDir, bytes }, opts);
+      return { text: t.text, size: Number(t.size) };
+    });
   }
 
   /** Ends this client's calls and its connection; the worker's machines run on. Idempotent. */

@@ -122,6 +122,13 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
       expect(typeof t.host.capabilities.nested.ok).toBe("boolean");
     });
 
+    it("reads the end of a running machine's console log; no log there reads empty", { timeout: timeoutMs }, async () => {
+      const tail = await t.host.consoleTail(t.spec("conf-a", "").logDir, 1024 * 1024);
+      expect(tail.text.length, "the machine wrote nothing to its console").toBeGreaterThan(0);
+      expect(tail.size).toBeGreaterThanOrEqual(Buffer.byteLength(tail.text));
+      expect(await t.host.consoleTail(path.join(t.dir, "no-such-logs"), 100)).toEqual({ text: "", size: 0 });
+    });
+
     it("resolves an image to a base on the host, the one its first machine started on", { timeout: timeoutMs }, async () => {
       expect(image.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
       expect(["local", "registry"]).toContain(image.source);
@@ -296,6 +303,16 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
       expect(exit.expected).toBe(true);
       expect(a.controllable).toBe(false);
       await expect(run(a, "echo no")).rejects.toThrow();
+    });
+
+    it("keeps a stopped machine's console log: a short tail is its end", { timeout: timeoutMs }, async () => {
+      const logDir = t.spec("conf-a", "").logDir;
+      const whole = await t.host.consoleTail(logDir, 1024 * 1024);
+      expect(whole.text.length).toBeGreaterThan(0);
+      expect(Buffer.byteLength(whole.text)).toBe(Math.min(whole.size, 1024 * 1024));
+      const end = await t.host.consoleTail(logDir, 10);
+      expect(end.size).toBe(whole.size);
+      expect(end.text).toBe(Buffer.from(whole.text).subarray(-10).toString());
     });
   });
 }

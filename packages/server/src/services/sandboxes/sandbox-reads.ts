@@ -1,6 +1,4 @@
-import { readFileSync } from "node:fs";
-import path from "node:path";
-import { tailOfFile } from "@sandtree/host";
+import type { MachineHost } from "@sandtree/host";
 import { SandtreeError } from "@sandtree/protocol";
 import type { SandboxFilter } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
@@ -16,18 +14,13 @@ export async function listPage(store: Store, teamId: string, q: Omit<SandboxFilt
   return { sandboxes: page.sandboxes, next_cursor };
 }
 
-/** The tail of a sandbox's console log and its last events. */
-export async function sandboxLogs(store: Store, logDir: string, id: string, tailBytes: number) {
-  const file = path.join(logDir, "console.log");
-  const text = tailOfFile(file, tailBytes);
-  let size = 0;
-  try {
-    size = readFileSync(file).length;
-  } catch {}
+/** The tail of a sandbox's console log (read by the host its machine ran on: the log outlives it) and its last events. */
+export async function sandboxLogs(store: Store, host: MachineHost, logDir: string, id: string, tailBytes: number) {
+  const tail = await host.consoleTail(logDir, tailBytes);
   return {
     sandbox_id: id,
-    console: text,
-    console_truncated: size > tailBytes,
+    console: tail.text,
+    console_truncated: tail.size > tailBytes,
     events: await store.listEvents(id, 500),
   };
 }

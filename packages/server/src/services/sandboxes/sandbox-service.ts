@@ -355,7 +355,7 @@ export class SandboxService {
 
   async logs(teamId: string, id: string, tailBytes: number) {
     await this.get(teamId, id);
-    return await sandboxLogs(this.deps.store, this.paths.logDir(id), id, tailBytes);
+    return await sandboxLogs(this.deps.store, this.host, this.paths.logDir(id), id, tailBytes);
   }
 
   /** Resolves when the sandbox's adoption after a restart has settled (undefined: none in flight). */

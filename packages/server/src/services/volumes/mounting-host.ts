@@ -1,5 +1,6 @@
 import type {
   AdoptSpec,
+  ConsoleTail,
   HostCapabilities,
   HostImages,
   HostNetworks,
@@ -76,5 +77,9 @@ export class MountingHost implements MachineHost {
 
   killSurvivor(pid: number, name: string): void {
     this.host.killSurvivor(pid, name);
+  }
+
+  consoleTail(logDir: string, bytes: number, opts?: { signal?: AbortSignal }): Promise<ConsoleTail> {
+    return this.host.consoleTail(logDir, bytes, opts);
   }
 }
