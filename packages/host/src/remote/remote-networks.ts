@@ -13,7 +13,7 @@ import type {
 } from "../network/host-networks.js";
 import type { EgressPolicy } from "../network/network-manager.js";
 import type { TemplateTaps } from "../snapshots/template-store.js";
-import { fromConnectError, remoteCall } from "./remote-errors.js";
+import { remoteCall } from "./remote-errors.js";
 
 /**
  * A remote host's sandbox networks: the worker's taps, rules, resolver and tunnels, driven over
