@@ -11,7 +11,7 @@ import {
   type ResolvedImage as ResolvedImageMsg,
 } from "../gen/sandtree/host/v1/host_pb.js";
 import type { HostImages, ImageRequest, ImageSummary, ResolvedImage } from "../machine/machine.js";
-import { remoteCall } from "./remote-errors.js";
+import { fromConnectError, remoteCall } from "./remote-errors.js";
 
 /** Tar pieces are sent in messages of about this size. */
 const PIECE = 256 * 1024;
