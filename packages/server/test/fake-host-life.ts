@@ -4,6 +4,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { connectRemoteHost, type RemoteHost, type ServedHost, serveMachineHost } from "@sandtree/host";
 import { FakeHost } from "@sandtree/host/fake";
 import { afterAll, beforeAll, expect } from "vitest";
 import type { ImageResolver } from "../src/services/images/image-resolver.js";
@@ -32,25 +33,44 @@ export function fakeImages(digestChar: string): { images: ImageResolver; cleanup
 
 /**
  * A test server on a new fake host for the file's tests: started before them (given to `started`)
- * and closed after them. `images` may wrap the fake images (`fakeImages(digestChar)`).
+ * and closed after them. `images` may wrap the fake images (`fakeImages(digestChar)`); `network`
+ * turns sandbox networks on (the fake's are in memory); `remote` serves the fake host over the
+ * host service and gives the server a RemoteHost in front of it (as a fleet worker serves its host).
  */
 export function onFakeHost(o: {
   digestChar: string;
   images?: (fake: ImageResolver) => ImageResolver;
+  network?: "on";
+  remote?: boolean;
   started: (t: TestServer) => void | Promise<void>;
 }): FakeHost {
   const { images, cleanup } = fakeImages(o.digestChar);
-  const host = new FakeHost();
+  const fake = new FakeHost();
+  const networksDir = mkdtempSync(path.join(tmpdir(), "sandtree-remote-nets-"));
+  let worker: ServedHost | undefined;
+  let remote: RemoteHost | undefined;
   let t: TestServer | undefined;
   beforeAll(async () => {
-    t = await startTestServer({ images: o.images ? o.images(images) : images, host });
+    if (o.remote) {
+      worker = await serveMachineHost({ host: fake, key: () => "stw_server-test", networksDir });
+      remote = await connectRemoteHost({ url: worker.url, key: "stw_server-test" });
+    }
+    const host = remote ?? fake;
+    t = await startTestServer({
+      images: o.images ? o.images(images) : images,
+      host,
+      ...(o.network ? { network: o.network } : {}),
+    });
     await o.started(t);
   }, 60_000);
   afterAll(async () => {
     await t?.close();
+    remote?.close();
+    await worker?.close();
+    rmSync(networksDir, { recursive: true, force: true });
     cleanup();
   }, 60_000);
-  return host;
+  return fake;
 }
 
 export async function running(t: TestServer, id: string): Promise<void> {

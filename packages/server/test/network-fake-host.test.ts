@@ -1,25 +1,13 @@
 // Sandbox networks through the real server on the fake host, whose networks port hands out
 // addresses in memory (no tap, rule or resolver): what the control plane keeps (the record, its
 // slot, generation and `applied`) and what it tells the host (attach, update, detach).
-import { FakeHost } from "@sandtree/host/fake";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { fakeImages, running } from "./fake-host-life.js";
-import { startTestServer, type TestServer } from "./helpers.js";
-
-const { images, cleanup } = fakeImages("n");
+import { describe, expect, it } from "vitest";
+import { onFakeHost, running } from "./fake-host-life.js";
+import type { TestServer } from "./helpers.js";
 
 describe("sandbox networks on the fake host's networks port", () => {
   let t: TestServer;
-  const host = new FakeHost();
-
-  beforeAll(async () => {
-    t = await startTestServer({ images, host, network: "on" });
-  }, 60_000);
-
-  afterAll(async () => {
-    await t?.close();
-    cleanup();
-  }, 60_000);
+  const host = onFakeHost({ digestChar: "n", network: "on", started: (server) => void (t = server) });
 
   it("gives a sandbox an address of the host's pool, its policy applied there", async () => {
     const c = await t.api("POST", "/v1/sandboxes", { image: "fake/image", network_allowlist: ["example.com"] });

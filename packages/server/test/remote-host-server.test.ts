@@ -3,38 +3,15 @@
 // memory, fork, reset, delete) crosses the network through RemoteHost. Shows the services need
 // nothing of a host but the interface, wherever it runs; with networks on, the worker's networks
 // port hands its sandboxes addresses. No VM: about a second.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
-import { connectRemoteHost, type RemoteHost, type ServedHost, serveMachineHost } from "@sandtree/host";
-import { FakeHost } from "@sandtree/host/fake";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { fakeImages, lifeCycle, running } from "./fake-host-life.js";
-import { startTestServer, type TestServer } from "./helpers.js";
+import { describe, expect, it, vi } from "vitest";
+import { lifeCycle, onFakeHost, running } from "./fake-host-life.js";
+import type { TestServer } from "./helpers.js";
 
 const COUNT = 12;
-const { images, cleanup } = fakeImages("b");
 
 describe("the server on a remote host", () => {
   let t: TestServer;
-  const fake = new FakeHost();
-  let worker: ServedHost;
-  let host: RemoteHost;
-  const networksDir = mkdtempSync(path.join(tmpdir(), "sandtree-remote-nets-"));
-
-  beforeAll(async () => {
-    worker = await serveMachineHost({ host: fake, key: () => "stw_server-test", networksDir });
-    host = await connectRemoteHost({ url: worker.url, key: "stw_server-test" });
-    t = await startTestServer({ images, host });
-  }, 60_000);
-
-  afterAll(async () => {
-    await t?.close();
-    host?.close();
-    await worker?.close();
-    rmSync(networksDir, { recursive: true, force: true });
-    cleanup();
-  }, 60_000);
+  const fake = onFakeHost({ digestChar: "b", remote: true, started: (server) => void (t = server) });
 
   it(`creates, checkpoints, forks, resets and deletes ${COUNT} sandboxes through it`, { timeout: 120_000 }, async () => {
     await Promise.all(
@@ -74,26 +51,8 @@ describe("the server on a remote host", () => {
 });
 
 describe("the server on a remote host with sandbox networks on", () => {
-  const { images, cleanup } = fakeImages("c");
   let t: TestServer;
-  const fake = new FakeHost();
-  let worker: ServedHost;
-  let host: RemoteHost;
-  const networksDir = mkdtempSync(path.join(tmpdir(), "sandtree-remote-nets-"));
-
-  beforeAll(async () => {
-    worker = await serveMachineHost({ host: fake, key: () => "stw_server-test", networksDir });
-    host = await connectRemoteHost({ url: worker.url, key: "stw_server-test" });
-    t = await startTestServer({ images, host, network: "on" });
-  }, 60_000);
-
-  afterAll(async () => {
-    await t?.close();
-    host?.close();
-    await worker?.close();
-    rmSync(networksDir, { recursive: true, force: true });
-    cleanup();
-  }, 60_000);
+  const fake = onFakeHost({ digestChar: "c", remote: true, network: "on", started: (server) => void (t = server) });
 
   it("gives a sandbox an address of the worker's pool, attached and detached there", async () => {
     const c = await t.api("POST", "/v1/sandboxes", { image: "fake/image", network_allowlist: ["example.com"] });
