@@ -14,17 +14,9 @@ import {
   ResolvedImageSchema,
 } from "../gen/sandtree/host/v1/host_pb.js";
 import { type HostImages, MachineRefusedError, type ResolvedImage } from "../machine/machine.js";
-import { toConnectError } from "./remote-errors.js";
+import { answer } from "./remote-errors.js";
 
 type ImageCalls = Pick<ServiceImpl<typeof MachineHostService>, "resolveImage" | "checkImage" | "listImages" | "importLayout">;
-
-async function answer<T>(fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    throw toConnectError(err);
-  }
-}
 
 function resolvedMsg(i: ResolvedImage): ResolvedImageMsg {
   return create(ResolvedImageSchema, { ...i, virtualSizeBytes: BigInt(i.virtualSizeBytes) });

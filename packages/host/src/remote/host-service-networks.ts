@@ -20,7 +20,7 @@ import type {
   SandboxNetworkSpec,
 } from "../network/host-networks.js";
 import type { EgressPolicy } from "../network/network-manager.js";
-import { toConnectError } from "./remote-errors.js";
+import { answer, answerEmpty } from "./remote-errors.js";
 
 type NetworkCalls = Pick<
   ServiceImpl<typeof MachineHostService>,
@@ -32,21 +32,6 @@ type NetworkCalls = Pick<
   | "releaseTemplateTap"
   | "closeNetworks"
 >;
-
-async function answer<T>(fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    throw toConnectError(err);
-  }
-}
-
-function done(fn: () => Promise<unknown>): Promise<Record<string, never>> {
-  return answer(async () => {
-    await fn();
-    return {};
-  });
-}
 
 // The messages back into the port's plain data: protobuf checked the types, these the values
 // protobuf cannot (a policy's mode, `enabled`), before the host sees them.
@@ -112,12 +97,13 @@ export function networkCalls(networks: HostNetworks, dataDir: string): NetworkCa
         return o;
       }),
     attachNetwork: (r) => answer(async () => attachmentMsg(await networks.attach(specOf(r)))),
-    updateNetwork: (r) => done(() => networks.update(r.sandboxId, { policy: policyOf(r.policy), generation: r.generation })),
-    detachNetwork: (r) => done(() => networks.detach(r.sandboxId)),
+    updateNetwork: (r) =>
+      answerEmpty(() => networks.update(r.sandboxId, { policy: policyOf(r.policy), generation: r.generation })),
+    detachNetwork: (r) => answerEmpty(() => networks.detach(r.sandboxId)),
     acquireTemplateTap: () => answer(async () => ({ tap: await networks.taps.acquire() })),
-    releaseTemplateTap: (r) => done(() => networks.taps.release(r.tap)),
+    releaseTemplateTap: (r) => answerEmpty(() => networks.taps.release(r.tap)),
     closeNetworks: (r) =>
-      done(async () => {
+      answerEmpty(async () => {
         opened = false;
         await networks.close({ destroy: r.destroy });
       }),

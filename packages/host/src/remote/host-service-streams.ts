@@ -18,7 +18,7 @@ import { Credit } from "./credit.js";
 import type { ServedMachines } from "./host-service.js";
 import { machineInfo } from "./host-service.js";
 import { serveConnect } from "./host-service-connect.js";
-import { toConnectError } from "./remote-errors.js";
+import { answer, toConnectError } from "./remote-errors.js";
 import { execSpec, exitMsg } from "./remote-specs.js";
 
 const CHUNK = 64 * 1024;
@@ -153,14 +153,6 @@ async function writeFile(served: ServedMachines, inputs: AsyncIterable<WriteFile
       signal: ctx.signal,
     });
     return { bytes: BigInt(r.bytes) };
-  } catch (err) {
-    throw toConnectError(err);
-  }
-}
-
-async function answer<T>(fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
   } catch (err) {
     throw toConnectError(err);
   }

@@ -13,7 +13,7 @@ import { imageCalls } from "./host-service-images.js";
 import { logCalls } from "./host-service-logs.js";
 import { networkCalls } from "./host-service-networks.js";
 import { hostStreams } from "./host-service-streams.js";
-import { toConnectError } from "./remote-errors.js";
+import { answer, answerEmpty } from "./remote-errors.js";
 import { adoptSpec, exitMsg, machineSpec } from "./remote-specs.js";
 
 /** How long an ended machine is still found by a Watch (one opened just after it ended gets its exit). */
@@ -86,22 +86,6 @@ export function machineInfo(m: Machine): MachineInfo {
 }
 
 /** Runs a handler, turning whatever the host throws into a Connect error with its kind attached. */
-async function answer<T>(fn: () => Promise<T> | T): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    throw toConnectError(err);
-  }
-}
-
-/** Runs a call that answers nothing (Empty). */
-function done(fn: () => unknown): Promise<Record<string, never>> {
-  return answer(async () => {
-    await fn();
-    return {};
-  });
-}
-
 /** The MachineHostService over one MachineHost (the worker's QEMU host, or a fake one); its networks' state in `networksDir`. */
 export function machineHostService(
   host: MachineHost,
@@ -120,7 +104,7 @@ export function machineHostService(
       });
     },
     linkBase: (r) => answer(async () => ({ name: await host.linkBase(r.dir, r.basePath) })),
-    createDisk: (r, ctx) => done(() => host.createDisk(r.backing, r.file, Number(r.sizeBytes), sig(ctx))),
+    createDisk: (r, ctx) => answerEmpty(() => host.createDisk(r.backing, r.file, Number(r.sizeBytes), sig(ctx))),
     sealLayer: (r, ctx) =>
       answer(async () => {
         const d = await host.sealLayer(r.file, sig(ctx));
@@ -134,7 +118,7 @@ export function machineHostService(
     start: (r, ctx) => answer(async () => machineInfo(served.add(await host.start(machineSpec(r, ctx.signal))))),
     adopt: (r, ctx) => answer(async () => machineInfo(served.add(await host.adopt(adoptSpec(r, ctx.signal))))),
     survivors: (r) => answer(async () => ({ survivors: await host.survivors(r.runRoot) })),
-    killSurvivor: (r) => done(() => host.killSurvivor(r.pid, r.name)),
+    killSurvivor: (r) => answerEmpty(() => host.killSurvivor(r.pid, r.name)),
 
     ...imageCalls(host.images),
     ...logCalls(host),
@@ -143,9 +127,9 @@ export function machineHostService(
 
     ...hostStreams(served),
 
-    syncClock: (r) => done(() => served.get(r.name).syncClock()),
-    pause: (r) => done(() => served.get(r.machine).pause(r.timeoutMs !== undefined ? { timeoutMs: r.timeoutMs } : {})),
-    resume: (r) => done(() => served.get(r.machine).resume(r.timeoutMs !== undefined ? { timeoutMs: r.timeoutMs } : {})),
+    syncClock: (r) => answerEmpty(() => served.get(r.name).syncClock()),
+    pause: (r) => answerEmpty(() => served.get(r.machine).pause(r.timeoutMs !== undefined ? { timeoutMs: r.timeoutMs } : {})),
+    resume: (r) => answerEmpty(() => served.get(r.machine).resume(r.timeoutMs !== undefined ? { timeoutMs: r.timeoutMs } : {})),
     runState: (r) =>
       answer(async () => {
         const state = await served.get(r.machine).runState({ timeoutMs: r.timeoutMs ?? 5000 });
@@ -167,12 +151,12 @@ export function machineHostService(
           ...(m.activeDisk !== undefined ? { activeDisk: m.activeDisk } : {}),
         });
       }),
-    hold: (r) => done(() => served.hold(r.machine, r.hold)),
-    release: (r) => done(() => served.release(r.machine, r.hold)),
+    hold: (r) => answerEmpty(() => served.hold(r.machine, r.hold)),
+    release: (r) => answerEmpty(() => served.release(r.machine, r.hold)),
     // The client's `quiet` predicate stays with the client: it drops an `unresponsive` it says is on purpose.
-    supervise: (r) => done(() => served.get(r.machine).supervise({ agentDeadlineMs: r.agentDeadlineMs })),
+    supervise: (r) => answerEmpty(() => served.get(r.machine).supervise({ agentDeadlineMs: r.agentDeadlineMs })),
     stop: (r) =>
       answer(async () => exitMsg(await served.get(r.machine).stop(r.graceMs !== undefined ? { graceMs: r.graceMs } : {}))),
-    forceKill: (r) => done(() => served.get(r.name).forceKill()),
+    forceKill: (r) => answerEmpty(() => served.get(r.name).forceKill()),
   };
 }

@@ -85,3 +85,20 @@ export async function remoteCall<T>(what: string, fn: () => Promise<T>): Promise
     throw fromConnectError(err, what);
   }
 }
+
+/** Runs a served call; what it throws goes to the caller as a Connect error with its detail (toConnectError). */
+export async function answer<T>(fn: () => Promise<T> | T): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw toConnectError(err);
+  }
+}
+
+/** Runs a served call that answers nothing (Empty). */
+export function answerEmpty(fn: () => unknown): Promise<Record<string, never>> {
+  return answer(async () => {
+    await fn();
+    return {};
+  });
+}
