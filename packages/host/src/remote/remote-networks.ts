@@ -1,9 +1,5 @@
 import type { Client } from "@connectrpc/connect";
-import type {
-  MachineHostService,
-  NetworkAttachment as NetworkAttachmentMsg,
-  OpenedNetworks as OpenedNetworksMsg,
-} from "../gen/sandtree/host/v1/host_pb.js";
+import type { MachineHostService } from "../gen/sandtree/host/v1/host_pb.js";
 import type {
   HostNetworks,
   NetworkAttachment,
@@ -13,6 +9,7 @@ import type {
 } from "../network/host-networks.js";
 import type { EgressPolicy } from "../network/network-manager.js";
 import type { TemplateTaps } from "../snapshots/template-store.js";
+import { attachmentOf, openedOf, policyMsg, specMsg } from "./network-msgs.js";
 import { remoteCall } from "./remote-errors.js";
 
 /**
@@ -67,35 +64,5 @@ export class RemoteNetworks implements HostNetworks {
 
   async close(opts: { destroy: boolean }): Promise<void> {
     await this.call("closing the sandbox networks", () => this.client.closeNetworks({ destroy: opts.destroy }));
-  }
-}
-
-const policyMsg = (p: EgressPolicy) => ({ mode: p.mode, allow: p.allow, deny: p.deny });
-
-function specMsg(n: SandboxNetworkSpec) {
-  return {
-    sandboxId: n.sandboxId,
-    slot: n.slot,
-    enabled: n.enabled,
-    policy: policyMsg(n.policy),
-    tunnels: n.tunnels,
-    generation: n.generation,
-  };
-}
-
-function attachmentOf(a: NetworkAttachmentMsg): NetworkAttachment {
-  return { sandboxId: a.sandboxId, tap: a.tap, guestNet: a.guestNet, address: a.address, gateway: a.gateway };
-}
-
-function openedOf(o: OpenedNetworksMsg): OpenedNetworks {
-  switch (o.result.case) {
-    case "open": {
-      const { subnet, skipped, attached } = o.result.value;
-      return { subnet, unavailable: null, skipped: [...skipped], attached: attached.map(attachmentOf) };
-    }
-    case "unavailable":
-      return { subnet: null, unavailable: o.result.value };
-    default:
-      throw new Error("the worker answered opening its networks with neither a pool nor why there is none");
   }
 }
