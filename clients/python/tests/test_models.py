@@ -100,18 +100,22 @@ def test_a_failed_checkpoint_is_a_runtime_error() -> None:
     assert not _calls.checkpoint_done(Checkpoint(id="cp-3", sandbox_id="sb-1", state=CheckpointState.FROZEN))
 
 
+# A running sandbox as the API answers it, with only the fields every answer has.
+_RUNNING = {
+    "id": "sb-1",
+    "name": None,
+    "team_id": "team_1",
+    "image": "sandtree/busybox",
+    "status": "RUNNING",
+    "cpu_cores": 1,
+    "memory_gb": 0.25,
+    "disk_size_gb": 1,
+}
+
+
 def test_a_sandbox_carries_its_host_for_admin_keys_and_lists_filter_by_host() -> None:
     """`host` is in admin keys' answers only: None when absent; list(host=...) sends ?host=."""
-    wire = {
-        "id": "sb-1",
-        "name": None,
-        "team_id": "team_1",
-        "image": "sandtree/busybox",
-        "status": "RUNNING",
-        "cpu_cores": 1,
-        "memory_gb": 0.25,
-        "disk_size_gb": 1,
-    }
+    wire = _RUNNING
     assert Sandbox.from_dict({**wire, "host": "worker-1"}).host == "worker-1"
     assert Sandbox.from_dict(wire).host is None
     call = _calls.list_(None, {"a": "b"}, 10, None, "worker-1")
@@ -122,14 +126,8 @@ def test_a_sandbox_carries_its_host_for_admin_keys_and_lists_filter_by_host() ->
 def test_an_ended_sandbox_says_why_with_a_stable_code() -> None:
     """`error_code` beside `error_reason`: GUEST_RESET and the like; None when absent (older servers)."""
     wire = {
-        "id": "sb-2",
-        "name": None,
-        "team_id": "team_1",
-        "image": "sandtree/busybox",
+        **_RUNNING,
         "status": "ERROR",
-        "cpu_cores": 1,
-        "memory_gb": 0.25,
-        "disk_size_gb": 1,
         "error_reason": "qemu exited unexpectedly (exit code 0: the guest reset or powered off)",
     }
     ended = Sandbox.from_dict({**wire, "error_code": "GUEST_RESET"})
