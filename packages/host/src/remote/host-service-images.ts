@@ -9,10 +9,10 @@ import { x as tarExtract } from "tar";
 import {
   type ImageRequest,
   type ImportLayoutInput,
-  type MachineHostService,
   type ResolvedImage as ResolvedImageMsg,
   ResolvedImageSchema,
-} from "../gen/sandtree/host/v1/host_pb.js";
+} from "../gen/sandtree/host/v1/host_images_pb.js";
+import type { MachineHostService } from "../gen/sandtree/host/v1/host_pb.js";
 import { type HostImages, MachineRefusedError, type ResolvedImage } from "../machine/machine.js";
 import { answer } from "./remote-errors.js";
 

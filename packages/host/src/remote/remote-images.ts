@@ -7,9 +7,9 @@ import { c as tarCreate } from "tar";
 import {
   type ImportLayoutInput,
   ImportLayoutInputSchema,
-  type MachineHostService,
   type ResolvedImage as ResolvedImageMsg,
-} from "../gen/sandtree/host/v1/host_pb.js";
+} from "../gen/sandtree/host/v1/host_images_pb.js";
+import type { MachineHostService } from "../gen/sandtree/host/v1/host_pb.js";
 import type { HostImages, ImageRequest, ImageSummary, ResolvedImage } from "../machine/machine.js";
 import { fromConnectError, remoteCall } from "./remote-errors.js";
 
