@@ -6,13 +6,13 @@ import { create } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { SandtreeError } from "@sandtree/protocol";
 import { x as tarExtract } from "tar";
+import type { MachineHostService } from "../gen/sandtree/host/v1/host_pb.js";
 import {
   type ImageRequest,
   type ImportLayoutInput,
   type ResolvedImage as ResolvedImageMsg,
   ResolvedImageSchema,
-} from "../gen/sandtree/host/v1/host_images_pb.js";
-import type { MachineHostService } from "../gen/sandtree/host/v1/host_pb.js";
+} from "../gen/sandtree/host/v1/host_resources_pb.js";
 import { type HostImages, MachineRefusedError, type ResolvedImage } from "../machine/machine.js";
 import { answer } from "./remote-errors.js";
 

@@ -1,8 +1,8 @@
 import path from "node:path";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { SandtreeError } from "@sandtree/protocol";
-import type { ConsoleTailRequest } from "../gen/sandtree/host/v1/host_logs_pb.js";
 import type { MachineHostService } from "../gen/sandtree/host/v1/host_pb.js";
+import type { ConsoleTailRequest } from "../gen/sandtree/host/v1/host_resources_pb.js";
 import { CONSOLE_TAIL_MAX_BYTES } from "../machine/console-tail.js";
 import type { MachineHost } from "../machine/machine.js";
 import { toConnectError } from "./remote-errors.js";

@@ -7,7 +7,7 @@ import {
   type OpenedNetworks as OpenedNetworksMsg,
   OpenedNetworksSchema,
   type SandboxNetwork,
-} from "../gen/sandtree/host/v1/host_networks_pb.js";
+} from "../gen/sandtree/host/v1/host_resources_pb.js";
 import { MachineRefusedError } from "../machine/machine.js";
 import type { NetworkAttachment, OpenedNetworks, SandboxNetworkSpec } from "../network/host-networks.js";
 import type { EgressPolicy } from "../network/network-manager.js";

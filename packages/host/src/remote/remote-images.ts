@@ -4,12 +4,12 @@ import { create } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
 import { SandtreeError } from "@sandtree/protocol";
 import { c as tarCreate } from "tar";
+import type { MachineHostService } from "../gen/sandtree/host/v1/host_pb.js";
 import {
   type ImportLayoutInput,
   ImportLayoutInputSchema,
   type ResolvedImage as ResolvedImageMsg,
-} from "../gen/sandtree/host/v1/host_images_pb.js";
-import type { MachineHostService } from "../gen/sandtree/host/v1/host_pb.js";
+} from "../gen/sandtree/host/v1/host_resources_pb.js";
 import type { HostImages, ImageRequest, ImageSummary, ResolvedImage } from "../machine/machine.js";
 import { fromConnectError, remoteCall } from "./remote-errors.js";
 
