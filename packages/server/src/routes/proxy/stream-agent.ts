@@ -24,7 +24,7 @@ function socketLike(d: Duplex): Duplex {
   return s;
 }
 
-/** http.request's `createConnection` for a stream (an upgrade, which takes no agent). */
+/** A client request's `createConnection` for a stream (an upgrade, which takes no agent). */
 export function streamConnection(stream: UpstreamStream): NonNullable<http.ClientRequestArgs["createConnection"]> {
   return (_options, created) => {
     stream.open().then(
