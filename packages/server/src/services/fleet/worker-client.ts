@@ -24,9 +24,8 @@ export class WorkerClient {
   ): Promise<unknown> {
     const deadline = AbortSignal.timeout(o.timeoutMs ?? CALL_MS);
     const signal = o.signal ? AbortSignal.any([o.signal, deadline]) : deadline;
-    let res: Response;
-    try {
-      res = await fetch(new URL(path, host.url), {
+    const send = () =>
+      fetch(new URL(path, host.url), {
         method,
         headers: {
           authorization: `Bearer ${host.key}`,
@@ -37,8 +36,17 @@ export class WorkerClient {
         ...(o.body !== undefined ? { body: JSON.stringify(o.body) } : {}),
         signal,
       });
+    let res: Response;
+    try {
+      res = await send().catch(async (err: unknown) => {
+        // No answer at all (a kept-alive connection the worker closed as it was reused, a reset):
+        // a read or a delete is sent once more; a POST is not (it may have been taken).
+        if (method === "POST" || signal.aborted) throw err;
+        await new Promise((r) => setTimeout(r, 100));
+        return send();
+      });
     } catch (err) {
-      throw unreachable(host, (err as Error).message);
+      throw unreachable(host, withCause(err as Error));
     }
     const text = await res.text();
     let parsed: unknown = null;
@@ -59,6 +67,12 @@ export class WorkerClient {
       typeof e.details === "object" && e.details !== null ? (e.details as Record<string, unknown>) : undefined,
     );
   }
+}
+
+/** fetch's "fetch failed" with what undici said under it (ECONNRESET, other side closed, ...). */
+function withCause(err: Error): string {
+  const c = err.cause as (Error & { code?: string }) | undefined;
+  return c instanceof Error ? `${err.message} (${[c.code, c.message].filter(Boolean).join(": ")})` : err.message;
 }
 
 export function unreachable(host: RemoteHost, why: string): SandtreeError {
