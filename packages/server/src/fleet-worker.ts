@@ -114,6 +114,8 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
   const url = o.advertiseUrl ?? server.url;
   let servedHost: Awaited<ReturnType<typeof serveMachineHost>> | null = null;
   if (o.serveHost) {
+    // Set by makeBlobs while the server started (TypeScript does not follow the callback).
+    const joined = blobs as JoinedBlobStore | null;
     try {
       // The host the worker's own sandboxes run on, so both ways in see the same machines.
       servedHost = await serveMachineHost({
@@ -123,6 +125,8 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
         key: () => key,
         // Networks opened through it keep their state beside the worker's, never in its server's own files.
         networksDir: path.join(server.dataDir, "host-networks"),
+        // Its layers port stores into and fetches from the worker's own blob store (the fleet's).
+        ...(joined ? { blobs: joined } : {}),
       });
     } catch (err) {
       await server.close();

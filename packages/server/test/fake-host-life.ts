@@ -4,7 +4,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { connectRemoteHost, type RemoteHost, type ServedHost, serveMachineHost } from "@sandtree/host";
+import { connectRemoteHost, LocalDirBlobStore, type RemoteHost, type ServedHost, serveMachineHost } from "@sandtree/host";
 import { FakeHost } from "@sandtree/host/fake";
 import { afterAll, beforeAll, expect } from "vitest";
 import type { ImageResolver } from "../src/services/images/image-resolver.js";
@@ -51,14 +51,18 @@ export function onFakeHost(o: {
   let remote: RemoteHost | undefined;
   let t: TestServer | undefined;
   beforeAll(async () => {
-    if (o.remote) {
-      worker = await serveMachineHost({ host: fake, key: () => "stw_server-test", networksDir });
+    // The worker's layers port stores into its own blob store: on this machine, the server's layers directory.
+    const dataDir = o.remote ? mkdtempSync(path.join(tmpdir(), "sandtree-test-")) : undefined;
+    if (dataDir) {
+      const blobs = new LocalDirBlobStore(path.join(dataDir, "layers"));
+      worker = await serveMachineHost({ host: fake, key: () => "stw_server-test", networksDir, blobs });
       remote = await connectRemoteHost({ url: worker.url, key: "stw_server-test" });
     }
     const host = remote ?? fake;
     t = await startTestServer({
       images: o.images ? o.images(images) : images,
       host,
+      ...(dataDir ? { dataDir } : {}),
       ...(o.network ? { network: o.network } : {}),
     });
     await o.started(t);

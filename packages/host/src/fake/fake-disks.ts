@@ -1,6 +1,8 @@
 import { createHash } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import type { BlobStore } from "../blobs/blob-store.js";
+import { BlobLayers, type HostLayers, type LayerDigest } from "../machine/host-layers.js";
 import type { HostDisks } from "../machine/machine.js";
 
 /**
@@ -48,6 +50,13 @@ export function encodeFiles(files: Map<string, Buffer>): Record<string, string> 
   return out;
 }
 
+/** A fake layer's sha256 and size (nothing to fsync: a test's files). */
+async function sealFakeLayer(file: string, opts: { signal?: AbortSignal } = {}): Promise<LayerDigest> {
+  opts.signal?.throwIfAborted();
+  const data = readFileSync(file);
+  return { sha256: createHash("sha256").update(data).digest("hex"), size: data.length };
+}
+
 /** The fake host's disks. */
 export class FakeDisks implements HostDisks {
   async linkBase(dir: string, basePath: string): Promise<string> {
@@ -60,14 +69,13 @@ export class FakeDisks implements HostDisks {
     writeDiskFile(file, { fake: 1, backing, files: null });
   }
 
-  async sealLayer(file: string, opts: { signal?: AbortSignal } = {}): Promise<{ sha256: string; size: number }> {
-    opts.signal?.throwIfAborted();
-    const data = readFileSync(file);
-    return { sha256: createHash("sha256").update(data).digest("hex"), size: data.length };
+  /** Its layers as any host's: a fake layer's bytes hashed where they lie, then stored. */
+  layers(blobs: BlobStore): HostLayers {
+    return new BlobLayers(blobs, sealFakeLayer);
   }
 
   readonly flattenLayer: HostDisks["flattenLayer"] = async (dir, layer, backing, dest, opts = {}) => {
     writeDiskFile(path.join(dir, dest), { fake: 1, backing, files: encodeFiles(filesOf(path.join(dir, layer))) });
-    return this.sealLayer(path.join(dir, dest), opts);
+    return sealFakeLayer(path.join(dir, dest), opts);
   };
 }

@@ -1,5 +1,6 @@
 import type { Duplex } from "node:stream";
 import type { AgentExec, AgentExecEvent, ExecSpec, StatInfo } from "../agent/agent-client.js";
+import type { BlobStore } from "../blobs/blob-store.js";
 import type { RegistryCredentials } from "../images/registry-auth.js";
 import type { MachineRates } from "../limits/machine-limits.js";
 import type { HostNetworks } from "../network/host-networks.js";
@@ -8,6 +9,7 @@ import type { TemplateBuildErrorHandler, TemplateStore, TemplateTaps } from "../
 import type { GuestBoot } from "../vmm/qemu-args.js";
 import type { VolumeMount } from "../volumes/guest-mount.js";
 import type { ConsoleTail } from "./console-tail.js";
+import type { HostLayers } from "./host-layers.js";
 
 /**
  * The seam between the control plane and the machines that run sandboxes. The server holds
@@ -20,6 +22,7 @@ import type { ConsoleTail } from "./console-tail.js";
 /** A command running in a machine: its events, stdin, signals and PTY size. */
 export type MachineExec = AgentExec;
 export type MachineExecEvent = AgentExecEvent;
+export type { HostLayers, LayerDigest } from "./host-layers.js";
 export type { ExecSpec, StatInfo };
 
 /** How a machine ended. `expected`: stopped on purpose (stop(), kill()); otherwise it died. */
@@ -281,8 +284,8 @@ export interface HostDisks {
   linkBase(dir: string, basePath: string): Promise<string>;
   /** A new writable disk at `file` over `backing` (a name in the disk's directory). */
   createDisk(backing: string, file: string, sizeBytes: number, opts?: { signal?: AbortSignal }): Promise<void>;
-  /** Makes a frozen layer (or a memory state file) durable where it lies: its sha256 and size. */
-  sealLayer(file: string, opts?: { signal?: AbortSignal }): Promise<{ sha256: string; size: number }>;
+  /** Its layers port over `blobs` (its layers directory: `blobs.localDir`); see HostLayers. */
+  layers(blobs: BlobStore): HostLayers;
   /** Writes `dest` as one layer holding the whole chain of `layer` down to `backing` (names in `dir`). */
   flattenLayer(
     dir: string,

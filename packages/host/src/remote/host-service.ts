@@ -1,5 +1,7 @@
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import { SandtreeError } from "@sandtree/protocol";
+import type { BlobStore } from "../blobs/blob-store.js";
 import {
   CapabilitiesResponseSchema,
   LayerDigestSchema,
@@ -91,8 +93,15 @@ export function machineHostService(
   host: MachineHost,
   served: ServedMachines,
   networksDir: string,
+  blobs: BlobStore | null,
 ): ServiceImpl<typeof MachineHostService> {
   const sig = (ctx: HandlerContext) => ({ signal: ctx.signal });
+  const layers = blobs ? host.layers(blobs) : null;
+  const servedLayers = () => {
+    if (!layers)
+      throw new SandtreeError("NOT_SUPPORTED", "this worker serves its host without a blob store: it stores no layers");
+    return layers;
+  };
   return {
     capabilities: () => {
       const c = host.capabilities;
@@ -105,11 +114,12 @@ export function machineHostService(
     },
     linkBase: (r) => answer(async () => ({ name: await host.linkBase(r.dir, r.basePath) })),
     createDisk: (r, ctx) => answerEmpty(() => host.createDisk(r.backing, r.file, Number(r.sizeBytes), sig(ctx))),
-    sealLayer: (r, ctx) =>
+    storeLayer: (r, ctx) =>
       answer(async () => {
-        const d = await host.sealLayer(r.file, sig(ctx));
+        const d = await servedLayers().store(r.key, sig(ctx));
         return create(LayerDigestSchema, { sha256: d.sha256, size: BigInt(d.size) });
       }),
+    fetchLayer: (r, ctx) => answerEmpty(() => servedLayers().fetch(r.key, r.sha256, sig(ctx))),
     flattenLayer: (r, ctx) =>
       answer(async () => {
         const d = await host.flattenLayer(r.dir, r.layer, r.backing, r.dest, sig(ctx));

@@ -3,9 +3,11 @@ import { type Client, createClient, type Interceptor } from "@connectrpc/connect
 import { createConnectTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { MachineHostService } from "../gen/sandtree/host/v1/host_pb.js";
 import type { ConsoleTail } from "../machine/console-tail.js";
+import type { HostLayers } from "../machine/host-layers.js";
 import type { AdoptSpec, HostCapabilities, HostImages, MachineHost, MachineSpec, WarmCaches } from "../machine/machine.js";
 import { fromConnectError, remoteCall } from "./remote-errors.js";
 import { RemoteImages } from "./remote-images.js";
+import { RemoteLayers } from "./remote-layers.js";
 import { RemoteMachine } from "./remote-machine.js";
 import { RemoteNetworks } from "./remote-networks.js";
 import { adoptRequest, startRequest } from "./remote-specs.js";
@@ -28,6 +30,7 @@ export class RemoteHost implements MachineHost {
   readonly images: HostImages;
   /** The worker's sandbox networks (its taps, rules, resolver and tunnels), its state kept there. */
   readonly networks: RemoteNetworks;
+  private readonly layerPort: RemoteLayers;
 
   private constructor(
     private readonly client: Client<typeof MachineHostService>,
@@ -38,6 +41,7 @@ export class RemoteHost implements MachineHost {
     setMaxListeners(0, this.life.signal);
     this.images = new RemoteImages(client);
     this.networks = new RemoteNetworks(client);
+    this.layerPort = new RemoteLayers(client);
   }
 
   /** Connects and asks the worker what its host can do (the one call before the host is usable). */
@@ -81,8 +85,9 @@ export class RemoteHost implements MachineHost {
     await this.call("creating a disk", () => this.client.createDisk({ backing, file, sizeBytes: BigInt(sizeBytes) }, opts));
   }
 
-  sealLayer(file: string, opts: { signal?: AbortSignal } = {}): Promise<{ sha256: string; size: number }> {
-    return this.call("sealing a layer", async () => layerDigest(await this.client.sealLayer({ file }, opts)));
+  /** The worker's layers, stored in and fetched from its own blob store (the fleet's): `blobs` is the caller's. */
+  layers(): HostLayers {
+    return this.layerPort;
   }
 
   readonly flattenLayer: MachineHost["flattenLayer"] = (dir, layer, backing, dest, opts = {}) =>

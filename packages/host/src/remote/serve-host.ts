@@ -3,6 +3,7 @@ import http2 from "node:http2";
 import type { AddressInfo } from "node:net";
 import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
+import type { BlobStore } from "../blobs/blob-store.js";
 import { MachineHostService } from "../gen/sandtree/host/v1/host_pb.js";
 import type { MachineHost } from "../machine/machine.js";
 import { machineHostService, ServedMachines } from "./host-service.js";
@@ -24,6 +25,11 @@ export interface ServeHostOptions {
    * worker's is `<its data dir>/host-networks`.
    */
   networksDir: string;
+  /**
+   * The blob store its layers port stores into and fetches from (the worker's: its `localDir` is
+   * the worker's layers directory). Without it, StoreLayer and FetchLayer answer NOT_SUPPORTED.
+   */
+  blobs?: BlobStore;
   /** The largest message a client may send (bytes; default 16 MiB: file chunks are far smaller). */
   readMaxBytes?: number;
 }
@@ -60,7 +66,7 @@ function authenticate(key: () => string | null): Interceptor {
 export async function serveMachineHost(o: ServeHostOptions): Promise<ServedHost> {
   const served = new ServedMachines();
   const handler = connectNodeAdapter({
-    routes: (router) => router.service(MachineHostService, machineHostService(o.host, served, o.networksDir)),
+    routes: (router) => router.service(MachineHostService, machineHostService(o.host, served, o.networksDir, o.blobs ?? null)),
     interceptors: [authenticate(o.key)],
     readMaxBytes: o.readMaxBytes ?? 16 * 1024 * 1024,
   });

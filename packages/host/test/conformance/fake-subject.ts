@@ -5,7 +5,8 @@ import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { FakeHost } from "../../src/fake.js";
-import type { MachineHost, MachineSpec } from "../../src/index.js";
+import type { BlobStore, MachineHost, MachineSpec } from "../../src/index.js";
+import { layerBlobs } from "./layer-blobs.js";
 import { machineHostConformance } from "./machine-host-conformance.js";
 
 /** A machine of 1 vCPU and 256 MiB, its run and log folders under dir/run and dir/logs. */
@@ -26,18 +27,20 @@ export function fakeSpec(dir: string): (name: string, rootDisk: string) => Machi
 export function fakeConformance(
   name: string,
   dirPrefix: string,
-  wrap: (fake: FakeHost) => Promise<{ host: MachineHost; close: () => Promise<void> }>,
+  wrap: (fake: FakeHost, blobs: BlobStore) => Promise<{ host: MachineHost; close: () => Promise<void> }>,
 ): void {
   machineHostConformance(
     name,
     async () => {
       const dir = mkdtempSync(path.join(tmpdir(), `${dirPrefix}-`));
-      const { host, close } = await wrap(new FakeHost({ images: { dir: path.join(dir, "images") } }));
+      const store = await layerBlobs(dir);
+      const { host, close } = await wrap(new FakeHost({ images: { dir: path.join(dir, "images") } }), store.blobs);
       const runRoot = path.join(dir, "run");
       mkdirSync(runRoot);
       return {
         host,
         dir,
+        blobs: store.blobs,
         runRoot,
         image: "sandtree/busybox",
         adoptsLive: true,
@@ -47,6 +50,7 @@ export function fakeConformance(
         spec: fakeSpec(dir),
         close: async () => {
           await close();
+          await store.close();
           rmSync(dir, { recursive: true, force: true });
         },
       };

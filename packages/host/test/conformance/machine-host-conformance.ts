@@ -2,11 +2,12 @@
 // relies on, checked through the interface only. Each implementation runs it with its own factory
 // (fake-host.test.ts, qemu-host.test.ts). Few machines (two at a time at most) so a VM host stays
 // quick under TCG; the commands run are the few the fake host's shell understands.
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { createHash, randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import type { Duplex } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Machine, MachineHost, MachineSpec, ResolvedImage } from "../../src/index.js";
+import type { BlobStore, Machine, MachineHost, MachineSpec, ResolvedImage } from "../../src/index.js";
 import { MachinePortError, writeRootfsLayout } from "../../src/index.js";
 import { execOutput } from "../helpers/guest.js";
 
@@ -14,6 +15,8 @@ export interface HostUnderTest {
   host: MachineHost;
   /** Where disks and layers live (all names relative to it). */
   dir: string;
+  /** The blob store the host's layers port stores into (its `localDir` is `dir`, a cache of a remote store). */
+  blobs: BlobStore;
   /** Where machines' run directories go (survivors are looked up under it). */
   runRoot: string;
   /** An image the host holds (machines boot from its base). */
@@ -221,9 +224,39 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
       layer = saved.layer;
       await run(a, "echo after > /root/ck.txt");
       expect((await run(a, "cat /root/ck.txt")).out).toBe("after\n");
-      const sealed = await t.host.sealLayer(layer);
+      const sealed = await t.host.layers(t.blobs).store(path.basename(layer));
       expect(sealed.sha256).toMatch(/^[0-9a-f]{64}$/);
       expect(sealed.size).toBeGreaterThan(0);
+      expect(await t.blobs.stat(path.basename(layer))).toEqual({ size: sealed.size });
+    });
+
+    it("stores a layer file in the blob store and fetches it back where it went missing", { timeout: timeoutMs }, async () => {
+      const layers = t.host.layers(t.blobs);
+      const bytes = randomBytes(64 * 1024);
+      const sha256 = createHash("sha256").update(bytes).digest("hex");
+      writeFileSync(path.join(t.dir, "conf-state"), bytes);
+      expect(await layers.store("conf-state")).toEqual({ sha256, size: bytes.length });
+      expect(await t.blobs.stat("conf-state")).toEqual({ size: bytes.length });
+      rmSync(path.join(t.dir, "conf-state"));
+      await layers.fetch("conf-state", sha256);
+      expect(readFileSync(path.join(t.dir, "conf-state")).equals(bytes)).toBe(true);
+      // Fetched again where it lies: checked, not downloaded twice (and still there).
+      await layers.fetch("conf-state", sha256);
+      expect(existsSync(path.join(t.dir, "conf-state"))).toBe(true);
+    });
+
+    it("refuses a layer whose bytes are not the recorded ones, one the store lacks, and a key that is a path", {
+      timeout: timeoutMs,
+    }, async () => {
+      const layers = t.host.layers(t.blobs);
+      writeFileSync(path.join(t.dir, "conf-wrong"), "these bytes");
+      await layers.store("conf-wrong");
+      await expect(layers.fetch("conf-wrong", "0".repeat(64))).rejects.toMatchObject({ code: "CHECKPOINT_CORRUPT" });
+      await expect(layers.fetch("conf-never-stored", "0".repeat(64))).rejects.toMatchObject({ code: "CHECKPOINT_CORRUPT" });
+      for (const key of ["../conf-wrong", "/etc/passwd", "sub/conf-wrong", ""]) {
+        await expect(layers.store(key), key).rejects.toMatchObject({ code: "VALIDATION_FAILED" });
+        await expect(layers.fetch(key, "0".repeat(64)), key).rejects.toMatchObject({ code: "VALIDATION_FAILED" });
+      }
     });
 
     it("starts a fork from the checkpoint's layer: it sees the files as they were", { timeout: 2 * timeoutMs }, async () => {

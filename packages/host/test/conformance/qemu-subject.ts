@@ -4,9 +4,10 @@
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import path from "node:path";
 import { describe, it } from "vitest";
-import type { Accel, MachineHost, MachineSpec } from "../../src/index.js";
+import type { Accel, BlobStore, MachineHost, MachineSpec } from "../../src/index.js";
 import { createQemuHost, detectAccel, NetworkManager, networkUnavailableReason } from "../../src/index.js";
 import { artifactsMissing, smallGuestSpec } from "../helpers/guest.js";
+import { layerBlobs } from "./layer-blobs.js";
 import { machineHostConformance } from "./machine-host-conformance.js";
 
 /**
@@ -56,7 +57,7 @@ const ECHO_PY = [
 export function qemuConformance(
   name: string,
   dirPrefix: string,
-  wrap: (qemu: MachineHost, accel: Accel) => Promise<{ host: MachineHost; close: () => Promise<void> }>,
+  wrap: (qemu: MachineHost, accel: Accel, blobs: BlobStore) => Promise<{ host: MachineHost; close: () => Promise<void> }>,
 ): void {
   if (artifactsMissing() !== null) {
     // Never a skip (CI counts one as a failure): without the guest's kernel and initramfs the suite fails and says why.
@@ -74,11 +75,13 @@ export function qemuConformance(
       const runRoot = path.join(dir, "r");
       mkdirSync(runRoot);
       const accel = await detectAccel("auto");
-      const { host, close } = await wrap(createQemuHost({ accel }), accel);
+      const store = await layerBlobs(dir);
+      const { host, close } = await wrap(createQemuHost({ accel }), accel, store.blobs);
       const nics = await testNics();
       return {
         host,
         dir,
+        blobs: store.blobs,
         runRoot,
         // Built by setup into this machine's image store (the QEMU host's default one).
         image: "sandtree/debian",
@@ -96,6 +99,7 @@ export function qemuConformance(
           }),
         close: async () => {
           await close();
+          await store.close();
           await nics?.close();
           rmSync(dir, { recursive: true, force: true });
         },

@@ -5,7 +5,7 @@ import { fakeConformance } from "./fake-subject.js";
 import { hostNetworksConformance } from "./host-networks-conformance.js";
 import { servedRemotely } from "./remote-subject.js";
 
-fakeConformance("remote (worker serving the fake host)", "sandtree-remote-conf", (fake) => servedRemotely(fake));
+fakeConformance("remote (worker serving the fake host)", "sandtree-remote-conf", (fake, blobs) => servedRemotely(fake, blobs));
 hostNetworksConformance("remote (worker serving the fake host)", async () => {
   const { host, close } = await servedRemotely(new FakeHost());
   // A path on the caller's machine: the worker opens its networks in its own directory.

@@ -4,9 +4,9 @@
 import { qemuConformance } from "./qemu-subject.js";
 import { servedRemotely } from "./remote-subject.js";
 
-qemuConformance("remote (worker serving the QEMU host)", "strconf", (qemu) =>
+qemuConformance("remote (worker serving the QEMU host)", "strconf", (qemu, _accel, blobs) =>
   // Whatever the suite left running on the worker is stopped there before it goes.
-  servedRemotely(qemu, async (worker) => {
+  servedRemotely(qemu, blobs, async (worker) => {
     await Promise.all(worker.served.all().map((m) => m.stop({ graceMs: 0 }).catch(() => {})));
   }),
 );

@@ -1,21 +1,41 @@
 import { existsSync, statSync } from "node:fs";
 import path from "node:path";
-import { BlobCorruptError, BlobMissingError, type BlobStore, sha256File } from "@sandtree/host";
+import { type BlobStore, type HostLayers, sha256File } from "@sandtree/host";
 import { SandtreeError } from "@sandtree/protocol";
 import type { CheckpointRow } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
 import type { Logger } from "../observability/logger.js";
 
-/** A checkpoint's layer (or memory file) from the blob store, checked against its recorded sha256. */
-async function materialize(blobs: BlobStore, id: string, key: string, sha256: string, signal?: AbortSignal): Promise<string> {
+/** Whether the host refused a layer as corrupt or missing from the blob store (HostLayers.fetch). */
+function corrupt(err: unknown): err is SandtreeError {
+  return err instanceof SandtreeError && err.code === "CHECKPOINT_CORRUPT";
+}
+
+/** Has the host fetch a checkpoint's layer (or memory file) from the blob store, checked against its recorded sha256. */
+async function fetched(
+  chain: ChainLayers,
+  id: string,
+  key: string,
+  sha256: string,
+  signal?: AbortSignal,
+  detail: Record<string, string> = {},
+): Promise<string> {
   try {
-    return await blobs.materialize(key, sha256, signal ? { signal } : {});
+    await chain.layers.fetch(key, sha256, signal ? { signal } : {});
+    return path.join(chain.dir, key);
   } catch (err) {
-    if (err instanceof BlobCorruptError || err instanceof BlobMissingError) {
-      throw new SandtreeError("CHECKPOINT_CORRUPT", `checkpoint ${id} cannot be restored: ${err.message}`, { checkpoint_id: id });
-    }
-    throw err;
+    if (!corrupt(err)) throw err;
+    throw new SandtreeError("CHECKPOINT_CORRUPT", `checkpoint ${id} cannot be restored: ${err.message}`, {
+      checkpoint_id: id,
+      ...detail,
+    });
   }
+}
+
+/** The host's layers port and its layers directory (where a chain's files lie once fetched). */
+export interface ChainLayers {
+  layers: HostLayers;
+  dir: string;
 }
 
 /**
@@ -29,7 +49,7 @@ async function materialize(blobs: BlobStore, id: string, key: string, sha256: st
  */
 export async function verifyChain(
   store: Store,
-  blobs: BlobStore,
+  chain: ChainLayers,
   top: CheckpointRow,
   opts: { memory: boolean; signal?: AbortSignal; sealingHere?: (id: string) => boolean },
 ): Promise<{ path: string; row: CheckpointRow; memPath: string | null }> {
@@ -37,7 +57,7 @@ export async function verifyChain(
   const { signal } = opts;
   const here = (c: CheckpointRow) => c.state === "FROZEN" && !c.sha256 && opts.sealingHere?.(c.id) === true;
   const local = (key: string, what: string) => {
-    const p = path.join(blobs.localDir, key);
+    const p = path.join(chain.dir, key);
     if (!existsSync(p)) throw new SandtreeError("CHECKPOINT_CORRUPT", `${what} of ${id} is missing`, { checkpoint_id: id });
     return p;
   };
@@ -58,22 +78,12 @@ export async function verifyChain(
     const layer = c.id;
     let p: string;
     try {
-      try {
-        p = await blobs.materialize(blob_key, sha256, signal ? { signal } : {});
-      } catch (err) {
-        // A flattening may have swapped the layer (and its hash) while we read it: once more.
-        const now = await store.getCheckpoint(layer);
-        if (!(err instanceof BlobCorruptError) || !now?.sha256 || now.sha256 === sha256) throw err;
-        p = await blobs.materialize(blob_key, now.sha256, signal ? { signal } : {});
-      }
+      p = await fetched(chain, id, blob_key, sha256, signal, { layer });
     } catch (err) {
-      if (err instanceof BlobCorruptError || err instanceof BlobMissingError) {
-        throw new SandtreeError("CHECKPOINT_CORRUPT", `checkpoint ${id} cannot be restored: ${err.message}`, {
-          checkpoint_id: id,
-          layer,
-        });
-      }
-      throw err;
+      // A flattening may have swapped the layer (and its hash) while we read it: once more.
+      const now = await store.getCheckpoint(layer);
+      if (!corrupt(err) || !now?.sha256 || now.sha256 === sha256) throw err;
+      p = await fetched(chain, id, blob_key, now.sha256, signal, { layer });
     }
     if (c === top) topPath = p;
   }
@@ -84,7 +94,7 @@ export async function verifyChain(
     if (!top.mem_key || !top.mem_sha256) {
       throw new SandtreeError("CHECKPOINT_HAS_NO_MEMORY", `checkpoint ${id} has no memory to restore`, { checkpoint_id: id });
     }
-    memPath = await materialize(blobs, id, top.mem_key, top.mem_sha256, signal);
+    memPath = await fetched(chain, id, top.mem_key, top.mem_sha256, signal);
   }
   if (!existsSync(top.base_path)) {
     throw new SandtreeError("CHECKPOINT_CORRUPT", `the image base of checkpoint ${id} is gone`, { checkpoint_id: id });

@@ -1,5 +1,4 @@
-import path from "node:path";
-import type { BlobStore, HostDisks } from "@sandtree/host";
+import type { HostLayers } from "@sandtree/host";
 import type { CheckpointState } from "@sandtree/protocol";
 import type { CheckpointRow } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
@@ -38,7 +37,7 @@ export async function neededCheckpoints(
  * recorded (its state stays FAILED: it cannot itself be restored). Stops at the first DURABLE one.
  */
 export async function sealAncestors(
-  deps: { store: Store; blobs: BlobStore; log: Logger; host: HostDisks },
+  deps: { store: Store; log: Logger; layers: HostLayers },
   row: CheckpointRow,
   sealing: (id: string) => Promise<void> | undefined,
   signal: AbortSignal,
@@ -52,9 +51,7 @@ export async function sealAncestors(
     if (c.state === "DURABLE") return;
     if (!c.sha256) {
       if (!c.blob_key) throw new Error(`the layer of its ancestor ${id} is gone (${c.state}${c.error ? `: ${c.error}` : ""})`);
-      const file = path.join(deps.blobs.localDir, c.blob_key);
-      const sealed = await deps.host.sealLayer(file, { signal });
-      await deps.blobs.put(c.blob_key, file, sealed, { signal });
+      const sealed = await deps.layers.store(c.blob_key, { signal });
       await deps.store.updateCheckpoint(id, { sha256: sealed.sha256 });
       deps.log.info({ checkpoint: row.id, ancestor: id }, "stored the layer of an ancestor whose own seal failed");
     }

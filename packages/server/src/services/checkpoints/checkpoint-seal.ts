@@ -1,25 +1,20 @@
-import path from "node:path";
-import type { BlobStore, HostDisks } from "@sandtree/host";
+import type { HostLayers } from "@sandtree/host";
 
 /**
- * Seals a frozen checkpoint's files (fsync + sha256 by the host) and puts them in the blob store:
- * its disk layer and, for a memory checkpoint, its memory state. Resolves once both are stored
- * (for a remote store: in the bucket), which is when the checkpoint may become DURABLE.
+ * Has the host that holds a frozen checkpoint's files seal them (fsync + sha256) and put them in
+ * the blob store: its disk layer and, for a memory checkpoint, its memory state. Resolves once both
+ * are stored (for a remote store: in the bucket), which is when the checkpoint may become DURABLE.
  */
 export async function sealFiles(
-  deps: { host: HostDisks; blobs: BlobStore },
+  layers: HostLayers,
   key: string,
   memKey: string | null,
   signal: AbortSignal,
 ): Promise<{ sha256: string; size: number; memBytes: number; mem_sha256: string | null }> {
-  const file = path.join(deps.blobs.localDir, key);
-  const { sha256, size } = await deps.host.sealLayer(file, { signal });
+  const { sha256, size } = await layers.store(key, { signal });
   signal.throwIfAborted();
-  await deps.blobs.put(key, file, { sha256, size }, { signal });
   if (!memKey) return { sha256, size, memBytes: 0, mem_sha256: null };
-  const memFile = path.join(deps.blobs.localDir, memKey);
-  const m = await deps.host.sealLayer(memFile, { signal });
-  await deps.blobs.put(memKey, memFile, m, { signal });
+  const m = await layers.store(memKey, { signal });
   return { sha256, size, memBytes: m.size, mem_sha256: m.sha256 };
 }
 

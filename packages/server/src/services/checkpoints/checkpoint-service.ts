@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import path from "node:path";
-import { type BlobStore, CheckpointFailedError, type HostDisks, type SavedCheckpoint } from "@sandtree/host";
+import { type BlobStore, CheckpointFailedError, type HostDisks, type HostLayers, type SavedCheckpoint } from "@sandtree/host";
 import { SandtreeError } from "@sandtree/protocol";
 import type { CheckpointRow } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
@@ -16,7 +16,7 @@ import { LIVE, neededCheckpoints, sealAncestors } from "./checkpoint-lineage.js"
 import { retryUntilWritten, sealFiles } from "./checkpoint-seal.js";
 
 export interface CheckpointServiceDeps {
-  /** Seals and flattens layers (the host owns the disk format). */
+  /** Stores, fetches and flattens layers (the host owns the disk format and holds the files). */
   host: HostDisks;
   store: Store;
   sandboxes: SandboxService;
@@ -52,8 +52,11 @@ export class CheckpointService {
   private readonly flattenDepth: number;
 
   private readonly freezeDeadlineMs: number;
+  /** The host's layers port over the blob store: it stores what it froze, fetches what a restore needs. */
+  private readonly layers: HostLayers;
 
   constructor(private readonly deps: CheckpointServiceDeps) {
+    this.layers = deps.host.layers(deps.blobs);
     this.freezeDeadlineMs = deps.deadlines?.freezeMs ?? 30_000;
     this.flattenDepth = deps.flattenDepth ?? 16;
     // A sandbox going away fails its checkpoints that are not durable yet.
@@ -177,8 +180,8 @@ export class CheckpointService {
     const abort = new AbortController();
     const done = (async () => {
       try {
-        const { sha256, size, memBytes, mem_sha256 } = await sealFiles(this.deps, key, row.mem_key, abort.signal);
-        await sealAncestors(this.deps, row, (a) => this.uploads.get(a)?.done, abort.signal);
+        const { sha256, size, memBytes, mem_sha256 } = await sealFiles(this.layers, key, row.mem_key, abort.signal);
+        await sealAncestors({ ...this.deps, layers: this.layers }, row, (a) => this.uploads.get(a)?.done, abort.signal);
         if (
           await this.deps.store.updateCheckpoint(id, { state: "DURABLE", sha256, mem_sha256, stored_bytes: size + memBytes }, [
             "FROZEN",
@@ -272,7 +275,7 @@ export class CheckpointService {
     const top = teamId === undefined ? await this.deps.store.getCheckpoint(id) : await this.get(teamId, id);
     if (!top) throw new SandtreeError("CHECKPOINT_NOT_FOUND", `checkpoint ${id} not found`, { id });
     const verify = (row: CheckpointRow) =>
-      verifyChain(this.deps.store, this.deps.blobs, row, {
+      verifyChain(this.deps.store, { layers: this.layers, dir: this.deps.blobs.localDir }, row, {
         ...(signal ? { signal } : {}),
         memory: opts.memory === true,
         sealingHere: (c) => this.uploads.has(c),

@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs";
 import path from "node:path";
-import type { BlobStore, HostDisks } from "@sandtree/host";
+import type { BlobStore, HostDisks, HostLayers } from "@sandtree/host";
 import {
   type CheckpointRecord,
   PrepareCheckpointRequest,
@@ -17,6 +17,8 @@ import { checkpointRecord, ensureBase } from "./checkpoint-records.js";
 export interface WorkerCheckpointsDeps {
   /** Links the image bases layers lie on. */
   disks: HostDisks;
+  /** The worker's host fetching a chain's layers from the object store into `blobs.localDir`. */
+  layers: HostLayers;
   store: Store;
   blobs: BlobStore;
   images: ImageResolver;
@@ -92,7 +94,10 @@ export class WorkerCheckpoints {
     const topRow = (await store.getCheckpoint(top.id)) as CheckpointRow;
     await ensureBase(store, this.deps.images, { dir: this.deps.blobs.localDir, disks: this.deps.disks }, topRow, signal);
     const fresh = (await store.getCheckpoint(top.id)) as CheckpointRow;
-    await verifyChain(store, this.deps.blobs, fresh, { memory: req.memory, ...(signal ? { signal } : {}) });
+    await verifyChain(store, { layers: this.deps.layers, dir: this.deps.blobs.localDir }, fresh, {
+      memory: req.memory,
+      ...(signal ? { signal } : {}),
+    });
     return { checkpoint_id: top.id, layers: req.checkpoints.length };
   }
 }

@@ -1,8 +1,10 @@
 import type {
   AdoptSpec,
+  BlobStore,
   ConsoleTail,
   HostCapabilities,
   HostImages,
+  HostLayers,
   HostNetworks,
   Machine,
   MachineHost,
@@ -51,8 +53,8 @@ export class MountingHost implements MachineHost {
     return this.host.createDisk(backing, file, sizeBytes, opts);
   }
 
-  sealLayer(file: string, opts?: { signal?: AbortSignal }): Promise<{ sha256: string; size: number }> {
-    return this.host.sealLayer(file, opts);
+  layers(blobs: BlobStore): HostLayers {
+    return this.host.layers(blobs);
   }
 
   readonly flattenLayer: MachineHost["flattenLayer"] = (...args) => this.host.flattenLayer(...args);

@@ -1,0 +1,68 @@
+import path from "node:path";
+import { SandtreeError } from "@sandtree/protocol";
+import { assertBlobKey, BlobCorruptError, BlobMissingError, type BlobStore } from "../blobs/blob-store.js";
+
+/** What a stored layer (or memory state) is: its sha256 and size in bytes. */
+export interface LayerDigest {
+  sha256: string;
+  size: number;
+}
+
+/**
+ * Layers between a host's layers directory (the blob store's `localDir`) and the blob store: the
+ * host that holds a layer's file stores it, and fetches a layer it lacks, so layer files never
+ * cross to the control plane. Keys are names in the layers directory, never paths (a key that is
+ * not a flat name: VALIDATION_FAILED). A remote host's worker stores into its own blob store,
+ * which is the fleet's one (a worker joins only with the control plane's: BLOB_STORE_MISMATCH).
+ */
+export interface HostLayers {
+  /**
+   * Makes the frozen layer or memory state file `key` durable where it lies (fsync), hashes it,
+   * and puts it in the blob store (for a remote store: uploaded) before resolving.
+   */
+  store(key: string, opts?: { signal?: AbortSignal }): Promise<LayerDigest>;
+  /**
+   * Makes sure `key` lies in the layers directory with `sha256` (downloaded from the blob store
+   * when missing here). A mismatch, or a blob the store does not hold: CHECKPOINT_CORRUPT.
+   */
+  fetch(key: string, sha256: string, opts?: { signal?: AbortSignal }): Promise<void>;
+}
+
+/** How a host makes one of its layer files durable and hashes it (qcow2 or fake, the same bytes). */
+export type SealFile = (file: string, opts?: { signal?: AbortSignal }) => Promise<LayerDigest>;
+
+function checkedKey(key: string): string {
+  try {
+    assertBlobKey(key);
+  } catch {
+    throw new SandtreeError("VALIDATION_FAILED", `layer key ${JSON.stringify(key)} is not a name in the layers directory`, {
+      field: "key",
+    });
+  }
+  return key;
+}
+
+/** The layers port of a host whose layers directory is `blobs.localDir` (QEMU's, the fake's). */
+export class BlobLayers implements HostLayers {
+  constructor(
+    private readonly blobs: BlobStore,
+    private readonly seal: SealFile,
+  ) {}
+
+  async store(key: string, opts: { signal?: AbortSignal } = {}): Promise<LayerDigest> {
+    const file = path.join(this.blobs.localDir, checkedKey(key));
+    const digest = await this.seal(file, opts);
+    opts.signal?.throwIfAborted();
+    await this.blobs.put(key, file, digest, opts);
+    return digest;
+  }
+
+  async fetch(key: string, sha256: string, opts: { signal?: AbortSignal } = {}): Promise<void> {
+    try {
+      await this.blobs.materialize(checkedKey(key), sha256, opts);
+    } catch (err) {
+      if (!(err instanceof BlobCorruptError || err instanceof BlobMissingError)) throw err;
+      throw new SandtreeError("CHECKPOINT_CORRUPT", err.message, { key }, { cause: err });
+    }
+  }
+}
