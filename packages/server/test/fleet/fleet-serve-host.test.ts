@@ -3,7 +3,8 @@
 // the control plane derives it) reaches it; any other key is refused. No VM: the conformance suite
 // (packages/host/test/conformance/remote-*.test.ts) runs machines through a remote host.
 import type { ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { connectRemoteHost } from "@sandtree/host";
@@ -51,5 +52,25 @@ describe("fleet: a worker serves its machine host", () => {
       host.close();
     }
     await expect(connectRemoteHost({ url: hostUrl ?? "", key: token })).rejects.toMatchObject({ code: "UNAUTHORIZED" });
+  });
+
+  it("stores a layer of its layers directory in its own blob store, and fetches it back", async () => {
+    const hostUrl = /machine host served at (http:\/\/[\d.:]+)/.exec(worker?.output() ?? "")?.[1] ?? "";
+    const db = new Database(path.join(cpDir, "sandtree.db"), { readonly: true, fileMustExist: true });
+    const row = db.prepare("SELECT id, secret_hash FROM hosts WHERE name = ?").get("wh") as { id: string; secret_hash: string };
+    db.close();
+    const host = await connectRemoteHost({ url: hostUrl, key: workerCallKey(token, row.id, row.secret_hash) });
+    try {
+      // A file the worker froze, in its layers directory: the control plane names it, never reads it.
+      const file = path.join(worker?.dir ?? "", "layers", "ck-served-layer");
+      writeFileSync(file, "a layer's bytes");
+      const sha256 = createHash("sha256").update("a layer's bytes").digest("hex");
+      expect(await host.layers().store("ck-served-layer")).toEqual({ sha256, size: 15 });
+      await host.layers().fetch("ck-served-layer", sha256);
+      expect(existsSync(file)).toBe(true);
+      await expect(host.layers().fetch("ck-served-layer", "0".repeat(64))).rejects.toMatchObject({ code: "CHECKPOINT_CORRUPT" });
+    } finally {
+      host.close();
+    }
   });
 });
