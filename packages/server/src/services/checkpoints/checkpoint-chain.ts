@@ -39,8 +39,9 @@ export interface ChainLayers {
 }
 
 /**
- * Verifies every layer of a DURABLE checkpoint's chain (sha256 against what was recorded) and,
- * with `memory`, its memory file; returns the top layer's path, to back a new sandbox's overlay.
+ * Has the host fetch and verify every layer of a DURABLE checkpoint's chain (sha256 against what
+ * was recorded) and, with `memory`, its memory file, into its layers directory (`chain.dir`);
+ * returns the top layer's path there, to back a new sandbox's overlay.
  * A corrupt or missing layer is CHECKPOINT_CORRUPT: such a checkpoint never boots. With
  * `sealingHere`, a FROZEN checkpoint this process is sealing counts too: its layer (and RAM file)
  * are used from this host's layer directory unhashed (they have no hash yet; the host wrote them here,
