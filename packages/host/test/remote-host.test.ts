@@ -72,6 +72,12 @@ describe("remote host", () => {
     await expect(m.pause()).rejects.toBeInstanceOf(MachineRefusedError);
   });
 
+  it("refuses to store or fetch layers when the worker serves its host without a blob store", async () => {
+    writeFileSync(path.join(dir, "ck-no-store"), "a layer");
+    await expect(host.layers().store("ck-no-store")).rejects.toMatchObject({ code: "NOT_SUPPORTED" });
+    await expect(host.layers().fetch("ck-no-store", "0".repeat(64))).rejects.toMatchObject({ code: "NOT_SUPPORTED" });
+  });
+
   it("reads a console log only by an absolute, normalized log directory, and a bounded tail", async () => {
     const base = await host.linkBase(dir, path.join(dir, "img", "base.ext4"));
     await host.createDisk(base, path.join(dir, "c.qcow2"), 1 << 30);
