@@ -202,7 +202,6 @@ export class SandboxMachines {
     }
   }
 
-  /** Removes the sandbox's disk files except layers that checkpoints still own. Idempotent. */
   /** Has the host remove what the sandbox's machine left in its run directory (sockets). Never rejects. */
   async discard(id: string): Promise<void> {
     await this.deps.host
@@ -210,6 +209,7 @@ export class SandboxMachines {
       .catch((err: Error) => this.deps.log.warn({ sandbox: id, err: err.message }, "could not remove a machine's run directory"));
   }
 
+  /** Removes the sandbox's disk files except layers that checkpoints still own. Idempotent. */
   async cleanupDisk(id: string): Promise<void> {
     const { paths } = this.deps;
     rmSync(paths.diskDir(id), { recursive: true, force: true });
