@@ -53,7 +53,14 @@ const open = async (name, input, diskCache) => {
   if (diskCache) {
     mkdirSync(dataDir, { recursive: true });
     const limiter = await MachineLimiter.open({ dataDir, network: true });
-    host = createQemuHost({ accel, jail: defaultJailConfig(), limiter, diskCache });
+    host = createQemuHost({
+      runRoot: path.join(dataDir, "run"),
+      logRoot: path.join(dataDir, "machine-logs"),
+      accel,
+      jail: defaultJailConfig(),
+      limiter,
+      diskCache,
+    });
   }
   const server = await startServer({ dataDir, port: 0, logger: false, ...input }, host ? { host } : {});
   servers.push(server);

@@ -51,12 +51,12 @@ AgentClient.prototype.sendRaw = function (type, ...rest) {
   return sendRaw.call(this, type, ...rest);
 };
 
-/** The server's socket directory for a data dir (as server.ts derives it). */
+/** The server's socket directory for a data dir (as default-host.ts derives it; a machine's is named after it). */
 const runRootOf = (dataDir) =>
   path.join(tmpdir(), `sandtree-${createHash("sha256").update(path.resolve(dataDir)).digest("hex").slice(0, 10)}`);
 function qemuCpuMs(dataDir, id) {
   try {
-    const pid = readFileSync(path.join(runRootOf(dataDir), id, "qemu.pid"), "utf8").trim();
+    const pid = readFileSync(path.join(runRootOf(dataDir), `sandtree-${id}`, "qemu.pid"), "utf8").trim();
     const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
     return (Number(f[11]) + Number(f[12])) * 10; // clock ticks of 10 ms
   } catch {

@@ -4,7 +4,7 @@
 // worker's own Machine (in-process, no hop) and through the RemoteMachine (Connect-RPC over
 // HTTP/2), beside the floor (../shared/bench/raw-floor.py, same run and accelerator).
 // Usage: node bench/remote-host.mjs [--execs 200]. Prints one JSON document.
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { loadavg } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
@@ -25,14 +25,16 @@ async function runTrue(m) {
 const accel = await detectAccel("auto");
 const dir = mkdtempSync("/tmp/strbench-");
 const key = "stw_bench";
-const worker = await serveMachineHost({ host: createQemuHost({ accel }), key: () => key });
+const worker = await serveMachineHost({
+  host: createQemuHost({ accel, runRoot: path.join(dir, "r"), logRoot: path.join(dir, "logs") }),
+  key: () => key,
+});
 const host = await connectRemoteHost({ url: worker.url, key });
 let remote;
 try {
   const { kernel, initramfs } = guestArtifacts();
   const base = await host.linkBase(dir, (await host.images.resolve("sandtree/busybox", {})).basePath);
   await host.createDisk(base, path.join(dir, "b.qcow2"), 1024 ** 3);
-  mkdirSync(path.join(dir, "r"));
   remote = await host.start({
     name: "bench-remote",
     accel,
@@ -41,8 +43,6 @@ try {
     kernel,
     initramfs,
     rootDisk: path.join(dir, "b.qcow2"),
-    runDir: path.join(dir, "r", "b"),
-    logDir: path.join(dir, "logs"),
   });
   const local = worker.served.get("bench-remote");
   for (let i = 0; i < 10; i++) await runTrue(i % 2 ? local : remote); // warm both paths

@@ -87,7 +87,7 @@ export async function startVolumeSandbox({ prefix, octet, beforeStart, nicProper
     const { kernel, initramfs } = guestArtifacts();
     const accel = await detectAccel("auto");
     nicExtra = nicProperty ?? "";
-    machine = await new QemuMachineHost({ volumes }).start({
+    machine = await new QemuMachineHost({ volumes, runRoot: path.join(dir, "run"), logRoot: path.join(dir, "log") }).start({
       name: prefix,
       accel,
       cpuCores: 1,
@@ -95,8 +95,6 @@ export async function startVolumeSandbox({ prefix, octet, beforeStart, nicProper
       kernel,
       initramfs,
       rootDisk: disk,
-      runDir: path.join(dir, "run"),
-      logDir: path.join(dir, "log"),
       nic: { tap, guestNet: `${slot.address}/${slot.prefix} ${slot.gateway}` },
       mounts: [{ hostDir: share, guestPath: "/mnt/vol" }],
     });

@@ -1,7 +1,7 @@
 // The jail and the resource limits are options of each host, not of the process: two QEMU hosts
 // in one process, one jailed with limits and one with neither, each start a machine (sandtree/busybox,
 // cold boots, side by side), and each QEMU shows its own host's settings.
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -23,6 +23,8 @@ let jailed: Machine;
 let open: Machine;
 let limiter: MachineLimiter;
 
+/** Each host's own run and log roots. */
+const dirsOf = (host: string) => ({ runRoot: path.join(dir, "r", host), logRoot: path.join(dir, "logs", host) });
 const status = (pid: number) => readFileSync(`/proc/${pid}/status`, "utf8");
 const field = (pid: number, name: string) => new RegExp(`^${name}:\\s+(\\S+)`, "m").exec(status(pid))?.[1];
 
@@ -34,16 +36,14 @@ describe.runIf(root)("two QEMU hosts in one process", () => {
     const jail = defaultJailConfig({ enabled: true });
     limiter = await MachineLimiter.open({ dataDir: dir, network: false });
     const hosts: Record<string, MachineHost> = {
-      jailed: createQemuHost({ accel, jail, limiter, diskCache: "direct" }),
-      open: createQemuHost({ accel, jail: { ...jail, enabled: false } }),
+      jailed: createQemuHost({ ...dirsOf("jailed"), accel, jail, limiter, diskCache: "direct" }),
+      open: createQemuHost({ ...dirsOf("open"), accel, jail: { ...jail, enabled: false } }),
     };
     const started = await Promise.all(
       Object.entries(hosts).map(async ([name, host]) => {
         const base = await host.linkBase(dir, basePath);
         const disk = path.join(dir, `${name}.qcow2`);
         await host.createDisk(base, disk, 1024 ** 3);
-        const runDir = path.join(dir, "r", name);
-        mkdirSync(runDir, { recursive: true });
         const m = await host.start({
           name: `stjph-${name}-${process.pid}`,
           accel,
@@ -52,8 +52,6 @@ describe.runIf(root)("two QEMU hosts in one process", () => {
           kernel,
           initramfs,
           rootDisk: disk,
-          runDir,
-          logDir: path.join(dir, "logs", name),
           rates: DEFAULT_MACHINE_RATES,
         });
         machines.push(m);

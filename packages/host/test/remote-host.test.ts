@@ -28,12 +28,11 @@ describe("remote host", () => {
   let host: RemoteHost;
   let key = "stw_first-key";
   const current = () => key;
-  const spec = (name: string): MachineSpec => fakeSpec(dir)(name, path.join(dir, `${name}.qcow2`));
+  const spec = (name: string): MachineSpec => fakeSpec()(name, path.join(dir, `${name}.qcow2`));
 
   beforeAll(async () => {
     dir = mkdtempSync(path.join(tmpdir(), "sandtree-remote-"));
-    mkdirSync(path.join(dir, "run"));
-    fake = new FakeHost();
+    fake = new FakeHost({ dir: path.join(dir, "host") });
     worker = await serveMachineHost({ host: fake, key: () => key, networksDir: path.join(dir, "networks") });
     host = await connectRemoteHost({ url: worker.url, key: current });
   });
@@ -48,9 +47,9 @@ describe("remote host", () => {
     await expect(connectRemoteHost({ url: worker.url, key: "stw_wrong" })).rejects.toMatchObject({ code: "UNAUTHORIZED" });
     // The key changes when the worker registers again: a client holding the old one is refused from then on.
     const pinned = await connectRemoteHost({ url: worker.url, key });
-    await expect(pinned.survivors(path.join(dir, "run"))).resolves.toEqual([]);
+    await expect(pinned.survivors()).resolves.toEqual([]);
     key = "stw_second-key";
-    await expect(pinned.survivors(path.join(dir, "run"))).rejects.toMatchObject({ code: "UNAUTHORIZED" });
+    await expect(pinned.survivors()).rejects.toMatchObject({ code: "UNAUTHORIZED" });
     pinned.close();
   });
 
@@ -78,19 +77,19 @@ describe("remote host", () => {
     await expect(host.layers().fetch("ck-no-store", "0".repeat(64))).rejects.toMatchObject({ code: "NOT_SUPPORTED" });
   });
 
-  it("reads a console log only by an absolute, normalized log directory, and a bounded tail", async () => {
+  it("reads a console log only by a machine's name (never a caller's path), and a bounded tail", async () => {
     const base = await host.linkBase(dir, path.join(dir, "img", "base.ext4"));
     await host.createDisk(base, path.join(dir, "c.qcow2"), 1 << 30);
     const m = await host.start(spec("c"));
     await m.stop();
-    const { logDir } = spec("c");
-    const whole = await host.consoleTail(logDir, 4096);
+    const whole = await host.consoleTail("c", 4096);
     expect(whole.text).toBe("fake machine c started\nfake machine c stopped\n");
-    expect(await host.consoleTail(logDir, 8)).toEqual({ text: "stopped\n", size: whole.size });
-    for (const bad of ["logs/c", `${logDir}/../c`, `${logDir}/`, `${path.dirname(logDir)}//c`])
+    expect(await host.consoleTail("c", 8)).toEqual({ text: "stopped\n", size: whole.size });
+    const logDir = path.join(dir, "host", "logs", "c");
+    for (const bad of ["logs/c", "../c", "c/", logDir, `${logDir}/../c`])
       await expect(host.consoleTail(bad, 100), bad).rejects.toMatchObject({ code: "VALIDATION_FAILED" });
-    await expect(host.consoleTail(logDir, 16 * 1024 * 1024 + 1)).rejects.toMatchObject({ code: "VALIDATION_FAILED" });
-    await expect(host.consoleTail(logDir, 0)).rejects.toMatchObject({ code: "VALIDATION_FAILED" });
+    await expect(host.consoleTail("c", 16 * 1024 * 1024 + 1)).rejects.toMatchObject({ code: "VALIDATION_FAILED" });
+    await expect(host.consoleTail("c", 0)).rejects.toMatchObject({ code: "VALIDATION_FAILED" });
   });
 
   it("streams events: an exit on the worker reaches the caller; closing the client leaves machines running", async () => {
@@ -106,13 +105,11 @@ describe("remote host", () => {
     const other = await connectRemoteHost({ url: worker.url, key: current });
     const k = await other.start(spec("k"));
     other.close();
-    expect((await host.survivors(path.join(dir, "run"))).map((s) => s.name)).toContain("k");
+    expect((await host.survivors()).map((s) => s.name)).toContain("k");
     expect(k.exit).toBeNull();
     const adopted = await host.adopt({
       name: "k",
       pid: k.pid,
-      runDir: spec("k").runDir,
-      logDir: spec("k").logDir,
       deadlineMs: 5000,
       keepPaused: false,
     });

@@ -58,8 +58,6 @@ describe.skipIf(unavailable)("volumes mounted in machines (NFSv3 from the host)"
       name,
       accel,
       rootDisk,
-      runDir: path.join(dir, `r${index}`),
-      logDir: path.join(dir, `log-${name}`),
       nic: { tap: net.tapName(index), guestNet: `${slot.address}/${slot.prefix} ${slot.gateway}` },
       mounts: [{ hostDir: share, guestPath: MOUNT }],
       ...extra,
@@ -97,7 +95,7 @@ describe.skipIf(unavailable)("volumes mounted in machines (NFSv3 from the host)"
     volumes = await VolumeFileServer.open({ dir: path.join(dir, "nfs") });
     net = new NetworkManager({ tag, subnet, resolverPort: 53, volumePorts: [volumes.ports.nfs, volumes.ports.mount] });
     await net.init([]);
-    host = new QemuMachineHost({ volumes });
+    host = new QemuMachineHost({ volumes, runRoot: path.join(dir, "r"), logRoot: path.join(dir, "logs") });
   }, 120_000);
 
   afterAll(async () => {

@@ -1,3 +1,5 @@
+import { createHash } from "node:crypto";
+import { tmpdir } from "node:os";
 import path from "node:path";
 import {
   type Accel,
@@ -15,7 +17,8 @@ import type { Logger } from "./services/observability/logger.js";
 
 /**
  * The host a server runs its machines on when none is given: this machine's QEMU microVMs, in
- * the jail and under the resource limits its settings ask for. The one place above the host
+ * the jail and under the resource limits its settings ask for, their sockets in a short folder
+ * of this data dir's and their logs in its `machine-logs`. The one place above the host
  * package that names the implementation and maps its settings (the architecture test allows it
  * here and in config.ts, whose setting names are public). Both are options of the host, so two
  * hosts of one process may differ (bench/isolation.mjs runs one with and one without).
@@ -34,6 +37,8 @@ export async function defaultHost(opts: {
 }): Promise<MachineHost> {
   const limiter = await openResourceLimits(opts.cfg, opts.network, opts.log);
   return createQemuHost({
+    runRoot: runRootFor(opts.cfg.dataDir),
+    logRoot: path.join(opts.cfg.dataDir, "machine-logs"),
     accel: opts.accel,
     controlDeadlineMs: opts.cfg.deadlines.qmpMs,
     jail: opts.jail,
@@ -46,6 +51,12 @@ export async function defaultHost(opts: {
       defaultRegistry: opts.cfg.defaultRegistry,
     },
   });
+}
+
+/** Short per-data-dir directory for machines' Unix sockets (paths are limited to 108 bytes). */
+function runRootFor(dataDir: string): string {
+  const h = createHash("sha256").update(path.resolve(dataDir)).digest("hex").slice(0, 10);
+  return path.join(tmpdir(), `sandtree-${h}`);
 }
 
 /** This machine's sandbox networks, for the default host (its warnings in the server's log). */

@@ -1,5 +1,3 @@
-import { createHash } from "node:crypto";
-import { tmpdir } from "node:os";
 import path from "node:path";
 import type { ServerConfigValues } from "./config.js";
 import { defaultHost, defaultHostNetworks } from "./default-host.js";
@@ -45,12 +43,6 @@ export interface Runtime {
   remoteCheckpoints: RemoteCheckpoints;
   checkpointSites: CheckpointSites;
   timeouts: TimeoutService;
-}
-
-/** Short per-data-dir directory for Unix sockets (paths are limited to 108 bytes). */
-function runRootFor(dataDir: string): string {
-  const h = createHash("sha256").update(path.resolve(dataDir)).digest("hex").slice(0, 10);
-  return path.join(tmpdir(), `sandtree-${h}`);
 }
 
 /** The sandboxes placed on hosts other than `local` (workers run their machines). */
@@ -153,7 +145,6 @@ export async function startRuntime(
     images,
     aliases,
     dataDir: cfg.dataDir,
-    runRoot: runRootFor(cfg.dataDir),
     layersDir: blobs.localDir,
     accel,
     guest: f.guest,

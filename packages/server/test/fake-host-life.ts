@@ -45,7 +45,9 @@ export function onFakeHost(o: {
   started: (t: TestServer) => void | Promise<void>;
 }): FakeHost {
   const { images, cleanup } = fakeImages(o.digestChar);
-  const fake = new FakeHost();
+  // The fake host's machines keep their run and log folders in a folder of its own, as a worker's do.
+  const hostDir = mkdtempSync(path.join(tmpdir(), "sandtree-fake-host-"));
+  const fake = new FakeHost({ dir: hostDir });
   const networksDir = mkdtempSync(path.join(tmpdir(), "sandtree-remote-nets-"));
   let worker: ServedHost | undefined;
   let remote: RemoteHost | undefined;
@@ -72,6 +74,7 @@ export function onFakeHost(o: {
     remote?.close();
     await worker?.close();
     rmSync(networksDir, { recursive: true, force: true });
+    rmSync(hostDir, { recursive: true, force: true });
     cleanup();
   }, 60_000);
   return fake;

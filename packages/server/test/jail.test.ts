@@ -84,7 +84,7 @@ describe("the QEMU jail", () => {
       path.join(t.dataDir, "sandtree.db"),
       path.join(t.dataDir, "server.key"),
       path.join(t.dataDir, "join-token"),
-      path.join(t.dataDir, "sandboxes", b.id, "logs", "console.log"),
+      path.join(t.dataDir, "machine-logs", `sandtree-${b.id}`, "console.log"),
       path.join(bRun, "qemu.pid"),
       `/proc/${b.pid}/cmdline`,
       `/proc/${b.pid}/status`,

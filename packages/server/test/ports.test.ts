@@ -149,12 +149,11 @@ beforeAll(async () => {
     store,
     images: noImages,
     dataDir,
-    runRoot: path.join(dataDir, "run"),
     accel: "tcg",
     guest: { kernel: "", initramfs: "", kernelRelease: "" },
     log: silent,
     admission,
-    host: createQemuHost(),
+    host: createQemuHost({ runRoot: path.join(dataDir, "run"), logRoot: path.join(dataDir, "machine-logs") }),
     placement: herePlacement,
   });
   const timeouts = new TimeoutService({ store, sandboxes, log: silent, intervalMs: 60_000 });

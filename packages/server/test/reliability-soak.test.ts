@@ -87,7 +87,7 @@ describe("soak", () => {
     expect(unreferenced).toEqual([]);
     // No socket directory of a deleted sandbox (templates keep none either once saved).
     const runRoot = runRootOf(t.dataDir);
-    const sockets = existsSync(runRoot) ? readdirSync(runRoot).filter((d) => ids.includes(d)) : [];
+    const sockets = existsSync(runRoot) ? readdirSync(runRoot).filter((d) => ids.some((id) => d === `sandtree-${id}`)) : [];
     expect(sockets).toEqual([]);
     // Spilled exec output goes with its sandbox; logs stay by design (GET /logs after delete).
     const outputs = ids.filter((id) => existsSync(path.join(t.dataDir, "sandboxes", id, "outputs")));

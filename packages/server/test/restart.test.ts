@@ -99,7 +99,7 @@ async function exec(id: string, command: string): Promise<any> {
 
 /** While the server is down: stops a VM's CPUs over its QMP socket, as a crash mid-pause would leave it. */
 async function qmpStop(id: string): Promise<void> {
-  const sock = net.connect(path.join(runRoot, id, "qmp.sock"));
+  const sock = net.connect(path.join(runRoot, `sandtree-${id}`, "qmp.sock"));
   let buf = "";
   const replies: any[] = [];
   sock.setEncoding("utf8").on("data", (d: string) => {
@@ -127,7 +127,7 @@ async function expectGone(id: string): Promise<void> {
   expect(qemuPidsFor([id])).toEqual([]);
   const layers = path.join(dataDir, "layers");
   expect(existsSync(layers) ? readdirSync(layers).filter((f) => f.startsWith(`live-${id}-`)) : []).toEqual([]);
-  expect(existsSync(path.join(runRoot, id))).toBe(false);
+  expect(existsSync(path.join(runRoot, `sandtree-${id}`))).toBe(false);
 }
 
 beforeAll(async () => {

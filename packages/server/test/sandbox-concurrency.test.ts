@@ -37,7 +37,7 @@ describe("20 sandboxes at once", () => {
     expect(layers.filter((f) => ids.some((id) => f.includes(id)))).toEqual([]);
     const runRoots = readdirSync(tmpdir()).filter((d) => d.startsWith("sandtree-") && !d.startsWith("sandtree-test-"));
     for (const r of runRoots) {
-      for (const id of ids) expect(existsSync(path.join(tmpdir(), r, id))).toBe(false);
+      for (const id of ids) expect(existsSync(path.join(tmpdir(), r, `sandtree-${id}`))).toBe(false);
     }
     const page1 = await t.api("GET", "/v1/sandboxes?label=batch=c20&limit=15");
     expect(page1.body.sandboxes).toHaveLength(15);

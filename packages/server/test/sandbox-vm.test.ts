@@ -198,6 +198,6 @@ describe("a busybox sandbox on a real microVM", () => {
     expect(qemuPidsFor([id])).toEqual([]);
     expect(existsSync(path.join(t.dataDir, "sandboxes", id, "disk"))).toBe(false);
     expect(readdirSync(path.join(t.dataDir, "layers")).filter((f) => f.includes(id))).toEqual([]);
-    expect(readdirSync(path.join(t.dataDir, "sandboxes", id, "logs"))).toContain("console.log");
+    expect(readdirSync(path.join(t.dataDir, "machine-logs", `sandtree-${id}`))).toContain("console.log");
   });
 });

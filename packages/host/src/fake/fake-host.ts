@@ -1,6 +1,10 @@
-import { type ConsoleTail, readConsoleTail } from "../machine/console-tail.js";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import type { ConsoleTail } from "../machine/console-tail.js";
 import type { AdoptSpec, HostCapabilities, MachineHost, MachineSpec, WarmCaches } from "../machine/machine.js";
 import { MachineRefusedError } from "../machine/machine.js";
+import { checkMachineName, MachineDirs } from "../machine/machine-dirs.js";
 import { FakeDisks } from "./fake-disks.js";
 import { FakeImages, type FakeImagesOptions } from "./fake-images.js";
 import { FakeMachine } from "./fake-machine.js";
@@ -26,10 +30,18 @@ export class FakeHost extends FakeDisks implements MachineHost {
   /** Starts so far (tests count them). */
   starts = 0;
   readonly images: FakeImages;
+  private machineDirs: MachineDirs | undefined;
 
-  constructor(opts: { images?: FakeImagesOptions } = {}) {
+  /** `dir`: where its machines' run and log folders go (default: a new folder under the system's temp dir, made at the first start). */
+  constructor(private readonly opts: { images?: FakeImagesOptions; dir?: string } = {}) {
     super();
     this.images = new FakeImages(opts.images);
+  }
+
+  private get dirs(): MachineDirs {
+    const dir = (this.opts.dir ??= mkdtempSync(path.join(tmpdir(), "sandtree-fake-host-")));
+    this.machineDirs ??= new MachineDirs(path.join(dir, "run"), path.join(dir, "logs"));
+    return this.machineDirs;
   }
 
   warmCaches(): WarmCaches | null {
@@ -38,10 +50,11 @@ export class FakeHost extends FakeDisks implements MachineHost {
 
   async start(spec: MachineSpec): Promise<FakeMachine> {
     spec.signal?.throwIfAborted();
+    checkMachineName(spec.name);
     if (this.machines.get(spec.name)?.exit === null) throw new MachineRefusedError(`${spec.name} is already running`);
-    const m = new FakeMachine(spec.name, spec.runDir, {
+    const m = new FakeMachine(spec.name, this.dirs.runDir(spec.name), {
       rootDisk: spec.rootDisk,
-      logDir: spec.logDir,
+      logDir: this.dirs.logDir(spec.name),
       memoryState: spec.memoryState ?? spec.template?.stateFile,
       guestNet: spec.nic?.guestNet,
     });
@@ -54,6 +67,7 @@ export class FakeHost extends FakeDisks implements MachineHost {
   }
 
   async adopt(spec: AdoptSpec): Promise<FakeMachine> {
+    checkMachineName(spec.name);
     const m = this.machines.get(spec.name);
     if (!m || m.exit || m.pid !== spec.pid) throw new MachineRefusedError(`${spec.name} (pid ${spec.pid}) is not running`);
     m.adoptedRunState = (await m.runState()) ?? "gone";
@@ -62,10 +76,8 @@ export class FakeHost extends FakeDisks implements MachineHost {
     return m;
   }
 
-  async survivors(runRoot: string): Promise<Array<{ name: string; pid: number }>> {
-    return [...this.machines.values()]
-      .filter((m) => !m.exit && m.runDir.startsWith(runRoot))
-      .map((m) => ({ name: m.name, pid: m.pid }));
+  async survivors(): Promise<Array<{ name: string; pid: number }>> {
+    return [...this.machines.values()].filter((m) => !m.exit).map((m) => ({ name: m.name, pid: m.pid }));
   }
 
   killSurvivor(pid: number, name: string): void {
@@ -74,7 +86,11 @@ export class FakeHost extends FakeDisks implements MachineHost {
   }
 
   /** Its machines write their console log as a VM's does (fake-machine.ts): read the same way. */
-  consoleTail(logDir: string, bytes: number): Promise<ConsoleTail> {
-    return readConsoleTail(logDir, bytes);
+  consoleTail(name: string, bytes: number): Promise<ConsoleTail> {
+    return this.dirs.consoleTail(name, bytes);
+  }
+
+  discard(name: string): Promise<void> {
+    return this.dirs.discard(name);
   }
 }

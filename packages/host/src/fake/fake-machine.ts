@@ -1,5 +1,5 @@
 import { EventEmitter } from "node:events";
-import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
+import { appendFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import type { Duplex } from "node:stream";
 import { FrameType } from "@sandtree/protocol";
@@ -37,7 +37,7 @@ export class FakeMachine extends EventEmitter implements Machine {
   adoptedRunState: string | undefined;
   activeDisk: string | undefined;
   readonly diskError: string | undefined = undefined;
-  readonly consoleLog: string;
+  private readonly consoleLog: string;
   readonly files: FakeFiles;
   private paused = false;
   private readonly waiting: Array<() => void> = [];
@@ -45,9 +45,10 @@ export class FakeMachine extends EventEmitter implements Machine {
   private readonly ports = new FakePorts();
   private readonly guestNet: string | undefined;
 
+  /** `runDir`: its pid file, removed by a stop (a kill leaves it, as a VM's); `logDir`: its console log, kept. */
   constructor(
     readonly name: string,
-    readonly runDir: string,
+    private readonly runDir: string,
     opts: { rootDisk: string; logDir: string; memoryState?: string | undefined; guestNet?: string | undefined },
   ) {
     super();
@@ -56,6 +57,7 @@ export class FakeMachine extends EventEmitter implements Machine {
     this.activeDisk = opts.rootDisk;
     mkdirSync(opts.logDir, { recursive: true });
     mkdirSync(runDir, { recursive: true });
+    writeFileSync(path.join(runDir, "fake.pid"), `${this.pid}\n`);
     this.consoleLog = path.join(opts.logDir, "console.log");
     writeFileSync(this.consoleLog, `fake machine ${name} started\n`);
     const files = opts.memoryState ? filesOf(opts.memoryState) : withoutMemory(filesOf(opts.rootDisk));
@@ -248,7 +250,9 @@ export class FakeMachine extends EventEmitter implements Machine {
   }
 
   async stop(): Promise<MachineExit> {
-    return this.end(true, "stopped");
+    const exit = this.end(true, "stopped");
+    rmSync(this.runDir, { recursive: true, force: true });
+    return exit;
   }
 
   forceKill(): void {

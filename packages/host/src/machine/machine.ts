@@ -118,14 +118,14 @@ export interface HostCapabilities {
 
 /** What a new machine boots or resumes from. */
 export interface MachineSpec extends GuestBoot {
-  /** Unique per host; a restarted host finds its machines again by it. */
+  /**
+   * Unique per host; a restarted host finds its machines again by it. The host keeps the
+   * machine's files (sockets, logs) in its own directories under this name (checkMachineName:
+   * at most 64 letters, digits, `.`, `_`, `-`; VALIDATION_FAILED otherwise).
+   */
   name: string;
   /** The machine's writable root disk (a qcow2 overlay). */
   rootDisk: string;
-  /** Sockets and pid file; removed on stop. Keep it short (Unix socket paths). */
-  runDir: string;
-  /** console.log and the VMM's log; kept after stop. */
-  logDir: string;
   /** A NIC on this tap device, and eth0's configuration ("ADDR/PREFIX GATEWAY"). */
   nic?: { tap: string; guestNet: string };
   /**
@@ -155,8 +155,8 @@ export interface MachineSpec extends GuestBoot {
   signal?: AbortSignal;
 }
 
-/** A spec's boot fields, its root disk and its directories, as they are: what every form of a start carries. */
-export function bootAndFiles(spec: MachineSpec): GuestBoot & Pick<MachineSpec, "rootDisk" | "runDir" | "logDir"> {
+/** A spec's boot fields and its root disk, as they are: what every form of a start carries. */
+export function bootAndFiles(spec: MachineSpec): GuestBoot & Pick<MachineSpec, "rootDisk"> {
   return {
     name: spec.name,
     accel: spec.accel,
@@ -165,8 +165,6 @@ export function bootAndFiles(spec: MachineSpec): GuestBoot & Pick<MachineSpec, "
     kernel: spec.kernel,
     initramfs: spec.initramfs,
     rootDisk: spec.rootDisk,
-    runDir: spec.runDir,
-    logDir: spec.logDir,
   };
 }
 
@@ -174,8 +172,6 @@ export function bootAndFiles(spec: MachineSpec): GuestBoot & Pick<MachineSpec, "
 export interface AdoptSpec {
   name: string;
   pid: number;
-  runDir: string;
-  logDir: string;
   /** One deadline for every step of the reconnection; a machine that misses it is killed. */
   deadlineMs: number;
   guestNet?: string;
@@ -215,7 +211,6 @@ export interface Machine {
   readonly activeDisk: string | undefined;
   /** Why the VMM holds the machine on a host disk error, or undefined. */
   readonly diskError: string | undefined;
-  readonly consoleLog: string;
   /** Where its start's time went (ms after the start at `launched`, `qmp`, `loaded`, `agent`; `hellos`), where known. */
   readonly startMarks?: Readonly<Record<string, number>> | undefined;
 
@@ -296,10 +291,9 @@ export interface HostDisks {
   ): Promise<{ sha256: string; size: number }>;
 }
 
-/** Where a host keeps what makes starts warm. */
+/** Where a host keeps what makes starts warm (their VMs' sockets: in the host's own run root). */
 export interface WarmCacheOptions {
   dataDir: string;
-  runRoot: string;
   layersDir: string;
   /** Lends template builds a tap (null: networks off). */
   taps: TemplateTaps | null;
@@ -373,14 +367,19 @@ export interface MachineHost extends HostDisks {
   start(spec: MachineSpec): Promise<Machine>;
   /** Reconnects to a machine a previous host process started. */
   adopt(spec: AdoptSpec): Promise<Machine>;
-  /** Machines still running under `runRoot` (their names and pids), for adoption. */
-  survivors(runRoot: string): Promise<Array<{ name: string; pid: number }>>;
+  /** Machines of this host still running (their names and pids), for adoption. */
+  survivors(): Promise<Array<{ name: string; pid: number }>>;
   /** Kills a surviving machine nobody will adopt (checked by name: pids are reused). */
   killSurvivor(pid: number, name: string): void;
   /**
-   * The last `bytes` (at most CONSOLE_TAIL_MAX_BYTES) of the console log a machine started with
-   * `logDir` (MachineSpec.logDir) wrote, and the log's whole size; the log outlives its machine,
-   * so this asks the host, not a Machine. No log there: empty text, size 0.
+   * The last `bytes` (at most CONSOLE_TAIL_MAX_BYTES) of the console log the machine `name`
+   * wrote, and the log's whole size; the log outlives its machine, so this asks the host, not a
+   * Machine. No log: empty text, size 0.
    */
-  consoleTail(logDir: string, bytes: number, opts?: { signal?: AbortSignal }): Promise<ConsoleTail>;
+  consoleTail(name: string, bytes: number, opts?: { signal?: AbortSignal }): Promise<ConsoleTail>;
+  /**
+   * Removes what the machine `name` left in the host's run directory for it (sockets, pid file)
+   * once it ended (a stop removes them; a death or a kill may not). Its log stays. Idempotent.
+   */
+  discard(name: string, opts?: { signal?: AbortSignal }): Promise<void>;
 }

@@ -4,6 +4,6 @@ import { type DiskCache, QemuMachineHost, type QemuMachineHostOptions } from "./
 export type { DiskCache, QemuMachineHostOptions };
 
 /** This machine's QEMU microVMs as a MachineHost (the server's default host). */
-export function createQemuHost(opts: QemuMachineHostOptions = {}): MachineHost {
+export function createQemuHost(opts: QemuMachineHostOptions): MachineHost {
   return new QemuMachineHost(opts);
 }

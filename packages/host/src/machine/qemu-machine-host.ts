@@ -11,7 +11,7 @@ import { findQemuProcesses, QemuVm, qemuAlive } from "../vmm/qemu-vm.js";
 import type { VolumeFileServer } from "../volumes/file-server.js";
 import { guestAddressOf, type VolumeMount } from "../volumes/guest-mount.js";
 import { mountInGuest } from "../volumes/mount-in-guest.js";
-import { type ConsoleTail, readConsoleTail } from "./console-tail.js";
+import type { ConsoleTail } from "./console-tail.js";
 import {
   type AdoptSpec,
   bootAndFiles,
@@ -20,12 +20,21 @@ import {
   type MachineHost,
   type MachineSpec,
 } from "./machine.js";
+import { checkMachineName, MachineDirs } from "./machine-dirs.js";
 import { nestedSupport } from "./nested.js";
 import { QemuDisks } from "./qemu-disks.js";
 import { QemuMachine } from "./qemu-machine.js";
 import { qemuWarmCaches, type WarmCacheOptions, type WarmCaches } from "./qemu-warm.js";
 
 export interface QemuMachineHostOptions {
+  /**
+   * Where machines' sockets and pid files go, each in a directory named after its machine (and
+   * the warm caches' VMs'); keep it short: Unix socket paths are limited to 108 bytes. A
+   * restarted host finds its machines by it (survivors).
+   */
+  runRoot: string;
+  /** Where machines' logs go (console.log, qemu.log), each in a directory named after its machine; kept after it ended. */
+  logRoot: string;
   /** The accelerator machines run under (detectAccel); default `tcg`. */
   accel?: Accel;
   /** Serves MachineSpec.mounts; without it a spec with mounts is refused (NOT_SUPPORTED). */
@@ -67,9 +76,11 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
   /** Images as bases built on this host (its image store). */
   readonly images: HostImages;
   private readonly directDisk: boolean;
+  private readonly dirs: MachineDirs;
 
-  constructor(private readonly opts: QemuMachineHostOptions = {}) {
+  constructor(private readonly opts: QemuMachineHostOptions) {
     super();
+    this.dirs = new MachineDirs(opts.runRoot, opts.logRoot);
     this.jail = opts.jail ?? defaultJailConfig();
     this.networks = opts.networks ?? new SandboxNetworks();
     this.directDisk = opts.diskCache === "direct";
@@ -85,7 +96,7 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
 
   /** The booted templates and memory images that make starts warm (see WarmCaches). */
   warmCaches(opts: WarmCacheOptions): WarmCaches {
-    return qemuWarmCaches(opts, this.jail);
+    return qemuWarmCaches(opts, this.jail, this.dirs.runRoot);
   }
 
   private wrap(
@@ -123,6 +134,7 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
   }
 
   async start(spec: MachineSpec): Promise<QemuMachine> {
+    checkMachineName(spec.name);
     const guestMounts = await this.grantMounts(spec.name, spec.mounts, spec.nic?.guestNet);
     let machine: QemuMachine;
     try {
@@ -163,6 +175,8 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
     const vm = await QemuVm.start({
       ...place,
       ...bootAndFiles(spec),
+      runDir: this.dirs.runDir(spec.name),
+      logDir: this.dirs.logDir(spec.name),
       ...(spec.nic ? { tap: spec.nic.tap, guestNet: spec.nic.guestNet } : {}),
       ...(spec.nested ? { nested: true } : {}),
       ...(spec.signal ? { signal: spec.signal } : {}),
@@ -192,12 +206,13 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
   }
 
   async adopt(spec: AdoptSpec): Promise<QemuMachine> {
+    checkMachineName(spec.name);
     if (spec.mounts?.length) await this.grantMounts(spec.name, spec.mounts, spec.guestNet);
     const vm = await QemuVm.adopt({
       name: spec.name,
       pid: spec.pid,
-      runDir: spec.runDir,
-      logDir: spec.logDir,
+      runDir: this.dirs.runDir(spec.name),
+      logDir: this.dirs.logDir(spec.name),
       connectTimeoutMs: spec.deadlineMs,
       keepPaused: spec.keepPaused,
       ...(spec.signal ? { signal: spec.signal } : {}),
@@ -212,8 +227,9 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
     return machine;
   }
 
-  async survivors(runRoot: string): Promise<Array<{ name: string; pid: number }>> {
-    return findQemuProcesses(runRoot);
+  /** Every QEMU that names a path under the run root: this host's machines (and its warm caches' VMs). */
+  async survivors(): Promise<Array<{ name: string; pid: number }>> {
+    return findQemuProcesses(this.dirs.runRoot);
   }
 
   killSurvivor(pid: number, name: string): void {
@@ -223,7 +239,11 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
     void this.opts.limiter?.release(name).catch(() => {});
   }
 
-  consoleTail(logDir: string, bytes: number): Promise<ConsoleTail> {
-    return readConsoleTail(logDir, bytes);
+  consoleTail(name: string, bytes: number): Promise<ConsoleTail> {
+    return this.dirs.consoleTail(name, bytes);
+  }
+
+  discard(name: string): Promise<void> {
+    return this.dirs.discard(name);
   }
 }

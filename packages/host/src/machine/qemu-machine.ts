@@ -99,9 +99,6 @@ export class QemuMachine extends EventEmitter implements Machine {
   get diskError(): string | undefined {
     return this.held;
   }
-  get consoleLog(): string {
-    return this.vm.consoleLog;
-  }
 
   exec(spec: ExecSpec): MachineExec {
     return this.vm.agent.exec(spec);

@@ -7,22 +7,25 @@ import type { WarmCacheOptions, WarmCaches } from "./machine.js";
 
 export type { WarmCacheOptions, WarmCaches };
 
-/** A QEMU host's warm caches: booted templates and memory images, under the data dir, in the host's jail. */
-export function qemuWarmCaches(opts: WarmCacheOptions, jail: JailConfig): WarmCaches {
+/**
+ * A QEMU host's warm caches: booted templates and memory images, under the data dir, in the
+ * host's jail, their VMs' sockets in the host's run root.
+ */
+export function qemuWarmCaches(opts: WarmCacheOptions, jail: JailConfig, runRoot: string): WarmCaches {
   return {
     templates: new TemplateStore(
       opts.layersDir,
       path.join(opts.dataDir, "templates"),
-      opts.runRoot,
+      runRoot,
       opts.taps,
       jail,
       opts.onTemplateError,
     ),
-    memoryImages: new MemoryImages(path.join(opts.dataDir, "memory-images"), opts.runRoot, {
+    memoryImages: new MemoryImages(path.join(opts.dataDir, "memory-images"), runRoot, {
       taps: opts.taps,
       jail,
       // RAM files on tmpfs (named like the run root: one per data dir) while host memory allows.
-      ramDir: ramDirFor(opts.runRoot),
+      ramDir: ramDirFor(runRoot),
       ...(opts.onMemoryImageError ? { onBuildError: opts.onMemoryImageError } : {}),
     }),
   };

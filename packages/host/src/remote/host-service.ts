@@ -11,6 +11,7 @@ import {
   SavedCheckpointSchema,
 } from "../gen/sandtree/host/v1/host_pb.js";
 import { type Machine, type MachineHost, MachineRefusedError } from "../machine/machine.js";
+import { checkMachineName } from "../machine/machine-dirs.js";
 import { imageCalls } from "./host-service-images.js";
 import { logCalls } from "./host-service-logs.js";
 import { networkCalls } from "./host-service-networks.js";
@@ -80,7 +81,6 @@ export function machineInfo(m: Machine): MachineInfo {
   return create(MachineInfoSchema, {
     name: m.name,
     pid: m.pid,
-    consoleLog: m.consoleLog,
     ...(m.activeDisk !== undefined ? { activeDisk: m.activeDisk } : {}),
     ...(m.adoptedRunState !== undefined ? { adoptedRunState: m.adoptedRunState } : {}),
     ...(m.diskError !== undefined ? { diskError: m.diskError } : {}),
@@ -127,8 +127,10 @@ export function machineHostService(
       }),
     start: (r, ctx) => answer(async () => machineInfo(served.add(await host.start(machineSpec(r, ctx.signal))))),
     adopt: (r, ctx) => answer(async () => machineInfo(served.add(await host.adopt(adoptSpec(r, ctx.signal))))),
-    survivors: (r) => answer(async () => ({ survivors: await host.survivors(r.runRoot) })),
+    survivors: () => answer(async () => ({ survivors: await host.survivors() })),
     killSurvivor: (r) => answerEmpty(() => host.killSurvivor(r.pid, r.name)),
+    // The name is checked here too: whatever host is served, a caller's name never leaves its roots.
+    discard: (r, ctx) => answerEmpty(() => host.discard(checkMachineName(r.name), sig(ctx))),
 
     ...imageCalls(host.images),
     ...logCalls(host),

@@ -21,7 +21,8 @@ export interface RemoteHostOptions {
 
 /**
  * A MachineHost on another machine: each call goes to a worker serving its own host (QEMU's, or a
- * fake) with serveMachineHost. Paths in specs and answers are the worker's. No warm caches here:
+ * fake) with serveMachineHost. Paths in specs and answers are the worker's; the worker chooses its
+ * machines' own directories (their names say which). No warm caches here:
  * the worker's templates and memory images are its own affair (warmCaches answers null).
  */
 export class RemoteHost implements MachineHost {
@@ -107,9 +108,9 @@ export class RemoteHost implements MachineHost {
     return new RemoteMachine(this.client, info, this.life.signal);
   }
 
-  survivors(runRoot: string): Promise<Array<{ name: string; pid: number }>> {
+  survivors(): Promise<Array<{ name: string; pid: number }>> {
     return this.call("listing surviving machines", async () =>
-      (await this.client.survivors({ runRoot })).survivors.map((s) => ({ name: s.name, pid: s.pid })),
+      (await this.client.survivors({})).survivors.map((s) => ({ name: s.name, pid: s.pid })),
     );
   }
 
@@ -117,10 +118,16 @@ export class RemoteHost implements MachineHost {
     this.client.killSurvivor({ pid, name }).catch(() => {});
   }
 
-  consoleTail(logDir: string, bytes: number, opts: { signal?: AbortSignal } = {}): Promise<ConsoleTail> {
+  consoleTail(name: string, bytes: number, opts: { signal?: AbortSignal } = {}): Promise<ConsoleTail> {
     return this.call("reading a console log", async () => {
-      const t = await this.client.consoleTail({ logDir, bytes }, opts);
+      const t = await this.client.consoleTail({ machine: name, bytes }, opts);
       return { text: t.text, size: Number(t.size) };
+    });
+  }
+
+  discard(name: string, opts: { signal?: AbortSignal } = {}): Promise<void> {
+    return this.call("removing a machine's run directory", async () => {
+      await this.client.discard({ name }, opts);
     });
   }
 

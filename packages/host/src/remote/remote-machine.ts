@@ -42,7 +42,6 @@ type HostClient = Client<typeof MachineHostService>;
 export class RemoteMachine extends EventEmitter implements Machine {
   readonly name: string;
   readonly pid: number;
-  readonly consoleLog: string;
   exit: MachineExit | null = null;
   adoptedRunState: string | undefined;
   activeDisk: string | undefined;
@@ -58,7 +57,6 @@ export class RemoteMachine extends EventEmitter implements Machine {
     this.setMaxListeners(0);
     this.name = info.name;
     this.pid = info.pid;
-    this.consoleLog = info.consoleLog;
     this.adoptedRunState = info.adoptedRunState;
     this.activeDisk = info.activeDisk;
     this.diskError = info.diskError;

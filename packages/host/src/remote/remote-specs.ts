@@ -67,8 +67,6 @@ export function machineSpec(r: StartRequest, signal: AbortSignal): MachineSpec {
     kernel: r.kernel,
     initramfs: r.initramfs,
     rootDisk: r.rootDisk,
-    runDir: r.runDir,
-    logDir: r.logDir,
     ...opt("nic", r.nic && { tap: r.nic.tap, guestNet: r.nic.guestNet }),
     ...opt(
       "template",
@@ -97,8 +95,6 @@ export function adoptRequest(spec: AdoptSpec): AdoptRequest {
   return create(AdoptRequestSchema, {
     name: spec.name,
     pid: spec.pid,
-    runDir: spec.runDir,
-    logDir: spec.logDir,
     deadlineMs: spec.deadlineMs,
     ...opt("guestNet", spec.guestNet),
     keepPaused: spec.keepPaused,
@@ -110,8 +106,6 @@ export function adoptSpec(r: AdoptRequest, signal: AbortSignal): AdoptSpec {
   return {
     name: r.name,
     pid: r.pid,
-    runDir: r.runDir,
-    logDir: r.logDir,
     deadlineMs: r.deadlineMs,
     ...opt("guestNet", r.guestNet),
     keepPaused: r.keepPaused,

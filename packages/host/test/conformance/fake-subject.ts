@@ -1,7 +1,7 @@
 // The conformance suite's fake subject (no VM), shared by the in-process and the remote fake host
 // files: `wrap` puts a host in front of a new FakeHost (itself, or a remote host over a worker
 // serving it). `fakeSpec` is the spec every fake machine gets (remote-host.test.ts too).
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { FakeHost } from "../../src/fake.js";
@@ -9,8 +9,8 @@ import type { BlobStore, MachineHost, MachineSpec } from "../../src/index.js";
 import { layerBlobs } from "./layer-blobs.js";
 import { machineHostConformance } from "./machine-host-conformance.js";
 
-/** A machine of 1 vCPU and 256 MiB, its run and log folders under dir/run and dir/logs. */
-export function fakeSpec(dir: string): (name: string, rootDisk: string) => MachineSpec {
+/** A machine of 1 vCPU and 256 MiB (its host keeps its run and log folders). */
+export function fakeSpec(): (name: string, rootDisk: string) => MachineSpec {
   return (name, rootDisk) => ({
     name,
     accel: "tcg",
@@ -19,8 +19,6 @@ export function fakeSpec(dir: string): (name: string, rootDisk: string) => Machi
     kernel: "",
     initramfs: "",
     rootDisk,
-    runDir: path.join(dir, "run", name),
-    logDir: path.join(dir, "logs", name),
   });
 }
 
@@ -34,20 +32,21 @@ export function fakeConformance(
     async () => {
       const dir = mkdtempSync(path.join(tmpdir(), `${dirPrefix}-`));
       const store = await layerBlobs(dir);
-      const { host, close } = await wrap(new FakeHost({ images: { dir: path.join(dir, "images") } }), store.blobs);
-      const runRoot = path.join(dir, "run");
-      mkdirSync(runRoot);
+      const { host, close } = await wrap(
+        new FakeHost({ images: { dir: path.join(dir, "images") }, dir: path.join(dir, "host") }),
+        store.blobs,
+      );
       return {
         host,
         dir,
         blobs: store.blobs,
-        runRoot,
+        runRoot: path.join(dir, "host", "run"),
         image: "sandtree/busybox",
         adoptsLive: true,
         echoServer: (port) => `busybox nc -ll -p ${port} -e cat`,
         // The fake needs no tap: its connections are in memory.
         nic: async () => ({ tap: "fake0", guestNet: "10.0.0.2/30 10.0.0.1" }),
-        spec: fakeSpec(dir),
+        spec: fakeSpec(),
         close: async () => {
           await close();
           await store.close();

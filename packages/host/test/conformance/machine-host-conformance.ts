@@ -17,7 +17,7 @@ export interface HostUnderTest {
   dir: string;
   /** The blob store the host's layers port stores into (its `localDir` is `dir`, a cache of a remote store). */
   blobs: BlobStore;
-  /** Where machines' run directories go (survivors are looked up under it). */
+  /** The run root the host was given: each machine's sockets lie in a folder named after it there. */
   runRoot: string;
   /** An image the host holds (machines boot from its base). */
   image: string;
@@ -126,10 +126,28 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
     });
 
     it("reads the end of a running machine's console log; no log there reads empty", { timeout: timeoutMs }, async () => {
-      const tail = await t.host.consoleTail(t.spec("conf-a", "").logDir, 1024 * 1024);
+      const tail = await t.host.consoleTail("conf-a", 1024 * 1024);
       expect(tail.text.length, "the machine wrote nothing to its console").toBeGreaterThan(0);
       expect(tail.size).toBeGreaterThanOrEqual(Buffer.byteLength(tail.text));
-      expect(await t.host.consoleTail(path.join(t.dir, "no-such-logs"), 100)).toEqual({ text: "", size: 0 });
+      expect(await t.host.consoleTail("conf-never-started", 100)).toEqual({ text: "", size: 0 });
+    });
+
+    it("refuses a machine name that could leave its directories, with VALIDATION_FAILED", { timeout: timeoutMs }, async () => {
+      const bad = ["", "..", "../conf-a", "conf/a", ".conf", "conf..a", "conf a", "x".repeat(65)];
+      for (const name of bad) {
+        await expect(t.host.start({ ...t.spec("conf-x", disk("a")), name }), name).rejects.toMatchObject({
+          code: "VALIDATION_FAILED",
+          message: expect.stringMatching(/machine's name/),
+        });
+        await expect(t.host.consoleTail(name, 100), name).rejects.toMatchObject({ code: "VALIDATION_FAILED" });
+        await expect(t.host.discard(name), name).rejects.toMatchObject({ code: "VALIDATION_FAILED" });
+        await expect(t.host.adopt({ name, pid: a.pid, deadlineMs: 1000, keepPaused: false }), name).rejects.toMatchObject({
+          code: "VALIDATION_FAILED",
+        });
+      }
+      // The longest name is taken (its files are under the host's roots like any other).
+      expect(await t.host.consoleTail("x".repeat(64), 100)).toEqual({ text: "", size: 0 });
+      expect((await run(a, "echo up")).out).toBe("up\n");
     });
 
     it("resolves an image to a base on the host, the one its first machine started on", { timeout: timeoutMs }, async () => {
@@ -295,17 +313,14 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
     });
 
     it("lists its running machines for adoption, and adopts one", { timeout: 2 * timeoutMs }, async () => {
-      const found = await t.host.survivors(t.runRoot);
+      const found = await t.host.survivors();
       expect(found.map((s) => s.name)).toContain("conf-a");
       // QEMU's agent takes one client, so a live machine is adopted only once its first host is
       // gone: restart.test.ts adopts through a real restart (no skip: CI counts skips as failures).
       if (!t.adoptsLive) return;
-      const s = t.spec("conf-a", "");
       const adopted = await t.host.adopt({
         name: "conf-a",
         pid: a.pid,
-        runDir: s.runDir,
-        logDir: s.logDir,
         deadlineMs: 10_000,
         keepPaused: false,
       });
@@ -339,13 +354,29 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
     });
 
     it("keeps a stopped machine's console log: a short tail is its end", { timeout: timeoutMs }, async () => {
-      const logDir = t.spec("conf-a", "").logDir;
-      const whole = await t.host.consoleTail(logDir, 1024 * 1024);
+      const whole = await t.host.consoleTail("conf-a", 1024 * 1024);
       expect(whole.text.length).toBeGreaterThan(0);
       expect(Buffer.byteLength(whole.text)).toBe(Math.min(whole.size, 1024 * 1024));
-      const end = await t.host.consoleTail(logDir, 10);
+      const end = await t.host.consoleTail("conf-a", 10);
       expect(end.size).toBe(whole.size);
       expect(end.text).toBe(Buffer.from(whole.text).subarray(-10).toString());
+    });
+
+    it("discards what a killed machine left in its run directory, once or twice; its log stays", {
+      timeout: 2 * timeoutMs,
+    }, async () => {
+      await t.host.createDisk(base, disk("kill"), DISK);
+      const m = await start("conf-kill", disk("kill"));
+      const exited = new Promise((r) => m.once("exit", r));
+      m.forceKill();
+      await exited;
+      expect(existsSync(path.join(t.runRoot, "conf-kill")), "a killed machine leaves its sockets").toBe(true);
+      await t.host.discard("conf-kill");
+      expect(existsSync(path.join(t.runRoot, "conf-kill"))).toBe(false);
+      await t.host.discard("conf-kill");
+      await t.host.discard("conf-never-started");
+      expect((await t.host.consoleTail("conf-kill", 1024)).size).toBeGreaterThan(0);
+      expect((await t.host.survivors()).map((s) => s.name)).not.toContain("conf-kill");
     });
   });
 }

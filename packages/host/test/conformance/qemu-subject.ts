@@ -1,7 +1,7 @@
 // The conformance suite's QEMU subject (sandtree/debian, short VMs), shared by the local and the
 // remote QEMU host files: `wrap` puts a host in front of this machine's QEMU host (itself, or a
 // remote host over a worker serving it). Without the guest's artifacts the suite fails, never skips.
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import path from "node:path";
 import { describe, it } from "vitest";
 import type { Accel, BlobStore, MachineHost, MachineSpec } from "../../src/index.js";
@@ -73,10 +73,9 @@ export function qemuConformance(
       // Short: machines' sockets live under it.
       const dir = mkdtempSync(`/tmp/${dirPrefix}-`);
       const runRoot = path.join(dir, "r");
-      mkdirSync(runRoot);
       const accel = await detectAccel("auto");
       const store = await layerBlobs(dir);
-      const { host, close } = await wrap(createQemuHost({ accel }), accel, store.blobs);
+      const { host, close } = await wrap(createQemuHost({ accel, runRoot, logRoot: path.join(dir, "logs") }), accel, store.blobs);
       const nics = await testNics();
       return {
         host,
@@ -89,14 +88,7 @@ export function qemuConformance(
         adoptsLive: false,
         nic: nics?.nic ?? null,
         echoServer: (port) => `exec python3 -c "${ECHO_PY}" ${port}`,
-        spec: (vm, rootDisk) =>
-          smallGuestSpec({
-            name: vm,
-            accel,
-            rootDisk,
-            runDir: path.join(runRoot, vm.replace(/^conf-/, "")),
-            logDir: path.join(dir, "logs", vm),
-          }),
+        spec: (vm, rootDisk) => smallGuestSpec({ name: vm, accel, rootDisk }),
         close: async () => {
           await close();
           await store.close();

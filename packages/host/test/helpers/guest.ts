@@ -30,7 +30,7 @@ export async function execOutput(exec: {
 }
 
 /** A one-vCPU, 256 MiB machine booting this cache's guest kernel and initramfs; the rest as given. */
-export function smallGuestSpec<S extends Pick<MachineSpec, "name" | "accel" | "rootDisk" | "runDir" | "logDir">>(s: S) {
+export function smallGuestSpec<S extends Pick<MachineSpec, "name" | "accel" | "rootDisk">>(s: S) {
   const { kernel, initramfs } = guestArtifacts();
   return { cpuCores: 1, memoryMb: 256, kernel, initramfs, ...s };
 }

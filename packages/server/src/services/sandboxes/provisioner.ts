@@ -1,4 +1,4 @@
-import { createWriteStream, mkdirSync, rmSync } from "node:fs";
+import { createWriteStream, mkdirSync } from "node:fs";
 import path from "node:path";
 import type {
   Accel,
@@ -179,7 +179,6 @@ export class Provisioner {
   }
 
   private async spec(sb: Sandbox, rootDisk: string) {
-    const { paths } = this.deps;
     return {
       rates: await this.ratesOf(sb),
       name: machineNameOf(sb.id),
@@ -189,8 +188,6 @@ export class Provisioner {
       kernel: this.deps.guest.kernel,
       initramfs: this.deps.guest.initramfs,
       rootDisk,
-      runDir: paths.runDir(sb.id),
-      logDir: paths.logDir(sb.id),
       ...(sb.nested_virtualization ? { nested: true } : {}),
     };
   }
@@ -307,7 +304,7 @@ export class Provisioner {
         await machine.stop({ graceMs: 0 }).catch(() => {});
       }
       await machines.cleanupDisk(sb.id);
-      rmSync(paths.runDir(sb.id), { recursive: true, force: true });
+      await machines.discard(sb.id);
       await this.deps.network?.detach(sb.id).catch(() => {});
       if (await store.updateSandbox(sb.id, errorEnd("START_FAILED", reason), ["PENDING", "PROVISIONING"])) {
         await store.addEvent(sb.id, `error: ${reason}`);
@@ -342,7 +339,9 @@ export class Provisioner {
   /** Launches the start command (resolves once launched; its output is written in the background). */
   private async runStartCommand(sb: Sandbox, machine: Machine): Promise<void> {
     const env = await this.deps.environmentOf(sb);
-    const out = createWriteStream(path.join(this.deps.paths.logDir(sb.id), "start-command.log"));
+    const logDir = this.deps.paths.logDir(sb.id);
+    mkdirSync(logDir, { recursive: true });
+    const out = createWriteStream(path.join(logDir, "start-command.log"));
     const exec = machine.exec({ shell: sb.start_command ?? "", env });
     await this.deps.store.addEvent(sb.id, "start command launched");
     (async () => {

@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import path from "node:path";
 import type { MachineHost } from "@sandtree/host";
 import type { Sandbox } from "@sandtree/protocol";
@@ -8,6 +8,9 @@ import type { Logger } from "../observability/logger.js";
 import { errorEnd } from "./error-end.js";
 import { ACTIVE, type SandboxMachines } from "./sandbox-machines.js";
 import { machineNameOf, type SandboxPaths } from "./sandbox-paths.js";
+
+/** A sandbox's machine (machineNameOf), not one of the host's own (a warm template's). */
+const SANDBOX_MACHINE = /^sandtree-sb-[a-z2-7]+$/;
 
 export interface ReconcilerDeps {
   store: Store;
@@ -53,7 +56,7 @@ export class Reconciler {
 
   private async cleanup(id: string): Promise<void> {
     await this.deps.machines.cleanupDisk(id);
-    rmSync(this.deps.paths.runDir(id), { recursive: true, force: true });
+    await this.deps.machines.discard(id);
   }
 
   private async lose(sb: Sandbox, reason: string): Promise<unknown> {
@@ -79,7 +82,7 @@ export class Reconciler {
    */
   async reconcile(opts: ReconcileOptions = {}): Promise<ReconcileResult> {
     const { store, log, machines, paths, host } = this.deps;
-    const found = new Map((await host.survivors(paths.runRoot)).map((p) => [p.name, p.pid]));
+    const found = new Map((await host.survivors()).map((p) => [p.name, p.pid]));
     const here = opts.placedHere ?? null;
     const listed = (await store.listSandboxesByStatus(ACTIVE)).filter(
       (sb) => here === null || here.has(sb.id) || found.has(machineNameOf(sb.id)),
@@ -109,17 +112,19 @@ export class Reconciler {
         settled.push(done);
       }
     }
+    // What the previous server left for sandboxes without a machine (a crash between creating
+    // the disk and starting the machine leaves only a layer file; a killed machine, its sockets
+    // on its host); a failed adoption cleans its own.
+    const ids = new Set<string>();
     // Machines nobody adopts (of ERROR sandboxes, of deletes or provisionings a crash interrupted): killed now.
     for (const [name, pid] of found) {
       const id = name.replace(/^sandtree-/, "");
-      if (!this.adopting.has(id) && !machines.has(id)) host.killSurvivor(pid, name);
+      if (this.adopting.has(id) || machines.has(id)) continue;
+      host.killSurvivor(pid, name);
+      if (SANDBOX_MACHINE.test(name)) ids.add(id);
     }
-    // What the previous server left on disk for sandboxes without a machine (a crash between
-    // creating the disk and starting the machine leaves only a layer file); a failed adoption cleans its own.
-    const ids = new Set<string>();
-    for (const root of [path.join(paths.dataDir, "sandboxes"), paths.runRoot]) {
-      if (existsSync(root)) for (const id of readdirSync(root)) ids.add(id);
-    }
+    const sandboxesDir = path.join(paths.dataDir, "sandboxes");
+    if (existsSync(sandboxesDir)) for (const id of readdirSync(sandboxesDir)) ids.add(id);
     if (existsSync(paths.layersDir)) {
       for (const f of readdirSync(paths.layersDir)) {
         const m = /^live-(sb-[a-z2-7]+)-/.exec(f);
@@ -141,14 +146,12 @@ export class Reconciler {
 
   /** Adopts one surviving machine; null when it is supervised now, else why it was not (it is killed). */
   private async adoptOne(sb: Sandbox, pid: number, signal: AbortSignal): Promise<string | null> {
-    const { store, log, paths } = this.deps;
+    const { store, log } = this.deps;
     try {
       const guestNet = this.deps.network?.guestNetOf(sb.id);
       const machine = await this.deps.host.adopt({
         name: machineNameOf(sb.id),
         pid,
-        runDir: paths.runDir(sb.id),
-        logDir: paths.logDir(sb.id),
         deadlineMs: this.deps.adoptDeadlineMs,
         signal,
         ...(guestNet ? { guestNet } : {}),

@@ -1,19 +1,21 @@
 import { EventEmitter } from "node:events";
 import { existsSync, readdirSync, rmSync } from "node:fs";
 import path from "node:path";
-import { type Machine, type MachineExit, MachineTimeoutError } from "@sandtree/host";
+import { type Machine, type MachineExit, type MachineHost, MachineTimeoutError } from "@sandtree/host";
 import { type SandboxStatus, SandtreeError } from "@sandtree/protocol";
 import type { Store } from "../../store/store.js";
 import type { NetworkService } from "../network/network-service.js";
 import type { Logger } from "../observability/logger.js";
 import { errorEnd } from "./error-end.js";
-import { liveDiskName, type SandboxPaths } from "./sandbox-paths.js";
+import { liveDiskName, machineNameOf, type SandboxPaths } from "./sandbox-paths.js";
 
 /** Statuses with a VM (or one on its way). PAUSED keeps its VM but counts toward no quota. */
 export const ACTIVE: readonly SandboxStatus[] = ["PENDING", "PROVISIONING", "RUNNING", "PAUSED"];
 
 export interface SandboxMachinesDeps {
   store: Store;
+  /** Where the machines run (it removes what one left in its run directory: discard). */
+  host: MachineHost;
   paths: SandboxPaths;
   log: Logger;
   network?: NetworkService;
@@ -93,7 +95,7 @@ export class SandboxMachines {
       log.error({ sandbox: id, err: (err as Error).message }, "could not record the VM's death");
     }
     await this.cleanupDisk(id).catch((err: Error) => log.warn({ sandbox: id, err: err.message }, "could not clean up a disk"));
-    rmSync(this.deps.paths.runDir(id), { recursive: true, force: true });
+    await this.discard(id);
     // A reset replaces the VM and keeps the network; a VM that died on its own gives it back.
     if (!this.resetting.has(id)) void this.deps.network?.detach(id).catch(() => {});
   }
@@ -198,6 +200,13 @@ export class SandboxMachines {
     } finally {
       release();
     }
+  }
+
+  /** Has the host remove what the sandbox's machine left in its run directory (sockets). Never rejects. */
+  async discard(id: string): Promise<void> {
+    await this.deps.host
+      .discard(machineNameOf(id))
+      .catch((err: Error) => this.deps.log.warn({ sandbox: id, err: err.message }, "could not remove a machine's run directory"));
   }
 
   /** Removes the sandbox's disk files except layers that checkpoints still own. Idempotent. */

@@ -24,12 +24,11 @@ export interface SandboxPartsOwner {
 export function sandboxParts(deps: SandboxServiceDeps, owner: SandboxPartsOwner) {
   const { host, network } = deps;
   const net = network ? { network } : {};
-  const paths = new SandboxPaths(deps.dataDir, deps.runRoot, deps.layersDir);
+  const paths = new SandboxPaths(deps.dataDir, deps.layersDir);
   const warm = new WarmStarts(
     {
       host,
       dataDir: deps.dataDir,
-      runRoot: deps.runRoot,
       layersDir: paths.layersDir,
       guest: deps.guest,
       accel: deps.accel,
@@ -40,6 +39,7 @@ export function sandboxParts(deps: SandboxServiceDeps, owner: SandboxPartsOwner)
   );
   const machines = new SandboxMachines({
     store: deps.store,
+    host,
     paths,
     log: deps.log,
     agentDeadlineMs: deps.deadlines?.agentMs ?? 30_000,

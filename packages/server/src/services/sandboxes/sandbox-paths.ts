@@ -25,12 +25,13 @@ export function machineNameOf(sandboxId: string): string {
   return `sandtree-${sandboxId}`;
 }
 
-/** Where a sandbox's files live on this host. */
+/**
+ * Where the control plane keeps a sandbox's files (its machine's own files, sockets and console
+ * log, are its host's: MachineHost.consoleTail, discard).
+ */
 export class SandboxPaths {
   constructor(
     readonly dataDir: string,
-    /** Short directory for Unix sockets (path length limit). */
-    readonly runRoot: string,
     /** Where sandbox disks and checkpoint layers live side by side (the blob store's local directory). */
     readonly layersDir = path.join(dataDir, "layers"),
   ) {}
@@ -41,11 +42,9 @@ export class SandboxPaths {
   diskDir(id: string): string {
     return path.join(this.sandboxDir(id), "disk");
   }
+  /** The server's own logs of a sandbox (its start command's output); kept after it ended. */
   logDir(id: string): string {
     return path.join(this.sandboxDir(id), "logs");
-  }
-  runDir(id: string): string {
-    return path.join(this.runRoot, id);
   }
   /** Spilled output of buffered execs (deleted with the sandbox). */
   outputDir(id: string): string {

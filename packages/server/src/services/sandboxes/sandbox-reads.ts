@@ -2,6 +2,7 @@ import type { MachineHost } from "@sandtree/host";
 import { SandtreeError } from "@sandtree/protocol";
 import type { SandboxFilter } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
+import { machineNameOf } from "./sandbox-paths.js";
 
 /** One page of a team's sandboxes, newest first; the cursor is the last row's sequence number. */
 export async function listPage(store: Store, teamId: string, q: Omit<SandboxFilter, "beforeSeq"> & { cursor?: string }) {
@@ -15,8 +16,8 @@ export async function listPage(store: Store, teamId: string, q: Omit<SandboxFilt
 }
 
 /** The tail of a sandbox's console log (read by the host its machine ran on: the log outlives it) and its last events. */
-export async function sandboxLogs(store: Store, host: MachineHost, logDir: string, id: string, tailBytes: number) {
-  const tail = await host.consoleTail(logDir, tailBytes);
+export async function sandboxLogs(store: Store, host: MachineHost, id: string, tailBytes: number) {
+  const tail = await host.consoleTail(machineNameOf(id), tailBytes);
   return {
     sandbox_id: id,
     console: tail.text,

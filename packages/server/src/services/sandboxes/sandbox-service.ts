@@ -31,8 +31,6 @@ export interface SandboxServiceDeps {
   images: ImageResolver;
   aliases?: ImageAliases;
   dataDir: string;
-  /** Short directory for Unix sockets (path length limit). */
-  runRoot: string;
   /** Where sandbox disks and checkpoint layers live side by side (default DATA_DIR/layers). */
   layersDir?: string;
   accel: Accel;
@@ -336,7 +334,7 @@ export class SandboxService {
     if (machine) await machine.stop();
     this.provisioner.forget(id);
     await this.machines.cleanupDisk(id);
-    rmSync(this.paths.runDir(id), { recursive: true, force: true });
+    await this.machines.discard(id);
     rmSync(this.paths.outputDir(id), { recursive: true, force: true });
     await this.deps.network?.detach(id);
   }
@@ -355,7 +353,7 @@ export class SandboxService {
 
   async logs(teamId: string, id: string, tailBytes: number) {
     await this.get(teamId, id);
-    return await sandboxLogs(this.deps.store, this.host, this.paths.logDir(id), id, tailBytes);
+    return await sandboxLogs(this.deps.store, this.host, id, tailBytes);
   }
 
   /** Resolves when the sandbox's adoption after a restart has settled (undefined: none in flight). */

@@ -73,15 +73,19 @@ export class MountingHost implements MachineHost {
     return this.host.adopt(mounts.length > 0 ? { ...spec, mounts } : spec);
   }
 
-  survivors(runRoot: string): Promise<Array<{ name: string; pid: number }>> {
-    return this.host.survivors(runRoot);
+  survivors(): Promise<Array<{ name: string; pid: number }>> {
+    return this.host.survivors();
   }
 
   killSurvivor(pid: number, name: string): void {
     this.host.killSurvivor(pid, name);
   }
 
-  consoleTail(logDir: string, bytes: number, opts?: { signal?: AbortSignal }): Promise<ConsoleTail> {
-    return this.host.consoleTail(logDir, bytes, opts);
+  consoleTail(name: string, bytes: number, opts?: { signal?: AbortSignal }): Promise<ConsoleTail> {
+    return this.host.consoleTail(name, bytes, opts);
+  }
+
+  discard(name: string, opts?: { signal?: AbortSignal }): Promise<void> {
+    return this.host.discard(name, opts);
   }
 }
