@@ -107,6 +107,8 @@ export async function saveVmState(
   const part = path.join(path.dirname(file), `.${path.basename(file)}.part`);
   rmSync(file, { force: true });
   const rx = receiveInto(opts.socketDir, part, file);
+  // Removed when the save ends: a long-lived signal (a template store's) would gather one per save.
+  let onAbort: (() => void) | undefined;
   try {
     await new Promise<void>((resolve, reject) => {
       rx.server.once("listening", resolve);
@@ -121,7 +123,8 @@ export async function saveVmState(
     });
     const aborted = new Promise<never>((_, reject) => {
       if (opts.signal?.aborted) reject(opts.signal.reason);
-      opts.signal?.addEventListener("abort", () => reject(opts.signal?.reason), { once: true });
+      onAbort = () => reject(opts.signal?.reason);
+      opts.signal?.addEventListener("abort", onAbort, { once: true });
     });
     aborted.catch(() => {});
     await Promise.race([rx.done, settle, aborted]);
@@ -132,6 +135,7 @@ export async function saveVmState(
     rmSync(part, { force: true });
     throw err;
   } finally {
+    if (onAbort) opts.signal?.removeEventListener("abort", onAbort);
     rx.server.close();
     rmSync(rx.socket, { force: true });
   }
