@@ -56,6 +56,7 @@ const open = async (name, input, diskCache) => {
     host = createQemuHost({
       runRoot: path.join(dataDir, "run"),
       logRoot: path.join(dataDir, "machine-logs"),
+      layersDir: path.join(dataDir, "layers"),
       accel,
       jail: defaultJailConfig(),
       limiter,

@@ -26,15 +26,15 @@ const accel = await detectAccel("auto");
 const dir = mkdtempSync("/tmp/strbench-");
 const key = "stw_bench";
 const worker = await serveMachineHost({
-  host: createQemuHost({ accel, runRoot: path.join(dir, "r"), logRoot: path.join(dir, "logs") }),
+  host: createQemuHost({ accel, runRoot: path.join(dir, "r"), logRoot: path.join(dir, "logs"), layersDir: dir }),
   key: () => key,
 });
 const host = await connectRemoteHost({ url: worker.url, key });
 let remote;
 try {
   const { kernel, initramfs } = guestArtifacts();
-  const base = await host.linkBase(dir, (await host.images.resolve("sandtree/busybox", {})).basePath);
-  await host.createDisk(base, path.join(dir, "b.qcow2"), 1024 ** 3);
+  const base = await host.linkBase((await host.images.resolve("sandtree/busybox", {})).basePath);
+  await host.createDisk(base, "b.qcow2", 1024 ** 3);
   remote = await host.start({
     name: "bench-remote",
     accel,
@@ -42,7 +42,7 @@ try {
     memoryMb: 256,
     kernel,
     initramfs,
-    rootDisk: path.join(dir, "b.qcow2"),
+    rootDisk: "b.qcow2",
   });
   const local = worker.served.get("bench-remote");
   for (let i = 0; i < 10; i++) await runTrue(i % 2 ? local : remote); // warm both paths

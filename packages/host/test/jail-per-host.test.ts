@@ -24,7 +24,7 @@ let open: Machine;
 let limiter: MachineLimiter;
 
 /** Each host's own run and log roots. */
-const dirsOf = (host: string) => ({ runRoot: path.join(dir, "r", host), logRoot: path.join(dir, "logs", host) });
+const dirsOf = (host: string) => ({ runRoot: path.join(dir, "r", host), logRoot: path.join(dir, "logs", host), layersDir: dir });
 const status = (pid: number) => readFileSync(`/proc/${pid}/status`, "utf8");
 const field = (pid: number, name: string) => new RegExp(`^${name}:\\s+(\\S+)`, "m").exec(status(pid))?.[1];
 
@@ -41,8 +41,8 @@ describe.runIf(root)("two QEMU hosts in one process", () => {
     };
     const started = await Promise.all(
       Object.entries(hosts).map(async ([name, host]) => {
-        const base = await host.linkBase(dir, basePath);
-        const disk = path.join(dir, `${name}.qcow2`);
+        const base = await host.linkBase(basePath);
+        const disk = `${name}.qcow2`;
         await host.createDisk(base, disk, 1024 ** 3);
         const m = await host.start({
           name: `stjph-${name}-${process.pid}`,

@@ -28,11 +28,11 @@ describe("remote host", () => {
   let host: RemoteHost;
   let key = "stw_first-key";
   const current = () => key;
-  const spec = (name: string): MachineSpec => fakeSpec()(name, path.join(dir, `${name}.qcow2`));
+  const spec = (name: string): MachineSpec => fakeSpec()(name, `${name}.qcow2`);
 
   beforeAll(async () => {
     dir = mkdtempSync(path.join(tmpdir(), "sandtree-remote-"));
-    fake = new FakeHost({ dir: path.join(dir, "host") });
+    fake = new FakeHost({ dir: path.join(dir, "host"), layersDir: dir });
     worker = await serveMachineHost({ host: fake, key: () => key, networksDir: path.join(dir, "networks") });
     host = await connectRemoteHost({ url: worker.url, key: current });
   });
@@ -60,13 +60,13 @@ describe("remote host", () => {
   });
 
   it("hands the host's errors back as the classes it throws in-process", async () => {
-    const base = await host.linkBase(dir, path.join(dir, "img", "base.ext4"));
-    await host.createDisk(base, path.join(dir, "e.qcow2"), 1 << 30);
+    const base = await host.linkBase(path.join(dir, "img", "base.ext4"));
+    await host.createDisk(base, "e.qcow2", 1 << 30);
     const m = await host.start(spec("e"));
     await expect(host.start(spec("e"))).rejects.toBeInstanceOf(MachineRefusedError);
     await expect(m.stat("/nope")).rejects.toMatchObject({ name: "GuestError", errnoCode: "ENOENT" });
     await m.stop();
-    const ck = { nextDisk: path.join(dir, "e-1.qcow2"), diskSizeBytes: 1 << 30, freezeDeadlineMs: 1000 };
+    const ck = { nextDisk: "e-1.qcow2", diskSizeBytes: 1 << 30, freezeDeadlineMs: 1000 };
     await expect(m.checkpoint(ck)).rejects.toBeInstanceOf(CheckpointFailedError);
     await expect(m.pause()).rejects.toBeInstanceOf(MachineRefusedError);
   });
@@ -78,8 +78,8 @@ describe("remote host", () => {
   });
 
   it("reads a console log only by a machine's name (never a caller's path), and a bounded tail", async () => {
-    const base = await host.linkBase(dir, path.join(dir, "img", "base.ext4"));
-    await host.createDisk(base, path.join(dir, "c.qcow2"), 1 << 30);
+    const base = await host.linkBase(path.join(dir, "img", "base.ext4"));
+    await host.createDisk(base, "c.qcow2", 1 << 30);
     const m = await host.start(spec("c"));
     await m.stop();
     const whole = await host.consoleTail("c", 4096);
@@ -93,15 +93,15 @@ describe("remote host", () => {
   });
 
   it("streams events: an exit on the worker reaches the caller; closing the client leaves machines running", async () => {
-    const base = await host.linkBase(dir, path.join(dir, "img", "base.ext4"));
-    await host.createDisk(base, path.join(dir, "w.qcow2"), 1 << 30);
+    const base = await host.linkBase(path.join(dir, "img", "base.ext4"));
+    await host.createDisk(base, "w.qcow2", 1 << 30);
     const m = await host.start(spec("w"));
     const exited = new Promise((resolve) => m.once("exit", resolve));
     fake.machines.get("w")?.forceKill();
     await expect(exited).resolves.toMatchObject({ expected: false, reason: "killed" });
     expect(m.controllable).toBe(false);
 
-    await host.createDisk(base, path.join(dir, "k.qcow2"), 1 << 30);
+    await host.createDisk(base, "k.qcow2", 1 << 30);
     const other = await connectRemoteHost({ url: worker.url, key: current });
     const k = await other.start(spec("k"));
     other.close();
@@ -118,8 +118,8 @@ describe("remote host", () => {
   });
 
   it("carries a command's output in order, larger than one message", async () => {
-    const base = await host.linkBase(dir, path.join(dir, "img", "base.ext4"));
-    await host.createDisk(base, path.join(dir, "o.qcow2"), 1 << 30);
+    const base = await host.linkBase(path.join(dir, "img", "base.ext4"));
+    await host.createDisk(base, "o.qcow2", 1 << 30);
     const m = await host.start(spec("o"));
     const big = Buffer.alloc(3 * 1024 * 1024 + 17, "x");
     big.write("START", 0);
@@ -138,8 +138,8 @@ describe("remote host", () => {
   });
 
   it("carries a connection's bytes both ways, more than the transport's windows hold, in order", async () => {
-    const base = await host.linkBase(dir, path.join(dir, "img", "base.ext4"));
-    await host.createDisk(base, path.join(dir, "c.qcow2"), 1 << 30);
+    const base = await host.linkBase(path.join(dir, "img", "base.ext4"));
+    await host.createDisk(base, "c.qcow2", 1 << 30);
     const m = await host.start({ ...spec("c"), nic: { tap: "fake0", guestNet: "10.0.0.2/30 10.0.0.1" } });
     const listener = m.exec({ shell: "nc -l -p 80 -e cat" });
     // The fake's command listens from its start on.
@@ -162,11 +162,11 @@ describe("remote host", () => {
   });
 
   it("serves more machines than HTTP/2's usual 100 streams over one connection (each holds a Watch)", async () => {
-    const base = await host.linkBase(dir, path.join(dir, "img", "base.ext4"));
+    const base = await host.linkBase(path.join(dir, "img", "base.ext4"));
     const names = Array.from({ length: 150 }, (_, i) => `many-${i}`);
     const machines = await Promise.all(
       names.map(async (n) => {
-        await host.createDisk(base, path.join(dir, `${n}.qcow2`), 1 << 30);
+        await host.createDisk(base, `${n}.qcow2`, 1 << 30);
         return host.start(spec(n));
       }),
     );

@@ -83,7 +83,7 @@ describe.skipIf(unavailable)("volumes mounted in machines (NFSv3 from the host)"
     await attach(index);
     const disk = path.join(dir, `${name}.qcow2`);
     await createOverlay(base, disk, DISK);
-    const m = await host.start(spec(name, index, disk));
+    const m = await host.start(spec(name, index, path.basename(disk)));
     machines.push(m);
     return m;
   }
@@ -95,7 +95,7 @@ describe.skipIf(unavailable)("volumes mounted in machines (NFSv3 from the host)"
     volumes = await VolumeFileServer.open({ dir: path.join(dir, "nfs") });
     net = new NetworkManager({ tag, subnet, resolverPort: 53, volumePorts: [volumes.ports.nfs, volumes.ports.mount] });
     await net.init([]);
-    host = new QemuMachineHost({ volumes, runRoot: path.join(dir, "r"), logRoot: path.join(dir, "logs") });
+    host = new QemuMachineHost({ volumes, runRoot: path.join(dir, "r"), logRoot: path.join(dir, "logs"), layersDir: dir });
   }, 120_000);
 
   afterAll(async () => {
@@ -176,7 +176,7 @@ print(len(os.listdir(d)))
   async function startFork(file: string): Promise<Machine> {
     const disk = path.join(dir, file);
     await createOverlay(frozen, disk, DISK);
-    const c = await host.start(spec("c", 2, disk, { memoryState: memFile }));
+    const c = await host.start(spec("c", 2, path.basename(disk), { memoryState: path.basename(memFile) }));
     machines.push(c);
     return c;
   }

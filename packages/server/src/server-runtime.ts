@@ -94,7 +94,16 @@ export async function startRuntime(
   // A given host (the fake, a remote one) jails and limits its own machines.
   const machineHost =
     opts.host ??
-    (await defaultHost({ cfg, jail, accel, volumes: volumeServer, network: network.enabled, networks: hostNetworks, log }));
+    (await defaultHost({
+      cfg,
+      jail,
+      accel,
+      volumes: volumeServer,
+      network: network.enabled,
+      networks: hostNetworks,
+      layersDir: blobs.localDir,
+      log,
+    }));
   // Image bases are built on the host that runs machines on them (a worker builds its own).
   const images = opts.images ?? machineHost.images;
   const aliases = new ImageAliases(openImageAliases(store), images);

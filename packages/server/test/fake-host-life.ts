@@ -45,17 +45,18 @@ export function onFakeHost(o: {
   started: (t: TestServer) => void | Promise<void>;
 }): FakeHost {
   const { images, cleanup } = fakeImages(o.digestChar);
-  // The fake host's machines keep their run and log folders in a folder of its own, as a worker's do.
+  // The fake host's machines keep their run and log folders in a folder of its own, as a worker's
+  // do; its layers directory is the server's blob store's (the server's data dir's `layers`).
   const hostDir = mkdtempSync(path.join(tmpdir(), "sandtree-fake-host-"));
-  const fake = new FakeHost({ dir: hostDir });
+  const dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-test-"));
+  const fake = new FakeHost({ dir: hostDir, layersDir: path.join(dataDir, "layers") });
   const networksDir = mkdtempSync(path.join(tmpdir(), "sandtree-remote-nets-"));
   let worker: ServedHost | undefined;
   let remote: RemoteHost | undefined;
   let t: TestServer | undefined;
   beforeAll(async () => {
     // The worker's layers port stores into its own blob store: on this machine, the server's layers directory.
-    const dataDir = o.remote ? mkdtempSync(path.join(tmpdir(), "sandtree-test-")) : undefined;
-    if (dataDir) {
+    if (o.remote) {
       const blobs = new LocalDirBlobStore(path.join(dataDir, "layers"));
       worker = await serveMachineHost({ host: fake, key: () => "stw_server-test", networksDir, blobs });
       remote = await connectRemoteHost({ url: worker.url, key: "stw_server-test" });
@@ -64,7 +65,7 @@ export function onFakeHost(o: {
     t = await startTestServer({
       images: o.images ? o.images(images) : images,
       host,
-      ...(dataDir ? { dataDir } : {}),
+      dataDir,
       ...(o.network ? { network: o.network } : {}),
     });
     await o.started(t);

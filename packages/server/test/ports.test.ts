@@ -153,7 +153,11 @@ beforeAll(async () => {
     guest: { kernel: "", initramfs: "", kernelRelease: "" },
     log: silent,
     admission,
-    host: createQemuHost({ runRoot: path.join(dataDir, "run"), logRoot: path.join(dataDir, "machine-logs") }),
+    host: createQemuHost({
+      runRoot: path.join(dataDir, "run"),
+      logRoot: path.join(dataDir, "machine-logs"),
+      layersDir: path.join(dataDir, "layers"),
+    }),
     placement: herePlacement,
   });
   const timeouts = new TimeoutService({ store, sandboxes, log: silent, intervalMs: 60_000 });

@@ -1,8 +1,8 @@
 import { createHash } from "node:crypto";
-import { readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import type { BlobStore } from "../blobs/blob-store.js";
-import { BlobLayers, type HostLayers, type LayerDigest } from "../machine/host-layers.js";
+import { BlobLayers, checkLayerName, type HostLayers, type LayerDigest, layerFile } from "../machine/host-layers.js";
 import type { HostDisks } from "../machine/machine.js";
 
 /**
@@ -57,25 +57,41 @@ async function sealFakeLayer(file: string, opts: { signal?: AbortSignal } = {}):
   return { sha256: createHash("sha256").update(data).digest("hex"), size: data.length };
 }
 
-/** The fake host's disks. */
+/** The fake host's disks, in its layers directory and named there (as a real host's: checkLayerName). */
 export class FakeDisks implements HostDisks {
-  async linkBase(dir: string, basePath: string): Promise<string> {
+  constructor(private readonly layersDirOf: () => string) {}
+
+  get layersDir(): string {
+    return this.layersDirOf();
+  }
+
+  /** The file of the disk, layer or memory state `name` (VALIDATION_FAILED on `field` when it is not a name). */
+  file(name: string, field: string): string {
+    return layerFile(this.layersDir, name, field);
+  }
+
+  async linkBase(basePath: string): Promise<string> {
     const name = `base-${path.basename(path.dirname(basePath))}-${path.basename(basePath)}`;
-    writeDiskFile(path.join(dir, name), { fake: 1, backing: null, files: null });
+    mkdirSync(this.layersDir, { recursive: true });
+    writeDiskFile(this.file(name, "basePath"), { fake: 1, backing: null, files: null });
     return name;
   }
 
-  async createDisk(backing: string, file: string, _sizeBytes: number): Promise<void> {
+  async createDisk(backing: string, disk: string, _sizeBytes: number): Promise<void> {
+    const file = this.file(disk, "disk");
+    checkLayerName(backing, "backing");
+    mkdirSync(this.layersDir, { recursive: true });
     writeDiskFile(file, { fake: 1, backing, files: null });
   }
 
   /** Its layers as any host's: a fake layer's bytes hashed where they lie, then stored. */
   layers(blobs: BlobStore): HostLayers {
-    return new BlobLayers(blobs, sealFakeLayer);
+    return new BlobLayers(this.layersDir, blobs, sealFakeLayer);
   }
 
-  readonly flattenLayer: HostDisks["flattenLayer"] = async (dir, layer, backing, dest, opts = {}) => {
-    writeDiskFile(path.join(dir, dest), { fake: 1, backing, files: encodeFiles(filesOf(path.join(dir, layer))) });
-    return sealFakeLayer(path.join(dir, dest), opts);
-  };
+  async flattenLayer(layer: string, backing: string, dest: string, opts: { signal?: AbortSignal } = {}): Promise<LayerDigest> {
+    const [from, to] = [this.file(layer, "layer"), this.file(dest, "dest")];
+    writeDiskFile(to, { fake: 1, backing: checkLayerName(backing, "backing"), files: encodeFiles(filesOf(from)) });
+    return sealFakeLayer(to, opts);
+  }
 }

@@ -10,6 +10,11 @@ import { FakeImages, type FakeImagesOptions } from "./fake-images.js";
 import { FakeMachine } from "./fake-machine.js";
 import { FakeNetworks } from "./fake-networks.js";
 
+/** The fake host's folder, made when first needed. */
+function hostDir(opts: { dir?: string }): string {
+  return (opts.dir ??= mkdtempSync(path.join(tmpdir(), "sandtree-fake-host-")));
+}
+
 /**
  * A host that runs no VM: each machine is a file map with a tiny shell (fake-shell.ts), its disks
  * small JSON files (fake-disks.ts), a checkpoint the file map written into the layer. For tests of
@@ -32,15 +37,21 @@ export class FakeHost extends FakeDisks implements MachineHost {
   readonly images: FakeImages;
   private machineDirs: MachineDirs | undefined;
 
-  /** `dir`: where its machines' run and log folders go (default: a new folder under the system's temp dir, made at the first start). */
-  constructor(private readonly opts: { images?: FakeImagesOptions; dir?: string } = {}) {
-    super();
+  /**
+   * `dir`: where its machines' run and log folders go (default: a new folder under the system's
+   * temp dir, made when first needed); `layersDir`: its layers directory (default: `layers` in `dir`).
+   */
+  constructor(private readonly opts: { images?: FakeImagesOptions; dir?: string; layersDir?: string } = {}) {
+    super(() => (opts.layersDir ??= path.join(hostDir(opts), "layers")));
     this.images = new FakeImages(opts.images);
   }
 
+  private get dir(): string {
+    return hostDir(this.opts);
+  }
+
   private get dirs(): MachineDirs {
-    const dir = (this.opts.dir ??= mkdtempSync(path.join(tmpdir(), "sandtree-fake-host-")));
-    this.machineDirs ??= new MachineDirs(path.join(dir, "run"), path.join(dir, "logs"));
+    this.machineDirs ??= new MachineDirs(path.join(this.dir, "run"), path.join(this.dir, "logs"));
     return this.machineDirs;
   }
 
@@ -51,11 +62,14 @@ export class FakeHost extends FakeDisks implements MachineHost {
   async start(spec: MachineSpec): Promise<FakeMachine> {
     spec.signal?.throwIfAborted();
     checkMachineName(spec.name);
+    const rootDisk = this.file(spec.rootDisk, "rootDisk");
+    const memoryState = spec.memoryState === undefined ? undefined : this.file(spec.memoryState, "memoryState");
     if (this.machines.get(spec.name)?.exit === null) throw new MachineRefusedError(`${spec.name} is already running`);
     const m = new FakeMachine(spec.name, this.dirs.runDir(spec.name), {
-      rootDisk: spec.rootDisk,
+      disks: this,
+      rootDisk,
       logDir: this.dirs.logDir(spec.name),
-      memoryState: spec.memoryState ?? spec.template?.stateFile,
+      memoryState: memoryState ?? spec.template?.stateFile,
       guestNet: spec.nic?.guestNet,
     });
     this.starts++;

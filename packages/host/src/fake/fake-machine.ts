@@ -16,7 +16,7 @@ import {
   MachineRefusedError,
   type SavedCheckpoint,
 } from "../machine/machine.js";
-import { encodeFiles, FakeDisks, filesOf, readDiskFile, writeDiskFile } from "./fake-disks.js";
+import { encodeFiles, type FakeDisks, filesOf, readDiskFile, writeDiskFile } from "./fake-disks.js";
 import { FakeFiles } from "./fake-files.js";
 import { FakePorts } from "./fake-ports.js";
 import { runFakeCommand } from "./fake-shell.js";
@@ -44,17 +44,27 @@ export class FakeMachine extends EventEmitter implements Machine {
   private streams = 0;
   private readonly ports = new FakePorts();
   private readonly guestNet: string | undefined;
+  private readonly disks: FakeDisks;
 
   /** `runDir`: its pid file, removed by a stop (a kill leaves it, as a VM's); `logDir`: its console log, kept. */
   constructor(
     readonly name: string,
     private readonly runDir: string,
-    opts: { rootDisk: string; logDir: string; memoryState?: string | undefined; guestNet?: string | undefined },
+    opts: {
+      /** Its host's disks: checkpoints name files in their layers directory. */
+      disks: FakeDisks;
+      /** Its root disk's and memory state's files. */
+      rootDisk: string;
+      logDir: string;
+      memoryState?: string | undefined;
+      guestNet?: string | undefined;
+    },
   ) {
     super();
     this.guestNet = opts.guestNet;
     this.setMaxListeners(0);
-    this.activeDisk = opts.rootDisk;
+    this.disks = opts.disks;
+    this.activeDisk = path.basename(opts.rootDisk);
     mkdirSync(opts.logDir, { recursive: true });
     mkdirSync(runDir, { recursive: true });
     writeFileSync(path.join(runDir, "fake.pid"), `${this.pid}\n`);
@@ -217,11 +227,18 @@ export class FakeMachine extends EventEmitter implements Machine {
     if (this.exit) throw new CheckpointFailedError(`${this.name} has stopped`, null);
     const layer = this.activeDisk;
     if (!layer) throw new CheckpointFailedError("this machine has no disk to checkpoint", null);
-    const header = readDiskFile(layer);
+    const memoryFile = req.memoryFile === undefined ? undefined : this.disks.file(req.memoryFile, "memoryFile");
+    this.disks.file(req.nextDisk, "nextDisk");
+    const layerFile = this.disks.file(layer, "layer");
+    const header = readDiskFile(layerFile);
     try {
-      await new FakeDisks().createDisk(path.basename(layer), req.nextDisk, req.diskSizeBytes);
-      writeDiskFile(layer, { fake: 1, backing: header?.backing ?? null, files: encodeFiles(withoutMemory(this.files.files)) });
-      if (req.memoryFile) writeDiskFile(req.memoryFile, { fake: 1, backing: null, files: encodeFiles(this.files.files) });
+      await this.disks.createDisk(layer, req.nextDisk, req.diskSizeBytes);
+      writeDiskFile(layerFile, {
+        fake: 1,
+        backing: header?.backing ?? null,
+        files: encodeFiles(withoutMemory(this.files.files)),
+      });
+      if (memoryFile) writeDiskFile(memoryFile, { fake: 1, backing: null, files: encodeFiles(this.files.files) });
     } catch (err) {
       throw new CheckpointFailedError((err as Error).message, null, { cause: err });
     }

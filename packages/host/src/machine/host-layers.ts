@@ -31,26 +31,47 @@ export interface HostLayers {
 /** How a host makes one of its layer files durable and hashes it (qcow2 or fake, the same bytes). */
 export type SealFile = (file: string, opts?: { signal?: AbortSignal }) => Promise<LayerDigest>;
 
-function checkedKey(key: string): string {
+/**
+ * `name` when it names a file in a host's layers directory (a layer key, a disk, a memory state):
+ * a flat name (assertBlobKey: no `/`, no `..`); else VALIDATION_FAILED on `field`. Every host
+ * checks a name the caller gives before it joins it with its own layers directory.
+ */
+export function checkLayerName(name: string, field = "key"): string {
   try {
-    assertBlobKey(key);
+    assertBlobKey(name);
   } catch {
-    throw new SandtreeError("VALIDATION_FAILED", `layer key ${JSON.stringify(key)} is not a name in the layers directory`, {
-      field: "key",
-    });
+    throw new SandtreeError(
+      "VALIDATION_FAILED",
+      `${field} ${JSON.stringify(name.slice(0, 240))} is not a name in the layers directory`,
+      {
+        field,
+      },
+    );
   }
-  return key;
+  return name;
 }
 
-/** The layers port of a host whose layers directory is `blobs.localDir` (QEMU's, the fake's). */
+/** The file `name` (checked: checkLayerName) in the layers directory `dir`. */
+export function layerFile(dir: string, name: string, field?: string): string {
+  return path.join(dir, checkLayerName(name, field));
+}
+
+/**
+ * The layers port of a host whose layers directory is `layersDir` (QEMU's, the fake's): its blob
+ * store keeps its local files there (`blobs.localDir`), or the two would disagree on what a key is.
+ */
 export class BlobLayers implements HostLayers {
   constructor(
+    layersDir: string,
     private readonly blobs: BlobStore,
     private readonly seal: SealFile,
-  ) {}
+  ) {
+    if (path.resolve(blobs.localDir) !== path.resolve(layersDir))
+      throw new Error(`a host's layers port needs a blob store over its layers directory ${layersDir} (got ${blobs.localDir})`);
+  }
 
   async store(key: string, opts: { signal?: AbortSignal } = {}): Promise<LayerDigest> {
-    const file = path.join(this.blobs.localDir, checkedKey(key));
+    const file = layerFile(this.blobs.localDir, key);
     const digest = await this.seal(file, opts);
     opts.signal?.throwIfAborted();
     await this.blobs.put(key, file, digest, opts);
@@ -59,7 +80,7 @@ export class BlobLayers implements HostLayers {
 
   async fetch(key: string, sha256: string, opts: { signal?: AbortSignal } = {}): Promise<void> {
     try {
-      await this.blobs.materialize(checkedKey(key), sha256, opts);
+      await this.blobs.materialize(checkLayerName(key), sha256, opts);
     } catch (err) {
       if (!(err instanceof BlobCorruptError || err instanceof BlobMissingError)) throw err;
       throw new SandtreeError("CHECKPOINT_CORRUPT", err.message, { key }, { cause: err });

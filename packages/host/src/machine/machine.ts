@@ -70,11 +70,15 @@ export class MachinePortError extends Error {
  * frozen (or, with memory, its CPUs stopped) only while its disk is cut; rolled back on failure.
  */
 export interface CheckpointRequest {
-  /** The disk the guest writes to from now on, made on top of the one it wrote to until now. */
+  /**
+   * The disk the guest writes to from now on, made on top of the one it wrote to until now: a name
+   * in the host's layers directory (like every disk, layer and memory state named across this
+   * interface: checkLayerName, VALIDATION_FAILED for a path).
+   */
   nextDisk: string;
   /** Its size (the guest-visible disk size). */
   diskSizeBytes: number;
-  /** Also saves RAM and device state to this file (the CPUs stop for the save). */
+  /** Also saves RAM and device state to the file of this name (the CPUs stop for the save). */
   memoryFile?: string;
   /** How long the guest may take to freeze its filesystem. */
   freezeDeadlineMs: number;
@@ -82,9 +86,9 @@ export interface CheckpointRequest {
 
 /** What a checkpoint saved. */
 export interface SavedCheckpoint {
-  /** The disk layer now read-only: what changed since the previous checkpoint (its backing). */
+  /** The disk layer now read-only, by name: what changed since the previous checkpoint (its backing). */
   layer: string;
-  /** The memory state file, or null for a files-only checkpoint. */
+  /** The memory state file's name, or null for a files-only checkpoint. */
   memoryState: string | null;
   /** What a memory state needs of the machine it loads into (`tcg`, `kvm+nested`...), when known. */
   machine: string | null;
@@ -124,7 +128,7 @@ export interface MachineSpec extends GuestBoot {
    * at most 64 letters, digits, `.`, `_`, `-`; VALIDATION_FAILED otherwise).
    */
   name: string;
-  /** The machine's writable root disk (a qcow2 overlay). */
+  /** The machine's writable root disk (createDisk's), by name in the host's layers directory. */
   rootDisk: string;
   /** A NIC on this tap device, and eth0's configuration ("ADDR/PREFIX GATEWAY"). */
   nic?: { tap: string; guestNet: string };
@@ -132,9 +136,10 @@ export interface MachineSpec extends GuestBoot {
    * Resume a booted warm template copy-on-write instead of booting. With `rootWait` the template
    * waits for its root disk, and the clone mounts `rootDisk` (any image's or checkpoint's, at its
    * own size); without, the template's root is mounted already and `rootDisk` sits on its disk.
+   * Its files are the host's own (its warm caches' Template or MemoryImage, never a remote host's).
    */
   template?: { ramFile: string; stateFile: string; rootWait?: boolean };
-  /** Resume a memory checkpoint (RAM and devices) instead of booting. */
+  /** Resume a memory checkpoint (RAM and devices) instead of booting: its state's name in the layers directory. */
   memoryState?: string;
   /**
    * Host directories the guest sees at `guestPath`, shared read-write with every other machine
@@ -207,7 +212,7 @@ export interface Machine {
   readonly controllable: boolean;
   /** For an adopted machine: its run state when found (`running`, `paused`, ...). */
   readonly adoptedRunState: string | undefined;
-  /** The disk file the guest writes to now (changes with every disk snapshot). */
+  /** The disk the guest writes to now, by name in its host's layers directory (changes with every checkpoint). */
   readonly activeDisk: string | undefined;
   /** Why the VMM holds the machine on a host disk error, or undefined. */
   readonly diskError: string | undefined;
@@ -271,19 +276,21 @@ export const DISK_FILE_SUFFIX = ".qcow2";
 
 /**
  * Disks and layers, owned by the host: a sandbox's writable disk lies on top of a chain of
- * read-only layers (checkpoints) over an image base. Names are relative to `dir` (the layers
- * directory), so stored layers do not depend on where a sandbox lived.
+ * read-only layers (checkpoints) over an image base. Each lies in the host's layers directory,
+ * given to the host when it is made (a worker's is its own), and is named across this interface
+ * by its name there, never by a path: a name that is not flat (a `/`, a `..`) is refused with
+ * VALIDATION_FAILED (checkLayerName). So stored layers do not depend on where a sandbox lived,
+ * and a remote host never gets a path of the control plane's.
  */
 export interface HostDisks {
-  /** A name in `dir` for the image base at `basePath` (a disk can then lie on it). Idempotent. */
-  linkBase(dir: string, basePath: string): Promise<string>;
-  /** A new writable disk at `file` over `backing` (a name in the disk's directory). */
-  createDisk(backing: string, file: string, sizeBytes: number, opts?: { signal?: AbortSignal }): Promise<void>;
-  /** Its layers port over `blobs` (its layers directory: `blobs.localDir`); see HostLayers. */
+  /** A name in the layers directory for the image base at `basePath` (a disk can then lie on it). Idempotent. */
+  linkBase(basePath: string): Promise<string>;
+  /** A new writable disk named `disk` over the disk or layer named `backing`. */
+  createDisk(backing: string, disk: string, sizeBytes: number, opts?: { signal?: AbortSignal }): Promise<void>;
+  /** Its layers port over `blobs`, whose local files lie in its layers directory (`blobs.localDir`); see HostLayers. */
   layers(blobs: BlobStore): HostLayers;
-  /** Writes `dest` as one layer holding the whole chain of `layer` down to `backing` (names in `dir`). */
+  /** Writes `dest` as one layer holding the whole chain of `layer` down to `backing` (all three names). */
   flattenLayer(
-    dir: string,
     layer: string,
     backing: string,
     dest: string,
@@ -294,7 +301,6 @@ export interface HostDisks {
 /** Where a host keeps what makes starts warm (their VMs' sockets: in the host's own run root). */
 export interface WarmCacheOptions {
   dataDir: string;
-  layersDir: string;
   /** Lends template builds a tap (null: networks off). */
   taps: TemplateTaps | null;
   /** Told why a memory image build failed (starts from that checkpoint load its whole state). */
@@ -314,7 +320,7 @@ export interface ResolvedImage {
   ref: string;
   /** The image manifest's digest (`sha256:...`). */
   digest: string;
-  /** The base on that host (a path there, never written to): give it to `linkBase`. */
+  /** The base on that host (a path there, never written to, opened by that host only): give it to `linkBase`. */
   basePath: string;
   virtualSizeBytes: number;
   source: "local" | "registry";

@@ -1,6 +1,6 @@
 import { rmSync } from "node:fs";
-import path from "node:path";
 import { createOverlay } from "../disks/overlay.js";
+import { layerFile } from "./host-layers.js";
 import {
   CheckpointFailedError,
   type CheckpointRequest,
@@ -15,7 +15,9 @@ const MEMORY_SAVE_DEADLINE_MS = 120_000;
 /** What the checkpoint sequence needs of a QEMU machine. */
 export interface CheckpointTarget {
   readonly name: string;
+  /** Its disk's name in `layersDir`. */
   readonly activeDisk: string | undefined;
+  readonly layersDir: string;
   readonly diskError: string | undefined;
   readonly identity: string | null;
   readonly controlDeadlineMs: number;
@@ -66,6 +68,9 @@ function guarded<T>(m: CheckpointTarget, p: Promise<T>, ms: number, what: string
  * error. On failure the new overlay is removed; `machineLost` says whether the VM must go.
  */
 export async function checkpointQemu(m: CheckpointTarget, req: CheckpointRequest): Promise<SavedCheckpoint> {
+  // Names in the layers directory, checked before anything is touched (VALIDATION_FAILED).
+  const nextDisk = layerFile(m.layersDir, req.nextDisk, "nextDisk");
+  const memoryFile = req.memoryFile === undefined ? undefined : layerFile(m.layersDir, req.memoryFile, "memoryFile");
   const qmpMs = m.controlDeadlineMs;
   // A freeze an earlier checkpoint gave up on and that completed late is thawed first.
   const lateThaw = lateThaws.get(m);
@@ -75,15 +80,15 @@ export async function checkpointQemu(m: CheckpointTarget, req: CheckpointRequest
   const release = m.hold();
   let snapshotting = false;
   try {
-    await createOverlay(path.basename(frozenDisk), req.nextDisk, req.diskSizeBytes, { unsafe: true });
-    if (req.memoryFile) {
+    await createOverlay(frozenDisk, nextDisk, req.diskSizeBytes, { unsafe: true });
+    if (memoryFile) {
       // Stopped, disk and memory agree without a freeze: snapshot, save RAM + devices, run, reset the clock.
       await m.pause({ timeoutMs: qmpMs });
       try {
         snapshotting = true;
-        await m.snapshotDisk(req.nextDisk, { timeoutMs: qmpMs });
+        await m.snapshotDisk(nextDisk, { timeoutMs: qmpMs });
         snapshotting = false;
-        await m.saveMemory(req.memoryFile, { signal: AbortSignal.timeout(MEMORY_SAVE_DEADLINE_MS) });
+        await m.saveMemory(memoryFile, { signal: AbortSignal.timeout(MEMORY_SAVE_DEADLINE_MS) });
       } finally {
         await m.resume({ timeoutMs: qmpMs }).catch(() => {});
         m.syncClock();
@@ -109,15 +114,15 @@ export async function checkpointQemu(m: CheckpointTarget, req: CheckpointRequest
         snapshotting = true;
         // Not cut short on a disk-error pause: QMP answers while the VM is paused, and its
         // answer says which disk the VM now writes to (its own deadline covers a hung QEMU).
-        await m.snapshotDisk(req.nextDisk, { timeoutMs: qmpMs });
+        await m.snapshotDisk(nextDisk, { timeoutMs: qmpMs });
         snapshotting = false;
       } finally {
         await guarded(m, m.fsthaw("/"), qmpMs, "the guest's thaw").catch(() => {});
       }
     }
   } catch (err) {
-    rmSync(req.nextDisk, { force: true });
-    if (req.memoryFile) rmSync(req.memoryFile, { force: true });
+    rmSync(nextDisk, { force: true });
+    if (memoryFile) rmSync(memoryFile, { force: true });
     const message = (err as Error).message;
     if (err instanceof MachineTimeoutError && !snapshotting) {
       // QEMU serves QMP whatever its guest does: no answer means QEMU itself is stopped or hung.

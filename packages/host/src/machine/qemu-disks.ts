@@ -1,24 +1,47 @@
+import { mkdirSync } from "node:fs";
 import type { BlobStore } from "../blobs/blob-store.js";
 import { flattenLayer, sealLayer } from "../disks/layers.js";
 import { ensureBaseLink } from "../disks/overlay.js";
 import { createOverlayCopy } from "../disks/overlay-copies.js";
-import { BlobLayers, type HostLayers } from "./host-layers.js";
+import { BlobLayers, checkLayerName, type HostLayers, layerFile } from "./host-layers.js";
 import type { HostDisks } from "./machine.js";
 
-/** A QEMU host's disks: qcow2 overlays over a chain of qcow2 layers over the image base. */
+/**
+ * A QEMU host's disks: qcow2 overlays over a chain of qcow2 layers over the image base, all in its
+ * layers directory `layersDir` and named there (each name checked: checkLayerName).
+ */
 export class QemuDisks implements HostDisks {
-  async linkBase(dir: string, basePath: string): Promise<string> {
-    return ensureBaseLink(dir, basePath);
+  constructor(readonly layersDir: string) {}
+
+  /** The file of the disk, layer or memory state `name` (VALIDATION_FAILED on `field` when it is not a name). */
+  protected file(name: string, field: string): string {
+    return layerFile(this.layersDir, name, field);
   }
 
-  createDisk(backing: string, file: string, sizeBytes: number, opts: { signal?: AbortSignal } = {}): Promise<void> {
+  async linkBase(basePath: string): Promise<string> {
+    mkdirSync(this.layersDir, { recursive: true });
+    return ensureBaseLink(this.layersDir, basePath);
+  }
+
+  async createDisk(backing: string, disk: string, sizeBytes: number, opts: { signal?: AbortSignal } = {}): Promise<void> {
+    const file = this.file(disk, "disk");
+    checkLayerName(backing, "backing");
+    mkdirSync(this.layersDir, { recursive: true });
     return createOverlayCopy(backing, file, sizeBytes, opts);
   }
 
   /** Stores and fetches its layers: a qcow2 layer is sealed (fsync, sha256) where it lies. */
   layers(blobs: BlobStore): HostLayers {
-    return new BlobLayers(blobs, sealLayer);
+    return new BlobLayers(this.layersDir, blobs, sealLayer);
   }
 
-  readonly flattenLayer: HostDisks["flattenLayer"] = flattenLayer;
+  flattenLayer(
+    layer: string,
+    backing: string,
+    dest: string,
+    opts: { signal?: AbortSignal } = {},
+  ): Promise<{ sha256: string; size: number }> {
+    const names = [checkLayerName(layer, "layer"), checkLayerName(backing, "backing"), checkLayerName(dest, "dest")] as const;
+    return flattenLayer(this.layersDir, ...names, opts);
+  }
 }

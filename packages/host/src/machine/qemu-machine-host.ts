@@ -35,6 +35,12 @@ export interface QemuMachineHostOptions {
   runRoot: string;
   /** Where machines' logs go (console.log, qemu.log), each in a directory named after its machine; kept after it ended. */
   logRoot: string;
+  /**
+   * Its layers directory: machines' disks, checkpoint layers, memory states and image templates'
+   * disks, each named across the interface by its name there (HostDisks). The blob store its
+   * layers port is given keeps its local files here.
+   */
+  layersDir: string;
   /** The accelerator machines run under (detectAccel); default `tcg`. */
   accel?: Accel;
   /** Serves MachineSpec.mounts; without it a spec with mounts is refused (NOT_SUPPORTED). */
@@ -79,7 +85,7 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
   private readonly dirs: MachineDirs;
 
   constructor(private readonly opts: QemuMachineHostOptions) {
-    super();
+    super(opts.layersDir);
     this.dirs = new MachineDirs(opts.runRoot, opts.logRoot);
     this.jail = opts.jail ?? defaultJailConfig();
     this.networks = opts.networks ?? new SandboxNetworks();
@@ -96,7 +102,7 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
 
   /** The booted templates and memory images that make starts warm (see WarmCaches). */
   warmCaches(opts: WarmCacheOptions): WarmCaches {
-    return qemuWarmCaches(opts, this.jail, this.dirs.runRoot);
+    return qemuWarmCaches(opts, { jail: this.jail, runRoot: this.dirs.runRoot, layersDir: this.layersDir });
   }
 
   private wrap(
@@ -110,6 +116,7 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
       guestNet,
       ...(this.opts.controlDeadlineMs !== undefined ? { controlDeadlineMs: this.opts.controlDeadlineMs } : {}),
       identity: spec?.accel ? `${spec.accel}${spec.nested ? "+nested" : ""}` : null,
+      layersDir: this.layersDir,
     });
   }
 
@@ -135,6 +142,8 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
 
   async start(spec: MachineSpec): Promise<QemuMachine> {
     checkMachineName(spec.name);
+    this.file(spec.rootDisk, "rootDisk");
+    if (spec.memoryState !== undefined) this.file(spec.memoryState, "memoryState");
     const guestMounts = await this.grantMounts(spec.name, spec.mounts, spec.nic?.guestNet);
     let machine: QemuMachine;
     try {
@@ -175,6 +184,7 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
     const vm = await QemuVm.start({
       ...place,
       ...bootAndFiles(spec),
+      rootDisk: this.file(spec.rootDisk, "rootDisk"),
       runDir: this.dirs.runDir(spec.name),
       logDir: this.dirs.logDir(spec.name),
       ...(spec.nic ? { tap: spec.nic.tap, guestNet: spec.nic.guestNet } : {}),
@@ -189,7 +199,7 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
             ...(spec.template.rootWait ? { rootWait: true } : {}),
           }
         : {}),
-      ...(spec.memoryState ? { restoreFrom: spec.memoryState } : {}),
+      ...(spec.memoryState ? { restoreFrom: this.file(spec.memoryState, "memoryState") } : {}),
     }).catch((err: unknown) => {
       if (limiter) void limiter.release(spec.name).catch(() => {});
       throw err;

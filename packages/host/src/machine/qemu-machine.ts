@@ -1,4 +1,5 @@
 import { EventEmitter } from "node:events";
+import nodePath from "node:path";
 import type { Duplex } from "node:stream";
 import type { ExecSpec, StatInfo } from "../agent/agent-client.js";
 import { resumeAfterSave, saveVmState } from "../snapshots/migration.js";
@@ -56,17 +57,26 @@ export class QemuMachine extends EventEmitter implements Machine {
   readonly identity: string | null;
   /** eth0's configuration ("ADDR/PREFIX GATEWAY", "-": link down), undefined without a NIC. */
   private readonly guestNet: string | undefined;
+  /** Its host's layers directory: where its disks lie, named there (checkpoints name the next one). */
+  readonly layersDir: string;
 
   constructor(
     /** The VM behind it (tests reach its agent connection through it). */
     readonly vm: QemuVm,
-    opts: { paused?: boolean; controlDeadlineMs?: number; identity?: string | null; guestNet?: string | undefined } = {},
+    opts: {
+      paused?: boolean;
+      controlDeadlineMs?: number;
+      identity?: string | null;
+      guestNet?: string | undefined;
+      layersDir: string;
+    },
   ) {
     super();
     this.paused = opts.paused ?? false;
     this.controlDeadlineMs = opts.controlDeadlineMs ?? 15_000;
     this.identity = opts.identity ?? null;
     this.guestNet = opts.guestNet;
+    this.layersDir = opts.layersDir;
     this.setMaxListeners(0);
     vm.on("exit", (exit: VmExit) => {
       for (const stop of this.stops.splice(0)) stop();
@@ -90,8 +100,10 @@ export class QemuMachine extends EventEmitter implements Machine {
   get adoptedRunState(): string | undefined {
     return this.vm.adoptedRunState;
   }
+  /** Its disk's name in the layers directory (QEMU names the file). */
   get activeDisk(): string | undefined {
-    return this.vm.activeDisk;
+    const file = this.vm.activeDisk;
+    return file === undefined ? undefined : nodePath.basename(file);
   }
   get startMarks(): Readonly<Record<string, number>> | undefined {
     return this.vm.startMarks;

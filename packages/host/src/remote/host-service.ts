@@ -112,8 +112,8 @@ export function machineHostService(
         nestedWhy: c.nested.ok ? "" : c.nested.why,
       });
     },
-    linkBase: (r) => answer(async () => ({ name: await host.linkBase(r.dir, r.basePath) })),
-    createDisk: (r, ctx) => answerEmpty(() => host.createDisk(r.backing, r.file, Number(r.sizeBytes), sig(ctx))),
+    linkBase: (r) => answer(async () => ({ name: await host.linkBase(r.basePath) })),
+    createDisk: (r, ctx) => answerEmpty(() => host.createDisk(r.backing, r.disk, Number(r.sizeBytes), sig(ctx))),
     storeLayer: (r, ctx) =>
       answer(async () => {
         const d = await servedLayers().store(r.key, sig(ctx));
@@ -122,7 +122,7 @@ export function machineHostService(
     fetchLayer: (r, ctx) => answerEmpty(() => servedLayers().fetch(r.key, r.sha256, sig(ctx))),
     flattenLayer: (r, ctx) =>
       answer(async () => {
-        const d = await host.flattenLayer(r.dir, r.layer, r.backing, r.dest, sig(ctx));
+        const d = await host.flattenLayer(r.layer, r.backing, r.dest, sig(ctx));
         return create(LayerDigestSchema, { sha256: d.sha256, size: BigInt(d.size) });
       }),
     start: (r, ctx) => answer(async () => machineInfo(served.add(await host.start(machineSpec(r, ctx.signal))))),

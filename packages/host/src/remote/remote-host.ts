@@ -21,8 +21,9 @@ export interface RemoteHostOptions {
 
 /**
  * A MachineHost on another machine: each call goes to a worker serving its own host (QEMU's, or a
- * fake) with serveMachineHost. Paths in specs and answers are the worker's; the worker chooses its
- * machines' own directories (their names say which). No warm caches here:
+ * fake) with serveMachineHost. Disks, layers and memory states are named in the worker's layers
+ * directory (never a path of this machine's); the worker chooses its machines' own directories
+ * (their names say which). No warm caches here:
  * the worker's templates and memory images are its own affair (warmCaches answers null).
  */
 export class RemoteHost implements MachineHost {
@@ -78,12 +79,12 @@ export class RemoteHost implements MachineHost {
     return null;
   }
 
-  linkBase(dir: string, basePath: string): Promise<string> {
-    return this.call("linking an image base", async () => (await this.client.linkBase({ dir, basePath })).name);
+  linkBase(basePath: string): Promise<string> {
+    return this.call("linking an image base", async () => (await this.client.linkBase({ basePath })).name);
   }
 
-  async createDisk(backing: string, file: string, sizeBytes: number, opts: { signal?: AbortSignal } = {}): Promise<void> {
-    await this.call("creating a disk", () => this.client.createDisk({ backing, file, sizeBytes: BigInt(sizeBytes) }, opts));
+  async createDisk(backing: string, disk: string, sizeBytes: number, opts: { signal?: AbortSignal } = {}): Promise<void> {
+    await this.call("creating a disk", () => this.client.createDisk({ backing, disk, sizeBytes: BigInt(sizeBytes) }, opts));
   }
 
   /** The worker's layers, stored in and fetched from its own blob store (the fleet's): `blobs` is the caller's. */
@@ -91,8 +92,8 @@ export class RemoteHost implements MachineHost {
     return this.layerPort;
   }
 
-  readonly flattenLayer: MachineHost["flattenLayer"] = (dir, layer, backing, dest, opts = {}) =>
-    this.call("flattening a layer", async () => layerDigest(await this.client.flattenLayer({ dir, layer, backing, dest }, opts)));
+  readonly flattenLayer: MachineHost["flattenLayer"] = (layer, backing, dest, opts = {}) =>
+    this.call("flattening a layer", async () => layerDigest(await this.client.flattenLayer({ layer, backing, dest }, opts)));
 
   async start(spec: MachineSpec): Promise<RemoteMachine> {
     const info = await this.call("starting a machine", () =>

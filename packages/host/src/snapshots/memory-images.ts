@@ -40,6 +40,11 @@ export interface MemoryImagesOptions {
   onBuildError?: (err: Error, memState: string) => void;
   /** The jail the builder's QEMU runs in (its host's; default: the default jail). */
   jail?: JailConfig;
+  /**
+   * The file of the memory state named `name` (its host's: in its layers directory, the name
+   * checked there); default: `name` is the file.
+   */
+  stateFile?: (name: string) => string;
 }
 
 /**
@@ -65,6 +70,7 @@ export class MemoryImages {
   private readonly ramDir: string | null;
   private readonly onBuildError: (err: Error, memState: string) => void;
   private readonly jail: JailConfig;
+  private readonly stateFile: (name: string) => string;
 
   constructor(
     readonly root: string,
@@ -75,6 +81,7 @@ export class MemoryImages {
     this.ramDir = opts.ramDir ?? null;
     this.onBuildError = opts.onBuildError ?? (() => {});
     this.jail = opts.jail ?? defaultJailConfig();
+    this.stateFile = opts.stateFile ?? ((name) => name);
     mkdirSync(root, { recursive: true });
   }
 
@@ -90,7 +97,7 @@ export class MemoryImages {
     if (this.ramDir) rmSync(this.ramDir, { recursive: true, force: true });
   }
 
-  /** Starts building the image in the background (a memory checkpoint was just saved). */
+  /** Starts building the image in the background (a memory checkpoint was just saved; `memState`: its name, see stateFile). */
   prepare(memState: string, shape: MemoryShape): void {
     void this.ensure(memState, shape);
   }
@@ -111,14 +118,17 @@ export class MemoryImages {
   }
 
   /**
-   * The image of this memory state, built once (concurrent callers share it); null when that
-   * failed or the store is closed. `signal` gives up waiting, not the build others may share.
+   * The image of the memory state named `memState`, built once (concurrent callers share it); null
+   * when that failed, the name is not one (stateFile), or the store is closed. `signal` gives up
+   * waiting, not the build others may share.
    */
   ensure(memState: string, shape: MemoryShape, signal?: AbortSignal): Promise<MemoryImage | null> {
     if (this.abort.signal.aborted) return Promise.resolve(null);
     let key: string;
+    let file: string;
     try {
-      key = this.key(memState, shape);
+      file = this.stateFile(memState);
+      key = this.key(file, shape);
     } catch {
       return Promise.resolve(null);
     }
@@ -128,7 +138,7 @@ export class MemoryImages {
     let p = this.building.get(key);
     if (!p) {
       this.prune(); // images of checkpoints deleted since
-      p = this.build(key, dir, memState, shape)
+      p = this.build(key, dir, file, shape)
         .catch((err: Error) => {
           if (!this.abort.signal.aborted) this.onBuildError(err, memState);
           this.remove(key);

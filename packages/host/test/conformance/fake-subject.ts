@@ -33,7 +33,7 @@ export function fakeConformance(
       const dir = mkdtempSync(path.join(tmpdir(), `${dirPrefix}-`));
       const store = await layerBlobs(dir);
       const { host, close } = await wrap(
-        new FakeHost({ images: { dir: path.join(dir, "images") }, dir: path.join(dir, "host") }),
+        new FakeHost({ images: { dir: path.join(dir, "images") }, dir: path.join(dir, "host"), layersDir: dir }),
         store.blobs,
       );
       return {

@@ -13,7 +13,7 @@ import { execOutput } from "../helpers/guest.js";
 
 export interface HostUnderTest {
   host: MachineHost;
-  /** Where disks and layers live (all names relative to it). */
+  /** The host's layers directory: where its disks and layers lie (named across the interface by their names there). */
   dir: string;
   /** The blob store the host's layers port stores into (its `localDir` is `dir`, a cache of a remote store). */
   blobs: BlobStore;
@@ -21,7 +21,7 @@ export interface HostUnderTest {
   runRoot: string;
   /** An image the host holds (machines boot from its base). */
   image: string;
-  /** The spec of a machine booting (or resuming) from `rootDisk`. */
+  /** The spec of a machine booting (or resuming) from the disk named `rootDisk`. */
   spec(name: string, rootDisk: string): MachineSpec;
   /** Whether this host can adopt a machine this process still holds (a VM's agent takes one client). */
   adoptsLive: boolean;
@@ -99,7 +99,7 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
     let image: ResolvedImage;
     let base: string;
     const started: Machine[] = [];
-    const disk = (n: string) => path.join(t.dir, `${n}.qcow2`);
+    const disk = (n: string) => `${n}.qcow2`;
     const start = async (n: string, rootDisk: string, extra: Partial<MachineSpec> = {}) => {
       const m = await t.host.start({ ...t.spec(n, rootDisk), ...extra });
       started.push(m);
@@ -109,7 +109,7 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
     beforeAll(async () => {
       t = await make();
       image = await t.host.images.resolve(t.image, {});
-      base = await t.host.linkBase(t.dir, image.basePath);
+      base = await t.host.linkBase(image.basePath);
       await t.host.createDisk(base, disk("a"), DISK);
       a = await start("conf-a", disk("a"));
     }, 4 * timeoutMs);
@@ -150,6 +150,31 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
       expect((await run(a, "echo up")).out).toBe("up\n");
     });
 
+    it("refuses a disk, layer or memory state named by a path (not a name in its layers directory), with VALIDATION_FAILED", {
+      timeout: timeoutMs,
+    }, async () => {
+      const outside = path.join(t.dir, "..", `conf-escape-${path.basename(t.dir)}`);
+      const bad = ["", "..", "../a.qcow2", "sub/a.qcow2", path.join(t.dir, disk("a")), outside];
+      const refused = { code: "VALIDATION_FAILED" };
+      for (const name of bad) {
+        await expect(t.host.start(t.spec("conf-bad", name)), name).rejects.toMatchObject(refused);
+        await expect(t.host.start({ ...t.spec("conf-bad", disk("a")), memoryState: name }), name).rejects.toMatchObject(refused);
+        await expect(t.host.createDisk(base, name, DISK), name).rejects.toMatchObject(refused);
+        await expect(t.host.createDisk(name, disk("conf-bad"), DISK), name).rejects.toMatchObject(refused);
+        await expect(t.host.flattenLayer(name, base, "conf-bad-flat"), name).rejects.toMatchObject(refused);
+        await expect(t.host.flattenLayer(base, base, name), name).rejects.toMatchObject(refused);
+        const ck = { nextDisk: disk("conf-bad-next"), diskSizeBytes: DISK, freezeDeadlineMs: 10_000 };
+        await expect(a.checkpoint({ ...ck, nextDisk: name }), name).rejects.toMatchObject(refused);
+        await expect(a.checkpoint({ ...ck, memoryFile: name }), name).rejects.toMatchObject(refused);
+      }
+      // Nothing was made, inside the layers directory or outside it, and the machine runs on its disk.
+      for (const made of [outside, path.join(t.dir, disk("conf-bad")), path.join(t.dir, disk("conf-bad-next"))])
+        expect(existsSync(made), made).toBe(false);
+      expect(a.activeDisk).toBe(disk("a"));
+      expect((await run(a, "echo up")).out).toBe("up\n");
+      expect((await t.host.survivors()).map((s) => s.name)).not.toContain("conf-bad");
+    });
+
     it("resolves an image to a base on the host, the one its first machine started on", { timeout: timeoutMs }, async () => {
       expect(image.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
       expect(["local", "registry"]).toContain(image.source);
@@ -157,7 +182,7 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
       expect(typeof image.labels).toBe("object");
       expect(await t.host.images.resolve(t.image, {})).toEqual(image);
       await t.host.images.check(t.image, {});
-      expect(await t.host.linkBase(t.dir, image.basePath)).toBe(base);
+      expect(await t.host.linkBase(image.basePath)).toBe(base);
       expect((await run(a, "echo up")).out).toBe("up\n");
     });
 
@@ -289,7 +314,7 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
     });
 
     it("flattens a layer into one over the base: the same files", { timeout: 2 * timeoutMs }, async () => {
-      const flat = await t.host.flattenLayer(t.dir, path.basename(layer), base, "flat.qcow2");
+      const flat = await t.host.flattenLayer(path.basename(layer), base, "flat.qcow2");
       expect(flat.sha256).toMatch(/^[0-9a-f]{64}$/);
       await t.host.createDisk("flat.qcow2", disk("on-flat"), DISK);
       const m = await start("conf-flat", disk("on-flat"));
@@ -301,10 +326,10 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
       // A host without memory snapshots says so (capabilities); nothing more to check (no skip: CI counts skips as failures).
       if (!t.host.capabilities.memorySnapshots) return;
       await run(a, "echo mem > /root/mem.txt");
-      const memoryFile = path.join(t.dir, "mem-conf");
+      const memoryFile = "mem-conf";
       const saved = await a.checkpoint({ nextDisk: disk("a-2"), diskSizeBytes: DISK, freezeDeadlineMs: 10_000, memoryFile });
       expect(saved.memoryState).toBe(memoryFile);
-      expect(existsSync(memoryFile)).toBe(true);
+      expect(existsSync(path.join(t.dir, memoryFile))).toBe(true);
       expect((await run(a, "echo still")).out).toBe("still\n");
       await t.host.createDisk(path.basename(saved.layer), disk("resumed"), DISK);
       const m = await start("conf-resumed", disk("resumed"), { memoryState: memoryFile });

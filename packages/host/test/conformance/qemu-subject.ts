@@ -75,7 +75,11 @@ export function qemuConformance(
       const runRoot = path.join(dir, "r");
       const accel = await detectAccel("auto");
       const store = await layerBlobs(dir);
-      const { host, close } = await wrap(createQemuHost({ accel, runRoot, logRoot: path.join(dir, "logs") }), accel, store.blobs);
+      const { host, close } = await wrap(
+        createQemuHost({ accel, runRoot, logRoot: path.join(dir, "logs"), layersDir: dir }),
+        accel,
+        store.blobs,
+      );
       const nics = await testNics();
       return {
         host,

@@ -18,7 +18,7 @@ export async function flattenCheckpoint(
   const dir = deps.blobs.localDir;
   const tmp = `.tmp-flat-${id}`;
   try {
-    const { sha256, size } = await deps.host.flattenLayer(dir, row.blob_key, await deps.host.linkBase(dir, row.base_path), tmp);
+    const { sha256, size } = await deps.host.flattenLayer(row.blob_key, await deps.host.linkBase(row.base_path), tmp);
     // Stored (for a remote store: uploaded) before the new hash is recorded, then swapped locally.
     const commit = () => deps.store.updateCheckpoint(id, { sha256, stored_bytes: size }, ["DURABLE"]);
     if (!(await deps.blobs.replace(row.blob_key, path.join(dir, tmp), { sha256, size }, commit))) return;

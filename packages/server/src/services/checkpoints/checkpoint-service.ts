@@ -127,8 +127,8 @@ export class CheckpointService {
       await store.insertCheckpoint(row);
       // The host takes it (freeze or stop, cut the disk, save memory, thaw or run on) and rolls
       // back on failure; the guest writes to `next` from now on.
-      const next = path.join(path.dirname(frozenDisk), liveDiskName(sandboxId, row.id));
-      const memFile = opts.includeMemory ? path.join(this.deps.blobs.localDir, `mem-${row.id}`) : undefined;
+      const next = liveDiskName(sandboxId, row.id);
+      const memFile = opts.includeMemory ? `mem-${row.id}` : undefined;
       let saved: SavedCheckpoint;
       try {
         saved = await vm.checkpoint({
@@ -153,15 +153,15 @@ export class CheckpointService {
         throw new SandtreeError(diskFull ? "HOST_DISK_FULL" : "CHECKPOINT_FAILED", reason, { checkpoint_id: row.id });
       }
       if (saved.memoryState) {
-        row.mem_key = path.basename(saved.memoryState);
+        row.mem_key = saved.memoryState;
         await store.updateCheckpoint(row.id, { mem_key: row.mem_key });
         // Its copy-on-write RAM image builds now, beside the seal: a fork's children find it built.
         this.deps.sandboxes.prepareMemoryImage(sb, saved.memoryState);
       }
       // The frozen overlay is the checkpoint's layer, in place: it holds what changed since the parent.
-      await store.updateCheckpoint(row.id, { state: "FROZEN", blob_key: path.basename(saved.layer) }, ["PENDING"]);
+      await store.updateCheckpoint(row.id, { state: "FROZEN", blob_key: saved.layer }, ["PENDING"]);
       await store.updateSandbox(sandboxId, { head_checkpoint_id: row.id });
-      this.startUpload(row, path.basename(saved.layer));
+      this.startUpload(row, saved.layer);
       return (await this.deps.store.getCheckpoint(row.id)) as CheckpointRow;
     });
   }

@@ -54,7 +54,7 @@ export function hereCheckpoints(checkpoints: CheckpointService, sandboxes: Sandb
         return await sandboxes.reset(teamId, id, {
           checkpointId: row.id,
           layerName: path.basename(top),
-          memPath,
+          memState: path.basename(memPath),
           memoryMb: row.memory_mb,
           cpuCores: row.cpu_cores,
         });

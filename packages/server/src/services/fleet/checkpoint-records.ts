@@ -37,7 +37,7 @@ function pinned(image: string, digest: string): string {
 export async function ensureBase(
   store: Store,
   images: ImageResolver,
-  layers: { dir: string; disks: HostDisks },
+  disks: HostDisks,
   row: CheckpointRow,
   signal?: AbortSignal,
 ): Promise<string> {
@@ -56,6 +56,6 @@ export async function ensureBase(
     }
     await store.updateCheckpoint(row.id, { base_path: base });
   }
-  await layers.disks.linkBase(layers.dir, base);
+  await disks.linkBase(base);
   return base;
 }

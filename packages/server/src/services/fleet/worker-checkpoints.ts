@@ -92,7 +92,7 @@ export class WorkerCheckpoints {
       }
     }
     const topRow = (await store.getCheckpoint(top.id)) as CheckpointRow;
-    await ensureBase(store, this.deps.images, { dir: this.deps.blobs.localDir, disks: this.deps.disks }, topRow, signal);
+    await ensureBase(store, this.deps.images, this.deps.disks, topRow, signal);
     const fresh = (await store.getCheckpoint(top.id)) as CheckpointRow;
     await verifyChain(store, { layers: this.deps.layers, dir: this.deps.blobs.localDir }, fresh, {
       memory: req.memory,

@@ -49,7 +49,7 @@ export interface RestoreLayers {
   /** The checkpoint's top layer, by file name in the layers directory. */
   layerName: string;
   digest: string | null;
-  /** Its memory state, when the sandbox resumes with processes running. */
+  /** Its memory state, by name in the layers directory, when the sandbox resumes with processes running. */
   memState: string | null;
 }
 
@@ -198,13 +198,12 @@ export class Provisioner {
     restore: RestoreLayers | null,
     signal: AbortSignal,
   ): Promise<void> {
-    const { store, log, paths, machines } = this.deps;
+    const { store, log, machines } = this.deps;
     if (!(await store.updateSandbox(sb.id, { status: "PROVISIONING" }, ["PENDING"]))) return;
     let machine: Machine | null = null;
     try {
-      // The disk lives among the checkpoint layers and names its backing relatively: the
-      // checkpoint's layer, or a link to the image base. A later checkpoint keeps it in place.
-      mkdirSync(paths.layersDir, { recursive: true });
+      // The disk lives among the checkpoint layers in the host's layers directory, named there,
+      // over the checkpoint's layer or a link to the image base. A later checkpoint keeps it in place.
       let backing: string;
       let image: { digest: string | null; virtualSizeBytes: number };
       let defaults: ReturnType<typeof imageDefaults>["patch"] = {};
@@ -214,7 +213,7 @@ export class Provisioner {
       } else {
         const resolved = await this.deps.images.resolve(sb.image, { ...(credentials ? { credentials } : {}), signal });
         this.imageBases.set(sb.id, resolved.basePath);
-        backing = await this.deps.host.linkBase(paths.layersDir, resolved.basePath);
+        backing = await this.deps.host.linkBase(resolved.basePath);
         image = resolved;
         // What the image says it needs, where the create did not say otherwise.
         const found = imageDefaults(sb, resolved.labels);
@@ -252,7 +251,7 @@ export class Provisioner {
             restore || !image.digest ? null : { digest: image.digest, backing, diskBytes },
           );
       const template = warm.template;
-      const rootDisk = path.join(paths.layersDir, liveDiskName(sb.id, "0"));
+      const rootDisk = liveDiskName(sb.id, "0");
       // The disk and the network (tap, rules, tunnels) are set up side by side.
       // Both settle before a failure is thrown, so the cleanup below sees everything they made.
       const [disk, net] = await Promise.allSettled([
@@ -319,12 +318,12 @@ export class Provisioner {
    * checkpoint's layer), keeping the sandbox's id and network. The caller took the old machine.
    */
   async replaceForReset(sb: Sandbox, old: Machine, layers: { layerName: string; memState: string }): Promise<void> {
-    const { paths, machines } = this.deps;
+    const { machines } = this.deps;
     // The checkpoint's memory image is made (once) before the old machine goes.
     const resume = await this.memoryStart(sb, layers.memState);
     await old.stop({ graceMs: 0 });
     await machines.cleanupDisk(sb.id);
-    const disk = path.join(paths.layersDir, liveDiskName(sb.id, `r${Date.now().toString(36)}`));
+    const disk = liveDiskName(sb.id, `r${Date.now().toString(36)}`);
     await this.deps.host.createDisk(layers.layerName, disk, sb.disk_size_gb * GiB);
     const tap = this.deps.network?.tapOf(sb.id);
     const guestNet = this.deps.network?.guestNetOf(sb.id);

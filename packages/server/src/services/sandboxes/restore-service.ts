@@ -85,7 +85,7 @@ export class RestoreService {
       memory,
       localHolds: layers.every((k) => existsSync(path.join(sandboxes.layersDir, k))),
       here: async () => {
-        await ensureBase(store, this.deps.images, { dir: sandboxes.layersDir, disks: sandboxes.host }, row);
+        await ensureBase(store, this.deps.images, sandboxes.host, row);
         return (await this.layers(teamId, checkpointId, memory)).layers;
       },
       on: async (worker) => {
@@ -100,7 +100,11 @@ export class RestoreService {
 
   private async layers(teamId: string, checkpointId: string, memory: boolean) {
     const { row, path: top, memPath } = await this.deps.checkpoints.restorePath(teamId, checkpointId, undefined, { memory });
-    const layers: RestoreLayers = { layerName: path.basename(top), digest: row.image_digest, memState: memPath };
+    const layers: RestoreLayers = {
+      layerName: path.basename(top),
+      digest: row.image_digest,
+      memState: memPath === null ? null : path.basename(memPath),
+    };
     return { row, layers };
   }
 

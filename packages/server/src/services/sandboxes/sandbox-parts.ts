@@ -29,7 +29,6 @@ export function sandboxParts(deps: SandboxServiceDeps, owner: SandboxPartsOwner)
     {
       host,
       dataDir: deps.dataDir,
-      layersDir: paths.layersDir,
       guest: deps.guest,
       accel: deps.accel,
       log: deps.log,

@@ -12,7 +12,8 @@ import type { SandboxStart } from "./sandbox-site.js";
 export interface ResetTarget {
   checkpointId: string;
   layerName: string;
-  memPath: string;
+  /** The checkpoint's memory state, by name in the host's layers directory. */
+  memState: string;
   memoryMb: number | null;
   cpuCores: number | null;
 }
@@ -48,7 +49,7 @@ export async function resetInPlace(
   try {
     // Out of the map first: calls during the swap get 409 instead of a dying VM.
     machines.take(id);
-    const ready = parts.provisioner.replaceForReset(sb, old, { layerName: r.layerName, memState: r.memPath });
+    const ready = parts.provisioner.replaceForReset(sb, old, { layerName: r.layerName, memState: r.memState });
     started({ sandbox: sb, restored: "memory", ready: ready.catch(() => {}) });
     await ready;
     await store.updateSandbox(id, { head_checkpoint_id: r.checkpointId });

@@ -11,7 +11,6 @@ export interface WarmStartsDeps {
   /** Owns the caches (a host without warm caches: warm starts are off). */
   host: MachineHost;
   dataDir: string;
-  layersDir: string;
   guest: GuestArtifacts;
   accel: Accel;
   log: Logger;
@@ -33,7 +32,6 @@ export class WarmStarts {
     const caches = enabled
       ? deps.host.warmCaches({
           dataDir: deps.dataDir,
-          layersDir: deps.layersDir,
           taps: deps.network ? deps.network.taps : null,
           onMemoryImageError: (err, memState) =>
             deps.log.warn(

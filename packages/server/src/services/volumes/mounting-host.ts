@@ -45,12 +45,12 @@ export class MountingHost implements MachineHost {
     return this.host.warmCaches(opts);
   }
 
-  linkBase(dir: string, basePath: string): Promise<string> {
-    return this.host.linkBase(dir, basePath);
+  linkBase(basePath: string): Promise<string> {
+    return this.host.linkBase(basePath);
   }
 
-  createDisk(backing: string, file: string, sizeBytes: number, opts?: { signal?: AbortSignal }): Promise<void> {
-    return this.host.createDisk(backing, file, sizeBytes, opts);
+  createDisk(backing: string, disk: string, sizeBytes: number, opts?: { signal?: AbortSignal }): Promise<void> {
+    return this.host.createDisk(backing, disk, sizeBytes, opts);
   }
 
   layers(blobs: BlobStore): HostLayers {
