@@ -71,6 +71,17 @@ describe("remote host", () => {
     await expect(m.pause()).rejects.toBeInstanceOf(MachineRefusedError);
   });
 
+  it("sends no template (a template's files are its host's own): a start naming one is refused before it is sent", async () => {
+    const base = await host.linkBase(path.join(dir, "img", "base.ext4"));
+    await host.createDisk(base, "t.qcow2", 1 << 30);
+    const starts = fake.starts;
+    const template = { ramFile: path.join(dir, "ram"), stateFile: path.join(dir, "state") };
+    await expect(host.start({ ...spec("t"), template })).rejects.toMatchObject({ code: "NOT_SUPPORTED" });
+    expect(fake.starts).toBe(starts);
+    const m = await host.start(spec("t"));
+    await m.stop();
+  });
+
   it("refuses to store or fetch layers when the worker serves its host without a blob store", async () => {
     writeFileSync(path.join(dir, "ck-no-store"), "a layer");
     await expect(host.layers().store("ck-no-store")).rejects.toMatchObject({ code: "NOT_SUPPORTED" });

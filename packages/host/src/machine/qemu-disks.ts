@@ -35,7 +35,7 @@ export class QemuDisks implements HostDisks {
     return new BlobLayers(this.layersDir, blobs, sealLayer);
   }
 
-  flattenLayer(
+  async flattenLayer(
     layer: string,
     backing: string,
     dest: string,

@@ -96,9 +96,8 @@ export class RemoteHost implements MachineHost {
     this.call("flattening a layer", async () => layerDigest(await this.client.flattenLayer({ layer, backing, dest }, opts)));
 
   async start(spec: MachineSpec): Promise<RemoteMachine> {
-    const info = await this.call("starting a machine", () =>
-      this.client.start(startRequest(spec), spec.signal ? { signal: spec.signal } : {}),
-    );
+    const req = startRequest(spec);
+    const info = await this.call("starting a machine", () => this.client.start(req, spec.signal ? { signal: spec.signal } : {}));
     return new RemoteMachine(this.client, info, this.life.signal);
   }
 

@@ -1,5 +1,5 @@
 import { create } from "@bufbuild/protobuf";
-import { Accel } from "@sandtree/protocol";
+import { Accel, SandtreeError } from "@sandtree/protocol";
 import {
   type AdoptRequest,
   AdoptRequestSchema,
@@ -39,11 +39,16 @@ function accelOf(s: string): Accel {
   return r.data;
 }
 
+/** A start's message; a spec with a template is refused (its files are the caller's host's warm caches', not the worker's). */
 export function startRequest(spec: MachineSpec): StartRequest {
+  if (spec.template)
+    throw new SandtreeError(
+      "NOT_SUPPORTED",
+      "a remote host starts no template of the caller's: its warm caches are the worker's own",
+    );
   return create(StartRequestSchema, {
     ...bootAndFiles(spec),
     ...opt("nic", spec.nic),
-    ...opt("template", spec.template && { ...spec.template, rootWait: spec.template.rootWait === true }),
     ...opt("memoryState", spec.memoryState),
     mounts: mountsOut(spec.mounts),
     ...opt("nested", spec.nested),
@@ -68,14 +73,6 @@ export function machineSpec(r: StartRequest, signal: AbortSignal): MachineSpec {
     initramfs: r.initramfs,
     rootDisk: r.rootDisk,
     ...opt("nic", r.nic && { tap: r.nic.tap, guestNet: r.nic.guestNet }),
-    ...opt(
-      "template",
-      r.template && {
-        ramFile: r.template.ramFile,
-        stateFile: r.template.stateFile,
-        ...(r.template.rootWait ? { rootWait: true } : {}),
-      },
-    ),
     ...opt("memoryState", r.memoryState),
     ...(r.mounts.length > 0 ? { mounts: mountsIn(r.mounts) } : {}),
     ...opt("nested", r.nested),
