@@ -5,6 +5,9 @@ import type { Store } from "../../store/store.js";
 import type { Logger } from "../observability/logger.js";
 import { storeLayerAgain } from "./checkpoint-chain.js";
 
+/** The name a flattened layer is written under before it replaces its checkpoint's (`.tmp-flat-` before names were checked). */
+const FLAT_TMP = "tmp-flat-";
+
 /**
  * Rewrites a deep DURABLE checkpoint's layer as one layer over the image base (see
  * CheckpointService.flattenInBackground). Never throws: a failure leaves the chain as it was.
@@ -16,7 +19,8 @@ export async function flattenCheckpoint(
   const row = await deps.store.getCheckpoint(id);
   if (!row?.blob_key || row.state !== "DURABLE") return;
   const dir = deps.blobs.localDir;
-  const tmp = `.tmp-flat-${id}`;
+  // A name in the host's layers directory (a flat name: not hidden), swapped in by the store.
+  const tmp = `${FLAT_TMP}${id}`;
   try {
     const { sha256, size } = await deps.host.flattenLayer(row.blob_key, await deps.host.linkBase(row.base_path), tmp);
     // Stored (for a remote store: uploaded) before the new hash is recorded, then swapped locally.
@@ -37,11 +41,11 @@ export async function flattenCheckpoint(
 export async function finishInterruptedFlattens(deps: { store: Store; blobs: BlobStore; log: Logger }): Promise<void> {
   const dir = deps.blobs.localDir;
   for (const f of readdirSync(dir)) {
-    const flat = /^\.tmp-flat-(ck-[0-9a-f]+)$/.exec(f);
+    const flat = /^(?:\.tmp-flat-|tmp-flat-)(ck-[0-9a-f]+)$/.exec(f);
     const row = flat?.[1] ? await deps.store.getCheckpoint(flat[1]) : undefined;
     if (row?.blob_key && row.sha256 && (await sha256File(path.join(dir, f))) === row.sha256) {
       await renameKeepingGrants(path.join(dir, f), path.join(dir, row.blob_key));
-    } else if (f.startsWith(".tmp-")) {
+    } else if (f.startsWith(".tmp-") || f.startsWith(FLAT_TMP)) {
       rmSync(path.join(dir, f), { force: true });
       if (row) await storeLayerAgain(deps.blobs, row, deps.log).catch(() => {});
     }
