@@ -107,7 +107,7 @@ describe.skipIf(unavailable)("volumes mounted in machines (NFSv3 from the host)"
   }, 60_000);
 
   it("refuses mounts on a machine without a network before starting anything", async () => {
-    const s = spec("nonet", 9, path.join(dir, "never.qcow2"));
+    const s = spec("nonet", 9, "never.qcow2");
     const { nic: _nic, ...noNic } = s;
     await expect(host.start(noNic)).rejects.toMatchObject({ code: "NETWORK_DISABLED" });
     // A sandbox created with its network off has a NIC whose link stays down ("-").
