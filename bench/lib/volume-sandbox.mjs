@@ -87,14 +87,15 @@ export async function startVolumeSandbox({ prefix, octet, beforeStart, nicProper
     const { kernel, initramfs } = guestArtifacts();
     const accel = await detectAccel("auto");
     nicExtra = nicProperty ?? "";
-    machine = await new QemuMachineHost({ volumes, runRoot: path.join(dir, "run"), logRoot: path.join(dir, "log") }).start({
+    const host = new QemuMachineHost({ volumes, runRoot: path.join(dir, "run"), logRoot: path.join(dir, "log"), layersDir: dir });
+    machine = await host.start({
       name: prefix,
       accel,
       cpuCores: 1,
       memoryMb: 512,
       kernel,
       initramfs,
-      rootDisk: disk,
+      rootDisk: path.basename(disk),
       nic: { tap, guestNet: `${slot.address}/${slot.prefix} ${slot.gateway}` },
       mounts: [{ hostDir: share, guestPath: "/mnt/vol" }],
     });
