@@ -61,9 +61,20 @@ export interface QemuMachineHostOptions {
   diskCache?: DiskCache;
   /** Where this host keeps its images and which registries it pulls from (default: ImageStore's defaults). */
   images?: ImageStoreOptions;
-  /** Its sandbox networks (opened by the control plane); default: this machine's own, unopened. */
+  /** Its sandbox networks (opened by the control plane); default: this machine's own, unopened, warning to `log`. */
   networks?: HostNetworks;
+  /**
+   * Where the default networks' warnings go (a tunnel not restored, a denylist update that
+   * failed); default: one JSON line each on stderr, never dropped. The server passes its logger
+   * with its own networks instead (default-host.ts).
+   */
+  log?: { warn(o: object, m: string): void };
 }
+
+/** A host made without a logger still says what went wrong beside it. */
+const stderrWarnings = {
+  warn: (o: object, m: string) => process.stderr.write(`${JSON.stringify({ level: "warn", ...o, msg: m })}\n`),
+};
 
 export type DiskCache = "direct" | "host";
 
@@ -82,7 +93,7 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
     super();
     this.dirs = new MachineDirs(opts.runRoot, opts.logRoot);
     this.jail = opts.jail ?? defaultJailConfig();
-    this.networks = opts.networks ?? new SandboxNetworks();
+    this.networks = opts.networks ?? new SandboxNetworks({ log: opts.log ?? stderrWarnings });
     this.directDisk = opts.diskCache === "direct";
     this.images = new StoreImages(new ImageStore(opts.images));
     const accel = opts.accel ?? "tcg";

@@ -21,7 +21,8 @@ import { openTunnelProxies } from "./tunnel-proxy.js";
 const POOL_CLAIMS_DIR = "/run/sandtree/pools";
 
 export interface SandboxNetworksOptions {
-  log?: { warn(o: object, m: string): void };
+  /** Where what goes wrong beside a call (tunnels not restored, a denylist update) is told: every maker says. */
+  log: { warn(o: object, m: string): void };
 }
 
 /**
@@ -40,10 +41,10 @@ export class SandboxNetworks implements HostNetworks {
   private sweeper: NodeJS.Timeout | null = null;
   private releasePool: () => void = () => {};
 
-  constructor(private readonly opts: SandboxNetworksOptions = {}) {}
+  constructor(private readonly opts: SandboxNetworksOptions) {}
 
   private warn(o: object, m: string): void {
-    this.opts.log?.warn(o, m);
+    this.opts.log.warn(o, m);
   }
 
   async open(req: OpenNetworksRequest): Promise<OpenedNetworks> {
