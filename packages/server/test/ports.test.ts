@@ -1,7 +1,8 @@
 // Exposed ports: management, the HTTP/WebSocket proxy and the raw TCP tunnel, against real
 // HTTP, WebSocket and TCP servers on 127.0.0.1 standing in for a sandbox's guest. No VM: the
-// sandboxes are RUNNING rows written to the store, their guest address is 127.0.0.1, and a
-// connection to one of their ports is dialGuestPort's (what a QEMU machine's connect does).
+// sandboxes are RUNNING rows written to the store, and a connection to one of their ports is
+// dialGuestPort's to 127.0.0.1 (what a QEMU machine's connect does at its guest's address), or
+// NETWORK_DISABLED for one without a network (as a machine's connect says).
 import { createHash, randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import http from "node:http";
@@ -10,7 +11,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { Duplex } from "node:stream";
 import { createQemuHost, dialGuestPort, VolumeImages } from "@sandtree/host";
-import { ErrorBody, type Sandbox } from "@sandtree/protocol";
+import { ErrorBody, type Sandbox, SandtreeError } from "@sandtree/protocol";
 import { SandtreeClient } from "@sandtree/sdk";
 import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -55,8 +56,8 @@ let key: string;
 let otherKey: string;
 let teamId: string;
 const logLines: string[] = [];
-/** Sandboxes that have a network, by id -> guest address. */
-const addresses = new Map<string, string>();
+/** Sandboxes that have a network. */
+const networked = new Set<string>();
 /** Sandboxes whose machine's connections are plain streams (as a remote host's), and how many each opened. */
 const plainStreams = new Map<string, number>();
 
@@ -102,7 +103,7 @@ async function newSandbox(team = teamId, status: Sandbox["status"] = "RUNNING", 
   await store.insertSandbox(
     sandboxRow(team, { id, status, image: "test", disk_size_gb: 1, created_at: now, updated_at: now, started_at: now }),
   );
-  if (network) addresses.set(id, "127.0.0.1");
+  if (network) networked.add(id);
   return id;
 }
 
@@ -158,9 +159,10 @@ beforeAll(async () => {
   });
   const timeouts = new TimeoutService({ store, sandboxes, log: silent, intervalMs: 60_000 });
   ports = new PortService(store, sandboxes, {
-    addressOf: (id) => addresses.get(id) ?? null,
+    hasNetwork: (id) => networked.has(id),
     connect: async (sb, port, opts) => {
-      const sock = await dialGuestPort(addresses.get(sb.id) ?? "", port, opts);
+      if (!networked.has(sb.id)) throw new SandtreeError("NETWORK_DISABLED", `machine ${sb.id} has no network`);
+      const sock = await dialGuestPort("127.0.0.1", port, opts);
       const opened = plainStreams.get(sb.id);
       if (opened === undefined) return sock;
       plainStreams.set(sb.id, opened + 1);
@@ -414,6 +416,31 @@ describe("the HTTP proxy", () => {
     expect(body.message).toContain(`nothing listens on port ${closedPort}`);
   });
 
+  it("answers 409 NETWORK_DISABLED, as its machine's connect says, for a sandbox without a network", async () => {
+    const id = await newSandbox();
+    const p = await expose(id, guestPort);
+    networked.delete(id);
+    console.log("A");
+    const r = await fetch(p.url, { headers: { "x-sandtree-token": p.token } });
+    expect([r.status, (await errorOf(r)).code]).toEqual([409, "NETWORK_DISABLED"]);
+    console.log("B");
+    const refused = await new Promise<number>((resolve) => {
+      const ws = new WebSocket(`${p.url.replace(/^http/, "ws")}chat`, { headers: { "x-sandtree-token": p.token } });
+      ws.on("unexpected-response", (_req, res) => resolve(res.statusCode ?? 0));
+      ws.on("error", () => {});
+    });
+    expect(refused).toBe(409);
+    console.log("C");
+    const tunnel = await new Promise<number>((resolve) => {
+      const ws = new WebSocket(`${base.replace("http", "ws")}/tcp/${id}/${tcpPort}`, {
+        headers: { authorization: `Bearer ${key}` },
+      });
+      ws.on("unexpected-response", (_req, res) => resolve(res.statusCode ?? 0));
+      ws.on("error", () => {});
+    });
+    expect(tunnel).toBe(409);
+  });
+
   it("streams 20 MB up and 20 MB down", async () => {
     const id = await newSandbox();
     const p = await expose(id, guestPort);
@@ -547,6 +574,8 @@ describe("a machine whose connections are plain streams (a remote host's)", () =
     const big = await fetch(`${p.url}big`, { headers: { "x-sandtree-token": p.token } });
     expect(Buffer.from(await big.arrayBuffer()).length).toBe(20 * 1024 * 1024);
 
+    // An upgrade gets a stream of its own from the machine, never a dial to an address.
+    const before = plainStreams.get(id) ?? 0;
     const ws = new WebSocket(`${p.url.replace(/^http/, "ws")}chat`, { headers: { "x-sandtree-token": p.token } });
     const greeting = await new Promise<string>((resolve, reject) => {
       ws.once("message", (d) => resolve(String(d)));
@@ -554,6 +583,7 @@ describe("a machine whose connections are plain streams (a remote host's)", () =
     });
     ws.close();
     expect(greeting).toBe("hello /chat");
+    expect(plainStreams.get(id)).toBe(before + 1);
 
     const tunnel = new WebSocket(`${base.replace("http", "ws")}/tcp/${id}/${tcpPort}`, {
       headers: { authorization: `Bearer ${key}` },

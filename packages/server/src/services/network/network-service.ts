@@ -216,10 +216,9 @@ export class NetworkService {
     return this.deps.networks.taps;
   }
 
-  /** The sandbox's guest address when it has a network (the port proxy connects to it). */
-  addressOf(sandboxId: string): string | null {
-    const l = this.live.get(sandboxId);
-    return l?.row.enabled ? l.at.address : null;
+  /** Whether the sandbox is attached with its network on (exposing its ports needs it). */
+  hasNetwork(sandboxId: string): boolean {
+    return this.live.get(sandboxId)?.row.enabled === true;
   }
 
   async view(sandboxId: string): Promise<SandboxNetwork> {
