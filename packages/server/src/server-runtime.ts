@@ -31,7 +31,7 @@ import type { UnwindStack } from "./unwind-stack.js";
 
 /** What runs sandboxes: their images and networks and volumes, the fleet, the sandboxes and checkpoints, the reapers. */
 export interface Runtime {
-  /** The images of the host machines run on (its bases), unless the start gave others. */
+  /** The images of the host machines run on (its bases). */
   images: ImageResolver;
   network: NetworkService;
   aliases: ImageAliases;
@@ -96,7 +96,7 @@ export async function startRuntime(
     opts.host ??
     (await defaultHost({ cfg, jail, accel, volumes: volumeServer, network: network.enabled, networks: hostNetworks, log }));
   // Image bases are built on the host that runs machines on them (a worker builds its own).
-  const images = opts.images ?? machineHost.images;
+  const images = machineHost.images;
   const aliases = new ImageAliases(openImageAliases(store), images);
   const volumes = new VolumeService({
     store: openVolumeStore(store),

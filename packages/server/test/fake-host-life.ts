@@ -47,7 +47,7 @@ export function onFakeHost(o: {
   const { images, cleanup } = fakeImages(o.digestChar);
   // The fake host's machines keep their run and log folders in a folder of its own, as a worker's do.
   const hostDir = mkdtempSync(path.join(tmpdir(), "sandtree-fake-host-"));
-  const fake = new FakeHost({ dir: hostDir });
+  const fake = new FakeHost({ dir: hostDir, images: o.images ? o.images(images) : images });
   const networksDir = mkdtempSync(path.join(tmpdir(), "sandtree-remote-nets-"));
   let worker: ServedHost | undefined;
   let remote: RemoteHost | undefined;
@@ -62,7 +62,6 @@ export function onFakeHost(o: {
     }
     const host = remote ?? fake;
     t = await startTestServer({
-      images: o.images ? o.images(images) : images,
       host,
       ...(dataDir ? { dataDir } : {}),
       ...(o.network ? { network: o.network } : {}),

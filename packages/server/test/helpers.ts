@@ -43,7 +43,7 @@ export function jsonApi(baseUrl: string, key: () => string): Api {
   };
 }
 
-/** Images that exist but never finish pulling: a sandbox stays PROVISIONING (active) without a VM. */
+/** Images that exist but never finish pulling: a sandbox stays PROVISIONING (active) without a VM (a FakeHost's images). */
 export const neverPulls: ImageResolver = {
   async check() {},
   resolve: (_ref, { signal }) =>
@@ -56,7 +56,6 @@ export const neverPulls: ImageResolver = {
 
 /** What a test server is started with (all optional). */
 export interface TestServerOptions {
-  images?: ImageResolver;
   logStream?: { write(line: string): unknown };
   /** The metering clock (default: the system's). */
   clock?: Clock;

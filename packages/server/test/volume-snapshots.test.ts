@@ -5,10 +5,11 @@
 // never finishes pulling, so a sandbox stays PROVISIONING (not ended) and holds its mounts.
 import { readFileSync, truncateSync, writeFileSync } from "node:fs";
 import path from "node:path";
+import { FakeHost } from "@sandtree/host/fake";
 import { describe, expect, it } from "vitest";
 import { neverPulls, serverForFile } from "./helpers.js";
 
-const t = serverForFile({ images: neverPulls });
+const t = serverForFile({ host: new FakeHost({ images: neverPulls }) });
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 

@@ -4,11 +4,12 @@
 // stays PROVISIONING (not ended) to hold a mount.
 import { existsSync, statSync } from "node:fs";
 import path from "node:path";
+import { FakeHost } from "@sandtree/host/fake";
 import { describe, expect, it } from "vitest";
 import { openVolumeStore } from "../src/store/open-store.js";
 import { neverPulls, serverForFile } from "./helpers.js";
 
-const t = serverForFile({ images: neverPulls });
+const t = serverForFile({ host: new FakeHost({ images: neverPulls }) });
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 

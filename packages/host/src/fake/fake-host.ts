@@ -2,7 +2,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { ConsoleTail } from "../machine/console-tail.js";
-import type { AdoptSpec, HostCapabilities, MachineHost, MachineSpec, WarmCaches } from "../machine/machine.js";
+import type { AdoptSpec, HostCapabilities, HostImages, MachineHost, MachineSpec, WarmCaches } from "../machine/machine.js";
 import { MachineRefusedError } from "../machine/machine.js";
 import { checkMachineName, MachineDirs } from "../machine/machine-dirs.js";
 import { FakeDisks } from "./fake-disks.js";
@@ -29,13 +29,17 @@ export class FakeHost extends FakeDisks implements MachineHost {
   readonly machines = new Map<string, FakeMachine>();
   /** Starts so far (tests count them). */
   starts = 0;
-  readonly images: FakeImages;
+  readonly images: HostImages;
   private machineDirs: MachineDirs | undefined;
 
-  /** `dir`: where its machines' run and log folders go (default: a new folder under the system's temp dir, made at the first start). */
-  constructor(private readonly opts: { images?: FakeImagesOptions; dir?: string } = {}) {
+  /**
+   * `images`: FakeImages' options, or images of the test's own (ones that never pull, say). `dir`:
+   * where its machines' run and log folders go (default: a new folder under the system's temp dir,
+   * made at the first start).
+   */
+  constructor(private readonly opts: { images?: FakeImagesOptions | HostImages; dir?: string } = {}) {
     super();
-    this.images = new FakeImages(opts.images);
+    this.images = opts.images && "resolve" in opts.images ? opts.images : new FakeImages(opts.images);
   }
 
   private get dirs(): MachineDirs {
