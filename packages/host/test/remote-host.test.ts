@@ -5,11 +5,8 @@ import { createHash, randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { createClient } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { FakeHost } from "../src/fake.js";
-import { MachineHostService } from "../src/gen/sandtree/host/v1/host_pb.js";
 import {
   CheckpointFailedError,
   type EgressPolicy,
@@ -17,9 +14,9 @@ import {
   type MachineSpec,
   writeRootfsLayout,
 } from "../src/index.js";
-import { fromConnectError } from "../src/remote/remote-errors.js";
 import { connectRemoteHost, type RemoteHost, type ServedHost, serveMachineHost } from "../src/remote.js";
 import { fakeSpec } from "./conformance/fake-subject.js";
+import { importRaw } from "./helpers/raw-import.js";
 
 describe("remote host", () => {
   let dir: string;
@@ -229,26 +226,8 @@ describe("remote host", () => {
   });
 
   it("refuses an import whose bytes are no tar (IMAGE_INVALID) before the host's images see it", async () => {
-    const transport = createConnectTransport({
-      baseUrl: worker.url,
-      httpVersion: "2",
-      interceptors: [
-        (next) => (req) => {
-          req.header.set("authorization", `Bearer ${key}`);
-          return next(req);
-        },
-      ],
-    });
-    const client = createClient(MachineHostService, transport);
     const imports = vi.spyOn(fake.images, "importLayout");
-    async function* inputs() {
-      yield { input: { case: "header" as const, value: { name: "sandtree/garbage" } } };
-      yield { input: { case: "tar" as const, value: randomBytes(4096) } };
-    }
-    const err = await client.importLayout(inputs()).then(
-      () => null,
-      (e: unknown) => fromConnectError(e, "importing"),
-    );
+    const err = await importRaw(worker.url, key, "sandtree/garbage", [randomBytes(4096)]);
     expect(err).toMatchObject({ code: "IMAGE_INVALID" });
     expect(imports).not.toHaveBeenCalled();
     imports.mockRestore();

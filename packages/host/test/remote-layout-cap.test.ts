@@ -5,15 +5,12 @@ import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { gzipSync } from "node:zlib";
-import { createClient } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
 import { c as tarCreate } from "tar";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { FakeHost } from "../src/fake.js";
-import { MachineHostService } from "../src/gen/sandtree/host/v1/host_pb.js";
 import { writeRootfsLayout } from "../src/index.js";
-import { fromConnectError } from "../src/remote/remote-errors.js";
 import { connectRemoteHost, type RemoteHost, type ServedHost, serveMachineHost } from "../src/remote.js";
+import { importRaw } from "./helpers/raw-import.js";
 
 const CAP = 1 << 20;
 const key = "stw_layout-cap";
@@ -55,50 +52,25 @@ describe("remote host: the size of an image import", () => {
   // The worker's layout copies (the fake's image store may keep its own folder beside them).
   const unpackDirs = () => readdirSync(scratch).filter((n) => n.startsWith("sandtree-layout-"));
 
-  function rawClient() {
-    const transport = createConnectTransport({
-      baseUrl: worker.url,
-      httpVersion: "2",
-      interceptors: [
-        (next) => (req) => {
-          req.header.set("authorization", `Bearer ${key}`);
-          return next(req);
-        },
-      ],
-    });
-    return createClient(MachineHostService, transport);
-  }
-
-  async function importRaw(pieces: Uint8Array[]): Promise<unknown> {
-    async function* inputs() {
-      yield { input: { case: "header" as const, value: { name: "sandtree/raw" } } };
-      for (const value of pieces) yield { input: { case: "tar" as const, value } };
-    }
-    return rawClient()
-      .importLayout(inputs())
-      .then(
-        () => null,
-        (e: unknown) => fromConnectError(e, "importing"),
-      );
+  /** A layout of one file of `bytes` random bytes, written uncompressed. */
+  async function layoutOf(name: string, bytes: number): Promise<string> {
+    const rootfs = path.join(dir, `${name}-rootfs`);
+    mkdirSync(rootfs);
+    writeFileSync(path.join(rootfs, name), randomBytes(bytes));
+    const layout = path.join(dir, `${name}-layout`);
+    await writeRootfsLayout(rootfs, layout, { refName: "v1", compression: "none" });
+    return layout;
   }
 
   it("imports a layout under the cap", async () => {
-    const rootfs = path.join(dir, "small-rootfs");
-    mkdirSync(rootfs);
-    writeFileSync(path.join(rootfs, "small"), randomBytes(64 << 10));
-    const layout = path.join(dir, "small-layout");
-    await writeRootfsLayout(rootfs, layout, { refName: "v1", compression: "none" });
+    const layout = await layoutOf("small", 64 << 10);
     const imported = await host.images.importLayout(layout, "sandtree/small", { layoutRef: "v1" });
     expect(await host.images.resolve("sandtree/small", {})).toMatchObject({ digest: imported.digest });
     expect(unpackDirs()).toEqual([]);
   });
 
   it("refuses a layout past the cap (PAYLOAD_TOO_LARGE) and removes what it unpacked", async () => {
-    const rootfs = path.join(dir, "big-rootfs");
-    mkdirSync(rootfs);
-    writeFileSync(path.join(rootfs, "big"), randomBytes(3 << 20));
-    const layout = path.join(dir, "big-layout");
-    await writeRootfsLayout(rootfs, layout, { refName: "v1", compression: "none" });
+    const layout = await layoutOf("big", 3 << 20);
     const imports = vi.spyOn(fake.images, "importLayout");
     await expect(host.images.importLayout(layout, "sandtree/big", { layoutRef: "v1" })).rejects.toMatchObject({
       code: "PAYLOAD_TOO_LARGE",
@@ -116,14 +88,14 @@ describe("remote host: the size of an image import", () => {
     for await (const c of tarCreate({ cwd: files, portable: true }, ["."])) chunks.push(c as Buffer);
     const gz = gzipSync(Buffer.concat(chunks));
     expect(gz.length).toBeLessThan(CAP / 8);
-    expect(await importRaw([gz])).toMatchObject({ code: "PAYLOAD_TOO_LARGE" });
+    expect(await importRaw(worker.url, key, "sandtree/raw", [gz])).toMatchObject({ code: "PAYLOAD_TOO_LARGE" });
     expect(unpackDirs()).toEqual([]);
   });
 
   it("counts the bytes sent even where they unpack to nothing", async () => {
     // Zero blocks: a tar's end, then padding the parser skips.
     const pieces = Array.from({ length: 4 }, () => new Uint8Array(CAP / 2));
-    expect(await importRaw(pieces)).toMatchObject({ code: "PAYLOAD_TOO_LARGE" });
+    expect(await importRaw(worker.url, key, "sandtree/raw", pieces)).toMatchObject({ code: "PAYLOAD_TOO_LARGE" });
     expect(unpackDirs()).toEqual([]);
   });
 });

@@ -117,6 +117,15 @@ async function api(method: string, p: string, body?: unknown, as = key): Promise
   return { status: res.status, body: text ? JSON.parse(text) : null };
 }
 
+/** The status a WebSocket upgrade the server refuses is answered with. */
+function refusedUpgrade(url: string, headers: Record<string, string>): Promise<number> {
+  return new Promise<number>((resolve) => {
+    const ws = new WebSocket(url, { headers });
+    ws.on("unexpected-response", (_req, res) => resolve(res.statusCode ?? 0));
+    ws.on("error", () => {});
+  });
+}
+
 async function expose(id: string, port: number): Promise<{ url: string; token: string; tcp_url: string }> {
   const r = await api("POST", `/v1/sandboxes/${id}/ports`, { port });
   expect(r.status).toBe(201);
@@ -420,25 +429,11 @@ describe("the HTTP proxy", () => {
     const id = await newSandbox();
     const p = await expose(id, guestPort);
     networked.delete(id);
-    console.log("A");
     const r = await fetch(p.url, { headers: { "x-sandtree-token": p.token } });
     expect([r.status, (await errorOf(r)).code]).toEqual([409, "NETWORK_DISABLED"]);
-    console.log("B");
-    const refused = await new Promise<number>((resolve) => {
-      const ws = new WebSocket(`${p.url.replace(/^http/, "ws")}chat`, { headers: { "x-sandtree-token": p.token } });
-      ws.on("unexpected-response", (_req, res) => resolve(res.statusCode ?? 0));
-      ws.on("error", () => {});
-    });
-    expect(refused).toBe(409);
-    console.log("C");
-    const tunnel = await new Promise<number>((resolve) => {
-      const ws = new WebSocket(`${base.replace("http", "ws")}/tcp/${id}/${tcpPort}`, {
-        headers: { authorization: `Bearer ${key}` },
-      });
-      ws.on("unexpected-response", (_req, res) => resolve(res.statusCode ?? 0));
-      ws.on("error", () => {});
-    });
-    expect(tunnel).toBe(409);
+    expect(await refusedUpgrade(`${p.url.replace(/^http/, "ws")}chat`, { "x-sandtree-token": p.token })).toBe(409);
+    const tunnel = `${base.replace("http", "ws")}/tcp/${id}/${tcpPort}`;
+    expect(await refusedUpgrade(tunnel, { authorization: `Bearer ${key}` })).toBe(409);
   });
 
   it("streams 20 MB up and 20 MB down", async () => {
@@ -540,12 +535,7 @@ describe("the HTTP proxy", () => {
       await done;
       expect(messages.slice(0, 2)).toEqual(["hello /chat?x=1", "ping"]);
     }
-    const refused = await new Promise<number>((resolve) => {
-      const ws = new WebSocket(`${wsUrl}chat`, { headers: { "x-sandtree-token": "wrong" } });
-      ws.on("unexpected-response", (_req, res) => resolve(res.statusCode ?? 0));
-      ws.on("error", () => {});
-    });
-    expect(refused).toBe(401);
+    expect(await refusedUpgrade(`${wsUrl}chat`, { "x-sandtree-token": "wrong" })).toBe(401);
   });
 
   it("never logs a token", async () => {
