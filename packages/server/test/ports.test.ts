@@ -593,6 +593,49 @@ describe("a machine whose connections are plain streams (a remote host's)", () =
   });
 });
 
+describe("a /tcp tunnel's close", () => {
+  it("is answered at once after the client's EOF ended a write still pending (the guest keeps its end open)", async () => {
+    // Writes back what it reads, and never ends its side (its sockets are destroyed at the end).
+    const conns = new Set<net.Socket>();
+    const open = net.createServer({ allowHalfOpen: true }, (sock) => {
+      conns.add(sock);
+      sock.on("data", (d) => sock.write(d));
+    });
+    await new Promise<void>((r) => open.listen(0, "127.0.0.1", r));
+    const openPort = (open.address() as AddressInfo).port;
+    try {
+      const id = await newSandbox();
+      plainStreams.set(id, 0);
+      const tunnel = new WebSocket(`${base.replace("http", "ws")}/tcp/${id}/${openPort}`, {
+        headers: { authorization: `Bearer ${key}` },
+      });
+      const sent = randomBytes(2 * 1024 * 1024);
+      const closed = await new Promise<{ code: number; echoed: Buffer }>((resolve, reject) => {
+        const got: Buffer[] = [];
+        let bytes = 0;
+        tunnel.on("open", () => {
+          tunnel.send(sent, { binary: true });
+          tunnel.send('{"type":"eof"}');
+        });
+        tunnel.on("message", (d: Buffer) => {
+          got.push(d);
+          bytes += d.length;
+          // Everything came back: the client closes (the guest never will).
+          if (bytes === sent.length) tunnel.close(1000, "done");
+        });
+        // 1000: the server read the client's close frame and answered it (1006: it never did).
+        tunnel.on("close", (code) => resolve({ code, echoed: Buffer.concat(got) }));
+        tunnel.on("error", reject);
+      });
+      expect(closed.echoed.equals(sent)).toBe(true);
+      expect(closed.code).toBe(1000);
+    } finally {
+      for (const c of conns) c.destroy();
+      await new Promise((r) => open.close(r));
+    }
+  });
+});
+
 describe("raw TCP over /tcp", () => {
   it("the guest's end closes the tunnel (1000) after what it sent, with no end from the client", async () => {
     const bye = net.createServer((sock) => sock.end("bye"));

@@ -283,6 +283,12 @@ function bridgeTcp(ws: WebSocket, tcp: Duplex): void {
   tcp.on("drain", () => {
     if (ws.isPaused) ws.resume();
   });
+  // A write that paused the socket is never followed by 'drain' once the client's EOF ended the
+  // stream first (a Writable then emits 'finish' only): read on, or a close frame from either
+  // side is never read and the close waits for ws's 30 s close timeout.
+  tcp.once("finish", () => {
+    if (ws.isPaused) ws.resume();
+  });
   ws.on("message", (data: RawData, isBinary: boolean) => {
     const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.from(data as ArrayBuffer);
     if (!isBinary) {
