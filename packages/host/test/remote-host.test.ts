@@ -59,6 +59,19 @@ describe("remote host", () => {
     await expect(connectRemoteHost({ url: gone.url, key })).rejects.toMatchObject({ code: "WORKER_UNREACHABLE" });
   });
 
+  it("carries whether the worker's machines may mount volumes, and why not", async () => {
+    expect(host.capabilities.volumes).toEqual(fake.capabilities.volumes);
+    expect(host.capabilities.volumes).toMatchObject({ ok: false, why: expect.stringContaining("fake host") });
+    // A worker whose host serves volumes (its own file server, over its networks) says so.
+    const serving = new FakeHost({ dir: path.join(dir, "serving-host") });
+    Object.defineProperty(serving, "capabilities", { value: { ...serving.capabilities, volumes: { ok: true } } });
+    const w = await serveMachineHost({ host: serving, key: () => key, networksDir: path.join(dir, "serving-networks") });
+    const remote = await connectRemoteHost({ url: w.url, key: current });
+    expect(remote.capabilities).toEqual({ ...fake.capabilities, volumes: { ok: true } });
+    remote.close();
+    await w.close();
+  });
+
   it("hands the host's errors back as the classes it throws in-process", async () => {
     const base = await host.linkBase(dir, path.join(dir, "img", "base.ext4"));
     await host.createDisk(base, path.join(dir, "e.qcow2"), 1 << 30);

@@ -63,7 +63,8 @@ export class RemoteHost implements MachineHost {
     try {
       const c = await client.capabilities({}, { timeoutMs: 30_000 });
       const nested: HostCapabilities["nested"] = c.nestedOk ? { ok: true } : { ok: false, why: c.nestedWhy };
-      return new RemoteHost(client, sessions, { accel: c.accel, memorySnapshots: c.memorySnapshots, nested });
+      const volumes: HostCapabilities["volumes"] = c.volumesOk ? { ok: true } : { ok: false, why: c.volumesWhy };
+      return new RemoteHost(client, sessions, { accel: c.accel, memorySnapshots: c.memorySnapshots, nested, volumes });
     } catch (err) {
       sessions.abort();
       throw fromConnectError(err, "connecting to the remote host");

@@ -32,7 +32,6 @@ export class RemoteNetworks implements HostNetworks {
           enabled: req.enabled,
           dnsUpstreams: req.dnsUpstreams,
           ...(req.dnsRateLimit ? { dnsRateLimit: req.dnsRateLimit } : {}),
-          volumePorts: req.volumePorts ?? [],
           live: req.live.map(specMsg),
         }),
       ),
