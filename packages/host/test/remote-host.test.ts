@@ -56,6 +56,41 @@ describe("remote host", () => {
     await expect(connectRemoteHost({ url: gone.url, key })).rejects.toMatchObject({ code: "WORKER_UNREACHABLE" });
   });
 
+  it("carries whether the worker's machines may mount volumes, and why not", async () => {
+    expect(host.capabilities.volumes).toEqual(fake.capabilities.volumes);
+    expect(host.capabilities.volumes).toMatchObject({ ok: false, why: expect.stringContaining("fake host") });
+    // A worker whose host serves volumes (its own file server, over its networks) says so.
+    const serving = new FakeHost({ dir: path.join(dir, "serving-host") });
+    Object.defineProperty(serving, "capabilities", { value: { ...serving.capabilities, volumes: { ok: true } } });
+    const w = await serveMachineHost({ host: serving, key: () => key, networksDir: path.join(dir, "serving-networks") });
+    const remote = await connectRemoteHost({ url: w.url, key: current });
+    expect(remote.capabilities).toEqual({ ...fake.capabilities, volumes: { ok: true } });
+    remote.close();
+    await w.close();
+  });
+
+  it("asks again what the worker's host can do once its networks opened (its file server opens with them)", async () => {
+    const served = new FakeHost({ dir: path.join(dir, "opening-host") });
+    let opened = false;
+    const fixed = served.capabilities;
+    Object.defineProperty(served, "capabilities", {
+      get: () => ({ ...fixed, volumes: opened ? { ok: true } : { ok: false, why: "its networks are not open" } }),
+    });
+    const open = served.networks.open.bind(served.networks);
+    vi.spyOn(served.networks, "open").mockImplementation(async (req) => {
+      opened = true;
+      return open(req);
+    });
+    const w = await serveMachineHost({ host: served, key: () => key, networksDir: path.join(dir, "opening-networks") });
+    const remote = await connectRemoteHost({ url: w.url, key: current });
+    expect(remote.capabilities.volumes).toEqual({ ok: false, why: "its networks are not open" });
+    await remote.networks.open({ dataDir: path.join(dir, "caller-data"), enabled: "auto", dnsUpstreams: [], live: [] });
+    expect(remote.capabilities).toEqual({ ...fixed, volumes: { ok: true } });
+    await remote.networks.close({ destroy: true });
+    remote.close();
+    await w.close();
+  });
+
   it("hands the host's errors back as the classes it throws in-process", async () => {
     const base = await host.linkBase(dir, path.join(dir, "img", "base.ext4"));
     await host.createDisk(base, path.join(dir, "e.qcow2"), 1 << 30);

@@ -1,6 +1,7 @@
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { SandtreeError } from "@sandtree/protocol";
 import type { ConsoleTail } from "../machine/console-tail.js";
 import type { AdoptSpec, HostCapabilities, HostImages, MachineHost, MachineSpec, WarmCaches } from "../machine/machine.js";
 import { MachineRefusedError } from "../machine/machine.js";
@@ -22,6 +23,8 @@ export class FakeHost extends FakeDisks implements MachineHost {
     accel: "fake",
     memorySnapshots: true,
     nested: { ok: false, why: "the fake host runs no VM" },
+    // Its machines' files are a map in memory: a host directory shared with them would be a pretence.
+    volumes: { ok: false, why: "the fake host runs no VM and serves no files to its machines" },
   };
   /** Sandbox networks in memory (addresses from a pool; no tap, rule or resolver). */
   readonly networks = new FakeNetworks();
@@ -55,6 +58,7 @@ export class FakeHost extends FakeDisks implements MachineHost {
   async start(spec: MachineSpec): Promise<FakeMachine> {
     spec.signal?.throwIfAborted();
     checkMachineName(spec.name);
+    refuseMounts(spec.mounts);
     if (this.machines.get(spec.name)?.exit === null) throw new MachineRefusedError(`${spec.name} is already running`);
     const m = new FakeMachine(spec.name, this.dirs.runDir(spec.name), {
       rootDisk: spec.rootDisk,
@@ -72,6 +76,7 @@ export class FakeHost extends FakeDisks implements MachineHost {
 
   async adopt(spec: AdoptSpec): Promise<FakeMachine> {
     checkMachineName(spec.name);
+    refuseMounts(spec.mounts);
     const m = this.machines.get(spec.name);
     if (!m || m.exit || m.pid !== spec.pid) throw new MachineRefusedError(`${spec.name} (pid ${spec.pid}) is not running`);
     m.adoptedRunState = (await m.runState()) ?? "gone";
@@ -97,4 +102,9 @@ export class FakeHost extends FakeDisks implements MachineHost {
   discard(name: string): Promise<void> {
     return this.dirs.discard(name);
   }
+}
+
+/** What capabilities.volumes says, as the QEMU host without a file server answers it. */
+function refuseMounts(mounts: MachineSpec["mounts"]): void {
+  if (mounts?.length) throw new SandtreeError("NOT_SUPPORTED", "this host does not serve volumes: the fake host runs no VM");
 }

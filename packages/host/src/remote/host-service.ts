@@ -115,6 +115,8 @@ export function machineHostService(
         memorySnapshots: c.memorySnapshots,
         nestedOk: c.nested.ok,
         nestedWhy: c.nested.ok ? "" : c.nested.why,
+        volumesOk: c.volumes.ok,
+        volumesWhy: c.volumes.ok ? "" : c.volumes.why,
       });
     },
     linkBase: (r) => answer(async () => ({ name: await host.linkBase(r.dir, r.basePath) })),

@@ -27,8 +27,6 @@ export interface NetworkConfig {
   dnsUpstreams: string[];
   /** Each sandbox's DNS budget (token bucket): queries per second and burst; REFUSED beyond. */
   dnsRateLimit?: { perSecond: number; burst: number };
-  /** The volume file server's TCP ports (VolumeFileServer.ports), opened to every sandbox's gateway. */
-  volumePorts?: number[];
 }
 
 /** A sandbox's network while it is live on the host: its record and where the host put it. */
@@ -100,7 +98,6 @@ export class NetworkService {
       enabled: config.enabled,
       dnsUpstreams: config.dnsUpstreams,
       dnsRateLimit: config.dnsRateLimit,
-      ...(config.volumePorts ? { volumePorts: config.volumePorts } : {}),
       live: rows.map(specOf),
     });
     if (opened.subnet === null) {
