@@ -5,11 +5,8 @@ import { createHash, randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { createClient } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { FakeHost } from "../src/fake.js";
-import { MachineHostService } from "../src/gen/sandtree/host/v1/host_pb.js";
 import {
   CheckpointFailedError,
   type EgressPolicy,
@@ -17,9 +14,9 @@ import {
   type MachineSpec,
   writeRootfsLayout,
 } from "../src/index.js";
-import { fromConnectError } from "../src/remote/remote-errors.js";
 import { connectRemoteHost, type RemoteHost, type ServedHost, serveMachineHost } from "../src/remote.js";
 import { fakeSpec } from "./conformance/fake-subject.js";
+import { importRaw } from "./helpers/raw-import.js";
 
 describe("remote host", () => {
   let dir: string;
@@ -57,6 +54,41 @@ describe("remote host", () => {
     const gone = await serveMachineHost({ host: new FakeHost(), key: () => key, networksDir: path.join(dir, "gone-networks") });
     await gone.close();
     await expect(connectRemoteHost({ url: gone.url, key })).rejects.toMatchObject({ code: "WORKER_UNREACHABLE" });
+  });
+
+  it("carries whether the worker's machines may mount volumes, and why not", async () => {
+    expect(host.capabilities.volumes).toEqual(fake.capabilities.volumes);
+    expect(host.capabilities.volumes).toMatchObject({ ok: false, why: expect.stringContaining("fake host") });
+    // A worker whose host serves volumes (its own file server, over its networks) says so.
+    const serving = new FakeHost({ dir: path.join(dir, "serving-host") });
+    Object.defineProperty(serving, "capabilities", { value: { ...serving.capabilities, volumes: { ok: true } } });
+    const w = await serveMachineHost({ host: serving, key: () => key, networksDir: path.join(dir, "serving-networks") });
+    const remote = await connectRemoteHost({ url: w.url, key: current });
+    expect(remote.capabilities).toEqual({ ...fake.capabilities, volumes: { ok: true } });
+    remote.close();
+    await w.close();
+  });
+
+  it("asks again what the worker's host can do once its networks opened (its file server opens with them)", async () => {
+    const served = new FakeHost({ dir: path.join(dir, "opening-host") });
+    let opened = false;
+    const fixed = served.capabilities;
+    Object.defineProperty(served, "capabilities", {
+      get: () => ({ ...fixed, volumes: opened ? { ok: true } : { ok: false, why: "its networks are not open" } }),
+    });
+    const open = served.networks.open.bind(served.networks);
+    vi.spyOn(served.networks, "open").mockImplementation(async (req) => {
+      opened = true;
+      return open(req);
+    });
+    const w = await serveMachineHost({ host: served, key: () => key, networksDir: path.join(dir, "opening-networks") });
+    const remote = await connectRemoteHost({ url: w.url, key: current });
+    expect(remote.capabilities.volumes).toEqual({ ok: false, why: "its networks are not open" });
+    await remote.networks.open({ dataDir: path.join(dir, "caller-data"), enabled: "auto", dnsUpstreams: [], live: [] });
+    expect(remote.capabilities).toEqual({ ...fixed, volumes: { ok: true } });
+    await remote.networks.close({ destroy: true });
+    remote.close();
+    await w.close();
   });
 
   it("hands the host's errors back as the classes it throws in-process", async () => {
@@ -240,26 +272,8 @@ describe("remote host", () => {
   });
 
   it("refuses an import whose bytes are no tar (IMAGE_INVALID) before the host's images see it", async () => {
-    const transport = createConnectTransport({
-      baseUrl: worker.url,
-      httpVersion: "2",
-      interceptors: [
-        (next) => (req) => {
-          req.header.set("authorization", `Bearer ${key}`);
-          return next(req);
-        },
-      ],
-    });
-    const client = createClient(MachineHostService, transport);
     const imports = vi.spyOn(fake.images, "importLayout");
-    async function* inputs() {
-      yield { input: { case: "header" as const, value: { name: "sandtree/garbage" } } };
-      yield { input: { case: "tar" as const, value: randomBytes(4096) } };
-    }
-    const err = await client.importLayout(inputs()).then(
-      () => null,
-      (e: unknown) => fromConnectError(e, "importing"),
-    );
+    const err = await importRaw(worker.url, key, "sandtree/garbage", [randomBytes(4096)]);
     expect(err).toMatchObject({ code: "IMAGE_INVALID" });
     expect(imports).not.toHaveBeenCalled();
     imports.mockRestore();

@@ -106,6 +106,15 @@ describe.skipIf(unavailable)("volumes mounted in machines (NFSv3 from the host)"
     rmSync(dir, { recursive: true, force: true });
   }, 60_000);
 
+  it("says its machines may mount volumes with a file server; one whose networks are not open says why, and refuses mounts", async () => {
+    expect(host.capabilities.volumes).toEqual({ ok: true });
+    const closed = new QemuMachineHost({ runRoot: path.join(dir, "r2"), logRoot: path.join(dir, "logs2"), layersDir: dir });
+    expect(closed.capabilities.volumes).toEqual({ ok: false, why: expect.stringMatching(/no network/) });
+    await expect(closed.start(spec("closed", 8, "never.qcow2"))).rejects.toMatchObject({
+      code: "NOT_SUPPORTED",
+    });
+  });
+
   it("refuses mounts on a machine without a network before starting anything", async () => {
     const s = spec("nonet", 9, "never.qcow2");
     const { nic: _nic, ...noNic } = s;

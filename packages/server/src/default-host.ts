@@ -5,12 +5,10 @@ import {
   type Accel,
   createQemuHost,
   defaultJailConfig,
-  type HostNetworks,
   type JailConfig,
   type MachineHost,
   MachineLimiter,
   SandboxNetworks,
-  type VolumeFileServer,
 } from "@sandtree/host";
 import type { ServerConfigValues } from "./config.js";
 import type { Logger } from "./services/observability/logger.js";
@@ -29,11 +27,13 @@ export async function defaultHost(opts: {
   /** serverJail(cfg).jail: the accelerator's trial ran in it too. */
   jail: JailConfig;
   accel: Accel;
-  volumes: VolumeFileServer | undefined;
   /** Sandboxes have taps (their rate needs `tc`). */
   network: boolean;
-  /** Its sandbox networks (defaultHostNetworks, opened before the host is made). */
-  networks: HostNetworks;
+  /**
+   * Its sandbox networks (defaultHostNetworks, opened before the host is made): they open the
+   * host's volume file server with them where this machine can run one (capabilities.volumes).
+   */
+  networks: SandboxNetworks;
   /** The host's layers directory: the blob store's local one. */
   layersDir: string;
   log: Logger;
@@ -47,7 +47,6 @@ export async function defaultHost(opts: {
     controlDeadlineMs: opts.cfg.deadlines.qmpMs,
     jail: opts.jail,
     networks: opts.networks,
-    ...(opts.volumes ? { volumes: opts.volumes } : {}),
     ...(limiter ? { limiter } : {}),
     images: {
       root: path.join(opts.cfg.cacheDir, "images"),

@@ -7,9 +7,7 @@ import {
   guestArtifacts,
   type JailConfig,
   setKvmCpuModel,
-  VolumeFileServer,
   VolumeImages,
-  volumeServerUnavailableReason,
 } from "@sandtree/host";
 import type { FastifyBaseLogger } from "fastify";
 import { makeBlobStore } from "./blob-store-config.js";
@@ -50,7 +48,6 @@ export interface Foundation {
   log: Logger;
   early: EarlyLog;
   blobs: BlobStore;
-  volumeServer: VolumeFileServer | undefined;
   /** Each volume's image (its size bound), mounted under the volumes directory. */
   volumeImages: VolumeImages;
 }
@@ -121,15 +118,10 @@ export async function openFoundation(
   const layersDir = path.join(cfg.dataDir, "layers");
   const blobs = opts.makeBlobs ? opts.makeBlobs(layersDir) : makeBlobStore(cfg.blobStore, layersDir);
   unwind.push("the blob store", () => blobs.close?.());
-  // Volumes' file server (NFS-Ganesha, a child started on the first mount): its ports are chosen
-  // now, for the sandboxes' network rules; a host without it refuses mounts (NOT_SUPPORTED).
-  const volumeServer =
-    cfg.network === "off" || volumeServerUnavailableReason()
-      ? undefined
-      : await VolumeFileServer.open({ dir: path.join(cfg.dataDir, "volume-server"), log });
   const volumeImages = new VolumeImages(cfg);
-  // The volumes' images are unmounted once Ganesha (which holds them open) is gone.
-  unwind.push("the volume file server", () => Promise.resolve(volumeServer?.close()).finally(() => volumeImages.unmountAll()));
+  // The volumes' images are unmounted once the host's file server (which holds them open) is gone:
+  // it closes with the host's networks, opened later in the start and so closed before this.
+  unwind.push("the volume images", () => volumeImages.unmountAll());
   return {
     jail,
     store,
@@ -145,7 +137,6 @@ export async function openFoundation(
     log,
     early,
     blobs,
-    volumeServer,
     volumeImages,
   };
 }

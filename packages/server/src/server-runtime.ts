@@ -31,7 +31,7 @@ import type { UnwindStack } from "./unwind-stack.js";
 
 /** What runs sandboxes: their images and networks and volumes, the fleet, the sandboxes and checkpoints, the reapers. */
 export interface Runtime {
-  /** The images of the host machines run on (its bases), unless the start gave others. */
+  /** The images of the host machines run on (its bases). */
   images: ImageResolver;
   network: NetworkService;
   aliases: ImageAliases;
@@ -65,9 +65,12 @@ export async function startRuntime(
   f: Foundation,
   unwind: UnwindStack,
 ): Promise<Runtime> {
-  const { store, log, admission, accel, jail, blobs, volumeServer, volumeImages } = f;
+  const { store, log, admission, accel, jail, blobs, volumeImages } = f;
   // The host's networks before the host: its resource limits need to know whether sandboxes have taps.
-  const hostNetworks = opts.host?.networks ?? defaultHostNetworks(log);
+  const hosting = opts.host
+    ? { given: opts.host, networks: opts.host.networks }
+    : { given: null, networks: defaultHostNetworks(log) };
+  const hostNetworks = hosting.networks;
   const network = new NetworkService({
     store,
     log,
@@ -79,7 +82,6 @@ export async function startRuntime(
       defaultPolicy: cfg.networkDefault,
       dnsUpstreams: cfg.dnsUpstreams,
       dnsRateLimit: cfg.dnsRateLimit,
-      ...(volumeServer ? { volumePorts: [volumeServer.ports.nfs, volumeServer.ports.mount] } : {}),
     },
   });
   const hostRegistry = openHostStore(store);
@@ -87,25 +89,28 @@ export async function startRuntime(
   // own host (`local-<id>`): a peer's get no rules here.
   const shared = cfg.database !== undefined;
   const ownHostName = localHostName(cfg.dataDir, shared);
-  // Every VM is gone by the time this runs: the rules, taps and resolver go too.
+  // Every VM is gone by the time this runs: the rules, taps and resolver go too, and the host's
+  // volume file server (its guests mounted it over these networks).
   unwind.push("sandbox networks", () => network.close({ destroy: true }).catch(() => {}));
   // Before adoption: rules and tunnels for the sandboxes still active.
   await network.start(shared ? { notMine: await placedOnPeers(hostRegistry, ownHostName) } : {});
   // A given host (the fake, a remote one) jails and limits its own machines.
   const machineHost =
-    opts.host ??
-    (await defaultHost({
-      cfg,
-      jail,
-      accel,
-      volumes: volumeServer,
-      network: network.enabled,
-      networks: hostNetworks,
-      layersDir: blobs.localDir,
-      log,
-    }));
+    hosting.given === null
+      ? await defaultHost({
+          cfg,
+          jail,
+          accel,
+          network: network.enabled,
+          networks: hosting.networks,
+          layersDir: blobs.localDir,
+          log,
+        })
+      : hosting.given;
+  // Whether machines here mount volumes is the host's to say (its file server, over its networks).
+  const localMounts = machineHost.capabilities.volumes.ok;
   // Image bases are built on the host that runs machines on them (a worker builds its own).
-  const images = opts.images ?? machineHost.images;
+  const images = machineHost.images;
   const aliases = new ImageAliases(openImageAliases(store), images);
   const volumes = new VolumeService({
     store: openVolumeStore(store),
@@ -115,7 +120,7 @@ export async function startRuntime(
     images: volumeImages,
   });
   await volumes.reconcile();
-  volumes.mountsSupported = volumeServer !== undefined;
+  volumes.mountsSupported = localMounts;
   // The fleet's registry before the sandboxes: creates placed on workers start there.
   let volumeSyncs: VolumeSyncs | null = null;
   const hostLost = new HostLostService({ store, log, release: (id): Promise<boolean> => fleet.release(id) });
@@ -144,7 +149,7 @@ export async function startRuntime(
   const syncStore = openVolumeSyncs(store);
   const moves = await VolumeMoves.wire({ store: volumeStore, syncs: syncStore, volumes, fleet, blobs, log });
   volumeSyncs = new VolumeSyncs({ store: volumeStore, syncs: syncStore, moves, fleet, log, intervalMs: cfg.volumeSyncS * 1000 });
-  const remote = new RemoteSandboxes({ fleet, store, log, volumes: { moves, localMounts: volumeServer !== undefined } });
+  const remote = new RemoteSandboxes({ fleet, store, log, volumes: { moves, localMounts } });
   const sandboxes = new SandboxService({
     volumes,
     network,

@@ -58,7 +58,7 @@ export function composeServices(f: Foundation, r: Runtime): Services {
     bulk: new BulkService(store, sandboxes, log),
     network,
     ports: new PortService(store, sandboxes, {
-      addressOf: (id) => sandboxes.guestAddressOf(id),
+      hasNetwork: (id) => sandboxes.hasNetwork(id),
       // A sandbox being reconnected after a restart is waited for, as calls under /v1/sandboxes/:id are.
       connect: async (sb, port, opts) => {
         await sandboxes.whenAdopted(sb.id);

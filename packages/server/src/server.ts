@@ -6,7 +6,6 @@ import { loadConfig, type ServerConfigInput, type ServerConfigValues, type VmDea
 import { openFoundation } from "./server-foundation.js";
 import { startRuntime } from "./server-runtime.js";
 import { composeServices } from "./server-services.js";
-import type { ImageResolver } from "./services/images/image-resolver.js";
 import type { Clock } from "./services/metering/clock.js";
 import { type LogFormat, prettyLogStream, resolveLogFormat } from "./services/observability/log-format.js";
 import type { Services } from "./services/services.js";
@@ -36,8 +35,6 @@ function logDestination(format: LogFormat): { write(line: string): unknown } {
 
 /** Builds everything and listens. Resolves once the server accepts connections. */
 export interface StartServerOptions {
-  /** Images other than the host's (MachineHost.images): tests that must never pull. */
-  images?: ImageResolver;
   /** Deadlines of calls into VMs (default: the SANDTREE_*_DEADLINE_MS variables, see VmDeadlines). */
   deadlines?: Partial<Record<keyof VmDeadlines, number>>;
   /** Where the pino log lines go (default stdout); tests capture them. */

@@ -49,7 +49,11 @@ export function onFakeHost(o: {
   // do; its layers directory is the server's blob store's (the server's data dir's `layers`).
   const hostDir = mkdtempSync(path.join(tmpdir(), "sandtree-fake-host-"));
   const dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-test-"));
-  const fake = new FakeHost({ dir: hostDir, layersDir: path.join(dataDir, "layers") });
+  const fake = new FakeHost({
+    dir: hostDir,
+    layersDir: path.join(dataDir, "layers"),
+    images: o.images ? o.images(images) : images,
+  });
   const networksDir = mkdtempSync(path.join(tmpdir(), "sandtree-remote-nets-"));
   let worker: ServedHost | undefined;
   let remote: RemoteHost | undefined;
@@ -63,7 +67,6 @@ export function onFakeHost(o: {
     }
     const host = remote ?? fake;
     t = await startTestServer({
-      images: o.images ? o.images(images) : images,
       host,
       dataDir,
       ...(o.network ? { network: o.network } : {}),

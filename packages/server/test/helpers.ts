@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { MachineHost } from "@sandtree/host";
+import { FakeHost } from "@sandtree/host/fake";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll } from "vitest";
 import { type Clock, type ImageResolver, type RunningServer, type ServerConfigInput, startServer } from "../src/index.js";
@@ -43,7 +44,7 @@ export function jsonApi(baseUrl: string, key: () => string): Api {
   };
 }
 
-/** Images that exist but never finish pulling: a sandbox stays PROVISIONING (active) without a VM. */
+/** Images that exist but never finish pulling: a sandbox stays PROVISIONING (active) without a VM (a FakeHost's images). */
 export const neverPulls: ImageResolver = {
   async check() {},
   resolve: (_ref, { signal }) =>
@@ -54,9 +55,17 @@ export const neverPulls: ImageResolver = {
   importLayout: () => Promise.reject(new Error("not here")),
 };
 
+/**
+ * A FakeHost for a test server and the server's data dir: the host's layers directory is the
+ * server's blob store's (`<dataDir>/layers`), as a QEMU host's is. Give both to startTestServer.
+ */
+export function fakeHostAt(opts: ConstructorParameters<typeof FakeHost>[0] = {}): { host: FakeHost; dataDir: string } {
+  const dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-test-"));
+  return { host: new FakeHost({ ...opts, layersDir: path.join(dataDir, "layers") }), dataDir };
+}
+
 /** What a test server is started with (all optional). */
 export interface TestServerOptions {
-  images?: ImageResolver;
   logStream?: { write(line: string): unknown };
   /** The metering clock (default: the system's). */
   clock?: Clock;

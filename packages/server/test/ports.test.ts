@@ -1,7 +1,8 @@
 // Exposed ports: management, the HTTP/WebSocket proxy and the raw TCP tunnel, against real
 // HTTP, WebSocket and TCP servers on 127.0.0.1 standing in for a sandbox's guest. No VM: the
-// sandboxes are RUNNING rows written to the store, their guest address is 127.0.0.1, and a
-// connection to one of their ports is dialGuestPort's (what a QEMU machine's connect does).
+// sandboxes are RUNNING rows written to the store, and a connection to one of their ports is
+// dialGuestPort's to 127.0.0.1 (what a QEMU machine's connect does at its guest's address), or
+// NETWORK_DISABLED for one without a network (as a machine's connect says).
 import { createHash, randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import http from "node:http";
@@ -10,7 +11,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { Duplex } from "node:stream";
 import { createQemuHost, dialGuestPort, VolumeImages } from "@sandtree/host";
-import { ErrorBody, type Sandbox } from "@sandtree/protocol";
+import { ErrorBody, type Sandbox, SandtreeError } from "@sandtree/protocol";
 import { SandtreeClient } from "@sandtree/sdk";
 import type { FastifyInstance } from "fastify";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -55,8 +56,8 @@ let key: string;
 let otherKey: string;
 let teamId: string;
 const logLines: string[] = [];
-/** Sandboxes that have a network, by id -> guest address. */
-const addresses = new Map<string, string>();
+/** Sandboxes that have a network. */
+const networked = new Set<string>();
 /** Sandboxes whose machine's connections are plain streams (as a remote host's), and how many each opened. */
 const plainStreams = new Map<string, number>();
 
@@ -102,7 +103,7 @@ async function newSandbox(team = teamId, status: Sandbox["status"] = "RUNNING", 
   await store.insertSandbox(
     sandboxRow(team, { id, status, image: "test", disk_size_gb: 1, created_at: now, updated_at: now, started_at: now }),
   );
-  if (network) addresses.set(id, "127.0.0.1");
+  if (network) networked.add(id);
   return id;
 }
 
@@ -114,6 +115,15 @@ async function api(method: string, p: string, body?: unknown, as = key): Promise
   });
   const text = await res.text();
   return { status: res.status, body: text ? JSON.parse(text) : null };
+}
+
+/** The status a WebSocket upgrade the server refuses is answered with. */
+function refusedUpgrade(url: string, headers: Record<string, string>): Promise<number> {
+  return new Promise<number>((resolve) => {
+    const ws = new WebSocket(url, { headers });
+    ws.on("unexpected-response", (_req, res) => resolve(res.statusCode ?? 0));
+    ws.on("error", () => {});
+  });
 }
 
 async function expose(id: string, port: number): Promise<{ url: string; token: string; tcp_url: string }> {
@@ -162,9 +172,10 @@ beforeAll(async () => {
   });
   const timeouts = new TimeoutService({ store, sandboxes, log: silent, intervalMs: 60_000 });
   ports = new PortService(store, sandboxes, {
-    addressOf: (id) => addresses.get(id) ?? null,
+    hasNetwork: (id) => networked.has(id),
     connect: async (sb, port, opts) => {
-      const sock = await dialGuestPort(addresses.get(sb.id) ?? "", port, opts);
+      if (!networked.has(sb.id)) throw new SandtreeError("NETWORK_DISABLED", `machine ${sb.id} has no network`);
+      const sock = await dialGuestPort("127.0.0.1", port, opts);
       const opened = plainStreams.get(sb.id);
       if (opened === undefined) return sock;
       plainStreams.set(sb.id, opened + 1);
@@ -418,6 +429,17 @@ describe("the HTTP proxy", () => {
     expect(body.message).toContain(`nothing listens on port ${closedPort}`);
   });
 
+  it("answers 409 NETWORK_DISABLED, as its machine's connect says, for a sandbox without a network", async () => {
+    const id = await newSandbox();
+    const p = await expose(id, guestPort);
+    networked.delete(id);
+    const r = await fetch(p.url, { headers: { "x-sandtree-token": p.token } });
+    expect([r.status, (await errorOf(r)).code]).toEqual([409, "NETWORK_DISABLED"]);
+    expect(await refusedUpgrade(`${p.url.replace(/^http/, "ws")}chat`, { "x-sandtree-token": p.token })).toBe(409);
+    const tunnel = `${base.replace("http", "ws")}/tcp/${id}/${tcpPort}`;
+    expect(await refusedUpgrade(tunnel, { authorization: `Bearer ${key}` })).toBe(409);
+  });
+
   it("streams 20 MB up and 20 MB down", async () => {
     const id = await newSandbox();
     const p = await expose(id, guestPort);
@@ -517,12 +539,7 @@ describe("the HTTP proxy", () => {
       await done;
       expect(messages.slice(0, 2)).toEqual(["hello /chat?x=1", "ping"]);
     }
-    const refused = await new Promise<number>((resolve) => {
-      const ws = new WebSocket(`${wsUrl}chat`, { headers: { "x-sandtree-token": "wrong" } });
-      ws.on("unexpected-response", (_req, res) => resolve(res.statusCode ?? 0));
-      ws.on("error", () => {});
-    });
-    expect(refused).toBe(401);
+    expect(await refusedUpgrade(`${wsUrl}chat`, { "x-sandtree-token": "wrong" })).toBe(401);
   });
 
   it("never logs a token", async () => {
@@ -551,6 +568,8 @@ describe("a machine whose connections are plain streams (a remote host's)", () =
     const big = await fetch(`${p.url}big`, { headers: { "x-sandtree-token": p.token } });
     expect(Buffer.from(await big.arrayBuffer()).length).toBe(20 * 1024 * 1024);
 
+    // An upgrade gets a stream of its own from the machine, never a dial to an address.
+    const before = plainStreams.get(id) ?? 0;
     const ws = new WebSocket(`${p.url.replace(/^http/, "ws")}chat`, { headers: { "x-sandtree-token": p.token } });
     const greeting = await new Promise<string>((resolve, reject) => {
       ws.once("message", (d) => resolve(String(d)));
@@ -558,6 +577,7 @@ describe("a machine whose connections are plain streams (a remote host's)", () =
     });
     ws.close();
     expect(greeting).toBe("hello /chat");
+    expect(plainStreams.get(id)).toBe(before + 1);
 
     const tunnel = new WebSocket(`${base.replace("http", "ws")}/tcp/${id}/${tcpPort}`, {
       headers: { authorization: `Bearer ${key}` },
@@ -574,6 +594,49 @@ describe("a machine whose connections are plain streams (a remote host's)", () =
       tunnel.on("error", reject);
     });
     expect(echoed.equals(sent)).toBe(true);
+  });
+});
+
+describe("a /tcp tunnel's close", () => {
+  it("is answered at once after the client's EOF ended a write still pending (the guest keeps its end open)", async () => {
+    // Writes back what it reads, and never ends its side (its sockets are destroyed at the end).
+    const conns = new Set<net.Socket>();
+    const open = net.createServer({ allowHalfOpen: true }, (sock) => {
+      conns.add(sock);
+      sock.on("data", (d) => sock.write(d));
+    });
+    await new Promise<void>((r) => open.listen(0, "127.0.0.1", r));
+    const openPort = (open.address() as AddressInfo).port;
+    try {
+      const id = await newSandbox();
+      plainStreams.set(id, 0);
+      const tunnel = new WebSocket(`${base.replace("http", "ws")}/tcp/${id}/${openPort}`, {
+        headers: { authorization: `Bearer ${key}` },
+      });
+      const sent = randomBytes(2 * 1024 * 1024);
+      const closed = await new Promise<{ code: number; echoed: Buffer }>((resolve, reject) => {
+        const got: Buffer[] = [];
+        let bytes = 0;
+        tunnel.on("open", () => {
+          tunnel.send(sent, { binary: true });
+          tunnel.send('{"type":"eof"}');
+        });
+        tunnel.on("message", (d: Buffer) => {
+          got.push(d);
+          bytes += d.length;
+          // Everything came back: the client closes (the guest never will).
+          if (bytes === sent.length) tunnel.close(1000, "done");
+        });
+        // 1000: the server read the client's close frame and answered it (1006: it never did).
+        tunnel.on("close", (code) => resolve({ code, echoed: Buffer.concat(got) }));
+        tunnel.on("error", reject);
+      });
+      expect(closed.echoed.equals(sent)).toBe(true);
+      expect(closed.code).toBe(1000);
+    } finally {
+      for (const c of conns) c.destroy();
+      await new Promise((r) => open.close(r));
+    }
   });
 });
 

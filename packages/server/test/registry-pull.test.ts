@@ -2,9 +2,11 @@ import { execFileSync } from "node:child_process";
 import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { ImageStore, StoreImages, writeRootfsLayout } from "@sandtree/host";
+import { createQemuHost, detectAccel, writeRootfsLayout } from "@sandtree/host";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startRegistry, type TestRegistry } from "../../host/test/helpers/registry.js";
+import { loadConfig } from "../src/config.js";
+import { serverJail } from "../src/default-host.js";
 import { startTestServer, type TestServer } from "./helpers.js";
 
 let registry: TestRegistry;
@@ -33,10 +35,19 @@ beforeAll(async () => {
   work = mkdtempSync(path.join(tmpdir(), "sandtree-pull-"));
   registry = await startRegistry();
   imageRef = await pushBusybox();
-  // Short names resolve on the default registry (Docker Hub unless set; here the test's registry).
-  t = await startTestServer({
-    images: new StoreImages(new ImageStore({ root: path.join(work, "images"), defaultRegistry: registry.host })),
+  // This machine's QEMU host, jailed as the server's own would be, with an image store of the
+  // test's: short names resolve on the default registry (Docker Hub unless set; here the test's).
+  const { jail } = serverJail(loadConfig({}));
+  const host = createQemuHost({
+    accel: await detectAccel("auto", { jail }),
+    jail,
+    runRoot: path.join(work, "r"),
+    logRoot: path.join(work, "logs"),
+    // The server's blob store's local directory (its data dir's `layers`).
+    layersDir: path.join(work, "data", "layers"),
+    images: { root: path.join(work, "images"), defaultRegistry: registry.host },
   });
+  t = await startTestServer({ host, dataDir: path.join(work, "data") });
 });
 afterAll(async () => {
   await t?.close();

@@ -1,15 +1,16 @@
 // Teams, API keys, quotas, rate limits and idempotency through the HTTP API. Images resolve
 // through a stub that never finishes pulling, so sandboxes stay PROVISIONING (active) without
 // booting VMs: the limits are about rows, not about QEMU.
+
 import { DEFAULT_TEAM_LIMITS } from "@sandtree/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { neverPulls, startTestServer, type TestServer } from "./helpers.js";
+import { fakeHostAt, neverPulls, startTestServer, type TestServer } from "./helpers.js";
 
 let t: TestServer;
 const small = { image: "sandtree/busybox", memory_gb: 0.25, disk_size_gb: 1 };
 
 beforeAll(async () => {
-  t = await startTestServer({ images: neverPulls });
+  t = await startTestServer(fakeHostAt({ images: neverPulls }));
 });
 afterAll(async () => {
   await t?.close();

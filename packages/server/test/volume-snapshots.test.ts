@@ -6,9 +6,9 @@
 import { readFileSync, truncateSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { neverPulls, serverForFile } from "./helpers.js";
+import { fakeHostAt, neverPulls, serverForFile } from "./helpers.js";
 
-const t = serverForFile({ images: neverPulls });
+const t = serverForFile(fakeHostAt({ images: neverPulls }));
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 

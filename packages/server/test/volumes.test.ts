@@ -6,9 +6,9 @@ import { existsSync, statSync } from "node:fs";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { openVolumeStore } from "../src/store/open-store.js";
-import { neverPulls, serverForFile } from "./helpers.js";
+import { fakeHostAt, neverPulls, serverForFile } from "./helpers.js";
 
-const t = serverForFile({ images: neverPulls });
+const t = serverForFile(fakeHostAt({ images: neverPulls }));
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 

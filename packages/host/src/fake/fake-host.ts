@@ -1,8 +1,9 @@
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { SandtreeError } from "@sandtree/protocol";
 import type { ConsoleTail } from "../machine/console-tail.js";
-import type { AdoptSpec, HostCapabilities, MachineHost, MachineSpec, WarmCaches } from "../machine/machine.js";
+import type { AdoptSpec, HostCapabilities, HostImages, MachineHost, MachineSpec, WarmCaches } from "../machine/machine.js";
 import { MachineRefusedError } from "../machine/machine.js";
 import { checkMachineName, MachineDirs } from "../machine/machine-dirs.js";
 import { FakeDisks } from "./fake-disks.js";
@@ -27,6 +28,8 @@ export class FakeHost extends FakeDisks implements MachineHost {
     accel: "fake",
     memorySnapshots: true,
     nested: { ok: false, why: "the fake host runs no VM" },
+    // Its machines' files are a map in memory: a host directory shared with them would be a pretence.
+    volumes: { ok: false, why: "the fake host runs no VM and serves no files to its machines" },
   };
   /** Sandbox networks in memory (addresses from a pool; no tap, rule or resolver). */
   readonly networks = new FakeNetworks();
@@ -34,16 +37,17 @@ export class FakeHost extends FakeDisks implements MachineHost {
   readonly machines = new Map<string, FakeMachine>();
   /** Starts so far (tests count them). */
   starts = 0;
-  readonly images: FakeImages;
+  readonly images: HostImages;
   private machineDirs: MachineDirs | undefined;
 
   /**
-   * `dir`: where its machines' run and log folders go (default: a new folder under the system's
-   * temp dir, made when first needed); `layersDir`: its layers directory (default: `layers` in `dir`).
+   * `images`: FakeImages' options, or images of the test's own (ones that never pull, say). `dir`:
+   * where its machines' run and log folders go (default: a new folder under the system's temp dir,
+   * made when first needed); `layersDir`: its layers directory (default: `layers` in `dir`).
    */
-  constructor(private readonly opts: { images?: FakeImagesOptions; dir?: string; layersDir?: string } = {}) {
+  constructor(private readonly opts: { images?: FakeImagesOptions | HostImages; dir?: string; layersDir?: string } = {}) {
     super(() => (opts.layersDir ??= path.join(hostDir(opts), "layers")));
-    this.images = new FakeImages(opts.images);
+    this.images = opts.images && "resolve" in opts.images ? opts.images : new FakeImages(opts.images);
   }
 
   private get dir(): string {
@@ -64,6 +68,7 @@ export class FakeHost extends FakeDisks implements MachineHost {
     checkMachineName(spec.name);
     const rootDisk = this.file(spec.rootDisk, "rootDisk");
     const memoryState = spec.memoryState === undefined ? undefined : this.file(spec.memoryState, "memoryState");
+    refuseMounts(spec.mounts);
     if (this.machines.get(spec.name)?.exit === null) throw new MachineRefusedError(`${spec.name} is already running`);
     const m = new FakeMachine(spec.name, this.dirs.runDir(spec.name), {
       disks: this,
@@ -82,6 +87,7 @@ export class FakeHost extends FakeDisks implements MachineHost {
 
   async adopt(spec: AdoptSpec): Promise<FakeMachine> {
     checkMachineName(spec.name);
+    refuseMounts(spec.mounts);
     const m = this.machines.get(spec.name);
     if (!m || m.exit || m.pid !== spec.pid) throw new MachineRefusedError(`${spec.name} (pid ${spec.pid}) is not running`);
     m.adoptedRunState = (await m.runState()) ?? "gone";
@@ -107,4 +113,9 @@ export class FakeHost extends FakeDisks implements MachineHost {
   discard(name: string): Promise<void> {
     return this.dirs.discard(name);
   }
+}
+
+/** What capabilities.volumes says, as the QEMU host without a file server answers it. */
+function refuseMounts(mounts: MachineSpec["mounts"]): void {
+  if (mounts?.length) throw new SandtreeError("NOT_SUPPORTED", "this host does not serve volumes: the fake host runs no VM");
 }

@@ -118,6 +118,11 @@ export interface HostCapabilities {
   nested: { ok: true } | { ok: false; why: string };
   /** How machines run here (`kvm`, `tcg`, ...): a memory state restores only into the same. */
   accel: string;
+  /**
+   * Whether machines may mount volumes (MachineSpec.mounts), served by the host's own file server
+   * over its sandbox networks; `why` says why not (a spec with mounts is then NOT_SUPPORTED).
+   */
+  volumes: { ok: true } | { ok: false; why: string };
 }
 
 /** What a new machine boots or resumes from. */

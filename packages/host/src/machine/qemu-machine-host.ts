@@ -4,12 +4,12 @@ import { StoreImages } from "../images/store-images.js";
 import type { MachineLimiter } from "../limits/machine-limiter.js";
 import { DEFAULT_MACHINE_RATES } from "../limits/machine-limits.js";
 import type { HostNetworks } from "../network/host-networks.js";
-import { SandboxNetworks } from "../network/sandbox-networks.js";
+import { type NetworkVolumes, SandboxNetworks } from "../network/sandbox-networks.js";
 import { defaultJailConfig, type JailConfig } from "../vmm/jail.js";
 import type { Accel } from "../vmm/qemu-args.js";
 import { findQemuProcesses, QemuVm, qemuAlive } from "../vmm/qemu-vm.js";
 import type { VolumeFileServer } from "../volumes/file-server.js";
-import { guestAddressOf, type VolumeMount } from "../volumes/guest-mount.js";
+import { type GuestMount, guestAddressOf, type VolumeMount } from "../volumes/guest-mount.js";
 import { mountInGuest } from "../volumes/mount-in-guest.js";
 import type { ConsoleTail } from "./console-tail.js";
 import {
@@ -43,7 +43,11 @@ export interface QemuMachineHostOptions {
   layersDir: string;
   /** The accelerator machines run under (detectAccel); default `tcg`. */
   accel?: Accel;
-  /** Serves MachineSpec.mounts; without it a spec with mounts is refused (NOT_SUPPORTED). */
+  /**
+   * A file server the caller opened (low-level tests) for MachineSpec.mounts; default: the one its
+   * networks open with themselves where this machine can run it (SandboxNetworks.volumes). Without
+   * either a spec with mounts is refused (NOT_SUPPORTED; capabilities.volumes says why).
+   */
   volumes?: VolumeFileServer | undefined;
   /** How long the guest may take to mount one volume. */
   mountTimeoutMs?: number;
@@ -67,16 +71,27 @@ export interface QemuMachineHostOptions {
   diskCache?: DiskCache;
   /** Where this host keeps its images and which registries it pulls from (default: ImageStore's defaults). */
   images?: ImageStoreOptions;
-  /** Its sandbox networks (opened by the control plane); default: this machine's own, unopened. */
-  networks?: HostNetworks;
+  /** Its sandbox networks (opened by the control plane); default: this machine's own, unopened, warning to `log`. */
+  networks?: SandboxNetworks;
+  /**
+   * Where the default networks' warnings go (a tunnel not restored, a denylist update that
+   * failed); default: one JSON line each on stderr, never dropped. The server passes its logger
+   * with its own networks instead (default-host.ts).
+   */
+  log?: { warn(o: object, m: string): void };
 }
+
+/** A host made without a logger still says what went wrong beside it. */
+const stderrWarnings = {
+  warn: (o: object, m: string) => process.stderr.write(`${JSON.stringify({ level: "warn", ...o, msg: m })}\n`),
+};
 
 export type DiskCache = "direct" | "host";
 
 /** This host's QEMU microVMs. */
 export class QemuMachineHost extends QemuDisks implements MachineHost {
-  readonly capabilities: HostCapabilities;
-  readonly networks: HostNetworks;
+  private readonly fixed: Omit<HostCapabilities, "volumes">;
+  private readonly ownNetworks: SandboxNetworks;
   /** How this host's QEMUs are jailed. */
   readonly jail: JailConfig;
   /** Images as bases built on this host (its image store). */
@@ -88,16 +103,30 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
     super(opts.layersDir);
     this.dirs = new MachineDirs(opts.runRoot, opts.logRoot);
     this.jail = opts.jail ?? defaultJailConfig();
-    this.networks = opts.networks ?? new SandboxNetworks();
+    this.ownNetworks = opts.networks ?? new SandboxNetworks({ log: opts.log ?? stderrWarnings });
     this.directDisk = opts.diskCache === "direct";
     this.images = new StoreImages(new ImageStore(opts.images));
     const accel = opts.accel ?? "tcg";
     const nested = nestedSupport(accel);
-    this.capabilities = {
+    this.fixed = {
       accel,
       memorySnapshots: true,
       nested: nested.ok ? { ok: true } : { ok: false, why: nested.why },
     };
+  }
+
+  get networks(): HostNetworks {
+    return this.ownNetworks;
+  }
+
+  /** Volumes come with its networks: once they are open, where this machine runs a file server. */
+  get capabilities(): HostCapabilities {
+    const v = this.fileServer();
+    return { ...this.fixed, volumes: v.server ? { ok: true } : { ok: false, why: v.why } };
+  }
+
+  private fileServer(): NetworkVolumes {
+    return this.opts.volumes ? { server: this.opts.volumes } : this.ownNetworks.volumes;
   }
 
   /** The booted templates and memory images that make starts warm (see WarmCaches). */
@@ -120,22 +149,27 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
     });
   }
 
-  /** Exports the mounts to the machine's address (before it runs: a resumed guest's mounts reconnect at once). */
-  private async grantMounts(name: string, mounts: VolumeMount[] | undefined, guestNet: string | undefined) {
+  /**
+   * Exports the mounts to the machine's address (before it runs: a resumed guest's mounts
+   * reconnect at once); the file server that holds the grant, or null without mounts.
+   */
+  private async grantMounts(
+    name: string,
+    mounts: VolumeMount[] | undefined,
+    guestNet: string | undefined,
+  ): Promise<{ server: VolumeFileServer; guest: GuestMount[] } | null> {
     if (!mounts?.length) return null;
+    const v = this.fileServer();
+    if (!v.server) throw new SandtreeError("NOT_SUPPORTED", `this host does not serve volumes: ${v.why}`);
     if (!guestNet || guestNet === "-") {
       const why = guestNet ? "the sandbox was created with its network off" : "the server runs with networks off";
       throw new SandtreeError("NETWORK_DISABLED", `volumes are mounted over the sandbox's network, and it has none (${why})`);
     }
-    const volumes = this.opts.volumes;
-    if (!volumes) throw new SandtreeError("NOT_SUPPORTED", "this host does not serve volumes (no volume file server)");
-    return volumes.grant(name, guestAddressOf(guestNet), mounts);
+    return { server: v.server, guest: await v.server.grant(name, guestAddressOf(guestNet), mounts) };
   }
 
-  private revokeOnExit(machine: QemuMachine, name: string): void {
-    const volumes = this.opts.volumes;
-    if (!volumes) return;
-    const revoke = () => void volumes.revoke(name).catch(() => {});
+  private revokeOnExit(machine: QemuMachine, name: string, server: VolumeFileServer): void {
+    const revoke = () => void server.revoke(name).catch(() => {});
     if (machine.exit) revoke();
     else machine.once("exit", revoke);
   }
@@ -144,18 +178,18 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
     checkMachineName(spec.name);
     this.file(spec.rootDisk, "rootDisk");
     if (spec.memoryState !== undefined) this.file(spec.memoryState, "memoryState");
-    const guestMounts = await this.grantMounts(spec.name, spec.mounts, spec.nic?.guestNet);
+    const granted = await this.grantMounts(spec.name, spec.mounts, spec.nic?.guestNet);
     let machine: QemuMachine;
     try {
       machine = await this.boot(spec);
     } catch (err) {
-      if (guestMounts) await this.opts.volumes?.revoke(spec.name).catch(() => {});
+      if (granted) await granted.server.revoke(spec.name).catch(() => {});
       throw err;
     }
-    if (!guestMounts) return machine;
-    this.revokeOnExit(machine, spec.name);
+    if (!granted) return machine;
+    this.revokeOnExit(machine, spec.name, granted.server);
     try {
-      await mountInGuest(machine, guestMounts, { timeoutMs: this.opts.mountTimeoutMs ?? 60_000 });
+      await mountInGuest(machine, granted.guest, { timeoutMs: this.opts.mountTimeoutMs ?? 60_000 });
     } catch (err) {
       await machine.stop({ graceMs: 0 }).catch(() => {});
       throw err;
@@ -217,7 +251,7 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
 
   async adopt(spec: AdoptSpec): Promise<QemuMachine> {
     checkMachineName(spec.name);
-    if (spec.mounts?.length) await this.grantMounts(spec.name, spec.mounts, spec.guestNet);
+    const granted = await this.grantMounts(spec.name, spec.mounts, spec.guestNet);
     const vm = await QemuVm.adopt({
       name: spec.name,
       pid: spec.pid,
@@ -229,10 +263,13 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
       ...(spec.guestNet ? { guestNet: spec.guestNet } : {}),
       ...(this.directDisk ? { directDisk: true } : {}),
       jail: this.jail,
+    }).catch(async (err: unknown) => {
+      await granted?.server.revoke(spec.name).catch(() => {});
+      throw err;
     });
     // A paused sandbox's VM was stopped again after the handshake.
     const machine = this.wrap(vm, null, spec.guestNet, spec.keepPaused);
-    if (spec.mounts?.length) this.revokeOnExit(machine, spec.name);
+    if (granted) this.revokeOnExit(machine, spec.name, granted.server);
     this.releaseOnExit(machine);
     return machine;
   }

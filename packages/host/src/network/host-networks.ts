@@ -47,8 +47,6 @@ export interface OpenNetworksRequest {
   dnsUpstreams: string[];
   /** Each sandbox's DNS budget: queries per second and burst. */
   dnsRateLimit?: { perSecond: number; burst: number } | undefined;
-  /** The volume file server's TCP ports, opened to every sandbox's gateway. */
-  volumePorts?: number[];
   /** The networks of sandboxes still active: their taps, rules and tunnels are made again. */
   live: SandboxNetworkSpec[];
 }

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import path from "node:path";
 import { SandtreeError } from "@sandtree/protocol";
+import { VolumeFileServer, volumeServerUnavailableReason } from "../volumes/file-server.js";
 import { choosePool } from "./address-pool.js";
 import { DnsResolver, nameMatches, type ResolverClient } from "./dns-resolver.js";
 import { type DnsUpstream, parseUpstreams, systemUpstreams } from "./dns-upstream.js";
@@ -21,8 +22,14 @@ import { openTunnelProxies } from "./tunnel-proxy.js";
 const POOL_CLAIMS_DIR = "/run/sandtree/pools";
 
 export interface SandboxNetworksOptions {
-  log?: { warn(o: object, m: string): void };
+  /** Where what goes wrong beside a call (tunnels not restored, a denylist update) is told: every maker says. */
+  log: { warn(o: object, m: string): void };
 }
+
+/** The volume file server these networks carry to their sandboxes, or why there is none. */
+export type NetworkVolumes = { server: VolumeFileServer } | { server: null; why: string };
+
+const NOT_OPEN = "its sandboxes have no network (volumes are served over it)";
 
 /**
  * This machine's sandbox networks (the host's part, see HostNetworks): a tap per sandbox, the
@@ -39,11 +46,13 @@ export class SandboxNetworks implements HostNetworks {
   private templateTaps = 0;
   private sweeper: NodeJS.Timeout | null = null;
   private releasePool: () => void = () => {};
+  private volumeServer: VolumeFileServer | null = null;
+  private volumesWhy = NOT_OPEN;
 
-  constructor(private readonly opts: SandboxNetworksOptions = {}) {}
+  constructor(private readonly opts: SandboxNetworksOptions) {}
 
   private warn(o: object, m: string): void {
-    this.opts.log?.warn(o, m);
+    this.opts.log.warn(o, m);
   }
 
   async open(req: OpenNetworksRequest): Promise<OpenedNetworks> {
@@ -51,6 +60,7 @@ export class SandboxNetworks implements HostNetworks {
     const reason = await networkUnavailableReason();
     if (reason) {
       if (req.enabled === "on") throw new Error(`sandbox networking is unavailable: ${reason}`);
+      this.volumesWhy = `${NOT_OPEN}: ${reason}`;
       return { subnet: null, unavailable: reason };
     }
     const tag = createHash("sha256").update(path.resolve(req.dataDir)).digest("hex").slice(0, 4);
@@ -64,6 +74,7 @@ export class SandboxNetworks implements HostNetworks {
     });
     if (choice.subnet === null) {
       if (req.enabled === "on") throw new Error(choice.reason);
+      this.volumesWhy = `${NOT_OPEN}: ${choice.reason}`;
       return { subnet: null, unavailable: choice.reason };
     }
     this.releasePool = () => choice.release();
@@ -76,7 +87,8 @@ export class SandboxNetworks implements HostNetworks {
     });
     const { udpPort } = await this.resolver.listen("0.0.0.0", 0);
     const stateFile = path.join(req.dataDir, "network-host-state.json");
-    const volumePorts = req.volumePorts ?? [];
+    const volumes = await this.openVolumeServer(req.dataDir);
+    const volumePorts = volumes ? [volumes.ports.nfs, volumes.ports.mount] : [];
     const manager = new NetworkManager({ tag, subnet: choice.subnet, resolverPort: udpPort, stateFile, volumePorts });
     const specs: SandboxNetSpec[] = [];
     for (const net of req.live) {
@@ -94,6 +106,35 @@ export class SandboxNetworks implements HostNetworks {
     this.sweeper.unref();
     const attached = [...this.live.values()].map((l) => attachment(l));
     return { subnet: choice.subnet, unavailable: null, skipped: choice.skipped, attached };
+  }
+
+  /** The volume file server its sandboxes mount volumes from (over these networks), or why there is none. */
+  get volumes(): NetworkVolumes {
+    return this.volumeServer ? { server: this.volumeServer } : { server: null, why: this.volumesWhy };
+  }
+
+  /**
+   * The file server opens with the networks (it picks its ports, kept in `dataDir`, for their
+   * firewall; NFS-Ganesha itself starts on the first mount), where this machine can run one.
+   * One kept by a close without `destroy` (its machines ran on) serves again.
+   */
+  private async openVolumeServer(dataDir: string): Promise<VolumeFileServer | null> {
+    if (this.volumeServer) return this.volumeServer;
+    const why = volumeServerUnavailableReason();
+    if (why) {
+      this.volumesWhy = why;
+      return null;
+    }
+    const log = { warn: (o: object, m: string) => this.warn(o, m) };
+    this.volumeServer = await VolumeFileServer.open({ dir: path.join(dataDir, "volume-server"), log });
+    return this.volumeServer;
+  }
+
+  private async closeVolumeServer(): Promise<void> {
+    const server = this.volumeServer;
+    this.volumeServer = null;
+    this.volumesWhy = NOT_OPEN;
+    await server?.close();
   }
 
   private track(net: SandboxNetworkSpec, manager: NetworkManager): Live {
@@ -209,7 +250,13 @@ export class SandboxNetworks implements HostNetworks {
     if (this.sweeper) clearInterval(this.sweeper);
     for (const l of this.live.values()) for (const p of l.proxies) p.close();
     await this.resolver?.close();
-    if (opts.destroy) await this.manager?.destroy();
+    try {
+      if (opts.destroy) await this.manager?.destroy();
+    } finally {
+      // With every machine gone (destroy): the file server they mounted goes too. Otherwise it
+      // serves on, as the rules and taps stay, for the machines that run on.
+      if (opts.destroy) await this.closeVolumeServer();
+    }
     this.manager = null;
     this.resolver = null;
     // Opened again (a worker's caller restarted), only the live networks it names are tracked.

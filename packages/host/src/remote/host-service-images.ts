@@ -16,6 +16,9 @@ import {
 import { type HostImages, MachineRefusedError, type ResolvedImage } from "../machine/machine.js";
 import { answer } from "./remote-errors.js";
 
+/** The most bytes an image import may send or unpack, unless the worker is given another cap (ServeHostOptions.layoutMaxBytes). */
+export const LAYOUT_MAX_BYTES = 8 * 1024 ** 3;
+
 type ImageCalls = Pick<ServiceImpl<typeof MachineHostService>, "resolveImage" | "checkImage" | "listImages" | "importLayout">;
 
 function resolvedMsg(i: ResolvedImage): ResolvedImageMsg {
@@ -30,8 +33,8 @@ function request(r: ImageRequest, ctx: HandlerContext) {
   };
 }
 
-/** Unpacks the streamed tar of an OCI layout into a temporary directory, imports it, removes it. */
-async function importLayout(images: HostImages, inputs: AsyncIterable<ImportLayoutInput>, ctx: HandlerContext) {
+/** Unpacks the streamed tar of an OCI layout (at most `maxBytes`) into a temporary directory, imports it, removes it. */
+async function importLayout(images: HostImages, inputs: AsyncIterable<ImportLayoutInput>, maxBytes: number, ctx: HandlerContext) {
   const it = inputs[Symbol.asyncIterator]();
   const first = await it.next();
   if (first.done || first.value.input.case !== "header")
@@ -39,7 +42,7 @@ async function importLayout(images: HostImages, inputs: AsyncIterable<ImportLayo
   const { name, layoutRef } = first.value.input.value;
   const dir = await mkdtemp(path.join(tmpdir(), "sandtree-layout-"));
   try {
-    await unpackInto(dir, it, ctx.signal);
+    await unpackInto(dir, it, maxBytes, ctx.signal);
     return resolvedMsg(
       await images.importLayout(dir, name, { ...(layoutRef !== undefined ? { layoutRef } : {}), signal: ctx.signal }),
     );
@@ -48,37 +51,64 @@ async function importLayout(images: HostImages, inputs: AsyncIterable<ImportLayo
   }
 }
 
-/** Writes the tar pieces that follow the header into `dir`: regular files and folders only, every path inside it. */
-async function unpackInto(dir: string, it: AsyncIterator<ImportLayoutInput>, signal: AbortSignal): Promise<void> {
+/**
+ * Writes the tar pieces that follow the header into `dir`: regular files and folders only, every
+ * path inside it; PAYLOAD_TOO_LARGE once the bytes sent, or the sizes its files declare (a
+ * compressed tar unpacks larger than it is sent), pass `maxBytes`.
+ */
+async function unpackInto(
+  dir: string,
+  it: AsyncIterator<ImportLayoutInput>,
+  maxBytes: number,
+  signal: AbortSignal,
+): Promise<void> {
+  let unpacked = 0;
+  let sent = 0;
   const unpack = tarExtract({
     cwd: dir,
     strict: true,
-    filter: (_p, e) => "type" in e && (e.type === "File" || e.type === "Directory"),
+    filter: (_p, e) => {
+      if (!("type" in e && (e.type === "File" || e.type === "Directory"))) return false;
+      unpacked += e.size ?? 0;
+      // Refused before its bytes are written; the loop below sees the count and stops the import.
+      return unpacked <= maxBytes;
+    },
   });
-  const unpacked = new Promise<void>((resolve, reject) => {
+  const refuseTooLarge = () => {
+    if (sent > maxBytes || unpacked > maxBytes)
+      throw new SandtreeError("PAYLOAD_TOO_LARGE", `an image import is larger than this worker takes (${maxBytes} bytes)`, {
+        max_bytes: maxBytes,
+      });
+  };
+  const done = new Promise<void>((resolve, reject) => {
     unpack.on("close", () => resolve());
     unpack.on("error", reject);
   });
   // Awaited below, or dropped with the import when it fails first.
-  unpacked.catch(() => {});
+  done.catch(() => {});
   try {
     for (;;) {
       const { value, done } = await it.next();
       if (done) break;
       if (value.input.case !== "tar") throw new MachineRefusedError("an image import sends its header once");
-      if (!unpack.write(Buffer.from(value.input.value))) await once(unpack, "drain", { signal });
+      sent += value.input.value.length;
+      refuseTooLarge();
+      const drained = unpack.write(Buffer.from(value.input.value));
+      refuseTooLarge();
+      if (!drained) await once(unpack, "drain", { signal });
     }
     unpack.end();
-    await unpacked;
+    await done;
+    refuseTooLarge();
   } catch (err) {
     unpack.abort(err instanceof Error ? err : new Error(String(err)));
-    if (err instanceof MachineRefusedError || signal.aborted) throw err;
+    if (err instanceof MachineRefusedError || err instanceof SandtreeError || signal.aborted) throw err;
     throw new SandtreeError("IMAGE_INVALID", `the layout sent is not a readable tar: ${(err as Error).message}`);
   }
 }
 
 /** The images half of the MachineHostService (HostImages). */
-export function imageCalls(images: HostImages): ImageCalls {
+export function imageCalls(images: HostImages, layoutMaxBytes: number): ImageCalls {
   return {
     resolveImage: (r, ctx) => answer(async () => resolvedMsg(await images.resolve(r.ref, request(r, ctx)))),
     checkImage: (r, ctx) =>
@@ -96,6 +126,6 @@ export function imageCalls(images: HostImages): ImageCalls {
           ...(i.createdAt ? { createdAt: i.createdAt } : {}),
         })),
       })),
-    importLayout: (inputs, ctx) => answer(() => importLayout(images, inputs, ctx)),
+    importLayout: (inputs, ctx) => answer(() => importLayout(images, inputs, layoutMaxBytes, ctx)),
   };
 }

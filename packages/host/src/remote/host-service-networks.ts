@@ -33,7 +33,6 @@ export function networkCalls(networks: HostNetworks, dataDir: string): NetworkCa
           enabled: enabledOf(r.enabled),
           dnsUpstreams: [...r.dnsUpstreams],
           ...(r.dnsRateLimit ? { dnsRateLimit: { perSecond: r.dnsRateLimit.perSecond, burst: r.dnsRateLimit.burst } } : {}),
-          volumePorts: [...r.volumePorts],
           live: r.live.map(specOf),
         };
         await mkdir(dataDir, { recursive: true, mode: 0o700 });

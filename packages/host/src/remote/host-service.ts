@@ -87,13 +87,18 @@ export function machineInfo(m: Machine): MachineInfo {
   });
 }
 
-/** Runs a handler, turning whatever the host throws into a Connect error with its kind attached. */
-/** The MachineHostService over one MachineHost (the worker's QEMU host, or a fake one); its networks' state in `networksDir`. */
+/** Where a worker keeps its networks' state, its blob store (null: none), the largest image import it takes (ServeHostOptions). */
+export interface HostServiceLimits {
+  networksDir: string;
+  blobs: BlobStore | null;
+  layoutMaxBytes: number;
+}
+
+/** The MachineHostService over one MachineHost (the worker's QEMU host, or a fake one). */
 export function machineHostService(
   host: MachineHost,
   served: ServedMachines,
-  networksDir: string,
-  blobs: BlobStore | null,
+  { networksDir, blobs, layoutMaxBytes }: HostServiceLimits,
 ): ServiceImpl<typeof MachineHostService> {
   const sig = (ctx: HandlerContext) => ({ signal: ctx.signal });
   const layers = blobs ? host.layers(blobs) : null;
@@ -110,6 +115,8 @@ export function machineHostService(
         memorySnapshots: c.memorySnapshots,
         nestedOk: c.nested.ok,
         nestedWhy: c.nested.ok ? "" : c.nested.why,
+        volumesOk: c.volumes.ok,
+        volumesWhy: c.volumes.ok ? "" : c.volumes.why,
       });
     },
     linkBase: (r) => answer(async () => ({ name: await host.linkBase(r.basePath) })),
@@ -132,7 +139,7 @@ export function machineHostService(
     // The name is checked here too: whatever host is served, a caller's name never leaves its roots.
     discard: (r, ctx) => answerEmpty(() => host.discard(checkMachineName(r.name), sig(ctx))),
 
-    ...imageCalls(host.images),
+    ...imageCalls(host.images, layoutMaxBytes),
     ...logCalls(host),
 
     ...networkCalls(host.networks, networksDir),

@@ -37,12 +37,15 @@ export class RemoteHost implements MachineHost {
   private constructor(
     private readonly client: Client<typeof MachineHostService>,
     private readonly sessions: Http2SessionManager,
-    readonly capabilities: HostCapabilities,
+    private caps: HostCapabilities,
   ) {
     // Every machine's watch and every command listen on it: as many as run at once.
     setMaxListeners(0, this.life.signal);
     this.images = new RemoteImages(client);
-    this.networks = new RemoteNetworks(client);
+    // Volumes come with the worker's networks (its file server opens with them): asked again once they opened.
+    this.networks = new RemoteNetworks(client, async () => {
+      this.caps = await this.call("asking what the host can do", () => capabilitiesOf(client));
+    });
     this.layerPort = new RemoteLayers(client);
   }
 
@@ -62,13 +65,16 @@ export class RemoteHost implements MachineHost {
     });
     const client = createClient(MachineHostService, transport);
     try {
-      const c = await client.capabilities({}, { timeoutMs: 30_000 });
-      const nested: HostCapabilities["nested"] = c.nestedOk ? { ok: true } : { ok: false, why: c.nestedWhy };
-      return new RemoteHost(client, sessions, { accel: c.accel, memorySnapshots: c.memorySnapshots, nested });
+      return new RemoteHost(client, sessions, await capabilitiesOf(client));
     } catch (err) {
       sessions.abort();
       throw fromConnectError(err, "connecting to the remote host");
     }
+  }
+
+  /** What the worker's host can do: asked at connect, and again once its networks opened. */
+  get capabilities(): HostCapabilities {
+    return this.caps;
   }
 
   private call<T>(what: string, fn: () => Promise<T>): Promise<T> {
@@ -146,4 +152,11 @@ export function connectRemoteHost(o: RemoteHostOptions): Promise<RemoteHost> {
 /** A layer's digest and size as the host service answers them (size a bigint on the wire). */
 function layerDigest(d: { sha256: string; size: bigint }): { sha256: string; size: number } {
   return { sha256: d.sha256, size: Number(d.size) };
+}
+
+async function capabilitiesOf(client: Client<typeof MachineHostService>): Promise<HostCapabilities> {
+  const c = await client.capabilities({}, { timeoutMs: 30_000 });
+  const nested: HostCapabilities["nested"] = c.nestedOk ? { ok: true } : { ok: false, why: c.nestedWhy };
+  const volumes: HostCapabilities["volumes"] = c.volumesOk ? { ok: true } : { ok: false, why: c.volumesWhy };
+  return { accel: c.accel, memorySnapshots: c.memorySnapshots, nested, volumes };
 }

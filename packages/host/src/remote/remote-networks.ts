@@ -18,7 +18,11 @@ import { remoteCall } from "./remote-errors.js";
  * (a path on this machine) is not sent. Tap names answered are the worker's, for its machines.
  */
 export class RemoteNetworks implements HostNetworks {
-  constructor(private readonly client: Client<typeof MachineHostService>) {}
+  /** `onOpened`: told once the worker's networks opened (what its host can do may have changed). */
+  constructor(
+    private readonly client: Client<typeof MachineHostService>,
+    private readonly onOpened: () => Promise<void> = async () => {},
+  ) {}
 
   private call<T>(what: string, fn: () => Promise<T>): Promise<T> {
     return remoteCall(what, fn);
@@ -32,11 +36,13 @@ export class RemoteNetworks implements HostNetworks {
           enabled: req.enabled,
           dnsUpstreams: req.dnsUpstreams,
           ...(req.dnsRateLimit ? { dnsRateLimit: req.dnsRateLimit } : {}),
-          volumePorts: req.volumePorts ?? [],
           live: req.live.map(specMsg),
         }),
       ),
-    );
+    ).then(async (opened) => {
+      await this.onOpened();
+      return opened;
+    });
   }
 
   attach(spec: SandboxNetworkSpec): Promise<NetworkAttachment> {

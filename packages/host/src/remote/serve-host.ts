@@ -7,6 +7,7 @@ import type { BlobStore } from "../blobs/blob-store.js";
 import { MachineHostService } from "../gen/sandtree/host/v1/host_pb.js";
 import type { MachineHost } from "../machine/machine.js";
 import { machineHostService, ServedMachines } from "./host-service.js";
+import { LAYOUT_MAX_BYTES } from "./host-service-images.js";
 
 export interface ServeHostOptions {
   host: MachineHost;
@@ -32,6 +33,8 @@ export interface ServeHostOptions {
   blobs?: BlobStore;
   /** The largest message a client may send (bytes; default 16 MiB: file chunks are far smaller). */
   readMaxBytes?: number;
+  /** The most bytes an image import may send or unpack (default LAYOUT_MAX_BYTES, 8 GiB); past it PAYLOAD_TOO_LARGE. */
+  layoutMaxBytes?: number;
 }
 
 export interface ServedHost {
@@ -66,7 +69,15 @@ function authenticate(key: () => string | null): Interceptor {
 export async function serveMachineHost(o: ServeHostOptions): Promise<ServedHost> {
   const served = new ServedMachines();
   const handler = connectNodeAdapter({
-    routes: (router) => router.service(MachineHostService, machineHostService(o.host, served, o.networksDir, o.blobs ?? null)),
+    routes: (router) =>
+      router.service(
+        MachineHostService,
+        machineHostService(o.host, served, {
+          networksDir: o.networksDir,
+          blobs: o.blobs ?? null,
+          layoutMaxBytes: o.layoutMaxBytes ?? LAYOUT_MAX_BYTES,
+        }),
+      ),
     interceptors: [authenticate(o.key)],
     readMaxBytes: o.readMaxBytes ?? 16 * 1024 * 1024,
   });

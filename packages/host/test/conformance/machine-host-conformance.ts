@@ -125,6 +125,21 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
       expect(typeof t.host.capabilities.nested.ok).toBe("boolean");
     });
 
+    it("says whether its machines may mount volumes; where not, why, and a machine with mounts is refused unstarted", async () => {
+      const volumes = t.host.capabilities.volumes;
+      if (volumes.ok) {
+        expect(volumes).toEqual({ ok: true });
+        return;
+      }
+      expect(volumes.why).toMatch(/\w/);
+      const spec = {
+        ...t.spec("conf-vol", disk("conf-vol")),
+        mounts: [{ hostDir: t.dir, guestPath: "/mnt/vol" }],
+      };
+      await expect(t.host.start(spec)).rejects.toMatchObject({ code: "NOT_SUPPORTED" });
+      expect((await t.host.survivors()).map((s) => s.name)).not.toContain("conf-vol");
+    });
+
     it("reads the end of a running machine's console log; no log there reads empty", { timeout: timeoutMs }, async () => {
       const tail = await t.host.consoleTail("conf-a", 1024 * 1024);
       expect(tail.text.length, "the machine wrote nothing to its console").toBeGreaterThan(0);

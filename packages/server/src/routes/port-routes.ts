@@ -235,6 +235,12 @@ function tokenCookie(req: FastifyRequest, id: string, port: number, token: strin
   return `${TOKEN_COOKIE_PREFIX}${port}=${token}; Path=/ports/${encodeURIComponent(id)}/${port}/; HttpOnly; SameSite=Lax${secure}`;
 }
 
+/**
+ * The host a proxied request names (`Host`): the guest's own loopback, which an app's host checks
+ * accept by default (Django's, Vite's), wherever its machine runs; the bytes go through the machine.
+ */
+const GUEST_HOST = "127.0.0.1";
+
 /** A port of the guest as the proxy's upstream: the client's headers minus the token, plus X-Forwarded-*. */
 function guest(req: FastifyRequest, target: PortTarget, open: () => Promise<Duplex>): Upstream {
   const headers = forwardHeaders(req.raw, {
@@ -244,11 +250,11 @@ function guest(req: FastifyRequest, target: PortTarget, open: () => Promise<Dupl
       const kept = cookies(String(value)).filter(([n]) => !n.startsWith(TOKEN_COOKIE_PREFIX));
       return kept.length > 0 ? kept.map(([n, v]) => `${n}=${v}`).join("; ") : undefined;
     },
-    host: `${target.host}:${target.port}`,
+    host: `${GUEST_HOST}:${target.port}`,
     forwardedProto: req.protocol,
   });
   return {
-    host: target.host,
+    host: GUEST_HOST,
     port: target.port,
     stream: { key: `${target.sandbox.id}:${target.port}`, open },
     path: guestPath(req.url),
@@ -275,6 +281,12 @@ function bridgeTcp(ws: WebSocket, tcp: Duplex): void {
     if (ws.bufferedAmount >= HIGH_WATER) tcp.pause();
   });
   tcp.on("drain", () => {
+    if (ws.isPaused) ws.resume();
+  });
+  // A write that paused the socket is never followed by 'drain' once the client's EOF ended the
+  // stream first (a Writable then emits 'finish' only): read on, or a close frame from either
+  // side is never read and the close waits for ws's 30 s close timeout.
+  tcp.once("finish", () => {
     if (ws.isPaused) ws.resume();
   });
   ws.on("message", (data: RawData, isBinary: boolean) => {

@@ -46,14 +46,15 @@ function open(
   agent: http.Agent | false | undefined = to.agent,
 ) {
   const request = to.protocol === "https:" ? https.request : http.request;
-  // A stream goes through a StreamAgent (kept alive by it), else the request opens it itself.
+  // A stream goes through a StreamAgent (kept alive by it), else the request opens it itself:
+  // with no agent at all, since `agent: false` makes a fresh Agent, which dials host:port instead.
   const connection = !to.stream
     ? agent !== undefined
       ? { agent }
       : {}
     : agent instanceof StreamAgent
       ? { agent, stream: to.stream }
-      : { agent: false as const, createConnection: streamConnection(to.stream) };
+      : { createConnection: streamConnection(to.stream) };
   return request({
     host: to.host,
     port: to.port,

@@ -27,8 +27,6 @@ export interface NetworkConfig {
   dnsUpstreams: string[];
   /** Each sandbox's DNS budget (token bucket): queries per second and burst; REFUSED beyond. */
   dnsRateLimit?: { perSecond: number; burst: number };
-  /** The volume file server's TCP ports (VolumeFileServer.ports), opened to every sandbox's gateway. */
-  volumePorts?: number[];
 }
 
 /** A sandbox's network while it is live on the host: its record and where the host put it. */
@@ -100,7 +98,6 @@ export class NetworkService {
       enabled: config.enabled,
       dnsUpstreams: config.dnsUpstreams,
       dnsRateLimit: config.dnsRateLimit,
-      ...(config.volumePorts ? { volumePorts: config.volumePorts } : {}),
       live: rows.map(specOf),
     });
     if (opened.subnet === null) {
@@ -216,10 +213,9 @@ export class NetworkService {
     return this.deps.networks.taps;
   }
 
-  /** The sandbox's guest address when it has a network (the port proxy connects to it). */
-  addressOf(sandboxId: string): string | null {
-    const l = this.live.get(sandboxId);
-    return l?.row.enabled ? l.at.address : null;
+  /** Whether the sandbox is attached with its network on (exposing its ports needs it). */
+  hasNetwork(sandboxId: string): boolean {
+    return this.live.get(sandboxId)?.row.enabled === true;
   }
 
   async view(sandboxId: string): Promise<SandboxNetwork> {

@@ -14,18 +14,17 @@ export interface ExposedPortInfo {
   token?: string;
 }
 
-/** Where a proxied connection goes: the sandbox, its guest address (a proxied request's Host) and the port. */
+/** Where a proxied connection goes: the sandbox and the port. */
 export interface PortTarget {
   sandbox: Sandbox;
-  host: string;
   port: number;
 }
 
-/** How the service reaches sandboxes' guests (server-services: the network's addresses and the machines). */
+/** How the service reaches sandboxes' guests (server-services: the network and the machines). */
 export interface GuestPorts {
-  /** The sandbox's guest IPv4, null when it has no network. */
-  addressOf(sandboxId: string): string | null;
-  /** A byte stream to a port of the sandbox's running machine (Machine.connect). */
+  /** Whether the sandbox is attached to this server's sandbox networks with its network on. */
+  hasNetwork(sandboxId: string): boolean;
+  /** A byte stream to a port of the sandbox's running machine (Machine.connect; NETWORK_DISABLED without a network). */
   connect(sb: Sandbox, port: number, opts?: { signal?: AbortSignal }): Promise<Duplex>;
 }
 
@@ -53,8 +52,8 @@ export class PortService {
   async expose(teamId: string, id: string, port: number): Promise<ExposedPortInfo> {
     const sb = await this.sandboxes.get(teamId, id);
     refuseEnded(sb);
-    // While it boots a sandbox may have no address yet; once up, none means no network.
-    if ((sb.status === "RUNNING" || sb.status === "PAUSED") && this.guests.addressOf(id) === null) throw networkDisabled(id);
+    // While it boots a sandbox may not be attached yet; once up, not attached means no network.
+    if ((sb.status === "RUNNING" || sb.status === "PAUSED") && !this.guests.hasNetwork(id)) throw networkDisabled(id);
     const token = randomBytes(32).toString("base64url");
     const row = await this.store.upsertExposedPort({
       sandbox_id: id,
@@ -93,7 +92,8 @@ export class PortService {
   /**
    * Checks a token for a port (timing-safe) and answers where to connect. 404 PORT_NOT_FOUND
    * when the sandbox is unknown, ended or the port not exposed; 401 PORT_TOKEN_INVALID for a
-   * missing or wrong token; 409 when the sandbox is not running or has no network.
+   * missing or wrong token; 409 when the sandbox is not running (one without a network: its
+   * machine's connect says NETWORK_DISABLED).
    */
   async authorize(sandboxId: string, port: number, token: string | undefined): Promise<PortTarget> {
     const sb = await this.store.getSandbox(sandboxId);
@@ -128,9 +128,7 @@ export class PortService {
         status: sb.status,
       });
     }
-    const host = this.guests.addressOf(sb.id);
-    if (host === null) throw networkDisabled(sb.id);
-    return { sandbox: sb, host, port };
+    return { sandbox: sb, port };
   }
 
   /** A connection to the target's port, through its sandbox's machine; failures as `failure` says. */

@@ -389,8 +389,8 @@ export class SandboxService {
     );
   }
 
-  /** The sandbox's guest IPv4 (a proxied request's Host names it); null without a network. */
-  guestAddressOf(id: string): string | null {
-    return this.deps.network?.addressOf(id) ?? null;
+  /** Whether the sandbox is attached to this server's sandbox networks with its network on. */
+  hasNetwork(id: string): boolean {
+    return this.deps.network?.hasNetwork(id) ?? false;
   }
 }
