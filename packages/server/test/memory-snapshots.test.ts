@@ -11,13 +11,13 @@ const run = async (id: string, command: string) => {
   return r.body as { stdout: string; stderr: string; exit_code: number };
 };
 
-/** A busybox sandbox of `memoryGb` RUNNING `counter` as a job, given `settleMs` to count: its id and team. */
-const countingSandbox = async (memoryGb: number, counter: string, settleMs: number) => {
+/** A busybox sandbox of `memoryGb` RUNNING `counter` as a job, its count past `floor`: its id and team. */
+const countingSandbox = async (memoryGb: number, counter: string, floor: number) => {
   const p = await t.api("POST", "/v1/sandboxes", { image: "sandtree/busybox", memory_gb: memoryGb, disk_size_gb: 1 });
   const parent = p.body.id as string;
   await t.waitRunning(parent);
   await t.api("POST", `/v1/sandboxes/${parent}/jobs`, { command: counter });
-  await new Promise((r) => setTimeout(r, settleMs));
+  await countAbove(parent, floor);
   return { parent, teamId: p.body.team_id as string };
 };
 
@@ -30,6 +30,16 @@ const readCount = async (id: string): Promise<number> => {
   }
 };
 
+/** The count once it is past `floor`, or the last one read after `timeoutMs` (the caller's expect says which). */
+const countAbove = async (id: string, floor: number, timeoutMs = 30_000): Promise<number> => {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const n = await readCount(id);
+    if (n > floor || Date.now() > deadline) return n;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+};
+
 describe("memory forks", () => {
   it("starts N children that continue the parent's in-memory count, each with its own RNG and the host clock", {
     timeout: 400_000,
@@ -38,7 +48,7 @@ describe("memory forks", () => {
     const { parent, teamId } = await countingSandbox(
       0.25,
       "i=0; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 0.1; done",
-      2000,
+      0,
     );
     const atFork = await readCount(parent);
     const forked = await t.api("POST", `/v1/sandboxes/${parent}/fork`, { memory: true, count: 3 });
@@ -51,8 +61,7 @@ describe("memory forks", () => {
     for (const child of children) {
       expect(child.start_path).toBe("memory");
       const c1 = await readCount(child.id);
-      await new Promise((r) => setTimeout(r, 700));
-      const c2 = await readCount(child.id);
+      const c2 = await countAbove(child.id, c1);
       // It continues from the fork point: never restarted from 1, and still counting.
       expect(c1).toBeGreaterThanOrEqual(atFork);
       expect(c2).toBeGreaterThan(c1);
@@ -76,8 +85,7 @@ describe("memory forks", () => {
     expect(again.status, JSON.stringify(again.body)).toBe(201);
     await t.server.services.checkpoints.waitDurable(teamId, again.body.id, 60_000);
     const c3 = await readCount(parent);
-    await new Promise((r) => setTimeout(r, 500));
-    expect(await readCount(parent)).toBeGreaterThan(c3);
+    expect(await countAbove(parent, c3)).toBeGreaterThan(c3);
 
     const noMem = await t.api("POST", `/v1/sandboxes/${parent}/checkpoints`, {});
     await t.server.services.checkpoints.waitDurable(teamId, noMem.body.id, 60_000);
@@ -96,7 +104,7 @@ describe("copy-on-write memory forks", () => {
     const { parent } = await countingSandbox(
       0.125,
       "i=1000; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 1; done",
-      2500,
+      1000,
     );
     const atFork = await readCount(parent);
     expect(atFork).toBeGreaterThan(1000);
@@ -114,8 +122,7 @@ describe("copy-on-write memory forks", () => {
     expect(imageCount()).toBe(imagesBefore + 1);
     const counts = async () => Promise.all(ids.map(readCount));
     const first = await counts();
-    await new Promise((r) => setTimeout(r, 2500));
-    const later = await counts();
+    const later = await Promise.all(ids.map((id, i) => countAbove(id, first[i] ?? 0)));
     ids.forEach((_, i) => {
       // From the fork point on (never from 1000 again), and still counting on its own.
       expect(first[i]).toBeGreaterThanOrEqual(atFork);
@@ -161,32 +168,35 @@ describe("episode reset in place", () => {
       "content-type": "application/octet-stream",
     });
     await t.api("POST", `/v1/sandboxes/${id}/jobs`, { command: "exec python3 /root/service.py" });
-    const get = async (p: string) =>
+    // The service's answers to `paths` in order, one line each, from one exec (a python3 start
+    // costs about a second under TCG), then `then`'s output.
+    const get = async (paths: string[], then = "") =>
       (
         await run(
           id,
-          `python3 -c "import urllib.request,sys; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:8080${p}').read().decode())"`,
+          `python3 -c "import urllib.request,sys; [print(urllib.request.urlopen('http://127.0.0.1:8080'+p).read().decode()) for p in sys.argv[1:]]" ${paths.join(" ")}${then}`,
         )
-      ).stdout;
+      ).stdout.split("\n");
     let pid = "";
     for (let i = 0; i < 100 && !/^\d+$/.test(pid); i++) {
-      pid = await get("/pid").catch(() => "");
+      pid = (await get(["/pid"]).catch(() => [""]))[0] ?? "";
       if (!/^\d+$/.test(pid)) await new Promise((res) => setTimeout(res, 300));
     }
     expect(pid).toMatch(/^\d+$/);
-    const startTime = async () => (await run(id, `cut -d' ' -f22 /proc/${pid}/stat`)).stdout.trim();
-    const seededHash = await get("/dump");
-    const seededStart = await startTime();
+    // The database's hash, the service's pid and its start time (in clock ticks since boot).
+    const state = async () => get(["/dump", "/pid"], ` && cut -d' ' -f22 /proc/${pid}/stat`);
+    const [seededHash, , seededStart] = await state();
+    expect(seededHash).toMatch(/^[0-9a-f]{64}$/);
     const ck = await t.api("POST", `/v1/sandboxes/${id}/checkpoints`, { include_memory: true });
     expect(ck.status, JSON.stringify(ck.body)).toBe(201);
     await t.server.services.checkpoints.waitDurable(r.body.team_id, ck.body.id, 120_000);
 
     for (let episode = 0; episode < 20; episode++) {
-      expect(await get("/dump"), `episode ${episode} starts from the seeded state`).toBe(seededHash);
-      expect(await get("/pid")).toBe(pid);
-      expect(await startTime()).toBe(seededStart);
-      await get("/mutate");
-      expect(await get("/dump")).not.toBe(seededHash);
+      const [hash, servicePid, start] = await state();
+      expect(hash, `episode ${episode} starts from the seeded state`).toBe(seededHash);
+      expect(servicePid).toBe(pid);
+      expect(start).toBe(seededStart);
+      expect((await get(["/mutate", "/dump"]))[1]).not.toBe(seededHash);
       const reset = await t.api("POST", `/v1/sandboxes/${id}/reset`, { checkpoint_id: ck.body.id });
       expect(reset.status, JSON.stringify(reset.body)).toBe(200);
       expect(reset.body.id).toBe(id);

@@ -122,6 +122,9 @@ describe.skipIf(unavailable !== null)(`sandbox networking${unavailable ? ` (skip
     return String(r.body.stdout).trim();
   }
 
+  /** Probes run side by side, their lines in order: each blocked one waits out its own timeout (3-4 s). */
+  const probes = (id: string, ...each: string[][]): Promise<string[]> => Promise.all(each.map((args) => probe(id, ...args)));
+
   async function create(body: Record<string, unknown>): Promise<string> {
     const r = await api("POST", "/v1/sandboxes", { image: IMAGE, memory_gb: 0.375, ...body });
     if (r.status !== 201) throw new Error(`create failed: ${r.status} ${JSON.stringify(r.body)}`);
@@ -181,9 +184,15 @@ describe.skipIf(unavailable !== null)(`sandbox networking${unavailable ? ` (skip
     // The denied name is answered NXDOMAIN by our resolver and never asked upstream.
     expect(await probe(ids.allow as string, "dns", "denied.test")).toBe("ERR rcode=3");
     // Its address, directly: TCP, UDP and ICMP are dropped (no answer, not even a reset).
-    expect(await probe(ids.allow as string, "tcp", "203.0.113.40", "80")).toBe("ERR timeout");
-    expect(await probe(ids.allow as string, "udp", "203.0.113.40", "7")).toBe("ERR timeout");
-    expect(await probe(ids.allow as string, "icmp", "203.0.113.40")).toBe("ERR timeout");
+    const [tcp40, udp40, icmp40] = await probes(
+      ids.allow as string,
+      ["tcp", "203.0.113.40", "80"],
+      ["udp", "203.0.113.40", "7"],
+      ["icmp", "203.0.113.40"],
+    );
+    expect(tcp40).toBe("ERR timeout");
+    expect(udp40).toBe("ERR timeout");
+    expect(icmp40).toBe("ERR timeout");
     // Another DNS server, directly: port 53 anywhere is our resolver, which refuses the name.
     expect(await probe(ids.allow as string, "dns", "denied.test", "198.51.100.53")).toBe("ERR rcode=3");
     // other.test exists upstream but is not allowed: the sandbox's resolver says it does not.
@@ -208,8 +217,9 @@ describe.skipIf(unavailable !== null)(`sandbox networking${unavailable ? ` (skip
     await world.inet.clearLog();
     expect(await probe(ids.deny as string, "http", "http://allowed.test/")).toBe("OK hello from 203.0.113.10");
     expect(await probe(ids.deny as string, "dns", "denied.test")).toBe("ERR rcode=3");
-    expect(await probe(ids.deny as string, "http", "http://203.0.113.40/", "3")).toBe("ERR timeout");
-    expect(await probe(ids.deny as string, "udp", "203.0.113.40", "7")).toBe("ERR timeout");
+    const [http40, udp40] = await probes(ids.deny as string, ["http", "http://203.0.113.40/", "3"], ["udp", "203.0.113.40", "7"]);
+    expect(http40).toBe("ERR timeout");
+    expect(udp40).toBe("ERR timeout");
   });
 
   it("sandboxes reach neither each other nor the host's services", async () => {
@@ -224,11 +234,19 @@ describe.skipIf(unavailable !== null)(`sandbox networking${unavailable ? ` (skip
       await new Promise((r) => setTimeout(r, 200));
     expect(await probe(ids.allow as string, "tcp", "127.0.0.1", "8080")).toBe("OK connected");
     // deny's policy allows almost everything: still not another sandbox, the host or its gateway.
-    expect(await probe(ids.deny as string, "tcp", allowView.address, "8080")).toBe("ERR timeout");
-    expect(await probe(ids.deny as string, "tcp", "198.51.100.1", String(host.port))).toBe("ERR timeout");
-    expect(await probe(ids.deny as string, "tcp", denyView.gateway, String(host.port))).toBe("ERR timeout");
-    expect(await probe(ids.deny as string, "icmp", denyView.gateway)).toBe("ERR timeout");
-    expect(await probe(ids.deny as string, "tcp", "169.254.169.254", "80")).toBe("ERR timeout");
+    const [neighbour, hostPort, gatewayPort, gatewayPing, metadata] = await probes(
+      ids.deny as string,
+      ["tcp", allowView.address, "8080"],
+      ["tcp", "198.51.100.1", String(host.port)],
+      ["tcp", denyView.gateway, String(host.port)],
+      ["icmp", denyView.gateway],
+      ["tcp", "169.254.169.254", "80"],
+    );
+    expect(neighbour).toBe("ERR timeout");
+    expect(hostPort).toBe("ERR timeout");
+    expect(gatewayPort).toBe("ERR timeout");
+    expect(gatewayPing).toBe("ERR timeout");
+    expect(metadata).toBe("ERR timeout");
     expect(host.hits).toEqual([]);
     await host.close();
   });
