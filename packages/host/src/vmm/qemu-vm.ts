@@ -1,13 +1,15 @@
 import type { ChildProcess } from "node:child_process";
 import { EventEmitter } from "node:events";
-import { mkdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { mkdirSync, rmSync } from "node:fs";
 import path from "node:path";
 import { SandtreeError } from "@sandtree/protocol";
 import { AgentClient } from "../agent/agent-client.js";
 import { qcow2VirtualSize } from "../disks/overlay.js";
 import { modulesDiskFor } from "../paths.js";
 import { Deadline } from "../util/deadline.js";
+import { tailOfFile } from "../util/file-tail.js";
 import { cpuWaitSince } from "./cpu-wait.js";
+import { GuestTimerLostError, noteTimerLost, TIMER_LOST_BOOTS } from "./guest-timer.js";
 import { defaultJailConfig, JailLease } from "./jail.js";
 import { ROOT_NODE } from "./qemu-args.js";
 import { launchQemu } from "./qemu-launch.js";
@@ -38,16 +40,6 @@ export interface VmExit {
   reason: string;
   /** QEMU (run with -no-reboot) exited 0 by itself: its guest reset or powered off. */
   guestReset: boolean;
-}
-
-export function tailOfFile(file: string, bytes: number): string {
-  try {
-    const size = statSync(file).size;
-    const buf = readFileSync(file);
-    return buf.subarray(Math.max(0, size - bytes)).toString("utf8");
-  } catch {
-    return "";
-  }
 }
 
 /** One supervised QEMU microVM with its QMP and agent connections. */
@@ -124,10 +116,16 @@ export class QemuVm extends EventEmitter {
     return path.join(this.opts.logDir, "qemu.log");
   }
 
-  /** Boots the VM and resolves once the guest agent answered the handshake. */
-  static async start(opts: VmOptions): Promise<QemuVm> {
-    const t0 = performance.now();
-    const marks: Record<string, number> = {};
+  /**
+   * Boots the VM and resolves once the guest agent answered the handshake. A cold boot under TCG
+   * whose guest lost its timer is booted again (TIMER_LOST_BOOTS in all; the cause goes to
+   * qemu.log and to the start's steps).
+   */
+  static start(opts: VmOptions): Promise<QemuVm> {
+    return QemuVm.boot(opts, performance.now(), {}, 1);
+  }
+
+  private static async boot(opts: VmOptions, t0: number, marks: Record<string, number>, attempt: number): Promise<QemuVm> {
     const mark = (step: string) => {
       marks[step] = Math.round(performance.now() - t0);
     };
@@ -179,6 +177,7 @@ export class QemuVm extends EventEmitter {
           timeoutMs: 2 * bootMs,
           restored: Boolean(opts.restoreFrom),
           ignoreShared: opts.memoryFile !== undefined,
+          watchTimer: opts.accel === "tcg" && !opts.restoreFrom,
           mark,
         }),
         died,
@@ -192,6 +191,15 @@ export class QemuVm extends EventEmitter {
       const exitedItself = (vm.exit !== null && !vm.exit.expected) || err instanceof QmpClosedError;
       await vm.stop({ graceMs: 0 });
       const console = tailOfFile(vm.consoleLog, 1500).trim();
+      const timerLost = err instanceof GuestTimerLostError;
+      if (timerLost) noteTimerLost(vm.qemuLog, attempt, err, console);
+      if (timerLost && attempt < TIMER_LOST_BOOTS) {
+        deadline.clear();
+        // This boot's steps give way to the next one's; the lost boot stays as a step of its own.
+        for (const step of Object.keys(marks)) if (!step.startsWith("boot ")) delete marks[step];
+        mark(`boot ${attempt} lost its timer`);
+        return QemuVm.boot(opts, t0, marks, attempt + 1);
+      }
       const why = deadline.timedOut ? "guest agent did not answer in time" : (err as Error).message;
       const tail = console ? `; console: ${console.split("\n").slice(-5).join(" | ")}` : "";
       // The user reads the message (a sandbox's error_reason); QEMU's and QMP's words stay in the
@@ -205,6 +213,7 @@ export class QemuVm extends EventEmitter {
           deadline.ms,
           deadline.elapsedMs,
           exitedItself && vm.exit?.code === 0 && !vm.exit.signal,
+          timerLost ? attempt : 0,
         ),
         { vm: opts.name },
         { cause: detail },

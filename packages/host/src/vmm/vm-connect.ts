@@ -1,5 +1,6 @@
 import { AgentClient } from "../agent/agent-client.js";
 import { loadVmState } from "../snapshots/migration.js";
+import { watchGuestTimer } from "./guest-timer.js";
 import { ROOT_NODE } from "./qemu-args.js";
 import { INCOMING_FD } from "./qemu-launch.js";
 import { QmpClient } from "./qmp-client.js";
@@ -18,6 +19,8 @@ export interface GuestConnection {
   restored: boolean;
   /** The saved state leaves guest RAM in the shared memory file (a template clone). */
   ignoreShared: boolean;
+  /** A cold boot under TCG: watch for a guest that lost its timer while it boots (guest-timer.ts). */
+  watchTimer?: boolean;
   /** Called as each step ends (`qmp`, `loaded`, `agent`): where a start's time went. */
   mark?: (step: "qmp" | "loaded" | "agent") => void;
 }
@@ -31,16 +34,23 @@ export async function connectGuest(c: GuestConnection): Promise<readonly [QmpCli
   const { qmpSocket, agentSocket, agentOpts, rootBytes, signal, timeoutMs } = c;
   const mark = c.mark ?? (() => {});
   if (!c.restored) {
-    return await Promise.all([
-      QmpClient.connect(qmpSocket, { signal }).then((q) => {
-        mark("qmp");
-        return q;
-      }),
-      AgentClient.connect(agentSocket, { signal, timeoutMs, ...agentOpts }).then((a) => {
-        mark("agent");
-        return a;
-      }),
-    ]);
+    const agentConnect = AgentClient.connect(agentSocket, { signal, timeoutMs, ...agentOpts }).then((a) => {
+      mark("agent");
+      return a;
+    });
+    // Handled here whatever happens to QMP: a failed start kills QEMU, which ends this connect too.
+    agentConnect.catch(() => {});
+    const qmp = await QmpClient.connect(qmpSocket, { signal });
+    mark("qmp");
+    const watch = c.watchTimer ? watchGuestTimer(qmp, { signal }) : null;
+    try {
+      return [qmp, await (watch ? Promise.race([agentConnect, watch.lost]) : agentConnect)] as const;
+    } catch (err) {
+      qmp.close();
+      throw err;
+    } finally {
+      watch?.stop();
+    }
   }
   const qmp = await QmpClient.connect(qmpSocket, { signal });
   mark("qmp");
