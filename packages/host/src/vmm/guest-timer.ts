@@ -48,7 +48,7 @@ export interface TimerWatch {
 /**
  * Samples vCPU 0 over QMP every `intervalMs` while a cold boot waits for its agent, and rejects
  * once `samples` samples in a row found it halted with no timer (timerLostState). Stops by
- * itself when QMP fails (the start's own deadline and QEMU's exit cover that).
+ * itself once QMP closed or `signal` aborted (the start's own deadline and QEMU's exit cover those).
  */
 export function watchGuestTimer(
   qmp: QmpClient,
@@ -72,7 +72,9 @@ export function watchGuestTimer(
           return;
         }
       } catch {
-        return;
+        // A slow answer on a loaded host is sampled again; a closed QMP ends the watch.
+        if (qmp.isClosed) return;
+        seen = 0;
       }
       if (!stopped) timer = setTimeout(sample, interval).unref();
     };
