@@ -57,6 +57,7 @@ const open = async (name, input, diskCache) => {
       runRoot: path.join(dataDir, "run"),
       logRoot: path.join(dataDir, "machine-logs"),
       layersDir: path.join(dataDir, "layers"),
+      volumesDir: path.join(dataDir, "volumes"),
       accel,
       jail: defaultJailConfig(),
       limiter,

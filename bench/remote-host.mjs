@@ -26,7 +26,13 @@ const accel = await detectAccel("auto");
 const dir = mkdtempSync("/tmp/strbench-");
 const key = "stw_bench";
 const worker = await serveMachineHost({
-  host: createQemuHost({ accel, runRoot: path.join(dir, "r"), logRoot: path.join(dir, "logs"), layersDir: dir }),
+  host: createQemuHost({
+    accel,
+    runRoot: path.join(dir, "r"),
+    logRoot: path.join(dir, "logs"),
+    layersDir: dir,
+    volumesDir: path.join(dir, "volumes"),
+  }),
   key: () => key,
 });
 const host = await connectRemoteHost({ url: worker.url, key });

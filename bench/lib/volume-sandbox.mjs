@@ -56,8 +56,9 @@ syncBuiltinESMExports();
  */
 export async function startVolumeSandbox({ prefix, octet, beforeStart, nicProperty }) {
   const dir = mkdtempSync(`/tmp/${prefix}-`);
-  const share = path.join(dir, "share");
-  mkdirSync(share);
+  // The volume `share` in the host's volumes directory.
+  const share = path.join(dir, "volumes", "share", "data");
+  mkdirSync(share, { recursive: true });
   beforeStart?.(dir, share);
   const volumes = await VolumeFileServer.open({ dir: path.join(dir, "nfs") });
   const net = new NetworkManager({
@@ -87,7 +88,13 @@ export async function startVolumeSandbox({ prefix, octet, beforeStart, nicProper
     const { kernel, initramfs } = guestArtifacts();
     const accel = await detectAccel("auto");
     nicExtra = nicProperty ?? "";
-    const host = new QemuMachineHost({ volumes, runRoot: path.join(dir, "run"), logRoot: path.join(dir, "log"), layersDir: dir });
+    const host = new QemuMachineHost({
+      volumes,
+      runRoot: path.join(dir, "run"),
+      logRoot: path.join(dir, "log"),
+      layersDir: dir,
+      volumesDir: path.join(dir, "volumes"),
+    });
     machine = await host.start({
       name: prefix,
       accel,
@@ -97,7 +104,7 @@ export async function startVolumeSandbox({ prefix, octet, beforeStart, nicProper
       initramfs,
       rootDisk: path.basename(disk),
       nic: { tap, guestNet: `${slot.address}/${slot.prefix} ${slot.gateway}` },
-      mounts: [{ hostDir: share, guestPath: "/mnt/vol" }],
+      mounts: [{ volume: "share", guestPath: "/mnt/vol" }],
     });
     return { machine, volumes, net, tap, slot, dir, share, accel, close };
   } catch (e) {

@@ -24,7 +24,12 @@ let open: Machine;
 let limiter: MachineLimiter;
 
 /** Each host's own run and log roots. */
-const dirsOf = (host: string) => ({ runRoot: path.join(dir, "r", host), logRoot: path.join(dir, "logs", host), layersDir: dir });
+const dirsOf = (host: string) => ({
+  runRoot: path.join(dir, "r", host),
+  logRoot: path.join(dir, "logs", host),
+  layersDir: dir,
+  volumesDir: path.join(dir, "volumes", host),
+});
 const status = (pid: number) => readFileSync(`/proc/${pid}/status`, "utf8");
 const field = (pid: number, name: string) => new RegExp(`^${name}:\\s+(\\S+)`, "m").exec(status(pid))?.[1];
 

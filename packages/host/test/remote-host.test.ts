@@ -91,6 +91,27 @@ describe("remote host", () => {
     await w.close();
   });
 
+  it("gives the worker's host each mount's volume by name (no path crosses), for a start and an adoption", async () => {
+    const got: unknown[] = [];
+    vi.spyOn(fake, "start").mockImplementationOnce(async (s) => {
+      got.push(s.mounts);
+      throw new MachineRefusedError("recorded");
+    });
+    vi.spyOn(fake, "adopt").mockImplementationOnce(async (s) => {
+      got.push(s.mounts);
+      throw new MachineRefusedError("recorded");
+    });
+    const mounts = [
+      { volume: "vol-0123456789abcdef", guestPath: "/data" },
+      { volume: "vol-fedcba9876543210", guestPath: "/ro", readOnly: true },
+    ];
+    await expect(host.start({ ...spec("vols"), mounts })).rejects.toBeInstanceOf(MachineRefusedError);
+    await expect(host.adopt({ name: "vols", pid: 1, deadlineMs: 1000, keepPaused: false, mounts })).rejects.toBeInstanceOf(
+      MachineRefusedError,
+    );
+    expect(got).toEqual([mounts, mounts]);
+  });
+
   it("hands the host's errors back as the classes it throws in-process", async () => {
     const base = await host.linkBase(path.join(dir, "img", "base.ext4"));
     await host.createDisk(base, "e.qcow2", 1 << 30);

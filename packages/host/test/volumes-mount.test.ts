@@ -22,7 +22,9 @@ import { artifactsMissing, execOutput, smallGuestSpec } from "./helpers/guest.js
 const unavailable = volumeServerUnavailableReason() ?? (await networkUnavailableReason()) ?? artifactsMissing();
 
 const dir = mkdtempSync("/tmp/stvol-");
-const share = path.join(dir, "share");
+const volumesDir = path.join(dir, "volumes");
+/** The volume `share`'s directory in the host's volumes directory. */
+const share = path.join(volumesDir, "share", "data");
 const tag = `v${Math.random().toString(36).slice(2, 7)}`;
 const subnet = `10.249.${Math.floor(Math.random() * 250)}.0/24`;
 const MOUNT = "/mnt/share";
@@ -59,7 +61,7 @@ describe.skipIf(unavailable)("volumes mounted in machines (NFSv3 from the host)"
       accel,
       rootDisk,
       nic: { tap: net.tapName(index), guestNet: `${slot.address}/${slot.prefix} ${slot.gateway}` },
-      mounts: [{ hostDir: share, guestPath: MOUNT }],
+      mounts: [{ volume: "share", guestPath: MOUNT }],
       ...extra,
     });
   };
@@ -89,13 +91,19 @@ describe.skipIf(unavailable)("volumes mounted in machines (NFSv3 from the host)"
   }
 
   beforeAll(async () => {
-    mkdirSync(share);
+    mkdirSync(share, { recursive: true });
     accel = await detectAccel("auto");
     base = (await new ImageStore().resolve("sandtree/debian")).basePath;
     volumes = await VolumeFileServer.open({ dir: path.join(dir, "nfs") });
     net = new NetworkManager({ tag, subnet, resolverPort: 53, volumePorts: [volumes.ports.nfs, volumes.ports.mount] });
     await net.init([]);
-    host = new QemuMachineHost({ volumes, runRoot: path.join(dir, "r"), logRoot: path.join(dir, "logs"), layersDir: dir });
+    host = new QemuMachineHost({
+      volumes,
+      runRoot: path.join(dir, "r"),
+      logRoot: path.join(dir, "logs"),
+      layersDir: dir,
+      volumesDir,
+    });
   }, 120_000);
 
   afterAll(async () => {
@@ -108,7 +116,12 @@ describe.skipIf(unavailable)("volumes mounted in machines (NFSv3 from the host)"
 
   it("says its machines may mount volumes with a file server; one whose networks are not open says why, and refuses mounts", async () => {
     expect(host.capabilities.volumes).toEqual({ ok: true });
-    const closed = new QemuMachineHost({ runRoot: path.join(dir, "r2"), logRoot: path.join(dir, "logs2"), layersDir: dir });
+    const closed = new QemuMachineHost({
+      runRoot: path.join(dir, "r2"),
+      logRoot: path.join(dir, "logs2"),
+      layersDir: dir,
+      volumesDir,
+    });
     expect(closed.capabilities.volumes).toEqual({ ok: false, why: expect.stringMatching(/no network/) });
     await expect(closed.start(spec("closed", 8, "never.qcow2"))).rejects.toMatchObject({
       code: "NOT_SUPPORTED",

@@ -17,7 +17,8 @@ import type { Logger } from "./services/observability/logger.js";
  * The host a server runs its machines on when none is given: this machine's QEMU microVMs, in
  * the jail and under the resource limits its settings ask for, their sockets in a short folder
  * of this data dir's, their logs in its `machine-logs`, their disks and layers in the blob store's
- * local directory (`layers`: the layers port stores from there). The one place above the host
+ * local directory (`layers`: the layers port stores from there), the volumes they mount in its
+ * `volumes`. The one place above the host
  * package that names the implementation and maps its settings (the architecture test allows it
  * here and in config.ts, whose setting names are public). Both are options of the host, so two
  * hosts of one process may differ (bench/isolation.mjs runs one with and one without).
@@ -36,6 +37,8 @@ export async function defaultHost(opts: {
   networks: SandboxNetworks;
   /** The host's layers directory: the blob store's local one. */
   layersDir: string;
+  /** The host's volumes directory: the data dir's `volumes`, where the VolumeService makes them. */
+  volumesDir: string;
   log: Logger;
 }): Promise<MachineHost> {
   const limiter = await openResourceLimits(opts.cfg, opts.network, opts.log);
@@ -43,6 +46,7 @@ export async function defaultHost(opts: {
     runRoot: runRootFor(opts.cfg.dataDir),
     logRoot: path.join(opts.cfg.dataDir, "machine-logs"),
     layersDir: opts.layersDir,
+    volumesDir: opts.volumesDir,
     accel: opts.accel,
     controlDeadlineMs: opts.cfg.deadlines.qmpMs,
     jail: opts.jail,

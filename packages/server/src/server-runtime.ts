@@ -94,6 +94,8 @@ export async function startRuntime(
   unwind.push("sandbox networks", () => network.close({ destroy: true }).catch(() => {}));
   // Before adoption: rules and tunnels for the sandboxes still active.
   await network.start(shared ? { notMine: await placedOnPeers(hostRegistry, ownHostName) } : {});
+  // Volumes' files: the VolumeService makes them here, the default host mounts them by name from here.
+  const volumesDir = path.join(cfg.dataDir, "volumes");
   // A given host (the fake, a remote one) jails and limits its own machines.
   const machineHost =
     hosting.given === null
@@ -104,6 +106,7 @@ export async function startRuntime(
           network: network.enabled,
           networks: hosting.networks,
           layersDir: blobs.localDir,
+          volumesDir,
           log,
         })
       : hosting.given;
@@ -114,7 +117,7 @@ export async function startRuntime(
   const aliases = new ImageAliases(openImageAliases(store), images);
   const volumes = new VolumeService({
     store: openVolumeStore(store),
-    root: path.join(cfg.dataDir, "volumes"),
+    root: volumesDir,
     limits: (teamId) => admission.limits(teamId),
     log,
     images: volumeImages,

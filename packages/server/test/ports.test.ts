@@ -167,6 +167,7 @@ beforeAll(async () => {
       runRoot: path.join(dataDir, "run"),
       logRoot: path.join(dataDir, "machine-logs"),
       layersDir: path.join(dataDir, "layers"),
+      volumesDir: path.join(dataDir, "volumes"),
     }),
     placement: herePlacement,
   });

@@ -45,6 +45,7 @@ beforeAll(async () => {
     logRoot: path.join(work, "logs"),
     // The server's blob store's local directory (its data dir's `layers`).
     layersDir: path.join(work, "data", "layers"),
+    volumesDir: path.join(work, "data", "volumes"),
     images: { root: path.join(work, "images"), defaultRegistry: registry.host },
   });
   t = await startTestServer({ host, dataDir: path.join(work, "data") });

@@ -56,6 +56,10 @@ describe("volumes as a resource", () => {
     const store = openVolumeStore(t.server.store);
     await t.server.services.volumes.attach(sb.body.id, [{ volume_id: v.id, path: "/data", read_only: false }]);
     expect((await t.api("GET", "/v1/volumes/shared")).body.mounted_by).toEqual([sb.body.id]);
+    // What its machine is given: the volume by id, which its host finds in its own volumes directory (no path).
+    expect(await t.server.services.volumes.machineMounts(sb.body.id)).toEqual([
+      { volume: v.id, guestPath: "/data", readOnly: false },
+    ]);
     const refused = await t.api("DELETE", "/v1/volumes/shared");
     expect(refused.status).toBe(409);
     expect(refused.body).toMatchObject({ code: "VOLUME_IN_USE", details: { sandboxes: [sb.body.id] } });

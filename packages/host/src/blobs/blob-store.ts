@@ -1,3 +1,5 @@
+import { isFlatName } from "../util/flat-names.js";
+
 /**
  * Durable storage of checkpoint layers: a local directory, or an S3-compatible bucket;
  * every implementation passes the conformance suite in packages/host/test/blob-store-conformance.ts.
@@ -55,9 +57,12 @@ export class BlobMissingError extends Error {
   }
 }
 
-/** Keys are flat file names: letters, digits, '.', '_', '-'. */
+/** The longest blob key. */
+export const BLOB_KEY_MAX = 201;
+
+/** Keys are flat file names (isFlatName): letters, digits, '.', '_', '-'. */
 export function assertBlobKey(key: string): void {
-  if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$/.test(key) || key.includes("..")) {
+  if (!isFlatName(key, BLOB_KEY_MAX)) {
     throw new Error(`invalid blob key ${JSON.stringify(key)}`);
   }
 }

@@ -6,6 +6,7 @@ import type { ConsoleTail } from "../machine/console-tail.js";
 import type { AdoptSpec, HostCapabilities, HostImages, MachineHost, MachineSpec, WarmCaches } from "../machine/machine.js";
 import { MachineRefusedError } from "../machine/machine.js";
 import { checkMachineName, MachineDirs } from "../machine/machine-dirs.js";
+import { checkMounts } from "../volumes/volume-dirs.js";
 import { FakeDisks } from "./fake-disks.js";
 import { FakeImages, type FakeImagesOptions } from "./fake-images.js";
 import { FakeMachine } from "./fake-machine.js";
@@ -115,7 +116,8 @@ export class FakeHost extends FakeDisks implements MachineHost {
   }
 }
 
-/** What capabilities.volumes says, as the QEMU host without a file server answers it. */
+/** What capabilities.volumes says, as the QEMU host without a file server answers it (a bad name first). */
 function refuseMounts(mounts: MachineSpec["mounts"]): void {
+  checkMounts(mounts);
   if (mounts?.length) throw new SandtreeError("NOT_SUPPORTED", "this host does not serve volumes: the fake host runs no VM");
 }

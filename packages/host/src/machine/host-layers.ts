@@ -1,6 +1,7 @@
 import path from "node:path";
 import { SandtreeError } from "@sandtree/protocol";
-import { assertBlobKey, BlobCorruptError, BlobMissingError, type BlobStore } from "../blobs/blob-store.js";
+import { BLOB_KEY_MAX, BlobCorruptError, BlobMissingError, type BlobStore } from "../blobs/blob-store.js";
+import { checkFlatName } from "../util/flat-names.js";
 
 /** What a stored layer (or memory state) is: its sha256 and size in bytes. */
 export interface LayerDigest {
@@ -33,22 +34,11 @@ export type SealFile = (file: string, opts?: { signal?: AbortSignal }) => Promis
 
 /**
  * `name` when it names a file in a host's layers directory (a layer key, a disk, a memory state):
- * a flat name (assertBlobKey: no `/`, no `..`); else VALIDATION_FAILED on `field`. Every host
+ * a flat name (checkFlatName, as a blob key: no `/`, no `..`); else VALIDATION_FAILED on `field`. Every host
  * checks a name the caller gives before it joins it with its own layers directory.
  */
 export function checkLayerName(name: string, field = "key"): string {
-  try {
-    assertBlobKey(name);
-  } catch {
-    throw new SandtreeError(
-      "VALIDATION_FAILED",
-      `${field} ${JSON.stringify(name.slice(0, 240))} is not a name in the layers directory`,
-      {
-        field,
-      },
-    );
-  }
-  return name;
+  return checkFlatName(name, { max: BLOB_KEY_MAX, field, what: `${field} (a name in the layers directory)` });
 }
 
 /** The file `name` (checked: checkLayerName) in the layers directory `dir`. */

@@ -1,26 +1,18 @@
 import { rm } from "node:fs/promises";
 import path from "node:path";
-import { SandtreeError } from "@sandtree/protocol";
+import { checkFlatName } from "../util/flat-names.js";
 import { type ConsoleTail, readConsoleTail } from "./console-tail.js";
 
 /** The longest machine name a host takes (its run directory holds Unix sockets: paths are short). */
 export const MACHINE_NAME_MAX = 64;
 
-const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
-
 /**
- * `name` when it can name a machine's directories: letters, digits, `.`, `_` and `-`, not
- * starting with `.`, no `..`, at most MACHINE_NAME_MAX characters; else VALIDATION_FAILED. Every
- * host checks it before it touches a file for a name, so a name never leaves the host's roots.
+ * `name` when it can name a machine's directories (a flat name, checkFlatName: at most
+ * MACHINE_NAME_MAX characters); else VALIDATION_FAILED. Every host checks it before it touches a
+ * file for a name, so a name never leaves the host's roots.
  */
 export function checkMachineName(name: string): string {
-  if (name.length > MACHINE_NAME_MAX || !NAME.test(name) || name.includes(".."))
-    throw new SandtreeError(
-      "VALIDATION_FAILED",
-      `a machine's name is 1 to ${MACHINE_NAME_MAX} letters, digits, '.', '_' or '-', not starting with '.' and without '..' (got ${JSON.stringify(name.slice(0, MACHINE_NAME_MAX + 8))})`,
-      { field: "name" },
-    );
-  return name;
+  return checkFlatName(name, { max: MACHINE_NAME_MAX, field: "name", what: "a machine's name" });
 }
 
 /**

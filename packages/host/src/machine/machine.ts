@@ -147,8 +147,10 @@ export interface MachineSpec extends GuestBoot {
   /** Resume a memory checkpoint (RAM and devices) instead of booting: its state's name in the layers directory. */
   memoryState?: string;
   /**
-   * Host directories the guest sees at `guestPath`, shared read-write with every other machine
-   * that mounts them (NFSv3 over the machine's network: `nic` is required, else NETWORK_DISABLED).
+   * Volumes the guest sees at `guestPath`, each named in the host's volumes directory (never a
+   * path: checkVolumeName, VALIDATION_FAILED before anything starts), shared read-write with every
+   * other machine that mounts them (NFSv3 over the machine's network: `nic` is required, else
+   * NETWORK_DISABLED).
    * A resumed machine (template, memory state) mounts what its state does not hold already.
    */
   mounts?: VolumeMount[];

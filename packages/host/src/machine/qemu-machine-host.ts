@@ -11,6 +11,7 @@ import { findQemuProcesses, QemuVm, qemuAlive } from "../vmm/qemu-vm.js";
 import type { VolumeFileServer } from "../volumes/file-server.js";
 import { type GuestMount, guestAddressOf, type VolumeMount } from "../volumes/guest-mount.js";
 import { mountInGuest } from "../volumes/mount-in-guest.js";
+import { checkMounts, volumeDataDir } from "../volumes/volume-dirs.js";
 import type { ConsoleTail } from "./console-tail.js";
 import {
   type AdoptSpec,
@@ -41,6 +42,12 @@ export interface QemuMachineHostOptions {
    * layers port is given keeps its local files here.
    */
   layersDir: string;
+  /**
+   * Its volumes directory: each volume's files under its name (`<name>/data`, volumeDataDir), what
+   * MachineSpec.mounts name. Volumes are made and filled there by their owner (the server's
+   * VolumeService, on the same machine); the host only exports them to its machines.
+   */
+  volumesDir: string;
   /** The accelerator machines run under (detectAccel); default `tcg`. */
   accel?: Accel;
   /**
@@ -159,13 +166,14 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
     guestNet: string | undefined,
   ): Promise<{ server: VolumeFileServer; guest: GuestMount[] } | null> {
     if (!mounts?.length) return null;
+    const resolved = mounts.map((m) => ({ ...m, dir: volumeDataDir(this.opts.volumesDir, m.volume) }));
     const v = this.fileServer();
     if (!v.server) throw new SandtreeError("NOT_SUPPORTED", `this host does not serve volumes: ${v.why}`);
     if (!guestNet || guestNet === "-") {
       const why = guestNet ? "the sandbox was created with its network off" : "the server runs with networks off";
       throw new SandtreeError("NETWORK_DISABLED", `volumes are mounted over the sandbox's network, and it has none (${why})`);
     }
-    return { server: v.server, guest: await v.server.grant(name, guestAddressOf(guestNet), mounts) };
+    return { server: v.server, guest: await v.server.grant(name, guestAddressOf(guestNet), resolved) };
   }
 
   private revokeOnExit(machine: QemuMachine, name: string, server: VolumeFileServer): void {
@@ -178,6 +186,7 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
     checkMachineName(spec.name);
     this.file(spec.rootDisk, "rootDisk");
     if (spec.memoryState !== undefined) this.file(spec.memoryState, "memoryState");
+    checkMounts(spec.mounts);
     const granted = await this.grantMounts(spec.name, spec.mounts, spec.nic?.guestNet);
     let machine: QemuMachine;
     try {
@@ -251,6 +260,7 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
 
   async adopt(spec: AdoptSpec): Promise<QemuMachine> {
     checkMachineName(spec.name);
+    checkMounts(spec.mounts);
     const granted = await this.grantMounts(spec.name, spec.mounts, spec.guestNet);
     const vm = await QemuVm.adopt({
       name: spec.name,

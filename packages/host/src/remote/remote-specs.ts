@@ -29,9 +29,9 @@ function opt<K extends string, V>(key: K, v: V | undefined): { [P in K]?: V } {
 }
 
 const mountsOut = (m: VolumeMount[] | undefined) =>
-  (m ?? []).map((x) => ({ hostDir: x.hostDir, guestPath: x.guestPath, readOnly: x.readOnly === true }));
+  (m ?? []).map((x) => ({ volume: x.volume, guestPath: x.guestPath, readOnly: x.readOnly === true }));
 const mountsIn = (m: VolumeMountMsg[]): VolumeMount[] =>
-  m.map((x) => ({ hostDir: x.hostDir, guestPath: x.guestPath, ...(x.readOnly ? { readOnly: true } : {}) }));
+  m.map((x) => ({ volume: x.volume, guestPath: x.guestPath, ...(x.readOnly ? { readOnly: true } : {}) }));
 
 function accelOf(s: string): Accel {
   const r = Accel.safeParse(s);

@@ -28,6 +28,11 @@ export interface VolumeFileServerOptions {
   log?: { warn(o: object, m: string): void; info?(o: object, m: string): void };
 }
 
+/** A mount as the file server exports it: the volume's directory on this host, resolved by its host (volumeDataDir). */
+export interface ExportMount extends VolumeMount {
+  dir: string;
+}
+
 /** Why this host cannot serve volumes to guests, or null when it can. */
 export function volumeServerUnavailableReason(): string | null {
   if (process.getuid && process.getuid() !== 0) return "the server is not running as root";
@@ -74,7 +79,7 @@ export class VolumeFileServer {
   readonly ports: { nfs: number; mount: number };
   private readonly ids: Record<string, number>;
   /** machine name -> its guest address and mounts. */
-  private readonly grants = new Map<string, { address: string; mounts: VolumeMount[] }>();
+  private readonly grants = new Map<string, { address: string; mounts: ExportMount[] }>();
   private child: ChildProcess | null = null;
   private stub: RpcbindStub | null = null;
   private starting: Promise<void> | null = null;
@@ -131,24 +136,29 @@ export class VolumeFileServer {
    * Exports each mount's directory to `guestAddress` (replacing the machine's earlier grant) and
    * returns what the guest mounts. The server is running and has reread its exports on return.
    */
-  grant(machine: string, guestAddress: string, mounts: VolumeMount[]): Promise<GuestMount[]> {
+  grant(machine: string, guestAddress: string, mounts: ExportMount[]): Promise<GuestMount[]> {
     return this.serial(async () => {
       if (this.closed) throw new SandtreeError("INTERNAL", "the volume file server is closed");
       const resolved = mounts.map((m) => {
         let dir: string;
         try {
-          dir = realpathSync(m.hostDir);
+          dir = realpathSync(m.dir);
           if (!statSync(dir).isDirectory()) throw new Error("not a directory");
         } catch (err) {
-          throw new SandtreeError("INTERNAL", `volume directory ${m.hostDir} is not a directory`, {}, { cause: err });
+          throw new SandtreeError(
+            "INTERNAL",
+            `volume ${m.volume} has no directory on this host (${m.dir})`,
+            { volume: m.volume },
+            { cause: err },
+          );
         }
         if (!m.guestPath.startsWith("/")) throw new SandtreeError("INVALID_PATH", `mount path ${m.guestPath} is not absolute`);
-        return { ...m, hostDir: dir };
+        return { ...m, dir };
       });
       this.grants.set(machine, { address: guestAddress, mounts: resolved });
       await this.apply();
       return resolved.map((m) => ({
-        source: `${VOLUME_SERVER_ADDRESS}:${this.pseudo(m.hostDir)}`,
+        source: `${VOLUME_SERVER_ADDRESS}:${this.pseudo(m.dir)}`,
         target: m.guestPath,
         type: "nfs" as const,
         options: nfsOptions(this.ports),
@@ -188,10 +198,10 @@ export class VolumeFileServer {
     const byDir = new Map<string, ExportEntry>();
     for (const { address, mounts } of this.grants.values()) {
       for (const m of mounts) {
-        let e = byDir.get(m.hostDir);
+        let e = byDir.get(m.dir);
         if (!e) {
-          e = { id: this.idOf(m.hostDir), hostDir: m.hostDir, pseudo: this.pseudo(m.hostDir), readWrite: [], readOnly: [] };
-          byDir.set(m.hostDir, e);
+          e = { id: this.idOf(m.dir), hostDir: m.dir, pseudo: this.pseudo(m.dir), readWrite: [], readOnly: [] };
+          byDir.set(m.dir, e);
         }
         const list = m.readOnly ? e.readOnly : e.readWrite;
         if (!list.includes(address)) list.push(address);

@@ -5,10 +5,13 @@
  */
 export const VOLUME_SERVER_ADDRESS = "169.254.171.1";
 
-/** A host directory to mount in a machine (MachineSpec.mounts). */
+/** A volume to mount in a machine (MachineSpec.mounts). */
 export interface VolumeMount {
-  /** An existing directory on the host (a volume's data directory). */
-  hostDir: string;
+  /**
+   * The volume's name in the host's volumes directory (given to the host when it is made), never
+   * a path: the host resolves it there (volumeDataDir); a path-shaped name is VALIDATION_FAILED.
+   */
+  volume: string;
   /** Absolute path in the guest; created when missing. */
   guestPath: string;
   readOnly?: boolean;

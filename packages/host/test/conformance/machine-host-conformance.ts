@@ -134,10 +134,33 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
       expect(volumes.why).toMatch(/\w/);
       const spec = {
         ...t.spec("conf-vol", disk("conf-vol")),
-        mounts: [{ hostDir: t.dir, guestPath: "/mnt/vol" }],
+        mounts: [{ volume: "conf-vol", guestPath: "/mnt/vol" }],
       };
       await expect(t.host.start(spec)).rejects.toMatchObject({ code: "NOT_SUPPORTED" });
       expect((await t.host.survivors()).map((s) => s.name)).not.toContain("conf-vol");
+    });
+
+    it("refuses a mount whose volume is named by a path (not a name in its volumes directory), with VALIDATION_FAILED, before it starts or adopts", {
+      timeout: timeoutMs,
+    }, async () => {
+      const outside = path.join(t.dir, "..", `conf-vol-escape-${path.basename(t.dir)}`);
+      const bad = ["", "..", "../conf-vol", "conf-vol/data", ".conf-vol", "/etc", outside, "x".repeat(65)];
+      for (const volume of bad) {
+        const mounts = [{ volume, guestPath: "/mnt/vol" }];
+        await expect(t.host.start({ ...t.spec("conf-vol-bad", disk("conf-vol-bad")), mounts }), volume).rejects.toMatchObject({
+          code: "VALIDATION_FAILED",
+          message: expect.stringMatching(/volume's name/),
+        });
+        await expect(
+          t.host.adopt({ name: "conf-a", pid: a.pid, deadlineMs: 1000, keepPaused: false, mounts }),
+          volume,
+        ).rejects.toMatchObject({
+          code: "VALIDATION_FAILED",
+        });
+      }
+      expect(existsSync(outside), outside).toBe(false);
+      expect((await t.host.survivors()).map((s) => s.name)).not.toContain("conf-vol-bad");
+      expect((await run(a, "echo up")).out).toBe("up\n");
     });
 
     it("reads the end of a running machine's console log; no log there reads empty", { timeout: timeoutMs }, async () => {

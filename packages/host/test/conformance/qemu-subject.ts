@@ -76,7 +76,13 @@ export function qemuConformance(
       const accel = await detectAccel("auto");
       const store = await layerBlobs(dir);
       const { host, close } = await wrap(
-        createQemuHost({ accel, runRoot, logRoot: path.join(dir, "logs"), layersDir: dir }),
+        createQemuHost({
+          accel,
+          runRoot,
+          logRoot: path.join(dir, "logs"),
+          layersDir: dir,
+          volumesDir: path.join(dir, "volumes"),
+        }),
         accel,
         store.blobs,
       );

@@ -178,12 +178,21 @@ describe.skipIf(unavailable !== null)(
       await stopChildProcess(old.proc, "SIGTERM");
       const port = new URL(old.url).port;
       const env = { ...cpEnv, SANDTREE_HOST_LOST_AFTER_MS: "6000", SANDTREE_VOLUME_SYNC_S: "2" };
+      const restartedAt = Date.now();
       cp = await startControlPlane(old.dir, { listen: new URL(old.url).hostname, args: [...cpArgs, "--port", port], env });
+      // ACTIVE alone is the state from before the restart: a create is placed only on a host whose
+      // heartbeat is fresh (within the 6 s above), so wait for a beat the new process received.
       const hostStates = async () =>
         Object.fromEntries(
-          ((await api("GET", "/v1/hosts")).body.hosts as Array<{ name: string; state: string }>).map((h) => [h.name, h.state]),
+          ((await api("GET", "/v1/hosts")).body.hosts as Array<{ name: string; state: string; last_heartbeat_at: string }>).map(
+            (h) => [h.name, h.state === "ACTIVE" && Date.parse(h.last_heartbeat_at) >= restartedAt ? "BEATING" : h.state],
+          ),
         );
-      await until("workers not ACTIVE after the restart", hostStates, (h) => h.wa === "ACTIVE" && h.wb === "ACTIVE");
+      await until(
+        "workers not ACTIVE and heartbeating after the restart",
+        hostStates,
+        (h) => h.wa === "BEATING" && h.wb === "BEATING",
+      );
 
       expect((await api("POST", "/v1/volumes", { name: "synced", size_gb: 1 })).status).toBe(201);
       const mount = { volumes: [{ volume: "synced", path: "/data" }] };

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { rm } from "node:fs/promises";
 import path from "node:path";
-import type { VolumeMount as HostVolumeMount, VolumeImages } from "@sandtree/host";
+import { type VolumeMount as HostVolumeMount, type VolumeImages, volumeDataDir } from "@sandtree/host";
 import {
   CreateVolumeRequest,
   type FileList,
@@ -30,7 +30,7 @@ export function newVolumeId(): string {
 
 export interface VolumeServiceDeps {
   store: VolumeStore;
-  /** Where volumes' directories are made: `<root>/<id>/data` (single box: the data dir's `volumes`). */
+  /** The local host's volumes directory (`<root>/<id>/data`: volumeDataDir); mounts name volumes by id. */
   root: string;
   limits: (teamId: string) => Promise<TeamLimits>;
   /** Each volume's size bound: its image, made, mounted and unmounted here. */
@@ -62,7 +62,7 @@ export class VolumeService {
   constructor(private readonly deps: VolumeServiceDeps) {}
 
   dirOf(id: string): string {
-    return path.join(this.deps.root, id, "data");
+    return volumeDataDir(this.deps.root, id);
   }
 
   async create(teamId: string, raw: unknown): Promise<Volume> {
@@ -193,7 +193,7 @@ export class VolumeService {
   /** This host's copy of a volume removed (unmounted, then its image and files deleted): idempotent. */
   async removeDir(id: string): Promise<void> {
     await this.deps.images.unmount(this.dirOf(id));
-    await rm(path.join(this.deps.root, id), { recursive: true, force: true });
+    await rm(path.dirname(this.dirOf(id)), { recursive: true, force: true });
   }
 
   /** The volume's directory here ready to be filled (an unpack): its image mounted, made at sizeGb when it has none. */
@@ -271,10 +271,10 @@ export class VolumeService {
     if (!ok) throw new SandtreeError("CONFLICT", "a volume of this create was deleted meanwhile", { field: "volumes" });
   }
 
-  /** A sandbox's mounts as its machine takes them (host directories), for every start, restore and adoption. */
+  /** A sandbox's mounts as its machine takes them (volumes by id: its host finds them), for every start, restore and adoption. */
   async machineMounts(sandboxId: string): Promise<HostVolumeMount[]> {
     return (await this.deps.store.mountsOf(sandboxId)).map((m) => ({
-      hostDir: this.dirOf(m.volume_id),
+      volume: m.volume_id,
       guestPath: m.path,
       readOnly: m.read_only,
     }));
