@@ -177,17 +177,9 @@ def execute(
     return Call("POST", f"{sandbox_path(sandbox_id)}/exec", {"json": body, "timeout": http_timeout}, parse)
 
 
-def execute_stream(
-    sandbox_id: str,
-    command: Command,
-    working_dir: Optional[str],
-    env: Optional[Dict[str, str]],
-    timeout: Optional[float],
-    user: Optional[str],
-) -> Call:
-    """The streamed form of `execute`: `parse` takes the answer's Content-Type and gives its decoder
-    (binary records, or NDJSON from a server that answers with it: see `_exec_stream`)."""
-    call = execute(sandbox_id, command, working_dir, env, timeout, user, None)
+def streamed(call: Call) -> Call:
+    """The streamed form of an `execute` call: `parse` takes the answer's Content-Type and gives its
+    decoder (binary records, or NDJSON from a server that answers with it: see `_exec_stream`)."""
     kw = dict(call.kw, headers={"accept": EXEC_STREAM_ACCEPT}, timeout=None)
     return Call(call.method, call.path, kw, exec_decoder)
 
