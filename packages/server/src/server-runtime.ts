@@ -121,6 +121,7 @@ export async function startRuntime(
     network,
     // Each sandbox's volumes are added to its machine's spec (NFS exports granted to its address).
     host: new MountingHost(machineHost, (id) => volumes.machineMounts(id)),
+    hostName: ownHostName,
     store,
     images,
     aliases,

@@ -3,6 +3,7 @@ import type { Accel, GuestArtifacts, Machine, MachineHost } from "@sandtree/host
 import { type CreateSandboxParams, type Sandbox, type SandboxStatus, SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
 import type { SandboxFilter } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
+import { LOCAL_HOST } from "../fleet/host-names.js";
 import type { RestorePlan } from "../fleet/restore-plan.js";
 import { type ImageAliases, imageOfCreate } from "../images/image-aliases.js";
 import type { ImageResolver } from "../images/image-resolver.js";
@@ -41,6 +42,8 @@ export interface SandboxServiceDeps {
   network?: NetworkService;
   /** This process's own host, the local bundle's (see startServer). */
   host: MachineHost;
+  /** Its name in the fleet's registry (default `local`; `local-<id>` on a shared store). */
+  hostName?: string;
   /** Checks a create's `volumes` (refuses them until they can be mounted). */
   volumes?: Pick<VolumeService, "resolveMounts" | "attach">;
   /** Warm starts from booted templates (default on). */
@@ -78,7 +81,7 @@ export class SandboxService {
     };
     const { host, network, layersDir } = deps;
     this.bundles = new HostBundles((at) => hostBundle(deps, owner, at), {
-      name: "local",
+      name: deps.hostName ?? LOCAL_HOST,
       host,
       ...(network ? { network } : {}),
       ...(layersDir ? { layersDir } : {}),
