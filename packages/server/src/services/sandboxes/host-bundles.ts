@@ -1,5 +1,5 @@
 import type { Machine } from "@sandtree/host";
-import type { BundleHost, HostBundle } from "./sandbox-parts.js";
+import type { HostBundle } from "./sandbox-parts.js";
 
 /**
  * The bundles of the hosts sandboxes are placed on (today this process's own), and the one each
@@ -13,9 +13,9 @@ export class HostBundles {
   /** This process's own host. */
   readonly local: HostBundle;
 
-  constructor(make: (at: BundleHost) => HostBundle, local: BundleHost) {
-    this.local = make(local);
-    this.hosts.set(local.name, this.local);
+  constructor(local: HostBundle) {
+    this.local = local;
+    this.hosts.set(local.name, local);
   }
 
   all(): HostBundle[] {

@@ -80,12 +80,14 @@ export class SandboxService {
       elsewhere: () => this.placement.elsewhere(),
     };
     const { host, network, layersDir } = deps;
-    this.bundles = new HostBundles((at) => hostBundle(deps, owner, at), {
-      name: deps.hostName ?? LOCAL_HOST,
-      host,
-      ...(network ? { network } : {}),
-      ...(layersDir ? { layersDir } : {}),
-    });
+    this.bundles = new HostBundles(
+      hostBundle(deps, owner, {
+        name: deps.hostName ?? LOCAL_HOST,
+        host,
+        ...(network ? { network } : {}),
+        ...(layersDir ? { layersDir } : {}),
+      }),
+    );
     const here = hereSite(this.bundles.local, {
       startHooks: this.startHooks,
       placed: (id) => this.bundles.place(id, this.bundles.local),
