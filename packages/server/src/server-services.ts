@@ -81,7 +81,7 @@ export function composeServices(f: Foundation, r: Runtime): Services {
           volumes,
           volumeImages: f.volumeImages,
           teamId: f.workerTeamId,
-          disks: sandboxes.host,
+          disks: sandboxes.bundles.local.host,
         })
       : {}),
   };
