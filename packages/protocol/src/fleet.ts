@@ -58,6 +58,15 @@ export const RegisterHostRequest = z.strictObject({
     .max(512)
     .optional(),
   /**
+   * Where the control plane reaches this worker's machine host (the host interface over Connect-RPC,
+   * http://HOST:PORT): the control plane runs the worker's sandboxes through it (absent: an older
+   * worker, or a host that runs nothing).
+   */
+  host_url: z
+    .url({ protocol: /^https?$/ })
+    .max(512)
+    .optional(),
+  /**
    * The worker's own blob-store setting (SANDTREE_BLOB_STORE), when it has one: the control plane
    * refuses the join (BLOB_STORE_MISMATCH) unless it is the control plane's own.
    */

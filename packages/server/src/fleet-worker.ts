@@ -35,9 +35,10 @@ export interface FleetWorkerOptions extends Omit<RunWorkerOptions, "url" | "repo
   /** The sandbox API's request log (default off: the worker prints its own lines). */
   logger?: boolean;
   /**
-   * Also serve this worker's machine host (the MachineHost its sandboxes run on) over the network
-   * at this address: the host interface as a Connect-RPC service, for a control plane that drives
-   * machines through a RemoteHost (docs/architecture.md, "The remote host"). Same key as the API.
+   * Where this worker serves its machine host (the MachineHost its sandboxes run on: the host
+   * interface as a Connect-RPC service, docs/architecture.md "The remote host"), which the control
+   * plane drives its sandboxes through; same key as the API. Default: the API's address, its port
+   * plus one (an ephemeral port when the API's is).
    */
   serveHost?: { host: string; port: number };
 }
@@ -49,8 +50,8 @@ export interface RunningFleetWorker {
   url: string;
   /** The control plane it registered with (the first of the join URLs that answered). */
   joinedAt: string;
-  /** Where its machine host is served (serveHost), or null. */
-  hostUrl: string | null;
+  /** Where its machine host is served (the URL it registered beside `url`). */
+  hostUrl: string;
   beats(): number;
   /**
    * Stops heartbeating, then the sandbox API and its VMs, then reports the sandboxes it ended to
@@ -112,27 +113,27 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
     },
   );
   const url = o.advertiseUrl ?? server.url;
-  let servedHost: Awaited<ReturnType<typeof serveMachineHost>> | null = null;
-  if (o.serveHost) {
-    // Set by makeBlobs while the server started (TypeScript does not follow the callback).
-    const joined = blobs as JoinedBlobStore | null;
-    try {
-      // The host the worker's own sandboxes run on, so both ways in see the same machines.
-      servedHost = await serveMachineHost({
-        host: server.services.sandboxes.bundles.local.host,
-        listenHost: o.serveHost.host,
-        port: o.serveHost.port,
-        key: () => key,
-        // Networks opened through it keep their state beside the worker's, never in its server's own files.
-        networksDir: path.join(server.dataDir, "host-networks"),
-        // Its layers port stores into and fetches from the worker's own blob store (the fleet's).
-        ...(joined ? { blobs: joined } : {}),
-      });
-    } catch (err) {
-      await server.close();
-      throw err;
-    }
+  // Set by makeBlobs while the server started (TypeScript does not follow the callback).
+  const joinedBlobs = blobs as JoinedBlobStore | null;
+  let servedHost: Awaited<ReturnType<typeof serveMachineHost>>;
+  try {
+    const at = o.serveHost ?? hostAddressBeside(o.host ?? "127.0.0.1", o.port ?? 7071);
+    // The host the worker's own sandboxes run on, so both ways in see the same machines.
+    servedHost = await serveMachineHost({
+      host: server.services.sandboxes.bundles.local.host,
+      listenHost: at.host,
+      port: at.port,
+      key: () => key,
+      // Networks opened through it keep their state beside the worker's, never in its server's own files.
+      networksDir: path.join(server.dataDir, "host-networks"),
+      // Its layers port stores into and fetches from the worker's own blob store (the fleet's).
+      ...(joinedBlobs ? { blobs: joinedBlobs } : {}),
+    });
+  } catch (err) {
+    await server.close();
+    throw err;
   }
+  const hostUrl = advertisedHostUrl(servedHost.url, o.advertiseUrl);
   // runWorker's own options, passed on as given (join, dirs, accelerator, vCPUs, version, log, blob store).
   const {
     host: _host,
@@ -150,6 +151,7 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
     ({ joined, agent: heartbeats } = await runWorker({
       ...runWorkerOptions,
       url,
+      hostUrl,
       reports,
       layers: async () => server.services.workerCheckpoints?.layers() ?? [],
       inventory: {
@@ -176,7 +178,7 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
       },
     }));
   } catch (err) {
-    await servedHost?.close();
+    await servedHost.close();
     await server.close();
     if (err instanceof SandtreeError) throw err;
     throw new SandtreeError("UNAVAILABLE", `joining ${o.joinUrls.join(", ")} failed: ${(err as Error).message}`);
@@ -187,12 +189,12 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
     joined,
     url,
     joinedAt: heartbeats.joinUrl,
-    hostUrl: servedHost?.url ?? null,
+    hostUrl,
     beats: () => heartbeats.beats,
     close() {
       closing ??= (async () => {
         await heartbeats.stop().catch(() => {});
-        await servedHost?.close();
+        await servedHost.close();
         // Ends its sandboxes (TERMINATED "the server shut down"), which queues their reports...
         await server.close();
         serverClosed = true;
@@ -202,4 +204,17 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
       return closing;
     },
   };
+}
+
+/** The machine host's default address: the API's, its port plus one (0, an ephemeral port, stays 0). */
+function hostAddressBeside(host: string, port: number): { host: string; port: number } {
+  return { host, port: port === 0 ? 0 : port + 1 };
+}
+
+/** The URL the control plane reaches the machine host at: the served one, on the advertised API URL's host when there is one. */
+function advertisedHostUrl(served: string, advertiseUrl: string | undefined): string {
+  if (!advertiseUrl) return served;
+  const u = new URL(served);
+  u.hostname = new URL(advertiseUrl).hostname;
+  return u.toString().replace(/\/+$/, "");
 }

@@ -82,8 +82,9 @@ export function registerWorkerCommands(program: Command, ctx: CliContext): void 
     .option("--url <url>", "the URL the control plane calls (default: http://<listen address>)", urlArg)
     .option(
       "--serve-host <host:port>",
-      "also serve this worker's machine host (the host interface as a Connect-RPC service over HTTP/2, same key as " +
-        "the sandbox API) at HOST:PORT, for a control plane that drives machines through a remote host",
+      "where this worker serves its machine host (the host interface as a Connect-RPC service over HTTP/2, same key " +
+        "as the sandbox API), which the control plane runs its sandboxes through (default: the --listen address, its " +
+        "port plus one)",
       listenArg,
     )
     .option(
@@ -136,7 +137,7 @@ export function registerWorkerCommands(program: Command, ctx: CliContext): void 
         `joined ${worker.joinedAt} as ${joined.name} (${joined.host_id}); sandboxes served at ${worker.url}; ` +
           `heartbeating every ${joined.heartbeat_interval_ms} ms until SIGTERM; ` +
           `checkpoint layers in ${joined.blob_store ?? "its data dir"}` +
-          `${worker.hostUrl ? `; machine host served at ${worker.hostUrl}` : ""}\n`,
+          `; machine host served at ${worker.hostUrl}\n`,
       );
       await new Promise<void>((resolve) => {
         const stop = () => {

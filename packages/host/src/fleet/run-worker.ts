@@ -14,6 +14,7 @@ type AgentOptionsPassed =
   | "name"
   | "version"
   | "url"
+  | "hostUrl"
   | "blobStore"
   | "reports"
   | "inventory"

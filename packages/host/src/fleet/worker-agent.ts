@@ -23,6 +23,8 @@ export interface WorkerAgentOptions {
   version?: string;
   /** Where the control plane reaches this worker's sandbox API (absent: it runs nothing). */
   url?: string;
+  /** Where the control plane reaches this worker's machine host (serveMachineHost's URL). */
+  hostUrl?: string;
   /** This worker's own blob-store setting, if any: the control plane refuses the join unless it is its own. */
   blobStore?: string;
   /** Status changes of this host's sandboxes, sent with each heartbeat (and put back when it failed). */
@@ -152,6 +154,7 @@ export class WorkerAgent {
       locality,
       ...(this.o.version ? { version: this.o.version } : {}),
       ...(this.o.url ? { url: this.o.url } : {}),
+      ...(this.o.hostUrl ? { host_url: this.o.hostUrl } : {}),
       ...(this.o.blobStore ? { blob_store: this.o.blobStore } : {}),
     });
     this.o.onRegistered?.(r);

@@ -9,15 +9,21 @@ import type { HostUrls } from "./host-urls.js";
 export const HOST_URLS_MIGRATION = `
   CREATE TABLE host_urls (host_id TEXT PRIMARY KEY REFERENCES hosts(id), url TEXT NOT NULL);`;
 
+/** A worker's machine host beside its API (registered by `sandtree worker`; older workers: null). */
+export const HOST_URLS_MACHINE_HOST_MIGRATION = "ALTER TABLE host_urls ADD COLUMN host_url TEXT;";
+
 export class SqliteHostUrls implements HostUrls {
   constructor(private readonly db: Database.Database) {}
 
-  async set(hostId: string, url: string | null): Promise<void> {
+  async set(hostId: string, url: string | null, hostUrl: string | null = null): Promise<void> {
     if (url === null) this.db.prepare("DELETE FROM host_urls WHERE host_id = ?").run(hostId);
     else
       this.db
-        .prepare("INSERT INTO host_urls (host_id, url) VALUES (?, ?) ON CONFLICT (host_id) DO UPDATE SET url = excluded.url")
-        .run(hostId, url);
+        .prepare(
+          "INSERT INTO host_urls (host_id, url, host_url) VALUES (?, ?, ?) " +
+            "ON CONFLICT (host_id) DO UPDATE SET url = excluded.url, host_url = excluded.host_url",
+        )
+        .run(hostId, url, hostUrl);
   }
 
   async get(hostId: string): Promise<string | null> {
@@ -28,5 +34,13 @@ export class SqliteHostUrls implements HostUrls {
   async all(): Promise<Map<string, string>> {
     const rows = this.db.prepare("SELECT host_id, url FROM host_urls").all() as Array<{ host_id: string; url: string }>;
     return new Map(rows.map((r) => [r.host_id, r.url]));
+  }
+
+  async hostUrls(): Promise<Map<string, string>> {
+    const rows = this.db.prepare("SELECT host_id, host_url FROM host_urls WHERE host_url IS NOT NULL").all() as Array<{
+      host_id: string;
+      host_url: string;
+    }>;
+    return new Map(rows.map((r) => [r.host_id, r.host_url]));
   }
 }

@@ -3,7 +3,7 @@ import { IMAGE_ALIASES_MIGRATION } from "./image-aliases.js";
 import { JOB_TAILS_MIGRATION } from "./job-tails.js";
 import { KEY_FINGERPRINTS_MIGRATION } from "./key-fingerprints.js";
 import * as ck from "./sqlite-checkpoints.js";
-import { HOST_URLS_MIGRATION } from "./sqlite-host-urls.js";
+import { HOST_URLS_MACHINE_HOST_MIGRATION, HOST_URLS_MIGRATION } from "./sqlite-host-urls.js";
 import * as hosts from "./sqlite-hosts.js";
 import * as meter from "./sqlite-metering.js";
 import * as netw from "./sqlite-network.js";
@@ -75,6 +75,7 @@ export const SQLITE_MIGRATIONS: Array<[name: string, sql: string]> = [
   ["0023-meter-hours-clustered", SQLITE_METER_HOURS_CLUSTERED_MIGRATION],
   ["0024-job-tails", JOB_TAILS_MIGRATION],
   ["0025-error-code", "ALTER TABLE sandboxes ADD COLUMN error_code TEXT;"],
+  ["0026-host-url", HOST_URLS_MACHINE_HOST_MIGRATION],
 ];
 
 /** Applies the migrations not yet recorded, each in its own transaction. */

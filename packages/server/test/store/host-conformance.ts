@@ -1,6 +1,7 @@
 import type { SandboxStatus } from "@sandtree/protocol";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { HostStore, NewHost, PlacementRow } from "../../src/store/host-store.js";
+import { openHostUrls } from "../../src/store/open-store.js";
 import type { Store } from "../../src/store/store.js";
 import { addSandbox } from "./fixtures.js";
 
@@ -79,6 +80,20 @@ export function describeHostStoreConformance(name: string, open: () => Promise<O
       expect(rest.sandboxes.map((s) => s.id)).toEqual(["sb1"]);
       await hosts.release("sb1");
       expect(await on("host_w")).toEqual(["sb3"]);
+    });
+
+    it("keeps a worker's machine host URL beside its API URL, each written again at registration", async () => {
+      const w = await hosts.registerHost(newHost("w"));
+      const v = await hosts.registerHost(newHost("v"));
+      const urls = openHostUrls(opened.store);
+      await urls.set(w.id, "http://10.0.0.2:7071", "http://10.0.0.2:7072");
+      await urls.set(v.id, "http://10.0.0.3:7071");
+      expect(await urls.all()).toEqual(new Map([[w.id, "http://10.0.0.2:7071"], [v.id, "http://10.0.0.3:7071"]]));
+      expect(await urls.hostUrls()).toEqual(new Map([[w.id, "http://10.0.0.2:7072"]]));
+      await urls.set(v.id, "http://10.0.0.3:7071", "http://10.0.0.3:9000");
+      await urls.set(w.id, null);
+      expect(await urls.hostUrls()).toEqual(new Map([[v.id, "http://10.0.0.3:9000"]]));
+      expect(await urls.get(w.id)).toBeNull();
     });
 
     it("registers, gets and lists hosts with capacity, locality and zero usage", async () => {

@@ -37,9 +37,12 @@ export async function registerWorker(
     secret_hash: sha256Hex(secret),
     at: new Date(deps.clock.now()).toISOString(),
   });
-  await deps.urls?.set(row.id, req.url ?? null);
+  await deps.urls?.set(row.id, req.url ?? null, req.host_url ?? null);
   cache.remember(row);
-  deps.log.info({ host: row.name, host_id: row.id, capacity: row.capacity, url: req.url }, "host registered");
+  deps.log.info(
+    { host: row.name, host_id: row.id, capacity: row.capacity, url: req.url, host_url: req.host_url },
+    "host registered",
+  );
   return {
     host_id: row.id,
     name: row.name,

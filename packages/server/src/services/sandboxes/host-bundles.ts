@@ -2,7 +2,8 @@ import type { Machine } from "@sandtree/host";
 import type { HostBundle } from "./sandbox-parts.js";
 
 /**
- * The bundles of the hosts sandboxes are placed on (today this process's own), and the one each
+ * The bundles of the hosts sandboxes are placed on (this process's own, and each worker's remote
+ * host once it joined), and the one each
  * sandbox is on: what reaches a sandbox's machine (exec, files, PTY, ports, desktop, checkpoints,
  * reset, pause) asks here by sandbox id, whichever host runs it.
  */
@@ -20,6 +21,29 @@ export class HostBundles {
 
   all(): HostBundle[] {
     return [...this.hosts.values()];
+  }
+
+  /** A host sandboxes may now be placed on (a worker that joined). Its name must be new. */
+  add(bundle: HostBundle): void {
+    if (this.hosts.has(bundle.name)) throw new Error(`host ${bundle.name} already has a bundle`);
+    this.hosts.set(bundle.name, bundle);
+  }
+
+  /** The bundle of a host by its name in the fleet's registry. */
+  named(name: string): HostBundle | undefined {
+    return this.hosts.get(name);
+  }
+
+  /**
+   * A host gone (a worker lost or registered again): its bundle goes, with the sandboxes placed on
+   * it (their records ended with their host). Answers it for its owner to close; never the local one.
+   */
+  drop(name: string): HostBundle | undefined {
+    const b = this.hosts.get(name);
+    if (!b || b === this.local) return undefined;
+    this.hosts.delete(name);
+    for (const [id, on] of this.placed) if (on === b) this.placed.delete(id);
+    return b;
   }
 
   /** A sandbox admitted on a bundle's site: its machine starts there. */

@@ -14,8 +14,8 @@ export interface SandboxPartsOwner {
   /** A create of this sandbox is still being provisioned. */
   provisioning(id: string): boolean;
   closing(): boolean;
-  /** The sandboxes whose machines run on other hosts (see Placement.elsewhere). */
-  elsewhere(): Promise<Set<string>>;
+  /** The sandboxes whose machines run on hosts other than the one named (see Placement.elsewhere). */
+  elsewhere(hostName: string): Promise<Set<string>>;
 }
 
 /** A host sandboxes are placed on: its name in the fleet's registry, the host, and its networks. */
@@ -93,7 +93,7 @@ export function hostBundle(deps: BundleDeps, owner: SandboxPartsOwner, at: Bundl
     log: deps.log,
     adoptDeadlineMs: deps.deadlines?.adoptMs ?? 10_000,
     provisioning: (id) => owner.provisioning(id),
-    placedElsewhere: () => owner.elsewhere(),
+    placedElsewhere: () => owner.elsewhere(at.name),
     closing: () => owner.closing(),
     ...net,
   });

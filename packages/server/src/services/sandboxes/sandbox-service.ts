@@ -14,15 +14,16 @@ import type { AdmissionService } from "./admission-service.js";
 import type { CheckpointCreate, CreateAnswer, ImageCreate } from "./create-kinds.js";
 import { hereSite } from "./here-site.js";
 import { HostBundles } from "./host-bundles.js";
+import { pauseHere, resumeHere } from "./machine-control.js";
 import { pendingSandbox } from "./pending-sandbox.js";
 import type { RestoreLayers } from "./provisioner.js";
 import type { ReconcileOptions, ReconcileResult } from "./reconciler.js";
 import { ACTIVE } from "./sandbox-machines.js";
-import { hostBundle } from "./sandbox-parts.js";
+import { type BundleHost, type HostBundle, hostBundle, type SandboxPartsOwner } from "./sandbox-parts.js";
 import { newSandboxId } from "./sandbox-paths.js";
 import { listPage, sandboxLogs } from "./sandbox-reads.js";
 import { type ResetTarget, resetInPlace } from "./sandbox-reset.js";
-import type { Placement, PlacementFactory, SandboxStart } from "./sandbox-site.js";
+import type { Placement, PlacementFactory, SandboxSite, SandboxStart } from "./sandbox-site.js";
 
 export { liveDiskName, memoryMbFor } from "./sandbox-paths.js";
 export type { SandboxStart } from "./sandbox-site.js";
@@ -72,30 +73,63 @@ export class SandboxService {
   private readonly placement: Placement;
   private readonly teardownHooks: Array<(id: string, machine: Machine | undefined) => unknown> = [];
   private readonly startHooks: Array<(start: SandboxStart) => void> = [];
+  private readonly owner: SandboxPartsOwner;
+  /** The site of each host's bundle, by the host's name. */
+  private readonly sites = new Map<string, SandboxSite>();
   constructor(private readonly deps: SandboxServiceDeps) {
-    const owner = {
+    this.owner = {
       environmentOf: (sb: Sandbox) => this.environmentOf(sb),
       provisioning: (id: string) => this.provisioning.has(id),
       closing: () => this.closing,
-      elsewhere: () => this.placement.elsewhere(),
+      // This host's: those placed on workers; a worker's: none (its reconciliation is given its placements).
+      elsewhere: (name) => (name === this.bundles.local.name ? this.placement.elsewhere() : Promise.resolve(new Set<string>())),
     };
     const { host, network, layersDir } = deps;
     this.bundles = new HostBundles(
-      hostBundle(deps, owner, {
+      hostBundle(deps, this.owner, {
         name: deps.hostName ?? LOCAL_HOST,
         host,
         ...(network ? { network } : {}),
         ...(layersDir ? { layersDir } : {}),
       }),
     );
-    const here = hereSite(this.bundles.local, {
-      startHooks: this.startHooks,
-      placed: (id) => this.bundles.place(id, this.bundles.local),
-      control: (teamId, id, action) => (action === "pause" ? this.pauseHere(teamId, id) : this.resumeHere(teamId, id)),
-    });
-    this.placement = deps.placement(here);
+    const here = this.siteOf(this.bundles.local);
+    this.placement = deps.placement(here, { on: (name) => this.sites.get(name) });
     // A sandbox that ends here (delete, timeout) ends at its site too.
     this.teardownHooks.push((id) => this.placement.teardown(id));
+  }
+
+  /** A bundle's site: its provisioner starts what is placed there, pause and resume go to its machines. */
+  private siteOf(bundle: HostBundle): SandboxSite {
+    const site = hereSite(bundle, {
+      startHooks: this.startHooks,
+      placed: (id) => this.bundles.place(id, bundle),
+      control: async (teamId, id, action) => {
+        const c = { store: this.deps.store, bundles: this.bundles };
+        if (action === "pause") await pauseHere(c, id, await this.running(teamId, id));
+        else await resumeHere(c, await this.get(teamId, id));
+      },
+    });
+    this.sites.set(bundle.name, site);
+    return site;
+  }
+
+  /**
+   * A host sandboxes may now be placed on (a worker's remote host, its networks): its bundle, over
+   * this service's store, images and settings; placement finds its site by the host's name.
+   */
+  addHost(at: BundleHost): HostBundle {
+    const bundle = hostBundle(this.deps, this.owner, at);
+    this.bundles.add(bundle);
+    this.siteOf(bundle);
+    return bundle;
+  }
+
+  /** A host gone (lost, or registered again): its bundle and site go; answered for the caller to close its host. */
+  dropHost(name: string): HostBundle | undefined {
+    const b = this.bundles.drop(name);
+    if (b) this.sites.delete(name);
+    return b;
   }
 
   /** Prunes every host's warm caches (see WarmStarts.prune). Run at start, before requests are taken. */
@@ -250,29 +284,6 @@ export class SandboxService {
   async resume(teamId: string, id: string): Promise<Sandbox> {
     await (await this.placement.siteOf(teamId, id)).control(teamId, id, "resume");
     return await this.get(teamId, id);
-  }
-
-  private async pauseHere(teamId: string, id: string): Promise<void> {
-    const machine = await this.running(teamId, id);
-    await this.bundles.of(id).machines.control(id, machine, "pause");
-    if (!(await this.deps.store.updateSandbox(id, { status: "PAUSED" }, ["RUNNING"]))) {
-      await machine.resume().catch(() => {});
-      throw new SandtreeError("SANDBOX_NOT_RUNNING", `sandbox ${id} changed state while pausing`, { id });
-    }
-    await this.deps.store.addEvent(id, "paused");
-  }
-
-  /** The guest clock is set right after the resume. */
-  private async resumeHere(teamId: string, id: string): Promise<void> {
-    const sb = await this.get(teamId, id);
-    const machine = this.bundles.machine(id);
-    if (sb.status !== "PAUSED" || !machine || machine.exit || this.bundles.adoption(id)) {
-      throw new SandtreeError("CONFLICT", `sandbox ${id} is ${sb.status}, not PAUSED`, { id, status: sb.status });
-    }
-    await this.bundles.of(id).machines.control(id, machine, "resume");
-    machine.syncClock();
-    await this.deps.store.updateSandbox(id, { status: "RUNNING" }, ["PAUSED"]);
-    await this.deps.store.addEvent(id, "resumed");
   }
 
   async delete(teamId: string, id: string): Promise<Sandbox> {

@@ -68,5 +68,10 @@ export interface Placement {
   teardown(id: string): Promise<void>;
 }
 
-/** A placement built around the site of this host (the sandbox service makes that one). */
-export type PlacementFactory = (here: SandboxSite) => Placement;
+/** The sites of the hosts that joined (workers' remote hosts), by their names in the fleet's registry. */
+export interface HostSites {
+  on(hostName: string): SandboxSite | undefined;
+}
+
+/** A placement built around the site of this host and those of the hosts that joined (the sandbox service makes them). */
+export type PlacementFactory = (here: SandboxSite, hosts: HostSites) => Placement;
