@@ -30,7 +30,6 @@ import { dropUnreadBodies } from "./routes/unread-bodies.js";
 import { usageRoutes } from "./routes/usage-routes.js";
 import { versionRoutes } from "./routes/version-routes.js";
 import { volumeRoutes } from "./routes/volume-routes.js";
-import { workerProxy } from "./routes/worker-proxy.js";
 import type { Services } from "./services/services.js";
 import type { Principal } from "./services/teams/auth-service.js";
 import { VERSION } from "./version.js";
@@ -130,8 +129,6 @@ export function buildApp(
     await services.sandboxes.whenAdopted(id);
   });
   activityHook(app, services);
-  // After authentication and the activity count: calls into sandboxes on workers go there.
-  workerProxy(app, services);
   costHook(app, services);
   sandboxRoutes(app, services);
   bulkRoutes(app, services);

@@ -1,148 +1,110 @@
+import { mkdirSync, readdirSync } from "node:fs";
 import path from "node:path";
-import { type RunWorkerOptions, serveMachineHost } from "@sandtree/host";
-import {
-  type RegisterHostResponse,
-  type SandboxReport,
-  type SandboxStatus,
-  SandtreeError,
-  TERMINAL_STATUSES,
-} from "@sandtree/protocol";
+import { detectAccel, type RunWorkerOptions, serveMachineHost, setKvmCpuModel } from "@sandtree/host";
+import { type RegisterHostResponse, SandtreeError } from "@sandtree/protocol";
 import { BlobStoreUrl, makeBlobStore } from "./blob-store-config.js";
-import { type RunningServer, startServer } from "./server.js";
+import { loadConfig, workerEnv } from "./config.js";
+import { defaultHost, defaultHostNetworks, serverJail } from "./default-host.js";
+import { closeDataDir } from "./jail-setup.js";
 import { sha256Hex, workerCallKey } from "./services/fleet/join-token.js";
 import { JoinedBlobStore } from "./services/fleet/joined-blob-store.js";
-import { ACTIVE } from "./services/sandboxes/sandbox-machines.js";
-
-/** The deepest flatten depth the configuration takes: workers do not flatten (see JoinedBlobStore.replace). */
-const FLATTEN_NEVER = 1000;
-
-/** The changes a control plane's record follows: ended, paused, resumed. */
-const REPORTED = new Set<SandboxStatus>([...TERMINAL_STATUSES, "PAUSED", "RUNNING"]);
+import type { Logger } from "./services/observability/logger.js";
 
 /**
  * runWorker's options (join URL and token, name, data and cache dirs, accelerator, version, log),
- * less what startFleetWorker fills in itself: the URL it registers, the status reports, the
- * registration hook, the layers it reports. `dataDir` holds this worker's own state too: its SQLite,
- * sandbox disks, logs. `blobStore` (the CLI passes $SANDTREE_BLOB_STORE) is only checked at join: the
- * worker stores layers where the control plane says (its bucket, or its own data dir).
+ * less what startFleetWorker fills in itself: the URL it registers, the registration hook, the
+ * layers it reports. `dataDir` holds this worker's machines' disks, layers, logs and network state.
+ * `blobStore` (the CLI passes $SANDTREE_BLOB_STORE) is only checked at join: the worker stores
+ * layers where the control plane says (its bucket, or its own data dir).
  */
-export interface FleetWorkerOptions extends Omit<RunWorkerOptions, "url" | "reports" | "inventory" | "onRegistered" | "layers"> {
-  /** Where its sandbox API listens (default 127.0.0.1, port 7071). */
+export interface FleetWorkerOptions
+  extends Omit<RunWorkerOptions, "url" | "hostUrl" | "reports" | "inventory" | "onRegistered" | "layers"> {
+  /** Where it listens (default 127.0.0.1, port 7071); its machine host is served there unless `serveHost` says. */
   host?: string;
   port?: number;
   /** The URL the control plane calls (default: the listen address; set it behind NAT or 0.0.0.0). */
   advertiseUrl?: string;
-  /** The sandbox API's request log (default off: the worker prints its own lines). */
-  logger?: boolean;
   /**
-   * Where this worker serves its machine host (the MachineHost its sandboxes run on: the host
-   * interface as a Connect-RPC service, docs/architecture.md "The remote host"), which the control
-   * plane drives its sandboxes through; same key as the API. Default: the API's address, its port
-   * plus one (an ephemeral port when the API's is).
+   * Where this worker serves its machine host (the host interface as a Connect-RPC service,
+   * docs/architecture.md "The remote host"), which the control plane runs its sandboxes through.
+   * Default: `host` and `port`.
    */
   serveHost?: { host: string; port: number };
 }
 
 export interface RunningFleetWorker {
-  server: RunningServer;
   joined: RegisterHostResponse;
-  /** The URL it registered. */
+  /** The URL it registered: where its machine host is served. */
   url: string;
   /** The control plane it registered with (the first of the join URLs that answered). */
   joinedAt: string;
-  /** Where its machine host is served (the URL it registered beside `url`). */
+  /** Where its machine host is served (the same as `url`). */
   hostUrl: string;
   beats(): number;
-  /**
-   * Stops heartbeating, then the sandbox API and its VMs, then reports the sandboxes it ended to
-   * the control plane in one last heartbeat; idempotent.
-   */
+  /** Stops heartbeating, stops its machines, closes its networks and its host's service; idempotent. */
   close(): Promise<void>;
 }
 
 /**
- * `sandtree worker`: the sandbox runtime of `sandtree serve` (its own SQLite, image cache, VMs,
- * network, templates in its data dir) behind its HTTP API, joined to a control plane. It holds
- * no database credentials and no API key: it answers only the key derived from its current host
- * secret and the join token (see workerCallKey), which the control plane computes too.
+ * `sandtree worker`: this machine's host (its microVMs in the jail, its images, its networks, its
+ * layers in its data dir) served over the network for a control plane, which runs the sandboxes it
+ * places here through it; the worker holds no sandbox records, no database credentials and no API
+ * key: it answers only the key derived from its current host secret and the join token (see
+ * workerCallKey), which the control plane computes too.
  */
 export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFleetWorker> {
   let key: string | null = null;
-  // The latest status change of each sandbox not yet reported to the control plane.
-  const pending = new Map<string, SandboxReport>();
-  const reports = {
-    take(): SandboxReport[] {
-      const out = [...pending.values()];
-      pending.clear();
-      return out;
-    },
-    putBack(r: SandboxReport[]): void {
-      for (const x of r) if (!pending.has(x.id)) pending.set(x.id, x);
-    },
-  };
-  let blobs: JoinedBlobStore | null = null;
-  let serverClosed = false;
   let joinedStore: string | null = null;
-  const server = await startServer(
+  const cfg = loadConfig(
     {
       ...(o.dataDir ? { dataDir: o.dataDir } : {}),
       ...(o.cacheDir ? { cacheDir: o.cacheDir } : {}),
       ...(o.accel ? { accel: o.accel } : {}),
-      host: o.host ?? "127.0.0.1",
-      port: o.port ?? 7071,
-      logger: o.logger ?? false,
-      // A flattened layer gets a new sha256: in a shared bucket, the control plane's record (and
-      // every other host's) would no longer match the object. Workers keep their chains as taken.
-      flattenDepth: FLATTEN_NEVER,
+      logger: false,
     },
-    {
-      makeBlobs: (layersDir) => {
-        blobs = new JoinedBlobStore(layersDir);
-        return blobs;
-      },
-      workerKey: () => key,
-      onSandboxStatus: (id, patch) => {
-        if (patch.status && REPORTED.has(patch.status))
-          pending.set(id, {
-            id,
-            status: patch.status,
-            error_reason: patch.error_reason ?? null,
-            error_code: patch.error_code ?? null,
-          });
-      },
-    },
+    workerEnv(),
   );
-  const url = o.advertiseUrl ?? server.url;
-  // Set by makeBlobs while the server started (TypeScript does not follow the callback).
-  const joinedBlobs = blobs as JoinedBlobStore | null;
-  let servedHost: Awaited<ReturnType<typeof serveMachineHost>>;
-  try {
-    const at = o.serveHost ?? hostAddressBeside(o.host ?? "127.0.0.1", o.port ?? 7071);
-    // The host the worker's own sandboxes run on, so both ways in see the same machines.
-    servedHost = await serveMachineHost({
-      host: server.services.sandboxes.bundles.local.host,
-      listenHost: at.host,
-      port: at.port,
-      key: () => key,
-      // Networks opened through it keep their state beside the worker's, never in its server's own files.
-      networksDir: path.join(server.dataDir, "host-networks"),
-      // Its layers port stores into and fetches from the worker's own blob store (the fleet's).
-      ...(joinedBlobs ? { blobs: joinedBlobs } : {}),
-    });
-  } catch (err) {
-    await server.close();
-    throw err;
-  }
-  const hostUrl = advertisedHostUrl(servedHost.url, o.advertiseUrl);
+  mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
+  const log = workerLog(o.log);
+  const { jail, off: jailOff } = serverJail(cfg);
+  setKvmCpuModel(cfg.kvmCpuModel);
+  const accel = await detectAccel(cfg.accel, { trialMs: cfg.accelTrialMs, jail });
+  if (!jailOff) closeDataDir(cfg.dataDir);
+  else log.warn({ jail: "off", why: jailOff }, "the machines' jail is off");
+  const layersDir = path.join(cfg.dataDir, "layers");
+  mkdirSync(layersDir, { recursive: true });
+  // The fleet's object store once joined (its bucket, or this data dir): the host's layers port stores there.
+  const blobs = new JoinedBlobStore(layersDir);
+  // Opened by the control plane through the served host, with their state beside the worker's.
+  const networks = defaultHostNetworks(log);
+  const host = await defaultHost({
+    cfg,
+    jail,
+    accel,
+    network: cfg.network !== "off",
+    networks,
+    layersDir,
+    volumesDir: path.join(cfg.dataDir, "volumes"),
+    log,
+  });
+  const at = o.serveHost ?? { host: o.host ?? "127.0.0.1", port: o.port ?? 7071 };
+  const served = await serveMachineHost({
+    host,
+    listenHost: at.host,
+    port: at.port,
+    key: () => key,
+    networksDir: path.join(cfg.dataDir, "host-networks"),
+    blobs,
+  });
+  const url = advertisedUrl(served.url, o.advertiseUrl);
+  const stop = async () => {
+    await Promise.allSettled(served.served.running().map((m) => m.stop({ graceMs: 2000 })));
+    await served.close();
+    await networks.close({ destroy: true }).catch(() => {});
+    blobs.close?.();
+  };
   // runWorker's own options, passed on as given (join, dirs, accelerator, vCPUs, version, log, blob store).
-  const {
-    host: _host,
-    port: _port,
-    advertiseUrl: _advertiseUrl,
-    logger: _logger,
-    serveHost: _serveHost,
-    ...runWorkerOptions
-  } = o;
+  const { host: _host, port: _port, advertiseUrl: _advertiseUrl, serveHost: _serveHost, ...runWorkerOptions } = o;
   // Loaded lazily through the server module, as `serve` loads the host package.
   const { runWorker } = await import("@sandtree/host");
   let joined: Awaited<ReturnType<typeof runWorker>>["joined"];
@@ -150,25 +112,13 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
   try {
     ({ joined, agent: heartbeats } = await runWorker({
       ...runWorkerOptions,
-      url,
-      hostUrl,
-      reports,
-      layers: async () => server.services.workerCheckpoints?.layers() ?? [],
-      inventory: {
-        // Once the server closed (its database too) it runs nothing: the last heartbeat's inventory,
-        // when it falls due then (every 10th beat, or after a silence), is empty, not a read that fails.
-        running: async () => (serverClosed ? [] : (await server.store.listSandboxesByStatus(ACTIVE)).map((s) => s.id)),
-        end: async (ids) => {
-          for (const id of ids) {
-            const sb = await server.store.getSandbox(id);
-            if (sb) await server.services.sandboxes.delete(sb.team_id, id);
-          }
-        },
-      },
+      hostUrl: url,
+      // The layers its host holds (a restore without a shared object store is placed where they are).
+      layers: async () => readdirSync(layersDir).filter((f) => !/^(live-|tmp-|base-|\.)/.test(f)),
       onRegistered: (r) => {
         // The control plane's object store, from the first join on (a later join names the same one).
-        if (!r.blob_store) blobs?.keepLocal();
-        else if (r.blob_store !== joinedStore && blobs) {
+        if (!r.blob_store) blobs.keepLocal();
+        else if (r.blob_store !== joinedStore) {
           const setting = BlobStoreUrl.parse(r.blob_store);
           blobs.use(makeBlobStore(setting, blobs.localDir));
           joinedStore = r.blob_store;
@@ -178,41 +128,35 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
       },
     }));
   } catch (err) {
-    await servedHost.close();
-    await server.close();
+    await stop();
     if (err instanceof SandtreeError) throw err;
     throw new SandtreeError("UNAVAILABLE", `joining ${o.joinUrls.join(", ")} failed: ${(err as Error).message}`);
   }
   let closing: Promise<void> | null = null;
   return {
-    server,
     joined,
     url,
     joinedAt: heartbeats.joinUrl,
-    hostUrl,
+    hostUrl: url,
     beats: () => heartbeats.beats,
     close() {
       closing ??= (async () => {
         await heartbeats.stop().catch(() => {});
-        await servedHost.close();
-        // Ends its sandboxes (TERMINATED "the server shut down"), which queues their reports...
-        await server.close();
-        serverClosed = true;
-        // ...sent in a last heartbeat, so the control plane ends its rows now, not at HOST_LOST.
-        await heartbeats.beat().catch((err: Error) => o.log?.(`last report failed: ${err.message}`));
+        await stop();
       })();
       return closing;
     },
   };
 }
 
-/** The machine host's default address: the API's, its port plus one (0, an ephemeral port, stays 0). */
-function hostAddressBeside(host: string, port: number): { host: string; port: number } {
-  return { host, port: port === 0 ? 0 : port + 1 };
+/** The worker's warnings and errors as its own lines (it has no request log). */
+function workerLog(line: ((l: string) => void) | undefined): Logger {
+  const say = (o: object, m?: string) => line?.(`${m ?? ""} ${JSON.stringify(o)}`.trim());
+  return { info: () => {}, warn: say, error: say };
 }
 
-/** The URL the control plane reaches the machine host at: the served one, on the advertised API URL's host when there is one. */
-function advertisedHostUrl(served: string, advertiseUrl: string | undefined): string {
+/** The URL the control plane reaches the machine host at: the served one, on the advertised URL's host when there is one. */
+function advertisedUrl(served: string, advertiseUrl: string | undefined): string {
   if (!advertiseUrl) return served;
   const u = new URL(served);
   u.hostname = new URL(advertiseUrl).hostname;

@@ -4,17 +4,15 @@ import { openLocalHost } from "./open-local-host.js";
 import type { StartServerOptions } from "./server.js";
 import type { Foundation } from "./server-foundation.js";
 import { CheckpointService } from "./services/checkpoints/checkpoint-service.js";
-import type { CheckpointSites } from "./services/checkpoints/checkpoint-site.js";
-import { FleetCheckpointSites } from "./services/fleet/checkpoint-sites.js";
+import { bundleCheckpoints, type CheckpointSites } from "./services/checkpoints/checkpoint-site.js";
 import { FleetPlacement } from "./services/fleet/fleet-placement.js";
 import { FleetService } from "./services/fleet/fleet-service.js";
 import { isLocalHostName, placedOnPeers } from "./services/fleet/host-names.js";
 import { LocalHost, localHostName } from "./services/fleet/local-host.js";
-import { RemoteCheckpoints } from "./services/fleet/remote-checkpoints.js";
 import { RemoteSandboxes } from "./services/fleet/remote-sandboxes.js";
-import { StrandedStarts } from "./services/fleet/stranded-starts.js";
 import { VolumeMoves } from "./services/fleet/volume-moves.js";
 import { VolumeSyncs } from "./services/fleet/volume-syncs.js";
+import { WorkerBundles } from "./services/fleet/worker-bundles.js";
 import { ImageAliases } from "./services/images/image-aliases.js";
 import type { ImageResolver } from "./services/images/image-resolver.js";
 import { systemClock } from "./services/metering/clock.js";
@@ -40,7 +38,6 @@ export interface Runtime {
   remote: RemoteSandboxes;
   sandboxes: SandboxService;
   checkpoints: CheckpointService;
-  remoteCheckpoints: RemoteCheckpoints;
   checkpointSites: CheckpointSites;
   timeouts: TimeoutService;
 }
@@ -73,8 +70,10 @@ export async function startRuntime(
   const ownHostName = localHostName(cfg.dataDir, shared);
   // Volumes' files: the VolumeService makes them here, the default host mounts them by name from here.
   const volumesDir = path.join(cfg.dataDir, "volumes");
-  const peers = shared ? () => placedOnPeers(hostRegistry, ownHostName) : null;
-  const { host: machineHost, network } = await openLocalHost(cfg, opts, f, unwind, { notMine: peers, volumesDir });
+  // The sandboxes whose networks are not this host's: a peer's, and those on workers (their hosts have theirs).
+  const notMine = async () =>
+    new Set([...(shared ? await placedOnPeers(hostRegistry, ownHostName) : []), ...(await placedOnWorkers(hostRegistry))]);
+  const { host: machineHost, network } = await openLocalHost(cfg, opts, f, unwind, { notMine, volumesDir });
   // Whether machines here mount volumes is the host's to say (its file server, over its networks).
   const localMounts = machineHost.capabilities.volumes.ok;
   // Image bases are built on the host that runs machines on them (a worker builds its own).
@@ -91,6 +90,8 @@ export async function startRuntime(
   volumes.mountsSupported = localMounts;
   // The fleet's registry before the sandboxes: creates placed on workers start there.
   let volumeSyncs: VolumeSyncs | null = null;
+  // The workers' bundles, made once the sandbox service is (placement asks which workers it reaches).
+  let workers: WorkerBundles | null = null;
   const hostLost = new HostLostService({ store, log, release: (id): Promise<boolean> => fleet.release(id) });
   const fleet: FleetService = new FleetService({
     hosts: hostRegistry,
@@ -104,6 +105,7 @@ export async function startRuntime(
     localHostName: ownHostName,
     joinToken: f.joinToken,
     onHostLost: async (lost): Promise<void> => {
+      await workers?.lost(lost.host.id);
       await hostLost.sandboxesLost(lost);
       // After its sandboxes ended (they no longer mount its volumes): its volumes are marked.
       await volumeSyncs?.hostLost(lost.host.id, new Date().toISOString());
@@ -117,7 +119,13 @@ export async function startRuntime(
   const syncStore = openVolumeSyncs(store);
   const moves = await VolumeMoves.wire({ store: volumeStore, syncs: syncStore, volumes, fleet, blobs, log });
   volumeSyncs = new VolumeSyncs({ store: volumeStore, syncs: syncStore, moves, fleet, log, intervalMs: cfg.volumeSyncS * 1000 });
-  const remote = new RemoteSandboxes({ fleet, store, log, volumes: { moves, localMounts } });
+  const remote = new RemoteSandboxes({
+    fleet,
+    store,
+    log,
+    volumes: { moves, localMounts },
+    reachable: () => workers?.hostIds() ?? new Set<string>(),
+  });
   const sandboxes = new SandboxService({
     volumes,
     network,
@@ -136,7 +144,7 @@ export async function startRuntime(
     deadlines: cfg.deadlines,
     warmTemplates: cfg.warmTemplates,
     // Where sandboxes run: here until a worker joins, then here or on a worker (chosen per create).
-    placement: (here) => new FleetPlacement(remote, here, () => placedOnWorkers(hostRegistry)),
+    placement: (here, hosts) => new FleetPlacement(remote, fleet, here, hosts, () => placedOnWorkers(hostRegistry)),
   });
   // Adoptions still running are cancelled first, then every VM is stopped.
   unwind.push("sandboxes", () => sandboxes.close().catch(() => {}));
@@ -158,11 +166,8 @@ export async function startRuntime(
   const { settled, owned } = await sandboxes.reconcile({ placedHere });
   void settled.catch((err: Error) => f.early.error({ err: err.message }, "reconciling sandboxes failed"));
   // On a shared store: a checkpoint in progress is this server's to fail when its sandbox is placed
-  // here, or has ended (whoever was taking it is gone); another server may be taking the rest. One
-  // of a sandbox on a worker is being taken there: it is followed again below.
-  const onWorkers = await placedOnWorkers(hostRegistry);
+  // here, or has ended (whoever was taking it is gone); another server may be taking the rest.
   await checkpoints.reconcile(async (sandboxId) => {
-    if (onWorkers.has(sandboxId)) return false;
     if (placedHere === null || placedHere.has(sandboxId)) return true;
     const status = (await store.getSandbox(sandboxId))?.status;
     return status === undefined || !ACTIVE.includes(status);
@@ -182,21 +187,35 @@ export async function startRuntime(
   // Single-box mode: this process's own VMs are its host (after reconciliation decided which
   // sandboxes are still active).
   await localHost.start(owned);
-  // Creates a stopped control plane (a lost peer, or this one before a restart) left starting on
-  // workers are finished or ended after each reaping.
-  const stranded = new StrandedStarts({ fleet, store, remote, log });
-  unwind.push("stranded starts", () => stranded.stop());
-  fleet.onReaped(() => stranded.sweep());
+  // The workers that serve their hosts: each a bundle of the sandbox service, opened now and at
+  // each registration (its sandboxes adopted again), dropped when lost; closed before the sandboxes
+  // (their machines run on: only this host's stop with this process).
+  workers = new WorkerBundles({
+    fleet,
+    sandboxes,
+    store,
+    log,
+    dataDir: cfg.dataDir,
+    network: {
+      enabled: cfg.network,
+      defaultPolicy: cfg.networkDefault,
+      dnsUpstreams: cfg.dnsUpstreams,
+      dnsRateLimit: cfg.dnsRateLimit,
+    },
+  });
+  const opened = workers;
+  fleet.onJoined((hostId, url) =>
+    opened
+      .joined(hostId, url)
+      .catch((err: Error) => log.warn({ host_id: hostId, url, err: err.message }, "opening a worker's host failed")),
+  );
+  unwind.push("the workers' hosts", () => opened.close());
+  await workers.openAll();
   unwind.push("the fleet's reaper", () => fleet.stop());
   fleet.start();
   unwind.push("volume syncs", () => volumeSyncs?.stop());
   volumeSyncs.start();
-  fleet.onSandboxReports((host, reports) => remote.applyReports(host, reports));
-  const remoteCheckpoints = new RemoteCheckpoints({ store, fleet, remote, log });
-  unwind.push("remote checkpoints", () => remoteCheckpoints.close());
-  await remoteCheckpoints.resume();
-  fleet.onInventory((host, running) => remote.endedAmong(host, running));
-  const checkpointSites = new FleetCheckpointSites({ remote, checkpoints, sandboxes, onWorkers: remoteCheckpoints });
+  const checkpointSites = bundleCheckpoints(checkpoints, sandboxes);
   return {
     images,
     network,
@@ -206,7 +225,6 @@ export async function startRuntime(
     remote,
     sandboxes,
     checkpoints,
-    remoteCheckpoints,
     checkpointSites,
     timeouts,
   };

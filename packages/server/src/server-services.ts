@@ -39,7 +39,6 @@ export function composeServices(f: Foundation, r: Runtime): Services {
       accel: f.accel,
       volumes,
       checkpointSites: r.checkpointSites,
-      remoteCheckpoints: r.remoteCheckpoints,
     }),
     exec,
     files,
@@ -71,7 +70,6 @@ export function composeServices(f: Foundation, r: Runtime): Services {
     desktop: new DesktopService({ sandboxes, exec, files, log }),
     fleet: r.fleet,
     remote: r.remote,
-    remoteCheckpoints: r.remoteCheckpoints,
     checkpointSites: r.checkpointSites,
     ...(f.workerTeamId
       ? workerSides({

@@ -54,15 +54,15 @@ function hostNameArg(input: string): string {
 }
 
 /**
- * `sandtree worker`: runs sandboxes for a control plane. It serves the sandbox runtime on
- * --listen (its own state in --data-dir), joins the control plane with that URL and heartbeats
- * until SIGTERM/SIGINT; the control plane places creates here and proxies calls to it.
+ * `sandtree worker`: runs sandboxes for a control plane. It serves this machine's host (the host
+ * interface) on --listen (its state in --data-dir), joins the control plane with that URL and
+ * heartbeats until SIGTERM/SIGINT; the control plane places creates here and runs them through it.
  */
 export function registerWorkerCommands(program: Command, ctx: CliContext): void {
   program
     .command("worker")
     .description(
-      "join a control plane as a fleet host and run the sandboxes it places here: serves the sandbox runtime on " +
+      "join a control plane as a fleet host and run the sandboxes it places here: serves this machine's host on " +
         "--listen (only the control plane may call it), registers this machine's capacity, images and that URL, then " +
         "heartbeats until stopped",
     )
@@ -78,13 +78,16 @@ export function registerWorkerCommands(program: Command, ctx: CliContext): void 
       "this host's own state and sandbox disks; its free disk is reported (default: $SANDTREE_DATA_DIR)",
     )
     .option("--name <name>", "this host's name in the fleet (default: the machine's hostname)", hostNameArg)
-    .option("--listen <host:port>", "where the sandbox API listens for the control plane (default 127.0.0.1:7071)", listenArg)
+    .option(
+      "--listen <host:port>",
+      "where this worker's machine host listens for the control plane (default 127.0.0.1:7071)",
+      listenArg,
+    )
     .option("--url <url>", "the URL the control plane calls (default: http://<listen address>)", urlArg)
     .option(
       "--serve-host <host:port>",
-      "where this worker serves its machine host (the host interface as a Connect-RPC service over HTTP/2, same key " +
-        "as the sandbox API), which the control plane runs its sandboxes through (default: the --listen address, its " +
-        "port plus one)",
+      "where this worker serves its machine host (the host interface as a Connect-RPC service over HTTP/2), which " +
+        "the control plane runs its sandboxes through (default: the --listen address)",
       listenArg,
     )
     .option(

@@ -49,6 +49,11 @@ export class ServedMachines {
     return m;
   }
 
+  /** The machines running now (a worker stops them when it shuts down). */
+  running(): Machine[] {
+    return [...this.byName.values()];
+  }
+
   get(name: string): Machine {
     const m = this.byName.get(name);
     if (!m) throw new MachineRefusedError(`no machine named ${JSON.stringify(name.slice(0, 80))} runs on this host`);
@@ -133,7 +138,11 @@ export function machineHostService(
         return create(LayerDigestSchema, { sha256: d.sha256, size: BigInt(d.size) });
       }),
     start: (r, ctx) => answer(async () => machineInfo(served.add(await host.start(machineSpec(r, ctx.signal))))),
-    adopt: (r, ctx) => answer(async () => machineInfo(served.add(await host.adopt(adoptSpec(r, ctx.signal))))),
+    // A machine this process still runs (its control plane reconnected) is answered as it is, never adopted twice.
+    adopt: (r, ctx) =>
+      answer(async () =>
+        machineInfo(served.running().find((m) => m.name === r.name) ?? served.add(await host.adopt(adoptSpec(r, ctx.signal)))),
+      ),
     survivors: () => answer(async () => ({ survivors: await host.survivors() })),
     killSurvivor: (r) => answerEmpty(() => host.killSurvivor(r.pid, r.name)),
     // The name is checked here too: whatever host is served, a caller's name never leaves its roots.

@@ -6,7 +6,6 @@ import { publicCheckpoint } from "../services/checkpoints/checkpoint-view.js";
 import { CHECKPOINT_ID_HEADER } from "../services/fleet/worker-client.js";
 import type { Services } from "../services/services.js";
 import { CONTROL_PLANE_KEY_ID } from "../services/teams/auth-service.js";
-import { ANSWERED_HERE } from "./fleet-route.js";
 
 const SandboxParams = z.object({ id: z.string().min(1).max(64) });
 const CheckpointParams = z.object({ cid: z.string().min(1).max(64) });
@@ -22,7 +21,7 @@ function givenId(headers: Record<string, unknown>, keyId: string): { id?: string
 }
 
 export function checkpointRoutes(app: FastifyInstance, s: Services): void {
-  app.post("/v1/sandboxes/:id/checkpoints", ANSWERED_HERE, async (req, reply) => {
+  app.post("/v1/sandboxes/:id/checkpoints", async (req, reply) => {
     const { id } = parse(SandboxParams, req.params);
     const body = parse(CreateCheckpointRequest, req.body ?? {});
     const opts = {
@@ -35,7 +34,7 @@ export function checkpointRoutes(app: FastifyInstance, s: Services): void {
     return reply.status(201).send(publicCheckpoint(c));
   });
 
-  app.get("/v1/sandboxes/:id/checkpoints", ANSWERED_HERE, async (req) => {
+  app.get("/v1/sandboxes/:id/checkpoints", async (req) => {
     const { id } = parse(SandboxParams, req.params);
     return { checkpoints: (await s.checkpoints.list(req.principal.teamId, id)).map(publicCheckpoint) };
   });
@@ -52,13 +51,11 @@ export function checkpointRoutes(app: FastifyInstance, s: Services): void {
   app.delete("/v1/checkpoints/:cid", async (req) => {
     const { cid } = parse(CheckpointParams, req.params);
     const c = await s.checkpoints.delete(req.principal.teamId, cid);
-    // Workers drop their copies too (the object in a shared bucket is this control plane's to delete).
-    await s.remoteCheckpoints.forget(cid);
     return publicCheckpoint(c);
   });
 
   // Checkpoint, start a child (or `count` children) from it once FROZEN (RestoreService.fork).
-  app.post("/v1/sandboxes/:id/fork", ANSWERED_HERE, async (req, reply) => {
+  app.post("/v1/sandboxes/:id/fork", async (req, reply) => {
     const { id } = parse(SandboxParams, req.params);
     const body = req.body;
     if (body !== null && typeof body === "object" && "host" in body && !req.principal.isAdmin) {
@@ -71,7 +68,7 @@ export function checkpointRoutes(app: FastifyInstance, s: Services): void {
   });
 
   // Puts a running sandbox back to a memory checkpoint's state, keeping its id.
-  app.post("/v1/sandboxes/:id/reset", ANSWERED_HERE, async (req) => {
+  app.post("/v1/sandboxes/:id/reset", async (req) => {
     const { id } = parse(SandboxParams, req.params);
     // Done where the sandbox runs (on a fleet worker: there, its chain sent first).
     return (await s.checkpointSites.of(req.principal.teamId, id)).reset(req.principal.teamId, id, req.body);

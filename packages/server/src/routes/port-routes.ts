@@ -6,7 +6,6 @@ import { z } from "zod";
 import { parse } from "../errors.js";
 import { type ExposedPortInfo, type PortTarget, portFailure } from "../services/network/port-service.js";
 import type { Services } from "../services/services.js";
-import { PORT_URLS, WAY_IN } from "./fleet-route.js";
 import { forwardHeaders } from "./proxy/forward-headers.js";
 import { forward, proxyUpgrade, relay, type Upstream } from "./proxy/reverse-proxy.js";
 import { StreamAgent } from "./proxy/stream-agent.js";
@@ -45,19 +44,19 @@ export function portRoutes(app: FastifyInstance, s: Services): void {
     agent.destroy();
   });
 
-  app.post("/v1/sandboxes/:id/ports", PORT_URLS, async (req, reply) => {
+  app.post("/v1/sandboxes/:id/ports", async (req, reply) => {
     const { id } = parse(Params, req.params);
     const { port } = parse(ExposePortRequest, req.body ?? {});
     const exposed = await s.ports.expose(req.principal.teamId, id, port);
     return reply.status(201).send(render(req, exposed));
   });
 
-  app.get("/v1/sandboxes/:id/ports", PORT_URLS, async (req) => {
+  app.get("/v1/sandboxes/:id/ports", async (req) => {
     const { id } = parse(Params, req.params);
     return { ports: (await s.ports.list(req.principal.teamId, id)).map((p) => render(req, p)) };
   });
 
-  app.delete("/v1/sandboxes/:id/ports/:port", PORT_URLS, async (req, reply) => {
+  app.delete("/v1/sandboxes/:id/ports/:port", async (req, reply) => {
     const { id, port } = parse(PortParams, req.params);
     await s.ports.unexpose(req.principal.teamId, id, port);
     return reply.status(204).send();
@@ -74,7 +73,7 @@ export function portRoutes(app: FastifyInstance, s: Services): void {
       return reply.redirect(`${pathname}/${query === null ? "" : `?${query}`}`, 308);
     });
 
-    scope.all("/ports/:id/:port/*", WAY_IN, async (req, reply) => {
+    scope.all("/ports/:id/:port/*", async (req, reply) => {
       const { id, port } = parse(PortParams, req.params);
       const { token, from } = tokenOf(req, port);
       const target = await s.ports.authorize(id, port, token);
@@ -101,7 +100,7 @@ export function portRoutes(app: FastifyInstance, s: Services): void {
       });
     });
 
-    scope.get("/tcp/:id/:port", WAY_IN, async (req, reply) => {
+    scope.get("/tcp/:id/:port", async (req, reply) => {
       const { id, port } = parse(PortParams, req.params);
       const up = pending.get(req.raw);
       if (!up || String(req.headers.upgrade).toLowerCase() !== "websocket") {

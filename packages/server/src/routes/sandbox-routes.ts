@@ -6,7 +6,6 @@ import { hostIdNamed, withHosts } from "../services/fleet/sandbox-hosts.js";
 import { SANDBOX_ID_HEADER } from "../services/fleet/worker-client.js";
 import type { Services } from "../services/services.js";
 import { CONTROL_PLANE_KEY_ID } from "../services/teams/auth-service.js";
-import { ANSWERED_HERE } from "./fleet-route.js";
 
 const IdParams = z.object({ id: z.string().min(1).max(64) });
 const SandboxIdHeader = z.string().regex(/^sb-[a-z2-7]{16}$/, "a sandbox id (sb- and 16 base32 letters)");
@@ -63,13 +62,13 @@ export function sandboxRoutes(app: FastifyInstance, s: Services): void {
     return list;
   });
 
-  app.get("/v1/sandboxes/:id", ANSWERED_HERE, async (req) => {
+  app.get("/v1/sandboxes/:id", async (req) => {
     const { id } = parse(IdParams, req.params);
     const sb = await s.sandboxes.get(req.principal.teamId, id);
     return req.principal.isAdmin ? (await withHosts(s.fleet, [sb]))[0] : sb;
   });
 
-  app.delete("/v1/sandboxes/:id", ANSWERED_HERE, async (req) => {
+  app.delete("/v1/sandboxes/:id", async (req) => {
     const { id } = parse(IdParams, req.params);
     return s.sandboxes.delete(req.principal.teamId, id);
   });

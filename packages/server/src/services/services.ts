@@ -8,7 +8,6 @@ import type { DesktopService } from "./desktop/desktop-service.js";
 import type { DirWatchService } from "./files/dir-watch-service.js";
 import type { FileService } from "./files/file-service.js";
 import type { FleetService } from "./fleet/fleet-service.js";
-import type { RemoteCheckpoints } from "./fleet/remote-checkpoints.js";
 import type { RemoteSandboxes } from "./fleet/remote-sandboxes.js";
 import type { WorkerCheckpoints } from "./fleet/worker-checkpoints.js";
 import type { ImageAliases } from "./images/image-aliases.js";
@@ -66,11 +65,9 @@ export interface Services {
   desktop: DesktopService;
   /** Fleet hosts, heartbeats, placement, the HOST_LOST reaper. */
   fleet: FleetService;
-  /** Sandboxes on workers: where creates go, and which calls are proxied (routes/worker-proxy.ts). */
+  /** Where creates go on the fleet: this host or a worker (its bundle runs the sandbox). */
   remote: RemoteSandboxes;
-  /** Checkpoints of sandboxes on workers (workers drop their copies of a deleted checkpoint). */
-  remoteCheckpoints: RemoteCheckpoints;
-  /** Where a sandbox's checkpoints are taken: this host, or the worker it runs on. */
+  /** Where a sandbox's checkpoints are taken: the bundle of the host it runs on. */
   checkpointSites: CheckpointSites;
   /** On a fleet worker: its checkpoint records for the control plane, and imports of chains taken elsewhere. */
   workerCheckpoints?: WorkerCheckpoints;

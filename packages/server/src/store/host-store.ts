@@ -102,7 +102,8 @@ export interface HostStore {
   /** Removes the placement and gives its capacity back; false when there was none. */
   release(sandboxId: string): Promise<boolean>;
   getPlacement(sandboxId: string): Promise<PlacementRow | undefined>;
-  listPlacements(hostId: string): Promise<PlacementRow[]>;
+  /** A host's placements, each with the control plane that starts it there (`placed_by`: null for an admin's reservation). */
+  listPlacements(hostId: string): Promise<Array<PlacementRow & { placed_by: string | null }>>;
   /**
    * The status and placement of each of `ids` that has a sandbox row, in one query (a worker's
    * whole inventory at once); ids without a row are left out. Ordered by sandbox id.

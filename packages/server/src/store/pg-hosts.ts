@@ -224,10 +224,10 @@ export class PgHostStore implements HostStore {
     return one<PlacementRow>(this.pool, `SELECT ${PLACEMENT_COLUMNS} FROM placements WHERE sandbox_id = $1`, [sandboxId]);
   }
 
-  async listPlacements(hostId: string): Promise<PlacementRow[]> {
-    return all<PlacementRow>(
+  async listPlacements(hostId: string): Promise<Array<PlacementRow & { placed_by: string | null }>> {
+    return all<PlacementRow & { placed_by: string | null }>(
       this.pool,
-      `SELECT ${PLACEMENT_COLUMNS} FROM placements WHERE host_id = $1 ORDER BY placed_at, sandbox_id`,
+      `SELECT ${PLACEMENT_COLUMNS}, placed_by FROM placements WHERE host_id = $1 ORDER BY placed_at, sandbox_id`,
       [hostId],
     );
   }

@@ -207,10 +207,10 @@ export class SqliteHostStore implements HostStore {
     return ids.length ? (this.q(WHEREABOUTS).all(JSON.stringify(ids)) as SandboxWhereabouts[]) : [];
   }
 
-  async listPlacements(hostId: string): Promise<PlacementRow[]> {
-    return this.q(`SELECT ${PLACEMENT_COLUMNS} FROM placements WHERE host_id = ? ORDER BY placed_at, sandbox_id`).all(
+  async listPlacements(hostId: string): Promise<Array<PlacementRow & { placed_by: string | null }>> {
+    return this.q(`SELECT ${PLACEMENT_COLUMNS}, placed_by FROM placements WHERE host_id = ? ORDER BY placed_at, sandbox_id`).all(
       hostId,
-    ) as PlacementRow[];
+    ) as Array<PlacementRow & { placed_by: string | null }>;
   }
 
   async countPlacements(): Promise<number> {

@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
+import { connectRemoteHost } from "@sandtree/host";
 import { SandtreeClient } from "@sandtree/sdk";
 import { describe, expect, it } from "vitest";
 import { type Api, jsonApi, spawnServe, stopChildProcess } from "../helpers.js";
@@ -40,9 +41,9 @@ describe("fleet: sandboxes on workers behind one API", () => {
     expect(h.get("wb")).toMatchObject({ state: "ACTIVE", url: workers[1]?.url });
     expect(h.get("local")).toMatchObject({ state: "CORDONED", url: null });
     // The control plane's admin key is not the worker's: refused, as is no key at all.
-    const direct = jsonApi(workers[0]?.url ?? "", () => "st_not-the-call-key");
-    expect((await direct("GET", "/v1/sandboxes")).status).toBe(401);
-    expect((await fetch(`${workers[0]?.url}/v1/sandboxes`)).status).toBe(401);
+    const direct = (key: string) => connectRemoteHost({ url: workers[0]?.url ?? "", key });
+    await expect(direct(cpKey)).rejects.toMatchObject({ code: "UNAUTHORIZED" });
+    await expect(direct("")).rejects.toMatchObject({ code: "UNAUTHORIZED" });
   });
 
   it("spreads creates over the workers; exec and files go through the control plane; cordon and pins hold; deletes free", async () => {

@@ -1,7 +1,7 @@
 // The real-process fleet harness: `sandtree worker` children on loopback, each with its own data
 // dir, and what their own stores hold. Shared by the fleet-worker*.test.ts files.
 import type { ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { qemuPidsNamed } from "@sandtree/host/qemu";
@@ -55,14 +55,20 @@ export async function startWorker(
   return { name, dir, proc, url: match[1] ?? "", output };
 }
 
-/** The sandbox ids in a worker's own store (its SQLite in its data dir). */
+/**
+ * The sandboxes whose machines a worker runs (or ran, until deleted): its host keeps each machine's
+ * log directory under the machine's name (`sandtree-<id>`) in its data dir. The worker holds no
+ * sandbox records: the control plane's store is their only record.
+ */
 export function idsOnWorker(w: Worker): string[] {
-  const db = new Database(path.join(w.dir, "sandtree.db"), { readonly: true, fileMustExist: true });
-  try {
-    return (db.prepare("SELECT id FROM sandboxes").all() as Array<{ id: string }>).map((r) => r.id);
-  } finally {
-    db.close();
-  }
+  const dir = path.join(w.dir, "machine-logs");
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir).flatMap((n) => (/^sandtree-(sb-[a-z2-7]+)$/.exec(n)?.[1] ? [n.slice("sandtree-".length)] : []));
+}
+
+/** A worker's own data dir holds no sandbox records (it has no database of its own). */
+export function workerHoldsNoRecords(w: Worker): boolean {
+  return !existsSync(path.join(w.dir, "sandtree.db"));
 }
 
 /** PIDs of the QEMU processes that run a sandbox's VM (named `sandtree-<id>`), found in /proc. */

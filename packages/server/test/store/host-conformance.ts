@@ -88,7 +88,12 @@ export function describeHostStoreConformance(name: string, open: () => Promise<O
       const urls = openHostUrls(opened.store);
       await urls.set(w.id, "http://10.0.0.2:7071", "http://10.0.0.2:7072");
       await urls.set(v.id, "http://10.0.0.3:7071");
-      expect(await urls.all()).toEqual(new Map([[w.id, "http://10.0.0.2:7071"], [v.id, "http://10.0.0.3:7071"]]));
+      expect(await urls.all()).toEqual(
+        new Map([
+          [w.id, "http://10.0.0.2:7071"],
+          [v.id, "http://10.0.0.3:7071"],
+        ]),
+      );
       expect(await urls.hostUrls()).toEqual(new Map([[w.id, "http://10.0.0.2:7072"]]));
       await urls.set(v.id, "http://10.0.0.3:7071", "http://10.0.0.3:9000");
       await urls.set(w.id, null);

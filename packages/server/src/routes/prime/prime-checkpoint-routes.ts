@@ -39,7 +39,6 @@ export function primeCheckpointRoutes(app: FastifyInstance, s: Services): void {
     for (const c of await s.checkpoints.list(req.principal.teamId, id)) {
       try {
         await s.checkpoints.delete(req.principal.teamId, c.id);
-        await s.remoteCheckpoints.forget(c.id);
         deleted.push(c.id);
       } catch (err) {
         if (!(err instanceof SandtreeError) || (err.status !== 404 && err.status !== 409)) throw err;
@@ -68,7 +67,6 @@ export function primeCheckpointRoutes(app: FastifyInstance, s: Services): void {
   app.delete("/api/v1/sandbox/checkpoints/:cid", async (req) => {
     const { cid } = parse(CheckpointParams, req.params);
     const c = await s.checkpoints.delete(req.principal.teamId, cid);
-    await s.remoteCheckpoints.forget(cid);
     return checkpointView(publicCheckpoint(c));
   });
 }

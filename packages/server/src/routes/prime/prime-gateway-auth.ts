@@ -31,15 +31,5 @@ export async function gatewayCaller(
   await s.sandboxes.whenAdopted(sid);
   const sandbox = await s.sandboxes.get(principal.teamId, sid);
   if (TERMINAL_STATUSES.includes(sandbox.status)) throw new SandboxGoneError(sandbox);
-  // The native routes proxy a worker's sandbox to it (routes/worker-proxy.ts); this gateway does not yet.
-  if (await s.remote.hostOf(sid)) {
-    throw new SandtreeError(
-      "NOT_ON_REMOTE_HOST",
-      `sandbox ${sid} runs on a fleet worker: the Prime gateway serves this host's sandboxes only`,
-      {
-        id: sid,
-      },
-    );
-  }
   return { principal, sandbox };
 }

@@ -7,6 +7,7 @@ import type { CheckpointRow } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
 import type { Logger } from "../observability/logger.js";
 import { machineOf } from "../sandboxes/machine-identity.js";
+import type { HostBundle } from "../sandboxes/sandbox-parts.js";
 import { liveDiskName, memoryMbFor } from "../sandboxes/sandbox-paths.js";
 import type { SandboxService } from "../sandboxes/sandbox-service.js";
 import { countHolder } from "../support/count-holder.js";
@@ -270,20 +271,24 @@ export class CheckpointService {
    * the top layer's path, to back a new sandbox's overlay. A corrupt or missing layer is
    * CHECKPOINT_CORRUPT: such a checkpoint never boots. Layers this process is still sealing are
    * used as they are on this host (no hash yet: the host wrote them here and writes no more to them).
+   * `on`: the bundle of the host the restore runs on (default this process's own).
    */
   async restorePath(
     teamId: string | undefined,
     id: string,
     signal?: AbortSignal,
-    opts: { memory?: boolean } = {},
+    opts: { memory?: boolean; on?: HostBundle } = {},
   ): Promise<{ path: string; row: CheckpointRow; memPath: string | null }> {
     const top = teamId === undefined ? await this.deps.store.getCheckpoint(id) : await this.get(teamId, id);
     if (!top) throw new SandtreeError("CHECKPOINT_NOT_FOUND", `checkpoint ${id} not found`, { id });
+    // Another host (a worker's) fetches the chain into its own layers directory, from the store only.
+    const there = opts.on && opts.on !== this.deps.sandboxes.bundles.local ? opts.on : null;
+    const layers = there ? there.host.layers(this.deps.blobs) : this.layers;
     const verify = (row: CheckpointRow) =>
-      verifyChain(this.deps.store, { layers: this.layers, dir: this.deps.blobs.localDir }, row, {
+      verifyChain(this.deps.store, { layers, dir: this.deps.blobs.localDir }, row, {
         ...(signal ? { signal } : {}),
         memory: opts.memory === true,
-        sealingHere: (c) => this.uploads.has(c),
+        ...(there ? {} : { sealingHere: (c: string) => this.uploads.has(c) }),
       });
     if (top.state === "DURABLE") return verify(top);
     try {

@@ -13,10 +13,12 @@ export interface TakeOptions {
   id?: string;
 }
 
+/** How long a reset on another host than the one that took the checkpoint waits for it to be stored. */
+const WAIT_DURABLE_MS = 300_000;
+
 /**
- * Where a sandbox's checkpoints are taken and its resets done: this host (CheckpointService and
- * SandboxService) or the fleet worker it runs on (RemoteCheckpoints, the records kept here).
- * Callers ask `CheckpointSites.of` and never branch on which it is.
+ * Where a sandbox's checkpoints are taken and its resets done: the bundle of the host it runs on
+ * (CheckpointService and SandboxService, the records kept here). Callers ask `CheckpointSites.of`.
  */
 export interface CheckpointSite {
   take(teamId: string, sandboxId: string, opts: TakeOptions): Promise<CheckpointRow>;
@@ -34,7 +36,13 @@ export interface CheckpointSites {
   of(teamId: string, sandboxId: string): Promise<CheckpointSite>;
 }
 
-/** This host's checkpoints as a site. */
+/** Every sandbox's checkpoints taken through its host's bundle. */
+export function bundleCheckpoints(checkpoints: CheckpointService, sandboxes: SandboxService): CheckpointSites {
+  const site = hereCheckpoints(checkpoints, sandboxes);
+  return { of: async () => site };
+}
+
+/** The checkpoints of the sandboxes of this service's bundles as a site. */
 export function hereCheckpoints(checkpoints: CheckpointService, sandboxes: SandboxService): CheckpointSite {
   return {
     take: (teamId, sandboxId, opts) => checkpoints.create(teamId, sandboxId, opts),
@@ -43,11 +51,14 @@ export function hereCheckpoints(checkpoints: CheckpointService, sandboxes: Sandb
       const body = parse(ResetRequest, raw ?? {});
       const release = checkpoints.hold(body.checkpoint_id);
       try {
+        const on = sandboxes.bundles.of(id);
+        // A FROZEN layer lies on the host that took it: another host reads it from the store.
+        if (on !== sandboxes.bundles.local) await checkpoints.waitDurable(teamId, body.checkpoint_id, WAIT_DURABLE_MS);
         const {
           row,
           path: top,
           memPath,
-        } = await checkpoints.restorePath(teamId, body.checkpoint_id, undefined, { memory: true });
+        } = await checkpoints.restorePath(teamId, body.checkpoint_id, undefined, { memory: true, on });
         if (!memPath) throw new SandtreeError("CHECKPOINT_HAS_NO_MEMORY", `checkpoint ${row.id} has no memory`);
         const sb = await sandboxes.get(teamId, id);
         refuseOtherMachine(row, { accel: sb.accel, nested: sb.nested_virtualization }, `sandbox ${id}`);

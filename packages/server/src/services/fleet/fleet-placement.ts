@@ -1,34 +1,21 @@
-import type { CreateSandboxParams, Sandbox } from "@sandtree/protocol";
+import { type CreateSandboxParams, type Sandbox, SandtreeError } from "@sandtree/protocol";
 import type { RestoreLayers } from "../sandboxes/provisioner.js";
-import type { Placed, Placement, SandboxSite } from "../sandboxes/sandbox-site.js";
-import type { RemoteHost } from "./host-names.js";
+import type { HostSites, Placed, Placement, SandboxSite } from "../sandboxes/sandbox-site.js";
+import type { FleetService } from "./fleet-service.js";
 import type { RemoteSandboxes } from "./remote-sandboxes.js";
 import { isRestorePlan, type RestorePlan } from "./restore-plan.js";
 
 /**
- * A fleet worker as a sandbox's site: it sets up the sandbox's network and its guest itself;
- * the restore's layers are sent there and checked there; the start is done there and followed here.
- */
-export function workerSite(remote: RemoteSandboxes, host: RemoteHost): SandboxSite {
-  return {
-    verify: (plan) => plan.on(host),
-    admitted: async (sb, params) => ({
-      start: (_credentials, _restore, signal) => remote.start(host, sb, params, signal),
-      starting: () => {},
-    }),
-    control: (_teamId, id, action) => remote.controlOn(host, id, action),
-  };
-}
-
-/**
  * The control plane's placement: a create goes to this host or to a worker (RemoteSandboxes.place,
  * also in single-box mode, where no worker has joined and every create stays here), answered as
- * that host's site.
+ * that host's site: the site of its bundle (a worker's: its remote host, see WorkerBundles).
  */
 export class FleetPlacement implements Placement {
   constructor(
     private readonly remote: RemoteSandboxes,
+    private readonly fleet: FleetService,
     private readonly here: SandboxSite,
+    private readonly hosts: HostSites,
     /** The sandboxes placed on workers (their machines run there). */
     private readonly onWorkers: () => Promise<Set<string>>,
   ) {}
@@ -42,10 +29,16 @@ export class FleetPlacement implements Placement {
     o: { checkFit: boolean },
   ): Promise<Placed<T>> {
     const worker = await this.remote.place(sb, params, given, o);
-    const site = worker ? workerSite(this.remote, worker) : this.here;
     let admitted: T;
     let restore: RestoreLayers | null;
+    let site = this.here;
     try {
+      if (worker) {
+        const there = this.hosts.on(worker.name);
+        // Lost between its placement and now: the create is refused, its reservation given back.
+        if (!there) throw new SandtreeError("UNAVAILABLE", `host ${worker.name} is no longer reachable: try again`);
+        site = there;
+      }
       restore = isRestorePlan(given) ? await site.verify(given) : given;
       admitted = await admit();
     } catch (err) {
@@ -56,17 +49,17 @@ export class FleetPlacement implements Placement {
     return { site, admitted, restore };
   }
 
-  async siteOf(teamId: string, id: string): Promise<SandboxSite> {
-    const worker = await this.remote.hostOfTeams(teamId, id);
-    return worker ? workerSite(this.remote, worker) : this.here;
+  /** The site of the host a sandbox is placed on (a lost worker's, or none: this host's, which answers 404 or not running). */
+  async siteOf(_teamId: string, id: string): Promise<SandboxSite> {
+    const hostId = await this.fleet.placedOn(id);
+    if (!hostId || this.fleet.isLocal(hostId)) return this.here;
+    return this.hosts.on(await this.fleet.hostName(hostId)) ?? this.here;
   }
 
   elsewhere(): Promise<Set<string>> {
     return this.onWorkers();
   }
 
-  /** A sandbox that ends here ends on its worker too (its reservation is released with its status). */
-  teardown(id: string): Promise<void> {
-    return this.remote.teardown(id);
-  }
+  /** Nothing is left at the site: the sandbox's bundle tore its machine down (its reservation is released with its status). */
+  async teardown(_id: string): Promise<void> {}
 }

@@ -10,7 +10,6 @@ import {
   type PlacementRequest,
   type RegisterHostRequest,
   type RegisterHostResponse,
-  type SandboxReport,
   SandtreeError,
 } from "@sandtree/protocol";
 import type { z } from "zod";
@@ -45,9 +44,7 @@ export class FleetService {
   private timer: NodeJS.Timeout | null = null;
   private localId: string | null = null;
   private localBeat: (() => Promise<void>) | null = null;
-  private reportHook: ((host: HostRow, reports: SandboxReport[]) => Promise<void>) | null = null;
-  private reapHook: (() => Promise<void>) | null = null;
-  private inventoryHook: ((host: HostRow, running: string[]) => Promise<string[]>) | null = null;
+  private joinHook: ((hostId: string, hostUrl: string) => Promise<void>) | null = null;
 
   constructor(private readonly deps: FleetServiceDeps) {
     const t = deps.joinToken ?? loadOrCreateJoinToken(deps.dataDir);
@@ -62,8 +59,41 @@ export class FleetService {
   }
 
   /** `POST /v1/fleet/hosts/register`: the join token buys a host id and a per-host secret, shown once. */
-  register(authorization: string | undefined, req: z.output<typeof RegisterHostRequest>): Promise<RegisterHostResponse> {
-    return registerWorker(this.deps, this.cache, this.joinToken, authorization, req);
+  async register(authorization: string | undefined, req: z.output<typeof RegisterHostRequest>): Promise<RegisterHostResponse> {
+    const r = await registerWorker(this.deps, this.cache, this.joinToken, authorization, req);
+    // After this answer: the worker answers the key of the secret it is about to hear.
+    const hook = this.joinHook;
+    const hostUrl = req.host_url;
+    if (hook && hostUrl) setImmediate(() => void hook(r.host_id, hostUrl));
+    return r;
+  }
+
+  /** Told of every worker that registered (again) with its machine host's URL (WorkerBundles opens its bundle). */
+  onJoined(hook: (hostId: string, hostUrl: string) => Promise<void>): void {
+    this.joinHook = hook;
+  }
+
+  /** Host id -> machine host URL of every worker that serves its host. */
+  async workerHostUrls(): Promise<Map<string, string>> {
+    return (await this.deps.urls?.hostUrls()) ?? new Map();
+  }
+
+  /** Reads a host's registration again (its secret may have changed at another control plane, or before a restart). */
+  async refreshHost(hostId: string): Promise<void> {
+    const row = await this.deps.hosts.getHost(hostId);
+    if (row) this.cache.remember(row);
+  }
+
+  /** The key a worker answers now (its latest secret's), as this process last saw its registration; null: unknown. */
+  callKeyOf(hostId: string): string | null {
+    const h = this.cache.get(hostId);
+    return h ? workerCallKey(this.joinToken, hostId, h.secret_hash) : null;
+  }
+
+  /** The sandboxes this control plane placed on a host to start them itself (its own, to supervise there). */
+  async placedByMeOn(hostId: string): Promise<Set<string>> {
+    const rows = await this.deps.hosts.listPlacements(hostId);
+    return new Set(rows.filter((p) => p.placed_by === this.localId).map((p) => p.sandbox_id));
   }
 
   /** `POST /v1/fleet/hosts/{id}/heartbeat`, authenticated by the host's secret. */
@@ -85,16 +115,15 @@ export class FleetService {
       ...(beat.locality ? { locality: HostLocality.parse(beat.locality) } : {}),
     });
     if (!row) throw refused();
-    if (beat.sandboxes?.length) await this.reportHook?.(row, beat.sandboxes);
-    if (known.state === "LOST" && row.state !== "LOST") this.deps.log.info({ host: row.name }, "host is back");
     this.cache.remember(row);
-    const end = beat.running?.length ? ((await this.inventoryHook?.(row, beat.running)) ?? []) : [];
-    return {
-      host_id: row.id,
-      state: row.state,
-      heartbeat_interval_ms: this.deps.heartbeatIntervalMs,
-      ...(end.length ? { end } : {}),
-    };
+    if (known.state === "LOST" && row.state !== "LOST") {
+      this.deps.log.info({ host: row.name }, "host is back");
+      // Its bundle is opened again: the machines of the sandboxes that ended while it was away are stopped.
+      const hostUrl = await this.deps.urls?.hostUrls().then((u) => u.get(row.id));
+      const hook = this.joinHook;
+      if (hook && hostUrl) void hook(row.id, hostUrl);
+    }
+    return { host_id: row.id, state: row.state, heartbeat_interval_ms: this.deps.heartbeatIntervalMs };
   }
 
   /** `GET /v1/hosts` (admin). */
@@ -151,21 +180,6 @@ export class FleetService {
   /** Refuses a size that no host (not LOST, among `eligible`) could hold even empty: host-fit.ts. */
   async checkFits(ask: SizeAsk, eligible: (hostId: string) => boolean): Promise<void> {
     checkFitsAmong((await this.cache.view()).values(), ask, eligible);
-  }
-
-  /** Asked, with a worker's inventory, which of its sandboxes have ended here (RemoteSandboxes answers). */
-  onInventory(hook: (host: HostRow, running: string[]) => Promise<string[]>): void {
-    this.inventoryHook = hook;
-  }
-
-  /** Told of the status changes a worker reports with its heartbeat (RemoteSandboxes applies them). */
-  onSandboxReports(hook: (host: HostRow, reports: SandboxReport[]) => Promise<void>): void {
-    this.reportHook = hook;
-  }
-
-  /** Told after every reaping (StrandedStarts sweeps then). */
-  onReaped(hook: () => Promise<void>): void {
-    this.reapHook = hook;
   }
 
   /**
@@ -342,7 +356,6 @@ export class FleetService {
         this.deps.log.error({ host: l.host.name, err: (err as Error).message }, "handling a lost host failed");
       }
     }
-    await this.reapHook?.().catch((err: Error) => this.deps.log.error({ err: err.message }, "sweeping stranded starts failed"));
     return lost;
   }
 

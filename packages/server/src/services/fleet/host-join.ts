@@ -37,7 +37,8 @@ export async function registerWorker(
     secret_hash: sha256Hex(secret),
     at: new Date(deps.clock.now()).toISOString(),
   });
-  await deps.urls?.set(row.id, req.url ?? null, req.host_url ?? null);
+  // Where the control plane reaches it: its machine host (a worker), or an older worker's sandbox API.
+  await deps.urls?.set(row.id, req.url ?? req.host_url ?? null, req.host_url ?? null);
   cache.remember(row);
   deps.log.info(
     { host: row.name, host_id: row.id, capacity: row.capacity, url: req.url, host_url: req.host_url },

@@ -1,24 +1,19 @@
-import { type CreateSandboxParams, type Sandbox, type SandboxReport, SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
-import { z } from "zod";
+import { type CreateSandboxParams, type Sandbox, SandtreeError } from "@sandtree/protocol";
 import type { HostRow } from "../../store/host-store.js";
 import type { CheckpointRow } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
 import type { Logger } from "../observability/logger.js";
-import { errorEnd } from "../sandboxes/error-end.js";
 import type { RestoreLayers } from "../sandboxes/provisioner.js";
-import { ACTIVE } from "../sandboxes/sandbox-machines.js";
 import type { FleetService } from "./fleet-service.js";
-import type { RemoteHost } from "./host-names.js";
 import { isRestorePlan, type RestorePlan } from "./restore-plan.js";
 import type { VolumeMoves } from "./volume-moves.js";
-import { WorkerClient } from "./worker-client.js";
 
 export interface RemoteSandboxesDeps {
   fleet: FleetService;
   store: Store;
   log: Logger;
-  /** How long a worker may take to bring a sandbox to RUNNING (default 10 min). */
-  startDeadlineMs?: number;
+  /** The workers this control plane reaches through their machine hosts (WorkerBundles.hostIds). */
+  reachable: () => ReadonlySet<string>;
   /** Where a create's volumes live, and their moves between hosts (placement input). */
   volumes?: {
     moves: VolumeMoves;
@@ -26,14 +21,6 @@ export interface RemoteSandboxesDeps {
     localMounts: boolean;
   };
 }
-
-/** What a worker answers for one of its sandboxes (the fields the control plane reads of it). */
-export const WorkerSandbox = z.looseObject({
-  id: z.string(),
-  status: z.string(),
-  error_reason: z.string().nullable().optional(),
-  image_digest: z.string().nullable().optional(),
-});
 
 export interface PlaceOptions {
   /**
@@ -43,22 +30,18 @@ export interface PlaceOptions {
   checkFit?: boolean;
 }
 
+/** A worker a create was placed on: its sandbox runs through that host's bundle (WorkerBundles). */
+export interface PlacedWorker {
+  id: string;
+  name: string;
+}
+
 /**
- * The control plane's side of sandboxes that run on workers: where a create goes (placement,
- * or the admin's pin), starting it on the worker with the same id and spec (quotas, keys and
- * validation stayed here), and deleting it there when it ends here. The row in this control
- * plane's store stays the sandbox's record; its host is its placement.
+ * Where a create runs on the fleet: this host or a worker (placement, or the admin's pin), with
+ * the create's volumes moved to the host chosen and a restore kept where its layers are. The row in
+ * this control plane's store stays the sandbox's record; its host is its placement.
  */
 export class RemoteSandboxes {
-  /**
-   * Sandbox id -> the id of the worker that holds it (null: this host). Sandboxes never move;
-   * a worker's URL and key are read again for each call (its key changes when it registers again).
-   */
-  private readonly where = new Map<string, string | null>();
-  /** Creates this process placed and has not finished starting (no other process takes them over). */
-  private readonly starting = new Set<string>();
-  readonly client = new WorkerClient();
-
   constructor(private readonly deps: RemoteSandboxesDeps) {}
 
   /**
@@ -72,7 +55,7 @@ export class RemoteSandboxes {
     params: CreateSandboxParams,
     restore: RestoreLayers | RestorePlan | null = null,
     o: PlaceOptions = {},
-  ): Promise<RemoteHost | null> {
+  ): Promise<PlacedWorker | null> {
     const { fleet } = this.deps;
     const pin = params.host;
     const pinned = pin ? await this.checkPin(pin) : null;
@@ -89,7 +72,7 @@ export class RemoteSandboxes {
       await this.volumesHere(vols);
       return null;
     }
-    const urls = await fleet.workerUrls();
+    const urls = this.deps.reachable();
     let eligible = (hostId: string) => urls.has(hostId) || fleet.isLocal(hostId);
     // Before anything starts: a size no host could ever hold is refused with what the largest has.
     if (o.checkFit) await fleet.checkFits(size, pinned ? (id) => id === pinned.id : eligible);
@@ -112,9 +95,10 @@ export class RemoteSandboxes {
     const homes = vols ? new Set(vols.rows.map((v) => vols.moves.homeOf(v))) : null;
     if (vols && homes) {
       const fits = eligible;
-      const mounts = (hostId: string) => fits(hostId) && (!fleet.isLocal(hostId) || vols.localMounts);
-      // Without moves the volumes' home is the only choice (this host's own mounts were checked by resolveMounts).
-      eligible = vols.moves.canMove() ? mounts : (hostId) => fits(hostId) && homes.has(hostId);
+      // A worker's host mounts none of this control plane's volumes yet (no host volumes port): a create
+      // that mounts volumes runs here. Without moves their home must be here too.
+      const mounts = (hostId: string) => fits(hostId) && fleet.isLocal(hostId) && vols.localMounts;
+      eligible = vols.moves.canMove() ? mounts : (hostId) => mounts(hostId) && homes.has(hostId);
       if (!vols.moves.canMove() && ((pinned && !homes.has(pinned.id)) || homes.size > 1)) {
         const on = await Promise.all([...homes].map((h) => (h ? fleet.hostName(h).catch(() => h) : "?")));
         throw new SandtreeError(
@@ -123,6 +107,12 @@ export class RemoteSandboxes {
           { field: "host", ...(pinned ? { host: pinned.name } : {}) },
         );
       }
+      if (pinned && !fleet.isLocal(pinned.id))
+        throw new SandtreeError(
+          "VOLUME_NOT_ON_HOST",
+          `volumes are mounted on the control plane's own host only, not on ${pinned.name}: omit host`,
+          { field: "host", host: pinned.name },
+        );
     }
     const req = {
       sandbox_id: sb.id,
@@ -132,8 +122,6 @@ export class RemoteSandboxes {
       layers: plan?.layers ?? [],
       ...(pin ? { host: pin } : {}),
     };
-    // Before the placement is recorded: a sweep of stranded starts must never take this one over.
-    this.starting.add(sb.id);
     const placed = await (async () => {
       // Volumes that can move still prefer their home: a move costs a copy through the object store.
       const home = homes?.size === 1 ? [...homes][0] : undefined;
@@ -142,10 +130,7 @@ export class RemoteSandboxes {
         if (there) return there;
       }
       return fleet.placeSandbox(req, eligible, { startsHere: true });
-    })().catch((err: unknown) => {
-      this.starting.delete(sb.id);
-      throw err;
-    });
+    })();
     if (vols) {
       try {
         for (const v of vols.rows) {
@@ -158,10 +143,8 @@ export class RemoteSandboxes {
         throw err;
       }
     }
-    const remote = await fleet.remoteHost(placed.host_id);
-    this.where.set(sb.id, remote ? remote.id : null);
-    if (!remote) this.starting.delete(sb.id);
-    return remote;
+    if (fleet.isLocal(placed.host_id)) return null;
+    return { id: placed.host_id, name: await fleet.hostName(placed.host_id) };
   }
 
   /** A create's volumes as rows (their homes), or null when it mounts none (or volumes are not wired in). */
@@ -177,12 +160,6 @@ export class RemoteSandboxes {
     const here = this.deps.fleet.localHostId;
     if (!vols || !here) return;
     for (const v of vols.rows) if (v.host_id !== null) await vols.moves.moveTo(v, here);
-  }
-
-  private async volumeIds(teamId: string, mounts: ReadonlyArray<{ volume: string }>) {
-    const v = this.deps.volumes;
-    if (!v) return mounts;
-    return Promise.all(mounts.map(async (m) => ({ ...m, volume: (await v.moves.row(teamId, m.volume)).id })));
   }
 
   /**
@@ -208,156 +185,20 @@ export class RemoteSandboxes {
         state: host.state,
       });
     }
-    if (!this.deps.fleet.isLocal(host.id) && !(await this.deps.fleet.remoteHost(host.id))) {
-      throw new SandtreeError("HOST_UNSCHEDULABLE", `host ${name} runs no sandboxes (it registered without a URL)`, {
-        host: name,
-      });
+    if (!this.deps.fleet.isLocal(host.id) && !this.deps.reachable().has(host.id)) {
+      throw new SandtreeError(
+        "HOST_UNSCHEDULABLE",
+        `host ${name} runs no sandboxes (this control plane does not reach its machine host)`,
+        {
+          host: name,
+        },
+      );
     }
     return host;
   }
 
   /** Gives back a reservation made by place() when the create did not go ahead. */
   async unplace(id: string): Promise<void> {
-    this.where.delete(id);
-    this.starting.delete(id);
     await this.deps.fleet.release(id);
-  }
-
-  /** Whether this process is starting the sandbox on a worker (placed, not yet RUNNING or failed). */
-  isStarting(id: string): boolean {
-    return this.starting.has(id);
-  }
-
-  /** The worker holding a sandbox, or null when it runs here. */
-  async hostOf(id: string): Promise<RemoteHost | null> {
-    const known = this.where.get(id);
-    if (known === null) return null;
-    if (known !== undefined) return this.deps.fleet.remoteHost(known);
-    const remote = await this.deps.fleet.remoteOf(id);
-    this.where.set(id, remote ? remote.id : null);
-    return remote;
-  }
-
-  /** The worker holding a team's sandbox; null when it runs here, or is not the team's (or none). */
-  async hostOfTeams(teamId: string, id: string): Promise<RemoteHost | null> {
-    return (await this.deps.store.getSandbox(id, teamId)) ? this.hostOf(id) : null;
-  }
-
-  /**
-   * Starts the sandbox on its worker and follows it to RUNNING, moving this row along
-   * (PENDING -> PROVISIONING -> RUNNING, or ERROR with the worker's reason).
-   */
-  async start(host: RemoteHost, sb: Sandbox, params: CreateSandboxParams, signal: AbortSignal): Promise<void> {
-    const { store, log } = this.deps;
-    try {
-      if (!(await store.updateSandbox(sb.id, { status: "PROVISIONING" }, ["PENDING"]))) return;
-      const { host: _pin, idempotency_key: _key, ...spec } = params;
-      // A restore's image and disk come from the checkpoint (the worker refuses them given).
-      const { image: _image, disk_size_gb: _disk, ...restore } = spec;
-      // The image as this server resolved it (an alias's target: the worker knows no aliases).
-      const given = params.checkpoint_id ? restore : { ...spec, image: sb.image };
-      // The worker knows a volume by the control plane's id (its own copy is named so), never by its name.
-      const body = Array.isArray(given.volumes) ? { ...given, volumes: await this.volumeIds(sb.team_id, given.volumes) } : given;
-      await this.client.call(host, "POST", "/v1/sandboxes", { body, sandboxId: sb.id, signal });
-      const deadline = AbortSignal.any([signal, AbortSignal.timeout(this.deps.startDeadlineMs ?? 600_000)]);
-      for (;;) {
-        const w = WorkerSandbox.parse(await this.client.call(host, "GET", `/v1/sandboxes/${sb.id}`, { signal: deadline }));
-        if (w.status === "RUNNING") {
-          const patch = {
-            status: "RUNNING" as const,
-            started_at: new Date().toISOString(),
-            image_digest: w.image_digest ?? null,
-          };
-          if (!(await store.updateSandbox(sb.id, patch, ["PROVISIONING"]))) {
-            // A peer that took this start over (this process looked lost) may have finished it.
-            if ((await store.getSandbox(sb.id))?.status === "RUNNING") return;
-            throw new SandtreeError("SANDBOX_NOT_RUNNING", "sandbox was deleted while provisioning", { id: sb.id });
-          }
-          await store.addEvent(sb.id, `running on host ${host.name}`);
-          return;
-        }
-        if ((TERMINAL_STATUSES as readonly string[]).includes(w.status))
-          throw new Error(`on host ${host.name}: ${w.status}${w.error_reason ? `: ${w.error_reason}` : ""}`);
-        await new Promise<void>((resolve) => setTimeout(resolve, 200));
-        deadline.throwIfAborted();
-      }
-    } catch (err) {
-      const reason = err instanceof Error ? err.message : String(err);
-      await this.client.call(host, "DELETE", `/v1/sandboxes/${sb.id}`, {}).catch(() => {});
-      const end = errorEnd("START_FAILED", reason);
-      if (await store.updateSandbox(sb.id, end, ["PENDING", "PROVISIONING"])) {
-        await store.addEvent(sb.id, `error: ${reason}`);
-        log.warn({ sandbox: sb.id, host: host.name, reason }, "starting on a worker failed");
-      }
-    } finally {
-      this.starting.delete(sb.id);
-    }
-  }
-
-  /** A sandbox ended here: it ends on its worker too (its reservation is released with its status). */
-  async teardown(id: string): Promise<void> {
-    const host = await this.hostOf(id).catch(() => null);
-    this.where.delete(id);
-    if (!host) return;
-    await this.client.call(host, "DELETE", `/v1/sandboxes/${id}`, {}).catch((err: Error) => {
-      this.deps.log.warn({ sandbox: id, host: host.name, err: err.message }, "deleting on the worker failed");
-    });
-  }
-
-  /**
-   * A worker's heartbeat reported status changes: a sandbox that ended there (its own timeout,
-   * its VM exited) ends here with the worker's reason; pauses and resumes are followed. Only
-   * sandboxes placed on that host are touched.
-   */
-  async applyReports(host: HostRow, reports: SandboxReport[]): Promise<void> {
-    const { store, fleet } = this.deps;
-    for (const r of reports) {
-      if ((await fleet.placedOn(r.id)) !== host.id) continue;
-      if (!(TERMINAL_STATUSES as readonly string[]).includes(r.status)) {
-        await this.follow(r.id, r);
-        continue;
-      }
-      const reason = r.error_reason ? `on host ${host.name}: ${r.error_reason}` : null;
-      const end = {
-        status: r.status,
-        error_reason: reason,
-        error_code: r.error_code ?? null,
-        terminated_at: new Date().toISOString(),
-      };
-      if (await store.updateSandbox(r.id, end, ACTIVE)) {
-        await store.addEvent(r.id, `${r.status} on host ${host.name}${r.error_reason ? `: ${r.error_reason}` : ""}`);
-      }
-      this.where.delete(r.id);
-    }
-  }
-
-  /**
-   * Of the sandboxes a worker says it runs, those it must end: their record here has ended
-   * (marked HOST_LOST while the worker was away, a create abandoned by a control plane that
-   * stopped), was never here, or places the sandbox on another host. Without this a worker that
-   * comes back keeps VMs nobody can reach or bill.
-   */
-  async endedAmong(host: HostRow, running: string[]): Promise<string[]> {
-    const known = new Map((await this.deps.fleet.whereabouts(running)).map((w) => [w.sandbox_id, w]));
-    const end = running.filter((id) => {
-      const w = known.get(id);
-      return !w || TERMINAL_STATUSES.includes(w.status) || (w.host_id !== null && w.host_id !== host.id);
-    });
-    if (end.length)
-      this.deps.log.warn({ host: host.name, sandboxes: end }, "ending sandboxes a worker ran after their record here ended");
-    return end;
-  }
-
-  /** Pause or resume of a sandbox on its worker: done there, followed here. */
-  async controlOn(host: RemoteHost, id: string, action: "pause" | "resume"): Promise<void> {
-    await this.follow(id, await this.client.call(host, "POST", `/v1/sandboxes/${id}/${action}`, {}));
-  }
-
-  /** Applies a status the worker answered (pause, resume) to this control plane's row. */
-  async follow(id: string, answer: unknown): Promise<void> {
-    const w = WorkerSandbox.safeParse(answer);
-    if (!w.success || w.data.id !== id) return;
-    if (w.data.status === "PAUSED") await this.deps.store.updateSandbox(id, { status: "PAUSED" }, ["RUNNING"]);
-    else if (w.data.status === "RUNNING") await this.deps.store.updateSandbox(id, { status: "RUNNING" }, ["PAUSED"]);
   }
 }

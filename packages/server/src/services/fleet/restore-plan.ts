@@ -1,13 +1,12 @@
 import type { CheckpointRow } from "../../store/rows.js";
 import type { RestoreLayers } from "../sandboxes/provisioner.js";
-import type { RemoteHost } from "./host-names.js";
+import type { HostBundle } from "../sandboxes/sandbox-parts.js";
 
 /**
  * A restore (a create with `checkpoint_id`, a fork's child) before it is placed: the checkpoint
  * and its chain's layer keys, which placement prefers hosts for, and the verification of the
- * layers on the site chosen, which calls the one that fits it: `here` (downloaded into this
- * host's cache and checked) or `on` a worker (sent the chain's records, it pulls and checks them
- * itself). A failed check fails the call.
+ * layers `on` the bundle of the host chosen (its image base linked, the chain fetched into its
+ * layers directory and checked there). A failed check fails the call.
  */
 export interface RestorePlan {
   kind: "plan";
@@ -17,8 +16,7 @@ export interface RestorePlan {
   memory: boolean;
   /** Whether every layer is in this host's own layer directory (for a store the hosts do not share). */
   localHolds: boolean;
-  here(): Promise<RestoreLayers>;
-  on(worker: RemoteHost): Promise<RestoreLayers>;
+  on(bundle: HostBundle): Promise<RestoreLayers>;
 }
 
 export function isRestorePlan(r: RestoreLayers | RestorePlan | null): r is RestorePlan {

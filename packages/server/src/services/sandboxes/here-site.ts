@@ -17,7 +17,7 @@ export function hereSite(
   },
 ): SandboxSite {
   return {
-    verify: (plan) => plan.here(),
+    verify: (plan) => plan.on(bundle),
     async admitted(sb, params) {
       deps.placed(sb.id);
       await bundle.network?.register(sb.id, params);

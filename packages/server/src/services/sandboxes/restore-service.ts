@@ -16,7 +16,6 @@ import type { Store } from "../../store/store.js";
 import type { CheckpointService } from "../checkpoints/checkpoint-service.js";
 import type { CheckpointSites } from "../checkpoints/checkpoint-site.js";
 import { chainOf, ensureBase } from "../fleet/checkpoint-records.js";
-import type { RemoteCheckpoints } from "../fleet/remote-checkpoints.js";
 import type { RestorePlan } from "../fleet/restore-plan.js";
 import type { ImageResolver } from "../images/image-resolver.js";
 import type { NetworkService } from "../network/network-service.js";
@@ -24,6 +23,7 @@ import type { VolumeService } from "../volumes/volume-service.js";
 import type { AdmissionService } from "./admission-service.js";
 import { inheritedNesting, nestedOfMachine, refuseOtherMachine, refuseUnavailableNesting } from "./machine-identity.js";
 import type { RestoreLayers } from "./provisioner.js";
+import type { HostBundle } from "./sandbox-parts.js";
 import type { SandboxService } from "./sandbox-service.js";
 
 const GiB = 1024 ** 3;
@@ -39,10 +39,8 @@ export interface RestoreServiceDeps {
   volumes?: Pick<VolumeService, "mountsAsRequest" | "snapshotMounts" | "discard">;
   /** This server's accelerator (what nested virtualization and memory states are checked against). */
   accel: Accel;
-  /** Where a sandbox's checkpoints are taken (this host, or the worker it runs on). */
+  /** Where a sandbox's checkpoints are taken (the bundle of the host it runs on). */
   checkpointSites: CheckpointSites;
-  /** Sends a checkpoint's chain to a worker a restore is placed on. */
-  remoteCheckpoints: Pick<RemoteCheckpoints, "prepareOn">;
 }
 
 /** How long a restore placed on another host waits for a FROZEN checkpoint to be stored (a fork says). */
@@ -84,22 +82,17 @@ export class RestoreService {
       layers,
       memory,
       localHolds: layers.every((k) => existsSync(path.join(sandboxes.bundles.local.paths.layersDir, k))),
-      here: async () => {
-        await ensureBase(store, this.deps.images, sandboxes.bundles.local.host, row);
-        return (await this.layers(teamId, checkpointId, memory)).layers;
-      },
-      on: async (worker) => {
-        // The worker reads the chain from the object store: stored first.
-        if (frozenHere) await checkpoints.waitDurable(teamId, row.id, waitMs);
-        await this.deps.remoteCheckpoints.prepareOn(worker, row.id, memory);
-        // What the worker restores from; nothing of it is used here.
-        return { layerName: row.blob_key ?? "", digest: row.image_digest, memState: memory ? (row.mem_key ?? null) : null };
+      on: async (bundle) => {
+        // A FROZEN layer lies on the host that took it: another host reads the chain from the store.
+        if (frozenHere && bundle !== sandboxes.bundles.local) await checkpoints.waitDurable(teamId, row.id, waitMs);
+        await ensureBase(store, bundle.images, bundle.host, row);
+        return (await this.layers(teamId, checkpointId, memory, bundle)).layers;
       },
     };
   }
 
-  private async layers(teamId: string, checkpointId: string, memory: boolean) {
-    const { row, path: top, memPath } = await this.deps.checkpoints.restorePath(teamId, checkpointId, undefined, { memory });
+  private async layers(teamId: string, checkpointId: string, memory: boolean, on: HostBundle) {
+    const { row, path: top, memPath } = await this.deps.checkpoints.restorePath(teamId, checkpointId, undefined, { memory, on });
     const layers: RestoreLayers = {
       layerName: path.basename(top),
       digest: row.image_digest,

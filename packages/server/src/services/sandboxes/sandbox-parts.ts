@@ -26,6 +26,8 @@ export interface BundleHost {
   network?: NetworkService;
   /** The host's layers directory (default DATA_DIR/layers). */
   layersDir?: string;
+  /** The images its machines run on (default: the service's, this process's own host's). */
+  images?: BundleDeps["images"];
 }
 
 /**
@@ -34,6 +36,8 @@ export interface BundleHost {
  * adopts them after a restart. One per placed host (HostBundles).
  */
 export interface HostBundle extends Readonly<BundleHost> {
+  /** The images its machines run on (its host's). */
+  readonly images: BundleDeps["images"];
   readonly paths: SandboxPaths;
   readonly warm: WarmStarts;
   readonly machines: SandboxMachines;
@@ -50,6 +54,7 @@ export type BundleDeps = Pick<
 /** Builds the bundle of a host for the sandbox service `owner` (see HostBundles). */
 export function hostBundle(deps: BundleDeps, owner: SandboxPartsOwner, at: BundleHost): HostBundle {
   const { host, network } = at;
+  const images = at.images ?? deps.images;
   const net = network ? { network } : {};
   const paths = new SandboxPaths(deps.dataDir, at.layersDir);
   const warm = new WarmStarts(
@@ -73,7 +78,7 @@ export function hostBundle(deps: BundleDeps, owner: SandboxPartsOwner, at: Bundl
   });
   const provisioner = new Provisioner({
     store: deps.store,
-    images: deps.images,
+    images,
     paths,
     machines,
     host,
@@ -97,5 +102,5 @@ export function hostBundle(deps: BundleDeps, owner: SandboxPartsOwner, at: Bundl
     closing: () => owner.closing(),
     ...net,
   });
-  return { ...at, paths, warm, machines, provisioner, reconciler };
+  return { ...at, images, paths, warm, machines, provisioner, reconciler };
 }

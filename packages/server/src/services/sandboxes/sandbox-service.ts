@@ -115,12 +115,14 @@ export class SandboxService {
   }
 
   /**
-   * A host sandboxes may now be placed on (a worker's remote host, its networks): its bundle, over
-   * this service's store, images and settings; placement finds its site by the host's name.
+   * A host sandboxes may now be placed on (a worker's remote host, its networks, its images): its
+   * bundle, over this service's store and settings, with the sandboxes already placed there
+   * (`placed`: its reconciliation adopts them); placement finds its site by the host's name.
    */
-  addHost(at: BundleHost): HostBundle {
+  addHost(at: BundleHost, placed: Iterable<string> = []): HostBundle {
     const bundle = hostBundle(this.deps, this.owner, at);
     this.bundles.add(bundle);
+    for (const id of placed) this.bundles.place(id, bundle);
     this.siteOf(bundle);
     return bundle;
   }

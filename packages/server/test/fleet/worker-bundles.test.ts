@@ -1,0 +1,114 @@
+// A worker's sandboxes run through its host's bundle on the control plane: a "worker" (the host
+// service over a FakeHost, on loopback) registers with its host's URL; the control plane opens a
+// RemoteHost with the worker's call key, places a create there (its own host cordoned) and runs it
+// through that host: exec, pause and resume, a checkpoint with memory, a fork and a reset, a delete.
+// A restart of the control plane adopts the worker's machines again.
+// No VM: a few seconds.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { LocalDirBlobStore, type ServedHost, serveMachineHost } from "@sandtree/host";
+import { FakeHost } from "@sandtree/host/fake";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sha256Hex, workerCallKey } from "../../src/services/fleet/join-token.js";
+import { exec, fakeImages, lifeCycle, running } from "../fake-host-life.js";
+import { jsonApi, startTestServer, type TestServer } from "../helpers.js";
+
+describe("fleet: a worker's sandboxes run through its host's bundle", () => {
+  const dirs: string[] = [];
+  const mkdir = (p: string) => {
+    const d = mkdtempSync(path.join(tmpdir(), p));
+    dirs.push(d);
+    return d;
+  };
+  const { images, cleanup } = fakeImages("d");
+  let t: TestServer;
+  let worker: ServedHost;
+  let fake: FakeHost;
+  let key: string | null = null;
+  let hostId = "";
+  let dataDir = "";
+  let adminKey = "";
+
+  /** Registers the worker as `sandtree worker` does, and learns its call key from the answer. */
+  const register = async () => {
+    const token = t.server.services.fleet.joinToken;
+    const r = await jsonApi(t.url, () => token)("POST", "/v1/fleet/hosts/register", {
+      name: "fw",
+      capacity: { vcpus: 8, memory_mib: 16_384, disk_gib: 100, accel: "tcg" },
+      host_url: worker.url,
+    });
+    expect(r.status, JSON.stringify(r.body)).toBe(201);
+    hostId = r.body.host_id;
+    key = workerCallKey(token, hostId, sha256Hex(r.body.secret));
+  };
+  const bundleOpen = () => t.server.services.sandboxes.bundles.named("fw") !== undefined;
+  const start = async () => {
+    const layersDir = path.join(dataDir, "layers");
+    t = await startTestServer({
+      host: new FakeHost({ dir: mkdir("sandtree-cp-host-"), layersDir, images }),
+      dataDir,
+      keepDataDir: true,
+    });
+    // A restart prints no key: the first one's goes on.
+    adminKey ||= t.key;
+    t = { ...t, key: adminKey, api: jsonApi(t.url, () => adminKey) };
+    expect((await t.api("POST", "/v1/hosts/local/cordon")).status).toBe(200);
+  };
+
+  beforeAll(async () => {
+    dataDir = mkdir("sandtree-cp-");
+    // The worker's layers go to the fleet's blob store: here the control plane's layers directory.
+    const layersDir = path.join(dataDir, "layers");
+    fake = new FakeHost({ dir: mkdir("sandtree-fw-"), layersDir, images });
+    worker = await serveMachineHost({
+      host: fake,
+      key: () => key,
+      networksDir: mkdir("sandtree-fw-nets-"),
+      blobs: new LocalDirBlobStore(layersDir),
+    });
+    await start();
+    await register();
+  }, 60_000);
+
+  afterAll(async () => {
+    await t?.close();
+    await worker?.close();
+    cleanup();
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  }, 60_000);
+
+  it("places a create on the worker and runs it there: exec, pause, resume, checkpoint, fork, reset, delete", async () => {
+    await expect.poll(bundleOpen, { timeout: 10_000, interval: 20 }).toBe(true);
+    const created = await t.api("POST", "/v1/sandboxes", { image: "fake/image" });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const id = created.body.id as string;
+    await running(t, id);
+    expect(fake.machines.has(`sandtree-${id}`)).toBe(true);
+    expect((await exec(t, id, "echo hi")).stdout).toBe("hi\n");
+    expect((await t.api("POST", `/v1/sandboxes/${id}/pause`)).body.status).toBe("PAUSED");
+    expect((await t.api("POST", `/v1/sandboxes/${id}/resume`)).body.status).toBe("RUNNING");
+    // Checkpoint with memory, fork and reset: every machine on the worker (its own host is cordoned).
+    const before = fake.starts;
+    await lifeCycle(t, "fw-life", 7);
+    expect(fake.starts - before).toBe(3);
+    expect((await t.api("DELETE", `/v1/sandboxes/${id}`)).body.status).toBe("TERMINATED");
+    expect(fake.machines.size).toBe(0);
+  });
+
+  it("a restarted control plane adopts the worker's machines again", async () => {
+    const created = await t.api("POST", "/v1/sandboxes", { image: "fake/image" });
+    const id = created.body.id as string;
+    await running(t, id);
+    await exec(t, id, "echo 5 > /root/n");
+    await t.close();
+    // Its machine runs on: the control plane's close leaves a worker's machines alone.
+    expect(fake.machines.has(`sandtree-${id}`)).toBe(true);
+    await start();
+    await expect.poll(bundleOpen, { timeout: 10_000, interval: 20 }).toBe(true);
+    await t.server.services.sandboxes.whenAdopted(id);
+    expect((await exec(t, id, "cat /root/n")).stdout).toBe("5\n");
+    expect((await t.api("DELETE", `/v1/sandboxes/${id}`)).body.status).toBe("TERMINATED");
+    expect(fake.machines.size).toBe(0);
+  });
+});
