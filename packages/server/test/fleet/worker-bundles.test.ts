@@ -111,4 +111,14 @@ describe("fleet: a worker's sandboxes run through its host's bundle", () => {
     expect((await t.api("DELETE", `/v1/sandboxes/${id}`)).body.status).toBe("TERMINATED");
     expect(fake.machines.size).toBe(0);
   });
+
+  it("a machine the worker stops by itself (its shutdown) ends its sandbox TERMINATED with that reason", async () => {
+    await expect.poll(bundleOpen, { timeout: 10_000, interval: 20 }).toBe(true);
+    const id = (await t.api("POST", "/v1/sandboxes", { image: "fake/image" })).body.id as string;
+    await running(t, id);
+    await fake.machines.get(`sandtree-${id}`)?.stop();
+    await expect
+      .poll(async () => (await t.api("GET", `/v1/sandboxes/${id}`)).body, { timeout: 10_000, interval: 20 })
+      .toMatchObject({ status: "TERMINATED", error_reason: "on host fw: the server shut down" });
+  });
 });

@@ -21,6 +21,12 @@ export interface SandboxMachinesDeps {
   network?: NetworkService;
   /** The liveness watchdog's deadline (ms; 0 turns it off). */
   agentDeadlineMs: number;
+  /**
+   * Another machine's host (a worker's), by its name in the fleet: a machine it stops by itself
+   * (its shutdown) ends its sandbox TERMINATED. Absent: this process's own host, which stops
+   * machines only when asked.
+   */
+  remoteName?: string;
 }
 
 /**
@@ -67,17 +73,32 @@ export class SandboxMachines {
     this.statuses.set(id, status);
     const current = () => this.machines.get(id) === machine;
     machine.on("exit", (exit: MachineExit) => {
-      if (current()) {
+      const untaken = current();
+      if (untaken) {
         this.machines.delete(id);
         this.statuses.delete(id);
       }
-      void this.recordExit(id, exit);
+      // Stopped on purpose though nobody here took it: its host shut down.
+      if (exit.expected && untaken && this.deps.remoteName) void this.recordHostStop(id, this.deps.remoteName);
+      else void this.recordExit(id, exit);
     });
     this.watch(id, machine, current);
     machine.supervise({
       agentDeadlineMs: this.deps.agentDeadlineMs,
       quiet: () => this.statuses.get(id) !== "RUNNING",
     });
+  }
+
+  /** A machine its (remote) host stopped as it shut down: the sandbox ends TERMINATED with that reason. Never rejects. */
+  private async recordHostStop(id: string, host: string): Promise<void> {
+    const reason = `on host ${host}: the server shut down`;
+    const end = { status: "TERMINATED" as const, error_reason: reason, terminated_at: new Date().toISOString() };
+    try {
+      if (await this.deps.store.updateSandbox(id, end, ACTIVE)) await this.deps.store.addEvent(id, `TERMINATED ${reason}`);
+    } catch (err) {
+      this.deps.log.error({ sandbox: id, err: (err as Error).message }, "could not record the host's stop");
+    }
+    void this.deps.network?.detach(id).catch(() => {});
   }
 
   /** An unexpected exit makes the sandbox ERROR; its disk and sockets go. Never rejects. */

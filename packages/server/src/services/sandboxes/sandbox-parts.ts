@@ -28,6 +28,8 @@ export interface BundleHost {
   layersDir?: string;
   /** The images its machines run on (default: the service's, this process's own host's). */
   images?: BundleDeps["images"];
+  /** Another machine's host (a worker's): a machine it stops by itself ended with it (SandboxMachines). */
+  remote?: boolean;
 }
 
 /**
@@ -74,6 +76,7 @@ export function hostBundle(deps: BundleDeps, owner: SandboxPartsOwner, at: Bundl
     paths,
     log: deps.log,
     agentDeadlineMs: deps.deadlines?.agentMs ?? 30_000,
+    ...(at.remote ? { remoteName: at.name } : {}),
     ...net,
   });
   const provisioner = new Provisioner({
