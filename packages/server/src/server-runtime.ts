@@ -159,7 +159,6 @@ export async function startRuntime(
     images,
     aliases,
     dataDir: cfg.dataDir,
-    layersDir: blobs.localDir,
     accel,
     guest: f.guest,
     log,

@@ -2,7 +2,9 @@ import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import type { BlobStore } from "../blobs/blob-store.js";
+import { ensureBaseLink } from "../disks/overlay.js";
 import { BlobLayers, checkLayerName, type HostLayers, type LayerDigest, layerFile } from "../machine/host-layers.js";
+import { hasLayerFile, listLayerFiles, removeLayerFile } from "../machine/layer-files.js";
 import type { HostDisks } from "../machine/machine.js";
 
 /**
@@ -71,10 +73,9 @@ export class FakeDisks implements HostDisks {
   }
 
   async linkBase(basePath: string): Promise<string> {
-    const name = `base-${path.basename(path.dirname(basePath))}-${path.basename(basePath)}`;
+    // A link to the image's base file, as a real host's: it dangles (hasLayer: false) once the base is gone.
     mkdirSync(this.layersDir, { recursive: true });
-    writeDiskFile(this.file(name, "basePath"), { fake: 1, backing: null, files: null });
-    return name;
+    return ensureBaseLink(this.layersDir, basePath);
   }
 
   async createDisk(backing: string, disk: string, _sizeBytes: number): Promise<void> {
@@ -82,6 +83,18 @@ export class FakeDisks implements HostDisks {
     checkLayerName(backing, "backing");
     mkdirSync(this.layersDir, { recursive: true });
     writeDiskFile(file, { fake: 1, backing, files: null });
+  }
+
+  hasLayer(name: string): Promise<boolean> {
+    return hasLayerFile(this.layersDir, name);
+  }
+
+  removeLayer(name: string): Promise<void> {
+    return removeLayerFile(this.layersDir, name);
+  }
+
+  listLayers(prefix: string): Promise<string[]> {
+    return listLayerFiles(this.layersDir, prefix);
   }
 
   /** Its layers as any host's: a fake layer's bytes hashed where they lie, then stored. */

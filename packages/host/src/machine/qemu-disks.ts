@@ -4,6 +4,7 @@ import { flattenLayer, sealLayer } from "../disks/layers.js";
 import { ensureBaseLink } from "../disks/overlay.js";
 import { createOverlayCopy } from "../disks/overlay-copies.js";
 import { BlobLayers, checkLayerName, type HostLayers, layerFile } from "./host-layers.js";
+import { hasLayerFile, listLayerFiles, removeLayerFile } from "./layer-files.js";
 import type { HostDisks } from "./machine.js";
 
 /**
@@ -28,6 +29,18 @@ export class QemuDisks implements HostDisks {
     checkLayerName(backing, "backing");
     mkdirSync(this.layersDir, { recursive: true });
     return createOverlayCopy(backing, file, sizeBytes, opts);
+  }
+
+  hasLayer(name: string): Promise<boolean> {
+    return hasLayerFile(this.layersDir, name);
+  }
+
+  removeLayer(name: string): Promise<void> {
+    return removeLayerFile(this.layersDir, name);
+  }
+
+  listLayers(prefix: string): Promise<string[]> {
+    return listLayerFiles(this.layersDir, prefix);
   }
 
   /** Stores and fetches its layers: a qcow2 layer is sealed (fsync, sha256) where it lies. */

@@ -1,4 +1,3 @@
-import { existsSync } from "node:fs";
 import type { HostDisks } from "@sandtree/host";
 import { type CheckpointRecord, SandtreeError } from "@sandtree/protocol";
 import type { CheckpointRow } from "../../store/rows.js";
@@ -42,7 +41,8 @@ export async function ensureBase(
   signal?: AbortSignal,
 ): Promise<string> {
   let base = row.base_path;
-  if (!base || !existsSync(base)) {
+  // The base's link in the host's layers directory dangles where the base is not (another host's path).
+  if (!base || !(await disks.hasLayer(await disks.linkBase(base)))) {
     const o = signal ? { signal } : {};
     try {
       const r = await images.resolve(row.image_digest ? pinned(row.image, row.image_digest) : row.image, o);

@@ -24,7 +24,7 @@ export interface SandboxPartsOwner {
 export function sandboxParts(deps: SandboxServiceDeps, owner: SandboxPartsOwner) {
   const { host, network } = deps;
   const net = network ? { network } : {};
-  const paths = new SandboxPaths(deps.dataDir, deps.layersDir);
+  const paths = new SandboxPaths(deps.dataDir);
   const warm = new WarmStarts(
     {
       host,

@@ -31,8 +31,6 @@ export interface SandboxServiceDeps {
   images: ImageResolver;
   aliases?: ImageAliases;
   dataDir: string;
-  /** Where sandbox disks and checkpoint layers live side by side (default DATA_DIR/layers). */
-  layersDir?: string;
   accel: Accel;
   guest: GuestArtifacts;
   log: Logger;
@@ -212,11 +210,6 @@ export class SandboxService {
   /** Marks a RUNNING sandbox ERROR with the reason and kills its machine (the exit handler cleans up). */
   failVm(id: string, machine: Machine, reason: string, from: readonly SandboxStatus[] = ["RUNNING"]): Promise<void> {
     return this.machines.failVm(id, machine, reason, from);
-  }
-
-  /** Where sandbox disks and checkpoint layers live side by side. */
-  get layersDir(): string {
-    return this.paths.layersDir;
   }
 
   /** Spilled output of buffered execs (deleted with the sandbox). */

@@ -1,0 +1,55 @@
+import { access, readdir, rename, rm } from "node:fs/promises";
+import path from "node:path";
+import { checkLayerName, layerFile } from "./host-layers.js";
+
+/**
+ * A flattening's temporary layer as it was named before names were checked (hidden): listed under
+ * its flat name, renamed to it first, so a restart finishes or removes it like any other.
+ */
+const HIDDEN_BEFORE_CHECKS = /^\.(tmp-flat-[A-Za-z0-9._-]+)$/;
+
+/** Whether `name` lies in the layers directory `dir` (a link to an image base that is gone: false). */
+export async function hasLayerFile(dir: string, name: string): Promise<boolean> {
+  const file = layerFile(dir, name, "name");
+  try {
+    await access(file);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Removes `name` from the layers directory `dir`; done when it is gone already. */
+export async function removeLayerFile(dir: string, name: string): Promise<void> {
+  await rm(layerFile(dir, name, "name"), { force: true });
+}
+
+/** The names in the layers directory `dir` that begin with `prefix` ("" : all of them); none when it does not exist. */
+export async function listLayerFiles(dir: string, prefix: string): Promise<string[]> {
+  if (prefix !== "") checkLayerName(prefix, "prefix");
+  let entries: string[];
+  try {
+    entries = await readdir(dir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return [];
+    throw err;
+  }
+  const names = new Set<string>();
+  for (const f of entries) {
+    const hidden = HIDDEN_BEFORE_CHECKS.exec(f)?.[1];
+    if (hidden && !entries.includes(hidden)) {
+      await rename(path.join(dir, f), path.join(dir, hidden));
+      names.add(hidden);
+    } else names.add(f);
+  }
+  return [...names].filter((n) => n.startsWith(prefix) && isLayerName(n)).sort();
+}
+
+function isLayerName(name: string): boolean {
+  try {
+    checkLayerName(name);
+    return true;
+  } catch {
+    return false;
+  }
+}
