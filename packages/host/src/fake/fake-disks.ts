@@ -2,9 +2,8 @@ import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import type { BlobStore } from "../blobs/blob-store.js";
-import { ensureBaseLink } from "../disks/overlay.js";
 import { BlobLayers, checkLayerName, type HostLayers, type LayerDigest, layerFile } from "../machine/host-layers.js";
-import { hasLayerFile, listLayerFiles, removeLayerFile } from "../machine/layer-files.js";
+import { hasLayerFile, linkBaseIn, listLayerFiles, removeLayerFile } from "../machine/layer-files.js";
 import type { HostDisks } from "../machine/machine.js";
 
 /**
@@ -72,10 +71,9 @@ export class FakeDisks implements HostDisks {
     return layerFile(this.layersDir, name, field);
   }
 
-  async linkBase(basePath: string): Promise<string> {
-    // A link to the image's base file, as a real host's: it dangles (hasLayer: false) once the base is gone.
-    mkdirSync(this.layersDir, { recursive: true });
-    return ensureBaseLink(this.layersDir, basePath);
+  /** A link to the image's base file, as a real host's: it dangles (hasLayer: false) once the base is gone. */
+  linkBase(basePath: string): Promise<string> {
+    return linkBaseIn(this.layersDir, basePath);
   }
 
   async createDisk(backing: string, disk: string, _sizeBytes: number): Promise<void> {

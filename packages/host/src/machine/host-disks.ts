@@ -13,7 +13,10 @@ export const DISK_FILE_SUFFIX = ".qcow2";
  * and a remote host never gets a path of the control plane's.
  */
 export interface HostDisks {
-  /** A name in the layers directory for the image base at `basePath` (a disk can then lie on it). Idempotent. */
+  /**
+   * A name in the layers directory for the image base `basePath` (ResolvedImage's: a disk can then
+   * lie on it). Idempotent. IMAGE_NOT_FOUND, nothing linked, when that base is not on this host.
+   */
   linkBase(basePath: string): Promise<string>;
   /** A new writable disk named `disk` over the disk or layer named `backing`. */
   createDisk(backing: string, disk: string, sizeBytes: number, opts?: { signal?: AbortSignal }): Promise<void>;

@@ -1,5 +1,8 @@
+import { mkdirSync } from "node:fs";
 import { access, readdir, rename, rm } from "node:fs/promises";
 import path from "node:path";
+import { SandtreeError } from "@sandtree/protocol";
+import { ensureBaseLink } from "../disks/overlay.js";
 import { checkLayerName, layerFile } from "./host-layers.js";
 
 /**
@@ -7,6 +10,23 @@ import { checkLayerName, layerFile } from "./host-layers.js";
  * its flat name, renamed to it first, so a restart finishes or removes it like any other.
  */
 const HIDDEN_BEFORE_CHECKS = /^\.(tmp-flat-[A-Za-z0-9._-]+)$/;
+
+/**
+ * Links the image base `basePath` into the layers directory `dir` (ensureBaseLink) and returns the
+ * link's name; IMAGE_NOT_FOUND, nothing linked, when no base lies there (another host's path, or
+ * an image removed), so a link in use is never pointed elsewhere.
+ */
+export async function linkBaseIn(dir: string, basePath: string): Promise<string> {
+  try {
+    await access(basePath);
+  } catch {
+    throw new SandtreeError("IMAGE_NOT_FOUND", `no image base lies at ${JSON.stringify(basePath.slice(0, 240))} on this host`, {
+      base_path: basePath.slice(0, 240),
+    });
+  }
+  mkdirSync(dir, { recursive: true });
+  return ensureBaseLink(dir, basePath);
+}
 
 /** Whether `name` lies in the layers directory `dir` (a link to an image base that is gone: false). */
 export async function hasLayerFile(dir: string, name: string): Promise<boolean> {

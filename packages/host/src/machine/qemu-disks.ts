@@ -1,10 +1,9 @@
 import { mkdirSync } from "node:fs";
 import type { BlobStore } from "../blobs/blob-store.js";
 import { flattenLayer, sealLayer } from "../disks/layers.js";
-import { ensureBaseLink } from "../disks/overlay.js";
 import { createOverlayCopy } from "../disks/overlay-copies.js";
 import { BlobLayers, checkLayerName, type HostLayers, layerFile } from "./host-layers.js";
-import { hasLayerFile, listLayerFiles, removeLayerFile } from "./layer-files.js";
+import { hasLayerFile, linkBaseIn, listLayerFiles, removeLayerFile } from "./layer-files.js";
 import type { HostDisks } from "./machine.js";
 
 /**
@@ -19,9 +18,8 @@ export class QemuDisks implements HostDisks {
     return layerFile(this.layersDir, name, field);
   }
 
-  async linkBase(basePath: string): Promise<string> {
-    mkdirSync(this.layersDir, { recursive: true });
-    return ensureBaseLink(this.layersDir, basePath);
+  linkBase(basePath: string): Promise<string> {
+    return linkBaseIn(this.layersDir, basePath);
   }
 
   async createDisk(backing: string, disk: string, sizeBytes: number, opts: { signal?: AbortSignal } = {}): Promise<void> {

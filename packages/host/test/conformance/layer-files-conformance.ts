@@ -2,7 +2,7 @@
 // hasLayer, removeLayer, listLayers; HostLayers: replace, storeAs): the control plane never reads
 // that directory itself. Run inside machineHostConformance, on its subject.
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { expect, it } from "vitest";
 import type { HostUnderTest } from "./machine-host-conformance.js";
@@ -27,9 +27,17 @@ export function layerFilesConformance(subject: () => { t: HostUnderTest; base: s
     expect(await t.host.hasLayer("conf-files-1.qcow2")).toBe(false);
     expect(await t.host.listLayers("conf-files-")).toEqual(["conf-files-2.qcow2"]);
     expect(await t.host.listLayers("conf-no-such-prefix")).toEqual([]);
-    // A base whose image is gone (here: never was) is linked, but not there.
-    const gone = await t.host.linkBase(path.join(t.dir, "..", `conf-gone-${path.basename(t.dir)}`, "base.qcow2"));
+    // A base linked, then gone (its image removed), is not there; no base is linked where none lies.
+    const goneDir = path.join(t.dir, "..", `conf-gone-${path.basename(t.dir)}`);
+    mkdirSync(goneDir, { recursive: true });
+    writeFileSync(path.join(goneDir, "base.qcow2"), "a base");
+    const gone = await t.host.linkBase(path.join(goneDir, "base.qcow2"));
+    expect(await t.host.hasLayer(gone)).toBe(true);
+    rmSync(goneDir, { recursive: true });
     expect(await t.host.hasLayer(gone)).toBe(false);
+    const before = await t.host.listLayers("");
+    await expect(t.host.linkBase(path.join(goneDir, "other.qcow2"))).rejects.toMatchObject({ code: "IMAGE_NOT_FOUND" });
+    expect(await t.host.listLayers("")).toEqual(before);
     // A flattening's temporary layer written hidden (before names were checked) is listed under its name.
     writeFileSync(path.join(t.dir, ".tmp-flat-conf"), "flat");
     expect(await t.host.listLayers("tmp-flat-")).toEqual(["tmp-flat-conf"]);

@@ -30,6 +30,20 @@ async function fetched(
   }
 }
 
+/**
+ * Whether the image base a checkpoint recorded (the host's reference, ResolvedImage.basePath) is on
+ * the host: linked into its layers directory, its link not dangling.
+ */
+export async function baseHere(disks: Pick<HostDisks, "hasLayer" | "linkBase">, basePath: string): Promise<boolean> {
+  if (!basePath) return false;
+  try {
+    return await disks.hasLayer(await disks.linkBase(basePath));
+  } catch (err) {
+    if (err instanceof SandtreeError && err.code === "IMAGE_NOT_FOUND") return false;
+    throw err;
+  }
+}
+
 /** The host's layers port, and its layers directory asked by name (a chain's files lie there once fetched). */
 export interface ChainLayers {
   layers: HostLayers;
@@ -95,8 +109,7 @@ export async function verifyChain(
     }
     memState = await fetched(chain, id, top.mem_key, top.mem_sha256, signal);
   }
-  // The base's link in the layers directory dangles once the image base is gone.
-  if (!top.base_path || !(await chain.disks.hasLayer(await chain.disks.linkBase(top.base_path)))) {
+  if (!(await baseHere(chain.disks, top.base_path))) {
     throw new SandtreeError("CHECKPOINT_CORRUPT", `the image base of checkpoint ${id} is gone`, { checkpoint_id: id });
   }
   return { layer: topLayer, row: top, memState };
