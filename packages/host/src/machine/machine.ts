@@ -298,7 +298,10 @@ export interface ResolvedImage {
   ref: string;
   /** The image manifest's digest (`sha256:...`). */
   digest: string;
-  /** The base on that host (a path there, never written to, opened by that host only): give it to `linkBase`. */
+  /**
+   * The base on that host (a path there, never written to, opened by that host only): the caller
+   * keeps it only to give it back to `linkBase` (IMAGE_NOT_FOUND once the base is gone).
+   */
   basePath: string;
   virtualSizeBytes: number;
   source: "local" | "registry";
