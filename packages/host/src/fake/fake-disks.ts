@@ -2,8 +2,8 @@ import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import type { BlobStore } from "../blobs/blob-store.js";
-import { BlobLayers, checkLayerName, type HostLayers, type LayerDigest, layerFile } from "../machine/host-layers.js";
-import { hasLayerFile, linkBaseIn, listLayerFiles, removeLayerFile } from "../machine/layer-files.js";
+import { BlobLayers, checkLayerName, type HostLayers, type LayerDigest } from "../machine/host-layers.js";
+import { LayerDirectory } from "../machine/layer-files.js";
 import type { HostDisks } from "../machine/machine.js";
 
 /**
@@ -58,22 +58,17 @@ async function sealFakeLayer(file: string, opts: { signal?: AbortSignal } = {}):
   return { sha256: createHash("sha256").update(data).digest("hex"), size: data.length };
 }
 
-/** The fake host's disks, in its layers directory and named there (as a real host's: checkLayerName). */
-export class FakeDisks implements HostDisks {
-  constructor(private readonly layersDirOf: () => string) {}
+/**
+ * The fake host's disks, in its layers directory and named there (as a real host's: checkLayerName);
+ * an image base is linked as a real host's (LayerDirectory): the link dangles once the base is gone.
+ */
+export class FakeDisks extends LayerDirectory implements HostDisks {
+  constructor(private readonly layersDirOf: () => string) {
+    super();
+  }
 
   get layersDir(): string {
     return this.layersDirOf();
-  }
-
-  /** The file of the disk, layer or memory state `name` (VALIDATION_FAILED on `field` when it is not a name). */
-  file(name: string, field: string): string {
-    return layerFile(this.layersDir, name, field);
-  }
-
-  /** A link to the image's base file, as a real host's: it dangles (hasLayer: false) once the base is gone. */
-  linkBase(basePath: string): Promise<string> {
-    return linkBaseIn(this.layersDir, basePath);
   }
 
   async createDisk(backing: string, disk: string, _sizeBytes: number): Promise<void> {
@@ -81,18 +76,6 @@ export class FakeDisks implements HostDisks {
     checkLayerName(backing, "backing");
     mkdirSync(this.layersDir, { recursive: true });
     writeDiskFile(file, { fake: 1, backing, files: null });
-  }
-
-  hasLayer(name: string): Promise<boolean> {
-    return hasLayerFile(this.layersDir, name);
-  }
-
-  removeLayer(name: string): Promise<void> {
-    return removeLayerFile(this.layersDir, name);
-  }
-
-  listLayers(prefix: string): Promise<string[]> {
-    return listLayerFiles(this.layersDir, prefix);
   }
 
   /** Its layers as any host's: a fake layer's bytes hashed where they lie, then stored. */

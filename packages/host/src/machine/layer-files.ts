@@ -65,6 +65,35 @@ export async function listLayerFiles(dir: string, prefix: string): Promise<strin
   return [...names].filter((n) => n.startsWith(prefix) && isLayerName(n)).sort();
 }
 
+/**
+ * What every host with a layers directory on its own disk answers alike (QEMU's, the fake's):
+ * base links, and which disks, layers and memory states lie there, by name.
+ */
+export abstract class LayerDirectory {
+  abstract readonly layersDir: string;
+
+  /** The file of the disk, layer or memory state `name` (VALIDATION_FAILED on `field` when it is not a name). */
+  file(name: string, field: string): string {
+    return layerFile(this.layersDir, name, field);
+  }
+
+  linkBase(basePath: string): Promise<string> {
+    return linkBaseIn(this.layersDir, basePath);
+  }
+
+  hasLayer(name: string): Promise<boolean> {
+    return hasLayerFile(this.layersDir, name);
+  }
+
+  removeLayer(name: string): Promise<void> {
+    return removeLayerFile(this.layersDir, name);
+  }
+
+  listLayers(prefix: string): Promise<string[]> {
+    return listLayerFiles(this.layersDir, prefix);
+  }
+}
+
 function isLayerName(name: string): boolean {
   try {
     checkLayerName(name);

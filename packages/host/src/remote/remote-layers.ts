@@ -26,14 +26,8 @@ export class RemoteLayers implements HostLayers {
   }
 
   /** The worker stores the layer, this side commits (asked between the worker's `stored` and its `done`). */
-  replace(
-    key: string,
-    from: string,
-    digest: LayerDigest,
-    commit: () => boolean | Promise<boolean>,
-    opts: { signal?: AbortSignal } = {},
-  ): Promise<boolean> {
-    return remoteCall("replacing a layer", async () => {
+  readonly replace: HostLayers["replace"] = (key, from, digest, commit, opts = {}) =>
+    remoteCall("replacing a layer", async () => {
       const inputs = new AsyncQueue<ReplaceLayerInput>();
       const send = (input: ReplaceLayerInput["input"]) => inputs.push(create(ReplaceLayerInputSchema, { input }));
       const header = create(ReplaceLayerHeaderSchema, {
@@ -58,7 +52,6 @@ export class RemoteLayers implements HostLayers {
       }
       throw new Error("the worker ended a layer replacement without its outcome");
     });
-  }
 
   async storeAs(key: string, from: string, sha256: string, opts: { signal?: AbortSignal } = {}): Promise<boolean> {
     return remoteCall("storing a layer", async () => (await this.client.storeLayerAs({ key, from, sha256 }, opts)).stored);
