@@ -1,5 +1,3 @@
-import { existsSync } from "node:fs";
-import path from "node:path";
 import {
   type Accel,
   CreateSandboxRequest,
@@ -83,7 +81,7 @@ export class RestoreService {
       checkpoint: row,
       layers,
       memory,
-      localHolds: layers.every((k) => existsSync(path.join(sandboxes.bundles.local.paths.layersDir, k))),
+      localHolds: (await Promise.all(layers.map((k) => sandboxes.bundles.local.host.hasLayer(k)))).every(Boolean),
       here: async () => {
         await ensureBase(store, this.deps.images, sandboxes.bundles.local.host, row);
         return (await this.layers(teamId, checkpointId, memory)).layers;
@@ -99,12 +97,8 @@ export class RestoreService {
   }
 
   private async layers(teamId: string, checkpointId: string, memory: boolean) {
-    const { row, path: top, memPath } = await this.deps.checkpoints.restorePath(teamId, checkpointId, undefined, { memory });
-    const layers: RestoreLayers = {
-      layerName: path.basename(top),
-      digest: row.image_digest,
-      memState: memPath === null ? null : path.basename(memPath),
-    };
+    const { row, layer, memState } = await this.deps.checkpoints.restorePath(teamId, checkpointId, undefined, { memory });
+    const layers: RestoreLayers = { layerName: layer, digest: row.image_digest, memState };
     return { row, layers };
   }
 

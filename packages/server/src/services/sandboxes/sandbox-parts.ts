@@ -24,8 +24,6 @@ export interface BundleHost {
   host: MachineHost;
   /** The host's sandbox networks (absent: no sandbox there gets a NIC). */
   network?: NetworkService;
-  /** The host's layers directory (default DATA_DIR/layers). */
-  layersDir?: string;
 }
 
 /**
@@ -51,7 +49,7 @@ export type BundleDeps = Pick<
 export function hostBundle(deps: BundleDeps, owner: SandboxPartsOwner, at: BundleHost): HostBundle {
   const { host, network } = at;
   const net = network ? { network } : {};
-  const paths = new SandboxPaths(deps.dataDir, at.layersDir);
+  const paths = new SandboxPaths(deps.dataDir);
   const warm = new WarmStarts(
     {
       host,

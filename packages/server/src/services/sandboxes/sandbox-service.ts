@@ -32,8 +32,6 @@ export interface SandboxServiceDeps {
   images: ImageResolver;
   aliases?: ImageAliases;
   dataDir: string;
-  /** The local host's layers directory: sandbox disks and checkpoint layers side by side (default DATA_DIR/layers). */
-  layersDir?: string;
   accel: Accel;
   guest: GuestArtifacts;
   log: Logger;
@@ -79,13 +77,12 @@ export class SandboxService {
       closing: () => this.closing,
       elsewhere: () => this.placement.elsewhere(),
     };
-    const { host, network, layersDir } = deps;
+    const { host, network } = deps;
     this.bundles = new HostBundles(
       hostBundle(deps, owner, {
         name: deps.hostName ?? LOCAL_HOST,
         host,
         ...(network ? { network } : {}),
-        ...(layersDir ? { layersDir } : {}),
       }),
     );
     const here = hereSite(this.bundles.local, {
