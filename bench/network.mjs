@@ -74,7 +74,8 @@ function cleanup() {
   try {
     execFileSync("ip", ["netns", "del", ns], { stdio: "ignore" });
   } catch {}
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  // Each server's log beside its data dir goes too (fail() has printed it by then).
+  for (const d of dirs) for (const p of [d, `${d}.log`]) rmSync(p, { recursive: true, force: true });
 }
 process.on("exit", cleanup);
 function fail(err) {
