@@ -17,6 +17,7 @@ import { mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { withHostCgroups } from "../scripts/lib/host-cgroups.mjs";
 import { bridgeApi, waitForApi } from "../scripts/lib/netns-api.mjs";
 
 const args = process.argv.slice(2);
@@ -73,7 +74,8 @@ function cleanup() {
   try {
     execFileSync("ip", ["netns", "del", ns], { stdio: "ignore" });
   } catch {}
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  // Each server's log beside its data dir goes too (fail() has printed it by then).
+  for (const d of dirs) for (const p of [d, `${d}.log`]) rmSync(p, { recursive: true, force: true });
 }
 process.on("exit", cleanup);
 function fail(err) {
@@ -104,7 +106,18 @@ async function startServer(network) {
   const dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-bench-net-"));
   dirs.push(dataDir);
   const port = 20_000 + Math.floor(Math.random() * 20_000);
-  inNs(process.execPath, [CLI, "serve", "--data-dir", dataDir, "--host", "127.0.0.1", "--port", String(port)], {
+  // The server gives each VM its cgroup: the namespace's fresh /sys gets the host's hierarchies.
+  const [cmd, argv] = withHostCgroups(process.execPath, [
+    CLI,
+    "serve",
+    "--data-dir",
+    dataDir,
+    "--host",
+    "127.0.0.1",
+    "--port",
+    String(port),
+  ]);
+  inNs(cmd, argv, {
     env: {
       ...process.env,
       SANDTREE_NETWORK: network,

@@ -23,10 +23,12 @@
 // per variant, the variants interleaved within each round: MB/s, and MB per CPU second that QEMU
 // and Ganesha spent on the read (utime + stime from /proc; under a loaded host the wall clock
 // measures the load as much as the path, CPU seconds measure the path), and QEMU's share alone.
-// Prints one JSON object.
+// Prints one JSON object, the floor (bare QEMU, ../shared/bench/raw-floor.py, same run, after the
+// reads) beside.
 //   node bench/volumes-read.mjs        (root; after scripts/setup.sh)
 import { execFileSync } from "node:child_process";
 import { loadavg } from "node:os";
+import { measureFloor } from "./lib/floor.mjs";
 import { cpuSeconds, guestRun, startVolumeSandbox } from "./lib/volume-sandbox.mjs";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
@@ -213,6 +215,7 @@ try {
     mb_per_cpu_s_qemu: of("qemuPerCpu"),
     load_after: loadavg().map((x) => +x.toFixed(2)),
     uptime_after: execFileSync("uptime", { encoding: "utf8" }).trim(),
+    floor: await measureFloor(box.accel),
   };
   console.log(JSON.stringify(result, null, 2));
 } finally {

@@ -4,12 +4,14 @@
 // caches dropped) MB/s, small-file creates per second, a 10,000-file tree walk (lstat of
 // every entry) and `git status` of that tree committed (the host's git binary, run from the
 // volume in the guest: the image has none) in ms. One sandbox of sandtree/debian mounts one host
-// directory (bench/lib/volume-sandbox.mjs). Medians of BENCH_RUNS (default 3). Prints one JSON object.
+// directory (bench/lib/volume-sandbox.mjs). Medians of BENCH_RUNS (default 3). Prints one JSON object,
+// the floor (bare QEMU, ../shared/bench/raw-floor.py, same run, after the probes) beside.
 //   node bench/volumes.mjs        (root; after scripts/setup.sh; BENCH_MB=128 by default)
 import { execFileSync } from "node:child_process";
 import { copyFileSync, mkdirSync } from "node:fs";
 import { loadavg } from "node:os";
 import path from "node:path";
+import { measureFloor } from "./lib/floor.mjs";
 import { guestRun, startVolumeSandbox } from "./lib/volume-sandbox.mjs";
 
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -117,6 +119,7 @@ try {
     Object.keys(result.volume).map((k) => [k, +(result.volume[k] / result.sandbox_disk[k]).toFixed(2)]),
   );
   result.load_after = loadavg().map((x) => +x.toFixed(2));
+  result.floor = await measureFloor(box.accel);
   console.log(JSON.stringify(result, null, 2));
 } finally {
   await box.close();

@@ -30,6 +30,9 @@ describe("remote host", () => {
   beforeAll(async () => {
     dir = mkdtempSync(path.join(tmpdir(), "sandtree-remote-"));
     fake = new FakeHost({ dir: path.join(dir, "host"), layersDir: dir });
+    // The image base the tests' disks lie on (a host links only a base it has).
+    mkdirSync(path.join(dir, "img"));
+    writeFileSync(path.join(dir, "img", "base.ext4"), JSON.stringify({ fake: 1, backing: null, files: null }));
     worker = await serveMachineHost({ host: fake, key: () => key, networksDir: path.join(dir, "networks") });
     host = await connectRemoteHost({ url: worker.url, key: current });
   });

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { HeadObjectCommand, ListObjectsV2Command } from "@aws-sdk/client-s3";
@@ -168,6 +168,23 @@ describe("S3BlobStore", () => {
     const c = store.materialize("ck-s.qcow2", sha(data), { signal: alone.signal });
     alone.abort(new Error("cancelled again"));
     await expect(c).rejects.toThrow(/cancelled again/);
+  });
+
+  it("removes at start what a download of an earlier process left, never one of this process's", () => {
+    const root = mkdtempSync(path.join(tmpdir(), "sandtree-s3blobs-"));
+    roots.push(root);
+    const layers = path.join(root, "layers");
+    mkdirSync(layers);
+    const stale = path.join(layers, ".tmp-dl-ck-a.qcow2-0123abcd");
+    const fresh = path.join(layers, ".tmp-dl-ck-b.qcow2-4567cdef");
+    const layer = path.join(layers, "ck-c.qcow2");
+    for (const f of [stale, fresh, layer]) writeFileSync(f, "bytes");
+    const earlier = new Date(performance.timeOrigin - 60_000);
+    utimesSync(stale, earlier, earlier);
+    utimesSync(layer, earlier, earlier);
+    makeStore({ localDir: layers });
+    expect(readdirSync(layers).sort()).toEqual([".tmp-dl-ck-b.qcow2-4567cdef", "ck-c.qcow2"]);
+    expect(existsSync(fresh)).toBe(true);
   });
 
   it("deletes the object and the local copy, idempotently", async () => {

@@ -1,4 +1,4 @@
-import { mkdirSync, readdirSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { detectAccel, type RunWorkerOptions, serveMachineHost, setKvmCpuModel } from "@sandtree/host";
 import { type RegisterHostResponse, SandtreeError } from "@sandtree/protocol";
@@ -114,7 +114,7 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
       ...runWorkerOptions,
       hostUrl: url,
       // The layers its host holds (a restore without a shared object store is placed where they are).
-      layers: async () => readdirSync(layersDir).filter((f) => !/^(live-|tmp-|base-|\.)/.test(f)),
+      layers: async () => (await host.listLayers("")).filter((f) => !/^(live-|tmp-|base-)/.test(f)),
       onRegistered: (r) => {
         // The control plane's object store, from the first join on (a later join names the same one).
         if (!r.blob_store) blobs.keepLocal();

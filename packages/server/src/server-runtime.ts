@@ -136,7 +136,6 @@ export async function startRuntime(
     images,
     aliases,
     dataDir: cfg.dataDir,
-    layersDir: blobs.localDir,
     accel,
     guest: f.guest,
     log,

@@ -94,6 +94,32 @@ describe("architecture", () => {
     expect(index).not.toMatch(/QemuVm|QmpClient|QemuMachineHost\b(?!Options)/);
   });
 
+  it("reads no file of the host's layers directory: it asks the host by name (hasLayer, listLayers, removeLayer, its layers port)", () => {
+    // A blob store's own files are its implementation's (the fleet worker's store), and a volume's
+    // archive is the control plane's blob, packed beside its store's files (volumes are not yet the host's).
+    const allowed = new Set(
+      ["services/fleet/joined-blob-store.ts", "services/volumes/volume-archive.ts"].map((f) =>
+        path.join(root, "packages/server/src", f),
+      ),
+    );
+    // A path built from the layers directory, or a file call given it or a layer's hash helper.
+    const words = [
+      /\bpath\.(join|resolve)\([^)]*\b(layersDir|localDir)\b/,
+      /\b(existsSync|readdirSync|rmSync|statSync|readdir|rm|stat|unlink|rename)\([^)]*\b(layersDir|localDir)\b/,
+      /\b(sha256File|renameKeepingGrants)\(/,
+    ];
+    const offenders: string[] = [];
+    for (const f of serverSources) {
+      if (allowed.has(f)) continue;
+      readFileSync(f, "utf8")
+        .split("\n")
+        .forEach((line, i) => {
+          for (const w of words) if (w.test(line)) offenders.push(`${path.relative(root, f)}:${i + 1}: ${w.source}`);
+        });
+    }
+    expect(offenders).toEqual([]);
+  });
+
   it("reads the environment only in the config module", () => {
     const offenders = serverSources
       .filter((f) => !f.endsWith(`${path.sep}config.ts`))

@@ -6,6 +6,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { LocalDirBlobStore } from "@sandtree/host";
+import { FakeHost } from "@sandtree/host/fake";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { SqliteStore } from "../src/index.js";
 import { finishInterruptedFlattens } from "../src/services/checkpoints/checkpoint-flatten.js";
@@ -46,7 +47,9 @@ it("swaps in a flattened layer whose hash is recorded, under either name, and re
   writeFileSync(path.join(layers, `tmp-flat-${unrecorded.id}`), "other bytes");
   writeFileSync(path.join(layers, "tmp-flat-ck-0000"), "no such checkpoint");
 
-  await finishInterruptedFlattens({ store, blobs, log: silent });
+  // The host's layers directory is the blob store's, as a server's default host's.
+  const host = new FakeHost({ layersDir: layers });
+  await finishInterruptedFlattens({ store, layers: host.layers(blobs), host, log: silent });
 
   expect(readFileSync(path.join(layers, "named.qcow2"), "utf8")).toBe("named flat");
   expect(readFileSync(path.join(layers, "hidden.qcow2"), "utf8")).toBe("hidden flat");

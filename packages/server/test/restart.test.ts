@@ -125,9 +125,15 @@ async function expectGone(id: string): Promise<void> {
   // SIGKILL is delivered at once, but the process disappears only when reaped.
   await waitFor(`QEMU of ${id} gone`, () => (qemuPidsFor([id]).length === 0 ? true : undefined), 5000).catch(() => {});
   expect(qemuPidsFor([id])).toEqual([]);
+  // The disk and run directory go after the status is ERROR (the host removes them, asked by name).
   const layers = path.join(dataDir, "layers");
-  expect(existsSync(layers) ? readdirSync(layers).filter((f) => f.startsWith(`live-${id}-`)) : []).toEqual([]);
-  expect(existsSync(path.join(runRoot, `sandtree-${id}`))).toBe(false);
+  const disks = () => (existsSync(layers) ? readdirSync(layers).filter((f) => f.startsWith(`live-${id}-`)) : []);
+  const runDir = path.join(runRoot, `sandtree-${id}`);
+  await waitFor(`files of ${id} gone`, () => (disks().length === 0 && !existsSync(runDir) ? true : undefined), 5000).catch(
+    () => {},
+  );
+  expect(disks()).toEqual([]);
+  expect(existsSync(runDir)).toBe(false);
 }
 
 beforeAll(async () => {

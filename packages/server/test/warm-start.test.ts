@@ -106,7 +106,8 @@ describe("warm starts from one template", () => {
 
     // The child's disk, as a checkpoint of it seals it, is a clean ext4 (read from the host).
     const ckChild = await checkpoint(child.id, child.team_id);
-    const { path: top } = await t.server.services.checkpoints.restorePath(child.team_id, ckChild);
+    const { layer } = await t.server.services.checkpoints.restorePath(child.team_id, ckChild);
+    const top = path.join(t.dataDir, "layers", layer);
     const raw = path.join(scratch, "child.raw");
     execFileSync("qemu-img", ["convert", "-U", "-O", "raw", top, raw]);
     execFileSync("e2fsck", ["-fn", raw], { stdio: "pipe" }); // throws on any problem (exit code != 0)

@@ -7,7 +7,7 @@ import { renameKeepingGrants } from "../vmm/jail.js";
 import { assertBlobKey, BlobCorruptError, type BlobStore } from "./blob-store.js";
 import { TransientError, withRetries } from "./retry.js";
 import { loadS3Sdk, type S3Sdk } from "./s3-sdk.js";
-import { type Digests, downloadToTemp, uploadFile } from "./s3-transfer.js";
+import { type Digests, downloadToTemp, removeStaleDownloads, uploadFile } from "./s3-transfer.js";
 import { syncDir, VerifiedCache } from "./verified-cache.js";
 
 export interface S3BlobStoreOptions {
@@ -61,6 +61,8 @@ export class S3BlobStore implements BlobStore {
   constructor(opts: S3BlobStoreOptions) {
     this.localDir = opts.localDir;
     mkdirSync(this.localDir, { recursive: true });
+    // A restart finds what a download the previous process was in left (never one of this process's).
+    removeStaleDownloads(this.localDir, performance.timeOrigin);
     this.bucket = opts.bucket;
     this.prefix = opts.prefix ?? "";
     this.partSize = Math.max(5 * MIB, opts.partSize ?? 16 * MIB);

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
-import { createReadStream, createWriteStream } from "node:fs";
+import { createReadStream, createWriteStream, readdirSync, rmSync, statSync } from "node:fs";
 import { open, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { Transform, type TransformCallback } from "node:stream";
@@ -107,6 +107,23 @@ export async function uploadFile(
   }
 }
 
+/** The temporary files of downloads into `dir` (downloadToTemp). */
+const DOWNLOAD_TMP = ".tmp-dl-";
+
+/**
+ * Removes what downloads into `dir` left when a process ended during them: temporary files last
+ * written before `before` (this process's start: its own downloads are younger).
+ */
+export function removeStaleDownloads(dir: string, before: number): void {
+  for (const f of readdirSync(dir)) {
+    if (!f.startsWith(DOWNLOAD_TMP)) continue;
+    const file = path.join(dir, f);
+    try {
+      if (statSync(file).mtimeMs < before) rmSync(file, { force: true });
+    } catch {}
+  }
+}
+
 /**
  * Downloads `Bucket/Key` into a temporary file in `dir` (fsynced), hashing what arrives; the
  * caller checks the hash and renames. On any failure the temporary file is removed.
@@ -119,7 +136,7 @@ export async function downloadToTemp(
   opts: { signal?: AbortSignal | undefined },
 ): Promise<{ tmp: string; digests: Digests }> {
   const { s3 } = await loadS3Sdk();
-  const tmp = path.join(dir, `.tmp-dl-${source.key}-${randomBytes(4).toString("hex")}`);
+  const tmp = path.join(dir, `${DOWNLOAD_TMP}${source.key}-${randomBytes(4).toString("hex")}`);
   try {
     let body: NodeJS.ReadableStream;
     try {

@@ -2,7 +2,8 @@ import { createHash } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import type { BlobStore } from "../blobs/blob-store.js";
-import { BlobLayers, checkLayerName, type HostLayers, type LayerDigest, layerFile } from "../machine/host-layers.js";
+import { BlobLayers, checkLayerName, type HostLayers, type LayerDigest } from "../machine/host-layers.js";
+import { LayerDirectory } from "../machine/layer-files.js";
 import type { HostDisks } from "../machine/machine.js";
 
 /**
@@ -57,24 +58,17 @@ async function sealFakeLayer(file: string, opts: { signal?: AbortSignal } = {}):
   return { sha256: createHash("sha256").update(data).digest("hex"), size: data.length };
 }
 
-/** The fake host's disks, in its layers directory and named there (as a real host's: checkLayerName). */
-export class FakeDisks implements HostDisks {
-  constructor(private readonly layersDirOf: () => string) {}
+/**
+ * The fake host's disks, in its layers directory and named there (as a real host's: checkLayerName);
+ * an image base is linked as a real host's (LayerDirectory): the link dangles once the base is gone.
+ */
+export class FakeDisks extends LayerDirectory implements HostDisks {
+  constructor(private readonly layersDirOf: () => string) {
+    super();
+  }
 
   get layersDir(): string {
     return this.layersDirOf();
-  }
-
-  /** The file of the disk, layer or memory state `name` (VALIDATION_FAILED on `field` when it is not a name). */
-  file(name: string, field: string): string {
-    return layerFile(this.layersDir, name, field);
-  }
-
-  async linkBase(basePath: string): Promise<string> {
-    const name = `base-${path.basename(path.dirname(basePath))}-${path.basename(basePath)}`;
-    mkdirSync(this.layersDir, { recursive: true });
-    writeDiskFile(this.file(name, "basePath"), { fake: 1, backing: null, files: null });
-    return name;
   }
 
   async createDisk(backing: string, disk: string, _sizeBytes: number): Promise<void> {

@@ -1,3 +1,4 @@
+import { existsSync } from "node:fs";
 import path from "node:path";
 import { SandtreeError } from "@sandtree/protocol";
 import { BLOB_KEY_MAX, BlobCorruptError, BlobMissingError, type BlobStore } from "../blobs/blob-store.js";
@@ -27,6 +28,25 @@ export interface HostLayers {
    * when missing here). A mismatch, or a blob the store does not hold: CHECKPOINT_CORRUPT.
    */
   fetch(key: string, sha256: string, opts?: { signal?: AbortSignal }): Promise<void>;
+  /**
+   * Swaps the layer file `from` (a flattened layer: the same guest-visible bytes as `key`, with
+   * `digest`) in as `key`'s content: stored in the blob store first, then `commit()` records the new
+   * hash (false: give up, `from` is removed), then `from` replaces `key` in the layers directory.
+   * Returns what commit answered (BlobStore.replace).
+   */
+  replace(
+    key: string,
+    from: string,
+    digest: LayerDigest,
+    commit: () => boolean | Promise<boolean>,
+    opts?: { signal?: AbortSignal },
+  ): Promise<boolean>;
+  /**
+   * Stores the file `from` as `key` (it may be `key` itself) when it holds `sha256`: it becomes
+   * `key` in the layers directory and in the blob store (a swap a restart interrupted after its
+   * commit, or a layer stored again). False, nothing changed, when it is missing or holds other bytes.
+   */
+  storeAs(key: string, from: string, sha256: string, opts?: { signal?: AbortSignal }): Promise<boolean>;
 }
 
 /** How a host makes one of its layer files durable and hashes it (qcow2 or fake, the same bytes). */
@@ -75,5 +95,26 @@ export class BlobLayers implements HostLayers {
       if (!(err instanceof BlobCorruptError || err instanceof BlobMissingError)) throw err;
       throw new SandtreeError("CHECKPOINT_CORRUPT", err.message, { key }, { cause: err });
     }
+  }
+
+  async replace(
+    key: string,
+    from: string,
+    digest: LayerDigest,
+    commit: () => boolean | Promise<boolean>,
+    opts: { signal?: AbortSignal } = {},
+  ): Promise<boolean> {
+    const file = layerFile(this.blobs.localDir, from, "from");
+    return this.blobs.replace(checkLayerName(key), file, digest, commit, opts);
+  }
+
+  async storeAs(key: string, from: string, sha256: string, opts: { signal?: AbortSignal } = {}): Promise<boolean> {
+    const file = layerFile(this.blobs.localDir, from, "from");
+    checkLayerName(key);
+    if (!existsSync(file)) return false;
+    const digest = await this.seal(file, opts);
+    if (digest.sha256 !== sha256) return false;
+    await this.blobs.put(key, file, digest, opts);
+    return true;
   }
 }

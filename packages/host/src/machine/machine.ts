@@ -1,6 +1,5 @@
 import type { Duplex } from "node:stream";
 import type { AgentExec, AgentExecEvent, ExecSpec, StatInfo } from "../agent/agent-client.js";
-import type { BlobStore } from "../blobs/blob-store.js";
 import type { RegistryCredentials } from "../images/registry-auth.js";
 import type { MachineRates } from "../limits/machine-limits.js";
 import type { HostNetworks } from "../network/host-networks.js";
@@ -9,7 +8,7 @@ import type { TemplateBuildErrorHandler, TemplateStore, TemplateTaps } from "../
 import type { GuestBoot } from "../vmm/qemu-args.js";
 import type { VolumeMount } from "../volumes/guest-mount.js";
 import type { ConsoleTail } from "./console-tail.js";
-import type { HostLayers } from "./host-layers.js";
+import type { HostDisks } from "./host-disks.js";
 
 /**
  * The seam between the control plane and the machines that run sandboxes. The server holds
@@ -22,6 +21,7 @@ import type { HostLayers } from "./host-layers.js";
 /** A command running in a machine: its events, stdin, signals and PTY size. */
 export type MachineExec = AgentExec;
 export type MachineExecEvent = AgentExecEvent;
+export { DISK_FILE_SUFFIX, type HostDisks } from "./host-disks.js";
 export type { HostLayers, LayerDigest } from "./host-layers.js";
 export type { ExecSpec, StatInfo };
 
@@ -278,33 +278,6 @@ export interface Machine {
   once(event: "exit", fn: (exit: MachineExit) => void): this;
 }
 
-/** How the names of disk and layer files end on a host (their format: qcow2 for QEMU's). */
-export const DISK_FILE_SUFFIX = ".qcow2";
-
-/**
- * Disks and layers, owned by the host: a sandbox's writable disk lies on top of a chain of
- * read-only layers (checkpoints) over an image base. Each lies in the host's layers directory,
- * given to the host when it is made (a worker's is its own), and is named across this interface
- * by its name there, never by a path: a name that is not flat (a `/`, a `..`) is refused with
- * VALIDATION_FAILED (checkLayerName). So stored layers do not depend on where a sandbox lived,
- * and a remote host never gets a path of the control plane's.
- */
-export interface HostDisks {
-  /** A name in the layers directory for the image base at `basePath` (a disk can then lie on it). Idempotent. */
-  linkBase(basePath: string): Promise<string>;
-  /** A new writable disk named `disk` over the disk or layer named `backing`. */
-  createDisk(backing: string, disk: string, sizeBytes: number, opts?: { signal?: AbortSignal }): Promise<void>;
-  /** Its layers port over `blobs`, whose local files lie in its layers directory (`blobs.localDir`); see HostLayers. */
-  layers(blobs: BlobStore): HostLayers;
-  /** Writes `dest` as one layer holding the whole chain of `layer` down to `backing` (all three names). */
-  flattenLayer(
-    layer: string,
-    backing: string,
-    dest: string,
-    opts?: { signal?: AbortSignal },
-  ): Promise<{ sha256: string; size: number }>;
-}
-
 /** Where a host keeps what makes starts warm (their VMs' sockets: in the host's own run root). */
 export interface WarmCacheOptions {
   dataDir: string;
@@ -327,7 +300,10 @@ export interface ResolvedImage {
   ref: string;
   /** The image manifest's digest (`sha256:...`). */
   digest: string;
-  /** The base on that host (a path there, never written to, opened by that host only): give it to `linkBase`. */
+  /**
+   * The base on that host (a path there, never written to, opened by that host only): the caller
+   * keeps it only to give it back to `linkBase` (IMAGE_NOT_FOUND once the base is gone).
+   */
   basePath: string;
   virtualSizeBytes: number;
   source: "local" | "registry";

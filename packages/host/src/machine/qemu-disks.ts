@@ -1,26 +1,18 @@
 import { mkdirSync } from "node:fs";
 import type { BlobStore } from "../blobs/blob-store.js";
 import { flattenLayer, sealLayer } from "../disks/layers.js";
-import { ensureBaseLink } from "../disks/overlay.js";
 import { createOverlayCopy } from "../disks/overlay-copies.js";
-import { BlobLayers, checkLayerName, type HostLayers, layerFile } from "./host-layers.js";
+import { BlobLayers, checkLayerName, type HostLayers } from "./host-layers.js";
+import { LayerDirectory } from "./layer-files.js";
 import type { HostDisks } from "./machine.js";
 
 /**
  * A QEMU host's disks: qcow2 overlays over a chain of qcow2 layers over the image base, all in its
  * layers directory `layersDir` and named there (each name checked: checkLayerName).
  */
-export class QemuDisks implements HostDisks {
-  constructor(readonly layersDir: string) {}
-
-  /** The file of the disk, layer or memory state `name` (VALIDATION_FAILED on `field` when it is not a name). */
-  protected file(name: string, field: string): string {
-    return layerFile(this.layersDir, name, field);
-  }
-
-  async linkBase(basePath: string): Promise<string> {
-    mkdirSync(this.layersDir, { recursive: true });
-    return ensureBaseLink(this.layersDir, basePath);
+export class QemuDisks extends LayerDirectory implements HostDisks {
+  constructor(readonly layersDir: string) {
+    super();
   }
 
   async createDisk(backing: string, disk: string, sizeBytes: number, opts: { signal?: AbortSignal } = {}): Promise<void> {

@@ -1,6 +1,5 @@
 import { create } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import { SandtreeError } from "@sandtree/protocol";
 import type { BlobStore } from "../blobs/blob-store.js";
 import {
   CapabilitiesResponseSchema,
@@ -13,6 +12,7 @@ import {
 import { type Machine, type MachineHost, MachineRefusedError } from "../machine/machine.js";
 import { checkMachineName } from "../machine/machine-dirs.js";
 import { imageCalls } from "./host-service-images.js";
+import { layerCalls } from "./host-service-layers.js";
 import { logCalls } from "./host-service-logs.js";
 import { networkCalls } from "./host-service-networks.js";
 import { hostStreams } from "./host-service-streams.js";
@@ -106,12 +106,6 @@ export function machineHostService(
   { networksDir, blobs, layoutMaxBytes }: HostServiceLimits,
 ): ServiceImpl<typeof MachineHostService> {
   const sig = (ctx: HandlerContext) => ({ signal: ctx.signal });
-  const layers = blobs ? host.layers(blobs) : null;
-  const servedLayers = () => {
-    if (!layers)
-      throw new SandtreeError("NOT_SUPPORTED", "this worker serves its host without a blob store: it stores no layers");
-    return layers;
-  };
   return {
     capabilities: () => {
       const c = host.capabilities;
@@ -126,12 +120,6 @@ export function machineHostService(
     },
     linkBase: (r) => answer(async () => ({ name: await host.linkBase(r.basePath) })),
     createDisk: (r, ctx) => answerEmpty(() => host.createDisk(r.backing, r.disk, Number(r.sizeBytes), sig(ctx))),
-    storeLayer: (r, ctx) =>
-      answer(async () => {
-        const d = await servedLayers().store(r.key, sig(ctx));
-        return create(LayerDigestSchema, { sha256: d.sha256, size: BigInt(d.size) });
-      }),
-    fetchLayer: (r, ctx) => answerEmpty(() => servedLayers().fetch(r.key, r.sha256, sig(ctx))),
     flattenLayer: (r, ctx) =>
       answer(async () => {
         const d = await host.flattenLayer(r.layer, r.backing, r.dest, sig(ctx));
@@ -148,6 +136,7 @@ export function machineHostService(
     // The name is checked here too: whatever host is served, a caller's name never leaves its roots.
     discard: (r, ctx) => answerEmpty(() => host.discard(checkMachineName(r.name), sig(ctx))),
 
+    ...layerCalls(host, blobs ? host.layers(blobs) : null),
     ...imageCalls(host.images, layoutMaxBytes),
     ...logCalls(host),
 

@@ -98,6 +98,18 @@ export class RemoteHost implements MachineHost {
     return this.layerPort;
   }
 
+  hasLayer(name: string, opts: { signal?: AbortSignal } = {}): Promise<boolean> {
+    return this.call("looking for a layer", async () => (await this.client.hasLayer({ name }, opts)).present);
+  }
+
+  async removeLayer(name: string, opts: { signal?: AbortSignal } = {}): Promise<void> {
+    await this.call("removing a layer", () => this.client.removeLayer({ name }, opts));
+  }
+
+  listLayers(prefix: string, opts: { signal?: AbortSignal } = {}): Promise<string[]> {
+    return this.call("listing layers", async () => (await this.client.listLayers({ prefix }, opts)).names);
+  }
+
   readonly flattenLayer: MachineHost["flattenLayer"] = (layer, backing, dest, opts = {}) =>
     this.call("flattening a layer", async () => layerDigest(await this.client.flattenLayer({ layer, backing, dest }, opts)));
 

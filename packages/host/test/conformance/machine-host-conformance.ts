@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { BlobStore, Machine, MachineHost, MachineSpec, ResolvedImage } from "../../src/index.js";
 import { MachinePortError, writeRootfsLayout } from "../../src/index.js";
 import { execOutput } from "../helpers/guest.js";
+import { layerFilesConformance } from "./layer-files-conformance.js";
 
 export interface HostUnderTest {
   host: MachineHost;
@@ -212,6 +213,8 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
       expect((await run(a, "echo up")).out).toBe("up\n");
       expect((await t.host.survivors()).map((s) => s.name)).not.toContain("conf-bad");
     });
+
+    layerFilesConformance(() => ({ t, base }), timeoutMs);
 
     it("resolves an image to a base on the host, the one its first machine started on", { timeout: timeoutMs }, async () => {
       expect(image.digest).toMatch(/^sha256:[0-9a-f]{64}$/);

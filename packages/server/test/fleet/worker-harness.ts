@@ -7,8 +7,8 @@ import path from "node:path";
 import { qemuPidsNamed } from "@sandtree/host/qemu";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, expect } from "vitest";
+import { withHostCgroups } from "../../../../scripts/lib/host-cgroups.mjs";
 import { type Api, jsonApi, spawnServe, spawnUntil, stopChildProcess } from "../helpers.js";
-import { withHostCgroups } from "../host-cgroups.js";
 
 export const CLI_MAIN = path.resolve(import.meta.dirname, "../../../cli/dist/main.js");
 // No sandbox networks (many servers share this network namespace), no background template builds.

@@ -10,9 +10,9 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll } from "vitest";
+import { withHostCgroups } from "../../../../scripts/lib/host-cgroups.mjs";
 import { bridgeApi, waitForApi } from "../../../../scripts/lib/netns-api.mjs";
 import { type Api, jsonApi } from "../helpers.js";
-import { withHostCgroups } from "../host-cgroups.js";
 import { createFakeInternet, type FakeInternet } from "./fake-internet.js";
 
 const CLI = fileURLToPath(new URL("../../../cli/dist/main.js", import.meta.url));

@@ -4,7 +4,7 @@ import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { withHostCgroups } from "../host-cgroups.js";
+import { withHostCgroups } from "../../../../scripts/lib/host-cgroups.mjs";
 
 export class ServerNetns {
   readonly name: string;

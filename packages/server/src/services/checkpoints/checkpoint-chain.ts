@@ -1,6 +1,4 @@
-import { existsSync, statSync } from "node:fs";
-import path from "node:path";
-import { type BlobStore, type HostLayers, sha256File } from "@sandtree/host";
+import type { HostDisks, HostLayers } from "@sandtree/host";
 import { SandtreeError } from "@sandtree/protocol";
 import type { CheckpointRow } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
@@ -22,7 +20,7 @@ async function fetched(
 ): Promise<string> {
   try {
     await chain.layers.fetch(key, sha256, signal ? { signal } : {});
-    return path.join(chain.dir, key);
+    return key;
   } catch (err) {
     if (!corrupt(err)) throw err;
     throw new SandtreeError("CHECKPOINT_CORRUPT", `checkpoint ${id} cannot be restored: ${err.message}`, {
@@ -32,16 +30,30 @@ async function fetched(
   }
 }
 
-/** The host's layers port and its layers directory (where a chain's files lie once fetched). */
+/**
+ * Whether the image base a checkpoint recorded (the host's reference, ResolvedImage.basePath) is on
+ * the host: linked into its layers directory, its link not dangling.
+ */
+export async function baseHere(disks: Pick<HostDisks, "hasLayer" | "linkBase">, basePath: string): Promise<boolean> {
+  if (!basePath) return false;
+  try {
+    return await disks.hasLayer(await disks.linkBase(basePath));
+  } catch (err) {
+    if (err instanceof SandtreeError && err.code === "IMAGE_NOT_FOUND") return false;
+    throw err;
+  }
+}
+
+/** The host's layers port, and its layers directory asked by name (a chain's files lie there once fetched). */
 export interface ChainLayers {
   layers: HostLayers;
-  dir: string;
+  disks: Pick<HostDisks, "hasLayer" | "linkBase">;
 }
 
 /**
  * Has the host fetch and verify every layer of a DURABLE checkpoint's chain (sha256 against what
- * was recorded) and, with `memory`, its memory file, into its layers directory (`chain.dir`);
- * returns the top layer's path there, to back a new sandbox's overlay.
+ * was recorded) and, with `memory`, its memory file, into its layers directory; returns the top
+ * layer's name there, to back a new sandbox's disk, and the memory state's.
  * A corrupt or missing layer is CHECKPOINT_CORRUPT: such a checkpoint never boots. With
  * `sealingHere`, a FROZEN checkpoint this process is sealing counts too: its layer (and RAM file)
  * are used from this host's layer directory unhashed (they have no hash yet; the host wrote them here,
@@ -53,24 +65,24 @@ export async function verifyChain(
   chain: ChainLayers,
   top: CheckpointRow,
   opts: { memory: boolean; signal?: AbortSignal; sealingHere?: (id: string) => boolean },
-): Promise<{ path: string; row: CheckpointRow; memPath: string | null }> {
+): Promise<{ layer: string; row: CheckpointRow; memState: string | null }> {
   const id = top.id;
   const { signal } = opts;
   const here = (c: CheckpointRow) => c.state === "FROZEN" && !c.sha256 && opts.sealingHere?.(c.id) === true;
-  const local = (key: string, what: string) => {
-    const p = path.join(chain.dir, key);
-    if (!existsSync(p)) throw new SandtreeError("CHECKPOINT_CORRUPT", `${what} of ${id} is missing`, { checkpoint_id: id });
-    return p;
+  const local = async (key: string, what: string) => {
+    if (!(await chain.disks.hasLayer(key)))
+      throw new SandtreeError("CHECKPOINT_CORRUPT", `${what} of ${id} is missing`, { checkpoint_id: id });
+    return key;
   };
   if (top.state !== "DURABLE" && !here(top)) {
     const code = top.state === "FAILED" ? "CHECKPOINT_FAILED" : "CHECKPOINT_NOT_READY";
     throw new SandtreeError(code, `checkpoint ${id} is ${top.state}, not DURABLE`, { checkpoint_id: id, state: top.state });
   }
-  let topPath = "";
+  let topLayer = "";
   for (let c: CheckpointRow | undefined = top; c; c = c.parent_id ? await store.getCheckpoint(c.parent_id) : undefined) {
     if (here(c) && c.blob_key) {
-      const p = local(c.blob_key, `the frozen layer ${c.id}`);
-      if (c === top) topPath = p;
+      const p = await local(c.blob_key, `the frozen layer ${c.id}`);
+      if (c === top) topLayer = p;
       continue;
     }
     if (!c.blob_key || !c.sha256)
@@ -86,32 +98,30 @@ export async function verifyChain(
       if (!corrupt(err) || !now?.sha256 || now.sha256 === sha256) throw err;
       p = await fetched(chain, id, blob_key, now.sha256, signal, { layer });
     }
-    if (c === top) topPath = p;
+    if (c === top) topLayer = p;
   }
-  let memPath: string | null = null;
+  let memState: string | null = null;
   if (opts.memory && top.mem_key && here(top)) {
-    memPath = local(top.mem_key, "the RAM file");
+    memState = await local(top.mem_key, "the RAM file");
   } else if (opts.memory) {
     if (!top.mem_key || !top.mem_sha256) {
       throw new SandtreeError("CHECKPOINT_HAS_NO_MEMORY", `checkpoint ${id} has no memory to restore`, { checkpoint_id: id });
     }
-    memPath = await fetched(chain, id, top.mem_key, top.mem_sha256, signal);
+    memState = await fetched(chain, id, top.mem_key, top.mem_sha256, signal);
   }
-  if (!existsSync(top.base_path)) {
+  if (!(await baseHere(chain.disks, top.base_path))) {
     throw new SandtreeError("CHECKPOINT_CORRUPT", `the image base of checkpoint ${id} is gone`, { checkpoint_id: id });
   }
-  return { path: topPath, row: top, memPath };
+  return { layer: topLayer, row: top, memState };
 }
 
 /**
- * Stores a DURABLE checkpoint's local layer again when it still has its recorded hash: after a
- * flattening interrupted between its upload and the hash's commit, a remote store holds bytes
+ * Has the host store a DURABLE checkpoint's layer again when it still has its recorded hash: after
+ * a flattening interrupted between its upload and the hash's commit, a remote store holds bytes
  * whose hash was never recorded.
  */
-export async function storeLayerAgain(blobs: BlobStore, row: CheckpointRow, log: Logger): Promise<void> {
+export async function storeLayerAgain(layers: HostLayers, row: CheckpointRow, log: Logger): Promise<void> {
   if (row.state !== "DURABLE" || !row.blob_key || !row.sha256) return;
-  const file = path.join(blobs.localDir, row.blob_key);
-  if (!existsSync(file) || (await sha256File(file)) !== row.sha256) return;
-  await blobs.put(row.blob_key, file, { sha256: row.sha256, size: statSync(file).size });
-  log.info({ checkpoint: row.id }, "stored a layer again after an interrupted flattening");
+  if (await layers.storeAs(row.blob_key, row.blob_key, row.sha256))
+    log.info({ checkpoint: row.id }, "stored a layer again after an interrupted flattening");
 }

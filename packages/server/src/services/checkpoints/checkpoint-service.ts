@@ -1,6 +1,4 @@
 import { randomBytes } from "node:crypto";
-import { existsSync } from "node:fs";
-import path from "node:path";
 import { type BlobStore, CheckpointFailedError, type HostDisks, type HostLayers, type SavedCheckpoint } from "@sandtree/host";
 import { SandtreeError } from "@sandtree/protocol";
 import type { CheckpointRow } from "../../store/rows.js";
@@ -222,7 +220,7 @@ export class CheckpointService {
    * interrupted, by comparing the temp file's hash with the database.
    */
   private flattenInBackground(id: string): void {
-    const p = flattenCheckpoint(this.deps, id).finally(() => this.flattens.delete(id));
+    const p = flattenCheckpoint({ ...this.deps, layers: this.layers }, id).finally(() => this.flattens.delete(id));
     this.flattens.set(id, p);
   }
 
@@ -268,7 +266,7 @@ export class CheckpointService {
 
   /**
    * Verifies every layer of the checkpoint's chain (sha256 against what was recorded) and returns
-   * the top layer's path, to back a new sandbox's overlay. A corrupt or missing layer is
+   * the top layer's name, to back a new sandbox's disk. A corrupt or missing layer is
    * CHECKPOINT_CORRUPT: such a checkpoint never boots. Layers this process is still sealing are
    * used as they are on this host (no hash yet: the host wrote them here and writes no more to them).
    * `on`: the bundle of the host the restore runs on (default this process's own).
@@ -278,14 +276,14 @@ export class CheckpointService {
     id: string,
     signal?: AbortSignal,
     opts: { memory?: boolean; on?: HostBundle } = {},
-  ): Promise<{ path: string; row: CheckpointRow; memPath: string | null }> {
+  ): Promise<{ layer: string; row: CheckpointRow; memState: string | null }> {
     const top = teamId === undefined ? await this.deps.store.getCheckpoint(id) : await this.get(teamId, id);
     if (!top) throw new SandtreeError("CHECKPOINT_NOT_FOUND", `checkpoint ${id} not found`, { id });
     // Another host (a worker's) fetches the chain into its own layers directory, from the store only.
     const there = opts.on && opts.on !== this.deps.sandboxes.bundles.local ? opts.on : null;
     const layers = there ? there.host.layers(this.deps.blobs) : this.layers;
     const verify = (row: CheckpointRow) =>
-      verifyChain(this.deps.store, { layers, dir: this.deps.blobs.localDir }, row, {
+      verifyChain(this.deps.store, { layers, disks: there ? there.host : this.deps.host }, row, {
         ...(signal ? { signal } : {}),
         memory: opts.memory === true,
         ...(there ? {} : { sealingHere: (c: string) => this.uploads.has(c) }),
@@ -357,7 +355,7 @@ export class CheckpointService {
   async reconcile(mine: (sandboxId: string) => Promise<boolean> = async () => true): Promise<void> {
     const lost = "the server restarted before the checkpoint was durable";
     for (const c of await this.deps.store.listCheckpoints({ states: ["PENDING", "FROZEN"] })) {
-      if (c.state === "FROZEN" && c.blob_key && existsSync(path.join(this.deps.blobs.localDir, c.blob_key))) {
+      if (c.state === "FROZEN" && c.blob_key && (await this.deps.host.hasLayer(c.blob_key))) {
         this.deps.log.info({ checkpoint: c.id }, "sealing a checkpoint the restart interrupted");
         this.startUpload(c, c.blob_key);
         continue;
@@ -365,7 +363,7 @@ export class CheckpointService {
       if (!(await mine(c.sandbox_id))) continue;
       await this.deps.store.updateCheckpoint(c.id, { state: "FAILED", error: lost }, ["PENDING", "FROZEN"]);
     }
-    await finishInterruptedFlattens(this.deps);
+    await finishInterruptedFlattens({ ...this.deps, layers: this.layers });
     await this.collect();
   }
 

@@ -1,4 +1,3 @@
-import path from "node:path";
 import { ResetRequest, type Sandbox, SandtreeError } from "@sandtree/protocol";
 import { parse } from "../../errors.js";
 import type { CheckpointRow } from "../../store/rows.js";
@@ -54,18 +53,17 @@ export function hereCheckpoints(checkpoints: CheckpointService, sandboxes: Sandb
         const on = sandboxes.bundles.of(id);
         // A FROZEN layer lies on the host that took it: another host reads it from the store.
         if (on !== sandboxes.bundles.local) await checkpoints.waitDurable(teamId, body.checkpoint_id, WAIT_DURABLE_MS);
-        const {
-          row,
-          path: top,
-          memPath,
-        } = await checkpoints.restorePath(teamId, body.checkpoint_id, undefined, { memory: true, on });
-        if (!memPath) throw new SandtreeError("CHECKPOINT_HAS_NO_MEMORY", `checkpoint ${row.id} has no memory`);
+        const { row, layer, memState } = await checkpoints.restorePath(teamId, body.checkpoint_id, undefined, {
+          memory: true,
+          on,
+        });
+        if (!memState) throw new SandtreeError("CHECKPOINT_HAS_NO_MEMORY", `checkpoint ${row.id} has no memory`);
         const sb = await sandboxes.get(teamId, id);
         refuseOtherMachine(row, { accel: sb.accel, nested: sb.nested_virtualization }, `sandbox ${id}`);
         return await sandboxes.reset(teamId, id, {
           checkpointId: row.id,
-          layerName: path.basename(top),
-          memState: path.basename(memPath),
+          layerName: layer,
+          memState,
           memoryMb: row.memory_mb,
           cpuCores: row.cpu_cores,
         });

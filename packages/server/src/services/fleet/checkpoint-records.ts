@@ -1,8 +1,8 @@
-import { existsSync } from "node:fs";
 import type { HostDisks } from "@sandtree/host";
 import { type CheckpointRecord, SandtreeError } from "@sandtree/protocol";
 import type { CheckpointRow } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
+import { baseHere } from "../checkpoints/checkpoint-chain.js";
 import type { ImageResolver } from "../images/image-resolver.js";
 
 /** A checkpoint row as another host needs it: everything but this host's paths and team. */
@@ -42,7 +42,8 @@ export async function ensureBase(
   signal?: AbortSignal,
 ): Promise<string> {
   let base = row.base_path;
-  if (!base || !existsSync(base)) {
+  // Another host's reference (its path there), or an image removed since: resolved here again.
+  if (!(await baseHere(disks, base))) {
     const o = signal ? { signal } : {};
     try {
       const r = await images.resolve(row.image_digest ? pinned(row.image, row.image_digest) : row.image, o);

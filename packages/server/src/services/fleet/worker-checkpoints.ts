@@ -1,6 +1,4 @@
-import { existsSync } from "node:fs";
-import path from "node:path";
-import type { BlobStore, HostDisks, HostLayers } from "@sandtree/host";
+import type { HostDisks, HostLayers } from "@sandtree/host";
 import {
   type CheckpointRecord,
   PrepareCheckpointRequest,
@@ -15,12 +13,11 @@ import type { ImageResolver } from "../images/image-resolver.js";
 import { checkpointRecord, ensureBase } from "./checkpoint-records.js";
 
 export interface WorkerCheckpointsDeps {
-  /** Links the image bases layers lie on. */
+  /** Links the image bases layers lie on; says which layers its layers directory holds. */
   disks: HostDisks;
-  /** The worker's host fetching a chain's layers from the object store into `blobs.localDir`. */
+  /** The worker's host fetching a chain's layers from the object store into its layers directory. */
   layers: HostLayers;
   store: Store;
-  blobs: BlobStore;
   images: ImageResolver;
   /** The worker's own team: every sandbox and checkpoint the control plane runs here is its. */
   teamId: string;
@@ -44,8 +41,9 @@ export class WorkerCheckpoints {
   /** The layers this worker holds (its DURABLE checkpoints' layers in its cache), reported as locality. */
   async layers(): Promise<string[]> {
     const rows = await this.deps.store.listCheckpoints({ teamId: this.deps.teamId, states: ["DURABLE"] });
-    const dir = this.deps.blobs.localDir;
-    return rows.flatMap((r) => (r.blob_key && existsSync(path.join(dir, r.blob_key)) ? [r.blob_key] : []));
+    const keys = rows.flatMap((r) => (r.blob_key ? [r.blob_key] : []));
+    const held = await Promise.all(keys.map((k) => this.deps.disks.hasLayer(k)));
+    return keys.filter((_, i) => held[i]);
   }
 
   /**
@@ -94,7 +92,7 @@ export class WorkerCheckpoints {
     const topRow = (await store.getCheckpoint(top.id)) as CheckpointRow;
     await ensureBase(store, this.deps.images, this.deps.disks, topRow, signal);
     const fresh = (await store.getCheckpoint(top.id)) as CheckpointRow;
-    await verifyChain(store, { layers: this.deps.layers, dir: this.deps.blobs.localDir }, fresh, {
+    await verifyChain(store, { layers: this.deps.layers, disks: this.deps.disks }, fresh, {
       memory: req.memory,
       ...(signal ? { signal } : {}),
     });

@@ -17,7 +17,7 @@ export function workerSides(o: {
 }): { workerCheckpoints: WorkerCheckpoints; workerVolumes: WorkerVolumes } {
   const { store, blobs, images, volumes, volumeImages, teamId, disks } = o;
   return {
-    workerCheckpoints: new WorkerCheckpoints({ store, blobs, images, teamId, disks, layers: disks.layers(blobs) }),
+    workerCheckpoints: new WorkerCheckpoints({ store, images, teamId, disks, layers: disks.layers(blobs) }),
     workerVolumes: new WorkerVolumes({ volumes, blobs, images: volumeImages, teamId }),
   };
 }

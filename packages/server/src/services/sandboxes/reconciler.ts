@@ -125,11 +125,9 @@ export class Reconciler {
     }
     const sandboxesDir = path.join(paths.dataDir, "sandboxes");
     if (existsSync(sandboxesDir)) for (const id of readdirSync(sandboxesDir)) ids.add(id);
-    if (existsSync(paths.layersDir)) {
-      for (const f of readdirSync(paths.layersDir)) {
-        const m = /^live-(sb-[a-z2-7]+)-/.exec(f);
-        if (m?.[1]) ids.add(m[1]);
-      }
+    for (const f of await host.listLayers("live-")) {
+      const m = /^live-(sb-[a-z2-7]+)-/.exec(f);
+      if (m?.[1]) ids.add(m[1]);
     }
     await Promise.all(losses);
     const cleanups: Array<Promise<void>> = [];

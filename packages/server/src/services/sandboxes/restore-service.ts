@@ -1,5 +1,3 @@
-import { existsSync } from "node:fs";
-import path from "node:path";
 import {
   type Accel,
   CreateSandboxRequest,
@@ -81,7 +79,7 @@ export class RestoreService {
       checkpoint: row,
       layers,
       memory,
-      localHolds: layers.every((k) => existsSync(path.join(sandboxes.bundles.local.paths.layersDir, k))),
+      localHolds: (await Promise.all(layers.map((k) => sandboxes.bundles.local.host.hasLayer(k)))).every(Boolean),
       on: async (bundle) => {
         // A FROZEN layer lies on the host that took it: another host reads the chain from the store.
         if (frozenHere && bundle !== sandboxes.bundles.local) await checkpoints.waitDurable(teamId, row.id, waitMs);
@@ -92,12 +90,8 @@ export class RestoreService {
   }
 
   private async layers(teamId: string, checkpointId: string, memory: boolean, on: HostBundle) {
-    const { row, path: top, memPath } = await this.deps.checkpoints.restorePath(teamId, checkpointId, undefined, { memory, on });
-    const layers: RestoreLayers = {
-      layerName: path.basename(top),
-      digest: row.image_digest,
-      memState: memPath === null ? null : path.basename(memPath),
-    };
+    const { row, layer, memState } = await this.deps.checkpoints.restorePath(teamId, checkpointId, undefined, { memory, on });
+    const layers: RestoreLayers = { layerName: layer, digest: row.image_digest, memState };
     return { row, layers };
   }
 

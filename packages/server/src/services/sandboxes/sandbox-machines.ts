@@ -1,6 +1,5 @@
 import { EventEmitter } from "node:events";
-import { existsSync, readdirSync, rmSync } from "node:fs";
-import path from "node:path";
+import { rmSync } from "node:fs";
 import { type Machine, type MachineExit, type MachineHost, MachineTimeoutError } from "@sandtree/host";
 import { type SandboxStatus, SandtreeError } from "@sandtree/protocol";
 import type { Store } from "../../store/store.js";
@@ -234,11 +233,9 @@ export class SandboxMachines {
   async cleanupDisk(id: string): Promise<void> {
     const { paths } = this.deps;
     rmSync(paths.diskDir(id), { recursive: true, force: true });
-    if (!existsSync(paths.layersDir)) return;
     const owned = new Set((await this.deps.store.listCheckpoints({ sandboxId: id })).map((c) => c.blob_key));
-    const prefix = liveDiskName(id, "");
-    for (const f of readdirSync(paths.layersDir)) {
-      if (f.startsWith(prefix) && !owned.has(f)) rmSync(path.join(paths.layersDir, f), { force: true });
+    for (const f of await this.deps.host.listLayers(liveDiskName(id, ""))) {
+      if (!owned.has(f)) await this.deps.host.removeLayer(f);
     }
   }
 }

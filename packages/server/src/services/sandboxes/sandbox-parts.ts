@@ -24,8 +24,6 @@ export interface BundleHost {
   host: MachineHost;
   /** The host's sandbox networks (absent: no sandbox there gets a NIC). */
   network?: NetworkService;
-  /** The host's layers directory (default DATA_DIR/layers). */
-  layersDir?: string;
   /** The images its machines run on (default: the service's, this process's own host's). */
   images?: BundleDeps["images"];
   /** Another machine's host (a worker's): a machine it stops by itself ended with it (SandboxMachines). */
@@ -58,7 +56,7 @@ export function hostBundle(deps: BundleDeps, owner: SandboxPartsOwner, at: Bundl
   const { host, network } = at;
   const images = at.images ?? deps.images;
   const net = network ? { network } : {};
-  const paths = new SandboxPaths(deps.dataDir, at.layersDir);
+  const paths = new SandboxPaths(deps.dataDir);
   const warm = new WarmStarts(
     {
       host,

@@ -27,14 +27,11 @@ export function machineNameOf(sandboxId: string): string {
 
 /**
  * Where the control plane keeps a sandbox's files (its machine's own files, sockets and console
- * log, are its host's: MachineHost.consoleTail, discard).
+ * log, are its host's: MachineHost.consoleTail, discard; its disks lie in the host's layers
+ * directory, asked by name: listLayers, removeLayer).
  */
 export class SandboxPaths {
-  constructor(
-    readonly dataDir: string,
-    /** Where sandbox disks and checkpoint layers live side by side (the blob store's local directory). */
-    readonly layersDir = path.join(dataDir, "layers"),
-  ) {}
+  constructor(readonly dataDir: string) {}
 
   sandboxDir(id: string): string {
     return path.join(this.dataDir, "sandboxes", id);

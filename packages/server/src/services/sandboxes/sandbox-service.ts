@@ -33,8 +33,6 @@ export interface SandboxServiceDeps {
   images: ImageResolver;
   aliases?: ImageAliases;
   dataDir: string;
-  /** The local host's layers directory: sandbox disks and checkpoint layers side by side (default DATA_DIR/layers). */
-  layersDir?: string;
   accel: Accel;
   guest: GuestArtifacts;
   log: Logger;
@@ -84,13 +82,12 @@ export class SandboxService {
       // This host's: those placed on workers; a worker's: none (its reconciliation is given its placements).
       elsewhere: (name) => (name === this.bundles.local.name ? this.placement.elsewhere() : Promise.resolve(new Set<string>())),
     };
-    const { host, network, layersDir } = deps;
+    const { host, network } = deps;
     this.bundles = new HostBundles(
       hostBundle(deps, this.owner, {
         name: deps.hostName ?? LOCAL_HOST,
         host,
         ...(network ? { network } : {}),
-        ...(layersDir ? { layersDir } : {}),
       }),
     );
     const here = this.siteOf(this.bundles.local);

@@ -58,6 +58,9 @@ export class MountingHost implements MachineHost {
   }
 
   readonly flattenLayer: MachineHost["flattenLayer"] = (...args) => this.host.flattenLayer(...args);
+  readonly hasLayer: MachineHost["hasLayer"] = (...args) => this.host.hasLayer(...args);
+  readonly removeLayer: MachineHost["removeLayer"] = (...args) => this.host.removeLayer(...args);
+  readonly listLayers: MachineHost["listLayers"] = (...args) => this.host.listLayers(...args);
 
   private async mounts(name: string): Promise<VolumeMount[]> {
     return name.startsWith(PREFIX) ? this.mountsOf(name.slice(PREFIX.length)) : [];

@@ -1,15 +1,11 @@
+// The host's cgroup hierarchies for a process run in a network namespace of its own: for tests
+// (packages/server/test: network, shutdown, fleet workers) and benches (bench/network.mjs) that
+// run a sandtree server there. Types and what it does: host-cgroups.d.mts.
 import { realpathSync } from "node:fs";
 import path from "node:path";
 import { controllerRoots, detectCgroups } from "@sandtree/host";
 
-/**
- * `ip netns exec` mounts a fresh /sys for the namespace, without the host's cgroup mounts, and a
- * server there could not give its VMs their cgroups (it refuses to start without them, as it
- * should). This wraps a command so that it first mounts the host's hierarchies again in that
- * private mount namespace (the same hierarchies: a v1 mount with the same controllers attaches
- * to the existing one), as an operator running sandtree in a namespace of its own would.
- */
-export function withHostCgroups(cmd: string, args: string[]): [string, string[]] {
+export function withHostCgroups(cmd, args) {
   const layout = detectCgroups();
   if (!layout) return [cmd, args];
   const lines = ["set -e"];
