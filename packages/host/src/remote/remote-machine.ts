@@ -90,7 +90,14 @@ export class RemoteMachine extends EventEmitter implements Machine {
       // The client closing (RemoteHost.close) leaves machines running, as a server's exit leaves its VMs.
       if (this.life.aborted) return;
       const why = fromConnectError(err, "watching the machine").message;
-      this.finish({ code: null, signal: null, expected: false, reason: `lost the worker running it: ${why}`, guestReset: false });
+      this.finish({
+        code: null,
+        signal: null,
+        expected: false,
+        reason: `lost the worker running it: ${why}`,
+        guestReset: false,
+        hostLost: true,
+      });
     }
   }
 
