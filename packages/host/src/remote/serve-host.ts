@@ -62,6 +62,9 @@ function authenticate(key: () => string | null): Interceptor {
   };
 }
 
+/** How long a closing host service lets its streams under way end before it cuts them. */
+const CLOSE_GRACE_MS = 2000;
+
 /**
  * Serves a MachineHost over the network (Connect-RPC over HTTP/2 cleartext, the MachineHostService
  * of proto/sandtree/host/v1/host.proto): what `sandtree worker --serve-host` runs beside its API.
@@ -103,7 +106,11 @@ export async function serveMachineHost(o: ServeHostOptions): Promise<ServedHost>
     close() {
       closing ??= new Promise<void>((resolve) => {
         server.close(() => resolve());
-        for (const s of sessions) s.destroy();
+        // Streams under way end first (a machine's exit reaches its watcher); cut after a deadline.
+        for (const s of sessions) s.close();
+        setTimeout(() => {
+          for (const s of sessions) s.destroy();
+        }, CLOSE_GRACE_MS).unref();
       });
       return closing;
     },

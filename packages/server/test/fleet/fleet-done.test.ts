@@ -24,6 +24,7 @@ import {
   startWorkerIn,
   until,
   type Worker,
+  workerHoldsNoRecords,
 } from "./worker-harness.js";
 
 const CP_ENV = { SANDTREE_HEARTBEAT_INTERVAL_MS: "1000", SANDTREE_HOST_LOST_AFTER_MS: "12000" };
@@ -64,7 +65,7 @@ describe("fleet: PostgreSQL + S3, two control planes, three workers in their own
     );
     return new Map(r.rows.map((x) => [x.sandbox_id, x.name]));
   };
-  /** Which workers' own stores hold each id. */
+  /** Which workers' hosts run (or ran) each id's machine. */
   const holders = (ids: string[]) => {
     const held = new Map<string, string[]>(ids.map((id) => [id, []]));
     for (const w of workers) for (const id of idsOnWorker(w)) held.get(id)?.push(w.name);
@@ -130,7 +131,7 @@ describe("fleet: PostgreSQL + S3, two control planes, three workers in their own
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
   }, 300_000);
 
-  it("12 creates through both control planes spread over the three workers, each in its own store", async () => {
+  it("12 creates through both control planes spread over the three workers; the workers hold no sandbox records", async () => {
     const [a, b] = cps as [ControlPlane, ControlPlane];
     const ids: string[] = [];
     for (let i = 0; i < 12; i++) {
@@ -151,6 +152,7 @@ describe("fleet: PostgreSQL + S3, two control planes, three workers in their own
       JSON.stringify(per),
     ).toBe(12);
     for (const w of workers) expect(per[w.name], JSON.stringify(per)).toBeGreaterThan(0);
+    for (const w of workers) expect(workerHoldsNoRecords(w), w.name).toBe(true);
     // The worker answers through either control plane.
     const ex = await jsonApi(b.url, () => key)("POST", `/v1/sandboxes/${ids[0]}/exec`, { command: "echo hi" });
     expect([ex.status, ex.body.stdout]).toEqual([200, "hi\n"]);
