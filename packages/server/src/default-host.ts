@@ -8,6 +8,8 @@ import {
   type JailConfig,
   type MachineHost,
   MachineLimiter,
+  type OpenedNetworks,
+  type OpenNetworksRequest,
   SandboxNetworks,
 } from "@sandtree/host";
 import type { ServerConfigValues } from "./config.js";
@@ -66,9 +68,20 @@ function runRootFor(dataDir: string): string {
   return path.join(tmpdir(), `sandtree-${h}`);
 }
 
-/** This machine's sandbox networks, for the default host (its warnings in the server's log). */
-export function defaultHostNetworks(log: Logger): SandboxNetworks {
-  return new SandboxNetworks({ log: { warn: (o, m) => log.warn(o, m) } });
+/**
+ * This machine's sandbox networks, for the default host (its warnings in the server's log).
+ * `own`: a worker's own settings, which win over what its control plane asks when it opens them.
+ */
+export function defaultHostNetworks(log: Logger, own?: { enabled: "auto" | "on" | "off"; subnet?: string }): SandboxNetworks {
+  const o = { log: { warn: (f: object, m: string) => log.warn(f, m) } };
+  if (!own) return new SandboxNetworks(o);
+  const { enabled, ...pool } = own;
+  return new (class extends SandboxNetworks {
+    override async open(req: OpenNetworksRequest): Promise<OpenedNetworks> {
+      if (enabled === "off") return { subnet: null, unavailable: "networking is turned off in this worker's configuration" };
+      return super.open({ ...req, ...pool, enabled });
+    }
+  })(o);
 }
 
 /**

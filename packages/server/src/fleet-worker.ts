@@ -75,8 +75,12 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
   mkdirSync(layersDir, { recursive: true });
   // The fleet's object store once joined (its bucket, or this data dir): the host's layers port stores there.
   const blobs = new JoinedBlobStore(layersDir);
-  // Opened by the control plane through the served host, with their state beside the worker's.
-  const networks = defaultHostNetworks(log);
+  // Opened by the control plane through the served host, with their state beside the worker's; this
+  // machine's own settings say whether its sandboxes get networks, and from which pool.
+  const networks = defaultHostNetworks(log, {
+    enabled: cfg.network,
+    ...(cfg.networkSubnet ? { subnet: cfg.networkSubnet } : {}),
+  });
   const host = await defaultHost({
     cfg,
     jail,

@@ -195,8 +195,9 @@ export async function startRuntime(
     store,
     log,
     dataDir: cfg.dataDir,
+    // Whether a worker's sandboxes get networks, and from which pool, is that worker's own setting.
     network: {
-      enabled: cfg.network,
+      enabled: "auto",
       defaultPolicy: cfg.networkDefault,
       dnsUpstreams: cfg.dnsUpstreams,
       dnsRateLimit: cfg.dnsRateLimit,

@@ -95,10 +95,13 @@ export class RemoteSandboxes {
     const homes = vols ? new Set(vols.rows.map((v) => vols.moves.homeOf(v))) : null;
     if (vols && homes) {
       const fits = eligible;
-      // A worker's host mounts none of this control plane's volumes yet (no host volumes port): a create
-      // that mounts volumes runs here. Without moves their home must be here too.
-      const mounts = (hostId: string) => fits(hostId) && fleet.isLocal(hostId) && vols.localMounts;
-      eligible = vols.moves.canMove() ? mounts : (hostId) => mounts(hostId) && homes.has(hostId);
+      // A worker's host mounts none of this control plane's volumes yet (its volumes port unused): a create
+      // that mounts volumes runs here. Without moves their home must be here (this host's own mounts
+      // were checked by resolveMounts).
+      const here = (hostId: string) => fits(hostId) && fleet.isLocal(hostId);
+      eligible = vols.moves.canMove()
+        ? (hostId) => here(hostId) && vols.localMounts
+        : (hostId) => here(hostId) && homes.has(hostId);
       if (!vols.moves.canMove() && ((pinned && !homes.has(pinned.id)) || homes.size > 1)) {
         const on = await Promise.all([...homes].map((h) => (h ? fleet.hostName(h).catch(() => h) : "?")));
         throw new SandtreeError(
