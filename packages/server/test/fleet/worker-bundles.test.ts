@@ -86,6 +86,9 @@ describe("fleet: a worker's sandboxes run through its host's bundle", () => {
     await running(t, id);
     expect(fake.machines.has(`sandtree-${id}`)).toBe(true);
     expect((await exec(t, id, "echo hi")).stdout).toBe("hi\n");
+    // Its network is the worker's (opened through its host), whatever the control plane's own setting.
+    const port = await t.api("POST", `/v1/sandboxes/${id}/ports`, { port: 8080 });
+    expect(port.status, JSON.stringify(port.body)).toBe(201);
     expect((await t.api("POST", `/v1/sandboxes/${id}/pause`)).body.status).toBe("PAUSED");
     expect((await t.api("POST", `/v1/sandboxes/${id}/resume`)).body.status).toBe("RUNNING");
     // Checkpoint with memory, fork and reset: every machine on the worker (its own host is cordoned).
