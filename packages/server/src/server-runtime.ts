@@ -94,7 +94,7 @@ export async function startRuntime(
   unwind.push("sandbox networks", () => network.close({ destroy: true }).catch(() => {}));
   // Before adoption: rules and tunnels for the sandboxes still active.
   await network.start(shared ? { notMine: await placedOnPeers(hostRegistry, ownHostName) } : {});
-  // Volumes' files: the VolumeService makes them here, the default host mounts them by name from here.
+  // Volumes' files: the default host makes, serves and mounts them by name here (its volumes port).
   const volumesDir = path.join(cfg.dataDir, "volumes");
   // A given host (the fake, a remote one) jails and limits its own machines.
   const machineHost =
@@ -107,6 +107,7 @@ export async function startRuntime(
           networks: hosting.networks,
           layersDir: blobs.localDir,
           volumesDir,
+          volumeImages,
           log,
         })
       : hosting.given;
@@ -117,10 +118,10 @@ export async function startRuntime(
   const aliases = new ImageAliases(openImageAliases(store), images);
   const volumes = new VolumeService({
     store: openVolumeStore(store),
-    root: volumesDir,
+    // The volumes live on the host machines start on here (a given host: its own folder).
+    storage: machineHost.volumes,
     limits: (teamId) => admission.limits(teamId),
     log,
-    images: volumeImages,
   });
   await volumes.reconcile();
   volumes.mountsSupported = localMounts;
