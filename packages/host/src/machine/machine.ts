@@ -23,7 +23,6 @@ import type { HostLayers } from "./host-layers.js";
 /** A command running in a machine: its events, stdin, signals and PTY size. */
 export type MachineExec = AgentExec;
 export type MachineExecEvent = AgentExecEvent;
-export type { HostVolumes, VolumeArchives, VolumeRead, VolumeWrite, VolumeWritten } from "../volumes/host-volumes.js";
 export type { HostLayers, LayerDigest } from "./host-layers.js";
 export type { ExecSpec, StatInfo };
 
@@ -376,8 +375,7 @@ export interface MachineHost extends HostDisks {
   readonly images: HostImages;
   /** Its sandbox networks: taps, firewall rules, DNS and tunnels for the control plane's records. */
   readonly networks: HostNetworks;
-  /** Its volumes' storage and files, by name in its volumes directory (what MachineSpec.mounts name). */
-  readonly volumes: HostVolumes;
+  readonly volumes: HostVolumes; // its volumes' storage and files, by name (what MachineSpec.mounts name)
   /** The caches that make starts warm; null: this host has none (every start is a cold one). */
   warmCaches(opts: WarmCacheOptions): WarmCaches | null;
   /** Boots (or resumes from a template or memory state) and resolves once the guest answered. */
