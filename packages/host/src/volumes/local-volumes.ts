@@ -36,11 +36,11 @@ export class LocalVolumes implements HostVolumes {
     return new VolumeFiles(this.dir(name));
   }
 
-  create(name: string, sizeGb: number): Promise<void> {
+  async create(name: string, sizeGb: number): Promise<void> {
     return this.bound.ensure(this.dir(name), sizeGb);
   }
 
-  open(name: string): Promise<void> {
+  async open(name: string): Promise<void> {
     return this.bound.mount(this.dir(name));
   }
 
@@ -50,23 +50,23 @@ export class LocalVolumes implements HostVolumes {
     await rm(path.dirname(dir), { recursive: true, force: true });
   }
 
-  usedBytes(name: string): Promise<number> {
+  async usedBytes(name: string): Promise<number> {
     return this.files(name).usedBytes();
   }
 
-  snapshot(source: string, name: string, sizeGb: number): Promise<void> {
+  async snapshot(source: string, name: string, sizeGb: number): Promise<void> {
     return snapshotInto(this.bound, this.dir(source), this.dir(name), sizeGb);
   }
 
-  stat(name: string, p: string): Promise<FileStat> {
+  async stat(name: string, p: string): Promise<FileStat> {
     return this.files(name).stat(p);
   }
 
-  list(name: string, p: string): Promise<FileList> {
+  async list(name: string, p: string): Promise<FileList> {
     return this.files(name).list(p);
   }
 
-  read(name: string, p: string, opts: { offset?: number; length?: number } = {}): Promise<VolumeRead> {
+  async read(name: string, p: string, opts: { offset?: number; length?: number } = {}): Promise<VolumeRead> {
     return this.files(name).download(p, opts);
   }
 
@@ -83,11 +83,11 @@ export class LocalVolumes implements HostVolumes {
     return { ...out, replaced };
   }
 
-  mkdir(name: string, p: string, o: { parents: boolean; mode: number }): Promise<FileStat> {
+  async mkdir(name: string, p: string, o: { parents: boolean; mode: number }): Promise<FileStat> {
     return this.files(name).mkdir(p, o.parents, o.mode);
   }
 
-  removePath(name: string, p: string, o: { recursive: boolean }): Promise<void> {
+  async removePath(name: string, p: string, o: { recursive: boolean }): Promise<void> {
     return this.files(name).remove(p, o.recursive);
   }
 
