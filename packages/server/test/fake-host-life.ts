@@ -46,14 +46,13 @@ export function onFakeHost(o: {
 }): FakeHost {
   const { images, cleanup } = fakeImages(o.digestChar);
   // The fake host's machines keep their run and log folders in a folder of its own, as a worker's
-  // do; its layers directory is the server's blob store's (the server's data dir's `layers`), its
-  // volumes directory the data dir's `volumes`, as the default host's.
+  // do (its volumes too: `volumes` there); its layers directory is the server's blob store's (the
+  // server's data dir's `layers`).
   const hostDir = mkdtempSync(path.join(tmpdir(), "sandtree-fake-host-"));
   const dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-test-"));
   const fake = new FakeHost({
     dir: hostDir,
     layersDir: path.join(dataDir, "layers"),
-    volumesDir: path.join(dataDir, "volumes"),
     images: o.images ? o.images(images) : images,
   });
   const networksDir = mkdtempSync(path.join(tmpdir(), "sandtree-remote-nets-"));
