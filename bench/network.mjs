@@ -14,10 +14,10 @@
 import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
-import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { bridgeApi, waitForApi } from "../scripts/lib/netns-api.mjs";
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -113,33 +113,9 @@ async function startServer(network) {
     },
     stdio: ["ignore", openSync(`${dataDir}.log`, "a"), openSync(`${dataDir}.log`, "a")],
   });
-  const sock = path.join(dataDir, "api.sock");
-  inNs(
-    process.execPath,
-    [
-      "-e",
-      `require("net").createServer((c) => { const u = require("net").connect(${port}, "127.0.0.1"); c.pipe(u).pipe(c); c.on("error", () => u.destroy()); u.on("error", () => c.destroy()); }).listen(process.argv[1])`,
-      sock,
-    ],
-    { stdio: "ignore" },
-  );
-  const bridge = net.createServer((c) => {
-    const u = net.connect(sock);
-    c.pipe(u).pipe(c);
-    c.on("error", () => u.destroy());
-    u.on("error", () => c.destroy());
-  });
-  await new Promise((r) => bridge.listen(0, "127.0.0.1", r));
-  bridge.unref();
-  const base = `http://127.0.0.1:${bridge.address().port}`;
-  let key = "";
-  for (let i = 0; i < 600; i++) {
-    try {
-      key = /SANDTREE_API_KEY=(\S+)/.exec(readFileSync(path.join(dataDir, "credentials.env"), "utf8"))?.[1] ?? "";
-      if (key && (await fetch(`${base}/healthz`)).ok) break;
-    } catch {}
-    await sleep(100);
-  }
+  const { base, listener } = await bridgeApi(inNs, dataDir, port);
+  listener.unref();
+  const key = await waitForApi(base, dataDir);
   const api = async (method, p, body) => {
     const res = await fetch(base + p, {
       method,

@@ -1,29 +1,14 @@
 import { PassThrough } from "node:stream";
 import type { SandtreeClient } from "@sandtree/sdk";
 import { describe, expect, it } from "vitest";
+import { sandbox } from "../../sdk/test/fake-server.js";
 import type { CliContext } from "../src/context.js";
 import { runCli } from "../src/program.js";
 import { cli, recorded } from "./stub-cli.js";
 
 const sb = { id: "sb_1", status: "PENDING" };
-/** A whole Sandbox, for the commands that render one. */
-const full = {
-  ...sb,
-  name: null,
-  image: "sandtree/busybox",
-  image_digest: null,
-  cpu_cores: 1,
-  memory_gb: 0.25,
-  disk_size_gb: 1,
-  environment_vars: {},
-  labels: {},
-  start_command: null,
-  accel: "tcg",
-  error_reason: null,
-  created_at: new Date().toISOString(),
-  started_at: null,
-  terminated_at: null,
-};
+/** A whole Sandbox (the SDK tests' wire one), for the commands that render one. */
+const full = sandbox(sb);
 
 describe("argv handling", () => {
   it("create maps flags to the wire request and prints the id", async () => {

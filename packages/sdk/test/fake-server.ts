@@ -2,6 +2,7 @@
 // End-to-end behaviour is tested against the real server elsewhere.
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import type { Sandbox } from "@sandtree/protocol";
 import { onTestFinished } from "vitest";
 
 export interface Recorded {
@@ -55,7 +56,8 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
   res.end(JSON.stringify(body));
 }
 
-export function sandbox(overrides: Record<string, unknown> = {}): Record<string, unknown> {
+/** A whole Sandbox as the API answers it, `over` on top: the fixture of the SDK's, the CLI's and the store's tests. */
+export function wholeSandbox(over: Partial<Sandbox> = {}): Sandbox {
   return {
     id: "sb_1",
     name: null,
@@ -69,14 +71,22 @@ export function sandbox(overrides: Record<string, unknown> = {}): Record<string,
     environment_vars: {},
     labels: {},
     start_command: null,
+    display: null,
+    nested_virtualization: false,
     accel: null,
     error_reason: null,
+    error_code: null,
     created_at: "2025-01-01T00:00:00.000Z",
     updated_at: "2025-01-01T00:00:00.000Z",
     started_at: null,
     terminated_at: null,
-    ...overrides,
+    ...over,
   };
+}
+
+/** wholeSandbox with any fields on top (a server's answer may carry more, or other values). */
+export function sandbox(overrides: Record<string, unknown> = {}): Record<string, unknown> {
+  return { ...wholeSandbox(), ...overrides };
 }
 
 /** A finished command's wire result (POST /exec's answer), exit 0 unless `overrides` say otherwise. */

@@ -119,7 +119,7 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
     try {
       // The host the worker's own sandboxes run on, so both ways in see the same machines.
       servedHost = await serveMachineHost({
-        host: server.services.sandboxes.host,
+        host: server.services.sandboxes.bundles.local.host,
         listenHost: o.serveHost.host,
         port: o.serveHost.port,
         key: () => key,

@@ -12,6 +12,7 @@ import {
   RegisterHostResponse,
 } from "@sandtree/protocol";
 import { z } from "zod";
+import { none, schemaRefs } from "./openapi-parts.js";
 
 // Fleet mode's part of the OpenAPI document (openapi.ts merges it).
 
@@ -30,9 +31,7 @@ export const FLEET_SCHEMAS = {
   PrepareCheckpointResponse,
 };
 
-type Name = keyof typeof FLEET_SCHEMAS;
-const json = (name: Name) => ({ content: { "application/json": { schema: { $ref: `#/components/schemas/${name}` } } } });
-const ok = (name: Name) => ({ description: name, ...json(name) });
+const { ok } = schemaRefs<keyof typeof FLEET_SCHEMAS>();
 
 export const FLEET_OPERATIONS = {
   "POST /v1/fleet/hosts/register": {
@@ -70,14 +69,14 @@ export const FLEET_OPERATIONS = {
   },
   "POST /v1/fleet/volumes/pack": {
     summary: "On a worker, for its control plane only: a volume moving away is packed into the object store",
-    responses: { 200: { description: "the packed volume" } },
+    responses: { 200: none("the packed volume") },
   },
   "POST /v1/fleet/volumes/unpack": {
     summary: "On a worker, for its control plane only: a volume moving here is unpacked from the object store",
-    responses: { 200: { description: "the volume" } },
+    responses: { 200: none("the volume") },
   },
   "POST /v1/fleet/volumes/drop": {
     summary: "On a worker, for its control plane only: a volume that moved away is removed here",
-    responses: { 200: { description: "done" } },
+    responses: { 200: none("done") },
   },
 } as const;

@@ -3,8 +3,8 @@
 // are Prime's (see that client's models), so they are described in words here.
 
 import { CommandSession } from "./gen/command_session/command_session_pb.js";
+import { none } from "./openapi-parts.js";
 
-const none = (description: string) => ({ description });
 const P = "/prime/api/v1/sandbox";
 const G = "/prime/gateway/:ns/:sid";
 const gatewayAuth = [{ gatewayToken: [] }];

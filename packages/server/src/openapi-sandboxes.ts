@@ -1,4 +1,5 @@
-import { bytes, json, none, type Operation, ok, outputQuery, pathQuery, query, ref } from "./openapi-schemas.js";
+import { bytes, none, outputQuery, pathQuery, query } from "./openapi-parts.js";
+import { json, type Operation, ok, ref } from "./openapi-schemas.js";
 
 // The sandbox API's operations: lifecycle, commands and jobs, files, checkpoints, fork and reset.
 

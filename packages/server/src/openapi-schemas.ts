@@ -1,4 +1,4 @@
-// The schemas of the OpenAPI document and the helpers its operation tables are written with.
+// The schemas of the OpenAPI document, and `ref`, `json` and `ok` checked against their names.
 import {
   ApiKey,
   ApiKeyList,
@@ -63,6 +63,7 @@ import {
 } from "@sandtree/protocol";
 import { z } from "zod";
 import { FLEET_SCHEMAS } from "./openapi-fleet.js";
+import { schemaRefs } from "./openapi-parts.js";
 import { VOLUME_SCHEMAS } from "./openapi-volumes.js";
 
 /** Every schema the document names, by name. */
@@ -133,14 +134,7 @@ export const schemas = {
 };
 
 export type SchemaName = keyof typeof schemas;
-export const ref = (name: SchemaName) => ({ $ref: `#/components/schemas/${name}` });
-export const json = (name: SchemaName) => ({ content: { "application/json": { schema: ref(name) } } });
-export const ok = (name: SchemaName) => ({ description: name, ...json(name) });
-export const bytes = { description: "bytes", content: { "application/octet-stream": {} } };
-export const none = (description: string) => ({ description });
-export const query = (...names: string[]) => names.map((n) => ({ name: n, in: "query", schema: { type: "string" } }));
-export const outputQuery = query("stream", "offset", "length");
-export const pathQuery = { name: "path", in: "query", required: true, schema: { type: "string" } };
+export const { ref, json, ok } = schemaRefs<SchemaName>();
 
 /** What one route takes and answers. */
 export interface Operation {

@@ -1,4 +1,5 @@
-import { json, none, type Operation, ok, query } from "./openapi-schemas.js";
+import { none, query } from "./openapi-parts.js";
+import { json, type Operation, ok } from "./openapi-schemas.js";
 
 // The operations around sandboxes: network policy, ports, desktop, images, teams, usage and keys.
 

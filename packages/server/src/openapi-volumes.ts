@@ -1,16 +1,12 @@
 import { CreateVolumeRequest, Volume, VolumeList } from "@sandtree/protocol";
+import { bytes, pathQuery, query, schemaRefs } from "./openapi-parts.js";
 
 // Volumes' part of the OpenAPI document (openapi.ts merges it): the resource and its files.
 
 export const VOLUME_SCHEMAS = { CreateVolumeRequest, Volume, VolumeList };
 
 /** The file schemas are the main document's (a volume's files answer as a sandbox's). */
-type Name = keyof typeof VOLUME_SCHEMAS | "FileStat" | "FileList" | "UploadResult";
-const json = (name: Name) => ({ content: { "application/json": { schema: { $ref: `#/components/schemas/${name}` } } } });
-const ok = (name: Name) => ({ description: name, ...json(name) });
-const bytes = { description: "bytes", content: { "application/octet-stream": {} } };
-const query = (...names: string[]) => names.map((n) => ({ name: n, in: "query", schema: { type: "string" } }));
-const pathQuery = { name: "path", in: "query", required: true, schema: { type: "string" } };
+const { ok } = schemaRefs<keyof typeof VOLUME_SCHEMAS | "FileStat" | "FileList" | "UploadResult">();
 
 export const VOLUME_OPERATIONS = {
   "POST /v1/volumes": {

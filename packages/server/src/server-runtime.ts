@@ -1,6 +1,6 @@
 import path from "node:path";
 import type { ServerConfigValues } from "./config.js";
-import { defaultHost, defaultHostNetworks } from "./default-host.js";
+import { openLocalHost } from "./open-local-host.js";
 import type { StartServerOptions } from "./server.js";
 import type { Foundation } from "./server-foundation.js";
 import { CheckpointService } from "./services/checkpoints/checkpoint-service.js";
@@ -18,7 +18,7 @@ import { VolumeSyncs } from "./services/fleet/volume-syncs.js";
 import { ImageAliases } from "./services/images/image-aliases.js";
 import type { ImageResolver } from "./services/images/image-resolver.js";
 import { systemClock } from "./services/metering/clock.js";
-import { NetworkService } from "./services/network/network-service.js";
+import type { NetworkService } from "./services/network/network-service.js";
 import { HostLostService } from "./services/sandboxes/host-lost-service.js";
 import { ACTIVE } from "./services/sandboxes/sandbox-machines.js";
 import { SandboxService } from "./services/sandboxes/sandbox-service.js";
@@ -65,52 +65,16 @@ export async function startRuntime(
   f: Foundation,
   unwind: UnwindStack,
 ): Promise<Runtime> {
-  const { store, log, admission, accel, jail, blobs, volumeImages } = f;
-  // The host's networks before the host: its resource limits need to know whether sandboxes have taps.
-  const hosting = opts.host
-    ? { given: opts.host, networks: opts.host.networks }
-    : { given: null, networks: defaultHostNetworks(log) };
-  const hostNetworks = hosting.networks;
-  const network = new NetworkService({
-    store,
-    log,
-    networks: hostNetworks,
-    dataDir: cfg.dataDir,
-    config: {
-      enabled: cfg.network,
-      subnet: cfg.networkSubnet,
-      defaultPolicy: cfg.networkDefault,
-      dnsUpstreams: cfg.dnsUpstreams,
-      dnsRateLimit: cfg.dnsRateLimit,
-    },
-  });
+  const { store, log, admission, accel, blobs } = f;
   const hostRegistry = openHostStore(store);
   // On a store several control planes share, this process's own sandboxes are those placed on its
   // own host (`local-<id>`): a peer's get no rules here.
   const shared = cfg.database !== undefined;
   const ownHostName = localHostName(cfg.dataDir, shared);
-  // Every VM is gone by the time this runs: the rules, taps and resolver go too, and the host's
-  // volume file server (its guests mounted it over these networks).
-  unwind.push("sandbox networks", () => network.close({ destroy: true }).catch(() => {}));
-  // Before adoption: rules and tunnels for the sandboxes still active.
-  await network.start(shared ? { notMine: await placedOnPeers(hostRegistry, ownHostName) } : {});
   // Volumes' files: the default host makes, serves and mounts them by name here (its volumes port).
   const volumesDir = path.join(cfg.dataDir, "volumes");
-  // A given host (the fake, a remote one) jails and limits its own machines.
-  const machineHost =
-    hosting.given === null
-      ? await defaultHost({
-          cfg,
-          jail,
-          accel,
-          network: network.enabled,
-          networks: hosting.networks,
-          layersDir: blobs.localDir,
-          volumesDir,
-          volumeImages,
-          log,
-        })
-      : hosting.given;
+  const peers = shared ? () => placedOnPeers(hostRegistry, ownHostName) : null;
+  const { host: machineHost, network } = await openLocalHost(cfg, opts, f, unwind, { notMine: peers, volumesDir });
   // Whether machines here mount volumes is the host's to say (its file server, over its networks).
   const localMounts = machineHost.capabilities.volumes.ok;
   // Image bases are built on the host that runs machines on them (a worker builds its own).
@@ -159,6 +123,7 @@ export async function startRuntime(
     network,
     // Each sandbox's volumes are added to its machine's spec (NFS exports granted to its address).
     host: new MountingHost(machineHost, (id) => volumes.machineMounts(id)),
+    hostName: ownHostName,
     store,
     images,
     aliases,
@@ -176,7 +141,7 @@ export async function startRuntime(
   // Adoptions still running are cancelled first, then every VM is stopped.
   unwind.push("sandboxes", () => sandboxes.close().catch(() => {}));
   const checkpoints = new CheckpointService({
-    host: sandboxes.host,
+    host: sandboxes.bundles.local.host,
     store,
     sandboxes,
     blobs,

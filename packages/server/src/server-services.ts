@@ -80,7 +80,7 @@ export function composeServices(f: Foundation, r: Runtime): Services {
           images,
           volumes,
           teamId: f.workerTeamId,
-          disks: sandboxes.host,
+          disks: sandboxes.bundles.local.host,
         })
       : {}),
   };

@@ -44,7 +44,7 @@ class AsyncCommands(AsyncBase):
 
         Closing the iterator early (``aclose()`` or leaving the loop) kills the command.
         """
-        call = c.execute_stream(sandbox_id, command, working_dir, env, timeout, user)
+        call = c.streamed(c.execute(sandbox_id, command, working_dir, env, timeout, user, None))
         async with self.client.stream(call.method, call.path, **call.kw) as r:
             decoder = call.parse(r.headers.get("content-type"))
             async for chunk in r.aiter_bytes():

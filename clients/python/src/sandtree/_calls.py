@@ -146,6 +146,14 @@ def logs(sandbox_id: str, tail_bytes: Optional[int]) -> Call:
     return Call("GET", f"{sandbox_path(sandbox_id)}/logs", {"params": {"tail_bytes": tail_bytes}}, lambda d: str(d["console"]))
 
 
+def command_body(command: Command, **fields: Any) -> Dict[str, Any]:
+    """An exec's or a job's request body: a string command runs under /bin/sh -c, a list as argv;
+    the fields given as None are left out (the server's defaults)."""
+    body: Dict[str, Any] = {"command": command if isinstance(command, str) else list(command)}
+    body.update((key, value) for key, value in fields.items() if value is not None)
+    return body
+
+
 def execute(
     sandbox_id: str,
     command: Command,
@@ -155,10 +163,7 @@ def execute(
     user: Optional[str],
     stdin: Optional[str],
 ) -> Call:
-    body: Dict[str, Any] = {"command": command if isinstance(command, str) else list(command)}
-    for key, value in (("cwd", working_dir), ("env", env), ("user", user), ("timeout_seconds", timeout), ("stdin", stdin)):
-        if value is not None:
-            body[key] = value
+    body = command_body(command, cwd=working_dir, env=env, user=user, timeout_seconds=timeout, stdin=stdin)
 
     def parse(d: Any) -> CommandResponse:
         r = CommandResponse.from_dict(d)
@@ -177,17 +182,9 @@ def execute(
     return Call("POST", f"{sandbox_path(sandbox_id)}/exec", {"json": body, "timeout": http_timeout}, parse)
 
 
-def execute_stream(
-    sandbox_id: str,
-    command: Command,
-    working_dir: Optional[str],
-    env: Optional[Dict[str, str]],
-    timeout: Optional[float],
-    user: Optional[str],
-) -> Call:
-    """The streamed form of `execute`: `parse` takes the answer's Content-Type and gives its decoder
-    (binary records, or NDJSON from a server that answers with it: see `_exec_stream`)."""
-    call = execute(sandbox_id, command, working_dir, env, timeout, user, None)
+def streamed(call: Call) -> Call:
+    """The streamed form of an `execute` call: `parse` takes the answer's Content-Type and gives its
+    decoder (binary records, or NDJSON from a server that answers with it: see `_exec_stream`)."""
     kw = dict(call.kw, headers={"accept": EXEC_STREAM_ACCEPT}, timeout=None)
     return Call(call.method, call.path, kw, exec_decoder)
 
@@ -195,10 +192,7 @@ def execute_stream(
 def start_job(
     sandbox_id: str, command: Command, working_dir: Optional[str], env: Optional[Dict[str, str]], user: Optional[str]
 ) -> Call:
-    body: Dict[str, Any] = {"command": command if isinstance(command, str) else list(command)}
-    for key, value in (("cwd", working_dir), ("env", env), ("user", user)):
-        if value is not None:
-            body[key] = value
+    body = command_body(command, cwd=working_dir, env=env, user=user)
     return Call("POST", f"{sandbox_path(sandbox_id)}/jobs", {"json": body}, BackgroundJob.from_dict)
 
 

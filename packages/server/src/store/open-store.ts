@@ -19,38 +19,34 @@ export async function openStore(cfg: { database?: string | undefined; dataDir: s
   return new SqliteStore(path.join(cfg.dataDir, "sandtree.db"));
 }
 
+/** The tables both backends keep beside the Store interface, each on the backend's own connection. */
+interface StoreTables {
+  hostStore(): HostStore;
+  hostUrls(): HostUrls;
+  imageAliases(): ImageAliasStore;
+  keyFingerprints(): KeyFingerprints;
+  volumeSyncs(): VolumeSyncStore;
+  volumes(): VolumeStore;
+}
+
+/** An opener of table `name` in a server's own store; `lacks` says what any other Store lacks. */
+function tableOpener<K extends keyof StoreTables>(name: K, lacks: string): (store: Store) => ReturnType<StoreTables[K]> {
+  return (store) => {
+    if (!(store instanceof SqliteStore || store instanceof PgStore)) throw new Error(`this store ${lacks}`);
+    const tables: StoreTables = store;
+    return tables[name]() as ReturnType<StoreTables[K]>;
+  };
+}
+
 /** The host registry (hosts, placements) in the server's own store: SQLite's connection or PostgreSQL's pool. */
-export function openHostStore(store: Store): HostStore {
-  return backendOf(store, "has no host registry").hostStore();
-}
-
+export const openHostStore = tableOpener("hostStore", "has no host registry");
 /** The fingerprints of the keys every server on the store's database must share. */
-export function openKeyFingerprints(store: Store): KeyFingerprints {
-  return backendOf(store, "keeps no key fingerprints").keyFingerprints();
-}
-
+export const openKeyFingerprints = tableOpener("keyFingerprints", "keeps no key fingerprints");
 /** Where workers are reached (table `host_urls`), in the server's own store. */
-export function openHostUrls(store: Store): HostUrls {
-  return backendOf(store, "has no host registry").hostUrls();
-}
-
+export const openHostUrls = tableOpener("hostUrls", "has no host registry");
 /** The admin-set image aliases, in the server's own store (every server on its database shares them). */
-export function openImageAliases(store: Store): ImageAliasStore {
-  return backendOf(store, "keeps no image aliases").imageAliases();
-}
-
+export const openImageAliases = tableOpener("imageAliases", "keeps no image aliases");
 /** Volumes' copies in the object store and their lost homes (fleet), in the server's own store. */
-export function openVolumeSyncs(store: Store): VolumeSyncStore {
-  return backendOf(store, "keeps no volumes").volumeSyncs();
-}
-
+export const openVolumeSyncs = tableOpener("volumeSyncs", "keeps no volumes");
 /** Volumes and their mounts, in the server's own store. */
-export function openVolumeStore(store: Store): VolumeStore {
-  return backendOf(store, "keeps no volumes").volumes();
-}
-
-/** The store as the backend it is, for the tables it keeps beside the Store interface; `lacks` says what an other store lacks. */
-function backendOf(store: Store, lacks: string): SqliteStore | PgStore {
-  if (store instanceof SqliteStore || store instanceof PgStore) return store;
-  throw new Error(`this store ${lacks}`);
-}
+export const openVolumeStore = tableOpener("volumes", "keeps no volumes");

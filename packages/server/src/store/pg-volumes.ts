@@ -5,14 +5,15 @@ import { insertMeterRecords } from "./pg-metering.js";
 import {
   LIVE_VOLUME_STATES,
   mountersSql,
+  type VolumeMeterRead,
   type VolumeMountRow,
   type VolumeRaw,
   type VolumeRow,
   type VolumeStore,
   type VolumeUsage,
-  volumeBilled,
   volumeFromRaw,
-  volumeMeterRecord,
+  volumeMeterChange,
+  volumeMeterSql,
 } from "./volume-rows.js";
 
 /**
@@ -189,23 +190,13 @@ export class PgVolumes implements VolumeStore {
     });
   }
 
-  /** Closes the volume's open record unless it still holds; opens the next while it is billed. */
+  /** Closes the volume's open record unless it still holds; opens the next while it is billed (volume-rows.ts). */
   private async meter(c: Db, id: string): Promise<void> {
-    const now = this.meterNow();
-    const v = await one<Pick<VolumeRow, "id" | "team_id" | "status" | "used_bytes">>(
-      c,
-      "SELECT id, team_id, status, used_bytes FROM volumes WHERE id = $1",
-      [id],
-    );
-    const open = await one<{ id: number; stored_bytes: number; start_ms: number }>(
-      c,
-      "SELECT id, stored_bytes, start_ms FROM meter_records WHERE subject_id = $1 AND kind = 'volume' AND end_ms IS NULL",
-      [id],
-    );
-    const billed = v !== undefined && volumeBilled(v.status);
-    if (open && billed && open.stored_bytes === v.used_bytes) return;
-    if (open) await run(c, "UPDATE meter_records SET end_ms = $1 WHERE id = $2", [Math.max(now, open.start_ms), open.id]);
-    if (billed) await insertMeterRecords(c, [volumeMeterRecord(v, now)]);
+    const sql = volumeMeterSql("$1");
+    const read = { volume: await one(c, sql.volume, [id]), open: await one(c, sql.open, [id]) } as VolumeMeterRead;
+    const { close, next } = volumeMeterChange(read, this.meterNow());
+    if (close) await run(c, "UPDATE meter_records SET end_ms = $1 WHERE id = $2", [close.endMs, close.id]);
+    if (next) await insertMeterRecords(c, [next]);
   }
 }
 

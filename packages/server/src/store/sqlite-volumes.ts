@@ -5,14 +5,15 @@ import { SqliteWhere } from "./sqlite-sql.js";
 import {
   LIVE_VOLUME_STATES,
   mountersSql,
+  type VolumeMeterRead,
   type VolumeMountRow,
   type VolumeRaw,
   type VolumeRow,
   type VolumeStore,
   type VolumeUsage,
-  volumeBilled,
   volumeFromRaw,
-  volumeMeterRecord,
+  volumeMeterChange,
+  volumeMeterSql,
 } from "./volume-rows.js";
 
 /** The volume tables on SQLite (see volume-rows.ts); meter records commit with each change. */
@@ -169,18 +170,12 @@ export class SqliteVolumes implements VolumeStore {
     })();
   }
 
-  /** Closes the volume's open record unless it still holds; opens the next while it is billed. */
+  /** Closes the volume's open record unless it still holds; opens the next while it is billed (volume-rows.ts). */
   private meter(id: string): void {
-    const now = this.meterNow();
-    const v = this.db.prepare("SELECT id, team_id, status, used_bytes FROM volumes WHERE id = ?").get(id) as
-      | Pick<VolumeRow, "id" | "team_id" | "status" | "used_bytes">
-      | undefined;
-    const open = this.db
-      .prepare("SELECT id, stored_bytes, start_ms FROM meter_records WHERE subject_id = ? AND kind = 'volume' AND end_ms IS NULL")
-      .get(id) as { id: number; stored_bytes: number; start_ms: number } | undefined;
-    const billed = v !== undefined && volumeBilled(v.status);
-    if (open && billed && open.stored_bytes === v.used_bytes) return;
-    if (open) this.db.prepare("UPDATE meter_records SET end_ms = ? WHERE id = ?").run(Math.max(now, open.start_ms), open.id);
-    if (billed) insertMeterRecord(this.db, volumeMeterRecord(v, now));
+    const sql = volumeMeterSql("?");
+    const read = { volume: this.db.prepare(sql.volume).get(id), open: this.db.prepare(sql.open).get(id) } as VolumeMeterRead;
+    const { close, next } = volumeMeterChange(read, this.meterNow());
+    if (close) this.db.prepare("UPDATE meter_records SET end_ms = ? WHERE id = ?").run(close.endMs, close.id);
+    if (next) insertMeterRecord(this.db, next);
   }
 }

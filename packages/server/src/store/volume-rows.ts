@@ -100,11 +100,11 @@ export interface VolumeStore {
 
 const ENDED = "('TERMINATED', 'ERROR', 'TIMEOUT')";
 
-/** Sandboxes not ended that mount volume `?`/$1 (the same SQL for both backends but the placeholder). */
 /** A volumes row as both databases return it: labels as their JSON text. */
 export type VolumeRaw = Omit<VolumeRow, "labels"> & { labels: string };
 export const volumeFromRaw = (r: VolumeRaw): VolumeRow => ({ ...r, labels: JSON.parse(r.labels) });
 
+/** Sandboxes not ended that mount volume `?`/$1 (the same SQL for both backends but the placeholder). */
 export const mountersSql = (ph: string) =>
   `SELECT m.sandbox_id FROM volume_mounts m JOIN sandboxes s ON s.id = m.sandbox_id
    WHERE m.volume_id = ${ph} AND s.status NOT IN ${ENDED} ORDER BY m.sandbox_id`;
@@ -145,7 +145,7 @@ export const VOLUME_SYNCS_MIGRATION = `
 export const LIVE_VOLUME_STATES: readonly VolumeState[] = ["CREATING", "READY", "MOVING", "DELETING"];
 
 /** A volume's meter record while it exists: its measured bytes, billed per GiB-hour (meter-rules). */
-export function volumeMeterRecord(v: Pick<VolumeRow, "id" | "team_id" | "used_bytes">, nowMs: number) {
+function volumeMeterRecord(v: Pick<VolumeRow, "id" | "team_id" | "used_bytes">, nowMs: number) {
   return {
     kind: "volume" as const,
     subject_id: v.id,
@@ -162,6 +162,35 @@ export function volumeMeterRecord(v: Pick<VolumeRow, "id" | "team_id" | "used_by
 }
 
 /** Whether a volume in this state is billed (from created until its delete begins). */
-export function volumeBilled(status: VolumeState | undefined): boolean {
+function volumeBilled(status: VolumeState | undefined): boolean {
   return status === "CREATING" || status === "READY" || status === "MOVING";
+}
+
+/** What a change of volume `?`/$1 is metered from: the volume (gone: undefined) and its open meter record. */
+export const volumeMeterSql = (ph: string) => ({
+  volume: `SELECT id, team_id, status, used_bytes FROM volumes WHERE id = ${ph}`,
+  open: `SELECT id, stored_bytes, start_ms FROM meter_records WHERE subject_id = ${ph} AND kind = 'volume' AND end_ms IS NULL`,
+});
+
+/** The rows volumeMeterSql reads. */
+export interface VolumeMeterRead {
+  volume: Pick<VolumeRow, "id" | "team_id" | "status" | "used_bytes"> | undefined;
+  open: { id: number; stored_bytes: number; start_ms: number } | undefined;
+}
+
+/**
+ * What a change of a volume does to its meter records, both backends: the open record is closed
+ * (`close`, never before it started) unless it still holds, and the next one opened (`next`) while
+ * the volume is billed.
+ */
+export function volumeMeterChange(
+  { volume: v, open }: VolumeMeterRead,
+  nowMs: number,
+): { close?: { id: number; endMs: number }; next?: ReturnType<typeof volumeMeterRecord> } {
+  const billed = v !== undefined && volumeBilled(v.status);
+  if (open && billed && open.stored_bytes === v.used_bytes) return {};
+  return {
+    ...(open ? { close: { id: open.id, endMs: Math.max(nowMs, open.start_ms) } } : {}),
+    ...(billed ? { next: volumeMeterRecord(v, nowMs) } : {}),
+  };
 }

@@ -7,24 +7,20 @@ import { corruptObject, startS3, type TestS3, useS3Credentials } from "../../../
 import { type Api, serverForFile, stopChildProcess } from "../helpers.js";
 import {
   checkpointRowIn,
-  ENV,
   idsOnWorker,
   qemuPidsOf,
   SMALL,
-  startTwoWorkerFleet,
-  type TwoWorkerFleet,
+  twoWorkerFleetForFile,
   until,
   type Worker,
   waitRunning,
 } from "./worker-harness.js";
 
 const PREFIX = "fleet-ck";
-const CP_ENV = { ...ENV, SANDTREE_HEARTBEAT_INTERVAL_MS: "1000" };
 
 describe("fleet: checkpoints on workers, forks and restores through the object store", () => {
   let restoreEnv = () => {};
   let s3: TestS3;
-  let fleet: TwoWorkerFleet | undefined;
   let cpDir = "";
   let blobStore = "";
   let api: Api;
@@ -64,21 +60,22 @@ describe("fleet: checkpoints on workers, forks and restores through the object s
     // Every process takes the object store's credentials from the standard AWS variables.
     restoreEnv = useS3Credentials();
     blobStore = `s3://${s3.bucket}/${PREFIX}?endpoint=${s3.endpoint}&region=us-east-1`;
-    // Only the control plane is given the blob store: workers learn it when they join.
-    fleet = await startTwoWorkerFleet({ ...CP_ENV, SANDTREE_BLOB_STORE: blobStore });
-    ({
-      api,
-      dir: cpDir,
-      workers: [wa, wb],
-    } = fleet);
-  }, 300_000);
-
+  });
+  // Runs after the fleet is stopped (hooks registered later run first).
   afterAll(async () => {
-    // stop() kills the VMs of a worker killed with SIGKILL (fleet.orphans) first.
-    await fleet?.stop();
     await s3?.close();
     restoreEnv();
-  }, 120_000);
+  });
+  // Only the control plane is given the blob store: workers learn it when they join.
+  const fleet = twoWorkerFleetForFile(
+    () => ({ SANDTREE_BLOB_STORE: blobStore }),
+    (f) =>
+      ({
+        api,
+        dir: cpDir,
+        workers: [wa, wb],
+      } = f),
+  );
 
   it("tells joining workers its object store, and refuses one that names another", async () => {
     expect(wa.output()).toContain(`checkpoint layers in s3://${s3.bucket}/${PREFIX}/`);
@@ -179,7 +176,7 @@ describe("fleet: checkpoints on workers, forks and restores through the object s
 
     // The object mended; the worker that took the checkpoint is gone for good.
     await s3.client.send(new PutObjectCommand({ Bucket: s3.bucket, Key, Body: bytes, Metadata: original.Metadata ?? {} }));
-    fleet?.orphans.push(...qemuPidsOf(src));
+    fleet().orphans.push(...qemuPidsOf(src));
     await stopChildProcess(wa.proc, "SIGKILL");
     const r = await api("POST", "/v1/sandboxes", { checkpoint_id: ck, host: "wb" });
     expect(r.status, JSON.stringify(r.body)).toBe(201);

@@ -1,22 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { type Api, stopChildProcess } from "../helpers.js";
-import {
-  ENDED,
-  ENV,
-  idsOnWorker,
-  qemuPidsOf,
-  SMALL,
-  startTwoWorkerFleet,
-  type TwoWorkerFleet,
-  until,
-  type Worker,
-} from "./worker-harness.js";
-
-// Beats every second; a host silent for 5 s is LOST (the default bound is 30 s).
-const CP_ENV = { ...ENV, SANDTREE_HEARTBEAT_INTERVAL_MS: "1000", SANDTREE_HOST_LOST_AFTER_MS: "5000" };
+import { ENDED, idsOnWorker, qemuPidsOf, SMALL, twoWorkerFleetForFile, until, type Worker } from "./worker-harness.js";
 
 describe("fleet: a worker that dies", () => {
-  let fleet: TwoWorkerFleet | undefined;
   let workers: Worker[] = [];
   /** The sandbox on wb, still running after wa was lost. */
   let survivor = "";
@@ -46,15 +32,11 @@ describe("fleet: a worker that dies", () => {
     return id;
   };
 
-  beforeAll(async () => {
-    fleet = await startTwoWorkerFleet(CP_ENV);
-    ({ api, workers } = fleet);
-  }, 300_000);
-
-  afterAll(async () => {
-    // stop() kills the VMs of a worker killed with SIGKILL (fleet.orphans) first.
-    await fleet?.stop();
-  }, 120_000);
+  // Hosts beat every second; one silent for 5 s is LOST (the default bound is 30 s).
+  const fleet = twoWorkerFleetForFile(
+    () => ({ SANDTREE_HOST_LOST_AFTER_MS: "5000" }),
+    (f) => ({ api, workers } = f),
+  );
 
   it("kill -9 of a worker: its sandbox becomes ERROR HOST_LOST and its placement is released; the other runs on", async () => {
     const [wa, wb] = workers as [Worker, Worker];
@@ -63,8 +45,8 @@ describe("fleet: a worker that dies", () => {
     expect([idsOnWorker(wa).includes(a), idsOnWorker(wb).includes(b)]).toEqual([true, true]);
     expect(await placements()).toMatchObject({ wa: 1, wb: 1, local: 0 });
 
-    fleet?.orphans.push(...qemuPidsOf(a));
-    expect(fleet?.orphans.length).toBe(1);
+    fleet().orphans.push(...qemuPidsOf(a));
+    expect(fleet().orphans.length).toBe(1);
     await stopChildProcess(wa.proc, "SIGKILL");
 
     // No timing assertion: poll (generously) until the reaper has marked it.

@@ -1,24 +1,11 @@
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import { SandtreeClient } from "@sandtree/sdk";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { type Api, jsonApi, spawnServe, stopChildProcess } from "../helpers.js";
-import {
-  ENDED,
-  ENV,
-  idsOnWorker,
-  SMALL,
-  startTwoWorkerFleet,
-  type TwoWorkerFleet,
-  until,
-  type Worker,
-  waitRunning,
-} from "./worker-harness.js";
-
-const CP_ENV = { ...ENV, SANDTREE_HEARTBEAT_INTERVAL_MS: "1000" };
+import { ENDED, idsOnWorker, SMALL, twoWorkerFleetForFile, until, type Worker, waitRunning } from "./worker-harness.js";
 
 describe("fleet: sandboxes on workers behind one API", () => {
-  let fleet: TwoWorkerFleet | undefined;
   let workers: Worker[] = [];
   let api: Api;
   let cpUrl = "";
@@ -42,14 +29,10 @@ describe("fleet: sandboxes on workers behind one API", () => {
   };
   const workerOf = (id: string) => workers.find((w) => idsOnWorker(w).includes(id))?.name ?? null;
 
-  beforeAll(async () => {
-    fleet = await startTwoWorkerFleet(CP_ENV);
-    ({ api, workers, url: cpUrl, dir: cpDir, key: cpKey } = fleet);
-  }, 300_000);
-
-  afterAll(async () => {
-    await fleet?.stop();
-  }, 120_000);
+  const fleet = twoWorkerFleetForFile(
+    () => ({}),
+    (f) => ({ api, workers, url: cpUrl, dir: cpDir, key: cpKey } = f),
+  );
 
   it("workers register their URL and answer nobody but the control plane", async () => {
     const h = await hosts();
@@ -200,9 +183,9 @@ describe("fleet: sandboxes on workers behind one API", () => {
 
     // A restarted control plane (same port, same data dir) keeps the workers' sandboxes: their
     // machines are on the workers, so they are neither lost nor adopted here.
-    const f = fleet as TwoWorkerFleet;
+    const f = fleet();
     await stopChildProcess(f.proc, "SIGTERM");
-    f.proc = (await spawnServe(cpDir, { env: CP_ENV, port: Number(new URL(cpUrl).port) })).proc;
+    f.proc = (await spawnServe(cpDir, { env: f.env, port: Number(new URL(cpUrl).port) })).proc;
     expect((await api("GET", `/v1/sandboxes/${d}`)).body.status).toBe("RUNNING");
     expect((await api("POST", `/v1/sandboxes/${d}/exec`, { command: "echo still here" })).body.stdout).toBe("still here\n");
 

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { qemuPidsNamed } from "@sandtree/host/qemu";
 import Database from "better-sqlite3";
-import { expect } from "vitest";
+import { afterAll, beforeAll, expect } from "vitest";
 import { type Api, jsonApi, spawnServe, spawnUntil, stopChildProcess } from "../helpers.js";
 import { withHostCgroups } from "../host-cgroups.js";
 
@@ -190,6 +190,8 @@ export interface TwoWorkerFleet {
   token: string;
   /** "wa" and "wb". */
   workers: [Worker, Worker];
+  /** The control plane's environment (a restart of it takes the same). */
+  env: Record<string, string>;
   /** PIDs stop() kills first: the VMs of a worker killed with SIGKILL outlive it. */
   orphans: number[];
   /** SIGKILL to the orphans, SIGTERM to the workers and the control plane, then removes every data dir. */
@@ -243,6 +245,7 @@ export async function startTwoWorkerFleet(env: Record<string, string>): Promise<
       api,
       token,
       workers: workers as [Worker, Worker],
+      env,
       orphans,
       stop,
     };
@@ -250,4 +253,28 @@ export async function startTwoWorkerFleet(env: Record<string, string>): Promise<
     await stop();
     throw err;
   }
+}
+
+/**
+ * startTwoWorkerFleet for the enclosing describe, its hosts beating every second (plus `env`'s
+ * variables, read when it starts: after the describe's earlier beforeAll hooks); stopped in an
+ * afterAll (the hooks of the describe registered earlier run after that). `set` hears it once up.
+ */
+export function twoWorkerFleetForFile(
+  env: () => Record<string, string>,
+  set: (fleet: TwoWorkerFleet) => void,
+): () => TwoWorkerFleet {
+  let fleet: TwoWorkerFleet | undefined;
+  beforeAll(async () => {
+    fleet = await startTwoWorkerFleet({ ...ENV, SANDTREE_HEARTBEAT_INTERVAL_MS: "1000", ...env() });
+    set(fleet);
+  }, 300_000);
+  afterAll(async () => {
+    // stop() kills the VMs of a worker killed with SIGKILL (fleet.orphans) first.
+    await fleet?.stop();
+  }, 120_000);
+  return () => {
+    if (!fleet) throw new Error("the file's fleet is not up yet: use it inside a test or hook");
+    return fleet;
+  };
 }

@@ -5,12 +5,12 @@
  * and a loopback listener in this process in front of the socket.
  */
 import { type ChildProcess, execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import net from "node:net";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll } from "vitest";
+import { bridgeApi, waitForApi } from "../../../../scripts/lib/netns-api.mjs";
 import { type Api, jsonApi } from "../helpers.js";
 import { withHostCgroups } from "../host-cgroups.js";
 import { createFakeInternet, type FakeInternet } from "./fake-internet.js";
@@ -101,34 +101,9 @@ export async function startHostServer(
     if (opts.onStdout) proc.stdout?.setEncoding("utf8").on("data", opts.onStdout);
   };
 
-  const sock = path.join(dataDir, "api.sock");
-  inet.spawnInHost(
-    process.execPath,
-    [
-      "-e",
-      `require("net").createServer((c) => { const u = require("net").connect(${port}, "127.0.0.1"); c.pipe(u).pipe(c); c.on("error", () => u.destroy()); u.on("error", () => c.destroy()); }).listen(process.argv[1])`,
-      sock,
-    ],
-    { stdio: "ignore" },
-  );
-  const bridge = net.createServer((c) => {
-    const u = net.connect(sock);
-    c.pipe(u).pipe(c);
-    c.on("error", () => u.destroy());
-    u.on("error", () => c.destroy());
-  });
-  await new Promise<void>((r) => bridge.listen(0, "127.0.0.1", () => r()));
-  const base = `http://127.0.0.1:${(bridge.address() as net.AddressInfo).port}`;
-
+  const { base, listener } = await bridgeApi(inet.spawnInHost, dataDir, port);
   const waitApi = async () => {
-    for (let i = 0; i < 600; i++) {
-      try {
-        key = /SANDTREE_API_KEY=(\S+)/.exec(readFileSync(path.join(dataDir, "credentials.env"), "utf8"))?.[1] ?? "";
-        if (key && (await fetch(`${base}/healthz`)).ok) return;
-      } catch {}
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    throw new Error("the server did not start");
+    key = await waitForApi(base, dataDir);
   };
 
   const api = jsonApi(base, () => key);
@@ -154,7 +129,7 @@ export async function startHostServer(
     },
     hostNs: (cmd, ...argv) => execFileSync("ip", ["netns", "exec", inet.hostNs, cmd, ...argv]).toString(),
     close() {
-      bridge.close();
+      listener.close();
       if (!process.env.KEEP_TEST_DATA) rmSync(dataDir, { recursive: true, force: true });
     },
   };

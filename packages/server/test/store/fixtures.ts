@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import type { Sandbox } from "@sandtree/protocol";
+import { wholeSandbox } from "../../../sdk/test/fake-server.js";
 import { type CheckpointRow, type JobRow, type NetworkRow, runningJobRow, type TeamRow } from "../../src/store/rows.js";
 import type { Store } from "../../src/store/store.js";
 
@@ -42,30 +43,14 @@ export function attempt<T>(call: () => T | Promise<T>): Promise<T> {
 }
 
 export function sandboxRow(teamId: string, over: Partial<Sandbox> = {}): Sandbox {
-  return {
+  return wholeSandbox({
     id: `sb-${hex(8)}`,
-    name: null,
     team_id: teamId,
     image: "sandtree/busybox",
-    image_digest: null,
-    status: "PENDING",
-    cpu_cores: 1,
-    memory_gb: 0.5,
-    disk_size_gb: 4,
-    environment_vars: {},
-    labels: {},
-    start_command: null,
-    display: null,
-    nested_virtualization: false,
-    accel: null,
-    error_reason: null,
-    error_code: null,
     created_at: iso(NOW),
     updated_at: LONG_AGO,
-    started_at: null,
-    terminated_at: null,
     ...over,
-  };
+  });
 }
 
 /** Two teams: "alpha", the one a case works in, and "beta", another whose rows it must never see. */

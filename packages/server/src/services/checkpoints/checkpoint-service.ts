@@ -16,7 +16,10 @@ import { LIVE, neededCheckpoints, sealAncestors } from "./checkpoint-lineage.js"
 import { retryUntilWritten, sealFiles } from "./checkpoint-seal.js";
 
 export interface CheckpointServiceDeps {
-  /** Stores, fetches and flattens layers (the host owns the disk format and holds the files). */
+  /**
+   * The local host: it fetches a restore's layers and flattens chains (the host owns the disk
+   * format and holds the files). A checkpoint's layers are stored by its sandbox's host.
+   */
   host: HostDisks;
   store: Store;
   sandboxes: SandboxService;
@@ -52,7 +55,7 @@ export class CheckpointService {
   private readonly flattenDepth: number;
 
   private readonly freezeDeadlineMs: number;
-  /** The host's layers port over the blob store: it stores what it froze, fetches what a restore needs. */
+  /** The local host's layers port over the blob store: it fetches what a restore needs. */
   private readonly layers: HostLayers;
 
   constructor(private readonly deps: CheckpointServiceDeps) {
@@ -180,8 +183,10 @@ export class CheckpointService {
     const abort = new AbortController();
     const done = (async () => {
       try {
-        const { sha256, size, memBytes, mem_sha256 } = await sealFiles(this.layers, key, row.mem_key, abort.signal);
-        await sealAncestors({ ...this.deps, layers: this.layers }, row, (a) => this.uploads.get(a)?.done, abort.signal);
+        // The host the sandbox runs on holds what it froze: it stores it.
+        const layers = this.deps.sandboxes.bundles.of(row.sandbox_id).host.layers(this.deps.blobs);
+        const { sha256, size, memBytes, mem_sha256 } = await sealFiles(layers, key, row.mem_key, abort.signal);
+        await sealAncestors({ ...this.deps, layers }, row, (a) => this.uploads.get(a)?.done, abort.signal);
         if (
           await this.deps.store.updateCheckpoint(id, { state: "DURABLE", sha256, mem_sha256, stored_bytes: size + memBytes }, [
             "FROZEN",

@@ -1,25 +1,28 @@
 import { isRestorePlan } from "../fleet/restore-plan.js";
-import type { NetworkService } from "../network/network-service.js";
-import type { Provisioner } from "./provisioner.js";
+import type { HostBundle } from "./sandbox-parts.js";
 import type { PlacementFactory, SandboxSite, SandboxStart } from "./sandbox-site.js";
 
 /**
- * This host as a sandbox's site: its network gives the sandbox an address and rules, its
- * provisioner starts the machine, and the services that set up a guest (start hooks) see it start.
+ * A host's bundle as a sandbox's site: the host's network gives the sandbox an address and rules,
+ * its provisioner starts the machine, and the services that set up a guest (start hooks) see it start.
  */
-export function hereSite(deps: {
-  provisioner: Provisioner;
-  network?: NetworkService;
-  startHooks: ReadonlyArray<(start: SandboxStart) => void>;
-  /** Pause and resume of a machine of this host (SandboxService's). */
-  control(teamId: string, id: string, action: "pause" | "resume"): Promise<unknown>;
-}): SandboxSite {
+export function hereSite(
+  bundle: HostBundle,
+  deps: {
+    startHooks: ReadonlyArray<(start: SandboxStart) => void>;
+    /** Records the sandbox as placed on this bundle (HostBundles.place). */
+    placed(id: string): void;
+    /** Pause and resume of a machine of this host (SandboxService's). */
+    control(teamId: string, id: string, action: "pause" | "resume"): Promise<unknown>;
+  },
+): SandboxSite {
   return {
     verify: (plan) => plan.here(),
     async admitted(sb, params) {
-      await deps.network?.register(sb.id, params);
+      deps.placed(sb.id);
+      await bundle.network?.register(sb.id, params);
       return {
-        start: (credentials, restore, signal) => deps.provisioner.provision(sb, credentials, restore, signal),
+        start: (credentials, restore, signal) => bundle.provisioner.provision(sb, credentials, restore, signal),
         starting(start) {
           for (const hook of deps.startHooks) hook(start);
         },

@@ -83,9 +83,9 @@ export class RestoreService {
       checkpoint: row,
       layers,
       memory,
-      localHolds: layers.every((k) => existsSync(path.join(sandboxes.layersDir, k))),
+      localHolds: layers.every((k) => existsSync(path.join(sandboxes.bundles.local.paths.layersDir, k))),
       here: async () => {
-        await ensureBase(store, this.deps.images, sandboxes.host, row);
+        await ensureBase(store, this.deps.images, sandboxes.bundles.local.host, row);
         return (await this.layers(teamId, checkpointId, memory)).layers;
       },
       on: async (worker) => {
@@ -116,7 +116,7 @@ export class RestoreService {
   async create(teamId: string, raw: unknown, opts: { id?: string } = {}): Promise<{ sandbox: Sandbox; created: boolean }> {
     if (raw === null || typeof raw !== "object" || Array.isArray(raw) || !("checkpoint_id" in raw)) {
       const params = parse(CreateSandboxRequest, raw);
-      refuseUnavailableNesting(this.deps.sandboxes.host.capabilities, params);
+      refuseUnavailableNesting(this.deps.sandboxes.bundles.local.host.capabilities, params);
       // No `checkpoint_id` key in the request: a create from an image.
       return this.deps.sandboxes.createFromImage(teamId, { ...params, checkpoint_id: undefined }, opts);
     }
@@ -204,7 +204,7 @@ export class RestoreService {
       image: row.image,
       disk_size_gb: Math.round(row.disk_size_bytes / GiB),
     });
-    refuseUnavailableNesting(this.deps.sandboxes.host.capabilities, params);
+    refuseUnavailableNesting(this.deps.sandboxes.bundles.local.host.capabilities, params);
     return this.withSnapshots(mode === "snapshot" ? shape.volumes : [], () =>
       this.deps.sandboxes.createFromCheckpoint(teamId, { params: { ...params, checkpoint_id }, plan }, opts),
     );

@@ -1,4 +1,6 @@
+import type { MachineHost } from "@sandtree/host";
 import type { Sandbox } from "@sandtree/protocol";
+import type { NetworkService } from "../network/network-service.js";
 import { Provisioner } from "./provisioner.js";
 import { Reconciler } from "./reconciler.js";
 import { SandboxMachines } from "./sandbox-machines.js";
@@ -16,15 +18,40 @@ export interface SandboxPartsOwner {
   elsewhere(): Promise<Set<string>>;
 }
 
+/** A host sandboxes are placed on: its name in the fleet's registry, the host, and its networks. */
+export interface BundleHost {
+  name: string;
+  host: MachineHost;
+  /** The host's sandbox networks (absent: no sandbox there gets a NIC). */
+  network?: NetworkService;
+  /** The host's layers directory (default DATA_DIR/layers). */
+  layersDir?: string;
+}
+
 /**
- * The parts a SandboxService drives, wired in dependency order: where its files go, the warm
+ * What runs sandboxes on one host, wired in dependency order: where their files go, the warm
  * caches, the machines it supervises, the provisioner that starts them, the reconciler that
- * adopts them after a restart.
+ * adopts them after a restart. One per placed host (HostBundles).
  */
-export function sandboxParts(deps: SandboxServiceDeps, owner: SandboxPartsOwner) {
-  const { host, network } = deps;
+export interface HostBundle extends Readonly<BundleHost> {
+  readonly paths: SandboxPaths;
+  readonly warm: WarmStarts;
+  readonly machines: SandboxMachines;
+  readonly provisioner: Provisioner;
+  readonly reconciler: Reconciler;
+}
+
+/** What every bundle of a sandbox service shares: the control plane's store, images, guest, log and settings. */
+export type BundleDeps = Pick<
+  SandboxServiceDeps,
+  "store" | "images" | "dataDir" | "accel" | "guest" | "log" | "warmTemplates" | "deadlines"
+>;
+
+/** Builds the bundle of a host for the sandbox service `owner` (see HostBundles). */
+export function hostBundle(deps: BundleDeps, owner: SandboxPartsOwner, at: BundleHost): HostBundle {
+  const { host, network } = at;
   const net = network ? { network } : {};
-  const paths = new SandboxPaths(deps.dataDir, deps.layersDir);
+  const paths = new SandboxPaths(deps.dataDir, at.layersDir);
   const warm = new WarmStarts(
     {
       host,
@@ -70,5 +97,5 @@ export function sandboxParts(deps: SandboxServiceDeps, owner: SandboxPartsOwner)
     closing: () => owner.closing(),
     ...net,
   });
-  return { paths, warm, machines, provisioner, reconciler };
+  return { ...at, paths, warm, machines, provisioner, reconciler };
 }

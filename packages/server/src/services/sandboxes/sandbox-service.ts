@@ -3,6 +3,7 @@ import type { Accel, GuestArtifacts, Machine, MachineHost } from "@sandtree/host
 import { type CreateSandboxParams, type Sandbox, type SandboxStatus, SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
 import type { SandboxFilter } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
+import { LOCAL_HOST } from "../fleet/host-names.js";
 import type { RestorePlan } from "../fleet/restore-plan.js";
 import { type ImageAliases, imageOfCreate } from "../images/image-aliases.js";
 import type { ImageResolver } from "../images/image-resolver.js";
@@ -12,16 +13,16 @@ import type { VolumeService } from "../volumes/volume-service.js";
 import type { AdmissionService } from "./admission-service.js";
 import type { CheckpointCreate, CreateAnswer, ImageCreate } from "./create-kinds.js";
 import { hereSite } from "./here-site.js";
+import { HostBundles } from "./host-bundles.js";
 import { pendingSandbox } from "./pending-sandbox.js";
-import type { Provisioner, RestoreLayers } from "./provisioner.js";
-import type { ReconcileOptions, ReconcileResult, Reconciler } from "./reconciler.js";
-import { ACTIVE, type SandboxMachines } from "./sandbox-machines.js";
-import { sandboxParts } from "./sandbox-parts.js";
-import { newSandboxId, type SandboxPaths } from "./sandbox-paths.js";
+import type { RestoreLayers } from "./provisioner.js";
+import type { ReconcileOptions, ReconcileResult } from "./reconciler.js";
+import { ACTIVE } from "./sandbox-machines.js";
+import { hostBundle } from "./sandbox-parts.js";
+import { newSandboxId } from "./sandbox-paths.js";
 import { listPage, sandboxLogs } from "./sandbox-reads.js";
 import { type ResetTarget, resetInPlace } from "./sandbox-reset.js";
 import type { Placement, PlacementFactory, SandboxStart } from "./sandbox-site.js";
-import type { WarmStarts } from "./warm-starts.js";
 
 export { liveDiskName, memoryMbFor } from "./sandbox-paths.js";
 export type { SandboxStart } from "./sandbox-site.js";
@@ -31,16 +32,18 @@ export interface SandboxServiceDeps {
   images: ImageResolver;
   aliases?: ImageAliases;
   dataDir: string;
-  /** Where sandbox disks and checkpoint layers live side by side (default DATA_DIR/layers). */
+  /** The local host's layers directory: sandbox disks and checkpoint layers side by side (default DATA_DIR/layers). */
   layersDir?: string;
   accel: Accel;
   guest: GuestArtifacts;
   log: Logger;
   admission: AdmissionService;
-  /** Sandbox networks (absent: no sandbox gets a NIC). */
+  /** The local host's sandbox networks (absent: no sandbox there gets a NIC). */
   network?: NetworkService;
-  /** Where machines run (the server's host: see startServer). */
+  /** This process's own host, the local bundle's (see startServer). */
   host: MachineHost;
+  /** Its name in the fleet's registry (default `local`; `local-<id>` on a shared store). */
+  hostName?: string;
   /** Checks a create's `volumes` (refuses them until they can be mounted). */
   volumes?: Pick<VolumeService, "resolveMounts" | "attach">;
   /** Warm starts from booted templates (default on). */
@@ -58,66 +61,56 @@ export interface SandboxServiceDeps {
  * Sandbox lifecycle as a state machine in the store: PENDING -> PROVISIONING -> RUNNING ->
  * TERMINATED, or ERROR/TIMEOUT. Every transition is conditional on the current status, so a
  * delete racing a create wins and the provisioner cleans up what it started. Machines are reached
- * only through the host's Machine interface (provisioner.ts, sandbox-machines.ts, reconciler.ts).
+ * only through the host's Machine interface, by the bundle of the host a sandbox is placed on
+ * (host-bundles.ts: its provisioner, machines and reconciler).
  */
 export class SandboxService {
   private readonly provisioning = new Map<string, { abort: AbortController; done: Promise<void> }>();
   private closing = false;
-  private readonly paths: SandboxPaths;
-  private readonly machines: SandboxMachines;
-  private readonly provisioner: Provisioner;
-  private readonly reconciler: Reconciler;
-  /** Warm templates and copy-on-write memory images. */
-  private readonly warm: WarmStarts;
-  /** The host machines run on (its disks, capabilities). */
-  readonly host: MachineHost;
+  /** What runs sandboxes on each host, and the host each sandbox is on. */
+  readonly bundles: HostBundles;
   private readonly placement: Placement;
   private readonly teardownHooks: Array<(id: string, machine: Machine | undefined) => unknown> = [];
   private readonly startHooks: Array<(start: SandboxStart) => void> = [];
   constructor(private readonly deps: SandboxServiceDeps) {
-    this.host = deps.host;
-    const parts = sandboxParts(deps, {
-      environmentOf: (sb) => this.environmentOf(sb),
-      provisioning: (id) => this.provisioning.has(id),
+    const owner = {
+      environmentOf: (sb: Sandbox) => this.environmentOf(sb),
+      provisioning: (id: string) => this.provisioning.has(id),
       closing: () => this.closing,
       elsewhere: () => this.placement.elsewhere(),
-    });
-    ({
-      paths: this.paths,
-      warm: this.warm,
-      machines: this.machines,
-      provisioner: this.provisioner,
-      reconciler: this.reconciler,
-    } = parts);
-    const here = hereSite({
-      provisioner: this.provisioner,
+    };
+    const { host, network, layersDir } = deps;
+    this.bundles = new HostBundles(
+      hostBundle(deps, owner, {
+        name: deps.hostName ?? LOCAL_HOST,
+        host,
+        ...(network ? { network } : {}),
+        ...(layersDir ? { layersDir } : {}),
+      }),
+    );
+    const here = hereSite(this.bundles.local, {
       startHooks: this.startHooks,
+      placed: (id) => this.bundles.place(id, this.bundles.local),
       control: (teamId, id, action) => (action === "pause" ? this.pauseHere(teamId, id) : this.resumeHere(teamId, id)),
-      ...(deps.network ? { network: deps.network } : {}),
     });
     this.placement = deps.placement(here);
     // A sandbox that ends here (delete, timeout) ends at its site too.
     this.teardownHooks.push((id) => this.placement.teardown(id));
   }
 
-  /** Emits ("io-error", sandboxId, reason) when the host holds a machine on a disk error. */
-  get ioEvents() {
-    return this.machines.ioEvents;
-  }
-
-  /** Prunes the warm caches (see WarmStarts.prune). Run at start, before requests are taken. */
+  /** Prunes every host's warm caches (see WarmStarts.prune). Run at start, before requests are taken. */
   pruneTemplates(): void {
-    this.warm.prune(this.provisioner);
+    for (const b of this.bundles.all()) b.warm.prune(b.provisioner);
   }
 
-  /** Starts building the memory image of a state just saved from `sb` (see Provisioner). */
+  /** Starts building the memory image of a state just saved from `sb` on its host (see Provisioner). */
   prepareMemoryImage(sb: Sandbox, memState: string): void {
-    this.provisioner.prepareMemoryImage(sb, memState);
+    this.bundles.of(sb.id).provisioner.prepareMemoryImage(sb, memState);
   }
 
   /** The image base under a sandbox's disk chain. */
   basePathOf(sb: Sandbox): Promise<string> {
-    return this.provisioner.basePathOf(sb);
+    return this.bundles.of(sb.id).provisioner.basePathOf(sb);
   }
 
   /** Creates a sandbox from an image, or answers the one an unexpired idempotency key created (`created: false`). */
@@ -143,7 +136,7 @@ export class SandboxService {
     const { image, alias } = await imageOfCreate(this.deps.aliases, params);
     // A restore's image comes from its checkpoint, which was verified.
     if (!params.checkpoint_id) await this.deps.images.check(image, credentials ? { credentials } : {});
-    this.deps.network?.validate(params);
+    this.bundles.local.network?.validate(params);
     const mounts = (await this.deps.volumes?.resolveMounts(teamId, params.volumes, params.network)) ?? [];
     const sandbox = pendingSandbox(opts.id ?? newSandboxId(), teamId, image, params, this.deps.accel);
     // Placed (fleet), then quotas, rate limits and idempotency in the insert's transaction.
@@ -192,36 +185,26 @@ export class SandboxService {
   async reset(teamId: string, id: string, r: ResetTarget): Promise<Sandbox> {
     const sb = await this.get(teamId, id);
     const old = await this.running(teamId, id);
-    const hooks = { machines: this.machines, provisioner: this.provisioner, store: this.deps.store, log: this.deps.log };
-    await resetInPlace(hooks, sb, old, r, (start) => {
+    const { machines, provisioner } = this.bundles.of(id);
+    await resetInPlace({ machines, provisioner, store: this.deps.store, log: this.deps.log }, sb, old, r, (start) => {
       for (const hook of this.startHooks) hook(start);
     });
     return await this.get(teamId, id);
   }
 
-  /** Tells the liveness watchdog the guest is held still on purpose until the returned function is called. */
-  holdWatchdog(id: string): () => void {
-    return this.machines.holdWatchdog(id);
-  }
-
   /** Why the host holds this sandbox's machine on a disk error (host disk full), or undefined. */
   ioErrorOf(id: string): string | undefined {
-    return this.machines.ioErrorOf(id);
+    return this.bundles.of(id).machines.ioErrorOf(id);
   }
 
   /** Marks a RUNNING sandbox ERROR with the reason and kills its machine (the exit handler cleans up). */
   failVm(id: string, machine: Machine, reason: string, from: readonly SandboxStatus[] = ["RUNNING"]): Promise<void> {
-    return this.machines.failVm(id, machine, reason, from);
-  }
-
-  /** Where sandbox disks and checkpoint layers live side by side. */
-  get layersDir(): string {
-    return this.paths.layersDir;
+    return this.bundles.of(id).machines.failVm(id, machine, reason, from);
   }
 
   /** Spilled output of buffered execs (deleted with the sandbox). */
   outputDir(id: string): string {
-    return this.paths.outputDir(id);
+    return this.bundles.of(id).paths.outputDir(id);
   }
 
   async get(teamId: string, id: string): Promise<Sandbox> {
@@ -238,7 +221,7 @@ export class SandboxService {
   /** The running machine of a sandbox, or 404 / 409 SANDBOX_NOT_RUNNING / 507 HOST_DISK_FULL. */
   async running(teamId: string, id: string): Promise<Machine> {
     const sb = await this.get(teamId, id);
-    if (this.reconciler.adopting.has(id)) {
+    if (this.bundles.adoption(id)) {
       // The routes wait for the adoption first (whenAdopted); this is for callers that do not.
       throw new SandtreeError(
         "SANDBOX_NOT_RUNNING",
@@ -246,7 +229,7 @@ export class SandboxService {
         { id, status: sb.status, adopting: true },
       );
     }
-    const machine = this.machines.get(id);
+    const machine = this.bundles.machine(id);
     if (sb.status !== "RUNNING" || !machine || machine.exit) {
       throw new SandtreeError("SANDBOX_NOT_RUNNING", `sandbox ${id} is ${sb.status}, not RUNNING`, { id, status: sb.status });
     }
@@ -271,7 +254,7 @@ export class SandboxService {
 
   private async pauseHere(teamId: string, id: string): Promise<void> {
     const machine = await this.running(teamId, id);
-    await this.machines.control(id, machine, "pause");
+    await this.bundles.of(id).machines.control(id, machine, "pause");
     if (!(await this.deps.store.updateSandbox(id, { status: "PAUSED" }, ["RUNNING"]))) {
       await machine.resume().catch(() => {});
       throw new SandtreeError("SANDBOX_NOT_RUNNING", `sandbox ${id} changed state while pausing`, { id });
@@ -282,11 +265,11 @@ export class SandboxService {
   /** The guest clock is set right after the resume. */
   private async resumeHere(teamId: string, id: string): Promise<void> {
     const sb = await this.get(teamId, id);
-    const machine = this.machines.get(id);
-    if (sb.status !== "PAUSED" || !machine || machine.exit || this.reconciler.adopting.has(id)) {
+    const machine = this.bundles.machine(id);
+    if (sb.status !== "PAUSED" || !machine || machine.exit || this.bundles.adoption(id)) {
       throw new SandtreeError("CONFLICT", `sandbox ${id} is ${sb.status}, not PAUSED`, { id, status: sb.status });
     }
-    await this.machines.control(id, machine, "resume");
+    await this.bundles.of(id).machines.control(id, machine, "resume");
     machine.syncClock();
     await this.deps.store.updateSandbox(id, { status: "RUNNING" }, ["PAUSED"]);
     await this.deps.store.addEvent(id, "resumed");
@@ -295,10 +278,10 @@ export class SandboxService {
   async delete(teamId: string, id: string): Promise<Sandbox> {
     // A machine still being adopted is waited for (its deadline bounds it). A paused guest cannot
     // shut down cleanly: let it run for its shutdown (one that does not answer is killed by the stop).
-    await this.reconciler.adopting.get(id)?.done;
+    await this.bundles.adoption(id)?.done;
     if ((await this.deps.store.getSandbox(id, teamId))?.status === "PAUSED")
-      await this.machines
-        .get(id)
+      await this.bundles
+        .machine(id)
         ?.resume()
         .catch(() => {});
     const sb = await this.get(teamId, id);
@@ -317,26 +300,28 @@ export class SandboxService {
 
   /** Stops whatever runs for a sandbox and removes its disk and sockets. Idempotent. */
   private async teardown(id: string): Promise<void> {
-    const live = this.machines.get(id);
+    const b = this.bundles.of(id);
+    const live = b.machines.get(id);
     for (const hook of this.teardownHooks) {
       try {
         await hook(id, live && !live.exit ? live : undefined);
       } catch {}
     }
     // An adoption in flight settles within its deadline (close() cancels it first).
-    await this.reconciler.adopting.get(id)?.done;
+    await b.reconciler.adopting.get(id)?.done;
     const p = this.provisioning.get(id);
     if (p) {
       p.abort.abort(new Error("sandbox deleted"));
       await p.done;
     }
-    const machine = this.machines.take(id);
+    const machine = b.machines.take(id);
     if (machine) await machine.stop();
-    this.provisioner.forget(id);
-    await this.machines.cleanupDisk(id);
-    await this.machines.discard(id);
-    rmSync(this.paths.outputDir(id), { recursive: true, force: true });
-    await this.deps.network?.detach(id);
+    b.provisioner.forget(id);
+    await b.machines.cleanupDisk(id);
+    await b.machines.discard(id);
+    rmSync(b.paths.outputDir(id), { recursive: true, force: true });
+    await b.network?.detach(id);
+    this.bundles.release(id);
   }
 
   /** Moves an active sandbox to TIMEOUT and tears it down; false when it had already ended. */
@@ -353,30 +338,27 @@ export class SandboxService {
 
   async logs(teamId: string, id: string, tailBytes: number) {
     await this.get(teamId, id);
-    return await sandboxLogs(this.deps.store, this.host, id, tailBytes);
+    return await sandboxLogs(this.deps.store, this.bundles.of(id).host, id, tailBytes);
   }
 
   /** Resolves when the sandbox's adoption after a restart has settled (undefined: none in flight). */
   whenAdopted(id: string): Promise<void> | undefined {
-    return this.reconciler.adopting.get(id)?.done;
+    return this.bundles.adoption(id)?.done;
   }
 
   /**
-   * After a restart: adopts surviving machines, marks lost sandboxes ERROR (see Reconciler).
-   * Resolves once every decision is taken; `settled` when every adoption has.
+   * After a restart: adopts the local host's surviving machines, marks lost sandboxes ERROR (see
+   * Reconciler). Resolves once every decision is taken; `settled` when every adoption has.
    */
   reconcile(opts: ReconcileOptions = {}): Promise<ReconcileResult> {
-    return this.reconciler.reconcile(opts);
+    return this.bundles.local.reconciler.reconcile(opts);
   }
 
   /** Ordered, idempotent shutdown: stop taking work, stop every machine, mark them TERMINATED. */
   async close(): Promise<void> {
     this.closing = true;
-    await this.warm.close();
-    const adopting = this.reconciler.adopting;
-    const ids = new Set([...this.machines.ids(), ...this.provisioning.keys(), ...adopting.keys()]);
     // Adoptions still running are cancelled (their machine is killed); the loop below marks them TERMINATED.
-    for (const a of adopting.values()) a.abort.abort(new Error("the server is shutting down"));
+    const ids = new Set([...(await this.bundles.close("the server is shutting down")), ...this.provisioning.keys()]);
     await Promise.allSettled(
       [...ids].map(async (id) => {
         await this.deps.store.updateSandbox(
@@ -389,8 +371,8 @@ export class SandboxService {
     );
   }
 
-  /** Whether the sandbox is attached to this server's sandbox networks with its network on. */
+  /** Whether the sandbox is attached to its host's sandbox networks with its network on. */
   hasNetwork(id: string): boolean {
-    return this.deps.network?.hasNetwork(id) ?? false;
+    return this.bundles.of(id).network?.hasNetwork(id) ?? false;
   }
 }
