@@ -52,5 +52,7 @@ export {
 export { defaultJailConfig, type JailConfig, renameKeepingGrants } from "./vmm/jail.js";
 export * from "./volumes/file-server.js";
 export * from "./volumes/guest-mount.js";
+export type * from "./volumes/host-volumes.js";
+export { LocalVolumes } from "./volumes/local-volumes.js";
 export * from "./volumes/volume-dirs.js";
 export * from "./volumes/volume-image.js";

@@ -11,6 +11,7 @@ import {
   type OpenedNetworks,
   type OpenNetworksRequest,
   SandboxNetworks,
+  type VolumeImages,
 } from "@sandtree/host";
 import type { ServerConfigValues } from "./config.js";
 import type { Logger } from "./services/observability/logger.js";
@@ -39,16 +40,20 @@ export async function defaultHost(opts: {
   networks: SandboxNetworks;
   /** The host's layers directory: the blob store's local one. */
   layersDir: string;
-  /** The host's volumes directory: the data dir's `volumes`, where the VolumeService makes them. */
+  /** The host's volumes directory: the data dir's `volumes` (its volumes port makes them there). */
   volumesDir: string;
+  /** How its volumes are bounded (the server's setting: an image each, or the host's disk only). */
+  volumeImages: VolumeImages;
   log: Logger;
 }): Promise<MachineHost> {
   const limiter = await openResourceLimits(opts.cfg, opts.network, opts.log);
+  if (!opts.volumeImages.bounded) opts.log.warn({ bound: "none" }, "volumes are bounded by the host's disk only, not size_gb");
   return createQemuHost({
     runRoot: runRootFor(opts.cfg.dataDir),
     logRoot: path.join(opts.cfg.dataDir, "machine-logs"),
     layersDir: opts.layersDir,
     volumesDir: opts.volumesDir,
+    volumeImages: opts.volumeImages,
     accel: opts.accel,
     controlDeadlineMs: opts.cfg.deadlines.qmpMs,
     jail: opts.jail,

@@ -11,7 +11,7 @@ import type { UnwindStack } from "./unwind-stack.js";
  * host given (the fake, a remote one: it jails and limits its own machines) or the default one,
  * and a NetworkService over the host's networks, started (rules and tunnels of the sandboxes still
  * active, before adoption; `notMine`: a peer's, on a shared store) and closed at the unwind. The
- * default host mounts volumes by name from `volumesDir`.
+ * default host makes, serves and mounts volumes by name in `volumesDir` (bounded by `volumeImages`).
  */
 export async function openLocalHost(
   cfg: ServerConfigValues,
@@ -20,7 +20,7 @@ export async function openLocalHost(
   unwind: UnwindStack,
   o: { notMine: (() => Promise<Set<string>>) | null; volumesDir: string },
 ): Promise<{ host: MachineHost; network: NetworkService }> {
-  const { store, log, accel, jail, blobs } = f;
+  const { store, log, accel, jail, blobs, volumeImages } = f;
   // The host's networks before the host: its resource limits need to know whether sandboxes have taps.
   const hosting = opts.host
     ? { given: opts.host, networks: opts.host.networks }
@@ -52,6 +52,7 @@ export async function openLocalHost(
       networks: hosting.networks,
       layersDir: blobs.localDir,
       volumesDir: o.volumesDir,
+      volumeImages,
       log,
     }));
   return { host, network };

@@ -118,7 +118,11 @@ export async function openFoundation(
   const layersDir = path.join(cfg.dataDir, "layers");
   const blobs = opts.makeBlobs ? opts.makeBlobs(layersDir) : makeBlobStore(cfg.blobStore, layersDir);
   unwind.push("the blob store", () => blobs.close?.());
-  const volumeImages = new VolumeImages(cfg);
+  const volumeImages = new VolumeImages({
+    volumesDir: path.join(cfg.dataDir, "volumes"),
+    volumeBound: cfg.volumeBound,
+    volumeImageMiB: cfg.volumeImageMiB,
+  });
   // The volumes' images are unmounted once the host's file server (which holds them open) is gone:
   // it closes with the host's networks, opened later in the start and so closed before this.
   unwind.push("the volume images", () => volumeImages.unmountAll());

@@ -62,13 +62,13 @@ export async function startRuntime(
   f: Foundation,
   unwind: UnwindStack,
 ): Promise<Runtime> {
-  const { store, log, admission, accel, blobs, volumeImages } = f;
+  const { store, log, admission, accel, blobs } = f;
   const hostRegistry = openHostStore(store);
   // On a store several control planes share, this process's own sandboxes are those placed on its
   // own host (`local-<id>`): a peer's get no rules here.
   const shared = cfg.database !== undefined;
   const ownHostName = localHostName(cfg.dataDir, shared);
-  // Volumes' files: the VolumeService makes them here, the default host mounts them by name from here.
+  // Volumes' files: the default host makes, serves and mounts them by name here (its volumes port).
   const volumesDir = path.join(cfg.dataDir, "volumes");
   // The sandboxes whose networks are not this host's: a peer's, and those on workers (their hosts have theirs).
   const notMine = async () =>
@@ -81,10 +81,10 @@ export async function startRuntime(
   const aliases = new ImageAliases(openImageAliases(store), images);
   const volumes = new VolumeService({
     store: openVolumeStore(store),
-    root: volumesDir,
+    // The volumes live on the host machines start on here (a given host: its own folder).
+    storage: machineHost.volumes,
     limits: (teamId) => admission.limits(teamId),
     log,
-    images: volumeImages,
   });
   await volumes.reconcile();
   volumes.mountsSupported = localMounts;

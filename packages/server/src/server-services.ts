@@ -77,7 +77,6 @@ export function composeServices(f: Foundation, r: Runtime): Services {
           blobs: f.blobs,
           images,
           volumes,
-          volumeImages: f.volumeImages,
           teamId: f.workerTeamId,
           disks: sandboxes.bundles.local.host,
         })

@@ -95,13 +95,8 @@ describe("architecture", () => {
   });
 
   it("reads no file of the host's layers directory: it asks the host by name (hasLayer, listLayers, removeLayer, its layers port)", () => {
-    // A blob store's own files are its implementation's (the fleet worker's store), and a volume's
-    // archive is the control plane's blob, packed beside its store's files (volumes are not yet the host's).
-    const allowed = new Set(
-      ["services/fleet/joined-blob-store.ts", "services/volumes/volume-archive.ts"].map((f) =>
-        path.join(root, "packages/server/src", f),
-      ),
-    );
+    // A blob store's own files are its implementation's (the fleet worker's store).
+    const allowed = new Set(["services/fleet/joined-blob-store.ts"].map((f) => path.join(root, "packages/server/src", f)));
     // A path built from the layers directory, or a file call given it or a layer's hash helper.
     const words = [
       /\bpath\.(join|resolve)\([^)]*\b(layersDir|localDir)\b/,

@@ -46,7 +46,8 @@ export function onFakeHost(o: {
 }): FakeHost {
   const { images, cleanup } = fakeImages(o.digestChar);
   // The fake host's machines keep their run and log folders in a folder of its own, as a worker's
-  // do; its layers directory is the server's blob store's (the server's data dir's `layers`).
+  // do (its volumes too: `volumes` there); its layers directory is the server's blob store's (the
+  // server's data dir's `layers`).
   const hostDir = mkdtempSync(path.join(tmpdir(), "sandtree-fake-host-"));
   const dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-test-"));
   const fake = new FakeHost({

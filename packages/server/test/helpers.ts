@@ -57,11 +57,15 @@ export const neverPulls: ImageResolver = {
 
 /**
  * A FakeHost for a test server and the server's data dir: the host's layers directory is the
- * server's blob store's (`<dataDir>/layers`), as a QEMU host's is. Give both to startTestServer.
+ * server's blob store's (`<dataDir>/layers`) and its volumes directory `<dataDir>/volumes`, as
+ * the default QEMU host's are. Give both to startTestServer.
  */
 export function fakeHostAt(opts: ConstructorParameters<typeof FakeHost>[0] = {}): { host: FakeHost; dataDir: string } {
   const dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-test-"));
-  return { host: new FakeHost({ ...opts, layersDir: path.join(dataDir, "layers") }), dataDir };
+  return {
+    host: new FakeHost({ ...opts, layersDir: path.join(dataDir, "layers"), volumesDir: path.join(dataDir, "volumes") }),
+    dataDir,
+  };
 }
 
 /** What a test server is started with (all optional). */

@@ -10,7 +10,7 @@ import net, { type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Duplex } from "node:stream";
-import { createQemuHost, dialGuestPort, VolumeImages } from "@sandtree/host";
+import { createQemuHost, dialGuestPort, LocalVolumes } from "@sandtree/host";
 import { ErrorBody, type Sandbox, SandtreeError } from "@sandtree/protocol";
 import { SandtreeClient } from "@sandtree/sdk";
 import type { FastifyInstance } from "fastify";
@@ -187,10 +187,9 @@ beforeAll(async () => {
   // Sandbox answers list their volumes too.
   const volumes = new VolumeService({
     store: openVolumeStore(store),
-    root: path.join(dataDir, "volumes"),
+    storage: new LocalVolumes(() => path.join(dataDir, "volumes")),
     limits: (team) => admission.limits(team),
     log: silent,
-    images: new VolumeImages({ dataDir, volumeBound: "none" }),
   });
   const services = { auth, sandboxes, timeouts, admission, ports, metering, volumes } as unknown as Services;
   app = buildApp(services, { logger: { level: "info", stream: { write: (line: string) => logLines.push(line) } } });

@@ -3,6 +3,8 @@
 // memory, fork, reset, delete) crosses the network through RemoteHost. Shows the services need
 // nothing of a host but the interface, wherever it runs; with networks on, the worker's networks
 // port hands its sandboxes addresses. No VM: about a second.
+import { existsSync } from "node:fs";
+import path from "node:path";
 import { describe, expect, it, vi } from "vitest";
 import { lifeCycle, onFakeHost, running } from "./fake-host-life.js";
 import type { TestServer } from "./helpers.js";
@@ -25,6 +27,28 @@ describe("the server on a remote host", () => {
     // Every machine the server started on the worker is stopped there.
     expect(fake.starts).toBe(3 * COUNT);
     expect(fake.machines.size).toBe(0);
+  });
+
+  it("makes, fills, reads, measures and deletes a volume in the worker host's volumes directory, never the server's", {
+    timeout: 60_000,
+  }, async () => {
+    const made = await t.api("POST", "/v1/volumes", { name: "on-worker", size_gb: 1 });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    const id = made.body.id as string;
+    const f = (route: string, p: string, extra = "") => `/v1/volumes/${id}/${route}?path=${encodeURIComponent(p)}${extra}`;
+    const writes = vi.spyOn(fake.volumes, "write");
+    const put = await t.api("PUT", f("files", "/d/a.txt"), new TextEncoder().encode("hello worker"));
+    expect(put.body).toEqual({ path: "/d/a.txt", bytes: 12 });
+    expect(writes).toHaveBeenCalledTimes(1);
+    // The file lies on the worker's host, read through its volumes port; nothing in the server's data dir.
+    expect(await fake.volumes.stat(id, "/d/a.txt")).toMatchObject({ type: "file", size: 12 });
+    expect(existsSync(path.join(t.dataDir, "volumes", id))).toBe(false);
+    expect((await t.api("GET", f("files", "/d/a.txt", "&offset=6&length=6"))).body).toBe("worker");
+    expect((await t.api("GET", f("files", "/nope"))).body.code).toBe("FILE_NOT_FOUND");
+    expect((await t.api("GET", f("files/list", "/d"))).body.entries.map((e: { path: string }) => e.path)).toEqual(["/d/a.txt"]);
+    expect((await t.api("GET", `/v1/volumes/${id}`)).body.used_bytes).toBe(12);
+    expect((await t.api("DELETE", `/v1/volumes/${id}`)).status).toBe(204);
+    await expect(fake.volumes.stat(id, "/")).rejects.toThrow();
   });
 
   it("answers a sandbox's console log from the host, while it runs and once it ended", { timeout: 60_000 }, async () => {

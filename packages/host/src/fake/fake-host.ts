@@ -6,6 +6,7 @@ import type { ConsoleTail } from "../machine/console-tail.js";
 import type { AdoptSpec, HostCapabilities, HostImages, MachineHost, MachineSpec, WarmCaches } from "../machine/machine.js";
 import { MachineRefusedError } from "../machine/machine.js";
 import { checkMachineName, MachineDirs } from "../machine/machine-dirs.js";
+import { LocalVolumes } from "../volumes/local-volumes.js";
 import { checkMounts } from "../volumes/volume-dirs.js";
 import { FakeDisks } from "./fake-disks.js";
 import { FakeImages, type FakeImagesOptions } from "./fake-images.js";
@@ -34,6 +35,11 @@ export class FakeHost extends FakeDisks implements MachineHost {
   };
   /** Sandbox networks in memory (addresses from a pool; no tap, rule or resolver). */
   readonly networks = new FakeNetworks();
+  /**
+   * Volumes in its volumes directory (unbounded): made, filled and measured like any host's,
+   * though its machines cannot mount them.
+   */
+  readonly volumes = new LocalVolumes(() => (this.opts.volumesDir ??= path.join(hostDir(this.opts), "volumes")));
   /** Live machines by name. */
   readonly machines = new Map<string, FakeMachine>();
   /** Starts so far (tests count them). */
@@ -44,9 +50,17 @@ export class FakeHost extends FakeDisks implements MachineHost {
   /**
    * `images`: FakeImages' options, or images of the test's own (ones that never pull, say). `dir`:
    * where its machines' run and log folders go (default: a new folder under the system's temp dir,
-   * made when first needed); `layersDir`: its layers directory (default: `layers` in `dir`).
+   * made when first needed); `layersDir`: its layers directory (default: `layers` in `dir`);
+   * `volumesDir`: its volumes directory (default: `volumes` in `dir`).
    */
-  constructor(private readonly opts: { images?: FakeImagesOptions | HostImages; dir?: string; layersDir?: string } = {}) {
+  constructor(
+    private readonly opts: {
+      images?: FakeImagesOptions | HostImages;
+      dir?: string;
+      layersDir?: string;
+      volumesDir?: string;
+    } = {},
+  ) {
     super(() => (opts.layersDir ??= path.join(hostDir(opts), "layers")));
     this.images = opts.images && "resolve" in opts.images ? opts.images : new FakeImages(opts.images);
   }

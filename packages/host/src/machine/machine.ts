@@ -7,6 +7,7 @@ import type { MemoryImages } from "../snapshots/memory-images.js";
 import type { TemplateBuildErrorHandler, TemplateStore, TemplateTaps } from "../snapshots/template-store.js";
 import type { GuestBoot } from "../vmm/qemu-args.js";
 import type { VolumeMount } from "../volumes/guest-mount.js";
+import type { HostVolumes } from "../volumes/host-volumes.js";
 import type { ConsoleTail } from "./console-tail.js";
 import type { HostDisks } from "./host-disks.js";
 
@@ -355,6 +356,7 @@ export interface MachineHost extends HostDisks {
   readonly images: HostImages;
   /** Its sandbox networks: taps, firewall rules, DNS and tunnels for the control plane's records. */
   readonly networks: HostNetworks;
+  readonly volumes: HostVolumes; // its volumes' storage and files, by name (what MachineSpec.mounts name)
   /** The caches that make starts warm; null: this host has none (every start is a cold one). */
   warmCaches(opts: WarmCacheOptions): WarmCaches | null;
   /** Boots (or resumes from a template or memory state) and resolves once the guest answered. */

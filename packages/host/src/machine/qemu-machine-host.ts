@@ -10,8 +10,10 @@ import type { Accel } from "../vmm/qemu-args.js";
 import { findQemuProcesses, QemuVm, qemuAlive } from "../vmm/qemu-vm.js";
 import type { VolumeFileServer } from "../volumes/file-server.js";
 import { type GuestMount, guestAddressOf, type VolumeMount } from "../volumes/guest-mount.js";
+import { LocalVolumes } from "../volumes/local-volumes.js";
 import { mountInGuest } from "../volumes/mount-in-guest.js";
 import { checkMounts, volumeDataDir } from "../volumes/volume-dirs.js";
+import type { VolumeImages } from "../volumes/volume-image.js";
 import type { ConsoleTail } from "./console-tail.js";
 import {
   type AdoptSpec,
@@ -44,10 +46,11 @@ export interface QemuMachineHostOptions {
   layersDir: string;
   /**
    * Its volumes directory: each volume's files under its name (`<name>/data`, volumeDataDir), what
-   * MachineSpec.mounts name. Volumes are made and filled there by their owner (the server's
-   * VolumeService, on the same machine); the host only exports them to its machines.
+   * MachineSpec.mounts name, made, filled and served through its volumes port (LocalVolumes).
    */
   volumesDir: string;
+  /** How its volumes are bounded (each its own image); default: by the host's disk only. */
+  volumeImages?: VolumeImages;
   /** The accelerator machines run under (detectAccel); default `tcg`. */
   accel?: Accel;
   /**
@@ -105,11 +108,14 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
   readonly images: HostImages;
   private readonly directDisk: boolean;
   private readonly dirs: MachineDirs;
+  /** Its volumes' storage and files, in its volumes directory. */
+  readonly volumes: LocalVolumes;
 
   constructor(private readonly opts: QemuMachineHostOptions) {
     super(opts.layersDir);
     this.dirs = new MachineDirs(opts.runRoot, opts.logRoot);
     this.jail = opts.jail ?? defaultJailConfig();
+    this.volumes = new LocalVolumes(() => opts.volumesDir, opts.volumeImages);
     this.ownNetworks = opts.networks ?? new SandboxNetworks({ log: opts.log ?? stderrWarnings });
     this.directDisk = opts.diskCache === "direct";
     this.images = new StoreImages(new ImageStore(opts.images));

@@ -16,6 +16,7 @@ import { layerCalls } from "./host-service-layers.js";
 import { logCalls } from "./host-service-logs.js";
 import { networkCalls } from "./host-service-networks.js";
 import { hostStreams } from "./host-service-streams.js";
+import { volumeCalls } from "./host-service-volumes.js";
 import { answer, answerEmpty } from "./remote-errors.js";
 import { adoptSpec, exitMsg, machineSpec } from "./remote-specs.js";
 
@@ -143,6 +144,7 @@ export function machineHostService(
     ...networkCalls(host.networks, networksDir),
 
     ...hostStreams(served),
+    ...volumeCalls(host.volumes, blobs),
 
     syncClock: (r) => answerEmpty(() => served.get(r.name).syncClock()),
     pause: (r) => answerEmpty(() => served.get(r.machine).pause(r.timeoutMs !== undefined ? { timeoutMs: r.timeoutMs } : {})),

@@ -11,6 +11,7 @@ import { RemoteLayers } from "./remote-layers.js";
 import { RemoteMachine } from "./remote-machine.js";
 import { RemoteNetworks } from "./remote-networks.js";
 import { adoptRequest, startRequest } from "./remote-specs.js";
+import { RemoteVolumes } from "./remote-volumes.js";
 
 export interface RemoteHostOptions {
   /** The worker's host service (`sandtree worker --serve-host`'s URL: http://ADDR:PORT). */
@@ -33,6 +34,8 @@ export class RemoteHost implements MachineHost {
   /** The worker's sandbox networks (its taps, rules, resolver and tunnels), its state kept there. */
   readonly networks: RemoteNetworks;
   private readonly layerPort: RemoteLayers;
+  /** The worker's volumes: made, filled and packed in its own volumes directory. */
+  readonly volumes: RemoteVolumes;
 
   private constructor(
     private readonly client: Client<typeof MachineHostService>,
@@ -47,6 +50,7 @@ export class RemoteHost implements MachineHost {
       this.caps = await this.call("asking what the host can do", () => capabilitiesOf(client));
     });
     this.layerPort = new RemoteLayers(client);
+    this.volumes = new RemoteVolumes(client);
   }
 
   /** Connects and asks the worker what its host can do (the one call before the host is usable). */

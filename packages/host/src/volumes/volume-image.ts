@@ -12,8 +12,8 @@ export type VolumeBound = "image" | "none";
 
 /** The server's settings it reads (config.ts: SANDTREE_VOLUME_BOUND, SANDTREE_VOLUME_IMAGE_MIB). */
 export interface VolumeImagesOptions {
-  /** Volumes' directories are `<dataDir>/volumes/<id>/data`, each image beside its directory. */
-  dataDir: string;
+  /** The volumes directory: each volume's directory is `<volumesDir>/<name>/data`, its image beside it. */
+  volumesDir: string;
   volumeBound: VolumeBound;
   /** Test-only: every image this many MiB whatever the volume's size_gb. */
   volumeImageMiB?: number | undefined;
@@ -108,7 +108,7 @@ export class VolumeImages {
 
   /** At shutdown: unmounts every volume it can (a busy one is left, and found mounted at the next start), then the root. */
   async unmountAll(): Promise<void> {
-    const root = path.join(this.o.dataDir, "volumes");
+    const root = this.o.volumesDir;
     const ids = await readdir(root).catch(() => [] as string[]);
     for (const id of ids) await this.unmount(path.join(root, id, "data")).catch(() => {});
     this.sharing = null;
@@ -125,7 +125,7 @@ export class VolumeImages {
   private sharedRoot(): Promise<void> {
     // Once per process (concurrent mounts would stack binds), again after a failure or a shutdown.
     this.sharing ??= (async () => {
-      const root = path.join(this.o.dataDir, "volumes");
+      const root = this.o.volumesDir;
       if (!(await mountedAt(root))) await run("mount", ["--rbind", root, root], "bind the volumes' root");
       await run("mount", ["--make-shared", root], "share the volumes' root");
     })().catch((err) => {

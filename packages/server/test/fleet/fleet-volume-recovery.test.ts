@@ -8,12 +8,12 @@
 import { mkdtempSync, rmSync, unlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import { LocalVolumes } from "@sandtree/host";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { S3RVER_CREDENTIALS, startS3, type TestS3 } from "../../../host/test/helpers/s3-server.js";
 import { BlobStoreUrl, makeBlobStore } from "../../src/blob-store-config.js";
 import { ManualClock, type RunningServer, startServer } from "../../src/index.js";
-import { packVolume } from "../../src/services/volumes/volume-archive.js";
 import { type Api, jsonApi } from "../helpers.js";
 
 const BOUND_MS = 30_000;
@@ -106,7 +106,8 @@ describe("fleet: a lost worker's volumes (state machine)", () => {
     const kept = await makeVolume("kept", "synced\n");
     // kept's copy in the bucket, as wx's sync would have left it.
     const blobs = makeBlobStore(BlobStoreUrl.parse(blobUrl), cacheDir);
-    const packed = await packVolume(blobs, path.join(dataDir, "volumes", kept, "data"), `volume-${kept}-test.tar`);
+    const here = new LocalVolumes(() => path.join(dataDir, "volumes"));
+    const packed = await here.archives(blobs).store(kept, `volume-${kept}-test.tar`);
     onWx(gone);
     onWx(kept, packed);
     expect(await volume("kept")).toMatchObject({ synced_at: SYNCED_AT, synced_bytes: packed.size, home_lost_at: null });

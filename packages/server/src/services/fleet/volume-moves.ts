@@ -5,7 +5,6 @@ import type { VolumeRow, VolumeStore } from "../../store/volume-rows.js";
 import type { VolumeSyncStore } from "../../store/volume-sync-rows.js";
 import type { Logger } from "../observability/logger.js";
 import { KeyedSerial } from "../support/keyed-serial.js";
-import { packVolume, unpackVolume } from "../volumes/volume-archive.js";
 import type { VolumeService } from "../volumes/volume-service.js";
 import type { VolumesAway } from "../volumes/volumes-away.js";
 import type { FleetService } from "./fleet-service.js";
@@ -260,7 +259,7 @@ export class VolumeMoves implements VolumesAway {
 
   private async pack(from: string | null, id: string, key: string, snapshot = false): Promise<PackedVolume> {
     const host = await this.remote(from);
-    if (!host) return packVolume(this.deps.blobs, this.deps.volumes.dirOf(id), key);
+    if (!host) return this.deps.volumes.storage.archives(this.deps.blobs).store(id, key);
     const body = { volume: id, key, snapshot };
     const o = { body, timeoutMs: MOVE_CALL_MS, signal: this.signalFor(host.id) };
     return PackedVolume.parse(await this.client.call(host, "POST", "/v1/fleet/volumes/pack", o));
@@ -268,10 +267,7 @@ export class VolumeMoves implements VolumesAway {
 
   private async unpack(to: string, row: VolumeRow, archive: PackedVolume): Promise<void> {
     const host = await this.remote(to);
-    if (!host) {
-      await this.deps.volumes.prepare(this.deps.volumes.dirOf(row.id), row.size_gb);
-      return unpackVolume(this.deps.blobs, archive, this.deps.volumes.dirOf(row.id));
-    }
+    if (!host) return this.deps.volumes.storage.archives(this.deps.blobs).fetch(archive, row.id, row.size_gb);
     const body = { volume: row.id, size_gb: row.size_gb, archive };
     await this.client.call(host, "POST", "/v1/fleet/volumes/unpack", {
       body,
@@ -282,7 +278,7 @@ export class VolumeMoves implements VolumesAway {
 
   private async drop(hostId: string | null, id: string): Promise<void> {
     const host = await this.remote(hostId);
-    if (!host) return this.deps.volumes.removeDir(id);
+    if (!host) return this.deps.volumes.removeStorage(id);
     await this.client.call(host, "POST", "/v1/fleet/volumes/drop", { body: { volume: id } });
   }
 }

@@ -1,4 +1,4 @@
-import type { BlobStore, HostDisks, VolumeImages } from "@sandtree/host";
+import type { BlobStore, HostDisks } from "@sandtree/host";
 import type { Store } from "../../store/store.js";
 import type { ImageResolver } from "../images/image-resolver.js";
 import type { VolumeService } from "../volumes/volume-service.js";
@@ -11,13 +11,12 @@ export function workerSides(o: {
   blobs: BlobStore;
   images: ImageResolver;
   volumes: VolumeService;
-  volumeImages: VolumeImages;
   teamId: string;
   disks: HostDisks;
 }): { workerCheckpoints: WorkerCheckpoints; workerVolumes: WorkerVolumes } {
-  const { store, blobs, images, volumes, volumeImages, teamId, disks } = o;
+  const { store, blobs, images, volumes, teamId, disks } = o;
   return {
     workerCheckpoints: new WorkerCheckpoints({ store, images, teamId, disks, layers: disks.layers(blobs) }),
-    workerVolumes: new WorkerVolumes({ volumes, blobs, images: volumeImages, teamId }),
+    workerVolumes: new WorkerVolumes({ volumes, blobs, teamId }),
   };
 }

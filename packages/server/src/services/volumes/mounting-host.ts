@@ -6,6 +6,7 @@ import type {
   HostImages,
   HostLayers,
   HostNetworks,
+  HostVolumes,
   Machine,
   MachineHost,
   MachineSpec,
@@ -39,6 +40,10 @@ export class MountingHost implements MachineHost {
 
   get networks(): HostNetworks {
     return this.host.networks;
+  }
+
+  get volumes(): HostVolumes {
+    return this.host.volumes;
   }
 
   warmCaches(opts: WarmCacheOptions): WarmCaches | null {

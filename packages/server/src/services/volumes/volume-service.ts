@@ -1,7 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { rm } from "node:fs/promises";
-import path from "node:path";
-import { type VolumeMount as HostVolumeMount, type VolumeImages, volumeDataDir } from "@sandtree/host";
+import type { VolumeMount as HostVolumeMount, HostVolumes } from "@sandtree/host";
 import {
   CreateVolumeRequest,
   type FileList,
@@ -17,9 +15,8 @@ import { parse } from "../../errors.js";
 import { MADE_HERE, type VolumeMountRow, type VolumeRow, type VolumeStore } from "../../store/volume-rows.js";
 import type { Logger } from "../observability/logger.js";
 import { KeyedSerial } from "../support/keyed-serial.js";
-import { VolumeFiles } from "./volume-files.js";
 import { quotaCheck } from "./volume-quota.js";
-import { SNAPSHOT_OF_LABEL, snapshotInto, snapshotName } from "./volume-snapshots.js";
+import { SNAPSHOT_OF_LABEL, snapshotName } from "./volume-snapshot-names.js";
 import type { VolumesAway } from "./volumes-away.js";
 
 const GiB = 1024 ** 3;
@@ -30,18 +27,19 @@ export function newVolumeId(): string {
 
 export interface VolumeServiceDeps {
   store: VolumeStore;
-  /** The local host's volumes directory (`<root>/<id>/data`: volumeDataDir); mounts name volumes by id. */
-  root: string;
+  /**
+   * The volumes port of the host the volumes live on (today the local host, the one machines start
+   * on here): each volume named there by its id, as mounts name it.
+   */
+  storage: HostVolumes;
   limits: (teamId: string) => Promise<TeamLimits>;
-  /** Each volume's size bound: its image, made, mounted and unmounted here. */
-  images: VolumeImages;
   log: Logger;
 }
 
 /**
- * Volumes as a team's resource, their directories on this host, and their file API (no sandbox
- * needed). States: CREATING (row written, directory being made), READY, DELETING (no sandbox
- * mounts it; its directory being removed), DELETED. Every step is idempotent: a server that
+ * Volumes as a team's resource, their storage on their host (its volumes port), and their file
+ * API (no sandbox needed). States: CREATING (row written, storage being made), READY, DELETING
+ * (no sandbox mounts it; its storage being removed), DELETED. Every step is idempotent: a server that
  * stops between two finishes it at its next start (reconcile).
  */
 export class VolumeService {
@@ -61,26 +59,27 @@ export class VolumeService {
 
   constructor(private readonly deps: VolumeServiceDeps) {}
 
-  dirOf(id: string): string {
-    return volumeDataDir(this.deps.root, id);
+  /** The volumes port of the host the volumes live on (a fleet move packs and unpacks through it). */
+  get storage(): HostVolumes {
+    return this.deps.storage;
   }
 
   async create(teamId: string, raw: unknown): Promise<Volume> {
     const req = parse(CreateVolumeRequest, raw);
-    const row = await this.make(teamId, req.name, req.size_gb, req.labels, (dir) => this.deps.images.create(dir, req.size_gb));
+    const row = await this.make(teamId, req.name, req.size_gb, req.labels, (id) => this.deps.storage.create(id, req.size_gb));
     return this.view(row);
   }
 
   /**
-   * A new volume of the team (quotas checked), its directory filled by `fill`: CREATING while it
-   * runs, READY after, DELETED (and its directory gone) when it fails.
+   * A new volume of the team (quotas checked), its storage made and filled by `fill` (given its id,
+   * its name on the host): CREATING while it runs, READY after, DELETED (and its storage gone) when it fails.
    */
   async make(
     teamId: string,
     name: string,
     sizeGb: number,
     labels: Record<string, string>,
-    fill: (dir: string) => Promise<unknown>,
+    fill: (id: string) => Promise<unknown>,
     o: { checkQuota?: boolean } = {},
   ): Promise<VolumeRow> {
     const limits = o.checkQuota === false ? null : await this.deps.limits(teamId);
@@ -102,15 +101,15 @@ export class VolumeService {
       throw new SandtreeError("ALREADY_EXISTS", `the team has a volume named ${name} already`, { name });
     }
     try {
-      await fill(this.dirOf(row.id));
+      await fill(row.id);
     } catch (err) {
-      await this.removeDir(row.id).catch(() => {});
+      await this.removeStorage(row.id).catch(() => {});
       await this.deps.store.setVolumeState(row.id, "DELETED", ["CREATING"]);
       if (err instanceof SandtreeError) throw err;
       const full = ["ENOSPC", "EDQUOT"].includes((err as NodeJS.ErrnoException).code ?? "");
       throw new SandtreeError(
         full ? "HOST_DISK_FULL" : "INTERNAL",
-        `could not make the volume's directory: ${(err as Error).message}`,
+        `could not make the volume's storage: ${(err as Error).message}`,
       );
     }
     await this.deps.store.setVolumeState(row.id, "READY", ["CREATING"]);
@@ -131,8 +130,8 @@ export class VolumeService {
           throw new SandtreeError("CONFLICT", `volume ${src.name} is ${src.status}`, { volume: src.id });
         const labels = { ...src.labels, [SNAPSHOT_OF_LABEL]: src.id };
         const snap = await this.writes.run(src.id, () =>
-          this.make(teamId, snapshotName(src.name), src.size_gb, labels, (dir) =>
-            snapshotInto(this.deps.images, this.dirOf(src.id), dir, src.size_gb),
+          this.make(teamId, snapshotName(src.name), src.size_gb, labels, (id) =>
+            this.deps.storage.snapshot(src.id, id, src.size_gb),
           ),
         );
         out.push({ volume: snap.id, path: m.path, read_only: m.read_only });
@@ -186,29 +185,23 @@ export class VolumeService {
 
   private async finishDelete(id: string): Promise<void> {
     this.measuredAt.delete(id);
-    await this.writes.run(id, () => this.removeDir(id));
+    await this.writes.run(id, () => this.removeStorage(id));
     await this.deps.store.setVolumeState(id, "DELETED", ["DELETING"]);
   }
 
-  /** This host's copy of a volume removed (unmounted, then its image and files deleted): idempotent. */
-  async removeDir(id: string): Promise<void> {
-    await this.deps.images.unmount(this.dirOf(id));
-    await rm(path.dirname(this.dirOf(id)), { recursive: true, force: true });
+  /** Its host's copy of a volume removed (unmounted, then its image and files deleted): idempotent. */
+  removeStorage(id: string): Promise<void> {
+    return this.deps.storage.remove(id);
   }
-
-  /** The volume's directory here ready to be filled (an unpack): its image mounted, made at sizeGb when it has none. */
-  prepare = (dir: string, sizeGb: number): Promise<void> => this.deps.images.ensure(dir, sizeGb);
 
   /** At start: mounts the volumes' images again, finishes creates and deletes a stopped server left half done. */
   async reconcile(): Promise<void> {
-    if (!this.deps.images.bounded)
-      this.deps.log.warn({ bound: "none" }, "volumes are bounded by the host's disk only, not size_gb");
     for (const v of await this.deps.store.listVolumes({ states: ["READY", "CREATING", "DELETING"] })) {
       try {
         if (v.status === "DELETING") await this.finishDelete(v.id);
-        else if (v.status === "READY") await this.deps.images.mount(this.dirOf(v.id));
+        else if (v.status === "READY") await this.deps.storage.open(v.id);
         else {
-          await this.deps.images.ensure(this.dirOf(v.id), v.size_gb);
+          await this.deps.storage.create(v.id, v.size_gb);
           await this.deps.store.setVolumeState(v.id, "READY", ["CREATING"]);
         }
       } catch (err) {
@@ -300,50 +293,45 @@ export class VolumeService {
     }));
   }
 
-  // The file API: the same routes and semantics as a sandbox's files, on the volume's directory.
+  // The file API: the same routes and semantics as a sandbox's files, on the volume's storage.
 
-  async files(teamId: string, ref: string): Promise<{ row: VolumeRow; files: VolumeFiles }> {
+  /** The volume whose files are asked for: READY, brought home first when it lives on a worker. */
+  private async readyHere(teamId: string, ref: string): Promise<VolumeRow> {
     let row = await this.row(teamId, ref);
     if (row.host_id !== null && row.status === "READY" && this.away) row = await this.away.bringHome(row);
     if (row.status !== "READY") throw new SandtreeError("CONFLICT", `volume ${row.name} is ${row.status}`, { volume: row.id });
-    return { row, files: new VolumeFiles(this.dirOf(row.id)) };
+    return row;
   }
 
-  stat = async (teamId: string, ref: string, p: string): Promise<FileStat> => (await this.files(teamId, ref)).files.stat(p);
-  listFiles = async (teamId: string, ref: string, p: string): Promise<FileList> => (await this.files(teamId, ref)).files.list(p);
+  stat = async (teamId: string, ref: string, p: string): Promise<FileStat> =>
+    this.deps.storage.stat((await this.readyHere(teamId, ref)).id, p);
+  listFiles = async (teamId: string, ref: string, p: string): Promise<FileList> =>
+    this.deps.storage.list((await this.readyHere(teamId, ref)).id, p);
 
   async download(teamId: string, ref: string, p: string, opts: { offset?: number; length?: number }) {
-    return (await this.files(teamId, ref)).files.download(p, opts);
+    return this.deps.storage.read((await this.readyHere(teamId, ref)).id, p, opts);
   }
 
   async mkdir(teamId: string, ref: string, p: string, parents: boolean, mode: number): Promise<FileStat> {
-    return (await this.files(teamId, ref)).files.mkdir(p, parents, mode);
+    return this.deps.storage.mkdir((await this.readyHere(teamId, ref)).id, p, { parents, mode });
   }
 
   async upload(teamId: string, ref: string, p: string, body: AsyncIterable<Uint8Array>, mode = 0o644) {
-    const { row, files } = await this.files(teamId, ref);
+    const row = await this.readyHere(teamId, ref);
     return this.writes.run(row.id, async () => {
       // The size check needs what guests wrote too: a walk, whatever the last GET measured.
       const used = (await this.measure(row, true)).used_bytes;
-      let replaced = 0;
-      const out = await files.upload(p, body, mode, {
-        volumeId: row.id,
-        limitBytes: row.size_gb * GiB,
-        usedOthers: (existing) => {
-          replaced = existing;
-          return used - existing;
-        },
-      });
-      await this.recordUsed(row.id, used - replaced + out.bytes, used);
-      return out;
+      const out = await this.deps.storage.write(row.id, p, body, { mode, limitBytes: row.size_gb * GiB, usedBytes: used });
+      await this.recordUsed(row.id, used - out.replaced + out.bytes, used);
+      return { path: out.path, bytes: out.bytes };
     });
   }
 
   async remove(teamId: string, ref: string, p: string, recursive: boolean): Promise<void> {
-    const { row, files } = await this.files(teamId, ref);
+    const row = await this.readyHere(teamId, ref);
     await this.writes.run(row.id, async () => {
       try {
-        await files.remove(p, recursive);
+        await this.deps.storage.removePath(row.id, p, { recursive });
       } finally {
         await this.measure(row, true);
       }
@@ -370,7 +358,7 @@ export class VolumeService {
     if (running && !force) return running;
     const walk = (async () => {
       const started = Date.now();
-      const used = await new VolumeFiles(this.dirOf(row.id)).usedBytes().catch(() => row.used_bytes);
+      const used = await this.deps.storage.usedBytes(row.id).catch(() => row.used_bytes);
       await this.recordUsed(row.id, used, row.used_bytes, started);
       return { ...row, used_bytes: used };
     })();

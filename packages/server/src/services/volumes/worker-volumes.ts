@@ -1,15 +1,12 @@
-import type { BlobStore, VolumeImages } from "@sandtree/host";
+import type { BlobStore } from "@sandtree/host";
 import { type PackedVolume, SandtreeError, VolumeDropRequest, VolumePackRequest, VolumeUnpackRequest } from "@sandtree/protocol";
 import { parse } from "../../errors.js";
-import { packVolume, unpackVolume } from "./volume-archive.js";
 import type { VolumeService } from "./volume-service.js";
-import { packSnapshot } from "./volume-sync-pack.js";
 
 export interface WorkerVolumesDeps {
   volumes: VolumeService;
+  /** The fleet's object store (through its local cache): the volumes' host packs into it and unpacks from it. */
   blobs: BlobStore;
-  /** The volumes' images (a sync's consistent copy of a mounted volume is a snapshot of its image). */
-  images: VolumeImages;
   /** The worker's own team: every sandbox and volume the control plane runs here is its. */
   teamId: string;
 }
@@ -33,9 +30,8 @@ export class WorkerVolumes {
     const row = await this.deps.volumes.row(this.deps.teamId, req.volume);
     if (row.status !== "READY")
       throw new SandtreeError("CONFLICT", `volume ${req.volume} is ${row.status} here`, { volume: req.volume });
-    const dir = this.deps.volumes.dirOf(row.id);
-    if (req.snapshot) return packSnapshot(this.deps.images, this.deps.blobs, dir, row.size_gb, req.key, signal);
-    return packVolume(this.deps.blobs, dir, req.key, signal);
+    const archives = this.deps.volumes.storage.archives(this.deps.blobs);
+    return archives.store(row.id, req.key, { snapshot: req.snapshot, sizeGb: row.size_gb, ...(signal ? { signal } : {}) });
   }
 
   /** Unpacks the archive as the volume here: a new volume, or the files of one already here replaced. */
@@ -43,16 +39,14 @@ export class WorkerVolumes {
     const req = parse(VolumeUnpackRequest, raw);
     const { volumes, blobs, teamId } = this.deps;
     const have = await volumes.row(teamId, req.volume).catch(() => undefined);
+    const archives = volumes.storage.archives(blobs);
+    const sig = signal ? { signal } : {};
     if (have && have.status === "READY") {
       if ((await volumes.get(teamId, have.id)).mounted_by.length > 0)
         throw new SandtreeError("VOLUME_IN_USE", `volume ${req.volume} is mounted here`, { volume: req.volume });
-      await volumes.prepare(volumes.dirOf(have.id), have.size_gb);
-      await unpackVolume(blobs, req.archive, volumes.dirOf(have.id), signal);
+      await archives.fetch(req.archive, have.id, have.size_gb, sig);
     } else {
-      const fill = async (dir: string) => {
-        await volumes.prepare(dir, req.size_gb);
-        await unpackVolume(blobs, req.archive, dir, signal);
-      };
+      const fill = (id: string) => archives.fetch(req.archive, id, req.size_gb, sig);
       await volumes.make(teamId, req.volume, req.size_gb, {}, fill, { checkQuota: false });
     }
     // The object is the control plane's to delete once the move is recorded: only this cache's copy goes.

@@ -4,8 +4,9 @@ import { createReadStream } from "node:fs";
 import { mkdir, readdir, rename, rm, stat } from "node:fs/promises";
 import path from "node:path";
 import { promisify } from "node:util";
-import { type BlobStore, isMounted } from "@sandtree/host";
 import { type PackedVolume, SandtreeError } from "@sandtree/protocol";
+import type { BlobStore } from "../blobs/blob-store.js";
+import { isMounted } from "./volume-image.js";
 
 const execFileP = promisify(execFile);
 

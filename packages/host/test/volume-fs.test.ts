@@ -5,8 +5,8 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { VolumeFiles } from "../src/services/volumes/volume-files.js";
-import { components, fsError } from "../src/services/volumes/volume-fs.js";
+import { VolumeFiles } from "../src/volumes/volume-files.js";
+import { components, fsError } from "../src/volumes/volume-fs.js";
 
 let root: string;
 /** A 1 MiB tmpfs: a host disk that fills (mounted as root, as reliability-faults mounts its loop disk). */

@@ -1,18 +1,9 @@
 import { execFile } from "node:child_process";
-import { randomBytes } from "node:crypto";
 import { promisify } from "node:util";
-import type { VolumeImages } from "@sandtree/host";
 import { SandtreeError } from "@sandtree/protocol";
+import type { VolumeImages } from "./volume-image.js";
 
 const execFileP = promisify(execFile);
-
-/** The label a snapshot carries: the id of the volume it was taken of. */
-export const SNAPSHOT_OF_LABEL = "sandtree/snapshot-of";
-
-/** A snapshot's name: its source's, `-snap-` and 6 hex digits (within the 63 a name may have). */
-export function snapshotName(source: string): string {
-  return `${source.slice(0, 52)}-snap-${randomBytes(3).toString("hex")}`;
-}
 
 /**
  * Copies the tree under `src` into the existing directory `dst`, owners, modes, times, links and
