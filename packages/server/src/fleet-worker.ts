@@ -1,6 +1,6 @@
 import { mkdirSync } from "node:fs";
 import path from "node:path";
-import { detectAccel, type RunWorkerOptions, serveMachineHost, setKvmCpuModel } from "@sandtree/host";
+import { detectAccel, type RunWorkerOptions, serveMachineHost, setKvmCpuModel, VolumeImages } from "@sandtree/host";
 import { type RegisterHostResponse, SandtreeError } from "@sandtree/protocol";
 import { BlobStoreUrl, makeBlobStore } from "./blob-store-config.js";
 import { loadConfig, workerEnv } from "./config.js";
@@ -81,6 +81,12 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
     enabled: cfg.network,
     ...(cfg.networkSubnet ? { subnet: cfg.networkSubnet } : {}),
   });
+  // Its volumes' images (made, served and mounted by its host), unmounted once its networks (their file server) closed.
+  const volumeImages = new VolumeImages({
+    volumesDir: path.join(cfg.dataDir, "volumes"),
+    volumeBound: cfg.volumeBound,
+    volumeImageMiB: cfg.volumeImageMiB,
+  });
   const host = await defaultHost({
     cfg,
     jail,
@@ -89,6 +95,7 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
     networks,
     layersDir,
     volumesDir: path.join(cfg.dataDir, "volumes"),
+    volumeImages,
     log,
   });
   const at = o.serveHost ?? { host: o.host ?? "127.0.0.1", port: o.port ?? 7071 };
@@ -105,6 +112,7 @@ export async function startFleetWorker(o: FleetWorkerOptions): Promise<RunningFl
     await Promise.allSettled(served.served.running().map((m) => m.stop({ graceMs: 2000 })));
     await served.close();
     await networks.close({ destroy: true }).catch(() => {});
+    await volumeImages.unmountAll().catch(() => {});
     blobs.close?.();
   };
   // runWorker's own options, passed on as given (join, dirs, accelerator, vCPUs, version, log, blob store).
