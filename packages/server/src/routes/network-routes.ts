@@ -10,7 +10,7 @@ export function networkRoutes(app: FastifyInstance, s: Services): void {
   app.get("/v1/sandboxes/:id/network", async (req) => {
     const { id } = parse(Params, req.params);
     await s.sandboxes.get(req.principal.teamId, id);
-    return s.network.view(id);
+    return (s.sandboxes.networkOf(id) ?? s.network).view(id);
   });
 
   // Replaces the egress policy of a running sandbox (a list, or neither for the server default).
@@ -18,6 +18,6 @@ export function networkRoutes(app: FastifyInstance, s: Services): void {
     const { id } = parse(Params, req.params);
     const body = parse(UpdateNetworkRequest, req.body ?? {});
     await s.sandboxes.running(req.principal.teamId, id);
-    return s.network.update(id, body);
+    return (s.sandboxes.networkOf(id) ?? s.network).update(id, body);
   });
 }

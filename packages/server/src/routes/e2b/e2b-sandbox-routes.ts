@@ -148,7 +148,7 @@ export function e2bSandboxRoutes(app: FastifyInstance, s: Services): void {
     const { id } = parse(Params, req.params);
     const b = parse(NetworkUpdate, req.body ?? {});
     await s.sandboxes.running(req.principal.teamId, id);
-    await s.network.update(id, egressPolicy(b, b.allow_internet_access));
+    await (s.sandboxes.networkOf(id) ?? s.network).update(id, egressPolicy(b, b.allow_internet_access));
     return reply.status(204).send();
   });
 

@@ -25,7 +25,7 @@ export function primeNetworkRoutes(app: FastifyInstance, s: Services): void {
   app.get("/api/v1/sandbox/:id/egress-policy", async (req) => {
     const { id } = parse(IdParams, req.params);
     await s.sandboxes.get(req.principal.teamId, id);
-    return policyView(await s.network.view(id));
+    return policyView(await (s.sandboxes.networkOf(id) ?? s.network).view(id));
   });
 
   app.put("/api/v1/sandbox/:id/egress-policy", async (req) => {
@@ -33,6 +33,6 @@ export function primeNetworkRoutes(app: FastifyInstance, s: Services): void {
     const body = parse(PrimeEgressPolicy, req.body ?? {});
     await s.sandboxes.running(req.principal.teamId, id);
     const update = body.allowlist != null ? { network_allowlist: body.allowlist } : { network_denylist: body.denylist ?? [] };
-    return policyView(await s.network.update(id, parse(UpdateNetworkRequest, update)));
+    return policyView(await (s.sandboxes.networkOf(id) ?? s.network).update(id, parse(UpdateNetworkRequest, update)));
   });
 }

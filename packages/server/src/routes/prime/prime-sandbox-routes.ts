@@ -22,7 +22,7 @@ const LIST_CAP = 100_000;
 
 /** The sandbox with its egress lists (Prime's create answer and its `get` carry them). */
 async function view(s: Services, sb: Sandbox) {
-  const net = await s.network.view(sb.id).catch(() => null);
+  const net = await (s.sandboxes.networkOf(sb.id) ?? s.network).view(sb.id).catch(() => null);
   const lists =
     net === null || !net.enabled
       ? undefined

@@ -288,7 +288,7 @@ export class RestoreService {
       timeout_minutes: body.timeout_minutes ?? src.timeout_minutes ?? -1,
       environment_vars: src.environment_vars,
       labels: src.labels,
-      ...(await this.deps.network.inheritedParams(src.id)),
+      ...(await (this.deps.sandboxes.networkOf(src.id) ?? this.deps.network).inheritedParams(src.id)),
       ...(Object.keys(secrets).length > 0 ? { secrets } : {}),
       ...(shared.length > 0 ? { volumes: shared } : {}),
       ...(body.name ? { name: body.name } : {}),

@@ -381,6 +381,11 @@ export class SandboxService {
     );
   }
 
+  /** The sandbox networks of the host a sandbox runs on (its policy, address, tunnels are kept there). */
+  networkOf(id: string): NetworkService | undefined {
+    return this.bundles.of(id).network;
+  }
+
   /** Whether the sandbox is attached to its host's sandbox networks with its network on. */
   hasNetwork(id: string): boolean {
     return this.bundles.of(id).network?.hasNetwork(id) ?? false;
