@@ -143,7 +143,15 @@ export async function startRuntime(
     deadlines: cfg.deadlines,
     warmTemplates: cfg.warmTemplates,
     // Where sandboxes run: here until a worker joins, then here or on a worker (chosen per create).
-    placement: (here, hosts) => new FleetPlacement(remote, fleet, here, hosts, () => placedOnWorkers(hostRegistry)),
+    placement: (here, hosts) =>
+      new FleetPlacement(
+        remote,
+        fleet,
+        here,
+        hosts,
+        () => placedOnWorkers(hostRegistry),
+        async (hostId) => workers?.whenOpen(hostId),
+      ),
   });
   // Adoptions still running are cancelled first, then every VM is stopped.
   unwind.push("sandboxes", () => sandboxes.close().catch(() => {}));

@@ -18,6 +18,8 @@ export class FleetPlacement implements Placement {
     private readonly hosts: HostSites,
     /** The sandboxes placed on workers (their machines run there). */
     private readonly onWorkers: () => Promise<Set<string>>,
+    /** Settles once a worker's bundle being opened (it just joined) is open. */
+    private readonly opened: (hostId: string) => Promise<void>,
   ) {}
 
   /** place(), then the restore's layers checked on the site, then `admit`; a refused or replayed create gives the reservation back. */
@@ -34,6 +36,7 @@ export class FleetPlacement implements Placement {
     let site = this.here;
     try {
       if (worker) {
+        await this.opened(worker.id);
         const there = this.hosts.on(worker.name);
         // Lost between its placement and now: the create is refused, its reservation given back.
         if (!there) throw new SandtreeError("UNAVAILABLE", `host ${worker.name} is no longer reachable: try again`);

@@ -61,10 +61,10 @@ export class FleetService {
   /** `POST /v1/fleet/hosts/register`: the join token buys a host id and a per-host secret, shown once. */
   async register(authorization: string | undefined, req: z.output<typeof RegisterHostRequest>): Promise<RegisterHostResponse> {
     const r = await registerWorker(this.deps, this.cache, this.joinToken, authorization, req);
-    // After this answer: the worker answers the key of the secret it is about to hear.
+    // Opened from now on (placement waits for it); the worker answers the key of the secret it is about to hear.
     const hook = this.joinHook;
     const hostUrl = req.host_url;
-    if (hook && hostUrl) setImmediate(() => void hook(r.host_id, hostUrl));
+    if (hook && hostUrl) void hook(r.host_id, hostUrl);
     return r;
   }
 

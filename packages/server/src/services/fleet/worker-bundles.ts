@@ -36,14 +36,21 @@ interface Opened {
  */
 export class WorkerBundles {
   private readonly open = new Map<string, Opened>();
+  /** Bundles being opened (a worker that just registered): placement may choose them and waits. */
+  private readonly opening = new Map<string, Promise<void>>();
   private readonly serial = new KeyedSerial();
   private closed = false;
 
   constructor(private readonly deps: WorkerBundlesDeps) {}
 
-  /** The hosts (ids) this control plane can place sandboxes on through their bundles. */
+  /** The hosts (ids) this control plane can place sandboxes on through their bundles (open, or opening). */
   hostIds(): Set<string> {
-    return new Set(this.open.keys());
+    return new Set([...this.open.keys(), ...this.opening.keys()]);
+  }
+
+  /** Settles once a host's bundle being opened is open (or failed to). */
+  async whenOpen(hostId: string): Promise<void> {
+    await this.opening.get(hostId);
   }
 
   /** At start: the bundle of every worker that serves its host and is not LOST. */
@@ -63,7 +70,7 @@ export class WorkerBundles {
 
   /** A worker registered (again) with its host at `url`: its bundle is opened anew there. */
   joined(hostId: string, url: string): Promise<void> {
-    return this.serial.run(hostId, async () => {
+    const opened = this.serial.run(hostId, async () => {
       if (this.closed) return;
       this.drop(hostId);
       const { fleet, sandboxes, log } = this.deps;
@@ -94,6 +101,13 @@ export class WorkerBundles {
         throw err;
       }
     });
+    const done: Promise<void> = opened
+      .catch(() => {})
+      .finally(() => {
+        if (this.opening.get(hostId) === done) this.opening.delete(hostId);
+      });
+    this.opening.set(hostId, done);
+    return opened;
   }
 
   /** A worker lost: its bundle goes (its sandboxes ended with it, see HostLostService). */
