@@ -159,6 +159,10 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
           code: "VALIDATION_FAILED",
         });
       }
+      // The field the API names in its details, the same through a remote host.
+      await expect(
+        t.host.start({ ...t.spec("conf-vol-bad", disk("conf-vol-bad")), mounts: [{ volume: "..", guestPath: "/mnt/vol" }] }),
+      ).rejects.toMatchObject({ details: { field: "mounts.volume" } });
       expect(existsSync(outside), outside).toBe(false);
       expect((await t.host.survivors()).map((s) => s.name)).not.toContain("conf-vol-bad");
       expect((await run(a, "echo up")).out).toBe("up\n");
@@ -184,6 +188,7 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
           code: "VALIDATION_FAILED",
         });
       }
+      await expect(t.host.discard("../conf-a")).rejects.toMatchObject({ details: { field: "name" } });
       // The longest name is taken (its files are under the host's roots like any other).
       expect(await t.host.consoleTail("x".repeat(64), 100)).toEqual({ text: "", size: 0 });
       expect((await run(a, "echo up")).out).toBe("up\n");
@@ -337,6 +342,7 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
       await layers.store("conf-wrong");
       await expect(layers.fetch("conf-wrong", "0".repeat(64))).rejects.toMatchObject({ code: "CHECKPOINT_CORRUPT" });
       await expect(layers.fetch("conf-never-stored", "0".repeat(64))).rejects.toMatchObject({ code: "CHECKPOINT_CORRUPT" });
+      await expect(layers.fetch("conf-wrong", "0".repeat(64))).rejects.toMatchObject({ details: { key: "conf-wrong" } });
       for (const key of ["../conf-wrong", "/etc/passwd", "sub/conf-wrong", ""]) {
         await expect(layers.store(key), key).rejects.toMatchObject({ code: "VALIDATION_FAILED" });
         await expect(layers.fetch(key, "0".repeat(64)), key).rejects.toMatchObject({ code: "VALIDATION_FAILED" });
