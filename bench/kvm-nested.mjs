@@ -116,6 +116,7 @@ async function nested() {
     await client.files.upload(sb.id, bundle, "/root/bundle.tar");
     await client.files.upload(sb.id, floorScript(), "/opt/raw/raw-floor.py");
     await client.files.upload(sb.id, path.join(repo, "bench/kvm-tuning.py"), "/opt/raw/kvm-tuning.py");
+    await client.files.upload(sb.id, path.join(repo, "bench/lib/raw_qemu.py"), "/opt/raw/lib/raw_qemu.py");
     const kernel = execFileSync("sh", ["-c", `ls ${rawWork}/x/boot/vmlinuz-*`], { encoding: "utf8" }).trim();
     await client.files.upload(sb.id, kernel, `/opt/raw/x/boot/${path.basename(kernel)}`);
     await client.files.upload(sb.id, path.join(rawWork, "initrd.gz"), "/opt/raw/initrd.gz");

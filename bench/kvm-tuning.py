@@ -9,18 +9,14 @@ Usage: RAW_WORK=DIR [RAW_ACCEL=kvm] python3 kvm-tuning.py [--boots 3] [--idle 10
 Prints one JSON object."""
 import glob, json, os, socket, statistics, subprocess, sys, time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from raw_qemu import connect_unix, khz  # noqa: E402
+
 WORK = os.environ.get("RAW_WORK", "/opt/raw")
 ACCEL = os.environ.get("RAW_ACCEL", "kvm")
 BOOTS = int(sys.argv[sys.argv.index("--boots") + 1]) if "--boots" in sys.argv else 3
 IDLE = float(sys.argv[sys.argv.index("--idle") + 1]) if "--idle" in sys.argv else 10.0
 TICK = os.sysconf("SC_CLK_TCK")
-
-
-def khz():
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("cpu MHz"):
-            return int(float(line.split(":")[1]) * 1000)
-    return 0
 
 
 def cpu_s(pid):
@@ -39,13 +35,7 @@ def boot(kern, initrd, machine, append, tag):
             "-device", "virtserialport,chardev=ag,name=agent"]
     t = time.time()
     p = subprocess.Popen(args)
-    s = socket.socket(socket.AF_UNIX)
-    for _ in range(3000):
-        try:
-            s.connect(sock)
-            break
-        except OSError:
-            time.sleep(0.01)
+    s = connect_unix(sock, 3000)
     s.settimeout(0.3)
     buf = b""
     while b"UP" not in buf:

@@ -16,9 +16,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
-import { withHostCgroups } from "../scripts/lib/host-cgroups.mjs";
-import { bridgeApi, waitForApi } from "../scripts/lib/netns-api.mjs";
+import { bridgeApi, serveArgv, waitForApi } from "../scripts/lib/netns-api.mjs";
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -31,7 +29,6 @@ const IMAGE = opt("image", "sandtree/debian");
 const { detectAccel } = await import("@sandtree/host");
 const { measureFloor } = await import("./lib/floor.mjs");
 const floor = await measureFloor(await detectAccel("auto"));
-const CLI = fileURLToPath(new URL("../packages/cli/dist/main.js", import.meta.url));
 const ns = `stbench-${randomBytes(3).toString("hex")}`;
 const children = [];
 const dirs = [];
@@ -106,17 +103,7 @@ async function startServer(network) {
   const dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-bench-net-"));
   dirs.push(dataDir);
   const port = 20_000 + Math.floor(Math.random() * 20_000);
-  // The server gives each VM its cgroup: the namespace's fresh /sys gets the host's hierarchies.
-  const [cmd, argv] = withHostCgroups(process.execPath, [
-    CLI,
-    "serve",
-    "--data-dir",
-    dataDir,
-    "--host",
-    "127.0.0.1",
-    "--port",
-    String(port),
-  ]);
+  const [cmd, argv] = serveArgv(dataDir, port);
   inNs(cmd, argv, {
     env: {
       ...process.env,

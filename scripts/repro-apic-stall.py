@@ -11,24 +11,15 @@ console says "APIC frequency too slow", and the vCPU's state after --settle-s (h
 Seen (2-core build machine, load 5-9): 4 of 4 starved boots failed their calibration and halted
 (LVTT 0x000300ec, initial count 268435455, HLT=1) after "Run /init"; unstarved, the guest reached
 its agent with its timer armed."""
-import argparse, json, os, re, signal, socket, subprocess, tempfile, time
+import argparse, json, os, re, signal, subprocess, sys, tempfile, time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench", "lib"))
+from raw_qemu import connect_unix, khz  # noqa: E402
 
 CACHE = os.environ.get("SANDTREE_CACHE_DIR", os.path.expanduser("~/.cache/sandtree"))
 
-def khz():
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("cpu MHz"):
-            return int(float(line.split(":")[1]) * 1000)
-    return 0
-
 def qmp(path):
-    s = socket.socket(socket.AF_UNIX)
-    for _ in range(500):
-        try:
-            s.connect(path)
-            break
-        except OSError:
-            time.sleep(0.01)
+    s = connect_unix(path, 500)
     f = s.makefile("rw")
     f.readline()
     def cmd(name, args=None):

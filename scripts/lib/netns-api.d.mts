@@ -3,6 +3,12 @@ import type { ChildProcess, SpawnOptions } from "node:child_process";
 import type net from "node:net";
 
 /**
+ * The command and argv that run the built CLI's `serve` on `dataDir` and `port` of 127.0.0.1 in
+ * a network namespace, wrapped by withHostCgroups (host-cgroups.mjs) so it can give VMs cgroups.
+ */
+export function serveArgv(dataDir: string, port: number): [string, string[]];
+
+/**
  * Reaches the API a server serves on `port` of another namespace's loopback: a process there
  * (`spawnThere` runs an argv in that namespace) bridges a Unix socket in `dataDir` (visible from
  * every namespace) to the port, and `listener`, on this namespace's loopback, forwards to the

@@ -4,6 +4,15 @@
 import { readFileSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { withHostCgroups } from "./host-cgroups.mjs";
+
+const CLI = fileURLToPath(new URL("../../packages/cli/dist/main.js", import.meta.url));
+
+export function serveArgv(dataDir, port) {
+  // The server gives each VM its cgroup: the namespace's fresh /sys gets the host's hierarchies.
+  return withHostCgroups(process.execPath, [CLI, "serve", "--data-dir", dataDir, "--host", "127.0.0.1", "--port", String(port)]);
+}
 
 export async function bridgeApi(spawnThere, dataDir, port) {
   const sock = path.join(dataDir, "api.sock");

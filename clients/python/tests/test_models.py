@@ -9,6 +9,7 @@ import pytest
 
 from sandtree import (
     APIError,
+    BackgroundJobStatus,
     BudgetExceededError,
     Checkpoint,
     CheckpointFailedError,
@@ -134,3 +135,12 @@ def test_an_ended_sandbox_says_why_with_a_stable_code() -> None:
     assert ended.error_code == "GUEST_RESET"
     assert ended.error_message == wire["error_reason"]
     assert Sandbox.from_dict(wire).error_code is None
+
+
+def test_a_job_status_reads_its_tails_and_whether_it_ended() -> None:
+    """The wire's `stdout_tail`/`stderr_tail` are `stdout`/`stderr`; `completed` is any status but RUNNING."""
+    wire = {"job_id": "j1", "status": "EXITED", "exit_code": 3, "stdout_tail": "out", "stderr_tail": "err"}
+    done = BackgroundJobStatus.from_dict(wire)
+    assert (done.completed, done.exit_code, done.stdout, done.stderr) == (True, 3, "out", "err")
+    running = BackgroundJobStatus.from_dict({"job_id": "j1", "status": "RUNNING", "exit_code": None})
+    assert (running.completed, running.stdout, running.stderr) == (False, "", "")

@@ -26,6 +26,8 @@ def test_calls_and_model_without_a_server() -> None:
          "used_bytes": 7, "created_at": "2026-12-05T08:00:00.000Z", "updated_at": "2026-12-05T08:00:00.000Z", "mounted_by": ["sb-x"]}
     )
     assert (v.status, v.used_bytes, v.mounted_by, v.created_at is not None) == (VolumeState.READY, 7, ["sb-x"], True)
+    assert v.synced_bytes is None
+    assert VolumeInfo.from_dict({"id": "v", "name": "d", "status": "READY", "size_gb": 1, "synced_bytes": "12"}).synced_bytes == 12
     assert _BY_CODE["VOLUME_NOT_FOUND"] is NotFoundError
     assert _BY_CODE["VOLUME_IN_USE"] is ConflictError
     assert _BY_CODE["UNSAFE_PATH"] is ValidationError

@@ -36,3 +36,18 @@ export function replace(el: Element, ...children: Child[]): void {
 export function errorBox(message: string): HTMLElement {
   return h("p", { class: "error", role: "alert" }, message);
 }
+
+/** A form whose submit runs `onSubmit` in place of the browser's navigation. */
+export function submitForm(attrs: Attrs, onSubmit: () => unknown, ...children: Child[]): HTMLFormElement {
+  const form = h("form", attrs, ...children);
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    void onSubmit();
+  });
+  return form;
+}
+
+/** A control and its label, named by the control's id. */
+export function labelled(text: string, control: HTMLElement): [HTMLLabelElement, HTMLElement] {
+  return [h("label", { for: control.id }, text), control];
+}

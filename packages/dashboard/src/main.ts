@@ -1,7 +1,7 @@
 // The dashboard's entry: sign-in, the navigation, and a hash router (#/sandboxes/ID) so that
 // nothing secret ever sits in the URL.
 import { ApiError, api, storedKey, storeKey } from "./api.js";
-import { errorBox, h, replace } from "./dom.js";
+import { errorBox, h, labelled, replace, submitForm } from "./dom.js";
 import { checkpointsView } from "./views/checkpoints-view.js";
 import { desktopView } from "./views/desktop-view.js";
 import { overviewView } from "./views/overview-view.js";
@@ -27,29 +27,26 @@ function signIn(message?: string): void {
   (document.getElementById("sign-out") as HTMLElement).hidden = true;
   const status = h("div", { id: "sign-in-status", "aria-live": "polite" }, message ? errorBox(message) : null);
   const input = h("input", { id: "api-key", name: "api-key", type: "password", autocomplete: "off", required: true });
-  const form = h(
-    "form",
+  const form = submitForm(
     { class: "sign-in", "aria-labelledby": "sign-in-title" },
+    async () => {
+      const key = input.value.trim();
+      replace(status, h("p", {}, "Checking the key…"));
+      try {
+        await api.check(key);
+        storeKey(key);
+        route();
+      } catch (err) {
+        replace(status, errorBox(signInError(err)));
+        input.focus();
+      }
+    },
     h("h1", { id: "sign-in-title" }, "Sign in to sandtree"),
-    h("label", { for: "api-key" }, "API key"),
-    input,
+    ...labelled("API key", input),
     h("p", { class: "hint" }, "Kept in this browser tab only (session storage) and sent in the Authorization header."),
     h("button", { type: "submit" }, "Sign in"),
     status,
   );
-  form.addEventListener("submit", async (ev) => {
-    ev.preventDefault();
-    const key = input.value.trim();
-    replace(status, h("p", {}, "Checking the key…"));
-    try {
-      await api.check(key);
-      storeKey(key);
-      route();
-    } catch (err) {
-      replace(status, errorBox(signInError(err)));
-      input.focus();
-    }
-  });
   replace(main(), form);
   input.focus();
 }

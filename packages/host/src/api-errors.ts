@@ -33,7 +33,13 @@ export function hostErrorToApi(err: unknown): SandtreeError | undefined {
   }
   if (err instanceof QmpCommandError || err instanceof MachineRefusedError) {
     const cause = err instanceof MachineRefusedError ? err.cause : err;
-    const details = cause instanceof QmpCommandError ? { qmp_class: cause.qmpClass } : {};
+    // A remote host's refusal carries the details its worker's host gave as a SandtreeError cause.
+    const details =
+      cause instanceof QmpCommandError
+        ? { qmp_class: cause.qmpClass }
+        : cause instanceof SandtreeError
+          ? (cause.details ?? {})
+          : {};
     return new SandtreeError("VM_ERROR", `the VM refused a command: ${err.message}`, details, { cause: err });
   }
   if (err instanceof BlobCorruptError || err instanceof BlobMissingError) {

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { ExposedPort } from "./network.js";
 
 /** The display a sandbox is created with (`display` in the create request). */
 export const DEFAULT_DISPLAY = { width: 1280, height: 800 } as const;
@@ -226,12 +227,8 @@ export const DesktopVncRequest = z.strictObject({
 });
 
 /** POST /v1/sandboxes/{id}/desktop/vnc: the VNC port, exposed (token shown once) and reachable at tcp_url. */
-export const DesktopVnc = z.object({
-  sandbox_id: z.string(),
-  port: z.number().int(),
+export const DesktopVnc = ExposedPort.pick({ sandbox_id: true, port: true, tcp_url: true, token: true }).extend({
   view_only: z.boolean(),
-  tcp_url: z.string(),
-  token: z.string().optional(),
 });
 export type DesktopVnc = z.infer<typeof DesktopVnc>;
 

@@ -13,19 +13,21 @@ export const HOST_STATES = ["ACTIVE", "CORDONED", "LOST"] as const;
 export const HostState = z.enum(HOST_STATES);
 export type HostState = z.infer<typeof HostState>;
 
+/** A size asked for or offered: at least 1 vCPU and 1 MiB, disk from 0, each up to its bound. */
+function sizeFields(max: { vcpus: number; memoryMib: number; diskGib: number }) {
+  return {
+    vcpus: z.number().int().min(1).max(max.vcpus),
+    memory_mib: z.number().int().min(1).max(max.memoryMib),
+    disk_gib: z.number().int().min(0).max(max.diskGib),
+  };
+}
+
+/** A size as answered: what is placed, reserved or in use. */
+const SIZE = { vcpus: z.number(), memory_mib: z.number(), disk_gib: z.number() };
+
 /** What a host can run in all: its sandboxes' sum may not exceed it. */
 export const HostCapacity = z.strictObject({
-  vcpus: z.number().int().min(1).max(100_000),
-  memory_mib: z
-    .number()
-    .int()
-    .min(1)
-    .max(1 << 30),
-  disk_gib: z
-    .number()
-    .int()
-    .min(0)
-    .max(1 << 30),
+  ...sizeFields({ vcpus: 100_000, memoryMib: 1 << 30, diskGib: 1 << 30 }),
   accel: Accel,
 });
 export type HostCapacity = z.infer<typeof HostCapacity>;
@@ -124,9 +126,7 @@ export type HeartbeatResponse = z.infer<typeof HeartbeatResponse>;
 
 /** What is placed on a host: the sum of its placements' sizes. */
 export const HostUsage = z.object({
-  vcpus: z.number(),
-  memory_mib: z.number(),
-  disk_gib: z.number(),
+  ...SIZE,
   placements: z.number().int(),
 });
 export type HostUsage = z.infer<typeof HostUsage>;
@@ -162,17 +162,7 @@ export type HostStateChange = z.infer<typeof HostStateChange>;
  */
 export const PlacementRequest = z.strictObject({
   sandbox_id: z.string().min(1).max(64),
-  vcpus: z.number().int().min(1).max(1024),
-  memory_mib: z
-    .number()
-    .int()
-    .min(1)
-    .max(1 << 24),
-  disk_gib: z
-    .number()
-    .int()
-    .min(0)
-    .max(1 << 20),
+  ...sizeFields({ vcpus: 1024, memoryMib: 1 << 24, diskGib: 1 << 20 }),
   accel: Accel.optional(),
   image_digest: LocalityKey.optional(),
   template_key: LocalityKey.optional(),
@@ -186,9 +176,7 @@ export const Placement = z.object({
   sandbox_id: z.string(),
   host_id: z.string(),
   host: z.string(),
-  vcpus: z.number(),
-  memory_mib: z.number(),
-  disk_gib: z.number(),
+  ...SIZE,
   placed_at: z.string(),
 });
 export type Placement = z.infer<typeof Placement>;

@@ -47,6 +47,14 @@ describe("the server on a remote host", () => {
     expect((await t.api("GET", f("files", "/nope"))).body.code).toBe("FILE_NOT_FOUND");
     expect((await t.api("GET", f("files/list", "/d"))).body.entries.map((e: { path: string }) => e.path)).toEqual(["/d/a.txt"]);
     expect((await t.api("GET", `/v1/volumes/${id}`)).body.used_bytes).toBe(12);
+    // A refusal of the worker's host answers with its details, as a local host's does.
+    expect((await t.api("GET", f("files", "/nope"))).body).toMatchObject({ code: "FILE_NOT_FOUND", details: { path: "/nope" } });
+    vi.spyOn(fake.volumes, "usedBytes").mockResolvedValueOnce(1024 ** 3 - 4);
+    const over = await t.api("PUT", f("files", "/d/big"), new Uint8Array(10));
+    expect([over.status, over.body]).toMatchObject([
+      507,
+      { code: "VOLUME_FULL", details: { path: "/d/big", limit_bytes: 1024 ** 3 } },
+    ]);
     expect((await t.api("DELETE", `/v1/volumes/${id}`)).status).toBe(204);
     await expect(fake.volumes.stat(id, "/")).rejects.toThrow();
   });

@@ -70,11 +70,13 @@ _T = TypeVar("_T", bound="_FromAnswer")
 
 class _FromAnswer:
     """A model read from the server's answer field by field (`_from_fields`); `_KIND` names it in
-    the error an answer that does not fit raises."""
+    the error an answer that does not fit raises, `_READERS` reads the fields whose key or meaning
+    differ."""
 
     _KIND: ClassVar[str]
+    _READERS: ClassVar[Dict[str, _Reader]] = {}
 
     @classmethod
     def from_dict(cls: Type[_T], d: Dict[str, Any]) -> _T:
-        result: _T = _from_fields(cls, cls._KIND, d)
+        result: _T = _from_fields(cls, cls._KIND, d, **cls._READERS)
         return result

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Dict, Optional
+from typing import Optional
 
-from ._parsing import _from_fields, _FromAnswer
+from ._parsing import _FromAnswer
 
 
 @dataclass
@@ -58,8 +58,15 @@ class BackgroundJob(_FromAnswer):
 
 
 @dataclass
-class BackgroundJobStatus:
+class BackgroundJobStatus(_FromAnswer):
     """A job's state; `stdout`/`stderr` are the last 16 KiB of each stream."""
+
+    _KIND = "job"
+    _READERS = {
+        "completed": lambda d: d["status"] != "RUNNING",
+        "stdout": lambda d: str(d.get("stdout_tail", "")),
+        "stderr": lambda d: str(d.get("stderr_tail", "")),
+    }
 
     job_id: str
     status: str
@@ -74,18 +81,6 @@ class BackgroundJobStatus:
     # prime_sandboxes' per-stream read errors: the server reads both streams itself, so None.
     stdout_error: Optional[str] = None
     stderr_error: Optional[str] = None
-
-    @classmethod
-    def from_dict(cls, d: Dict[str, Any]) -> BackgroundJobStatus:
-        result: BackgroundJobStatus = _from_fields(
-            cls,
-            "job",
-            d,
-            completed=lambda d: d["status"] != "RUNNING",
-            stdout=lambda d: str(d.get("stdout_tail", "")),
-            stderr=lambda d: str(d.get("stderr_tail", "")),
-        )
-        return result
 
 
 @dataclass

@@ -7,7 +7,7 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Dict, List, Optional
 
-from ._parsing import _from_fields, _FromAnswer
+from ._parsing import _FromAnswer
 
 
 class CheckpointState(str, Enum):
@@ -157,8 +157,11 @@ class VolumeState(str, Enum):
 
 
 @dataclass
-class VolumeInfo:
+class VolumeInfo(_FromAnswer):
     """Storage that outlives sandboxes (docs/volumes.md); every call takes its id or its name."""
+
+    _KIND = "volume"
+    _READERS = {"synced_bytes": lambda d: None if d.get("synced_bytes") is None else int(d["synced_bytes"])}
 
     id: str
     name: str
@@ -178,13 +181,3 @@ class VolumeInfo:
     home_lost_at: Optional[datetime] = None
     #: Brought back from the bucket after its host was lost: its files are as of this time.
     restored_as_of: Optional[datetime] = None
-
-    @classmethod
-    def from_dict(cls, d: Dict[str, Any]) -> VolumeInfo:
-        result: VolumeInfo = _from_fields(
-            cls,
-            "volume",
-            d,
-            synced_bytes=lambda d: None if d.get("synced_bytes") is None else int(d["synced_bytes"]),
-        )
-        return result

@@ -2,7 +2,7 @@
 // through the exec API and shows its output, and the tree of its checkpoints.
 import type { Sandbox } from "@sandtree/protocol";
 import { api } from "../api.js";
-import { errorBox, h, replace } from "../dom.js";
+import { errorBox, h, labelled, replace, submitForm } from "../dom.js";
 import { age, labels, usd } from "../format.js";
 import { checkpointTree } from "./checkpoint-tree.js";
 import { statusBadge } from "./sandboxes-view.js";
@@ -27,34 +27,30 @@ function details(s: Sandbox): HTMLElement {
 function execBox(id: string): HTMLElement {
   const input = h("input", { id: "exec-command", name: "command", autocomplete: "off", placeholder: "uname -a" });
   const output = h("div", { id: "exec-output", "aria-live": "polite" });
-  const form = h(
-    "form",
+  return submitForm(
     { class: "exec", "aria-labelledby": "exec-title" },
+    async () => {
+      if (!input.value.trim()) return;
+      replace(output, h("p", {}, "Running…"));
+      try {
+        const r = await api.exec(id, input.value);
+        replace(
+          output,
+          h("p", { id: "exec-exit" }, `exit code ${r.exit_code}${r.timed_out ? " (timed out)" : ""}, ${r.duration_ms} ms`),
+          h("h3", {}, "stdout"),
+          h("pre", { id: "exec-stdout", tabindex: 0 }, r.stdout),
+          r.stderr ? h("h3", {}, "stderr") : null,
+          r.stderr ? h("pre", { id: "exec-stderr", tabindex: 0 }, r.stderr) : null,
+        );
+      } catch (err) {
+        replace(output, errorBox((err as Error).message));
+      }
+    },
     h("h2", { id: "exec-title" }, "Run a command"),
-    h("label", { for: "exec-command" }, "Command (runs under /bin/sh -c)"),
-    input,
+    ...labelled("Command (runs under /bin/sh -c)", input),
     h("button", { type: "submit" }, "Run"),
     output,
   );
-  form.addEventListener("submit", async (ev) => {
-    ev.preventDefault();
-    if (!input.value.trim()) return;
-    replace(output, h("p", {}, "Running…"));
-    try {
-      const r = await api.exec(id, input.value);
-      replace(
-        output,
-        h("p", { id: "exec-exit" }, `exit code ${r.exit_code}${r.timed_out ? " (timed out)" : ""}, ${r.duration_ms} ms`),
-        h("h3", {}, "stdout"),
-        h("pre", { id: "exec-stdout", tabindex: 0 }, r.stdout),
-        r.stderr ? h("h3", {}, "stderr") : null,
-        r.stderr ? h("pre", { id: "exec-stderr", tabindex: 0 }, r.stderr) : null,
-      );
-    } catch (err) {
-      replace(output, errorBox((err as Error).message));
-    }
-  });
-  return form;
 }
 
 export async function sandboxView(root: HTMLElement, id: string): Promise<void> {

@@ -2,7 +2,7 @@
 // status on the server, one page at a time through the list's cursor (fast with 10,000 rows).
 import type { Sandbox, SandboxStatus } from "@sandtree/protocol";
 import { api } from "../api.js";
-import { errorBox, h, replace } from "../dom.js";
+import { errorBox, h, labelled, replace, submitForm } from "../dom.js";
 import { age, labels, usd } from "../format.js";
 
 const PAGE = 50;
@@ -67,21 +67,17 @@ export async function sandboxesView(root: HTMLElement): Promise<void> {
     }
   }
 
-  const form = h(
-    "form",
+  const form = submitForm(
     { class: "filters", "aria-label": "Filter sandboxes" },
-    h("label", { for: "filter-label" }, "Labels (key=value, comma-separated)"),
-    labelInput,
-    h("label", { for: "filter-status" }, "Status"),
-    statusSelect,
+    () => {
+      cursors = [undefined];
+      page = 0;
+      return load();
+    },
+    ...labelled("Labels (key=value, comma-separated)", labelInput),
+    ...labelled("Status", statusSelect),
     h("button", { type: "submit" }, "Filter"),
   );
-  form.addEventListener("submit", (ev) => {
-    ev.preventDefault();
-    cursors = [undefined];
-    page = 0;
-    void load();
-  });
   prev.addEventListener("click", () => {
     page = Math.max(0, page - 1);
     void load();

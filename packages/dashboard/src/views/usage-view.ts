@@ -2,7 +2,7 @@
 // CLI prints them, grouped by day, hour, label, sandbox or team over a period; a CSV export.
 import type { UsageAmounts } from "@sandtree/protocol";
 import { api, type UsageParams } from "../api.js";
-import { errorBox, h, replace } from "../dom.js";
+import { errorBox, h, labelled, replace, submitForm } from "../dom.js";
 import { usageAmount, usageCost } from "../format.js";
 
 const GROUPS = ["day", "hour", "label", "sandbox", "team"];
@@ -80,24 +80,16 @@ export async function usageView(root: HTMLElement): Promise<void> {
     }
   }
 
-  const form = h(
-    "form",
+  const form = submitForm(
     { class: "filters", "aria-label": "Usage period" },
-    h("label", { for: "usage-from" }, "From (UTC day)"),
-    from,
-    h("label", { for: "usage-to" }, "To (UTC day, inclusive)"),
-    to,
-    h("label", { for: "usage-by" }, "Group by"),
-    by,
-    h("label", { for: "usage-label-key" }, "Label key (for lines by label)"),
-    labelKey,
+    load,
+    ...labelled("From (UTC day)", from),
+    ...labelled("To (UTC day, inclusive)", to),
+    ...labelled("Group by", by),
+    ...labelled("Label key (for lines by label)", labelKey),
     h("button", { type: "submit" }, "Show"),
     csv,
   );
-  form.addEventListener("submit", (ev) => {
-    ev.preventDefault();
-    void load();
-  });
   replace(root, h("h1", {}, "Usage"), form, result);
   await load();
 }

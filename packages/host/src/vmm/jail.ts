@@ -185,7 +185,15 @@ export function jailCommand(uid: number, argv: string[], opts: JailCommandOption
     const thp = opts.noHugePages ? ["--no-thp"] : [];
     return [jailer, ["--root", mountpoint, "--uid", String(uid), ...tap, ...thp, ...jailRootArgs(plan), "--", ...argv]];
   }
-  const steps = jailRootSteps(mountpoint, plan);
+  return shellJailCommand(uid, `set -e; ${jailRootSteps(mountpoint, plan).join("; ")}; exec "$@"`, argv);
+}
+
+/**
+ * The launcher without sandtree-jail: unshare gives a private mount namespace, sh runs `script`
+ * there (its mount steps, ending in `exec "$@"`), then setpriv drops to `uid` as jailCommand says.
+ * Benchmarks time it with other scripts (the launcher before the jail's root).
+ */
+export function shellJailCommand(uid: number, script: string, argv: string[]): [string, string[]] {
   return [
     "unshare",
     [
@@ -195,7 +203,7 @@ export function jailCommand(uid: number, argv: string[], opts: JailCommandOption
       "--",
       "/bin/sh",
       "-c",
-      `set -e; ${steps.join("; ")}; exec "$@"`,
+      script,
       "sandtree-jail",
       "setpriv",
       `--reuid=${uid}`,

@@ -93,6 +93,18 @@ export function hostVolumesConformance(name: string, make: () => Promise<Volumes
       expect((await v.list("conf-full", "/")).entries.map((e) => e.name)).toEqual(["f"]);
     });
 
+    it("gives each refusal the details the API answers with (VOLUME_FULL's limit, the path, the field)", async () => {
+      await v.create("conf-details", 1);
+      await expect(v.write("conf-details", "/big", body("0123456789"), { limitBytes: 4, usedBytes: 0 })).rejects.toMatchObject({
+        code: "VOLUME_FULL",
+        details: { path: "/big", volume: "conf-details", limit_bytes: 4 },
+      });
+      await expect(v.stat("conf-details", "/nope")).rejects.toMatchObject({ code: "FILE_NOT_FOUND", details: { path: "/nope" } });
+      await v.write("conf-details", "/d/f", body("x"), roomy);
+      await expect(v.read("conf-details", "/d")).rejects.toMatchObject({ code: "IS_A_DIRECTORY", details: { path: "/d" } });
+      await expect(v.stat("../x", "/")).rejects.toMatchObject({ code: "VALIDATION_FAILED", details: { field: "volume" } });
+    });
+
     it("answers FILE_NOT_FOUND for a path not there, and removes files and trees", async () => {
       await v.create("conf-rm", 1);
       for (const call of [

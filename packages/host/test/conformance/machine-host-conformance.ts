@@ -110,7 +110,7 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
     beforeAll(async () => {
       t = await make();
       image = await t.host.images.resolve(t.image, {});
-      base = await t.host.linkBase(image.basePath);
+      base = await t.host.linkBase(image.base);
       await t.host.createDisk(base, disk("a"), DISK);
       a = await start("conf-a", disk("a"));
     }, 4 * timeoutMs);
@@ -159,6 +159,10 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
           code: "VALIDATION_FAILED",
         });
       }
+      // The field the API names in its details, the same through a remote host.
+      await expect(
+        t.host.start({ ...t.spec("conf-vol-bad", disk("conf-vol-bad")), mounts: [{ volume: "..", guestPath: "/mnt/vol" }] }),
+      ).rejects.toMatchObject({ details: { field: "mounts.volume" } });
       expect(existsSync(outside), outside).toBe(false);
       expect((await t.host.survivors()).map((s) => s.name)).not.toContain("conf-vol-bad");
       expect((await run(a, "echo up")).out).toBe("up\n");
@@ -184,6 +188,7 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
           code: "VALIDATION_FAILED",
         });
       }
+      await expect(t.host.discard("../conf-a")).rejects.toMatchObject({ details: { field: "name" } });
       // The longest name is taken (its files are under the host's roots like any other).
       expect(await t.host.consoleTail("x".repeat(64), 100)).toEqual({ text: "", size: 0 });
       expect((await run(a, "echo up")).out).toBe("up\n");
@@ -214,7 +219,7 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
       expect((await t.host.survivors()).map((s) => s.name)).not.toContain("conf-bad");
     });
 
-    layerFilesConformance(() => ({ t, base }), timeoutMs);
+    layerFilesConformance(() => ({ t, image, base }), timeoutMs);
 
     it("resolves an image to a base on the host, the one its first machine started on", { timeout: timeoutMs }, async () => {
       expect(image.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
@@ -223,7 +228,7 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
       expect(typeof image.labels).toBe("object");
       expect(await t.host.images.resolve(t.image, {})).toEqual(image);
       await t.host.images.check(t.image, {});
-      expect(await t.host.linkBase(image.basePath)).toBe(base);
+      expect(await t.host.linkBase(image.base)).toBe(base);
       expect((await run(a, "echo up")).out).toBe("up\n");
     });
 
@@ -337,6 +342,7 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
       await layers.store("conf-wrong");
       await expect(layers.fetch("conf-wrong", "0".repeat(64))).rejects.toMatchObject({ code: "CHECKPOINT_CORRUPT" });
       await expect(layers.fetch("conf-never-stored", "0".repeat(64))).rejects.toMatchObject({ code: "CHECKPOINT_CORRUPT" });
+      await expect(layers.fetch("conf-wrong", "0".repeat(64))).rejects.toMatchObject({ details: { key: "conf-wrong" } });
       for (const key of ["../conf-wrong", "/etc/passwd", "sub/conf-wrong", ""]) {
         await expect(layers.store(key), key).rejects.toMatchObject({ code: "VALIDATION_FAILED" });
         await expect(layers.fetch(key, "0".repeat(64)), key).rejects.toMatchObject({ code: "VALIDATION_FAILED" });

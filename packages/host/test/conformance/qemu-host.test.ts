@@ -2,24 +2,12 @@
 // two at a time). Without the guest's artifacts the suite fails and says why.
 import { mkdtempSync, rmSync } from "node:fs";
 import path from "node:path";
-import { createQemuHost, VolumeImages } from "../../src/index.js";
+import { VolumeImages } from "../../src/index.js";
 import { hostVolumesConformance, volumesOfHost } from "./host-volumes-conformance.js";
 import { layerBlobs } from "./layer-blobs.js";
-import { qemuConformance } from "./qemu-subject.js";
+import { qemuConformance, qemuHostIn } from "./qemu-subject.js";
 
 qemuConformance("qemu", "stconf", async (host) => ({ host, close: async () => {} }));
-
-/** A QEMU host for its volumes only (no machine starts): its directories in `dir`. */
-function qemuHostIn(dir: string, volumeImages?: VolumeImages) {
-  const layersDir = path.join(dir, "layers");
-  return createQemuHost({
-    runRoot: path.join(dir, "r"),
-    logRoot: path.join(dir, "logs"),
-    layersDir,
-    volumesDir: path.join(dir, "volumes"),
-    ...(volumeImages ? { volumeImages } : {}),
-  });
-}
 
 volumesOfHost("qemu", (dir) => qemuHostIn(dir));
 

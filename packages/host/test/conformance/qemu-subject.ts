@@ -4,11 +4,22 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import path from "node:path";
 import { describe, it } from "vitest";
-import type { Accel, BlobStore, MachineHost, MachineSpec } from "../../src/index.js";
+import type { Accel, BlobStore, MachineHost, MachineSpec, VolumeImages } from "../../src/index.js";
 import { createQemuHost, detectAccel, NetworkManager, networkUnavailableReason } from "../../src/index.js";
 import { artifactsMissing, smallGuestSpec } from "../helpers/guest.js";
 import { layerBlobs } from "./layer-blobs.js";
 import { machineHostConformance } from "./machine-host-conformance.js";
+
+/** A QEMU host for its volumes only (no machine starts): its directories in `dir`. */
+export function qemuHostIn(dir: string, volumeImages?: VolumeImages) {
+  return createQemuHost({
+    runRoot: path.join(dir, "r"),
+    logRoot: path.join(dir, "logs"),
+    layersDir: path.join(dir, "layers"),
+    volumesDir: path.join(dir, "volumes"),
+    ...(volumeImages ? { volumeImages } : {}),
+  });
+}
 
 /**
  * Taps for machines that need a network (a sandbox's: its own tap and nftables chain, deny-all

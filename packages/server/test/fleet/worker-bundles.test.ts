@@ -21,7 +21,7 @@ describe("fleet: a worker's sandboxes run through its host's bundle", () => {
     dirs.push(d);
     return d;
   };
-  const { images, cleanup } = fakeImages("d");
+  const images = fakeImages("d");
   let t: TestServer;
   let worker: ServedHost;
   let fake: FakeHost;
@@ -74,7 +74,6 @@ describe("fleet: a worker's sandboxes run through its host's bundle", () => {
   afterAll(async () => {
     await t?.close();
     await worker?.close();
-    cleanup();
     for (const d of dirs) rmSync(d, { recursive: true, force: true });
   }, 60_000);
 

@@ -8,14 +8,10 @@ import { type ChildProcess, execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll } from "vitest";
-import { withHostCgroups } from "../../../../scripts/lib/host-cgroups.mjs";
-import { bridgeApi, waitForApi } from "../../../../scripts/lib/netns-api.mjs";
+import { bridgeApi, serveArgv, waitForApi } from "../../../../scripts/lib/netns-api.mjs";
 import { type Api, jsonApi } from "../helpers.js";
 import { createFakeInternet, type FakeInternet } from "./fake-internet.js";
-
-const CLI = fileURLToPath(new URL("../../../cli/dist/main.js", import.meta.url));
 
 export interface HostServer {
   dataDir: string;
@@ -83,17 +79,7 @@ export async function startHostServer(
   let key = "";
 
   const spawnServer = () => {
-    // The server gives each VM its cgroup: the namespace's fresh /sys gets the host's hierarchies.
-    const [cmd, argv] = withHostCgroups(process.execPath, [
-      CLI,
-      "serve",
-      "--data-dir",
-      dataDir,
-      "--host",
-      "127.0.0.1",
-      "--port",
-      String(port),
-    ]);
+    const [cmd, argv] = serveArgv(dataDir, port);
     proc = inet.spawnInHost(cmd, argv, {
       env: { ...process.env, SANDTREE_NETWORK: "on", ...env },
       stdio: ["ignore", opts.onStdout ? "pipe" : "ignore", "ignore"],

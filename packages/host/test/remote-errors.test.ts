@@ -1,0 +1,95 @@
+// What the API answers for a host's error is the same whether the host is in-process or behind a
+// worker: each error the host may throw crosses the wire with its code, message and details.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { ERROR_CODES, SandtreeError } from "@sandtree/protocol";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { FakeHost } from "../src/fake.js";
+import {
+  AgentClosedError,
+  BlobCorruptError,
+  DeadlineError,
+  GuestError,
+  hostErrorToApi,
+  MachineRefusedError,
+  MachineTimeoutError,
+} from "../src/index.js";
+import { connectRemoteHost, type RemoteHost, type ServedHost, serveMachineHost } from "../src/remote.js";
+import { QmpClosedError, QmpCommandError, QmpTimeoutError } from "../src/vmm/qmp-client.js";
+
+/** What the API renders of an error: its code, status, message and details (undefined: a plain 500). */
+function rendered(err: unknown) {
+  const api = hostErrorToApi(err);
+  return api && { code: api.code, status: api.status, message: api.message, details: api.details };
+}
+
+describe("remote host errors", () => {
+  let dir: string;
+  let fake: FakeHost;
+  let worker: ServedHost;
+  let host: RemoteHost;
+  const key = "stw_errors-key";
+
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(tmpdir(), "sandtree-remote-errors-"));
+    fake = new FakeHost({ dir: path.join(dir, "host"), layersDir: dir });
+    worker = await serveMachineHost({ host: fake, key: () => key, networksDir: path.join(dir, "networks") });
+    host = await connectRemoteHost({ url: worker.url, key });
+  });
+
+  afterAll(async () => {
+    host?.close();
+    await worker?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** The error a remote caller gets when the worker's host throws `err`. */
+  async function overTheWire(err: Error): Promise<unknown> {
+    const spy = vi.spyOn(fake, "hasLayer").mockRejectedValueOnce(err);
+    try {
+      return await host.hasLayer("l.qcow2").then(
+        () => expect.unreachable("the call should fail"),
+        (e: unknown) => e,
+      );
+    } finally {
+      spy.mockRestore();
+    }
+  }
+
+  it("carries every registry code with its details, as a SandtreeError", async () => {
+    for (const code of ERROR_CODES) {
+      const details = { path: "/f", limit_bytes: 10, nested: { list: [1, "a", true, null] } };
+      const got = await overTheWire(new SandtreeError(code, `${code} happened`, details));
+      expect(got, code).toBeInstanceOf(SandtreeError);
+      expect(got, code).toMatchObject({ code, message: `${code} happened`, details });
+    }
+    // None stays none, and empty stays empty (the API renders `details: {}` for it).
+    expect(await overTheWire(new SandtreeError("VOLUME_FULL", "full"))).toMatchObject({ details: undefined });
+    expect(await overTheWire(new SandtreeError("VOLUME_FULL", "full", {}))).toMatchObject({ details: {} });
+  });
+
+  it("answers the API alike for each error the host throws, in-process or remote", async () => {
+    const refusedByQmp = new MachineRefusedError("QMP GenericError: no", { cause: new QmpCommandError("GenericError", "no") });
+    const cases: Error[] = [
+      new SandtreeError("VOLUME_FULL", "/f: full", { path: "/f", volume: "v", limit_bytes: 10 }),
+      new SandtreeError("HOST_DISK_FULL", "disk full", {}),
+      new GuestError("ENOENT", 2, "no such file"),
+      new AgentClosedError("the agent went"),
+      new DeadlineError("the guest agent (frame type 3)", 500),
+      new MachineTimeoutError("the VMM did not answer"),
+      refusedByQmp,
+      new MachineRefusedError("m has stopped"),
+      new QmpTimeoutError("QMP query-status did not answer"),
+      new QmpClosedError(),
+      new BlobCorruptError("layers/x", "a".repeat(64), "b".repeat(64)),
+    ];
+    for (const err of cases) {
+      const local = rendered(err);
+      expect(local, err.name).toBeDefined();
+      expect(rendered(await overTheWire(err)), err.name).toEqual(local);
+    }
+    expect(rendered(await overTheWire(refusedByQmp))).toMatchObject({ code: "VM_ERROR", details: { qmp_class: "GenericError" } });
+    expect(rendered(await overTheWire(new DeadlineError("x", 5)))).toMatchObject({ code: "GUEST_ERROR" });
+  });
+});
