@@ -37,7 +37,8 @@ describe.runIf(root)("two QEMU hosts in one process", () => {
   beforeAll(async () => {
     const accel = await detectAccel("auto");
     const { kernel, initramfs } = guestArtifacts();
-    const basePath = (await new ImageStore().resolve("sandtree/busybox")).basePath;
+    // The base by its name (its image's digest), each host resolving it in its store.
+    const baseName = (await new ImageStore().resolve("sandtree/busybox")).digest;
     const jail = defaultJailConfig({ enabled: true });
     limiter = await MachineLimiter.open({ dataDir: dir, network: false });
     const hosts: Record<string, MachineHost> = {
@@ -46,7 +47,7 @@ describe.runIf(root)("two QEMU hosts in one process", () => {
     };
     const started = await Promise.all(
       Object.entries(hosts).map(async ([name, host]) => {
-        const base = await host.linkBase(basePath);
+        const base = await host.linkBase(baseName);
         const disk = `${name}.qcow2`;
         await host.createDisk(base, disk, 1024 ** 3);
         const m = await host.start({

@@ -23,6 +23,7 @@ describe("remote host", () => {
   let fake: FakeHost;
   let worker: ServedHost;
   let host: RemoteHost;
+  let base: string;
   let key = "stw_first-key";
   const current = () => key;
   const spec = (name: string): MachineSpec => fakeSpec()(name, `${name}.qcow2`);
@@ -30,9 +31,8 @@ describe("remote host", () => {
   beforeAll(async () => {
     dir = mkdtempSync(path.join(tmpdir(), "sandtree-remote-"));
     fake = new FakeHost({ dir: path.join(dir, "host"), layersDir: dir });
-    // The image base the tests' disks lie on (a host links only a base it has).
-    mkdirSync(path.join(dir, "img"));
-    writeFileSync(path.join(dir, "img", "base.ext4"), JSON.stringify({ fake: 1, backing: null, files: null }));
+    // The image base the tests' disks lie on (a host links only a base it has), by its name.
+    base = (await fake.images.resolve("sandtree/busybox", {})).base;
     worker = await serveMachineHost({ host: fake, key: () => key, networksDir: path.join(dir, "networks") });
     host = await connectRemoteHost({ url: worker.url, key: current });
   });
@@ -116,8 +116,8 @@ describe("remote host", () => {
   });
 
   it("hands the host's errors back as the classes it throws in-process", async () => {
-    const base = await host.linkBase(path.join(dir, "img", "base.ext4"));
-    await host.createDisk(base, "e.qcow2", 1 << 30);
+    const linked = await host.linkBase(base);
+    await host.createDisk(linked, "e.qcow2", 1 << 30);
     const m = await host.start(spec("e"));
     await expect(host.start(spec("e"))).rejects.toBeInstanceOf(MachineRefusedError);
     await expect(m.stat("/nope")).rejects.toMatchObject({ name: "GuestError", errnoCode: "ENOENT" });
@@ -128,8 +128,8 @@ describe("remote host", () => {
   });
 
   it("sends no template (a template's files are its host's own): a start naming one is refused before it is sent", async () => {
-    const base = await host.linkBase(path.join(dir, "img", "base.ext4"));
-    await host.createDisk(base, "t.qcow2", 1 << 30);
+    const linked = await host.linkBase(base);
+    await host.createDisk(linked, "t.qcow2", 1 << 30);
     const starts = fake.starts;
     const template = { ramFile: path.join(dir, "ram"), stateFile: path.join(dir, "state") };
     await expect(host.start({ ...spec("t"), template })).rejects.toMatchObject({ code: "NOT_SUPPORTED" });
@@ -145,8 +145,8 @@ describe("remote host", () => {
   });
 
   it("reads a console log only by a machine's name (never a caller's path), and a bounded tail", async () => {
-    const base = await host.linkBase(path.join(dir, "img", "base.ext4"));
-    await host.createDisk(base, "c.qcow2", 1 << 30);
+    const linked = await host.linkBase(base);
+    await host.createDisk(linked, "c.qcow2", 1 << 30);
     const m = await host.start(spec("c"));
     await m.stop();
     const whole = await host.consoleTail("c", 4096);
@@ -160,15 +160,15 @@ describe("remote host", () => {
   });
 
   it("streams events: an exit on the worker reaches the caller; closing the client leaves machines running", async () => {
-    const base = await host.linkBase(path.join(dir, "img", "base.ext4"));
-    await host.createDisk(base, "w.qcow2", 1 << 30);
+    const linked = await host.linkBase(base);
+    await host.createDisk(linked, "w.qcow2", 1 << 30);
     const m = await host.start(spec("w"));
     const exited = new Promise((resolve) => m.once("exit", resolve));
     fake.machines.get("w")?.forceKill();
     await expect(exited).resolves.toMatchObject({ expected: false, reason: "killed" });
     expect(m.controllable).toBe(false);
 
-    await host.createDisk(base, "k.qcow2", 1 << 30);
+    await host.createDisk(linked, "k.qcow2", 1 << 30);
     const other = await connectRemoteHost({ url: worker.url, key: current });
     const k = await other.start(spec("k"));
     other.close();
@@ -185,8 +185,8 @@ describe("remote host", () => {
   });
 
   it("carries a command's output in order, larger than one message", async () => {
-    const base = await host.linkBase(path.join(dir, "img", "base.ext4"));
-    await host.createDisk(base, "o.qcow2", 1 << 30);
+    const linked = await host.linkBase(base);
+    await host.createDisk(linked, "o.qcow2", 1 << 30);
     const m = await host.start(spec("o"));
     const big = Buffer.alloc(3 * 1024 * 1024 + 17, "x");
     big.write("START", 0);
@@ -205,8 +205,8 @@ describe("remote host", () => {
   });
 
   it("carries a connection's bytes both ways, more than the transport's windows hold, in order", async () => {
-    const base = await host.linkBase(path.join(dir, "img", "base.ext4"));
-    await host.createDisk(base, "c.qcow2", 1 << 30);
+    const linked = await host.linkBase(base);
+    await host.createDisk(linked, "c.qcow2", 1 << 30);
     const m = await host.start({ ...spec("c"), nic: { tap: "fake0", guestNet: "10.0.0.2/30 10.0.0.1" } });
     const listener = m.exec({ shell: "nc -l -p 80 -e cat" });
     // The fake's command listens from its start on.
@@ -229,11 +229,11 @@ describe("remote host", () => {
   });
 
   it("serves more machines than HTTP/2's usual 100 streams over one connection (each holds a Watch)", async () => {
-    const base = await host.linkBase(path.join(dir, "img", "base.ext4"));
+    const linked = await host.linkBase(base);
     const names = Array.from({ length: 150 }, (_, i) => `many-${i}`);
     const machines = await Promise.all(
       names.map(async (n) => {
-        await host.createDisk(base, `${n}.qcow2`, 1 << 30);
+        await host.createDisk(linked, `${n}.qcow2`, 1 << 30);
         return host.start(spec(n));
       }),
     );

@@ -1,7 +1,7 @@
-// Shared by the server tests on a fake host (no VM): an image resolver whose base file exists
-// (checkpoints check that it is there) but is never read, and one sandbox's life cycle through the
-// API (create, write, checkpoint with memory, fork, reset to the checkpoint, delete).
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+// Shared by the server tests on a fake host (no VM): an image resolver whose base the fake host
+// writes when it resolves it (checkpoints check that it is there), and one sandbox's life cycle
+// through the API (create, write, checkpoint with memory, fork, reset to the checkpoint, delete).
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { connectRemoteHost, LocalDirBlobStore, type RemoteHost, type ServedHost, serveMachineHost } from "@sandtree/host";
@@ -10,16 +10,14 @@ import { afterAll, beforeAll, expect } from "vitest";
 import type { ImageResolver } from "../src/services/images/image-resolver.js";
 import { startTestServer, type TestServer } from "./helpers.js";
 
-/** Resolves every ref to one empty base file, with a digest of `digestChar`s. */
-export function fakeImages(digestChar: string): { images: ImageResolver; cleanup: () => void } {
-  const imageDir = mkdtempSync(path.join(tmpdir(), "sandtree-fake-image-"));
-  const basePath = path.join(imageDir, "base.ext4");
-  writeFileSync(basePath, "");
-  const images: ImageResolver = {
+/** Resolves every ref to one image (one base), with a digest of `digestChar`s (a hex digit). */
+export function fakeImages(digestChar: string): ImageResolver {
+  const digest = `sha256:${digestChar.repeat(64)}`;
+  return {
     resolve: async (ref) => ({
       ref,
-      digest: `sha256:${digestChar.repeat(64)}`,
-      basePath,
+      digest,
+      base: digest,
       virtualSizeBytes: 0,
       source: "local",
       labels: {},
@@ -28,7 +26,6 @@ export function fakeImages(digestChar: string): { images: ImageResolver; cleanup
     list: async () => [],
     importLayout: () => Promise.reject(new Error("no layouts here")),
   };
-  return { images, cleanup: () => rmSync(imageDir, { recursive: true, force: true }) };
 }
 
 /**
@@ -44,7 +41,7 @@ export function onFakeHost(o: {
   remote?: boolean;
   started: (t: TestServer) => void | Promise<void>;
 }): FakeHost {
-  const { images, cleanup } = fakeImages(o.digestChar);
+  const images = fakeImages(o.digestChar);
   // The fake host's machines keep their run and log folders in a folder of its own, as a worker's
   // do (its volumes too: `volumes` there); its layers directory is the server's blob store's (the
   // server's data dir's `layers`).
@@ -80,7 +77,6 @@ export function onFakeHost(o: {
     await worker?.close();
     rmSync(networksDir, { recursive: true, force: true });
     rmSync(hostDir, { recursive: true, force: true });
-    cleanup();
   }, 60_000);
   return fake;
 }

@@ -7,7 +7,7 @@ import type { TestServer } from "./helpers.js";
 
 describe("sandbox networks on the fake host's networks port", () => {
   let t: TestServer;
-  const host = onFakeHost({ digestChar: "n", network: "on", started: (server) => void (t = server) });
+  const host = onFakeHost({ digestChar: "d", network: "on", started: (server) => void (t = server) });
 
   it("gives a sandbox an address of the host's pool, its policy applied there", async () => {
     const c = await t.api("POST", "/v1/sandboxes", { image: "fake/image", network_allowlist: ["example.com"] });

@@ -6,6 +6,7 @@ import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { PgStore } from "../src/index.js";
 import { type PgServer, startPostgres } from "./postgres-server.js";
+import { baseNamesCase, legacyCheckpoint, UNDO_BASE_NAMES } from "./store/base-names-case.js";
 import { describeStoreConformance } from "./store/conformance.js";
 import { describeHostStoreConformance, sandboxAdder } from "./store/host-conformance.js";
 
@@ -113,4 +114,33 @@ it("two control planes' host stores on one database never overcommit a host, and
     await Promise.all([a.close(), b.close()]);
     await server.dropSchema(DB, name);
   }
+});
+
+baseNamesCase(async (basePaths) => {
+  const name = `b${n++}`;
+  const url = await server.createSchema(DB, name);
+  await (await PgStore.open(url, { poolSize: 1 })).close();
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    for (const sql of UNDO_BASE_NAMES) await c.query(sql);
+    for (const [i, p] of basePaths.entries()) {
+      const row = legacyCheckpoint(i, p);
+      const cols = Object.keys(row);
+      await c.query(
+        `INSERT INTO checkpoints (${cols.join(", ")}) VALUES (${cols.map((_, j) => `$${j + 1}`).join(", ")})`,
+        Object.values(row),
+      );
+    }
+  } finally {
+    await c.end();
+  }
+  const store = await PgStore.open(url, { poolSize: 4 });
+  return {
+    store,
+    close: async () => {
+      await store.close();
+      await server.dropSchema(DB, name);
+    },
+  };
 });

@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import Database from "better-sqlite3";
 import { SqliteStore } from "../src/index.js";
+import { baseNamesCase, legacyCheckpoint, UNDO_BASE_NAMES } from "./store/base-names-case.js";
 import { describeStoreConformance } from "./store/conformance.js";
 
 describeStoreConformance("SQLite", async (opts = {}) => {
@@ -34,6 +35,28 @@ describeStoreConformance("SQLite", async (opts = {}) => {
     async destroy() {
       await store.close();
       for (const p of peers) await p.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+});
+
+baseNamesCase(async (basePaths) => {
+  const dir = mkdtempSync(path.join(tmpdir(), "sandtree-store-"));
+  const file = path.join(dir, "sandtree.db");
+  await new SqliteStore(file).close();
+  const db = new Database(file);
+  for (const sql of UNDO_BASE_NAMES) db.exec(sql);
+  basePaths.forEach((p, i) => {
+    const row = legacyCheckpoint(i, p);
+    const cols = Object.keys(row);
+    db.prepare(`INSERT INTO checkpoints (${cols.join(", ")}) VALUES (${cols.map((c) => `@${c}`).join(", ")})`).run(row);
+  });
+  db.close();
+  const store = new SqliteStore(file);
+  return {
+    store,
+    close: async () => {
+      await store.close();
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -62,7 +62,7 @@ async function sealFakeLayer(file: string, opts: { signal?: AbortSignal } = {}):
  * The fake host's disks, in its layers directory and named there (as a real host's: checkLayerName);
  * an image base is linked as a real host's (LayerDirectory): the link dangles once the base is gone.
  */
-export class FakeDisks extends LayerDirectory implements HostDisks {
+export abstract class FakeDisks extends LayerDirectory implements HostDisks {
   constructor(private readonly layersDirOf: () => string) {
     super();
   }

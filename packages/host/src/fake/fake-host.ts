@@ -9,7 +9,7 @@ import { checkMachineName, MachineDirs } from "../machine/machine-dirs.js";
 import { LocalVolumes } from "../volumes/local-volumes.js";
 import { checkMounts } from "../volumes/volume-dirs.js";
 import { FakeDisks } from "./fake-disks.js";
-import { FakeImages, type FakeImagesOptions } from "./fake-images.js";
+import { FakeImages, type FakeImagesOptions, fakeBaseFile, withFakeBases } from "./fake-images.js";
 import { FakeMachine } from "./fake-machine.js";
 import { FakeNetworks } from "./fake-networks.js";
 
@@ -62,7 +62,17 @@ export class FakeHost extends FakeDisks implements MachineHost {
     } = {},
   ) {
     super(() => (opts.layersDir ??= path.join(hostDir(opts), "layers")));
-    this.images = opts.images && "resolve" in opts.images ? opts.images : new FakeImages(opts.images);
+    const images = opts.images && "resolve" in opts.images ? opts.images : new FakeImages(opts.images);
+    this.images = withFakeBases(images, () => this.imagesDir);
+  }
+
+  /** Where its images' fake bases lie: `images` in its folder. */
+  private get imagesDir(): string {
+    return path.join(this.dir, "images");
+  }
+
+  protected baseFile(base: string): string {
+    return fakeBaseFile(this.imagesDir, base);
   }
 
   private get dir(): string {

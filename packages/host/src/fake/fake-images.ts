@@ -1,6 +1,5 @@
 import { createHash } from "node:crypto";
-import { mkdirSync, mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { SandtreeError } from "@sandtree/protocol";
 import { digestHex } from "../images/digest.js";
@@ -13,25 +12,22 @@ import { writeDiskFile } from "./fake-disks.js";
 export interface FakeImagesOptions {
   /** The refs the host holds from the start (default: sandtree/busybox and sandtree/debian). */
   refs?: string[];
-  /** Where the fake bases are written (default: a new folder under the system's temp dir). */
-  dir?: string;
 }
 
 export const FAKE_IMAGE_REFS = ["sandtree/busybox", "sandtree/debian"];
 const FAKE_SIZE = 64 * 1024 ** 2;
 
 /**
- * The fake host's images: each known ref (canonical form) is a fake base disk (fake-disks.ts,
- * no files) under `dir`, its digest the sha256 of its name. An unknown ref is IMAGE_NOT_FOUND, as
+ * The fake host's images: each known ref (canonical form) is an image whose digest is the sha256
+ * of its name (its base a fake disk the host writes: withFakeBases). An unknown ref is IMAGE_NOT_FOUND, as
  * the real store answers a name it holds and cannot pull; nothing is ever pulled. importLayout
  * reads the layout's index and manifest (as the real store does) and registers the name under the
  * manifest's digest; its layers are not read.
  */
 export class FakeImages implements HostImages {
   private readonly known = new Map<string, { digest: string; createdAt: string }>();
-  private root: string | undefined;
 
-  constructor(private readonly opts: FakeImagesOptions = {}) {
+  constructor(opts: FakeImagesOptions = {}) {
     for (const ref of opts.refs ?? FAKE_IMAGE_REFS) this.add(parseReference(ref).canonical, nameDigest(ref));
   }
 
@@ -40,12 +36,7 @@ export class FakeImages implements HostImages {
   }
 
   private image(ref: string, digest: string): ResolvedImage {
-    this.root ??= this.opts.dir ?? mkdtempSync(path.join(tmpdir(), "sandtree-fake-images-"));
-    const dir = path.join(this.root, digestHex(digest));
-    const basePath = path.join(dir, "base.fake");
-    mkdirSync(dir, { recursive: true });
-    writeDiskFile(basePath, { fake: 1, backing: null, files: null });
-    return { ref, digest, basePath, virtualSizeBytes: FAKE_SIZE, source: "local", labels: {} };
+    return { ref, digest, base: digest, virtualSizeBytes: FAKE_SIZE, source: "local", labels: {} };
   }
 
   async resolve(refText: string, opts: ImageRequest): Promise<ResolvedImage> {
@@ -81,6 +72,30 @@ export class FakeImages implements HostImages {
     this.add(ref, resolved.digest);
     return this.image(ref, resolved.digest);
   }
+}
+
+/** The file of the fake base named `base` (checked: checkBaseName) in the fake host's images folder `dir`. */
+export function fakeBaseFile(dir: string, base: string): string {
+  return path.join(dir, digestHex(base), "base.fake");
+}
+
+/**
+ * `images` whose every image's base the fake host holds: as a real host builds a base when it
+ * resolves an image, its fake base disk (fake-disks.ts, no files) is written under `dirOf()`.
+ */
+export function withFakeBases(images: HostImages, dirOf: () => string): HostImages {
+  const held = (i: ResolvedImage): ResolvedImage => {
+    const file = fakeBaseFile(dirOf(), i.base);
+    mkdirSync(path.dirname(file), { recursive: true });
+    writeDiskFile(file, { fake: 1, backing: null, files: null });
+    return i;
+  };
+  return {
+    resolve: async (ref, opts) => held(await images.resolve(ref, opts)),
+    check: (ref, opts) => images.check(ref, opts),
+    list: () => images.list(),
+    importLayout: async (dir, name, opts) => held(await images.importLayout(dir, name, opts)),
+  };
 }
 
 function nameDigest(ref: string): string {

@@ -265,7 +265,7 @@ export class ImageStore {
     return {
       ref,
       digest: meta.digest,
-      basePath: join(this.blobDir(meta.digest), BASE_FILE),
+      basePath: this.baseFile(meta.digest),
       virtualSizeBytes: meta.virtualSizeBytes,
       source,
       config: meta.config,
@@ -281,6 +281,11 @@ export class ImageStore {
     } catch {
       return undefined;
     }
+  }
+
+  /** Where the base of the image whose manifest digest is `digest` lies in the store (ResolvedImage.base names it so). */
+  baseFile(digest: string): string {
+    return join(this.blobDir(digest), BASE_FILE);
   }
 
   // sha256/<hex>, not sha256:<hex>: a colon in a backing-file path confuses qemu's protocol parsing.

@@ -32,7 +32,7 @@ function asResolved(i: StoredImage): ResolvedImage {
   return {
     ref: i.ref,
     digest: i.digest,
-    basePath: i.basePath,
+    base: i.digest,
     virtualSizeBytes: i.virtualSizeBytes,
     source: i.source,
     labels: i.config.labels ?? {},

@@ -1,5 +1,26 @@
+import { SandtreeError } from "@sandtree/protocol";
 import type { BlobStore } from "../blobs/blob-store.js";
 import type { HostLayers } from "./host-layers.js";
+
+/** How an image base is named across the host interface (ResolvedImage.base): its image's manifest digest. */
+const BASE_NAME = /^sha256:[0-9a-f]{64}$/;
+
+/** Whether `base` is an image base's name (not a path: a checkpoint row from before names held one). */
+export function isBaseName(base: string): boolean {
+  return BASE_NAME.test(base);
+}
+
+/** `base`, when it is an image base's name; VALIDATION_FAILED otherwise (a path above all). */
+export function checkBaseName(base: string): string {
+  if (isBaseName(base)) return base;
+  throw new SandtreeError(
+    "VALIDATION_FAILED",
+    "an image base is named by its image's digest (sha256:<64 hex>), never by a path",
+    {
+      field: "base",
+    },
+  );
+}
 
 /** How the names of disk and layer files end on a host (their format: qcow2 for QEMU's). */
 export const DISK_FILE_SUFFIX = ".qcow2";
@@ -14,10 +35,11 @@ export const DISK_FILE_SUFFIX = ".qcow2";
  */
 export interface HostDisks {
   /**
-   * A name in the layers directory for the image base `basePath` (ResolvedImage's: a disk can then
-   * lie on it). Idempotent. IMAGE_NOT_FOUND, nothing linked, when that base is not on this host.
+   * A name in the layers directory for the image base named `base` (ResolvedImage's: a disk can then
+   * lie on it). Idempotent. A base name that is not one (a path): VALIDATION_FAILED, before any file
+   * is touched; IMAGE_NOT_FOUND, nothing linked, when that base is not on this host.
    */
-  linkBase(basePath: string): Promise<string>;
+  linkBase(base: string): Promise<string>;
   /** A new writable disk named `disk` over the disk or layer named `backing`. */
   createDisk(backing: string, disk: string, sizeBytes: number, opts?: { signal?: AbortSignal }): Promise<void>;
   /** Its layers port over `blobs`, whose local files lie in its layers directory (`blobs.localDir`); see HostLayers. */

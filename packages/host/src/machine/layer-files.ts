@@ -3,6 +3,7 @@ import { access, readdir, rename, rm } from "node:fs/promises";
 import path from "node:path";
 import { SandtreeError } from "@sandtree/protocol";
 import { ensureBaseLink } from "../disks/overlay.js";
+import { checkBaseName } from "./host-disks.js";
 import { checkLayerName, layerFile } from "./host-layers.js";
 
 /**
@@ -12,20 +13,18 @@ import { checkLayerName, layerFile } from "./host-layers.js";
 const HIDDEN_BEFORE_CHECKS = /^\.(tmp-flat-[A-Za-z0-9._-]+)$/;
 
 /**
- * Links the image base `basePath` into the layers directory `dir` (ensureBaseLink) and returns the
- * link's name; IMAGE_NOT_FOUND, nothing linked, when no base lies there (another host's path, or
- * an image removed), so a link in use is never pointed elsewhere.
+ * Links the image base named `base`, whose file on this host is `file`, into the layers directory
+ * `dir` (ensureBaseLink) and returns the link's name; IMAGE_NOT_FOUND, nothing linked, when no
+ * base lies there (an image this host never had, or removed), so a link in use is never pointed elsewhere.
  */
-export async function linkBaseIn(dir: string, basePath: string): Promise<string> {
+export async function linkBaseIn(dir: string, base: string, file: string): Promise<string> {
   try {
-    await access(basePath);
+    await access(file);
   } catch {
-    throw new SandtreeError("IMAGE_NOT_FOUND", `no image base lies at ${JSON.stringify(basePath.slice(0, 240))} on this host`, {
-      base_path: basePath.slice(0, 240),
-    });
+    throw new SandtreeError("IMAGE_NOT_FOUND", `the image base ${base} is not on this host`, { base });
   }
   mkdirSync(dir, { recursive: true });
-  return ensureBaseLink(dir, basePath);
+  return ensureBaseLink(dir, file);
 }
 
 /** Whether `name` lies in the layers directory `dir` (a link to an image base that is gone: false). */
@@ -77,8 +76,11 @@ export abstract class LayerDirectory {
     return layerFile(this.layersDir, name, field);
   }
 
-  linkBase(basePath: string): Promise<string> {
-    return linkBaseIn(this.layersDir, basePath);
+  /** Where the image base named `base` (checked: checkBaseName) lies on this host, if it does (its image store's file). */
+  protected abstract baseFile(base: string): string;
+
+  async linkBase(base: string): Promise<string> {
+    return linkBaseIn(this.layersDir, base, this.baseFile(checkBaseName(base)));
   }
 
   hasLayer(name: string): Promise<boolean> {

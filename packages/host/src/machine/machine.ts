@@ -22,7 +22,7 @@ import type { HostDisks } from "./host-disks.js";
 /** A command running in a machine: its events, stdin, signals and PTY size. */
 export type MachineExec = AgentExec;
 export type MachineExecEvent = AgentExecEvent;
-export { DISK_FILE_SUFFIX, type HostDisks } from "./host-disks.js";
+export { DISK_FILE_SUFFIX, type HostDisks, isBaseName } from "./host-disks.js";
 export type { HostLayers, LayerDigest } from "./host-layers.js";
 export type { ExecSpec, StatInfo };
 
@@ -302,10 +302,11 @@ export interface ResolvedImage {
   /** The image manifest's digest (`sha256:...`). */
   digest: string;
   /**
-   * The base on that host (a path there, never written to, opened by that host only): the caller
-   * keeps it only to give it back to `linkBase` (IMAGE_NOT_FOUND once the base is gone).
+   * The base's name (never a path): the same on every host for the same image (its manifest
+   * digest), so a checkpoint's record of it holds on any host; `linkBase` finds it on a host
+   * (IMAGE_NOT_FOUND where that host does not hold it, or no longer).
    */
-  basePath: string;
+  base: string;
   virtualSizeBytes: number;
   source: "local" | "registry";
   /** The image config's labels (the server reads sandtree's: image-defaults.ts). */

@@ -10,7 +10,7 @@ import type { HostDisks } from "./machine.js";
  * A QEMU host's disks: qcow2 overlays over a chain of qcow2 layers over the image base, all in its
  * layers directory `layersDir` and named there (each name checked: checkLayerName).
  */
-export class QemuDisks extends LayerDirectory implements HostDisks {
+export abstract class QemuDisks extends LayerDirectory implements HostDisks {
   constructor(readonly layersDir: string) {
     super();
   }

@@ -106,6 +106,7 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
   readonly jail: JailConfig;
   /** Images as bases built on this host (its image store). */
   readonly images: HostImages;
+  private readonly store: ImageStore;
   private readonly directDisk: boolean;
   private readonly dirs: MachineDirs;
   /** Its volumes' storage and files, in its volumes directory. */
@@ -118,7 +119,8 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
     this.volumes = new LocalVolumes(() => opts.volumesDir, opts.volumeImages);
     this.ownNetworks = opts.networks ?? new SandboxNetworks({ log: opts.log ?? stderrWarnings });
     this.directDisk = opts.diskCache === "direct";
-    this.images = new StoreImages(new ImageStore(opts.images));
+    this.store = new ImageStore(opts.images);
+    this.images = new StoreImages(this.store);
     const accel = opts.accel ?? "tcg";
     const nested = nestedSupport(accel);
     this.fixed = {
@@ -126,6 +128,10 @@ export class QemuMachineHost extends QemuDisks implements MachineHost {
       memorySnapshots: true,
       nested: nested.ok ? { ok: true } : { ok: false, why: nested.why },
     };
+  }
+
+  protected baseFile(base: string): string {
+    return this.store.baseFile(base);
   }
 
   get networks(): HostNetworks {

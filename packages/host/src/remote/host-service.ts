@@ -114,7 +114,7 @@ export function machineHostService(
         volumesWhy: c.volumes.ok ? "" : c.volumes.why,
       });
     },
-    linkBase: (r) => answer(async () => ({ name: await host.linkBase(r.basePath) })),
+    linkBase: (r) => answer(async () => ({ name: await host.linkBase(r.base) })),
     createDisk: (r, ctx) => answerEmpty(() => host.createDisk(r.backing, r.disk, Number(r.sizeBytes), sig(ctx))),
     flattenLayer: (r, ctx) =>
       answer(async () => {

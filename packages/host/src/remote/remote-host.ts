@@ -89,8 +89,8 @@ export class RemoteHost implements MachineHost {
     return null;
   }
 
-  linkBase(basePath: string): Promise<string> {
-    return this.call("linking an image base", async () => (await this.client.linkBase({ basePath })).name);
+  linkBase(base: string): Promise<string> {
+    return this.call("linking an image base", async () => (await this.client.linkBase({ base })).name);
   }
 
   async createDisk(backing: string, disk: string, sizeBytes: number, opts: { signal?: AbortSignal } = {}): Promise<void> {

@@ -108,7 +108,7 @@ function resolvedImage(m: ResolvedImageMsg): ResolvedImage {
   return {
     ref: m.ref,
     digest: m.digest,
-    basePath: m.basePath,
+    base: m.base,
     virtualSizeBytes: Number(m.virtualSizeBytes),
     source: sourceOf(m.source),
     labels: { ...m.labels },

@@ -32,10 +32,7 @@ export function fakeConformance(
     async () => {
       const dir = mkdtempSync(path.join(tmpdir(), `${dirPrefix}-`));
       const store = await layerBlobs(dir);
-      const { host, close } = await wrap(
-        new FakeHost({ images: { dir: path.join(dir, "images") }, dir: path.join(dir, "host"), layersDir: dir }),
-        store.blobs,
-      );
+      const { host, close } = await wrap(new FakeHost({ dir: path.join(dir, "host"), layersDir: dir }), store.blobs);
       return {
         host,
         dir,

@@ -2,15 +2,19 @@
 // hasLayer, removeLayer, listLayers; HostLayers: replace, storeAs): the control plane never reads
 // that directory itself. Run inside machineHostConformance, on its subject.
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { expect, it } from "vitest";
+import type { ResolvedImage } from "../../src/index.js";
 import type { HostUnderTest } from "./machine-host-conformance.js";
 
 const sha = (b: Buffer | string) => createHash("sha256").update(b).digest("hex");
 const DISK = 1024 ** 3;
 
-export function layerFilesConformance(subject: () => { t: HostUnderTest; base: string }, timeoutMs: number): void {
+export function layerFilesConformance(
+  subject: () => { t: HostUnderTest; image: ResolvedImage; base: string },
+  timeoutMs: number,
+): void {
   it("says which disks and layers lie in its layers directory, lists them by prefix, and removes one once or twice", {
     timeout: timeoutMs,
   }, async () => {
@@ -27,22 +31,42 @@ export function layerFilesConformance(subject: () => { t: HostUnderTest; base: s
     expect(await t.host.hasLayer("conf-files-1.qcow2")).toBe(false);
     expect(await t.host.listLayers("conf-files-")).toEqual(["conf-files-2.qcow2"]);
     expect(await t.host.listLayers("conf-no-such-prefix")).toEqual([]);
-    // A base linked, then gone (its image removed), is not there; no base is linked where none lies.
+    // A base's link whose base is gone (its image removed) is not there.
     const goneDir = path.join(t.dir, "..", `conf-gone-${path.basename(t.dir)}`);
     mkdirSync(goneDir, { recursive: true });
     writeFileSync(path.join(goneDir, "base.qcow2"), "a base");
-    const gone = await t.host.linkBase(path.join(goneDir, "base.qcow2"));
-    expect(await t.host.hasLayer(gone)).toBe(true);
+    symlinkSync(path.join(goneDir, "base.qcow2"), path.join(t.dir, "base-conf-gone"));
+    expect(await t.host.hasLayer("base-conf-gone")).toBe(true);
     rmSync(goneDir, { recursive: true });
-    expect(await t.host.hasLayer(gone)).toBe(false);
-    const before = await t.host.listLayers("");
-    await expect(t.host.linkBase(path.join(goneDir, "other.qcow2"))).rejects.toMatchObject({ code: "IMAGE_NOT_FOUND" });
-    expect(await t.host.listLayers("")).toEqual(before);
+    expect(await t.host.hasLayer("base-conf-gone")).toBe(false);
+    await t.host.removeLayer("base-conf-gone");
     // A flattening's temporary layer written hidden (before names were checked) is listed under its name.
     writeFileSync(path.join(t.dir, ".tmp-flat-conf"), "flat");
     expect(await t.host.listLayers("tmp-flat-")).toEqual(["tmp-flat-conf"]);
     expect(readFileSync(path.join(t.dir, "tmp-flat-conf"), "utf8")).toBe("flat");
     await t.host.removeLayer("tmp-flat-conf");
+  });
+
+  it("links an image's base by its name only: IMAGE_NOT_FOUND for one it does not hold, VALIDATION_FAILED for a path", {
+    timeout: timeoutMs,
+  }, async () => {
+    const { t, image, base } = subject();
+    expect(image.base).not.toMatch(/[/\\]/);
+    expect(await t.host.linkBase(image.base)).toBe(base);
+    const before = await t.host.listLayers("");
+    const notHeld = `sha256:${"0".repeat(64)}`;
+    await expect(t.host.linkBase(notHeld)).rejects.toMatchObject({ code: "IMAGE_NOT_FOUND" });
+    // A file that is a base, given by its path (as checkpoints once recorded one): refused, not linked.
+    const outside = path.join(t.dir, "..", `conf-base-path-${path.basename(t.dir)}`, "base.qcow2");
+    mkdirSync(path.dirname(outside), { recursive: true });
+    writeFileSync(outside, "a base");
+    const hex = "a".repeat(64);
+    for (const name of ["", "..", outside, `/blobs/sha256/${hex}/base.qcow2`, `sha256/${hex}`, `../sha256:${hex}`, base]) {
+      await expect(t.host.linkBase(name), name).rejects.toMatchObject({ code: "VALIDATION_FAILED" });
+    }
+    expect(await t.host.listLayers("")).toEqual(before);
+    expect(readFileSync(outside, "utf8")).toBe("a base");
+    rmSync(path.dirname(outside), { recursive: true });
   });
 
   it("refuses a name or prefix that is a path with VALIDATION_FAILED, before any file is touched", {

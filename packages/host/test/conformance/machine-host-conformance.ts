@@ -110,7 +110,7 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
     beforeAll(async () => {
       t = await make();
       image = await t.host.images.resolve(t.image, {});
-      base = await t.host.linkBase(image.basePath);
+      base = await t.host.linkBase(image.base);
       await t.host.createDisk(base, disk("a"), DISK);
       a = await start("conf-a", disk("a"));
     }, 4 * timeoutMs);
@@ -219,7 +219,7 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
       expect((await t.host.survivors()).map((s) => s.name)).not.toContain("conf-bad");
     });
 
-    layerFilesConformance(() => ({ t, base }), timeoutMs);
+    layerFilesConformance(() => ({ t, image, base }), timeoutMs);
 
     it("resolves an image to a base on the host, the one its first machine started on", { timeout: timeoutMs }, async () => {
       expect(image.digest).toMatch(/^sha256:[0-9a-f]{64}$/);
@@ -228,7 +228,7 @@ export function machineHostConformance(name: string, make: () => Promise<HostUnd
       expect(typeof image.labels).toBe("object");
       expect(await t.host.images.resolve(t.image, {})).toEqual(image);
       await t.host.images.check(t.image, {});
-      expect(await t.host.linkBase(image.basePath)).toBe(base);
+      expect(await t.host.linkBase(image.base)).toBe(base);
       expect((await run(a, "echo up")).out).toBe("up\n");
     });
 

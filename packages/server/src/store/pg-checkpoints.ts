@@ -4,6 +4,12 @@ import type { CheckpointPatch, CheckpointRow } from "./rows.js";
 
 // The SQL behind PgStore's checkpoint methods (metering of their changes: pg-metering.ts).
 
+/** SQLite's CHECKPOINT_BASE_NAMES_MIGRATION: a path into an image store becomes the base's name. */
+export const PG_CHECKPOINT_BASE_NAMES_MIGRATION = `
+  ALTER TABLE checkpoints RENAME COLUMN base_path TO base;
+  UPDATE checkpoints SET base = 'sha256:' || substring(base from '/blobs/sha256/([0-9a-f]{64})/base\\.[^/]+$')
+    WHERE base ~ '/blobs/sha256/[0-9a-f]{64}/base\\.[^/]+$';`;
+
 const TABLE = wholeRows<CheckpointRow>("checkpoints", [
   "id",
   "team_id",
@@ -13,7 +19,7 @@ const TABLE = wholeRows<CheckpointRow>("checkpoints", [
   "depth",
   "image",
   "image_digest",
-  "base_path",
+  "base",
   "disk_size_bytes",
   "stored_bytes",
   "sha256",

@@ -2,6 +2,7 @@ import type pg from "pg";
 import { PG_IMAGE_ALIASES_MIGRATION } from "./image-aliases.js";
 import { JOB_TAILS_MIGRATION } from "./job-tails.js";
 import { KEY_FINGERPRINTS_MIGRATION } from "./key-fingerprints.js";
+import { PG_CHECKPOINT_BASE_NAMES_MIGRATION } from "./pg-checkpoints.js";
 import { PG_HOST_URLS_MIGRATION } from "./pg-host-urls.js";
 import { PG_HOSTS_MIGRATION, PG_PLACED_BY_MIGRATION } from "./pg-hosts.js";
 import { PG_METER_HOURS_MIGRATION } from "./usage-hours.js";
@@ -99,6 +100,7 @@ export const PG_MIGRATIONS: ReadonlyArray<readonly [name: string, sql: string]> 
   ["0016-meter-open", METER_OPEN_MIGRATION],
   ["0017-job-tails", JOB_TAILS_MIGRATION],
   ["0018-error-code", "ALTER TABLE sandboxes ADD COLUMN error_code TEXT;"],
+  ["0019-base-names", PG_CHECKPOINT_BASE_NAMES_MIGRATION],
 ];
 
 /**

@@ -74,7 +74,11 @@ export interface CheckpointRow extends Omit<Checkpoint, "has_memory"> {
   /** The machine the memory state loads into (`tcg`, `kvm:host/...+nested`: see machineOf); null without memory. */
   machine?: string | null;
   image_digest: string | null;
-  base_path: string;
+  /**
+   * The image base's name (ResolvedImage.base: the image's digest), the same on every host; a row
+   * from before names may hold a path (never given to a host: ensureBase resolves the image again).
+   */
+  base: string;
   sha256: string | null;
   blob_key: string | null;
 }

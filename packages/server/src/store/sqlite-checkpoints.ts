@@ -17,7 +17,17 @@ export const CHECKPOINT_MIGRATION = `
   ALTER TABLE sandboxes ADD COLUMN source_checkpoint_id TEXT;
   ALTER TABLE sandboxes ADD COLUMN head_checkpoint_id TEXT;`;
 
-const COLUMNS = `id, team_id, sandbox_id, parent_id, state, depth, image, image_digest, base_path, disk_size_bytes,
+/**
+ * A checkpoint's image base by name (ResolvedImage.base), no longer the host's path: a path into an
+ * image store (`.../blobs/sha256/<hex>/base.<format>`) becomes `sha256:<hex>`; any other stays
+ * (ensureBase resolves the image again, never giving a path to a host).
+ */
+export const CHECKPOINT_BASE_NAMES_MIGRATION = `
+  ALTER TABLE checkpoints RENAME COLUMN base_path TO base;
+  UPDATE checkpoints SET base = 'sha256:' || substr(base, instr(base, '/blobs/sha256/') + 14, 64)
+    WHERE base GLOB '*/blobs/sha256/${"[0-9a-f]".repeat(64)}/base.*';`;
+
+const COLUMNS = `id, team_id, sandbox_id, parent_id, state, depth, image, image_digest, base, disk_size_bytes,
   stored_bytes, sha256, blob_key, error, created_at, updated_at, expires_at, mem_key, mem_sha256, cpu_cores, memory_mb, machine`;
 
 export const CHECKPOINT_MEMORY_MIGRATION = `
@@ -29,7 +39,7 @@ export const CHECKPOINT_MEMORY_MIGRATION = `
 export function insertCheckpoint(db: Database.Database, c: CheckpointRow): void {
   db.prepare(
     `INSERT INTO checkpoints (${COLUMNS}) VALUES (@id, @team_id, @sandbox_id, @parent_id, @state, @depth, @image,
-      @image_digest, @base_path, @disk_size_bytes, @stored_bytes, @sha256, @blob_key, @error, @created_at, @updated_at, @expires_at,
+      @image_digest, @base, @disk_size_bytes, @stored_bytes, @sha256, @blob_key, @error, @created_at, @updated_at, @expires_at,
       @mem_key, @mem_sha256, @cpu_cores, @memory_mb, @machine)`,
   ).run({ ...c, machine: c.machine ?? null });
 }

@@ -75,6 +75,7 @@ export const SQLITE_MIGRATIONS: Array<[name: string, sql: string]> = [
   ["0023-meter-hours-clustered", SQLITE_METER_HOURS_CLUSTERED_MIGRATION],
   ["0024-job-tails", JOB_TAILS_MIGRATION],
   ["0025-error-code", "ALTER TABLE sandboxes ADD COLUMN error_code TEXT;"],
+  ["0026-base-names", ck.CHECKPOINT_BASE_NAMES_MIGRATION],
 ];
 
 /** Applies the migrations not yet recorded, each in its own transaction. */

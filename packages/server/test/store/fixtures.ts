@@ -84,7 +84,7 @@ export function checkpointRow(teamId: string, sandboxId: string, over: Partial<C
     depth: 0,
     image: "sandtree/busybox",
     image_digest: "sha256:abc",
-    base_path: `/templates/${id}.qcow2`,
+    base: `sha256:${"b".repeat(64)}`,
     disk_size_bytes: 4 * 1024 ** 3,
     stored_bytes: 0,
     sha256: null,

@@ -1,4 +1,4 @@
-import type { HostDisks, HostLayers } from "@sandtree/host";
+import { type HostDisks, type HostLayers, isBaseName } from "@sandtree/host";
 import { SandtreeError } from "@sandtree/protocol";
 import type { CheckpointRow } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
@@ -31,13 +31,13 @@ async function fetched(
 }
 
 /**
- * Whether the image base a checkpoint recorded (the host's reference, ResolvedImage.basePath) is on
- * the host: linked into its layers directory, its link not dangling.
+ * Whether the image base a checkpoint recorded (its name, ResolvedImage.base) is on the host: linked
+ * into its layers directory, its link not dangling. A row from before names (a path) says no.
  */
-export async function baseHere(disks: Pick<HostDisks, "hasLayer" | "linkBase">, basePath: string): Promise<boolean> {
-  if (!basePath) return false;
+export async function baseHere(disks: Pick<HostDisks, "hasLayer" | "linkBase">, base: string): Promise<boolean> {
+  if (!isBaseName(base)) return false;
   try {
-    return await disks.hasLayer(await disks.linkBase(basePath));
+    return await disks.hasLayer(await disks.linkBase(base));
   } catch (err) {
     if (err instanceof SandtreeError && err.code === "IMAGE_NOT_FOUND") return false;
     throw err;
@@ -109,7 +109,7 @@ export async function verifyChain(
     }
     memState = await fetched(chain, id, top.mem_key, top.mem_sha256, signal);
   }
-  if (!(await baseHere(chain.disks, top.base_path))) {
+  if (!(await baseHere(chain.disks, top.base))) {
     throw new SandtreeError("CHECKPOINT_CORRUPT", `the image base of checkpoint ${id} is gone`, { checkpoint_id: id });
   }
   return { layer: topLayer, row: top, memState };

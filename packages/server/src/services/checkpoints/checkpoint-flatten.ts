@@ -19,7 +19,7 @@ export async function flattenCheckpoint(
   // A name in the host's layers directory, swapped in by its layers port.
   const tmp = `${FLAT_TMP}${id}`;
   try {
-    const digest = await deps.host.flattenLayer(row.blob_key, await deps.host.linkBase(row.base_path), tmp);
+    const digest = await deps.host.flattenLayer(row.blob_key, await deps.host.linkBase(row.base), tmp);
     // Stored (for a remote store: uploaded) before the new hash is recorded, then swapped where it lies.
     const commit = () => deps.store.updateCheckpoint(id, { sha256: digest.sha256, stored_bytes: digest.size }, ["DURABLE"]);
     if (!(await deps.layers.replace(row.blob_key, tmp, digest, commit))) return;

@@ -110,7 +110,7 @@ export class CheckpointService {
         depth: (parent?.depth ?? 0) + 1,
         image: sb.image,
         image_digest: sb.image_digest,
-        base_path: parent?.base_path ?? (await this.deps.sandboxes.basePathOf(sb)),
+        base: parent?.base ?? (await this.deps.sandboxes.baseOf(sb)),
         disk_size_bytes: sb.disk_size_gb * 1024 ** 3,
         stored_bytes: 0,
         sha256: null,

@@ -5,7 +5,7 @@ import type { CheckpointRow } from "../../store/rows.js";
 export function publicCheckpoint(r: CheckpointRow): Checkpoint {
   const {
     image_digest: _d,
-    base_path: _b,
+    base: _b,
     sha256: _s,
     blob_key: _k,
     mem_key: _m,

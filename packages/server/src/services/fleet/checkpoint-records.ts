@@ -7,7 +7,7 @@ import type { ImageResolver } from "../images/image-resolver.js";
 
 /** A checkpoint row as another host needs it: everything but this host's paths and team. */
 export function checkpointRecord(r: CheckpointRow): CheckpointRecord {
-  const { team_id: _t, base_path: _b, updated_at: _u, ...rec } = r;
+  const { team_id: _t, base: _b, updated_at: _u, ...rec } = r;
   return rec;
 }
 
@@ -31,8 +31,9 @@ function pinned(image: string, digest: string): string {
 
 /**
  * The image base under a checkpoint's chain on this host, pulled (by the digest it recorded) when
- * this host never had it, with the link its bottom layer names beside the layers. A checkpoint taken
- * on another host records that host's path: this one's goes into the row.
+ * this host never had it, with the link its bottom layer names beside the layers. A base's name is
+ * the same on every host; a row without one (a worker's copy) or with a path (from before names)
+ * gets this host's name for it.
  */
 export async function ensureBase(
   store: Store,
@@ -41,13 +42,13 @@ export async function ensureBase(
   row: CheckpointRow,
   signal?: AbortSignal,
 ): Promise<string> {
-  let base = row.base_path;
-  // Another host's reference (its path there), or an image removed since: resolved here again.
+  let base = row.base;
+  // A base this host does not hold (or never named), or an image removed since: resolved here again.
   if (!(await baseHere(disks, base))) {
     const o = signal ? { signal } : {};
     try {
       const r = await images.resolve(row.image_digest ? pinned(row.image, row.image_digest) : row.image, o);
-      base = r.basePath;
+      base = r.base;
     } catch (err) {
       throw new SandtreeError(
         "CHECKPOINT_CORRUPT",
@@ -55,7 +56,7 @@ export async function ensureBase(
         { checkpoint_id: row.id },
       );
     }
-    await store.updateCheckpoint(row.id, { base_path: base });
+    if (base !== row.base) await store.updateCheckpoint(row.id, { base });
   }
   await disks.linkBase(base);
   return base;

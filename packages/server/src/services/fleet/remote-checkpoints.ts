@@ -52,7 +52,7 @@ export class RemoteCheckpoints {
     });
     const rec = CheckpointRecord.parse(await this.client.call(host, "GET", `/v1/fleet/checkpoints/${id}`, {}));
     // Base paths are each host's own: a host that restores it resolves the image by its digest.
-    await store.insertCheckpoint({ ...rec, team_id: teamId, base_path: "", updated_at: new Date().toISOString() });
+    await store.insertCheckpoint({ ...rec, team_id: teamId, base: "", updated_at: new Date().toISOString() });
     await store.updateSandbox(sandboxId, { head_checkpoint_id: id });
     await store.addEvent(sandboxId, `checkpoint ${id} taken on host ${host.name}`);
     if (rec.state === "PENDING" || rec.state === "FROZEN") this.follow(host, id);

@@ -83,7 +83,7 @@ export class WorkerCheckpoints {
         continue;
       }
       try {
-        await store.insertCheckpoint({ ...r, team_id: teamId, base_path: "", updated_at: new Date().toISOString() });
+        await store.insertCheckpoint({ ...r, team_id: teamId, base: "", updated_at: new Date().toISOString() });
       } catch (err) {
         // Another restore of the same chain recorded it first.
         if (!(await store.getCheckpoint(r.id))) throw err;

@@ -81,9 +81,9 @@ export class Provisioner {
 
   constructor(private readonly deps: ProvisionerDeps) {}
 
-  /** The image base under a sandbox's disk chain. */
-  async basePathOf(sb: Sandbox): Promise<string> {
-    return this.imageBases.get(sb.id) ?? (await this.deps.images.resolve(sb.image, {})).basePath;
+  /** The name of the image base under a sandbox's disk chain. */
+  async baseOf(sb: Sandbox): Promise<string> {
+    return this.imageBases.get(sb.id) ?? (await this.deps.images.resolve(sb.image, {})).base;
   }
 
   forget(id: string): void {
@@ -212,8 +212,8 @@ export class Provisioner {
         image = { digest: restore.digest, virtualSizeBytes: 0 };
       } else {
         const resolved = await this.deps.images.resolve(sb.image, { ...(credentials ? { credentials } : {}), signal });
-        this.imageBases.set(sb.id, resolved.basePath);
-        backing = await this.deps.host.linkBase(resolved.basePath);
+        this.imageBases.set(sb.id, resolved.base);
+        backing = await this.deps.host.linkBase(resolved.base);
         image = resolved;
         // What the image says it needs, where the create did not say otherwise.
         const found = imageDefaults(sb, resolved.labels);

@@ -106,8 +106,8 @@ export class SandboxService {
   }
 
   /** The image base under a sandbox's disk chain. */
-  basePathOf(sb: Sandbox): Promise<string> {
-    return this.bundles.of(sb.id).provisioner.basePathOf(sb);
+  baseOf(sb: Sandbox): Promise<string> {
+    return this.bundles.of(sb.id).provisioner.baseOf(sb);
   }
 
   /** Creates a sandbox from an image, or answers the one an unexpired idempotency key created (`created: false`). */
