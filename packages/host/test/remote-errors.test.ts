@@ -12,8 +12,10 @@ import {
   MachineRefusedError,
   MachineTimeoutError,
 } from "../src/index.js";
+import { fromConnectError } from "../src/remote/remote-errors.js";
 import type { RemoteHost } from "../src/remote.js";
 import { QmpClosedError, QmpCommandError, QmpTimeoutError } from "../src/vmm/qmp-client.js";
+import { rawClient } from "./helpers/raw-import.js";
 import { type ServedFake, serveFakeHost } from "./helpers/served-fake.js";
 
 /** What the API renders of an error: its code, status, message and details (undefined: a plain 500). */
@@ -81,5 +83,27 @@ describe("remote host errors", () => {
     }
     expect(rendered(await overTheWire(refusedByQmp))).toMatchObject({ code: "VM_ERROR", details: { qmp_class: "GenericError" } });
     expect(rendered(await overTheWire(new DeadlineError("x", 5)))).toMatchObject({ code: "GUEST_ERROR" });
+  });
+
+  it("refuses a file call without its file part (protobuf cannot require it): VALIDATION_FAILED", async () => {
+    const raw = rawClient(fixture.worker.url, key);
+    const drain = async (s: AsyncIterable<unknown>) => {
+      for await (const _ of s);
+    };
+    const calls = [
+      () => raw.mkdir({ machine: "m" }),
+      () => raw.remove({ machine: "m" }),
+      () => drain(raw.readFile({ machine: "m" })),
+      () => raw.volumeMkdir({ name: "v" }),
+      () => raw.volumeRemovePath({ name: "v" }),
+      () => drain(raw.volumeRead({ name: "v" })),
+    ];
+    for (const call of calls) {
+      const err = await call().then(
+        () => null,
+        (e: unknown) => fromConnectError(e, "a file call"),
+      );
+      expect(err).toMatchObject({ code: "VALIDATION_FAILED" });
+    }
   });
 });
