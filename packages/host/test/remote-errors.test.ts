@@ -1,11 +1,8 @@
 // What the API answers for a host's error is the same whether the host is in-process or behind a
 // worker: each error the host may throw crosses the wire with its code, message and details.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { ERROR_CODES, SandtreeError } from "@sandtree/protocol";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { FakeHost } from "../src/fake.js";
+import type { FakeHost } from "../src/fake.js";
 import {
   AgentClosedError,
   BlobCorruptError,
@@ -15,8 +12,11 @@ import {
   MachineRefusedError,
   MachineTimeoutError,
 } from "../src/index.js";
-import { connectRemoteHost, type RemoteHost, type ServedHost, serveMachineHost } from "../src/remote.js";
+import { fromConnectError } from "../src/remote/remote-errors.js";
+import type { RemoteHost } from "../src/remote.js";
 import { QmpClosedError, QmpCommandError, QmpTimeoutError } from "../src/vmm/qmp-client.js";
+import { rawClient } from "./helpers/raw-import.js";
+import { type ServedFake, serveFakeHost } from "./helpers/served-fake.js";
 
 /** What the API renders of an error: its code, status, message and details (undefined: a plain 500). */
 function rendered(err: unknown) {
@@ -25,24 +25,16 @@ function rendered(err: unknown) {
 }
 
 describe("remote host errors", () => {
-  let dir: string;
+  let fixture: ServedFake;
   let fake: FakeHost;
-  let worker: ServedHost;
   let host: RemoteHost;
   const key = "stw_errors-key";
 
   beforeAll(async () => {
-    dir = mkdtempSync(path.join(tmpdir(), "sandtree-remote-errors-"));
-    fake = new FakeHost({ dir: path.join(dir, "host"), layersDir: dir });
-    worker = await serveMachineHost({ host: fake, key: () => key, networksDir: path.join(dir, "networks") });
-    host = await connectRemoteHost({ url: worker.url, key });
+    fixture = await serveFakeHost("sandtree-remote-errors-", () => key);
+    ({ fake, host } = fixture);
   });
-
-  afterAll(async () => {
-    host?.close();
-    await worker?.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  afterAll(() => fixture?.close());
 
   /** The error a remote caller gets when the worker's host throws `err`. */
   async function overTheWire(err: Error): Promise<unknown> {
@@ -91,5 +83,27 @@ describe("remote host errors", () => {
     }
     expect(rendered(await overTheWire(refusedByQmp))).toMatchObject({ code: "VM_ERROR", details: { qmp_class: "GenericError" } });
     expect(rendered(await overTheWire(new DeadlineError("x", 5)))).toMatchObject({ code: "GUEST_ERROR" });
+  });
+
+  it("refuses a file call without its file part (protobuf cannot require it): VALIDATION_FAILED", async () => {
+    const raw = rawClient(fixture.worker.url, key);
+    const drain = async (s: AsyncIterable<unknown>) => {
+      for await (const _ of s);
+    };
+    const calls = [
+      () => raw.mkdir({ machine: "m" }),
+      () => raw.remove({ machine: "m" }),
+      () => drain(raw.readFile({ machine: "m" })),
+      () => raw.volumeMkdir({ name: "v" }),
+      () => raw.volumeRemovePath({ name: "v" }),
+      () => drain(raw.volumeRead({ name: "v" })),
+    ];
+    for (const call of calls) {
+      const err = await call().then(
+        () => null,
+        (e: unknown) => fromConnectError(e, "a file call"),
+      );
+      expect(err).toMatchObject({ code: "VALIDATION_FAILED" });
+    }
   });
 });

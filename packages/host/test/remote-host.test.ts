@@ -2,8 +2,7 @@
 // a worker's host, what a caller sees when the worker is gone, and that the host's own errors
 // arrive as the classes the in-process host throws. Over loopback to a FakeHost (no VM).
 import { createHash, randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { FakeHost } from "../src/fake.js";
@@ -17,8 +16,10 @@ import {
 import { connectRemoteHost, type RemoteHost, type ServedHost, serveMachineHost } from "../src/remote.js";
 import { fakeSpec } from "./conformance/fake-subject.js";
 import { importRaw } from "./helpers/raw-import.js";
+import { type ServedFake, serveFakeHost } from "./helpers/served-fake.js";
 
 describe("remote host", () => {
+  let fixture: ServedFake;
   let dir: string;
   let fake: FakeHost;
   let worker: ServedHost;
@@ -29,19 +30,12 @@ describe("remote host", () => {
   const spec = (name: string): MachineSpec => fakeSpec()(name, `${name}.qcow2`);
 
   beforeAll(async () => {
-    dir = mkdtempSync(path.join(tmpdir(), "sandtree-remote-"));
-    fake = new FakeHost({ dir: path.join(dir, "host"), layersDir: dir });
+    fixture = await serveFakeHost("sandtree-remote-", current);
+    ({ dir, fake, worker, host } = fixture);
     // The image base the tests' disks lie on (a host links only a base it has), by its name.
     base = (await fake.images.resolve("sandtree/busybox", {})).base;
-    worker = await serveMachineHost({ host: fake, key: () => key, networksDir: path.join(dir, "networks") });
-    host = await connectRemoteHost({ url: worker.url, key: current });
   });
-
-  afterAll(async () => {
-    host?.close();
-    await worker?.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  afterAll(() => fixture?.close());
 
   it("refuses a caller without the worker's current key", async () => {
     await expect(connectRemoteHost({ url: worker.url, key: "stw_wrong" })).rejects.toMatchObject({ code: "UNAUTHORIZED" });

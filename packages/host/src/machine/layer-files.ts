@@ -2,7 +2,9 @@ import { mkdirSync } from "node:fs";
 import { access, readdir, rename, rm } from "node:fs/promises";
 import path from "node:path";
 import { SandtreeError } from "@sandtree/protocol";
+import { BLOB_KEY_MAX } from "../blobs/blob-store.js";
 import { ensureBaseLink } from "../disks/overlay.js";
+import { isFlatName } from "../util/flat-names.js";
 import { checkBaseName } from "./host-disks.js";
 import { checkLayerName, layerFile } from "./host-layers.js";
 
@@ -61,7 +63,7 @@ export async function listLayerFiles(dir: string, prefix: string): Promise<strin
       names.add(hidden);
     } else names.add(f);
   }
-  return [...names].filter((n) => n.startsWith(prefix) && isLayerName(n)).sort();
+  return [...names].filter((n) => n.startsWith(prefix) && isFlatName(n, BLOB_KEY_MAX)).sort();
 }
 
 /**
@@ -93,14 +95,5 @@ export abstract class LayerDirectory {
 
   listLayers(prefix: string): Promise<string[]> {
     return listLayerFiles(this.layersDir, prefix);
-  }
-}
-
-function isLayerName(name: string): boolean {
-  try {
-    checkLayerName(name);
-    return true;
-  } catch {
-    return false;
   }
 }

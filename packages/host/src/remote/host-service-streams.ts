@@ -15,6 +15,8 @@ import {
 import type { Machine, MachineExec } from "../machine/machine.js";
 import { AsyncQueue } from "../util/async-queue.js";
 import { Credit } from "./credit.js";
+import { fileOf, rangeOf } from "./file-msgs.js";
+import { headedUpload } from "./headed-upload.js";
 import type { ServedMachines } from "./host-service.js";
 import { machineInfo } from "./host-service.js";
 import { serveConnect } from "./host-service-connect.js";
@@ -134,20 +136,9 @@ async function* exec(served: ServedMachines, inputs: AsyncIterable<ExecInput>, c
 }
 
 async function writeFile(served: ServedMachines, inputs: AsyncIterable<WriteFileInput>, ctx: HandlerContext) {
-  const it = inputs[Symbol.asyncIterator]();
-  const first = await it.next();
-  if (first.done || first.value.input.case !== "header")
-    throw toConnectError(new Error("a file write's first message names the file"));
-  const h = first.value.input.value;
-  async function* data(): AsyncIterable<Uint8Array> {
-    for (;;) {
-      const { value, done } = await it.next();
-      if (done) return;
-      if (value.input.case === "data") yield value.input.value;
-    }
-  }
+  const { header: h, data } = await headedUpload(inputs, "a file write");
   try {
-    const r = await served.get(h.machine).writeFile(h.path, data(), {
+    const r = await served.get(h.machine).writeFile(h.path, data, {
       ...(h.mode !== undefined ? { mode: h.mode } : {}),
       append: h.append,
       signal: ctx.signal,
@@ -172,12 +163,9 @@ export function hostStreams(served: ServedMachines): Streams {
     readFile: (r, ctx) =>
       rethrown(
         (async function* () {
-          const opts = {
-            ...(r.offset !== undefined ? { offset: Number(r.offset) } : {}),
-            ...(r.length !== undefined ? { length: Number(r.length) } : {}),
-            signal: ctx.signal,
-          };
-          for await (const data of served.get(r.machine).readFile(r.path, opts)) yield { data };
+          const f = fileOf(r.file, "file");
+          const opts = { ...rangeOf(f), signal: ctx.signal };
+          for await (const data of served.get(r.machine).readFile(f.path, opts)) yield { data };
         })(),
       ),
     writeFile: (inputs, ctx) => writeFile(served, inputs, ctx),
@@ -186,12 +174,14 @@ export function hostStreams(served: ServedMachines): Streams {
       answer(async () => ({ entries: (await served.get(r.machine).list(r.path)).map((s) => ({ json: JSON.stringify(s) })) })),
     mkdir: (r) =>
       answer(async () => {
-        await served.get(r.machine).mkdir(r.path, { parents: r.parents, ...(r.mode !== undefined ? { mode: r.mode } : {}) });
+        const d = fileOf(r.dir, "dir");
+        await served.get(r.machine).mkdir(d.path, { parents: d.parents, ...(d.mode !== undefined ? { mode: d.mode } : {}) });
         return {};
       }),
     remove: (r) =>
       answer(async () => {
-        await served.get(r.machine).remove(r.path, { recursive: r.recursive });
+        const f = fileOf(r.file, "file");
+        await served.get(r.machine).remove(f.path, { recursive: f.recursive });
         return {};
       }),
   };

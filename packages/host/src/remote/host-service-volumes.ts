@@ -4,6 +4,8 @@ import type { BlobStore } from "../blobs/blob-store.js";
 import type { MachineHostService } from "../gen/sandtree/host/v1/host_pb.js";
 import type { VolumeWriteInput } from "../gen/sandtree/host/v1/host_volumes_pb.js";
 import type { HostVolumes } from "../volumes/host-volumes.js";
+import { fileOf, rangeOf } from "./file-msgs.js";
+import { headedUpload } from "./headed-upload.js";
 import { answer, answerEmpty, toConnectError } from "./remote-errors.js";
 
 type VolumeCalls = Pick<
@@ -26,20 +28,9 @@ type VolumeCalls = Pick<
 const sig = (ctx: HandlerContext) => ({ signal: ctx.signal });
 
 async function write(volumes: HostVolumes, inputs: AsyncIterable<VolumeWriteInput>, ctx: HandlerContext) {
-  const it = inputs[Symbol.asyncIterator]();
-  const first = await it.next();
-  if (first.done || first.value.input.case !== "header")
-    throw toConnectError(new Error("a volume write's first message names the file"));
-  const h = first.value.input.value;
-  async function* data(): AsyncIterable<Uint8Array> {
-    for (;;) {
-      const { value, done } = await it.next();
-      if (done) return;
-      if (value.input.case === "data") yield value.input.value;
-    }
-  }
+  const { header: h, data } = await headedUpload(inputs, "a volume write");
   return answer(async () => {
-    const w = await volumes.write(h.name, h.path, data(), {
+    const w = await volumes.write(h.name, h.path, data, {
       ...(h.mode !== undefined ? { mode: h.mode } : {}),
       limitBytes: Number(h.limitBytes),
       usedBytes: Number(h.usedBytes),
@@ -66,12 +57,8 @@ export function volumeCalls(volumes: HostVolumes, blobs: BlobStore | null): Volu
     volumeRead: (r, ctx) =>
       (async function* () {
         try {
-          const opts = {
-            ...(r.offset !== undefined ? { offset: Number(r.offset) } : {}),
-            ...(r.length !== undefined ? { length: Number(r.length) } : {}),
-            signal: ctx.signal,
-          };
-          const { size, chunks } = await volumes.read(r.name, r.path, opts);
+          const f = fileOf(r.file, "file");
+          const { size, chunks } = await volumes.read(r.name, f.path, { ...rangeOf(f), signal: ctx.signal });
           yield { output: { case: "size" as const, value: BigInt(size) } };
           for await (const data of chunks) yield { output: { case: "data" as const, value: data } };
         } catch (err) {
@@ -80,10 +67,18 @@ export function volumeCalls(volumes: HostVolumes, blobs: BlobStore | null): Volu
       })(),
     volumeWrite: (inputs, ctx) => write(volumes, inputs, ctx),
     volumeMkdir: (r, ctx) =>
-      answer(async () => ({
-        json: JSON.stringify(await volumes.mkdir(r.name, r.path, { parents: r.parents, mode: r.mode, ...sig(ctx) })),
-      })),
-    volumeRemovePath: (r, ctx) => answerEmpty(() => volumes.removePath(r.name, r.path, { recursive: r.recursive, ...sig(ctx) })),
+      answer(async () => {
+        const d = fileOf(r.dir, "dir");
+        // An absent mode is proto3's 0, as before the message was shared (the client always sends one).
+        return {
+          json: JSON.stringify(await volumes.mkdir(r.name, d.path, { parents: d.parents, mode: d.mode ?? 0, ...sig(ctx) })),
+        };
+      }),
+    volumeRemovePath: (r, ctx) =>
+      answerEmpty(() => {
+        const f = fileOf(r.file, "file");
+        return volumes.removePath(r.name, f.path, { recursive: f.recursive, ...sig(ctx) });
+      }),
     storeVolume: (r, ctx) =>
       answer(async () => {
         const p = await archives().store(r.name, r.key, { snapshot: r.snapshot, sizeGb: r.sizeGb, ...sig(ctx) });

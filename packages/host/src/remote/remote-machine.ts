@@ -27,6 +27,7 @@ import {
   type SuperviseOptions,
 } from "../machine/machine.js";
 import { AsyncQueue } from "../util/async-queue.js";
+import { fileRead } from "./file-msgs.js";
 import { remoteConnect } from "./remote-connect.js";
 import { fromConnectError, remoteCall } from "./remote-errors.js";
 import { RemoteExec } from "./remote-exec.js";
@@ -145,12 +146,7 @@ export class RemoteMachine extends EventEmitter implements Machine {
   }
 
   async *readFile(path: string, opts: { offset?: number; length?: number; signal?: AbortSignal } = {}): AsyncIterable<Buffer> {
-    const req = {
-      machine: this.name,
-      path,
-      ...(opts.offset !== undefined ? { offset: BigInt(opts.offset) } : {}),
-      ...(opts.length !== undefined ? { length: BigInt(opts.length) } : {}),
-    };
+    const req = { machine: this.name, file: fileRead(path, opts) };
     try {
       for await (const c of this.client.readFile(req, opts.signal ? { signal: opts.signal } : {})) yield Buffer.from(c.data);
     } catch (err) {
@@ -197,16 +193,14 @@ export class RemoteMachine extends EventEmitter implements Machine {
   async mkdir(path: string, opts: { parents?: boolean; mode?: number } = {}): Promise<void> {
     const req = {
       machine: this.name,
-      path,
-      parents: opts.parents === true,
-      ...(opts.mode !== undefined ? { mode: opts.mode } : {}),
+      dir: { path, parents: opts.parents === true, ...(opts.mode !== undefined ? { mode: opts.mode } : {}) },
     };
     await this.call(`mkdir ${path}`, () => this.client.mkdir(req));
   }
 
   async remove(path: string, opts: { recursive?: boolean } = {}): Promise<void> {
     await this.call(`removing ${path}`, () =>
-      this.client.remove({ machine: this.name, path, recursive: opts.recursive === true }),
+      this.client.remove({ machine: this.name, file: { path, recursive: opts.recursive === true } }),
     );
   }
 

@@ -4,6 +4,7 @@ import type { FileList, FileStat, PackedVolume } from "@sandtree/protocol";
 import type { MachineHostService } from "../gen/sandtree/host/v1/host_pb.js";
 import { type VolumeWriteInput, VolumeWriteInputSchema } from "../gen/sandtree/host/v1/host_volumes_pb.js";
 import type { HostVolumes, VolumeArchives, VolumeRead, VolumeWrite, VolumeWritten } from "../volumes/host-volumes.js";
+import { fileRead } from "./file-msgs.js";
 import { fromConnectError, remoteCall } from "./remote-errors.js";
 
 type Sig = { signal?: AbortSignal };
@@ -65,13 +66,7 @@ export class RemoteVolumes implements HostVolumes {
 
   /** The size arrives first (or the error of a file that cannot be read), the bytes after it. */
   async read(name: string, path: string, o: Sig & { offset?: number; length?: number } = {}): Promise<VolumeRead> {
-    const req = {
-      name,
-      path,
-      ...(o.offset !== undefined ? { offset: BigInt(o.offset) } : {}),
-      ...(o.length !== undefined ? { length: BigInt(o.length) } : {}),
-    };
-    const it = this.client.volumeRead(req, callOpts(o))[Symbol.asyncIterator]();
+    const it = this.client.volumeRead({ name, file: fileRead(path, o) }, callOpts(o))[Symbol.asyncIterator]();
     const first = await remoteCall("reading a volume's file", () => it.next());
     if (first.done || first.value.output.case !== "size") throw new Error("a volume read's first message is its size");
     const size = Number(first.value.output.value);
@@ -111,13 +106,13 @@ export class RemoteVolumes implements HostVolumes {
 
   mkdir(name: string, path: string, o: Sig & { parents: boolean; mode: number }): Promise<FileStat> {
     return remoteCall("making a volume's folder", async () =>
-      JSON.parse((await this.client.volumeMkdir({ name, path, parents: o.parents, mode: o.mode }, callOpts(o))).json),
+      JSON.parse((await this.client.volumeMkdir({ name, dir: { path, parents: o.parents, mode: o.mode } }, callOpts(o))).json),
     );
   }
 
   async removePath(name: string, path: string, o: Sig & { recursive: boolean }): Promise<void> {
     await remoteCall("removing a volume's file", () =>
-      this.client.volumeRemovePath({ name, path, recursive: o.recursive }, callOpts(o)),
+      this.client.volumeRemovePath({ name, file: { path, recursive: o.recursive } }, callOpts(o)),
     );
   }
 

@@ -5,8 +5,8 @@ import { createConnectTransport } from "@connectrpc/connect-node";
 import { MachineHostService } from "../../src/gen/sandtree/host/v1/host_pb.js";
 import { fromConnectError } from "../../src/remote/remote-errors.js";
 
-/** Null when the worker imported it, else the error the caller would see. */
-export async function importRaw(url: string, key: string, name: string, pieces: Uint8Array[]): Promise<Error | null> {
+/** A plain client of a worker's host service, for messages RemoteHost never sends. */
+export function rawClient(url: string, key: string) {
   const transport = createConnectTransport({
     baseUrl: url,
     httpVersion: "2",
@@ -17,11 +17,16 @@ export async function importRaw(url: string, key: string, name: string, pieces: 
       },
     ],
   });
+  return createClient(MachineHostService, transport);
+}
+
+/** Null when the worker imported it, else the error the caller would see. */
+export async function importRaw(url: string, key: string, name: string, pieces: Uint8Array[]): Promise<Error | null> {
   async function* inputs() {
     yield { input: { case: "header" as const, value: { name } } };
     for (const value of pieces) yield { input: { case: "tar" as const, value } };
   }
-  return createClient(MachineHostService, transport)
+  return rawClient(url, key)
     .importLayout(inputs())
     .then(
       () => null,

@@ -207,13 +207,19 @@ describe("the e2b SDK on sandtree: the control plane", () => {
       timeoutMs: 0,
     });
     const read = async () => Number((await sbx.files.read("/tmp/count")).trim());
+    // Which call failed, by name: a one-off in a full run (ci10) was one SDK call here answered
+    // by nothing for the SDK's 60 s (TimeoutError) and did not say which.
+    const step = async <T>(what: string, call: Promise<T>): Promise<T> =>
+      call.catch((err: Error) => {
+        throw new Error(`${what}: ${err.name}: ${err.message}`, { cause: err });
+      });
     const before = await until("the counter", async () => ((await read().catch(() => 0)) > 2 ? read() : undefined));
-    expect(await sbx.pause()).toBe(true);
-    expect((await sbx.getInfo()).state).toBe("paused");
-    const resumed = await Sandbox.connect(sbx.sandboxId);
-    expect((await resumed.getInfo()).state).toBe("running");
+    expect(await step("pause", sbx.pause())).toBe(true);
+    expect((await step("getInfo while paused", sbx.getInfo())).state).toBe("paused");
+    const resumed = await step("connect (resumes)", Sandbox.connect(sbx.sandboxId));
+    expect((await step("getInfo after connect", resumed.getInfo())).state).toBe("running");
     const later = await until("the counter to go on", async () => {
-      const n = await read();
+      const n = await step("read the counter after the resume", read());
       return n > before + 2 ? n : undefined;
     });
     expect(later).toBeGreaterThan(before);
