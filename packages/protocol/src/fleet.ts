@@ -1,7 +1,6 @@
 import { z } from "zod";
 import { Accel } from "./accel.js";
 import { HostName } from "./host-name.js";
-import { SandboxErrorCode, SandboxStatus } from "./sandbox.js";
 
 // Fleet mode: worker hosts join a control plane with a join token, report capacity and
 // locality, heartbeat; admins list, cordon and drain hosts; the control plane places work.
@@ -91,27 +90,10 @@ export const RegisterHostResponse = z.object({
 });
 export type RegisterHostResponse = z.infer<typeof RegisterHostResponse>;
 
-/** A status change of a sandbox on a worker: the control plane's record follows it. */
-export const SandboxReport = z.strictObject({
-  id: z.string().min(1).max(64),
-  status: SandboxStatus,
-  error_reason: z.string().max(4096).nullable().default(null),
-  /** Why it ended in ERROR on the worker (older workers omit it). */
-  error_code: SandboxErrorCode.nullable().default(null),
-});
-export type SandboxReport = z.input<typeof SandboxReport>;
-
 /** `POST /v1/fleet/hosts/{id}/heartbeat` (Authorization: Bearer <host secret>); locality only when it changed. */
 export const HeartbeatRequest = z.strictObject({
   capacity: HostCapacity.optional(),
   locality: HostLocality.optional(),
-  /** Status changes of the sandboxes it runs since the last heartbeat answered (ended, paused, resumed). */
-  sandboxes: z.array(SandboxReport).max(20_000).optional(),
-  /**
-   * The id of every sandbox it runs (not ended), sent now and then (every 10th heartbeat, and the
-   * first after a silence): the answer's `end` names those the control plane has ended.
-   */
-  running: z.array(z.string().min(1).max(64)).max(20_000).optional(),
 });
 export type HeartbeatRequest = z.input<typeof HeartbeatRequest>;
 
@@ -119,8 +101,6 @@ export const HeartbeatResponse = z.object({
   host_id: z.string(),
   state: HostState,
   heartbeat_interval_ms: z.number().int(),
-  /** Of the `running` sent: those whose record here has ended (HOST_LOST while it was away, a create abandoned) or that it never had: the worker ends them. */
-  end: z.array(z.string()).optional(),
 });
 export type HeartbeatResponse = z.infer<typeof HeartbeatResponse>;
 

@@ -7,7 +7,6 @@ export * from "./exec.js";
 export * from "./exec-stream.js";
 export * from "./files.js";
 export * from "./fleet.js";
-export * from "./fleet-checkpoints.js";
 export * from "./guest-frames.js";
 export * from "./guest-replies.js";
 export * from "./images.js";

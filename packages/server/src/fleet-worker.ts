@@ -17,8 +17,7 @@ import type { Logger } from "./services/observability/logger.js";
  * `blobStore` (the CLI passes $SANDTREE_BLOB_STORE) is only checked at join: the worker stores
  * layers where the control plane says (its bucket, or its own data dir).
  */
-export interface FleetWorkerOptions
-  extends Omit<RunWorkerOptions, "url" | "hostUrl" | "reports" | "inventory" | "onRegistered" | "layers"> {
+export interface FleetWorkerOptions extends Omit<RunWorkerOptions, "url" | "hostUrl" | "onRegistered" | "layers"> {
   /** Where it listens (default 127.0.0.1, port 7071); its machine host is served there unless `serveHost` says. */
   host?: string;
   port?: number;

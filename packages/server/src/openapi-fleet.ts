@@ -1,18 +1,15 @@
 import {
-  CheckpointRecord,
   HeartbeatRequest,
   HeartbeatResponse,
   HostList,
   HostStateChange,
   Placement,
   PlacementRequest,
-  PrepareCheckpointRequest,
-  PrepareCheckpointResponse,
   RegisterHostRequest,
   RegisterHostResponse,
 } from "@sandtree/protocol";
 import { z } from "zod";
-import { none, schemaRefs } from "./openapi-parts.js";
+import { schemaRefs } from "./openapi-parts.js";
 
 // Fleet mode's part of the OpenAPI document (openapi.ts merges it).
 
@@ -26,9 +23,6 @@ export const FLEET_SCHEMAS = {
   PlacementRequest,
   Placement,
   PlacementReleased: z.object({ released: z.boolean() }),
-  CheckpointRecord,
-  PrepareCheckpointRequest,
-  PrepareCheckpointResponse,
 };
 
 const { ok } = schemaRefs<keyof typeof FLEET_SCHEMAS>();
@@ -57,26 +51,4 @@ export const FLEET_OPERATIONS = {
     responses: { 201: ok("Placement") },
   },
   "DELETE /v1/fleet/placements/:id": { summary: "Release a reservation (admin)", responses: { 200: ok("PlacementReleased") } },
-  "GET /v1/fleet/checkpoints/:cid": {
-    summary: "On a worker, for its control plane only: the record of a checkpoint it took (layer key, sha256, state)",
-    responses: { 200: ok("CheckpointRecord") },
-  },
-  "POST /v1/fleet/checkpoints/prepare": {
-    summary:
-      "On a worker, for its control plane only: record a checkpoint chain taken elsewhere and fetch and verify its layers from the object store",
-    body: "PrepareCheckpointRequest",
-    responses: { 200: ok("PrepareCheckpointResponse") },
-  },
-  "POST /v1/fleet/volumes/pack": {
-    summary: "On a worker, for its control plane only: a volume moving away is packed into the object store",
-    responses: { 200: none("the packed volume") },
-  },
-  "POST /v1/fleet/volumes/unpack": {
-    summary: "On a worker, for its control plane only: a volume moving here is unpacked from the object store",
-    responses: { 200: none("the volume") },
-  },
-  "POST /v1/fleet/volumes/drop": {
-    summary: "On a worker, for its control plane only: a volume that moved away is removed here",
-    responses: { 200: none("done") },
-  },
 } as const;

@@ -39,8 +39,6 @@ export interface Foundation {
   auth: AuthService;
   /** Set on the first start only: the admin key of the default team. */
   firstKey: string | null;
-  /** A worker's default team (its control plane's calls act in it); null on a control plane. */
-  workerTeamId: string | null;
   serverKey: Buffer;
   joinToken: JoinToken;
   admission: AdmissionService;
@@ -84,7 +82,6 @@ export async function openFoundation(
 ): Promise<Foundation> {
   const store = await openStore(cfg);
   unwind.push("the store", () => store.close());
-  if (opts.onSandboxStatus) store.onSandboxStatus(opts.onSandboxStatus);
   // Before anything can change a sandbox's state: every transition is metered on this clock.
   const metering = new MeteringService(store, opts.clock ?? systemClock, loadPriceTable(cfg.prices));
   const guest = guestArtifacts(cfg.cacheDir);
@@ -94,13 +91,6 @@ export async function openFoundation(
   const accel = await detectAccel(cfg.accel, { trialMs: cfg.accelTrialMs, jail });
   const auth = new AuthService(store);
   const firstKey = await auth.bootstrap();
-  let workerTeamId: string | null = null;
-  if (opts.workerKey) {
-    const team = await store.getTeamByName("default");
-    if (!team) throw new Error("a worker's data dir needs its default team");
-    auth.useWorkerKey(team.id, opts.workerKey);
-    workerTeamId = team.id;
-  }
   // Every server on one database holds the same keys: refused here, before anything starts.
   const serverKey = loadOrCreateServerKey(cfg.dataDir);
   const joinToken = loadOrCreateJoinToken(cfg.dataDir);
@@ -116,7 +106,7 @@ export async function openFoundation(
   // Sandbox disks live beside the layers they overlay: in the local store's directory, or in the
   // local cache of a remote one.
   const layersDir = path.join(cfg.dataDir, "layers");
-  const blobs = opts.makeBlobs ? opts.makeBlobs(layersDir) : makeBlobStore(cfg.blobStore, layersDir);
+  const blobs = makeBlobStore(cfg.blobStore, layersDir);
   unwind.push("the blob store", () => blobs.close?.());
   const volumeImages = new VolumeImages({
     volumesDir: path.join(cfg.dataDir, "volumes"),
@@ -134,7 +124,6 @@ export async function openFoundation(
     guest,
     auth,
     firstKey,
-    workerTeamId,
     serverKey,
     joinToken,
     admission,

@@ -7,7 +7,6 @@ import { PtyService } from "./services/commands/pty-service.js";
 import { DesktopService } from "./services/desktop/desktop-service.js";
 import { DirWatchService } from "./services/files/dir-watch-service.js";
 import { FileService } from "./services/files/file-service.js";
-import { workerSides } from "./services/fleet/worker-sides.js";
 import { GatewayTokens } from "./services/network/gateway-tokens.js";
 import { PortService } from "./services/network/port-service.js";
 import { MetricsService } from "./services/observability/metrics-service.js";
@@ -71,15 +70,5 @@ export function composeServices(f: Foundation, r: Runtime): Services {
     fleet: r.fleet,
     remote: r.remote,
     checkpointSites: r.checkpointSites,
-    ...(f.workerTeamId
-      ? workerSides({
-          store,
-          blobs: f.blobs,
-          images,
-          volumes,
-          teamId: f.workerTeamId,
-          disks: sandboxes.bundles.local.host,
-        })
-      : {}),
   };
 }

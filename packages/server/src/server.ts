@@ -1,15 +1,14 @@
 import { mkdirSync } from "node:fs";
-import type { BlobStore, MachineHost } from "@sandtree/host";
+import type { MachineHost } from "@sandtree/host";
 import type { FastifyInstance } from "fastify";
 import { buildApp } from "./app.js";
-import { loadConfig, type ServerConfigInput, type ServerConfigValues, type VmDeadlines, workerEnv } from "./config.js";
+import { loadConfig, type ServerConfigInput, type ServerConfigValues, type VmDeadlines } from "./config.js";
 import { openFoundation } from "./server-foundation.js";
 import { startRuntime } from "./server-runtime.js";
 import { composeServices } from "./server-services.js";
 import type { Clock } from "./services/metering/clock.js";
 import { type LogFormat, prettyLogStream, resolveLogFormat } from "./services/observability/log-format.js";
 import type { Services } from "./services/services.js";
-import type { SandboxPatch } from "./store/rows.js";
 import type { Store } from "./store/store.js";
 import { UnwindStack } from "./unwind-stack.js";
 
@@ -43,12 +42,6 @@ export interface StartServerOptions {
   clock?: Clock;
   /** The clock of fleet heartbeats and the HOST_LOST bound (default: the system's); tests control it. */
   fleetClock?: Clock;
-  /** Fleet worker mode: only the control plane's call key (none until registered) is taken, no API key. */
-  workerKey?: () => string | null;
-  /** Told of every sandbox status change (a worker reports them to its control plane). */
-  onSandboxStatus?: (id: string, patch: SandboxPatch) => void;
-  /** The blob store, given its local directory (a worker's: the one its control plane names at join). */
-  makeBlobs?: (layersDir: string) => BlobStore;
   /**
    * Where machines run (default: this host's microVMs, see default-host.ts). Tests give an in-memory
    * host; another isolation class gives its own.
@@ -58,8 +51,7 @@ export interface StartServerOptions {
 
 export async function startServer(input: ServerConfigInput = {}, opts: StartServerOptions = {}): Promise<RunningServer> {
   const given = { ...input, ...(opts.deadlines ? { deadlines: { ...input.deadlines, ...opts.deadlines } } : {}) };
-  // A worker keeps its own state: the control plane's database and object store are not its own.
-  const cfg = opts.workerKey ? loadConfig(given, workerEnv()) : loadConfig(given);
+  const cfg = loadConfig(given);
   mkdirSync(cfg.dataDir, { recursive: true, mode: 0o700 });
   // A start that fails part way (a port in use, a value found bad late) undoes what it started.
   const unwind = new UnwindStack();

@@ -16,8 +16,6 @@ type AgentOptionsPassed =
   | "url"
   | "hostUrl"
   | "blobStore"
-  | "reports"
-  | "inventory"
   | "onRegistered"
   | "log";
 

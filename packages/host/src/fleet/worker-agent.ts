@@ -4,7 +4,6 @@ import {
   type HostCapacity,
   type HostLocality,
   RegisterHostResponse,
-  type SandboxReport,
 } from "@sandtree/protocol";
 
 export interface WorkerAgentOptions {
@@ -27,10 +26,6 @@ export interface WorkerAgentOptions {
   hostUrl?: string;
   /** This worker's own blob-store setting, if any: the control plane refuses the join unless it is its own. */
   blobStore?: string;
-  /** Status changes of this host's sandboxes, sent with each heartbeat (and put back when it failed). */
-  reports?: { take(): SandboxReport[]; putBack(r: SandboxReport[]): void };
-  /** The sandboxes it runs, sent now and then; `end` stops those the control plane has ended. */
-  inventory?: { running(): Promise<string[]>; end(ids: string[]): Promise<void> };
   /** Told of every registration (the first and each again): the host id and its new secret. */
   onRegistered?: (r: RegisterHostResponse) => void;
   fetch?: typeof fetch;
@@ -68,9 +63,6 @@ export class WorkerAgent {
   private current = 0;
   /** Heartbeats answered, for the status line. */
   beats = 0;
-  /** When the last heartbeat was answered, and how many were answered since the last inventory. */
-  private answeredAt = 0;
-  private sinceInventory = Number.POSITIVE_INFINITY;
 
   constructor(private readonly o: WorkerAgentOptions) {
     if (o.joinUrls.length === 0) throw new Error("a worker needs at least one control plane URL");
@@ -172,32 +164,16 @@ export class WorkerAgent {
     const locality = await this.o.locality();
     const c = JSON.stringify(capacity);
     const l = JSON.stringify(locality);
-    const reports = this.o.reports?.take() ?? [];
-    // The inventory: every 10th beat, and the first after a silence (this process was stopped,
-    // the control plane unreachable: it may have marked this host LOST and ended its sandboxes).
-    const silent = Date.now() - this.answeredAt > 2 * this.intervalMs;
-    const running = this.o.inventory && (silent || this.sinceInventory >= 10) ? await this.o.inventory.running() : null;
     try {
       const r = await this.call(HeartbeatResponse, `/v1/fleet/hosts/${this.hostId}/heartbeat`, this.secret as string, {
         ...(c !== this.sent.capacity ? { capacity } : {}),
         ...(l !== this.sent.locality ? { locality } : {}),
-        ...(reports.length > 0 ? { sandboxes: reports } : {}),
-        ...(running ? { running } : {}),
       });
       this.sent = { capacity: c, locality: l };
-      this.answeredAt = Date.now();
-      if (running) this.sinceInventory = 0;
-      else this.sinceInventory++;
-      if (r.end?.length) {
-        this.o.log?.(`the control plane ended ${r.end.length} sandbox(es) this host still ran: stopping them`);
-        await this.o.inventory?.end(r.end).catch((err: Error) => this.o.log?.(`ending sandboxes failed: ${err.message}`));
-      }
       this.intervalMs = r.heartbeat_interval_ms;
       this.beats++;
       return r;
     } catch (err) {
-      // Not delivered: sent again with the next heartbeat.
-      this.o.reports?.putBack(reports);
       if (err instanceof JoinError && err.status === 401) {
         this.o.log?.("heartbeat refused (401): registering again");
         await this.register();

@@ -3,22 +3,10 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { parse } from "../errors.js";
 import { publicCheckpoint } from "../services/checkpoints/checkpoint-view.js";
-import { CHECKPOINT_ID_HEADER } from "../services/fleet/worker-client.js";
 import type { Services } from "../services/services.js";
-import { CONTROL_PLANE_KEY_ID } from "../services/teams/auth-service.js";
 
 const SandboxParams = z.object({ id: z.string().min(1).max(64) });
 const CheckpointParams = z.object({ cid: z.string().min(1).max(64) });
-const CheckpointIdHeader = z.string().regex(/^ck-[0-9a-f]{20}$/, "a checkpoint id (ck- and 20 hex digits)");
-
-/** A fleet worker takes the checkpoint its control plane asked for under the control plane's id. */
-function givenId(headers: Record<string, unknown>, keyId: string): { id?: string } {
-  const given = headers[CHECKPOINT_ID_HEADER];
-  if (given === undefined) return {};
-  if (keyId !== CONTROL_PLANE_KEY_ID)
-    throw new SandtreeError("FORBIDDEN", `${CHECKPOINT_ID_HEADER} is for a fleet worker's control plane only`);
-  return { id: parse(CheckpointIdHeader, given) };
-}
 
 export function checkpointRoutes(app: FastifyInstance, s: Services): void {
   app.post("/v1/sandboxes/:id/checkpoints", async (req, reply) => {
@@ -27,7 +15,6 @@ export function checkpointRoutes(app: FastifyInstance, s: Services): void {
     const opts = {
       ...(body.ttl_seconds ? { ttlSeconds: body.ttl_seconds } : {}),
       includeMemory: body.include_memory,
-      ...givenId(req.headers, req.principal.keyId),
     };
     // Taken where the sandbox runs (on a fleet worker: there; this control plane keeps the record).
     const c = await (await s.checkpointSites.of(req.principal.teamId, id)).take(req.principal.teamId, id, opts);

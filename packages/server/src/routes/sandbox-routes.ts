@@ -3,12 +3,9 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { parse } from "../errors.js";
 import { hostIdNamed, withHosts } from "../services/fleet/sandbox-hosts.js";
-import { SANDBOX_ID_HEADER } from "../services/fleet/worker-client.js";
 import type { Services } from "../services/services.js";
-import { CONTROL_PLANE_KEY_ID } from "../services/teams/auth-service.js";
 
 const IdParams = z.object({ id: z.string().min(1).max(64) });
-const SandboxIdHeader = z.string().regex(/^sb-[a-z2-7]{16}$/, "a sandbox id (sb- and 16 base32 letters)");
 
 function parseLabels(raw: string | string[] | undefined): Record<string, string> | undefined {
   if (raw === undefined) return undefined;
@@ -30,15 +27,7 @@ export function sandboxRoutes(app: FastifyInstance, s: Services): void {
     if (body !== null && typeof body === "object" && "host" in body && !req.principal.isAdmin) {
       throw new SandtreeError("FORBIDDEN", "host (pinning a create to a fleet host) needs an admin key", { field: "host" });
     }
-    // A fleet worker creates the sandbox its control plane placed here under the same id.
-    const given = req.headers[SANDBOX_ID_HEADER];
-    let id: string | undefined;
-    if (given !== undefined) {
-      if (req.principal.keyId !== CONTROL_PLANE_KEY_ID)
-        throw new SandtreeError("FORBIDDEN", `${SANDBOX_ID_HEADER} is for a fleet worker's control plane only`);
-      id = parse(SandboxIdHeader, given);
-    }
-    const { sandbox, created } = await s.restores.create(req.principal.teamId, body, id ? { id } : {});
+    const { sandbox, created } = await s.restores.create(req.principal.teamId, body);
     // 200: an idempotency_key replay answers the sandbox it created before.
     return reply.status(created ? 201 : 200).send(sandbox);
   });

@@ -9,7 +9,6 @@ import type { DirWatchService } from "./files/dir-watch-service.js";
 import type { FileService } from "./files/file-service.js";
 import type { FleetService } from "./fleet/fleet-service.js";
 import type { RemoteSandboxes } from "./fleet/remote-sandboxes.js";
-import type { WorkerCheckpoints } from "./fleet/worker-checkpoints.js";
 import type { ImageAliases } from "./images/image-aliases.js";
 import type { ImageResolver } from "./images/image-resolver.js";
 import type { MeteringService } from "./metering/metering-service.js";
@@ -27,7 +26,6 @@ import type { TimeoutService } from "./sandboxes/timeout-service.js";
 import type { AuthService } from "./teams/auth-service.js";
 import type { TeamService } from "./teams/team-service.js";
 import type { VolumeService } from "./volumes/volume-service.js";
-import type { WorkerVolumes } from "./volumes/worker-volumes.js";
 
 export interface Services {
   auth: AuthService;
@@ -69,8 +67,4 @@ export interface Services {
   remote: RemoteSandboxes;
   /** Where a sandbox's checkpoints are taken: the bundle of the host it runs on. */
   checkpointSites: CheckpointSites;
-  /** On a fleet worker: its checkpoint records for the control plane, and imports of chains taken elsewhere. */
-  workerCheckpoints?: WorkerCheckpoints;
-  /** On a worker: the steps of its control plane's volume moves. */
-  workerVolumes?: WorkerVolumes;
 }

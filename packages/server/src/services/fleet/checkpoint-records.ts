@@ -1,15 +1,9 @@
 import type { HostDisks } from "@sandtree/host";
-import { type CheckpointRecord, SandtreeError } from "@sandtree/protocol";
+import { SandtreeError } from "@sandtree/protocol";
 import type { CheckpointRow } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
 import { baseHere } from "../checkpoints/checkpoint-chain.js";
 import type { ImageResolver } from "../images/image-resolver.js";
-
-/** A checkpoint row as another host needs it: everything but this host's paths and team. */
-export function checkpointRecord(r: CheckpointRow): CheckpointRecord {
-  const { team_id: _t, base: _b, updated_at: _u, ...rec } = r;
-  return rec;
-}
 
 /** A checkpoint's chain in this store, top first (its ancestors' rows, as far as they go). */
 export async function chainOf(store: Store, top: CheckpointRow): Promise<CheckpointRow[]> {
