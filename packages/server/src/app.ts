@@ -15,7 +15,6 @@ import { execRoutes } from "./routes/exec-routes.js";
 import { fileRoutes } from "./routes/file-routes.js";
 import { fleetCheckpointRoutes } from "./routes/fleet-checkpoint-routes.js";
 import { fleetRoutes, WORKER_ROUTE_PREFIX } from "./routes/fleet-routes.js";
-import { fleetVolumeRoutes } from "./routes/fleet-volume-routes.js";
 import { imageRoutes } from "./routes/image-routes.js";
 import { jobRoutes } from "./routes/job-routes.js";
 import { metricsRoutes } from "./routes/metrics-routes.js";
@@ -150,7 +149,6 @@ export function buildApp(
   metricsRoutes(app, services, { metricsToken: opts.metricsToken });
   fleetRoutes(app, services);
   fleetCheckpointRoutes(app, services);
-  fleetVolumeRoutes(app, services);
   // The Prime Sandboxes wire API, on the same services (docs/prime.md).
   primeRoutes(app, services);
   // E2B's API under /e2b: the `e2b` SDKs' E2B_API_URL and E2B_SANDBOX_URL (docs/e2b.md).

@@ -12,7 +12,7 @@ import {
   RegisterHostResponse,
 } from "@sandtree/protocol";
 import { z } from "zod";
-import { none, schemaRefs } from "./openapi-parts.js";
+import { schemaRefs } from "./openapi-parts.js";
 
 // Fleet mode's part of the OpenAPI document (openapi.ts merges it).
 
@@ -66,17 +66,5 @@ export const FLEET_OPERATIONS = {
       "On a worker, for its control plane only: record a checkpoint chain taken elsewhere and fetch and verify its layers from the object store",
     body: "PrepareCheckpointRequest",
     responses: { 200: ok("PrepareCheckpointResponse") },
-  },
-  "POST /v1/fleet/volumes/pack": {
-    summary: "On a worker, for its control plane only: a volume moving away is packed into the object store",
-    responses: { 200: none("the packed volume") },
-  },
-  "POST /v1/fleet/volumes/unpack": {
-    summary: "On a worker, for its control plane only: a volume moving here is unpacked from the object store",
-    responses: { 200: none("the volume") },
-  },
-  "POST /v1/fleet/volumes/drop": {
-    summary: "On a worker, for its control plane only: a volume that moved away is removed here",
-    responses: { 200: none("done") },
   },
 } as const;

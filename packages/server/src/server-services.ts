@@ -76,7 +76,6 @@ export function composeServices(f: Foundation, r: Runtime): Services {
           store,
           blobs: f.blobs,
           images,
-          volumes,
           teamId: f.workerTeamId,
           disks: sandboxes.bundles.local.host,
         })

@@ -3,7 +3,7 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { parse } from "../errors.js";
 import { hostIdNamed, withHosts } from "../services/fleet/sandbox-hosts.js";
-import { SANDBOX_ID_HEADER } from "../services/fleet/worker-client.js";
+import { SANDBOX_ID_HEADER } from "../services/fleet/worker-headers.js";
 import type { Services } from "../services/services.js";
 import { CONTROL_PLANE_KEY_ID } from "../services/teams/auth-service.js";
 

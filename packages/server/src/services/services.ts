@@ -27,7 +27,6 @@ import type { TimeoutService } from "./sandboxes/timeout-service.js";
 import type { AuthService } from "./teams/auth-service.js";
 import type { TeamService } from "./teams/team-service.js";
 import type { VolumeService } from "./volumes/volume-service.js";
-import type { WorkerVolumes } from "./volumes/worker-volumes.js";
 
 export interface Services {
   auth: AuthService;
@@ -71,6 +70,4 @@ export interface Services {
   checkpointSites: CheckpointSites;
   /** On a fleet worker: its checkpoint records for the control plane, and imports of chains taken elsewhere. */
   workerCheckpoints?: WorkerCheckpoints;
-  /** On a worker: the steps of its control plane's volume moves. */
-  workerVolumes?: WorkerVolumes;
 }
