@@ -32,8 +32,9 @@ const MOVE_CALL_MS = 30 * 60_000;
  * when no sandbox mounts them: READY -> MOVING (the target recorded, atomically with the mount
  * check) -> packed on the old home -> unpacked on the new one -> READY there -> the old copy
  * dropped, each step on the volumes port of the host it runs on (`archives(blobs)`: store on the
- * old home, fetch on the new one; remove). Every step can be done again, so a move a crash interrupted is finished at the next
- * start (resume) by packing again: the old home keeps its copy until the move is recorded.
+ * old home, fetch on the new one; remove). Every step can be done again, so a move a crash
+ * interrupted is finished at the next start (resume) by packing again: the old home keeps its
+ * copy until the move is recorded.
  *
  * A volume whose home was lost (home_lost_at) is brought back by the same machine, its source the
  * copy its last sync left in the object store rather than the old home: MOVING -> unpacked on the

@@ -40,8 +40,9 @@ export interface VolumeServiceDeps {
 
 /**
  * Volumes as a team's resource, their storage on the host each lives on (that host's volumes port:
- * made on this control plane's own, moved by VolumeMoves), and their file API (no sandbox needed). States: CREATING (row written, storage being made), READY, DELETING
- * (no sandbox mounts it; its storage being removed), DELETED. Every step is idempotent: a server that
+ * made on this control plane's own, moved by VolumeMoves), and their file API (no sandbox needed).
+ * States: CREATING (row written, storage being made), READY, DELETING (no sandbox mounts it; its
+ * storage being removed), DELETED. Every step is idempotent: a server that
  * stops between two finishes it at its next start (reconcile).
  */
 export class VolumeService {
@@ -126,7 +127,8 @@ export class VolumeService {
   /**
    * `volumes: "snapshot"` of a restore or fork: a copy-on-write snapshot of each volume the source
    * sandbox mounts, each a new volume of the team (named, listed, metered, deleted like any) on the
-   * host its source lives on, mounted at the same path. All or none: a failure deletes the snapshots already made.
+   * host its source lives on, mounted at the same path. All or none: a failure deletes the
+   * snapshots already made.
    */
   async snapshotMounts(teamId: string, sourceSandboxId: string): Promise<VolumeMount[]> {
     const out: VolumeMount[] = [];
