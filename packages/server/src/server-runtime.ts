@@ -123,7 +123,6 @@ export async function startRuntime(
   const volumeStore = openVolumeStore(store);
   const syncStore = openVolumeSyncs(store);
   const moves = VolumeMoves.wire({ store: volumeStore, syncs: syncStore, volumes, hosts: volumeHosts, fleet, blobs, log });
-  const syncEvery = cfg.volumeSyncS * 1000;
   volumeSyncs = new VolumeSyncs({
     store: volumeStore,
     syncs: syncStore,
@@ -131,7 +130,7 @@ export async function startRuntime(
     hosts: volumeHosts,
     fleet,
     log,
-    intervalMs: syncEvery,
+    intervalMs: cfg.volumeSyncS * 1000,
   });
   const remote = new RemoteSandboxes({
     fleet,
