@@ -112,10 +112,8 @@ export const SandboxVolume = z.object({
 export type SandboxVolume = z.infer<typeof SandboxVolume>;
 
 // A fleet's control plane moves an idle volume between hosts through the object store: the host
-// that holds it packs it (one archive), the host it goes to unpacks it, the old host drops its copy.
-// These are a worker's routes for its control plane only (docs/volumes.md, "Fleets").
-
-const VolumeId = z.string().regex(/^vol-[0-9a-f]{16}$/);
+// that holds it packs it (one archive, its volumes port's archives), the host it goes to unpacks it,
+// the old host drops its copy (docs/volumes.md, "Fleets").
 
 export const PackedVolume = z.object({
   key: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$/),
@@ -123,12 +121,3 @@ export const PackedVolume = z.object({
   size: z.number().int().nonnegative(),
 });
 export type PackedVolume = z.infer<typeof PackedVolume>;
-
-/** `snapshot`: packed from a copy taken while frozen (a sync of a volume sandboxes mount), not from its live tree. */
-export const VolumePackRequest = z.object({
-  volume: VolumeId,
-  key: PackedVolume.shape.key,
-  snapshot: z.boolean().default(false),
-});
-export const VolumeUnpackRequest = z.object({ volume: VolumeId, size_gb: z.number().int().min(1), archive: PackedVolume });
-export const VolumeDropRequest = z.object({ volume: VolumeId });

@@ -17,11 +17,12 @@ import { ImageAliases } from "./services/images/image-aliases.js";
 import type { ImageResolver } from "./services/images/image-resolver.js";
 import { systemClock } from "./services/metering/clock.js";
 import type { NetworkService } from "./services/network/network-service.js";
+import { BundleVolumes } from "./services/sandboxes/bundle-volumes.js";
+import type { HostBundles } from "./services/sandboxes/host-bundles.js";
 import { HostLostService } from "./services/sandboxes/host-lost-service.js";
 import { ACTIVE } from "./services/sandboxes/sandbox-machines.js";
 import { SandboxService } from "./services/sandboxes/sandbox-service.js";
 import { TimeoutService } from "./services/sandboxes/timeout-service.js";
-import { MountingHost } from "./services/volumes/mounting-host.js";
 import { VolumeService } from "./services/volumes/volume-service.js";
 import type { HostStore } from "./store/host-store.js";
 import { openHostStore, openHostUrls, openImageAliases, openVolumeStore, openVolumeSyncs } from "./store/open-store.js";
@@ -79,14 +80,18 @@ export async function startRuntime(
   // Image bases are built on the host that runs machines on them (a worker builds its own).
   const images = machineHost.images;
   const aliases = new ImageAliases(openImageAliases(store), images);
+  // Each volume lives on one host and is reached through that host's bundle: this host's (the host
+  // machines start on here), or a worker's remote host (its volumes port).
+  const volumeHosts = new BundleVolumes(
+    (): HostBundles => sandboxes.bundles,
+    (hostId) => fleet.hostName(hostId),
+  );
   const volumes = new VolumeService({
     store: openVolumeStore(store),
-    // The volumes live on the host machines start on here (a given host: its own folder).
-    storage: machineHost.volumes,
+    hosts: volumeHosts,
     limits: (teamId) => admission.limits(teamId),
     log,
   });
-  await volumes.reconcile();
   volumes.mountsSupported = localMounts;
   // The fleet's registry before the sandboxes: creates placed on workers start there.
   let volumeSyncs: VolumeSyncs | null = null;
@@ -117,20 +122,29 @@ export async function startRuntime(
   await localHost.register();
   const volumeStore = openVolumeStore(store);
   const syncStore = openVolumeSyncs(store);
-  const moves = await VolumeMoves.wire({ store: volumeStore, syncs: syncStore, volumes, fleet, blobs, log });
-  volumeSyncs = new VolumeSyncs({ store: volumeStore, syncs: syncStore, moves, fleet, log, intervalMs: cfg.volumeSyncS * 1000 });
+  const moves = VolumeMoves.wire({ store: volumeStore, syncs: syncStore, volumes, hosts: volumeHosts, fleet, blobs, log });
+  volumeSyncs = new VolumeSyncs({
+    store: volumeStore,
+    syncs: syncStore,
+    moves,
+    hosts: volumeHosts,
+    fleet,
+    log,
+    intervalMs: cfg.volumeSyncS * 1000,
+  });
   const remote = new RemoteSandboxes({
     fleet,
     store,
     log,
-    volumes: { moves, localMounts },
+    volumes: { moves },
     reachable: () => workers?.hostIds() ?? new Set<string>(),
   });
   const sandboxes = new SandboxService({
     volumes,
     network,
-    // Each sandbox's volumes are added to its machine's spec (NFS exports granted to its address).
-    host: new MountingHost(machineHost, (id) => volumes.machineMounts(id)),
+    host: machineHost,
+    // Each sandbox's volumes are added to its machine's spec on every host (NFS exports granted to its address).
+    mountsOf: (id) => volumes.machineMounts(id),
     hostName: ownHostName,
     store,
     images,
@@ -155,6 +169,8 @@ export async function startRuntime(
   });
   // Adoptions still running are cancelled first, then every VM is stopped.
   unwind.push("sandboxes", () => sandboxes.close().catch(() => {}));
+  // This host's volumes mounted again (and creates and deletes finished) before its sandboxes are adopted.
+  await volumes.reconcile((hostId) => hostId === null);
   const checkpoints = new CheckpointService({
     host: sandboxes.bundles.local.host,
     store,
@@ -219,6 +235,9 @@ export async function startRuntime(
   );
   unwind.push("the workers' hosts", () => opened.close());
   await workers.openAll();
+  // The workers' volumes through their bundles now open, then the moves a stopped control plane left.
+  await volumes.reconcile((hostId) => hostId !== null);
+  await moves.resume();
   unwind.push("the fleet's reaper", () => fleet.stop());
   fleet.start();
   unwind.push("volume syncs", () => volumeSyncs?.stop());

@@ -10,7 +10,7 @@ import net, { type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { Duplex } from "node:stream";
-import { createQemuHost, dialGuestPort, LocalVolumes } from "@sandtree/host";
+import { createQemuHost, dialGuestPort } from "@sandtree/host";
 import { ErrorBody, type Sandbox, SandtreeError } from "@sandtree/protocol";
 import { SandtreeClient } from "@sandtree/sdk";
 import type { FastifyInstance } from "fastify";
@@ -25,6 +25,7 @@ import { loadPriceTable } from "../src/services/metering/prices.js";
 import { PortService } from "../src/services/network/port-service.js";
 import type { Logger } from "../src/services/observability/logger.js";
 import { AdmissionService } from "../src/services/sandboxes/admission-service.js";
+import { BundleVolumes } from "../src/services/sandboxes/bundle-volumes.js";
 import { herePlacement } from "../src/services/sandboxes/here-site.js";
 import { SandboxService } from "../src/services/sandboxes/sandbox-service.js";
 import { TimeoutService } from "../src/services/sandboxes/timeout-service.js";
@@ -187,7 +188,10 @@ beforeAll(async () => {
   // Sandbox answers list their volumes too.
   const volumes = new VolumeService({
     store: openVolumeStore(store),
-    storage: new LocalVolumes(() => path.join(dataDir, "volumes")),
+    hosts: new BundleVolumes(
+      () => sandboxes.bundles,
+      async (id) => id,
+    ),
     limits: (team) => admission.limits(team),
     log: silent,
   });

@@ -9,7 +9,7 @@
 // HOST_LOST bound and a 2 s sync, syncs a volume a sandbox on wa writes to; wa is frozen (SIGSTOP:
 // no heartbeat, no answer) until it is LOST; a sandbox on wb mounts the volume, restored from its
 // last sync, and reads the synced files; wa, resumed, has its stale copy dropped.
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { volumeServerUnavailableReason } from "@sandtree/host";
@@ -54,16 +54,13 @@ describe.skipIf(unavailable !== null)(
       expect(r.status, JSON.stringify(r.body)).toBe(200);
       return r.body as { stdout: string; stderr: string; exit_code: number };
     };
-    /** The state of the volume's copy in a worker's own store (named by the control plane's volume id). */
-    const volumeOn = (worker: string) => {
+    /**
+     * The state of the volume's copy on a worker's host (named by the control plane's volume id in
+     * its volumes directory): READY while its host holds it, DELETED once removed there.
+     */
+    const volumeOn = (worker: string, id: string) => {
       const w = workers.find((x) => x.name === worker) as Worker;
-      const db = new Database(path.join(w.dir, "sandtree.db"), { readonly: true, fileMustExist: true });
-      try {
-        return (db.prepare("SELECT status FROM volumes ORDER BY created_at DESC LIMIT 1").get() as { status: string } | undefined)
-          ?.status;
-      } finally {
-        db.close();
-      }
+      return existsSync(path.join(w.dir, "volumes", id)) ? "READY" : "DELETED";
     };
     const context = () => workers.map((w) => `--- ${w.name}\n${w.output().slice(-3000)}`).join("\n");
     const ended = (id: string) =>
@@ -164,8 +161,8 @@ describe.skipIf(unavailable !== null)(
       cp = await startControlPlane(old.dir, { listen: new URL(old.url).hostname, args: [...cpArgs, "--port", port], env: cpEnv });
       expect(cp.url).toBe(old.url);
       expect((await api("GET", `/v1/volumes/${vol}`)).body).toMatchObject({ status: "READY", mounted_by: [] });
-      expect(volumeOn("wa")).toBe("READY");
-      expect(volumeOn("wb")).toBe("DELETED");
+      expect(volumeOn("wa", vol)).toBe("READY");
+      expect(volumeOn("wb", vol)).toBe("DELETED");
 
       // The file API brings the volume home to the control plane's host (from wa) and reads it.
       const got = await api("GET", `/v1/volumes/${vol}/files?path=/b.txt`);
@@ -174,6 +171,7 @@ describe.skipIf(unavailable !== null)(
     }, 600_000);
 
     it("a lost worker's volume comes back on another worker from its last sync", async () => {
+      let syncedId = "";
       const old = cp as ControlPlane;
       await stopChildProcess(old.proc, "SIGTERM");
       const port = new URL(old.url).port;
@@ -194,7 +192,9 @@ describe.skipIf(unavailable !== null)(
         (h) => h.wa === "BEATING" && h.wb === "BEATING",
       );
 
-      expect((await api("POST", "/v1/volumes", { name: "synced", size_gb: 1 })).status).toBe(201);
+      const made = await api("POST", "/v1/volumes", { name: "synced", size_gb: 1 });
+      expect(made.status).toBe(201);
+      syncedId = made.body.id;
       const mount = { volumes: [{ volume: "synced", path: "/data" }] };
       const a = await api("POST", "/v1/sandboxes", { ...SMALL, ...mount, host: "wa" });
       expect(a.status, JSON.stringify(a.body)).toBe(201);
@@ -235,7 +235,7 @@ describe.skipIf(unavailable !== null)(
       // wa is back: its sandbox is ended there and its stale copy of the volume dropped (never served again).
       await until(
         "wa's stale copy not dropped",
-        async () => volumeOn("wa"),
+        async () => volumeOn("wa", syncedId),
         (s) => s === "DELETED",
         { ms: 120_000 },
       );

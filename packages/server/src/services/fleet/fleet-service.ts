@@ -19,7 +19,7 @@ import type { FleetServiceDeps } from "./fleet-deps.js";
 import { HostCache } from "./host-cache.js";
 import { checkFitsAmong, type SizeAsk } from "./host-fit.js";
 import { registerWorker } from "./host-join.js";
-import { isLocalHostName, LOCAL_HOST, placedOnPeers, type RemoteHost } from "./host-names.js";
+import { isLocalHostName, LOCAL_HOST, placedOnPeers } from "./host-names.js";
 import { hostView } from "./host-view.js";
 import { bearer, loadOrCreateJoinToken, matchesHash, sha256Hex, workerCallKey } from "./join-token.js";
 import { placeRanked } from "./place-ranked.js";
@@ -234,22 +234,6 @@ export class FleetService {
   /** A host by name (pinned creates check its state before placing). */
   hostNamed(name: string): Promise<HostRow | undefined> {
     return this.deps.hosts.getHostByName(name);
-  }
-
-  /** The worker a sandbox is placed on, or null when it runs here (the host `local`) or is not placed. */
-  async remoteOf(sandboxId: string): Promise<RemoteHost | null> {
-    const placed = await this.deps.hosts.getPlacement(sandboxId);
-    if (!placed || placed.host_id === this.localId) return null;
-    return this.remoteHost(placed.host_id);
-  }
-
-  /** How to call a host's sandbox API; null for the local host and for hosts that gave no URL. */
-  async remoteHost(hostId: string): Promise<RemoteHost | null> {
-    if (hostId === this.localId) return null;
-    const url = await this.deps.urls?.get(hostId);
-    const row = url ? await this.deps.hosts.getHost(hostId) : undefined;
-    if (!url || !row) return null;
-    return { id: row.id, name: row.name, url, key: workerCallKey(this.joinToken, row.id, row.secret_hash) };
   }
 
   /** Gives a sandbox's reservation back (it ended); false when it had none. */

@@ -1,13 +1,5 @@
 import type { HostStore } from "../../store/host-store.js";
 
-/** A worker that runs sandboxes for the control plane: where to call it, and with which key. */
-export interface RemoteHost {
-  id: string;
-  name: string;
-  url: string;
-  key: string;
-}
-
 /** The name of the control plane's own host (single-box mode's local worker). */
 export const LOCAL_HOST = "local";
 

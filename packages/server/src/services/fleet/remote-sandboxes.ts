@@ -14,12 +14,8 @@ export interface RemoteSandboxesDeps {
   log: Logger;
   /** The workers this control plane reaches through their machine hosts (WorkerBundles.hostIds). */
   reachable: () => ReadonlySet<string>;
-  /** Where a create's volumes live, and their moves between hosts (placement input). */
-  volumes?: {
-    moves: VolumeMoves;
-    /** Whether this control plane's own host can mount volumes (it runs NFS-Ganesha). */
-    localMounts: boolean;
-  };
+  /** Where a create's volumes live, which hosts mount them, and their moves between hosts (placement input). */
+  volumes?: { moves: VolumeMoves };
 }
 
 export interface PlaceOptions {
@@ -76,7 +72,8 @@ export class RemoteSandboxes {
     let eligible = (hostId: string) => urls.has(hostId) || fleet.isLocal(hostId);
     // Before anything starts: a size no host could ever hold is refused with what the largest has.
     if (o.checkFit) await fleet.checkFits(size, pinned ? (id) => id === pinned.id : eligible);
-    if (urls.size === 0 && !pin && (!vols || vols.localMounts)) {
+    const here = fleet.localHostId;
+    if (urls.size === 0 && !pin && (!vols || (here !== null && (await vols.moves.mountsOn(here))))) {
       await this.volumesHere(vols);
       return null;
     }
@@ -95,13 +92,10 @@ export class RemoteSandboxes {
     const homes = vols ? new Set(vols.rows.map((v) => vols.moves.homeOf(v))) : null;
     if (vols && homes) {
       const fits = eligible;
-      // A worker's host mounts none of this control plane's volumes yet (its volumes port unused): a create
-      // that mounts volumes runs here. Without moves their home must be here (this host's own mounts
-      // were checked by resolveMounts).
-      const here = (hostId: string) => fits(hostId) && fleet.isLocal(hostId);
-      eligible = vols.moves.canMove()
-        ? (hostId) => here(hostId) && vols.localMounts
-        : (hostId) => here(hostId) && homes.has(hostId);
+      // With moves: any host whose machines mount volumes (its own answer). Without: their home
+      // only (this host's own mounts were checked by resolveMounts).
+      const mounting = vols.moves.canMove() ? await this.mounting(vols.moves, [...urls, ...(here ? [here] : [])]) : homes;
+      eligible = (hostId) => fits(hostId) && mounting.has(hostId);
       if (!vols.moves.canMove() && ((pinned && !homes.has(pinned.id)) || homes.size > 1)) {
         const on = await Promise.all([...homes].map((h) => (h ? fleet.hostName(h).catch(() => h) : "?")));
         throw new SandtreeError(
@@ -110,12 +104,11 @@ export class RemoteSandboxes {
           { field: "host", ...(pinned ? { host: pinned.name } : {}) },
         );
       }
-      if (pinned && !fleet.isLocal(pinned.id))
-        throw new SandtreeError(
-          "VOLUME_NOT_ON_HOST",
-          `volumes are mounted on the control plane's own host only, not on ${pinned.name}: omit host`,
-          { field: "host", host: pinned.name },
-        );
+      if (pinned && !mounting.has(pinned.id))
+        throw new SandtreeError("NOT_SUPPORTED", `host ${pinned.name} cannot mount volumes: omit host`, {
+          field: "host",
+          host: pinned.name,
+        });
     }
     const req = {
       sandbox_id: sb.id,
@@ -156,6 +149,12 @@ export class RemoteSandboxes {
     if (!v || !Array.isArray(params.volumes) || params.volumes.length === 0) return null;
     const rows = await Promise.all((params.volumes as Array<{ volume: string }>).map((m) => v.moves.row(teamId, m.volume)));
     return { ...v, rows };
+  }
+
+  /** The hosts among `ids` whose machines may mount volumes. */
+  private async mounting(moves: VolumeMoves, ids: readonly string[]): Promise<Set<string>> {
+    const ok = await Promise.all(ids.map(async (id) => [id, await moves.mountsOn(id)] as const));
+    return new Set(ok.filter(([, yes]) => yes).map(([id]) => id));
   }
 
   /** A create that runs on this host without a placement: its volumes that live on a worker come home first. */

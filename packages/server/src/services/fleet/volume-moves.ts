@@ -1,28 +1,29 @@
 import { randomBytes } from "node:crypto";
 import type { BlobStore } from "@sandtree/host";
-import { PackedVolume, SandtreeError } from "@sandtree/protocol";
+import { type PackedVolume, SandtreeError } from "@sandtree/protocol";
 import type { VolumeRow, VolumeStore } from "../../store/volume-rows.js";
 import type { VolumeSyncStore } from "../../store/volume-sync-rows.js";
 import type { Logger } from "../observability/logger.js";
 import { KeyedSerial } from "../support/keyed-serial.js";
+import type { VolumeHosts } from "../volumes/volume-hosts.js";
 import type { VolumeService } from "../volumes/volume-service.js";
 import type { VolumesAway } from "../volumes/volumes-away.js";
 import type { FleetService } from "./fleet-service.js";
-import type { RemoteHost } from "./host-names.js";
-import { WorkerClient } from "./worker-client.js";
 
 export interface VolumeMovesDeps {
   store: VolumeStore;
   /** Each volume's copy in the object store, and the homes lost (volume-syncs.ts). */
   syncs: VolumeSyncStore;
   volumes: VolumeService;
+  /** Each host's volumes port (through its bundle): the old home packs, the new one unpacks. */
+  hosts: VolumeHosts;
   fleet: FleetService;
   /** This control plane's blob store: the fleet's object store when it has one. */
   blobs: BlobStore;
   log: Logger;
 }
 
-/** How long a worker may take to pack or unpack a volume (its whole tree through the object store). */
+/** How long a host may take to pack or unpack a volume (its whole tree through the object store). */
 const MOVE_CALL_MS = 30 * 60_000;
 
 /**
@@ -30,8 +31,10 @@ const MOVE_CALL_MS = 30 * 60_000;
  * own host). A create placed on another host moves its volumes there through the object store
  * when no sandbox mounts them: READY -> MOVING (the target recorded, atomically with the mount
  * check) -> packed on the old home -> unpacked on the new one -> READY there -> the old copy
- * dropped. Every step can be done again, so a move a crash interrupted is finished at the next
- * start (resume) by packing again: the old home keeps its copy until the move is recorded.
+ * dropped, each step on the volumes port of the host it runs on (`archives(blobs)`: store on the
+ * old home, fetch on the new one; remove). Every step can be done again, so a move a crash
+ * interrupted is finished at the next start (resume) by packing again: the old home keeps its
+ * copy until the move is recorded.
  *
  * A volume whose home was lost (home_lost_at) is brought back by the same machine, its source the
  * copy its last sync left in the object store rather than the old home: MOVING -> unpacked on the
@@ -39,7 +42,6 @@ const MOVE_CALL_MS = 30 * 60_000;
  * copy being VOLUME_LOST. A move to a worker keeps its archive as the volume's copy (a sync).
  */
 export class VolumeMoves implements VolumesAway {
-  private readonly client = new WorkerClient();
   /** One move per volume at a time in this process (the store's MOVING state holds it across processes). */
   private readonly serial = new KeyedSerial();
   /** Calls in flight to each host, aborted when it is lost: a hung host must not hold its volumes' restore. */
@@ -48,15 +50,14 @@ export class VolumeMoves implements VolumesAway {
   constructor(private readonly deps: VolumeMovesDeps) {}
 
   /**
-   * The control plane's moves, wired into its volumes (their file API and deletes), with the moves
-   * a crash interrupted finished. Creates may name volumes where this host cannot mount them but
-   * a worker they can move to may (the host placed decides: NOT_SUPPORTED there).
+   * The control plane's moves, wired into its volumes (their file API and deletes); the moves a
+   * crash interrupted are finished by resume() once the hosts' bundles are open. Creates may name
+   * volumes where this host cannot mount them but a host they can move to may (placement decides).
    */
-  static async wire(deps: VolumeMovesDeps): Promise<VolumeMoves> {
+  static wire(deps: VolumeMovesDeps): VolumeMoves {
     const moves = new VolumeMoves(deps);
     deps.volumes.away = moves;
     if (moves.canMove()) deps.volumes.mountsSupported = true;
-    await moves.resume();
     return moves;
   }
 
@@ -68,6 +69,11 @@ export class VolumeMoves implements VolumesAway {
   /** Whether volumes can move at all: only through an object store every host shares. */
   canMove(): boolean {
     return this.deps.fleet.sharesLayers();
+  }
+
+  /** Whether machines on host `hostId` may mount volumes (that host's own answer). */
+  async mountsOn(hostId: string): Promise<boolean> {
+    return (await this.deps.hosts.mounts(hostId)).ok;
   }
 
   /** The host whose disk holds the volume (the local host's id for null). */
@@ -121,7 +127,7 @@ export class VolumeMoves implements VolumesAway {
     }
   }
 
-  /** The file API on a volume that lives on a worker: it moves back to this host first. */
+  /** The file API on a volume that lives on another host: it moves to this control plane's own host first. */
   async bringHome(row: VolumeRow): Promise<VolumeRow> {
     const here = this.deps.fleet.localHostId;
     if (!here) throw new SandtreeError("UNAVAILABLE", "this control plane's own host is not registered yet");
@@ -129,13 +135,11 @@ export class VolumeMoves implements VolumesAway {
   }
 
   /**
-   * A volume being deleted: its copy on a worker goes (on a lost one, when that host comes back),
-   * then its copy in the object store.
+   * A volume being deleted: a lost home's copy is recorded, to be dropped when that host comes back
+   * (VolumeSyncs), and its copy in the object store goes. Its home's copy is the service's to remove.
    */
   async dropAway(row: VolumeRow): Promise<void> {
-    const home = this.homeOf(row);
-    if (home && row.home_lost_at) await this.deps.syncs.recordStaleCopy(row.id, home);
-    else if (home && !this.deps.fleet.isLocal(home)) await this.drop(home, row.id);
+    if (row.host_id && row.home_lost_at) await this.deps.syncs.recordStaleCopy(row.id, row.host_id);
     if (row.sync_key) await this.deps.blobs.delete(row.sync_key);
   }
 
@@ -149,7 +153,7 @@ export class VolumeMoves implements VolumesAway {
       const row = await this.deps.store.getVolume(id);
       if (row?.status !== "READY" || row.host_id !== home || row.home_lost_at) return null;
       const at = new Date().toISOString();
-      const packed = await this.pack(home, id, syncKey(id), snapshot);
+      const packed = await this.pack(home, id, syncKey(id), { snapshot, sizeGb: row.size_gb });
       await this.recordSync(id, packed, at);
       return at;
     });
@@ -249,37 +253,31 @@ export class VolumeMoves implements VolumesAway {
     return c.signal;
   }
 
-  private async remote(hostId: string | null): Promise<RemoteHost | null> {
-    if (hostId === null || this.deps.fleet.isLocal(hostId)) return null;
-    const host = await this.deps.fleet.remoteHost(hostId);
-    if (!host)
-      throw new SandtreeError("HOST_UNSCHEDULABLE", `host ${hostId} has no URL to move a volume through`, { host: hostId });
-    return host;
+  /** A call's signal on host `hostId`: aborted when that host is lost or this process stops, or past MOVE_CALL_MS. */
+  private callOn(hostId: string | null): { signal: AbortSignal } {
+    return { signal: AbortSignal.any([this.signalFor(hostId ?? ""), AbortSignal.timeout(MOVE_CALL_MS)]) };
   }
 
-  private async pack(from: string | null, id: string, key: string, snapshot = false): Promise<PackedVolume> {
-    const host = await this.remote(from);
-    if (!host) return this.deps.volumes.storage.archives(this.deps.blobs).store(id, key);
-    const body = { volume: id, key, snapshot };
-    const o = { body, timeoutMs: MOVE_CALL_MS, signal: this.signalFor(host.id) };
-    return PackedVolume.parse(await this.client.call(host, "POST", "/v1/fleet/volumes/pack", o));
+  /** The volume packed into the object store by the host that holds it (a sync: from a snapshot while mounted). */
+  private async pack(
+    from: string | null,
+    id: string,
+    key: string,
+    o: { snapshot?: boolean; sizeGb?: number } = {},
+  ): Promise<PackedVolume> {
+    const port = await this.deps.hosts.of(from);
+    return port.archives(this.deps.blobs).store(id, key, { ...o, ...this.callOn(from) });
   }
 
+  /** The archive unpacked as the volume on host `to` (made there at its size when it is not). */
   private async unpack(to: string, row: VolumeRow, archive: PackedVolume): Promise<void> {
-    const host = await this.remote(to);
-    if (!host) return this.deps.volumes.storage.archives(this.deps.blobs).fetch(archive, row.id, row.size_gb);
-    const body = { volume: row.id, size_gb: row.size_gb, archive };
-    await this.client.call(host, "POST", "/v1/fleet/volumes/unpack", {
-      body,
-      timeoutMs: MOVE_CALL_MS,
-      signal: this.signalFor(host.id),
-    });
+    const port = await this.deps.hosts.of(to);
+    await port.archives(this.deps.blobs).fetch(archive, row.id, row.size_gb, this.callOn(to));
   }
 
+  /** Host `hostId`'s copy of the volume removed (idempotent). */
   private async drop(hostId: string | null, id: string): Promise<void> {
-    const host = await this.remote(hostId);
-    if (!host) return this.deps.volumes.removeStorage(id);
-    await this.client.call(host, "POST", "/v1/fleet/volumes/drop", { body: { volume: id } });
+    await (await this.deps.hosts.of(hostId)).remove(id, this.callOn(hostId));
   }
 }
 

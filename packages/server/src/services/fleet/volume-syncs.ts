@@ -1,14 +1,16 @@
 import type { VolumeStore } from "../../store/volume-rows.js";
 import type { SyncCandidate, VolumeSyncStore } from "../../store/volume-sync-rows.js";
 import type { Logger } from "../observability/logger.js";
+import type { VolumeHosts } from "../volumes/volume-hosts.js";
 import type { FleetService } from "./fleet-service.js";
 import type { VolumeMoves } from "./volume-moves.js";
-import { WorkerClient } from "./worker-client.js";
 
 export interface VolumeSyncsDeps {
   store: VolumeStore;
   syncs: VolumeSyncStore;
   moves: VolumeMoves;
+  /** Each host's volumes port (through its bundle): a returning host's stale copy is removed there. */
+  hosts: VolumeHosts;
   fleet: FleetService;
   log: Logger;
   /** How often a volume that sandboxes mount is copied (SANDTREE_VOLUME_SYNC_S, in ms). */
@@ -30,7 +32,6 @@ const MAX_TICK_MS = 10_000;
 export class VolumeSyncs {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
-  private readonly client = new WorkerClient();
 
   constructor(private readonly deps: VolumeSyncsDeps) {}
 
@@ -110,13 +111,15 @@ export class VolumeSyncs {
     for (const s of await this.deps.syncs.staleCopies()) {
       const v = await this.deps.store.getVolume(s.volume_id);
       // Its home again meanwhile (moved back there): that copy is the volume's, not stale.
-      if (v && (v.host_id === s.host_id || v.move_to === s.host_id)) {
+      if (v && v.status !== "DELETED" && (v.host_id === s.host_id || v.move_to === s.host_id)) {
         await this.deps.syncs.forgetStaleCopy(s.volume_id, s.host_id);
         continue;
       }
       try {
-        const host = await this.deps.fleet.remoteHost(s.host_id);
-        if (host) await this.client.call(host, "POST", "/v1/fleet/volumes/drop", { body: { volume: s.volume_id } });
+        const port = await this.deps.hosts.find(s.host_id);
+        // A host that serves its machine host but whose bundle is not open yet (it just came back): the next pass.
+        if (!port && (await this.deps.fleet.workerHostUrls()).has(s.host_id)) continue;
+        await port?.remove(s.volume_id);
         await this.deps.syncs.forgetStaleCopy(s.volume_id, s.host_id);
         this.deps.log.info({ volume: s.volume_id, host: s.host_id }, "a returning host's stale copy of a volume dropped");
       } catch (err) {

@@ -1,5 +1,5 @@
 import { rmSync } from "node:fs";
-import type { Accel, GuestArtifacts, Machine, MachineHost } from "@sandtree/host";
+import type { Accel, GuestArtifacts, Machine, MachineHost, VolumeMount } from "@sandtree/host";
 import { type CreateSandboxParams, type Sandbox, type SandboxStatus, SandtreeError, TERMINAL_STATUSES } from "@sandtree/protocol";
 import type { SandboxFilter } from "../../store/rows.js";
 import type { Store } from "../../store/store.js";
@@ -9,6 +9,7 @@ import { type ImageAliases, imageOfCreate } from "../images/image-aliases.js";
 import type { ImageResolver } from "../images/image-resolver.js";
 import type { NetworkService } from "../network/network-service.js";
 import type { Logger } from "../observability/logger.js";
+import { MountingHost } from "../volumes/mounting-host.js";
 import type { VolumeService } from "../volumes/volume-service.js";
 import type { AdmissionService } from "./admission-service.js";
 import type { CheckpointCreate, CreateAnswer, ImageCreate } from "./create-kinds.js";
@@ -45,6 +46,8 @@ export interface SandboxServiceDeps {
   hostName?: string;
   /** Checks a create's `volumes` (refuses them until they can be mounted). */
   volumes?: Pick<VolumeService, "resolveMounts" | "attach">;
+  /** A sandbox's volume mounts, added to its machine on every host (MountingHost; absent: none). */
+  mountsOf?: (sandboxId: string) => Promise<VolumeMount[]>;
   /** Warm starts from booted templates (default on). */
   warmTemplates?: boolean;
   /** Deadlines of calls into VMs (ms); see the config module. Absent: the defaults. */
@@ -83,13 +86,8 @@ export class SandboxService {
       elsewhere: (name) => (name === this.bundles.local.name ? this.placement.elsewhere() : Promise.resolve(new Set<string>())),
     };
     const { host, network } = deps;
-    this.bundles = new HostBundles(
-      hostBundle(deps, this.owner, {
-        name: deps.hostName ?? LOCAL_HOST,
-        host,
-        ...(network ? { network } : {}),
-      }),
-    );
+    const local = { name: deps.hostName ?? LOCAL_HOST, host, ...(network ? { network } : {}) };
+    this.bundles = new HostBundles(hostBundle(deps, this.owner, this.mounting(local)));
     const here = this.siteOf(this.bundles.local);
     this.placement = deps.placement(here, { on: (name) => this.sites.get(name) });
     // A sandbox that ends here (delete, timeout) ends at its site too.
@@ -117,11 +115,17 @@ export class SandboxService {
    * (`placed`: its reconciliation adopts them); placement finds its site by the host's name.
    */
   addHost(at: BundleHost, placed: Iterable<string> = []): HostBundle {
-    const bundle = hostBundle(this.deps, this.owner, at);
+    const bundle = hostBundle(this.deps, this.owner, this.mounting(at));
     this.bundles.add(bundle);
     for (const id of placed) this.bundles.place(id, bundle);
     this.siteOf(bundle);
     return bundle;
+  }
+
+  /** The host with each sandbox's volumes added to its machines (every host alike: they mount what their own volumes port holds). */
+  private mounting(at: BundleHost): BundleHost {
+    const { mountsOf } = this.deps;
+    return mountsOf ? { ...at, host: new MountingHost(at.host, mountsOf) } : at;
   }
 
   /** A host gone (lost, or registered again): its bundle and site go; answered for the caller to close its host. */

@@ -15,6 +15,8 @@ import { parse } from "../../errors.js";
 import { MADE_HERE, type VolumeMountRow, type VolumeRow, type VolumeStore } from "../../store/volume-rows.js";
 import type { Logger } from "../observability/logger.js";
 import { KeyedSerial } from "../support/keyed-serial.js";
+import type { VolumeHosts } from "./volume-hosts.js";
+import { VolumeMeasures } from "./volume-measures.js";
 import { quotaCheck } from "./volume-quota.js";
 import { SNAPSHOT_OF_LABEL, snapshotName } from "./volume-snapshot-names.js";
 import type { VolumesAway } from "./volumes-away.js";
@@ -28,18 +30,19 @@ export function newVolumeId(): string {
 export interface VolumeServiceDeps {
   store: VolumeStore;
   /**
-   * The volumes port of the host the volumes live on (today the local host, the one machines start
-   * on here): each volume named there by its id, as mounts name it.
+   * The volumes port of each host (by a volume's `host_id`: through that host's bundle): each volume
+   * named there by its id, as mounts name it.
    */
-  storage: HostVolumes;
+  hosts: VolumeHosts;
   limits: (teamId: string) => Promise<TeamLimits>;
   log: Logger;
 }
 
 /**
- * Volumes as a team's resource, their storage on their host (its volumes port), and their file
- * API (no sandbox needed). States: CREATING (row written, storage being made), READY, DELETING
- * (no sandbox mounts it; its storage being removed), DELETED. Every step is idempotent: a server that
+ * Volumes as a team's resource, their storage on the host each lives on (that host's volumes port:
+ * made on this control plane's own, moved by VolumeMoves), and their file API (no sandbox needed).
+ * States: CREATING (row written, storage being made), READY, DELETING (no sandbox mounts it; its
+ * storage being removed), DELETED. Every step is idempotent: a server that
  * stops between two finishes it at its next start (reconcile).
  */
 export class VolumeService {
@@ -52,37 +55,41 @@ export class VolumeService {
    * at most once per this long for GETs (sharing one walk); API writes walk before they write.
    */
   measureTtlMs = 30_000;
-  private readonly measuredAt = new Map<string, number>();
-  private readonly measuring = new Map<string, Promise<VolumeRow>>();
+  private readonly measures: VolumeMeasures;
   /** Set on a fleet's control plane: volumes that moved to workers. */
   away: VolumesAway | null = null;
 
-  constructor(private readonly deps: VolumeServiceDeps) {}
-
-  /** The volumes port of the host the volumes live on (a fleet move packs and unpacks through it). */
-  get storage(): HostVolumes {
-    return this.deps.storage;
+  constructor(private readonly deps: VolumeServiceDeps) {
+    this.measures = new VolumeMeasures(deps.store, deps.hosts, () => this.measureTtlMs);
   }
 
+  /** The volumes port of the host a volume lives on. */
+  private portOf(row: Pick<VolumeRow, "host_id">): Promise<HostVolumes> {
+    return this.deps.hosts.of(row.host_id);
+  }
+
+  /** A new volume is made on this control plane's own host. */
   async create(teamId: string, raw: unknown): Promise<Volume> {
     const req = parse(CreateVolumeRequest, raw);
-    const row = await this.make(teamId, req.name, req.size_gb, req.labels, (id) => this.deps.storage.create(id, req.size_gb));
+    const here = await this.deps.hosts.of(null);
+    const row = await this.make(teamId, req.name, req.size_gb, req.labels, null, (id) => here.create(id, req.size_gb));
     return this.view(row);
   }
 
   /**
-   * A new volume of the team (quotas checked), its storage made and filled by `fill` (given its id,
-   * its name on the host): CREATING while it runs, READY after, DELETED (and its storage gone) when it fails.
+   * A new volume of the team (quotas checked) on host `hostId` (null: this control plane's own),
+   * its storage made and filled there by `fill` (given its id, its name on the host): CREATING while
+   * it runs, READY after, DELETED (and its storage gone) when it fails.
    */
-  async make(
+  private async make(
     teamId: string,
     name: string,
     sizeGb: number,
     labels: Record<string, string>,
+    hostId: string | null,
     fill: (id: string) => Promise<unknown>,
-    o: { checkQuota?: boolean } = {},
   ): Promise<VolumeRow> {
-    const limits = o.checkQuota === false ? null : await this.deps.limits(teamId);
+    const limits = await this.deps.limits(teamId);
     const now = new Date().toISOString();
     const row: VolumeRow = {
       id: newVolumeId(),
@@ -95,15 +102,16 @@ export class VolumeService {
       created_at: now,
       updated_at: now,
       ...MADE_HERE,
+      host_id: hostId,
     };
-    const created = await this.deps.store.createVolume(row, (u) => (limits ? quotaCheck(u, sizeGb, limits) : undefined));
+    const created = await this.deps.store.createVolume(row, (u) => quotaCheck(u, sizeGb, limits));
     if (!created) {
       throw new SandtreeError("ALREADY_EXISTS", `the team has a volume named ${name} already`, { name });
     }
     try {
       await fill(row.id);
     } catch (err) {
-      await this.removeStorage(row.id).catch(() => {});
+      await this.removeStorage(row).catch(() => {});
       await this.deps.store.setVolumeState(row.id, "DELETED", ["CREATING"]);
       if (err instanceof SandtreeError) throw err;
       const full = ["ENOSPC", "EDQUOT"].includes((err as NodeJS.ErrnoException).code ?? "");
@@ -113,13 +121,14 @@ export class VolumeService {
       );
     }
     await this.deps.store.setVolumeState(row.id, "READY", ["CREATING"]);
-    return this.measure({ ...row, status: "READY" });
+    return this.measures.measure({ ...row, status: "READY" });
   }
 
   /**
    * `volumes: "snapshot"` of a restore or fork: a copy-on-write snapshot of each volume the source
-   * sandbox mounts, each a new volume of the team (named, listed, metered, deleted like any),
-   * mounted at the same path. All or none: a failure deletes the snapshots already made.
+   * sandbox mounts, each a new volume of the team (named, listed, metered, deleted like any) on the
+   * host its source lives on, mounted at the same path. All or none: a failure deletes the
+   * snapshots already made.
    */
   async snapshotMounts(teamId: string, sourceSandboxId: string): Promise<VolumeMount[]> {
     const out: VolumeMount[] = [];
@@ -129,9 +138,10 @@ export class VolumeService {
         if (src.status !== "READY")
           throw new SandtreeError("CONFLICT", `volume ${src.name} is ${src.status}`, { volume: src.id });
         const labels = { ...src.labels, [SNAPSHOT_OF_LABEL]: src.id };
+        const port = await this.portOf(src);
         const snap = await this.writes.run(src.id, () =>
-          this.make(teamId, snapshotName(src.name), src.size_gb, labels, (id) =>
-            this.deps.storage.snapshot(src.id, id, src.size_gb),
+          this.make(teamId, snapshotName(src.name), src.size_gb, labels, src.host_id, (id) =>
+            port.snapshot(src.id, id, src.size_gb),
           ),
         );
         out.push({ volume: snap.id, path: m.path, read_only: m.read_only });
@@ -147,7 +157,8 @@ export class VolumeService {
   async discard(ids: readonly string[]): Promise<void> {
     for (const id of ids) {
       const { changed } = await this.deps.store.beginDeleteVolume(id).catch(() => ({ changed: false }));
-      if (changed) await this.finishDelete(id).catch(() => {});
+      const row = changed ? await this.deps.store.getVolume(id) : undefined;
+      if (row) await this.finishDelete(row).catch(() => {});
     }
   }
 
@@ -159,7 +170,7 @@ export class VolumeService {
   /** The volume, its bytes measured again. */
   async get(teamId: string, ref: string): Promise<Volume> {
     const row = await this.row(teamId, ref);
-    return this.view(await this.measure(row));
+    return this.view(await this.measures.measure(row));
   }
 
   /**
@@ -178,30 +189,36 @@ export class VolumeService {
       });
     }
     if (!changed) throw notFound(ref);
-    // Its files on a worker (and in the object store) go first: a delete that fails there can be asked again.
+    // Its copies elsewhere (a lost home's, the object store's) go first: a delete that fails there can be asked again.
     if (this.away) await this.away.dropAway(row);
-    await this.finishDelete(row.id);
+    await this.finishDelete(row);
   }
 
-  private async finishDelete(id: string): Promise<void> {
-    this.measuredAt.delete(id);
-    await this.writes.run(id, () => this.removeStorage(id));
-    await this.deps.store.setVolumeState(id, "DELETED", ["DELETING"]);
+  /** Its storage goes from its host (a lost home's copy was recorded stale by dropAway: dropped when it is back). */
+  private async finishDelete(row: VolumeRow): Promise<void> {
+    this.measures.forget(row.id);
+    if (!row.home_lost_at) await this.writes.run(row.id, () => this.removeStorage(row));
+    await this.deps.store.setVolumeState(row.id, "DELETED", ["DELETING"]);
   }
 
   /** Its host's copy of a volume removed (unmounted, then its image and files deleted): idempotent. */
-  removeStorage(id: string): Promise<void> {
-    return this.deps.storage.remove(id);
+  private async removeStorage(row: Pick<VolumeRow, "id" | "host_id">): Promise<void> {
+    await (await this.portOf(row)).remove(row.id);
   }
 
-  /** At start: mounts the volumes' images again, finishes creates and deletes a stopped server left half done. */
-  async reconcile(): Promise<void> {
+  /**
+   * At start: mounts the volumes' images again, finishes creates and deletes a stopped server left
+   * half done, for the volumes whose host `on` takes (this host's before its sandboxes are adopted,
+   * the workers' once their bundles are open). A lost home's volumes wait for it (or a restore).
+   */
+  async reconcile(on: (hostId: string | null) => boolean): Promise<void> {
     for (const v of await this.deps.store.listVolumes({ states: ["READY", "CREATING", "DELETING"] })) {
+      if (!on(v.host_id) || (v.home_lost_at && v.status !== "DELETING")) continue;
       try {
-        if (v.status === "DELETING") await this.finishDelete(v.id);
-        else if (v.status === "READY") await this.deps.storage.open(v.id);
+        if (v.status === "DELETING") await this.finishDelete(v);
+        else if (v.status === "READY") await (await this.portOf(v)).open(v.id);
         else {
-          await this.deps.storage.create(v.id, v.size_gb);
+          await (await this.portOf(v)).create(v.id, v.size_gb);
           await this.deps.store.setVolumeState(v.id, "READY", ["CREATING"]);
         }
       } catch (err) {
@@ -293,36 +310,47 @@ export class VolumeService {
     }));
   }
 
-  // The file API: the same routes and semantics as a sandbox's files, on the volume's storage.
+  // The file API: the same routes and semantics as a sandbox's files, on the volume's storage
+  // through the volumes port of the host it lives on.
 
-  /** The volume whose files are asked for: READY, brought home first when it lives on a worker. */
-  private async readyHere(teamId: string, ref: string): Promise<VolumeRow> {
+  /**
+   * The volume whose files are asked for: READY, brought to this control plane's own host first when
+   * it lives on another (VolumesAway.bringHome: refused while a sandbox there mounts it).
+   */
+  private async readyHere(teamId: string, ref: string): Promise<VolumeRow & { port: HostVolumes }> {
     let row = await this.row(teamId, ref);
     if (row.host_id !== null && row.status === "READY" && this.away) row = await this.away.bringHome(row);
     if (row.status !== "READY") throw new SandtreeError("CONFLICT", `volume ${row.name} is ${row.status}`, { volume: row.id });
-    return row;
+    return { ...row, port: await this.portOf(row) };
   }
 
-  stat = async (teamId: string, ref: string, p: string): Promise<FileStat> =>
-    this.deps.storage.stat((await this.readyHere(teamId, ref)).id, p);
-  listFiles = async (teamId: string, ref: string, p: string): Promise<FileList> =>
-    this.deps.storage.list((await this.readyHere(teamId, ref)).id, p);
+  stat = async (teamId: string, ref: string, p: string): Promise<FileStat> => {
+    const v = await this.readyHere(teamId, ref);
+    return v.port.stat(v.id, p);
+  };
+
+  listFiles = async (teamId: string, ref: string, p: string): Promise<FileList> => {
+    const v = await this.readyHere(teamId, ref);
+    return v.port.list(v.id, p);
+  };
 
   async download(teamId: string, ref: string, p: string, opts: { offset?: number; length?: number }) {
-    return this.deps.storage.read((await this.readyHere(teamId, ref)).id, p, opts);
+    const v = await this.readyHere(teamId, ref);
+    return v.port.read(v.id, p, opts);
   }
 
   async mkdir(teamId: string, ref: string, p: string, parents: boolean, mode: number): Promise<FileStat> {
-    return this.deps.storage.mkdir((await this.readyHere(teamId, ref)).id, p, { parents, mode });
+    const v = await this.readyHere(teamId, ref);
+    return v.port.mkdir(v.id, p, { parents, mode });
   }
 
   async upload(teamId: string, ref: string, p: string, body: AsyncIterable<Uint8Array>, mode = 0o644) {
     const row = await this.readyHere(teamId, ref);
     return this.writes.run(row.id, async () => {
       // The size check needs what guests wrote too: a walk, whatever the last GET measured.
-      const used = (await this.measure(row, true)).used_bytes;
-      const out = await this.deps.storage.write(row.id, p, body, { mode, limitBytes: row.size_gb * GiB, usedBytes: used });
-      await this.recordUsed(row.id, used - out.replaced + out.bytes, used);
+      const used = (await this.measures.measure(row, true)).used_bytes;
+      const out = await row.port.write(row.id, p, body, { mode, limitBytes: row.size_gb * GiB, usedBytes: used });
+      await this.measures.record(row.id, used - out.replaced + out.bytes, used);
       return { path: out.path, bytes: out.bytes };
     });
   }
@@ -331,9 +359,9 @@ export class VolumeService {
     const row = await this.readyHere(teamId, ref);
     await this.writes.run(row.id, async () => {
       try {
-        await this.deps.storage.removePath(row.id, p, { recursive });
+        await row.port.removePath(row.id, p, { recursive });
       } finally {
-        await this.measure(row, true);
+        await this.measures.measure(row, true);
       }
     });
   }
@@ -342,37 +370,6 @@ export class VolumeService {
     const row = await this.deps.store.getVolume(ref, teamId);
     if (!row) throw notFound(ref);
     return row;
-  }
-
-  /**
-   * Its files' bytes: the figure recorded when it was measured less than measureTtlMs ago (or
-   * `force`: always), else a walk of its tree (one at a time per volume), recorded (metered) when
-   * it changed.
-   */
-  private async measure(row: VolumeRow, force = false): Promise<VolumeRow> {
-    // On a worker: the figure of its last measure here.
-    if (row.status !== "READY" || row.host_id !== null) return row;
-    const at = this.measuredAt.get(row.id);
-    if (!force && at !== undefined && Date.now() - at < this.measureTtlMs) return row;
-    const running = this.measuring.get(row.id);
-    if (running && !force) return running;
-    const walk = (async () => {
-      const started = Date.now();
-      const used = await this.deps.storage.usedBytes(row.id).catch(() => row.used_bytes);
-      await this.recordUsed(row.id, used, row.used_bytes, started);
-      return { ...row, used_bytes: used };
-    })();
-    this.measuring.set(row.id, walk);
-    try {
-      return await walk;
-    } finally {
-      if (this.measuring.get(row.id) === walk) this.measuring.delete(row.id);
-    }
-  }
-
-  private async recordUsed(id: string, used: number, was?: number, at = Date.now()): Promise<void> {
-    if (used !== was) await this.deps.store.setVolumeUsed(id, used);
-    this.measuredAt.set(id, at);
   }
 
   private async view(row: VolumeRow): Promise<Volume> {

@@ -1,0 +1,123 @@
+// A worker's volumes are reached through its host's bundle, as the control plane's own are through
+// its host (no VM, no worker process): a "worker" is the host service over a FakeHost on loopback,
+// its blob store the fleet's bucket (s3rver). A move that a control plane stopped midway (MOVING to
+// the worker in its store) is finished at its next start through the two hosts' volumes ports: the
+// control plane's host packs the volume into the bucket, the worker's host unpacks it. The
+// volume's measure walks it on the worker's host; the file API brings it back to the control
+// plane's host (packed by the worker's, its copy there removed); a delete removes it there.
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { type ServedHost, serveMachineHost } from "@sandtree/host";
+import { FakeHost } from "@sandtree/host/fake";
+import Database from "better-sqlite3";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { S3RVER_CREDENTIALS, startS3, type TestS3 } from "../../../host/test/helpers/s3-server.js";
+import { BlobStoreUrl, makeBlobStore } from "../../src/blob-store-config.js";
+import { sha256Hex, workerCallKey } from "../../src/services/fleet/join-token.js";
+import { jsonApi, startTestServer, type TestServer } from "../helpers.js";
+
+describe("fleet: a worker's volumes through its host's bundle", () => {
+  const dirs: string[] = [];
+  const mkdir = (p: string) => {
+    const d = mkdtempSync(path.join(tmpdir(), p));
+    dirs.push(d);
+    return d;
+  };
+  const env = { AWS_ACCESS_KEY_ID: process.env.AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY: process.env.AWS_SECRET_ACCESS_KEY };
+  let s3: TestS3;
+  let blobUrl = "";
+  let t: TestServer | null = null;
+  let worker: ServedHost;
+  let key: string | null = null;
+  let hostId = "";
+  let dataDir = "";
+  let adminKey = "";
+  let cpVolumes = "";
+  let workerVolumes = "";
+
+  const start = async () => {
+    const host = new FakeHost({ volumesDir: cpVolumes, layersDir: path.join(dataDir, "layers") });
+    t = await startTestServer({ host, dataDir, keepDataDir: true, blobStore: blobUrl });
+    adminKey ||= t.key;
+    t = { ...t, key: adminKey, api: jsonApi(t.url, () => adminKey) };
+    expect((await t.api("POST", "/v1/hosts/local/cordon")).status).toBe(200);
+  };
+  const server = () => t as TestServer;
+  const bundleOpen = () => server().server.services.sandboxes.bundles.named("vw") !== undefined;
+
+  beforeAll(async () => {
+    Object.assign(process.env, {
+      AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
+    });
+    s3 = await startS3("sandtree-volume-bundles");
+    blobUrl = `s3://${s3.bucket}/vb?endpoint=${s3.endpoint}&region=us-east-1`;
+    dataDir = mkdir("sandtree-vb-cp-");
+    cpVolumes = path.join(mkdir("sandtree-vb-cp-host-"), "volumes");
+    workerVolumes = path.join(mkdir("sandtree-vb-w-"), "volumes");
+    // The worker's blob store: its own cache of the fleet's bucket, its layers directory.
+    const workerLayers = mkdir("sandtree-vb-w-layers-");
+    worker = await serveMachineHost({
+      host: new FakeHost({ volumesDir: workerVolumes, layersDir: workerLayers }),
+      key: () => key,
+      networksDir: mkdir("sandtree-vb-w-nets-"),
+      blobs: makeBlobStore(BlobStoreUrl.parse(blobUrl), workerLayers),
+    });
+    await start();
+    const token = server().server.services.fleet.joinToken;
+    const r = await jsonApi(server().url, () => token)("POST", "/v1/fleet/hosts/register", {
+      name: "vw",
+      capacity: { vcpus: 8, memory_mib: 16_384, disk_gib: 100, accel: "tcg" },
+      host_url: worker.url,
+    });
+    expect(r.status, JSON.stringify(r.body)).toBe(201);
+    hostId = r.body.host_id;
+    key = workerCallKey(token, hostId, sha256Hex(r.body.secret));
+  }, 60_000);
+
+  afterAll(async () => {
+    await t?.close();
+    await worker?.close();
+    await s3?.close();
+    Object.assign(process.env, env);
+    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  }, 60_000);
+
+  it("a move stopped midway ends on the worker's host; its measure walks it there; the file API brings it back", async () => {
+    await expect.poll(bundleOpen, { timeout: 10_000 }).toBe(true);
+    const made = await server().api("POST", "/v1/volumes", { name: "travels", size_gb: 1 });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    const vol = made.body.id as string;
+    const put = await server().api("PUT", `/v1/volumes/${vol}/files?path=/a.txt`, new TextEncoder().encode("from the API\n"));
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
+    const cpCopy = path.join(cpVolumes, vol, "data", "a.txt");
+    const workerCopy = path.join(workerVolumes, vol, "data", "a.txt");
+    expect(readFileSync(cpCopy, "utf8")).toBe("from the API\n");
+
+    // Stopped right after it recorded a move to the worker: the next start finishes it.
+    await server().close();
+    const db = new Database(path.join(dataDir, "sandtree.db"));
+    try {
+      db.prepare("UPDATE volumes SET status = 'MOVING', move_to = ? WHERE id = ?").run(hostId, vol);
+    } finally {
+      db.close();
+    }
+    await start();
+    expect(bundleOpen()).toBe(true);
+    expect(readFileSync(workerCopy, "utf8")).toBe("from the API\n");
+    expect(existsSync(path.join(cpVolumes, vol))).toBe(false);
+
+    // A guest's write there counts: the measure walks the volume on the worker's host.
+    writeFileSync(path.join(workerVolumes, vol, "data", "guest.bin"), Buffer.alloc(1000));
+    expect((await server().api("GET", `/v1/volumes/${vol}`)).body).toMatchObject({ status: "READY", used_bytes: 1013 });
+
+    // The file API brings it back to the control plane's host: the worker's copy goes.
+    const got = await server().api("GET", `/v1/volumes/${vol}/files?path=/a.txt`);
+    expect([got.status, got.body]).toEqual([200, "from the API\n"]);
+    expect(readFileSync(cpCopy, "utf8")).toBe("from the API\n");
+    expect(existsSync(path.join(workerVolumes, vol))).toBe(false);
+    expect((await server().api("DELETE", `/v1/volumes/${vol}`)).status).toBe(204);
+    expect(existsSync(path.join(cpVolumes, vol))).toBe(false);
+  });
+});
