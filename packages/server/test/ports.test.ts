@@ -18,6 +18,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WebSocket, WebSocketServer } from "ws";
 import { buildApp } from "../src/app.js";
 import { SqliteStore } from "../src/index.js";
+import { FleetService } from "../src/services/fleet/fleet-service.js";
+import { RemoteSandboxes } from "../src/services/fleet/remote-sandboxes.js";
 import type { ImageResolver } from "../src/services/images/image-resolver.js";
 import { systemClock } from "../src/services/metering/clock.js";
 import { MeteringService } from "../src/services/metering/metering-service.js";
@@ -33,7 +35,7 @@ import type { Services } from "../src/services/services.js";
 import { AuthService } from "../src/services/teams/auth-service.js";
 import { SecretBox } from "../src/services/teams/secret-box.js";
 import { VolumeService } from "../src/services/volumes/volume-service.js";
-import { openVolumeStore } from "../src/store/open-store.js";
+import { openHostStore, openHostUrls, openVolumeStore } from "../src/store/open-store.js";
 import { sandboxRow } from "./store/fixtures.js";
 
 const silent: Logger = { info() {}, warn() {}, error() {} };
@@ -185,6 +187,17 @@ beforeAll(async () => {
   // Only what these routes use; the rest of the app is not exercised here.
   // Sandbox answers carry cost_usd, so the metering service is one of them.
   const metering = new MeteringService(store, systemClock, loadPriceTable(undefined));
+  // Every sandbox route asks where its sandbox runs (this host here: no worker has joined).
+  const fleet = new FleetService({
+    hosts: openHostStore(store),
+    urls: openHostUrls(store),
+    dataDir,
+    log: silent,
+    clock: systemClock,
+    heartbeatIntervalMs: 5000,
+    hostLostAfterMs: 30_000,
+  });
+  const remote = new RemoteSandboxes({ fleet, store, log: silent, reachable: () => new Set() });
   // Sandbox answers list their volumes too.
   const volumes = new VolumeService({
     store: openVolumeStore(store),
@@ -195,7 +208,7 @@ beforeAll(async () => {
     limits: (team) => admission.limits(team),
     log: silent,
   });
-  const services = { auth, sandboxes, timeouts, admission, ports, metering, volumes } as unknown as Services;
+  const services = { auth, sandboxes, timeouts, admission, ports, metering, fleet, remote, volumes } as unknown as Services;
   app = buildApp(services, { logger: { level: "info", stream: { write: (line: string) => logLines.push(line) } } });
   await app.listen({ host: "127.0.0.1", port: 0 });
   base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
