@@ -37,11 +37,6 @@ export interface MachineExit {
    * reboot, so its VMM ended on its own, with success. False for a kill or a crash of the VMM.
    */
   guestReset: boolean;
-  /**
-   * The machine's host could no longer be reached (a remote host's connection broke): whether the
-   * machine still runs there is unknown; the host's loss, or its return, decides (absent: false).
-   */
-  hostLost?: boolean;
 }
 
 /** The machine itself (not its guest) did not answer a control command in time: it is hung. */

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { EventEmitter } from "node:events";
 import type { Duplex } from "node:stream";
+import { setTimeout as sleep } from "node:timers/promises";
 import { create } from "@bufbuild/protobuf";
 import type { Client } from "@connectrpc/connect";
 import { GuestStatSchema } from "@sandtree/protocol";
@@ -9,6 +10,7 @@ import { AgentClosedError } from "../agent/guest-error.js";
 import {
   type ExecInput,
   ExecInputSchema,
+  type MachineEvent,
   type MachineHostService,
   type MachineInfo,
   type WriteFileInput,
@@ -35,10 +37,19 @@ import { execSpecMsg, machineExit } from "./remote-specs.js";
 
 type HostClient = Client<typeof MachineHostService>;
 
+/** How long a broken Watch waits before it is opened again: doubling from the first to the most. */
+const REWATCH_FIRST_MS = 100;
+const REWATCH_MAX_MS = 2000;
+
+/** Waits `ms` (a wait that alone keeps no process alive); false when `life` ended first. */
+function pause(ms: number, life: AbortSignal): Promise<boolean> {
+  return sleep(ms, true, { signal: life, ref: false }).catch(() => false);
+}
+
 /**
  * A machine on a remote host: every call goes to the worker that runs it; its state (exit,
- * active disk, disk error) and events follow the worker's Watch stream. A Watch that breaks is
- * the machine lost to this control plane: an unexpected exit, as a VM's death is in-process.
+ * active disk, disk error) and events follow the worker's Watch stream, opened again when it
+ * breaks (see watch). Only the worker says the machine ended: its exit, or its not knowing it.
  */
 export class RemoteMachine extends EventEmitter implements Machine {
   readonly name: string;
@@ -64,42 +75,62 @@ export class RemoteMachine extends EventEmitter implements Machine {
     void this.watch();
   }
 
+  /**
+   * Follows the worker's Watch while this client lives: a stream that breaks or ends without an
+   * exit (a reset, a network cut, the worker's service closing its streams) is opened again, the
+   * machine running on meanwhile as far as this side knows; the fleet's verdict on a worker gone
+   * for good closes the RemoteHost, which ends this loop (no exit: its machines may run on).
+   */
   private async watch(): Promise<void> {
-    try {
-      for await (const ev of this.client.watch({ name: this.name }, { signal: this.life })) {
-        const e = ev.event;
-        if (e.case === "exit") this.finish(machineExit(e.value));
-        else if (e.case === "state") this.diskError = e.value.diskError;
-        else if (e.case === "unresponsive" && !this.quiet?.()) this.emit("unresponsive", e.value);
-        else if (e.case === "protocolViolation") this.emit("protocol-violation", e.value);
-        else if (e.case === "diskError") {
-          this.diskError = e.value;
-          this.emit("disk-error", e.value);
-        } else if (e.case === "diskErrorCleared") {
-          this.diskError = undefined;
-          this.emit("disk-error-cleared");
+    let wait = REWATCH_FIRST_MS;
+    while (!this.exit && !this.life.aborted) {
+      try {
+        for await (const ev of this.client.watch({ name: this.name }, { signal: this.life })) {
+          wait = REWATCH_FIRST_MS;
+          this.take(ev.event);
+        }
+      } catch (err) {
+        if (this.life.aborted) return;
+        const e = fromConnectError(err, "watching the machine");
+        // Its first answer says the worker does not know the machine: it ended unwatched long
+        // enough ago to be forgotten, or the worker's service that ran it is not this one.
+        if (e instanceof MachineRefusedError) {
+          this.finish({
+            code: null,
+            signal: null,
+            expected: false,
+            reason: `the worker running it no longer knows it (it ended unwatched, or the worker restarted): ${e.message}`,
+            guestReset: false,
+          });
+          return;
         }
       }
-      this.finish({
-        code: null,
-        signal: null,
-        expected: false,
-        reason: "the worker ended its watch without an exit",
-        guestReset: false,
-      });
-    } catch (err) {
-      // The client closing (RemoteHost.close) leaves machines running, as a server's exit leaves its VMs.
-      if (this.life.aborted) return;
-      const why = fromConnectError(err, "watching the machine").message;
-      this.finish({
-        code: null,
-        signal: null,
-        expected: false,
-        reason: `lost the worker running it: ${why}`,
-        guestReset: false,
-        hostLost: true,
-      });
+      if (this.exit || !(await pause(wait, this.life))) return;
+      wait = Math.min(wait * 2, REWATCH_MAX_MS);
     }
+  }
+
+  /** One event of the Watch; its first, the machine's state, may say what changed while it was broken. */
+  private take(e: MachineEvent["event"]): void {
+    if (e.case === "exit") this.finish(machineExit(e.value));
+    else if (e.case === "state") this.diskState(e.value.diskError);
+    else if (e.case === "unresponsive" && !this.quiet?.()) this.emit("unresponsive", e.value);
+    else if (e.case === "protocolViolation") this.emit("protocol-violation", e.value);
+    else if (e.case === "diskError") {
+      this.diskError = e.value;
+      this.emit("disk-error", e.value);
+    } else if (e.case === "diskErrorCleared") {
+      this.diskError = undefined;
+      this.emit("disk-error-cleared");
+    }
+  }
+
+  /** The disk error the worker answers now: one that began or cleared while no Watch was open is told as its event. */
+  private diskState(now: string | undefined): void {
+    if (now === this.diskError) return;
+    this.diskError = now;
+    if (now === undefined) this.emit("disk-error-cleared");
+    else this.emit("disk-error", now);
   }
 
   private finish(exit: MachineExit): void {

@@ -77,10 +77,8 @@ export class SandboxMachines {
         this.machines.delete(id);
         this.statuses.delete(id);
       }
-      // Its host out of reach: the record waits for the fleet's verdict (HOST_LOST, or its return and adoption).
-      if (exit.hostLost) this.deps.log.warn({ sandbox: id, reason: exit.reason }, "sandbox's host out of reach");
       // Stopped on purpose though nobody here took it: its host shut down.
-      else if (exit.expected && untaken && this.deps.remoteName) void this.recordHostStop(id, this.deps.remoteName);
+      if (exit.expected && untaken && this.deps.remoteName) void this.recordHostStop(id, this.deps.remoteName);
       else void this.recordExit(id, exit);
     });
     this.watch(id, machine, current);
