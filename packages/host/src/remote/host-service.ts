@@ -17,6 +17,7 @@ import { logCalls } from "./host-service-logs.js";
 import { networkCalls } from "./host-service-networks.js";
 import { hostStreams } from "./host-service-streams.js";
 import { volumeCalls } from "./host-service-volumes.js";
+import { readopt } from "./readopt.js";
 import { answer, answerEmpty } from "./remote-errors.js";
 import { adoptSpec, exitMsg, machineSpec } from "./remote-specs.js";
 
@@ -83,12 +84,13 @@ export class ServedMachines {
   }
 }
 
-export function machineInfo(m: Machine): MachineInfo {
+/** A machine as its caller holds it; `adoptedRunState` where it was adopted again (readopt), else the machine's own. */
+export function machineInfo(m: Machine, adoptedRunState = m.adoptedRunState): MachineInfo {
   return create(MachineInfoSchema, {
     name: m.name,
     pid: m.pid,
     ...(m.activeDisk !== undefined ? { activeDisk: m.activeDisk } : {}),
-    ...(m.adoptedRunState !== undefined ? { adoptedRunState: m.adoptedRunState } : {}),
+    ...(adoptedRunState !== undefined ? { adoptedRunState } : {}),
     ...(m.diskError !== undefined ? { diskError: m.diskError } : {}),
   });
 }
@@ -127,11 +129,13 @@ export function machineHostService(
         return create(LayerDigestSchema, { sha256: d.sha256, size: BigInt(d.size) });
       }),
     start: (r, ctx) => answer(async () => machineInfo(served.add(await host.start(machineSpec(r, ctx.signal))))),
-    // A machine this process still runs (its control plane reconnected) is answered as it is, never adopted twice.
+    // A machine this process still runs (its control plane reconnected) is adopted again as it is, never by the host twice.
     adopt: (r, ctx) =>
-      answer(async () =>
-        machineInfo(served.running().find((m) => m.name === r.name) ?? served.add(await host.adopt(adoptSpec(r, ctx.signal)))),
-      ),
+      answer(async () => {
+        const spec = adoptSpec(r, ctx.signal);
+        const live = served.running().find((m) => m.name === spec.name);
+        return live ? machineInfo(live, await readopt(host, live, spec)) : machineInfo(served.add(await host.adopt(spec)));
+      }),
     survivors: () => answer(async () => ({ survivors: await host.survivors() })),
     killSurvivor: (r) => answerEmpty(() => host.killSurvivor(r.pid, r.name)),
     // The name is checked here too: whatever host is served, a caller's name never leaves its roots.
