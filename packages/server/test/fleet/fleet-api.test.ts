@@ -4,13 +4,12 @@
 import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { serveMachineHost } from "@sandtree/host";
 import { FakeHost } from "@sandtree/host/fake";
 import type { CreateSandboxParams, Sandbox } from "@sandtree/protocol";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ManualClock, type RunningServer, startServer } from "../../src/index.js";
-import { sha256Hex, workerCallKey } from "../../src/services/fleet/join-token.js";
 import { type Api, jsonApi } from "../helpers.js";
+import { bundleOpened, serveFakeWorker } from "./fake-worker.js";
 
 const BOUND_MS = 30_000;
 
@@ -148,16 +147,10 @@ describe("fleet API", () => {
 
   it("without an object store a create that mounts volumes is placed on their host, and refused pinned elsewhere", async () => {
     // A worker that serves its host (a fake one, on loopback): placement reaches it through its bundle.
-    let key: string | null = null;
-    const hostDir = mkdtempSync(path.join(tmpdir(), "sandtree-vol-w-"));
-    const served = await serveMachineHost({
-      host: new FakeHost({ dir: hostDir }),
-      key: () => key,
-      networksDir: path.join(hostDir, "nets"),
-    });
-    const joined = await register("vol-w", undefined, { host_url: served.url });
-    key = workerCallKey(server.services.fleet.joinToken, joined.body.host_id, sha256Hex(joined.body.secret));
-    await expect.poll(() => server.services.sandboxes.bundles.named("vol-w") !== undefined, { timeout: 10_000 }).toBe(true);
+    const worker = await serveFakeWorker((dir) => new FakeHost({ dir }));
+    const token = server.services.fleet.joinToken;
+    await worker.join((extra) => register("vol-w", token, extra), token);
+    await bundleOpened(server, "vol-w");
     const remote = server.services.remote;
     const made = await admin("POST", "/v1/volumes", { name: "data" });
     expect(made.status, JSON.stringify(made.body)).toBe(201);
@@ -181,8 +174,7 @@ describe("fleet API", () => {
       await remote.unplace("sb-v4");
     } finally {
       expect((await admin("POST", "/v1/hosts/local/cordon")).status).toBe(200);
-      await served.close();
-      rmSync(hostDir, { recursive: true, force: true });
+      await worker.close();
     }
   });
 

@@ -1,14 +1,12 @@
 import { createHash } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { GetObjectCommand, HeadObjectCommand, PutObjectCommand } from "@aws-sdk/client-s3";
-import { serveMachineHost } from "@sandtree/host";
 import { FakeHost } from "@sandtree/host/fake";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { corruptObject, startS3, type TestS3, useS3Credentials } from "../../../host/test/helpers/s3-server.js";
-import { sha256Hex, workerCallKey } from "../../src/services/fleet/join-token.js";
 import { type Api, serverForFile, stopChildProcess } from "../helpers.js";
+import { bundleOpened, serveFakeWorker } from "./fake-worker.js";
 import {
   checkpointRowIn,
   idsOnWorker,
@@ -214,21 +212,11 @@ describe("fleet without an object store: checkpoints stay on the host that took 
     const refused = await register({ url: "http://127.0.0.1:9", blob_store: "s3://layers/x?endpoint=http://127.0.0.1:9" });
     expect([refused.status, refused.body.code]).toEqual([409, "BLOB_STORE_MISMATCH"]);
     // A worker that joined, serving a host of its own (a fake one: no machine may start there here).
-    let key: string | null = null;
-    const hostDir = mkdtempSync(path.join(tmpdir(), "sandtree-wfar-"));
-    const served = await serveMachineHost({
-      host: new FakeHost({ dir: hostDir }),
-      key: () => key,
-      networksDir: path.join(hostDir, "nets"),
-    });
-    onTestFinished(async () => {
-      await served.close();
-      rmSync(hostDir, { recursive: true, force: true });
-    });
-    const joined = await register({ host_url: served.url });
-    expect([joined.status, joined.body.blob_store]).toEqual([201, null]);
-    key = workerCallKey(token, joined.body.host_id, sha256Hex(joined.body.secret));
-    await expect.poll(() => t.server.services.sandboxes.bundles.named("wfar") !== undefined, { timeout: 10_000 }).toBe(true);
+    const worker = await serveFakeWorker((dir) => new FakeHost({ dir }));
+    onTestFinished(() => worker.close());
+    const joined = await worker.join(register, token);
+    expect(joined.blob_store).toBeNull();
+    await bundleOpened(t.server, "wfar");
 
     const p = await t.api("POST", "/v1/sandboxes", { ...SMALL, cpu_cores: 1, host: "local" });
     expect(p.status, JSON.stringify(p.body)).toBe(201);
@@ -244,10 +232,10 @@ describe("fleet without an object store: checkpoints stay on the host that took 
     // The worker is fresh (it beats now), has room, and is still refused: the layers are here.
     const beat = await t.api(
       "POST",
-      `/v1/fleet/hosts/${joined.body.host_id}/heartbeat`,
+      `/v1/fleet/hosts/${joined.host_id}/heartbeat`,
       {},
       {
-        authorization: `Bearer ${joined.body.secret}`,
+        authorization: `Bearer ${joined.secret}`,
       },
     );
     expect(beat.status).toBe(200);

@@ -8,14 +8,13 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { type ServedHost, serveMachineHost } from "@sandtree/host";
 import { FakeHost } from "@sandtree/host/fake";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { S3RVER_CREDENTIALS, startS3, type TestS3 } from "../../../host/test/helpers/s3-server.js";
 import { BlobStoreUrl, makeBlobStore } from "../../src/blob-store-config.js";
-import { sha256Hex, workerCallKey } from "../../src/services/fleet/join-token.js";
 import { jsonApi, startTestServer, type TestServer } from "../helpers.js";
+import { bundleOpened, type FakeWorker, serveFakeWorker } from "./fake-worker.js";
 
 describe("fleet: a worker's volumes through its host's bundle", () => {
   const dirs: string[] = [];
@@ -28,9 +27,7 @@ describe("fleet: a worker's volumes through its host's bundle", () => {
   let s3: TestS3;
   let blobUrl = "";
   let t: TestServer | null = null;
-  let worker: ServedHost;
-  let key: string | null = null;
-  let hostId = "";
+  let worker: FakeWorker;
   let dataDir = "";
   let adminKey = "";
   let cpVolumes = "";
@@ -58,22 +55,20 @@ describe("fleet: a worker's volumes through its host's bundle", () => {
     workerVolumes = path.join(mkdir("sandtree-vb-w-"), "volumes");
     // The worker's blob store: its own cache of the fleet's bucket, its layers directory.
     const workerLayers = mkdir("sandtree-vb-w-layers-");
-    worker = await serveMachineHost({
-      host: new FakeHost({ volumesDir: workerVolumes, layersDir: workerLayers }),
-      key: () => key,
-      networksDir: mkdir("sandtree-vb-w-nets-"),
+    worker = await serveFakeWorker(() => new FakeHost({ volumesDir: workerVolumes, layersDir: workerLayers }), {
       blobs: makeBlobStore(BlobStoreUrl.parse(blobUrl), workerLayers),
     });
     await start();
     const token = server().server.services.fleet.joinToken;
-    const r = await jsonApi(server().url, () => token)("POST", "/v1/fleet/hosts/register", {
-      name: "vw",
-      capacity: { vcpus: 8, memory_mib: 16_384, disk_gib: 100, accel: "tcg" },
-      host_url: worker.url,
-    });
-    expect(r.status, JSON.stringify(r.body)).toBe(201);
-    hostId = r.body.host_id;
-    key = workerCallKey(token, hostId, sha256Hex(r.body.secret));
+    await worker.join(
+      (extra) =>
+        jsonApi(server().url, () => token)("POST", "/v1/fleet/hosts/register", {
+          name: "vw",
+          capacity: { vcpus: 8, memory_mib: 16_384, disk_gib: 100, accel: "tcg" },
+          ...extra,
+        }),
+      token,
+    );
   }, 60_000);
 
   afterAll(async () => {
@@ -85,7 +80,7 @@ describe("fleet: a worker's volumes through its host's bundle", () => {
   }, 60_000);
 
   it("a move stopped midway ends on the worker's host; its measure walks it there; the file API brings it back", async () => {
-    await expect.poll(bundleOpen, { timeout: 10_000 }).toBe(true);
+    await bundleOpened(server().server, "vw");
     const made = await server().api("POST", "/v1/volumes", { name: "travels", size_gb: 1 });
     expect(made.status, JSON.stringify(made.body)).toBe(201);
     const vol = made.body.id as string;
@@ -99,7 +94,7 @@ describe("fleet: a worker's volumes through its host's bundle", () => {
     await server().close();
     const db = new Database(path.join(dataDir, "sandtree.db"));
     try {
-      db.prepare("UPDATE volumes SET status = 'MOVING', move_to = ? WHERE id = ?").run(hostId, vol);
+      db.prepare("UPDATE volumes SET status = 'MOVING', move_to = ? WHERE id = ?").run(worker.hostId, vol);
     } finally {
       db.close();
     }

@@ -7,12 +7,12 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { LocalDirBlobStore, type ServedHost, serveMachineHost } from "@sandtree/host";
+import { LocalDirBlobStore } from "@sandtree/host";
 import { FakeHost } from "@sandtree/host/fake";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { sha256Hex, workerCallKey } from "../../src/services/fleet/join-token.js";
 import { exec, fakeImages, lifeCycle, running } from "../fake-host-life.js";
 import { jsonApi, startTestServer, type TestServer } from "../helpers.js";
+import { bundleOpened, type FakeWorker, serveFakeWorker } from "./fake-worker.js";
 
 describe("fleet: a worker's sandboxes run through its host's bundle", () => {
   const dirs: string[] = [];
@@ -23,26 +23,24 @@ describe("fleet: a worker's sandboxes run through its host's bundle", () => {
   };
   const images = fakeImages("d");
   let t: TestServer;
-  let worker: ServedHost;
+  let worker: FakeWorker;
   let fake: FakeHost;
-  let key: string | null = null;
-  let hostId = "";
   let dataDir = "";
   let adminKey = "";
 
-  /** Registers the worker as `sandtree worker` does, and learns its call key from the answer. */
+  /** Registers the worker as `sandtree worker` does. */
   const register = async () => {
     const token = t.server.services.fleet.joinToken;
-    const r = await jsonApi(t.url, () => token)("POST", "/v1/fleet/hosts/register", {
-      name: "fw",
-      capacity: { vcpus: 8, memory_mib: 16_384, disk_gib: 100, accel: "tcg" },
-      host_url: worker.url,
-    });
-    expect(r.status, JSON.stringify(r.body)).toBe(201);
-    hostId = r.body.host_id;
-    key = workerCallKey(token, hostId, sha256Hex(r.body.secret));
+    await worker.join(
+      (extra) =>
+        jsonApi(t.url, () => token)("POST", "/v1/fleet/hosts/register", {
+          name: "fw",
+          capacity: { vcpus: 8, memory_mib: 16_384, disk_gib: 100, accel: "tcg" },
+          ...extra,
+        }),
+      token,
+    );
   };
-  const bundleOpen = () => t.server.services.sandboxes.bundles.named("fw") !== undefined;
   const start = async () => {
     const layersDir = path.join(dataDir, "layers");
     t = await startTestServer({
@@ -60,13 +58,13 @@ describe("fleet: a worker's sandboxes run through its host's bundle", () => {
     dataDir = mkdir("sandtree-cp-");
     // The worker's layers go to the fleet's blob store: here the control plane's layers directory.
     const layersDir = path.join(dataDir, "layers");
-    fake = new FakeHost({ dir: mkdir("sandtree-fw-"), layersDir, images });
-    worker = await serveMachineHost({
-      host: fake,
-      key: () => key,
-      networksDir: mkdir("sandtree-fw-nets-"),
-      blobs: new LocalDirBlobStore(layersDir),
-    });
+    worker = await serveFakeWorker(
+      (dir) => {
+        fake = new FakeHost({ dir, layersDir, images });
+        return fake;
+      },
+      { blobs: new LocalDirBlobStore(layersDir) },
+    );
     await start();
     await register();
   }, 60_000);
@@ -78,7 +76,7 @@ describe("fleet: a worker's sandboxes run through its host's bundle", () => {
   }, 60_000);
 
   it("places a create on the worker and runs it there: exec, pause, resume, checkpoint, fork, reset, delete", async () => {
-    await expect.poll(bundleOpen, { timeout: 10_000, interval: 20 }).toBe(true);
+    await bundleOpened(t.server, "fw");
     const created = await t.api("POST", "/v1/sandboxes", { image: "fake/image" });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     const id = created.body.id as string;
@@ -107,7 +105,7 @@ describe("fleet: a worker's sandboxes run through its host's bundle", () => {
     // Its machine runs on: the control plane's close leaves a worker's machines alone.
     expect(fake.machines.has(`sandtree-${id}`)).toBe(true);
     await start();
-    await expect.poll(bundleOpen, { timeout: 10_000, interval: 20 }).toBe(true);
+    await bundleOpened(t.server, "fw");
     await t.server.services.sandboxes.whenAdopted(id);
     expect((await exec(t, id, "cat /root/n")).stdout).toBe("5\n");
     expect((await t.api("DELETE", `/v1/sandboxes/${id}`)).body.status).toBe("TERMINATED");
@@ -115,7 +113,7 @@ describe("fleet: a worker's sandboxes run through its host's bundle", () => {
   });
 
   it("a machine the worker stops by itself (its shutdown) ends its sandbox TERMINATED with that reason", async () => {
-    await expect.poll(bundleOpen, { timeout: 10_000, interval: 20 }).toBe(true);
+    await bundleOpened(t.server, "fw");
     const id = (await t.api("POST", "/v1/sandboxes", { image: "fake/image" })).body.id as string;
     await running(t, id);
     await fake.machines.get(`sandtree-${id}`)?.stop();
