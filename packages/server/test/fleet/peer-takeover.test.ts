@@ -42,10 +42,21 @@ describe("fleet: a peer control plane's sandboxes on a worker, reached and taken
   const api = (s: RunningServer): Api => jsonApi(s.url, () => adminKey);
   const nameOf = (s: RunningServer) => readFileSync(path.join(s.dataDir, "local-host-name"), "utf8").trim();
 
+  // One layers directory is every host's and both control planes' blob store (as one bucket would be).
+  let layersDir = "";
   const start = async (dir: string) =>
     startServer(
-      { dataDir: dir, database: url, host: "127.0.0.1", port: 0, logger: false, network: "off", hostLostAfterMs: BOUND_MS },
-      { fleetClock: clock, host: new FakeHost({ dir: mkdir("sandtree-pt-cph-"), layersDir: path.join(dir, "layers"), images }) },
+      {
+        dataDir: dir,
+        database: url,
+        blobStore: layersDir,
+        host: "127.0.0.1",
+        port: 0,
+        logger: false,
+        network: "off",
+        hostLostAfterMs: BOUND_MS,
+      },
+      { fleetClock: clock, host: new FakeHost({ dir: mkdir("sandtree-pt-cph-"), layersDir, images }) },
     );
   const status = async (s: RunningServer, id: string) => (await api(s)("GET", `/v1/sandboxes/${id}`)).body;
   const exec = (s: RunningServer, id: string, command: string) => api(s)("POST", `/v1/sandboxes/${id}/exec`, { command });
@@ -61,6 +72,7 @@ describe("fleet: a peer control plane's sandboxes on a worker, reached and taken
   beforeAll(async () => {
     db = await startPostgres();
     url = await db.createDatabase("peers");
+    layersDir = mkdir("sandtree-pt-layers-");
     const aDir = mkdir("sandtree-pt-a-");
     a = await start(aDir);
     adminKey = a.firstKey ?? "";
@@ -69,12 +81,12 @@ describe("fleet: a peer control plane's sandboxes on a worker, reached and taken
     b = await start(bDir);
     store = await PgStore.open(url, { poolSize: 2 });
     for (const s of [a, b]) expect((await api(s)("POST", `/v1/hosts/${nameOf(s)}/cordon`)).status).toBe(200);
-    fake = new FakeHost({ dir: mkdir("sandtree-pt-w-"), layersDir: path.join(aDir, "layers"), images });
+    fake = new FakeHost({ dir: mkdir("sandtree-pt-w-"), layersDir, images });
     worker = await serveMachineHost({
       host: fake,
       key: () => key,
       networksDir: mkdir("sandtree-pt-wn-"),
-      blobs: new LocalDirBlobStore(path.join(aDir, "layers")),
+      blobs: new LocalDirBlobStore(layersDir),
     });
     // The worker registers at A only; B opens its host after a reaping (catchUp).
     const token = a.services.fleet.joinToken;
@@ -115,6 +127,15 @@ describe("fleet: a peer control plane's sandboxes on a worker, reached and taken
     expect((await exec(b, id, "echo hi")).body.code).toBe("SANDBOX_NOT_RUNNING");
 
     const other = await create(a);
+    // A reset would replace the machine A supervises: refused through B.
+    const ck = await api(a)("POST", `/v1/sandboxes/${other}/checkpoints`, { include_memory: true });
+    expect(ck.status, JSON.stringify(ck.body)).toBe(201);
+    await expect
+      .poll(async () => (await api(a)("GET", `/v1/checkpoints/${ck.body.id}`)).body.state, { timeout: 10_000, interval: 20 })
+      .toMatch(/READY|DURABLE/);
+    const reset = await api(b)("POST", `/v1/sandboxes/${other}/reset`, { checkpoint_id: ck.body.id });
+    expect([reset.status, reset.body.code]).toEqual([501, "NOT_ON_REMOTE_HOST"]);
+    expect((await exec(a, other, "echo still")).body.stdout).toBe("still\n");
     expect((await api(b)("DELETE", `/v1/sandboxes/${other}`)).body.status).toBe("TERMINATED");
     expect(fake.machines.has(`sandtree-${other}`)).toBe(false);
     expect((await status(a, other)).status).toBe("TERMINATED");
