@@ -9,6 +9,7 @@ import { FleetPlacement } from "./services/fleet/fleet-placement.js";
 import { FleetService } from "./services/fleet/fleet-service.js";
 import { isLocalHostName, placedOnPeers } from "./services/fleet/host-names.js";
 import { LocalHost, localHostName } from "./services/fleet/local-host.js";
+import { PeerTakeover } from "./services/fleet/peer-takeover.js";
 import { RemoteSandboxes } from "./services/fleet/remote-sandboxes.js";
 import { VolumeMoves } from "./services/fleet/volume-moves.js";
 import { VolumeSyncs } from "./services/fleet/volume-syncs.js";
@@ -234,6 +235,14 @@ export async function startRuntime(
       .catch((err: Error) => log.warn({ host_id: hostId, url, err: err.message }, "opening a worker's host failed")),
   );
   unwind.push("the workers' hosts", () => opened.close());
+  // What peer control planes placed on workers: reached here for access, taken over once their placer is lost.
+  const peers = new PeerTakeover({ fleet, sandboxes, store, log, adoptDeadlineMs: cfg.deadlines.adoptMs });
+  sandboxes.bundles.reachPeers((id) => peers.reach(id));
+  unwind.push("peer takeovers", () => peers.stop());
+  fleet.onReaped(async () => {
+    await opened.catchUp();
+    await peers.sweep();
+  });
   await workers.openAll();
   // The workers' volumes through their bundles now open, then the moves a stopped control plane left.
   await volumes.reconcile((hostId) => hostId !== null);

@@ -118,4 +118,15 @@ export interface HostStore {
    * admitting). Ordered by placement time.
    */
   strandedStarts(ownHostId: string): Promise<StrandedStart[]>;
+  /**
+   * Sandboxes placed on a host other than their placer's own, by a placer other than `ownHostId`
+   * whose own host is LOST (a stopped control plane on a shared database), whatever their status
+   * (no sandbox row: never admitted). Ordered by placement time.
+   */
+  placedByLostPeers(ownHostId: string): Promise<StrandedStart[]>;
+  /**
+   * Makes `to` the placer of a sandbox placed by `from`, in one conditional update: false when its
+   * placer is no longer `from` (another survivor took it first) or it is placed nowhere.
+   */
+  takeOverPlacement(sandboxId: string, from: string, to: string): Promise<boolean>;
 }

@@ -40,6 +40,13 @@ const STRANDED_STARTS = `
     AND (s.id IS NULL OR s.status IN ('PENDING', 'PROVISIONING'))
   ORDER BY p.placed_at, p.sandbox_id`;
 
+/** See HostStore.placedByLostPeers. */
+const PLACED_BY_LOST_PEERS = `
+  SELECT p.sandbox_id, p.host_id, p.placed_by FROM placements p
+  WHERE p.placed_by IS NOT NULL AND p.host_id <> p.placed_by AND p.placed_by <> $1
+    AND p.placed_by IN (SELECT id FROM hosts WHERE state = 'LOST')
+  ORDER BY p.placed_at, p.sandbox_id`;
+
 /** See HostStore.whereabouts. */
 const WHEREABOUTS = `
   SELECT s.id AS sandbox_id, s.status, p.host_id FROM sandboxes s LEFT JOIN placements p ON p.sandbox_id = s.id
@@ -242,5 +249,18 @@ export class PgHostStore implements HostStore {
 
   strandedStarts(ownHostId: string): Promise<StrandedStart[]> {
     return all<StrandedStart>(this.pool, STRANDED_STARTS, [ownHostId]);
+  }
+
+  placedByLostPeers(ownHostId: string): Promise<StrandedStart[]> {
+    return all<StrandedStart>(this.pool, PLACED_BY_LOST_PEERS, [ownHostId]);
+  }
+
+  async takeOverPlacement(sandboxId: string, from: string, to: string): Promise<boolean> {
+    const n = await run(this.pool, "UPDATE placements SET placed_by = $1 WHERE sandbox_id = $2 AND placed_by = $3", [
+      to,
+      sandboxId,
+      from,
+    ]);
+    return n > 0;
   }
 }

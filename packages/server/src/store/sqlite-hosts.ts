@@ -42,6 +42,13 @@ const STRANDED_STARTS = `
     AND (s.id IS NULL OR s.status IN ('PENDING', 'PROVISIONING'))
   ORDER BY p.placed_at, p.sandbox_id`;
 
+/** See HostStore.placedByLostPeers. */
+const PLACED_BY_LOST_PEERS = `
+  SELECT p.sandbox_id, p.host_id, p.placed_by FROM placements p
+  WHERE p.placed_by IS NOT NULL AND p.host_id <> p.placed_by AND p.placed_by <> ?
+    AND p.placed_by IN (SELECT id FROM hosts WHERE state = 'LOST')
+  ORDER BY p.placed_at, p.sandbox_id`;
+
 /** See HostStore.whereabouts: the ids go as one JSON array (no limit on bound variables). */
 const WHEREABOUTS = `
   SELECT s.id AS sandbox_id, s.status, p.host_id FROM sandboxes s LEFT JOIN placements p ON p.sandbox_id = s.id
@@ -219,5 +226,15 @@ export class SqliteHostStore implements HostStore {
 
   async strandedStarts(ownHostId: string): Promise<StrandedStart[]> {
     return this.q(STRANDED_STARTS).all(ownHostId) as StrandedStart[];
+  }
+
+  async placedByLostPeers(ownHostId: string): Promise<StrandedStart[]> {
+    return this.q(PLACED_BY_LOST_PEERS).all(ownHostId) as StrandedStart[];
+  }
+
+  async takeOverPlacement(sandboxId: string, from: string, to: string): Promise<boolean> {
+    return (
+      this.q("UPDATE placements SET placed_by = ? WHERE sandbox_id = ? AND placed_by = ?").run(to, sandboxId, from).changes > 0
+    );
   }
 }

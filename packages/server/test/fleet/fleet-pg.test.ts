@@ -4,7 +4,7 @@
 // that starts (or restarts) on the shared database reconciles only its own host's sandboxes.
 // Sandbox rows are written through a PgStore on the same database, as a third server would;
 // time is a ManualClock: the bound is crossed by advancing it, never by waiting. A survivor ends the
-// creates a lost control plane was starting on a worker (StrandedStarts).
+// creates a lost control plane was starting on a worker (PeerTakeover).
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";

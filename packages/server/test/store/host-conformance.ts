@@ -248,6 +248,32 @@ export function describeHostStoreConformance(name: string, open: () => Promise<O
       expect(await ids("host_w")).toEqual([]);
     });
 
+    it("placed by a LOST peer: whatever their status; one survivor takes each over (conditional)", async () => {
+      for (const n of ["cp1", "cp2", "cp3"]) await hosts.registerHost(newHost(n));
+      const big = { capacity: { vcpus: 64, memory_mib: 100_000, disk_gib: 1000, accel: "tcg" as const } };
+      await hosts.registerHost(newHost("w", big));
+      await opened.addSandbox("sb-run", "RUNNING");
+      await hosts.place(placement("sb-run", "host_w"), { freshSince: T0, placedBy: "host_cp2" });
+      await hosts.place(placement("sb-none", "host_w", { vcpus: 1 }), { freshSince: T0, placedBy: "host_cp2" });
+      await hosts.place(placement("sb-mine", "host_w", { vcpus: 1 }), { freshSince: T0, placedBy: "host_cp1" });
+      const ids = async (own: string) => (await hosts.placedByLostPeers(own)).map((s) => s.sandbox_id);
+      expect(await ids("host_cp1")).toEqual([]);
+      for (const h of ["host_cp1", "host_cp3", "host_w"]) await hosts.heartbeat(h, { at: T2 });
+      expect((await hosts.markLost(T1)).map((l) => l.host.name)).toEqual(["cp2"]);
+      expect(await ids("host_cp1")).toEqual(["sb-none", "sb-run"]);
+      expect(await ids("host_cp2")).toEqual([]);
+      // Two survivors race: one wins.
+      const won = await Promise.all([
+        hosts.takeOverPlacement("sb-run", "host_cp2", "host_cp1"),
+        hosts.takeOverPlacement("sb-run", "host_cp2", "host_cp3"),
+      ]);
+      expect(won.filter(Boolean)).toHaveLength(1);
+      expect(await hosts.takeOverPlacement("sb-gone", "host_cp2", "host_cp1")).toBe(false);
+      expect(await ids("host_cp1")).toEqual(["sb-none"]);
+      const by = (await hosts.listPlacements("host_w")).find((p) => p.sandbox_id === "sb-run")?.placed_by;
+      expect(by).toBe(won[0] ? "host_cp1" : "host_cp3");
+    });
+
     it("whereabouts: the status and placement of many sandboxes in one lookup; ids without a row left out", async () => {
       await hosts.registerHost(newHost("w"));
       await opened.addSandbox("sb-run", "RUNNING");

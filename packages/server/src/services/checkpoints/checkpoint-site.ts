@@ -50,7 +50,13 @@ export function hereCheckpoints(checkpoints: CheckpointService, sandboxes: Sandb
       const body = parse(ResetRequest, raw ?? {});
       const release = checkpoints.hold(body.checkpoint_id);
       try {
+        const machine = await sandboxes.running(teamId, id);
         const on = sandboxes.bundles.of(id);
+        // A peer control plane's sandbox (reached here, see PeerTakeover): its machine is its placer's to replace.
+        if (on.machines.get(id) !== machine)
+          throw new SandtreeError("NOT_ON_REMOTE_HOST", `sandbox ${id} is reset through the control plane that placed it`, {
+            id,
+          });
         // A FROZEN layer lies on the host that took it: another host reads it from the store.
         if (on !== sandboxes.bundles.local) await checkpoints.waitDurable(teamId, body.checkpoint_id, WAIT_DURABLE_MS);
         const { row, layer, memState } = await checkpoints.restorePath(teamId, body.checkpoint_id, undefined, {

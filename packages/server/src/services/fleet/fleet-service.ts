@@ -45,6 +45,7 @@ export class FleetService {
   private localId: string | null = null;
   private localBeat: (() => Promise<void>) | null = null;
   private joinHook: ((hostId: string, hostUrl: string) => Promise<void>) | null = null;
+  private reapHook: (() => Promise<void>) | null = null;
 
   constructor(private readonly deps: FleetServiceDeps) {
     const t = deps.joinToken ?? loadOrCreateJoinToken(deps.dataDir);
@@ -66,6 +67,11 @@ export class FleetService {
     const hostUrl = req.host_url;
     if (hook && hostUrl) void hook(r.host_id, hostUrl);
     return r;
+  }
+
+  /** Told after every reaping (the workers registered at peers are opened, a lost peer's sandboxes taken over). */
+  onReaped(hook: () => Promise<void>): void {
+    this.reapHook = hook;
   }
 
   /** Told of every worker that registered (again) with its machine host's URL (WorkerBundles opens its bundle). */
@@ -90,10 +96,26 @@ export class FleetService {
     return h ? workerCallKey(this.joinToken, hostId, h.secret_hash) : null;
   }
 
-  /** The sandboxes this control plane placed on a host to start them itself (its own, to supervise there). */
-  async placedByMeOn(hostId: string): Promise<Set<string>> {
+  /**
+   * The sandboxes placed on a host: `mine`, those this control plane placed to start them itself (its
+   * own, to supervise there), and `others`, those of its peers and admins' reservations (theirs).
+   */
+  async placementsOn(hostId: string): Promise<{ mine: Set<string>; others: Set<string> }> {
     const rows = await this.deps.hosts.listPlacements(hostId);
-    return new Set(rows.filter((p) => p.placed_by === this.localId).map((p) => p.sandbox_id));
+    const mine = new Set<string>();
+    const others = new Set<string>();
+    for (const p of rows) (p.placed_by === this.localId ? mine : others).add(p.sandbox_id);
+    return { mine, others };
+  }
+
+  /** Sandboxes placed on workers by peer control planes whose own host is LOST (see PeerTakeover). */
+  async placedByLostPeers(): Promise<StrandedStart[]> {
+    return this.localId ? this.deps.hosts.placedByLostPeers(this.localId) : [];
+  }
+
+  /** Makes this control plane the placer of a sandbox `from` placed; false when another took it first. */
+  async takeOver(sandboxId: string, from: string): Promise<boolean> {
+    return this.localId ? this.deps.hosts.takeOverPlacement(sandboxId, from, this.localId) : false;
   }
 
   /** `POST /v1/fleet/hosts/{id}/heartbeat`, authenticated by the host's secret. */
@@ -340,6 +362,7 @@ export class FleetService {
         this.deps.log.error({ host: l.host.name, err: (err as Error).message }, "handling a lost host failed");
       }
     }
+    await this.reapHook?.().catch((err: Error) => this.deps.log.error({ err: err.message }, "after reaping: failed"));
     return lost;
   }
 

@@ -25,7 +25,12 @@ export interface WorkerBundlesDeps {
 interface Opened {
   name: string;
   client: HostClient;
+  /** The worker's call key it was opened with (another changes when it registers again, wherever). */
+  key: string | null;
 }
+
+/** How long a worker whose host failed to open is left before trying it again (catchUp). */
+const RETRY_MS = 10_000;
 
 /**
  * Each worker that serves its machine host, as a bundle of the sandbox service (SandboxService.addHost):
@@ -39,6 +44,8 @@ export class WorkerBundles {
   /** Bundles being opened (a worker that just registered): placement may choose them and waits. */
   private readonly opening = new Map<string, Promise<void>>();
   private readonly serial = new KeyedSerial();
+  /** When a worker's host last failed to open here. */
+  private readonly failedAt = new Map<string, number>();
   private closed = false;
 
   constructor(private readonly deps: WorkerBundlesDeps) {}
@@ -68,6 +75,25 @@ export class WorkerBundles {
     }
   }
 
+  /**
+   * After each reaping: the bundle of every worker not LOST that serves its host and is not open
+   * here (it registered at a peer control plane), or registered again since it was opened (its
+   * key changed), opened in the background.
+   */
+  async catchUp(): Promise<void> {
+    const { fleet, log } = this.deps;
+    for (const [hostId, url] of await fleet.workerHostUrls()) {
+      if (this.closed || this.opening.has(hostId) || Date.now() - (this.failedAt.get(hostId) ?? 0) < RETRY_MS) continue;
+      const o = this.open.get(hostId);
+      if (o) await fleet.refreshHost(hostId);
+      if (o && o.key === fleet.callKeyOf(hostId)) continue;
+      if ((await fleet.hostState(hostId)) !== "LOST")
+        void this.joined(hostId, url).catch((err: Error) =>
+          log.warn({ host_id: hostId, url, err: err.message }, "opening a worker's host failed"),
+        );
+    }
+  }
+
   /** A worker registered (again) with its host at `url`: its bundle is opened anew there. */
   joined(hostId: string, url: string): Promise<void> {
     const opened = this.serial.run(hostId, async () => {
@@ -84,13 +110,16 @@ export class WorkerBundles {
           dataDir: path.join(this.deps.dataDir, "hosts", hostId),
           config: this.deps.network,
         });
-        const mine = await fleet.placedByMeOn(hostId);
+        const { mine } = await fleet.placementsOn(hostId);
         // Only its own sandboxes' rules and tunnels: every other sandbox with an address is another host's.
         const slotted = await this.deps.store.listSlottedNetworks();
         await network.start({ notMine: new Set(slotted.map((r) => r.sandbox_id).filter((id) => !mine.has(id))) });
         const bundle = sandboxes.addHost({ name, host: client, network, images: client.images, remote: true }, mine);
-        this.open.set(hostId, { name, client });
-        const { settled } = await bundle.reconciler.reconcile({ placedHere: mine });
+        this.open.set(hostId, { name, client, key: fleet.callKeyOf(hostId) });
+        this.failedAt.delete(hostId);
+        // Its peers' sandboxes there are theirs (reached here for access, taken over when their placer is lost: PeerTakeover).
+        const leave = async () => (await fleet.placementsOn(hostId)).others;
+        const { settled } = await bundle.reconciler.reconcile({ placedHere: mine, leave });
         void settled.catch((err: Error) =>
           log.error({ host: name, err: err.message }, "reconciling a worker's sandboxes failed"),
         );
@@ -102,7 +131,9 @@ export class WorkerBundles {
       }
     });
     const done: Promise<void> = opened
-      .catch(() => {})
+      .catch(() => {
+        this.failedAt.set(hostId, Date.now());
+      })
       .finally(() => {
         if (this.opening.get(hostId) === done) this.opening.delete(hostId);
       });

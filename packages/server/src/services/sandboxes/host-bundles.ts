@@ -11,6 +11,12 @@ export class HostBundles {
   private readonly hosts = new Map<string, HostBundle>();
   /** The bundle each sandbox started here was placed on (one adopted after a restart: the local one). */
   private readonly placed = new Map<string, HostBundle>();
+  /**
+   * Machines of sandboxes a peer control plane placed and supervises, reached here for access only
+   * (exec, files, ports, PTY through this process): their exit is their placer's to record.
+   */
+  private readonly reached = new Map<string, { bundle: HostBundle; machine: Machine }>();
+  private peers: ((id: string) => Promise<Machine | undefined>) | null = null;
   /** This process's own host. */
   readonly local: HostBundle;
 
@@ -43,6 +49,7 @@ export class HostBundles {
     if (!b || b === this.local) return undefined;
     this.hosts.delete(name);
     for (const [id, on] of this.placed) if (on === b) this.placed.delete(id);
+    for (const [id, r] of this.reached) if (r.bundle === b) this.reached.delete(id);
     return b;
   }
 
@@ -51,18 +58,47 @@ export class HostBundles {
     this.placed.set(id, bundle);
   }
 
-  /** The bundle of the host a sandbox is placed on. */
+  /** The bundle of the host a sandbox is placed on (or reached on, a peer's). */
   of(id: string): HostBundle {
-    return this.placed.get(id) ?? this.local;
+    return this.placed.get(id) ?? this.reached.get(id)?.bundle ?? this.local;
+  }
+
+  /** How the machine of a sandbox a peer control plane placed on a worker is reached here (PeerTakeover.reach). */
+  reachPeers(reach: (id: string) => Promise<Machine | undefined>): void {
+    this.peers = reach;
+  }
+
+  /** The machine of a peer's sandbox on a worker, reached through this process's bundle of it (undefined: none). */
+  async reachPeer(id: string): Promise<Machine | undefined> {
+    if (this.placed.has(id)) return undefined;
+    return this.peers?.(id).catch(() => undefined);
+  }
+
+  /** A peer's sandbox's machine reached on a bundle's host, until it exits or is taken (see PeerTakeover). */
+  addReached(id: string, bundle: HostBundle, machine: Machine): void {
+    this.reached.set(id, { bundle, machine });
+    machine.once("exit", () => {
+      if (this.reached.get(id)?.machine === machine) this.reached.delete(id);
+    });
+  }
+
+  /** The machine a peer's sandbox was reached by, forgotten here (its placer's supervision goes on, or it is taken over). */
+  unreach(id: string): Machine | undefined {
+    const r = this.reached.get(id);
+    this.reached.delete(id);
+    return r?.machine;
   }
 
   /** A sandbox torn down: nothing of it is left on its host. */
   release(id: string): void {
     this.placed.delete(id);
+    this.reached.delete(id);
   }
 
   machine(id: string): Machine | undefined {
-    return this.of(id).machines.get(id);
+    const placed = this.placed.get(id);
+    if (placed) return placed.machines.get(id);
+    return this.reached.get(id)?.machine ?? this.local.machines.get(id);
   }
 
   /** A sandbox's adoption after a restart, while it runs. */

@@ -35,6 +35,12 @@ export interface ReconcileOptions {
    * mark lost; the others belong to other servers. Null or absent: every active sandbox is ours.
    */
   placedHere?: ReadonlySet<string> | null;
+  /**
+   * On a worker's host several control planes share: the sandboxes placed there by others (peers,
+   * admins). Their machines, disks and records are theirs: neither adopted, killed nor removed here.
+   * Read after the host's machines are (a placement is recorded before its machine starts).
+   */
+  leave?: () => Promise<ReadonlySet<string>>;
 }
 
 export interface ReconcileResult {
@@ -84,8 +90,9 @@ export class Reconciler {
     const { store, log, machines, paths, host } = this.deps;
     const found = new Map((await host.survivors()).map((p) => [p.name, p.pid]));
     const here = opts.placedHere ?? null;
+    const leave = (await opts.leave?.()) ?? new Set<string>();
     const listed = (await store.listSandboxesByStatus(ACTIVE)).filter(
-      (sb) => here === null || here.has(sb.id) || found.has(machineNameOf(sb.id)),
+      (sb) => !leave.has(sb.id) && (here === null || here.has(sb.id) || found.has(machineNameOf(sb.id))),
     );
     const elsewhere = await this.deps.placedElsewhere();
     // A RUNNING or PAUSED sandbox placed elsewhere lives on there; one this process was still starting is lost.
@@ -119,7 +126,7 @@ export class Reconciler {
     // Machines nobody adopts (of ERROR sandboxes, of deletes or provisionings a crash interrupted): killed now.
     for (const [name, pid] of found) {
       const id = name.replace(/^sandtree-/, "");
-      if (this.adopting.has(id) || machines.has(id)) continue;
+      if (this.adopting.has(id) || machines.has(id) || leave.has(id)) continue;
       host.killSurvivor(pid, name);
       if (SANDBOX_MACHINE.test(name)) ids.add(id);
     }
@@ -132,7 +139,8 @@ export class Reconciler {
     await Promise.all(losses);
     const cleanups: Array<Promise<void>> = [];
     for (const id of ids) {
-      if (machines.has(id) || this.deps.provisioning(id) || this.adopting.has(id) || machines.resetting.has(id)) continue;
+      if (machines.has(id) || this.deps.provisioning(id) || this.adopting.has(id) || machines.resetting.has(id) || leave.has(id))
+        continue;
       cleanups.push(this.cleanup(id));
     }
     await Promise.all(cleanups);

@@ -266,7 +266,7 @@ export class SandboxService {
         { id, status: sb.status, adopting: true },
       );
     }
-    const machine = this.bundles.machine(id);
+    const machine = this.bundles.machine(id) ?? (sb.status === "RUNNING" ? await this.bundles.reachPeer(id) : undefined);
     if (sb.status !== "RUNNING" || !machine || machine.exit) {
       throw new SandtreeError("SANDBOX_NOT_RUNNING", `sandbox ${id} is ${sb.status}, not RUNNING`, { id, status: sb.status });
     }
@@ -293,6 +293,8 @@ export class SandboxService {
     // A machine still being adopted is waited for (its deadline bounds it). A paused guest cannot
     // shut down cleanly: let it run for its shutdown (one that does not answer is killed by the stop).
     await this.bundles.adoption(id)?.done;
+    // A peer's sandbox on a worker: its machine is reached while it is placed, to be stopped here.
+    if (!this.bundles.machine(id)) await this.bundles.reachPeer(id);
     if ((await this.deps.store.getSandbox(id, teamId))?.status === "PAUSED")
       await this.bundles
         .machine(id)
@@ -315,7 +317,7 @@ export class SandboxService {
   /** Stops whatever runs for a sandbox and removes its disk and sockets. Idempotent. */
   private async teardown(id: string): Promise<void> {
     const b = this.bundles.of(id);
-    const live = b.machines.get(id);
+    const live = this.bundles.machine(id);
     for (const hook of this.teardownHooks) {
       try {
         await hook(id, live && !live.exit ? live : undefined);
@@ -328,7 +330,7 @@ export class SandboxService {
       p.abort.abort(new Error("sandbox deleted"));
       await p.done;
     }
-    const machine = b.machines.take(id);
+    const machine = b.machines.take(id) ?? this.bundles.unreach(id);
     if (machine) await machine.stop();
     b.provisioner.forget(id);
     await b.machines.cleanupDisk(id);
@@ -340,6 +342,7 @@ export class SandboxService {
 
   /** Moves an active sandbox to TIMEOUT and tears it down; false when it had already ended. */
   async expire(id: string, reason: string): Promise<boolean> {
+    if (!this.bundles.machine(id)) await this.bundles.reachPeer(id);
     const changed = await this.deps.store.updateSandbox(
       id,
       { status: "TIMEOUT", error_reason: reason, terminated_at: new Date().toISOString() },
