@@ -38,7 +38,7 @@ async function* startingWith<T>(first: T, rest: AsyncIterable<T>): AsyncGenerato
 }
 
 /** The first `size` bytes of `chunks`; fewer is an error (CONFLICT: the source changed while read). */
-export async function* exactly(chunks: AsyncIterable<Uint8Array>, size: number): AsyncGenerator<Uint8Array> {
+async function* exactly(chunks: AsyncIterable<Uint8Array>, size: number): AsyncGenerator<Uint8Array> {
   let sent = 0;
   for await (const chunk of chunks) {
     if (sent >= size) break;
