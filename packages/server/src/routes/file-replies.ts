@@ -1,5 +1,5 @@
 import { Readable } from "node:stream";
-import { type FileQuery, MkdirRequest } from "@sandtree/protocol";
+import { type FileQuery, MkdirRequest, SandtreeError } from "@sandtree/protocol";
 import type { FastifyReply, FastifyRequest } from "fastify";
 import type { z } from "zod";
 import { parse } from "../errors.js";
@@ -9,18 +9,51 @@ import { parse } from "../errors.js";
 
 type Query = z.output<typeof FileQuery>;
 
-/** Streams a download's chunks as the body; `abort` fires when the client goes away. */
-export function sendDownload(
+/**
+ * Streams a download's chunks as the body, `content-length: dl.size`; `abort` fires when the
+ * client goes away. The headers wait for the first chunk, so an error until then is answered as
+ * one (a 404, a 409). A body that ends short (the file shrank since its size was taken) is such
+ * an error, or after the first byte a cut connection: never a reply that leaves the client
+ * waiting for bytes that do not come.
+ */
+export async function sendDownload(
   reply: FastifyReply,
   dl: { size: number; chunks: AsyncIterable<Uint8Array> },
   abort?: AbortController,
-): FastifyReply {
-  const body = Readable.from(dl.chunks);
+): Promise<FastifyReply> {
+  let body: Readable | undefined;
   reply.raw.on("close", () => {
     abort?.abort();
-    body.destroy();
+    body?.destroy();
   });
+  const chunks = exactly(dl.chunks, dl.size);
+  const first = await chunks.next();
+  body = Readable.from(first.done ? [] : startingWith(first.value, chunks));
   return reply.header("content-type", "application/octet-stream").header("content-length", String(dl.size)).send(body);
+}
+
+async function* startingWith<T>(first: T, rest: AsyncIterable<T>): AsyncGenerator<T> {
+  yield first;
+  yield* rest;
+}
+
+/** The first `size` bytes of `chunks`; fewer is an error (CONFLICT: the source changed while read). */
+async function* exactly(chunks: AsyncIterable<Uint8Array>, size: number): AsyncGenerator<Uint8Array> {
+  let sent = 0;
+  for await (const chunk of chunks) {
+    if (sent >= size) break;
+    const part = chunk.length > size - sent ? chunk.subarray(0, size - sent) : chunk;
+    sent += part.length;
+    // An empty chunk would send the headers (200) when an error may still come instead.
+    if (part.length > 0) yield part;
+  }
+  if (sent < size) {
+    throw new SandtreeError(
+      "CONFLICT",
+      `the file ended at ${sent} of the ${size} bytes its size said: it changed while it was read; read it again`,
+      { bytes: sent, size },
+    );
+  }
 }
 
 /** The byte range asked for (offset, length), only the fields given. */

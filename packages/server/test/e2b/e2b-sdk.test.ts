@@ -202,10 +202,16 @@ describe("the e2b SDK on sandtree: the control plane", () => {
   });
 
   it("pause, then connect resumes it: a counter keeps counting", async () => {
-    await sbx.commands.run("i=0; while true; do i=$((i+1)); echo $i > /tmp/count; sleep 0.2; done", {
-      background: true,
-      timeoutMs: 0,
-    });
+    // Written whole and renamed over the counter: a read never meets it emptied (`echo > f` truncates
+    // first), which the server answers as a file that changed while it was read (ci10: a reply
+    // that ended short then left the read waiting for the SDK's 60 s).
+    await sbx.commands.run(
+      "i=0; while true; do i=$((i+1)); echo $i > /tmp/count.n; mv /tmp/count.n /tmp/count; sleep 0.2; done",
+      {
+        background: true,
+        timeoutMs: 0,
+      },
+    );
     const read = async () => Number((await sbx.files.read("/tmp/count")).trim());
     // Which call failed, by name: a one-off in a full run (ci10) was one SDK call here answered
     // by nothing for the SDK's 60 s (TimeoutError) and did not say which.

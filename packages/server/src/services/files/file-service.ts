@@ -43,9 +43,10 @@ export class FileService {
     const vm = await this.sandboxes.running(teamId, id);
     const st = await mapErrors(gp, () => vm.stat(gp));
     if (st.type === "dir") throw new SandtreeError("IS_A_DIRECTORY", `${gp} is a directory`, { path: gp });
-    const stream = vm.readFile(gp, opts);
     const offset = opts.offset ?? 0;
     const size = Math.max(0, Math.min(st.size - offset, opts.length ?? Number.POSITIVE_INFINITY));
+    // The size answered is the stat's: never more bytes than that (a file that grew since is cut there).
+    const stream = vm.readFile(gp, { ...opts, length: size });
     return {
       size,
       chunks: (async function* () {
