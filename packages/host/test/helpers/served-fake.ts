@@ -14,10 +14,11 @@ export interface ServedFake {
   close(): Promise<void>;
 }
 
-export async function serveFakeHost(prefix: string, key: () => string): Promise<ServedFake> {
+/** `layoutMaxBytes`: the largest image import the worker takes (default: the service's). */
+export async function serveFakeHost(prefix: string, key: () => string, o: { layoutMaxBytes?: number } = {}): Promise<ServedFake> {
   const dir = mkdtempSync(path.join(tmpdir(), prefix));
   const fake = new FakeHost({ dir: path.join(dir, "host"), layersDir: dir });
-  const worker = await serveMachineHost({ host: fake, key, networksDir: path.join(dir, "networks") });
+  const worker = await serveMachineHost({ host: fake, key, networksDir: path.join(dir, "networks"), ...o });
   const host = await connectRemoteHost({ url: worker.url, key });
   return {
     dir,

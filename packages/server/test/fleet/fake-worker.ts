@@ -9,10 +9,18 @@ import type { RegisterHostResponse } from "@sandtree/protocol";
 import { expect } from "vitest";
 import type { RunningServer } from "../../src/server.js";
 import { sha256Hex, workerCallKey } from "../../src/services/fleet/join-token.js";
-import type { Api } from "../helpers.js";
+import { type Api, jsonApi } from "../helpers.js";
 
 /** A registration as a test sends it (an Api call): `extra` (the host's URL) added to its own body. */
 export type Register = (extra: { host_url: string }) => ReturnType<Api>;
+
+/** What a worker offers unless a test says (8 vCPUs, 16 GiB, 100 GiB of disk, TCG). */
+export const WORKER_CAPACITY = { vcpus: 8, memory_mib: 16_384, disk_gib: 100, accel: "tcg" } as const;
+
+/** The registration `sandtree worker` sends to the control plane at `url` with the join token. */
+export function registerAt(url: string, token: string, name: string, capacity: object = WORKER_CAPACITY): Register {
+  return (extra) => jsonApi(url, () => token)("POST", "/v1/fleet/hosts/register", { name, capacity, ...extra });
+}
 
 export interface FakeWorker {
   served: ServedHost;

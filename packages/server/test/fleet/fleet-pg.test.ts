@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ManualClock, PgStore, type RunningServer, startServer } from "../../src/index.js";
 import { type Api, jsonApi } from "../helpers.js";
 import { type PgServer, startPostgres } from "../postgres-server.js";
-import { checkpointRow, sandboxRow } from "../store/fixtures.js";
+import { admitted, checkpointRow } from "../store/fixtures.js";
 
 const BOUND_MS = 30_000;
 
@@ -45,13 +45,7 @@ describe("fleet on a shared PostgreSQL", () => {
   /** A RUNNING sandbox row of the default team, written as another server would. */
   async function runningSandbox(over: Partial<Sandbox> = {}): Promise<string> {
     const team = await store.getTeamByName("default");
-    const { sandbox } = await store.admitSandbox({
-      sandbox: sandboxRow(team?.id ?? "", { cpu_cores: 1, memory_gb: 1, disk_size_gb: 1, ...over }),
-      sealedSecrets: null,
-      idempotency: null,
-      nowMs: Date.now(),
-      check: () => {},
-    });
+    const sandbox = await admitted(store, team?.id ?? "", over);
     await store.updateSandbox(sandbox.id, { status: "PROVISIONING" }, ["PENDING"]);
     await store.updateSandbox(sandbox.id, { status: "RUNNING", started_at: new Date().toISOString() }, ["PROVISIONING"]);
     return sandbox.id;
@@ -251,13 +245,7 @@ describe("fleet on a shared PostgreSQL", () => {
     const ask = (id: string) => ({ sandbox_id: id, vcpus: 1, memory_mib: 1024, disk_gib: 1, layers: [], host: "w-strand" });
     // C admitted one create and placed it on the worker (as its create path does), placed another
     // it never admitted, and has a RUNNING one there; an admin's bare reservation has no starter.
-    const { sandbox: starting } = await store.admitSandbox({
-      sandbox: sandboxRow(team?.id ?? "", { cpu_cores: 1, memory_gb: 1, disk_size_gb: 1 }),
-      sealedSecrets: null,
-      idempotency: null,
-      nowMs: Date.now(),
-      check: () => {},
-    });
+    const starting = await admitted(store, team?.id ?? "");
     await c.services.fleet.placeSandbox(ask(starting.id), undefined, { startsHere: true });
     await c.services.fleet.placeSandbox(ask("sb-neveradmitted"), undefined, { startsHere: true });
     const running = await runningSandbox();

@@ -5,25 +5,20 @@
 // control plane's host packs the volume into the bucket, the worker's host unpacks it. The
 // volume's measure walks it on the worker's host; the file API brings it back to the control
 // plane's host (packed by the worker's, its copy there removed); a delete removes it there.
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { FakeHost } from "@sandtree/host/fake";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { S3RVER_CREDENTIALS, startS3, type TestS3 } from "../../../host/test/helpers/s3-server.js";
+import { startS3, type TestS3, useS3Credentials } from "../../../host/test/helpers/s3-server.js";
 import { BlobStoreUrl, makeBlobStore } from "../../src/blob-store-config.js";
 import { jsonApi, startTestServer, type TestServer } from "../helpers.js";
-import { bundleOpened, type FakeWorker, serveFakeWorker } from "./fake-worker.js";
+import { tempDirs } from "../temp-dirs.js";
+import { bundleOpened, type FakeWorker, registerAt, serveFakeWorker } from "./fake-worker.js";
 
 describe("fleet: a worker's volumes through its host's bundle", () => {
-  const dirs: string[] = [];
-  const mkdir = (p: string) => {
-    const d = mkdtempSync(path.join(tmpdir(), p));
-    dirs.push(d);
-    return d;
-  };
-  const env = { AWS_ACCESS_KEY_ID: process.env.AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY: process.env.AWS_SECRET_ACCESS_KEY };
+  const { mkdir, removeAll } = tempDirs();
+  let restoreEnv = () => {};
   let s3: TestS3;
   let blobUrl = "";
   let t: TestServer | null = null;
@@ -44,10 +39,7 @@ describe("fleet: a worker's volumes through its host's bundle", () => {
   const bundleOpen = () => server().server.services.sandboxes.bundles.named("vw") !== undefined;
 
   beforeAll(async () => {
-    Object.assign(process.env, {
-      AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
-      AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
-    });
+    restoreEnv = useS3Credentials();
     s3 = await startS3("sandtree-volume-bundles");
     blobUrl = `s3://${s3.bucket}/vb?endpoint=${s3.endpoint}&region=us-east-1`;
     dataDir = mkdir("sandtree-vb-cp-");
@@ -60,23 +52,15 @@ describe("fleet: a worker's volumes through its host's bundle", () => {
     });
     await start();
     const token = server().server.services.fleet.joinToken;
-    await worker.join(
-      (extra) =>
-        jsonApi(server().url, () => token)("POST", "/v1/fleet/hosts/register", {
-          name: "vw",
-          capacity: { vcpus: 8, memory_mib: 16_384, disk_gib: 100, accel: "tcg" },
-          ...extra,
-        }),
-      token,
-    );
+    await worker.join(registerAt(server().url, token, "vw"), token);
   }, 60_000);
 
   afterAll(async () => {
     await t?.close();
     await worker?.close();
     await s3?.close();
-    Object.assign(process.env, env);
-    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+    restoreEnv();
+    removeAll();
   }, 60_000);
 
   it("a move stopped midway ends on the worker's host; its measure walks it there; the file API brings it back", async () => {

@@ -11,7 +11,7 @@ import path from "node:path";
 import { LocalVolumes } from "@sandtree/host";
 import Database from "better-sqlite3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { S3RVER_CREDENTIALS, startS3, type TestS3 } from "../../../host/test/helpers/s3-server.js";
+import { startS3, type TestS3, useS3Credentials } from "../../../host/test/helpers/s3-server.js";
 import { BlobStoreUrl, makeBlobStore } from "../../src/blob-store-config.js";
 import { ManualClock, type RunningServer, startServer } from "../../src/index.js";
 import { type Api, jsonApi } from "../helpers.js";
@@ -28,7 +28,7 @@ describe("fleet: a lost worker's volumes (state machine)", () => {
   let admin: Api;
   let wx: { host_id: string; secret: string };
   const clock = new ManualClock(Date.parse("2026-06-01T00:10:00Z"));
-  const env = { AWS_ACCESS_KEY_ID: process.env.AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY: process.env.AWS_SECRET_ACCESS_KEY };
+  let restoreEnv = () => {};
 
   const start = async () => {
     server = await startServer(
@@ -76,10 +76,7 @@ describe("fleet: a lost worker's volumes (state machine)", () => {
   const volume = async (ref: string) => (await admin("GET", `/v1/volumes/${ref}`)).body;
 
   beforeAll(async () => {
-    Object.assign(process.env, {
-      AWS_ACCESS_KEY_ID: S3RVER_CREDENTIALS.accessKeyId,
-      AWS_SECRET_ACCESS_KEY: S3RVER_CREDENTIALS.secretAccessKey,
-    });
+    restoreEnv = useS3Credentials();
     s3 = await startS3("sandtree-volume-recovery");
     blobUrl = `s3://${s3.bucket}/vr?endpoint=${s3.endpoint}&region=us-east-1`;
     dataDir = mkdtempSync(path.join(tmpdir(), "sandtree-vr-"));
@@ -97,7 +94,7 @@ describe("fleet: a lost worker's volumes (state machine)", () => {
   afterAll(async () => {
     await server?.close();
     await s3?.close();
-    Object.assign(process.env, env);
+    restoreEnv();
     for (const d of [dataDir, cacheDir]) if (d) rmSync(d, { recursive: true, force: true });
   });
 

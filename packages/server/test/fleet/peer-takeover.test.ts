@@ -4,18 +4,18 @@
 // host is LOST, the survivor takes its sandboxes over: the running one supervised there (exec, its
 // exit recorded), a start the worker finished ("its start finished here"), a start the worker never
 // ran ended HOST_LOST, a placement never admitted released. Time is a ManualClock.
-import { copyFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { copyFileSync, readFileSync } from "node:fs";
 import path from "node:path";
-import { LocalDirBlobStore, type ServedHost, serveMachineHost } from "@sandtree/host";
+import { LocalDirBlobStore } from "@sandtree/host";
 import { FakeHost } from "@sandtree/host/fake";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ManualClock, PgStore, type RunningServer, startServer } from "../../src/index.js";
-import { sha256Hex, workerCallKey } from "../../src/services/fleet/join-token.js";
 import { fakeImages } from "../fake-host-life.js";
 import { type Api, jsonApi } from "../helpers.js";
 import { type PgServer, startPostgres } from "../postgres-server.js";
-import { sandboxRow } from "../store/fixtures.js";
+import { admitted } from "../store/fixtures.js";
+import { tempDirs } from "../temp-dirs.js";
+import { type FakeWorker, registerAt, serveFakeWorker, WORKER_CAPACITY } from "./fake-worker.js";
 
 const BOUND_MS = 30_000;
 
@@ -23,19 +23,13 @@ describe("fleet: a peer control plane's sandboxes on a worker, reached and taken
   let db: PgServer;
   let url = "";
   let store: PgStore;
-  const dirs: string[] = [];
-  const mkdir = (p: string) => {
-    const d = mkdtempSync(path.join(tmpdir(), p));
-    dirs.push(d);
-    return d;
-  };
+  const { mkdir, removeAll } = tempDirs();
   const images = fakeImages("e");
   const clock = new ManualClock(Date.parse("2026-06-01T00:00:00Z"));
   let a: RunningServer;
   let b: RunningServer;
   let fake: FakeHost;
-  let worker: ServedHost;
-  let key: string | null = null;
+  let worker: FakeWorker;
   let secret = "";
   let hostId = "";
   let adminKey = "";
@@ -81,24 +75,21 @@ describe("fleet: a peer control plane's sandboxes on a worker, reached and taken
     b = await start(bDir);
     store = await PgStore.open(url, { poolSize: 2 });
     for (const s of [a, b]) expect((await api(s)("POST", `/v1/hosts/${nameOf(s)}/cordon`)).status).toBe(200);
-    fake = new FakeHost({ dir: mkdir("sandtree-pt-w-"), layersDir, images });
-    worker = await serveMachineHost({
-      host: fake,
-      key: () => key,
-      networksDir: mkdir("sandtree-pt-wn-"),
-      blobs: new LocalDirBlobStore(layersDir),
-    });
+    worker = await serveFakeWorker(
+      (dir) => {
+        fake = new FakeHost({ dir, layersDir, images });
+        return fake;
+      },
+      { blobs: new LocalDirBlobStore(layersDir) },
+    );
     // The worker registers at A only; B opens its host after a reaping (catchUp).
     const token = a.services.fleet.joinToken;
-    const r = await jsonApi(a.url, () => token)("POST", "/v1/fleet/hosts/register", {
-      name: "fw",
-      capacity: { vcpus: 16, memory_mib: 32_768, disk_gib: 100, accel: "tcg" },
-      host_url: worker.url,
-    });
-    expect(r.status, JSON.stringify(r.body)).toBe(201);
-    hostId = r.body.host_id;
-    secret = r.body.secret;
-    key = workerCallKey(token, hostId, sha256Hex(secret));
+    const joined = await worker.join(
+      registerAt(a.url, token, "fw", { ...WORKER_CAPACITY, vcpus: 16, memory_mib: 32_768 }),
+      token,
+    );
+    hostId = joined.host_id;
+    secret = joined.secret;
   }, 120_000);
 
   afterAll(async () => {
@@ -106,7 +97,7 @@ describe("fleet: a peer control plane's sandboxes on a worker, reached and taken
     await worker?.close();
     await store?.close();
     await db?.stop();
-    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+    removeAll();
   }, 60_000);
 
   it("a sandbox A placed answers through B, whose bundle leaves its supervision to A; its exit is recorded once; a delete through B stops it", async () => {
@@ -152,13 +143,7 @@ describe("fleet: a peer control plane's sandboxes on a worker, reached and taken
     const finished = await create(a);
     await store.updateSandbox(finished, { status: "PROVISIONING" }, ["RUNNING"]);
     // A start the worker never ran, and a placement A never admitted.
-    const { sandbox: never } = await store.admitSandbox({
-      sandbox: sandboxRow(team?.id ?? "", { cpu_cores: 1, memory_gb: 1, disk_size_gb: 1 }),
-      sealedSecrets: null,
-      idempotency: null,
-      nowMs: Date.now(),
-      check: () => {},
-    });
+    const never = await admitted(store, team?.id ?? "");
     await a.services.fleet.placeSandbox(ask(never.id), undefined, { startsHere: true });
     await a.services.fleet.placeSandbox(ask("sb-notadmitted"), undefined, { startsHere: true });
     const aName = nameOf(a);

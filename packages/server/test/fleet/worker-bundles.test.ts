@@ -1,26 +1,14 @@
-// A worker's sandboxes run through its host's bundle on the control plane: a "worker" (the host
-// service over a FakeHost, on loopback) registers with its host's URL; the control plane opens a
-// RemoteHost with the worker's call key, places a create there (its own host cordoned) and runs it
-// through that host: exec, pause and resume, a checkpoint with memory, a fork and a reset, a delete.
-// A restart of the control plane adopts the worker's machines again.
-// No VM: a few seconds.
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import path from "node:path";
 import { LocalDirBlobStore } from "@sandtree/host";
 import { FakeHost } from "@sandtree/host/fake";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { exec, fakeImages, lifeCycle, running } from "../fake-host-life.js";
 import { jsonApi, startTestServer, type TestServer } from "../helpers.js";
-import { bundleOpened, type FakeWorker, serveFakeWorker } from "./fake-worker.js";
+import { tempDirs } from "../temp-dirs.js";
+import { bundleOpened, type FakeWorker, registerAt, serveFakeWorker } from "./fake-worker.js";
 
 describe("fleet: a worker's sandboxes run through its host's bundle", () => {
-  const dirs: string[] = [];
-  const mkdir = (p: string) => {
-    const d = mkdtempSync(path.join(tmpdir(), p));
-    dirs.push(d);
-    return d;
-  };
+  const { mkdir, removeAll } = tempDirs();
   const images = fakeImages("d");
   let t: TestServer;
   let worker: FakeWorker;
@@ -31,15 +19,7 @@ describe("fleet: a worker's sandboxes run through its host's bundle", () => {
   /** Registers the worker as `sandtree worker` does. */
   const register = async () => {
     const token = t.server.services.fleet.joinToken;
-    await worker.join(
-      (extra) =>
-        jsonApi(t.url, () => token)("POST", "/v1/fleet/hosts/register", {
-          name: "fw",
-          capacity: { vcpus: 8, memory_mib: 16_384, disk_gib: 100, accel: "tcg" },
-          ...extra,
-        }),
-      token,
-    );
+    await worker.join(registerAt(t.url, token, "fw"), token);
   };
   const start = async () => {
     const layersDir = path.join(dataDir, "layers");
@@ -72,7 +52,7 @@ describe("fleet: a worker's sandboxes run through its host's bundle", () => {
   afterAll(async () => {
     await t?.close();
     await worker?.close();
-    for (const d of dirs) rmSync(d, { recursive: true, force: true });
+    removeAll();
   }, 60_000);
 
   it("places a create on the worker and runs it there: exec, pause, resume, checkpoint, fork, reset, delete", async () => {

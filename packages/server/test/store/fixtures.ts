@@ -54,6 +54,18 @@ export function sandboxRow(teamId: string, over: Partial<Sandbox> = {}): Sandbox
 }
 
 /** Two teams: "alpha", the one a case works in, and "beta", another whose rows it must never see. */
+/** A sandbox admitted (PENDING) in `teamId`'s name, as a create records it: 1 vCPU, 1 GB, 1 GB of disk. */
+export async function admitted(s: Store, teamId: string, over: Partial<Sandbox> = {}): Promise<Sandbox> {
+  const { sandbox } = await s.admitSandbox({
+    sandbox: sandboxRow(teamId, { cpu_cores: 1, memory_gb: 1, disk_size_gb: 1, ...over }),
+    sealedSecrets: null,
+    idempotency: null,
+    nowMs: Date.now(),
+    check: () => {},
+  });
+  return sandbox;
+}
+
 export async function twoTeams(s: Store): Promise<{ team: TeamRow; other: TeamRow }> {
   const team = await s.createTeam("alpha");
   return { team, other: await s.createTeam("beta") };
