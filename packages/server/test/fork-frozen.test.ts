@@ -1,8 +1,10 @@
 import { existsSync, readFileSync } from "node:fs";
 import net from "node:net";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { FakeHost } from "@sandtree/host/fake";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { startS3, type TestS3, useS3Credentials } from "../../host/test/helpers/s3-server.js";
+import { bundleOpened, registerAt, serveFakeWorker } from "./fleet/fake-worker.js";
 import { layerFile, settleCheckpoint, startTestServer, type TestServer } from "./helpers.js";
 
 // Children of a fork (and restores) on the host that took the checkpoint start once it is FROZEN;
@@ -159,15 +161,12 @@ describe("forks and restores from a FROZEN checkpoint", () => {
       await new Promise((r) => setTimeout(r, 100));
     }
     const token = readFileSync(path.join(t.dataDir, "join-token"), "utf8").trim();
-    // A worker that joined (its URL answers nothing: no call may reach it before the layers are stored).
+    // A worker that joined, serving a host of its own (a fake one: no call may reach it before the layers are stored).
     const capacity = { vcpus: 64, memory_mib: 1 << 16, disk_gib: 1000, accel: "tcg" };
-    const joined = await t.api(
-      "POST",
-      "/v1/fleet/hosts/register",
-      { name: "wfar", url: "http://127.0.0.1:9", capacity },
-      { authorization: `Bearer ${token}` },
-    );
-    expect(joined.status, JSON.stringify(joined.body)).toBe(201);
+    const worker = await serveFakeWorker((dir) => new FakeHost({ dir }));
+    onTestFinished(() => worker.close());
+    const joined = { body: await worker.join(registerAt(t.url, token, "wfar", capacity), token) };
+    await bundleOpened(t.server, "wfar");
     const p = await t.api("POST", "/v1/sandboxes", { ...SMALL, host: "local" });
     expect(p.status, JSON.stringify(p.body)).toBe(201);
     await t.waitRunning(p.body.id);
