@@ -53,7 +53,7 @@ export const RegisterHostRequest = z.strictObject({
   locality: HostLocality.prefault({}),
   /** The worker's sandtree version. */
   version: z.string().max(64).optional(),
-  /** Where the control plane reaches this worker's sandbox API (http://HOST:PORT); absent: it runs nothing. */
+  /** The URL the worker advertises (listed as its `url` in `GET /v1/hosts`); `sandtree worker` sends its machine host's, as `host_url`. */
   url: z
     .url({ protocol: /^https?$/ })
     .max(512)
@@ -124,7 +124,7 @@ export const Host = z.object({
   locality: z.object({ images: z.number().int(), templates: z.number().int(), layers: z.number().int() }),
   registered_at: z.string(),
   last_heartbeat_at: z.string(),
-  /** The worker's sandbox API (null: the control plane's own host, or a worker that runs nothing). */
+  /** The URL the worker registered (`url`, else `host_url`; null: the control plane's own host, or a worker that gave none). */
   url: z.string().nullable(),
 });
 export type Host = z.infer<typeof Host>;

@@ -2,7 +2,7 @@ import type pg from "pg";
 import type { HostUrls } from "./host-urls.js";
 import { all, one, run } from "./pg-db.js";
 
-/** Where the control plane reaches each worker's sandbox API (PostgreSQL; see sqlite-host-urls.ts). */
+/** Where each worker is (PostgreSQL; see sqlite-host-urls.ts). */
 export const PG_HOST_URLS_MIGRATION = `
   CREATE TABLE host_urls (host_id TEXT PRIMARY KEY REFERENCES hosts(id), url TEXT NOT NULL);`;
 

@@ -2,14 +2,14 @@ import type Database from "better-sqlite3";
 import type { HostUrls } from "./host-urls.js";
 
 /**
- * Where the control plane reaches each worker's sandbox API. Its own table (not a column of
- * `hosts`), written at registration: a host without a row runs nothing (the host `local`, or a
- * worker that registered without `url`).
+ * Where each worker is (see HostUrls). Its own table (not a column of `hosts`), written at
+ * registration: a host without a row runs nothing (the host `local`, or a worker that registered
+ * no URL). Its first migration named the URL a worker then served its own sandbox API at.
  */
 export const HOST_URLS_MIGRATION = `
   CREATE TABLE host_urls (host_id TEXT PRIMARY KEY REFERENCES hosts(id), url TEXT NOT NULL);`;
 
-/** A worker's machine host beside its API (registered by `sandtree worker`; older workers: null). */
+/** A worker's machine host (registered by `sandtree worker`; workers from before it: null). */
 export const HOST_URLS_MACHINE_HOST_MIGRATION = "ALTER TABLE host_urls ADD COLUMN host_url TEXT;";
 
 export class SqliteHostUrls implements HostUrls {

@@ -85,7 +85,7 @@ describe("fleet: a worker that dies", () => {
     } finally {
       wb.proc.kill("SIGCONT");
     }
-    // Back: its first heartbeat after the silence carries its inventory; the answer names b, which it stops.
+    // Back: its heartbeat makes it ACTIVE again, its host is opened anew and reconciled: b ended, so its VM is stopped.
     await until(
       () => `the VM of ${b} still runs on wb:\n${wb.output()}`,
       async () => qemuPidsOf(b),
@@ -104,8 +104,9 @@ describe("fleet: a worker that dies", () => {
     const wb = workers[1] as Worker;
     expect((await sandbox(survivor)).status).toBe("RUNNING");
     await stopChildProcess(wb.proc, "SIGTERM");
-    // Read once the worker has exited: its last heartbeat already ended the row here (without it,
-    // the row would still be RUNNING, and ERROR HOST_LOST only after the bound).
+    // Read once the worker has exited: its host's shutdown stopped the machine, and that exit reached
+    // this control plane over its Watch before the service closed (without it, the row would still
+    // be RUNNING, and ERROR HOST_LOST only after the bound).
     const s = await sandbox(survivor);
     expect(s, wb.output()).toMatchObject({ status: "TERMINATED", error_reason: "on host wb: the server shut down" });
     expect(await placements()).toMatchObject({ wb: 0 });

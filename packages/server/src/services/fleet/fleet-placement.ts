@@ -28,9 +28,8 @@ export class FleetPlacement implements Placement {
     params: CreateSandboxParams,
     admit: () => Promise<T>,
     given: RestoreLayers | RestorePlan | null,
-    o: { checkFit: boolean },
   ): Promise<Placed<T>> {
-    const worker = await this.remote.place(sb, params, given, o);
+    const worker = await this.remote.place(sb, params, given);
     let admitted: T;
     let restore: RestoreLayers | null;
     let site = this.here;

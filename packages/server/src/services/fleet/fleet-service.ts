@@ -237,11 +237,6 @@ export class FleetService {
     return hostId === this.localId;
   }
 
-  /** Host id -> URL of every worker that runs sandboxes. */
-  async workerUrls(): Promise<Map<string, string>> {
-    return (await this.deps.urls?.all()) ?? new Map();
-  }
-
   /** Whether the hosts share an object store (S3): any host can restore any DURABLE checkpoint. */
   sharesLayers(): boolean {
     return this.deps.blobStore?.kind === "s3";

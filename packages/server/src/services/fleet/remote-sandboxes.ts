@@ -18,14 +18,6 @@ export interface RemoteSandboxesDeps {
   volumes?: { moves: VolumeMoves };
 }
 
-export interface PlaceOptions {
-  /**
-   * Refuse a size no host could hold (EXCEEDS_HOST_CAPACITY). Off for a create a control plane
-   * placed on this worker: it checked its fleet, which knows the capacity this worker offers.
-   */
-  checkFit?: boolean;
-}
-
 /** A worker a create was placed on: its sandbox runs through that host's bundle (WorkerBundles). */
 export interface PlacedWorker {
   id: string;
@@ -50,7 +42,6 @@ export class RemoteSandboxes {
     sb: Sandbox,
     params: CreateSandboxParams,
     restore: RestoreLayers | RestorePlan | null = null,
-    o: PlaceOptions = {},
   ): Promise<PlacedWorker | null> {
     const { fleet } = this.deps;
     const pin = params.host;
@@ -64,14 +55,14 @@ export class RemoteSandboxes {
         throw new SandtreeError("NOT_ON_REMOTE_HOST", "this restore runs on the control plane's own host: omit host", {
           field: "host",
         });
-      if (o.checkFit) await fleet.checkFits(size, (id) => fleet.isLocal(id));
+      await fleet.checkFits(size, (id) => fleet.isLocal(id));
       await this.volumesHere(vols);
       return null;
     }
     const urls = this.deps.reachable();
     let eligible = (hostId: string) => urls.has(hostId) || fleet.isLocal(hostId);
     // Before anything starts: a size no host could ever hold is refused with what the largest has.
-    if (o.checkFit) await fleet.checkFits(size, pinned ? (id) => id === pinned.id : eligible);
+    await fleet.checkFits(size, pinned ? (id) => id === pinned.id : eligible);
     const here = fleet.localHostId;
     if (urls.size === 0 && !pin && (!vols || (here !== null && (await vols.moves.mountsOn(here))))) {
       await this.volumesHere(vols);

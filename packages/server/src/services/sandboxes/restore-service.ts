@@ -100,12 +100,12 @@ export class RestoreService {
    * memory and lifetime default to its source sandbox's; a corrupt checkpoint fails the call
    * with CHECKPOINT_CORRUPT.
    */
-  async create(teamId: string, raw: unknown, opts: { id?: string } = {}): Promise<{ sandbox: Sandbox; created: boolean }> {
+  async create(teamId: string, raw: unknown): Promise<{ sandbox: Sandbox; created: boolean }> {
     if (raw === null || typeof raw !== "object" || Array.isArray(raw) || !("checkpoint_id" in raw)) {
       const params = parse(CreateSandboxRequest, raw);
       refuseUnavailableNesting(this.deps.sandboxes.bundles.local.host.capabilities, params);
       // No `checkpoint_id` key in the request: a create from an image.
-      return this.deps.sandboxes.createFromImage(teamId, { ...params, checkpoint_id: undefined }, opts);
+      return this.deps.sandboxes.createFromImage(teamId, { ...params, checkpoint_id: undefined });
     }
     const r = raw as Record<string, unknown>;
     for (const field of ["image", "disk_size_gb"]) {
@@ -119,7 +119,7 @@ export class RestoreService {
     );
     const release = this.deps.checkpoints.hold(checkpoint_id);
     try {
-      return await this.restore(teamId, r, checkpoint_id, restore_memory === true, opts);
+      return await this.restore(teamId, r, checkpoint_id, restore_memory === true);
     } finally {
       release();
     }
@@ -130,7 +130,6 @@ export class RestoreService {
     r: Record<string, unknown>,
     checkpoint_id: string,
     restore_memory: boolean,
-    opts: { id?: string },
   ): Promise<{ sandbox: Sandbox; created: boolean }> {
     const plan = await this.plan(teamId, checkpoint_id, restore_memory);
     const row = plan.checkpoint;
@@ -193,7 +192,7 @@ export class RestoreService {
     });
     refuseUnavailableNesting(this.deps.sandboxes.bundles.local.host.capabilities, params);
     return this.withSnapshots(mode === "snapshot" ? shape.volumes : [], () =>
-      this.deps.sandboxes.createFromCheckpoint(teamId, { params: { ...params, checkpoint_id }, plan }, opts),
+      this.deps.sandboxes.createFromCheckpoint(teamId, { params: { ...params, checkpoint_id }, plan }),
     );
   }
 

@@ -151,20 +151,19 @@ export class SandboxService {
   }
 
   /** Creates a sandbox from an image, or answers the one an unexpired idempotency key created (`created: false`). */
-  createFromImage(teamId: string, params: ImageCreate, opts: { id?: string } = {}): Promise<CreateAnswer> {
-    return this.createOrReplay(teamId, params, null, opts);
+  createFromImage(teamId: string, params: ImageCreate): Promise<CreateAnswer> {
+    return this.createOrReplay(teamId, params, null);
   }
 
   /** As createFromImage, from a checkpoint: its plan, made by the checkpoint's verification (RestoreService). */
-  createFromCheckpoint(teamId: string, c: CheckpointCreate, opts: { id?: string } = {}): Promise<CreateAnswer> {
-    return this.createOrReplay(teamId, c.params, c.plan, opts);
+  createFromCheckpoint(teamId: string, c: CheckpointCreate): Promise<CreateAnswer> {
+    return this.createOrReplay(teamId, c.params, c.plan);
   }
 
   private async createOrReplay(
     teamId: string,
     params: CreateSandboxParams,
     given: RestoreLayers | RestorePlan | null,
-    opts: { id?: string },
   ): Promise<CreateAnswer> {
     if (this.closing) throw new SandtreeError("UNAVAILABLE", "the server is shutting down");
     const replayed = await this.deps.admission.replay(teamId, params);
@@ -175,11 +174,10 @@ export class SandboxService {
     if (!params.checkpoint_id) await this.deps.images.check(image, credentials ? { credentials } : {});
     this.bundles.local.network?.validate(params);
     const mounts = (await this.deps.volumes?.resolveMounts(teamId, params.volumes, params.network)) ?? [];
-    const sandbox = pendingSandbox(opts.id ?? newSandboxId(), teamId, image, params, this.deps.accel);
+    const sandbox = pendingSandbox(newSandboxId(), teamId, image, params, this.deps.accel);
     // Placed (fleet), then quotas, rate limits and idempotency in the insert's transaction.
     const admit = () => this.deps.admission.admit(sandbox, params);
-    const fit = { checkFit: opts.id === undefined };
-    const { site, admitted, restore } = await this.placement.placeAndAdmit(sandbox, params, admit, given, fit);
+    const { site, admitted, restore } = await this.placement.placeAndAdmit(sandbox, params, admit, given);
     if (!admitted.created) return admitted;
     await this.deps.volumes?.attach(sandbox.id, mounts);
     const starts = await site.admitted(sandbox, params);

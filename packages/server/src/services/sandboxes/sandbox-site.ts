@@ -58,7 +58,6 @@ export interface Placement {
     params: CreateSandboxParams,
     admit: () => Promise<T>,
     given: RestoreLayers | RestorePlan | null,
-    o: { checkFit: boolean },
   ): Promise<Placed<T>>;
   /** The site of a team's sandbox (another team's, or none: this host's, which answers 404). */
   siteOf(teamId: string, id: string): Promise<SandboxSite>;
