@@ -5,10 +5,13 @@ import type { StartServerOptions } from "./server.js";
 import type { Foundation } from "./server-foundation.js";
 import { CheckpointService } from "./services/checkpoints/checkpoint-service.js";
 import { bundleCheckpoints, type CheckpointSites } from "./services/checkpoints/checkpoint-site.js";
+import { FleetEvents } from "./services/fleet/fleet-events.js";
 import { FleetPlacement } from "./services/fleet/fleet-placement.js";
 import { FleetService } from "./services/fleet/fleet-service.js";
 import { isLocalHostName, placedOnPeers } from "./services/fleet/host-names.js";
 import { LocalHost, localHostName } from "./services/fleet/local-host.js";
+import { OpenWorkers } from "./services/fleet/open-workers.js";
+import { PeerReach } from "./services/fleet/peer-reach.js";
 import { PeerTakeover } from "./services/fleet/peer-takeover.js";
 import { RemoteSandboxes } from "./services/fleet/remote-sandboxes.js";
 import { VolumeMoves } from "./services/fleet/volume-moves.js";
@@ -81,24 +84,18 @@ export async function startRuntime(
   // Image bases are built on the host that runs machines on them (a worker builds its own).
   const images = machineHost.images;
   const aliases = new ImageAliases(openImageAliases(store), images);
+  // What the fleet tells the parts that follow it, and which workers' bundles are open: made before
+  // them all, so the fleet, the workers' bundles and the sandbox service they open bundles in need
+  // no setter (each subscribes to the events when it is built).
+  const events = new FleetEvents();
+  const doors = new OpenWorkers();
   // Each volume lives on one host and is reached through that host's bundle: this host's (the host
   // machines start on here), or a worker's remote host (its volumes port).
   const volumeHosts = new BundleVolumes(
     (): HostBundles => sandboxes.bundles,
     (hostId) => fleet.hostName(hostId),
   );
-  const volumes = new VolumeService({
-    store: openVolumeStore(store),
-    hosts: volumeHosts,
-    limits: (teamId) => admission.limits(teamId),
-    log,
-  });
-  volumes.mountsSupported = localMounts;
   // The fleet's registry before the sandboxes: creates placed on workers start there.
-  let volumeSyncs: VolumeSyncs | null = null;
-  // The workers' bundles, made once the sandbox service is (placement asks which workers it reaches).
-  let workers: WorkerBundles | null = null;
-  const hostLost = new HostLostService({ store, log, release: (id): Promise<boolean> => fleet.release(id) });
   const fleet: FleetService = new FleetService({
     hosts: hostRegistry,
     urls: openHostUrls(store),
@@ -110,26 +107,35 @@ export async function startRuntime(
     blobStore: cfg.blobStore,
     localHostName: ownHostName,
     joinToken: f.joinToken,
-    onHostLost: async (lost): Promise<void> => {
-      await workers?.lost(lost.host.id);
-      await hostLost.sandboxesLost(lost);
-      // After its sandboxes ended (they no longer mount its volumes): its volumes are marked.
-      await volumeSyncs?.hostLost(lost.host.id, new Date().toISOString());
-    },
+    events,
   });
+  // A lost host's sandboxes end (after its bundle closed, before its volumes are marked).
+  new HostLostService({ store, log, release: (id) => fleet.release(id), events });
   // This host in the fleet's registry, then volume moves a stopped control plane left (they go
   // through workers and the object store): creates placed on workers carry their volumes there.
   const localHost = new LocalHost({ fleet, store, images, dataDir: cfg.dataDir, accel, log });
   await localHost.register();
   const volumeStore = openVolumeStore(store);
   const syncStore = openVolumeSyncs(store);
-  const moves = VolumeMoves.wire({ store: volumeStore, syncs: syncStore, volumes, hosts: volumeHosts, fleet, blobs, log });
-  volumeSyncs = new VolumeSyncs({
+  // The moves a crash interrupted are finished by resume() once the hosts' bundles are open.
+  const moves = new VolumeMoves({ store: volumeStore, syncs: syncStore, hosts: volumeHosts, fleet, blobs, log });
+  const volumes = new VolumeService({
+    store: volumeStore,
+    hosts: volumeHosts,
+    limits: (teamId) => admission.limits(teamId),
+    log,
+    // Creates may name volumes where this host cannot mount them but a host they can move to may (placement decides).
+    mountsSupported: localMounts || moves.canMove(),
+    // Their file API and deletes bring a worker's volume home first.
+    away: moves,
+  });
+  const volumeSyncs = new VolumeSyncs({
     store: volumeStore,
     syncs: syncStore,
     moves,
     hosts: volumeHosts,
     fleet,
+    events,
     log,
     intervalMs: cfg.volumeSyncS * 1000,
   });
@@ -138,7 +144,7 @@ export async function startRuntime(
     store,
     log,
     volumes: { moves },
-    reachable: () => workers?.hostIds() ?? new Set<string>(),
+    reachable: () => doors.hostIds(),
   });
   const sandboxes = new SandboxService({
     volumes,
@@ -165,8 +171,10 @@ export async function startRuntime(
         here,
         hosts,
         () => placedOnWorkers(hostRegistry),
-        async (hostId) => workers?.whenOpen(hostId),
+        (hostId) => doors.whenOpen(hostId),
       ),
+    // What peer control planes placed on workers, reached here for access.
+    peers: new PeerReach({ fleet, store, log, adoptDeadlineMs: cfg.deadlines.adoptMs }),
   });
   // Adoptions still running are cancelled first, then every VM is stopped.
   unwind.push("sandboxes", () => sandboxes.close().catch(() => {}));
@@ -214,8 +222,10 @@ export async function startRuntime(
   // The workers that serve their hosts: each a bundle of the sandbox service, opened now and at
   // each registration (its sandboxes adopted again), dropped when lost; closed before the sandboxes
   // (their machines run on: only this host's stop with this process).
-  workers = new WorkerBundles({
+  const workers = new WorkerBundles({
     fleet,
+    events,
+    doors,
     sandboxes,
     store,
     log,
@@ -228,28 +238,17 @@ export async function startRuntime(
       dnsRateLimit: cfg.dnsRateLimit,
     },
   });
-  const opened = workers;
-  fleet.onJoined((hostId, url) =>
-    opened
-      .joined(hostId, url)
-      .catch((err: Error) => log.warn({ host_id: hostId, url, err: err.message }, "opening a worker's host failed")),
-  );
-  unwind.push("the workers' hosts", () => opened.close());
-  // What peer control planes placed on workers: reached here for access, taken over once their placer is lost.
-  const peers = new PeerTakeover({ fleet, sandboxes, store, log, adoptDeadlineMs: cfg.deadlines.adoptMs });
-  sandboxes.bundles.reachPeers((id) => peers.reach(id));
+  unwind.push("the workers' hosts", () => workers.close());
+  // What peer control planes placed on workers: taken over once their placer is lost.
+  const peers = new PeerTakeover({ fleet, events, sandboxes, store, log, adoptDeadlineMs: cfg.deadlines.adoptMs });
   unwind.push("peer takeovers", () => peers.stop());
-  fleet.onReaped(async () => {
-    await opened.catchUp();
-    await peers.sweep();
-  });
   await workers.openAll();
   // The workers' volumes through their bundles now open, then the moves a stopped control plane left.
   await volumes.reconcile((hostId) => hostId !== null);
   await moves.resume();
   unwind.push("the fleet's reaper", () => fleet.stop());
   fleet.start();
-  unwind.push("volume syncs", () => volumeSyncs?.stop());
+  unwind.push("volume syncs", () => volumeSyncs.stop());
   volumeSyncs.start();
   const checkpointSites = bundleCheckpoints(checkpoints, sandboxes);
   return {

@@ -123,6 +123,29 @@ describe("architecture", () => {
     expect(offenders).toEqual([]);
   });
 
+  it("the composition binds nothing after construction: no `let`, no hook set, no property assigned on what it built", () => {
+    // server.ts and the server-*.ts modules it composes (and the local host's opening): each part
+    // gets what it needs in its constructor (the fleet's events, the open workers, the peers' reach).
+    const composition = serverSources.filter((f) => /[\\/](server(-[a-z]+)?|open-local-host)\.ts$/.test(f));
+    expect(composition.length).toBeGreaterThanOrEqual(4);
+    const offenders: string[] = [];
+    for (const f of composition) {
+      // Only the top-level functions' bodies: classes declared there (EarlyLog) keep their own fields.
+      const lines = readFileSync(f, "utf8").split("\n");
+      let inClass = false;
+      lines.forEach((line, i) => {
+        if (/^(export )?class /.test(line)) inClass = true;
+        else if (/^}/.test(line)) inClass = false;
+        if (inClass) return;
+        const at = `${path.relative(root, f)}:${i + 1}`;
+        if (/^\s*let /.test(line)) offenders.push(`${at}: let (a part bound later)`);
+        if (/\.(on[A-Z]\w*|use[A-Z]\w*|set[A-Z]\w*)\(/.test(line)) offenders.push(`${at}: a hook or setter bound`);
+        if (/^\s*[a-z]\w*(\.\w+)+ = /.test(line)) offenders.push(`${at}: a property assigned`);
+      });
+    }
+    expect(offenders).toEqual([]);
+  });
+
   it("keeps each store backend behind the Store interface: only its own files, the store factory and index.ts import it", () => {
     // Who may import store/sqlite-*.ts and store/pg-*.ts (a backend never imports the other).
     const backends: Array<[file: RegExp, allowed: RegExp]> = [

@@ -18,6 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WebSocket, WebSocketServer } from "ws";
 import { buildApp } from "../src/app.js";
 import { SqliteStore } from "../src/index.js";
+import { FleetEvents } from "../src/services/fleet/fleet-events.js";
 import { FleetService } from "../src/services/fleet/fleet-service.js";
 import { RemoteSandboxes } from "../src/services/fleet/remote-sandboxes.js";
 import type { ImageResolver } from "../src/services/images/image-resolver.js";
@@ -196,6 +197,7 @@ beforeAll(async () => {
     clock: systemClock,
     heartbeatIntervalMs: 5000,
     hostLostAfterMs: 30_000,
+    events: new FleetEvents(),
   });
   const remote = new RemoteSandboxes({ fleet, store, log: silent, reachable: () => new Set() });
   // Sandbox answers list their volumes too.
@@ -207,6 +209,7 @@ beforeAll(async () => {
     ),
     limits: (team) => admission.limits(team),
     log: silent,
+    mountsSupported: false,
   });
   const services = { auth, sandboxes, timeouts, admission, ports, metering, fleet, remote, volumes } as unknown as Services;
   app = buildApp(services, { logger: { level: "info", stream: { write: (line: string) => logLines.push(line) } } });

@@ -1,8 +1,9 @@
 import type { BlobStoreSetting } from "../../blob-store-config.js";
-import type { HostStore, LostHost } from "../../store/host-store.js";
+import type { HostStore } from "../../store/host-store.js";
 import type { HostUrls } from "../../store/host-urls.js";
 import type { Clock } from "../metering/clock.js";
 import type { Logger } from "../observability/logger.js";
+import type { FleetEvents } from "./fleet-events.js";
 import type { JoinToken } from "./join-token.js";
 
 export interface FleetServiceDeps {
@@ -23,8 +24,8 @@ export interface FleetServiceDeps {
   localHostName?: string;
   /** This control plane's blob store (unset: a local directory); workers are told an S3 one's URL. */
   blobStore?: BlobStoreSetting | undefined;
-  /** Told of every host the reaper marks LOST, with the sandboxes placed on it. */
-  onHostLost?: (lost: LostHost) => Promise<void> | void;
+  /** Where the fleet tells what follows it: a worker joined, a host lost (with its sandboxes), a reaping done. */
+  events: FleetEvents;
   /** The join token, already loaded (absent: loaded or created from the data dir here). */
   joinToken?: JoinToken;
 }

@@ -44,8 +44,6 @@ export class FleetService {
   private timer: NodeJS.Timeout | null = null;
   private localId: string | null = null;
   private localBeat: (() => Promise<void>) | null = null;
-  private joinHook: ((hostId: string, hostUrl: string) => Promise<void>) | null = null;
-  private reapHook: (() => Promise<void>) | null = null;
 
   constructor(private readonly deps: FleetServiceDeps) {
     const t = deps.joinToken ?? loadOrCreateJoinToken(deps.dataDir);
@@ -62,21 +60,18 @@ export class FleetService {
   /** `POST /v1/fleet/hosts/register`: the join token buys a host id and a per-host secret, shown once. */
   async register(authorization: string | undefined, req: z.output<typeof RegisterHostRequest>): Promise<RegisterHostResponse> {
     const r = await registerWorker(this.deps, this.cache, this.joinToken, authorization, req);
-    // Opened from now on (placement waits for it); the worker answers the key of the secret it is about to hear.
-    const hook = this.joinHook;
-    const hostUrl = req.host_url;
-    if (hook && hostUrl) void hook(r.host_id, hostUrl);
+    // Opened from now on (WorkerBundles; placement waits for it); the worker answers the key of the secret it is about to hear.
+    if (req.host_url) this.tellJoined(r.host_id, req.host_url);
     return r;
   }
 
-  /** Told after every reaping (the workers registered at peers are opened, a lost peer's sandboxes taken over). */
-  onReaped(hook: () => Promise<void>): void {
-    this.reapHook = hook;
-  }
-
-  /** Told of every worker that registered (again) with its machine host's URL (WorkerBundles opens its bundle). */
-  onJoined(hook: (hostId: string, hostUrl: string) => Promise<void>): void {
-    this.joinHook = hook;
+  /** Tells, in the background, that a worker serves its host at `hostUrl` (its bundle opens; see WorkerBundles). */
+  private tellJoined(hostId: string, hostUrl: string): void {
+    void this.deps.events
+      .emit("joined", hostId, hostUrl)
+      .catch((err: Error) =>
+        this.deps.log.warn({ host_id: hostId, url: hostUrl, err: err.message }, "after a registration: failed"),
+      );
   }
 
   /** Host id -> machine host URL of every worker that serves its host. */
@@ -142,8 +137,7 @@ export class FleetService {
       this.deps.log.info({ host: row.name }, "host is back");
       // Its bundle is opened again: the machines of the sandboxes that ended while it was away are stopped.
       const hostUrl = await this.deps.urls?.hostUrls().then((u) => u.get(row.id));
-      const hook = this.joinHook;
-      if (hook && hostUrl) void hook(row.id, hostUrl);
+      if (hostUrl) this.tellJoined(row.id, hostUrl);
     }
     return { host_id: row.id, state: row.state, heartbeat_interval_ms: this.deps.heartbeatIntervalMs };
   }
@@ -336,8 +330,8 @@ export class FleetService {
   }
 
   /**
-   * Marks hosts silent for longer than `hostLostAfterMs` LOST and hands each, with its
-   * sandboxes, to `onHostLost`. The local host beats first: it lives as long as this process.
+   * Marks hosts silent for longer than `hostLostAfterMs` LOST and tells each, with its sandboxes,
+   * as the event `lost`, then `reaped`. The local host beats first: it lives as long as this process.
    */
   async reap(): Promise<LostHost[]> {
     await (this.localBeat ? this.localBeat() : this.beatLocal()).catch((err: Error) =>
@@ -352,12 +346,14 @@ export class FleetService {
         "host lost: no heartbeat",
       );
       try {
-        await this.deps.onHostLost?.(l);
+        await this.deps.events.emit("lost", l);
       } catch (err) {
         this.deps.log.error({ host: l.host.name, err: (err as Error).message }, "handling a lost host failed");
       }
     }
-    await this.reapHook?.().catch((err: Error) => this.deps.log.error({ err: err.message }, "after reaping: failed"));
+    await this.deps.events
+      .emit("reaped")
+      .catch((err: Error) => this.deps.log.error({ err: err.message }, "after reaping: failed"));
     return lost;
   }
 

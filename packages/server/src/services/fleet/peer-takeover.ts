@@ -1,4 +1,3 @@
-import type { Machine } from "@sandtree/host";
 import { type SandboxStatus, TERMINAL_STATUSES } from "@sandtree/protocol";
 import type { StrandedStart } from "../../store/host-store.js";
 import type { Store } from "../../store/store.js";
@@ -8,10 +7,13 @@ import { ACTIVE } from "../sandboxes/sandbox-machines.js";
 import type { HostBundle } from "../sandboxes/sandbox-parts.js";
 import { machineNameOf } from "../sandboxes/sandbox-paths.js";
 import type { SandboxService } from "../sandboxes/sandbox-service.js";
+import type { FleetEvents } from "./fleet-events.js";
 import type { FleetService } from "./fleet-service.js";
+import { machinePid } from "./peer-reach.js";
 
 export interface PeerTakeoverDeps {
   fleet: FleetService;
+  events: FleetEvents;
   sandboxes: SandboxService;
   store: Store;
   log: Logger;
@@ -23,9 +25,8 @@ const STARTING: readonly SandboxStatus[] = ["PENDING", "PROVISIONING"];
 
 /**
  * The sandboxes other control planes on the shared database placed on workers. While their placer
- * lives, one is reached here for access only (`reach`: its machine adopted into this process's
- * bundle of that worker, which answers a machine it runs as it is; exec, files, ports, PTY), its
- * supervision and the record of its exit left to its placer. Once its placer's own host is LOST,
+ * lives, one is reached here for access only (PeerReach), its supervision and the record of its
+ * exit left to its placer. Once its placer's own host is LOST,
  * each is taken over by exactly one survivor (`sweep`, after each reaping: a conditional change of
  * its placement's `placed_by`): a running one is supervised here from then on, a start in flight
  * is finished from what the worker runs (RUNNING, "its start finished here") or ended `HOST_LOST`
@@ -33,37 +34,11 @@ const STARTING: readonly SandboxStatus[] = ["PENDING", "PROVISIONING"];
  */
 export class PeerTakeover {
   private readonly following = new Set<string>();
-  private readonly reaching = new Map<string, Promise<Machine | undefined>>();
   private stopped = false;
 
-  constructor(private readonly deps: PeerTakeoverDeps) {}
-
-  /** The machine of a sandbox placed on a worker this process has a bundle of, reached for access; undefined if none runs. */
-  reach(id: string): Promise<Machine | undefined> {
-    let r = this.reaching.get(id);
-    if (!r) {
-      r = this.reachOnce(id).finally(() => this.reaching.delete(id));
-      this.reaching.set(id, r);
-    }
-    return r;
-  }
-
-  private async reachOnce(id: string): Promise<Machine | undefined> {
-    const { fleet, sandboxes, log } = this.deps;
-    const hostId = await fleet.placedOn(id);
-    if (!hostId || fleet.isLocal(hostId)) return undefined;
-    const bundle = sandboxes.bundles.named(await fleet.hostName(hostId));
-    if (!bundle) return undefined;
-    try {
-      // As it is: a paused sandbox stays paused (the worker's host adopts its machine again as asked).
-      const paused = (await this.deps.store.getSandbox(id))?.status === "PAUSED";
-      const machine = await this.adopt(bundle, id, paused);
-      if (machine && !machine.exit) sandboxes.bundles.addReached(id, bundle, machine);
-      return machine;
-    } catch (err) {
-      log.warn({ sandbox: id, host: bundle.name, err: (err as Error).message }, "reaching a peer's sandbox failed");
-      return undefined;
-    }
+  constructor(private readonly deps: PeerTakeoverDeps) {
+    // After each reaping, once the workers registered at peers are opened (stage "hosts").
+    deps.events.on("reaped", "sandboxes", () => this.sweep());
   }
 
   /** Takes over, in the background, every sandbox placed by a peer whose own host is LOST, not yet followed. */
@@ -109,7 +84,7 @@ export class PeerTakeover {
     let machine = sandboxes.bundles.unreach(id);
     if (!machine || machine.exit) {
       // Its host out of reach now: the sandbox is this process's, adopted when its bundle opens again (or ended HOST_LOST with it).
-      const pid = await this.pidOf(bundle, id).catch((err: Error) => {
+      const pid = await machinePid(bundle, id).catch((err: Error) => {
         log.warn({ sandbox: id, host: hostName, err: err.message }, "a stopped control plane's sandbox's host did not answer");
         return null;
       });
@@ -145,24 +120,6 @@ export class PeerTakeover {
     sandboxes.bundles.place(id, bundle);
     bundle.machines.supervise(id, machine, now);
     log.info({ sandbox: id, host: hostName, control_plane: placer, status: now }, "took over a stopped control plane's sandbox");
-  }
-
-  /** The pid of the machine the bundle's host runs for a sandbox (undefined: none runs). */
-  private async pidOf(bundle: HostBundle, id: string): Promise<number | undefined> {
-    const name = machineNameOf(id);
-    return (await bundle.host.survivors()).find((s) => s.name === name)?.pid;
-  }
-
-  /** Adopts the machine the bundle's host runs for a sandbox, paused or not as its record says (undefined: none runs). */
-  private async adopt(bundle: HostBundle, id: string, keepPaused: boolean): Promise<Machine | undefined> {
-    const pid = await this.pidOf(bundle, id);
-    if (pid === undefined) return undefined;
-    return bundle.host.adopt({
-      name: machineNameOf(id),
-      pid,
-      deadlineMs: this.deps.adoptDeadlineMs ?? 10_000,
-      keepPaused,
-    });
   }
 
   /** Ends a sandbox still active with the reason (conditional: once), removes what it left on its host, releases its placement. */

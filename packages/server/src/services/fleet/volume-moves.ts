@@ -6,7 +6,7 @@ import type { VolumeSyncStore } from "../../store/volume-sync-rows.js";
 import type { Logger } from "../observability/logger.js";
 import { KeyedSerial } from "../support/keyed-serial.js";
 import type { VolumeHosts } from "../volumes/volume-hosts.js";
-import type { VolumeService } from "../volumes/volume-service.js";
+import { volumeRow } from "../volumes/volume-service.js";
 import type { VolumesAway } from "../volumes/volumes-away.js";
 import type { FleetService } from "./fleet-service.js";
 
@@ -14,7 +14,6 @@ export interface VolumeMovesDeps {
   store: VolumeStore;
   /** Each volume's copy in the object store, and the homes lost (volume-syncs.ts). */
   syncs: VolumeSyncStore;
-  volumes: VolumeService;
   /** Each host's volumes port (through its bundle): the old home packs, the new one unpacks. */
   hosts: VolumeHosts;
   fleet: FleetService;
@@ -49,21 +48,9 @@ export class VolumeMoves implements VolumesAway {
 
   constructor(private readonly deps: VolumeMovesDeps) {}
 
-  /**
-   * The control plane's moves, wired into its volumes (their file API and deletes); the moves a
-   * crash interrupted are finished by resume() once the hosts' bundles are open. Creates may name
-   * volumes where this host cannot mount them but a host they can move to may (placement decides).
-   */
-  static wire(deps: VolumeMovesDeps): VolumeMoves {
-    const moves = new VolumeMoves(deps);
-    deps.volumes.away = moves;
-    if (moves.canMove()) deps.volumes.mountsSupported = true;
-    return moves;
-  }
-
   /** A volume of the team by id or name (404 otherwise). */
   row(teamId: string, ref: string): Promise<VolumeRow> {
-    return this.deps.volumes.row(teamId, ref);
+    return volumeRow(this.deps.store, teamId, ref);
   }
 
   /** Whether volumes can move at all: only through an object store every host shares. */

@@ -2,6 +2,7 @@ import type { VolumeStore } from "../../store/volume-rows.js";
 import type { SyncCandidate, VolumeSyncStore } from "../../store/volume-sync-rows.js";
 import type { Logger } from "../observability/logger.js";
 import type { VolumeHosts } from "../volumes/volume-hosts.js";
+import type { FleetEvents } from "./fleet-events.js";
 import type { FleetService } from "./fleet-service.js";
 import type { VolumeMoves } from "./volume-moves.js";
 
@@ -12,6 +13,8 @@ export interface VolumeSyncsDeps {
   /** Each host's volumes port (through its bundle): a returning host's stale copy is removed there. */
   hosts: VolumeHosts;
   fleet: FleetService;
+  /** Subscribed to: a lost host's volumes are marked once its sandboxes ended (they no longer mount them). */
+  events: FleetEvents;
   log: Logger;
   /** How often a volume that sandboxes mount is copied (SANDTREE_VOLUME_SYNC_S, in ms). */
   intervalMs: number;
@@ -33,7 +36,9 @@ export class VolumeSyncs {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
 
-  constructor(private readonly deps: VolumeSyncsDeps) {}
+  constructor(private readonly deps: VolumeSyncsDeps) {
+    deps.events.on("lost", "volumes", (lost) => this.hostLost(lost.host.id, new Date().toISOString()));
+  }
 
   start(): void {
     if (this.timer) return;

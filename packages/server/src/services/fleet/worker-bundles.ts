@@ -6,10 +6,16 @@ import { type NetworkConfig, NetworkService } from "../network/network-service.j
 import type { Logger } from "../observability/logger.js";
 import type { SandboxService } from "../sandboxes/sandbox-service.js";
 import { KeyedSerial } from "../support/keyed-serial.js";
+import type { FleetEvents } from "./fleet-events.js";
 import type { FleetService } from "./fleet-service.js";
+import type { OpenWorkers } from "./open-workers.js";
 
 export interface WorkerBundlesDeps {
   fleet: FleetService;
+  /** Subscribed to: a worker that joins is opened, one lost dropped, those joined at peers opened after each reaping. */
+  events: FleetEvents;
+  /** Where the bundles open and opening are told (placement reads it). */
+  doors: OpenWorkers;
   sandboxes: SandboxService;
   store: Store;
   log: Logger;
@@ -41,23 +47,21 @@ const RETRY_MS = 10_000;
  */
 export class WorkerBundles {
   private readonly open = new Map<string, Opened>();
-  /** Bundles being opened (a worker that just registered): placement may choose them and waits. */
-  private readonly opening = new Map<string, Promise<void>>();
   private readonly serial = new KeyedSerial();
   /** When a worker's host last failed to open here. */
   private readonly failedAt = new Map<string, number>();
   private closed = false;
 
-  constructor(private readonly deps: WorkerBundlesDeps) {}
-
-  /** The hosts (ids) this control plane can place sandboxes on through their bundles (open, or opening). */
-  hostIds(): Set<string> {
-    return new Set([...this.open.keys(), ...this.opening.keys()]);
-  }
-
-  /** Settles once a host's bundle being opened is open (or failed to). */
-  async whenOpen(hostId: string): Promise<void> {
-    await this.opening.get(hostId);
+  constructor(private readonly deps: WorkerBundlesDeps) {
+    const { events, log } = deps;
+    events.on("joined", "hosts", (hostId, url) =>
+      this.joined(hostId, url).catch((err: Error) =>
+        log.warn({ host_id: hostId, url, err: err.message }, "opening a worker's host failed"),
+      ),
+    );
+    // Before its sandboxes are ended (stage "sandboxes", HostLostService).
+    events.on("lost", "hosts", (lost) => this.lost(lost.host.id));
+    events.on("reaped", "hosts", () => this.catchUp());
   }
 
   /** At start: the bundle of every worker that serves its host and is not LOST. */
@@ -83,7 +87,7 @@ export class WorkerBundles {
   async catchUp(): Promise<void> {
     const { fleet, log } = this.deps;
     for (const [hostId, url] of await fleet.workerHostUrls()) {
-      if (this.closed || this.opening.has(hostId) || Date.now() - (this.failedAt.get(hostId) ?? 0) < RETRY_MS) continue;
+      if (this.closed || this.deps.doors.isOpening(hostId) || Date.now() - (this.failedAt.get(hostId) ?? 0) < RETRY_MS) continue;
       const o = this.open.get(hostId);
       if (o) await fleet.refreshHost(hostId);
       if (o && o.key === fleet.callKeyOf(hostId)) continue;
@@ -116,6 +120,7 @@ export class WorkerBundles {
         await network.start({ notMine: new Set(slotted.map((r) => r.sandbox_id).filter((id) => !mine.has(id))) });
         const bundle = sandboxes.addHost({ name, host: client, network, images: client.images, remote: true }, mine);
         this.open.set(hostId, { name, client, key: fleet.callKeyOf(hostId) });
+        this.deps.doors.set(hostId, true);
         this.failedAt.delete(hostId);
         // Its peers' sandboxes there are theirs (reached here for access, taken over when their placer is lost: PeerTakeover).
         const leave = async () => (await fleet.placementsOn(hostId)).others;
@@ -130,14 +135,12 @@ export class WorkerBundles {
         throw err;
       }
     });
-    const done: Promise<void> = opened
-      .catch(() => {
+    this.deps.doors.opens(
+      hostId,
+      opened.catch(() => {
         this.failedAt.set(hostId, Date.now());
-      })
-      .finally(() => {
-        if (this.opening.get(hostId) === done) this.opening.delete(hostId);
-      });
-    this.opening.set(hostId, done);
+      }),
+    );
     return opened;
   }
 
@@ -156,6 +159,7 @@ export class WorkerBundles {
     const o = this.open.get(hostId);
     if (!o) return;
     this.open.delete(hostId);
+    this.deps.doors.set(hostId, false);
     this.deps.sandboxes.dropHost(o.name);
     o.client.close();
   }

@@ -1,6 +1,11 @@
 import type { Machine } from "@sandtree/host";
 import type { HostBundle } from "./sandbox-parts.js";
 
+/** How the machine of a sandbox a peer control plane placed on a worker is reached here (fleet/peer-reach.ts). */
+export interface PeersReach {
+  reach(bundles: HostBundles, id: string): Promise<Machine | undefined>;
+}
+
 /**
  * The bundles of the hosts sandboxes are placed on (this process's own, and each worker's remote
  * host once it joined), and the one each
@@ -16,11 +21,14 @@ export class HostBundles {
    * (exec, files, ports, PTY through this process): their exit is their placer's to record.
    */
   private readonly reached = new Map<string, { bundle: HostBundle; machine: Machine }>();
-  private peers: ((id: string) => Promise<Machine | undefined>) | null = null;
   /** This process's own host. */
   readonly local: HostBundle;
 
-  constructor(local: HostBundle) {
+  /** `peers`: absent where no peer control plane shares the store (nothing of a peer is reached). */
+  constructor(
+    local: HostBundle,
+    private readonly peers?: PeersReach,
+  ) {
     this.local = local;
     this.hosts.set(local.name, local);
   }
@@ -63,15 +71,10 @@ export class HostBundles {
     return this.placed.get(id) ?? this.reached.get(id)?.bundle ?? this.local;
   }
 
-  /** How the machine of a sandbox a peer control plane placed on a worker is reached here (PeerTakeover.reach). */
-  reachPeers(reach: (id: string) => Promise<Machine | undefined>): void {
-    this.peers = reach;
-  }
-
   /** The machine of a peer's sandbox on a worker, reached through this process's bundle of it (undefined: none). */
   async reachPeer(id: string): Promise<Machine | undefined> {
     if (this.placed.has(id)) return undefined;
-    return this.peers?.(id).catch(() => undefined);
+    return this.peers?.reach(this, id).catch(() => undefined);
   }
 
   /** A peer's sandbox's machine reached on a bundle's host, until it exits or is taken (see PeerTakeover). */

@@ -1,5 +1,6 @@
 import type { LostHost } from "../../store/host-store.js";
 import type { Store } from "../../store/store.js";
+import type { FleetEvents } from "../fleet/fleet-events.js";
 import type { Logger } from "../observability/logger.js";
 import { errorEnd } from "./error-end.js";
 import { ACTIVE } from "./sandbox-machines.js";
@@ -9,6 +10,8 @@ export interface HostLostDeps {
   log: Logger;
   /** Gives a sandbox's placement (and its host's capacity) back. */
   release: (sandboxId: string) => Promise<boolean>;
+  /** Subscribed to: a lost host's sandboxes are ended once its bundle is closed (stage "hosts"). */
+  events: FleetEvents;
 }
 
 /** `error_reason` of a sandbox whose host was lost: starts with the error code, then says why. */
@@ -24,7 +27,11 @@ export function hostLostReason(lost: LostHost): string {
  * Sandboxes that had already ended only lose their placement.
  */
 export class HostLostService {
-  constructor(private readonly deps: HostLostDeps) {}
+  constructor(private readonly deps: HostLostDeps) {
+    deps.events.on("lost", "sandboxes", async (lost) => {
+      await this.sandboxesLost(lost);
+    });
+  }
 
   async sandboxesLost(lost: LostHost): Promise<{ marked: string[] }> {
     const { store, log } = this.deps;

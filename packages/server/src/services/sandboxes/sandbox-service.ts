@@ -14,7 +14,7 @@ import type { VolumeService } from "../volumes/volume-service.js";
 import type { AdmissionService } from "./admission-service.js";
 import type { CheckpointCreate, CreateAnswer, ImageCreate } from "./create-kinds.js";
 import { hereSite } from "./here-site.js";
-import { HostBundles } from "./host-bundles.js";
+import { HostBundles, type PeersReach } from "./host-bundles.js";
 import { pauseHere, resumeHere } from "./machine-control.js";
 import { pendingSandbox } from "./pending-sandbox.js";
 import type { RestoreLayers } from "./provisioner.js";
@@ -57,6 +57,8 @@ export interface SandboxServiceDeps {
    * placement (server-runtime.ts), which keeps every create here until a worker joins.
    */
   placement: PlacementFactory;
+  /** How a peer control plane's sandbox on a worker is reached for access (fleet mode on a shared store). */
+  peers?: PeersReach;
 }
 
 /**
@@ -87,7 +89,7 @@ export class SandboxService {
     };
     const { host, network } = deps;
     const local = { name: deps.hostName ?? LOCAL_HOST, host, ...(network ? { network } : {}) };
-    this.bundles = new HostBundles(hostBundle(deps, this.owner, this.mounting(local)));
+    this.bundles = new HostBundles(hostBundle(deps, this.owner, this.mounting(local)), deps.peers);
     const here = this.siteOf(this.bundles.local);
     this.placement = deps.placement(here, { on: (name) => this.sites.get(name) });
     // A sandbox that ends here (delete, timeout) ends at its site too.

@@ -36,6 +36,10 @@ export interface VolumeServiceDeps {
   hosts: VolumeHosts;
   limits: (teamId: string) => Promise<TeamLimits>;
   log: Logger;
+  /** Whether creates may mount volumes (a host's file server, or moves to hosts that have one): else a create naming volumes is NOT_SUPPORTED. */
+  mountsSupported: boolean;
+  /** On a fleet's control plane: volumes that moved to workers (VolumeMoves). */
+  away?: VolumesAway;
 }
 
 /**
@@ -48,16 +52,12 @@ export interface VolumeServiceDeps {
 export class VolumeService {
   /** Writes through the API to one volume run one at a time (its size check reads what the others wrote). */
   private readonly writes = new KeyedSerial();
-  /** Whether creates may mount volumes (NFS-Ganesha here): else a create naming volumes is NOT_SUPPORTED. */
-  mountsSupported = false;
   /**
    * How old a `used_bytes` a GET may answer, in ms: a measure walks the tree (an lstat per file),
    * at most once per this long for GETs (sharing one walk); API writes walk before they write.
    */
   measureTtlMs = 30_000;
   private readonly measures: VolumeMeasures;
-  /** Set on a fleet's control plane: volumes that moved to workers. */
-  away: VolumesAway | null = null;
 
   constructor(private readonly deps: VolumeServiceDeps) {
     this.measures = new VolumeMeasures(deps.store, deps.hosts, () => this.measureTtlMs);
@@ -190,7 +190,7 @@ export class VolumeService {
     }
     if (!changed) throw notFound(ref);
     // Its copies elsewhere (a lost home's, the object store's) go first: a delete that fails there can be asked again.
-    if (this.away) await this.away.dropAway(row);
+    if (this.deps.away) await this.deps.away.dropAway(row);
     await this.finishDelete(row);
   }
 
@@ -258,7 +258,7 @@ export class VolumeService {
     if (new Set(out.map((m) => m.volume_id)).size !== out.length) {
       throw new SandtreeError("VALIDATION_FAILED", "volumes: the same volume named twice", { field: "volumes" });
     }
-    if (!this.mountsSupported) {
+    if (!this.deps.mountsSupported) {
       throw new SandtreeError(
         "NOT_SUPPORTED",
         "volumes cannot be mounted in sandboxes on this server (it needs sandbox networks and NFS-Ganesha): create the sandbox without them",
@@ -319,7 +319,7 @@ export class VolumeService {
    */
   private async readyHere(teamId: string, ref: string): Promise<VolumeRow & { port: HostVolumes }> {
     let row = await this.row(teamId, ref);
-    if (row.host_id !== null && row.status === "READY" && this.away) row = await this.away.bringHome(row);
+    if (row.host_id !== null && row.status === "READY" && this.deps.away) row = await this.deps.away.bringHome(row);
     if (row.status !== "READY") throw new SandtreeError("CONFLICT", `volume ${row.name} is ${row.status}`, { volume: row.id });
     return { ...row, port: await this.portOf(row) };
   }
@@ -366,10 +366,8 @@ export class VolumeService {
     });
   }
 
-  async row(teamId: string, ref: string): Promise<VolumeRow> {
-    const row = await this.deps.store.getVolume(ref, teamId);
-    if (!row) throw notFound(ref);
-    return row;
+  row(teamId: string, ref: string): Promise<VolumeRow> {
+    return volumeRow(this.deps.store, teamId, ref);
   }
 
   private async view(row: VolumeRow): Promise<Volume> {
@@ -377,6 +375,13 @@ export class VolumeService {
     const { host_id: _host, move_to: _to, sync_key: _key, sync_sha256: _sha, ...shown } = row;
     return { ...shown, mounted_by };
   }
+}
+
+/** A volume of the team by id or name (404 otherwise). */
+export async function volumeRow(store: Pick<VolumeStore, "getVolume">, teamId: string, ref: string): Promise<VolumeRow> {
+  const row = await store.getVolume(ref, teamId);
+  if (!row) throw notFound(ref);
+  return row;
 }
 
 function notFound(ref: string): SandtreeError {
