@@ -118,7 +118,7 @@ export class WorkerBundles {
         // Only its own sandboxes' rules and tunnels: every other sandbox with an address is another host's.
         const slotted = await this.deps.store.listSlottedNetworks();
         await network.start({ notMine: new Set(slotted.map((r) => r.sandbox_id).filter((id) => !mine.has(id))) });
-        const bundle = sandboxes.addHost({ name, host: client, network, images: client.images, remote: true }, mine);
+        const bundle = sandboxes.addHost({ name, host: client, network, images: client.images, livesApart: true }, mine);
         this.open.set(hostId, { name, client, key: fleet.callKeyOf(hostId) });
         this.deps.doors.set(hostId, true);
         this.failedAt.delete(hostId);

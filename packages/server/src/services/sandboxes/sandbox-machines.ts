@@ -21,11 +21,11 @@ export interface SandboxMachinesDeps {
   /** The liveness watchdog's deadline (ms; 0 turns it off). */
   agentDeadlineMs: number;
   /**
-   * Another machine's host (a worker's), by its name in the fleet: a machine it stops by itself
-   * (its shutdown) ends its sandbox TERMINATED. Absent: this process's own host, which stops
-   * machines only when asked.
+   * The name (in the fleet) of a host that lives apart from this process (a worker's): a machine it
+   * stops by itself (its shutdown) ends its sandbox TERMINATED, "on host NAME: the server shut
+   * down". Absent: this process's own host, which stops machines only when asked.
    */
-  remoteName?: string;
+  stopsByItself?: string;
 }
 
 /**
@@ -78,7 +78,7 @@ export class SandboxMachines {
         this.statuses.delete(id);
       }
       // Stopped on purpose though nobody here took it: its host shut down.
-      if (exit.expected && untaken && this.deps.remoteName) void this.recordHostStop(id, this.deps.remoteName);
+      if (exit.expected && untaken && this.deps.stopsByItself) void this.recordHostStop(id, this.deps.stopsByItself);
       else void this.recordExit(id, exit);
     });
     this.watch(id, machine, current);
@@ -88,7 +88,7 @@ export class SandboxMachines {
     });
   }
 
-  /** A machine its (remote) host stopped as it shut down: the sandbox ends TERMINATED with that reason. Never rejects. */
+  /** A machine its host (living apart) stopped as it shut down: the sandbox ends TERMINATED with that reason. Never rejects. */
   private async recordHostStop(id: string, host: string): Promise<void> {
     const reason = `on host ${host}: the server shut down`;
     const end = { status: "TERMINATED" as const, error_reason: reason, terminated_at: new Date().toISOString() };

@@ -26,8 +26,11 @@ export interface BundleHost {
   network?: NetworkService;
   /** The images its machines run on (default: the service's, this process's own host's). */
   images?: BundleDeps["images"];
-  /** Another machine's host (a worker's): a machine it stops by itself ended with it (SandboxMachines). */
-  remote?: boolean;
+  /**
+   * The host outlives or dies apart from this process (a worker's): it may stop its machines by
+   * itself as it shuts down, which ends their sandboxes TERMINATED naming it (SandboxMachines).
+   */
+  livesApart?: boolean;
 }
 
 /**
@@ -74,7 +77,7 @@ export function hostBundle(deps: BundleDeps, owner: SandboxPartsOwner, at: Bundl
     paths,
     log: deps.log,
     agentDeadlineMs: deps.deadlines?.agentMs ?? 30_000,
-    ...(at.remote ? { remoteName: at.name } : {}),
+    ...(at.livesApart ? { stopsByItself: at.name } : {}),
     ...net,
   });
   const provisioner = new Provisioner({
